@@ -1,0 +1,1 @@
+"""zgrad: distributed automatic differentiation over a broker-less ZeroMQ mesh."""

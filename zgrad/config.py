@@ -1,0 +1,287 @@
+"""Job configuration: TOML file, dict, or environment, parsed once into frozen dataclasses.
+
+Lower layers receive these typed objects, never raw dicts or ``os.environ``. Any unknown key,
+wrong type or value outside its allowed set raises :class:`~zgrad.errors.ConfigError` naming the
+key, the value received and what is allowed, with a close-match suggestion for typos.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import tomllib
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from zgrad.errors import ConfigError
+
+__all__ = [
+    "Config",
+    "JobConfig",
+    "RpcConfig",
+    "TransportConfig",
+    "EngineConfig",
+    "SecurityConfig",
+    "DdpConfig",
+    "WorkerSpec",
+    "load_config",
+    "parse_config",
+]
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """``[job]``: what the launcher runs."""
+
+    name: str = "zgrad-job"
+    entry: str = ""
+    args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RpcConfig:
+    """``[rpc]``: the RPC agent."""
+
+    num_worker_threads: int = 16
+    default_timeout_s: float = 60.0
+    allowed_modules: tuple[str, ...] = ()
+    codec: Literal["safe", "pickle"] = "safe"
+    shutdown_timeout_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class TransportConfig:
+    """``[transport]``: the ZeroMQ mesh."""
+
+    kind: str = "tcp"
+    bind_address: str = "127.0.0.1"
+    ipc_dir: str = ""
+    connect_timeout_s: float = 30.0
+    heartbeat_interval_s: float = 1.0
+    heartbeat_timeout_s: float = 10.0
+    high_water_mark: int = 1000
+    max_message_mb: int = 2048
+    chunk_mb: int = 16
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """``[engine]``: the distributed autograd engine."""
+
+    mode: Literal["fast", "smart"] = "fast"
+    backward_timeout_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class SecurityConfig:
+    """``[security]``: CURVE encryption and authentication."""
+
+    curve: bool = False
+    key_dir: str = ""
+
+
+@dataclass(frozen=True)
+class DdpConfig:
+    """``[ddp]``: data-parallel gradient reduction."""
+
+    bucket_cap_mb: float = 25.0
+    find_unused_parameters: bool = False
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """One ``[[workers]]`` entry: where a worker lives. ``port = 0`` picks a free port."""
+
+    name: str
+    host: str = "127.0.0.1"
+    port: int = 0
+    node: int = 0
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole job configuration."""
+
+    job: JobConfig = field(default_factory=JobConfig)
+    rpc: RpcConfig = field(default_factory=RpcConfig)
+    transport: TransportConfig = field(default_factory=TransportConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    security: SecurityConfig = field(default_factory=SecurityConfig)
+    ddp: DdpConfig = field(default_factory=DdpConfig)
+    workers: tuple[WorkerSpec, ...] = ()
+    source: str = "<defaults>"
+
+
+_SECTIONS: dict[str, type] = {
+    "job": JobConfig,
+    "rpc": RpcConfig,
+    "transport": TransportConfig,
+    "engine": EngineConfig,
+    "security": SecurityConfig,
+    "ddp": DdpConfig,
+}
+
+_POSITIVE_FIELDS = {
+    "rpc.num_worker_threads",
+    "rpc.default_timeout_s",
+    "rpc.shutdown_timeout_s",
+    "transport.connect_timeout_s",
+    "transport.heartbeat_interval_s",
+    "transport.heartbeat_timeout_s",
+    "transport.high_water_mark",
+    "transport.max_message_mb",
+    "transport.chunk_mb",
+    "engine.backward_timeout_s",
+    "ddp.bucket_cap_mb",
+}
+
+
+def _suggest(name: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=1)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def _unknown_key(where: str, key: str, allowed: list[str]) -> ConfigError:
+    return ConfigError(
+        f"unknown config key '{where}{key}'.{_suggest(key, allowed)} Allowed keys: {', '.join(sorted(allowed))}."
+    )
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(key: str, value: Any, tp: Any) -> Any:
+    """Check ``value`` against annotation ``tp`` and return it in the field's type."""
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+        if value not in allowed:
+            hint = _suggest(str(value), [str(a) for a in allowed])
+            raise ConfigError(
+                f"config key {key!r} got {value!r}; allowed values: {', '.join(map(repr, allowed))}.{hint}"
+            )
+        return value
+    if origin is tuple:
+        (item_tp, _) = typing.get_args(tp)
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"config key {key!r} got {value!r} ({type(value).__name__}); expected a list of {_type_name(item_tp)}")
+        return tuple(_coerce(f"{key}[{i}]", v, item_tp) for i, v in enumerate(value))
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"config key {key!r} got {value!r} ({type(value).__name__}); expected true or false")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"config key {key!r} got {value!r} ({type(value).__name__}); expected an integer")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"config key {key!r} got {value!r} ({type(value).__name__}); expected a number")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"config key {key!r} got {value!r} ({type(value).__name__}); expected a string")
+        return value
+    raise ConfigError(f"config key {key!r}: unsupported field type {tp!r}")
+
+
+def _build(cls: type, where: str, raw: Any) -> Any:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"config section {where.rstrip('.')!r} must be a table, got {type(raw).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    values = {}
+    for key, value in raw.items():
+        if key not in names:
+            raise _unknown_key(where, key, names)
+        full = f"{where}{key}"
+        coerced = _coerce(full, value, hints[key])
+        if full in _POSITIVE_FIELDS and coerced <= 0:
+            raise ConfigError(f"config key {full!r} got {value!r}; expected a value greater than 0")
+        values[key] = coerced
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in values and f.default is dataclasses.MISSING]
+        raise ConfigError(f"config section {where.rstrip('.')!r} is missing required key(s): {', '.join(missing)}") from exc
+
+
+def _check_consistency(cfg: Config) -> None:
+    t = cfg.transport
+    if t.heartbeat_timeout_s <= t.heartbeat_interval_s:
+        raise ConfigError(
+            f"config key 'transport.heartbeat_timeout_s' ({t.heartbeat_timeout_s}) must be greater than "
+            f"'transport.heartbeat_interval_s' ({t.heartbeat_interval_s})"
+        )
+    seen: set[str] = set()
+    for i, w in enumerate(cfg.workers):
+        if w.name in seen:
+            raise ConfigError(f"config key 'workers[{i}].name' repeats the worker name {w.name!r}; names must be unique")
+        seen.add(w.name)
+        if not 0 <= w.port <= 65535:
+            raise ConfigError(f"config key 'workers[{i}].port' got {w.port}; expected 0 (pick a free port) to 65535")
+        if w.node < 0:
+            raise ConfigError(f"config key 'workers[{i}].node' got {w.node}; expected a node rank >= 0")
+    if cfg.rpc.codec == "pickle" and not cfg.security.curve:
+        raise ConfigError(
+            "config key 'rpc.codec' = 'pickle' requires 'security.curve' = true: "
+            "unpickling network data is only allowed between authenticated peers"
+        )
+
+
+def parse_config(raw: Mapping[str, Any], source: str = "<dict>") -> Config:
+    """Validate a mapping with the TOML's sections and return a :class:`Config`.
+
+    Raises:
+        ConfigError: an unknown section or key, a wrong type, or a value outside its allowed set.
+    """
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"a config must be a table of sections, got {type(raw).__name__}")
+    sections = {}
+    workers: tuple[WorkerSpec, ...] = ()
+    allowed_top = [*_SECTIONS, "workers"]
+    for key, value in raw.items():
+        if key == "workers":
+            if not isinstance(value, list):
+                raise ConfigError(f"config key 'workers' must be an array of tables ([[workers]]), got {type(value).__name__}")
+            workers = tuple(_build(WorkerSpec, f"workers[{i}].", w) for i, w in enumerate(value))
+        elif key in _SECTIONS:
+            sections[key] = _build(_SECTIONS[key], f"{key}.", value)
+        else:
+            raise ConfigError(
+                f"unknown config section {key!r}.{_suggest(key, allowed_top)} Allowed sections: {', '.join(allowed_top)}."
+            )
+    cfg = Config(**sections, workers=workers, source=source)
+    _check_consistency(cfg)
+    return cfg
+
+
+def load_config(config: str | os.PathLike | Mapping[str, Any] | Config | None = None) -> Config:
+    """Return a :class:`Config` from a TOML path, a dict of sections, a parsed config, or defaults.
+
+    Raises:
+        ConfigError: the file is missing, is not valid TOML, or fails validation.
+    """
+    if config is None:
+        return Config()
+    if isinstance(config, Config):
+        return config
+    if isinstance(config, Mapping):
+        return parse_config(config)
+    path = Path(config)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {str(path)!r}: {exc.strerror or exc}") from exc
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from exc
+    return parse_config(raw, source=str(path))

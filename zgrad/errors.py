@@ -1,0 +1,70 @@
+"""The one exception hierarchy of zgrad.
+
+Every error zgrad raises on purpose derives from :class:`ZgradError`, which is a
+``RuntimeError`` so that code written against PyTorch (which raises ``RuntimeError``)
+keeps working. Messages say what happened, where, and what to do about it.
+
+Standard library only: every layer may import this module.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ZgradError",
+    "ConfigError",
+    "ProtocolError",
+    "TransportError",
+    "WorkerUnavailableError",
+    "ZgradTimeoutError",
+    "RemoteError",
+    "AutogradError",
+]
+
+
+class ZgradError(RuntimeError):
+    """Base class of every error raised by zgrad."""
+
+
+class ConfigError(ZgradError, ValueError):
+    """A configuration key, type or value is wrong; the message names the key and what is allowed."""
+
+
+class ProtocolError(ZgradError):
+    """A message from a peer does not follow the wire protocol."""
+
+
+class TransportError(ZgradError):
+    """The transport could not bind, connect or deliver."""
+
+
+class WorkerUnavailableError(TransportError):
+    """A peer worker is dead, unreachable or was never seen; the message names it."""
+
+
+class ZgradTimeoutError(ZgradError, TimeoutError):
+    """A bounded wait ran past its limit; the message says what was waited for and for how long."""
+
+
+class RemoteError(ZgradError):
+    """An exception raised on another worker, carried back as data.
+
+    Attributes:
+        remote_type: qualified name of the original exception type, e.g. ``"ValueError"``.
+        remote_message: the original exception's message.
+        worker: name of the worker on which it was raised.
+        remote_traceback: the formatted traceback text from that worker.
+    """
+
+    def __init__(self, remote_type: str, remote_message: str, worker: str, remote_traceback: str = ""):
+        self.remote_type = remote_type
+        self.remote_message = remote_message
+        self.worker = worker
+        self.remote_traceback = remote_traceback
+        super().__init__(f"{remote_type} on worker {worker!r}: {remote_message}")
+
+    def __reduce__(self):
+        return (type(self), (self.remote_type, self.remote_message, self.worker, self.remote_traceback))
+
+
+class AutogradError(ZgradError):
+    """A backward pass cannot run or failed (bad roots, freed graph, invalid gradient)."""
