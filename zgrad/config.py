@@ -57,17 +57,30 @@ class RpcConfig:
 
 @dataclass(frozen=True)
 class TransportConfig:
-    """``[transport]``: the ZeroMQ mesh."""
+    """``[transport]``: the ZeroMQ mesh (see ``docs/transport.md``).
+
+    ``kind`` names a transport registered under the entry-point group ``zgrad.transports``
+    (built-ins: ``tcp``, ``ipc``, ``inproc``). ``bind_address`` is where tcp workers listen
+    (loopback unless set explicitly); ``advertise_address`` is the address peers dial when it
+    differs (required when binding a wildcard such as ``0.0.0.0`` without ``[[workers]]`` hosts).
+    ``high_water_mark`` bounds queued messages per peer, both in ZeroMQ and in front of it;
+    ``send_timeout_s`` bounds how long a sender waits when a peer's queue is full.
+    ``chunk_mb`` is the largest frame a buffer is cut into; ``recv_pool_mb`` is the memory kept
+    for reassembling chunked buffers into reused pages.
+    """
 
     kind: str = "tcp"
     bind_address: str = "127.0.0.1"
+    advertise_address: str = ""
     ipc_dir: str = ""
     connect_timeout_s: float = 30.0
+    send_timeout_s: float = 30.0
     heartbeat_interval_s: float = 1.0
     heartbeat_timeout_s: float = 10.0
     high_water_mark: int = 1000
     max_message_mb: int = 2048
     chunk_mb: int = 16
+    recv_pool_mb: int = 256
 
 
 @dataclass(frozen=True)
@@ -80,7 +93,12 @@ class EngineConfig:
 
 @dataclass(frozen=True)
 class SecurityConfig:
-    """``[security]``: CURVE encryption and authentication."""
+    """``[security]``: CURVE encryption and authentication.
+
+    With ``curve = true`` every worker loads its key pair ``worker-<rank>.key_secret`` and the
+    public keys ``worker-<n>.key`` of all workers from ``key_dir`` (written by
+    ``zgrad.transport.generate_keys``); only those public keys may connect.
+    """
 
     curve: bool = False
     key_dir: str = ""
@@ -132,14 +150,20 @@ _POSITIVE_FIELDS = {
     "rpc.default_timeout_s",
     "rpc.shutdown_timeout_s",
     "transport.connect_timeout_s",
+    "transport.send_timeout_s",
     "transport.heartbeat_interval_s",
     "transport.heartbeat_timeout_s",
     "transport.high_water_mark",
     "transport.max_message_mb",
     "transport.chunk_mb",
+    "transport.recv_pool_mb",
     "engine.backward_timeout_s",
     "ddp.bucket_cap_mb",
 }
+
+
+# A frame length travels as an unsigned 32-bit field of the transport header.
+_MAX_CHUNK_MB = 1024
 
 
 def _suggest(name: str, choices: list[str]) -> str:
@@ -219,6 +243,16 @@ def _check_consistency(cfg: Config) -> None:
         raise ConfigError(
             f"config key 'transport.heartbeat_timeout_s' ({t.heartbeat_timeout_s}) must be greater than "
             f"'transport.heartbeat_interval_s' ({t.heartbeat_interval_s})"
+        )
+    if t.chunk_mb > min(t.max_message_mb, _MAX_CHUNK_MB):
+        raise ConfigError(
+            f"config key 'transport.chunk_mb' got {t.chunk_mb}; expected at most "
+            f"{min(t.max_message_mb, _MAX_CHUNK_MB)} (the smaller of 'transport.max_message_mb' and {_MAX_CHUNK_MB})"
+        )
+    if cfg.security.curve and not cfg.security.key_dir:
+        raise ConfigError(
+            "config key 'security.curve' = true requires 'security.key_dir': the directory of worker key "
+            "files written by `zgrad-launch keygen --out DIR --workers N`"
         )
     seen: set[str] = set()
     for i, w in enumerate(cfg.workers):

@@ -1,0 +1,6 @@
+"""``zgrad.autograd``: user-defined differentiable functions and gradient-mode switches."""
+
+from zgrad.autograd.function import Function, FunctionCtx
+from zgrad.engine.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+
+__all__ = ["Function", "FunctionCtx", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled"]

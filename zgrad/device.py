@@ -1,0 +1,50 @@
+"""Where a tensor's data lives."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Device", "as_device"]
+
+
+@dataclass(frozen=True)
+class Device:
+    """A device such as ``cpu`` or ``cuda:0``; compares equal to its string form."""
+
+    type: str
+    index: int | None = None
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __repr__(self) -> str:
+        return f"device(type={self.type!r}" + ("" if self.index is None else f", index={self.index}") + ")"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            other = as_device(other)
+        if not isinstance(other, Device):
+            return NotImplemented
+        return self.type == other.type and (self.index or 0) == (other.index or 0)
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index or 0))
+
+
+CPU = Device("cpu")
+
+
+def as_device(spec: "str | Device") -> Device:
+    """Parse ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or pass a :class:`Device` through.
+
+    Raises:
+        ValueError: an unknown device string.
+    """
+    if isinstance(spec, Device):
+        return spec
+    if not isinstance(spec, str):
+        raise TypeError(f"expected a device string like 'cpu' or 'cuda:0', got {type(spec).__name__}")
+    kind, _, index = spec.partition(":")
+    if kind not in ("cpu", "cuda") or (index and not index.isdigit()):
+        raise ValueError(f"Expected one of cpu, cuda device type at start of device string: {spec}")
+    return Device(kind, int(index) if index else None)

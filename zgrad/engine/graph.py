@@ -1,0 +1,123 @@
+"""Backward-graph building blocks: nodes, edges, input metadata, leaf accumulation.
+
+A node is the backward of one forward op. It receives one gradient per forward output
+(described by ``input_metadata``) and produces one gradient per forward input, routed along
+``next_edges``. The engine works on raw arrays only; tensors appear here solely as the opaque
+``variable`` of :class:`AccumulateGrad`, which must offer ``_accumulate_grad(array)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Sequence
+
+import numpy as np
+
+from zgrad.errors import AutogradError
+from zgrad.kernels import dispatch
+
+__all__ = ["InputMetadata", "Edge", "Node", "AccumulateGrad", "GraphRoot", "FREED_GRAPH_MESSAGE"]
+
+FREED_GRAPH_MESSAGE = (
+    "Trying to backward through the graph a second time (or directly access saved tensors after "
+    "they have already been freed). Saved intermediate values of the graph are freed when you call "
+    ".backward(). Specify retain_graph=True if you need to backward through the graph a second "
+    "time or if you need to access saved tensors after calling backward."
+)
+
+
+class InputMetadata(NamedTuple):
+    """Shape, dtype and device type of a gradient a node expects to receive."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    device_type: str
+
+    @classmethod
+    def of(cls, array: Any) -> "InputMetadata":
+        return cls(array.shape, array.dtype, dispatch.device_type_of(array))
+
+    def zeros(self):
+        """A zero gradient matching this metadata."""
+        return dispatch.full(self.shape, 0, self.dtype, self.device_type)
+
+
+class Edge(NamedTuple):
+    """Where a gradient goes: input ``input_nr`` of ``node``."""
+
+    node: "Node"
+    input_nr: int
+
+
+GradHook = Callable[[Any], Any]
+
+
+class Node:
+    """Base of every backward node.
+
+    Subclasses implement :meth:`apply` (gradients in, gradients out, as arrays) and, when they
+    keep forward values, :meth:`release_variables`.
+
+    Attributes:
+        next_edges: one entry per forward input; ``None`` where that input needs no gradient.
+        input_metadata: one entry per gradient this node receives (per forward output).
+        always_run: run even when no gradient reached it (missing inputs become zeros); used by
+            nodes whose running is itself an obligation, like distributed recv nodes.
+    """
+
+    always_run = False
+
+    def __init__(self) -> None:
+        self.next_edges: list[Edge | None] = []
+        self.input_metadata: list[InputMetadata] = []
+        self.pre_hooks: dict[int, list[GradHook]] = {}
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    @property
+    def next_functions(self) -> tuple[tuple["Node | None", int], ...]:
+        """PyTorch-style ``((node, input_nr), ...)`` with ``(None, 0)`` for inputs without gradient."""
+        return tuple((e.node, e.input_nr) if e is not None else (None, 0) for e in self.next_edges)
+
+    def register_pre_hook(self, input_nr: int, hook: GradHook) -> None:
+        """Run ``hook(grad) -> grad | None`` on input ``input_nr`` before the node runs."""
+        self.pre_hooks.setdefault(input_nr, []).append(hook)
+
+    def apply(self, grads: Sequence[Any]) -> Sequence[Any]:
+        raise NotImplementedError(f"{self.name}.apply")
+
+    def release_variables(self) -> None:
+        """Drop the forward values kept for backward (called after a pass without retain_graph)."""
+
+    def __repr__(self) -> str:
+        return f"<{self.name} object at {id(self):#x}>"
+
+
+class AccumulateGrad(Node):
+    """The sink of a leaf tensor: adds the incoming gradient into ``variable.grad``."""
+
+    def __init__(self, variable: Any) -> None:
+        super().__init__()
+        self.variable = variable
+        self.input_metadata = [InputMetadata.of(variable._data)]
+
+    def apply(self, grads: Sequence[Any]) -> Sequence[Any]:
+        self.variable._accumulate_grad(grads[0])
+        return ()
+
+
+class GraphRoot(Node):
+    """The start of a pass: hands the root gradients to the roots' nodes."""
+
+    def __init__(self, edges: Sequence[Edge], grads: Sequence[Any]) -> None:
+        super().__init__()
+        self.next_edges = list(edges)
+        self._grads = list(grads)
+
+    def apply(self, grads: Sequence[Any]) -> Sequence[Any]:
+        return self._grads
+
+
+def raise_freed(node: Node) -> None:
+    raise AutogradError(f"{node.name}: {FREED_GRAPH_MESSAGE}")

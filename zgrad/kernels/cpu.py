@@ -1,0 +1,228 @@
+"""The CPU backend: the op vocabulary of :mod:`zgrad.kernels.dispatch` on numpy arrays.
+
+Every function writes into ``out`` and returns it. Single-pass numpy ufuncs and BLAS are used
+as they are (they already run at memory or FLOP speed); fused kernels, where one Numba loop
+replaces several numpy temporaries, come from :mod:`zgrad.kernels.cpu_kernels`, which is
+imported (and so numba with it) only on the first call that needs it.
+"""
+
+from __future__ import annotations
+
+import functools
+from types import ModuleType
+
+import numpy as np
+
+DEVICE_TYPE = "cpu"
+
+ACTIVATION_CODES = {"identity": 0, "relu": 1, "tanh": 2, "sigmoid": 3}
+
+
+@functools.cache
+def _fused() -> ModuleType:
+    from zgrad.kernels import cpu_kernels
+
+    return cpu_kernels
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    """A 1-D C-contiguous view (or copy, for strided input) of ``a``."""
+    return np.ascontiguousarray(a).reshape(-1)
+
+
+def _rows(a: np.ndarray) -> np.ndarray:
+    """A 2-D (rows, last axis) C-contiguous view (or copy) of ``a``."""
+    a = np.ascontiguousarray(a)
+    return a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
+
+
+# --- allocation -------------------------------------------------------------------------------
+
+def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    return np.empty(shape, dtype=dtype)
+
+
+def full(shape: tuple[int, ...], value: float, dtype: np.dtype) -> np.ndarray:
+    return np.full(shape, value, dtype=dtype)
+
+
+def asarray(data, dtype: np.dtype | None = None) -> np.ndarray:
+    return np.asarray(data, dtype=dtype)
+
+
+def to_host(x: np.ndarray) -> np.ndarray:
+    return x
+
+
+# --- element-wise -----------------------------------------------------------------------------
+
+def add(a, b, out):
+    return np.add(a, b, out=out)
+
+
+def sub(a, b, out):
+    return np.subtract(a, b, out=out)
+
+
+def mul(a, b, out):
+    return np.multiply(a, b, out=out)
+
+
+def div(a, b, out):
+    return np.true_divide(a, b, out=out)
+
+
+def pow(a, b, out):  # noqa: A001 - op vocabulary name
+    return np.power(a, b, out=out)
+
+
+def neg(x, out):
+    return np.negative(x, out=out)
+
+
+def _unary_fused(name: str, x, out):
+    if x.size == 0:
+        return out
+    flat_out = out.reshape(-1)
+    getattr(_fused(), name)(_flat(x), flat_out)
+    return out
+
+
+def exp(x, out):
+    return _unary_fused("exp_forward", x, out)
+
+
+def log(x, out):
+    return _unary_fused("log_forward", x, out)
+
+
+def tanh(x, out):
+    return _unary_fused("tanh_forward", x, out)
+
+
+def sigmoid(x, out):
+    return _unary_fused("sigmoid_forward", x, out)
+
+
+def relu(x, out):
+    return _unary_fused("relu_forward", x, out)
+
+
+def _backward_fused(name: str, grad, saved, out):
+    if out.size == 0:
+        return out
+    getattr(_fused(), name)(_flat(grad), _flat(saved), out.reshape(-1))
+    return out
+
+
+def relu_backward(grad, x, out):
+    return _backward_fused("relu_backward", grad, x, out)
+
+
+def tanh_backward(grad, y, out):
+    return _backward_fused("tanh_backward", grad, y, out)
+
+
+def sigmoid_backward(grad, y, out):
+    return _backward_fused("sigmoid_backward", grad, y, out)
+
+
+def where_positive(cond, a, out):
+    """out = a where cond > 0 else 0 (e.g. the gradient mask of max/abs-like ops)."""
+    return np.multiply(a, cond > 0, out=out)
+
+
+# --- linear algebra and reductions ------------------------------------------------------------
+
+def matmul(a, b, out):
+    return np.matmul(a, b, out=out)
+
+
+def sum(x, axis, keepdims, out):  # noqa: A001 - op vocabulary name
+    return np.sum(x, axis=axis, keepdims=keepdims, out=out)
+
+
+def amax(x, axis, keepdims, out):
+    return np.amax(x, axis=axis, keepdims=keepdims, out=out)
+
+
+# --- layout -----------------------------------------------------------------------------------
+
+def copy(x, out):
+    np.copyto(out, x, casting="unsafe")
+    return out
+
+
+def stack(arrays, axis, out):
+    return np.stack(arrays, axis=axis, out=out)
+
+
+def concatenate(arrays, axis, out):
+    return np.concatenate(arrays, axis=axis, out=out)
+
+
+def scatter_slice(index, values, out):
+    """out[index] += values (the backward of basic slicing; ``out`` starts zeroed)."""
+    out[index] += values
+    return out
+
+
+# --- row-wise fused kernels (last axis) -------------------------------------------------------
+
+def bias_act(x, bias, activation: str, out):
+    _fused().bias_act_forward(_rows(x), _flat(bias), ACTIVATION_CODES[activation], out.reshape(-1, out.shape[-1]))
+    return out
+
+
+def softmax(x, out):
+    _fused().softmax_forward(_rows(x), out.reshape(-1, out.shape[-1]))
+    return out
+
+
+def log_softmax(x, out):
+    _fused().log_softmax_forward(_rows(x), out.reshape(-1, out.shape[-1]))
+    return out
+
+
+def softmax_backward(grad, y, out):
+    _fused().softmax_backward(_rows(grad), _rows(y), out.reshape(-1, out.shape[-1]))
+    return out
+
+
+def log_softmax_backward(grad, y, out):
+    _fused().log_softmax_backward(_rows(grad), _rows(y), out.reshape(-1, out.shape[-1]))
+    return out
+
+
+def cross_entropy(logits, targets, probs_out) -> float:
+    return _fused().cross_entropy_forward(_rows(logits), np.ascontiguousarray(targets, dtype=np.int64), probs_out)
+
+
+def cross_entropy_backward(probs, targets, scale: float, out):
+    _fused().cross_entropy_backward(probs, np.ascontiguousarray(targets, dtype=np.int64), scale, out)
+    return out
+
+
+def mse(a, b) -> float:
+    return _fused().mse_forward(_flat(a), _flat(b))
+
+
+def mse_backward(a, b, scale: float, out):
+    _fused().mse_backward(_flat(a), _flat(b), scale, out.reshape(-1))
+    return out
+
+
+# --- optimizer updates (in place on contiguous parameters) ------------------------------------
+
+def sgd_step(param, grad, momentum_buf, lr, momentum, dampening, weight_decay, nesterov, first_step):
+    _fused().sgd_step(
+        param.reshape(-1), _flat(grad), momentum_buf.reshape(-1),
+        lr, momentum, dampening, weight_decay, nesterov, first_step,
+    )
+
+
+def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay, amsgrad):
+    _fused().adam_step(
+        param.reshape(-1), _flat(grad), exp_avg.reshape(-1), exp_avg_sq.reshape(-1), max_exp_avg_sq.reshape(-1),
+        step, lr, beta1, beta2, eps, weight_decay, amsgrad,
+    )

@@ -1,0 +1,385 @@
+"""One dispatch for every array op: picks the backend by device, owns allocation, broadcasting
+and dtype rules, and calls the backend's kernel with a freshly allocated ``out``.
+
+Ops above this layer call these functions and never name a device-specific one. A backend is a
+module implementing :data:`OPS`; the CPU backend is :mod:`zgrad.kernels.cpu`, a CUDA backend
+plugs in under ``"cuda"`` and is imported only on first CUDA use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = [
+    "OPS",
+    "backend",
+    "backend_of",
+    "device_type_of",
+    "empty",
+    "full",
+    "asarray",
+    "float_dtype",
+    "broadcast_shape",
+    "sum_to",
+    "binary",
+    "unary",
+    "activation_backward",
+    "matmul",
+    "reduce_sum",
+    "reduce_max",
+    "rowwise",
+    "rowwise_backward",
+    "bias_act",
+    "cross_entropy",
+    "cross_entropy_backward",
+    "mse",
+    "mse_backward",
+    "stack",
+    "concatenate",
+    "slice_backward",
+    "cast",
+    "add_inplace",
+]
+
+OPS = (
+    "empty", "full", "asarray", "to_host",
+    "add", "sub", "mul", "div", "pow", "neg",
+    "exp", "log", "tanh", "sigmoid", "relu",
+    "relu_backward", "tanh_backward", "sigmoid_backward", "where_positive",
+    "matmul", "sum", "amax", "copy", "stack", "concatenate", "scatter_slice",
+    "bias_act", "softmax", "log_softmax", "softmax_backward", "log_softmax_backward",
+    "cross_entropy", "cross_entropy_backward", "mse", "mse_backward",
+    "sgd_step", "adam_step",
+)
+
+_BACKEND_MODULES = {"cpu": "zgrad.kernels.cpu", "cuda": "zgrad.kernels.cuda"}
+_loaded: dict[str, ModuleType] = {}
+
+DEFAULT_FLOAT = np.dtype(np.float32)
+
+
+def backend(device_type: str) -> ModuleType:
+    """Return the backend module for ``device_type`` ("cpu" or "cuda"), importing it on first use.
+
+    Raises:
+        ValueError: the device type is unknown.
+        RuntimeError: the backend exists but cannot be loaded here (e.g. no CUDA).
+    """
+    module = _loaded.get(device_type)
+    if module is not None:
+        return module
+    name = _BACKEND_MODULES.get(device_type)
+    if name is None:
+        raise ValueError(f"unknown device type {device_type!r}; expected one of {sorted(_BACKEND_MODULES)}")
+    try:
+        module = importlib.import_module(name)
+    except ImportError as exc:
+        raise RuntimeError(
+            f"the {device_type!r} backend is not available: {exc}. "
+            "Install the CUDA extras with: pip install 'zgrad[cuda]'"
+        ) from exc
+    missing = [op for op in OPS if not hasattr(module, op)]
+    if missing:
+        raise RuntimeError(f"backend {name} does not implement: {', '.join(missing)}")
+    _loaded[device_type] = module
+    return module
+
+
+def device_type_of(array: Any) -> str:
+    """The device type an array lives on: "cpu" for numpy arrays, "cuda" for device arrays."""
+    if isinstance(array, np.ndarray):
+        return "cpu"
+    if hasattr(array, "__cuda_array_interface__"):
+        return "cuda"
+    return "cpu"
+
+
+def backend_of(*arrays: Any) -> ModuleType:
+    """The backend shared by ``arrays``; Python scalars go with any device.
+
+    Raises:
+        RuntimeError: the arrays live on different devices.
+    """
+    found = None
+    for a in arrays:
+        if isinstance(a, (int, float, bool)):
+            continue
+        d = device_type_of(a)
+        if found is None:
+            found = d
+        elif d != found:
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, {found} and {d}")
+    return backend(found or "cpu")
+
+
+# --- allocation and dtype rules ---------------------------------------------------------------
+
+def empty(shape: Sequence[int], dtype: Any, device_type: str = "cpu"):
+    return backend(device_type).empty(tuple(shape), np.dtype(dtype))
+
+
+def full(shape: Sequence[int], value: float, dtype: Any, device_type: str = "cpu"):
+    return backend(device_type).full(tuple(shape), value, np.dtype(dtype))
+
+
+def asarray(data: Any, dtype: Any = None, device_type: str = "cpu"):
+    return backend(device_type).asarray(data, None if dtype is None else np.dtype(dtype))
+
+
+def float_dtype(dtype: np.dtype) -> np.dtype:
+    """The floating dtype an op on ``dtype`` computes in: itself if floating, else float32."""
+    return dtype if dtype.kind == "f" else DEFAULT_FLOAT
+
+
+def _result_dtype(a: Any, b: Any) -> np.dtype:
+    return np.result_type(a, b)
+
+
+def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """numpy's broadcast of two shapes.
+
+    Raises:
+        ValueError: the shapes cannot be broadcast, naming both.
+    """
+    if a == b:
+        return a
+    try:
+        return np.broadcast_shapes(a, b)
+    except ValueError:
+        raise ValueError(f"shapes {list(a)} and {list(b)} cannot be broadcast together") from None
+
+
+def sum_to(x: Any, shape: tuple[int, ...]):
+    """Sum ``x`` down to ``shape``, undoing a numpy broadcast (the backward of broadcasting).
+
+    Raises:
+        ValueError: ``x``'s shape is not a broadcast of ``shape``.
+    """
+    if x.shape == shape:
+        return x
+    lead = x.ndim - len(shape)
+    if lead < 0:
+        raise ValueError(f"cannot sum a gradient of shape {list(x.shape)} down to shape {list(shape)}")
+    axes = list(range(lead))
+    for i, n in enumerate(shape):
+        got = x.shape[lead + i]
+        if n == 1 and got != 1:
+            axes.append(lead + i)
+        elif n != got:
+            raise ValueError(f"cannot sum a gradient of shape {list(x.shape)} down to shape {list(shape)}")
+    reduced = reduce_sum(x, tuple(axes), keepdims=True)
+    return reduced.reshape(shape)
+
+
+# --- element-wise -----------------------------------------------------------------------------
+
+def _shape_of(a: Any) -> tuple[int, ...]:
+    return getattr(a, "shape", ())
+
+
+def binary(op: str, a: Any, b: Any, dtype: Any = None):
+    """``op`` ("add", "sub", "mul", "div", "pow") of two arrays or an array and a scalar, broadcast."""
+    be = backend_of(a, b)
+    shape = broadcast_shape(_shape_of(a), _shape_of(b))
+    if dtype is None:
+        dtype = _result_dtype(a, b)
+        if op == "div":
+            dtype = float_dtype(dtype)
+    out = be.empty(shape, dtype)
+    return getattr(be, op)(a, b, out)
+
+
+def unary(op: str, x: Any):
+    """``op`` ("neg", "exp", "log", "tanh", "sigmoid", "relu") of an array, in its floating dtype."""
+    be = backend_of(x)
+    dtype = x.dtype if op in ("neg", "relu") else float_dtype(x.dtype)
+    if x.dtype != dtype:
+        x = cast(x, dtype)
+    return getattr(be, op)(x, be.empty(x.shape, dtype))
+
+
+def activation_backward(op: str, grad: Any, saved: Any):
+    """Gradient of an activation: ``op`` in "relu_backward", "tanh_backward", "sigmoid_backward"."""
+    be = backend_of(grad, saved)
+    if grad.dtype != saved.dtype:
+        grad = cast(grad, saved.dtype)
+    return getattr(be, op)(grad, saved, be.empty(saved.shape, saved.dtype))
+
+
+def add_inplace(out: Any, other: Any):
+    """out += other (broadcast); ``out`` must be an array the caller owns."""
+    be = backend_of(out, other)
+    return be.add(out, other, out)
+
+
+def cast(x: Any, dtype: Any):
+    """A copy of ``x`` in ``dtype``."""
+    be = backend_of(x)
+    return be.copy(x, be.empty(x.shape, np.dtype(dtype)))
+
+
+# --- linear algebra and reductions ------------------------------------------------------------
+
+def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    if not a or not b:
+        raise ValueError("matmul: both arguments need at least one dimension, got a scalar")
+    a2 = (1,) + a if len(a) == 1 else a
+    b2 = b + (1,) if len(b) == 1 else b
+    if a2[-1] != b2[-2]:
+        raise ValueError(
+            f"matmul: shapes {list(a)} and {list(b)} do not match: {a2[-1]} (last dim of the first) != {b2[-2]}"
+        )
+    batch = broadcast_shape(a2[:-2], b2[:-2])
+    shape = batch + (a2[-2], b2[-1])
+    if len(a) == 1:
+        shape = shape[:-2] + shape[-1:]
+    if len(b) == 1:
+        shape = shape[:-1]
+    return shape
+
+
+def matmul(a: Any, b: Any):
+    """numpy's matmul (batched and vector cases included) into a fresh ``out``.
+
+    Raises:
+        ValueError: the inner dimensions do not match, naming both shapes.
+    """
+    be = backend_of(a, b)
+    shape = _matmul_shape(a.shape, b.shape)
+    dtype = _result_dtype(a, b)
+    if a.dtype != dtype:
+        a = cast(a, dtype)
+    if b.dtype != dtype:
+        b = cast(b, dtype)
+    return be.matmul(a, b, be.empty(shape, dtype))
+
+
+def _normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    norm = []
+    for ax in axes:
+        if not -ndim <= ax < max(ndim, 1):
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got {ax})")
+        norm.append(ax % max(ndim, 1))
+    return tuple(sorted(set(norm)))
+
+
+def _reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
+    if keepdims:
+        return tuple(1 if i in axes else n for i, n in enumerate(shape))
+    return tuple(n for i, n in enumerate(shape) if i not in axes)
+
+
+def reduce_sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None):
+    """Sum over ``axis`` (None = all) into a fresh ``out``."""
+    be = backend_of(x)
+    axes = _normalize_axes(axis, x.ndim)
+    out = be.empty(_reduced_shape(x.shape, axes, keepdims), np.dtype(dtype) if dtype is not None else x.dtype)
+    return be.sum(x, axes, keepdims, out)
+
+
+def reduce_max(x: Any, axis: Any = None, keepdims: bool = False):
+    """Maximum over ``axis`` (None = all) into a fresh ``out``."""
+    be = backend_of(x)
+    axes = _normalize_axes(axis, x.ndim)
+    return be.amax(x, axes, keepdims, be.empty(_reduced_shape(x.shape, axes, keepdims), x.dtype))
+
+
+# --- row-wise fused ops -----------------------------------------------------------------------
+
+def rowwise(op: str, x: Any):
+    """``op`` ("softmax", "log_softmax") over the last axis."""
+    be = backend_of(x)
+    dtype = float_dtype(x.dtype)
+    if x.dtype != dtype:
+        x = cast(x, dtype)
+    return getattr(be, op)(x, be.empty(x.shape, dtype))
+
+
+def rowwise_backward(op: str, grad: Any, y: Any):
+    """Gradient of a row-wise op: ``op`` in "softmax_backward", "log_softmax_backward"."""
+    be = backend_of(grad, y)
+    if grad.dtype != y.dtype:
+        grad = cast(grad, y.dtype)
+    return getattr(be, op)(grad, y, be.empty(y.shape, y.dtype))
+
+
+def bias_act(x: Any, bias: Any, activation: str):
+    """act(x + bias) over the last axis in one pass; activation in identity/relu/tanh/sigmoid."""
+    be = backend_of(x, bias)
+    dtype = _result_dtype(x, bias)
+    if bias.dtype != dtype:
+        bias = cast(bias, dtype)
+    if x.dtype != dtype:
+        x = cast(x, dtype)
+    return be.bias_act(x, bias, activation, be.empty(x.shape, dtype))
+
+
+def cross_entropy(logits: Any, targets: Any) -> tuple[float, Any]:
+    """Mean cross-entropy of 2-D ``logits`` against integer class ``targets``; returns (loss, probs)."""
+    be = backend_of(logits)
+    probs = be.empty(logits.shape, logits.dtype)
+    return be.cross_entropy(logits, targets, probs), probs
+
+
+def cross_entropy_backward(probs: Any, targets: Any, scale: float):
+    """scale * (probs - onehot(targets)) into a fresh ``out``."""
+    be = backend_of(probs)
+    return be.cross_entropy_backward(probs, targets, scale, be.empty(probs.shape, probs.dtype))
+
+
+def mse(a: Any, b: Any) -> float:
+    """Sum of squared differences of two same-shaped arrays."""
+    return backend_of(a, b).mse(a, b)
+
+
+def mse_backward(a: Any, b: Any, scale: float):
+    """scale * (a - b) into a fresh ``out``."""
+    be = backend_of(a, b)
+    return be.mse_backward(a, b, scale, be.empty(a.shape, a.dtype))
+
+
+# --- layout -----------------------------------------------------------------------------------
+
+def stack(arrays: Sequence[Any], axis: int):
+    be = backend_of(*arrays)
+    first = arrays[0]
+    for i, a in enumerate(arrays):
+        if a.shape != first.shape:
+            raise ValueError(f"stack expects each tensor to be equal size, but got {list(first.shape)} at entry 0 and {list(a.shape)} at entry {i}")
+    ndim = first.ndim + 1
+    if not -ndim <= axis < ndim:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got {axis})")
+    axis %= ndim
+    dtype = np.result_type(*arrays)
+    shape = first.shape[:axis] + (len(arrays),) + first.shape[axis:]
+    return be.stack(arrays, axis, be.empty(shape, dtype))
+
+
+def concatenate(arrays: Sequence[Any], axis: int):
+    be = backend_of(*arrays)
+    first = arrays[0]
+    if first.ndim == 0:
+        raise ValueError("zero-dimensional tensor cannot be concatenated")
+    if not -first.ndim <= axis < first.ndim:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-first.ndim}, {first.ndim - 1}], but got {axis})")
+    axis %= first.ndim
+    for i, a in enumerate(arrays):
+        if a.ndim != first.ndim or a.shape[:axis] != first.shape[:axis] or a.shape[axis + 1:] != first.shape[axis + 1:]:
+            raise ValueError(
+                f"Sizes of tensors must match except in dimension {axis}: got {list(first.shape)} at entry 0 and {list(a.shape)} at entry {i}"
+            )
+    shape = first.shape[:axis] + (sum(a.shape[axis] for a in arrays),) + first.shape[axis + 1:]
+    return be.concatenate(arrays, axis, be.empty(shape, np.result_type(*arrays)))
+
+
+def slice_backward(grad: Any, index: Any, shape: tuple[int, ...], dtype: Any):
+    """A zero array of ``shape`` with ``grad`` added at ``index``."""
+    be = backend_of(grad)
+    return be.scatter_slice(index, grad, be.full(shape, 0, np.dtype(dtype)))

@@ -1,0 +1,1 @@
+"""The launcher and the built-in demo job."""

@@ -1,0 +1,62 @@
+"""Matrix products: ``matmul`` with numpy semantics and the fused ``linear``."""
+
+from __future__ import annotations
+
+from zgrad.autograd.function import Op
+from zgrad.kernels import dispatch as D
+
+
+def _swap_last(a):
+    return a.swapaxes(-1, -2)
+
+
+class MatMul(Op):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return D.matmul(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        # Promote vectors to matrices so one rule covers every case, then undo the promotion.
+        a2 = a.reshape(1, -1) if a.ndim == 1 else a
+        b2 = b.reshape(-1, 1) if b.ndim == 1 else b
+        g2 = grad
+        if a.ndim == 1:
+            g2 = g2.reshape(g2.shape[:-1] + (1,) + g2.shape[-1:]) if b.ndim > 1 else g2.reshape(1, *g2.shape)
+        if b.ndim == 1:
+            g2 = g2.reshape(g2.shape + (1,))
+        ga = gb = None
+        if ctx.needs_input_grad[0]:
+            ga = D.sum_to(D.matmul(g2, _swap_last(b2)), a2.shape).reshape(a.shape)
+        if ctx.needs_input_grad[1]:
+            gb = D.sum_to(D.matmul(_swap_last(a2), g2), b2.shape).reshape(b.shape)
+        return ga, gb
+
+
+class Linear(Op):
+    """y = x @ weight.T + bias, with the bias added in place into the product."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias=None):
+        if x.shape[-1] != weight.shape[-1]:
+            raise ValueError(
+                f"linear: input has {x.shape[-1]} features in its last dimension but the weight "
+                f"{list(weight.shape)} expects {weight.shape[-1]}"
+            )
+        ctx.save_for_backward(x, weight)
+        out = D.matmul(x, weight.T)
+        if bias is not None:
+            D.add_inplace(out, bias)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        g2 = grad.reshape(-1, grad.shape[-1])
+        gx = D.matmul(grad, weight) if needs[0] else None
+        gw = D.matmul(g2.T, x.reshape(-1, x.shape[-1])) if needs[1] else None
+        gb = D.reduce_sum(g2, 0) if len(needs) > 2 and needs[2] else None
+        return gx, gw, gb

@@ -1,0 +1,48 @@
+"""Stochastic gradient descent, PyTorch's update rule, on one fused kernel per parameter."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+
+from zgrad.kernels import dispatch
+from zgrad.optim.optimizer import Optimizer
+from zgrad.tensor import Tensor
+
+__all__ = ["SGD"]
+
+_NO_BUFFER = np.empty(0, dtype=np.float32)
+
+
+class SGD(Optimizer):
+    """SGD with optional momentum (and dampening, Nesterov) and L2 weight decay.
+
+    Same update as ``torch.optim.SGD``: d = g + wd*p; b = d (first step) else
+    momentum*b + (1-dampening)*d; d = d + momentum*b if nesterov else b; p -= lr*d.
+    """
+
+    def __init__(self, params: Iterable[Any], lr: float, momentum: float = 0, dampening: float = 0,
+                 weight_decay: float = 0, nesterov: bool = False) -> None:
+        if lr < 0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if momentum < 0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if weight_decay < 0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
+                                      weight_decay=weight_decay, nesterov=nesterov))
+
+    def _update(self, param: Tensor, grad: Any, group: dict[str, Any], state: dict[str, Any]) -> None:
+        momentum = group["momentum"]
+        buf = state.get("momentum_buffer")
+        first = buf is None
+        if momentum != 0 and first:
+            buf = state["momentum_buffer"] = np.empty_like(param._data)
+        dispatch.backend_of(param._data).sgd_step(
+            param._data, grad, buf if momentum != 0 else _NO_BUFFER.astype(param.dtype),
+            float(group["lr"]), float(momentum), float(group["dampening"]), float(group["weight_decay"]),
+            bool(group["nesterov"]), first,
+        )
