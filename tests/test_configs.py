@@ -1,0 +1,59 @@
+"""Every shipped config parses, and config errors name the key, the value and what is allowed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from zgrad.config import Config, load_config
+from zgrad.errors import ConfigError
+
+CONFIGS = sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.toml"))
+
+
+def test_configs_are_shipped():
+    assert CONFIGS, "configs/ holds no example"
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_shipped_config_parses(path: Path):
+    cfg = load_config(path)
+    assert isinstance(cfg, Config) and cfg.source == str(path)
+
+
+def test_defaults_bind_loopback():
+    assert load_config(None).transport.bind_address == "127.0.0.1"
+
+
+@pytest.mark.parametrize(
+    "raw, words",
+    [
+        ({"transport": {"hearbeat_timeout_s": 3}}, ["transport.hearbeat_timeout_s", "Did you mean 'heartbeat_timeout_s'"]),
+        ({"engin": {"mode": "fast"}}, ["'engin'", "Did you mean 'engine'"]),
+        ({"engine": {"mode": "smrat"}}, ["'engine.mode'", "'smrat'", "'fast'", "Did you mean 'smart'"]),
+        ({"rpc": {"num_worker_threads": "8"}}, ["'rpc.num_worker_threads'", "'8'", "integer"]),
+        ({"rpc": {"num_worker_threads": 0}}, ["'rpc.num_worker_threads'", "greater than 0"]),
+        ({"security": {"curve": 1}}, ["'security.curve'", "true or false"]),
+        ({"transport": {"heartbeat_interval_s": 5.0, "heartbeat_timeout_s": 2.0}}, ["heartbeat_timeout_s", "greater than"]),
+        ({"workers": [{"name": "a"}, {"name": "a"}]}, ["workers[1].name", "unique"]),
+        ({"workers": [{"host": "127.0.0.1"}]}, ["workers[0]", "missing required key", "name"]),
+        ({"workers": [{"name": "a", "port": 70000}]}, ["workers[0].port", "65535"]),
+        ({"rpc": {"codec": "pickle"}}, ["'rpc.codec'", "security.curve"]),
+        ({"rpc": {"allowed_modules": "mymodule"}}, ["'rpc.allowed_modules'", "list"]),
+    ],
+)
+def test_config_errors_name_key_value_and_fix(raw, words):
+    with pytest.raises(ConfigError) as info:
+        load_config(raw)
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_unreadable_and_invalid_files(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[transport\nkind = 'tcp'\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad)

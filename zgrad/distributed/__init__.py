@@ -1,0 +1,1 @@
+"""``zgrad.distributed``: RPC, distributed autograd and optimizer, collectives."""

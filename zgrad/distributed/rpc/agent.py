@@ -1,0 +1,430 @@
+"""The RPC agent of one worker: the mesh, pending calls, the callee pool, timeouts, RRefs.
+
+Threads (ARCHITECTURE.md): the mesh's I/O thread calls :meth:`RpcAgent._on_message`, which does
+only cheap, order-sensitive work itself (completing futures, RRef fork accounting) and hands
+everything else to the callee pool; caller threads wait on futures; the timer thread fails calls
+that run past their timeout.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections import Counter
+from typing import Any, Callable
+
+from zgrad.distributed.rpc import messages as msg
+from zgrad.distributed.rpc.codec import decode_value, encode_value
+from zgrad.distributed.rpc.env import InitPlan
+from zgrad.distributed.rpc.futures import Future
+from zgrad.distributed.rpc.messages import KIND_NAMES, Kind
+from zgrad.distributed.rpc.pool import CalleePool
+from zgrad.distributed.rpc.remote_errors import error_meta, remote_error_from_meta
+from zgrad.distributed.rpc.rref import OwnerTable, RRef
+from zgrad.distributed.rpc.targets import resolve_target, target_name
+from zgrad.distributed.rpc.timer import DeadlineTimer
+from zgrad.distributed.rpc.worker_info import WorkerInfo
+from zgrad.errors import ProtocolError, WorkerUnavailableError, ZgradError, ZgradTimeoutError
+from zgrad.transport import Envelope, create_mesh
+
+__all__ = ["RpcAgent"]
+
+log = logging.getLogger("zgrad.rpc")
+
+Handler = Callable[[Envelope], None]
+
+
+class _Pending:
+    __slots__ = ("future", "dst", "what", "timer", "decode")
+
+    def __init__(self, future: Future, dst: int, what: str, decode: bool) -> None:
+        self.future, self.dst, self.what, self.decode = future, dst, what, decode
+        self.timer: int | None = None
+
+
+class RpcAgent:
+    """One worker's RPC endpoint. Built and started by ``init_rpc``; stopped by ``shutdown``."""
+
+    def __init__(self, plan: InitPlan) -> None:
+        self.name = plan.name
+        self.rank = plan.rank
+        self.world_size = plan.world_size
+        self.config = plan.config
+        self._plan = plan
+        self._lock = threading.Lock()
+        self._no_pending = threading.Condition(self._lock)
+        self._request_ids = itertools.count(1)
+        self._pending: dict[int, _Pending] = {}
+        self._dead: dict[int, str] = {}
+        self._names: dict[str, int] = {}
+        self._infos: list[WorkerInfo] = []
+        self.sent = Counter()
+        self.received = Counter()
+        self.rejected = Counter()
+        self._logged_rejects: set[tuple[int, str]] = set()
+        self.rrefs = OwnerTable(plan.rank)
+        self._handlers: dict[int, Handler] = {}
+        self._inline_kinds: set[int] = set()
+        self._peer_lost_listeners: list[Callable[[int, str], None]] = []
+        self._closed = False
+        self.pool = CalleePool(f"zgrad-{plan.name}", plan.config.rpc.num_worker_threads, on_thread_start=self._bind_thread)
+        self.timer = DeadlineTimer(f"zgrad-{plan.name}")
+        self._register_rpc_handlers()
+        self.mesh = create_mesh(
+            plan.config, plan.rank, plan.world_size, plan.name,
+            on_message=self._on_message, on_peer_lost=self._on_peer_lost,
+            valid_kinds=msg.VALID_KINDS, master_addr=plan.master_addr, master_port=plan.master_port,
+        )
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def _bind_thread(self) -> None:
+        from zgrad.distributed.rpc.state import bind_thread
+
+        bind_thread(self)
+
+    def start(self) -> None:
+        """Start the pool and timer, join the mesh (bounded by ``connect_timeout_s``)."""
+        self.pool.start()
+        self.timer.start()
+        try:
+            self.mesh.start()
+        except BaseException:
+            self.timer.stop()
+            self.pool.close()
+            raise
+        self._infos = [WorkerInfo(entry.name, entry.rank) for entry in self.mesh.workers]
+        self._names = {info.name: info.id for info in self._infos}
+
+    def close(self) -> None:
+        """Stop everything this agent started; pending calls fail. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            pending, self._pending = self._pending, {}
+        for p in pending.values():
+            p.future.set_exception(ZgradError(f"RPC agent of {self.name!r} shut down before {p.what} completed"))
+        self.mesh.close()
+        self.timer.stop()
+        self.pool.close()
+        self.rrefs.clear()
+
+    # --- extension points (distributed autograd) ------------------------------------------------
+
+    def register_handler(self, kind: int, handler: Handler, inline: bool = False) -> None:
+        """Route messages of ``kind`` to ``handler``: on the pool, or on the I/O thread if ``inline``
+        (only for cheap work that must keep the per-pair order)."""
+        self._handlers[kind] = handler
+        if inline:
+            self._inline_kinds.add(kind)
+
+    def add_peer_lost_listener(self, listener: Callable[[int, str], None]) -> None:
+        self._peer_lost_listeners.append(listener)
+
+    # --- workers --------------------------------------------------------------------------------
+
+    def worker_info(self, to: "str | int | WorkerInfo | None" = None) -> WorkerInfo:
+        """Resolve a worker name, rank or WorkerInfo (None = this worker).
+
+        Raises:
+            ValueError: no such worker, listing the known names.
+        """
+        if to is None:
+            return self._infos[self.rank]
+        if isinstance(to, WorkerInfo):
+            to = to.id
+        if isinstance(to, bool) or not isinstance(to, (int, str)):
+            raise TypeError(f"a worker is named by a name, a rank or a WorkerInfo, got {type(to).__name__}")
+        if isinstance(to, int):
+            if 0 <= to < len(self._infos):
+                return self._infos[to]
+            raise ValueError(f"unknown worker rank {to}; ranks are 0..{len(self._infos) - 1}")
+        rank = self._names.get(to)
+        if rank is None:
+            raise ValueError(f"unknown worker name {to!r}; known workers: {', '.join(self._names)}")
+        return self._infos[rank]
+
+    def all_workers(self) -> list[WorkerInfo]:
+        return list(self._infos)
+
+    # --- sending --------------------------------------------------------------------------------
+
+    def timeout_s(self, timeout: float) -> float:
+        """-1 = the configured default, 0 = none, else seconds."""
+        if timeout is None or timeout < 0:
+            return self.config.rpc.default_timeout_s
+        return float(timeout)
+
+    def send(self, dst: int, kind: int, meta: Any, buffers: Any = (), request_id: int = 0) -> None:
+        """Send one message (no reply expected). Raises WorkerUnavailableError for a dead peer."""
+        self.mesh.send(dst, kind, request_id, meta, buffers)
+        self.sent[kind] += 1
+
+    def request(self, dst: int, kind: int, meta: Any, buffers: Any, timeout_s: float, what: str,
+                decode: bool = True) -> Future:
+        """Send a message that expects RESULT or ERROR; return the future of the (decoded) reply."""
+        future = Future(what)
+        request_id = next(self._request_ids)
+        pending = _Pending(future, dst, what, decode)
+        with self._lock:
+            if self._closed:
+                raise ZgradError(f"RPC agent of {self.name!r} is shut down; call init_rpc again")
+            dead = self._dead.get(dst)
+            if dead is None:
+                self._pending[request_id] = pending
+        if dead is not None:
+            future.set_exception(self._unavailable(dst, dead))
+            return future
+        if timeout_s > 0:
+            pending.timer = self.timer.schedule(timeout_s, lambda: self._expire(request_id, timeout_s))
+        try:
+            self.send(dst, kind, meta, buffers, request_id)
+        except ZgradError as exc:
+            self._finish(request_id, error=exc)
+        return future
+
+    def call(self, to: Any, func: Callable[..., Any], args: Any = (), kwargs: Any = None, timeout: float = -1,
+             rref: tuple[int, int] | None = None, context: int | None = None) -> Future:
+        """Start ``func(*args, **kwargs)`` on worker ``to``; the future holds its result."""
+        info = self.worker_info(to)
+        target = target_name(func)
+        encoded = encode_value([list(args), dict(kwargs or {})], encode_rref=self._encode_rref)
+        timeout_s = self.timeout_s(timeout)
+        meta: dict[str, Any] = {"target": target, "payload": encoded.payload, "timeout_s": timeout_s}
+        if rref is not None:
+            meta["rref"], meta["fork"] = rref
+        if context is not None:
+            meta["context"] = context
+        return self.request(info.id, Kind.CALL, meta, encoded.buffers, timeout_s, f"RPC to {info.name!r} calling {target!r}")
+
+    def remote(self, to: Any, func: Callable[..., Any], args: Any = (), kwargs: Any = None, timeout: float = -1) -> RRef:
+        """Start ``func`` on ``to`` and return an RRef (owned by ``to``) to its result."""
+        info = self.worker_info(to)
+        rref_id, fork_id = self.rrefs.new_id(), self.rrefs.new_id()
+        created = self.call(info.id, func, args, kwargs, timeout, rref=(rref_id, fork_id))
+        return RRef(_agent=self, _rref_id=rref_id, _owner=info.id, _fork_id=fork_id, _created=created)
+
+    def fetch_rref(self, rref: RRef, timeout: float) -> Future:
+        owner = self.worker_info(rref._owner)
+        timeout_s = self.timeout_s(timeout)
+        return self.request(owner.id, Kind.RREF_FETCH, {"rref": rref.rref_id}, (), timeout_s,
+                            f"to_here() of an RRef owned by {owner.name!r}")
+
+    # --- RRef forks -----------------------------------------------------------------------------
+
+    def _encode_rref(self, rref: RRef) -> list:
+        fork_id = self.rrefs.new_id()
+        if rref._owner == self.rank:
+            self.rrefs.add_fork(rref.rref_id, fork_id)
+        else:
+            self.send(rref._owner, Kind.RREF_FORK, {"rref": rref.rref_id, "fork": fork_id})
+        return [rref.rref_id, rref._owner, fork_id]
+
+    def _decode_rref(self, fields: list) -> RRef:
+        if len(fields) != 3 or not all(isinstance(f, int) and not isinstance(f, bool) for f in fields) \
+                or not 0 <= fields[1] < self.world_size:
+            raise ProtocolError("malformed RRef reference")
+        rref_id, owner, fork_id = fields
+        return RRef(_agent=self, _rref_id=rref_id, _owner=owner, _fork_id=fork_id)
+
+    def release_fork(self, rref_id: int, owner: int, fork_id: int) -> None:
+        """An RRef object died: drop its fork (finalizer; never blocks, never raises)."""
+        if self._closed:
+            return
+        if owner == self.rank:
+            self.rrefs.delete_fork(rref_id, fork_id)
+            return
+        try:
+            self.send(owner, Kind.RREF_DELETE, {"rref": rref_id, "fork": fork_id})
+        except ZgradError:
+            pass  # the owner is gone or we are shutting down: nothing left to free
+
+    # --- receiving ------------------------------------------------------------------------------
+
+    def _register_rpc_handlers(self) -> None:
+        self.register_handler(Kind.RESULT, self._on_reply, inline=True)
+        self.register_handler(Kind.ERROR, self._on_reply, inline=True)
+        self.register_handler(Kind.CALL, self._on_call)
+        self.register_handler(Kind.RREF_FETCH, self._on_fetch, inline=True)
+        self.register_handler(Kind.RREF_FORK, lambda e: self.rrefs.add_fork(e.meta["rref"], e.meta["fork"]), inline=True)
+        self.register_handler(Kind.RREF_DELETE, lambda e: self.rrefs.delete_fork(e.meta["rref"], e.meta["fork"]), inline=True)
+
+    def reject(self, src: int, reason: str) -> None:
+        """Count and log (once per peer and reason) a message that was dropped."""
+        self.rejected[reason] += 1
+        key = (src, reason)
+        if key not in self._logged_rejects:
+            self._logged_rejects.add(key)
+            log.warning("%s dropped a message from rank %s: %s", self.name, src, reason)
+
+    def _on_message(self, envelope: Envelope) -> None:
+        kind = envelope.kind
+        self.received[kind] += 1
+        handler = self._handlers.get(kind)
+        if handler is None:
+            self.reject(envelope.src, f"no handler for message kind {KIND_NAMES.get(kind, kind)}")
+            return
+        try:
+            if kind in msg.SCHEMAS:
+                msg.check_meta(kind, envelope.meta)
+        except ProtocolError as exc:
+            self.reject(envelope.src, str(exc))
+            if kind in (Kind.CALL, Kind.RREF_FETCH) and envelope.request_id:
+                self._reply_error(envelope, exc)
+            return
+        if kind in self._inline_kinds:
+            self._run_handler(handler, envelope)
+        else:
+            if kind == Kind.CALL and envelope.meta.get("rref") is not None:
+                # Register the creator's fork now, in arrival order, before any DELETE from it.
+                self.rrefs.add_fork(envelope.meta["rref"], envelope.meta["fork"])
+            self.pool.submit(lambda: self._run_handler(handler, envelope))
+
+    def _run_handler(self, handler: Handler, envelope: Envelope) -> None:
+        try:
+            handler(envelope)
+        except ProtocolError as exc:
+            self.reject(envelope.src, str(exc))
+        except Exception:  # noqa: BLE001 - a broken handler must not kill the I/O thread or pool
+            log.exception("%s: handling %s from rank %s failed", self.name, KIND_NAMES.get(envelope.kind), envelope.src)
+
+    def _on_reply(self, envelope: Envelope) -> None:
+        with self._lock:
+            pending = self._pending.get(envelope.request_id)
+            if pending is None or pending.dst != envelope.src:
+                pending = None
+        if pending is None:
+            self.rejected["late or unknown reply"] += 1
+            return
+        if envelope.kind == Kind.ERROR:
+            self._finish(envelope.request_id, error=remote_error_from_meta(envelope.meta))
+            return
+        try:
+            value = decode_value(envelope.meta["payload"], envelope.buffers, self._decode_rref).value if pending.decode \
+                else envelope
+        except ProtocolError as exc:
+            self._finish(envelope.request_id, error=ProtocolError(f"the reply to {pending.what} is malformed: {exc}"))
+            return
+        self._finish(envelope.request_id, value=value)
+
+    def _finish(self, request_id: int, value: Any = None, error: BaseException | None = None) -> None:
+        with self._lock:
+            pending = self._pending.pop(request_id, None)
+            if not self._pending:
+                self._no_pending.notify_all()
+        if pending is None:
+            return
+        if pending.timer is not None:
+            self.timer.cancel(pending.timer)
+        if error is not None:
+            pending.future.set_exception(error)
+        else:
+            pending.future.set_result(value)
+
+    def _expire(self, request_id: int, timeout_s: float) -> None:
+        with self._lock:
+            pending = self._pending.get(request_id)
+        if pending is not None:
+            self._finish(request_id, error=ZgradTimeoutError(f"{pending.what} ran past {timeout_s:g} seconds"))
+
+    def _reply(self, envelope: Envelope, value: Any) -> None:
+        encoded = encode_value(value, encode_rref=self._encode_rref)
+        self.send(envelope.src, Kind.RESULT, {"payload": encoded.payload}, encoded.buffers, envelope.request_id)
+
+    def _reply_error(self, envelope: Envelope, exc: BaseException) -> None:
+        try:
+            self.send(envelope.src, Kind.ERROR, error_meta(exc, self.name), (), envelope.request_id)
+        except ZgradError:
+            pass  # the caller is gone; nobody is waiting
+
+    def _on_call(self, envelope: Envelope) -> None:
+        meta = envelope.meta
+        rref_id = meta.get("rref")
+        try:
+            func = resolve_target(meta["target"], self.config.rpc.allowed_modules, self.name)
+            args, kwargs = _call_arguments(decode_value(meta["payload"], envelope.buffers, self._decode_rref).value)
+            result = func(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - travels back to the caller as data
+            if rref_id is not None:
+                self.rrefs.entry(rref_id).set_exception(remote_error_from_meta(error_meta(exc, self.name)))
+            self._reply_error(envelope, exc)
+            return
+        if rref_id is not None:
+            self.rrefs.entry(rref_id).set_result(result)
+            result = None
+        try:
+            self._reply(envelope, result)
+        except Exception as exc:  # noqa: BLE001 - e.g. an unsendable result: tell the caller why
+            self._reply_error(envelope, exc)
+
+    def _on_fetch(self, envelope: Envelope) -> None:
+        value = self.rrefs.entry(envelope.meta["rref"])
+
+        def answer(done: Future) -> None:
+            error = done.exception()
+            if error is not None:
+                self._reply_error(envelope, error)
+                return
+            try:
+                self._reply(envelope, done.value())
+            except Exception as exc:  # noqa: BLE001
+                self._reply_error(envelope, exc)
+
+        value.add_done_callback(lambda done: self.pool.submit(lambda: answer(done)))
+
+    # --- failures -------------------------------------------------------------------------------
+
+    def _unavailable(self, rank: int, reason: str) -> WorkerUnavailableError:
+        name = self._infos[rank].name if rank < len(self._infos) else f"rank {rank}"
+        return WorkerUnavailableError(f"worker {name!r} (rank {rank}) is unavailable: {reason}")
+
+    def _on_peer_lost(self, rank: int, reason: str) -> None:
+        with self._lock:
+            self._dead[rank] = reason
+            lost = [rid for rid, p in self._pending.items() if p.dst == rank]
+        for request_id in lost:
+            self._finish(request_id, error=self._unavailable(rank, reason))
+        for listener in self._peer_lost_listeners:
+            try:
+                listener(rank, reason)
+            except Exception:  # noqa: BLE001
+                log.exception("a peer-lost listener raised")
+
+    def dead_workers(self) -> dict[int, str]:
+        with self._lock:
+            return dict(self._dead)
+
+    def pending_count(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def wait_no_pending(self, timeout_s: float) -> bool:
+        """Block until none of this worker's calls is in flight (at most ``timeout_s``)."""
+        with self._no_pending:
+            return self._no_pending.wait_for(lambda: not self._pending, timeout_s)
+
+    def debug_info(self) -> dict[str, Any]:
+        """Counters of this worker: calls in flight, messages by kind, rejects, RRefs owned."""
+        return {
+            "name": self.name,
+            "rank": self.rank,
+            "calls_in_flight": self.pending_count(),
+            "callee_tasks_in_flight": self.pool.in_flight(),
+            "callee_threads_peak": self.pool.peak_threads,
+            "messages_sent": {KIND_NAMES.get(k, str(k)): n for k, n in self.sent.items()},
+            "messages_received": {KIND_NAMES.get(k, str(k)): n for k, n in self.received.items()},
+            "rejects": sum(self.rejected.values()),
+            "rejects_by_reason": dict(self.rejected),
+            "rrefs_owned": len(self.rrefs),
+            "dead_workers": [self._infos[r].name for r in self.dead_workers()],
+            "transport": self.mesh.stats(),
+        }
+
+
+def _call_arguments(value: Any) -> tuple[list, dict]:
+    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], list) and isinstance(value[1], dict)
+            and all(isinstance(k, str) for k in value[1])):
+        raise ProtocolError("CALL payload must be [args list, kwargs map with string keys]")
+    return value[0], value[1]

@@ -1,0 +1,230 @@
+"""The safe value codec: RPC arguments and results as msgpack plus raw tensor buffers.
+
+Nothing is unpickled. A value tree may hold only the safe vocabulary: ``None``, bool, int,
+float, str, bytes, list, tuple, dict, :class:`~zgrad.Tensor` (with ``requires_grad``), numpy
+arrays of numeric dtype, RRefs, WorkerInfo and remote errors. Tensors and arrays are replaced in
+the tree by references into a buffer table and travel as raw frames: the encoder hands the
+transport the (C-contiguous) arrays themselves, never a copy; the decoder rebuilds arrays with
+``np.frombuffer`` over the received frames.
+
+Wire form: msgpack with extension types (below) for what msgpack lacks natively.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import msgpack
+import numpy as np
+
+from zgrad.errors import ProtocolError, RemoteError, ZgradError
+from zgrad.tensor import Tensor
+
+__all__ = ["Encoded", "encode_value", "decode_value", "CodecError", "SAFE_TYPES_HELP"]
+
+EXT_TUPLE = 1
+EXT_TENSOR = 2
+EXT_NDARRAY = 3
+EXT_RREF = 4
+EXT_WORKER_INFO = 5
+EXT_REMOTE_ERROR = 6
+
+ALLOWED_DTYPE_KINDS = frozenset("biufc")
+MAX_NDIM = 64
+
+SAFE_TYPES_HELP = (
+    "RPC values may be None, bool, int, float, str, bytes, list, tuple, dict, zgrad.Tensor, "
+    "numeric numpy arrays, RRef, WorkerInfo (nested freely)"
+)
+
+
+class CodecError(ZgradError, TypeError):
+    """A value cannot be sent with the safe codec; the message names it and says what is allowed."""
+
+
+@dataclass
+class Encoded:
+    """An encoded value: the msgpack payload, the raw buffers it refers to, and the tensors met.
+
+    Attributes:
+        payload: msgpack bytes of the value tree.
+        buffers: C-contiguous arrays, one per tensor or array, in reference order.
+        tensors: the :class:`Tensor` objects encoded, in the same order as their buffers
+            (numpy arrays are not listed); distributed autograd attaches send functions to them.
+    """
+
+    payload: bytes
+    buffers: list[np.ndarray] = field(default_factory=list)
+    tensors: list[Tensor] = field(default_factory=list)
+
+
+RRefEncoder = Callable[[Any], list]
+RRefDecoder = Callable[[list], Any]
+
+
+class _Encoder:
+    def __init__(self, encode_rref: RRefEncoder | None) -> None:
+        self.encode_rref = encode_rref
+        self.buffers: list[np.ndarray] = []
+        self.tensors: list[Tensor] = []
+
+    def pack(self, value: Any) -> bytes:
+        return msgpack.packb(value, default=self.default, strict_types=True, use_bin_type=True)
+
+    def _array_ref(self, array: np.ndarray) -> int:
+        if array.dtype.kind not in ALLOWED_DTYPE_KINDS or array.dtype.fields is not None:
+            raise CodecError(f"cannot send an array of dtype {array.dtype} in an RPC: only numeric dtypes travel")
+        self.buffers.append(np.ascontiguousarray(array))
+        return len(self.buffers) - 1
+
+    def default(self, obj: Any) -> Any:
+        from zgrad.distributed.rpc.worker_info import WorkerInfo
+
+        kind = type(obj)
+        if kind is tuple:
+            return msgpack.ExtType(EXT_TUPLE, self.pack(list(obj)))
+        if isinstance(obj, Tensor):
+            array = obj._data
+            index = self._array_ref(array)
+            self.tensors.append(obj)
+            return msgpack.ExtType(EXT_TENSOR, self.pack([index, array.dtype.str, list(array.shape), obj.requires_grad]))
+        if isinstance(obj, np.ndarray):
+            index = self._array_ref(obj)
+            return msgpack.ExtType(EXT_NDARRAY, self.pack([index, obj.dtype.str, list(obj.shape)]))
+        if isinstance(obj, np.generic):
+            return obj.item()
+        if isinstance(obj, WorkerInfo):
+            return msgpack.ExtType(EXT_WORKER_INFO, self.pack([obj.name, obj.id]))
+        if isinstance(obj, RemoteError):
+            return msgpack.ExtType(EXT_REMOTE_ERROR, self.pack(
+                [obj.remote_type, obj.remote_message, obj.worker, obj.remote_traceback]))
+        if self.encode_rref is not None and getattr(obj, "_is_zgrad_rref", False):
+            return msgpack.ExtType(EXT_RREF, self.pack(self.encode_rref(obj)))
+        for plain in (bool, int, float, str, bytes, list, dict):
+            if isinstance(obj, plain):  # subclasses (IntEnum, OrderedDict, ...) travel as their base
+                return plain(obj)
+        raise CodecError(
+            f"cannot send a value of type {kind.__module__}.{kind.__qualname__} in an RPC: {SAFE_TYPES_HELP}. "
+            "Convert it to one of those, or opt in to [rpc] codec = \"pickle\" (requires [security] curve = true)."
+        )
+
+
+def encode_value(value: Any, encode_rref: RRefEncoder | None = None) -> Encoded:
+    """Encode ``value`` for the wire.
+
+    Raises:
+        CodecError: the value (or something inside it) is outside the safe vocabulary, or an
+            int does not fit in 64 bits.
+    """
+    encoder = _Encoder(encode_rref)
+    try:
+        payload = encoder.pack(value)
+    except CodecError:
+        raise
+    except (OverflowError, ValueError) as exc:
+        raise CodecError(f"cannot send value in an RPC: {exc}") from exc
+    return Encoded(payload, encoder.buffers, encoder.tensors)
+
+
+class _Decoder:
+    def __init__(self, buffers: tuple[memoryview, ...] | list, decode_rref: RRefDecoder | None) -> None:
+        self.buffers = buffers
+        self.used = [False] * len(buffers)
+        self.decode_rref = decode_rref
+        self.tensors: list[Tensor] = []
+
+    def unpack(self, data: bytes) -> Any:
+        return msgpack.unpackb(data, ext_hook=self.ext_hook, strict_map_key=False, raw=False, use_list=True)
+
+    def _array(self, index: Any, dtype_str: Any, shape: Any) -> np.ndarray:
+        if not isinstance(index, int) or not 0 <= index < len(self.buffers):
+            raise ProtocolError(f"buffer reference {index!r} is outside the {len(self.buffers)} buffers received")
+        if self.used[index]:
+            raise ProtocolError(f"buffer {index} is referenced twice")
+        self.used[index] = True
+        if not isinstance(dtype_str, str):
+            raise ProtocolError(f"array dtype must be a string, got {type(dtype_str).__name__}")
+        try:
+            dtype = np.dtype(dtype_str)
+        except TypeError:
+            raise ProtocolError(f"unknown array dtype {dtype_str!r}") from None
+        if dtype.kind not in ALLOWED_DTYPE_KINDS or dtype.fields is not None or dtype.str != dtype_str:
+            raise ProtocolError(f"array dtype {dtype_str!r} is not a plain numeric dtype")
+        if not isinstance(shape, list) or len(shape) > MAX_NDIM or not all(
+                isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+            raise ProtocolError(f"array shape {shape!r} is not a list of non-negative ints")
+        count = 1
+        for n in shape:
+            count *= n
+        buffer = self.buffers[index]
+        if count * dtype.itemsize != buffer.nbytes:
+            raise ProtocolError(
+                f"buffer {index} holds {buffer.nbytes} bytes but shape {shape} of {dtype} needs {count * dtype.itemsize}")
+        return np.frombuffer(buffer, dtype=dtype, count=count).reshape(shape)
+
+    def ext_hook(self, code: int, data: bytes) -> Any:
+        from zgrad.distributed.rpc.worker_info import WorkerInfo
+
+        fields = self.unpack(data)
+        if code == EXT_TUPLE:
+            if not isinstance(fields, list):
+                raise ProtocolError("malformed tuple")
+            return tuple(fields)
+        if code == EXT_TENSOR:
+            if not isinstance(fields, list) or len(fields) != 4 or not isinstance(fields[3], bool):
+                raise ProtocolError("malformed tensor reference")
+            array = self._array(*fields[:3])
+            tensor = Tensor(array)
+            if fields[3]:
+                if array.dtype.kind not in "fc":
+                    raise ProtocolError(f"a tensor of dtype {array.dtype} cannot require grad")
+                tensor.requires_grad_(True)
+            self.tensors.append(tensor)
+            return tensor
+        if code == EXT_NDARRAY:
+            if not isinstance(fields, list) or len(fields) != 3:
+                raise ProtocolError("malformed array reference")
+            return self._array(*fields)
+        if code == EXT_WORKER_INFO:
+            if not (isinstance(fields, list) and len(fields) == 2 and isinstance(fields[0], str) and isinstance(fields[1], int)):
+                raise ProtocolError("malformed WorkerInfo")
+            return WorkerInfo(fields[0], fields[1])
+        if code == EXT_REMOTE_ERROR:
+            if not (isinstance(fields, list) and len(fields) == 4 and all(isinstance(f, str) for f in fields)):
+                raise ProtocolError("malformed remote error")
+            return RemoteError(*fields)
+        if code == EXT_RREF and self.decode_rref is not None:
+            if not isinstance(fields, list):
+                raise ProtocolError("malformed RRef")
+            return self.decode_rref(fields)
+        raise ProtocolError(f"unknown value extension type {code}")
+
+
+@dataclass
+class Decoded:
+    """A decoded value and the tensors found in it, in encoding order."""
+
+    value: Any
+    tensors: list[Tensor]
+
+
+def decode_value(payload: Any, buffers: tuple[memoryview, ...] | list = (), decode_rref: RRefDecoder | None = None) -> Decoded:
+    """Decode a payload made by :func:`encode_value`, over the received ``buffers`` (no copy).
+
+    Raises:
+        ProtocolError: the payload is not valid msgpack, uses an unknown extension, refers to a
+            missing buffer or describes an array that does not match its buffer.
+    """
+    if not isinstance(payload, (bytes, bytearray, memoryview)):
+        raise ProtocolError(f"value payload must be bytes, got {type(payload).__name__}")
+    decoder = _Decoder(buffers, decode_rref)
+    try:
+        value = decoder.unpack(bytes(payload))
+    except ProtocolError:
+        raise
+    except (ValueError, TypeError, RecursionError, msgpack.UnpackException, msgpack.ExtraData) as exc:
+        raise ProtocolError(f"value payload is not valid: {type(exc).__name__}: {exc}") from None
+    if not all(decoder.used):
+        raise ProtocolError(f"{decoder.used.count(False)} received buffer(s) are not referenced by the value")
+    return Decoded(value, decoder.tensors)

@@ -1,0 +1,97 @@
+"""The graceful-shutdown barrier.
+
+Each worker first waits until none of its own calls is in flight, then tells rank 0
+(SHUTDOWN_READY). Rank 0 waits for every live worker, then tells them all to go (SHUTDOWN_GO).
+Since every piece of callee work serves some worker's in-flight call, once all are ready no work
+is left anywhere. A worker that dies before the barrier is counted as done and named in the
+error each survivor raises after closing; nothing waits longer than the timeout.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from zgrad.distributed.rpc.messages import Kind
+from zgrad.errors import WorkerUnavailableError, ZgradError, ZgradTimeoutError
+
+if TYPE_CHECKING:
+    from zgrad.distributed.rpc.agent import RpcAgent
+
+__all__ = ["ShutdownBarrier"]
+
+
+class ShutdownBarrier:
+    """Barrier state of one agent; install with :meth:`attach` before the mesh starts."""
+
+    def __init__(self, agent: "RpcAgent") -> None:
+        self.agent = agent
+        self._cond = threading.Condition()
+        self._ready: set[int] = set()
+        self._go_dead: list[str] | None = None
+
+    def attach(self) -> None:
+        self.agent.register_handler(Kind.SHUTDOWN_READY, self._on_ready, inline=True)
+        self.agent.register_handler(Kind.SHUTDOWN_GO, self._on_go, inline=True)
+        self.agent.add_peer_lost_listener(lambda rank, reason: self._wake())
+
+    def _wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def _on_ready(self, envelope) -> None:
+        with self._cond:
+            self._ready.add(envelope.src)
+            self._cond.notify_all()
+
+    def _on_go(self, envelope) -> None:
+        if envelope.src != 0:
+            raise ZgradError(f"SHUTDOWN_GO from rank {envelope.src}; only rank 0 may send it")
+        with self._cond:
+            self._go_dead = [d for d in envelope.meta["dead"] if isinstance(d, str)]
+            self._cond.notify_all()
+
+    def run(self, timeout_s: float) -> list[str]:
+        """Run the barrier; return the names of workers found dead.
+
+        Raises:
+            ZgradTimeoutError: the barrier did not complete within ``timeout_s``.
+            WorkerUnavailableError: rank 0 died before releasing the barrier.
+        """
+        agent = self.agent
+        deadline = time.monotonic() + timeout_s
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
+        if not agent.wait_no_pending(left()):
+            raise ZgradTimeoutError(
+                    f"shutdown of {agent.name!r}: {agent.pending_count()} call(s) still in flight after {timeout_s:g} s")
+        if agent.rank != 0:
+            try:
+                agent.send(0, Kind.SHUTDOWN_READY, {})
+            except WorkerUnavailableError as exc:
+                raise WorkerUnavailableError(f"shutdown of {agent.name!r}: rank 0 is gone: {exc}") from exc
+            with self._cond:
+                done = self._cond.wait_for(lambda: self._go_dead is not None or 0 in agent.dead_workers(), left())
+                if self._go_dead is not None:
+                    return self._go_dead
+            if not done:
+                raise ZgradTimeoutError(f"shutdown of {agent.name!r}: rank 0 did not release the barrier within {timeout_s:g} s")
+            raise WorkerUnavailableError(f"shutdown of {agent.name!r}: rank 0 died before releasing the barrier")
+        others = set(range(1, agent.world_size))
+        with self._cond:
+            complete = self._cond.wait_for(lambda: others <= self._ready | set(agent.dead_workers()), left())
+        dead = agent.dead_workers()
+        if not complete:
+            missing = sorted(others - self._ready - set(dead))
+            names = ", ".join(agent.worker_info(r).name for r in missing)
+            raise ZgradTimeoutError(f"shutdown of {agent.name!r}: worker(s) {names} did not reach the barrier within {timeout_s:g} s")
+        dead_names = [agent.worker_info(r).name for r in sorted(dead)]
+        for rank in sorted(others - set(dead)):
+            try:
+                agent.send(rank, Kind.SHUTDOWN_GO, {"dead": dead_names})
+            except WorkerUnavailableError:
+                dead_names.append(agent.worker_info(rank).name)
+        return dead_names
