@@ -14,8 +14,8 @@ from zgrad.device import Device as device
 from zgrad.engine.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from zgrad.errors import ZgradError
 from zgrad.ops import (
-    add, cat, div, exp, log, matmul, mean, mul, neg, pow, relu, reshape, sigmoid, stack, sub, sum, tanh,
-    transpose,
+    add, cat, div, exp, log, log_softmax, matmul, mean, mul, neg, permute, pow, relu, reshape, sigmoid, softmax,
+    stack, sub, sum, tanh, transpose,
 )
 from zgrad.random import manual_seed
 from zgrad.tensor import Tensor
@@ -31,7 +31,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Tensor", "ZgradError", "add", "nn", "optim", "arange", "autograd", "bool_", "cat", "device", "div", "empty",
     "enable_grad", "exp", "float32", "float64", "from_dlpack", "from_numpy", "full", "int32", "int64",
-    "is_grad_enabled", "log", "manual_seed", "matmul", "mean", "mul", "neg", "no_grad", "ones",
-    "ones_like", "pow", "rand", "randn", "relu", "reshape", "set_grad_enabled", "sigmoid", "stack",
+    "is_grad_enabled", "log", "log_softmax", "manual_seed", "matmul", "mean", "mul", "neg", "no_grad", "ones",
+    "ones_like", "permute", "pow", "rand", "randn", "relu", "reshape", "set_grad_enabled", "sigmoid", "softmax", "stack",
     "sub", "sum", "tanh", "tensor", "transpose", "zeros", "zeros_like",
 ]

@@ -166,8 +166,8 @@ _POSITIVE_FIELDS = {
 _MAX_CHUNK_MB = 1024
 
 
-def _suggest(name: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(name, choices, n=1)
+def _suggest(name: Any, choices: list[str]) -> str:
+    close = difflib.get_close_matches(str(name), choices, n=1)
     return f" Did you mean {close[0]!r}?" if close else ""
 
 

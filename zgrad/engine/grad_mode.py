@@ -24,14 +24,18 @@ def is_grad_enabled() -> bool:
 
 
 class set_grad_enabled:
-    """Context manager (and decorator) setting gradient recording for the calling thread."""
+    """Set gradient recording for the calling thread: at once when called, and back to the
+    previous setting at the end of a ``with`` block (it also works as a decorator)."""
 
     def __init__(self, mode: bool) -> None:
         self.mode = bool(mode)
-        self.prev = True
+        self.prev = _state.enabled
+        if type(self) is set_grad_enabled:
+            _state.enabled = self.mode
 
     def __enter__(self) -> None:
-        self.prev = _state.enabled
+        if type(self) is not set_grad_enabled:  # set_grad_enabled applied itself in __init__
+            self.prev = _state.enabled
         _state.enabled = self.mode
 
     def __exit__(self, *exc: object) -> None:
@@ -55,14 +59,31 @@ class no_grad(set_grad_enabled):
 
         with zgrad.no_grad():
             y = model(x)      # y.requires_grad is False
+
+        @zgrad.no_grad        # or @zgrad.no_grad()
+        def evaluate(x): ...
     """
 
-    def __init__(self) -> None:
+    def __new__(cls, fn: Any = None) -> Any:
+        instance = super().__new__(cls)
+        if fn is not None and callable(fn):
+            instance.__init__()
+            return instance(fn)
+        return instance
+
+    def __init__(self, fn: Any = None) -> None:
         super().__init__(False)
 
 
 class enable_grad(set_grad_enabled):
     """Re-enable graph recording inside the block (or decorated function)."""
 
-    def __init__(self) -> None:
+    def __new__(cls, fn: Any = None) -> Any:
+        instance = super().__new__(cls)
+        if fn is not None and callable(fn):
+            instance.__init__()
+            return instance(fn)
+        return instance
+
+    def __init__(self, fn: Any = None) -> None:
         super().__init__(True)

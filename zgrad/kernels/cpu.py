@@ -161,9 +161,21 @@ def concatenate(arrays, axis, out):
     return np.concatenate(arrays, axis=axis, out=out)
 
 
+def _is_advanced(index) -> bool:
+    parts = index if isinstance(index, tuple) else (index,)
+    return any(isinstance(p, (list, np.ndarray)) for p in parts)
+
+
 def scatter_slice(index, values, out):
-    """out[index] += values (the backward of basic slicing; ``out`` starts zeroed)."""
-    out[index] += values
+    """out[index] += values (the backward of indexing; ``out`` starts zeroed).
+
+    Integer-array indices may repeat a position; ``np.add.at`` adds every occurrence, where
+    ``out[index] += values`` would keep only the last one.
+    """
+    if _is_advanced(index):
+        np.add.at(out, index, values)
+    else:
+        out[index] += values
     return out
 
 

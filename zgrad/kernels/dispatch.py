@@ -233,7 +233,13 @@ def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
         raise ValueError(
             f"matmul: shapes {list(a)} and {list(b)} do not match: {a2[-1]} (last dim of the first) != {b2[-2]}"
         )
-    batch = broadcast_shape(a2[:-2], b2[:-2])
+    try:
+        batch = broadcast_shape(a2[:-2], b2[:-2])
+    except ValueError:
+        raise ValueError(
+            f"matmul: shapes {list(a)} and {list(b)} do not match: batch dimensions {list(a2[:-2])} and "
+            f"{list(b2[:-2])} cannot be broadcast together"
+        ) from None
     shape = batch + (a2[-2], b2[-1])
     if len(a) == 1:
         shape = shape[:-2] + shape[-1:]

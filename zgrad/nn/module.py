@@ -117,17 +117,20 @@ class Module:
         unexpected = sorted(set(state_dict) - set(own))
         if strict and (missing or unexpected):
             raise KeyError(f"Error(s) in loading state_dict for {type(self).__name__}: missing keys {missing}, unexpected keys {unexpected}")
+        # Check every shape before copying anything, so a failed load leaves the module unchanged.
+        arrays = {}
         for name, value in state_dict.items():
             if name not in own:
                 continue
             array = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
-            param = own[name]
-            if array.shape != param.shape:
+            if array.shape != own[name].shape:
                 raise ValueError(
                     f"size mismatch for {name}: copying a param with shape {list(array.shape)}, "
-                    f"the shape in current model is {list(param.shape)}"
+                    f"the shape in current model is {list(own[name].shape)}"
                 )
-            param._data[...] = array
+            arrays[name] = array
+        for name, array in arrays.items():
+            own[name]._data[...] = array
 
     def train(self, mode: bool = True) -> "Module":
         for m in self.modules():

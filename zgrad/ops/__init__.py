@@ -27,10 +27,10 @@ def _operand(x: Any) -> Any:
     """A tensor, a Python scalar, or an array constant; numpy scalars become Python scalars."""
     from zgrad.tensor import Tensor
 
+    if isinstance(x, np.generic):  # checked first: np.float64 is also a Python float
+        return x.item()
     if isinstance(x, (Tensor, bool, int, float)):
         return x
-    if isinstance(x, np.generic):
-        return x.item()
     if isinstance(x, np.ndarray):
         return Tensor(x)
     if isinstance(x, (list, tuple)):

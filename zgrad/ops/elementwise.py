@@ -3,6 +3,8 @@ the engine's validation, so a backward here returns the broadcast-shaped gradien
 
 from __future__ import annotations
 
+import numpy as np
+
 from zgrad.autograd.function import Op
 from zgrad.kernels import dispatch as D
 
@@ -70,9 +72,12 @@ class Pow(Op):
         a, b, out = ctx.saved_tensors
         ga = gb = None
         if ctx.needs_input_grad[0]:
-            ga = D.binary("mul", grad, D.binary("mul", b, D.binary("pow", a, D.binary("sub", b, 1))))
+            # A Python exponent stays a Python number: a 0-d array would promote float32 to float64.
+            b_minus_1 = b - 1 if isinstance(b, (int, float)) else D.binary("sub", b, 1)
+            ga = D.binary("mul", grad, D.binary("mul", b, D.binary("pow", a, b_minus_1)))
         if ctx.needs_input_grad[1]:
-            gb = D.binary("mul", D.binary("mul", grad, out), D.unary("log", a))
+            log_a = float(np.log(a)) if isinstance(a, (int, float)) else D.unary("log", a)
+            gb = D.binary("mul", D.binary("mul", grad, out), log_a)
         return ga, gb
 
 

@@ -58,5 +58,6 @@ class Linear(Op):
         g2 = grad.reshape(-1, grad.shape[-1])
         gx = D.matmul(grad, weight) if needs[0] else None
         gw = D.matmul(g2.T, x.reshape(-1, x.shape[-1])) if needs[1] else None
-        gb = D.reduce_sum(g2, 0) if len(needs) > 2 and needs[2] else None
-        return gx, gw, gb
+        if len(needs) == 2:  # applied without a bias
+            return gx, gw
+        return gx, gw, (D.reduce_sum(g2, 0) if needs[2] else None)

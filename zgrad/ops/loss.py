@@ -9,8 +9,15 @@ from zgrad.kernels import dispatch as D
 
 
 def _to_last(x, dim):
-    """``x`` with axis ``dim`` moved last, and the permutation that undoes it."""
-    dim %= max(x.ndim, 1)
+    """``x`` with axis ``dim`` moved last, and the permutation that undoes it.
+
+    Raises:
+        IndexError: ``dim`` is out of range for ``x``.
+    """
+    n = max(x.ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    dim %= n
     if x.ndim == 0 or dim == x.ndim - 1:
         return x, None
     perm = [d for d in range(x.ndim) if d != dim] + [dim]
@@ -24,6 +31,7 @@ def _from_last(x, inverse):
 class Softmax(Op):
     @staticmethod
     def forward(ctx, x, dim):
+        ctx.dim = dim
         moved, ctx.inverse = _to_last(x, dim)
         out = D.rowwise("softmax", moved)
         ctx.save_for_backward(out)
@@ -32,13 +40,14 @@ class Softmax(Op):
     @staticmethod
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors
-        moved, _ = _to_last(grad, -1 if ctx.inverse is None else int(ctx.inverse[-1]))
+        moved, _ = _to_last(grad, ctx.dim)
         return _from_last(D.rowwise_backward("softmax_backward", moved, out), ctx.inverse), None
 
 
 class LogSoftmax(Op):
     @staticmethod
     def forward(ctx, x, dim):
+        ctx.dim = dim
         moved, ctx.inverse = _to_last(x, dim)
         out = D.rowwise("log_softmax", moved)
         ctx.save_for_backward(out)
@@ -47,7 +56,7 @@ class LogSoftmax(Op):
     @staticmethod
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors
-        moved, _ = _to_last(grad, -1 if ctx.inverse is None else int(ctx.inverse[-1]))
+        moved, _ = _to_last(grad, ctx.dim)
         return _from_last(D.rowwise_backward("log_softmax_backward", moved, out), ctx.inverse), None
 
 

@@ -75,7 +75,9 @@ class GetItem(Op):
     @staticmethod
     def forward(ctx, x, index):
         ctx.shape, ctx.dtype, ctx.index = x.shape, x.dtype, index
-        return x[index]
+        out = x[index]
+        # A full integer index gives a numpy scalar, not an array; tensors always hold arrays.
+        return np.asarray(out) if isinstance(out, np.generic) else out
 
     @staticmethod
     def backward(ctx, grad):

@@ -1,0 +1,495 @@
+"""The Numba CPU kernels against numpy (and PyTorch's optimizers where torch is installed).
+
+Every kernel runs in float32 and float64 at a small size (serial variant) and a size above its
+parallel threshold (prange variant). Compilation happens here, once per variant and dtype, so the
+first run of this file on a fresh checkout also measures the cold compile time of the kernels.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from zgrad.kernels import cpu_elementwise, cpu_kernels as K, cpu_math, cpu_optim, cpu_rowwise
+from zgrad.kernels._jit import PARALLEL_MIN_SIZE
+
+DTYPES = [np.float32, np.float64]
+SIZES = {"small": 1001, "large": PARALLEL_MIN_SIZE + 1001}
+SHAPES = {"small": (7, 33), "large": (1031, 131)}  # 1031 * 131 > PARALLEL_MIN_SIZE
+
+
+def assert_close(got, want, dtype, ulps=4, scale=0.0):
+    """|got - want| <= ulps * eps * (|want| + scale), with ``want`` computed in float64.
+
+    ``scale`` is the magnitude of the terms where the kernel subtracts nearly equal numbers (a
+    fused multiply-add there is more exact than numpy's separately rounded expression).
+    """
+    eps = float(np.finfo(dtype).eps)
+    np.testing.assert_allclose(got, want, rtol=ulps * eps, atol=ulps * eps * scale)
+
+
+def f64(*arrays):
+    return [a.astype(np.float64) for a in arrays]
+
+
+def assert_ran_variant(kernel, size_name):
+    """The call under test really went through the variant its size selects."""
+    variant = kernel.parallel if size_name == "large" else kernel.serial
+    assert variant.signatures, f"{kernel.__name__}: {size_name} call did not compile its variant"
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+# --- element-wise -----------------------------------------------------------------------------
+
+def _unary_input(rng, name, n, dtype):
+    if name == "log_forward":
+        return (rng.random(n) * 10 + 1e-3).astype(dtype)
+    if name in ("sigmoid_backward",):
+        return rng.random(n).astype(dtype)
+    if name == "tanh_backward":
+        return rng.uniform(-1, 1, n).astype(dtype)
+    return (rng.standard_normal(n) * 4).astype(dtype)
+
+
+UNARY = {
+    "relu_forward": lambda x: np.maximum(x, 0),
+    "sigmoid_forward": lambda x: 1 / (1 + np.exp(-x)),
+    "tanh_forward": np.tanh,
+    "exp_forward": np.exp,
+    "log_forward": np.log,
+}
+
+BACKWARD = {
+    "relu_backward": lambda g, x: np.where(x > 0, g, 0),
+    "sigmoid_backward": lambda g, y: g * y * (1 - y),
+    "tanh_backward": lambda g, y: g * (1 - y * y),
+}
+
+
+@pytest.mark.parametrize("size_name", SIZES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_forward(name, dtype, size_name, rng):
+    x = _unary_input(rng, name, SIZES[size_name], dtype)
+    out = np.empty_like(x)
+    kernel = getattr(K, name)
+    assert kernel(x, out) is None
+    with np.errstate(over="ignore"):
+        assert_close(out, UNARY[name](*f64(x)), dtype)
+    assert_ran_variant(kernel, size_name)
+
+
+@pytest.mark.parametrize("size_name", SIZES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", BACKWARD)
+def test_activation_backward(name, dtype, size_name, rng):
+    n = SIZES[size_name]
+    grad = rng.standard_normal(n).astype(dtype)
+    saved = _unary_input(rng, name, n, dtype)
+    out = np.empty_like(grad)
+    kernel = getattr(K, name)
+    kernel(grad, saved, out)
+    assert_close(out, BACKWARD[name](*f64(grad, saved)), dtype, scale=np.abs(grad).max())
+    assert_ran_variant(kernel, size_name)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_activation_edge_values(dtype):
+    big = np.finfo(dtype).max
+    x = np.array([-np.inf, -big, -1000, -100, -20, -0.0, 0.0, 20, 100, 1000, big, np.inf], dtype=dtype)
+    out = np.empty_like(x)
+    with np.errstate(all="raise"):  # a kernel never goes through numpy's FP error machinery
+        K.sigmoid_forward(x, out)
+        np.testing.assert_array_equal(out[:3], 0)
+        assert out[3] == pytest.approx(np.exp(-100.0), rel=1e-5)  # subnormal in float32
+        np.testing.assert_array_equal(out[5:7], 0.5)
+        np.testing.assert_array_equal(out[-4:], 1)
+        K.tanh_forward(x, out)
+        np.testing.assert_array_equal(out[:5], -1)
+        np.testing.assert_array_equal(out[5:7], 0)
+        np.testing.assert_array_equal(out[-5:], 1)
+        K.relu_forward(x, out)
+        np.testing.assert_array_equal(out, np.maximum(x, 0))
+        grad = np.ones_like(x)
+        K.relu_backward(grad, x, out)
+        np.testing.assert_array_equal(out, (x > 0).astype(dtype))  # x == 0 passes no gradient
+
+    nan = np.array([np.nan], dtype=dtype)
+    one = np.empty_like(nan)
+    for name in UNARY:
+        getattr(K, name)(nan, one)
+        assert np.isnan(one[0]), f"{name}(nan) must be nan"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_exp_log_special_values(dtype):
+    info = np.finfo(dtype)
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, info.tiny / 4, info.tiny, info.max,
+                  1000.0, -1000.0, np.log(info.max) * 0.999, np.log(info.tiny) - 5], dtype=dtype)
+    out = np.empty_like(x)
+    with np.errstate(all="ignore"):
+        K.exp_forward(x, out)
+        np.testing.assert_allclose(out, np.exp(x), rtol=4 * info.eps, atol=4 * info.smallest_subnormal)
+        K.log_forward(x, out)
+        np.testing.assert_allclose(out, np.log(x), rtol=4 * info.eps)
+
+
+def _max_ulp_error(kernel, x, reference):
+    """Largest error of ``kernel`` over ``x`` in units of the last place of the reference."""
+    out = np.empty_like(x)
+    kernel(x, out)
+    want = reference(x.astype(np.longdouble))
+    rounded = want.astype(x.dtype)
+    normal = np.isfinite(rounded) & (np.abs(rounded) >= np.finfo(x.dtype).tiny)
+    return float(np.max(np.abs(out[normal] - want[normal]) / np.spacing(np.abs(rounded[normal]))))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_vector_math_accuracy(dtype):
+    """cpu_math's exp/log/tanh are within 2 ulp (sigmoid 3) over their whole range."""
+    info = np.finfo(dtype)
+    log_max = float(np.log(info.max))
+    with np.errstate(all="ignore"):
+        spread = np.linspace(-log_max * 1.05, log_max * 1.01, 400_001).astype(dtype)
+        assert _max_ulp_error(K.exp_forward, spread, np.exp) <= 2
+        positive = np.exp(np.linspace(np.log(info.smallest_subnormal), log_max, 400_001)).astype(dtype)
+        assert _max_ulp_error(K.log_forward, positive[positive > 0], np.log) <= 2
+        around_zero = np.concatenate([np.linspace(-25, 25, 200_001), np.geomspace(1e-30, 0.7, 1000)]).astype(dtype)
+        assert _max_ulp_error(K.tanh_forward, around_zero, np.tanh) <= 2
+        assert _max_ulp_error(K.sigmoid_forward, around_zero * 4, lambda x: 1 / (1 + np.exp(-x))) <= 3
+
+
+def test_vector_math_is_numba_only():
+    with pytest.raises(TypeError, match="Numba-compiled"):
+        cpu_math.exp(1.0)
+
+
+@pytest.mark.parametrize("size_name", SIZES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_mse(dtype, size_name, rng):
+    n = SIZES[size_name]
+    a, b = rng.standard_normal((2, n)).astype(dtype)
+    total = K.mse_forward(a, b)
+    assert type(total) is float
+    assert total == pytest.approx(float(np.sum(np.square((a - b).astype(np.float64)))), rel=1e-12)
+    assert_ran_variant(K.mse_forward, size_name)
+    out = np.empty_like(a)
+    scale = 2 * 0.5 / n
+    K.mse_backward(a, b, scale, out)
+    assert_close(out, scale * (a.astype(np.float64) - b), dtype, scale=scale * np.abs(a - b).max())
+    assert_ran_variant(K.mse_backward, size_name)
+
+
+# --- row-wise ---------------------------------------------------------------------------------
+
+def _softmax(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _log_softmax(x):
+    shifted = x - x.max(axis=1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+
+
+ACTIVATIONS = {0: lambda v: v, 1: lambda v: np.maximum(v, 0), 2: np.tanh, 3: lambda v: 1 / (1 + np.exp(-v))}
+
+
+@pytest.mark.parametrize("size_name", SHAPES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_bias_act_forward(act, dtype, size_name, rng):
+    x = (rng.standard_normal(SHAPES[size_name]) * 3).astype(dtype)
+    bias = rng.standard_normal(x.shape[1]).astype(dtype)
+    want = ACTIVATIONS[act](*f64(x + bias))
+    out = np.empty_like(x)
+    K.bias_act_forward(x, bias, act, out)
+    assert_close(out, want, dtype)
+    assert_ran_variant(K.bias_act_forward, size_name)
+    K.bias_act_forward(x, bias, act, x)  # in place
+    np.testing.assert_array_equal(x, out)
+
+
+def test_bias_act_rejects_unknown_activation():
+    x = np.zeros((2, 3))
+    with pytest.raises(ValueError, match="act must be"):
+        K.bias_act_forward(x, np.zeros(3), 4, x)
+
+
+@pytest.mark.parametrize("size_name", SHAPES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_and_log_softmax(dtype, size_name, rng):
+    x = (rng.standard_normal(SHAPES[size_name]) * 5).astype(dtype)
+    for kernel, reference in ((K.softmax_forward, _softmax), (K.log_softmax_forward, _log_softmax)):
+        out = np.empty_like(x)
+        kernel(x, out)
+        assert_close(out, reference(*f64(x)), dtype, ulps=8, scale=np.abs(x).max())
+        assert_ran_variant(kernel, size_name)
+        aliased = x.copy()
+        kernel(aliased, aliased)
+        assert_close(aliased, out, dtype, ulps=8, scale=1)  # the row sum may be vectorised differently
+
+
+@pytest.mark.parametrize("size_name", SHAPES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_backwards(dtype, size_name, rng):
+    x = rng.standard_normal(SHAPES[size_name]).astype(dtype)
+    grad = rng.standard_normal(x.shape).astype(dtype)
+    y = _softmax(x)
+    out = np.empty_like(x)
+    K.softmax_backward(grad, y, out)
+    g64, y64 = f64(grad, y)
+    assert_close(out, y64 * (g64 - (g64 * y64).sum(axis=1, keepdims=True)), dtype, scale=np.abs(grad).max())
+    assert_ran_variant(K.softmax_backward, size_name)
+    log_y = _log_softmax(x)
+    K.log_softmax_backward(grad, log_y, out)
+    g64, log_y64 = f64(grad, log_y)
+    want = g64 - np.exp(log_y64) * g64.sum(axis=1, keepdims=True)
+    assert_close(out, want, dtype, ulps=8, scale=np.abs(g64).sum(axis=1).max())
+    assert_ran_variant(K.log_softmax_backward, size_name)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_family_is_stable_for_large_logits(dtype):
+    x = np.array([[1000, 1000, -1000], [-1e4, -1e4 + 1, -1e4 + 2], [3e4, 0, -3e4]], dtype=dtype)
+    out = np.empty_like(x)
+    K.softmax_forward(x, out)
+    assert np.isfinite(out).all()
+    assert_close(out, _softmax(x.astype(np.float64)), dtype, scale=1)
+    K.log_softmax_forward(x, out)
+    assert np.isfinite(out).all()
+    assert_close(out, _log_softmax(x.astype(np.float64)), dtype, scale=1)
+    loss = K.cross_entropy_forward(x, np.array([2, 0, 2]), np.empty_like(x))
+    assert np.isfinite(loss)  # -log p of a probability that underflows to 0 in float32/64
+    want_loss = -np.mean(_log_softmax(x.astype(np.float64))[np.arange(3), [2, 0, 2]])
+    assert loss == pytest.approx(want_loss, rel=1e-6)
+
+
+@pytest.mark.parametrize("size_name", SHAPES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cross_entropy(dtype, size_name, rng):
+    logits = (rng.standard_normal(SHAPES[size_name]) * 4).astype(dtype)
+    n, c = logits.shape
+    targets = rng.integers(0, c, n).astype(np.int64)
+    probs = np.empty_like(logits)
+    loss = K.cross_entropy_forward(logits, targets, probs)
+    assert type(loss) is float
+    want_loss = -np.mean(_log_softmax(logits.astype(np.float64))[np.arange(n), targets])
+    assert loss == pytest.approx(want_loss, rel=8 * float(np.finfo(dtype).eps))
+    assert_close(probs, _softmax(*f64(logits)), dtype, ulps=8, scale=1)
+    assert_ran_variant(K.cross_entropy_forward, size_name)
+
+    scale = 1.0 / n
+    want_grad = probs.copy()
+    want_grad[np.arange(n), targets] -= 1
+    want_grad *= dtype(scale)
+    out = np.empty_like(probs)
+    K.cross_entropy_backward(probs, targets, scale, out)
+    assert_close(out, want_grad, dtype, scale=scale)
+    assert_ran_variant(K.cross_entropy_backward, size_name)
+    K.cross_entropy_backward(probs, targets, scale, probs)  # out aliases probs
+    np.testing.assert_array_equal(probs, out)
+
+
+@pytest.mark.parametrize("bad_target", [-1, 5])
+def test_cross_entropy_rejects_targets_out_of_range(bad_target):
+    logits = np.zeros((2, 5))
+    targets = np.array([0, bad_target])
+    with pytest.raises(IndexError, match="outside"):
+        K.cross_entropy_forward(logits, targets, np.empty_like(logits))
+    with pytest.raises(IndexError, match="outside"):
+        K.cross_entropy_backward(logits, targets, 1.0, np.empty_like(logits))
+
+
+# --- optimizers -------------------------------------------------------------------------------
+
+def _sgd_reference(param, grad, buf, lr, momentum, dampening, weight_decay, nesterov, first_step):
+    """torch/optim/sgd.py _single_tensor_sgd, written with numpy in the param dtype."""
+    dt = param.dtype.type
+    d_p = grad + dt(weight_decay) * param if weight_decay != 0 else grad.copy()
+    if momentum != 0:
+        if first_step:
+            buf[...] = d_p
+        else:
+            buf[...] = buf * dt(momentum) + dt(1 - dampening) * d_p
+        d_p = d_p + dt(momentum) * buf if nesterov else buf
+    param -= dt(lr) * d_p
+
+
+def _adam_reference(param, grad, m, v, v_max, step, lr, beta1, beta2, eps, weight_decay, amsgrad):
+    """torch/optim/adam.py _single_tensor_adam, written with numpy in the param dtype."""
+    dt = param.dtype.type
+    g = grad + dt(weight_decay) * param if weight_decay != 0 else grad
+    w = dt(1 - beta1)
+    m[...] = m + w * (g - m) if abs(1 - beta1) < 0.5 else g - (g - m) * (dt(1) - w)
+    v[...] = v * dt(beta2) + dt(1 - beta2) * g * g
+    step_size = lr / (1 - beta1**step)
+    bc2_sqrt = (1 - beta2**step) ** 0.5
+    if amsgrad:
+        np.maximum(v_max, v, out=v_max)
+    denom = np.sqrt(v_max if amsgrad else v) / dt(bc2_sqrt) + dt(eps)
+    param -= dt(step_size) * m / denom
+
+
+SGD_CONFIGS = [
+    dict(momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False),
+    dict(momentum=0.9, dampening=0.0, weight_decay=0.0, nesterov=False),
+    dict(momentum=0.9, dampening=0.1, weight_decay=1e-2, nesterov=False),
+    dict(momentum=0.9, dampening=0.0, weight_decay=1e-2, nesterov=True),
+]
+
+ADAM_CONFIGS = [
+    dict(beta1=0.9, beta2=0.999, weight_decay=0.0, amsgrad=False),
+    dict(beta1=0.9, beta2=0.99, weight_decay=0.1, amsgrad=True),
+    dict(beta1=0.3, beta2=0.999, weight_decay=0.0, amsgrad=True),  # lerp weight >= 0.5
+]
+
+
+@pytest.mark.parametrize("size_name", SIZES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("config", SGD_CONFIGS, ids=str)
+def test_sgd_step(config, dtype, size_name, rng):
+    n = SIZES[size_name]
+    param = rng.standard_normal(n).astype(dtype)
+    buf = np.empty(n if config["momentum"] else 0, dtype=dtype)
+    want_param, want_buf = param.copy(), buf.copy()
+    for step in range(4):
+        grad = rng.standard_normal(n).astype(dtype)
+        grad_before = grad.copy()
+        K.sgd_step(param, grad, buf, 0.05, first_step=step == 0, **config)
+        _sgd_reference(want_param, grad, want_buf, 0.05, first_step=step == 0, **config)
+        np.testing.assert_array_equal(grad, grad_before)
+    assert_close(param, want_param, dtype, scale=np.abs(want_param).max())
+    assert_close(buf, want_buf, dtype, scale=np.abs(want_buf).max(initial=0))
+    assert_ran_variant(cpu_optim._sgd_update, size_name)
+
+
+@pytest.mark.parametrize("size_name", SIZES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("config", ADAM_CONFIGS, ids=str)
+def test_adam_step(config, dtype, size_name, rng):
+    n = SIZES[size_name]
+    param = rng.standard_normal(n).astype(dtype)
+    m, v = np.zeros(n, dtype), np.zeros(n, dtype)
+    v_max = np.zeros(n if config["amsgrad"] else 0, dtype)
+    want = [a.copy() for a in (param, m, v, v_max)]
+    for step in range(1, 5):
+        grad = rng.standard_normal(n).astype(dtype)
+        K.adam_step(param, grad, m, v, v_max, step, 1e-3, eps=1e-8, **config)
+        _adam_reference(*want[:1], grad, *want[1:], step, 1e-3, eps=1e-8, **config)
+    for got, expected in zip((param, m, v, v_max), want):
+        assert_close(got, expected, dtype, scale=np.abs(expected).max(initial=0))
+    assert_ran_variant(cpu_optim._adam_update, size_name)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_optimizers_match_torch(dtype, rng):
+    torch = pytest.importorskip("torch")
+    n = 4099
+    for config in SGD_CONFIGS:
+        param = rng.standard_normal(n).astype(dtype)
+        buf = np.empty(n if config["momentum"] else 0, dtype=dtype)
+        t_param = torch.tensor(param, requires_grad=True)
+        opt = torch.optim.SGD([t_param], lr=0.05, **config)
+        for step in range(3):
+            grad = rng.standard_normal(n).astype(dtype)
+            t_param.grad = torch.tensor(grad)
+            opt.step()
+            K.sgd_step(param, grad, buf, 0.05, first_step=step == 0, **config)
+        assert_close(param, t_param.detach().numpy(), dtype, scale=np.abs(param).max())
+    for config in ADAM_CONFIGS:
+        param = rng.standard_normal(n).astype(dtype)
+        m, v = np.zeros(n, dtype), np.zeros(n, dtype)
+        v_max = np.zeros(n if config["amsgrad"] else 0, dtype)
+        t_param = torch.tensor(param, requires_grad=True)
+        beta1, beta2 = config["beta1"], config["beta2"]
+        opt = torch.optim.Adam([t_param], lr=1e-3, betas=(beta1, beta2), eps=1e-8, foreach=False,
+                               weight_decay=config["weight_decay"], amsgrad=config["amsgrad"])
+        for step in range(1, 4):
+            grad = rng.standard_normal(n).astype(dtype)
+            t_param.grad = torch.tensor(grad)
+            opt.step()
+            K.adam_step(param, grad, m, v, v_max, step, 1e-3, eps=1e-8, **config)
+        state = opt.state[t_param]
+        for got, want in ((param, t_param), (m, state["exp_avg"]), (v, state["exp_avg_sq"])):
+            want = want.detach().numpy()
+            assert_close(got, want, dtype, scale=np.abs(want).max())
+
+
+def test_optimizers_reject_mismatched_state():
+    param = np.zeros(4)
+    with pytest.raises(ValueError, match="momentum_buf"):
+        K.sgd_step(param, np.zeros(4), np.zeros(3), 0.1, 0.9, 0.0, 0.0, False, False)
+    with pytest.raises(ValueError, match="state array"):
+        K.adam_step(param, np.zeros(4), np.zeros(4), np.zeros(2), np.zeros(0), 1, 1e-3, 0.9, 0.999, 1e-8, 0.0, False)
+    with pytest.raises(ValueError, match="step must be"):
+        K.adam_step(param, np.zeros(4), np.zeros(4), np.zeros(4), np.zeros(0), 0, 1e-3, 0.9, 0.999, 1e-8, 0.0, False)
+
+
+# --- compilation and import behaviour ---------------------------------------------------------
+
+def _run_python(code: str, env: dict | None = None) -> str:
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})},
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_import_compiles_nothing_and_starts_no_threads():
+    out = _run_python("""
+        import json
+        import numba
+        from numba.core.dispatcher import Dispatcher
+        from numba.np.ufunc import parallel
+        from zgrad.kernels import _jit, cpu_elementwise, cpu_kernels, cpu_optim, cpu_rowwise
+        kernels = {}
+        for module in (cpu_elementwise, cpu_optim, cpu_rowwise):
+            for name, value in vars(module).items():
+                if isinstance(value, (Dispatcher, _jit.ParallelKernel)):
+                    kernels[module.__name__ + "." + name] = len(value.signatures)
+        print(json.dumps({"kernels": kernels, "threads_started": parallel._is_initialized}))
+    """)
+    report = json.loads(out)
+    assert len(report["kernels"]) >= len(K.__all__)
+    assert not any(report["kernels"].values()), report["kernels"]
+    assert report["threads_started"] is False
+
+
+def test_import_zgrad_does_not_import_numba():
+    out = _run_python("import sys, zgrad; print('numba' in sys.modules)")
+    assert out.strip() == "False"
+
+
+def test_serial_and_parallel_variants_are_cached_separately(tmp_path):
+    code = """
+        import numpy as np
+        from zgrad.kernels import cpu_kernels as K
+        from zgrad.kernels._jit import PARALLEL_MIN_SIZE
+        for n in (10, PARALLEL_MIN_SIZE):
+            x = np.linspace(-1, 1, n)
+            out = np.empty_like(x)
+            K.relu_forward(x, out)
+            assert np.array_equal(out, np.maximum(x, 0))
+        stats = [K.relu_forward.serial.stats, K.relu_forward.parallel.stats]
+        print(sum(len(s.cache_hits) for s in stats), sum(len(s.cache_misses) for s in stats))
+    """
+    env = {"NUMBA_CACHE_DIR": str(tmp_path)}
+    assert _run_python(code, env).split() == ["0", "2"]
+    assert _run_python(code, env).split() == ["2", "0"]
+
+
+def test_every_public_kernel_is_documented():
+    for name in K.__all__:
+        assert getattr(K, name).__doc__, name

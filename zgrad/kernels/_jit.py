@@ -1,0 +1,149 @@
+"""Every Numba option zgrad uses, in one place (the numbagg pattern).
+
+Kernels are decorated with :func:`kernel` (one serial variant) or :func:`parallel_kernel` (a
+serial and a ``parallel=True`` variant, picked per call by the size of the first argument).
+Either way nothing compiles at import: dispatchers carry no signatures and compile on their first
+call, one specialisation per dtype, cached on disk (``cache=True``; set ``NUMBA_CACHE_DIR`` to move
+the cache). Importing this module does not start Numba's threading layer, so a process may still
+fork safely after ``import zgrad.kernels.cpu_kernels``; the layer starts on the first parallel call
+and uses ``NUMBA_NUM_THREADS`` threads (Numba reads it; zgrad never overrides it).
+
+Options, and why:
+
+- ``error_model="numpy"``: float division by zero gives inf/nan like numpy instead of raising
+  (and the per-element zero checks of the Python model would stop vectorisation).
+- ``fastmath={"contract"}``: lets LLVM fuse a*b+c into one FMA (one rounding instead of two, as
+  PyTorch's vectorised CPU kernels do). No ``nnan``/``ninf``: NaN and inf propagate exactly.
+- Reductions add ``"reassoc"`` so LLVM may split a running sum into vector lanes. It is given only
+  to kernels whose reductions tolerate reordering; helper math (:mod:`cpu_math`) is compiled
+  separately without it, so range reductions such as ``x - n*ln2_hi - n*ln2_lo`` stay exact.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import pathlib
+import types
+from collections.abc import Callable
+from typing import Any
+
+import numba
+from numba.core.caching import FunctionCache
+
+__all__ = [
+    "MATH_OPTIONS",
+    "PARALLEL_MIN_SIZE",
+    "PARALLEL_MIN_SIZE_HEAVY",
+    "ParallelKernel",
+    "kernel",
+    "parallel_kernel",
+]
+
+# From these element counts up the parallel variant runs. Measured with
+# `python bench/kernels.py --thresholds` on 2 idle cores (launch cost ~2 us): a memory-bound loop
+# (relu, activation backward, optimizer steps) wins from 2**17 elements, where its arrays outgrow
+# the per-core L2 cache; a loop that evaluates exp/log/tanh per element wins from about 2**13.
+# On a machine shared with other busy processes a parallel call can instead wait a scheduler time
+# slice (ms) for its second thread: give each process no more NUMBA_NUM_THREADS than free cores.
+PARALLEL_MIN_SIZE = 1 << 17
+PARALLEL_MIN_SIZE_HEAVY = 1 << 14
+
+_FASTMATH = frozenset({"contract"})
+_FASTMATH_REDUCTION = frozenset({"contract", "reassoc"})
+
+# Options for the scalar helpers of cpu_math (compiled by numba.extending.overload).
+MATH_OPTIONS = {"fastmath": set(_FASTMATH), "error_model": "numpy"}
+
+
+@functools.cache
+def _kernel_sources_digest() -> str:
+    """A hash of the kernel sources (computed on the first compile, not at import)."""
+    digest = hashlib.sha256()
+    for path in sorted(pathlib.Path(__file__).parent.glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+class _KernelCache(FunctionCache):
+    """Numba's on-disk cache, also keyed on every source file of this package.
+
+    Numba invalidates a cached kernel only when the kernel's own file changes, but kernels inline
+    helpers from sibling modules (cpu_math.py); without this an edit there would keep serving
+    stale machine code.
+    """
+
+    def _index_key(self, sig, codegen):
+        return (*super()._index_key(sig, codegen), _kernel_sources_digest())
+
+
+def _dispatcher(py_func: Callable, *, parallel: bool, reduction: bool) -> Any:
+    dispatcher = numba.njit(
+        cache=True,
+        parallel=parallel,
+        error_model="numpy",
+        fastmath=set(_FASTMATH_REDUCTION if reduction else _FASTMATH),
+    )(py_func)
+    dispatcher._cache = _KernelCache(py_func)
+    return dispatcher
+
+
+def _renamed_copy(py_func: Callable, suffix: str) -> Callable:
+    """The same function under another qualname.
+
+    Numba names cache files by module and qualname, not by compile options, so a serial and a
+    parallel dispatcher of one function object would overwrite each other's cache entries.
+    """
+    copy = types.FunctionType(
+        py_func.__code__, py_func.__globals__, py_func.__name__, py_func.__defaults__, py_func.__closure__
+    )
+    copy.__qualname__ = py_func.__qualname__ + suffix
+    copy.__module__ = py_func.__module__
+    copy.__doc__ = py_func.__doc__
+    return copy
+
+
+def kernel(py_func: Callable | None = None, *, reduction: bool = False) -> Any:
+    """Compile ``py_func`` lazily as one serial, cached Numba kernel.
+
+    Use it for helpers called from other kernels and for loops too small to split.
+    ``reduction=True`` allows reassociating float sums (see the module docstring).
+    """
+    if py_func is None:
+        return functools.partial(kernel, reduction=reduction)
+    return _dispatcher(py_func, parallel=False, reduction=reduction)
+
+
+class ParallelKernel:
+    """A serial and a ``parallel=True`` dispatcher of one loop, picked by problem size.
+
+    Calls with ``args[0].size >= min_size`` run the parallel (``prange``) variant. Both variants
+    compile lazily, so a process that only ever sees small arrays never compiles the parallel one.
+    """
+
+    def __init__(self, py_func: Callable, *, min_size: int, reduction: bool) -> None:
+        self.serial = _dispatcher(py_func, parallel=False, reduction=reduction)
+        self.parallel = _dispatcher(_renamed_copy(py_func, "__parallel"), parallel=True, reduction=reduction)
+        self.min_size = min_size
+        functools.update_wrapper(self, py_func)
+
+    def __call__(self, *args: Any) -> Any:
+        variant = self.parallel if args[0].size >= self.min_size else self.serial
+        return variant(*args)
+
+    @property
+    def signatures(self) -> list:
+        """The signatures compiled so far, serial then parallel (empty until the first call)."""
+        return [*self.serial.signatures, *self.parallel.signatures]
+
+
+def parallel_kernel(
+    *, min_size: int = PARALLEL_MIN_SIZE, reduction: bool = False
+) -> Callable[[Callable], ParallelKernel]:
+    """Decorate a ``prange`` loop as a :class:`ParallelKernel`.
+
+    Args:
+        min_size: element count (of the first argument) from which the parallel variant runs.
+        reduction: allow reassociating float sums (see the module docstring).
+    """
+    return functools.partial(ParallelKernel, min_size=min_size, reduction=reduction)

@@ -1,0 +1,171 @@
+"""Row-wise Numba kernels over 2-D (N, C) C-contiguous arrays: the last axis is the row.
+
+Rows are split across threads; each row is read from memory once and its max/sum passes run on
+cache-resident data. Row sums accumulate in float64.
+
+Aliasing: Numba compiles the body of a ``prange`` loop with ``noalias`` arguments, so LLVM may
+move any load past any store to another array. A kernel is therefore alias-safe only if every
+output element depends on nothing but the same position of the inputs and on row reductions
+finished before the first store. All kernels here are written that way, so ``out`` may be the same
+array as an input, except ``cross_entropy_forward``: its ``probs_out`` must not overlap ``logits``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import prange
+
+from zgrad.kernels import cpu_math
+from zgrad.kernels._jit import PARALLEL_MIN_SIZE_HEAVY, kernel, parallel_kernel
+
+__all__ = [
+    "bias_act_forward",
+    "cross_entropy_backward",
+    "cross_entropy_forward",
+    "log_softmax_backward",
+    "log_softmax_forward",
+    "softmax_backward",
+    "softmax_forward",
+]
+
+ACT_IDENTITY, ACT_RELU, ACT_TANH, ACT_SIGMOID = 0, 1, 2, 3
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def bias_act_forward(x, bias, act, out):
+    """out = act(x + bias[None, :]); act: 0 identity, 1 relu, 2 tanh, 3 sigmoid."""
+    if act < ACT_IDENTITY or act > ACT_SIGMOID:
+        raise ValueError("bias_act_forward: act must be 0 (identity), 1 (relu), 2 (tanh) or 3 (sigmoid)")
+    n, c = x.shape
+    for i in prange(n):
+        # One loop per activation, so that each inner loop vectorises.
+        if act == ACT_IDENTITY:
+            for j in range(c):
+                out[i, j] = x[i, j] + bias[j]
+        elif act == ACT_RELU:
+            for j in range(c):
+                out[i, j] = cpu_math.relu(x[i, j] + bias[j])
+        elif act == ACT_TANH:
+            for j in range(c):
+                out[i, j] = cpu_math.tanh(x[i, j] + bias[j])
+        else:
+            for j in range(c):
+                out[i, j] = cpu_math.sigmoid(x[i, j] + bias[j])
+
+
+@kernel
+def _row_max(row):
+    """max(row) (-inf if empty); a NaN in the row makes the caller's exp and sum NaN, as in numpy."""
+    peak = row.dtype.type(-math.inf)
+    for j in range(row.size):
+        if row[j] > peak:
+            peak = row[j]
+    return peak
+
+
+@kernel(reduction=True)
+def _exp_shifted(row, shift, out_row):
+    """out_row = exp(row - shift); return its sum in float64."""
+    total = 0.0
+    for j in range(row.size):
+        e = cpu_math.exp(row[j] - shift)
+        out_row[j] = e
+        total += e
+    return total
+
+
+@kernel(reduction=True)
+def _sum_exp_shifted(row, shift):
+    """sum(exp(row - shift)) in float64."""
+    total = 0.0
+    for j in range(row.size):
+        total += cpu_math.exp(row[j] - shift)
+    return total
+
+
+@kernel
+def _check_targets(targets, num_classes):
+    for i in range(targets.size):
+        if targets[i] < 0 or targets[i] >= num_classes:
+            raise IndexError("cross_entropy: a target is outside [0, C)")
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def softmax_forward(x, out):
+    """out = softmax(x) over the last axis (max-subtracted)."""
+    for i in prange(x.shape[0]):
+        total = _exp_shifted(x[i], _row_max(x[i]), out[i])
+        inv_total = out.dtype.type(1.0 / total)
+        for j in range(x.shape[1]):
+            out[i, j] *= inv_total
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def log_softmax_forward(x, out):
+    """out = x - max - log(sum(exp(x - max))) over the last axis."""
+    for i in prange(x.shape[0]):
+        peak = _row_max(x[i])
+        log_total = out.dtype.type(math.log(_sum_exp_shifted(x[i], peak)))
+        for j in range(x.shape[1]):
+            out[i, j] = (x[i, j] - peak) - log_total
+
+
+@parallel_kernel(reduction=True)
+def softmax_backward(grad, y, out):
+    """out = y * (grad - sum(grad * y, row)), with y the softmax output."""
+    for i in prange(y.shape[0]):
+        dot = 0.0
+        for j in range(y.shape[1]):
+            dot += np.float64(grad[i, j]) * np.float64(y[i, j])
+        dot_ = out.dtype.type(dot)
+        for j in range(y.shape[1]):
+            out[i, j] = y[i, j] * (grad[i, j] - dot_)
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY, reduction=True)
+def log_softmax_backward(grad, y, out):
+    """out = grad - exp(y) * sum(grad, row), with y the log_softmax output."""
+    for i in prange(y.shape[0]):
+        total = 0.0
+        for j in range(y.shape[1]):
+            total += grad[i, j]
+        total_ = out.dtype.type(total)
+        for j in range(y.shape[1]):
+            out[i, j] = grad[i, j] - cpu_math.exp(y[i, j]) * total_
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY, reduction=True)
+def cross_entropy_forward(logits, targets, probs_out):
+    """probs_out = softmax(logits); return mean(-log_softmax(logits)[i, targets[i]]) as a float.
+
+    The log-probability is x - max - log(sum(exp(x - max))), never log(prob), so it stays finite
+    when the probability underflows to 0. ``targets`` is int64 (N,) with values in [0, C);
+    ``probs_out`` must not overlap ``logits``.
+    """
+    n, c = logits.shape
+    _check_targets(targets, c)
+    loss_sum = 0.0
+    for i in prange(n):
+        peak = _row_max(logits[i])
+        shifted_target = logits[i, targets[i]] - peak
+        total = _exp_shifted(logits[i], peak, probs_out[i])
+        inv_total = probs_out.dtype.type(1.0 / total)
+        for j in range(c):
+            probs_out[i, j] *= inv_total
+        loss_sum += math.log(total) - shifted_target
+    return loss_sum / n
+
+
+@parallel_kernel()
+def cross_entropy_backward(probs, targets, scale, out):
+    """out = scale * (probs - onehot(targets)); ``out`` may alias ``probs``."""
+    n, c = probs.shape
+    _check_targets(targets, c)
+    scale_ = out.dtype.type(scale)
+    one, zero = out.dtype.type(1), out.dtype.type(0)
+    for i in prange(n):
+        target = targets[i]
+        for j in range(c):
+            out[i, j] = scale_ * (probs[i, j] - (one if j == target else zero))
