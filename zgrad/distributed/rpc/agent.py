@@ -36,10 +36,10 @@ Handler = Callable[[Envelope], None]
 
 
 class _Pending:
-    __slots__ = ("future", "dst", "what", "timer", "decode")
+    __slots__ = ("future", "dst", "what", "timer", "decode", "context")
 
-    def __init__(self, future: Future, dst: int, what: str, decode: bool) -> None:
-        self.future, self.dst, self.what, self.decode = future, dst, what, decode
+    def __init__(self, future: Future, dst: int, what: str, decode: bool, context: int | None) -> None:
+        self.future, self.dst, self.what, self.decode, self.context = future, dst, what, decode, context
         self.timer: int | None = None
 
 
@@ -68,6 +68,7 @@ class RpcAgent:
         self._inline_kinds: set[int] = set()
         self._peer_lost_listeners: list[Callable[[int, str], None]] = []
         self._closed = False
+        self.autograd: Any = None  # the DistAutogradWorker, attached by init_rpc
         self.pool = CalleePool(f"zgrad-{plan.name}", plan.config.rpc.num_worker_threads, on_thread_start=self._bind_thread)
         self.timer = DeadlineTimer(f"zgrad-{plan.name}")
         self._register_rpc_handlers()
@@ -167,7 +168,8 @@ class RpcAgent:
         """Send a message that expects RESULT or ERROR; return the future of the (decoded) reply."""
         future = Future(what)
         request_id = next(self._request_ids)
-        pending = _Pending(future, dst, what, decode)
+        context = meta.get("context") if isinstance(meta, dict) else None
+        pending = _Pending(future, dst, what, decode, context)
         with self._lock:
             if self._closed:
                 raise ZgradError(f"RPC agent of {self.name!r} is shut down; call init_rpc again")
@@ -197,6 +199,8 @@ class RpcAgent:
             meta["rref"], meta["fork"] = rref
         if context is not None:
             meta["context"] = context
+        if self.autograd is not None:
+            meta.update(self.autograd.outgoing_call(info.id, encoded.tensors))
         return self.request(info.id, Kind.CALL, meta, encoded.buffers, timeout_s, f"RPC to {info.name!r} calling {target!r}")
 
     def remote(self, to: Any, func: Callable[..., Any], args: Any = (), kwargs: Any = None, timeout: float = -1) -> RRef:
@@ -209,7 +213,10 @@ class RpcAgent:
     def fetch_rref(self, rref: RRef, timeout: float) -> Future:
         owner = self.worker_info(rref._owner)
         timeout_s = self.timeout_s(timeout)
-        return self.request(owner.id, Kind.RREF_FETCH, {"rref": rref.rref_id}, (), timeout_s,
+        meta: dict[str, Any] = {"rref": rref.rref_id}
+        if self.autograd is not None:
+            meta.update(self.autograd.outgoing_call(owner.id, ()))
+        return self.request(owner.id, Kind.RREF_FETCH, meta, (), timeout_s,
                             f"to_here() of an RRef owned by {owner.name!r}")
 
     # --- RRef forks -----------------------------------------------------------------------------
@@ -302,9 +309,14 @@ class RpcAgent:
             self._finish(envelope.request_id, error=remote_error_from_meta(envelope.meta))
             return
         try:
-            value = decode_value(envelope.meta["payload"], envelope.buffers, self._decode_rref).value if pending.decode \
-                else envelope
-        except ProtocolError as exc:
+            if pending.decode:
+                decoded = decode_value(envelope.meta["payload"], envelope.buffers, self._decode_rref)
+                if pending.context is not None and self.autograd is not None:
+                    self.autograd.incoming_result(pending.context, envelope.src, envelope.meta, decoded.tensors)
+                value = decoded.value
+            else:
+                value = envelope
+        except ZgradError as exc:
             self._finish(envelope.request_id, error=ProtocolError(f"the reply to {pending.what} is malformed: {exc}"))
             return
         self._finish(envelope.request_id, value=value)
@@ -329,9 +341,12 @@ class RpcAgent:
         if pending is not None:
             self._finish(request_id, error=ZgradTimeoutError(f"{pending.what} ran past {timeout_s:g} seconds"))
 
-    def _reply(self, envelope: Envelope, value: Any) -> None:
+    def _reply(self, envelope: Envelope, value: Any, context: Any = None) -> None:
         encoded = encode_value(value, encode_rref=self._encode_rref)
-        self.send(envelope.src, Kind.RESULT, {"payload": encoded.payload}, encoded.buffers, envelope.request_id)
+        meta: dict[str, Any] = {"payload": encoded.payload}
+        if context is not None:
+            meta.update(self.autograd.result_meta(context, envelope.src, encoded.tensors))
+        self.send(envelope.src, Kind.RESULT, meta, encoded.buffers, envelope.request_id)
 
     def _reply_error(self, envelope: Envelope, exc: BaseException) -> None:
         try:
@@ -342,10 +357,14 @@ class RpcAgent:
     def _on_call(self, envelope: Envelope) -> None:
         meta = envelope.meta
         rref_id = meta.get("rref")
+        context = None
         try:
             func = resolve_target(meta["target"], self.config.rpc.allowed_modules, self.name)
-            args, kwargs = _call_arguments(decode_value(meta["payload"], envelope.buffers, self._decode_rref).value)
-            result = func(*args, **kwargs)
+            decoded = decode_value(meta["payload"], envelope.buffers, self._decode_rref)
+            args, kwargs = _call_arguments(decoded.value)
+            if self.autograd is not None:
+                context = self.autograd.incoming_call(envelope.src, meta, decoded.tensors)
+            result = self._run_in_context(context, func, args, kwargs)
         except BaseException as exc:  # noqa: BLE001 - travels back to the caller as data
             if rref_id is not None:
                 self.rrefs.entry(rref_id).set_exception(remote_error_from_meta(error_meta(exc, self.name)))
@@ -353,11 +372,21 @@ class RpcAgent:
             return
         if rref_id is not None:
             self.rrefs.entry(rref_id).set_result(result)
-            result = None
+            result, context = None, None
         try:
-            self._reply(envelope, result)
+            self._reply(envelope, result, context)
         except Exception as exc:  # noqa: BLE001 - e.g. an unsendable result: tell the caller why
             self._reply_error(envelope, exc)
+
+    def _run_in_context(self, context: Any, func: Callable[..., Any], args: list, kwargs: dict) -> Any:
+        """Run a call's target with ``context`` as this thread's distributed autograd context."""
+        if context is None:
+            return func(*args, **kwargs)
+        previous = self.autograd.contexts.set_current(context)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            self.autograd.contexts.set_current(previous)
 
     def _on_fetch(self, envelope: Envelope) -> None:
         value = self.rrefs.entry(envelope.meta["rref"])
@@ -368,7 +397,10 @@ class RpcAgent:
                 self._reply_error(envelope, error)
                 return
             try:
-                self._reply(envelope, done.value())
+                context = None
+                if self.autograd is not None and envelope.meta.get("context") is not None:
+                    context = self.autograd.incoming_call(envelope.src, envelope.meta, ())
+                self._reply(envelope, done.value(), context)
             except Exception as exc:  # noqa: BLE001
                 self._reply_error(envelope, exc)
 

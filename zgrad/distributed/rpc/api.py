@@ -43,6 +43,9 @@ def init_rpc(name: str | None = None, rank: int | None = None, world_size: int |
     barrier = ShutdownBarrier(agent)
     barrier.attach()
     agent.shutdown_barrier = barrier
+    from zgrad.distributed.autograd.worker import attach
+
+    attach(agent)
     register_agent(agent)
     try:
         agent.start()
@@ -50,9 +53,6 @@ def init_rpc(name: str | None = None, rank: int | None = None, world_size: int |
         unregister_agent(agent)
         agent.close()
         raise
-    from zgrad.distributed.rpc.extensions import run_agent_hooks
-
-    run_agent_hooks(agent)
 
 
 def shutdown(graceful: bool = True, timeout: float | None = None) -> None:

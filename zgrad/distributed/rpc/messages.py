@@ -7,8 +7,9 @@ below) and raw buffers (tensor data referenced from ``payload``, see ``codec.py`
 kind                    meta                                                          reply
 ======================  ============================================================  ==========
 CALL                    target "mod:qualname", payload, timeout_s, [rref, fork],       RESULT or
-                        [context] (distributed autograd context id)                    ERROR
-RESULT                  payload                                                       -
+                        [context] (distributed autograd context id), [grad_msg]        ERROR
+                        (autograd_message_id of the tensors requiring grad)
+RESULT                  payload, [grad_msg]                                           -
 ERROR                   type, message, worker, traceback                              -
 RREF_FETCH              rref, [context]                                               RESULT or
                                                                                       ERROR
@@ -16,10 +17,11 @@ RREF_FORK               rref, fork (a new user reference exists)                
 RREF_DELETE             rref, fork (that user reference is gone)                      -
 SHUTDOWN_READY          - (to rank 0: no call of mine is in flight)                   -
 SHUTDOWN_GO             dead (names of workers that died before the barrier)          -
-GRAD, GRAD_ACK,         owned by distributed autograd (``zgrad.engine``), routed      -
-DISCOVER, DISCOVER_ACK, through the agent's messenger
-START, CONTEXT_RELEASE,
-FAILURE
+GRAD, GRAD_ACK,         owned by distributed autograd: meta is ``body`` (schemas in     -
+DISCOVER, DISCOVER_ACK, ``zgrad/distributed/autograd/worker.py``, protocol in
+START, PASS_END(_ACK),  ``zgrad/engine/dist_engine.py``) and ``payload`` (gradients)
+FAILURE(_ACK),
+CONTEXT_RELEASE(_ACK)
 ======================  ============================================================  ==========
 """
 
@@ -50,6 +52,10 @@ class Kind:
     START = 20
     CONTEXT_RELEASE = 21
     FAILURE = 22
+    PASS_END = 23
+    PASS_END_ACK = 24
+    FAILURE_ACK = 25
+    CONTEXT_RELEASE_ACK = 26
 
 
 KIND_NAMES = {value: name for name, value in vars(Kind).items() if name.isupper()}
@@ -64,8 +70,9 @@ SCHEMAS: dict[int, dict[str, tuple[tuple[type, ...], bool]]] = {
     Kind.CALL: {
         "target": ((str,), True), "payload": ((bytes,), True), "timeout_s": (_NUMBER, True),
         "rref": (_OPT_INT, False), "fork": (_OPT_INT, False), "context": (_OPT_INT, False),
+        "grad_msg": (_OPT_INT, False),
     },
-    Kind.RESULT: {"payload": ((bytes,), True)},
+    Kind.RESULT: {"payload": ((bytes,), True), "grad_msg": (_OPT_INT, False)},
     Kind.ERROR: {"type": ((str,), True), "message": ((str,), True), "worker": ((str,), True), "traceback": ((str,), True)},
     Kind.RREF_FETCH: {"rref": (_INT, True), "context": (_OPT_INT, False)},
     Kind.RREF_FORK: {"rref": (_INT, True), "fork": (_INT, True)},

@@ -1,0 +1,123 @@
+"""The public distributed autograd functions (mirroring ``torch.distributed.autograd``)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+
+from zgrad.autograd.function import gradient_edge
+from zgrad.distributed.autograd.worker import DistAutogradWorker
+from zgrad.distributed.rpc.state import current_agent
+from zgrad.errors import AutogradError, ZgradTimeoutError
+from zgrad.kernels import dispatch
+from zgrad.tensor import Tensor
+
+__all__ = ["context", "backward", "get_gradients", "get_debug_info"]
+
+RELEASE_TIMEOUT_S = 30.0
+
+
+def _worker() -> DistAutogradWorker:
+    worker = current_agent().autograd
+    if worker is None:
+        raise AutogradError("distributed autograd is not attached to this RPC agent")
+    return worker
+
+
+class context:
+    """A distributed autograd context: ``with dist_autograd.context() as context_id:``.
+
+    Every RPC made by this thread inside the block is recorded under ``context_id`` (a 64-bit id
+    unique across workers). On exit the context is released here and on every worker it reached,
+    recursively; the exit blocks until they have answered (bounded).
+
+    Raises:
+        AutogradError: this thread already has a context ("Already have an autograd context id
+            for this thread").
+    """
+
+    def __enter__(self) -> int:
+        self._worker = _worker()
+        self._ctx = self._worker.contexts.create()
+        return self._ctx.context_id
+
+    def __exit__(self, *exc: object) -> None:
+        worker, ctx = self._worker, self._ctx
+        worker.contexts.set_current(None)
+        released = threading.Event()
+        worker.engine.release_context(ctx.context_id, released.set)
+        if not released.wait(RELEASE_TIMEOUT_S):
+            raise ZgradTimeoutError(
+                f"releasing autograd context {ctx.context_id} on the workers it reached took more than {RELEASE_TIMEOUT_S:g} s")
+
+
+def _validate_roots(roots: Any) -> list[Tensor]:
+    if isinstance(roots, Tensor):
+        roots = [roots]
+    roots = list(roots) if roots is not None else []
+    if not roots:
+        raise AutogradError("No tensors provided for gradient computation.")
+    for i, root in enumerate(roots):
+        if not isinstance(root, Tensor):
+            raise AutogradError(f"roots must be tensors; root {i} is a {type(root).__name__}")
+        if not root.requires_grad:
+            raise AutogradError(f"requires_grad not set on root tensor {i}")
+        if root.numel() != 1:
+            raise AutogradError(f"root tensor {i} of shape {list(root.shape)} is not a scalar, all roots need to be scalar")
+        if root.grad_fn is None:
+            raise AutogradError(f"root tensor {i} does not have a valid gradient function.")
+    return roots
+
+
+def backward(context_id: int, roots: "Tensor | Sequence[Tensor]", retain_graph: bool = False,
+             mode: str | None = None) -> None:
+    """Run the distributed backward pass of ``context_id`` from scalar ``roots`` on this worker.
+
+    Gradients accumulate in the context (read them with :func:`get_gradients`), never in
+    ``.grad``. Blocks until every worker's share of the pass has finished.
+
+    Args:
+        mode: "fast" or "smart"; default ``[engine] mode``.
+
+    Raises:
+        AutogradError: bad roots, an unknown context ("Could not find autograd context with id:
+            N"), a pass already running in it, or a failure anywhere ("Error on Node N: ...").
+        ZgradTimeoutError: no progress for ``[engine] backward_timeout_s``.
+    """
+    agent = current_agent()
+    worker = _worker()
+    roots = _validate_roots(roots)
+    mode = mode or agent.config.engine.mode
+    edges = [gradient_edge(r) for r in roots]
+    grads = [dispatch.full(r.shape, 1, r.dtype, dispatch.device_type_of(r._data)) for r in roots]
+    state, completion = worker.engine.backward(context_id, edges, grads, retain_graph=retain_graph, mode=mode)
+    timeout_s = agent.config.engine.backward_timeout_s
+    seen = -1
+    while not completion.wait(timeout_s):
+        if state.progress == seen:
+            message = (f"the backward pass of autograd context {context_id} made no progress for {timeout_s:g} s "
+                       "([engine] backward_timeout_s)")
+            worker.engine.fail_pass(state, message, set(), lambda: completion.set_done(ZgradTimeoutError(message)))
+            completion.wait(timeout_s)
+            break
+        seen = state.progress
+    completion.result()
+
+
+def get_gradients(context_id: int) -> dict[Tensor, Tensor]:
+    """The gradients accumulated in ``context_id`` on this worker: leaf tensor -> gradient.
+
+    Raises:
+        AutogradError: "Could not find autograd context with id: N".
+    """
+    ctx = _worker().contexts.get(context_id)
+    return {leaf: Tensor(np.asarray(grad)) for leaf, grad in ctx.gradients().items()}
+
+
+def get_debug_info() -> dict[str, Any]:
+    """Counters of this worker: ``num_current_backward_passes``, ``num_autograd_contexts``,
+    messages by kind, discovery messages (SMART)."""
+    return _worker().engine.debug_info()
+

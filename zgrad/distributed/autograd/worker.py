@@ -1,0 +1,141 @@
+"""Distributed autograd on one worker: its contexts, its engine, and the glue to the RPC agent.
+
+:class:`RpcMessenger` carries the engine's messages as RPC message kinds (body in the metadata,
+gradients as raw buffers through the safe codec). :class:`DistAutogradWorker` is attached to
+every agent by ``init_rpc``; the agent calls its ``*_call``/``*_result`` hooks to record send and
+recv nodes for every RPC made inside a context.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from zgrad.distributed.autograd.recording import record_recv, record_send
+from zgrad.distributed.rpc.codec import decode_value, encode_value
+from zgrad.distributed.rpc.messages import Kind, check_meta
+from zgrad.engine.context import ContextContainer, DistAutogradContext
+from zgrad.engine.dist_engine import DistEngine
+from zgrad.errors import ProtocolError
+from zgrad.tensor import Tensor
+
+if TYPE_CHECKING:
+    from zgrad.distributed.rpc.agent import RpcAgent
+    from zgrad.transport import Envelope
+
+__all__ = ["DistAutogradWorker", "RpcMessenger", "ENGINE_KINDS", "attach"]
+
+_I = (int,)
+_OPT_STR = (str, type(None))
+_ACK = {"seq": (_I, True), "error": (_OPT_STR, False)}
+BODY_SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
+    "GRAD": {"ctx": (_I, True), "pass": (_I, True), "msg": (_I, True), "root": (_I, True), "retain": ((bool,), True),
+             "mode": ((str,), True), "seq": (_I, True)},
+    "GRAD_ACK": {**_ACK, "participants": ((list,), True)},
+    "PASS_END": {"ctx": (_I, True), "pass": (_I, True), "seq": (_I, True)},
+    "PASS_END_ACK": {**_ACK, "unexecuted": ((list,), True)},
+    "FAILURE": {"ctx": (_I, True), "pass": (_I, True), "error": (_OPT_STR, True), "seq": (_I, True)},
+    "FAILURE_ACK": _ACK,
+    "CONTEXT_RELEASE": {"ctx": (_I, True), "seq": (_I, True)},
+    "CONTEXT_RELEASE_ACK": _ACK,
+    "DISCOVER": {"ctx": (_I, True), "pass": (_I, True), "msg": (_I, True), "root": (_I, True),
+                 "retain": ((bool,), True), "seq": (_I, True)},
+    "DISCOVER_ACK": {**_ACK, "reached": ((list,), True)},
+    "START": {"ctx": (_I, True), "pass": (_I, True)},
+}
+ENGINE_KINDS = {name: getattr(Kind, name) for name in BODY_SCHEMAS}
+_NAMES = {kind: name for name, kind in ENGINE_KINDS.items()}
+_ENVELOPE_SCHEMA = {"body": ((dict,), True), "payload": ((bytes,), False)}
+
+
+class RpcMessenger:
+    """The engine's :class:`~zgrad.engine.dist_engine.Messenger` over the RPC agent."""
+
+    def __init__(self, agent: "RpcAgent") -> None:
+        self.agent = agent
+        self.rank = agent.rank
+
+    def send(self, dst: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> None:
+        meta: dict[str, Any] = {"body": body}
+        buffers: Sequence[Any] = ()
+        if arrays:
+            encoded = encode_value([np.asarray(a) for a in arrays])
+            meta["payload"], buffers = encoded.payload, encoded.buffers
+        self.agent.send(dst, ENGINE_KINDS[kind], meta, buffers)
+
+    def worker_name(self, rank: int) -> str:
+        try:
+            return repr(self.agent.worker_info(rank).name)
+        except (ValueError, IndexError):
+            return f"rank {rank}"
+
+
+class DistAutogradWorker:
+    """Contexts and engine of one worker, wired to its agent."""
+
+    def __init__(self, agent: "RpcAgent") -> None:
+        self.agent = agent
+        self.contexts = ContextContainer(agent.rank)
+        self.engine = DistEngine(self.contexts, RpcMessenger(agent))
+        for kind in ENGINE_KINDS.values():
+            agent.register_handler(kind, self._on_message)
+        agent.add_peer_lost_listener(self.engine.peer_lost)
+
+    def _on_message(self, envelope: "Envelope") -> None:
+        name = _NAMES[envelope.kind]
+        check_meta(envelope.kind, envelope.meta, _ENVELOPE_SCHEMA)
+        body = check_meta(envelope.kind, envelope.meta["body"], BODY_SCHEMAS[name])
+        arrays: list[Any] = []
+        if "payload" in envelope.meta:
+            arrays = decode_value(envelope.meta["payload"], envelope.buffers).value
+            if not isinstance(arrays, list) or not all(isinstance(a, np.ndarray) for a in arrays):
+                raise ProtocolError(f"{name} gradients must be a list of arrays")
+        self.engine.receive(envelope.src, name, body, arrays)
+
+    # --- hooks called by the RPC agent ----------------------------------------------------------
+
+    def outgoing_call(self, dst: int, tensors: Sequence[Tensor]) -> dict[str, Any]:
+        """Metadata to add to a CALL or RREF_FETCH made by this thread (records the send node)."""
+        ctx = self.contexts.current()
+        if ctx is None:
+            return {}
+        extra: dict[str, Any] = {"context": ctx.context_id}
+        message_id = record_send(self.contexts, ctx, dst, tensors)
+        if message_id is not None:
+            extra["grad_msg"] = message_id
+        return extra
+
+    def incoming_call(self, src: int, meta: dict[str, Any], tensors: Sequence[Tensor]) -> DistAutogradContext | None:
+        """The context a received CALL runs in (created lazily), with its recv node recorded.
+
+        Raises:
+            AutogradError: the context was already released here.
+        """
+        context_id = meta.get("context")
+        if context_id is None:
+            return None
+        ctx = self.contexts.get_or_create(context_id)
+        record_recv(ctx, src, meta.get("grad_msg"), tensors)
+        return ctx
+
+    def result_meta(self, ctx: DistAutogradContext | None, dst: int, tensors: Sequence[Tensor]) -> dict[str, Any]:
+        """Metadata for the RESULT of a call that ran in ``ctx`` (records the send node)."""
+        if ctx is None:
+            return {}
+        message_id = record_send(self.contexts, ctx, dst, tensors)
+        return {} if message_id is None else {"grad_msg": message_id}
+
+    def incoming_result(self, context_id: int | None, src: int, meta: dict[str, Any], tensors: Sequence[Tensor]) -> None:
+        """Record the recv node for a RESULT of a call made in ``context_id``."""
+        if context_id is None:
+            return
+        ctx = self.contexts.get(context_id)
+        record_recv(ctx, src, meta.get("grad_msg"), tensors)
+
+
+def attach(agent: "RpcAgent") -> DistAutogradWorker:
+    """Give ``agent`` its distributed autograd (before the agent starts receiving)."""
+    worker = DistAutogradWorker(agent)
+    agent.autograd = worker
+    return worker
