@@ -56,7 +56,7 @@ class Messenger(Protocol):
         """Send one message; may raise if ``dst`` is known to be unreachable."""
 
     def worker_name(self, rank: int) -> str:
-        """A readable name for ``rank``."""
+        """The name of worker ``rank`` (unquoted)."""
 
 
 ReplyHandler = Callable[[int, dict[str, Any], Sequence[Any]], None]
@@ -99,7 +99,7 @@ class DistEngine:
         try:
             self.send(dst, kind, {**body, "seq": seq}, arrays)
         except Exception as exc:  # noqa: BLE001 - an unreachable peer answers with an error
-            self._answer(seq, dst, {"seq": seq, "error": f"cannot reach {self.messenger.worker_name(dst)}: {exc}"}, ())
+            self._answer(seq, dst, {"seq": seq, "error": f"cannot reach worker {self.messenger.worker_name(dst)!r}: {exc}"}, ())
 
     def reply(self, dst: int, kind: str, request: dict[str, Any], body: dict[str, Any], arrays: Sequence[Any] = ()) -> None:
         try:
@@ -261,7 +261,7 @@ class DistEngine:
 
     def _stuck_message(self, state: PassState, unexecuted: list[list[int]]) -> str:
         described = ", ".join(
-            f"autograd_message_id {msg:#x} on {self.messenger.worker_name(holder)} (RPC with {self.messenger.worker_name(peer)})"
+            f"autograd_message_id {msg:#x} on {self.messenger.worker_name(holder)!r} (RPC with {self.messenger.worker_name(peer)!r})"
             for msg, peer, holder in unexecuted[:10])
         more = f" and {len(unexecuted) - 10} more" if len(unexecuted) > 10 else ""
         return (

@@ -136,7 +136,7 @@ class SmartDiscovery:
                 try:
                     engine.send(dst, "START", {"ctx": state.ctx.context_id, "pass": state.pass_id})
                 except Exception as exc:  # noqa: BLE001 - a lost worker fails the pass
-                    message = f"cannot reach {engine.messenger.worker_name(dst)} to start the pass: {exc}"
+                    message = f"cannot reach worker {engine.messenger.worker_name(dst)!r} to start the pass: {exc}"
                     engine.fail_pass(state, message, reached, lambda: completion.set_done(AutogradError(message)))
                     return
             self.ensure_started(state)

@@ -66,7 +66,7 @@ class RpcMessenger:
 
     def worker_name(self, rank: int) -> str:
         try:
-            return repr(self.agent.worker_info(rank).name)
+            return self.agent.worker_info(rank).name
         except (ValueError, IndexError):
             return f"rank {rank}"
 
