@@ -1,7 +1,7 @@
 """Row-wise Numba kernels over 2-D (N, C) C-contiguous arrays: the last axis is the row.
 
 Rows are split across threads; each row is read from memory once and its max/sum passes run on
-cache-resident data. Row sums accumulate in float64.
+cache-resident data. Row sums are returned in float64.
 
 Aliasing: Numba compiles the body of a ``prange`` loop with ``noalias`` arguments, so LLVM may
 move any load past any store to another array. A kernel is therefore alias-safe only if every
@@ -57,31 +57,43 @@ def bias_act_forward(x, bias, act, out):
 
 @kernel
 def _row_max(row):
-    """max(row) (-inf if empty); a NaN in the row makes the caller's exp and sum NaN, as in numpy."""
+    """max(row): -inf if empty, NaN if the row has a NaN (as numpy's max)."""
     peak = row.dtype.type(-math.inf)
     for j in range(row.size):
-        if row[j] > peak:
-            peak = row[j]
+        peak = cpu_math.maximum(peak, row[j])
     return peak
+
+
+# Sums of exp run in blocks: the block sum in the row's dtype keeps the loop at full vector width
+# (a float64 accumulator would halve it), the float64 total keeps long rows accurate.
+_SUM_BLOCK = 256
 
 
 @kernel(reduction=True)
 def _exp_shifted(row, shift, out_row):
-    """out_row = exp(row - shift); return its sum in float64."""
+    """out_row = exp(row - shift); return its sum (float64)."""
     total = 0.0
-    for j in range(row.size):
-        e = cpu_math.exp(row[j] - shift)
-        out_row[j] = e
-        total += e
+    for start in range(0, row.size, _SUM_BLOCK):
+        block, out_block = row[start:start + _SUM_BLOCK], out_row[start:start + _SUM_BLOCK]
+        block_sum = row.dtype.type(0)
+        for j in range(block.size):
+            e = cpu_math.exp(block[j] - shift)
+            out_block[j] = e
+            block_sum += e
+        total += block_sum
     return total
 
 
 @kernel(reduction=True)
 def _sum_exp_shifted(row, shift):
-    """sum(exp(row - shift)) in float64."""
+    """sum(exp(row - shift)) (float64)."""
     total = 0.0
-    for j in range(row.size):
-        total += cpu_math.exp(row[j] - shift)
+    for start in range(0, row.size, _SUM_BLOCK):
+        block = row[start:start + _SUM_BLOCK]
+        block_sum = row.dtype.type(0)
+        for j in range(block.size):
+            block_sum += cpu_math.exp(block[j] - shift)
+        total += block_sum
     return total
 
 

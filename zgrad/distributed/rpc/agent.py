@@ -86,8 +86,11 @@ class RpcAgent:
         bind_thread(self)
 
     def start(self) -> None:
-        """Start the pool and timer, join the mesh (bounded by ``connect_timeout_s``)."""
-        self.pool.start()
+        """Join the mesh (bounded by ``connect_timeout_s``), then start serving.
+
+        The callee pool starts only once the worker table is known: calls that arrive earlier wait
+        in its queue, so no handler ever sees a half-started agent.
+        """
         self.timer.start()
         try:
             self.mesh.start()
@@ -97,6 +100,7 @@ class RpcAgent:
             raise
         self._infos = [WorkerInfo(entry.name, entry.rank) for entry in self.mesh.workers]
         self._names = {info.name: info.id for info in self._infos}
+        self.pool.start()
 
     def close(self) -> None:
         """Stop everything this agent started; pending calls fail. Idempotent."""

@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from zgrad.distributed.rpc.messages import Kind
-from zgrad.errors import WorkerUnavailableError, ZgradError, ZgradTimeoutError
+from zgrad.errors import ProtocolError, WorkerUnavailableError, ZgradTimeoutError
 
 if TYPE_CHECKING:
     from zgrad.distributed.rpc.agent import RpcAgent
@@ -30,6 +30,7 @@ class ShutdownBarrier:
         self._cond = threading.Condition()
         self._ready: set[int] = set()
         self._go_dead: list[str] | None = None
+        self._sent_ready = False
 
     def attach(self) -> None:
         self.agent.register_handler(Kind.SHUTDOWN_READY, self._on_ready, inline=True)
@@ -47,8 +48,10 @@ class ShutdownBarrier:
 
     def _on_go(self, envelope) -> None:
         if envelope.src != 0:
-            raise ZgradError(f"SHUTDOWN_GO from rank {envelope.src}; only rank 0 may send it")
+            raise ProtocolError(f"SHUTDOWN_GO from rank {envelope.src}; only rank 0 may send it")
         with self._cond:
+            if not self._sent_ready:
+                raise ProtocolError("SHUTDOWN_GO before this worker reached the shutdown barrier")
             self._go_dead = [d for d in envelope.meta["dead"] if isinstance(d, str)]
             self._cond.notify_all()
 
@@ -69,6 +72,8 @@ class ShutdownBarrier:
             raise ZgradTimeoutError(
                     f"shutdown of {agent.name!r}: {agent.pending_count()} call(s) still in flight after {timeout_s:g} s")
         if agent.rank != 0:
+            with self._cond:
+                self._sent_ready = True
             try:
                 agent.send(0, Kind.SHUTDOWN_READY, {})
             except WorkerUnavailableError as exc:

@@ -1,0 +1,428 @@
+"""Kernel benchmark: zgrad's fused Numba CPU kernels against the numpy code they replace.
+
+Each row times one operation both ways in the same run (warm-up, then the median of repeats
+with ``time.perf_counter``) and reports numpy_time / zgrad_time against a target:
+
+- a fused kernel should be >= 3x the numpy expression doing the same math (one pass over memory
+  where numpy makes one pass and one temporary per operator);
+- a single-ufunc op (exp, log, tanh, relu) should at least match numpy;
+- matmul (numpy ``matmul`` into ``out``, as the CPU backend calls it, vs ``a @ b``) >= 0.95x.
+
+"zgrad ms" is the kernel writing into a preallocated ``out``; the numpy expression allocates its
+result and temporaries, as written. Ops that produce a new array also get "incl. alloc": the
+ratio when zgrad allocates ``out`` too (``np.empty_like`` per call, as the backend does today).
+Fresh pages cost a first-touch fault each, so at 16M elements that column shows what a caching
+allocator in the dispatch layer would win back.
+
+Other processes on the machine distort the numbers: a parallel kernel waits for its slowest
+thread, and a thread that loses its core to another process costs a scheduler time slice (ms).
+The load average before and after the run is printed and stored with the results, and a row whose
+median is far above its fastest call is marked "disturbed".
+
+Usage: python bench/kernels.py [--quick] [--out bench/results/kernels.json]
+       python bench/kernels.py --thresholds   # serial vs parallel variant by size (min of repeats)
+
+Other sections (the MLP step) add a function to ``BENCHMARKS``: it takes a :class:`Settings` and
+returns a list of :class:`Row`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import pathlib
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from zgrad.kernels import _jit, cpu_kernels as K, cpu_optim  # noqa: E402
+
+FUSED_TARGET = 3.0
+SINGLE_OP_TARGET = 1.0
+MATMUL_TARGET = 0.95
+DTYPE = np.float32
+NUM_CLASSES = 1024  # row length of the row-wise benchmarks
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    sizes: tuple[int, ...]
+    matmul_sizes: tuple[int, ...]
+    repeats: int  # at least this many timed calls ...
+    min_sampling_s: float  # ... and more until this much time is spent, so fast ops get many samples
+    warmup: int
+
+
+FULL = Settings(sizes=(1 << 20, 1 << 22, 1 << 24), matmul_sizes=(1024, 2048), repeats=9, min_sampling_s=0.1, warmup=2)
+QUICK = Settings(sizes=(1 << 20,), matmul_sizes=(1024,), repeats=5, min_sampling_s=0.05, warmup=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    name: str
+    size: str
+    zgrad_s: float
+    numpy_s: float
+    target: float
+    zgrad_best_s: float  # fastest zgrad call: far below the median when other processes interfered
+    zgrad_alloc_s: float | None = None  # zgrad time when it also allocates ``out``
+    note: str = ""
+
+    @property
+    def ratio(self) -> float:
+        return self.numpy_s / self.zgrad_s
+
+    @property
+    def ratio_with_alloc(self) -> float | None:
+        return None if self.zgrad_alloc_s is None else self.numpy_s / self.zgrad_alloc_s
+
+    @property
+    def passed(self) -> bool:
+        return self.ratio >= self.target
+
+
+def sample_times_s(fn: Callable[[], object], settings: Settings) -> list[float]:
+    """Wall times of timed calls of ``fn`` after ``settings.warmup`` untimed ones.
+
+    At least ``settings.repeats`` calls, and more until ``settings.min_sampling_s`` is spent: a
+    median over many samples is not moved by the occasional call that waited for a busy core.
+    """
+    for _ in range(settings.warmup):
+        fn()
+    times: list[float] = []
+    while len(times) < settings.repeats or sum(times) < settings.min_sampling_s:
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def median_s(fn: Callable[[], object], settings: Settings) -> float:
+    return statistics.median(sample_times_s(fn, settings))
+
+
+def compare(name: str, size: str, zgrad_fn, numpy_fn, target: float, settings: Settings,
+            zgrad_alloc_fn=None, note: str = "") -> Row:
+    zgrad_times = sample_times_s(zgrad_fn, settings)
+    return Row(name, size, statistics.median(zgrad_times), median_s(numpy_fn, settings), target, min(zgrad_times),
+               None if zgrad_alloc_fn is None else median_s(zgrad_alloc_fn, settings), note)
+
+
+def into_out(call: Callable[[np.ndarray], object], out_like: np.ndarray):
+    """``call(out)`` two ways: into one preallocated ``out``, and into a fresh one per call."""
+    out = np.empty_like(out_like)
+    return (lambda: call(out)), (lambda: call(np.empty_like(out_like)))
+
+
+def _size_label(n: int) -> str:
+    return f"{n >> 20}M" if n >= 1 << 20 else f"{n >> 10}K"
+
+
+# --- element-wise -----------------------------------------------------------------------------
+
+def bench_elementwise(settings: Settings) -> list[Row]:
+    rows = []
+    rng = np.random.default_rng(0)
+    for n in settings.sizes:
+        label = _size_label(n)
+        x = rng.standard_normal(n, dtype=DTYPE)
+        g = rng.standard_normal(n, dtype=DTYPE)
+        y = rng.random(n, dtype=DTYPE)
+        positive = y + DTYPE(0.5)
+
+        def mse(out):
+            K.mse_forward(x, y)
+            K.mse_backward(x, y, 0.5, out)
+
+        def mse_numpy():
+            np.sum((x - y) ** 2, dtype=np.float64)
+            DTYPE(0.5) * (x - y)
+
+        cases = [
+            ("sigmoid_backward  g*y*(1-y)", lambda out: K.sigmoid_backward(g, y, out),
+             lambda: g * y * (1 - y), FUSED_TARGET),
+            ("tanh_backward  g*(1-y*y)", lambda out: K.tanh_backward(g, y, out),
+             lambda: g * (1 - y * y), FUSED_TARGET),
+            ("relu_backward  g*(x>0)", lambda out: K.relu_backward(g, x, out),
+             lambda: g * (x > 0), FUSED_TARGET),
+            ("sigmoid_forward  1/(1+exp(-x))", lambda out: K.sigmoid_forward(x, out),
+             lambda: 1 / (1 + np.exp(-x)), FUSED_TARGET),
+            ("mse fwd+bwd  sum((a-b)**2), s*(a-b)", mse, mse_numpy, FUSED_TARGET),
+            ("exp", lambda out: K.exp_forward(x, out), lambda: np.exp(x), SINGLE_OP_TARGET),
+            ("log", lambda out: K.log_forward(positive, out), lambda: np.log(positive), SINGLE_OP_TARGET),
+            ("tanh", lambda out: K.tanh_forward(x, out), lambda: np.tanh(x), SINGLE_OP_TARGET),
+            ("relu  max(x,0)", lambda out: K.relu_forward(x, out), lambda: np.maximum(x, 0), SINGLE_OP_TARGET),
+        ]
+        for name, zgrad_call, numpy_fn, target in cases:
+            preallocated, allocating = into_out(zgrad_call, x)
+            rows.append(compare(name, label, preallocated, numpy_fn, target, settings, allocating))
+    return rows
+
+
+# --- row-wise ---------------------------------------------------------------------------------
+
+def bench_rowwise(settings: Settings) -> list[Row]:
+    rows = []
+    rng = np.random.default_rng(1)
+    for n in settings.sizes:
+        label = f"{_size_label(n)} ({n // NUM_CLASSES}x{NUM_CLASSES})"
+        x = rng.standard_normal((n // NUM_CLASSES, NUM_CLASSES), dtype=DTYPE)
+        bias = rng.standard_normal(NUM_CLASSES, dtype=DTYPE)
+        targets = rng.integers(0, NUM_CLASSES, x.shape[0])
+        picked = (np.arange(x.shape[0]), targets)
+        scale = 1.0 / x.shape[0]
+
+        def softmax_cross_entropy(probs):
+            K.cross_entropy_forward(x, targets, probs)
+            K.cross_entropy_backward(probs, targets, scale, probs)
+
+        def softmax_cross_entropy_numpy():
+            shifted = x - x.max(axis=1, keepdims=True)
+            exp = np.exp(shifted)
+            total = exp.sum(axis=1, keepdims=True)
+            np.mean(np.log(total)[:, 0] - shifted[picked], dtype=np.float64)
+            grad = exp / total
+            grad[picked] -= 1
+            grad *= DTYPE(scale)
+
+        def log_softmax_numpy():
+            shifted = x - x.max(axis=1, keepdims=True)
+            shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+
+        cases = [
+            ("bias+relu  max(x+b,0)", lambda out: K.bias_act_forward(x, bias, 1, out),
+             lambda: np.maximum(x + bias, 0), FUSED_TARGET),
+            ("bias+tanh  tanh(x+b)", lambda out: K.bias_act_forward(x, bias, 2, out),
+             lambda: np.tanh(x + bias), FUSED_TARGET),
+            ("softmax+cross_entropy fwd+bwd", softmax_cross_entropy, softmax_cross_entropy_numpy, FUSED_TARGET),
+            ("log_softmax", lambda out: K.log_softmax_forward(x, out), log_softmax_numpy, FUSED_TARGET),
+        ]
+        for name, zgrad_call, numpy_fn, target in cases:
+            preallocated, allocating = into_out(zgrad_call, x)
+            rows.append(compare(name, label, preallocated, numpy_fn, target, settings, allocating))
+    return rows
+
+
+# --- optimizers (in place: nothing to allocate) -----------------------------------------------
+
+def bench_optim(settings: Settings) -> list[Row]:
+    rows = []
+    rng = np.random.default_rng(2)
+    lr, momentum, beta1, beta2, eps, step = 1e-3, 0.9, 0.9, 0.999, 1e-8, 10
+    for n in settings.sizes:
+        label = _size_label(n)
+        grad, param, buf, exp_avg = rng.standard_normal((4, n), dtype=DTYPE)
+        exp_avg_sq = rng.random(n, dtype=DTYPE)
+        no_max = np.empty(0, DTYPE)
+
+        def sgd_numpy():
+            # torch/optim/sgd.py single-tensor path as in-place numpy ops (dampening 0, no decay).
+            np.multiply(buf, DTYPE(momentum), out=buf)
+            np.add(buf, grad, out=buf)
+            np.subtract(param, DTYPE(lr) * buf, out=param)
+
+        def adam_numpy():
+            # torch/optim/adam.py single-tensor path as in-place numpy ops (no decay, no amsgrad).
+            np.add(exp_avg, (grad - exp_avg) * DTYPE(1 - beta1), out=exp_avg)
+            np.multiply(exp_avg_sq, DTYPE(beta2), out=exp_avg_sq)
+            np.add(exp_avg_sq, DTYPE(1 - beta2) * grad * grad, out=exp_avg_sq)
+            step_size = lr / (1 - beta1**step)
+            denom = np.sqrt(exp_avg_sq) / DTYPE((1 - beta2**step) ** 0.5) + DTYPE(eps)
+            np.subtract(param, DTYPE(step_size) * exp_avg / denom, out=param)
+
+        rows += [
+            compare("sgd momentum step", label,
+                    lambda: K.sgd_step(param, grad, buf, lr, momentum, 0.0, 0.0, False, False), sgd_numpy,
+                    FUSED_TARGET, settings),
+            compare("adam step", label,
+                    lambda: K.adam_step(param, grad, exp_avg, exp_avg_sq, no_max, step, lr, beta1, beta2, eps, 0.0,
+                                        False),
+                    adam_numpy, FUSED_TARGET, settings),
+        ]
+    return rows
+
+
+# --- matmul -----------------------------------------------------------------------------------
+
+def bench_matmul(settings: Settings) -> list[Row]:
+    rows = []
+    rng = np.random.default_rng(3)
+    for n in settings.matmul_sizes:
+        a, b = rng.standard_normal((2, n, n), dtype=DTYPE)
+        out = np.empty((n, n), DTYPE)
+        row = compare("matmul", f"{n}x{n}", lambda: np.matmul(a, b, out=out), lambda: a @ b, MATMUL_TARGET, settings)
+        gflop = 2 * n**3 / 1e9
+        rows.append(dataclasses.replace(row, note=f"{gflop / row.zgrad_s:.0f} vs {gflop / row.numpy_s:.0f} GFLOP/s"))
+    return rows
+
+
+MLP_TARGET = 1 / 1.2  # a zgrad training step at most 1.2x PyTorch's time
+
+
+def _mlp_step_zgrad(sizes: tuple[int, ...], batch: int):
+    import zgrad
+    import zgrad.nn.functional as F
+    from zgrad import nn
+
+    zgrad.manual_seed(0)
+    layers: list = []
+    for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
+        layers += [nn.Linear(a, b)] + ([nn.ReLU()] if i < len(sizes) - 2 else [])
+    model = nn.Sequential(*layers)
+    opt = zgrad.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    rng = np.random.default_rng(0)
+    x = zgrad.from_numpy(rng.standard_normal((batch, sizes[0]), dtype=np.float32))
+    y = zgrad.from_numpy(rng.integers(0, sizes[-1], size=batch))
+
+    def step() -> None:
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    return step, model
+
+
+def _mlp_step_torch(sizes: tuple[int, ...], batch: int, model_zgrad):
+    import torch
+
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    layers: list = []
+    for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
+        layers += [torch.nn.Linear(a, b)] + ([torch.nn.ReLU()] if i < len(sizes) - 2 else [])
+    model = torch.nn.Sequential(*layers)
+    with torch.no_grad():  # same initial weights as the zgrad model
+        for p, q in zip(model.parameters(), model_zgrad.parameters()):
+            p.copy_(torch.from_numpy(q.numpy()))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    rng = np.random.default_rng(0)
+    x = torch.from_numpy(rng.standard_normal((batch, sizes[0]), dtype=np.float32))
+    y = torch.from_numpy(rng.integers(0, sizes[-1], size=batch))
+
+    def step() -> None:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def bench_mlp_step(settings: Settings) -> list[Row]:
+    """One training step (forward, cross-entropy, backward, SGD with momentum) vs PyTorch."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("torch is not installed: skipping the MLP step rows (pip install torch==2.13.0)")
+        return []
+    rows = []
+    configs = [((784, 512, 512, 10), 64), ((1024, 1024, 1024, 10), 128)]
+    if settings is QUICK:
+        configs = configs[:1]
+    for sizes, batch in configs:
+        zgrad_step, model = _mlp_step_zgrad(sizes, batch)
+        torch_step = _mlp_step_torch(sizes, batch, model)
+        label = f"{'-'.join(map(str, sizes))} b{batch}"
+        rows.append(compare("MLP train step (vs torch)", label, zgrad_step, torch_step, MLP_TARGET, settings,
+                            note="numpy ms column = torch ms"))
+    return rows
+
+
+BENCHMARKS: list[Callable[[Settings], list[Row]]] = [bench_elementwise, bench_rowwise, bench_optim, bench_matmul,
+                                                     bench_mlp_step]
+
+
+# --- parallel thresholds ----------------------------------------------------------------------
+
+def threshold_sweep() -> None:
+    """Print serial and parallel times of representative kernels from 2**12 to 2**24 elements.
+
+    Uses the minimum of repeats (what the hardware needs, with the least interference from other
+    processes); the thresholds in zgrad/kernels/_jit.py come from this table.
+    """
+    rng = np.random.default_rng(4)
+    def data(*shape):
+        return rng.random(shape, dtype=DTYPE)
+
+    cases = {
+        "relu_forward (cheap)": lambda n: (K.relu_forward, (data(n), data(n))),
+        "sigmoid_backward (cheap)": lambda n: (K.sigmoid_backward, (data(n), data(n), data(n))),
+        "adam (cheap)": lambda n: (cpu_optim._adam_update, (data(n), data(n), data(n), data(n), data(0),
+                                                             0.1, 0.999, 1e-3, 0.5, 1e-8, 0.0, False)),
+        "tanh_forward (heavy)": lambda n: (K.tanh_forward, (data(n), data(n))),
+        "softmax_forward (heavy)": lambda n: (K.softmax_forward, (data(n // 1024, 1024), data(n // 1024, 1024))),
+    }
+    settings = Settings(sizes=(), matmul_sizes=(), repeats=25, min_sampling_s=0.0, warmup=2)
+    print(f"current thresholds: cheap {_jit.PARALLEL_MIN_SIZE}, heavy {_jit.PARALLEL_MIN_SIZE_HEAVY}")
+    print(f"{'kernel':<26}{'size':>8}{'serial us':>12}{'parallel us':>13}{'serial/parallel':>17}")
+    for name, make in cases.items():
+        for power in range(12, 25):
+            kernel, args = make(1 << power)
+            serial, parallel = (min(sample_times_s(lambda v=v: v(*args), settings))
+                                for v in (kernel.serial, kernel.parallel))
+            print(f"{name:<26}{'2^' + str(power):>8}{serial * 1e6:>12.1f}{parallel * 1e6:>13.1f}"
+                  f"{serial / parallel:>17.2f}")
+
+
+# --- report -----------------------------------------------------------------------------------
+
+def _note(row: Row) -> str:
+    if row.zgrad_s > 1.5 * row.zgrad_best_s:
+        return " ".join(filter(None, [row.note, f"disturbed: best {row.zgrad_best_s * 1e3:.3f} ms"]))
+    return row.note
+
+
+def format_table(rows: list[Row]) -> str:
+    header = ("name", "size", "zgrad ms", "numpy ms", "speed-up", "target", "pass", "incl. alloc", "note")
+    lines = [
+        (r.name, r.size, f"{r.zgrad_s * 1e3:.3f}", f"{r.numpy_s * 1e3:.3f}", f"{r.ratio:.2f}x",
+         f">={r.target:g}x", "PASS" if r.passed else "fail",
+         "" if r.ratio_with_alloc is None else f"{r.ratio_with_alloc:.2f}x", _note(r))
+        for r in rows
+    ]
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *lines)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join([fmt.format(*header), fmt.format(*("-" * w for w in widths)), *(fmt.format(*ln) for ln in lines)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one size, fewer repeats")
+    parser.add_argument("--thresholds", action="store_true", help="only sweep serial vs parallel variants")
+    parser.add_argument("--out", type=pathlib.Path,
+                        default=pathlib.Path(__file__).resolve().parent / "results" / "kernels.json")
+    args = parser.parse_args(argv)
+    if args.thresholds:
+        threshold_sweep()
+        return 0
+    settings = QUICK if args.quick else FULL
+
+    load_before = os.getloadavg()[0]
+    rows = [row for benchmark in BENCHMARKS for row in benchmark(settings)]
+    load_after = os.getloadavg()[0]
+    print(format_table(rows))
+    print(f"\nload average (1 min): {load_before:.2f} before, {load_after:.2f} after, on {os.cpu_count()} cpus")
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({
+        "settings": dataclasses.asdict(settings),
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "numpy": np.__version__,
+                    "numba_num_threads": os.environ.get("NUMBA_NUM_THREADS"),
+                    "load_average_1min": {"before": load_before, "after": load_after}},
+        "rows": [{**dataclasses.asdict(r), "ratio": r.ratio, "ratio_with_alloc": r.ratio_with_alloc,
+                  "passed": r.passed} for r in rows],
+    }, indent=2))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""Functions and classes the RPC tests call remotely (allowed through [rpc] allowed_modules)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+
+import zgrad
+from zgrad.distributed import rpc
+
+
+def add(a, b):
+    return a + b
+
+
+def echo(value):
+    return value
+
+
+def describe(value):
+    """What the callee received: the type tree, shapes and requires_grad flags."""
+    if isinstance(value, zgrad.Tensor):
+        return ["tensor", list(value.shape), str(value.dtype), value.requires_grad]
+    if isinstance(value, np.ndarray):
+        return ["ndarray", list(value.shape), str(value.dtype)]
+    if isinstance(value, (list, tuple)):
+        return [type(value).__name__, [describe(v) for v in value]]
+    if isinstance(value, dict):
+        return ["dict", {k: describe(v) for k, v in value.items()}]
+    return [type(value).__name__]
+
+
+def whoami():
+    return rpc.get_worker_info().name
+
+
+def chain(names, value):
+    """Pass ``value + 1`` along the workers in ``names``; the last one returns the total."""
+    if not names:
+        return value
+    return rpc.rpc_sync(names[0], chain, args=(names[1:], value + 1))
+
+
+def ping_pong(depth, a, b):
+    """Recursion that bounces between workers ``a`` and ``b``, ``depth`` calls deep."""
+    if depth == 0:
+        return 0
+    me = rpc.get_worker_info().name
+    other = b if me == a else a
+    return 1 + rpc.rpc_sync(other, ping_pong, args=(depth - 1, a, b))
+
+
+def raise_value_error(message):
+    raise ValueError(message)
+
+
+class CustomError(Exception):
+    pass
+
+
+def raise_custom():
+    raise CustomError("custom failure")
+
+
+def sleep_then(seconds, value):
+    time.sleep(seconds)
+    return value
+
+
+def unsendable():
+    return {1, 2, 3}
+
+
+def write_file(path):
+    with open(path, "w") as f:
+        f.write("ran")
+    return True
+
+
+def exit_process():
+    os._exit(3)
+
+
+class Counter:
+    """A stateful object owned remotely behind an RRef."""
+
+    def __init__(self, start=0):
+        self.value = start
+        self._lock = threading.Lock()
+
+    def increment(self, by=1):
+        with self._lock:
+            self.value += by
+            return self.value
+
+    def get(self):
+        return self.value
+
+    def fail(self):
+        raise KeyError("no such thing")
+
+
+def make_rref_here(value):
+    return rpc.RRef(value)
+
+
+def rref_owner_and_value(rref):
+    return [rref.owner_name(), rref.to_here()]
+
+
+def rref_local_value(rref):
+    return rref.local_value()
+
+
+def rrefs_owned():
+    return rpc.get_debug_info()["rrefs_owned"]
+
+
+def tensor_sum(t):
+    return float(t.numpy().sum())
+
+
+# --- distributed autograd -----------------------------------------------------------------------
+
+def mul(a, b):
+    return a * b
+
+
+def matmul_tanh(a, b):
+    return (a @ b).tanh()
+
+
+def nested_add(dst, a, b):
+    """Forward ``a, b`` to ``dst`` for the addition and scale the result here."""
+    return rpc.rpc_sync(dst, add, args=(a, b)) * 2.0
+
+
+def chain_through(names, a, b):
+    """a*b on the last of ``names``, passing through the others (each adds ``a``)."""
+    if not names:
+        return a * b
+    return rpc.rpc_sync(names[0], chain_through, args=(names[1:], a, b)) + a
+
+
+def call_back_home(home, a, b):
+    """Call ``home`` (the caller) from inside an RPC: a round trip back."""
+    return rpc.rpc_sync(home, mul, args=(a.exp(), b)) + a
+
+
+def two_outputs(a, b):
+    return (a * b, a + b)
+
+
+def cast_to_float32(a):
+    return a.float() * 3.0
+
+
+def rref_to_here_sum(rref, other):
+    return rref.to_here() * other
+
+
+def fail_in_backward(a):
+    return FailingBackward.apply(a)
+
+
+class FailingBackward(zgrad.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise ValueError("simulated error in backward")
+
+
+def call_failing(dst, a):
+    return rpc.rpc_sync(dst, fail_in_backward, args=(a,)) + 1.0
+
+
+def dist_debug_info():
+    from zgrad.distributed import autograd as dist_autograd
+
+    return dist_autograd.get_debug_info()
+
+
+class LinearStage:
+    """A linear layer owned by one worker, used through RRefs."""
+
+    def __init__(self, in_features, out_features, seed):
+        zgrad.manual_seed(seed)
+        self.layer = zgrad.nn.Linear(in_features, out_features, dtype=np.float64)
+
+    def forward(self, x):
+        return self.layer(x).tanh()
+
+    def parameter_rrefs(self):
+        return [rpc.RRef(p) for p in self.layer.parameters()]
+
+    def weights(self):
+        return [p.numpy().copy() for p in self.layer.parameters()]
+
+
+def stage_forward(rref, x):
+    return rref.local_value().forward(x)

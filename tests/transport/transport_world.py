@@ -1,0 +1,109 @@
+"""Worlds of meshes over every built-in transport, in one process, for the transport tests.
+
+Every mesh here lives on loopback (127.0.0.1, ipc in a short temporary directory, inproc) and
+binds port 0; the ``worlds`` fixture (conftest.py) closes every mesh a test made.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from zgrad.config import Config, parse_config
+from zgrad.transport import Envelope, Mesh, create_mesh
+
+TRANSPORTS = ("tcp", "ipc", "inproc")
+KINDS = frozenset({1, 2, 3})
+WAIT_S = 10.0
+
+
+@dataclass
+class Worker:
+    """One mesh plus what it received: envelopes and lost peers, in arrival order."""
+
+    mesh: Mesh
+    inbox: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
+    lost: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
+
+    def get(self, timeout_s: float = WAIT_S) -> Envelope:
+        return self.inbox.get(timeout=timeout_s)
+
+    def get_many(self, n: int, timeout_s: float = WAIT_S) -> list[Envelope]:
+        return [self.inbox.get(timeout=timeout_s) for _ in range(n)]
+
+
+def make_config(kind: str, ipc_dir: str, security: dict | None = None, **transport: Any) -> Config:
+    raw = {
+        "job": {"name": f"t{uuid.uuid4().hex[:10]}"},
+        "transport": {"kind": kind, "ipc_dir": ipc_dir, "connect_timeout_s": 10.0, **transport},
+        "security": security or {},
+    }
+    return parse_config(raw)
+
+
+class WorldFactory:
+    """Builds started worlds and closes every mesh it made."""
+
+    def __init__(self, ipc_dir: str):
+        self.ipc_dir = ipc_dir
+        self.meshes: list[Mesh] = []
+
+    def config(self, kind: str, security: dict | None = None, **transport: Any) -> Config:
+        return make_config(kind, self.ipc_dir, security, **transport)
+
+    def workers(self, config: Config, world_size: int, kinds: frozenset[int] = KINDS,
+                on_message: Any = None) -> list[Worker]:
+        """Create (not start) every worker; rank 0 is bound so tcp peers can find its port."""
+        workers: list[Worker] = []
+        port = None
+        for rank in range(world_size):
+            worker = Worker(mesh=None)  # type: ignore[arg-type]
+            handler = on_message(rank, worker) if on_message else worker.inbox.put
+            worker.mesh = create_mesh(
+                config, rank, world_size, f"w{rank}", on_message=handler,
+                on_peer_lost=lambda r, why, w=worker: w.lost.put((r, why)), valid_kinds=kinds,
+                master_addr="127.0.0.1" if port else None, master_port=port,
+            )
+            self.meshes.append(worker.mesh)
+            if rank == 0 and config.transport.kind == "tcp":
+                port = int(worker.mesh.bind().rsplit(":", 1)[1])
+            workers.append(worker)
+        return workers
+
+    def start(self, workers: list[Worker], timeout_s: float = 30.0) -> None:
+        start_all([w.mesh for w in workers], timeout_s)
+
+    def world(self, kind: str, world_size: int, kinds: frozenset[int] = KINDS, on_message: Any = None,
+              **transport: Any) -> list[Worker]:
+        workers = self.workers(self.config(kind, **transport), world_size, kinds, on_message)
+        self.start(workers)
+        return workers
+
+    def close_all(self) -> None:
+        for mesh in self.meshes:
+            mesh.close(timeout_s=2.0)
+
+
+def start_all(meshes: list[Mesh], timeout_s: float = 30.0) -> list[BaseException | None]:
+    """Start meshes concurrently (start() blocks until all are up); raise the first error."""
+    errors: list[BaseException | None] = [None] * len(meshes)
+
+    def run(i: int) -> None:
+        try:
+            meshes[i].start()
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            errors[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(meshes))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout_s)
+    assert not any(t.is_alive() for t in threads), "start() did not return in time"
+    for error in errors:
+        if error is not None:
+            raise error
+    return errors

@@ -1,0 +1,90 @@
+"""``DistributedOptimizer``: one local optimizer per parameter owner, stepped with a context's gradients."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from typing import Any, Sequence
+
+from zgrad.distributed import autograd as dist_autograd
+from zgrad.distributed import rpc
+from zgrad.distributed.rpc.state import current_agent
+from zgrad.distributed.rpc.targets import resolve_target, target_name
+
+__all__ = ["DistributedOptimizer", "LocalOptimizer", "local_step"]
+
+
+class LocalOptimizer:
+    """The optimizer living on a parameter owner (created there over RPC)."""
+
+    # Steps of every local optimizer of this process are serialized, so two optimizers over the
+    # same parameters never interleave their updates.
+    step_lock = threading.Lock()
+
+    def __init__(self, optimizer_target: str, param_rrefs: Sequence[rpc.RRef], args: list, kwargs: dict) -> None:
+        agent = current_agent()
+        optimizer_class = resolve_target(optimizer_target, agent.config.rpc.allowed_modules, agent.name)
+        self.params = [rref.local_value() for rref in param_rrefs]
+        self.optimizer = optimizer_class(self.params, *args, **kwargs)
+
+    def step(self, context_id: int) -> None:
+        """Apply this worker's gradients of ``context_id`` to its parameters (others unchanged)."""
+        gradients = dist_autograd.get_gradients(context_id)
+        with LocalOptimizer.step_lock:
+            self.optimizer.step_with_gradients(gradients)
+
+
+def local_step(optimizer_rref: rpc.RRef, context_id: int) -> None:
+    """RPC target: step the owner's local optimizer."""
+    optimizer_rref.local_value().step(context_id)
+
+
+class DistributedOptimizer:
+    """Optimizes parameters spread over workers, given RRefs to them.
+
+    Groups the RRefs by owner and creates one ``optimizer_class(params, *args, **kwargs)`` on each
+    owner. :meth:`step` makes every owner apply the gradients of a distributed autograd context,
+    concurrently, and returns when all are done.
+
+    Raises:
+        RemoteError: the optimizer's constructor failed on an owner (from ``__init__``).
+
+    Example::
+
+        opt = DistributedOptimizer(zgrad.optim.SGD, param_rrefs, lr=0.05)
+        with dist_autograd.context() as context_id:
+            loss = model(x)
+            dist_autograd.backward(context_id, [loss])
+            opt.step(context_id)
+    """
+
+    def __init__(self, optimizer_class: type, params_rref: Sequence[rpc.RRef], *args: Any, **kwargs: Any) -> None:
+        if not params_rref:
+            raise ValueError("DistributedOptimizer got an empty list of parameter RRefs")
+        by_owner: dict[int, list[rpc.RRef]] = defaultdict(list)
+        for i, rref in enumerate(params_rref):
+            if not isinstance(rref, rpc.RRef):
+                raise TypeError(f"params_rref must hold RRefs; entry {i} is a {type(rref).__name__}")
+            by_owner[rref.owner().id].append(rref)
+        target = target_name(optimizer_class)
+        self.remote_optimizers = [
+            rpc.remote(owner, LocalOptimizer, args=(target, rrefs, list(args), kwargs)) for owner, rrefs in by_owner.items()
+        ]
+        for optimizer in self.remote_optimizers:
+            optimizer._get_future().wait()
+
+    def step(self, context_id: int) -> None:
+        """Step every owner's optimizer with the gradients of ``context_id``. Blocks until all are done.
+
+        Raises:
+            RemoteError: an owner's step failed (the first error, after all have finished).
+        """
+        futures = [rpc.rpc_async(opt.owner(), local_step, args=(opt, context_id)) for opt in self.remote_optimizers]
+        errors = []
+        for future in futures:
+            try:
+                future.wait()
+            except Exception as exc:  # noqa: BLE001 - raised below, after every owner finished
+                errors.append(exc)
+        if errors:
+            raise errors[0]

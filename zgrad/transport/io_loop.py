@@ -1,0 +1,376 @@
+"""The I/O thread of one mesh: the only code that touches its sockets once it runs.
+
+Each turn polls, with a timeout and never spinning, the inbound ROUTER (which also carries the
+wake-ups, see ``sockets.py``), the ZAP handler with CURVE, and the outbound DEALERs that have a
+backlog; it handles at most one inbound message, takes the outbox and sends, and does the
+liveness and start-up bookkeeping when it is due.
+
+Inbound checks, in order: peer (routing id names a rank of this job; with CURVE the key's rank
+must be that rank; the peer is not lost; once the table is known the session must match), then
+the frames (``frames.decode``), then control messages against the rendezvous state.
+
+Closing: the I/O thread sends what is still queued, then GOODBYE to every live peer, and runs
+until each has answered GOODBYE_ACK, said goodbye itself, or been lost (bounded by the close
+timeout). Each pair's messages arrive in order, so an answer means everything sent before it
+has arrived; only then are the sockets closed (LINGER 0 loses nothing that mattered).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+from zgrad.errors import TransportError
+from zgrad.transport import frames as fr
+from zgrad.transport.envelope import Envelope, WorkerEntry
+from zgrad.transport.links import PeerLinks
+from zgrad.transport.liveness import Liveness
+from zgrad.transport.outbox import Outbox
+from zgrad.transport.pool import BufferPool
+from zgrad.transport.rendezvous import Rendezvous
+from zgrad.transport.security import CurveKeys, ZapHandler
+from zgrad.transport.sockets import MeshSockets
+from zgrad.transport.stats import TransportStats
+
+__all__ = ["IoLoop", "ROUTING_ID", "routing_id"]
+
+ROUTING_ID = struct.Struct("!4sIQ")
+_ROUTING_MAGIC = b"zgid"
+_MAX_POLL_MS = 1000
+# How long rank 0 keeps running after aborting start-up, so that its ABORT messages leave.
+_ABORT_GRACE_S = 0.5
+_GOODBYE_KINDS = frozenset({fr.KIND_GOODBYE, fr.KIND_GOODBYE_ACK})
+
+
+def routing_id(rank: int, session: int) -> bytes:
+    """Return the routing id a worker's DEALERs announce: magic, rank, session."""
+    return ROUTING_ID.pack(_ROUTING_MAGIC, rank, session)
+
+
+class IoLoop:
+    """Everything the I/O thread owns. Built by the mesh; :meth:`run` is the thread's target.
+
+    Results for other threads: :attr:`table` (set once, then read-only), :attr:`error` and
+    :attr:`settled` (set when start-up succeeded or failed, or the loop ended). Set
+    :attr:`close_timeout_s` before closing the outbox to bound the goodbye exchange.
+    """
+
+    def __init__(
+        self,
+        *,
+        sockets: MeshSockets,
+        me: WorkerEntry,
+        world_size: int,
+        config: Any,
+        copy_buffers: bool,
+        keys: CurveKeys | None,
+        valid_kinds: frozenset[int],
+        on_message: Callable[[Envelope], None],
+        on_peer_lost: Callable[[int, str], None],
+        outbox: Outbox,
+        stats: TransportStats,
+        make_rendezvous: Callable[["IoLoop"], Rendezvous],
+        release: Callable[[], None],
+        logger: logging.Logger,
+    ):
+        t = config.transport
+        self._s = sockets
+        self._me = me
+        self._world_size = world_size
+        self._t = t
+        self._keys = keys
+        self._valid_kinds = valid_kinds
+        self._on_message = on_message
+        self._on_peer_lost = on_peer_lost
+        self._outbox = outbox
+        self._stats = stats
+        self._release = release
+        self._log = logger
+        self._max_bytes = t.max_message_mb << 20
+        self._chunk_bytes = t.chunk_mb << 20
+        self.pool = BufferPool(t.recv_pool_mb << 20)
+        self._liveness = Liveness(t.heartbeat_interval_s, t.heartbeat_timeout_s)
+        self._poller = zmq.Poller()
+        self._links = PeerLinks(
+            sockets, self._poller, outbox, self._liveness, t, keys, copy_buffers, routing_id(me.rank, me.session)
+        )
+        self._dead: dict[int, str] = {}
+        self._departed: set[int] = set()
+        self._heartbeat = self._control_frames(fr.KIND_HEARTBEAT, None)
+        self._zap = ZapHandler({k: r for r, k in keys.peers.items()}, self._on_auth_denied) if keys is not None else None
+        self._rendezvous = make_rendezvous(self)
+        self._stop_at_s: float | None = None
+        self._due_s = 0.0
+        self._awaiting_goodbye: set[int] | None = None
+        self.close_timeout_s = t.heartbeat_timeout_s
+        self.table: tuple[WorkerEntry, ...] | None = None
+        self.error: BaseException | None = None
+        self.settled = threading.Event()
+
+    # -- Link (used by the rendezvous) ----------------------------------------------------
+
+    def connect_peer(self, rank: int, endpoint: str, session: int | None) -> None:
+        self._links.open(rank, endpoint)
+
+    def send_control(self, rank: int, kind: int, meta: Any) -> None:
+        self._links.send(rank, self._control_frames(kind, meta), accounted=False)
+
+    def _control_frames(self, kind: int, meta: Any) -> list:
+        return fr.encode(kind, 0, 0, fr.encode_meta(meta), (), self._chunk_bytes)
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Run until closed and said goodbye, or start-up fails. Closes every socket on the way out."""
+        self._outbox.io_thread_id = threading.get_ident()
+        self._poller.register(self._s.inbound, zmq.POLLIN)
+        if self._s.zap is not None:
+            self._poller.register(self._s.zap, zmq.POLLIN)
+        try:
+            self._rendezvous.begin()
+            self.table = self._rendezvous.table  # a world of one has it at once
+            self._turns()
+        except BaseException as exc:
+            self._log.exception("worker %r: the mesh I/O thread failed", self._me.name)
+            self._fail_all(f"the mesh I/O thread of worker {self._me.name!r} failed: {exc!r}", exc)
+        finally:
+            self._teardown()
+
+    def _turns(self) -> None:
+        s = self._s
+        poll = self._poller.poll
+        while True:
+            now_s = time.monotonic()
+            if now_s >= self._due_s:
+                self._housekeeping(now_s)
+                if self._stop_at_s is not None and now_s >= self._stop_at_s:
+                    return
+            events = poll(max(0, min(_MAX_POLL_MS, int((self._due_s - now_s) * 1000) + 1)))
+            woken = False
+            for sock, event in events:
+                if sock is s.inbound:
+                    woken = self._receive()
+                elif sock is s.zap:
+                    self._zap.handle(sock)
+                elif event & zmq.POLLOUT:
+                    self._links.on_writable(sock)
+            for dst, frames, nbytes in self._outbox.take_all(woken):
+                self._send(dst, frames, nbytes)
+            if self._outbox.closed:
+                aborting = self._stop_at_s is not None  # let the ABORT messages leave first
+                if self._awaiting_goodbye is None and not aborting and not self._begin_goodbye():
+                    return
+                if self._awaiting_goodbye is not None and not self._awaiting_goodbye:
+                    return
+
+    def _begin_goodbye(self) -> bool:
+        """Start the goodbye exchange; False if there is nobody to say it to (not started)."""
+        if self.table is None:
+            return False
+        # The outbox refuses new messages now; what it still holds was sent before close().
+        for dst, frames, nbytes in self._outbox.take_all(woken=False):
+            self._send(dst, frames, nbytes)
+        live = {r for r in range(self._world_size) if r != self._me.rank and r not in self._dead}
+        for rank in live:
+            self.send_control(rank, fr.KIND_GOODBYE, None)
+        self._awaiting_goodbye = live
+        self._stop_at_s = time.monotonic() + self.close_timeout_s
+        self._due_s = 0.0
+        return True
+
+    def _housekeeping(self, now_s: float) -> None:
+        """Heartbeats, silence, handshake failures, start-up progress; then set when it is due again."""
+        for rank in self._liveness.heartbeats_due(now_s):
+            self._links.send(rank, self._heartbeat, accounted=False)
+            self._stats.add("heartbeats_out")
+        silent = self._liveness.silent(now_s)
+        if silent:
+            # Messages still queued in our socket may be from these peers: only declare them
+            # lost once the socket is empty, or when they are silent for twice the timeout.
+            backlog = self._s.inbound.get(zmq.EVENTS) & zmq.POLLIN
+            limit_s = self._t.heartbeat_timeout_s
+            for rank, silent_s in silent:
+                if not backlog or silent_s > 2 * limit_s:
+                    self._lose(rank, f"no message for {silent_s:.1f} s (transport.heartbeat_timeout_s = {limit_s})")
+        self._drain_monitor()
+        if not self.settled.is_set():
+            rv = self._rendezvous
+            rv.check_deadline(now_s)
+            if rv.error is not None:
+                self.error = rv.error
+                self.settled.set()
+                self._stop_at_s = now_s + _ABORT_GRACE_S
+            elif rv.ready:
+                self.settled.set()
+        due = [self._liveness.next_due_s(), self._stop_at_s, now_s + _MAX_POLL_MS / 1000]
+        if not self.settled.is_set():
+            due.append(self._rendezvous.deadline_s)
+        self._due_s = min(d for d in due if d is not None)
+
+    # -- inbound ----------------------------------------------------------------------------
+
+    def _receive(self) -> bool:
+        """Receive one message; return whether it was a wake-up."""
+        recv = self._s.inbound.recv
+        try:
+            frame = recv(zmq.NOBLOCK, copy=False)
+        except zmq.Again:  # readiness can be stale; nothing lost
+            return False
+        parts = [frame]
+        while frame.more:  # the rest of a multipart message is already here (atomic delivery)
+            frame = recv(zmq.NOBLOCK, copy=False)
+            parts.append(frame)
+        if len(parts) == 2 and parts[0].bytes == self._s.wake_id:
+            return True
+        self._on_inbound(parts)
+        return False
+
+    def _on_inbound(self, parts: list) -> None:
+        label = "an unknown peer"
+        try:
+            rank, session = self._identify(parts)
+            label = f"rank {rank}"
+            kind, flags, request_id, meta, buffers = fr.decode(
+                parts[1:], valid_kinds=self._valid_kinds, max_message_bytes=self._max_bytes, take_buffer=self.pool.take
+            )
+            if rank in self._dead:
+                if rank in self._departed and kind in _GOODBYE_KINDS:
+                    return  # the other half of a simultaneous goodbye
+                raise fr.Rejected("dead_peer", f"rank {rank} was declared lost: {self._dead[rank]}")
+            if kind in fr.RESERVED_KINDS:
+                self._on_control(rank, session, kind, meta)
+            elif self.table is None:
+                raise fr.Rejected("not_ready", f"message kind {kind:#x} before this worker has the worker table")
+            else:
+                self._stats.add("messages_in")
+                self._stats.add("bytes_in", sum(b.nbytes for b in buffers))
+                self._deliver(Envelope(rank, kind, flags, request_id, meta, buffers, self._keys is not None))
+            self._liveness.heard_from(rank, time.monotonic())
+        except fr.Rejected as rejected:
+            self._stats.reject(label, rejected.reason, rejected.detail)
+
+    def _on_control(self, rank: int, session: int, kind: int, meta: Any) -> None:
+        if kind == fr.KIND_HEARTBEAT:
+            self._stats.add("heartbeats_in")
+            return
+        if kind in _GOODBYE_KINDS and self.table is None:
+            raise fr.Rejected("bad_control", f"message kind {kind:#x} before the worker table")
+        if kind == fr.KIND_GOODBYE:
+            self.send_control(rank, fr.KIND_GOODBYE_ACK, None)
+            self._departed.add(rank)
+            self._lose(rank, "it closed its mesh (shut down)", close_link=False)
+        elif kind == fr.KIND_GOODBYE_ACK:
+            if self._awaiting_goodbye is not None:
+                self._awaiting_goodbye.discard(rank)
+        else:
+            self._rendezvous.on_control(rank, session, kind, meta)
+            if self.table is None and self._rendezvous.table is not None:
+                self.table = self._rendezvous.table
+            self._due_s = 0.0  # look at start-up progress in this turn
+        self._stats.add("control_in")
+
+    def _identify(self, parts: list) -> tuple[int, int]:
+        ident = parts[0].bytes
+        if len(ident) != ROUTING_ID.size or not ident.startswith(_ROUTING_MAGIC):
+            raise fr.Rejected("unknown_peer", f"routing id {ident[:24].hex()} is not a zgrad worker's")
+        _, rank, session = ROUTING_ID.unpack(ident)
+        if rank >= self._world_size or rank == self._me.rank:
+            raise fr.Rejected("unknown_peer", f"routing id claims rank {rank}; peers are ranks 0..{self._world_size - 1} but {self._me.rank}")
+        if self._keys is not None:
+            try:
+                user_id = parts[0].get("User-Id")
+            except zmq.ZMQError:
+                user_id = None
+            if user_id != str(rank):
+                raise fr.Rejected("unauthenticated", f"routing id claims rank {rank} but the CURVE key is rank {user_id}'s")
+        if self.table is not None and self.table[rank].session != session:
+            raise fr.Rejected("unknown_peer", f"rank {rank} session {session:#x} is not the one in the worker table (a stale process?)")
+        return rank, session
+
+    def _deliver(self, envelope: Envelope) -> None:
+        try:
+            self._on_message(envelope)
+        except Exception as exc:
+            self._stats.add("callback_errors")
+            self._log.error("worker %r: on_message raised %r for kind %#x from rank %d", self._me.name, exc, envelope.kind, envelope.src, exc_info=True)
+
+    def _drain_monitor(self) -> None:
+        while True:
+            try:
+                event = recv_monitor_message(self._s.monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self._stats.add("handshake_failed")
+            endpoint = event["endpoint"].decode(errors="replace")
+            self._stats.warn_once("a client", "handshake_failed", f"event {int(event['event']):#x} on {endpoint}; connection dropped")
+
+    def _on_auth_denied(self, address: str, detail: str) -> None:
+        self._stats.add("auth_denied")
+        self._stats.warn_once(f"client {address}", "auth_denied", f"{detail}; connection refused")
+
+    # -- outbound -----------------------------------------------------------------------------
+
+    def _send(self, dst: int, frames: list, nbytes: int) -> None:
+        """Send one message taken from the outbox (to a peer, or delivered here if ``dst`` is us)."""
+        self._stats.add("messages_out")
+        self._stats.add("bytes_out", nbytes)
+        if dst == self._me.rank:
+            self._outbox.handed_over(dst)
+            kind, flags, request_id, meta, buffers = fr.decode(
+                frames, valid_kinds=self._valid_kinds, max_message_bytes=self._max_bytes,
+                take_buffer=self.pool.take, copy_single=True,
+            )
+            self._stats.add("loopback")
+            self._stats.add("messages_in")
+            self._stats.add("bytes_in", nbytes)
+            self._deliver(Envelope(dst, kind, flags, request_id, meta, buffers, True))
+        elif not self._links.send(dst, frames, accounted=True):  # lost since it was queued
+            self._stats.add("dropped")
+            self._outbox.handed_over(dst)
+
+    # -- loss and shutdown ----------------------------------------------------------------------
+
+    def _lose(self, rank: int, reason: str, close_link: bool = True) -> None:
+        if rank in self._dead:
+            return
+        self._dead[rank] = reason
+        self._liveness.lose(rank)
+        self._outbox.mark_dead(rank, reason)
+        self._stats.add("dropped", self._links.drop(rank, close=close_link))
+        if self._awaiting_goodbye is not None:
+            self._awaiting_goodbye.discard(rank)
+        self._stats.add("peers_lost")
+        name = self.table[rank].name if self.table is not None else f"rank {rank}"
+        log = self._log.info if not close_link else self._log.warning
+        log("worker %r: lost peer %r (rank %d): %s", self._me.name, name, rank, reason)
+        try:
+            self._on_peer_lost(rank, reason)
+        except Exception:
+            self._log.exception("worker %r: on_peer_lost raised for rank %d", self._me.name, rank)
+
+    def _fail_all(self, reason: str, exc: BaseException) -> None:
+        self._outbox.close(reason)
+        if not self.settled.is_set():
+            self.error = exc
+            self.settled.set()
+        if self.table is not None:
+            for rank in range(self._world_size):
+                if rank != self._me.rank:
+                    self._lose(rank, reason)
+
+    def _teardown(self) -> None:
+        self._outbox.close(f"the mesh of worker {self._me.name!r} is closed")
+        self._outbox.detach()
+        if not self.settled.is_set():
+            self.error = self.error or TransportError(f"the mesh of worker {self._me.name!r} was closed during start-up")
+            self.settled.set()
+        self._s.close()
+        self.pool.clear()
+        self._release()

@@ -1,0 +1,387 @@
+"""The public face of the transport: :func:`create_mesh` and :class:`Mesh`.
+
+Example (two workers as threads of one process, over inproc)::
+
+    from zgrad.config import parse_config
+    from zgrad.transport import create_mesh
+
+    config = parse_config({"transport": {"kind": "inproc"}})
+
+    def make(rank):
+        return create_mesh(config, rank, 2, f"w{rank}", on_message=print,
+                           on_peer_lost=lambda r, why: None, valid_kinds={1})
+
+    a, b = make(0), make(1)
+    # start() blocks until every worker is up, so start the two concurrently
+    threading.Thread(target=b.start).start(); a.start()
+    a.send(1, kind=1, request_id=7, meta={"hello": "world"}, buffers=[b"raw bytes"])
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from zgrad.config import Config
+from zgrad.errors import ConfigError, TransportError, ZgradTimeoutError
+from zgrad.transport import frames as fr
+from zgrad.transport.base import EndpointRequest, Transport
+from zgrad.transport.envelope import Envelope, WorkerEntry
+from zgrad.transport.io_loop import IoLoop
+from zgrad.transport.outbox import Outbox
+from zgrad.transport.registry import TransportRegistry, default_registry
+from zgrad.transport.rendezvous import Rendezvous
+from zgrad.transport.security import CurveKeys, load_curve_keys
+from zgrad.transport.sockets import MeshSockets, open_sockets
+from zgrad.transport.stats import TransportStats
+
+__all__ = ["Mesh", "create_mesh"]
+
+_log = logging.getLogger("zgrad.transport")
+# Beyond connect_timeout_s, how long start() waits for the I/O thread to report; and beyond
+# the goodbye timeout, how long close() waits for it to finish its turn and close the sockets.
+_SETTLE_GRACE_S = 5.0
+_JOIN_GRACE_S = 5.0
+
+
+def create_mesh(
+    config: Config,
+    rank: int,
+    world_size: int,
+    name: str,
+    *,
+    on_message: Callable[[Envelope], None],
+    on_peer_lost: Callable[[int, str], None],
+    valid_kinds: Iterable[int],
+    master_addr: str | None = None,
+    master_port: int | None = None,
+    registry: TransportRegistry | None = None,
+) -> Mesh:
+    """Create (but do not start) this worker's mesh. Opens no socket and starts no thread.
+
+    Args:
+        config: the job configuration; ``[transport]``, ``[security]`` and ``[[workers]]`` are read.
+        rank: this worker's rank, ``0 <= rank < world_size``.
+        world_size: number of workers in the job.
+        name: this worker's unique name (must equal ``workers[rank].name`` if the config lists workers).
+        on_message: called on the I/O thread with each inbound :class:`Envelope`; must return
+            quickly (hand work to a pool). May be called before :meth:`Mesh.start` returns, as soon
+            as this worker has the worker table. Exceptions are logged and counted, not raised.
+        on_peer_lost: called on the I/O thread with ``(rank, reason)`` once per peer that died,
+            went silent past ``heartbeat_timeout_s``, or was lost when the I/O thread failed.
+        valid_kinds: the message kinds the layer above sends and accepts, each in
+            ``0 .. 0xFEFF``; any other inbound kind is rejected as bad input.
+        master_addr: rank 0's host for torchrun-style rendezvous (``MASTER_ADDR``), read from the
+            environment by the caller, never here.
+        master_port: rank 0's port for that rendezvous (``MASTER_PORT``); rank 0 binds it.
+        registry: where to look up ``[transport] kind``; the process-wide one by default.
+
+    Returns:
+        A :class:`Mesh` in the created state.
+
+    Raises:
+        ConfigError: unknown transport (the message lists the known ones), CURVE on a transport
+            without it, missing key files, a ``[[workers]]`` list that does not fit, or no way
+            to find rank 0.
+        ValueError: ``rank``, ``world_size`` or ``valid_kinds`` out of range.
+    """
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"mesh rank must be in 0..world_size-1 with world_size >= 1; got rank={rank}, world_size={world_size}")
+    kinds = frozenset(valid_kinds)
+    bad = sorted(k for k in kinds if not (isinstance(k, int) and 0 <= k <= fr.MAX_USER_KIND))
+    if bad:
+        raise ValueError(f"valid_kinds must be integers in 0..{fr.MAX_USER_KIND:#x} (0xFF00 and up are the transport's); got {bad}")
+    workers = config.workers
+    if workers and len(workers) != world_size:
+        raise ConfigError(f"the config lists {len(workers)} [[workers]] but world_size is {world_size}; list every worker or none")
+    if workers and workers[rank].name != name:
+        raise ConfigError(f"worker name {name!r} does not match the config's workers[{rank}].name {workers[rank].name!r}")
+    transport = (registry or default_registry()).get(config.transport.kind)
+    keys = None
+    if config.security.curve:
+        if not transport.supports_curve:
+            raise ConfigError(
+                f"config key 'security.curve' = true is not available over transport {transport.name!r}: use tcp or ipc"
+            )
+        keys = load_curve_keys(config.security.key_dir, rank, world_size)
+    request = EndpointRequest(config, rank, name, master_addr, master_port)
+    rank0_endpoint = transport.rank0_endpoint(request) if rank != 0 else None
+    if rank != 0 and rank0_endpoint is None:
+        raise ConfigError(
+            f"worker {name!r} (rank {rank}) cannot find rank 0 over {transport.name!r}: pass master_addr and "
+            "master_port (MASTER_ADDR / MASTER_PORT) or list every worker with a port in [[workers]]"
+        )
+    return Mesh(config, request, world_size, transport, keys, rank0_endpoint, kinds, on_message, on_peer_lost)
+
+
+class Mesh:
+    """One worker's place in the broker-less mesh: an inbound socket, one link per peer, one I/O thread.
+
+    Created by :func:`create_mesh`. Lifecycle: ``bind()`` (optional) -> ``start()`` -> ``send()``
+    ... -> ``close()``; also a context manager that closes on exit. All methods are thread-safe.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        request: EndpointRequest,
+        world_size: int,
+        transport: Transport,
+        keys: CurveKeys | None,
+        rank0_endpoint: str | None,
+        valid_kinds: frozenset[int],
+        on_message: Callable[[Envelope], None],
+        on_peer_lost: Callable[[int, str], None],
+    ):
+        self._config = config
+        self._request = request
+        self.rank = request.rank
+        self.world_size = world_size
+        self.name = request.name
+        self.transport = transport
+        self._keys = keys
+        self._rank0_endpoint = rank0_endpoint
+        self._valid_kinds = valid_kinds
+        self._on_message = on_message
+        self._on_peer_lost = on_peer_lost
+        self._chunk_bytes = config.transport.chunk_mb << 20
+        self._max_bytes = config.transport.max_message_mb << 20
+        self._session = secrets.randbits(64)
+        self._lock = threading.Lock()
+        self._sockets: MeshSockets | None = None
+        self._endpoint: str | None = None
+        self._loop: IoLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._stats = TransportStats(self.name, _log)
+        self._outbox = Outbox(config.transport.high_water_mark, config.transport.send_timeout_s, self.describe)
+
+    def __enter__(self) -> Mesh:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def endpoint(self) -> str | None:
+        """The endpoint peers dial to reach this worker, once bound; else ``None``."""
+        return self._endpoint
+
+    def describe(self, rank: int) -> str:
+        """Return ``"worker 'name' (rank r)"`` for error messages (the name once the table is known)."""
+        table = self._loop.table if self._loop is not None else None
+        return f"worker {table[rank].name!r} (rank {rank})" if table is not None else f"worker rank {rank}"
+
+    def bind(self) -> str:
+        """Bind the inbound socket now (``start`` does it otherwise) and return the dialable endpoint.
+
+        Useful when rank 0 binds port 0 and must tell others its port before ``start`` blocks.
+        Does not block. Idempotent.
+
+        Raises:
+            TransportError: the endpoint cannot be bound, or the mesh is closed.
+            ConfigError: the bound address cannot be advertised to peers.
+        """
+        with self._lock:
+            if self._closed:
+                raise TransportError(f"the mesh of worker {self.name!r} is closed; create a new one")
+            if self._sockets is None:
+                context = self.transport.acquire_context()
+                try:
+                    sockets = open_sockets(
+                        context, self.transport.bind_endpoint(self._request), self._config.transport, self._keys, self.name
+                    )
+                except BaseException:
+                    self.transport.release_context(context)
+                    raise
+                try:
+                    self._endpoint = self.transport.advertised_endpoint(self._request, sockets.bound_endpoint)
+                except BaseException:
+                    sockets.close()
+                    self._release(sockets)
+                    raise
+                self._sockets = sockets
+            return self._endpoint
+
+    def start(self) -> None:
+        """Bind, find every peer through rank 0, connect, and start the I/O thread.
+
+        Blocks until every peer has acknowledged this worker (at most
+        ``transport.connect_timeout_s`` plus a few seconds). On failure the mesh is closed.
+
+        Raises:
+            ZgradTimeoutError: some workers did not show up in time; the message names them.
+            TransportError: binding failed, rank 0 aborted start-up (mismatched configs,
+                duplicate ranks or names), or the mesh was closed meanwhile.
+        """
+        self.bind()
+        with self._lock:
+            if self._loop is not None or self._closed:
+                raise TransportError(f"the mesh of worker {self.name!r} was already started; create a new one")
+            t = self._config.transport
+            me = WorkerEntry(self.rank, self.name, self._endpoint, self._session)
+            names = [w.name for w in self._config.workers]
+            job = {"transport": self.transport.name, "curve": self._keys is not None}
+            deadline_s = time.monotonic() + t.connect_timeout_s
+            sockets = self._sockets
+            self._outbox.attach(sockets.wake_tx)
+            self._loop = IoLoop(
+                sockets=sockets,
+                me=me,
+                world_size=self.world_size,
+                config=self._config,
+                copy_buffers=self.transport.shares_memory,
+                keys=self._keys,
+                valid_kinds=self._valid_kinds,
+                on_message=self._on_message,
+                on_peer_lost=self._on_peer_lost,
+                outbox=self._outbox,
+                stats=self._stats,
+                make_rendezvous=lambda link: Rendezvous(
+                    link, me, self.world_size, self._rank0_endpoint, job, names, t.connect_timeout_s, deadline_s
+                ),
+                release=lambda: self._release(sockets),
+                logger=_log,
+            )
+            self._thread = threading.Thread(target=self._loop.run, name=f"zgrad-mesh-io-{self.name}", daemon=True)
+            self._thread.start()
+        if not self._loop.settled.wait(t.connect_timeout_s + _SETTLE_GRACE_S):
+            self.close()
+            raise ZgradTimeoutError(f"worker {self.name!r}: the mesh I/O thread did not finish start-up in time")
+        if self._loop.error is not None:
+            self.close()
+            raise self._loop.error
+
+    def _release(self, sockets: MeshSockets) -> None:
+        self.transport.release_context(sockets.context)
+        self.transport.cleanup(sockets.bound_endpoint)
+
+    def send(
+        self,
+        dst_rank: int,
+        kind: int,
+        request_id: int,
+        meta: Any = None,
+        buffers: Sequence[Any] = (),
+        flags: int = 0,
+    ) -> None:
+        """Queue one message to ``dst_rank`` (this worker's own rank included). Thread-safe.
+
+        Messages from one worker to another arrive in the order ``send`` was called (for calls
+        from one thread; calls from several threads arrive in the order they took the queue).
+        Buffers are not copied (except over inproc): do not modify them after sending.
+
+        Args:
+            dst_rank: the receiver's rank.
+            kind: one of this mesh's ``valid_kinds``.
+            request_id: unsigned 64-bit value handed to the receiver as is.
+            meta: any msgpack-serializable value.
+            buffers: buffer-protocol objects (bytes, bytearray, memoryview, C-contiguous arrays).
+            flags: unsigned 16-bit value handed to the receiver as is.
+
+        Blocks only while ``dst_rank`` has ``transport.high_water_mark`` messages waiting,
+        at most ``transport.send_timeout_s``; never on the I/O thread.
+
+        Raises:
+            WorkerUnavailableError: ``dst_rank`` is known to be dead (at once).
+            TransportError: the mesh is not started or closed, or the message exceeds
+                ``transport.max_message_mb``.
+            ZgradTimeoutError: no room for ``dst_rank`` within ``transport.send_timeout_s``.
+            ValueError: bad ``dst_rank``, ``kind``, ``request_id`` or ``flags``.
+            TypeError: ``meta`` is not msgpack-serializable or a buffer is not a contiguous buffer.
+        """
+        if kind not in self._valid_kinds:
+            raise ValueError(f"message kind {kind!r} is not in this mesh's valid_kinds {sorted(self._valid_kinds)}")
+        if not 0 <= dst_rank < self.world_size:
+            raise ValueError(f"dst_rank {dst_rank!r} is out of range 0..{self.world_size - 1}")
+        if self._loop is None or self._loop.table is None:
+            raise TransportError(f"the mesh of worker {self.name!r} is not started: call start() first")
+        views = [fr.as_byte_view(b) for b in buffers]
+        meta_bytes = fr.encode_meta(meta)
+        nbytes = sum(v.nbytes for v in views)
+        if nbytes + len(meta_bytes) > self._max_bytes:
+            raise TransportError(
+                f"message to {self.describe(dst_rank)} is {nbytes + len(meta_bytes)} bytes; the cap is "
+                f"{self._max_bytes} (transport.max_message_mb): split it or raise the cap on every worker"
+            )
+        frames = fr.encode(kind, flags, request_id, meta_bytes, views, self._chunk_bytes)
+        self._outbox.put(dst_rank, (dst_rank, frames, nbytes))
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """Say goodbye to every live peer, stop the I/O thread and close every socket (LINGER 0).
+
+        Graceful: messages sent before ``close`` are handed to ZeroMQ, then each live peer is
+        sent GOODBYE; the mesh waits until each peer acknowledged it (which, links being
+        ordered, means it received everything sent before), said goodbye itself, or was lost,
+        at most ``timeout_s`` (default ``transport.heartbeat_timeout_s``). Peers report this
+        worker to their ``on_peer_lost`` with a reason saying it shut down.
+
+        Idempotent; thread-safe. Blocks until the I/O thread is done (bounded); called from
+        ``on_message`` it only asks the thread to stop. Sends after ``close`` raise
+        TransportError. A new mesh may be created in the same process afterwards.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            thread, sockets, loop = self._thread, self._sockets, self._loop
+            if loop is not None and timeout_s is not None:
+                loop.close_timeout_s = timeout_s
+            self._outbox.close(f"the mesh of worker {self.name!r} is closed")
+            if thread is None and sockets is not None:
+                sockets.close()
+                self._release(sockets)
+        if thread is not None and thread is not threading.current_thread():
+            join_s = loop.close_timeout_s + _JOIN_GRACE_S
+            thread.join(join_s)
+            if thread.is_alive():
+                _log.error("worker %r: the mesh I/O thread did not stop within %s s", self.name, join_s)
+
+    @property
+    def workers(self) -> tuple[WorkerEntry, ...]:
+        """The worker table, by rank. Available once start-up has the table.
+
+        Raises:
+            TransportError: the mesh has not been started.
+        """
+        table = self._loop.table if self._loop is not None else None
+        if table is None:
+            raise TransportError(f"the worker table of {self.name!r} is not known yet: call start() first")
+        return table
+
+    def rank_of(self, name: str) -> int:
+        """Return the rank of the worker called ``name``.
+
+        Raises:
+            KeyError: no worker has that name (the message lists them).
+            TransportError: the mesh has not been started.
+        """
+        for entry in self.workers:
+            if entry.name == name:
+                return entry.rank
+        raise KeyError(f"no worker named {name!r}; workers: {', '.join(e.name for e in self.workers)}")
+
+    def is_alive(self, rank: int) -> bool:
+        """Whether ``rank`` has not been declared lost. Thread-safe."""
+        return self._outbox.dead_reason(rank) is None
+
+    def stats(self) -> dict:
+        """Return a snapshot of the counters. Thread-safe.
+
+        Keys (absent until non-zero): ``messages_out``, ``bytes_out``, ``messages_in``,
+        ``bytes_in`` (buffer bytes of user messages; loopback ones included, also counted in
+        ``loopback``), ``heartbeats_out``, ``heartbeats_in``, ``control_in`` (start-up messages
+        accepted), ``peers_lost``, ``dropped``
+        (messages to a lost peer), ``callback_errors``, ``handshake_failed``, ``auth_denied``;
+        always present: ``rejected`` (reason -> count), ``rejected_total``, ``pool_reused``,
+        ``pool_allocated``.
+        """
+        out = self._stats.snapshot()
+        pool = self._loop.pool if self._loop is not None else None
+        out["pool_reused"] = pool.reused if pool is not None else 0
+        out["pool_allocated"] = pool.allocated if pool is not None else 0
+        return out
