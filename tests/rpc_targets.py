@@ -205,3 +205,18 @@ class LinearStage:
 
 def stage_forward(rref, x):
     return rref.local_value().forward(x)
+
+
+class SlowBackward(zgrad.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, grad):
+        time.sleep(3.0)
+        return grad
+
+
+def slow_in_backward(a):
+    return SlowBackward.apply(a)

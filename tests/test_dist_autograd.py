@@ -266,3 +266,21 @@ def test_distributed_optimizer_matches_a_local_run(transport, tmp_path):
     e1, e2 = local_run()
     for got, expected in zip(w1 + w2, e1 + e2):
         np.testing.assert_allclose(got, expected, rtol=1e-10)
+
+
+def test_a_pass_without_progress_fails_after_backward_timeout():
+    from zgrad.errors import ZgradTimeoutError
+
+    def body(rank):
+        if rank != 0:
+            return None
+        (a,) = leaves((3,), seed=6)
+        with dist_autograd.context() as context_id:
+            loss = rpc.rpc_sync("worker1", T.slow_in_backward, args=(a,)).sum()
+            start = __import__("time").monotonic()
+            with pytest.raises(ZgradTimeoutError, match="made no progress for 0.5 s"):
+                dist_autograd.backward(context_id, [loss])
+            return __import__("time").monotonic() - start
+
+    waited = run_workers(2, make_config("inproc", 2, engine={"backward_timeout_s": 0.5}), body)[0]
+    assert waited < 2.5

@@ -231,3 +231,27 @@ def test_repeated_passes_accumulate_and_a_concurrent_second_pass_is_refused():
     grads = world.gradients(0, cid)
     for t, e in zip(tensors, expected):
         np.testing.assert_allclose(grads[t], 2 * e, rtol=1e-12)
+
+
+def test_release_is_retried_when_a_send_fails_and_given_up_on_a_lost_worker():
+    tensors = leaves((3,), (3,))
+    world = World(3)
+    cid = world.context(0)
+    world.rpc(cid, 0, 1, zgrad.mul, *tensors)
+    world.rpc(cid, 0, 2, zgrad.add, *tensors)
+    messenger = world.engines[0].messenger
+    original, failures = messenger.send, {"left": 2}
+
+    def flaky(dst, kind, body, arrays=()):
+        if kind == "CONTEXT_RELEASE" and dst == 1 and failures["left"]:
+            failures["left"] -= 1
+            raise TimeoutError("send queue full")
+        return original(dst, kind, body, arrays)
+
+    messenger.send = flaky
+    world.kill(2)
+    released = []
+    world.engines[0].release_context(cid, lambda: released.append(True))
+    world.deliver_all()
+    assert released == [True] and failures["left"] == 0
+    assert len(world.contexts[1]) == 0

@@ -44,6 +44,7 @@ __all__ = ["Messenger", "DistEngine", "MODES"]
 log = logging.getLogger("zgrad.engine")
 
 MODES = ("fast", "smart")
+BROADCAST_RETRIES = 3
 ACK_KINDS = ("GRAD_ACK", "PASS_END_ACK", "FAILURE_ACK", "CONTEXT_RELEASE_ACK", "DISCOVER_ACK", "START_ACK")
 
 
@@ -322,23 +323,33 @@ class DistEngine:
         targets = (participants | state.participants | state.ctx.known_workers) - {self.rank}
         self._broadcast(targets, "FAILURE", {"ctx": state.ctx.context_id, "pass": state.pass_id, "error": error}, done)
 
-    def _broadcast(self, targets: set[int], kind: str, body: dict[str, Any], done: Callable[[], None]) -> None:
-        """Send ``kind`` to each target and call ``done`` once every one answered (or was lost)."""
+    def _broadcast(self, targets: set[int], kind: str, body: dict[str, Any], done: Callable[[], None],
+                   retries: int = BROADCAST_RETRIES) -> None:
+        """Send ``kind`` to each target and call ``done`` once every one answered or was lost.
+
+        A target that could not be sent to (but is not lost) is tried again, ``retries`` times.
+        """
         remaining = {"n": len(targets)}
         lock = threading.Lock()
 
-        def acked(_src: int, _reply: dict[str, Any], _arrays: Sequence[Any]) -> None:
-            with lock:
-                remaining["n"] -= 1
-                last = remaining["n"] == 0
-            if last:
-                done()
+        def send_to(dst: int, attempts_left: int) -> None:
+            def acked(_src: int, reply: dict[str, Any], _arrays: Sequence[Any]) -> None:
+                if reply.get("error") and not reply.get("lost") and attempts_left > 0:
+                    send_to(dst, attempts_left - 1)
+                    return
+                with lock:
+                    remaining["n"] -= 1
+                    last = remaining["n"] == 0
+                if last:
+                    done()
+
+            self.request(dst, kind, body, acked)
 
         if not targets:
             done()
             return
         for dst in sorted(targets):
-            self.request(dst, kind, body, acked)
+            send_to(dst, retries)
 
     def _on_failure(self, src: int, body: dict[str, Any], _arrays: Sequence[Any]) -> None:
         try:

@@ -71,7 +71,8 @@ class TcpTransport(Transport):
 class IpcTransport(Transport):
     """Unix domain sockets on one host: ``ipc://<ipc_dir>/<job>-<rank>.sock``.
 
-    ``transport.ipc_dir`` defaults to ``<tmp>/zgrad``. Every endpoint follows from the job name
+    ``transport.ipc_dir`` defaults to ``<tmp>/zgrad-ipc-<uid>`` (not ``<tmp>/zgrad``: a folder of
+    that name would shadow the package for scripts run from ``<tmp>``). Every endpoint follows from the job name
     and the rank, so rank 0 needs no address; two jobs sharing a name and a directory collide.
     The socket file is removed when the mesh closes.
     """
@@ -79,7 +80,7 @@ class IpcTransport(Transport):
     name = "ipc"
 
     def _path(self, request: EndpointRequest, rank: int) -> str:
-        directory = request.config.transport.ipc_dir or os.path.join(tempfile.gettempdir(), "zgrad")
+        directory = request.config.transport.ipc_dir or os.path.join(tempfile.gettempdir(), f"zgrad-ipc-{os.getuid()}")
         os.makedirs(directory, mode=0o700, exist_ok=True)
         path = os.path.join(directory, f"{_safe(request.config.job.name)}-{rank}.sock")
         if len(path.encode()) > _MAX_IPC_PATH:

@@ -106,7 +106,7 @@ class _Encoder:
                 return plain(obj)
         raise CodecError(
             f"cannot send a value of type {kind.__module__}.{kind.__qualname__} in an RPC: {SAFE_TYPES_HELP}. "
-            "Convert it to one of those, or opt in to [rpc] codec = \"pickle\" (requires [security] curve = true)."
+            "Convert it to one of those (e.g. a numpy array or a list), or keep the object on its worker behind an RRef."
         )
 
 
