@@ -1,0 +1,94 @@
+"""Worker-process plumbing shared by bench/rpc.py and bench/dist_autograd.py.
+
+Every worker is a fresh interpreter (subprocess, never fork: numba may be loaded). Rank 0 prints
+one ``RESULT <json>`` line; every wait is bounded and every process is killed at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+THREAD_ENV = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+              "OPENBLAS_NUM_THREADS": "1", "TP_SOCKET_IFNAME": "lo", "GLOO_SOCKET_IFNAME": "lo"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def have_torch() -> bool:
+    try:
+        import importlib.util
+        return importlib.util.find_spec("torch") is not None
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def zgrad_config(world_size: int = 2) -> dict:
+    return {
+        "transport": {"kind": "tcp", "connect_timeout_s": 30.0},
+        "rpc": {"allowed_modules": ["_zg_targets"], "default_timeout_s": 120.0},
+        "workers": [{"name": f"worker{r}", "host": "127.0.0.1", "port": free_port()} for r in range(world_size)],
+    }
+
+
+def worker_env() -> dict:
+    env = dict(os.environ)
+    env.update(THREAD_ENV)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def run_pair(script: str, framework: str, extra: dict, timeout_s: float) -> dict:
+    """Start ranks 0 and 1 of ``script --worker framework``; return rank 0's RESULT json."""
+    spec = dict(extra)
+    if framework == "zgrad":
+        spec["config"] = zgrad_config()
+    else:
+        spec["port"] = free_port()
+    procs = []
+    try:
+        for rank in (0, 1):
+            procs.append(subprocess.Popen(
+                [sys.executable, script, "--worker", framework, "--rank", str(rank), "--spec", json.dumps(spec)],
+                stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL, text=True, env=worker_env()))
+        out, _ = procs[0].communicate(timeout=timeout_s)
+        procs[1].wait(timeout=30)
+        if procs[0].returncode != 0:
+            raise RuntimeError(f"{framework} rank 0 failed (rc {procs[0].returncode})")
+        for line in out.splitlines():
+            if line.startswith("RESULT "):
+                return json.loads(line[7:])
+        raise RuntimeError(f"{framework} rank 0 printed no RESULT")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+
+
+def init_worker(framework: str, rank: int, spec: dict):
+    """init_rpc for this worker; returns the framework's rpc module."""
+    sys.path.insert(0, str(ROOT))
+    if framework == "zgrad":
+        from zgrad.distributed import rpc
+        rpc.init_rpc(f"worker{rank}", rank=rank, world_size=2, config=spec["config"])
+        return rpc
+    import torch
+    from torch.distributed import rpc
+    torch.set_num_threads(1)
+    opts = rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://127.0.0.1:{spec['port']}", rpc_timeout=120)
+    rpc.init_rpc(f"worker{rank}", rank=rank, world_size=2, rpc_backend_options=opts)
+    return rpc
+
+
+def emit(result: dict) -> None:
+    print("RESULT " + json.dumps(result), flush=True)

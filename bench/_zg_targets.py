@@ -1,0 +1,37 @@
+"""Functions and classes the zgrad benchmarks call remotely (``[rpc] allowed_modules = ["_zg_targets"]``)."""
+
+from __future__ import annotations
+
+import zgrad
+from zgrad import nn
+from zgrad.distributed import rpc
+import zgrad.distributed.autograd as dist_autograd
+
+
+def echo(value):
+    return value
+
+
+def add(a, b):
+    return a + b
+
+
+def debug_counters():
+    return dist_autograd.get_debug_info()
+
+
+class Stage(nn.Module):
+    def __init__(self, d_in, d_out, seed):
+        super().__init__()
+        zgrad.manual_seed(seed)
+        self.fc = nn.Linear(d_in, d_out)
+
+    def forward(self, x):
+        return self.fc(x).relu()
+
+    def parameter_rrefs(self):
+        return [rpc.RRef(p) for p in self.parameters()]
+
+
+def forward_stage(rref, x):
+    return rref.local_value()(x)

@@ -1,0 +1,248 @@
+"""Distributed-autograd benchmark: zgrad against torch.distributed.autograd, in one run.
+
+Workloads (two worker processes per framework, loopback tcp), each timed per iteration with the
+autograd context's enter/exit included:
+  * ``example 3x3`` / ``example 1024x1024``: the design note's example: t1, t2 on worker0;
+    t3 = rpc_sync(worker1, add, (t1, t2)); t5 = t3 * t4; loss = t5.sum(); backward;
+  * ``mlp step``: model-parallel training step: Linear 1024->1024 + ReLU on worker1 behind an RRef,
+    Linear 1024->10 + cross-entropy on worker0, batch 64, backward, DistributedOptimizer(SGD).step.
+
+zgrad runs every workload in FAST and in SMART mode, alternating blocks in the same processes;
+messages per pass are the dist-engine counters of ``get_debug_info()`` (messages_sent summed over
+both workers, and discovery_messages) differenced over a block and divided by its passes. Workers
+run with NUMBA_NUM_THREADS=1, OMP_NUM_THREADS=1 (torch: torch.set_num_threads(1) as well).
+
+Prints a table of ratios measured in this run and writes ``bench/results/dist_autograd.json``.
+
+    python bench/dist_autograd.py            # full run
+    python bench/dist_autograd.py --quick    # smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+import _procs  # noqa: E402
+
+WORKLOADS = ("example 3x3", "example 1024x1024", "mlp step")
+MODES = ("fast", "smart")
+
+
+def _settings(quick: bool) -> dict:
+    if quick:
+        return {"blocks": 2, "iters": {"example 3x3": 50, "example 1024x1024": 5, "mlp step": 5}, "warmup": 3}
+    return {"blocks": 5, "iters": {"example 3x3": 400, "example 1024x1024": 30, "mlp step": 40}, "warmup": 10}
+
+
+# ------------------------------------------------------------------------------- workloads
+
+
+def _zgrad_workloads(rpc):
+    import numpy as np
+    import zgrad
+    import zgrad.nn.functional as F
+    from zgrad import nn
+    import zgrad.distributed.autograd as dist_autograd
+    from zgrad.distributed.optim import DistributedOptimizer
+    import _zg_targets as T
+
+    def example(n):
+        zgrad.manual_seed(0)
+        t1, t2, t4 = (zgrad.randn(n, n, requires_grad=True) for _ in range(3))
+
+        def step(mode):
+            with dist_autograd.context() as cid:
+                t3 = rpc.rpc_sync("worker1", T.add, args=(t1, t2))
+                loss = (t3 * t4).sum()
+                dist_autograd.backward(cid, [loss], mode=mode)
+        return step
+
+    stage = rpc.remote("worker1", T.Stage, args=(1024, 1024, 0))
+    zgrad.manual_seed(1)
+    head = nn.Linear(1024, 10)
+    params = stage.rpc_sync().parameter_rrefs() + [rpc.RRef(p) for p in head.parameters()]
+    opt = DistributedOptimizer(zgrad.optim.SGD, params, lr=0.01)
+    x = zgrad.randn(64, 1024)
+    y = zgrad.tensor(np.arange(64) % 10)
+
+    def mlp(mode):
+        with dist_autograd.context() as cid:
+            h = rpc.rpc_sync("worker1", T.forward_stage, args=(stage, x))
+            loss = F.cross_entropy(head(h), y)
+            dist_autograd.backward(cid, [loss], mode=mode)
+            opt.step(cid)
+
+    return {"example 3x3": example(3), "example 1024x1024": example(1024), "mlp step": mlp}
+
+
+def _torch_workloads(rpc):
+    import torch
+    import torch.nn.functional as F
+    import torch.distributed.autograd as dist_autograd
+    from torch.distributed.optim import DistributedOptimizer
+    import _torch_targets as T
+
+    def example(n):
+        torch.manual_seed(0)
+        t1, t2, t4 = (torch.randn(n, n, requires_grad=True) for _ in range(3))
+
+        def step(mode):
+            with dist_autograd.context() as cid:
+                t3 = rpc.rpc_sync("worker1", T.add, args=(t1, t2))
+                loss = (t3 * t4).sum()
+                dist_autograd.backward(cid, [loss])
+        return step
+
+    stage = rpc.remote("worker1", T.Stage, args=(1024, 1024, 0))
+    torch.manual_seed(1)
+    head = torch.nn.Linear(1024, 10)
+    params = stage.rpc_sync().parameter_rrefs() + [rpc.RRef(p) for p in head.parameters()]
+    opt = DistributedOptimizer(torch.optim.SGD, params, lr=0.01)
+    x = torch.randn(64, 1024)
+    y = torch.arange(64) % 10
+
+    def mlp(mode):
+        with dist_autograd.context() as cid:
+            h = rpc.rpc_sync("worker1", T.forward_stage, args=(stage, x))
+            loss = F.cross_entropy(head(h), y)
+            dist_autograd.backward(cid, [loss])
+            opt.step(cid)
+
+    return {"example 3x3": example(3), "example 1024x1024": example(1024), "mlp step": mlp}
+
+
+# ------------------------------------------------------------------------------- workers
+
+
+def _counters(rpc):
+    """dist-engine messages sent (by kind, both workers summed) and discovery messages."""
+    import zgrad.distributed.autograd as dist_autograd
+    import _zg_targets as T
+    infos = [dist_autograd.get_debug_info(), rpc.rpc_sync("worker1", T.debug_counters)]
+    sent: collections.Counter = collections.Counter()
+    discovery = 0
+    for info in infos:
+        sent.update({str(k): v for k, v in info["messages_sent"].items()})
+        discovery += info["discovery_messages"]
+    return sent, discovery
+
+
+def _run_block(step, mode, iters):
+    times = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        step(mode)
+        times.append(time.perf_counter() - t)
+    return times
+
+
+def _worker(framework: str, rank: int, spec: dict) -> None:
+    rpc = _procs.init_worker(framework, rank, spec)
+    try:
+        if rank != 0:
+            return
+        s = spec["settings"]
+        workloads = (_zgrad_workloads if framework == "zgrad" else _torch_workloads)(rpc)
+        modes = MODES if framework == "zgrad" else ("torch",)
+        out = {}
+        for name in WORKLOADS:
+            step, iters = workloads[name], s["iters"][name]
+            for mode in modes:
+                _run_block(step, mode, s["warmup"])
+            times = {m: [] for m in modes}
+            msgs = {m: collections.Counter() for m in modes}
+            disc = {m: 0 for m in modes}
+            for _ in range(s["blocks"]):
+                for mode in modes:
+                    if framework == "zgrad":
+                        before, d0 = _counters(rpc)
+                    times[mode] += _run_block(step, mode, iters)
+                    if framework == "zgrad":
+                        after, d1 = _counters(rpc)
+                        msgs[mode].update(after)
+                        msgs[mode].subtract(before)
+                        disc[mode] += d1 - d0
+            passes = s["blocks"] * iters
+            out[name] = {m: {"ms_median": statistics.median(times[m]) * 1e3,
+                             "ms_mean": statistics.fmean(times[m]) * 1e3,
+                             "messages_per_pass": {k: v / passes for k, v in msgs[m].items() if v},
+                             "messages_per_pass_total": sum(msgs[m].values()) / passes,
+                             "discovery_per_pass": disc[m] / passes} for m in modes}
+        _procs.emit(out)
+    finally:
+        rpc.shutdown()
+
+
+# ------------------------------------------------------------------------------- report
+
+
+def _fmt_msgs(per_kind: dict) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in sorted(per_kind.items())) or "-"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smoke run")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--spec", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        return _worker(args.worker, args.rank, json.loads(args.spec))
+
+    settings = _settings(args.quick)
+    with_torch = _procs.have_torch()
+    print(f"dist_autograd benchmark ({'quick' if args.quick else 'full'}); 2 worker processes per framework, "
+          "loopback tcp; workers run with NUMBA_NUM_THREADS=1 OMP_NUM_THREADS=1; ms per iteration (median), "
+          "context enter/exit included", flush=True)
+    results = {"zgrad": _procs.run_pair(__file__, "zgrad", {"settings": settings}, 1500)}
+    if with_torch:
+        results["torch"] = _procs.run_pair(__file__, "torch", {"settings": settings}, 1500)
+
+    z = results["zgrad"]
+    header = ["workload", "zgrad fast ms"] + (["torch ms", "fast/torch"] if with_torch else []) \
+        + ["zgrad smart ms", "smart/fast", "msgs/pass fast", "msgs/pass smart", "extra msgs", "discovery/pass"]
+    rows = []
+    targets = {}
+    for name in WORKLOADS:
+        f, sm = z[name]["fast"], z[name]["smart"]
+        row = [name, f"{f['ms_median']:.3f}"]
+        if with_torch:
+            t = results["torch"][name]["torch"]
+            row += [f"{t['ms_median']:.3f}", f"{f['ms_median'] / t['ms_median']:.2f}x"]
+            targets[f"{name}: zgrad <= 1.0x torch"] = f["ms_median"] <= t["ms_median"]
+        row += [f"{sm['ms_median']:.3f}", f"{sm['ms_median'] / f['ms_median']:.2f}x",
+                f"{f['messages_per_pass_total']:g}", f"{sm['messages_per_pass_total']:g}",
+                f"{sm['messages_per_pass_total'] - f['messages_per_pass_total']:+g}", f"{sm['discovery_per_pass']:g}"]
+        targets[f"{name}: smart <= 1.3x fast"] = sm["ms_median"] <= 1.3 * f["ms_median"]
+        rows.append(row)
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    print()
+    for r in [header] + rows:
+        print("  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+    print("\nmessages per pass by kind (dist-engine messages_sent, both workers):")
+    for name in WORKLOADS:
+        for m in MODES:
+            print(f"  {name:18s} {m:5s}: {_fmt_msgs(z[name][m]['messages_per_pass'])}")
+    print()
+    for name, ok in targets.items():
+        print(f"  target {name}: {'MET' if ok else 'MISSED'}")
+    out = ROOT / "results" / "dist_autograd.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({"quick": args.quick, "settings": settings, "thread_env": _procs.THREAD_ENV,
+                               "python": platform.python_version(), "results": results, "targets": targets},
+                              indent=2) + "\n")
+    print(f"\nwrote {out}")
+
+
+if __name__ == "__main__":
+    main()

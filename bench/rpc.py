@@ -1,0 +1,254 @@
+"""RPC benchmark: zgrad's rpc against torch.distributed.rpc (TensorPipe) and raw pyzmq, in one run.
+
+Measures, each framework with two worker processes on loopback tcp:
+  * rpc_sync round-trip latency of a tiny tensor (4 float32) through a Python function (echo),
+    median over many calls;
+  * echo throughput at 4 KiB, 1, 16 and 64 MiB: rpc_async keeping ``WINDOW`` calls in flight, each
+    sending a float32 tensor of that size which the callee returns; MB/s counts both directions;
+  * rpc_async calls/s of the tiny echo with 32 calls kept in flight (sliding window).
+
+"raw" is a DEALER client (the parent process) against a ROUTER echo server (a separate process),
+the payload one frame with ``copy=False``: the floor any RPC layer on ZeroMQ pays. Every worker
+runs with NUMBA_NUM_THREADS=1, OMP_NUM_THREADS=1 (the box has few cores, two workers each) so no
+framework is penalised by oversubscription. Workers are fresh interpreters (subprocess, no fork).
+
+Prints a table of ratios measured in this run and writes ``bench/results/rpc.json``.
+
+    python bench/rpc.py            # full run (a few minutes)
+    python bench/rpc.py --quick    # smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+import _procs  # noqa: E402
+
+KIB, MIB = 1 << 10, 1 << 20
+SIZES = (("4 KiB", 4 * KIB), ("1 MiB", MIB), ("16 MiB", 16 * MIB), ("64 MiB", 64 * MIB))
+WINDOW = 2
+ASYNC_IN_FLIGHT = 32
+
+
+def _settings(quick: bool) -> dict:
+    if quick:
+        return {"lat_iters": 300, "tput_s": 0.4, "tput_min_iters": 4, "async_s": 0.5, "repeats": 1}
+    return {"lat_iters": 3000, "tput_s": 2.0, "tput_min_iters": 10, "async_s": 2.0, "repeats": 3}
+
+
+# ------------------------------------------------------------------------------- measuring
+
+
+def _latency_us(call, payload, iters: int) -> float:
+    for _ in range(min(100, iters)):
+        call(payload)
+    times = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        call(payload)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e6
+
+
+def _throughput_mbs(start, wait, payload, nbytes: int, seconds: float, min_iters: int) -> float:
+    for _ in range(2):
+        wait(start(payload))
+    inflight = collections.deque()
+    done = 0
+    t0 = time.perf_counter()
+    while True:
+        while len(inflight) < WINDOW:
+            inflight.append(start(payload))
+        wait(inflight.popleft())
+        done += 1
+        elapsed = time.perf_counter() - t0
+        if elapsed >= seconds and done >= min_iters:
+            break
+    while inflight:
+        wait(inflight.popleft())
+    elapsed = time.perf_counter() - t0
+    done += 0  # the drained ones are not counted: conservative and the same for all
+    return 2 * nbytes * done / elapsed / 1e6
+
+
+def _calls_per_s(start, wait, payload, seconds: float) -> float:
+    inflight = collections.deque(start(payload) for _ in range(ASYNC_IN_FLIGHT))
+    for _ in range(200):
+        wait(inflight.popleft())
+        inflight.append(start(payload))
+    done = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(64):
+            wait(inflight.popleft())
+            inflight.append(start(payload))
+        done += 64
+    elapsed = time.perf_counter() - t0
+    while inflight:
+        wait(inflight.popleft())
+    return done / elapsed
+
+
+def _measure(sync, start, wait, make_payload, s: dict) -> dict:
+    tiny = make_payload(16)
+    out = {"latency_us": min(_latency_us(sync, tiny, s["lat_iters"]) for _ in range(s["repeats"])), "mbs": {}}
+    for label, nbytes in SIZES:
+        payload = make_payload(nbytes)
+        out["mbs"][label] = max(_throughput_mbs(start, wait, payload, nbytes, s["tput_s"], s["tput_min_iters"])
+                                for _ in range(s["repeats"]))
+    out["async_calls_per_s"] = max(_calls_per_s(start, wait, tiny, s["async_s"]) for _ in range(s["repeats"]))
+    return out
+
+
+# ------------------------------------------------------------------------------- workers
+
+
+def _worker(framework: str, rank: int, spec: dict) -> None:
+    rpc = _procs.init_worker(framework, rank, spec)
+    try:
+        if rank == 0:
+            import numpy as np
+            if framework == "zgrad":
+                import zgrad
+                import _zg_targets as T
+                make = lambda n: zgrad.from_numpy(np.zeros(n // 4, dtype=np.float32))  # noqa: E731
+                wait = lambda f: f.wait(120)  # noqa: E731
+            else:
+                import torch
+                import _torch_targets as T
+                make = lambda n: torch.zeros(n // 4, dtype=torch.float32)  # noqa: E731
+                wait = lambda f: f.wait()  # noqa: E731
+            sync = lambda p: rpc.rpc_sync("worker1", T.echo, args=(p,))  # noqa: E731
+            start = lambda p: rpc.rpc_async("worker1", T.echo, args=(p,))  # noqa: E731
+            _procs.emit(_measure(sync, start, wait, make, spec["settings"]))
+    finally:
+        rpc.shutdown()
+
+
+def _raw_server() -> None:
+    import zmq
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.ROUTER)
+    sock.linger = 0
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    print(port, flush=True)
+    while sock.poll(120_000):
+        parts = sock.recv_multipart(copy=False)
+        if parts[1].bytes == b"stop":
+            break
+        sock.send_multipart(parts, copy=False)
+    sock.close(0)
+    ctx.term()
+
+
+def _run_raw(settings: dict) -> dict:
+    import zmq
+    server = subprocess.Popen([sys.executable, __file__, "--raw-server"], stdout=subprocess.PIPE, text=True,
+                              env=_procs.worker_env())
+    try:
+        port = int(server.stdout.readline())
+        ctx = zmq.Context()
+        sock = ctx.socket(zmq.DEALER)
+        sock.linger = 0
+        sock.connect(f"tcp://127.0.0.1:{port}")
+
+        def recv():
+            if not sock.poll(60_000):
+                raise TimeoutError("raw echo server did not answer within 60 s")
+            sock.recv(copy=False)
+
+        def sync(p):
+            sock.send(p, copy=False)
+            recv()
+
+        def start(p):
+            sock.send(p, copy=False)
+            return None
+
+        out = _measure(sync, start, lambda _: recv(), lambda n: bytearray(n), settings)
+        sock.send(b"stop")
+        sock.close(0)
+        ctx.term()
+        server.wait(10)
+        return out
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(5)
+
+
+# ------------------------------------------------------------------------------- report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smoke run")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--spec", help=argparse.SUPPRESS)
+    parser.add_argument("--raw-server", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.raw_server:
+        return _raw_server()
+    if args.worker:
+        return _worker(args.worker, args.rank, json.loads(args.spec))
+
+    settings = _settings(args.quick)
+    with_torch = _procs.have_torch()
+    print(f"rpc benchmark ({'quick' if args.quick else 'full'}); 2 worker processes per framework, loopback tcp; "
+          f"workers run with NUMBA_NUM_THREADS=1 OMP_NUM_THREADS=1; async window {WINDOW} for throughput", flush=True)
+    results = {"zgrad": _procs.run_pair(__file__, "zgrad", {"settings": settings}, 900)}
+    if with_torch:
+        results["torch"] = _procs.run_pair(__file__, "torch", {"settings": settings}, 900)
+    results["raw"] = _run_raw(settings)
+
+    cols = ["zgrad", "torch", "raw"] if with_torch else ["zgrad", "raw"]
+    rows = []
+    z = results["zgrad"]
+    rows.append(["rpc_sync latency (µs, median)"] + [f"{results[c]['latency_us']:.0f}" for c in cols]
+                + ([f"{z['latency_us'] / results['torch']['latency_us']:.2f}x"] if with_torch else [])
+                + [f"{z['latency_us'] / results['raw']['latency_us']:.2f}x"])
+    for label, _ in SIZES:
+        rows.append([f"echo {label} (MB/s)"] + [f"{results[c]['mbs'][label]:.0f}" for c in cols]
+                    + ([f"{z['mbs'][label] / results['torch']['mbs'][label]:.2f}x"] if with_torch else [])
+                    + [f"{z['mbs'][label] / results['raw']['mbs'][label]:.2f}x"])
+    rows.append([f"rpc_async calls/s ({ASYNC_IN_FLIGHT} in flight)"]
+                + [f"{results[c]['async_calls_per_s']:.0f}" for c in cols]
+                + ([f"{z['async_calls_per_s'] / results['torch']['async_calls_per_s']:.2f}x"] if with_torch else [])
+                + [f"{z['async_calls_per_s'] / results['raw']['async_calls_per_s']:.2f}x"])
+    header = ["measure"] + cols + (["zgrad/torch"] if with_torch else []) + ["zgrad/raw"]
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    print()
+    for r in [header] + rows:
+        print("  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+
+    targets = {}
+    if with_torch:
+        t = results["torch"]
+        targets["latency <= 0.5x torch"] = z["latency_us"] <= 0.5 * t["latency_us"]
+        for label, _ in SIZES:
+            targets[f"throughput {label} >= 1.0x torch"] = z["mbs"][label] >= t["mbs"][label]
+        print()
+        for name, ok in targets.items():
+            print(f"  target {name}: {'MET' if ok else 'MISSED'}")
+    out = ROOT / "results" / "rpc.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({"quick": args.quick, "settings": settings, "window": WINDOW,
+                               "async_in_flight": ASYNC_IN_FLIGHT, "thread_env": _procs.THREAD_ENV,
+                               "python": platform.python_version(), "results": results, "targets": targets},
+                              indent=2) + "\n")
+    print(f"\nwrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,319 @@
+"""``zgrad-launch``: start the workers of a job on this node and watch them.
+
+Usage::
+
+    zgrad-launch --config FILE [--node-rank N] [--dry-run] [--grace-s S] [-- ENTRY ARGS...]
+    zgrad-launch check FILE                  # validate a config, print the resolved plan
+    zgrad-launch keygen --out DIR --workers N  # CURVE keys for [security] curve = true
+
+Each worker of this node (``[[workers]]`` whose ``node`` is this node's rank) runs as its own
+process (``sys.executable``, never fork) with ``ZGRAD_RANK``, ``ZGRAD_WORLD_SIZE``,
+``ZGRAD_WORKER_NAME``, ``ZGRAD_CONFIG``, ``ZGRAD_MASTER_ADDR`` and ``ZGRAD_MASTER_PORT`` set.
+With ``transport.kind = "inproc"`` one process runs every worker as a thread
+(:mod:`zgrad.launch.inproc_runner`). Output lines are prefixed with ``[name]``. The launcher
+exits with the status of the first worker that failed, after stopping the others; SIGINT and
+SIGTERM stop every worker (SIGTERM, then SIGKILL after the grace period).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from zgrad.config import Config, load_config
+from zgrad.errors import ConfigError
+
+__all__ = ["main", "Plan", "make_plan"]
+
+DEMO_ENTRY = "zgrad.launch.demo"
+NODE_RANK_VARS = ("SLURM_NODEID", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+PROG = "zgrad-launch"
+
+
+class LaunchError(Exception):
+    """A problem found before anything starts."""
+
+
+@dataclass
+class Proc:
+    name: str
+    rank: int | None
+    argv: list[str]
+    env: dict[str, str]  # only the variables the launcher sets
+    popen: subprocess.Popen | None = None
+    reader: threading.Thread | None = None
+
+
+@dataclass
+class Plan:
+    config: Config
+    config_path: Path
+    node_rank: int
+    entry_argv: list[str]
+    master_addr: str
+    master_port: int
+    procs: list[Proc] = field(default_factory=list)
+
+    def describe(self) -> str:
+        cfg = self.config
+        lines = [
+            f"config {self.config_path}: job {cfg.job.name!r}, transport {cfg.transport.kind}, "
+            f"engine {cfg.engine.mode}, curve {'on' if cfg.security.curve else 'off'}, "
+            f"{len(cfg.workers)} worker(s) on {len({w.node for w in cfg.workers})} node(s)",
+            f"node {self.node_rank}: {len(self.procs)} process(es); rendezvous at {self.master_addr}:{self.master_port}",
+        ]
+        for p in self.procs:
+            env = " ".join(f"{k}={shlex.quote(v)}" for k, v in p.env.items())
+            lines.append(f"  [{p.name}] {env} {shlex.join(p.argv)}")
+        return "\n".join(lines)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def node_rank_from_env(env: dict[str, str] | os._Environ) -> int:
+    for var in NODE_RANK_VARS:
+        raw = env.get(var)
+        if raw:
+            try:
+                return int(raw)
+            except ValueError:
+                raise LaunchError(f"environment variable {var}={raw!r} is not an integer node rank") from None
+    return 0
+
+
+def entry_argv(entry: str, args: list[str]) -> list[str]:
+    """``python -m MODULE`` for a module name, ``python PATH`` for a script."""
+    if entry.endswith(".py") or os.sep in entry or os.path.isfile(entry):
+        if not os.path.isfile(entry):
+            raise LaunchError(f"entry script {entry!r} does not exist")
+        return [os.path.abspath(entry), *args]
+    return ["-m", entry, *args]
+
+
+def make_plan(config_path: str | os.PathLike, node_rank: int | None = None, cli_entry: list[str] | None = None,
+              env: dict[str, str] | None = None) -> Plan:
+    """Validate the config and work out the processes this node starts.
+
+    Raises:
+        ConfigError: the config is invalid.
+        LaunchError: the config cannot be launched as asked.
+    """
+    env = dict(os.environ if env is None else env)
+    path = Path(config_path).resolve()
+    cfg = load_config(path)
+    if not cfg.workers:
+        raise LaunchError(f"config {path} lists no [[workers]]; add one [[workers]] table per worker")
+    if node_rank is None:
+        node_rank = node_rank_from_env(env)
+    nodes = sorted({w.node for w in cfg.workers})
+    local = [(rank, w) for rank, w in enumerate(cfg.workers) if w.node == node_rank]
+    if not local:
+        raise LaunchError(f"no [[workers]] entry has node = {node_rank}; the config's nodes are {nodes}")
+    if cfg.job.entry == "" and cfg.job.args:
+        raise LaunchError("config key 'job.args' is set but 'job.entry' is empty")
+    if cli_entry:
+        entry, args = cli_entry[0], list(cli_entry[1:])
+    elif cfg.job.entry:
+        entry, args = cfg.job.entry, list(cfg.job.args)
+    else:
+        entry, args = DEMO_ENTRY, []
+    w0 = cfg.workers[0]
+    if w0.port:
+        master_addr, master_port = w0.host, w0.port
+    elif len(nodes) > 1:
+        raise LaunchError(
+            f"a job over several nodes needs a fixed rendezvous: set 'workers[0].port' (rank 0, {w0.name!r}, "
+            f"on {w0.host}) to a port other than 0"
+        )
+    else:
+        master_addr, master_port = "127.0.0.1", free_port()
+    plan = Plan(cfg, path, node_rank, [], master_addr, master_port)
+    base = {"ZGRAD_WORLD_SIZE": str(len(cfg.workers)), "ZGRAD_CONFIG": str(path),
+            "ZGRAD_MASTER_ADDR": master_addr, "ZGRAD_MASTER_PORT": str(master_port)}
+    inproc = cfg.transport.kind == "inproc"
+    if inproc and len(nodes) > 1:
+        raise LaunchError("transport 'inproc' runs every worker in one process: all [[workers]] must share one node")
+    num_procs = 1 if inproc else len(local)
+    threads = str(max(1, (os.cpu_count() or 1) // num_procs))
+    for var in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        if var not in env:
+            base[var] = threads
+    target = entry_argv(entry, args)
+    if inproc:
+        plan.procs.append(Proc("inproc", None, [sys.executable, "-m", "zgrad.launch.inproc_runner", *target], base))
+    else:
+        for rank, w in local:
+            penv = {"ZGRAD_RANK": str(rank), "ZGRAD_WORKER_NAME": w.name, **base}
+            plan.procs.append(Proc(w.name, rank, [sys.executable, *target], penv))
+    plan.entry_argv = target
+    return plan
+
+
+class Launcher:
+    def __init__(self, plan: Plan, grace_s: float):
+        self.plan = plan
+        self.grace_s = grace_s
+        self.out_lock = threading.Lock()
+        self.signalled: int | None = None
+
+    def emit(self, line: str) -> None:
+        with self.out_lock:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+
+    def _pump(self, proc: Proc) -> None:
+        prefix = "" if proc.rank is None else f"[{proc.name}] "  # the inproc runner prefixes itself
+        for raw in iter(proc.popen.stdout.readline, b""):
+            text = raw.decode(errors="replace")
+            if not text.endswith("\n"):
+                text += "\n"
+            self.emit(prefix + text)
+
+    def start(self) -> None:
+        for proc in self.plan.procs:
+            env = {**os.environ, "PYTHONUNBUFFERED": "1", **proc.env}
+            proc.popen = subprocess.Popen(proc.argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, start_new_session=True)
+            proc.reader = threading.Thread(target=self._pump, args=(proc,), daemon=True)
+            proc.reader.start()
+
+    def stop_all(self) -> None:
+        alive = [p for p in self.plan.procs if p.popen is not None and p.popen.poll() is None]
+        for p in alive:
+            try:
+                p.popen.terminate()
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + self.grace_s
+        for p in alive:
+            try:
+                p.popen.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.popen.kill()
+                p.popen.wait()
+
+    def _on_signal(self, signum, frame) -> None:
+        if self.signalled is None:
+            self.signalled = signum
+
+    def run(self) -> int:
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self.start()
+            failed: Proc | None = None
+            while self.signalled is None:
+                running = False
+                for p in self.plan.procs:
+                    code = p.popen.poll()
+                    if code is None:
+                        running = True
+                    elif code != 0 and failed is None:
+                        failed = p
+                if failed is not None or not running:
+                    break
+                time.sleep(0.05)
+            self.stop_all()
+        finally:
+            for p in self.plan.procs:
+                if p.popen is not None and p.popen.poll() is None:  # an exception above: leave nothing behind
+                    p.popen.kill()
+                    p.popen.wait()
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        for p in self.plan.procs:
+            if p.reader is not None:
+                p.reader.join(5.0)
+        if self.signalled is not None and failed is None:
+            name = signal.Signals(self.signalled).name
+            self.emit(f"{PROG}: received {name}; stopped all {len(self.plan.procs)} worker process(es)\n")
+            return 128 + self.signalled
+        if failed is not None:
+            code = failed.popen.returncode
+            status = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+            self.emit(f"{PROG}: worker {failed.name} failed with {status}; stopped the other workers\n")
+            return 128 - code if code < 0 else code
+        self.emit(f"{PROG}: all {len(self.plan.procs)} worker process(es) finished\n")
+        return 0
+
+
+def _keygen(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog=f"{PROG} keygen", description="Write CURVE key pairs for N workers.")
+    parser.add_argument("--out", required=True, help="directory for worker-<rank>.key / .key_secret")
+    parser.add_argument("--workers", type=int, required=True, help="number of workers")
+    args = parser.parse_args(argv)
+    from zgrad.transport import generate_keys
+
+    try:
+        written = generate_keys(args.out, args.workers)
+    except (ValueError, FileExistsError) as exc:
+        print(f"{PROG} keygen: {exc}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(path)
+    print(f"wrote {len(written) // 2} key pair(s) to {args.out}; set [security] curve = true, key_dir = {str(args.out)!r}")
+    return 0
+
+
+def _check(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog=f"{PROG} check", description="Validate a config and print the plan.")
+    parser.add_argument("config")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(Path(args.config).resolve())
+        nodes = sorted({w.node for w in cfg.workers}) or [0]
+        for node in nodes:
+            print(make_plan(args.config, node, env={}).describe())
+    except (ConfigError, LaunchError) as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    print("config OK")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "keygen":
+        return _keygen(argv[1:])
+    if argv and argv[0] == "check":
+        return _check(argv[1:])
+    entry: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, entry = argv[:cut], argv[cut + 1:]
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Start the workers of a zgrad job on this node.",
+        epilog=f"subcommands: '{PROG} check FILE', '{PROG} keygen --out DIR --workers N'. "
+               "Anything after '--' is the entry (module or script) and its arguments.")
+    parser.add_argument("--config", required=True, help="the job's TOML config")
+    parser.add_argument("--node-rank", type=int, default=None,
+                        help=f"this node's rank (default: {', '.join(NODE_RANK_VARS)}, else 0)")
+    parser.add_argument("--dry-run", action="store_true", help="print what would start, start nothing")
+    parser.add_argument("--grace-s", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL when stopping")
+    args = parser.parse_args(argv)
+    try:
+        plan = make_plan(args.config, args.node_rank, entry)
+    except (ConfigError, LaunchError) as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        print(plan.describe())
+        print(f"{PROG}: dry run, nothing started")
+        return 0
+    return Launcher(plan, args.grace_s).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
