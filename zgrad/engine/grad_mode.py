@@ -52,7 +52,23 @@ class set_grad_enabled:
         return wrapper  # type: ignore[return-value]
 
 
-class no_grad(set_grad_enabled):
+class _FixedMode(set_grad_enabled):
+    """A mode switch that also works as a bare decorator (``@no_grad`` as well as ``@no_grad()``)."""
+
+    mode_value = True
+
+    def __new__(cls, fn: Any = None) -> Any:
+        instance = super().__new__(cls)
+        if fn is not None and callable(fn):
+            instance.__init__()
+            return instance(fn)
+        return instance
+
+    def __init__(self, fn: Any = None) -> None:
+        super().__init__(self.mode_value)
+
+
+class no_grad(_FixedMode):
     """Disable graph recording inside the block (or decorated function), on this thread only.
 
     Example::
@@ -64,26 +80,10 @@ class no_grad(set_grad_enabled):
         def evaluate(x): ...
     """
 
-    def __new__(cls, fn: Any = None) -> Any:
-        instance = super().__new__(cls)
-        if fn is not None and callable(fn):
-            instance.__init__()
-            return instance(fn)
-        return instance
-
-    def __init__(self, fn: Any = None) -> None:
-        super().__init__(False)
+    mode_value = False
 
 
-class enable_grad(set_grad_enabled):
+class enable_grad(_FixedMode):
     """Re-enable graph recording inside the block (or decorated function)."""
 
-    def __new__(cls, fn: Any = None) -> Any:
-        instance = super().__new__(cls)
-        if fn is not None and callable(fn):
-            instance.__init__()
-            return instance(fn)
-        return instance
-
-    def __init__(self, fn: Any = None) -> None:
-        super().__init__(True)
+    mode_value = True

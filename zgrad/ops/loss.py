@@ -28,36 +28,32 @@ def _from_last(x, inverse):
     return x if inverse is None else x.transpose(inverse)
 
 
-class Softmax(Op):
-    @staticmethod
-    def forward(ctx, x, dim):
-        ctx.dim = dim
+class _RowwiseOp(Op):
+    """An op over one axis, run by a fused row-wise kernel on that axis moved last."""
+
+    kernel = ""
+
+    @classmethod
+    def forward(cls, ctx, x, dim):
         moved, ctx.inverse = _to_last(x, dim)
-        out = D.rowwise("softmax", moved)
+        ctx.dim = dim % max(x.ndim, 1)
+        out = D.rowwise(cls.kernel, moved)
         ctx.save_for_backward(out)
         return _from_last(out, ctx.inverse)
 
-    @staticmethod
-    def backward(ctx, grad):
+    @classmethod
+    def backward(cls, ctx, grad):
         (out,) = ctx.saved_tensors
         moved, _ = _to_last(grad, ctx.dim)
-        return _from_last(D.rowwise_backward("softmax_backward", moved, out), ctx.inverse), None
+        return _from_last(D.rowwise_backward(f"{cls.kernel}_backward", moved, out), ctx.inverse), None
 
 
-class LogSoftmax(Op):
-    @staticmethod
-    def forward(ctx, x, dim):
-        ctx.dim = dim
-        moved, ctx.inverse = _to_last(x, dim)
-        out = D.rowwise("log_softmax", moved)
-        ctx.save_for_backward(out)
-        return _from_last(out, ctx.inverse)
+class Softmax(_RowwiseOp):
+    kernel = "softmax"
 
-    @staticmethod
-    def backward(ctx, grad):
-        (out,) = ctx.saved_tensors
-        moved, _ = _to_last(grad, ctx.dim)
-        return _from_last(D.rowwise_backward("log_softmax_backward", moved, out), ctx.inverse), None
+
+class LogSoftmax(_RowwiseOp):
+    kernel = "log_softmax"
 
 
 def _check_targets(logits, targets):
