@@ -72,6 +72,21 @@ class World:
         record_recv(src_ctx, dst, back_message, [back])
         return back
 
+    def nested_rpc(self, context_id: int, start: int = 0) -> Callable[..., Any]:
+        """An ``rpc(dst, fn, *args)`` whose calls start from the worker running the current function,
+        so functions may call further (nested calls, calls back home)."""
+        stack = [start]
+
+        def rpc(dst: int, fn: Callable[..., Any], *args: Any) -> Any:
+            src = stack[-1]
+            stack.append(dst)
+            try:
+                return self.rpc(context_id, src, dst, fn, *args)
+            finally:
+                stack.pop()
+
+        return rpc
+
     # --- backward -------------------------------------------------------------------------------
 
     def backward(self, rank: int, context_id: int, roots: Sequence[zgrad.Tensor], mode: str = "fast",

@@ -82,15 +82,7 @@ def test_multi_hop_programs_match_local_autograd(program, size, mode, seed):
     # In the fake world a nested rpc must start from the worker running the function.
     world = World(size, seed)
     cid = world.context(0)
-    stack = [0]
-
-    def rpc(dst, fn, *args):
-        src = stack[-1]
-        stack.append(dst)
-        try:
-            return world.rpc(cid, src, dst, fn, *args)
-        finally:
-            stack.pop()
+    rpc = world.nested_rpc(cid)
 
     loss = program(rpc, *tensors)
     _, completion = world.backward(0, cid, [loss], mode=mode)
@@ -154,15 +146,7 @@ def test_an_error_on_a_remote_node_reaches_the_root_and_frees_every_pass():
     tensors = leaves((3,), (3,))
     world = World(3)
     cid = world.context(0)
-    stack = [0]
-
-    def rpc(dst, fn, *args):
-        src = stack[-1]
-        stack.append(dst)
-        try:
-            return world.rpc(cid, src, dst, fn, *args)
-        finally:
-            stack.pop()
+    rpc = world.nested_rpc(cid)
 
     loss = rpc(1, lambda a, b: rpc(2, lambda x: Boom.apply(x), a) + b, *tensors).sum()
     _, completion = world.backward(0, cid, [loss])
@@ -192,15 +176,7 @@ def test_release_reaches_every_worker_and_late_messages_do_not_revive_the_contex
     tensors = leaves((3,), (3,))
     world = World(3)
     cid = world.context(0)
-    stack = [0]
-
-    def rpc(dst, fn, *args):
-        src = stack[-1]
-        stack.append(dst)
-        try:
-            return world.rpc(cid, src, dst, fn, *args)
-        finally:
-            stack.pop()
+    rpc = world.nested_rpc(cid)
 
     rpc(1, lambda a, b: rpc(2, zgrad.mul, a, b), *tensors)  # worker2 is known only to worker1
     released = []

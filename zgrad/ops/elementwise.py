@@ -116,42 +116,35 @@ class Log(Op):
         return D.binary("div", grad, x)
 
 
-class Tanh(Op):
-    @staticmethod
-    def forward(ctx, x):
-        out = D.unary("tanh", x)
-        ctx.save_for_backward(out)
+class _Activation(Op):
+    """act(x) on a fused kernel; backward from the saved output (or input, for relu)."""
+
+    kernel = ""
+    saves_output = True
+
+    @classmethod
+    def forward(cls, ctx, x):
+        out = D.unary(cls.kernel, x)
+        ctx.save_for_backward(out if cls.saves_output else x)
         return out
 
-    @staticmethod
-    def backward(ctx, grad):
-        (out,) = ctx.saved_tensors
-        return D.activation_backward("tanh_backward", grad, out)
+    @classmethod
+    def backward(cls, ctx, grad):
+        (saved,) = ctx.saved_tensors
+        return D.activation_backward(f"{cls.kernel}_backward", grad, saved)
 
 
-class Sigmoid(Op):
-    @staticmethod
-    def forward(ctx, x):
-        out = D.unary("sigmoid", x)
-        ctx.save_for_backward(out)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        (out,) = ctx.saved_tensors
-        return D.activation_backward("sigmoid_backward", grad, out)
+class Tanh(_Activation):
+    kernel = "tanh"
 
 
-class Relu(Op):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return D.unary("relu", x)
+class Sigmoid(_Activation):
+    kernel = "sigmoid"
 
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return D.activation_backward("relu_backward", grad, x)
+
+class Relu(_Activation):
+    kernel = "relu"
+    saves_output = False
 
 
 class Cast(Op):
