@@ -30,11 +30,15 @@ class Future:
     is already complete); keep them short or hand work off.
     """
 
-    __slots__ = ("_lock", "_done", "_value", "_error", "_callbacks", "description")
+    __slots__ = ("_lock", "_gate", "_done", "_value", "_error", "_callbacks", "description")
 
     def __init__(self, description: str = "RPC") -> None:
         self._lock = threading.Lock()
-        self._done = threading.Event()
+        # Held from creation until completion: a waiter acquires it (blocking in C) and passes it
+        # on. One lock instead of an Event (a Condition plus a fresh lock per wait).
+        self._gate = threading.Lock()
+        self._gate.acquire()
+        self._done = False
         self._value: Any = _UNSET
         self._error: BaseException | None = None
         self._callbacks: list[Callable[["Future"], None]] = []
@@ -42,7 +46,7 @@ class Future:
 
     def done(self) -> bool:
         """Whether the future holds a value or an error."""
-        return self._done.is_set()
+        return self._done
 
     def set_result(self, value: Any) -> bool:
         """Complete with ``value``; returns False (and changes nothing) if already complete."""
@@ -54,10 +58,11 @@ class Future:
 
     def _complete(self, value: Any, error: BaseException | None) -> bool:
         with self._lock:
-            if self._done.is_set():
+            if self._done:
                 return False
             self._value, self._error = value, error
-            self._done.set()
+            self._done = True
+            self._gate.release()
             callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
             _run_callback(callback, self)
@@ -73,12 +78,14 @@ class Future:
             ZgradTimeoutError: ``timeout`` passed first (the RPC itself goes on).
             Exception: the error the RPC completed with.
         """
-        if not self._done.is_set():
+        if not self._done:
             hooks = blocking_hooks
             if hooks.enter is not None:
                 hooks.enter()
             try:
-                finished = self._done.wait(timeout)
+                finished = self._gate.acquire(timeout=-1 if timeout is None else max(0.0, timeout))
+                if finished:
+                    self._gate.release()  # let the next waiter through
             finally:
                 if hooks.exit is not None:
                     hooks.exit()
@@ -92,7 +99,7 @@ class Future:
         Raises:
             RuntimeError: the future is not complete yet.
         """
-        if not self._done.is_set():
+        if not self._done:
             raise RuntimeError(f"{self.description} has not completed yet; use wait()")
         if self._error is not None:
             raise self._error
@@ -100,7 +107,7 @@ class Future:
 
     def exception(self) -> BaseException | None:
         """The error of a completed future, or None."""
-        return self._error if self._done.is_set() else None
+        return self._error if self._done else None
 
     def then(self, callback: Callable[["Future"], Any]) -> "Future":
         """Return a future completed with ``callback(self)`` once this one completes.
@@ -121,7 +128,7 @@ class Future:
     def add_done_callback(self, callback: Callable[["Future"], None]) -> None:
         """Call ``callback(self)`` on completion (at once if already complete)."""
         with self._lock:
-            if not self._done.is_set():
+            if not self._done:
                 self._callbacks.append(callback)
                 return
         _run_callback(callback, self)
