@@ -187,6 +187,95 @@ def _run_raw(settings: dict) -> dict:
             server.wait(5)
 
 
+class _IoThread:
+    """A raw pyzmq socket owned by one I/O thread, fed through a deque and an inproc wake-up:
+    the hand-off ARCHITECTURE.md's threading model requires, with nothing else around it."""
+
+    def __init__(self, ctx, sock, on_message) -> None:
+        import threading
+        import zmq
+        self.sock, self.on_message = sock, on_message
+        self.wake_rx = ctx.socket(zmq.PAIR)
+        self.wake_rx.bind(f"inproc://floor-{id(self)}")
+        self.wake_tx = ctx.socket(zmq.PAIR)
+        self.wake_tx.connect(f"inproc://floor-{id(self)}")
+        self.out: collections.deque = collections.deque()
+        self.lock = threading.Lock()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def send(self, parts) -> None:
+        with self.lock:
+            self.out.append(parts)
+            self.wake_tx.send(b"")
+
+    def _run(self) -> None:
+        import zmq
+        poller = zmq.Poller()
+        poller.register(self.wake_rx, zmq.POLLIN)
+        poller.register(self.sock, zmq.POLLIN)
+        while True:
+            events = dict(poller.poll(1000))
+            if self.wake_rx in events:
+                self.wake_rx.recv()
+                with self.lock:
+                    items = list(self.out)
+                    self.out.clear()
+                for parts in items:
+                    self.sock.send_multipart(parts, copy=False)
+            if self.sock in events:
+                self.on_message(self.sock.recv_multipart(copy=False))
+
+
+def _floor_server() -> None:
+    """Echo server with zgrad's threads: I/O thread -> worker thread -> I/O thread."""
+    import queue
+    import zmq
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.ROUTER)
+    sock.linger = 0
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    work: queue.SimpleQueue = queue.SimpleQueue()
+    io = _IoThread(ctx, sock, work.put)
+    print(port, flush=True)
+    while True:
+        parts = work.get(timeout=120)
+        if parts[1].bytes == b"stop":
+            return
+        io.send(parts)
+
+
+def _run_floor(settings: dict) -> dict:
+    """rpc_sync latency of raw pyzmq built with zgrad's four thread hand-offs (caller -> I/O,
+    I/O -> callee worker, worker -> I/O, I/O -> caller) and no encoding at all: the floor any
+    RPC layer obeying ARCHITECTURE.md's threading model pays on this machine."""
+    import queue
+    import zmq
+    server = subprocess.Popen([sys.executable, __file__, "--floor-server"], stdout=subprocess.PIPE, text=True,
+                              env=_procs.worker_env())
+    try:
+        port = int(server.stdout.readline())
+        ctx = zmq.Context()
+        sock = ctx.socket(zmq.DEALER)
+        sock.linger = 0
+        sock.connect(f"tcp://127.0.0.1:{port}")
+        replies: queue.SimpleQueue = queue.SimpleQueue()
+        io = _IoThread(ctx, sock, replies.put)
+
+        def sync(p):
+            io.send([p])
+            replies.get(timeout=60)
+
+        tiny = bytearray(16)
+        latency = min(_latency_us(sync, tiny, settings["lat_iters"]) for _ in range(settings["repeats"]))
+        io.send([b"stop"])
+        server.wait(10)
+        return {"latency_us": latency}
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(5)
+
+
 # ------------------------------------------------------------------------------- report
 
 
@@ -197,9 +286,12 @@ def main() -> None:
     parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     parser.add_argument("--raw-server", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--floor-server", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.raw_server:
         return _raw_server()
+    if args.floor_server:
+        return _floor_server()
     if args.worker:
         return _worker(args.worker, args.rank, json.loads(args.spec))
 
@@ -211,6 +303,7 @@ def main() -> None:
     if with_torch:
         results["torch"] = _procs.run_pair(__file__, "torch", {"settings": settings}, 900)
     results["raw"] = _run_raw(settings)
+    results["floor"] = _run_floor(settings)
 
     cols = ["zgrad", "torch", "raw"] if with_torch else ["zgrad", "raw"]
     rows = []
@@ -232,6 +325,10 @@ def main() -> None:
     for r in [header] + rows:
         print("  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
 
+    floor = results["floor"]["latency_us"]
+    print(f"\n  rpc_sync floor with zgrad's threading model (raw pyzmq + 4 thread hand-offs, no encoding): "
+          f"{floor:.0f} µs; zgrad is {z['latency_us'] - floor:+.0f} µs above it"
+          + (f"; 0.5x torch would be {0.5 * results['torch']['latency_us']:.0f} µs" if with_torch else ""))
     targets = {}
     if with_torch:
         t = results["torch"]
