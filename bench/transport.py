@@ -177,7 +177,7 @@ class RawThreadedClient:
 class ZgradClient:
     """Rank 0 of a two-worker zgrad mesh; rank 1 (the server) echoes."""
 
-    def __init__(self, mesh, replies: queue.SimpleQueue):
+    def __init__(self, mesh, replies: "CallbackReplies"):
         self.mesh, self._replies = mesh, replies
 
     def send(self, payload) -> None:
@@ -191,6 +191,50 @@ class ZgradClient:
     def close(self) -> None:
         self.mesh.send(1, KIND, 0, "stop")
         self.mesh.close(timeout_s=2.0)
+
+
+class CallbackReplies:
+    """The client mesh's ``on_message``: hands replies to the caller's thread through a queue,
+    or, during :meth:`ping_pong`, sends the next ping itself on the I/O thread. The second mode
+    measures the mesh alone, without the caller-to-I/O-thread hand-off that the threading model
+    adds (and that the "raw+thread" column prices separately)."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._left = 0
+        self._t0 = 0.0
+        self._samples: list[float] = []
+        self._done = threading.Event()
+        self.mesh = None
+
+    def __call__(self, envelope) -> None:
+        if self._left <= 0:
+            self._queue.put(envelope)
+            return
+        now = time.perf_counter()
+        self._samples.append((now - self._t0) * 1e6)
+        self._left -= 1
+        if self._left == 0:
+            self._done.set()
+            return
+        self._t0 = time.perf_counter()
+        self.mesh.send(1, KIND, 0, None, (b"8 bytes!",))
+
+    def put(self, item) -> None:
+        self._queue.put(item)
+
+    def get(self, timeout: float):
+        return self._queue.get(timeout=timeout)
+
+    def ping_pong(self, iters: int) -> list[float]:
+        """Round trips driven from the I/O thread; returns the samples in µs."""
+        self._samples, self._left = [], iters
+        self._done.clear()
+        self._t0 = time.perf_counter()
+        self.mesh.send(1, KIND, 0, None, (b"8 bytes!",))
+        if not self._done.wait(60):
+            raise RuntimeError("the zgrad echo server stopped answering")
+        return self._samples
 
 
 # ---------------------------------------------------------------------------------- measuring
@@ -226,6 +270,7 @@ def throughput_block_mb_s(client, payload, window: int, seconds: float, min_iter
 def compare(clients: dict, s: dict, window: int) -> dict:
     """Measure every client in alternating blocks; return {client: {metric: value}}."""
     lat = {name: [] for name in clients}
+    lat["zgrad (I/O thread)"] = []
     tput = {name: {mib: [] for mib in SIZES_MIB} for name in clients}
     for name, client in clients.items():  # warm-up: connections, pools, page faults
         latency_block_us(client, 50)
@@ -233,36 +278,38 @@ def compare(clients: dict, s: dict, window: int) -> dict:
     for _ in range(s["blocks"]):
         for name, client in clients.items():
             lat[name] += latency_block_us(client, s["lat_iters"])
+        lat["zgrad (I/O thread)"] += clients["zgrad"]._replies.ping_pong(s["lat_iters"])
         for mib in SIZES_MIB:
             for name, client in clients.items():
                 if name in ("raw", "zgrad"):
                     tput[name][mib].append(throughput_block_mb_s(client, payloads[mib], window, s["tput_s"], s["tput_min_iters"]))
     out = {}
-    for name in clients:
+    for name in lat:
         out[name] = {"latency_us": statistics.median(lat[name])}
         if name in ("raw", "zgrad"):
             out[name] |= {f"echo_{mib}MiB_MB_s": statistics.median(tput[name][mib]) for mib in SIZES_MIB}
     return out
 
 
-def run_pair(transport: str, curve: bool, tmp: str, s: dict, window: int) -> dict:
+def run_pair(transport: str, curve: bool, tmp: str, s: dict, window: int, cma: str = "auto") -> dict:
     ctx = zmq.Context()
     server_public, server_secret = zmq.curve_keypair()
     raw_endpoint = "tcp://127.0.0.1:0" if transport == "tcp" else f"ipc://{tmp}/raw-{int(curve)}.sock"
     raw_servers = [_spawn(["--serve-raw", raw_endpoint.replace(".sock", f"-{i}.sock"),
                            "--curve-secret", server_secret.decode() if curve else ""]) for i in range(2)]
     raw_config = {"job": {"name": f"bench-{transport}-{int(curve)}"},
-                  "transport": {"kind": transport, "ipc_dir": tmp, "connect_timeout_s": 30.0}}
+                  "transport": {"kind": transport, "ipc_dir": tmp, "connect_timeout_s": 30.0, "cma": cma}}
     if curve:
         key_dir = os.path.join(tmp, "keys")
         if not os.path.isdir(key_dir):
             generate_keys(key_dir, 2)
         raw_config["security"] = {"curve": True, "key_dir": key_dir}
-    replies: queue.SimpleQueue = queue.SimpleQueue()
-    mesh = create_mesh(parse_config(raw_config), 0, 2, "client", on_message=replies.put,
+    replies = CallbackReplies()
+    mesh = create_mesh(parse_config(raw_config), 0, 2, "client", on_message=replies,
                        on_peer_lost=lambda rank, why: replies.put(why), valid_kinds={KIND})
     port = int(mesh.bind().rsplit(":", 1)[1]) if transport == "tcp" else 0
     zgrad_server = _spawn(["--serve-zgrad", json.dumps(raw_config), "--master-port", str(port)])
+    replies.mesh = mesh
     clients: dict = {}
     try:
         mesh.start()
@@ -291,17 +338,26 @@ def run_pair(transport: str, curve: bool, tmp: str, s: dict, window: int) -> dic
 
 
 def table(results: dict) -> str:
-    head = f"{'transport':<10}{'curve':<7}{'metric':<20}{'raw pyzmq':>11}{'raw+thread':>12}{'zgrad':>10}{'zgrad vs raw':>14}"
+    """Latency rows: "caller" sends from the user's thread (zgrad then pays the hand-off to its
+    I/O thread, compared with raw+thread, which pays the same); "mesh" drives the ping-pong from
+    the I/O thread's callback (no hand-off, compared with raw pyzmq on its own thread)."""
+    head = f"{'transport':<10}{'curve':<7}{'metric':<22}{'raw pyzmq':>11}{'raw+thread':>12}{'zgrad':>10}{'zgrad overhead':>26}"
     rows = [head, "-" * len(head)]
     for key, res in results.items():
         transport, curve = key.split("/")
         raw, threaded, zg = res["raw"], res["raw+thread"], res["zgrad"]
         r, t, z = raw["latency_us"], threaded["latency_us"], zg["latency_us"]
-        rows.append(f"{transport:<10}{curve:<7}{'rtt 8 B (µs)':<20}{r:>11.1f}{t:>12.1f}{z:>10.1f}{f'+{z - r:.1f} µs':>14}")
+        m = res["zgrad (I/O thread)"]["latency_us"]
+        rows.append(f"{transport:<10}{curve:<7}{'rtt 8 B caller (µs)':<22}{r:>11.1f}{t:>12.1f}{z:>10.1f}"
+                    f"{f'{z - t:+.1f} µs vs raw+thread':>26}")
+        rows.append(f"{transport:<10}{curve:<7}{'rtt 8 B mesh (µs)':<22}{r:>11.1f}{'':>12}{m:>10.1f}{f'{m - r:+.1f} µs vs raw':>26}")
         for mib in SIZES_MIB:
             metric = f"echo_{mib}MiB_MB_s"
             r, z = raw[metric], zg[metric]
-            rows.append(f"{transport:<10}{curve:<7}{f'echo {mib} MiB (MB/s)':<20}{r:>11.0f}{'':>12}{z:>10.0f}{z / r:>13.2f}x")
+            rows.append(f"{transport:<10}{curve:<7}{f'echo {mib} MiB (MB/s)':<22}{r:>11.0f}{'':>12}{z:>10.0f}{f'{z / r:.2f}x raw':>26}")
+        sent = res["zgrad_stats"].get("cma_sent", 0)  # same-host single copy ([transport] cma)
+        rows.append(f"{transport:<10}{curve:<7}{'zgrad single copy':<22}{'':>33}"
+                    f"{(f'on: {sent} buffers by ticket' if sent else 'off / not used'):>26}")
     return "\n".join(rows)
 
 
@@ -311,6 +367,8 @@ def main() -> None:
     parser.add_argument("--transports", default="tcp,ipc")
     parser.add_argument("--curve", default="off,on", help="comma list of off/on")
     parser.add_argument("--window", type=int, default=4, help="echoes in flight in the throughput runs")
+    parser.add_argument("--cma", default="auto", choices=["auto", "off"],
+                        help="zgrad's [transport] cma: same-host single copy of big buffers")
     parser.add_argument("--out", default=str(ROOT / "results" / "transport.json"))
     parser.add_argument("--serve-raw", help=argparse.SUPPRESS)
     parser.add_argument("--curve-secret", default="", help=argparse.SUPPRESS)
@@ -329,11 +387,11 @@ def main() -> None:
             for curve in args.curve.split(","):
                 key = f"{transport}/{curve}"
                 print(f"running {key} ...", file=sys.stderr, flush=True)
-                results[key] = run_pair(transport, curve == "on", tmp, s, args.window)
+                results[key] = run_pair(transport, curve == "on", tmp, s, args.window, args.cma)
     print(table(results))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"quick": args.quick, "window": args.window, "seconds": round(time.perf_counter() - t0, 1),
+    meta = {"quick": args.quick, "window": args.window, "cma": args.cma, "seconds": round(time.perf_counter() - t0, 1),
             "python": sys.version.split()[0], "pyzmq": zmq.pyzmq_version(), "libzmq": zmq.zmq_version(),
             "cpus": os.cpu_count(), "machine": platform.machine(), "settings": s}
     out.write_text(json.dumps({"meta": meta, "results": results}, indent=2))
