@@ -1,4 +1,5 @@
-"""Run a function on N RPC workers (threads of this process) over a chosen transport.
+"""Run a function on N RPC workers (threads of this process) over a chosen transport, and start
+a worker in a process of its own for the tests that kill it (:func:`peer_process`).
 
 Each worker thread calls ``init_rpc``, runs ``body(rank)``, then ``shutdown()``. Results and
 exceptions come back per rank; every wait is bounded. Threads are fine for tcp and ipc too:
@@ -7,14 +8,23 @@ each agent has its own sockets and ZeroMQ context, so the traffic is real.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import socket
+import subprocess
+import sys
+import tempfile
 import threading
+import time
 import traceback
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
 
 from zgrad.distributed import rpc
 
 TRANSPORTS = ("tcp", "ipc", "inproc")
+HERE = Path(__file__).resolve().parent
 
 
 def free_port() -> int:
@@ -38,10 +48,12 @@ def make_config(kind: str, world_size: int, tmp_path: Any = None, **sections: di
 
 
 def run_workers(world_size: int, config: dict, body: Callable[[int], Any], timeout_s: float = 60.0,
-                shutdown: bool = True) -> list[Any]:
-    """Run ``body(rank)`` on every worker; return the results by rank, raising the first error."""
+                shutdown: bool = True, ranks: Sequence[int] | None = None) -> list[Any]:
+    """Run ``body(rank)`` on every worker (or only on ``ranks``, the others running elsewhere, e.g.
+    in a :func:`peer_process`); return the results by rank, raising the first error."""
     results: list[Any] = [None] * world_size
     errors: list[BaseException | None] = [None] * world_size
+    ranks = range(world_size) if ranks is None else ranks
 
     def worker(rank: int) -> None:
         try:
@@ -55,7 +67,7 @@ def run_workers(world_size: int, config: dict, body: Callable[[int], Any], timeo
             exc.add_note(f"on worker{rank}:\n{traceback.format_exc()}")
             errors[rank] = exc
 
-    threads = [threading.Thread(target=worker, args=(r,), name=f"test-worker{r}") for r in range(world_size)]
+    threads = [threading.Thread(target=worker, args=(r,), name=f"test-worker{r}") for r in ranks]
     for t in threads:
         t.start()
     for t in threads:
@@ -66,3 +78,33 @@ def run_workers(world_size: int, config: dict, body: Callable[[int], Any], timeo
         if error is not None:
             raise error
     return results
+
+
+def poll(fetch: Callable[[], Any], done: Callable[[Any], bool], timeout_s: float = 10.0) -> Any:
+    """Call ``fetch()`` until ``done(value)`` or ``timeout_s`` passed; return the last value (for
+    state that settles in the background, e.g. RRef deletes and context releases)."""
+    deadline = time.monotonic() + timeout_s
+    value = fetch()
+    while not done(value) and time.monotonic() < deadline:
+        time.sleep(0.02)
+        value = fetch()
+    return value
+
+
+@contextlib.contextmanager
+def peer_process(config: dict, rank: int, world_size: int) -> Iterator[subprocess.Popen]:
+    """Worker ``rank`` in a process of its own (``tests/rpc_peer.py``), for the tests that kill or
+    stop it. It is killed and reaped on exit, whatever happened; a failing test shows its output."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    with tempfile.TemporaryFile("w+") as output:
+        peer = subprocess.Popen([sys.executable, str(HERE / "rpc_peer.py"), json.dumps(config), str(rank),
+                                 str(world_size)], env=env, stdout=output, stderr=subprocess.STDOUT, text=True)
+        try:
+            yield peer
+        except BaseException as exc:
+            output.seek(0)
+            exc.add_note(f"output of worker{rank} (pid {peer.pid}):\n{output.read()[-4000:]}")
+            raise
+        finally:
+            peer.kill()  # SIGKILL also ends a stopped (SIGSTOP) process
+            peer.wait(10)

@@ -70,6 +70,36 @@ def sleep_then(seconds, value):
     return value
 
 
+class Gates:
+    """Named events shared by the workers of this process (threads): a call can block until the
+    test opens its gate, so a test does not sleep for a fixed time. Each wait is bounded."""
+
+    _lock = threading.Lock()
+    _events: dict[str, threading.Event] = {}
+
+    @classmethod
+    def get(cls, name):
+        with cls._lock:
+            return cls._events.setdefault(name, threading.Event())
+
+    @classmethod
+    def open(cls, name):
+        cls.get(name).set()
+
+
+def wait_at_gate(name, value, limit_s=20.0):
+    """Return ``value`` once gate ``name`` is open (or after ``limit_s``)."""
+    Gates.get(name).wait(limit_s)
+    return value
+
+
+def raise_via(names, message):
+    """Pass the call along ``names``; the last one raises ValueError(message)."""
+    if not names:
+        raise ValueError(message)
+    return rpc.rpc_sync(names[0], raise_via, args=(names[1:], message))
+
+
 def unsendable():
     return {1, 2, 3}
 
@@ -113,6 +143,13 @@ def rref_owner_and_value(rref):
 
 def rref_local_value(rref):
     return rref.local_value()
+
+
+def relay_rref(names, rref):
+    """Pass ``rref`` along ``names`` (a fork at each hop); the last one fetches it."""
+    if not names:
+        return [rpc.get_worker_info().name, rref.owner_name(), rref.to_here()]
+    return rpc.rpc_sync(names[0], relay_rref, args=(names[1:], rref))
 
 
 def rrefs_owned():
@@ -187,7 +224,8 @@ def dist_debug_info():
 
 
 class LinearStage:
-    """A linear layer owned by one worker, used through RRefs."""
+    """A linear layer owned by one worker, used through RRefs. It seeds the process-wide random
+    generator: with workers that share a process, create one stage at a time."""
 
     def __init__(self, in_features, out_features, seed):
         zgrad.manual_seed(seed)
@@ -220,3 +258,29 @@ class SlowBackward(zgrad.autograd.Function):
 
 def slow_in_backward(a):
     return SlowBackward.apply(a)
+
+
+class BlockInBackward(zgrad.autograd.Function):
+    """Identity whose backward creates the file ``marker`` and then blocks: the test kills this
+    worker's process while the distributed backward pass waits on it."""
+
+    @staticmethod
+    def forward(ctx, x, marker):
+        ctx.marker = marker
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, grad):
+        with open(ctx.marker, "w") as f:
+            f.write("in backward")
+        time.sleep(60.0)
+        return grad, None
+
+
+def block_in_backward(a, marker):
+    return BlockInBackward.apply(a, marker)
+
+
+def call_blocking(dst, a, marker):
+    """``block_in_backward`` on ``dst``, one hop away from the caller."""
+    return rpc.rpc_sync(dst, block_in_backward, args=(a, marker)) + 1.0

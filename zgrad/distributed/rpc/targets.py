@@ -1,9 +1,13 @@
 """Call targets travel as ``"module:qualname"`` and resolve only inside allowed modules.
 
-A callee resolves a target only when its module is ``zgrad`` (or below), ``__main__``, or named
-(or below one named) in ``[rpc] allowed_modules``, and only to a callable whose ``__module__`` is
-that module, so an allowed module cannot be used as a stepping stone to what it imports
-(``mymodule:os`` or ``mymodule:system`` are refused). Private and dunder attributes never resolve.
+A callee resolves a target only when its module is ``__main__``, one of zgrad's compute modules
+(ops, tensor factories, ``nn``, ``optim``: pure computation, no files, no processes), named (or
+below one named) in ``[rpc] allowed_modules``, or when the whole name is one of zgrad's own RPC
+entry points (:data:`ZGRAD_ENTRY_POINTS`). The rest of zgrad is not callable by peers: it holds
+functions that run files, import modules or write keys, which must never run on a peer's word.
+A target resolves only to a callable whose ``__module__`` is its module, so an allowed module
+cannot be used as a stepping stone to what it imports (``mymodule:os`` or ``mymodule:system``
+are refused). Private and dunder attributes never resolve.
 """
 
 from __future__ import annotations
@@ -15,9 +19,19 @@ from typing import Any, Callable, Iterable
 
 from zgrad.errors import ZgradError
 
-__all__ = ["TargetError", "target_name", "resolve_target", "ALWAYS_ALLOWED"]
+__all__ = ["TargetError", "target_name", "resolve_target", "ALWAYS_ALLOWED", "ZGRAD_ENTRY_POINTS"]
 
-ALWAYS_ALLOWED = ("zgrad", "__main__")
+ALWAYS_ALLOWED = ("__main__", "zgrad.ops", "zgrad.creation", "zgrad.nn", "zgrad.optim")
+# The functions and classes zgrad itself calls on other workers (kept in sync by a test).
+ZGRAD_ENTRY_POINTS = frozenset({
+    "zgrad.distributed.rpc.api:collect_debug_info",
+    "zgrad.distributed.rpc.rref:invoke_method",
+    "zgrad.distributed.optim.optimizer:LocalOptimizer",
+    "zgrad.distributed.optim.optimizer:local_step",
+    "zgrad.launch.demo:Stage",
+    "zgrad.launch.demo:stage_forward",
+    "zgrad.launch.demo:stage_predict",
+})
 MAX_TARGET_LENGTH = 512
 
 
@@ -66,7 +80,7 @@ def resolve_target(name: Any, allowed_modules: Iterable[str], worker: str) -> Ca
     if not isinstance(name, str) or len(name) > MAX_TARGET_LENGTH or name.count(":") != 1:
         raise TargetError(f"malformed RPC target {str(name)[:80]!r}: expected 'module:qualname'")
     module_name, qualname = name.split(":")
-    if not _module_allowed(module_name, allowed_modules):
+    if name not in ZGRAD_ENTRY_POINTS and not _module_allowed(module_name, allowed_modules):
         raise TargetError(
             f"RPC target {name!r} is not allowed on worker {worker!r}: module {module_name!r} is not in the allow-list "
             f"({', '.join((*ALWAYS_ALLOWED, *allowed_modules))}). To allow it, add {module_name!r} to "
