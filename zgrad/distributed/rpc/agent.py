@@ -364,7 +364,11 @@ class RpcAgent:
         context = None
         try:
             func = resolve_target(meta["target"], self.config.rpc.allowed_modules, self.name)
-            decoded = decode_value(meta["payload"], envelope.buffers, self._decode_rref)
+            try:
+                decoded = decode_value(meta["payload"], envelope.buffers, self._decode_rref)
+            except ProtocolError as exc:
+                self.reject(envelope.src, f"undecodable CALL payload: {exc}")
+                raise
             args, kwargs = _call_arguments(decoded.value)
             if self.autograd is not None:
                 context = self.autograd.incoming_call(envelope.src, meta, decoded.tensors)
