@@ -130,7 +130,10 @@ def _worker(framework: str, rank: int, spec: dict) -> None:
                 wait = lambda f: f.wait()  # noqa: E731
             sync = lambda p: rpc.rpc_sync("worker1", T.echo, args=(p,))  # noqa: E731
             start = lambda p: rpc.rpc_async("worker1", T.echo, args=(p,))  # noqa: E731
-            _procs.emit(_measure(sync, start, wait, make, spec["settings"]))
+            result = _measure(sync, start, wait, make, spec["settings"])
+            if framework == "zgrad":  # whether big tensors took the same-host single-copy path
+                result["transport"] = {k: v for k, v in rpc.get_debug_info()["transport"].items() if k.startswith("cma")}
+            _procs.emit(result)
     finally:
         rpc.shutdown()
 
@@ -324,6 +327,9 @@ def main() -> None:
     print()
     for r in [header] + rows:
         print("  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+    cma = z.get("transport", {})
+    print(f"\n  zgrad same-host single copy (transport.cma): "
+          + (f"on, {cma['cma_sent']} tensors sent by ticket" if cma.get("cma_sent") else "off / not used"))
 
     floor = results["floor"]["latency_us"]
     print(f"\n  rpc_sync floor with zgrad's threading model (raw pyzmq + 4 thread hand-offs, no encoding): "

@@ -66,7 +66,10 @@ class TransportConfig:
     ``high_water_mark`` bounds queued messages per peer, both in ZeroMQ and in front of it;
     ``send_timeout_s`` bounds how long a sender waits when a peer's queue is full.
     ``chunk_mb`` is the largest frame a buffer is cut into; ``recv_pool_mb`` is the memory kept
-    for reassembling chunked buffers into reused pages.
+    for reassembling chunked buffers into reused pages. ``cma = "auto"`` sends each buffer of at
+    least ``cma_min_kb`` to a peer on the same host by Linux cross-memory attach (the peer reads
+    it from the sender's memory, one copy) wherever a start-up probe shows that works; ``"off"``
+    always sends frames.
     """
 
     kind: str = "tcp"
@@ -81,6 +84,8 @@ class TransportConfig:
     max_message_mb: int = 2048
     chunk_mb: int = 16
     recv_pool_mb: int = 256
+    cma: Literal["auto", "off"] = "auto"
+    cma_min_kb: int = 256
 
 
 @dataclass(frozen=True)
@@ -157,6 +162,7 @@ _POSITIVE_FIELDS = {
     "transport.max_message_mb",
     "transport.chunk_mb",
     "transport.recv_pool_mb",
+    "transport.cma_min_kb",
     "engine.backward_timeout_s",
     "ddp.bucket_cap_mb",
 }

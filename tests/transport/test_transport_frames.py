@@ -50,7 +50,7 @@ def test_single_frame_buffers_are_zero_copy_and_copy_single_copies():
 
 def test_header_layout_is_documented():
     header = encode(buffers=[b"abcd"], request_id=7)[0]
-    assert struct.unpack("!4sHHHQIIQ", header) == (b"ZGRD", 1, 1, 0, 7, CHUNK, 1, 4)
+    assert struct.unpack("!4sHHHQIIQ", header) == (b"ZGRD", 2, 1, 0, 7, CHUNK, 1, 4)
 
 
 def _with_header(parts, **changes):
@@ -69,7 +69,7 @@ GOOD = encode(1, {"a": 1}, [b"x" * 100, b"yz"])
         ([GOOD[0]], "short_message"),
         ([b"ZGRD", b"\xc0"], "bad_header"),
         (_with_header(GOOD, magic=b"NOPE"), "bad_magic"),
-        (_with_header(GOOD, version=2), "bad_version"),
+        (_with_header(GOOD, version=1), "bad_version"),
         (_with_header(GOOD, kind=9), "bad_kind"),
         (_with_header(GOOD, chunk=0), "bad_header"),
         (_with_header(GOOD, nbuf=fr.MAX_BUFFERS + 1), "bad_header"),

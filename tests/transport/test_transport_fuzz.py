@@ -108,6 +108,8 @@ def worker_and_raw_peer():
         assert [row[0] for row in recv_kind(raw_in, fr.KIND_TABLE)["workers"]] == ["target", "raw"]
         recv_kind(raw_in, fr.KIND_HELLO)
         raw_out.send_multipart(control(fr.KIND_HELLO_ACK))
+        recv_kind(raw_in, fr.KIND_CMA_OFFER)  # start() waits for the answer: this peer reads no tickets
+        raw_out.send_multipart(control(fr.KIND_CMA_READY, {"readable": False}))
         started.join(10)
         assert not started.is_alive() and mesh.workers[1].name == "raw"
         yield mesh, inbox, raw_in, raw_out, ctx, endpoint

@@ -7,13 +7,17 @@ A message is one ZeroMQ multipart message (atomic: all parts arrive or none)::
                        chunk size in bytes, number of buffers, then each buffer's length
     frame 1   meta     msgpack (any msgpack-able value; ``None`` is one byte)
     frame 2.. buffers  each buffer as ceil(length / chunk) frames of exactly ``chunk`` bytes,
-                       the last one shorter; an empty buffer is one empty frame
+                       the last one shorter; an empty buffer is one empty frame; a *remote*
+                       buffer (its length has bit 63 set) is one descriptor frame ``!IQ`` =
+                       ticket slot, generation: the receiver reads the bytes from the sender's
+                       memory (same-host cross-memory attach, see ``cma.py``)
 
 On the inbound ROUTER socket a routing-id frame precedes frame 0; the mesh checks it (the
 peer) before calling :func:`decode`, which checks the rest in a fixed order — frame count,
 header length, magic, version, kind, chunk size, buffer count, total size, per-frame lengths,
-metadata — and raises :class:`Rejected` with a short reason at the first failure. Nothing is
-allocated for a buffer until every length has been checked. See ``docs/transport.md``.
+remote buffers allowed, metadata, remote reads — and raises :class:`Rejected` with a short
+reason at the first failure. Nothing is allocated for a buffer until every length has been
+checked. See ``docs/transport.md``.
 
 Standard library and msgpack only; buffers are anything that supports the buffer protocol.
 """
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 import msgpack
 
@@ -40,8 +44,15 @@ __all__ = [
     "KIND_HEARTBEAT",
     "KIND_GOODBYE",
     "KIND_GOODBYE_ACK",
+    "KIND_CMA_OFFER",
+    "KIND_CMA_READY",
+    "KIND_CMA_DONE",
     "RESERVED_KINDS",
+    "REMOTE_BIT",
+    "DESCRIPTOR",
     "Rejected",
+    "RemoteBuffer",
+    "RemoteSource",
     "as_byte_view",
     "encode_meta",
     "encode",
@@ -49,9 +60,15 @@ __all__ = [
 ]
 
 MAGIC = b"ZGRD"
-PROTOCOL_VERSION = 1
+# 2: remote (cross-memory attach) buffers and the CMA_* kinds; a worker waits for its CMA
+# answers at start-up, so it cannot run with a version-1 peer.
+PROTOCOL_VERSION = 2
 HEADER = struct.Struct("!4sHHHQII")
 _LENGTH = struct.Struct("!Q")
+# A buffer length with this bit set describes a remote buffer of (length & ~REMOTE_BIT) bytes
+# whose frame is a DESCRIPTOR: ticket slot (u32), ticket generation (u64).
+REMOTE_BIT = 1 << 63
+DESCRIPTOR = struct.Struct("!IQ")
 MAX_BUFFERS = 65536
 MAX_REQUEST_ID = 2**64 - 1
 MAX_FLAGS = 2**16 - 1
@@ -66,8 +83,12 @@ KIND_HELLO_ACK = 0xFF05
 KIND_HEARTBEAT = 0xFF06
 KIND_GOODBYE = 0xFF07
 KIND_GOODBYE_ACK = 0xFF08
+KIND_CMA_OFFER = 0xFF09
+KIND_CMA_READY = 0xFF0A
+KIND_CMA_DONE = 0xFF0B
 RESERVED_KINDS = frozenset(
-    {KIND_REGISTER, KIND_TABLE, KIND_ABORT, KIND_HELLO, KIND_HELLO_ACK, KIND_HEARTBEAT, KIND_GOODBYE, KIND_GOODBYE_ACK}
+    {KIND_REGISTER, KIND_TABLE, KIND_ABORT, KIND_HELLO, KIND_HELLO_ACK, KIND_HEARTBEAT, KIND_GOODBYE, KIND_GOODBYE_ACK,
+     KIND_CMA_OFFER, KIND_CMA_READY, KIND_CMA_DONE}
 )
 
 _EMPTY = memoryview(b"")
@@ -85,6 +106,23 @@ class Rejected(Exception):
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+
+
+class RemoteBuffer(NamedTuple):
+    """A buffer sent by reference: ``nbytes`` for the header and the descriptor frame."""
+
+    nbytes: int
+    descriptor: bytes
+
+
+class RemoteSource(Protocol):
+    """Reads the remote buffers of one peer (the I/O thread's cross-memory-attach reader)."""
+
+    def release(self, slot: int, generation: int) -> None:
+        """Note that the sender may take back ticket ``(slot, generation)`` (read or not)."""
+
+    def read(self, slot: int, generation: int, nbytes: int, take_buffer: Callable[[int], memoryview]) -> memoryview:
+        """Return the ``nbytes`` the ticket offers to this worker; raise :class:`Rejected` if it cannot."""
 
 
 def as_byte_view(obj: Any) -> memoryview:
@@ -134,6 +172,8 @@ def encode(
 ) -> list:
     """Build the frames of one message from already-flat ``views`` (see :func:`as_byte_view`).
 
+    A :class:`RemoteBuffer` in ``views`` goes as its descriptor frame, its length marked remote.
+
     Returns:
         ``[header, meta, chunk, ...]``; chunks are slices of ``views`` (no copy).
 
@@ -152,6 +192,11 @@ def encode(
     offset = HEADER.size
     for view in views:
         n = view.nbytes
+        if type(view) is RemoteBuffer:
+            _LENGTH.pack_into(header, offset, n | REMOTE_BIT)
+            offset += _LENGTH.size
+            frames.append(view.descriptor)
+            continue
         _LENGTH.pack_into(header, offset, n)
         offset += _LENGTH.size
         if n <= chunk_bytes:
@@ -162,10 +207,6 @@ def encode(
     return frames
 
 
-def _frames_for(length: int, chunk_bytes: int) -> int:
-    return max(1, -(-length // chunk_bytes))
-
-
 def decode(
     parts: Sequence[Any],
     *,
@@ -173,6 +214,7 @@ def decode(
     max_message_bytes: int,
     take_buffer: Callable[[int], memoryview],
     copy_single: bool = False,
+    remote: RemoteSource | None = None,
 ) -> tuple[int, int, int, Any, tuple[memoryview, ...]]:
     """Check and unpack one message (without its routing-id frame), in the documented order.
 
@@ -182,10 +224,12 @@ def decode(
         max_message_bytes: cap on the sum of all frame lengths.
         take_buffer: returns a writable view of exactly ``n`` bytes to reassemble a chunked buffer.
         copy_single: copy one-frame buffers too (for frames that alias the sender's memory).
+        remote: reads this sender's remote buffers; ``None``: a remote buffer is rejected.
 
     Returns:
         ``(kind, flags, request_id, meta, buffers)``; a one-frame buffer is a zero-copy view of
-        its frame (unless ``copy_single``), a chunked one a view of a buffer from ``take_buffer``.
+        its frame (unless ``copy_single``), a chunked or remote one a view of a buffer from
+        ``take_buffer``.
 
     Raises:
         Rejected: at the first failed check.
@@ -213,14 +257,19 @@ def decode(
             f"header frame has {header_bytes} bytes; {nbuffers} buffers need {HEADER.size + _LENGTH.size * nbuffers}",
         )
     lengths = struct.unpack_from(f"!{nbuffers}Q", header, HEADER.size)
-    total = header_bytes + len(parts[1]) + sum(lengths)
+    biggest = max(lengths) if nbuffers else 0
+    has_remote = biggest >= REMOTE_BIT
+    sizes = tuple(n & ~REMOTE_BIT for n in lengths) if has_remote else lengths
+    total = header_bytes + len(parts[1]) + sum(sizes)
     if total > max_message_bytes:
         raise Rejected("too_large", f"message of {total} bytes; the cap is {max_message_bytes} (transport.max_message_mb)")
-    chunked = nbuffers and max(lengths) > chunk_bytes
+    chunked = has_remote or biggest > chunk_bytes
     expected = 2 + (sum(_frames_for(n, chunk_bytes) for n in lengths) if chunked else nbuffers)
     if len(parts) != expected:
         raise Rejected("bad_frame_count", f"got {len(parts)} frames; the header describes {expected}")
     _check_lengths(parts, lengths, chunk_bytes)
+    if has_remote:
+        _release_remote(parts, lengths, chunk_bytes, remote)
     try:
         meta = msgpack.unpackb(parts[1], raw=False, strict_map_key=False)
     except Exception as exc:  # msgpack raises many types on malformed input; all mean the same here
@@ -229,12 +278,24 @@ def decode(
         if copy_single:
             return kind, flags, request_id, meta, tuple(memoryview(bytearray(memoryview(p))) for p in parts[2:])
         return kind, flags, request_id, meta, tuple(memoryview(p) for p in parts[2:])
-    return kind, flags, request_id, meta, _reassemble(parts, lengths, chunk_bytes, take_buffer, copy_single)
+    return kind, flags, request_id, meta, _reassemble(parts, lengths, chunk_bytes, take_buffer, copy_single, remote)
+
+
+def _frames_for(length: int, chunk_bytes: int) -> int:
+    if length >= REMOTE_BIT:
+        return 1
+    return max(1, -(-length // chunk_bytes))
 
 
 def _check_lengths(parts: Sequence[Any], lengths: Sequence[int], chunk_bytes: int) -> None:
     index = 2
     for n in lengths:
+        if n >= REMOTE_BIT:
+            got = len(parts[index])
+            if got != DESCRIPTOR.size:
+                raise Rejected("bad_frame_length", f"remote buffer descriptor {index - 2} has {got} bytes; expected {DESCRIPTOR.size}")
+            index += 1
+            continue
         for start in range(0, max(n, 1), chunk_bytes):
             want = min(chunk_bytes, n - start)
             got = len(parts[index])
@@ -243,16 +304,33 @@ def _check_lengths(parts: Sequence[Any], lengths: Sequence[int], chunk_bytes: in
             index += 1
 
 
+def _release_remote(parts: Sequence[Any], lengths: Sequence[int], chunk_bytes: int, remote: RemoteSource | None) -> None:
+    """Hand every descriptor of a well-formed message back for release, before anything can fail."""
+    if remote is None:
+        raise Rejected("bad_cma", "a remote buffer from a peer this worker has not agreed to read from")
+    index = 2
+    for n in lengths:
+        if n >= REMOTE_BIT:
+            remote.release(*DESCRIPTOR.unpack(parts[index]))
+        index += _frames_for(n, chunk_bytes)
+
+
 def _reassemble(
     parts: Sequence[Any],
     lengths: Sequence[int],
     chunk_bytes: int,
     take_buffer: Callable[[int], memoryview],
     copy_single: bool,
+    remote: RemoteSource | None,
 ) -> tuple[memoryview, ...]:
     buffers = []
     index = 2
     for n in lengths:
+        if n >= REMOTE_BIT:
+            slot, generation = DESCRIPTOR.unpack(parts[index])
+            buffers.append(remote.read(slot, generation, n & ~REMOTE_BIT, take_buffer))
+            index += 1
+            continue
         if n <= chunk_bytes:
             buffers.append(memoryview(bytearray(memoryview(parts[index]))) if copy_single else memoryview(parts[index]))
             index += 1

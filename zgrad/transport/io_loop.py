@@ -29,6 +29,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from zgrad.errors import TransportError
 from zgrad.transport import frames as fr
+from zgrad.transport.cma import CMA_KINDS, CmaPeers, TicketTable
 from zgrad.transport.envelope import Envelope, WorkerEntry
 from zgrad.transport.links import PeerLinks
 from zgrad.transport.liveness import Liveness
@@ -47,6 +48,7 @@ _MAX_POLL_MS = 1000
 # How long rank 0 keeps running after aborting start-up, so that its ABORT messages leave.
 _ABORT_GRACE_S = 0.5
 _GOODBYE_KINDS = frozenset({fr.KIND_GOODBYE, fr.KIND_GOODBYE_ACK})
+_AFTER_TABLE_KINDS = _GOODBYE_KINDS | CMA_KINDS
 
 
 def routing_id(rank: int, session: int) -> bytes:
@@ -79,6 +81,7 @@ class IoLoop:
         make_rendezvous: Callable[["IoLoop"], Rendezvous],
         release: Callable[[], None],
         logger: logging.Logger,
+        tickets: TicketTable | None = None,
     ):
         t = config.transport
         self._s = sockets
@@ -106,6 +109,7 @@ class IoLoop:
         self._heartbeat = self._control_frames(fr.KIND_HEARTBEAT, None)
         self._zap = ZapHandler({k: r for r, k in keys.peers.items()}, self._on_auth_denied) if keys is not None else None
         self._rendezvous = make_rendezvous(self)
+        self._cma = CmaPeers(self.send_control, tickets, me, stats, logger)
         self._stop_at_s: float | None = None
         self._due_s = 0.0
         self._awaiting_goodbye: set[int] | None = None
@@ -163,6 +167,10 @@ class IoLoop:
                     self._links.on_writable(sock)
             for dst, frames, nbytes in self._outbox.take_all(woken):
                 self._send(dst, frames, nbytes)
+            if self._cma.dirty:
+                done_due_s = self._cma.flush()
+                if done_due_s is not None and done_due_s < self._due_s:
+                    self._due_s = done_due_s
             if self._outbox.closed:
                 aborting = self._stop_at_s is not None  # let the ABORT messages leave first
                 if self._awaiting_goodbye is None and not aborting and not self._begin_goodbye():
@@ -207,7 +215,7 @@ class IoLoop:
                 self.error = rv.error
                 self.settled.set()
                 self._stop_at_s = now_s + _ABORT_GRACE_S
-            elif rv.ready:
+            elif rv.ready and self._cma.settled(give_up=now_s >= rv.deadline_s):
                 self.settled.set()
         due = [self._liveness.next_due_s(), self._stop_at_s, now_s + _MAX_POLL_MS / 1000]
         if not self.settled.is_set():
@@ -238,7 +246,8 @@ class IoLoop:
             rank, session = self._identify(parts)
             label = f"rank {rank}"
             kind, flags, request_id, meta, buffers = fr.decode(
-                parts[1:], valid_kinds=self._valid_kinds, max_message_bytes=self._max_bytes, take_buffer=self.pool.take
+                parts[1:], valid_kinds=self._valid_kinds, max_message_bytes=self._max_bytes, take_buffer=self.pool.take,
+                remote=self._cma.readers.get(rank),
             )
             if rank in self._dead:
                 if rank in self._departed and kind in _GOODBYE_KINDS:
@@ -260,8 +269,13 @@ class IoLoop:
         if kind == fr.KIND_HEARTBEAT:
             self._stats.add("heartbeats_in")
             return
-        if kind in _GOODBYE_KINDS and self.table is None:
+        if kind in _AFTER_TABLE_KINDS and self.table is None:
             raise fr.Rejected("bad_control", f"message kind {kind:#x} before the worker table")
+        if kind in CMA_KINDS:
+            self._cma.on_control(rank, session, kind, meta)
+            if not self.settled.is_set():
+                self._due_s = 0.0  # look at start-up progress in this turn
+            return
         if kind == fr.KIND_GOODBYE:
             self.send_control(rank, fr.KIND_GOODBYE_ACK, None)
             self._departed.add(rank)
@@ -273,6 +287,8 @@ class IoLoop:
             self._rendezvous.on_control(rank, session, kind, meta)
             if self.table is None and self._rendezvous.table is not None:
                 self.table = self._rendezvous.table
+            if kind == fr.KIND_HELLO_ACK:
+                self._cma.on_hello_ack(rank)
             self._due_s = 0.0  # look at start-up progress in this turn
         self._stats.add("control_in")
 
@@ -343,6 +359,7 @@ class IoLoop:
         self._dead[rank] = reason
         self._liveness.lose(rank)
         self._outbox.mark_dead(rank, reason)
+        self._cma.lost(rank)  # after mark_dead: no ticket for it can be issued and sent later
         self._stats.add("dropped", self._links.drop(rank, close=close_link))
         if self._awaiting_goodbye is not None:
             self._awaiting_goodbye.discard(rank)
@@ -372,5 +389,6 @@ class IoLoop:
             self.error = self.error or TransportError(f"the mesh of worker {self._me.name!r} was closed during start-up")
             self.settled.set()
         self._s.close()
+        self._cma.close()
         self.pool.clear()
         self._release()

@@ -30,6 +30,7 @@ from zgrad.config import Config
 from zgrad.errors import ConfigError, TransportError, ZgradTimeoutError
 from zgrad.transport import frames as fr
 from zgrad.transport.base import EndpointRequest, Transport
+from zgrad.transport.cma import TicketTable, make_ticket_table
 from zgrad.transport.envelope import Envelope, WorkerEntry
 from zgrad.transport.io_loop import IoLoop
 from zgrad.transport.outbox import Outbox
@@ -157,6 +158,7 @@ class Mesh:
         self._loop: IoLoop | None = None
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._tickets: TicketTable | None = None
         self._stats = TransportStats(self.name, _log)
         self._outbox = Outbox(config.transport.high_water_mark, config.transport.send_timeout_s, self.describe)
 
@@ -229,6 +231,7 @@ class Mesh:
             deadline_s = time.monotonic() + t.connect_timeout_s
             sockets = self._sockets
             self._outbox.attach(sockets.wake_tx)
+            self._tickets = make_ticket_table(t, self.transport.shares_memory)
             self._loop = IoLoop(
                 sockets=sockets,
                 me=me,
@@ -246,6 +249,7 @@ class Mesh:
                 ),
                 release=lambda: self._release(sockets),
                 logger=_log,
+                tickets=self._tickets,
             )
             self._thread = threading.Thread(target=self._loop.run, name=f"zgrad-mesh-io-{self.name}", daemon=True)
             self._thread.start()
@@ -273,7 +277,10 @@ class Mesh:
 
         Messages from one worker to another arrive in the order ``send`` was called (for calls
         from one thread; calls from several threads arrive in the order they took the queue).
-        Buffers are not copied (except over inproc): do not modify them after sending.
+        Buffers are not copied (except over inproc): do not modify them after sending. A buffer
+        of at least ``transport.cma_min_kb`` to a peer on this host is read by the peer's I/O
+        thread straight from this memory (cross-memory attach), so that window lasts until the
+        peer has received the message.
 
         Args:
             dst_rank: the receiver's rank.
@@ -308,8 +315,17 @@ class Mesh:
                 f"message to {self.describe(dst_rank)} is {nbytes + len(meta_bytes)} bytes; the cap is "
                 f"{self._max_bytes} (transport.max_message_mb): split it or raise the cap on every worker"
             )
-        frames = fr.encode(kind, flags, request_id, meta_bytes, views, self._chunk_bytes)
-        self._outbox.put(dst_rank, (dst_rank, frames, nbytes))
+        tickets = self._tickets
+        issued = None
+        try:
+            if tickets is not None and views:
+                views, issued = tickets.attach(dst_rank, views)
+            frames = fr.encode(kind, flags, request_id, meta_bytes, views, self._chunk_bytes)
+            self._outbox.put(dst_rank, (dst_rank, frames, nbytes))
+        except BaseException:
+            if issued:
+                tickets.cancel(issued)
+            raise
 
     def close(self, timeout_s: float | None = None) -> None:
         """Say goodbye to every live peer, stop the I/O thread and close every socket (LINGER 0).
@@ -376,11 +392,24 @@ class Mesh:
         ``bytes_in`` (buffer bytes of user messages; loopback ones included, also counted in
         ``loopback``), ``heartbeats_out``, ``heartbeats_in``, ``control_in`` (start-up messages
         accepted), ``peers_lost``, ``dropped``
-        (messages to a lost peer), ``callback_errors``, ``handshake_failed``, ``auth_denied``;
-        always present: ``rejected`` (reason -> count), ``rejected_total``, ``pool_reused``,
-        ``pool_allocated``.
+        (messages to a lost peer), ``callback_errors``, ``handshake_failed``, ``auth_denied``,
+        ``cma_sent``/``cma_bytes_out`` (buffers sent by ticket), ``cma_received``/``cma_bytes_in``
+        (buffers read from peers), ``cma_no_ticket`` (big buffers sent inline: the table was
+        full or ``high_water_mark`` tickets were open to that peer), ``cma_peers_readable``
+        (peers this worker reads); always present: ``rejected`` (reason -> count),
+        ``rejected_total``, ``pool_reused``, ``pool_allocated``,
+        ``cma_peers`` (peers that read this worker's tickets), ``cma_tickets_open`` (tickets not
+        yet reported done; back to 0 when every message was received).
         """
         out = self._stats.snapshot()
+        tickets = self._tickets
+        out["cma_peers"] = len(tickets.readers) if tickets is not None else 0
+        out["cma_tickets_open"] = tickets.open_count if tickets is not None else 0
+        if tickets is not None:
+            for key, value in (("cma_sent", tickets.sent), ("cma_bytes_out", tickets.bytes_out),
+                               ("cma_no_ticket", tickets.no_ticket)):
+                if value:
+                    out[key] = value
         pool = self._loop.pool if self._loop is not None else None
         out["pool_reused"] = pool.reused if pool is not None else 0
         out["pool_allocated"] = pool.allocated if pool is not None else 0

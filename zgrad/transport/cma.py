@@ -1,0 +1,411 @@
+"""Same-host single-copy transfer of large buffers: tickets read with Linux cross-memory attach.
+
+Loopback TCP and Unix sockets copy every byte twice through the kernel and top out around
+3 GB/s here; ``process_vm_readv`` copies once, from the sender's memory into the receiver's,
+several times faster. The receiver must be allowed to read the sender (same host, same pid
+namespace, ptrace permission); whether it is, is found out at start-up, per pair and per
+direction, and anything that fails keeps the normal frames.
+
+Protocol (transport-reserved kinds, see ``frames.py``), once both sides have the worker table::
+
+    A -> B  CMA_OFFER  {pid, table, slots, nonce}  A's ticket table: sent when B acknowledges A's hello
+    B -> A  CMA_READY  {readable: bool}            B read the 16-byte nonce at ``table`` in ``pid``
+                                                   (and has cma on): A may send B tickets from now on
+    A -> B  a message whose buffer length has ``REMOTE_BIT`` set and whose frame is a descriptor
+            (slot, generation) instead of the bytes
+    B -> A  CMA_DONE   [slot, generation, ...]     the tickets B is done with, batched: at once
+                                                   from 16 tickets or 8 MiB, else within 1 ms
+
+The ticket table lives in the sender's memory: a nonce, then ``slots`` tickets of ``=QQQQII``
+(address, length, generation, receiver session, receiver rank, state). Before sending, A writes
+a ticket naming B and keeps a reference to the buffer; B reads the ticket from A's memory and
+accepts it only if it is issued, of the descriptor's generation and length, and names B (rank
+and session). A peer can therefore make B read only memory the real sender offered to B: a
+forged descriptor reaches nothing else of the sender. B then reads the bytes into a pooled
+buffer and reads the ticket again: if the sender took it back meanwhile (it was released, so
+the memory may be gone) the message is rejected as ``bad_cma``. Either way B reports the ticket
+done, and A clears it and drops the buffer. A's tickets to a lost peer, and all of them when
+the mesh closes, are taken back by A's I/O thread.
+
+Threads: :class:`TicketTable` is shared (any thread issues, the I/O thread takes back; one
+lock); :class:`CmaPeers` and :class:`PeerReader` belong to the I/O thread.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import secrets
+import struct
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from zgrad.transport import cma_sys
+from zgrad.transport import frames as fr
+from zgrad.transport.envelope import WorkerEntry
+from zgrad.transport.stats import TransportStats
+
+__all__ = ["TicketTable", "CmaPeers", "PeerReader", "make_ticket_table", "CMA_KINDS"]
+
+CMA_KINDS = frozenset({fr.KIND_CMA_OFFER, fr.KIND_CMA_READY, fr.KIND_CMA_DONE})
+NONCE_BYTES = 16
+TICKET = struct.Struct("=QQQQII")  # address, nbytes, generation, receiver session, receiver rank, state
+_ISSUED = 1
+_FREE_TICKET = bytes(TICKET.size)
+DEFAULT_SLOTS = 4096
+MAX_SLOTS = 1 << 20
+_MAX_PID = 1 << 31
+# CMA_DONE batching: each one costs both I/O threads a message, as much as reading a 64 KiB
+# buffer, so a peer is told at once only when this many tickets or bytes are pending, and
+# otherwise within DONE_DELAY_S (the sender's buffers are held that much longer).
+DONE_BATCH_TICKETS = 16
+DONE_BATCH_BYTES = 8 << 20
+DONE_DELAY_S = 0.001
+
+
+class TicketTable:
+    """This worker's offers to its readers: a table in its own memory, and the buffers it names.
+
+    A descriptor is a few bytes, so ZeroMQ's and the kernel's buffers no longer bound how many
+    big buffers wait for a slow peer; ``per_peer`` does: beyond it, buffers go inline again and
+    meet the usual back-pressure.
+
+    Args:
+        min_bytes: buffers at least this big go by ticket (``transport.cma_min_kb``).
+        per_peer: most tickets open to one peer (``transport.high_water_mark``).
+        slots: tickets in the table; beyond them buffers go inline.
+    """
+
+    def __init__(self, min_bytes: int, per_peer: int, slots: int = DEFAULT_SLOTS):
+        self.min_bytes = min_bytes
+        self.per_peer = per_peer
+        self.slots = slots
+        self._memory = (ctypes.c_char * (NONCE_BYTES + slots * TICKET.size))()
+        self._view = memoryview(self._memory).cast("B")
+        self.address = ctypes.addressof(self._memory)
+        self.nonce = secrets.token_bytes(NONCE_BYTES)
+        self._view[:NONCE_BYTES] = self.nonce
+        self.pid = os.getpid()
+        self._lock = threading.Lock()
+        self._free = list(range(slots - 1, -1, -1))
+        self._held: list[tuple[memoryview, int] | None] = [None] * slots
+        self._generation = [0] * slots
+        self._open_to: dict[int, int] = {}
+        # rank -> session of the peers that said they read this table (written by the I/O thread).
+        self.readers: dict[int, int] = {}
+        self.sent = 0
+        self.bytes_out = 0
+        self.no_ticket = 0
+
+    def offer(self) -> dict:
+        """Return the CMA_OFFER metadata: where a peer finds this table and how to check it."""
+        return {"pid": self.pid, "table": self.address, "slots": self.slots, "nonce": self.nonce}
+
+    @property
+    def open_count(self) -> int:
+        """Tickets issued and not yet taken back."""
+        return self.slots - len(self._free)
+
+    def attach(self, dst: int, views: Sequence[Any]) -> tuple[Sequence[Any], list[int] | None]:
+        """Replace each big view in ``views`` by a ticket for ``dst`` (any thread).
+
+        Returns:
+            ``(views, slots)``: ``views`` with :class:`frames.RemoteBuffer` in place of the buffers
+            now offered by ticket, and the slots issued (``None`` if none; pass them to
+            :meth:`cancel` if the message is not sent after all).
+        """
+        session = self.readers.get(dst)
+        if session is None:
+            return views, None
+        out = None
+        issued: list[int] = []
+        for i, view in enumerate(views):
+            nbytes = view.nbytes
+            if nbytes < self.min_bytes:
+                continue
+            ticket = self._issue(dst, session, view)
+            if ticket is None:
+                break
+            if out is None:
+                out = list(views)
+            out[i] = fr.RemoteBuffer(nbytes, fr.DESCRIPTOR.pack(*ticket))
+            issued.append(ticket[0])
+        return (views, None) if out is None else (out, issued)
+
+    def _issue(self, dst: int, session: int, view: memoryview) -> tuple[int, int] | None:
+        address = cma_sys.buffer_address(view)
+        with self._lock:
+            open_to = self._open_to.get(dst, 0)
+            if not self._free or open_to >= self.per_peer:
+                self.no_ticket += 1
+                return None
+            self._open_to[dst] = open_to + 1
+            slot = self._free.pop()
+            generation = self._generation[slot] + 1
+            self._generation[slot] = generation
+            self._held[slot] = (view, dst)
+            where = NONCE_BYTES + slot * TICKET.size
+            TICKET.pack_into(self._view, where, address, view.nbytes, generation, session, dst, _ISSUED)
+            self.sent += 1
+            self.bytes_out += view.nbytes
+        return slot, generation
+
+    def cancel(self, slots: Sequence[int]) -> None:
+        """Take back tickets whose message was never handed to the transport (any thread)."""
+        with self._lock:
+            dropped = [self._clear(slot) for slot in slots]
+        del dropped  # the buffers are let go outside the lock
+
+    def release(self, src: int, pairs: Sequence[int]) -> int:
+        """Take back the tickets ``[slot, generation, ...]`` that ``src`` is done with (I/O thread).
+
+        Returns:
+            how many pairs did not name a ticket issued to ``src`` (ignored).
+        """
+        bad = 0
+        dropped = []
+        with self._lock:
+            for i in range(0, len(pairs), 2):
+                slot, generation = pairs[i], pairs[i + 1]
+                held = self._held[slot] if 0 <= slot < self.slots else None
+                if held is None or held[1] != src or self._generation[slot] != generation:
+                    bad += 1
+                    continue
+                dropped.append(self._clear(slot))
+        del dropped
+        return bad
+
+    def release_rank(self, rank: int) -> None:
+        """Take back every ticket issued to ``rank`` (lost or gone)."""
+        self.readers.pop(rank, None)
+        with self._lock:
+            dropped = [self._clear(s) for s, held in enumerate(self._held) if held is not None and held[1] == rank]
+        del dropped
+
+    def release_all(self) -> None:
+        """Take back every ticket (the mesh closed)."""
+        self.readers.clear()
+        with self._lock:
+            dropped = [self._clear(s) for s, held in enumerate(self._held) if held is not None]
+        del dropped
+
+    def _clear(self, slot: int) -> Any:
+        # The ticket is wiped before the buffer is let go, so a reader that checks the ticket
+        # again after reading knows whether the memory was still held throughout.
+        start = NONCE_BYTES + slot * TICKET.size
+        self._view[start : start + TICKET.size] = _FREE_TICKET
+        held, self._held[slot] = self._held[slot], None
+        self._free.append(slot)
+        self._open_to[held[1]] -= 1
+        return held
+
+
+def make_ticket_table(config: Any, shares_memory: bool) -> TicketTable | None:
+    """Return this worker's ticket table, or ``None`` when cross-memory attach is not to be used.
+
+    Off with ``[transport] cma = "off"``, for transports whose workers share one process
+    (inproc), and where the system has no ``process_vm_readv``.
+    """
+    if config.cma == "off" or shares_memory or cma_sys.libc_reader() is None:
+        return None
+    return TicketTable(config.cma_min_kb << 10, config.high_water_mark)
+
+
+class PeerReader:
+    """Reads one peer's tickets and the buffers they name (I/O thread)."""
+
+    def __init__(self, read: cma_sys.Reader, read_small: cma_sys.Reader, pid: int, table: int, slots: int,
+                 me: WorkerEntry, rank: int, dirty: list[int], stats: TransportStats):
+        self._read = read
+        self._read_small = read_small
+        self._peer = rank
+        self.pending: list[int] = []
+        self.pending_bytes = 0
+        self.since_s = 0.0
+        self._dirty = dirty
+        self.pid = pid
+        self._table = table
+        self._slots = slots
+        self._rank = me.rank
+        self._session = me.session
+        self._stats = stats
+        self._scratch = bytearray(TICKET.size)
+        self._scratch_address = ctypes.addressof(ctypes.c_char.from_buffer(self._scratch))
+
+    def release(self, slot: int, generation: int) -> None:
+        """Report ``(slot, generation)`` done to the sender (batched, see :meth:`CmaPeers.flush`)."""
+        if not self.pending:
+            self._dirty.append(self._peer)
+            self.since_s = time.monotonic()
+        self.pending += (slot, generation)
+
+    def read(self, slot: int, generation: int, nbytes: int, take_buffer: Callable[[int], memoryview]) -> memoryview:
+        """Check the ticket, read its ``nbytes`` into a buffer from ``take_buffer``, check it again.
+
+        Raises:
+            frames.Rejected: ``bad_cma`` — no such slot, a ticket not issued to this worker for
+                this generation and length, or the memory could not be read.
+        """
+        if not 0 <= slot < self._slots:
+            raise fr.Rejected("bad_cma", f"ticket slot {slot} is outside the sender's table of {self._slots}")
+        where = self._table + NONCE_BYTES + slot * TICKET.size
+        ticket = self._ticket(where)
+        address, length, issued_generation, session, rank, state = ticket
+        if state != _ISSUED or issued_generation != generation or rank != self._rank or session != self._session:
+            raise fr.Rejected("bad_cma", f"ticket {slot} generation {generation} is not one the sender issued to this worker")
+        if length != nbytes:
+            raise fr.Rejected("bad_cma", f"ticket {slot} offers {length} bytes; the message says {nbytes}")
+        out = take_buffer(nbytes)
+        try:
+            cma_sys.read_into(self._read, self.pid, address, out)
+        except OSError as exc:
+            raise fr.Rejected("bad_cma", f"reading ticket {slot} ({nbytes} bytes) from pid {self.pid} failed: {exc}") from None
+        if self._ticket(where) != ticket:
+            raise fr.Rejected("bad_cma", f"ticket {slot} was taken back by the sender while it was being read")
+        self._stats.add("cma_received")
+        self._stats.add("cma_bytes_in", nbytes)
+        self.pending_bytes += nbytes
+        return out
+
+    def _ticket(self, where: int) -> tuple[int, ...]:
+        try:
+            got = self._read_small(self.pid, where, self._scratch_address, TICKET.size)
+        except OSError as exc:
+            raise fr.Rejected("bad_cma", f"the sender's ticket table at pid {self.pid} cannot be read: {exc}") from None
+        if got != TICKET.size:
+            raise fr.Rejected("bad_cma", f"short read of a ticket: {got} of {TICKET.size} bytes")
+        return TICKET.unpack(self._scratch)
+
+
+class CmaPeers:
+    """The I/O thread's side of cross-memory attach: offers, probes, readers, releases.
+
+    Args:
+        send_control: queues a transport message to a rank (the I/O loop's).
+        tickets: this worker's table, or ``None`` when it neither offers nor reads.
+        me: this worker's table entry.
+        stats: the mesh counters.
+        logger: where the one-line reasons for falling back go (debug).
+    """
+
+    def __init__(self, send_control: Callable[[int, int, Any], None], tickets: TicketTable | None, me: WorkerEntry,
+                 stats: TransportStats, logger: logging.Logger):
+        self._send_control = send_control
+        self._tickets = tickets
+        self._me = me
+        self._stats = stats
+        self._log = logger
+        self._read = cma_sys.libc_reader() if tickets is not None else None
+        self._read_small = cma_sys.libc_reader(hold_gil=True) if tickets is not None else None
+        self.readers: dict[int, PeerReader] = {}
+        # Peers with tickets to report done; the I/O loop calls flush() when this is non-empty.
+        self.dirty: list[int] = []
+        self._offered: set[int] = set()
+        self._answered: set[int] = set()
+
+    def on_hello_ack(self, rank: int) -> None:
+        """``rank`` has the table and answered our hello: offer it our tickets (once)."""
+        if self._tickets is not None and rank not in self._offered:
+            self._offered.add(rank)
+            self._send_control(rank, fr.KIND_CMA_OFFER, self._tickets.offer())
+
+    def settled(self, give_up: bool) -> bool:
+        """Whether every offer was answered; with ``give_up``, stop waiting for the others."""
+        missing = self._offered - self._answered
+        if missing and give_up:
+            self._log.warning("worker %r: no CMA answer from ranks %s; sending them inline frames",
+                              self._me.name, sorted(missing))
+            self._answered |= missing
+            missing = set()
+        return not missing
+
+    def on_control(self, rank: int, session: int, kind: int, meta: Any) -> None:
+        """Handle CMA_OFFER, CMA_READY or CMA_DONE from ``rank`` (the table is known).
+
+        Raises:
+            frames.Rejected: ``bad_control`` for a malformed or unexpected message.
+        """
+        if kind == fr.KIND_CMA_OFFER:
+            readable = self._accept_offer(rank, meta)
+            self._send_control(rank, fr.KIND_CMA_READY, {"readable": readable})
+        elif kind == fr.KIND_CMA_READY:
+            readable = meta.get("readable") if isinstance(meta, dict) else None
+            if rank not in self._offered or not isinstance(readable, bool):
+                raise fr.Rejected("bad_control", f"CMA_READY {meta!r} from rank {rank}, which was not offered tickets")
+            self._answered.add(rank)
+            if readable:
+                self._tickets.readers[rank] = session
+        else:
+            self._on_done(rank, meta)
+
+    def _accept_offer(self, rank: int, meta: Any) -> bool:
+        fields = [meta.get(k) for k in ("pid", "table", "slots", "nonce")] if isinstance(meta, dict) else [None] * 4
+        pid, table, slots, nonce = fields
+        if not (all(type(f) is int for f in (pid, table, slots)) and isinstance(nonce, bytes)
+                and 0 < pid < _MAX_PID and 0 < table < 1 << 64 and 0 < slots <= MAX_SLOTS and len(nonce) == NONCE_BYTES):
+            raise fr.Rejected("bad_control", f"CMA_OFFER from rank {rank} is malformed: {meta!r}")
+        if self._read is None:
+            return False
+        probe = bytearray(NONCE_BYTES)
+        try:
+            got = self._read_small(pid, table, ctypes.addressof(ctypes.c_char.from_buffer(probe)), NONCE_BYTES)
+        except OSError as exc:
+            self._log.debug("worker %r: cannot read rank %d (pid %d): %s; inline frames", self._me.name, rank, pid, exc)
+            return False
+        if got != NONCE_BYTES or bytes(probe) != nonce:
+            self._log.debug("worker %r: rank %d's nonce is not at pid %d; inline frames", self._me.name, rank, pid)
+            return False
+        old = self.readers.get(rank)
+        reader = PeerReader(self._read, self._read_small, pid, table, slots, self._me, rank, self.dirty, self._stats)
+        if old is not None:  # a repeated offer: keep what is still to be reported
+            reader.pending = old.pending
+        self.readers[rank] = reader
+        self._stats.add("cma_peers_readable")
+        return True
+
+    def _on_done(self, rank: int, meta: Any) -> None:
+        if (self._tickets is None or not isinstance(meta, list) or len(meta) % 2
+                or not all(type(x) is int for x in meta)):
+            raise fr.Rejected("bad_control", f"CMA_DONE from rank {rank} is malformed or unexpected")
+        bad = self._tickets.release(rank, meta)
+        if bad:
+            raise fr.Rejected("bad_cma", f"CMA_DONE from rank {rank} names {bad} ticket(s) not issued to it")
+
+    def flush(self) -> float | None:
+        """Send CMA_DONE to each peer with enough pending tickets, or whose oldest waited long enough.
+
+        Returns:
+            when the remaining ones are due (monotonic seconds), or ``None`` if none remain.
+        """
+        now_s = time.monotonic()
+        due_s = None
+        waiting = []
+        for rank in self.dirty:
+            reader = self.readers.get(rank)
+            if reader is None or not reader.pending:
+                continue
+            if (len(reader.pending) < 2 * DONE_BATCH_TICKETS and reader.pending_bytes < DONE_BATCH_BYTES
+                    and now_s < reader.since_s + DONE_DELAY_S):
+                waiting.append(rank)
+                due_s = min(due_s or now_s + DONE_DELAY_S, reader.since_s + DONE_DELAY_S)
+                continue
+            self._send_control(rank, fr.KIND_CMA_DONE, reader.pending)
+            reader.pending = []
+            reader.pending_bytes = 0
+        self.dirty[:] = waiting
+        return due_s
+
+    def lost(self, rank: int) -> None:
+        """``rank`` is gone: stop reading it and take back every ticket issued to it."""
+        self.readers.pop(rank, None)
+        if self._tickets is not None:
+            self._tickets.release_rank(rank)
+
+    def close(self) -> None:
+        """The mesh closed: take back every ticket."""
+        self.readers.clear()
+        if self._tickets is not None:
+            self._tickets.release_all()
