@@ -31,10 +31,13 @@ class FakeMessenger:
             raise ConnectionError(f"rank {dst} is dead")
         copied = [np.array(a, copy=True) for a in arrays]  # the wire never shares memory
         self.world.queues.setdefault((self.rank, dst), deque()).append((kind, dict(body), copied))
-        self.world.log.append((self.rank, dst, kind))
+        self.world.log.append((self.rank, dst, kind, dict(body)))
 
     def worker_name(self, rank: int) -> str:
         return f"worker{rank}"
+
+    def submit(self, work) -> None:
+        work()  # one thread: the test's delivery order is the only interleaving
 
 
 class World:
@@ -42,7 +45,7 @@ class World:
         self.contexts = [ContextContainer(r) for r in range(size)]
         self.engines = [DistEngine(self.contexts[r], FakeMessenger(self, r)) for r in range(size)]
         self.queues: dict[tuple[int, int], deque] = {}
-        self.log: list[tuple[int, int, str]] = []
+        self.log: list[tuple[int, int, str, dict]] = []  # (src, dst, kind, body) of every message sent
         self.dead: set[int] = set()
         self.rng = random.Random(seed)
 
@@ -128,4 +131,11 @@ class World:
         return [e.debug_info()["num_current_backward_passes"] for e in self.engines]
 
     def kinds(self) -> list[str]:
-        return [kind for _, _, kind in self.log]
+        return [kind for _, _, kind, _ in self.log]
+
+    def bodies(self, kind: str) -> list[dict]:
+        return [body for _, _, k, body in self.log if k == kind]
+
+    def discover_requests(self) -> int:
+        """DISCOVER messages plus the DISCOVERs for the root that rode in a DISCOVER_ACK."""
+        return len(self.bodies("DISCOVER")) + sum(len(b.get("discover", ())) for b in self.bodies("DISCOVER_ACK"))

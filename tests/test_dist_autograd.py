@@ -6,18 +6,21 @@ Every gradient is compared with local autograd on the same computation.
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 
 import numpy as np
 import pytest
 
 import rpc_targets as T
 import zgrad
-from rpc_harness import make_config, run_workers
+from rpc_harness import make_config, peer_process, poll, run_workers
 from zgrad.distributed import autograd as dist_autograd
 from zgrad.distributed import rpc
 from zgrad.distributed.optim import DistributedOptimizer
-from zgrad.errors import AutogradError
+from zgrad.errors import AutogradError, WorkerUnavailableError, ZgradTimeoutError
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -42,8 +45,21 @@ def assert_grads(context_id, tensors, expected):
         assert t.grad is None, "distributed backward must not touch .grad"
 
 
-def counters_everywhere(world_size):
-    return [rpc.rpc_sync(f"worker{r}", T.dist_debug_info) for r in range(world_size)]
+COUNTERS = ("num_autograd_contexts", "num_current_backward_passes")
+
+
+def settled_counters(ranks, keys=COUNTERS, timeout_s=10.0):
+    """The distributed autograd counters of the workers ``ranks`` (an int: all of them), polled
+    until ``keys`` are 0 on every one (at most ``timeout_s``): contexts are released in the
+    background, so they reach 0 soon after the ``with`` block exits, not at that instant."""
+    names = [f"worker{r}" for r in (range(ranks) if isinstance(ranks, int) else ranks)]
+    return poll(lambda: [rpc.rpc_sync(name, T.dist_debug_info) for name in names],
+                lambda counters: all(c[k] == 0 for c in counters for k in keys), timeout_s)
+
+
+def assert_settled(counters, keys=COUNTERS):
+    for key in keys:
+        assert [c[key] for c in counters] == [0] * len(counters), key
 
 
 @pytest.fixture(params=["tcp", "inproc"])
@@ -99,22 +115,20 @@ def test_gradients_equal_local_autograd_along_every_rpc_path(transport, mode, tm
             assert grads[a].dtype == np.float64
             np.testing.assert_allclose(grads[a].numpy(), b.numpy() + 3.0, rtol=1e-6)
             np.testing.assert_allclose(grads[b].numpy(), a.numpy(), rtol=1e-10)
-        return counters_everywhere(4)
+        return settled_counters(4)
 
-    counters = run_workers(4, make_config(transport, 4, tmp_path), body)[0]
-    assert [c["num_autograd_contexts"] for c in counters] == [0, 0, 0, 0]
-    assert [c["num_current_backward_passes"] for c in counters] == [0, 0, 0, 0]
+    assert_settled(run_workers(4, make_config(transport, 4, tmp_path), body)[0])
 
 
-def test_rref_backward_paths(mode, tmp_path):
-    """RRef.to_here inside a context on the owner's caller, on a third worker, and for an RRef
-    made outside the context."""
+def test_rref_backward_paths(transport, mode, tmp_path):
+    """RRef.to_here inside a context on the owner's caller (owner worker1), on a third worker
+    (worker2), and for an RRef made outside the context (owner worker3)."""
 
     def body(rank):
         if rank != 0:
             return None
         a, b = leaves((2, 3), (2, 3), seed=3)
-        made_outside = rpc.remote("worker1", T.mul, args=(a.detach(), b.detach()))
+        made_outside = rpc.remote("worker3", T.mul, args=(a.detach(), b.detach()))
         with dist_autograd.context() as context_id:
             owned = rpc.remote("worker1", T.mul, args=(a, b))
             via_third = rpc.rpc_sync("worker2", T.rref_to_here_sum, args=(owned, a))
@@ -123,13 +137,12 @@ def test_rref_backward_paths(mode, tmp_path):
             dist_autograd.backward(context_id, [loss], mode=mode)
             expected = reference(lambda x, y: (x * y * 2.0).sum() + (x * y * x).sum() + (x.detach() * y.detach() * x).sum(), [a, b])
             assert_grads(context_id, [a, b], expected)
-        return counters_everywhere(3)
+        return settled_counters(4)
 
-    counters = run_workers(3, make_config("inproc", 3), body)[0]
-    assert [c["num_autograd_contexts"] for c in counters] == [0, 0, 0]
+    assert_settled(run_workers(4, make_config(transport, 4, tmp_path), body)[0])
 
 
-def test_hooks_repeated_passes_and_concurrent_contexts(tmp_path):
+def test_hooks_repeated_passes_and_concurrent_contexts(transport, tmp_path):
     def body(rank):
         if rank != 0:
             return None
@@ -150,7 +163,7 @@ def test_hooks_repeated_passes_and_concurrent_contexts(tmp_path):
         results, errors = {}, []
 
         def one(i):
-            rpc.bind_worker("worker0")  # inproc: several agents share this process
+            rpc.bind_worker("worker0")  # several agents (worker threads) share this process
             try:
                 x, y = leaves((5,), (5,), seed=100 + i)
                 with dist_autograd.context() as cid:
@@ -171,11 +184,45 @@ def test_hooks_repeated_passes_and_concurrent_contexts(tmp_path):
         for gx, ex, gy, ey in results.values():
             np.testing.assert_allclose(gx, ex)
             np.testing.assert_allclose(gy, ey)
-        return counters_everywhere(4)
+        return settled_counters(4)
 
-    counters = run_workers(4, make_config("inproc", 4), body)[0]
-    assert [c["num_autograd_contexts"] for c in counters] == [0, 0, 0, 0]
-    assert [c["num_current_backward_passes"] for c in counters] == [0, 0, 0, 0]
+    assert_settled(run_workers(4, make_config(transport, 4, tmp_path), body)[0])
+
+
+def test_a_pass_sends_nothing_after_its_gradients_and_back_to_back_passes_work(transport, tmp_path):
+    """FAST: the design-note pass is one GRAD out and one GRAD_ACK back, carrying worker1's GRAD
+    (no PASS_END); worker1 has closed the pass before backward returns. SMART adds one DISCOVER,
+    one DISCOVER_ACK (carrying worker1's DISCOVER for the root) and one START.
+    Then passes run back to back in one context, alternating modes, and gradients accumulate."""
+
+    def engine_messages():
+        return [rpc.rpc_sync(f"worker{r}", T.dist_debug_info)["messages_sent"] for r in range(2)]
+
+    def body(rank):
+        if rank != 0:
+            return None
+        t1, t2, t4 = leaves((3, 3), (3, 3), (3, 3), seed=4)
+        expected = reference(lambda a, b, c: ((a + b) * c).sum(), [t1, t2, t4])
+        with dist_autograd.context() as context_id:
+            loss = (rpc.rpc_sync("worker1", T.add, args=(t1, t2)) * t4).sum()
+            before = engine_messages()
+            dist_autograd.backward(context_id, [loss], retain_graph=True, mode="fast")
+            assert rpc.rpc_sync("worker1", T.dist_debug_info)["num_current_backward_passes"] == 0
+            after = engine_messages()
+            sent = {k: sum(a.get(k, 0) - b.get(k, 0) for a, b in zip(after, before)) for k in ("GRAD", "GRAD_ACK", "PASS_END")}
+            assert sent == {"GRAD": 1, "GRAD_ACK": 1, "PASS_END": 0}, sent  # worker1's GRAD rides in its GRAD_ACK
+            dist_autograd.backward(context_id, [loss], retain_graph=True, mode="smart")
+            kinds = ("GRAD", "GRAD_ACK", "DISCOVER", "DISCOVER_ACK", "START", "PASS_END")
+            counts = {"GRAD": 1, "GRAD_ACK": 1, "DISCOVER": 1, "DISCOVER_ACK": 1, "START": 1, "PASS_END": 0}
+            sent = poll(lambda: {k: sum(a.get(k, 0) - b.get(k, 0) for a, b in zip(engine_messages(), after)) for k in kinds},
+                        lambda sent: sent["START"] == 1)  # START is clean-up, sent after the pass completed
+            assert sent == counts, sent
+            for i in range(8):
+                dist_autograd.backward(context_id, [loss], retain_graph=i < 7, mode=("fast", "smart")[i % 2])
+            assert_grads(context_id, [t1, t2, t4], [10 * e for e in expected])
+        return settled_counters(2)
+
+    assert_settled(run_workers(2, make_config(transport, 2, tmp_path), body)[0])
 
 
 def test_errors(transport, tmp_path):
@@ -201,86 +248,154 @@ def test_errors(transport, tmp_path):
             with pytest.raises(AutogradError, match="Could not find autograd context with id"):
                 dist_autograd.get_gradients(bogus)
             # An error two hops away reaches the caller, and nothing is left running.
-            loss = rpc.rpc_sync("worker1", T.call_failing, args=("worker2", a)).sum()
+            loss = rpc.rpc_sync("worker1", T.call_failing, args=("worker3", a)).sum()
+            loss = loss + rpc.rpc_sync("worker2", T.mul, args=(a, b)).sum()
             with pytest.raises(AutogradError) as info:
                 dist_autograd.backward(context_id, [loss])
-            assert "Error on Node 2:" in str(info.value) and "simulated error in backward" in str(info.value)
-            assert [c["num_current_backward_passes"] for c in counters_everywhere(3)] == [0, 0, 0]
+            assert "Error on Node 3:" in str(info.value) and "simulated error in backward" in str(info.value)
+            passes = ("num_current_backward_passes",)
+            assert_settled(settled_counters(4, passes), passes)
             # FAST mode does not hang on an unused RPC result; SMART gets it right.
             used = rpc.rpc_sync("worker1", T.mul, args=(a, b))
-            rpc.rpc_sync("worker2", T.add, args=(a, b))
+            rpc.rpc_sync("worker3", T.add, args=(a, b))
             loss = used.sum()
             with pytest.raises(AutogradError, match="never received a gradient.*smart"):
                 dist_autograd.backward(context_id, [loss], retain_graph=True)
         with dist_autograd.context() as context_id:
             used = rpc.rpc_sync("worker1", T.mul, args=(a, b))
-            rpc.rpc_sync("worker2", T.add, args=(a, b))
+            rpc.rpc_sync("worker3", T.add, args=(a, b))
             dist_autograd.backward(context_id, [used.sum()], mode="smart")
             assert_grads(context_id, [a, b], [b.numpy(), a.numpy()])
-        return counters_everywhere(3)
+        return settled_counters(4)
 
-    counters = run_workers(3, make_config(transport, 3, tmp_path), body)[0]
-    assert [c["num_autograd_contexts"] for c in counters] == [0, 0, 0]
-    assert [c["num_current_backward_passes"] for c in counters] == [0, 0, 0]
+    assert_settled(run_workers(4, make_config(transport, 4, tmp_path), body)[0])
 
 
 def test_distributed_optimizer_matches_a_local_run(transport, tmp_path):
+    """A three-stage pipeline, one stage per worker (worker1..worker3), trained from worker0."""
     steps, lr = 4, 0.05
-    x_np = np.random.default_rng(0).standard_normal((8, 5))
+    widths = [5, 6, 4, 2]
+    x_np = np.random.default_rng(0).standard_normal((8, widths[0]))
 
     def local_run():
-        zgrad.manual_seed(10)
-        s1 = zgrad.nn.Linear(5, 6, dtype=np.float64)
-        zgrad.manual_seed(11)
-        s2 = zgrad.nn.Linear(6, 2, dtype=np.float64)
-        opt = zgrad.optim.SGD(list(s1.parameters()) + list(s2.parameters()), lr=lr, momentum=0.9)
+        stages = []
+        for i in range(len(widths) - 1):
+            zgrad.manual_seed(10 + i)
+            stages.append(zgrad.nn.Linear(widths[i], widths[i + 1], dtype=np.float64))
+        opt = zgrad.optim.SGD([p for s in stages for p in s.parameters()], lr=lr, momentum=0.9)
         for _ in range(steps):
-            loss = (s2(s1(zgrad.tensor(x_np)).tanh()).tanh() ** 2).sum()
+            h = zgrad.tensor(x_np)
+            for stage in stages:
+                h = stage(h).tanh()
             opt.zero_grad()
-            loss.backward()
+            (h ** 2).sum().backward()
             opt.step()
-        return [p.numpy() for p in s1.parameters()], [p.numpy() for p in s2.parameters()]
+        return [[p.numpy() for p in s.parameters()] for s in stages]
 
     def body(rank):
         if rank != 0:
             return None
-        s1 = rpc.remote("worker1", T.LinearStage, args=(5, 6, 10))
-        s2 = rpc.remote("worker2", T.LinearStage, args=(6, 2, 11))
-        params = s1.rpc_sync().parameter_rrefs() + s2.rpc_sync().parameter_rrefs()
+        stages, params = [], []
+        for i in range(len(widths) - 1):
+            # One at a time: the workers are threads of this process and share its random generator.
+            stages.append(rpc.remote(f"worker{i + 1}", T.LinearStage, args=(widths[i], widths[i + 1], 10 + i)))
+            params += stages[-1].rpc_sync().parameter_rrefs()
         opt = DistributedOptimizer(zgrad.optim.SGD, params, lr=lr, momentum=0.9)
         for _ in range(steps):
             with dist_autograd.context() as context_id:
-                h = rpc.rpc_sync("worker1", T.stage_forward, args=(s1, zgrad.tensor(x_np)))
-                out = rpc.rpc_sync("worker2", T.stage_forward, args=(s2, h))
-                dist_autograd.backward(context_id, [(out ** 2).sum()])
+                h = zgrad.tensor(x_np)
+                for i, stage in enumerate(stages):
+                    h = rpc.rpc_sync(f"worker{i + 1}", T.stage_forward, args=(stage, h))
+                dist_autograd.backward(context_id, [(h ** 2).sum()])
                 opt.step(context_id)
         with pytest.raises(rpc.RemoteError, match="Invalid learning rate"):
             DistributedOptimizer(zgrad.optim.SGD, params, lr=-1.0)
         with dist_autograd.context() as context_id:  # no backward: parameters stay unchanged
-            before = s1.rpc_sync().weights()
+            before = [s.rpc_sync().weights() for s in stages]
             opt.step(context_id)
-            assert all(np.array_equal(p, q) for p, q in zip(before, s1.rpc_sync().weights()))
-        return s1.rpc_sync().weights(), s2.rpc_sync().weights()
+            after = [s.rpc_sync().weights() for s in stages]
+            assert all(np.array_equal(p, q) for b, a in zip(before, after) for p, q in zip(b, a))
+        return [s.rpc_sync().weights() for s in stages]
 
-    w1, w2 = run_workers(3, make_config(transport, 3, tmp_path), body)[0]
-    e1, e2 = local_run()
-    for got, expected in zip(w1 + w2, e1 + e2):
-        np.testing.assert_allclose(got, expected, rtol=1e-10)
+    weights = run_workers(4, make_config(transport, 4, tmp_path), body)[0]
+    for got_stage, expected_stage in zip(weights, local_run(), strict=True):
+        for got, expected in zip(got_stage, expected_stage, strict=True):
+            np.testing.assert_allclose(got, expected, rtol=1e-10)
 
 
 def test_a_pass_without_progress_fails_after_backward_timeout():
-    from zgrad.errors import ZgradTimeoutError
-
     def body(rank):
         if rank != 0:
             return None
         (a,) = leaves((3,), seed=6)
         with dist_autograd.context() as context_id:
             loss = rpc.rpc_sync("worker1", T.slow_in_backward, args=(a,)).sum()
-            start = __import__("time").monotonic()
+            start = time.monotonic()
             with pytest.raises(ZgradTimeoutError, match="made no progress for 0.5 s"):
                 dist_autograd.backward(context_id, [loss])
-            return __import__("time").monotonic() - start
+            return time.monotonic() - start
 
     waited = run_workers(2, make_config("inproc", 2, engine={"backward_timeout_s": 0.5}), body)[0]
     assert waited < 2.5
+
+
+@pytest.mark.parametrize("kind", ["tcp", "ipc"])  # a real process: inproc workers cannot be killed
+def test_a_worker_killed_mid_backward_fails_the_pass_naming_it(kind, mode, tmp_path):
+    """worker0 -> worker1 -> worker3 (its own process) and worker0 -> worker2; worker3 is killed
+    (kill -9) while its backward runs. The pass fails at the caller within heartbeat_timeout_s,
+    naming worker3; the survivors free their state, keep working, and shut down without it."""
+    world_size, victim, heartbeat_timeout_s, shutdown_timeout_s = 4, 3, 1.0, 5.0
+    config = make_config(kind, world_size, tmp_path, engine={"backward_timeout_s": 15.0},
+                         transport={"heartbeat_interval_s": 0.1, "heartbeat_timeout_s": heartbeat_timeout_s})
+    marker = tmp_path / "victim-in-backward"
+    driven = threading.Event()
+
+    def kill_when_blocked(peer, killed_at):
+        deadline = time.monotonic() + 20.0
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if marker.exists():
+            killed_at.append(time.monotonic())
+            os.kill(peer.pid, signal.SIGKILL)
+
+    def drive(peer):
+        (a,) = leaves((3,), seed=7)
+        killed_at = []
+        with dist_autograd.context() as context_id:
+            loss = (rpc.rpc_sync("worker1", T.call_blocking, args=("worker3", a, str(marker)))
+                    + rpc.rpc_sync("worker2", T.mul, args=(a, a))).sum()
+            killer = threading.Thread(target=kill_when_blocked, args=(peer, killed_at))
+            killer.start()
+            try:
+                with pytest.raises(AutogradError, match="worker 'worker3' .*unavailable") as info:
+                    dist_autograd.backward(context_id, [loss], mode=mode)
+                failed_at = time.monotonic()
+            finally:
+                killer.join(30)
+        assert killed_at, "worker3 never reached its backward"
+        counters = settled_counters([0, 1, 2])
+        with dist_autograd.context() as context_id:  # the survivors still run passes together
+            dist_autograd.backward(context_id, [rpc.rpc_sync("worker1", T.mul, args=(a, a)).sum()], mode=mode)
+            np.testing.assert_allclose(dist_autograd.get_gradients(context_id)[a].numpy(), 2 * a.numpy())
+        return str(info.value), failed_at - killed_at[0], counters
+
+    with peer_process(config, victim, world_size) as peer:
+        def body(rank):
+            try:
+                result = drive(peer) if rank == 0 else None
+            finally:
+                if rank == 0:
+                    driven.set()
+                driven.wait(60)
+                start = time.monotonic()
+                with pytest.raises(WorkerUnavailableError, match="worker3"):
+                    rpc.shutdown(timeout=shutdown_timeout_s)
+            return result, time.monotonic() - start
+
+        results = run_workers(world_size, config, body, ranks=[0, 1, 2], shutdown=False)
+
+    (message, waited, counters), _ = results[0]
+    assert "worker3" in message, message
+    assert waited < heartbeat_timeout_s + 2.0, f"the pass failed {waited:.2f} s after the kill"
+    assert_settled(counters)
+    assert all(shutdown_s < shutdown_timeout_s for _, shutdown_s in results[:3])

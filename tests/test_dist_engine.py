@@ -114,6 +114,10 @@ def test_fast_mode_names_the_sends_that_never_got_a_gradient(seed):
         completion.result()
     message = str(info.value)
     assert "never received a gradient" in message and 'mode="smart"' in message
+    # both sends of the unused RPC: its arguments' on worker0 and its result's on worker1
+    assert "2 send function(s)" in message and "on 'worker0' (RPC with 'worker1')" in message \
+        and "on 'worker1' (RPC with 'worker0')" in message
+    assert "PASS_END" in world.kinds(), "worker1 still holds the pass: the root asks for the exact verdict"
     assert world.passes_running() == [0, 0]
     # SMART on the same context gives the exact gradients.
     _, completion = world.backward(0, cid, [loss], mode="smart")
@@ -125,12 +129,15 @@ def test_fast_mode_names_the_sends_that_never_got_a_gradient(seed):
         np.testing.assert_allclose(grads[t], expected, rtol=1e-12)
 
 
-def test_smart_discovery_messages_are_one_discover_and_ack_per_edge_plus_start():
+def test_smart_discovery_messages_are_one_discover_per_edge_plus_start():
     tensors = leaves((3, 3), (3, 3), (3, 3))
     world, _, _ = run_world(design_note, tensors, 2, seed=0, mode="smart")
     kinds = world.kinds()
-    # root -> worker1's result send, worker1 -> root's argument send; one START to worker1.
-    assert kinds.count("DISCOVER") == 2 and kinds.count("DISCOVER_ACK") == 2 and kinds.count("START") == 1
+    # root -> worker1's result send (a message); worker1 -> root's argument send (in worker1's
+    # DISCOVER_ACK); one START to worker1, sent once the pass is over (it holds no node).
+    assert kinds.count("DISCOVER") == 1 and kinds.count("DISCOVER_ACK") == 1 and kinds.count("START") == 1
+    assert world.discover_requests() == 2
+    assert kinds.index("START") > kinds.index("GRAD_ACK")
 
 
 def test_an_error_on_a_remote_node_reaches_the_root_and_frees_every_pass():
@@ -231,3 +238,257 @@ def test_release_is_retried_when_a_send_fails_and_given_up_on_a_lost_worker():
     world.deliver_all()
     assert released == [True] and failures["left"] == 0
     assert len(world.contexts[1]) == 0
+
+
+# --- completion and clean-up ----------------------------------------------------------------------
+
+def deliver_until_done(world, completion):
+    """Deliver messages one at a time (in the world's random order) until the pass completes."""
+    while not completion.done():
+        assert world.deliver_one(), "the pass did not complete once every message was delivered"
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("program, size", [(design_note, 2), (nested_chain, 3), (round_trip, 2)],
+                         ids=["design-note", "nested", "ping-pong"])
+def test_a_fast_pass_is_over_everywhere_when_backward_returns(program, size, seed):
+    """Every task reports straight to the root, each worker closes the pass itself when its last
+    task ends: when the root completes, no worker holds the pass, and nothing more is sent."""
+    tensors = leaves(*[(2, 3)] * (3 if program is design_note else 2), seed=seed)
+    world = World(size, seed)
+    cid = world.context(0)
+    loss = program(world.nested_rpc(cid), *tensors)
+    _, completion = world.backward(0, cid, [loss])
+    deliver_until_done(world, completion)
+    completion.result()
+    assert world.passes_running() == [0] * size
+    assert world.deliver_all() == 0, "nothing is left to send once the pass completed"
+    kinds = world.kinds()
+    assert "PASS_END" not in kinds
+    # one report per GRAD that went to a worker other than the root (the root's own are local)
+    assert kinds.count("GRAD_ACK") == sum(1 for _, dst, kind, _ in world.log if kind == "GRAD" and dst != 0)
+    if program is design_note:  # worker1's GRAD for the root is its run's last act: it rides in the report
+        assert kinds == ["GRAD", "GRAD_ACK"] and [g[2] for g in world.bodies("GRAD_ACK")[0]["grads"]] == [2]
+    grads = world.gradients(0, cid)
+    for t, expected in zip(tensors, local_grads(program, tensors)):
+        np.testing.assert_allclose(grads[t], expected, rtol=1e-10)
+
+
+def two_results_used(rpc, a, b):
+    return (rpc(1, zgrad.mul, a, b) * rpc(1, zgrad.add, a, b)).sum()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_report_that_the_pass_is_open_is_superseded_by_the_one_that_closes_it(seed):
+    """worker1 gets the gradients of its two result sends in two tasks: the first ends with the
+    other send still waiting (open), the second closes the pass. The pass succeeds without
+    PASS_END: the root combines a worker's reports with AND."""
+    tensors = leaves((4,), (4,), seed=seed)
+    world = World(2, seed)
+    cid = world.context(0)
+    loss = two_results_used(world.nested_rpc(cid), *tensors)
+    _, completion = world.backward(0, cid, [loss])
+    world.deliver_all()
+    completion.result()
+    assert [b["open"] for b in world.bodies("GRAD_ACK")] == [True, False]
+    assert "PASS_END" not in world.kinds()
+    assert world.passes_running() == [0, 0]
+    grads = world.gradients(0, cid)
+    for t, expected in zip(tensors, local_grads(two_results_used, tensors)):
+        np.testing.assert_allclose(grads[t], expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("mode", ["fast", "smart"])
+def test_back_to_back_passes_in_one_context(mode, seed):
+    """A pass starts as soon as the previous one completed, with the previous one's clean-up
+    (SMART's START) still in flight: a worker that meets the newer pass of the same root first
+    forgets the older one. Gradients accumulate; every worker ends both passes."""
+    tensors = leaves((3,), (3,), seed=seed)
+    world = World(3, seed)
+    cid = world.context(0)
+    loss = nested_chain(world.nested_rpc(cid), *tensors)
+    states = []
+    for retain in (True, True, False):
+        state, completion = world.backward(0, cid, [loss], mode=mode, retain_graph=retain)
+        deliver_until_done(world, completion)
+        completion.result()
+        states.append(state)
+    world.deliver_all()
+    assert world.passes_running() == [0, 0, 0]
+    for contexts in world.contexts[1:]:
+        assert {s.pass_id for s in states} <= contexts.get(cid).ended_passes
+    grads = world.gradients(0, cid)
+    for t, expected in zip(tensors, local_grads(nested_chain, tensors)):
+        np.testing.assert_allclose(grads[t], 3 * expected, rtol=1e-10)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_release_racing_late_messages_of_a_pass(seed):
+    """The context is released while a pass's clean-up (START) is still in flight and a GRAD of
+    an old pass arrives late: nothing revives the context, nothing fails, every counter is 0."""
+    tensors = leaves((3,), (3,), seed=seed)
+    world = World(3, seed)
+    cid = world.context(0)
+    loss = nested_chain(world.nested_rpc(cid), *tensors)
+    state, completion = world.backward(0, cid, [loss], mode="smart")
+    deliver_until_done(world, completion)
+    completion.result()
+    late_grad = [("GRAD", {"ctx": cid, "pass": state.pass_id, "msg": 0x7, "root": 0, "retain": False,
+                           "mode": "smart", "task": 12345}, [np.ones(3)])]
+    world.queues.setdefault((0, 2), __import__("collections").deque()).extend(late_grad)
+    released = []
+    world.engines[0].release_context(cid, lambda: released.append(True))
+    world.deliver_all()
+    assert released == [True]
+    assert [len(c) for c in world.contexts] == [0, 0, 0]
+    assert world.passes_running() == [0, 0, 0]
+    for contexts in world.contexts:
+        with pytest.raises(AutogradError, match="already released"):
+            contexts.get_or_create(cid)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_worker_lost_while_a_task_announced_to_it_runs(when, seed):
+    """root -> worker1 -> worker2: worker2 dies before or after the root learned (from worker1's
+    report) of the task worker1 started there. Either way the pass fails naming worker2."""
+    tensors = leaves((3,), (3,), seed=seed)
+    world = World(3, seed)
+    cid = world.context(0)
+    loss = nested_chain(world.nested_rpc(cid), *tensors)
+    _, completion = world.backward(0, cid, [loss])
+    root = world.engines[0]
+    # deliver until worker1 has sent its GRAD to worker2 (and, "after", its report reached the root)
+    while not any(src == 1 and dst == 2 and kind == "GRAD" for src, dst, kind, _ in world.log):
+        assert world.deliver_one()
+    if when == "after":
+        while world.queues.get((1, 0)):
+            kind, body, arrays = world.queues[(1, 0)].popleft()
+            root.receive(1, kind, body, arrays)
+    world.kill(2)
+    world.deliver_all()
+    assert completion.done()
+    with pytest.raises(AutogradError, match="'worker2' \\(rank 2\\) is unavailable"):
+        completion.result()
+    assert world.passes_running()[:2] == [0, 0]
+
+
+# --- leaf gradients handed to the context ---------------------------------------------------------
+
+def test_the_context_keeps_a_gradient_nothing_else_holds_and_copies_the_others():
+    """The graph task gives the context the array itself when nothing else holds it or its
+    memory (PyTorch steals such gradients too), and a copy otherwise: the same array going to two
+    leaves, a read-only broadcast view, a view of an array someone keeps, a read-only receive
+    buffer. Whatever was kept or copied, gradients never alias each other or anything else."""
+    import weakref
+
+    from zgrad.engine.context import ContextContainer
+    from zgrad.engine.graph import Edge
+    from zgrad.engine.graph_task import GraphTask
+
+    made = []
+    kept_elsewhere = np.full((2, 2), 7.0)
+
+    class Returns(zgrad.autograd.Function):
+        """Identity whose backward returns ``make(grad)``; remembers (weakly) what it returned."""
+
+        @staticmethod
+        def forward(ctx, x, make):
+            ctx.make = make
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, grad):
+            out = ctx.make(grad)
+            made.append(weakref.ref(out))
+            return out, None
+
+    def one_pass(make):
+        made.clear()
+        ctx = ContextContainer(0).create()
+        x = zgrad.tensor(np.ones((2, 2)), requires_grad=True)
+        task = GraphTask(leaf_sink=ctx.accumulate_grad, sink_keeps=True)
+        task.start([Edge(Returns.apply(x, make).sum().grad_fn, 0)], [np.array(1.0)])
+        task.run()
+        return ctx.gradients()[x], made[0]()
+
+    got, returned = one_pass(lambda g: np.array(g) * 3.0)  # a fresh array only the task holds
+    assert got is returned
+    receive_buffer = bytearray(np.full((2, 2), 5.0).tobytes())
+    got, returned = one_pass(lambda g: np.frombuffer(memoryview(receive_buffer), dtype=np.float64).reshape(2, 2))
+    assert got is returned, "an array over a receive buffer nobody else views is kept"
+    del returned
+    for make in (lambda g: kept_elsewhere[:, :],  # a view of an array someone keeps
+                 lambda g: np.broadcast_to(np.float64(2.0), (2, 2)),  # read-only
+                 lambda g: np.frombuffer(np.full((2, 2), 4.0).tobytes(), dtype=np.float64).reshape(2, 2)):
+        got, returned = one_pass(make)
+        assert got is not returned and not np.shares_memory(got, kept_elsewhere)
+        got += 1.0  # the context's gradient is its own: later passes add into it in place
+    np.testing.assert_array_equal(kept_elsewhere, np.full((2, 2), 7.0))
+
+    # One array routed to two leaves (AddBackward): the first leaf gets a copy, the second the array.
+    ctx = ContextContainer(0).create()
+    a, b = (zgrad.tensor(np.ones(3), requires_grad=True) for _ in range(2))
+    task = GraphTask(leaf_sink=ctx.accumulate_grad, sink_keeps=True)
+    task.start([Edge(((a + b) * 2.0).sum().grad_fn, 0)], [np.array(1.0)])
+    task.run()
+    grads = ctx.gradients()
+    assert not np.shares_memory(grads[a], grads[b])
+    grads[a] += 1.0
+    np.testing.assert_array_equal(grads[b], np.full(3, 2.0))
+
+
+@pytest.mark.parametrize("seed", SEEDS[:4])
+def test_repeated_passes_accumulate_into_kept_gradients_exactly(seed):
+    """Kept gradients are added into in place by later passes: the sums stay exact, and the
+    arrays that arrived in messages are not disturbed by it."""
+    tensors = leaves((3, 3), (3, 3), (3, 3), seed=seed)
+    world = World(2, seed)
+    cid = world.context(0)
+    loss = design_note(lambda dst, fn, *args: world.rpc(cid, 0, dst, fn, *args), *tensors)
+    for retain in (True, True, False):
+        _, completion = world.backward(0, cid, [loss], retain_graph=retain)
+        world.deliver_all()
+        completion.result()
+    grads = world.gradients(0, cid)
+    for t, expected in zip(tensors, local_grads(design_note, tensors)):
+        np.testing.assert_allclose(grads[t], 3 * expected, rtol=1e-12)
+
+
+def test_a_handler_that_crashes_fails_the_pass_at_once():
+    """An unexpected exception while handling a GRAD (an engine bug) is reported to the root,
+    which fails the pass instead of waiting for backward_timeout_s."""
+    tensors = leaves((3,), (3,), (3,))
+    world = World(2)
+    cid = world.context(0)
+    loss = design_note(lambda dst, fn, *args: world.rpc(cid, 0, dst, fn, *args), *tensors)
+
+    def crash(*_args):
+        raise KeyError("simulated engine bug")
+
+    world.engines[1]._handlers["GRAD"] = crash
+    _, completion = world.backward(0, cid, [loss])
+    world.deliver_all()
+    assert completion.done()
+    with pytest.raises(AutogradError, match="Error on Node 1: KeyError: 'simulated engine bug'"):
+        completion.result()
+    assert world.passes_running() == [0, 0]
+
+
+@pytest.mark.parametrize("field, value", [("children", [[1, 2]]), ("children", [["a", 1, 2]]), ("grads", [[5, 6, 3]]),
+                                          ("grads", [[5, 6, -1]]), ("discover", [[1, 2, 3]])])
+def test_a_malformed_report_is_refused_before_it_counts(field, value):
+    """Reports are checked before the root's tracker counts them (never assert on peer input)."""
+    from zgrad.errors import ProtocolError
+
+    tensors = leaves((3,), (3,), (3,))
+    world = World(2)
+    cid = world.context(0)
+    loss = design_note(lambda dst, fn, *args: world.rpc(cid, 0, dst, fn, *args), *tensors)
+    state, completion = world.backward(0, cid, [loss])
+    body = {"ctx": cid, "pass": state.pass_id, "task": 99, "children": [], "error": None, "open": False, field: value}
+    with pytest.raises(ProtocolError, match=field):
+        world.engines[0].roots.on_report(1, "GRAD_ACK", body, [np.ones(3)])
+    world.deliver_all()  # the pass itself is untouched
+    completion.result()

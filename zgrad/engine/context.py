@@ -65,12 +65,13 @@ class DistAutogradContext:
             return list(self.send_functions.values())
 
     def accumulate_grad(self, variable: Any, grad: Any) -> None:
-        """Add ``grad`` to this context's gradient of leaf ``variable`` (the graph task's leaf sink)."""
+        """Add ``grad`` to this context's gradient of leaf ``variable`` (the graph task's leaf
+        sink). The first gradient is kept as is: the graph task hands over arrays nothing else
+        holds (``GraphTask(sink_keeps=True)``)."""
         with self.lock:
             held = self._gradients.get(variable)
             if held is None:
-                # Copy: the incoming array may be a read-only broadcast view or shared with another input.
-                self._gradients[variable] = dispatch.cast(grad, variable.dtype)
+                self._gradients[variable] = grad if grad.dtype == variable.dtype else dispatch.cast(grad, variable.dtype)
             else:
                 dispatch.add_inplace(held, grad)
 

@@ -3,26 +3,39 @@
 The engine reaches the network only through a :class:`Messenger`, and is driven by
 :meth:`DistEngine.receive`, so tests run it against an in-memory fake with any message order.
 
-Messages (``body`` is a map of plain values, ``arrays`` the gradients):
+Messages (``body`` is a map of plain values, ``arrays`` the gradients; tasks, reports and
+closing are explained in ``dist_pass.py``):
 
-===================  ==============================================  ========================
-kind                 body                                            answered by
-===================  ==============================================  ========================
-GRAD                 ctx, pass, msg, root, retain, mode, seq         GRAD_ACK
-GRAD_ACK             seq, error (str or None), participants          -
-PASS_END             ctx, pass, seq                                  PASS_END_ACK
-PASS_END_ACK         seq, unexecuted ([[msg, peer], ...])            -
-FAILURE              ctx, pass, error, seq                           FAILURE_ACK
-CONTEXT_RELEASE      ctx, seq                                        CONTEXT_RELEASE_ACK
-*_ACK                seq                                             -
-===================  ==============================================  ========================
+=================  =====================================================  ====================
+kind               body                                                   answered by
+=================  =====================================================  ====================
+GRAD               ctx, pass, msg, root, retain, mode, task               GRAD_ACK, to the root
+GRAD_ACK           ctx, pass, task, children ([[task, dst, msg], ...]),   -
+                   error (str or None), open (bool), [grads] (GRADs for
+                   the root riding in it: [[task, msg, n arrays], ...])
+PASS_END           ctx, pass, seq                                         PASS_END_ACK
+PASS_END_ACK       seq, unexecuted ([[msg, peer], ...])                   -
+FAILURE            ctx, pass, error, seq                                  FAILURE_ACK
+CONTEXT_RELEASE    ctx, seq                                               CONTEXT_RELEASE_ACK
+*_ACK              seq (PASS_END_ACK, FAILURE_ACK, CONTEXT_RELEASE_ACK)   -
+=================  =====================================================  ====================
 
 FAST mode (SPEC §4): the root counts dependencies from the roots *and every send node of the
-context*; a worker receiving its first GRAD of a pass does the same from all its send nodes;
-each GRAD is acknowledged once the work it caused is done (see ``dist_pass.py``). When the
-root's own run is done the whole pass is quiescent; the root then ends the pass on every
-participant (PASS_END), which reports the send nodes that never got a gradient: in FAST mode
-that means an RPC result the loss does not use, and the pass fails naming them.
+context*; a worker receiving its first GRAD of a pass does the same from all its send nodes. A
+recv node that runs sends its gradients (GRAD) to the worker holding the matching send node; the
+run that GRAD starts there reports to the root (GRAD_ACK) as soon as it has ended, naming the
+GRADs it sent in turn (a GRAD for the root that is the last thing a run does rides in the
+report). The root knows that the whole pass has finished, everywhere, when every task announced
+has reported (``dist_root.Tracker``); backward returns then, or raises the first error a report
+carried ("Error on Node N: ...") after failing the pass everywhere (FAILURE).
+
+Completion without an extra round. A worker closes the pass by itself when its last run has
+ended with every send node fed, and its report says so. If every worker closed it and every send
+node of the root was fed, the pass succeeded and nothing more is sent. Otherwise some send node
+never got a gradient (an RPC result the loss does not use): the root ends the pass on every
+participant (PASS_END, answered with the send nodes that never got a gradient) and fails it naming
+them, suggesting mode="smart". It does not hang: the runs end regardless. The context is released
+(CONTEXT_RELEASE) in the background: the ``with`` block's exit does not wait for the answers.
 """
 
 from __future__ import annotations
@@ -33,8 +46,9 @@ import threading
 from collections import Counter
 from typing import Any, Callable, Protocol, Sequence
 
-from zgrad.engine.context import ContextContainer, DistAutogradContext, make_id_generator, unknown_context
+from zgrad.engine.context import ContextContainer, DistAutogradContext, make_id_generator
 from zgrad.engine.dist_pass import Activation, Completion, PassState
+from zgrad.engine.dist_root import REPORT_KINDS, WORK, RootPasses
 from zgrad.engine.graph import Edge
 from zgrad.engine.send_recv import RecvNode, recv_sender
 from zgrad.errors import AutogradError
@@ -45,7 +59,9 @@ log = logging.getLogger("zgrad.engine")
 
 MODES = ("fast", "smart")
 BROADCAST_RETRIES = 3
-ACK_KINDS = ("GRAD_ACK", "PASS_END_ACK", "FAILURE_ACK", "CONTEXT_RELEASE_ACK", "DISCOVER_ACK", "START_ACK")
+ACK_KINDS = ("PASS_END_ACK", "FAILURE_ACK", "CONTEXT_RELEASE_ACK")
+INLINE_KINDS = frozenset(ACK_KINDS) | {"GRAD_ACK", "PASS_END"}  # cheap, never block: handled where received
+ROOT_WORK_KINDS = ("GRAD", "DISCOVER", "DISCOVER_ACK")  # may run on the root's waiting caller thread
 
 
 class Messenger(Protocol):
@@ -58,6 +74,9 @@ class Messenger(Protocol):
 
     def worker_name(self, rank: int) -> str:
         """The name of worker ``rank`` (unquoted)."""
+
+    def submit(self, work: Callable[[], None]) -> None:
+        """Run ``work()`` on a worker thread (the callee pool), soon; never blocks."""
 
 
 ReplyHandler = Callable[[int, dict[str, Any], Sequence[Any]], None]
@@ -73,13 +92,15 @@ class DistEngine:
         self._lock = threading.Lock()
         self._seq = itertools.count(1)
         self._pass_ids = make_id_generator(self.rank)
+        self._task_ids = make_id_generator(self.rank)
         self._awaiting: dict[int, tuple[int, ReplyHandler]] = {}
         self.sent: Counter[str] = Counter()
         self.received: Counter[str] = Counter()
         self._handlers: dict[str, Callable[[int, dict[str, Any], Sequence[Any]], None]] = {
-            "GRAD": self._on_grad, "PASS_END": self._on_pass_end, "FAILURE": self._on_failure,
+            "GRAD": self.on_grad, "PASS_END": self._on_pass_end, "FAILURE": self._on_failure,
             "CONTEXT_RELEASE": self._on_release,
         }
+        self.roots = RootPasses(self)
         from zgrad.engine.smart import SmartDiscovery
 
         self.smart = SmartDiscovery(self)
@@ -116,24 +137,89 @@ class DistEngine:
             del self._awaiting[seq]
         entry[1](src, body, arrays)
 
+    def new_task_id(self) -> int:
+        return next(self._task_ids)
+
+    def start_task(self, state: PassState, dst: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> int:
+        """Send a message that starts a task of ``state``'s pass on ``dst``; returns the task's id.
+
+        Raises:
+            AutogradError: "cannot reach worker ...": the message could not be sent.
+        """
+        task_id = self.new_task_id()
+        with state.lock:
+            state.participants.add(dst)
+        try:
+            self.send(dst, kind, {**body, "ctx": state.ctx.context_id, "pass": state.pass_id, "root": state.root,
+                                  "task": task_id}, arrays)
+        except Exception as exc:  # noqa: BLE001 - the task fails with this
+            raise AutogradError(f"cannot reach worker {self.messenger.worker_name(dst)!r}: {exc}") from exc
+        return task_id
+
+    def report(self, root: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> None:
+        """Report a task that ended (GRAD_ACK, DISCOVER_ACK) to the pass's root."""
+        if root == self.rank:
+            self.roots.on_report(self.rank, kind, body, arrays)
+            return
+        try:
+            self.send(root, kind, body, arrays)
+        except Exception:  # noqa: BLE001 - the root is gone; nobody waits for this
+            log.debug("worker %s: could not report %s to rank %s", self.rank, kind, root)
+
     def receive(self, src: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> None:
-        """Handle one message from ``src`` (the messenger's inbound path; any thread)."""
+        """Handle one message from ``src`` (the messenger's inbound path, e.g. the I/O thread).
+
+        Acknowledgements, GRAD_ACK (unless GRADs ride in it) and PASS_END are handled at once
+        (cheap, never block). The rest runs graph work or may free a context: it goes to the pool,
+        or, for a pass rooted here, to the thread waiting for it (see
+        :class:`~zgrad.engine.dist_pass.Completion`).
+        """
         self.received[kind] += 1
         if kind in ACK_KINDS:
             self._answer(body.get("seq"), src, body, arrays)
             return
+        handler = self._handler(kind)
+        if kind in INLINE_KINDS and "grads" not in body:  # a GRAD_ACK with GRADs in it runs them
+            handler(src, body, arrays)
+            return
+
+        def work() -> None:
+            try:
+                handler(src, body, arrays)
+            except Exception as exc:  # noqa: BLE001 - whatever thread runs it (a caller in backward) must go on
+                log.exception("worker %s: handling %s from rank %s failed", self.rank, kind, src)
+                self._report_crash(src, kind, body, exc)
+
+        if (kind in ROOT_WORK_KINDS or kind in REPORT_KINDS) and body.get("root", self.rank) == self.rank \
+                and self.roots.post(body.get("pass"), work):
+            return
+        self.messenger.submit(work)
+
+    def _report_crash(self, src: int, kind: str, body: dict[str, Any], exc: Exception) -> None:
+        """A task's message could not be handled (an engine bug): fail the pass at once rather
+        than let the root wait for ``backward_timeout_s``."""
+        report = {"GRAD": ("GRAD_ACK", "open"), "DISCOVER": ("DISCOVER_ACK", "held"), "START": ("GRAD_ACK", "open")}.get(kind)
+        if report is None or not isinstance(body.get("task"), int):
+            return
+        self.report(body.get("root", src), report[0], {"ctx": body.get("ctx"), "pass": body.get("pass"), "task": body["task"],
+                                                       "children": [], "error": self.node_error(exc), report[1]: False})
+
+    def _handler(self, kind: str) -> Callable[[int, dict[str, Any], Sequence[Any]], None]:
+        if kind in REPORT_KINDS:
+            return lambda src, body, arrays: self.roots.on_report(src, kind, body, arrays)
         handler = self._handlers.get(kind) or self.smart.handlers.get(kind)
         if handler is None:
             raise AutogradError(f"unknown distributed autograd message kind {kind!r}")
-        handler(src, body, arrays)
+        return handler
 
     def peer_lost(self, rank: int, reason: str) -> None:
         """Fail everything waiting on ``rank``."""
+        error = f"worker {self.messenger.worker_name(rank)!r} (rank {rank}) is unavailable: {reason}"
         with self._lock:
             lost = [seq for seq, (dst, _) in self._awaiting.items() if dst == rank]
-        error = f"worker {self.messenger.worker_name(rank)!r} (rank {rank}) is unavailable: {reason}"
         for seq in lost:
             self._answer(seq, rank, {"seq": seq, "error": error, "lost": True}, ())
+        self.roots.peer_lost(rank, error)
 
     # --- running a pass -------------------------------------------------------------------------
 
@@ -143,40 +229,57 @@ class DistEngine:
             return text
         return f"Error on Node {self.rank}: {type(exc).__name__}: {text}"
 
-    def run_activation(self, activation: Activation, feed: tuple[Any, Sequence[Any]] | None = None) -> None:
-        """Run the pass's graph task in this thread until nothing is ready, then report the run's end."""
+    def run_activation(self, activation: Activation, send: Any = None, grads: list[Any] | None = None) -> None:
+        """Run the pass's graph task in this thread until nothing is ready (first handing ``grads``
+        to ``send``, emptying the list: the task holds them then, so a leaf may keep its gradient
+        without a copy), then report the task."""
         state = activation.state
         previous = recv_sender.sender
-        recv_sender.sender = lambda node, grads: self._send_gradients(activation, node, grads)
-        error = None
+        recv_sender.sender = lambda node, out: self._send_gradients(activation, node, out)
         try:
-            if feed is not None:
-                state.task.feed(*feed)
+            if send is not None:
+                state.task.feed(send, grads)
+                grads.clear()
             state.task.run()
-        except BaseException as exc:  # noqa: BLE001 - reported along the ack chain
-            error = self.node_error(exc)
+        except BaseException as exc:  # noqa: BLE001 - reported to the root
+            activation.failed(self.node_error(exc))
         finally:
             recv_sender.sender = previous
             state.touch()
-        activation.run_ended(error)
+        closed = state.end_activation(ok=activation.error is None)
+        if closed:
+            self.forget_pass(state)
+        body = {"ctx": state.ctx.context_id, "pass": state.pass_id, "task": activation.task_id,
+                "children": activation.children, "error": activation.error, "open": not closed}
+        arrays: list[Any] = []
+        if activation.for_root:
+            body["grads"] = [[task_id, msg, len(grads)] for task_id, msg, grads in activation.for_root]
+            arrays = [array for _, _, grads in activation.for_root for array in grads]
+        self.report(state.root, "GRAD_ACK", body, arrays)
 
     def _send_gradients(self, activation: Activation, node: RecvNode, grads: list[Any]) -> None:
         state = activation.state
-        body = {"ctx": state.ctx.context_id, "pass": state.pass_id, "msg": node.autograd_message_id,
-                "root": state.root, "retain": state.retain_graph, "mode": state.mode}
-        activation.message_sent(node.peer)
-        with state.lock:
-            state.participants.add(node.peer)
+        if node.peer == state.root != self.rank and state.task.running_last():
+            # The task's report goes to the root right after this: the GRAD rides in it.
+            with state.lock:
+                state.participants.add(node.peer)
+            activation.keep_for_root(self.new_task_id(), node.autograd_message_id, grads)
+            return
+        try:
+            task_id = self.start_task(state, node.peer, "GRAD", {"msg": node.autograd_message_id,
+                                                                 "retain": state.retain_graph, "mode": state.mode}, grads)
+        except AutogradError as exc:
+            activation.failed(str(exc))
+            return
+        activation.started(task_id, node.peer, node.autograd_message_id)
 
-        def acked(src: int, reply: dict[str, Any], _arrays: Sequence[Any]) -> None:
-            state.touch()
-            participants = {p for p in reply.get("participants", ()) if isinstance(p, int)}
-            activation.message_acked(reply.get("error"), participants)
+    def pass_state(self, ctx: DistAutogradContext, pass_id: int, root: int, retain: bool, mode: str,
+                   root_edges: Sequence[Edge] | None = None, root_grads: Sequence[Any] = ()) -> PassState:
+        """This worker's state of a pass, created on first use: dependencies counted (FAST) or
+        the nodes several sources reach held (SMART); at the root, from ``root_edges`` too.
 
-        self.request(node.peer, "GRAD", body, acked, grads)
-
-    def pass_state(self, ctx: DistAutogradContext, pass_id: int, root: int, retain: bool, mode: str) -> PassState:
-        """This worker's state of a pass, created (with FAST dependencies) on first use.
+        A pass from the same root with a smaller id that is still here is over (a root runs one
+        pass per context at a time): it is forgotten.
 
         Raises:
             AutogradError: the pass already ended or failed here, or another pass of the context runs.
@@ -185,22 +288,36 @@ class DistEngine:
             if pass_id in ctx.ended_passes:
                 raise AutogradError(f"backward pass {pass_id:#x} of autograd context {ctx.context_id} already ended on this worker")
             state = ctx.passes.get(pass_id)
-            if state is None:
+            created = state is None
+            if created:
+                for older in [p for p in ctx.passes.values() if not p.is_root and p.root == root and p.pass_id < pass_id]:
+                    del ctx.passes[older.pass_id]
+                    ctx.ended_passes.add(older.pass_id)
                 if ctx.passes:
                     raise AutogradError(
                         f"another backward pass is already running in autograd context {ctx.context_id}; "
                         "run one pass per context at a time")
-                state = ctx.passes[pass_id] = PassState(ctx, pass_id, root, retain, mode)
-                created = True
+                state = ctx.passes[pass_id] = PassState(ctx, pass_id, root, retain, mode, is_root=root == self.rank)
+        if not created:
+            state.ready.wait()
+            return state
+        try:
+            sources = []
+            if root_edges is not None:
+                state.root_edges = list(root_edges)
+                sources.append(state.task.start(root_edges, root_grads))
+            if mode == "fast":
+                state.task.add_roots(ctx.sends())
             else:
-                created = False
-        if created and mode == "fast":
-            state.task.add_roots(ctx.sends())
+                self.smart.prepare(state, sources)
+        finally:
+            state.ready.set()
         return state
 
     def backward(self, context_id: int, root_edges: Sequence[Edge], root_grads: Sequence[Any],
-                 retain_graph: bool = False, mode: str = "fast") -> tuple[PassState, Completion]:
-        """Start a pass rooted here; returns its state and the completion to wait on.
+                 retain_graph: bool = False, mode: str = "fast", caller_runs_work: bool = False) -> tuple[PassState, Completion]:
+        """Start a pass rooted here; returns its state and the completion to wait on (with
+        ``caller_runs_work``, the caller promises to wait on it, running the work it is given).
 
         Raises:
             AutogradError: unknown context, unknown mode, or a pass already running in the context.
@@ -208,79 +325,24 @@ class DistEngine:
         if mode not in MODES:
             raise AutogradError(f"unknown distributed autograd mode {mode!r}; expected one of {', '.join(MODES)}")
         ctx = self.contexts.get(context_id)
-        state = self.pass_state(ctx, next(self._pass_ids), self.rank, retain_graph, mode)
-        state.root_edges = list(root_edges)
-        state.task.start(root_edges, root_grads)
-        completion = Completion()
+        state = self.pass_state(ctx, next(self._pass_ids), self.rank, retain_graph, mode, root_edges, root_grads)
+        completion = self.roots.start(state, caller_runs_work)
+        run = Activation(state, self.new_task_id())
+        state.tracker.announce(WORK, run.task_id, self.rank)
         if mode == "smart":
-            self.smart.start_root(state, completion)
-        else:
-            self.run_activation(Activation(state, lambda error, parts: self._root_done(state, completion, error, parts)))
+            self.smart.start_root(state)
+        self.run_activation(run)
         return state, completion
 
-    def _root_done(self, state: PassState, completion: Completion, error: str | None, participants: set[int]) -> None:
-        if error is not None:
-            self.fail_pass(state, error, participants, lambda: completion.set_done(AutogradError(error)))
-            return
-        self.end_pass(state, participants, completion)
-
-    def end_pass(self, state: PassState, participants: set[int], completion: Completion,
-                 among: Callable[[PassState], list] | None = None) -> None:
-        """The pass is quiescent: end it everywhere, failing it if a send node never ran (FAST)."""
-        others = sorted((participants | state.participants) - {self.rank})
-        unexecuted = [[msg, peer, self.rank] for msg, peer in state.unexecuted_sends(among(state) if among else None)]
-        waiting = {"n": len(others)}
-        lock = threading.Lock()
-        errors: list[str] = []
-
-        def finish() -> None:
-            self._forget_pass(state)
-            if errors:
-                completion.set_done(AutogradError(errors[0]))
-            elif unexecuted:
-                completion.set_done(AutogradError(self._stuck_message(state, unexecuted)))
-            else:
-                completion.set_done(None)
-
-        def acked(src: int, reply: dict[str, Any], _arrays: Sequence[Any]) -> None:
-            with lock:
-                if reply.get("error"):
-                    errors.append(str(reply["error"]))
-                for entry in reply.get("unexecuted", ()):
-                    if isinstance(entry, list) and len(entry) == 2:
-                        unexecuted.append([entry[0], entry[1], src])
-                waiting["n"] -= 1
-                last = waiting["n"] == 0
-            if last:
-                finish()
-
-        if not others:
-            finish()
-            return
-        for dst in others:
-            self.request(dst, "PASS_END", {"ctx": state.ctx.context_id, "pass": state.pass_id}, acked)
-
-    def _stuck_message(self, state: PassState, unexecuted: list[list[int]]) -> str:
-        described = ", ".join(
-            f"autograd_message_id {msg:#x} on {self.messenger.worker_name(holder)!r} (RPC with {self.messenger.worker_name(peer)!r})"
-            for msg, peer, holder in unexecuted[:10])
-        more = f" and {len(unexecuted) - 10} more" if len(unexecuted) > 10 else ""
-        return (
-            f"FAST mode could not complete the backward pass of autograd context {state.ctx.context_id}: "
-            f"{len(unexecuted)} send function(s) never received a gradient: {described}{more}. This happens when "
-            "the result of an RPC made in the context is not used by the roots. Use mode=\"smart\" "
-            "(dist_autograd.backward(..., mode=\"smart\") or [engine] mode = \"smart\"), which finds the "
-            "RPCs that take part before running."
-        )
-
-    def _forget_pass(self, state: PassState) -> None:
+    def forget_pass(self, state: PassState) -> None:
         with state.ctx.lock:
             state.ctx.passes.pop(state.pass_id, None)
             state.ctx.ended_passes.add(state.pass_id)
 
     # --- handlers -------------------------------------------------------------------------------
 
-    def _on_grad(self, src: int, body: dict[str, Any], arrays: Sequence[Any]) -> None:
+    def on_grad(self, src: int, body: dict[str, Any], arrays: Sequence[Any]) -> None:
+        """A GRAD: run the send node it names (a task), with the gradients, which it takes over."""
         try:
             ctx = self.contexts.get(body["ctx"])
             state = self.pass_state(ctx, body["pass"], body["root"], bool(body["retain"]), body["mode"])
@@ -288,19 +350,18 @@ class DistEngine:
             if send is None:
                 raise AutogradError(
                     f"no send function with autograd_message_id {body['msg']:#x} in autograd context {ctx.context_id}")
+            if state.mode == "smart":
+                state.task.add_roots([send])  # it takes part: count what it reaches (see smart.py)
+            activation = Activation(state, body["task"], send.autograd_message_id)
         except AutogradError as exc:
-            self.reply(src, "GRAD_ACK", body, {"error": self.node_error(exc), "participants": [self.rank]})
+            self.report(body["root"], "GRAD_ACK", {"ctx": body["ctx"], "pass": body["pass"], "task": body["task"],
+                                                   "children": [], "error": self.node_error(exc), "open": False})
             return
-        if state.mode == "smart":
-            self.smart.ensure_started(state)
-        with state.lock:
-            state.executed_sends.add(send.autograd_message_id)
         state.touch()
-
-        def done(error: str | None, participants: set[int]) -> None:
-            self.reply(src, "GRAD_ACK", body, {"error": error, "participants": sorted(participants | {self.rank})})
-
-        self.run_activation(Activation(state, done), feed=(send, list(arrays)))
+        grads = list(arrays)
+        if isinstance(arrays, list):
+            arrays.clear()  # the message's list: nothing else holds the gradients then (see run_activation)
+        self.run_activation(activation, send, grads)
 
     def _on_pass_end(self, src: int, body: dict[str, Any], _arrays: Sequence[Any]) -> None:
         unexecuted: list[list[int]] = []
@@ -309,8 +370,8 @@ class DistEngine:
             with ctx.lock:
                 state = ctx.passes.get(body["pass"])
             if state is not None:
-                unexecuted = state.unexecuted_sends(self.smart.marked_sends(state) if state.mode == "smart" else None)
-                self._forget_pass(state)
+                unexecuted = state.unexecuted_sends()
+                self.forget_pass(state)
         except AutogradError:
             pass  # released meanwhile: nothing is left here
         self.reply(src, "PASS_END_ACK", body, {"unexecuted": unexecuted})
@@ -319,7 +380,7 @@ class DistEngine:
         """Mark the pass failed here and tell every worker involved (recursively); ``done`` once all answered."""
         with state.lock:
             state.failed = error
-        self._forget_pass(state)
+        self.forget_pass(state)
         targets = (participants | state.participants | state.ctx.known_workers) - {self.rank}
         self._broadcast(targets, "FAILURE", {"ctx": state.ctx.context_id, "pass": state.pass_id, "error": error}, done)
 

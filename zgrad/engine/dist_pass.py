@@ -1,121 +1,201 @@
-"""State of one distributed backward pass on one worker, and of the activations that run it.
+"""State of one distributed backward pass on one worker: its graph task, its *tasks*, closing.
 
-An *activation* is one run of the local graph task, started by the root's ``backward`` or by a
-gradient message arriving for a send node. It runs ready nodes in its thread until none is
-ready; the gradient messages its recv nodes send are counted against it, and it is *done* when
-its run has ended and every one of those messages has been acknowledged (or when anything
-failed). Only then is the message that started it acknowledged. So when the root's activation
-is done, all work of the pass, everywhere, has finished: every piece of work descends from an
-unacknowledged message.
+A *task* is one piece of work of a pass on one worker: the root's run of its local graph, the run
+a gradient message (GRAD) starts at a send node, a SMART discovery step (DISCOVER), or the run a
+SMART START releases. Every task has an id, unique per pass (its starter's rank in the high
+bits). A task *announces* the tasks it starts (the GRADs its recv nodes send, the DISCOVERs its
+walk sends) in its *report*, which the worker that ran it sends straight to the pass's root as
+soon as the task has ended (GRAD_ACK, DISCOVER_ACK). How the root tells from the reports that the
+pass is over is in ``dist_root.py``.
+
+*Closing.* A send node gets at most one gradient per pass. When the last task of the pass on a
+worker other than the root has ended and every send node that takes part got its gradient there
+(all of the context's in FAST mode; in SMART mode the marked ones, once the worker knows
+discovery is over), nothing of the pass can happen there any more: the worker forgets the pass at
+once (it *closes* it) and its report says so. The root combines the reports of a worker with
+AND: closing is final, and the task that closed the pass reports it.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections import deque
 from typing import Any, Callable
 
 from zgrad.engine.context import DistAutogradContext
 from zgrad.engine.graph_task import GraphTask
+from zgrad.errors import AutogradError
 
 __all__ = ["PassState", "Activation", "Completion"]
 
 
 class PassState:
-    """One pass of one context on this worker."""
+    """One pass of one context on this worker (``is_root``: the worker that runs its backward)."""
 
-    def __init__(self, ctx: DistAutogradContext, pass_id: int, root: int, retain_graph: bool, mode: str) -> None:
+    def __init__(self, ctx: DistAutogradContext, pass_id: int, root: int, retain_graph: bool, mode: str,
+                 is_root: bool = False) -> None:
         self.ctx = ctx
         self.pass_id = pass_id
         self.root = root
         self.retain_graph = retain_graph
         self.mode = mode
-        self.task = GraphTask(retain_graph=retain_graph, leaf_sink=ctx.accumulate_grad)
+        self.is_root = is_root
+        self.task = GraphTask(retain_graph=retain_graph, leaf_sink=ctx.accumulate_grad, sink_keeps=True)
         self.root_edges: list = []
         self.executed_sends: set[int] = set()
+        self.marked: set[int] | None = None if mode == "fast" else set()  # SMART: sends that take part
+        self.marks_final = mode == "fast"
+        self.held = False  # SMART: some nodes wait for discovery to end (see ``smart.py``)
         self.participants: set[int] = set()
         self.lock = threading.Lock()
+        self.ready = threading.Event()  # set once dependencies are counted (or held)
+        self.active = 0  # tasks of the pass running on this worker
+        self.closed = False
         self.progress = 0
         self.failed: str | None = None
         self.smart: Any = None  # SMART mode's discovery state
+        self.tracker: Any = None  # at the root: its ``dist_root.Tracker`` ...
+        self.completion: Completion | None = None  # ... and the outcome its caller waits for
 
     def touch(self) -> None:
         self.progress += 1
 
-    def unexecuted_sends(self, among: list | None = None) -> list[list[int]]:
-        """``[autograd_message_id, peer]`` of the sends that never received a gradient in this pass."""
-        sends = self.ctx.sends() if among is None else among
-        return [[s.autograd_message_id, s.peer] for s in sends if s.autograd_message_id not in self.executed_sends]
+    def unexecuted_sends(self) -> list[list[int]]:
+        """``[autograd_message_id, peer]`` of the sends that take part (FAST: all of the context's;
+        SMART: the marked ones) and have not received their gradient in this pass."""
+        marked = self.marked
+        return [[s.autograd_message_id, s.peer] for s in self.ctx.sends()
+                if (marked is None or s.autograd_message_id in marked) and s.autograd_message_id not in self.executed_sends]
 
+    def mark(self, send_id: int) -> bool:
+        """SMART: send ``send_id`` takes part; True the first time."""
+        with self.lock:
+            first = send_id not in self.marked
+            self.marked.add(send_id)
+            return first
 
-DoneCallback = Callable[[str | None, set[int]], None]
+    def begin_activation(self, send_id: int | None = None) -> None:
+        """A task that runs the graph starts here (for the gradient of send ``send_id``, if given).
+
+        Raises:
+            AutogradError: that send already got its gradient in this pass.
+        """
+        with self.lock:
+            if send_id is not None:
+                if send_id in self.executed_sends:
+                    raise AutogradError(f"send function {send_id:#x} already received its gradient in backward pass "
+                                        f"{self.pass_id:#x} of autograd context {self.ctx.context_id}")
+                self.executed_sends.add(send_id)
+            self.active += 1
+
+    def end_activation(self, ok: bool = True) -> bool:
+        """That task ended (``ok``: without error); True if it closed the pass here."""
+        with self.lock:
+            self.active -= 1
+            return ok and self._close()
+
+    def finalize_marks(self) -> bool:
+        """SMART: discovery is over, the marks are final; True if that closed the pass here."""
+        with self.lock:
+            self.marks_final = True
+            return self._close()
+
+    def _close(self) -> bool:
+        if self.closed or self.is_root or self.active or not self.marks_final:
+            return False
+        if self.marked is None:
+            all_fed = len(self.executed_sends) >= len(self.ctx.send_functions)  # executed ones are the context's
+        else:
+            all_fed = self.marked <= self.executed_sends
+        self.closed = all_fed
+        return all_fed
 
 
 class Activation:
-    """One run of a pass's graph task and the gradient messages it sent."""
+    """A task that runs the pass's local graph; the GRADs its recv nodes send are its children."""
 
-    def __init__(self, state: PassState, on_done: DoneCallback) -> None:
+    def __init__(self, state: PassState, task_id: int, send_id: int | None = None) -> None:
         self.state = state
-        self._on_done = on_done
+        self.task_id = task_id
         self._lock = threading.Lock()
-        self._outstanding = 0
-        self._running = True
-        self._error: str | None = None
-        self._finished = False
-        self.participants: set[int] = set()
+        self.children: list[list[int]] = []
+        self.for_root: list[tuple[int, int, list[Any]]] = []  # GRADs for the root kept for the report
+        self.error: str | None = None
+        state.begin_activation(send_id)
 
-    def message_sent(self, dst: int) -> None:
+    def started(self, task_id: int, dst: int, msg: int) -> None:
         with self._lock:
-            self._outstanding += 1
-            self.participants.add(dst)
+            self.children.append([task_id, dst, msg])
 
-    def message_acked(self, error: str | None, participants: set[int]) -> None:
+    def keep_for_root(self, task_id: int, msg: int, grads: list[Any]) -> None:
+        """A GRAD for the root (its last act) that will ride in this task's report."""
         with self._lock:
-            self._outstanding -= 1
-            self.participants |= participants
-            if error is not None and self._error is None:
-                self._error = error
-        self._maybe_done()
+            self.children.append([task_id, self.state.root, msg])
+            self.for_root.append((task_id, msg, grads))
 
-    def run_ended(self, error: str | None) -> None:
+    def failed(self, error: str) -> None:
         with self._lock:
-            self._running = False
-            if error is not None and self._error is None:
-                self._error = error
-        self._maybe_done()
-
-    def _maybe_done(self) -> None:
-        with self._lock:
-            if self._finished:
-                return
-            if self._error is None and (self._running or self._outstanding):
-                return
-            if self._error is not None and self._running:
-                return  # the run's own end reports once it unwinds
-            self._finished = True
-            error, participants = self._error, set(self.participants)
-        self._on_done(error, participants)
+            if self.error is None:
+                self.error = error
 
 
 class Completion:
-    """The outcome of a pass at its root: a value or an error, set once; thread-safe waits."""
+    """The outcome of a pass at its root: a value or an error, set once. Thread-safe.
 
-    def __init__(self) -> None:
-        self._event = threading.Event()
+    With ``caller_runs_work``, the thread that waits for the pass also runs the work of the pass
+    that arrives for this worker meanwhile (:meth:`post`): it is idle anyway, and that saves a
+    hand-off to the pool and the wake-up of the waiter at the end.
+    """
+
+    def __init__(self, caller_runs_work: bool = False) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._work: deque[Callable[[], None]] = deque()
+        self._accepting = caller_runs_work
+        self._done = False
         self._error: BaseException | None = None
 
     def set_done(self, error: BaseException | None = None) -> bool:
-        if self._event.is_set():
-            return False
-        self._error = error
-        self._event.set()
-        return True
+        with self._cond:
+            if self._done:
+                return False
+            self._done, self._error = True, error
+            self._cond.notify_all()
+            return True
 
     def done(self) -> bool:
-        return self._event.is_set()
+        return self._done
+
+    def post(self, work: Callable[[], None]) -> bool:
+        """Queue ``work`` for the waiting thread; False when nobody will run it (run it elsewhere)."""
+        with self._cond:
+            if not self._accepting:
+                return False
+            self._work.append(work)
+            self._cond.notify()
+            return True
 
     def wait(self, timeout_s: float | None) -> bool:
-        """Block until done (at most ``timeout_s``); True when done."""
-        return self._event.wait(timeout_s)
+        """Block until done (at most ``timeout_s``), running posted work meanwhile; True when done."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            with self._cond:
+                while not self._done and not self._work:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    self._cond.wait(remaining)
+                if self._done:
+                    return True
+                work = self._work.popleft()
+            work()
+
+    def stop_accepting(self) -> list[Callable[[], None]]:
+        """The waiter leaves: later :meth:`post` calls return False; returns the work still queued."""
+        with self._cond:
+            self._accepting = False
+            left, self._work = list(self._work), deque()
+            return left
 
     def result(self) -> None:
         """Raise the pass's error, if it failed."""

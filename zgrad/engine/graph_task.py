@@ -3,17 +3,29 @@
 The task counts, for every node reachable from its roots, how many gradients the node will
 receive; a node becomes ready when all of them have arrived (summed in its input buffer).
 Roots are the :class:`GraphRoot` of a local ``backward`` and, for distributed passes, extra
-roots such as send functions whose gradients arrive later through :meth:`GraphTask.feed`.
+roots such as send functions whose gradients arrive later through :meth:`GraphTask.feed`. Roots
+may be added while the task runs, as long as no node they reach has run yet; nodes whose count
+is not final yet can be *held* (SMART mode: see :meth:`GraphTask.hold`).
 
 Thread-safety: counters, buffers and the ready queue are guarded by one lock; node bodies run
 outside it, so several threads may feed and run the same task.
+
+Leaf gradients handed to a sink that keeps them (``sink_keeps=True``, distributed contexts) are
+copied only when something else may still hold them or their memory: as PyTorch's
+AccumulateGrad does with a tensor's use count, the task looks at the array's reference count
+(measured against a calibrated baseline, like ``zgrad/transport/pool.py``) and at its ``base``
+chain. A gradient a node just computed, or one that arrived in its own receive buffer, is kept
+as is; a 4 MB gradient copy on fresh pages costs up to a millisecond.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import deque
 from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
 
 from zgrad.engine.graph import AccumulateGrad, Edge, GraphRoot, Node
 from zgrad.engine.validate import validate_gradients
@@ -26,6 +38,43 @@ LeafSink = Callable[[Any, Any], None]
 """``sink(variable, grad)``: where leaf gradients go instead of ``.grad`` (distributed contexts)."""
 
 
+def _reference_counts(array: np.ndarray) -> tuple[list[int], Any]:
+    """Reference counts of ``array`` and of every ndarray in its ``base`` chain, as seen from here,
+    and the chain's last ``base`` (None, or the buffer the memory belongs to)."""
+    counts = [sys.getrefcount(array)]
+    base = array.base
+    while isinstance(base, np.ndarray):
+        counts.append(sys.getrefcount(base))
+        base = base.base
+    return counts, base
+
+
+def _measure(grad: np.ndarray) -> tuple[int, int]:
+    # Looks at ``grad`` exactly as `_private` does (one frame, then `_reference_counts`).
+    counts, _ = _reference_counts(grad)
+    return counts[0], counts[1]
+
+
+def _baseline() -> tuple[int, int]:
+    # Measured, not hard-coded: an array held by one local name of its caller (as ``grad`` in
+    # GraphTask._execute), viewing a base that only it holds.
+    grad = np.empty(4).reshape(2, 2)
+    return _measure(grad)
+
+
+_ARRAY_REFS, _BASE_REFS = _baseline()
+
+
+def _private(grad: Any) -> bool:
+    """Only the caller's one name holds ``grad``, nothing else views its memory (it owns it, or
+    it is a receive buffer's), and it may be written: a leaf sink may keep it."""
+    if not isinstance(grad, np.ndarray) or not (grad.flags.writeable and grad.flags.c_contiguous):
+        return False
+    counts, base = _reference_counts(grad)
+    return (counts[0] <= _ARRAY_REFS and all(c <= _BASE_REFS for c in counts[1:])
+            and (base is None or (isinstance(base, memoryview) and isinstance(base.obj, bytearray))))
+
+
 class GraphTask:
     """One backward pass over the local graph.
 
@@ -33,17 +82,21 @@ class GraphTask:
         retain_graph: keep saved forward values so the graph can be run again.
         leaf_sink: if given, leaf gradients are handed to it instead of accumulating into
             ``.grad`` (leaf hooks still run first).
+        sink_keeps: the sink may keep and modify the arrays it gets: the task hands it a copy of a
+            gradient unless nothing else holds that gradient (see the module docstring).
     """
 
-    def __init__(self, *, retain_graph: bool = False, leaf_sink: LeafSink | None = None) -> None:
+    def __init__(self, *, retain_graph: bool = False, leaf_sink: LeafSink | None = None, sink_keeps: bool = False) -> None:
         self.retain_graph = retain_graph
         self.leaf_sink = leaf_sink
+        self.sink_keeps = sink_keeps
         self.error: BaseException | None = None
         self._lock = threading.Lock()
         self._seen: set[Node] = set()
         self._dependencies: dict[Node, int] = {}
         self._buffers: dict[Node, list[Any]] = {}
         self._ready: deque[tuple[Node, list[Any]]] = deque()
+        self._held: set[Node] = set()
         self._running = 0
         self.nodes_run = 0
 
@@ -67,12 +120,36 @@ class GraphTask:
                         self._seen.add(child)
                         stack.append(child)
 
-    def start(self, root_edges: Sequence[Edge], root_grads: Sequence[Any]) -> None:
-        """Add a :class:`GraphRoot` feeding ``root_grads`` along ``root_edges`` and make it ready."""
+    def start(self, root_edges: Sequence[Edge], root_grads: Sequence[Any]) -> GraphRoot:
+        """Add a :class:`GraphRoot` feeding ``root_grads`` along ``root_edges``, make it ready, return it."""
         root = GraphRoot(root_edges, root_grads)
         self.add_roots([root])
         with self._lock:
             self._ready.append((root, []))
+        return root
+
+    def hold(self, nodes: Iterable[Node]) -> None:
+        """Keep ``nodes`` from running until :meth:`release`, whatever reaches them meanwhile (one
+        extra dependency each): for nodes whose dependency count is not final yet."""
+        with self._lock:
+            for node in nodes:
+                if node not in self._held:
+                    self._held.add(node)
+                    self._dependencies[node] = self._dependencies.get(node, 0) + 1
+
+    def release(self) -> None:
+        """Drop every hold: a held node whose gradients have all arrived becomes ready; one that no
+        root reaches is not part of the pass and is forgotten."""
+        with self._lock:
+            for node in self._held:
+                if node not in self._seen:
+                    del self._dependencies[node]
+                    continue
+                remaining = self._dependencies[node] - 1
+                self._dependencies[node] = remaining
+                if remaining == 0:
+                    self._ready.append((node, self._buffers.pop(node, None) or [None] * len(node.input_metadata)))
+            self._held.clear()
 
     def feed(self, node: Node, grads: Sequence[Any]) -> None:
         """Hand gradients that arrived from elsewhere (the network) to root ``node`` and make it ready.
@@ -94,10 +171,16 @@ class GraphTask:
         with self._lock:
             return not self._ready and self._running == 0
 
-    def waiting_nodes(self) -> list[Node]:
-        """Nodes that are still waiting for some of their gradients."""
+    def running_last(self) -> bool:
+        """Nothing is ready and only the calling node runs: when it returns, the run ends (unless
+        gradients come from elsewhere meanwhile)."""
         with self._lock:
-            return [n for n, d in self._dependencies.items() if d > 0]
+            return not self._ready and self._running == 1
+
+    def waiting_nodes(self) -> list[Node]:
+        """Nodes that are still waiting for some of their gradients (or are held)."""
+        with self._lock:
+            return [n for n, d in self._dependencies.items() if d > 0 and n in self._seen]
 
     # --- execution ------------------------------------------------------------------------------
 
@@ -116,8 +199,8 @@ class GraphTask:
                 node, inputs = self._ready.popleft()
                 self._running += 1
             try:
-                outputs = self._execute(node, inputs)
-                self._route(node, outputs)
+                # No name keeps the outputs: a gradient routed to a leaf is then held by its buffer only.
+                self._route(node, self._execute(node, inputs))
             except BaseException as exc:
                 with self._lock:
                     self._running -= 1
@@ -132,14 +215,17 @@ class GraphTask:
         if not isinstance(node, GraphRoot):
             if all(g is None for g in inputs) and not node.always_run:
                 return [None] * len(node.next_edges)
-            inputs = [m.zeros() if g is None else g for g, m in zip(inputs, node.input_metadata)]
+            inputs[:] = [m.zeros() if g is None else g for g, m in zip(inputs, node.input_metadata)]
             for index, hooks in node.pre_hooks.items():
                 for hook in hooks:
                     result = hook(inputs[index])
                     if result is not None:
                         inputs[index] = result
         if isinstance(node, AccumulateGrad) and self.leaf_sink is not None:
-            self.leaf_sink(node.variable, inputs[0])
+            grad = inputs.pop()  # the caller's list is this one: now only ``grad`` holds it
+            if self.sink_keeps and not _private(grad):
+                grad = dispatch.cast(grad, grad.dtype)
+            self.leaf_sink(node.variable, grad)
             return ()
         outputs = node.apply(inputs)
         if not self.retain_graph:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Sequence
 
 import numpy as np
@@ -16,8 +15,6 @@ from zgrad.tensor import Tensor
 
 __all__ = ["context", "backward", "get_gradients", "get_debug_info"]
 
-RELEASE_TIMEOUT_S = 30.0
-
 
 def _worker() -> DistAutogradWorker:
     worker = current_agent().autograd
@@ -30,8 +27,11 @@ class context:
     """A distributed autograd context: ``with dist_autograd.context() as context_id:``.
 
     Every RPC made by this thread inside the block is recorded under ``context_id`` (a 64-bit id
-    unique across workers). On exit the context is released here and on every worker it reached,
-    recursively; the exit blocks until they have answered (bounded).
+    unique across workers). On exit the context is released here at once, and on every worker it
+    reached (recursively) in the background, as in PyTorch: the exit does not wait for them, so
+    their ``get_debug_info()["num_autograd_contexts"]`` drops a moment later. A message of the
+    context arriving after its release never revives it. ``rpc.shutdown`` waits for the releases
+    still under way.
 
     Raises:
         AutogradError: this thread already has a context ("Already have an autograd context id
@@ -44,13 +44,8 @@ class context:
         return self._ctx.context_id
 
     def __exit__(self, *exc: object) -> None:
-        worker, ctx = self._worker, self._ctx
-        worker.contexts.set_current(None)
-        released = threading.Event()
-        worker.engine.release_context(ctx.context_id, released.set)
-        if not released.wait(RELEASE_TIMEOUT_S):
-            raise ZgradTimeoutError(
-                f"releasing autograd context {ctx.context_id} on the workers it reached took more than {RELEASE_TIMEOUT_S:g} s")
+        self._worker.contexts.set_current(None)
+        self._worker.release(self._ctx.context_id)
 
 
 def _validate_roots(roots: Any) -> list[Tensor]:
@@ -92,17 +87,23 @@ def backward(context_id: int, roots: "Tensor | Sequence[Tensor]", retain_graph: 
     mode = mode or agent.config.engine.mode
     edges = [gradient_edge(r) for r in roots]
     grads = [dispatch.full(r.shape, 1, r.dtype, dispatch.device_type_of(r._data)) for r in roots]
-    state, completion = worker.engine.backward(context_id, edges, grads, retain_graph=retain_graph, mode=mode)
+    engine = worker.engine
+    state, completion = engine.backward(context_id, edges, grads, retain_graph=retain_graph, mode=mode,
+                                        caller_runs_work=True)
     timeout_s = agent.config.engine.backward_timeout_s
     seen = -1
-    while not completion.wait(timeout_s):
-        if state.progress == seen:
-            message = (f"the backward pass of autograd context {context_id} made no progress for {timeout_s:g} s "
-                       "([engine] backward_timeout_s)")
-            worker.engine.fail_pass(state, message, set(), lambda: completion.set_done(ZgradTimeoutError(message)))
-            completion.wait(timeout_s)
-            break
-        seen = state.progress
+    try:
+        while not completion.wait(timeout_s):  # runs the pass's work for this worker meanwhile
+            if state.progress == seen:
+                message = (f"the backward pass of autograd context {context_id} made no progress for {timeout_s:g} s "
+                           "([engine] backward_timeout_s)")
+                engine.roots.fail(state, message, exc=ZgradTimeoutError(message))
+                completion.wait(timeout_s)
+                break
+            seen = state.progress
+    finally:
+        for work in completion.stop_accepting():
+            engine.messenger.submit(work)
     completion.result()
 
 

@@ -4,10 +4,17 @@
 gradients as raw buffers through the safe codec). :class:`DistAutogradWorker` is attached to
 every agent by ``init_rpc``; the agent calls its ``*_call``/``*_result`` hooks to record send and
 recv nodes for every RPC made inside a context.
+
+Threads: every engine message is received on the agent's I/O thread (checked and decoded there,
+which is cheap); :meth:`DistEngine.receive` handles acknowledgements, reports and PASS_END right
+there (they never block) and hands the rest, which runs graph work or frees contexts, to the
+callee pool, or, for a pass rooted on this worker, to the thread waiting in ``backward``. That
+saves a hand-off to the pool on every hop of a pass.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -29,10 +36,12 @@ __all__ = ["DistAutogradWorker", "RpcMessenger", "ENGINE_KINDS", "attach"]
 _I = (int,)
 _OPT_STR = (str, type(None))
 _ACK = {"seq": (_I, True), "error": (_OPT_STR, False)}
+_REPORT = {"ctx": (_I, True), "pass": (_I, True), "task": (_I, True), "children": ((list,), True),
+           "error": (_OPT_STR, True)}
 BODY_SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "GRAD": {"ctx": (_I, True), "pass": (_I, True), "msg": (_I, True), "root": (_I, True), "retain": ((bool,), True),
-             "mode": ((str,), True), "seq": (_I, True)},
-    "GRAD_ACK": {**_ACK, "participants": ((list,), True)},
+             "mode": ((str,), True), "task": (_I, True)},
+    "GRAD_ACK": {**_REPORT, "open": ((bool,), True), "grads": ((list,), False)},
     "PASS_END": {"ctx": (_I, True), "pass": (_I, True), "seq": (_I, True)},
     "PASS_END_ACK": {**_ACK, "unexecuted": ((list,), True)},
     "FAILURE": {"ctx": (_I, True), "pass": (_I, True), "error": (_OPT_STR, True), "seq": (_I, True)},
@@ -40,9 +49,9 @@ BODY_SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "CONTEXT_RELEASE": {"ctx": (_I, True), "seq": (_I, True)},
     "CONTEXT_RELEASE_ACK": _ACK,
     "DISCOVER": {"ctx": (_I, True), "pass": (_I, True), "msg": (_I, True), "root": (_I, True),
-                 "retain": ((bool,), True), "seq": (_I, True)},
-    "DISCOVER_ACK": {**_ACK, "reached": ((list,), True)},
-    "START": {"ctx": (_I, True), "pass": (_I, True)},
+                 "retain": ((bool,), True), "task": (_I, True)},
+    "DISCOVER_ACK": {**_REPORT, "held": ((bool,), True), "discover": ((list,), False)},
+    "START": {"ctx": (_I, True), "pass": (_I, True), "task": (_I, False)},
 }
 ENGINE_KINDS = {name: getattr(Kind, name) for name in BODY_SCHEMAS}
 _NAMES = {kind: name for name, kind in ENGINE_KINDS.items()}
@@ -64,6 +73,9 @@ class RpcMessenger:
             meta["payload"], buffers = encoded.payload, encoded.buffers
         self.agent.send(dst, ENGINE_KINDS[kind], meta, buffers)
 
+    def submit(self, work: Any) -> None:
+        self.agent.pool.submit(work)
+
     def worker_name(self, rank: int) -> str:
         try:
             return self.agent.worker_info(rank).name
@@ -78,9 +90,30 @@ class DistAutogradWorker:
         self.agent = agent
         self.contexts = ContextContainer(agent.rank)
         self.engine = DistEngine(self.contexts, RpcMessenger(agent))
+        self._releases = threading.Condition()
+        self._releasing = 0
         for kind in ENGINE_KINDS.values():
-            agent.register_handler(kind, self._on_message)
+            agent.register_handler(kind, self._on_message, inline=True)
         agent.add_peer_lost_listener(self.engine.peer_lost)
+
+    def release(self, context_id: int) -> None:
+        """Release a context here at once, and in the background on every worker it reached
+        (recursively, with the engine's retries; a lost worker counts as answered). Never waits
+        for an answer; ``rpc.shutdown`` waits for the releases still under way."""
+
+        def done() -> None:
+            with self._releases:
+                self._releasing -= 1
+                self._releases.notify_all()
+
+        with self._releases:
+            self._releasing += 1
+        self.engine.release_context(context_id, done)
+
+    def wait_released(self, timeout_s: float) -> bool:
+        """Block until every release started here was answered everywhere (at most ``timeout_s``)."""
+        with self._releases:
+            return self._releases.wait_for(lambda: self._releasing == 0, timeout_s)
 
     def _on_message(self, envelope: "Envelope") -> None:
         name = _NAMES[envelope.kind]

@@ -1,6 +1,7 @@
 """The graceful-shutdown barrier.
 
-Each worker first waits until none of its own calls is in flight, then tells rank 0
+Each worker first waits until none of its own calls is in flight (nor a release of a distributed
+autograd context it started, which runs in the background), then tells rank 0
 (SHUTDOWN_READY). Rank 0 waits for every live worker, then tells them all to go (SHUTDOWN_GO).
 Since every piece of callee work serves some worker's in-flight call, once all are ready no work
 is left anywhere. A worker that dies before the barrier is counted as done and named in the
@@ -71,6 +72,9 @@ class ShutdownBarrier:
         if not agent.wait_no_pending(left()):
             raise ZgradTimeoutError(
                     f"shutdown of {agent.name!r}: {agent.pending_count()} call(s) still in flight after {timeout_s:g} s")
+        if agent.autograd is not None and not agent.autograd.wait_released(left()):
+            raise ZgradTimeoutError(
+                f"shutdown of {agent.name!r}: releasing autograd contexts on the workers they reached took more than {timeout_s:g} s")
         if agent.rank != 0:
             with self._cond:
                 self._sent_ready = True
