@@ -134,6 +134,8 @@ class IoLoop:
     def run(self) -> None:
         """Run until closed and said goodbye, or start-up fails. Closes every socket on the way out."""
         self._outbox.io_thread_id = threading.get_ident()
+        self._outbox.io_rank = self._me.rank
+        self._outbox.send_now = self._send_now
         self._poller.register(self._s.inbound, zmq.POLLIN)
         if self._s.zap is not None:
             self._poller.register(self._s.zap, zmq.POLLIN)
@@ -333,12 +335,14 @@ class IoLoop:
 
     # -- outbound -----------------------------------------------------------------------------
 
-    def _send(self, dst: int, frames: list, nbytes: int) -> None:
-        """Send one message taken from the outbox (to a peer, or delivered here if ``dst`` is us)."""
+    def _send(self, dst: int, frames: list, nbytes: int, accounted: bool = True) -> None:
+        """Send one message (to a peer, or delivered here if ``dst`` is us). ``accounted``: it
+        came through the outbox queue, which is told when it leaves."""
         self._stats.add("messages_out")
         self._stats.add("bytes_out", nbytes)
         if dst == self._me.rank:
-            self._outbox.handed_over(dst)
+            if accounted:
+                self._outbox.handed_over(dst)
             kind, flags, request_id, meta, buffers = fr.decode(
                 frames, valid_kinds=self._valid_kinds, max_message_bytes=self._max_bytes,
                 take_buffer=self.pool.take, copy_single=True,
@@ -347,9 +351,18 @@ class IoLoop:
             self._stats.add("messages_in")
             self._stats.add("bytes_in", nbytes)
             self._deliver(Envelope(dst, kind, flags, request_id, meta, buffers, True))
-        elif not self._links.send(dst, frames, accounted=True):  # lost since it was queued
+        elif not self._links.send(dst, frames, accounted=accounted):  # lost since it was queued
             self._stats.add("dropped")
-            self._outbox.handed_over(dst)
+            if accounted:
+                self._outbox.handed_over(dst)
+
+    def _send_now(self, dst: int, item: tuple) -> None:
+        """A message the I/O thread itself sends to a peer: after what the queue already holds."""
+        if self._outbox.has_queued():
+            for queued in self._outbox.take_all(woken=False):
+                self._send(*queued)
+        _, frames, nbytes = item
+        self._send(dst, frames, nbytes, accounted=False)
 
     # -- loss and shutdown ----------------------------------------------------------------------
 

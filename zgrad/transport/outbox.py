@@ -9,6 +9,11 @@ queue lock is released so that the woken I/O thread does not find the queue stil
 Back-pressure: each peer may have at most ``high_water_mark`` messages waiting in front of
 ZeroMQ. A sender beyond that waits up to ``send_timeout_s`` and then fails; the I/O thread
 itself never waits (it would wait for itself) and may exceed the limit.
+
+The I/O thread's own messages to peers (replies sent from ``on_message``) skip the queue: they go
+to :attr:`Outbox.send_now`, which first sends whatever the queue holds, so the order in which
+messages took the outbox is kept. Messages to the worker itself are always queued, so that a
+handler answering itself is not re-entered.
 """
 
 from __future__ import annotations
@@ -50,6 +55,8 @@ class Outbox:
         self._wake_pending = False
         self._blocked_senders = 0
         self.io_thread_id: int | None = None
+        self.send_now: Callable[[int, Any], None] | None = None
+        self.io_rank: int | None = None
 
     def attach(self, wake: zmq.Socket) -> None:
         """Set the socket that wakes the I/O thread."""
@@ -68,6 +75,11 @@ class Outbox:
             ZgradTimeoutError: no room for ``dst`` within ``send_timeout_s``.
         """
         on_io_thread = threading.get_ident() == self.io_thread_id
+        if on_io_thread and self.send_now is not None and dst != self.io_rank:
+            # Only the I/O thread marks peers dead, and a closed outbox stays closed: no lock needed.
+            self._check(dst)
+            self.send_now(dst, item)
+            return
         with self._lock:
             deadline_s = None
             while True:
@@ -115,6 +127,10 @@ class Outbox:
             items = list(self._queue)
             self._queue.clear()
             return items
+
+    def has_queued(self) -> bool:
+        """Whether anything waits in the queue (I/O thread; a racing put is ordered after)."""
+        return bool(self._queue)
 
     def handed_over(self, dst: int, n: int = 1) -> None:
         """Record that ``n`` messages to ``dst`` left the outbox (sent or dropped)."""
