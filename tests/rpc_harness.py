@@ -108,3 +108,25 @@ def peer_process(config: dict, rank: int, world_size: int) -> Iterator[subproces
         finally:
             peer.kill()  # SIGKILL also ends a stopped (SIGSTOP) process
             peer.wait(10)
+
+
+# --- distributed autograd counters ---------------------------------------------------------
+
+COUNTERS = ("num_autograd_contexts", "num_current_backward_passes")
+
+
+def settled_counters(ranks: "int | Sequence[int]", keys: Sequence[str] = COUNTERS, timeout_s: float = 10.0) -> list:
+    """The distributed autograd counters of the workers ``ranks`` (an int: all of them), polled
+    until ``keys`` are 0 on every one (at most ``timeout_s``): contexts are released in the
+    background, so they reach 0 soon after the ``with`` block exits, not at that instant."""
+    import rpc_targets as T
+
+    names = [f"worker{r}" for r in (range(ranks) if isinstance(ranks, int) else ranks)]
+    return poll(lambda: [rpc.rpc_sync(name, T.dist_debug_info) for name in names],
+                lambda counters: all(c[k] == 0 for c in counters for k in keys), timeout_s)
+
+
+def assert_settled(counters: list, keys: Sequence[str] = COUNTERS) -> None:
+    """Every worker's ``keys`` counters are 0."""
+    for key in keys:
+        assert [c[key] for c in counters] == [0] * len(counters), key

@@ -16,7 +16,7 @@ import pytest
 
 import rpc_targets as T
 import zgrad
-from rpc_harness import make_config, peer_process, poll, run_workers
+from rpc_harness import assert_settled, make_config, peer_process, poll, run_workers, settled_counters
 from zgrad.distributed import autograd as dist_autograd
 from zgrad.distributed import rpc
 from zgrad.distributed.optim import DistributedOptimizer
@@ -43,23 +43,6 @@ def assert_grads(context_id, tensors, expected):
         assert t in grads, "a leaf that requires grad got no gradient"
         np.testing.assert_allclose(grads[t].numpy(), e, rtol=1e-10, atol=1e-12)
         assert t.grad is None, "distributed backward must not touch .grad"
-
-
-COUNTERS = ("num_autograd_contexts", "num_current_backward_passes")
-
-
-def settled_counters(ranks, keys=COUNTERS, timeout_s=10.0):
-    """The distributed autograd counters of the workers ``ranks`` (an int: all of them), polled
-    until ``keys`` are 0 on every one (at most ``timeout_s``): contexts are released in the
-    background, so they reach 0 soon after the ``with`` block exits, not at that instant."""
-    names = [f"worker{r}" for r in (range(ranks) if isinstance(ranks, int) else ranks)]
-    return poll(lambda: [rpc.rpc_sync(name, T.dist_debug_info) for name in names],
-                lambda counters: all(c[k] == 0 for c in counters for k in keys), timeout_s)
-
-
-def assert_settled(counters, keys=COUNTERS):
-    for key in keys:
-        assert [c[key] for c in counters] == [0] * len(counters), key
 
 
 @pytest.fixture(params=["tcp", "inproc"])

@@ -1,4 +1,4 @@
-"""The callee pool on its own: hand-off, compensation for blocked threads, idle exit, close."""
+"""The agent's threading parts on their own: the callee pool, Future, the deadline timer."""
 
 from __future__ import annotations
 
@@ -151,3 +151,37 @@ def test_future_then_and_callbacks_run_on_completion():
     assert chained.wait(1) == 2 and seen == [1]
     future.add_done_callback(lambda f: seen.append("at once"))
     assert seen == [1, "at once"]
+
+
+# ------------------------------------------------------------------------------ DeadlineTimer
+
+
+@pytest.fixture
+def timer():
+    from zgrad.distributed.rpc.timer import DeadlineTimer
+
+    started = DeadlineTimer("test")
+    started.start()
+    yield started
+    started.stop()
+
+
+def test_timer_fires_due_callbacks_in_deadline_order_and_not_cancelled_ones(timer):
+    fired = []
+    done = threading.Event()
+    timer.schedule(0.15, lambda: (fired.append("late"), done.set()))
+    timer.schedule(0.05, lambda: fired.append("early"))
+    cancelled = timer.schedule(0.01, lambda: fired.append("cancelled"))
+    timer.cancel(cancelled)
+    assert done.wait(5)
+    assert fired == ["early", "late"]
+
+
+def test_timer_drops_cancelled_entries_in_bulk(timer):
+    """One RPC schedules and cancels a timeout: the heap must not grow with the call count."""
+    for _ in range(20_000):
+        timer.cancel(timer.schedule(60.0, lambda: None))
+    assert len(timer._heap) <= 2 * 1024 + 1
+    fired = threading.Event()
+    timer.schedule(0.01, fired.set)  # still works after compaction
+    assert fired.wait(5)

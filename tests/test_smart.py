@@ -18,8 +18,7 @@ from hypothesis import strategies as st
 import rpc_targets as T
 import zgrad
 from fake_world import World
-from rpc_harness import make_config, run_workers
-from test_dist_autograd import assert_settled, settled_counters
+from rpc_harness import assert_settled, make_config, run_workers, settled_counters
 from zgrad.distributed import autograd as dist_autograd
 from zgrad.distributed import rpc
 from zgrad.errors import AutogradError

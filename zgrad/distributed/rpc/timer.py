@@ -13,6 +13,8 @@ __all__ = ["DeadlineTimer"]
 
 log = logging.getLogger("zgrad.rpc")
 
+_COMPACT_MIN = 1024  # heap entries below which cancelled ones are left for the timer thread
+
 
 class DeadlineTimer:
     """Runs ``callback()`` once ``time.monotonic()`` passes its deadline, unless cancelled first.
@@ -46,7 +48,12 @@ class DeadlineTimer:
     def cancel(self, handle: int) -> None:
         """Forget a scheduled callback (no effect if it already ran)."""
         with self._cond:
-            self._callbacks.pop(handle, None)
+            if self._callbacks.pop(handle, None) is not None and len(self._heap) > _COMPACT_MIN \
+                    and len(self._heap) > 2 * len(self._callbacks):
+                # Cancelled entries stay in the heap until their deadline; at thousands of calls
+                # per second and a 60 s timeout that is a lot of memory, so drop them in bulk.
+                self._heap = [entry for entry in self._heap if entry[1] in self._callbacks]
+                heapq.heapify(self._heap)
 
     def _run(self) -> None:
         while True:
