@@ -306,6 +306,46 @@ def test_distributed_optimizer_matches_a_local_run(transport, tmp_path):
             np.testing.assert_allclose(got, expected, rtol=1e-10)
 
 
+def test_distributed_optimizer_steps_this_workers_own_parameters_without_an_rpc(transport, tmp_path):
+    """Parameters on the caller (a local head) and on worker1: same result as a local run, and the
+    caller's own optimizer is stepped in place, not through a CALL to itself."""
+    from zgrad.distributed.rpc.messages import Kind
+    from zgrad.distributed.rpc.state import current_agent
+
+    x_np = np.random.default_rng(1).standard_normal((4, 3))
+
+    def local_run():
+        body_stage, head = T.LinearStage(3, 5, 21), T.LinearStage(5, 2, 22)
+        opt = zgrad.optim.SGD([*body_stage.layer.parameters(), *head.layer.parameters()], lr=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            (head.forward(body_stage.forward(zgrad.tensor(x_np))) ** 2).sum().backward()
+            opt.step()
+        return body_stage.weights() + head.weights()
+
+    def body(rank):
+        if rank != 0:
+            return None
+        stage = rpc.remote("worker1", T.LinearStage, args=(3, 5, 21))
+        stage.rpc_sync().weights()  # created before the head: inproc workers share the generator
+        head = T.LinearStage(5, 2, 22)
+        opt = DistributedOptimizer(zgrad.optim.SGD, stage.rpc_sync().parameter_rrefs() + head.parameter_rrefs(), lr=0.1)
+        agent = current_agent()
+        for _ in range(3):
+            with dist_autograd.context() as context_id:
+                h = rpc.rpc_sync("worker1", T.stage_forward, args=(stage, zgrad.tensor(x_np)))
+                dist_autograd.backward(context_id, [(head.forward(h) ** 2).sum()])
+                loopback_before = agent.mesh.stats().get("loopback", 0)
+                opt.step(context_id)
+                assert agent.mesh.stats().get("loopback", 0) == loopback_before
+        assert agent.sent[Kind.CALL] >= 3
+        return stage.rpc_sync().weights() + head.weights()
+
+    got = run_workers(2, make_config(transport, 2, tmp_path), body)[0]
+    for g, e in zip(got, local_run(), strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-10)
+
+
 def test_a_pass_without_progress_fails_after_backward_timeout():
     def body(rank):
         if rank != 0:

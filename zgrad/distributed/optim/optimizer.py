@@ -76,11 +76,23 @@ class DistributedOptimizer:
     def step(self, context_id: int) -> None:
         """Step every owner's optimizer with the gradients of ``context_id``. Blocks until all are done.
 
+        The optimizer owned by this worker (if any) steps on the calling thread while the RPCs to
+        the other owners are in flight: a call to oneself would only add a round trip.
+
         Raises:
-            RemoteError: an owner's step failed (the first error, after all have finished).
+            RemoteError: another owner's step failed; the error itself if this worker's failed
+                (the first error, after all have finished).
         """
-        futures = [rpc.rpc_async(opt.owner(), local_step, args=(opt, context_id)) for opt in self.remote_optimizers]
+        me = current_agent().rank
+        futures = [rpc.rpc_async(opt.owner(), local_step, args=(opt, context_id))
+                   for opt in self.remote_optimizers if opt.owner().id != me]
         errors = []
+        for opt in self.remote_optimizers:
+            if opt.owner().id == me:
+                try:
+                    opt.local_value().step(context_id)
+                except Exception as exc:  # noqa: BLE001 - raised below, after every owner finished
+                    errors.append(exc)
         for future in futures:
             try:
                 future.wait()
