@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import platform
 import statistics
@@ -154,9 +155,12 @@ def _raw_server() -> None:
     ctx.term()
 
 
-def _run_raw(settings: dict) -> dict:
+@contextlib.contextmanager
+def _echo_client(server_flag: str):
+    """Start ``bench/rpc.py <server_flag>`` (an echo server printing its port) and yield a zmq
+    context and a DEALER connected to it; the server is always reaped or killed afterwards."""
     import zmq
-    server = subprocess.Popen([sys.executable, __file__, "--raw-server"], stdout=subprocess.PIPE, text=True,
+    server = subprocess.Popen([sys.executable, __file__, server_flag], stdout=subprocess.PIPE, text=True,
                               env=_procs.worker_env())
     try:
         port = int(server.stdout.readline())
@@ -164,7 +168,16 @@ def _run_raw(settings: dict) -> dict:
         sock = ctx.socket(zmq.DEALER)
         sock.linger = 0
         sock.connect(f"tcp://127.0.0.1:{port}")
+        yield ctx, sock
+        server.wait(10)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(5)
 
+
+def _run_raw(settings: dict) -> dict:
+    with _echo_client("--raw-server") as (ctx, sock):
         def recv():
             if not sock.poll(60_000):
                 raise TimeoutError("raw echo server did not answer within 60 s")
@@ -180,14 +193,9 @@ def _run_raw(settings: dict) -> dict:
 
         out = _measure(sync, start, lambda _: recv(), lambda n: bytearray(n), settings)
         sock.send(b"stop")
-        sock.close(0)
-        ctx.term()
-        server.wait(10)
-        return out
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait(5)
+    sock.close(0)
+    ctx.term()
+    return out
 
 
 class _IoThread:
@@ -252,15 +260,7 @@ def _run_floor(settings: dict) -> dict:
     I/O -> callee worker, worker -> I/O, I/O -> caller) and no encoding at all: the floor any
     RPC layer obeying ARCHITECTURE.md's threading model pays on this machine."""
     import queue
-    import zmq
-    server = subprocess.Popen([sys.executable, __file__, "--floor-server"], stdout=subprocess.PIPE, text=True,
-                              env=_procs.worker_env())
-    try:
-        port = int(server.stdout.readline())
-        ctx = zmq.Context()
-        sock = ctx.socket(zmq.DEALER)
-        sock.linger = 0
-        sock.connect(f"tcp://127.0.0.1:{port}")
+    with _echo_client("--floor-server") as (ctx, sock):
         replies: queue.SimpleQueue = queue.SimpleQueue()
         io = _IoThread(ctx, sock, replies.put)
 
@@ -271,12 +271,7 @@ def _run_floor(settings: dict) -> dict:
         tiny = bytearray(16)
         latency = min(_latency_us(sync, tiny, settings["lat_iters"]) for _ in range(settings["repeats"]))
         io.send([b"stop"])
-        server.wait(10)
-        return {"latency_us": latency}
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait(5)
+    return {"latency_us": latency}
 
 
 # ------------------------------------------------------------------------------- report

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zmq
-from transport_world import WAIT_S, start_all
+from transport_world import WAIT_S, control, recv_kind, start_all
 
 from zgrad.config import parse_config
 from zgrad.errors import ConfigError
@@ -272,24 +272,6 @@ def test_a_failed_probe_falls_back_to_frames_at_once(worlds, monkeypatch, how):
 SESSION = 0x5EED
 
 
-def _control(kind, meta=None):
-    return fr.encode(kind, 0, 0, fr.encode_meta(meta), [], 1 << 20)
-
-
-def _recv_kind(sock, kind, timeout_s=10.0, seen=None):
-    """Receive on the raw ROUTER until ``kind`` arrives; return its meta (others go to ``seen``)."""
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if sock.poll(100):
-            parts = sock.recv_multipart()
-            got = fr.decode(parts[1:], valid_kinds=frozenset({1}), max_message_bytes=1 << 30, take_buffer=bytearray)
-            if got[0] == kind:
-                return got[3]
-            if seen is not None:
-                seen.append(got)
-    raise AssertionError(f"no message of kind {kind:#x} within {timeout_s} s")
-
-
 @pytest.fixture
 def worker_and_forger():
     """Rank 0: a mesh. Rank 1: raw sockets here that offer a ticket table of their own."""
@@ -309,16 +291,16 @@ def worker_and_forger():
     started = threading.Thread(target=mesh.start)
     started.start()
     try:
-        raw_out.send_multipart(_control(fr.KIND_REGISTER, {
+        raw_out.send_multipart(control(fr.KIND_REGISTER, {
             "rank": 1, "name": "forger", "endpoint": raw_in.last_endpoint.decode(), "world_size": 2,
             "transport": "tcp", "curve": False}))
-        _recv_kind(raw_in, fr.KIND_TABLE)
-        _recv_kind(raw_in, fr.KIND_HELLO)
-        raw_out.send_multipart(_control(fr.KIND_HELLO_ACK))
-        _recv_kind(raw_in, fr.KIND_CMA_OFFER)
-        raw_out.send_multipart(_control(fr.KIND_CMA_READY, {"readable": False}))
-        raw_out.send_multipart(_control(fr.KIND_CMA_OFFER, tickets.offer()))
-        assert _recv_kind(raw_in, fr.KIND_CMA_READY) == {"readable": True}
+        recv_kind(raw_in, fr.KIND_TABLE)
+        recv_kind(raw_in, fr.KIND_HELLO)
+        raw_out.send_multipart(control(fr.KIND_HELLO_ACK))
+        recv_kind(raw_in, fr.KIND_CMA_OFFER)
+        raw_out.send_multipart(control(fr.KIND_CMA_READY, {"readable": False}))
+        raw_out.send_multipart(control(fr.KIND_CMA_OFFER, tickets.offer()))
+        assert recv_kind(raw_in, fr.KIND_CMA_READY) == {"readable": True}
         started.join(10)
         assert not started.is_alive()
         tickets.readers[0] = mesh.workers[0].session
@@ -367,7 +349,7 @@ def test_forged_descriptors_are_rejected_counted_and_the_worker_keeps_serving(wo
     done: list[int] = []
     end = time.monotonic() + WAIT_S
     while len(done) < 12 and time.monotonic() < end:  # six descriptors reported done
-        done += _recv_kind(raw_in, fr.KIND_CMA_DONE)
+        done += recv_kind(raw_in, fr.KIND_CMA_DONE)
     assert sorted(zip(done[::2], done[1::2])) == sorted(
         [fr.DESCRIPTOR.unpack(d) for d in (good.descriptor, short.descriptor, elsewhere.descriptor)]
         + [(slot, generation + 1), (tickets.slots - 1, 1), (tickets.slots + 9, 1)])
@@ -375,7 +357,7 @@ def test_forged_descriptors_are_rejected_counted_and_the_worker_keeps_serving(wo
     assert tickets.open_count == 2  # the stale and the foreign ticket were never given back
 
     before = mesh.stats()["rejected"]["bad_cma"]
-    raw_out.send_multipart(_control(fr.KIND_CMA_DONE, [0, 1, 77, 3]))  # tickets never issued to rank 1
+    raw_out.send_multipart(control(fr.KIND_CMA_DONE, [0, 1, 77, 3]))  # tickets never issued to rank 1
     wait_until(lambda: mesh.stats()["rejected"]["bad_cma"] == before + 1, what="a forged CMA_DONE counted")
     assert mesh.stats()["cma_tickets_open"] == 0
 

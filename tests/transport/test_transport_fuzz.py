@@ -18,6 +18,8 @@ import time
 import pytest
 import zmq
 
+from transport_world import control, recv_kind
+
 from zgrad.config import parse_config
 from zgrad.transport import create_mesh
 from zgrad.transport import frames as fr
@@ -28,22 +30,6 @@ FUZZ_WITH_IDENTITY = 4000
 FUZZ_UNKNOWN_PEER = 1000
 RAW_TCP_CONNECTIONS = 200
 KINDS = frozenset({1, 2})
-
-
-def control(kind, meta=None, request_id=0):
-    return fr.encode(kind, 0, request_id, fr.encode_meta(meta), [], 1 << 20)
-
-
-def recv_kind(sock, kind, timeout_s=10.0):
-    """Receive on the raw ROUTER until a message of ``kind`` arrives; return its meta."""
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if sock.poll(100):
-            parts = sock.recv_multipart()
-            got = fr.decode(parts[1:], valid_kinds=KINDS, max_message_bytes=1 << 30, take_buffer=bytearray)
-            if got[0] == kind:
-                return got[3]
-    raise AssertionError(f"no message of kind {kind:#x} within {timeout_s} s")
 
 
 def mutate(rng: random.Random, parts: list[bytes]) -> list[bytes]:

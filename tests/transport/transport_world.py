@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from zgrad.config import Config, parse_config
 from zgrad.transport import Envelope, Mesh, create_mesh
+from zgrad.transport import frames as fr
 
 TRANSPORTS = ("tcp", "ipc", "inproc")
 KINDS = frozenset({1, 2, 3})
@@ -107,3 +109,26 @@ def start_all(meshes: list[Mesh], timeout_s: float = 30.0) -> list[BaseException
         if error is not None:
             raise error
     return errors
+
+
+# --- a peer played by hand over raw sockets (fuzz and forgery tests) ---------------------------
+
+
+def control(kind, meta=None, request_id=0):
+    """The frames of a transport control message, as a raw peer sends them."""
+    return fr.encode(kind, 0, request_id, fr.encode_meta(meta), [], 1 << 20)
+
+
+def recv_kind(sock, kind, valid_kinds=frozenset({1, 2}), timeout_s=10.0, seen=None):
+    """Receive on a raw ROUTER until a message of ``kind`` arrives; return its meta (other
+    messages go to ``seen`` when given)."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if sock.poll(100):
+            parts = sock.recv_multipart()
+            got = fr.decode(parts[1:], valid_kinds=valid_kinds, max_message_bytes=1 << 30, take_buffer=bytearray)
+            if got[0] == kind:
+                return got[3]
+            if seen is not None:
+                seen.append(got)
+    raise AssertionError(f"no message of kind {kind:#x} within {timeout_s} s")
