@@ -41,6 +41,8 @@ def test_defaults_bind_loopback():
         ({"workers": [{"name": "a", "port": 70000}]}, ["workers[0].port", "65535"]),
         ({"rpc": {"codec": "pickle"}}, ["'rpc.codec'", "'pickle'", "'safe'"]),
         ({"rpc": {"allowed_modules": "mymodule"}}, ["'rpc.allowed_modules'", "list"]),
+        ({"memory": {"keep_free_mb": 0}}, ["'memory.keep_free_mb'", "greater than 0"]),
+        ({"memory": {"tune_maloc": False}}, ["memory.tune_maloc", "Did you mean 'tune_malloc'"]),
     ],
 )
 def test_config_errors_name_key_value_and_fix(raw, words):

@@ -118,6 +118,14 @@ class DdpConfig:
 
 
 @dataclass(frozen=True)
+class MemoryConfig:
+    """``[memory]``: host memory of a worker process (see ``zgrad/kernels/host_memory.py``)."""
+
+    tune_malloc: bool = True
+    keep_free_mb: int = 256
+
+
+@dataclass(frozen=True)
 class WorkerSpec:
     """One ``[[workers]]`` entry: where a worker lives. ``port = 0`` picks a free port."""
 
@@ -137,6 +145,7 @@ class Config:
     engine: EngineConfig = field(default_factory=EngineConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)
     ddp: DdpConfig = field(default_factory=DdpConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
     workers: tuple[WorkerSpec, ...] = ()
     source: str = "<defaults>"
 
@@ -148,6 +157,7 @@ _SECTIONS: dict[str, type] = {
     "engine": EngineConfig,
     "security": SecurityConfig,
     "ddp": DdpConfig,
+    "memory": MemoryConfig,
 }
 
 _POSITIVE_FIELDS = {
@@ -165,6 +175,7 @@ _POSITIVE_FIELDS = {
     "transport.cma_min_kb",
     "engine.backward_timeout_s",
     "ddp.bucket_cap_mb",
+    "memory.keep_free_mb",
 }
 
 

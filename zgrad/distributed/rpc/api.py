@@ -13,6 +13,7 @@ from zgrad.distributed.rpc.shutdown import ShutdownBarrier
 from zgrad.distributed.rpc.state import bind_thread, current_agent, register_agent, unregister_agent
 from zgrad.distributed.rpc.worker_info import WorkerInfo
 from zgrad.errors import WorkerUnavailableError
+from zgrad.kernels.host_memory import tune_host_allocator
 
 __all__ = ["init_rpc", "shutdown", "rpc_sync", "rpc_async", "remote", "get_worker_info", "get_debug_info", "bind_worker"]
 
@@ -23,6 +24,9 @@ def init_rpc(name: str | None = None, rank: int | None = None, world_size: int |
              config: "str | dict | Config | None" = None) -> None:
     """Start this worker's RPC agent and join the mesh of ``world_size`` workers. Blocks until all
     have joined (at most ``[transport] connect_timeout_s``).
+
+    Unless ``[memory] tune_malloc = false``, it also tunes glibc's malloc for this process so that
+    freed tensor memory is reused rather than returned (``zgrad/kernels/host_memory.py``).
 
     Args:
         name: unique worker name (default: ``ZGRAD_WORKER_NAME``, or the ``[[workers]]`` entry of ``rank``).
@@ -39,6 +43,9 @@ def init_rpc(name: str | None = None, rank: int | None = None, world_size: int |
         rpc.init_rpc("worker0", rank=0, world_size=2, config={"transport": {"kind": "tcp"}})
     """
     plan = resolve_init(name, rank, world_size, config)
+    memory = plan.config.memory
+    if memory.tune_malloc:
+        tune_host_allocator(memory.keep_free_mb)
     agent = RpcAgent(plan)
     barrier = ShutdownBarrier(agent)
     barrier.attach()

@@ -1,0 +1,67 @@
+"""The host-allocator tuning of ``init_rpc``: freed tensor memory is reused, not faulted in again.
+
+Each case runs in a fresh interpreter (malloc settings are process-wide) and counts minor page
+faults (``ru_minflt``) over repeated allocate/free cycles of 4 MiB arrays: with glibc's defaults
+an mmapped block is returned on free and its pages fault in again on the next allocation.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from zgrad.kernels.host_memory import tune_host_allocator
+
+glibc_only = pytest.mark.skipif(
+    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="malloc tuning is glibc-only"
+)
+
+_CYCLES = 20
+_PAGES_PER_ARRAY = (4 << 20) // 4096
+
+_PROBE = textwrap.dedent(
+    """
+    import json, resource, sys
+    import numpy as np
+    from zgrad.kernels.host_memory import tune_host_allocator
+    tuned = tune_host_allocator(256) if sys.argv[1] == "tuned" else False
+    def cycle():
+        a = np.ones((1024, 1024), dtype=np.float32)  # 4 MiB, written in full
+        b = a * 2.0
+        del a, b
+    cycle()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(%d):
+        cycle()
+    print(json.dumps({"tuned": tuned, "faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before}))
+    """
+    % _CYCLES
+)
+
+
+def _faults(mode: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", _PROBE, mode], capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(out.stdout)
+
+
+@glibc_only
+def test_tuned_allocator_reuses_freed_pages():
+    default, tuned = _faults("default"), _faults("tuned")
+    assert tuned["tuned"] is True
+    # Two 4 MiB arrays per cycle: with the defaults at least one of them is faulted in afresh
+    # every cycle (measured: 20,368 faults for 20 cycles); tuned, the first cycle's pages serve all.
+    assert default["faults"] > _CYCLES * _PAGES_PER_ARRAY // 2, default
+    assert tuned["faults"] < _PAGES_PER_ARRAY, tuned
+
+
+@glibc_only
+def test_tune_is_idempotent_and_checks_its_argument():
+    assert tune_host_allocator(256) is True
+    assert tune_host_allocator(256) is True
+    with pytest.raises(ValueError, match="keep_free_mb"):
+        tune_host_allocator(-1)
