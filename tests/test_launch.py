@@ -44,11 +44,15 @@ def write_config(path: Path, kind: str = "tcp", workers: int = 2, extra: str = "
 
 
 def gone(pid: int) -> bool:
+    """The process has exited (a zombie left to a parent that no longer reaps counts as gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
-    return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 @pytest.mark.timeout(90)
@@ -154,6 +158,37 @@ def test_signal_leaves_no_worker_behind(tmp_path, signum):
     assert launcher.returncode == 128 + signum
     assert f"received {signal.Signals(signum).name}" in out
     assert all(gone(pid) for pid in workers)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux-only")
+def test_killed_launcher_takes_its_workers_along(tmp_path):
+    """SIGKILL gives the launcher no chance to stop anyone: the workers must still go, including
+    rank 1, which ignores SIGTERM."""
+    script = tmp_path / "job.py"
+    script.write_text(STUBBORN)
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    launcher = subprocess.Popen([*LAUNCH, "--config", str(write_config(tmp_path / "c.toml")), "--",
+                                 str(script), str(pids)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 15
+        while len(list(pids.iterdir())) < 2 or any(not p.read_text() for p in pids.iterdir()):
+            assert time.monotonic() < deadline, "workers did not start"
+            time.sleep(0.05)
+        workers = [int(p.read_text()) for p in pids.iterdir()]
+        launcher.kill()
+        launcher.wait(10)
+        deadline = time.monotonic() + 10
+        while not all(gone(pid) for pid in workers):
+            assert time.monotonic() < deadline, f"workers outlived their launcher: {[p for p in workers if not gone(p)]}"
+            time.sleep(0.05)
+    finally:
+        launcher.kill()
+        for pid in workers:
+            if not gone(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.timeout(30)

@@ -12,7 +12,8 @@ process (``sys.executable``, never fork) with ``ZGRAD_RANK``, ``ZGRAD_WORLD_SIZE
 With ``transport.kind = "inproc"`` one process runs every worker as a thread
 (:mod:`zgrad.launch.inproc_runner`). Output lines are prefixed with ``[name]``. The launcher
 exits with the status of the first worker that failed, after stopping the others; SIGINT and
-SIGTERM stop every worker (SIGTERM, then SIGKILL after the grace period).
+SIGTERM stop every worker (SIGTERM, then SIGKILL after the grace period). If the launcher itself
+is killed, its workers are killed too (Linux; :mod:`zgrad.launch.orphans`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 
 from zgrad.config import Config, load_config
 from zgrad.errors import ConfigError
+from zgrad.launch.orphans import die_with_parent
 
 __all__ = ["main", "Plan", "make_plan"]
 
@@ -183,10 +185,14 @@ class Launcher:
             self.emit(prefix + text)
 
     def start(self) -> None:
+        # Every worker is started before any reader thread: ``die_with_parent`` runs between
+        # fork and exec, which is only safe while this process has a single thread.
+        preexec = die_with_parent()
         for proc in self.plan.procs:
             env = {**os.environ, "PYTHONUNBUFFERED": "1", **proc.env}
             proc.popen = subprocess.Popen(proc.argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                          stderr=subprocess.STDOUT, start_new_session=True)
+                                          stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=preexec)
+        for proc in self.plan.procs:
             proc.reader = threading.Thread(target=self._pump, args=(proc,), daemon=True)
             proc.reader.start()
 
