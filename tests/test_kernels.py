@@ -436,6 +436,23 @@ def test_optimizers_match_torch(dtype, rng):
             assert_close(got, want, dtype, scale=np.abs(want).max())
 
 
+@pytest.mark.parametrize("m, k, n, b_transposed", [
+    (64, 256, 1024, True),   # the swapped case: short A times a transposed B
+    (8, 64, 512, True),
+    (64, 256, 1024, False),  # not swapped: B is C-order
+    (256, 256, 512, True),   # not swapped: A is not short enough
+])
+def test_cpu_matmul_layouts_agree_with_numpy(m, k, n, b_transposed, rng):
+    from zgrad.kernels import cpu
+
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k)).astype(np.float32).T if b_transposed else rng.standard_normal((k, n)).astype(np.float32)
+    out = np.empty((m, n), np.float32)
+    assert cpu.matmul(a, b, out) is out
+    assert out.flags.c_contiguous
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-3)
+
+
 def test_optimizers_reject_mismatched_state():
     param = np.zeros(4)
     with pytest.raises(ValueError, match="momentum_buf"):

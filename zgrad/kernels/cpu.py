@@ -134,7 +134,27 @@ def where_positive(cond, a, out):
 
 # --- linear algebra and reductions ------------------------------------------------------------
 
+# numpy's bundled OpenBLAS runs a float32 product A·Bᵀ (B a transposed C-order matrix, as in
+# ``x @ weight.T``) slowly when A has few rows. Computing (B·Aᵀ)ᵀ instead and copying it into
+# ``out`` measured 1.2-1.9x faster where n >= 8·m (64x1024 @ 1024x1024: 1.87 -> 1.44 ms; 16x512 @
+# 512x2048: 0.85 -> 0.45 ms), and within ±5% or slower elsewhere, so only that case is swapped.
+_SWAP_MIN_RATIO = 8
+_SWAP_MIN_FLOPS = 1 << 18
+
+
+def _short_times_transposed(a: np.ndarray, b: np.ndarray) -> bool:
+    return (
+        a.ndim == 2 and b.ndim == 2 and a.dtype == np.float32 and b.dtype == np.float32
+        and b.flags.f_contiguous and not b.flags.c_contiguous
+        and a.shape[0] * _SWAP_MIN_RATIO <= b.shape[1]
+        and a.shape[0] * a.shape[1] * b.shape[1] >= _SWAP_MIN_FLOPS
+    )
+
+
 def matmul(a, b, out):
+    if _short_times_transposed(a, b):
+        np.copyto(out, np.matmul(b.T, a.T).T)
+        return out
     return np.matmul(a, b, out=out)
 
 
