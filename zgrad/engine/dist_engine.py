@@ -377,9 +377,7 @@ class DistEngine:
         self.reply(src, "PASS_END_ACK", body, {"unexecuted": unexecuted})
 
     def fail_pass(self, state: PassState, error: str, participants: set[int], done: Callable[[], None]) -> None:
-        """Mark the pass failed here and tell every worker involved (recursively); ``done`` once all answered."""
-        with state.lock:
-            state.failed = error
+        """End the pass here and tell every worker involved that it failed (recursively); ``done`` once all answered."""
         self.forget_pass(state)
         targets = (participants | state.participants | state.ctx.known_workers) - {self.rank}
         self._broadcast(targets, "FAILURE", {"ctx": state.ctx.context_id, "pass": state.pass_id, "error": error}, done)
@@ -420,11 +418,9 @@ class DistEngine:
             return
         with ctx.lock:
             first = body["pass"] not in ctx.ended_passes
-            state = ctx.passes.pop(body["pass"], None)
+            ctx.passes.pop(body["pass"], None)
             ctx.ended_passes.add(body["pass"])
             targets = set(ctx.known_workers) - {src, self.rank}
-        if state is not None:
-            state.failed = str(body.get("error"))
         if not first:
             self.reply(src, "FAILURE_ACK", body, {})
             return

@@ -53,7 +53,6 @@ class PassState:
         self.active = 0  # tasks of the pass running on this worker
         self.closed = False
         self.progress = 0
-        self.failed: str | None = None
         self.smart: Any = None  # SMART mode's discovery state
         self.tracker: Any = None  # at the root: its ``dist_root.Tracker`` ...
         self.completion: Completion | None = None  # ... and the outcome its caller waits for
