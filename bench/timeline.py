@@ -41,7 +41,7 @@ PROBES = [
     ("zgrad.distributed.rpc.agent", None, "decode_value", "rpc: decode a value"),
     ("zgrad.distributed.rpc.agent", None, "encode_value", "rpc: encode a value"),
     ("zgrad.distributed.autograd.worker", "RpcMessenger", "send", "engine: encode and queue a message"),
-    ("zgrad.distributed.autograd.worker", None, "decode_value", "engine: decode gradients"),
+    ("zgrad.distributed.autograd.worker", "DistAutogradWorker", "_on_message", "engine: check and decode a message"),
     ("zgrad.engine.dist_engine", "DistEngine", "receive", "engine: dispatch a message"),
     ("zgrad.engine.dist_engine", "DistEngine", "run_activation", "engine: run a task"),
 ]

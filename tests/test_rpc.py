@@ -291,8 +291,13 @@ def test_malformed_messages_are_counted_and_the_worker_keeps_serving(transport, 
         ["not", "a", "map"],
         {"target": "rpc_targets:add", "payload": b"\xc1garbage", "timeout_s": 1.0},
     ]
-    bad_messages = [(Kind.RREF_DELETE, {"rref": "x"}), (Kind.RESULT, {"payload": b"\x00"}),
-                    (Kind.SHUTDOWN_GO, {"dead": "x"}), (Kind.GRAD, {"body": {"ctx": "x"}}), (Kind.GRAD_ACK, [1, 2])]
+    report = {"ctx": 1, "pass": 1, "task": 1, "children": [], "error": None, "open": False}
+    bad_messages = [(Kind.RREF_DELETE, {"rref": "x"}, ()), (Kind.RESULT, {"payload": b"\x00"}, ()),
+                    (Kind.SHUTDOWN_GO, {"dead": "x"}, ()), (Kind.GRAD, {"body": {"ctx": "x"}}, ()), (Kind.GRAD_ACK, [1, 2], ()),
+                    # gradients described wrongly: more arrays than buffers, an object dtype, a size mismatch
+                    (Kind.GRAD_ACK, {"body": report, "arrays": [["<f4", [2]]]}, ()),
+                    (Kind.GRAD_ACK, {"body": report, "arrays": [["|O", [1]]]}, (b"\0" * 8,)),
+                    (Kind.GRAD_ACK, {"body": report, "arrays": [["<f4", [3]]]}, (b"\0" * 8,))]
     expected_rejects = len(bad_calls) + len(bad_messages)
 
     def body(rank):
@@ -300,8 +305,8 @@ def test_malformed_messages_are_counted_and_the_worker_keeps_serving(transport, 
         for meta in bad_calls:
             with pytest.raises(RemoteError):
                 agent.request(peer, Kind.CALL, meta, (), 5.0, "bad call").wait()
-        for kind, meta in bad_messages:
-            agent.send(peer, kind, meta)
+        for kind, meta, buffers in bad_messages:
+            agent.send(peer, kind, meta, buffers)
         # Only this rank sends to its neighbour; some rejects happen on its pool, so poll (bounded).
         info = poll(lambda: rpc.get_debug_info(peer), lambda i: i["rejects"] >= expected_rejects)
         return info, rpc.rpc_sync(peer, T.add, args=(2, 3))
@@ -311,6 +316,8 @@ def test_malformed_messages_are_counted_and_the_worker_keeps_serving(transport, 
         assert info["rejects"] >= expected_rejects, info["rejects_by_reason"]
         assert any(reason.startswith("undecodable CALL payload") for reason in info["rejects_by_reason"]), \
             info["rejects_by_reason"]
+        for words in ("describes 1 arrays but carries 0 buffers", "is not a plain numeric dtype", "cannot hold shape [3]"):
+            assert any(words in reason for reason in info["rejects_by_reason"]), (words, info["rejects_by_reason"])
         assert info["messages_received"]["CALL"] >= len(bad_calls) + 1
 
 

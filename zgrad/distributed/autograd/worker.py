@@ -1,7 +1,8 @@
 """Distributed autograd on one worker: its contexts, its engine, and the glue to the RPC agent.
 
-:class:`RpcMessenger` carries the engine's messages as RPC message kinds (body in the metadata,
-gradients as raw buffers through the safe codec). :class:`DistAutogradWorker` is attached to
+:class:`RpcMessenger` carries the engine's messages as RPC message kinds: the body in the
+metadata, gradients as raw buffers described by ``arrays`` (``[dtype, shape]`` each, checked like
+the safe codec's arrays; gradients are always plain arrays, so they need none of its value tree). :class:`DistAutogradWorker` is attached to
 every agent by ``init_rpc``; the agent calls its ``*_call``/``*_result`` hooks to record send and
 recv nodes for every RPC made inside a context.
 
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from zgrad.distributed.autograd.recording import record_recv, record_send
-from zgrad.distributed.rpc.codec import decode_value, encode_value
+from zgrad.distributed.rpc.codec import array_from_buffer, array_spec
 from zgrad.distributed.rpc.messages import Kind, check_meta
 from zgrad.engine.context import ContextContainer, DistAutogradContext
 from zgrad.engine.dist_engine import DistEngine
@@ -55,7 +56,7 @@ BODY_SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
 }
 ENGINE_KINDS = {name: getattr(Kind, name) for name in BODY_SCHEMAS}
 _NAMES = {kind: name for name, kind in ENGINE_KINDS.items()}
-_ENVELOPE_SCHEMA = {"body": ((dict,), True), "payload": ((bytes,), False)}
+_ENVELOPE_SCHEMA = {"body": ((dict,), True), "arrays": ((list,), False)}
 
 
 class RpcMessenger:
@@ -67,10 +68,10 @@ class RpcMessenger:
 
     def send(self, dst: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> None:
         meta: dict[str, Any] = {"body": body}
-        buffers: Sequence[Any] = ()
+        buffers: list[np.ndarray] = []
         if arrays:
-            encoded = encode_value([np.asarray(a) for a in arrays])
-            meta["payload"], buffers = encoded.payload, encoded.buffers
+            buffers = [np.ascontiguousarray(a) for a in arrays]
+            meta["arrays"] = [array_spec(a) for a in buffers]
         self.agent.send(dst, ENGINE_KINDS[kind], meta, buffers)
 
     def submit(self, work: Any) -> None:
@@ -119,11 +120,18 @@ class DistAutogradWorker:
         name = _NAMES[envelope.kind]
         check_meta(envelope.kind, envelope.meta, _ENVELOPE_SCHEMA)
         body = check_meta(envelope.kind, envelope.meta["body"], BODY_SCHEMAS[name])
+        specs = envelope.meta.get("arrays", [])
+        buffers = envelope.buffers
+        if len(specs) != len(buffers):
+            raise ProtocolError(f"{name} describes {len(specs)} arrays but carries {len(buffers)} buffers")
         arrays: list[Any] = []
-        if "payload" in envelope.meta:
-            arrays = decode_value(envelope.meta["payload"], envelope.buffers).value
-            if not isinstance(arrays, list) or not all(isinstance(a, np.ndarray) for a in arrays):
-                raise ProtocolError(f"{name} gradients must be a list of arrays")
+        for i, (spec, buffer) in enumerate(zip(specs, buffers)):
+            if not isinstance(spec, list) or len(spec) != 2:
+                raise ProtocolError(f"{name} array {i} must be described as [dtype, shape]")
+            try:
+                arrays.append(array_from_buffer(buffer, spec[0], spec[1]))
+            except ProtocolError as exc:
+                raise ProtocolError(f"{name} array {i}: {exc}") from None
         self.engine.receive(envelope.src, name, body, arrays)
 
     # --- hooks called by the RPC agent ----------------------------------------------------------

@@ -21,7 +21,7 @@ import numpy as np
 from zgrad.errors import ProtocolError, RemoteError, ZgradError
 from zgrad.tensor import Tensor
 
-__all__ = ["Encoded", "encode_value", "decode_value", "CodecError", "SAFE_TYPES_HELP"]
+__all__ = ["Encoded", "encode_value", "decode_value", "CodecError", "SAFE_TYPES_HELP", "array_spec", "array_from_buffer"]
 
 EXT_TUPLE = 1
 EXT_TENSOR = 2
@@ -42,6 +42,58 @@ SAFE_TYPES_HELP = (
 
 class CodecError(ZgradError, TypeError):
     """A value cannot be sent with the safe codec; the message names it and says what is allowed."""
+
+
+# dtype strings already checked to be plain numeric dtypes (a few dozen exist at most).
+_checked_dtypes: dict[str, np.dtype] = {}
+
+
+def array_spec(array: np.ndarray) -> list:
+    """``[dtype string, shape]`` of an array that may travel as a raw buffer.
+
+    Raises:
+        CodecError: a dtype that is not plain numeric (objects, strings, records).
+    """
+    dtype = array.dtype
+    if dtype.kind not in ALLOWED_DTYPE_KINDS or dtype.fields is not None:
+        raise CodecError(f"cannot send an array of dtype {dtype} in an RPC: only numeric dtypes travel")
+    return [dtype.str, list(array.shape)]
+
+
+def _checked_dtype(dtype_str: Any) -> np.dtype:
+    dtype = _checked_dtypes.get(dtype_str) if isinstance(dtype_str, str) else None
+    if dtype is not None:
+        return dtype
+    if not isinstance(dtype_str, str):
+        raise ProtocolError(f"array dtype must be a string, got {type(dtype_str).__name__}")
+    try:
+        dtype = np.dtype(dtype_str)
+    except TypeError:
+        raise ProtocolError(f"unknown array dtype {dtype_str!r}") from None
+    if dtype.kind not in ALLOWED_DTYPE_KINDS or dtype.fields is not None or dtype.str != dtype_str:
+        raise ProtocolError(f"array dtype {dtype_str!r} is not a plain numeric dtype")
+    _checked_dtypes[dtype_str] = dtype
+    return dtype
+
+
+def array_from_buffer(buffer: memoryview, dtype_str: Any, shape: Any) -> np.ndarray:
+    """The array a received ``buffer`` holds, as :func:`array_spec` described it (no copy).
+
+    Raises:
+        ProtocolError: an unknown or non-numeric dtype, a malformed shape, or a size that does not
+            match the buffer's.
+    """
+    dtype = _checked_dtype(dtype_str)
+    if not isinstance(shape, list) or len(shape) > MAX_NDIM or not all(
+            type(n) is int and n >= 0 for n in shape):
+        raise ProtocolError(f"array shape {shape!r} is not a list of non-negative ints")
+    count = 1
+    for n in shape:
+        count *= n
+    if count * dtype.itemsize != buffer.nbytes:
+        raise ProtocolError(f"a buffer of {buffer.nbytes} bytes cannot hold shape {shape} of {dtype} "
+                            f"({count * dtype.itemsize} bytes)")
+    return np.frombuffer(buffer, dtype=dtype, count=count).reshape(shape)
 
 
 @dataclass
@@ -77,8 +129,7 @@ class _Encoder:
         return packer.pack(value)
 
     def _array_ref(self, array: np.ndarray) -> int:
-        if array.dtype.kind not in ALLOWED_DTYPE_KINDS or array.dtype.fields is not None:
-            raise CodecError(f"cannot send an array of dtype {array.dtype} in an RPC: only numeric dtypes travel")
+        array_spec(array)  # checks the dtype
         self.buffers.append(np.ascontiguousarray(array))
         return len(self.buffers) - 1
 
@@ -147,25 +198,10 @@ class _Decoder:
         if self.used[index]:
             raise ProtocolError(f"buffer {index} is referenced twice")
         self.used[index] = True
-        if not isinstance(dtype_str, str):
-            raise ProtocolError(f"array dtype must be a string, got {type(dtype_str).__name__}")
         try:
-            dtype = np.dtype(dtype_str)
-        except TypeError:
-            raise ProtocolError(f"unknown array dtype {dtype_str!r}") from None
-        if dtype.kind not in ALLOWED_DTYPE_KINDS or dtype.fields is not None or dtype.str != dtype_str:
-            raise ProtocolError(f"array dtype {dtype_str!r} is not a plain numeric dtype")
-        if not isinstance(shape, list) or len(shape) > MAX_NDIM or not all(
-                isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
-            raise ProtocolError(f"array shape {shape!r} is not a list of non-negative ints")
-        count = 1
-        for n in shape:
-            count *= n
-        buffer = self.buffers[index]
-        if count * dtype.itemsize != buffer.nbytes:
-            raise ProtocolError(
-                f"buffer {index} holds {buffer.nbytes} bytes but shape {shape} of {dtype} needs {count * dtype.itemsize}")
-        return np.frombuffer(buffer, dtype=dtype, count=count).reshape(shape)
+            return array_from_buffer(self.buffers[index], dtype_str, shape)
+        except ProtocolError as exc:
+            raise ProtocolError(f"buffer {index}: {exc}") from None
 
     def ext_hook(self, code: int, data: bytes) -> Any:
         from zgrad.distributed.rpc.worker_info import WorkerInfo

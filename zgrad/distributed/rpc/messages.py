@@ -19,8 +19,8 @@ SHUTDOWN_READY          - (to rank 0: no call of mine is in flight)             
 SHUTDOWN_GO             dead (names of workers that died before the barrier)          -
 GRAD, GRAD_ACK,         owned by distributed autograd: meta is ``body`` (schemas in     -
 DISCOVER, DISCOVER_ACK, ``zgrad/distributed/autograd/worker.py``, protocol in
-START, PASS_END(_ACK),  ``zgrad/engine/dist_engine.py``) and ``payload`` (gradients)
-FAILURE(_ACK),
+START, PASS_END(_ACK),  ``zgrad/engine/dist_engine.py``) and ``arrays`` ([dtype, shape]
+FAILURE(_ACK),          of each gradient buffer)
 CONTEXT_RELEASE(_ACK)
 ======================  ============================================================  ==========
 """
