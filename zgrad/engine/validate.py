@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
 from zgrad.engine.graph import Edge, Node
 from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch
@@ -44,12 +46,15 @@ def validate_gradients(node: Node, edges: Sequence[Edge | None], grads: Sequence
     for i, (edge, grad) in enumerate(zip(edges, grads)):
         if edge is None or grad is None:
             continue
+        meta = edge.node.input_metadata[edge.input_nr]
+        if type(grad) is np.ndarray and grad.shape == meta.shape and grad.dtype == meta.dtype \
+                and meta.device_type == "cpu":
+            continue  # the common case, already conforming
         if not _is_array(grad):
             raise AutogradError(
                 f"Function {node.name} returned an invalid gradient at index {i} - expected an array or None, "
                 f"got {type(grad).__name__}"
             )
-        meta = edge.node.input_metadata[edge.input_nr]
         if grad.shape != meta.shape:
             if not _broadcastable_to(grad.shape, meta.shape):
                 raise AutogradError(
