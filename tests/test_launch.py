@@ -136,21 +136,31 @@ time.sleep(60)
 """
 
 
-@pytest.mark.timeout(30)
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_signal_leaves_no_worker_behind(tmp_path, signum):
+def start_stubborn_job(tmp_path: Path, *launcher_args: str, **popen_args) -> tuple[subprocess.Popen, list[int]]:
+    """Launch STUBBORN on two workers; return the launcher and, once both run, the workers' pids."""
     script = tmp_path / "job.py"
     script.write_text(STUBBORN)
     pids = tmp_path / "pids"
     pids.mkdir()
-    launcher = subprocess.Popen([*LAUNCH, "--config", str(write_config(tmp_path / "c.toml")), "--grace-s", "1",
-                                 "--", str(script), str(pids)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    launcher = subprocess.Popen([*LAUNCH, "--config", str(write_config(tmp_path / "c.toml")), *launcher_args,
+                                 "--", str(script), str(pids)], **popen_args)
     try:
         deadline = time.monotonic() + 15
         while len(list(pids.iterdir())) < 2 or any(not p.read_text() for p in pids.iterdir()):
             assert time.monotonic() < deadline, "workers did not start"
             time.sleep(0.05)
-        workers = [int(p.read_text()) for p in pids.iterdir()]
+    except BaseException:
+        launcher.kill()
+        raise
+    return launcher, [int(p.read_text()) for p in pids.iterdir()]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_leaves_no_worker_behind(tmp_path, signum):
+    launcher, workers = start_stubborn_job(tmp_path, "--grace-s", "1", stdout=subprocess.PIPE,
+                                           stderr=subprocess.STDOUT, text=True)
+    try:
         launcher.send_signal(signum)
         out, _ = launcher.communicate(timeout=15)
     finally:
@@ -165,19 +175,8 @@ def test_signal_leaves_no_worker_behind(tmp_path, signum):
 def test_killed_launcher_takes_its_workers_along(tmp_path):
     """SIGKILL gives the launcher no chance to stop anyone: the workers must still go, including
     rank 1, which ignores SIGTERM."""
-    script = tmp_path / "job.py"
-    script.write_text(STUBBORN)
-    pids = tmp_path / "pids"
-    pids.mkdir()
-    launcher = subprocess.Popen([*LAUNCH, "--config", str(write_config(tmp_path / "c.toml")), "--",
-                                 str(script), str(pids)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    workers: list[int] = []
+    launcher, workers = start_stubborn_job(tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 15
-        while len(list(pids.iterdir())) < 2 or any(not p.read_text() for p in pids.iterdir()):
-            assert time.monotonic() < deadline, "workers did not start"
-            time.sleep(0.05)
-        workers = [int(p.read_text()) for p in pids.iterdir()]
         launcher.kill()
         launcher.wait(10)
         deadline = time.monotonic() + 10

@@ -24,14 +24,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import zmq
-from transport_world import WAIT_S, control, recv_kind, start_all
+from transport_world import WAIT_S, control, raw_peer_joined, recv_kind, start_all
 
 from zgrad.config import parse_config
 from zgrad.errors import ConfigError
 from zgrad.transport import cma, cma_sys, create_mesh
 from zgrad.transport import frames as fr
-from zgrad.transport.io_loop import routing_id
 
 PEER = Path(__file__).resolve().parent / "peer_process.py"
 MIB = 1 << 20
@@ -269,9 +267,6 @@ def test_a_failed_probe_falls_back_to_frames_at_once(worlds, monkeypatch, how):
 # -- a raw peer that forges descriptors -------------------------------------------------------
 
 
-SESSION = 0x5EED
-
-
 @pytest.fixture
 def worker_and_forger():
     """Rank 0: a mesh. Rank 1: raw sockets here that offer a ticket table of their own."""
@@ -280,37 +275,15 @@ def worker_and_forger():
     inbox: queue.SimpleQueue = queue.SimpleQueue()
     mesh = create_mesh(config, 0, 2, "target", on_message=inbox.put, on_peer_lost=print, valid_kinds={1})
     endpoint = mesh.bind()
-    ctx = zmq.Context()
-    raw_in, raw_out = ctx.socket(zmq.ROUTER), ctx.socket(zmq.DEALER)
-    for sock in (raw_in, raw_out):
-        sock.linger = 0
-    raw_in.bind("tcp://127.0.0.1:0")
-    raw_out.routing_id = routing_id(1, SESSION)
-    raw_out.connect(endpoint)
     tickets = cma.TicketTable(min_bytes=1, per_peer=100)
-    started = threading.Thread(target=mesh.start)
-    started.start()
-    try:
-        raw_out.send_multipart(control(fr.KIND_REGISTER, {
-            "rank": 1, "name": "forger", "endpoint": raw_in.last_endpoint.decode(), "world_size": 2,
-            "transport": "tcp", "curve": False}))
-        recv_kind(raw_in, fr.KIND_TABLE)
-        recv_kind(raw_in, fr.KIND_HELLO)
-        raw_out.send_multipart(control(fr.KIND_HELLO_ACK))
-        recv_kind(raw_in, fr.KIND_CMA_OFFER)
-        raw_out.send_multipart(control(fr.KIND_CMA_READY, {"readable": False}))
+
+    def offer_own_tickets(raw_in, raw_out):
         raw_out.send_multipart(control(fr.KIND_CMA_OFFER, tickets.offer()))
         assert recv_kind(raw_in, fr.KIND_CMA_READY) == {"readable": True}
-        started.join(10)
-        assert not started.is_alive()
+
+    with raw_peer_joined(mesh, endpoint, "forger", before_start_ends=offer_own_tickets) as peer:
         tickets.readers[0] = mesh.workers[0].session
-        yield mesh, inbox, raw_in, raw_out, tickets
-    finally:
-        mesh.close(timeout_s=0.5)
-        started.join(10)
-        raw_in.close(0)
-        raw_out.close(0)
-        ctx.term()
+        yield mesh, inbox, peer.raw_in, peer.raw_out, tickets
 
 
 @pytest.mark.timeout(60)

@@ -12,20 +12,17 @@ import os
 import queue
 import random
 import socket
-import threading
 import time
 
 import pytest
 import zmq
 
-from transport_world import control, recv_kind
+from transport_world import control, raw_peer_joined, recv_kind
 
 from zgrad.config import parse_config
 from zgrad.transport import create_mesh
 from zgrad.transport import frames as fr
-from zgrad.transport.io_loop import routing_id
 
-SESSION = 0x5EED
 FUZZ_WITH_IDENTITY = 4000
 FUZZ_UNKNOWN_PEER = 1000
 RAW_TCP_CONNECTIONS = 200
@@ -77,34 +74,10 @@ def worker_and_raw_peer():
     inbox: queue.SimpleQueue = queue.SimpleQueue()
     mesh = create_mesh(config, 0, 2, "target", on_message=inbox.put, on_peer_lost=print, valid_kinds=KINDS)
     endpoint = mesh.bind()
-    ctx = zmq.Context()
-    raw_in = ctx.socket(zmq.ROUTER)
-    raw_out = ctx.socket(zmq.DEALER)
-    for sock in (raw_in, raw_out):
-        sock.linger = 0
-    raw_in.bind("tcp://127.0.0.1:0")
-    raw_out.routing_id = routing_id(1, SESSION)
-    raw_out.connect(endpoint)
-    started = threading.Thread(target=mesh.start)
-    started.start()
-    try:
-        raw_out.send_multipart(control(fr.KIND_REGISTER, {
-            "rank": 1, "name": "raw", "endpoint": raw_in.last_endpoint.decode(), "world_size": 2,
-            "transport": "tcp", "curve": False}))
-        assert [row[0] for row in recv_kind(raw_in, fr.KIND_TABLE)["workers"]] == ["target", "raw"]
-        recv_kind(raw_in, fr.KIND_HELLO)
-        raw_out.send_multipart(control(fr.KIND_HELLO_ACK))
-        recv_kind(raw_in, fr.KIND_CMA_OFFER)  # start() waits for the answer: this peer reads no tickets
-        raw_out.send_multipart(control(fr.KIND_CMA_READY, {"readable": False}))
-        started.join(10)
-        assert not started.is_alive() and mesh.workers[1].name == "raw"
-        yield mesh, inbox, raw_in, raw_out, ctx, endpoint
-    finally:
-        mesh.close(timeout_s=0.5)
-        started.join(10)
-        raw_in.close(0)
-        raw_out.close(0)
-        ctx.term()
+    with raw_peer_joined(mesh, endpoint, "raw") as peer:
+        assert [row[0] for row in peer.table["workers"]] == ["target", "raw"]
+        assert mesh.workers[1].name == "raw"
+        yield mesh, inbox, peer.raw_in, peer.raw_out, peer.ctx, endpoint
 
 
 def counted(stats: dict) -> int:

@@ -6,16 +6,21 @@ binds port 0; the ``worlds`` fixture (conftest.py) closes every mesh a test made
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
+
+import zmq
 
 from zgrad.config import Config, parse_config
 from zgrad.transport import Envelope, Mesh, create_mesh
 from zgrad.transport import frames as fr
+from zgrad.transport.io_loop import routing_id
 
 TRANSPORTS = ("tcp", "ipc", "inproc")
 KINDS = frozenset({1, 2, 3})
@@ -132,3 +137,51 @@ def recv_kind(sock, kind, valid_kinds=frozenset({1, 2}), timeout_s=10.0, seen=No
             if seen is not None:
                 seen.append(got)
     raise AssertionError(f"no message of kind {kind:#x} within {timeout_s} s")
+
+
+RAW_PEER_SESSION = 0x5EED
+
+
+class RawPeer(NamedTuple):
+    raw_in: zmq.Socket  # ROUTER bound here: what the mesh sends to rank 1 arrives on it
+    raw_out: zmq.Socket  # DEALER connected to the mesh, announcing itself as rank 1
+    ctx: zmq.Context
+    table: Any  # the worker table the mesh handed out
+
+
+@contextlib.contextmanager
+def raw_peer_joined(mesh: Mesh, endpoint: str, name: str,
+                    before_start_ends: Callable[[zmq.Socket, zmq.Socket], None] | None = None) -> Iterator[RawPeer]:
+    """Play rank 1 of a world of two by hand, over raw tcp sockets, against ``mesh`` (rank 0, bound
+    at ``endpoint``, not started): register, take the table, answer HELLO, decline the mesh's
+    cross-memory offer; ``before_start_ends(raw_in, raw_out)`` may add to the exchange before the
+    mesh's ``start`` returns. Closes the mesh, then the sockets, on the way out."""
+    ctx = zmq.Context()
+    raw_in, raw_out = ctx.socket(zmq.ROUTER), ctx.socket(zmq.DEALER)
+    for sock in (raw_in, raw_out):
+        sock.linger = 0
+    raw_in.bind("tcp://127.0.0.1:0")
+    raw_out.routing_id = routing_id(1, RAW_PEER_SESSION)
+    raw_out.connect(endpoint)
+    started = threading.Thread(target=mesh.start)
+    started.start()
+    try:
+        raw_out.send_multipart(control(fr.KIND_REGISTER, {
+            "rank": 1, "name": name, "endpoint": raw_in.last_endpoint.decode(), "world_size": 2,
+            "transport": "tcp", "curve": False}))
+        table = recv_kind(raw_in, fr.KIND_TABLE)
+        recv_kind(raw_in, fr.KIND_HELLO)
+        raw_out.send_multipart(control(fr.KIND_HELLO_ACK))
+        recv_kind(raw_in, fr.KIND_CMA_OFFER)  # start() waits for the answer: this peer reads no tickets
+        raw_out.send_multipart(control(fr.KIND_CMA_READY, {"readable": False}))
+        if before_start_ends is not None:
+            before_start_ends(raw_in, raw_out)
+        started.join(10)
+        assert not started.is_alive(), "the mesh did not finish starting"
+        yield RawPeer(raw_in, raw_out, ctx, table)
+    finally:
+        mesh.close(timeout_s=0.5)
+        started.join(10)
+        raw_in.close(0)
+        raw_out.close(0)
+        ctx.term()
