@@ -164,3 +164,43 @@ class Op(Function):
     """Base of built-in ops: ``forward``/``backward`` take and return raw arrays."""
 
     _tensor_api = False
+
+    @classmethod
+    def apply(cls, *args: Any) -> Any:
+        """:meth:`Function.apply` for array ops, written out flat: it runs for every op of a model."""
+        tensor = _tensor_class()
+        arrays = []
+        needs = []
+        record = False
+        for a in args:
+            if isinstance(a, tensor):
+                arrays.append(a._data)
+                needs.append(a._requires_grad)
+                record = record or a._requires_grad
+            else:
+                arrays.append(a)
+                needs.append(False)
+        ctx = FunctionCtx(cls, tuple(needs))
+        raw = cls.forward(ctx, *arrays)
+        single = not isinstance(raw, tuple)
+        outputs = (raw,) if single else raw
+        if not (record and is_grad_enabled()):
+            wrapped = [tensor(o) for o in outputs]
+        else:
+            ctx.next_edges = [gradient_edge(a) if need else None for a, need in zip(args, needs)]
+            ctx.input_metadata = [InputMetadata.of(o) for o in outputs]
+            wrapped = [tensor(o, o.dtype.kind == "f", _grad_fn=ctx, _output_nr=i) for i, o in enumerate(outputs)]
+        return wrapped[0] if single else tuple(wrapped)
+
+
+_tensor_type: Any = None
+
+
+def _tensor_class() -> Any:
+    """``zgrad.tensor.Tensor`` (imported on first use: that module imports this one)."""
+    global _tensor_type
+    if _tensor_type is None:
+        from zgrad.tensor import Tensor
+
+        _tensor_type = Tensor
+    return _tensor_type

@@ -75,6 +75,14 @@ def _private(grad: Any) -> bool:
             and (base is None or (isinstance(base, memoryview) and isinstance(base.obj, bytearray))))
 
 
+def _has_missing(inputs: list[Any]) -> bool:
+    # A function of its own, so no name of the caller's frame is left holding a gradient.
+    for g in inputs:
+        if g is None:
+            return True
+    return False
+
+
 class GraphTask:
     """One backward pass over the local graph.
 
@@ -190,38 +198,51 @@ class GraphTask:
         Raises:
             BaseException: whatever a node raised; the task keeps it in ``error`` and stops.
         """
+        lock = self._lock
+        with lock:
+            if self.error is not None:
+                raise self.error
+            if not self._ready:
+                return
+            node, inputs = self._ready.popleft()
+            self._running += 1
         while True:
-            with self._lock:
+            try:
+                outputs = self._execute(node, inputs)
+                inputs = None
+            except BaseException as exc:
+                with lock:
+                    self._running -= 1
+                    if self.error is None:
+                        self.error = exc
+                raise
+            with lock:  # one acquisition per node: route its outputs, take the next ready node
+                try:
+                    self._route(node, outputs)
+                finally:
+                    outputs = None  # no name keeps them: a gradient routed to a leaf is held by its buffer only
+                    self._running -= 1
+                    self.nodes_run += 1
                 if self.error is not None:
                     raise self.error
                 if not self._ready:
                     return
                 node, inputs = self._ready.popleft()
                 self._running += 1
-            try:
-                # No name keeps the outputs: a gradient routed to a leaf is then held by its buffer only.
-                self._route(node, self._execute(node, inputs))
-            except BaseException as exc:
-                with self._lock:
-                    self._running -= 1
-                    if self.error is None:
-                        self.error = exc
-                raise
-            with self._lock:
-                self._running -= 1
-                self.nodes_run += 1
 
     def _execute(self, node: Node, inputs: list[Any]) -> Sequence[Any]:
-        if not isinstance(node, GraphRoot):
-            if all(g is None for g in inputs) and not node.always_run:
-                return [None] * len(node.next_edges)
-            inputs[:] = [m.zeros() if g is None else g for g, m in zip(inputs, node.input_metadata)]
-            for index, hooks in node.pre_hooks.items():
-                for hook in hooks:
-                    result = hook(inputs[index])
-                    if result is not None:
-                        inputs[index] = result
-        if isinstance(node, AccumulateGrad) and self.leaf_sink is not None:
+        if type(node) is not GraphRoot:
+            if _has_missing(inputs):
+                if not node.always_run and all(g is None for g in inputs):
+                    return [None] * len(node.next_edges)
+                inputs[:] = [m.zeros() if g is None else g for g, m in zip(inputs, node.input_metadata)]
+            if node.pre_hooks:
+                for index, hooks in node.pre_hooks.items():
+                    for hook in hooks:
+                        result = hook(inputs[index])
+                        if result is not None:
+                            inputs[index] = result
+        if self.leaf_sink is not None and isinstance(node, AccumulateGrad):
             grad = inputs.pop()  # the caller's list is this one: now only ``grad`` holds it
             if self.sink_keeps and not _private(grad):
                 grad = dispatch.cast(grad, grad.dtype)
@@ -233,21 +254,23 @@ class GraphTask:
         return validate_gradients(node, node.next_edges, outputs)
 
     def _route(self, node: Node, outputs: Sequence[Any]) -> None:
-        with self._lock:
-            for edge, grad in zip(node.next_edges, outputs):
-                if edge is None:
-                    continue
-                child = edge.node
-                buffer = self._buffers.get(child)
-                if buffer is None:
-                    buffer = self._buffers[child] = [None] * len(child.input_metadata)
-                if grad is not None:
-                    held = buffer[edge.input_nr]
-                    buffer[edge.input_nr] = grad if held is None else dispatch.binary("add", held, grad)
-                remaining = self._dependencies[child] - 1
-                self._dependencies[child] = remaining
-                if remaining == 0:
-                    self._ready.append((child, self._buffers.pop(child)))
+        """Add ``outputs`` into the buffers of ``node``'s children; queue those now complete.
+        Called with the lock held."""
+        buffers, dependencies = self._buffers, self._dependencies
+        for edge, grad in zip(node.next_edges, outputs):
+            if edge is None:
+                continue
+            child = edge.node
+            buffer = buffers.get(child)
+            if buffer is None:
+                buffer = buffers[child] = [None] * len(child.input_metadata)
+            if grad is not None:
+                held = buffer[edge.input_nr]
+                buffer[edge.input_nr] = grad if held is None else dispatch.binary("add", held, grad)
+            remaining = dependencies[child] - 1
+            dependencies[child] = remaining
+            if remaining == 0:
+                self._ready.append((child, buffers.pop(child)))
 
 
 def run_backward(root_edges: Sequence[Edge], root_grads: Sequence[Any], *, retain_graph: bool = False,

@@ -106,9 +106,12 @@ def backend_of(*arrays: Any) -> ModuleType:
     """
     found = None
     for a in arrays:
-        if isinstance(a, (int, float, bool)):
+        if type(a) is np.ndarray:
+            d = "cpu"
+        elif isinstance(a, (int, float, bool)):
             continue
-        d = device_type_of(a)
+        else:
+            d = device_type_of(a)
         if found is None:
             found = d
         elif d != found:
@@ -184,6 +187,9 @@ def _shape_of(a: Any) -> tuple[int, ...]:
 def binary(op: str, a: Any, b: Any, dtype: Any = None):
     """``op`` ("add", "sub", "mul", "div", "pow") of two arrays or an array and a scalar, broadcast."""
     be = backend_of(a, b)
+    if dtype is None and type(a) is np.ndarray and type(b) is np.ndarray and a.shape == b.shape \
+            and a.dtype == b.dtype and (op != "div" or a.dtype.kind == "f"):
+        return getattr(be, op)(a, b, be.empty(a.shape, a.dtype))  # same shape and dtype: nothing to work out
     shape = broadcast_shape(_shape_of(a), _shape_of(b))
     if dtype is None:
         dtype = _result_dtype(a, b)
