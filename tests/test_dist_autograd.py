@@ -174,7 +174,7 @@ def test_hooks_repeated_passes_and_concurrent_contexts(transport, tmp_path):
 
 def test_a_pass_sends_nothing_after_its_gradients_and_back_to_back_passes_work(transport, tmp_path):
     """FAST: the design-note pass is one GRAD out and one GRAD_ACK back, carrying worker1's GRAD
-    (no PASS_END); worker1 has closed the pass before backward returns. SMART adds one DISCOVER,
+    (no PASS_END; add's two identical gradients as one buffer); worker1 has closed the pass before backward returns. SMART adds one DISCOVER,
     one DISCOVER_ACK (carrying worker1's DISCOVER for the root) and one START.
     Then passes run back to back in one context, alternating modes, and gradients accumulate."""
 
@@ -189,7 +189,12 @@ def test_a_pass_sends_nothing_after_its_gradients_and_back_to_back_passes_work(t
         with dist_autograd.context() as context_id:
             loss = (rpc.rpc_sync("worker1", T.add, args=(t1, t2)) * t4).sum()
             before = engine_messages()
+            bytes_before = rpc.get_debug_info()["transport"].get("bytes_in", 0)
             dist_autograd.backward(context_id, [loss], retain_graph=True, mode="fast")
+            # add's two gradients are one array: it travels once (3x3 float64), and each leaf gets its own
+            assert rpc.get_debug_info()["transport"].get("bytes_in", 0) - bytes_before == 9 * 8
+            grads = dist_autograd.get_gradients(context_id)
+            assert not np.shares_memory(grads[t1].numpy(), grads[t2].numpy())
             assert rpc.rpc_sync("worker1", T.dist_debug_info)["num_current_backward_passes"] == 0
             after = engine_messages()
             sent = {k: sum(a.get(k, 0) - b.get(k, 0) for a, b in zip(after, before)) for k in ("GRAD", "GRAD_ACK", "PASS_END")}

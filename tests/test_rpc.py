@@ -294,10 +294,12 @@ def test_malformed_messages_are_counted_and_the_worker_keeps_serving(transport, 
     report = {"ctx": 1, "pass": 1, "task": 1, "children": [], "error": None, "open": False}
     bad_messages = [(Kind.RREF_DELETE, {"rref": "x"}, ()), (Kind.RESULT, {"payload": b"\x00"}, ()),
                     (Kind.SHUTDOWN_GO, {"dead": "x"}, ()), (Kind.GRAD, {"body": {"ctx": "x"}}, ()), (Kind.GRAD_ACK, [1, 2], ()),
-                    # gradients described wrongly: more arrays than buffers, an object dtype, a size mismatch
+                    # gradients described wrongly: more arrays than buffers, an object dtype, a size mismatch,
+                    # a repeat of a buffer that comes later
                     (Kind.GRAD_ACK, {"body": report, "arrays": [["<f4", [2]]]}, ()),
                     (Kind.GRAD_ACK, {"body": report, "arrays": [["|O", [1]]]}, (b"\0" * 8,)),
-                    (Kind.GRAD_ACK, {"body": report, "arrays": [["<f4", [3]]]}, (b"\0" * 8,))]
+                    (Kind.GRAD_ACK, {"body": report, "arrays": [["<f4", [3]]]}, (b"\0" * 8,)),
+                    (Kind.GRAD_ACK, {"body": report, "arrays": [0, ["<f4", [2]]]}, (b"\0" * 8,))]
     expected_rejects = len(bad_calls) + len(bad_messages)
 
     def body(rank):
@@ -316,7 +318,8 @@ def test_malformed_messages_are_counted_and_the_worker_keeps_serving(transport, 
         assert info["rejects"] >= expected_rejects, info["rejects_by_reason"]
         assert any(reason.startswith("undecodable CALL payload") for reason in info["rejects_by_reason"]), \
             info["rejects_by_reason"]
-        for words in ("describes 1 arrays but carries 0 buffers", "is not a plain numeric dtype", "cannot hold shape [3]"):
+        for words in ("describes 1 arrays but carries 0 buffers", "is not a plain numeric dtype", "cannot hold shape [3]",
+                      "repeats buffer 0, which is not among the 0 before it"):
             assert any(words in reason for reason in info["rejects_by_reason"]), (words, info["rejects_by_reason"])
         assert info["messages_received"]["CALL"] >= len(bad_calls) + 1
 

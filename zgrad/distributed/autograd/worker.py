@@ -2,9 +2,11 @@
 
 :class:`RpcMessenger` carries the engine's messages as RPC message kinds: the body in the
 metadata, gradients as raw buffers described by ``arrays`` (``[dtype, shape]`` each, checked like
-the safe codec's arrays; gradients are always plain arrays, so they need none of its value tree). :class:`DistAutogradWorker` is attached to
-every agent by ``init_rpc``; the agent calls its ``*_call``/``*_result`` hooks to record send and
-recv nodes for every RPC made inside a context.
+the safe codec's arrays; gradients are always plain arrays, so they need none of its value tree).
+An array that appears twice in one message (``add``'s two gradients) travels once: its second
+entry is the index of its buffer. :class:`DistAutogradWorker` is attached to every agent by
+``init_rpc``; the agent calls its ``*_call``/``*_result`` hooks to record send and recv nodes for
+every RPC made inside a context.
 
 Threads: every engine message is received on the agent's I/O thread (checked and decoded there,
 which is cheap); :meth:`DistEngine.receive` handles acknowledgements, reports and PASS_END right
@@ -70,8 +72,18 @@ class RpcMessenger:
         meta: dict[str, Any] = {"body": body}
         buffers: list[np.ndarray] = []
         if arrays:
-            buffers = [np.ascontiguousarray(a) for a in arrays]
-            meta["arrays"] = [array_spec(a) for a in buffers]
+            specs: list[Any] = []
+            sent: dict[int, int] = {}  # id of an array already in ``buffers`` -> its index there
+            for a in arrays:
+                index = sent.get(id(a))
+                if index is not None:  # the same array again (``add``'s two gradients): its memory goes once
+                    specs.append(index)
+                    continue
+                sent[id(a)] = len(buffers)
+                buffer = np.ascontiguousarray(a)
+                specs.append(array_spec(buffer))
+                buffers.append(buffer)
+            meta["arrays"] = specs
         self.agent.send(dst, ENGINE_KINDS[kind], meta, buffers)
 
     def submit(self, work: Any) -> None:
@@ -120,19 +132,7 @@ class DistAutogradWorker:
         name = _NAMES[envelope.kind]
         check_meta(envelope.kind, envelope.meta, _ENVELOPE_SCHEMA)
         body = check_meta(envelope.kind, envelope.meta["body"], BODY_SCHEMAS[name])
-        specs = envelope.meta.get("arrays", [])
-        buffers = envelope.buffers
-        if len(specs) != len(buffers):
-            raise ProtocolError(f"{name} describes {len(specs)} arrays but carries {len(buffers)} buffers")
-        arrays: list[Any] = []
-        for i, (spec, buffer) in enumerate(zip(specs, buffers)):
-            if not isinstance(spec, list) or len(spec) != 2:
-                raise ProtocolError(f"{name} array {i} must be described as [dtype, shape]")
-            try:
-                arrays.append(array_from_buffer(buffer, spec[0], spec[1]))
-            except ProtocolError as exc:
-                raise ProtocolError(f"{name} array {i}: {exc}") from None
-        self.engine.receive(envelope.src, name, body, arrays)
+        self.engine.receive(envelope.src, name, body, _arrays(name, envelope.meta.get("arrays", []), envelope.buffers))
 
     # --- hooks called by the RPC agent ----------------------------------------------------------
 
@@ -173,6 +173,36 @@ class DistAutogradWorker:
             return
         ctx = self.contexts.get(context_id)
         record_recv(ctx, src, meta.get("grad_msg"), tensors)
+
+
+def _arrays(name: str, specs: list[Any], buffers: Sequence[memoryview]) -> list[Any]:
+    """The gradients a message carries: per entry of ``specs``, ``[dtype, shape]`` describes the
+    next buffer, and an int ``j`` repeats the array of buffer ``j`` (the same object: a gradient
+    sent twice travels once, and the receiver's graph task copies it where one copy is kept).
+
+    Raises:
+        ProtocolError: a malformed entry, a repeat of a buffer not described yet, or a number of
+            described buffers other than the number carried.
+    """
+    described = sum(1 for spec in specs if type(spec) is not int)
+    if described != len(buffers):
+        raise ProtocolError(f"{name} describes {described} arrays but carries {len(buffers)} buffers")
+    received: list[Any] = []
+    arrays: list[Any] = []
+    for i, spec in enumerate(specs):
+        if type(spec) is int:
+            if not 0 <= spec < len(received):
+                raise ProtocolError(f"{name} array {i} repeats buffer {spec}, which is not among the {len(received)} before it")
+            arrays.append(received[spec])
+            continue
+        if not isinstance(spec, list) or len(spec) != 2:
+            raise ProtocolError(f"{name} array {i} must be described as [dtype, shape] or by a buffer index")
+        try:
+            received.append(array_from_buffer(buffers[len(received)], spec[0], spec[1]))
+        except ProtocolError as exc:
+            raise ProtocolError(f"{name} array {i}: {exc}") from None
+        arrays.append(received[-1])
+    return arrays
 
 
 def attach(agent: "RpcAgent") -> DistAutogradWorker:
