@@ -311,7 +311,7 @@ class DistEngine:
             else:
                 self.smart.prepare(state, sources)
         finally:
-            state.ready.set()
+            state.ready.open()
         return state
 
     def backward(self, context_id: int, root_edges: Sequence[Edge], root_grads: Sequence[Any],

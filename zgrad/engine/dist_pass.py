@@ -18,16 +18,39 @@ AND: closing is final, and the task that closed the pass reports it.
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
-from collections import deque
 from typing import Any, Callable
 
 from zgrad.engine.context import DistAutogradContext
 from zgrad.engine.graph_task import GraphTask
 from zgrad.errors import AutogradError
 
-__all__ = ["PassState", "Activation", "Completion"]
+__all__ = ["PassState", "Activation", "Completion", "Gate"]
+
+
+class Gate:
+    """Closed until :meth:`open` (called once, by its creator); :meth:`wait` blocks while closed.
+
+    A lock its creator holds until it opens the gate: lighter than an ``Event`` (a Condition
+    and a fresh lock per wait), and one is made for every pass on every worker.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self._open = False
+
+    def open(self) -> None:
+        if not self._open:
+            self._open = True
+            self._lock.release()
+
+    def wait(self) -> None:
+        if not self._open:
+            with self._lock:
+                pass
 
 
 class PassState:
@@ -49,7 +72,7 @@ class PassState:
         self.held = False  # SMART: some nodes wait for discovery to end (see ``smart.py``)
         self.participants: set[int] = set()
         self.lock = threading.Lock()
-        self.ready = threading.Event()  # set once dependencies are counted (or held)
+        self.ready = Gate()  # opened once dependencies are counted (or held)
         self.active = 0  # tasks of the pass running on this worker
         self.closed = False
         self.progress = 0
@@ -144,59 +167,69 @@ class Completion:
 
     With ``caller_runs_work``, the thread that waits for the pass also runs the work of the pass
     that arrives for this worker meanwhile (:meth:`post`): it is idle anyway, and that saves a
-    hand-off to the pool and the wake-up of the waiter at the end.
+    hand-off to the pool and the wake-up of the waiter at the end. Work and the outcome reach the
+    waiter through one ``SimpleQueue`` (a wake-up inside C, no Python-level condition variable).
     """
 
     def __init__(self, caller_runs_work: bool = False) -> None:
-        self._cond = threading.Condition(threading.Lock())
-        self._work: deque[Callable[[], None]] = deque()
+        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._accepting = caller_runs_work
         self._done = False
         self._error: BaseException | None = None
 
     def set_done(self, error: BaseException | None = None) -> bool:
-        with self._cond:
+        with self._lock:
             if self._done:
                 return False
             self._done, self._error = True, error
-            self._cond.notify_all()
-            return True
+        self._queue.put(_DONE)
+        return True
 
     def done(self) -> bool:
         return self._done
 
     def post(self, work: Callable[[], None]) -> bool:
         """Queue ``work`` for the waiting thread; False when nobody will run it (run it elsewhere)."""
-        with self._cond:
+        with self._lock:
             if not self._accepting:
                 return False
-            self._work.append(work)
-            self._cond.notify()
+            self._queue.put(work)
             return True
 
     def wait(self, timeout_s: float | None) -> bool:
         """Block until done (at most ``timeout_s``), running posted work meanwhile; True when done."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while True:
-            with self._cond:
-                while not self._done and not self._work:
-                    remaining = None if deadline is None else deadline - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        return False
-                    self._cond.wait(remaining)
-                if self._done:
-                    return True
-                work = self._work.popleft()
-            work()
+        while not self._done:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return False
+            try:
+                work = self._queue.get(timeout=remaining)
+            except queue.Empty:
+                return self._done
+            if work is not _DONE:
+                work()
+                del work
+        return True
 
     def stop_accepting(self) -> list[Callable[[], None]]:
         """The waiter leaves: later :meth:`post` calls return False; returns the work still queued."""
-        with self._cond:
+        with self._lock:
             self._accepting = False
-            left, self._work = list(self._work), deque()
-            return left
+        left = []
+        while True:
+            try:
+                work = self._queue.get_nowait()
+            except queue.Empty:
+                return left
+            if work is not _DONE:
+                left.append(work)
 
     def result(self) -> None:
         """Raise the pass's error, if it failed."""
         if self._error is not None:
             raise self._error
+
+
+_DONE = object()  # queued by Completion.set_done: wakes the waiter

@@ -20,7 +20,7 @@ SHUTDOWN_GO             dead (names of workers that died before the barrier)    
 GRAD, GRAD_ACK,         owned by distributed autograd: meta is ``body`` (schemas in     -
 DISCOVER, DISCOVER_ACK, ``zgrad/distributed/autograd/worker.py``, protocol in
 START, PASS_END(_ACK),  ``zgrad/engine/dist_engine.py``) and ``arrays`` ([dtype, shape]
-FAILURE(_ACK),          of each gradient buffer)
+FAILURE(_ACK),          of each gradient buffer, or the index of a buffer sent already)
 CONTEXT_RELEASE(_ACK)
 ======================  ============================================================  ==========
 """
@@ -95,15 +95,30 @@ def check_meta(kind: int, meta: Any, schema: Mapping[str, tuple[tuple[type, ...]
     if not isinstance(meta, dict):
         raise ProtocolError(f"{KIND_NAMES.get(kind, kind)} metadata must be a map, got {type(meta).__name__}")
     for key, value in meta.items():
-        spec = schema.get(key) if isinstance(key, str) else None
+        spec = schema.get(key)  # every schema key is a str: any other key misses
         if spec is None:
             raise ProtocolError(f"{KIND_NAMES.get(kind, kind)} metadata has an unknown key {key!r}")
-        types, _ = spec
+        types = spec[0]
+        if type(value) in types:
+            continue  # the exact type is allowed (a bool only where bool is listed)
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             raise ProtocolError(
                 f"{KIND_NAMES.get(kind, kind)} metadata key {key!r} has type {type(value).__name__}; "
                 f"expected {' or '.join(t.__name__ for t in types)}")
-    for key, (_, required) in schema.items():
-        if required and key not in meta:
+    for key in _required(schema):
+        if key not in meta:
             raise ProtocolError(f"{KIND_NAMES.get(kind, kind)} metadata lacks the required key {key!r}")
     return meta
+
+
+_REQUIRED: dict[int, tuple[Mapping[str, Any], tuple[str, ...]]] = {}
+
+
+def _required(schema: Mapping[str, tuple[tuple[type, ...], bool]]) -> tuple[str, ...]:
+    """The required keys of ``schema`` (cached per schema object; schemas are module constants)."""
+    cached = _REQUIRED.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        return cached[1]
+    required = tuple(key for key, (_, needed) in schema.items() if needed)
+    _REQUIRED[id(schema)] = (schema, required)
+    return required
