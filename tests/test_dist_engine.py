@@ -6,6 +6,9 @@ messages FIFO per pair of workers (as the mesh does) and shuffles across pairs.
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 
@@ -492,3 +495,42 @@ def test_a_malformed_report_is_refused_before_it_counts(field, value):
         world.engines[0].roots.on_report(1, "GRAD_ACK", body, [np.ones(3)])
     world.deliver_all()  # the pass itself is untouched
     completion.result()
+
+
+# --- the root's waiting -------------------------------------------------------------------------
+
+def test_completion_runs_posted_work_on_the_waiter_and_hands_back_what_is_left():
+
+    from zgrad.engine.dist_pass import Completion, Gate
+
+    completion = Completion(caller_runs_work=True)
+    ran = []
+    assert completion.post(lambda: ran.append(threading.current_thread().name))
+    assert completion.wait(0.05) is False, "not done yet: the wait times out after running the work"
+    assert ran == [threading.current_thread().name]
+    threading.Timer(0.05, lambda: completion.post(lambda: ran.append("second"))).start()
+    threading.Timer(0.1, lambda: completion.set_done(AutogradError("boom"))).start()
+    assert completion.wait(5.0) is True
+    assert ran[1:] == ["second"]
+    assert completion.set_done(None) is False, "the first outcome stays"
+    assert completion.wait(0.0) is True, "done stays done"
+    completion.post(lambda: ran.append("late"))
+    left = completion.stop_accepting()
+    assert [w() for w in left] and ran[-1] == "late", "work queued after the outcome is handed back"
+    assert completion.post(lambda: None) is False
+    with pytest.raises(AutogradError, match="boom"):
+        completion.result()
+    assert Completion().post(lambda: None) is False, "without caller_runs_work nobody runs posted work"
+
+    gate, passed = Gate(), []
+    waiters = [threading.Thread(target=lambda: (gate.wait(), passed.append(1))) for _ in range(3)]
+    for t in waiters:
+        t.start()
+    time.sleep(0.05)
+    assert passed == [], "a closed gate holds its waiters"
+    gate.open()
+    gate.open()  # opening twice is harmless
+    for t in waiters:
+        t.join(5.0)
+    assert passed == [1, 1, 1]
+    gate.wait()  # an open gate does not block
