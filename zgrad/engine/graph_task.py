@@ -219,6 +219,10 @@ class GraphTask:
             with lock:  # one acquisition per node: route its outputs, take the next ready node
                 try:
                     self._route(node, outputs)
+                except BaseException as exc:  # a failed accumulation fails the task like a failed node
+                    if self.error is None:
+                        self.error = exc
+                    raise
                 finally:
                     outputs = None  # no name keeps them: a gradient routed to a leaf is held by its buffer only
                     self._running -= 1
