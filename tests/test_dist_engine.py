@@ -523,7 +523,8 @@ def test_completion_runs_posted_work_on_the_waiter_and_hands_back_what_is_left()
     assert Completion().post(lambda: None) is False, "without caller_runs_work nobody runs posted work"
 
     gate, passed = Gate(), []
-    waiters = [threading.Thread(target=lambda: (gate.wait(), passed.append(1))) for _ in range(3)]
+    assert gate.wait(0.01) is False, "a closed gate times out"
+    waiters = [threading.Thread(target=lambda: (gate.wait(5.0), passed.append(1))) for _ in range(3)]
     for t in waiters:
         t.start()
     time.sleep(0.05)
@@ -533,4 +534,4 @@ def test_completion_runs_posted_work_on_the_waiter_and_hands_back_what_is_left()
     for t in waiters:
         t.join(5.0)
     assert passed == [1, 1, 1]
-    gate.wait()  # an open gate does not block
+    assert gate.wait(0.0) is True, "an open gate does not block"

@@ -299,7 +299,7 @@ class DistEngine:
                         "run one pass per context at a time")
                 state = ctx.passes[pass_id] = PassState(ctx, pass_id, root, retain, mode, is_root=root == self.rank)
         if not created:
-            state.ready.wait()
+            state.wait_ready()
             return state
         try:
             sources = []

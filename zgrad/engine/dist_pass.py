@@ -27,7 +27,10 @@ from zgrad.engine.context import DistAutogradContext
 from zgrad.engine.graph_task import GraphTask
 from zgrad.errors import AutogradError
 
-__all__ = ["PassState", "Activation", "Completion", "Gate"]
+__all__ = ["PassState", "Activation", "Completion", "Gate", "READY_WAIT_S"]
+
+
+READY_WAIT_S = 60.0  # a pass's set-up is local work (counting dependencies): this is a safety bound
 
 
 class Gate:
@@ -47,10 +50,14 @@ class Gate:
             self._open = True
             self._lock.release()
 
-    def wait(self) -> None:
-        if not self._open:
-            with self._lock:
-                pass
+    def wait(self, timeout_s: float) -> bool:
+        """Block until open, at most ``timeout_s``; True if open."""
+        if self._open:
+            return True
+        if not self._lock.acquire(timeout=timeout_s):
+            return False
+        self._lock.release()
+        return True
 
 
 class PassState:
@@ -82,6 +89,16 @@ class PassState:
 
     def touch(self) -> None:
         self.progress += 1
+
+    def wait_ready(self) -> None:
+        """Block until the thread creating this state has counted its dependencies.
+
+        Raises:
+            AutogradError: that did not happen within ``READY_WAIT_S``.
+        """
+        if not self.ready.wait(READY_WAIT_S):
+            raise AutogradError(f"backward pass {self.pass_id:#x} of autograd context {self.ctx.context_id} was not "
+                                f"set up on this worker within {READY_WAIT_S:g} s")
 
     def unexecuted_sends(self) -> list[list[int]]:
         """``[autograd_message_id, peer]`` of the sends that take part (FAST: all of the context's;

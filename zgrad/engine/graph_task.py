@@ -199,14 +199,28 @@ class GraphTask:
             BaseException: whatever a node raised; the task keeps it in ``error`` and stops.
         """
         lock = self._lock
-        with lock:
-            if self.error is not None:
-                raise self.error
-            if not self._ready:
-                return
-            node, inputs = self._ready.popleft()
-            self._running += 1
+        node: Node | None = None
+        inputs: list[Any] | None = None
+        outputs: Sequence[Any] | None = None
         while True:
+            with lock:  # one acquisition per node: route the outputs of the last one, take the next
+                if node is not None:
+                    try:
+                        self._route(node, outputs)
+                    except BaseException as exc:  # a failed accumulation fails the task like a failed node
+                        if self.error is None:
+                            self.error = exc
+                        raise
+                    finally:
+                        outputs = None  # no name keeps them: a gradient routed to a leaf is held by its buffer only
+                        self._running -= 1
+                        self.nodes_run += 1
+                if self.error is not None:
+                    raise self.error
+                if not self._ready:
+                    return
+                node, inputs = self._ready.popleft()
+                self._running += 1
             try:
                 outputs = self._execute(node, inputs)
                 inputs = None
@@ -216,23 +230,6 @@ class GraphTask:
                     if self.error is None:
                         self.error = exc
                 raise
-            with lock:  # one acquisition per node: route its outputs, take the next ready node
-                try:
-                    self._route(node, outputs)
-                except BaseException as exc:  # a failed accumulation fails the task like a failed node
-                    if self.error is None:
-                        self.error = exc
-                    raise
-                finally:
-                    outputs = None  # no name keeps them: a gradient routed to a leaf is held by its buffer only
-                    self._running -= 1
-                    self.nodes_run += 1
-                if self.error is not None:
-                    raise self.error
-                if not self._ready:
-                    return
-                node, inputs = self._ready.popleft()
-                self._running += 1
 
     def _execute(self, node: Node, inputs: list[Any]) -> Sequence[Any]:
         if type(node) is not GraphRoot:

@@ -223,7 +223,7 @@ class SmartDiscovery:
                 engine.report(src, "GRAD_ACK", {"ctx": body["ctx"], "pass": body["pass"], "task": task_id,
                                                 "children": [], "error": None, "open": False})
             return
-        state.ready.wait()
+        state.wait_ready()
         if task_id is None:
             if state.finalize_marks():
                 engine.forget_pass(state)
