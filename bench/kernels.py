@@ -20,10 +20,14 @@ The load average before and after the run is printed and stored with the results
 median is far above its fastest call is marked "disturbed".
 
 Usage: python bench/kernels.py [--quick] [--out bench/results/kernels.json]
+       NUMBA_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python bench/kernels.py --section layers --threads 1
        python bench/kernels.py --thresholds   # serial vs parallel variant by size (min of repeats)
 
 Other sections (the MLP step) add a function to ``BENCHMARKS``: it takes a :class:`Settings` and
-returns a list of :class:`Row`.
+returns a list of :class:`Row`. Sections against torch that must run with one thread and with all
+threads (layers: Conv2d, BatchNorm2d; sequence: LSTM, Embedding) go into ``THREADED_SECTIONS``
+instead: each runs in its own interpreter per thread count, zgrad and torch alternating
+(``--section NAME --threads N`` runs one).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import os
 import pathlib
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -336,8 +341,153 @@ def bench_mlp_step(settings: Settings) -> list[Row]:
     return rows
 
 
+# --- layers against torch, one thread and all threads ----------------------------------------
+
+LAYER_TARGET = 1 / 1.5  # a zgrad layer's forward+backward at most 1.5x torch's time
+# Sections run in a fresh interpreter per thread count: numpy's OpenBLAS and Numba read their
+# thread counts once, when they load, so one process cannot switch between 1 and all threads.
+# A section takes the settings and the thread count and returns rows; it may import torch.
+THREADED_SECTIONS: dict[str, Callable[[Settings, int], list[Row]]] = {}
+
+
+def alternating_times(first: Callable[[], object], second: Callable[[], object], settings: Settings,
+                      per_round: int = 3) -> tuple[list[float], list[float]]:
+    """Wall times of two callables sampled in alternating rounds of ``per_round`` timed calls.
+
+    Each round starts with one untimed call: threads the other library leaves spinning after its
+    last parallel region (OpenMP's, OpenBLAS's) slow that call down instead of a timed one.
+    """
+    for fn in (first, second):
+        for _ in range(settings.warmup):
+            fn()
+    times: tuple[list[float], list[float]] = ([], [])
+    while len(times[0]) < settings.repeats or sum(times[0]) + sum(times[1]) < 2 * settings.min_sampling_s:
+        for fn, samples in zip((first, second), times):
+            fn()
+            for _ in range(per_round):
+                start = time.perf_counter()
+                fn()
+                samples.append(time.perf_counter() - start)
+    return times
+
+
+def compare_with_torch(name: str, size: str, zgrad_fn: Callable[[], object], torch_fn: Callable[[], object],
+                       settings: Settings, note: str = "") -> Row:
+    """A row with torch's time in the "numpy ms" column, from alternating samples."""
+    zgrad_times, torch_times = alternating_times(zgrad_fn, torch_fn, settings)
+    return Row(name, size, statistics.median(zgrad_times), statistics.median(torch_times), LAYER_TARGET,
+               min(zgrad_times), note=" ".join(filter(None, ["numpy ms column = torch ms", note])))
+
+
+def _training_step(module, x, upstream) -> Callable[[], None]:
+    """forward + backward of ``module`` on ``x`` (zgrad or torch alike), gradients cleared first."""
+    def step() -> None:
+        x.grad = None
+        module.zero_grad()
+        module(x).backward(upstream)
+
+    return step
+
+
+def layers_section(settings: Settings, threads: int) -> list[Row]:
+    """Conv2d 3x3 64->64 and BatchNorm2d(64) forward+backward on 32x64x32x32 float32 vs torch."""
+    import torch
+
+    import zgrad
+
+    torch.set_num_threads(threads)
+    rng = np.random.default_rng(5)
+    x, upstream = rng.standard_normal((2, 32, 64, 32, 32), dtype=DTYPE)
+    label = f"32x64x32x32, {threads} thread{'s' if threads > 1 else ''}"
+    zgrad.manual_seed(0)
+    pairs = [("Conv2d 3x3 64->64 pad 1 fwd+bwd", zgrad.nn.Conv2d(64, 64, 3, padding=1),
+              torch.nn.Conv2d(64, 64, 3, padding=1)),
+             ("BatchNorm2d(64) train fwd+bwd", zgrad.nn.BatchNorm2d(64), torch.nn.BatchNorm2d(64))]
+    rows = []
+    for name, zgrad_module, torch_module in pairs:
+        with torch.no_grad():  # same parameters on both sides
+            for p, q in zip(torch_module.parameters(), zgrad_module.parameters()):
+                p.copy_(torch.from_numpy(q.numpy()))
+        zgrad_step = _training_step(zgrad_module, zgrad.tensor(x, requires_grad=True), zgrad.tensor(upstream))
+        torch_step = _training_step(torch_module, torch.tensor(x, requires_grad=True), torch.tensor(upstream))
+        rows.append(compare_with_torch(name, label, zgrad_step, torch_step, settings))
+    return rows
+
+
+THREADED_SECTIONS["layers"] = layers_section
+
+
+def _sequence_steps(lstm, embedding, x, tokens, upstream_lstm, upstream_embedding):
+    """(LSTM step, Embedding step) of one library: forward + backward, gradients cleared first."""
+    def lstm_step() -> None:
+        x.grad = None
+        lstm.zero_grad()
+        output, _ = lstm(x)
+        output.backward(upstream_lstm)
+
+    def embedding_step() -> None:
+        embedding.zero_grad()  # set_to_none: every backward builds a fresh 50000x256 gradient
+        embedding(tokens).backward(upstream_embedding)
+
+    return lstm_step, embedding_step
+
+
+def sequence_section(settings: Settings, threads: int) -> list[Row]:
+    """A 2-layer LSTM (256 hidden) on 35x20 tokens of 256 features, and the scatter-add backward of
+    a 50000x256 Embedding on 35x20 tokens, forward+backward float32 vs torch."""
+    import torch
+
+    import zgrad
+
+    torch.set_num_threads(threads)
+    rng = np.random.default_rng(6)
+    steps, batch, features, rows = 35, 20, 256, 50_000
+    x = rng.standard_normal((steps, batch, features), dtype=DTYPE)
+    upstream_lstm = rng.standard_normal((steps, batch, features), dtype=DTYPE)
+    tokens = rng.integers(0, rows, size=(steps, batch))
+    upstream_embedding = rng.standard_normal((steps, batch, features), dtype=DTYPE)
+    zgrad.manual_seed(0)
+    modules = {zgrad: (zgrad.nn.LSTM(features, features, num_layers=2), zgrad.nn.Embedding(rows, features)),
+               torch: (torch.nn.LSTM(features, features, num_layers=2), torch.nn.Embedding(rows, features))}
+    with torch.no_grad():  # same parameters on both sides
+        for theirs, ours in zip(modules[torch], modules[zgrad]):
+            for p, q in zip(theirs.parameters(), ours.parameters()):
+                p.copy_(torch.from_numpy(q.numpy()))
+    steps_of = {lib: _sequence_steps(*modules[lib], lib.tensor(x, requires_grad=True), lib.tensor(tokens),
+                                     lib.tensor(upstream_lstm), lib.tensor(upstream_embedding))
+                for lib in (zgrad, torch)}
+    plural = "s" if threads > 1 else ""
+    names = [("LSTM 2x256 fwd+bwd", f"35x20x256, {threads} thread{plural}"),
+             ("Embedding 50000x256 fwd+bwd", f"35x20 tokens, {threads} thread{plural}")]
+    return [compare_with_torch(name, size, zgrad_step, torch_step, settings)
+            for (name, size), zgrad_step, torch_step in zip(names, steps_of[zgrad], steps_of[torch])]
+
+
+THREADED_SECTIONS["sequence"] = sequence_section
+
+
+def bench_threaded_sections(settings: Settings) -> list[Row]:
+    """Every threaded section with 1 thread and with all threads, each in its own interpreter."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("torch is not installed: skipping the layer rows (pip install torch==2.13.0)")
+        return []
+    rows = []
+    for threads in sorted({1, os.cpu_count() or 1}):
+        env = {**os.environ, **{var: str(threads) for var in (
+            "NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}}
+        for section in THREADED_SECTIONS:
+            command = [sys.executable, __file__, "--section", section, "--threads", str(threads)]
+            if settings is QUICK:
+                command.append("--quick")
+            done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+            rows += [Row(**fields) for fields in json.loads(done.stdout.splitlines()[-1])]
+    return rows
+
+
 BENCHMARKS: list[Callable[[Settings], list[Row]]] = [bench_elementwise, bench_rowwise, bench_optim, bench_matmul,
-                                                     bench_mlp_step]
+                                                     bench_mlp_step, bench_threaded_sections]
 
 
 # --- parallel thresholds ----------------------------------------------------------------------
@@ -397,6 +547,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="one size, fewer repeats")
     parser.add_argument("--thresholds", action="store_true", help="only sweep serial vs parallel variants")
+    parser.add_argument("--section", choices=sorted(THREADED_SECTIONS),
+                        help="only this section against torch; prints its rows as JSON (with --threads)")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                        help="with --section: the thread count (also set NUMBA_NUM_THREADS and "
+                             "OPENBLAS_NUM_THREADS to it)")
     parser.add_argument("--out", type=pathlib.Path,
                         default=pathlib.Path(__file__).resolve().parent / "results" / "kernels.json")
     args = parser.parse_args(argv)
@@ -404,6 +559,11 @@ def main(argv: list[str] | None = None) -> int:
         threshold_sweep()
         return 0
     settings = QUICK if args.quick else FULL
+    if args.section:
+        rows = THREADED_SECTIONS[args.section](settings, args.threads)
+        print(format_table(rows), file=sys.stderr)
+        print(json.dumps([dataclasses.asdict(r) for r in rows]))
+        return 0
 
     load_before = os.getloadavg()[0]
     rows = [row for benchmark in BENCHMARKS for row in benchmark(settings)]

@@ -114,8 +114,6 @@ def test_inplace_on_leaf_that_requires_grad():
     with raises(AutogradError, "a leaf Variable that requires grad is being used in an in-place operation",
                 "zgrad.no_grad()"):
         w.add_(1)
-    with raises(AutogradError, "in-place operations on tensors that are part of the graph"):
-        (w * 2).mul_(3)
 
 
 def test_item_of_multi_element_tensor():
@@ -214,11 +212,11 @@ def test_cross_entropy_target_errors():
         F.cross_entropy(logits, zgrad.tensor([0, 4, 1]))
     with raises(IndexError, "Target -1 is out of bounds"):
         F.cross_entropy(logits, [0, -1, 1])
-    with raises(ValueError, "cross_entropy expects integer class targets, got dtype float32"):
+    with raises(RuntimeError, "Expected target of the input's shape [3, 4] for class probabilities, got [3]"):
         F.cross_entropy(logits, zgrad.tensor([0.0, 1.0, 2.0]))
-    with raises(ValueError, "targets of shape [2]", "logits of shape [3, 4]", "expected (3,)"):
+    with raises(ValueError, "Expected input batch_size (3) to match target batch_size (2)."):
         F.cross_entropy(logits, [0, 1])
-    with raises(ValueError, "cross_entropy expects logits of shape (N, C), got [4]"):
+    with raises(RuntimeError, "Expected target size [], got [1]"):
         F.cross_entropy(zgrad.ones(4), [0])
 
 

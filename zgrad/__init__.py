@@ -6,9 +6,12 @@ Importing zgrad opens no socket, starts no thread and compiles nothing; Numba ke
 
 import numpy as _np
 
-from zgrad import autograd, nn, optim
+from zgrad import autograd, distributions, nn, optim
 from zgrad.creation import (
     arange, empty, from_dlpack, from_numpy, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like,
+)
+from zgrad.creation import (
+    BoolTensor, DoubleTensor, FloatTensor, IntTensor, LongTensor, empty_like, full_like, rand_like, randn_like,
 )
 from zgrad.device import Device as device
 from zgrad.engine.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
@@ -16,6 +19,11 @@ from zgrad.errors import ZgradError
 from zgrad.ops import (
     add, cat, div, exp, log, log_softmax, matmul, mean, mul, neg, permute, pow, relu, reshape, sigmoid, softmax,
     stack, sub, sum, tanh, transpose,
+)
+from zgrad.ops import (
+    abs, argmax, argmin, chunk, clamp, clip, eq, flatten, gather, ge, gt, index_select, le, logical_and, logical_not,
+    logical_or, logical_xor, logsumexp, lt, masked_fill, max, maximum, min, minimum, ne, remainder, scatter, split,
+    sqrt, squeeze, std, t, unsqueeze, var, where,
 )
 from zgrad.random import manual_seed
 from zgrad.tensor import Tensor
@@ -25,6 +33,13 @@ float64 = _np.dtype(_np.float64)
 int64 = _np.dtype(_np.int64)
 int32 = _np.dtype(_np.int32)
 bool_ = _np.dtype(_np.bool_)
+uint8 = _np.dtype(_np.uint8)
+# PyTorch's dtype aliases (zgrad.float shadows the builtin only as an attribute of this module)
+float = float32  # noqa: A001
+double = float64
+long = int64
+int = int32  # noqa: A001
+bool = bool_  # noqa: A001
 
 __version__ = "0.1.0"
 
@@ -34,4 +49,10 @@ __all__ = [
     "is_grad_enabled", "log", "log_softmax", "manual_seed", "matmul", "mean", "mul", "neg", "no_grad", "ones",
     "ones_like", "permute", "pow", "rand", "randn", "relu", "reshape", "set_grad_enabled", "sigmoid", "softmax", "stack",
     "sub", "sum", "tanh", "tensor", "transpose", "zeros", "zeros_like",
+    "BoolTensor", "DoubleTensor", "FloatTensor", "IntTensor", "LongTensor", "empty_like", "full_like", "rand_like",
+    "randn_like", "abs", "argmax", "argmin", "chunk", "clamp", "clip", "eq", "flatten", "gather", "ge", "gt",
+    "index_select", "le", "logical_and", "logical_not", "logical_or", "logical_xor", "logsumexp", "lt", "masked_fill",
+    "max", "maximum", "min", "minimum", "ne", "remainder", "scatter", "split", "sqrt", "squeeze", "std", "t",
+    "unsqueeze", "var", "where", "uint8", "float", "double", "long", "int", "bool",
 ]
+__all__ += ["distributions"]

@@ -1,18 +1,20 @@
-"""Tensor factories: ``tensor``, ``zeros``, ``ones``, ``rand``, ``randn``, ``from_numpy``, ``from_dlpack``."""
+"""Tensor factories: ``tensor``, ``zeros``, ``ones``, ``full``, ``arange``, ``rand``, ``randn``, the
+``*_like`` forms, the legacy typed constructors (``FloatTensor``, ``LongTensor``, ...),
+``from_numpy`` and ``from_dlpack``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-from zgrad.device import as_device
-from zgrad.kernels import dispatch
+from zgrad.device import check_supported
 from zgrad.random import default_generator
 from zgrad.tensor import Tensor
 
-__all__ = ["tensor", "zeros", "ones", "full", "empty", "rand", "randn", "zeros_like", "ones_like",
-           "from_numpy", "from_dlpack", "arange"]
+__all__ = ["tensor", "zeros", "ones", "full", "empty", "rand", "randn", "zeros_like", "ones_like", "full_like",
+           "empty_like", "rand_like", "randn_like", "from_numpy", "from_dlpack", "arange", "FloatTensor",
+           "DoubleTensor", "LongTensor", "IntTensor", "BoolTensor"]
 
 DEFAULT_DTYPE = np.dtype(np.float32)
 
@@ -27,9 +29,8 @@ def _shape(size: tuple[Any, ...]) -> tuple[int, ...]:
 
 
 def _finish(array: np.ndarray, requires_grad: bool, device: Any) -> Tensor:
-    if device is not None and as_device(device).type != "cpu":
-        dispatch.backend(as_device(device).type)
-        raise NotImplementedError(f"creating tensors on {device} is not supported yet")
+    if device is not None:
+        check_supported(device)
     return Tensor(array).requires_grad_(requires_grad) if requires_grad else Tensor(array)
 
 
@@ -59,8 +60,20 @@ def empty(*size: Any, dtype: Any = None, requires_grad: bool = False, device: An
     return _finish(np.empty(_shape(size), dtype=dtype or DEFAULT_DTYPE), requires_grad, device)
 
 
-def full(size: Any, fill_value: float, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
-    return _finish(np.full(_shape((size,)), fill_value, dtype=dtype or DEFAULT_DTYPE), requires_grad, device)
+def _scalar_dtype(value: Any) -> np.dtype:
+    """PyTorch's dtype for a Python number: bool, int64, or the default float."""
+    if isinstance(value, (bool, np.bool_)):
+        return np.dtype(np.bool_)
+    if isinstance(value, (int, np.integer)):
+        return np.dtype(np.int64)
+    return DEFAULT_DTYPE
+
+
+def full(size: Any, fill_value: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
+    """A tensor of ``size`` filled with ``fill_value``; the dtype follows the value (bool, int64,
+    or float32) unless given."""
+    dtype = np.dtype(dtype) if dtype is not None else _scalar_dtype(fill_value)
+    return _finish(np.full(_shape((size,)), fill_value, dtype=dtype), requires_grad, device)
 
 
 def zeros(*size: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
@@ -73,12 +86,35 @@ def ones(*size: Any, dtype: Any = None, requires_grad: bool = False, device: Any
     return _finish(np.ones(_shape(size), dtype=dtype or DEFAULT_DTYPE), requires_grad, device)
 
 
-def zeros_like(t: Tensor, requires_grad: bool = False) -> Tensor:
-    return zeros(t.shape, dtype=t.dtype, requires_grad=requires_grad)
+def zeros_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:  # noqa: A002
+    """Zeros of ``input``'s shape (and dtype, unless given)."""
+    return zeros(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad, device=device)
 
 
-def ones_like(t: Tensor, requires_grad: bool = False) -> Tensor:
-    return ones(t.shape, dtype=t.dtype, requires_grad=requires_grad)
+def ones_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:  # noqa: A002
+    """Ones of ``input``'s shape (and dtype, unless given)."""
+    return ones(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad, device=device)
+
+
+def full_like(input: Tensor, fill_value: Any, dtype: Any = None, requires_grad: bool = False,  # noqa: A002
+              device: Any = None) -> Tensor:
+    """``fill_value`` in ``input``'s shape (and dtype, unless given)."""
+    return full(input.shape, fill_value, dtype=dtype or input.dtype, requires_grad=requires_grad, device=device)
+
+
+def empty_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:  # noqa: A002
+    """An uninitialized tensor of ``input``'s shape (and dtype, unless given)."""
+    return empty(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad, device=device)
+
+
+def rand_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:  # noqa: A002
+    """U[0, 1) samples in ``input``'s shape (and dtype, unless given)."""
+    return rand(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad, device=device)
+
+
+def randn_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:  # noqa: A002
+    """Standard normal samples in ``input``'s shape (and dtype, unless given)."""
+    return randn(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad, device=device)
 
 
 def rand(*size: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
@@ -93,9 +129,24 @@ def randn(*size: Any, dtype: Any = None, requires_grad: bool = False, device: An
     return _finish(default_generator().standard_normal(_shape(size), dtype=dtype), requires_grad, device)
 
 
-def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None) -> Tensor:
-    array = np.arange(start, end, step) if end is not None else np.arange(start)
-    return Tensor(array.astype(dtype) if dtype is not None else array)
+def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None, requires_grad: bool = False,
+           device: Any = None) -> Tensor:
+    """Values from ``start`` (0 if only one bound is given) up to but excluding ``end`` by ``step``:
+    int64 when every bound is an int, float32 otherwise, unless ``dtype`` says.
+
+    Raises:
+        ValueError: ``step`` is 0.
+    """
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    if dtype is None:
+        integral = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (start, end, step))
+        dtype = np.int64 if integral else DEFAULT_DTYPE
+    # Floating ranges are computed in float64 and then rounded, as PyTorch does.
+    array = np.arange(start, end, step, dtype=np.float64 if np.dtype(dtype).kind == "f" else None)
+    return _finish(array.astype(dtype, copy=False), requires_grad, device)
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
@@ -110,3 +161,24 @@ def from_dlpack(obj: Any) -> Tensor:
     if not hasattr(obj, "__dlpack__"):
         raise TypeError(f"from_dlpack expects an object with __dlpack__, got {type(obj).__name__}")
     return Tensor(np.from_dlpack(obj))
+
+
+def _typed(dtype: Any, name: str) -> Callable[..., Tensor]:
+    def constructor(*args: Any) -> Tensor:
+        if all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):
+            return empty(*args, dtype=dtype)
+        if len(args) == 1:
+            return tensor(args[0], dtype=dtype)
+        raise TypeError(f"{name}() expects sizes (ints) or one sequence of data, got {args!r}")
+
+    constructor.__name__ = constructor.__qualname__ = name
+    constructor.__doc__ = (f"PyTorch's legacy constructor: ``{name}(*sizes)`` gives an uninitialized {np.dtype(dtype)} "
+                           f"tensor of that size, ``{name}(data)`` one holding ``data``.")
+    return constructor
+
+
+FloatTensor = _typed(np.float32, "FloatTensor")
+DoubleTensor = _typed(np.float64, "DoubleTensor")
+LongTensor = _typed(np.int64, "LongTensor")
+IntTensor = _typed(np.int32, "IntTensor")
+BoolTensor = _typed(np.bool_, "BoolTensor")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Device", "as_device"]
+from zgrad.errors import ZgradError
+
+__all__ = ["Device", "as_device", "check_supported"]
 
 
 @dataclass(frozen=True)
@@ -13,6 +15,13 @@ class Device:
 
     type: str
     index: int | None = None
+
+    def __post_init__(self) -> None:
+        # ``device("cuda:1")`` parses like ``device("cuda", 1)``, as torch.device does
+        if self.index is None and ":" in self.type:
+            parsed = as_device(self.type)
+            object.__setattr__(self, "type", parsed.type)
+            object.__setattr__(self, "index", parsed.index)
 
     def __str__(self) -> str:
         return self.type if self.index is None else f"{self.type}:{self.index}"
@@ -48,3 +57,19 @@ def as_device(spec: "str | Device") -> Device:
     if kind not in ("cpu", "cuda") or (index and not index.isdigit()):
         raise ValueError(f"Expected one of cpu, cuda device type at start of device string: {spec}")
     return Device(kind, int(index) if index else None)
+
+
+def check_supported(spec: "str | Device") -> Device:
+    """The device ``spec`` names, if zgrad can hold tensors there.
+
+    Raises:
+        ZgradError: a CUDA device: zgrad has no CUDA backend yet.
+        ValueError: an unknown device string.
+    """
+    device = as_device(spec)
+    if device.type != "cpu":
+        raise ZgradError(
+            f"zgrad has no CUDA backend yet: tensors and modules live on the CPU and cannot move to {device}; "
+            "use device='cpu' (or leave the device out)"
+        )
+    return device

@@ -3,23 +3,31 @@
 A tensor wraps an array (a numpy array on CPU) and, when it requires grad, either is a leaf
 (gradients accumulate into ``.grad``) or has a ``grad_fn``: the backward node of the op that made
 it. Tensors hash by identity, so they can be dictionary keys (``get_gradients`` relies on it).
+
+This module holds what a tensor is (attributes, conversions, autograd); the math and layout
+methods come from :class:`~zgrad.tensor_math.TensorMath` and the in-place ones from
+:class:`~zgrad.tensor_inplace.TensorInplace`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 
-from zgrad.device import CPU, Device, as_device
 from zgrad.autograd.function import gradient_edge
-from zgrad.engine.grad_mode import is_grad_enabled
+from zgrad.device import CPU, Device, as_device, check_supported
 from zgrad.engine.graph import AccumulateGrad
 from zgrad.engine.graph_task import run_backward
 from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch
+from zgrad.tensor_inplace import TensorInplace
+from zgrad.tensor_math import TensorMath
 
-__all__ = ["Tensor", "RemovableHandle"]
+__all__ = ["Tensor", "RemovableHandle", "parse_to_args"]
+
+# dtypes a tensor's repr leaves out, as PyTorch leaves out its defaults
+_REPR_DEFAULT_DTYPES = (np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_))
 
 
 class RemovableHandle:
@@ -34,7 +42,32 @@ class RemovableHandle:
             self._hooks.remove(self._hook)
 
 
-class Tensor:
+def parse_to_args(*args: Any, device: Any = None, dtype: Any = None,
+                  non_blocking: bool = False) -> tuple[Device | None, np.dtype | None]:
+    """The (device, dtype) of a ``to(...)`` call: ``to(device)``, ``to(dtype)``,
+    ``to(device, dtype)``, ``to(tensor)`` (its device and dtype), or keywords.
+
+    Raises:
+        TypeError: more than two positional arguments, or one that is neither a device nor a dtype.
+    """
+    if len(args) > 2:
+        raise TypeError(f"to() received {len(args)} positional arguments; expected at most (device, dtype)")
+    for arg in args:
+        if arg is None:
+            continue
+        if isinstance(arg, Tensor):
+            device, dtype = arg.device, arg.dtype
+        elif isinstance(arg, (str, Device)):
+            device = arg
+        else:
+            try:
+                dtype = np.dtype(arg)
+            except TypeError:
+                raise TypeError(f"to() received an invalid argument {arg!r}: expected a device, a dtype or a Tensor") from None
+    return (None if device is None else as_device(device)), (None if dtype is None else np.dtype(dtype))
+
+
+class Tensor(TensorMath, TensorInplace):
     """An n-d array that can record the operations applied to it for automatic differentiation.
 
     Create tensors with :func:`zgrad.tensor`, :func:`zgrad.zeros`, :func:`zgrad.from_numpy` and
@@ -67,6 +100,10 @@ class Tensor:
         return CPU if dispatch.device_type_of(self._data) == "cpu" else Device("cuda", 0)
 
     @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    @property
     def ndim(self) -> int:
         return self._data.ndim
 
@@ -77,12 +114,28 @@ class Tensor:
         return int(self._data.size)
 
     def size(self, dim: int | None = None) -> Any:
-        return self.shape if dim is None else self.shape[dim]
+        """The shape, or with ``dim`` the size of that dimension (negative counts from the end).
+
+        Raises:
+            IndexError: ``dim`` is out of range.
+        """
+        if dim is None:
+            return self.shape
+        n = max(self.ndim, 1)
+        if not -n <= dim < n:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+        return self.shape[dim] if self.ndim else 1
 
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.kind == "f"
+
+    def is_contiguous(self) -> bool:
+        return bool(self._data.flags.c_contiguous)
 
     @property
     def is_leaf(self) -> bool:
@@ -117,9 +170,12 @@ class Tensor:
         """A tensor sharing this one's memory, detached from the graph."""
         return Tensor(self._data)
 
-    @property
-    def T(self) -> "Tensor":
-        return _ops.transpose(self, 0, 1) if self.ndim == 2 else _ops.permute(self, tuple(reversed(range(self.ndim))))
+    @data.setter
+    def data(self, value: "Tensor") -> None:
+        """Make this tensor hold ``value``'s array (no copy), outside the graph, as PyTorch's ``.data =``."""
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data must be set to a Tensor, got {type(value).__name__}")
+        self._data = value._data
 
     # --- conversion -----------------------------------------------------------------------------
 
@@ -132,7 +188,7 @@ class Tensor:
         return array if dtype is None else array.astype(dtype, copy=False)
 
     def item(self) -> Any:
-        """The value of a one-element tensor as a Python number.
+        """The value of a one-element tensor as a Python number (bool for a bool tensor).
 
         Raises:
             ValueError: the tensor has more than one element.
@@ -142,12 +198,18 @@ class Tensor:
         return self.numpy().reshape(()).item()
 
     def tolist(self) -> Any:
+        """The data as nested Python lists of Python numbers (a number for a 0-d tensor)."""
         return self.numpy().tolist()
 
     def __float__(self) -> float:
         return float(self.item())
 
     def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "iub" or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
 
     def __bool__(self) -> bool:
@@ -162,22 +224,49 @@ class Tensor:
     def clone(self) -> "Tensor":
         return _ops.clone(self)
 
-    def to(self, target: Any) -> "Tensor":
-        """A copy in ``target`` dtype (numpy dtype) or on ``target`` device; self if already there."""
-        if isinstance(target, (str, Device)):
-            device = as_device(target)
-            if device == self.device:
-                return self
-            dispatch.backend(device.type)
-            raise NotImplementedError(f"moving tensors to {device} is not supported yet")
-        dtype = np.dtype(target)
-        return self if dtype == self.dtype else _ops.cast(self, dtype)
+    def contiguous(self) -> "Tensor":
+        """Self if its memory is C-contiguous, else a differentiable contiguous copy."""
+        return self if self._data.flags.c_contiguous else _ops.clone(self)
+
+    def to(self, *args: Any, copy: bool = False, **kwargs: Any) -> "Tensor":
+        """This tensor in another dtype or on another device: ``to(dtype)``, ``to(device)``,
+        ``to(device, dtype)``, ``to(other)``; self when nothing changes (unless ``copy``).
+        A dtype change is differentiable.
+
+        Raises:
+            ZgradError: a device zgrad has no backend for (cuda, for now).
+        """
+        device, dtype = parse_to_args(*args, **kwargs)
+        if device is not None and device != self.device:
+            check_supported(device)
+        if dtype is not None and dtype != self.dtype:
+            return _ops.cast(self, dtype)
+        return _ops.clone(self) if copy else self
+
+    def cpu(self) -> "Tensor":
+        return self
+
+    def cuda(self, device: Any = None) -> "Tensor":
+        """A copy on a CUDA device. Raises ZgradError: zgrad has no CUDA backend yet."""
+        return self.to("cuda" if device is None else device if isinstance(device, str) else f"cuda:{int(device)}")
+
+    def type_as(self, other: "Tensor") -> "Tensor":
+        return self.to(other.dtype)
 
     def float(self) -> "Tensor":
         return self.to(np.float32)
 
     def double(self) -> "Tensor":
         return self.to(np.float64)
+
+    def long(self) -> "Tensor":
+        return self.to(np.int64)
+
+    def int(self) -> "Tensor":
+        return self.to(np.int32)
+
+    def bool(self) -> "Tensor":
+        return self.to(np.bool_)
 
     def __dlpack__(self, **kwargs: Any) -> Any:
         return self._data.__dlpack__(**kwargs)
@@ -249,161 +338,12 @@ class Tensor:
         node.register_pre_hook(index, array_hook)
         return RemovableHandle(node.pre_hooks[index], array_hook)
 
-    # --- in-place updates (outside the graph) ---------------------------------------------------
-
-    def _check_inplace(self) -> None:
-        if self.requires_grad and is_grad_enabled():
-            raise AutogradError(
-                "a leaf Variable that requires grad is being used in an in-place operation; "
-                "wrap the update in `with zgrad.no_grad():`" if self.is_leaf else
-                "in-place operations on tensors that are part of the graph are not supported; use out-of-place ops"
-            )
-
-    def zero_(self) -> "Tensor":
-        self._check_inplace()
-        self._data[...] = 0
-        return self
-
-    def fill_(self, value: float) -> "Tensor":
-        self._check_inplace()
-        self._data[...] = value
-        return self
-
-    def copy_(self, src: Any) -> "Tensor":
-        self._check_inplace()
-        self._data[...] = src._data if isinstance(src, Tensor) else src
-        return self
-
-    def _inplace(self, op: str, other: Any) -> "Tensor":
-        self._check_inplace()
-        value = other._data if isinstance(other, Tensor) else other
-        getattr(dispatch.backend_of(self._data), op)(self._data, value, self._data)
-        return self
-
-    def add_(self, other: Any) -> "Tensor":
-        return self._inplace("add", other)
-
-    def sub_(self, other: Any) -> "Tensor":
-        return self._inplace("sub", other)
-
-    def mul_(self, other: Any) -> "Tensor":
-        return self._inplace("mul", other)
-
-    # --- ops ------------------------------------------------------------------------------------
-
-    def __add__(self, other: Any) -> "Tensor":
-        return _ops.add(self, other)
-
-    def __radd__(self, other: Any) -> "Tensor":
-        return _ops.add(other, self)
-
-    def __sub__(self, other: Any) -> "Tensor":
-        return _ops.sub(self, other)
-
-    def __rsub__(self, other: Any) -> "Tensor":
-        return _ops.sub(other, self)
-
-    def __mul__(self, other: Any) -> "Tensor":
-        return _ops.mul(self, other)
-
-    def __rmul__(self, other: Any) -> "Tensor":
-        return _ops.mul(other, self)
-
-    def __truediv__(self, other: Any) -> "Tensor":
-        return _ops.div(self, other)
-
-    def __rtruediv__(self, other: Any) -> "Tensor":
-        return _ops.div(other, self)
-
-    def __matmul__(self, other: Any) -> "Tensor":
-        return _ops.matmul(self, other)
-
-    def __rmatmul__(self, other: Any) -> "Tensor":
-        return _ops.matmul(other, self)
-
-    def __pow__(self, other: Any) -> "Tensor":
-        return _ops.pow(self, other)
-
-    def __rpow__(self, other: Any) -> "Tensor":
-        return _ops.pow(other, self)
-
-    def __neg__(self) -> "Tensor":
-        return _ops.neg(self)
-
-    def __getitem__(self, index: Any) -> "Tensor":
-        return _ops.getitem(self, index)
-
-    def _compare(self, ufunc: Callable, other: Any) -> "Tensor":
-        return Tensor(ufunc(self.numpy(), other.numpy() if isinstance(other, Tensor) else other))
-
-    def __eq__(self, other: Any) -> "Tensor":  # type: ignore[override]
-        return self._compare(np.equal, other)
-
-    def __ne__(self, other: Any) -> "Tensor":  # type: ignore[override]
-        return self._compare(np.not_equal, other)
-
-    def __lt__(self, other: Any) -> "Tensor":
-        return self._compare(np.less, other)
-
-    def __le__(self, other: Any) -> "Tensor":
-        return self._compare(np.less_equal, other)
-
-    def __gt__(self, other: Any) -> "Tensor":
-        return self._compare(np.greater, other)
-
-    def __ge__(self, other: Any) -> "Tensor":
-        return self._compare(np.greater_equal, other)
-
     __hash__ = object.__hash__
-
-    def sum(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
-        return _ops.sum(self, dim, keepdim)
-
-    def mean(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
-        return _ops.mean(self, dim, keepdim)
-
-    def argmax(self, dim: int | None = None) -> "Tensor":
-        return Tensor(np.argmax(self.numpy(), axis=dim))
-
-    def reshape(self, *shape: Any) -> "Tensor":
-        return _ops.reshape(self, shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape)
-
-    view = reshape
-
-    def flatten(self) -> "Tensor":
-        return _ops.reshape(self, (-1,))
-
-    def transpose(self, dim0: int, dim1: int) -> "Tensor":
-        return _ops.transpose(self, dim0, dim1)
-
-    def permute(self, *dims: Any) -> "Tensor":
-        return _ops.permute(self, dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims)
-
-    def exp(self) -> "Tensor":
-        return _ops.exp(self)
-
-    def log(self) -> "Tensor":
-        return _ops.log(self)
-
-    def tanh(self) -> "Tensor":
-        return _ops.tanh(self)
-
-    def sigmoid(self) -> "Tensor":
-        return _ops.sigmoid(self)
-
-    def relu(self) -> "Tensor":
-        return _ops.relu(self)
-
-    def softmax(self, dim: int = -1) -> "Tensor":
-        return _ops.softmax(self, dim)
-
-    def log_softmax(self, dim: int = -1) -> "Tensor":
-        return _ops.log_softmax(self, dim)
 
     def __repr__(self) -> str:
         body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
         extra = ""
-        if self.dtype != np.float32 and self.dtype != np.int64:
+        if self.dtype not in _REPR_DEFAULT_DTYPES:
             extra += f", dtype={self.dtype}"
         if self.grad_fn is not None:
             extra += f", grad_fn=<{self.grad_fn.name}>"

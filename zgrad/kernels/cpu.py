@@ -13,6 +13,23 @@ from types import ModuleType
 
 import numpy as np
 
+from zgrad.kernels.cpu_layers import (  # noqa: F401 - convolution, pooling and normalization ops
+    adaptive_avg_pool2d, adaptive_avg_pool2d_backward, avg_pool2d, avg_pool2d_backward, batch_norm,
+    batch_norm_backward, conv2d, conv2d_backward, group_norm, group_norm_backward, max_pool2d, max_pool2d_backward,
+)
+from zgrad.kernels.cpu_sequence import (  # noqa: F401 - embeddings, recurrences, dropout, activations, losses
+    class_loss, class_loss_backward, dropout, dropout_backward, embedding, embedding_backward, embedding_bag,
+    embedding_bag_backward, embedding_bag_per_sample_weights_backward, embedding_renorm, gelu, gelu_backward,
+    gru_backward, gru_forward, leaky_relu, leaky_relu_backward, lstm_backward, lstm_forward, nll, nll_backward,
+    pointwise_loss, pointwise_loss_backward, zeros,
+)
+from zgrad.kernels.cpu_tensor_ops import (  # noqa: F401 - the tensor-API ops
+    abs, add_scaled, addcdiv, addcmul, argmax, argmin, clamp, clamp_backward, compare, distribute_equal,
+    extremum_backward, floor_divide, gather, index_add, logical_not, logsumexp_backward_rows, logsumexp_rows, maximum, minimum,
+    random_integers, random_normal, random_uniform, remainder, scatter, scatter_add, sign, sqrt, take,
+    var_backward_rows, var_rows, where,
+)
+
 DEVICE_TYPE = "cpu"
 
 ACTIVATION_CODES = {"identity": 0, "relu": 1, "tanh": 2, "sigmoid": 3}

@@ -1,38 +1,41 @@
-"""Layers: ``Linear``, activations, ``Sequential``."""
+"""Layers: ``Linear``, ``Identity``, ``Flatten`` and the activations ``ReLU``, ``Tanh``, ``Sigmoid``."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from zgrad import ops
+from zgrad.device import check_supported
+from zgrad.nn import init
 from zgrad.nn.module import Module, Parameter
-from zgrad.random import default_generator
 
-__all__ = ["Linear", "ReLU", "Tanh", "Sigmoid", "Sequential"]
-
-
-def _uniform(shape: tuple[int, ...], bound: float, dtype: Any) -> np.ndarray:
-    return default_generator().uniform(-bound, bound, size=shape).astype(dtype)
+__all__ = ["Linear", "Identity", "Flatten", "ReLU", "Tanh", "Sigmoid"]
 
 
 class Linear(Module):
-    """y = x @ weight.T + bias, initialized like PyTorch: U(-1/sqrt(in), 1/sqrt(in)) for both.
+    """y = x @ weight.T + bias, initialized like PyTorch: ``kaiming_uniform_(weight, a=sqrt(5))``,
+    which is U(-1/sqrt(in), 1/sqrt(in)), and the same bound for the bias."""
 
-    (PyTorch's kaiming_uniform_ with a=sqrt(5) on the weight reduces to exactly that bound.)
-    """
-
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype: Any = np.float32) -> None:
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device: Any = None,
+                 dtype: Any = np.float32) -> None:
         super().__init__()
         if in_features <= 0 or out_features <= 0:
             raise ValueError(f"Linear needs positive sizes, got in_features={in_features}, out_features={out_features}")
+        if device is not None:
+            check_supported(device)
         self.in_features = in_features
         self.out_features = out_features
-        bound = 1.0 / math.sqrt(in_features)
-        self.weight = Parameter(_uniform((out_features, in_features), bound, dtype))
-        self.bias = Parameter(_uniform((out_features,), bound, dtype)) if bias else None
+        self.weight = Parameter(np.empty((out_features, in_features), dtype=dtype))
+        if bias:
+            self.bias = Parameter(np.empty((out_features,), dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.default_layer_init_(self.weight, self.bias)
 
     def forward(self, x: Any) -> Any:
         return ops.linear(x, self.weight, self.bias)
@@ -41,9 +44,44 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-class ReLU(Module):
+class Identity(Module):
+    """Returns its input; takes (and ignores) any constructor arguments, as PyTorch's."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
     def forward(self, x: Any) -> Any:
-        return ops.relu(x)
+        return x
+
+
+class Flatten(Module):
+    """Merges dimensions ``start_dim`` to ``end_dim`` (by default all but the batch dimension)."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
+        super().__init__()
+        self.start_dim = start_dim
+        self.end_dim = end_dim
+
+    def forward(self, x: Any) -> Any:
+        return ops.flatten(x, self.start_dim, self.end_dim)
+
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class ReLU(Module):
+    """max(x, 0). With ``inplace=True`` it overwrites its input (``x.relu_()``), under PyTorch's
+    in-place rules: an error on a leaf that requires grad, recorded in the graph otherwise."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, x: Any) -> Any:
+        return x.relu_() if self.inplace else ops.relu(x)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
 
 
 class Tanh(Module):
@@ -54,25 +92,3 @@ class Tanh(Module):
 class Sigmoid(Module):
     def forward(self, x: Any) -> Any:
         return ops.sigmoid(x)
-
-
-class Sequential(Module):
-    """Modules applied one after the other."""
-
-    def __init__(self, *modules: Module) -> None:
-        super().__init__()
-        for i, m in enumerate(modules):
-            if not isinstance(m, Module):
-                raise TypeError(f"Sequential expects Modules, got {type(m).__name__} at position {i}")
-            self.add_module(str(i), m)
-
-    def __getitem__(self, index: int) -> Module:
-        return list(self._modules.values())[index]
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def forward(self, x: Any) -> Any:
-        for m in self._modules.values():
-            x = m(x)
-        return x

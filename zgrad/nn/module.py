@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
 import numpy as np
 
-from zgrad.tensor import Tensor
+from zgrad.tensor import Tensor, parse_to_args
 
-__all__ = ["Module", "Parameter"]
+__all__ = ["Module", "Parameter", "IncompatibleKeys"]
 
 
 class Parameter(Tensor):
@@ -17,80 +17,266 @@ class Parameter(Tensor):
 
     __slots__ = ()
 
-    def __init__(self, data: Any, requires_grad: bool = True) -> None:
+    def __init__(self, data: Any = None, requires_grad: bool = True) -> None:
+        if data is None:
+            data = np.empty((0,), dtype=np.float32)
         array = data._data if isinstance(data, Tensor) else np.asarray(data)
         super().__init__(np.ascontiguousarray(array))
         self.requires_grad_(requires_grad)
 
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()
+
+
+class IncompatibleKeys(NamedTuple):
+    """What ``load_state_dict`` returns: the keys it did not find, and the keys it did not use."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+
+def _check_name(name: Any, kind: str) -> None:
+    if not isinstance(name, str):
+        raise TypeError(f"{kind} name should be a string. Got {type(name).__name__}")
+    if "." in name:
+        raise KeyError(f'{kind} name can\'t contain ".", got: {name}')
+    if name == "":
+        raise KeyError(f'{kind} name can\'t be empty string ""')
+
 
 class Module:
-    """Base class of models: holds parameters and sub-modules assigned as attributes.
+    """Base class of models: holds parameters, buffers and sub-modules assigned as attributes.
 
-    Subclasses implement ``forward``; calling the module calls it.
+    Subclasses implement ``forward``; calling the module calls it. Parameters (:class:`Parameter`)
+    are trained; buffers (:meth:`register_buffer`) are state that is not trained, such as running
+    statistics, and like parameters they are saved by :meth:`state_dict` (unless registered with
+    ``persistent=False``) and converted by :meth:`to`.
     """
+
+    training: bool
 
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent_buffers_set", set())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "training", True)
+
+    # --- attribute routing ----------------------------------------------------------------------
 
     def __setattr__(self, name: str, value: Any) -> None:
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"cannot assign {name!r} before Module.__init__() is called")
-        self._parameters.pop(name, None)
-        self._modules.pop(name, None)
+        params, buffers, modules = self._parameters, self._buffers, self._modules
         if isinstance(value, Parameter):
-            self._parameters[name] = value
+            self.__dict__.pop(name, None)
+            buffers.pop(name, None)
+            modules.pop(name, None)
+            self._non_persistent_buffers_set.discard(name)
+            params[name] = value
+        elif name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as parameter '{name}' "
+                                "(zgrad.nn.Parameter or None expected)")
+            params[name] = None
         elif isinstance(value, Module):
-            self._modules[name] = value
+            self.__dict__.pop(name, None)
+            params.pop(name, None)
+            buffers.pop(name, None)
+            self._non_persistent_buffers_set.discard(name)
+            modules[name] = value
+        elif name in modules:
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as child module '{name}' "
+                                "(zgrad.nn.Module or None expected)")
+            modules[name] = None
+        elif name in buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
+                                "(zgrad.Tensor or None expected)")
+            buffers[name] = value
         else:
             object.__setattr__(self, name, value)
 
     def __getattr__(self, name: str) -> Any:
-        for table in ("_parameters", "_modules"):
+        for table in ("_parameters", "_buffers", "_modules"):
             entries = self.__dict__.get(table)
             if entries is not None and name in entries:
                 return entries[name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    def register_parameter(self, name: str, param: Parameter | None) -> None:
-        if param is None:
-            self._parameters[name] = None
-        else:
-            setattr(self, name, param)
+    def __delattr__(self, name: str) -> None:
+        for table in (self._parameters, self._buffers, self._modules):
+            if name in table:
+                del table[name]
+                self._non_persistent_buffers_set.discard(name)
+                return
+        object.__delattr__(self, name)
 
-    def add_module(self, name: str, module: "Module") -> None:
-        setattr(self, name, module)
+    # --- registration ---------------------------------------------------------------------------
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        """Add a parameter (or a ``None`` placeholder, as a layer without bias does) under ``name``.
+
+        Raises:
+            TypeError: ``param`` is not a Parameter or None, or ``name`` is not a string.
+            KeyError: ``name`` is empty, dotted, or already another attribute.
+        """
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameter before Module.__init__() call")
+        _check_name(name, "parameter")
+        if hasattr(self, name) and name not in self._parameters:
+            raise KeyError(f"attribute '{name}' already exists")
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
+                            "(zgrad.nn.Parameter or None required)")
+        self._parameters[name] = param
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """Add a buffer: module state that is not a parameter (e.g. BatchNorm's running mean).
+
+        Args:
+            name: the attribute name.
+            tensor: the buffer, or None (then it is skipped by ``buffers()`` and ``state_dict()``).
+            persistent: whether ``state_dict()`` includes it.
+
+        Raises:
+            TypeError: ``tensor`` is not a Tensor or None, or ``name`` is not a string.
+            KeyError: ``name`` is empty, dotted, or already another attribute.
+        """
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        _check_name(name, "buffer")
+        if hasattr(self, name) and name not in self._buffers:
+            raise KeyError(f"attribute '{name}' already exists")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
+                            "(zgrad.Tensor or None required)")
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
+
+    def add_module(self, name: str, module: "Module | None") -> None:
+        """Add a child module (or a ``None`` placeholder) under ``name``.
+
+        Raises:
+            TypeError: ``module`` is not a Module or None.
+            KeyError: ``name`` is empty, dotted, or already another attribute.
+        """
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        _check_name(name, "module")
+        if hasattr(self, name) and name not in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        self._modules[name] = module
+
+    register_module = add_module
+
+    # --- forward --------------------------------------------------------------------------------
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(f"{type(self).__name__} must implement forward()")
+        name = type(self).__name__
+        raise NotImplementedError(f'Module [{name}] is missing the required "forward" function: {name} must implement forward()')
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.forward(*args, **kwargs)
 
-    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, "Module"]]:
+    # --- traversal ------------------------------------------------------------------------------
+
+    def named_modules(self, memo: set | None = None, prefix: str = "",
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, "Module"]]:
+        """(qualified name, module) for this module and every descendant, depth first, self first.
+
+        A module reachable along several paths is listed once unless ``remove_duplicate=False``.
+        """
+        if memo is None:
+            memo = set()
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
         yield prefix, self
         for name, child in self._modules.items():
-            yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
+            if child is not None:
+                yield from child.named_modules(memo, f"{prefix}.{name}" if prefix else name, remove_duplicate)
 
     def modules(self) -> Iterator["Module"]:
         return (m for _, m in self.named_modules())
 
-    def children(self) -> Iterator["Module"]:
-        return iter(self._modules.values())
-
-    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
-        """(qualified name, parameter) pairs of this module and its sub-modules, each once."""
+    def named_children(self) -> Iterator[tuple[str, "Module"]]:
+        """(name, module) of the direct children, each module once."""
         seen: set[int] = set()
-        for module_name, module in self.named_modules(prefix):
-            for name, param in module._parameters.items():
-                if param is None or id(param) in seen:
-                    continue
-                seen.add(id(param))
-                yield (f"{module_name}.{name}" if module_name else name), param
+        for name, child in self._modules.items():
+            if child is not None and id(child) not in seen:
+                seen.add(id(child))
+                yield name, child
 
-    def parameters(self) -> Iterator[Parameter]:
-        return (p for _, p in self.named_parameters())
+    def children(self) -> Iterator["Module"]:
+        return (m for _, m in self.named_children())
+
+    def _named_members(self, table: str, prefix: str, recurse: bool,
+                       remove_duplicate: bool) -> Iterator[tuple[str, Tensor]]:
+        modules = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
+        seen: set[int] = set()
+        for module_name, module in modules:
+            for name, value in getattr(module, table).items():
+                if value is None or (remove_duplicate and id(value) in seen):
+                    continue
+                seen.add(id(value))
+                yield (f"{module_name}.{name}" if module_name else name), value
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
+        """(qualified name, parameter) pairs of this module and (with ``recurse``) its descendants, each once."""
+        return self._named_members("_parameters", prefix, recurse, remove_duplicate)
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        return (p for _, p in self.named_parameters(recurse=recurse))
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        """(qualified name, buffer) pairs of this module and (with ``recurse``) its descendants, each once."""
+        return self._named_members("_buffers", prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        return (b for _, b in self.named_buffers(recurse=recurse))
+
+    def apply(self, fn: Callable[["Module"], Any]) -> "Module":
+        """Call ``fn`` on every descendant (children first) and then on this module; returns self.
+
+        Typical use is initialization: ``model.apply(init_weights)``.
+        """
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    # --- training state -------------------------------------------------------------------------
+
+    def train(self, mode: bool = True) -> "Module":
+        """Set training mode (what Dropout and BatchNorm look at) here and in every descendant.
+
+        Raises:
+            ValueError: ``mode`` is not a bool.
+        """
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        object.__setattr__(self, "training", mode)
+        for child in self.children():
+            child.train(mode)
+        return self
+
+    def eval(self) -> "Module":
+        """Evaluation mode: ``train(False)``."""
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Module":
+        """Set ``requires_grad`` on every parameter; returns self."""
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear the ``.grad`` of every parameter (set to None, or zero it in place)."""
@@ -101,18 +287,38 @@ class Module:
                 else:
                     p.grad._data[...] = 0
 
-    def state_dict(self) -> "OrderedDict[str, Tensor]":
-        """Detached copies of every parameter, by qualified name."""
-        return OrderedDict((name, Tensor(p._data.copy())) for name, p in self.named_parameters())
+    # --- state dict -----------------------------------------------------------------------------
 
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> None:
-        """Copy values into the parameters of the same names.
+    def _state_entries(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
+        """Every parameter and persistent buffer under its state-dict key (shared ones under each key)."""
+        for name, param in self._parameters.items():
+            if param is not None:
+                yield prefix + name, param
+        for name, buf in self._buffers.items():
+            if buf is not None and name not in self._non_persistent_buffers_set:
+                yield prefix + name, buf
+        for name, child in self._modules.items():
+            if child is not None:
+                yield from child._state_entries(f"{prefix}{name}.")
 
-        Raises:
+    def state_dict(self, *, destination: Any = None, prefix: str = "",
+                   keep_vars: bool = False) -> "OrderedDict[str, Tensor]":
+        """Parameters and persistent buffers by qualified name: detached copies, or the tensors
+        themselves with ``keep_vars=True``. (PyTorch returns detached views sharing memory; zgrad
+        copies, so a state dict sent to another worker is a snapshot.)"""
+        out = OrderedDict() if destination is None else destination
+        for name, value in self._state_entries(prefix):
+            out[name] = value if keep_vars else Tensor(value._data.copy())
+        return out
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> IncompatibleKeys:
+        """Copy values into the parameters and persistent buffers of the same names.
+
+        Returns the missing and unexpected keys. Raises:
             KeyError: with ``strict``, names missing from or unexpected in ``state_dict``.
-            ValueError: a value's shape differs from its parameter's.
+            ValueError: a value's shape differs from its parameter's or buffer's.
         """
-        own = dict(self.named_parameters())
+        own = dict(self._state_entries())
         missing = sorted(set(own) - set(state_dict))
         unexpected = sorted(set(state_dict) - set(own))
         if strict and (missing or unexpected):
@@ -131,14 +337,50 @@ class Module:
             arrays[name] = array
         for name, array in arrays.items():
             own[name]._data[...] = array
+        return IncompatibleKeys(missing, unexpected)
 
-    def train(self, mode: bool = True) -> "Module":
-        for m in self.modules():
-            object.__setattr__(m, "training", mode)
+    # --- device and dtype -----------------------------------------------------------------------
+
+    def _apply(self, convert: Callable[[Tensor], Tensor]) -> "Module":
+        """Convert every parameter (in place, keeping the Parameter object and its grad) and buffer."""
+        for module in self.modules():
+            for param in module._parameters.values():
+                if param is not None:
+                    param._data = convert(param)._data
+                    if param.grad is not None:
+                        param.grad._data = convert(param.grad)._data
+            for name, buf in module._buffers.items():
+                if buf is not None:
+                    module._buffers[name] = convert(buf)
         return self
 
-    def eval(self) -> "Module":
-        return self.train(False)
+    def to(self, *args: Any, **kwargs: Any) -> "Module":
+        """Move or cast parameters and buffers: ``to(device)``, ``to(dtype)``, ``to(device, dtype)``
+        or ``to(tensor)``. A dtype applies to floating-point tensors only; returns self.
+
+        Raises:
+            TypeError: a non-floating dtype.
+            ZgradError: a device zgrad has no backend for (cuda, for now).
+        """
+        device, dtype = parse_to_args(*args, **kwargs)
+        if dtype is not None and dtype.kind not in "fc":
+            raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired dtype={dtype}")
+        return self._apply(lambda t: t.to(device, dtype if t.dtype.kind in "fc" else None))
+
+    def cpu(self) -> "Module":
+        return self.to("cpu")
+
+    def cuda(self, device: Any = None) -> "Module":
+        """Move to a CUDA device. Raises ZgradError: zgrad has no CUDA backend yet."""
+        return self.to("cuda" if device is None else device if isinstance(device, str) else f"cuda:{int(device)}")
+
+    def float(self) -> "Module":
+        return self.to(np.float32)
+
+    def double(self) -> "Module":
+        return self.to(np.float64)
+
+    # --- repr -----------------------------------------------------------------------------------
 
     def extra_repr(self) -> str:
         return ""
@@ -148,4 +390,6 @@ class Module:
         body = self.extra_repr()
         if not lines:
             return f"{type(self).__name__}({body})"
-        return f"{type(self).__name__}({body}\n" + "\n".join(lines) + "\n)"
+        head = f"\n  {body}" if body else ""
+        return f"{type(self).__name__}({head}\n" + "\n".join(lines) + "\n)"
+

@@ -11,39 +11,27 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from zgrad.ops._args import index_key as _index, operand as _operand, tensor_arg as _tensor
 from zgrad.ops.elementwise import Add, Cast, Div, Exp, Log, Mul, Neg, Pow, Relu, Sigmoid, Sub, Tanh
 from zgrad.ops.linalg import Linear, MatMul
-from zgrad.ops.loss import CrossEntropy, LogSoftmax, MseLoss, Softmax
+from zgrad.ops.loss import LogSoftmax, Softmax
+from zgrad.ops.loss_functions import cross_entropy, mse_loss
 from zgrad.ops.shape import Cat, GetItem, Mean, Permute, Reshape, Stack, Sum
+from zgrad.ops.compare import eq, ge, gt, le, logical_and, logical_not, logical_or, logical_xor, lt, ne
+from zgrad.ops.elementwise import abs, clamp, clip, maximum, minimum, remainder, sqrt
+from zgrad.ops.indexing import gather, index_select, masked_fill, scatter, where
+from zgrad.ops.reduce import ValuesIndices, argmax, argmin, logsumexp, max, min, std, var
+from zgrad.ops.shape import chunk, expand, flatten, split, squeeze, t, unsqueeze
 
 __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "matmul", "exp", "log", "tanh", "sigmoid", "relu",
     "sum", "mean", "reshape", "transpose", "permute", "getitem", "stack", "cat", "clone", "cast",
     "softmax", "log_softmax", "linear", "cross_entropy", "mse_loss",
+    "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
+    "abs", "sqrt", "clamp", "clip", "maximum", "minimum", "remainder", "gather", "index_select", "scatter", "where",
+    "masked_fill", "ValuesIndices", "max", "min", "argmax", "argmin", "var", "std", "logsumexp",
+    "flatten", "unsqueeze", "squeeze", "expand", "split", "chunk", "t",
 ]
-
-
-def _operand(x: Any) -> Any:
-    """A tensor, a Python scalar, or an array constant; numpy scalars become Python scalars."""
-    from zgrad.tensor import Tensor
-
-    if isinstance(x, np.generic):  # checked first: np.float64 is also a Python float
-        return x.item()
-    if isinstance(x, (Tensor, bool, int, float)):
-        return x
-    if isinstance(x, np.ndarray):
-        return Tensor(x)
-    if isinstance(x, (list, tuple)):
-        return Tensor(np.asarray(x))
-    raise TypeError(f"unsupported operand of type {type(x).__name__}; expected a Tensor, a number or an array")
-
-
-def _tensor(x: Any, what: str) -> Any:
-    from zgrad.tensor import Tensor
-
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{what} expects a Tensor, got {type(x).__name__}")
-    return x
 
 
 def add(a: Any, b: Any) -> Any:
@@ -130,16 +118,6 @@ def transpose(x: Any, dim0: int, dim1: int) -> Any:
     return Permute.apply(x, tuple(dims))
 
 
-def _index(index: Any) -> Any:
-    from zgrad.tensor import Tensor
-
-    if isinstance(index, Tensor):
-        return index.numpy()
-    if isinstance(index, tuple):
-        return tuple(_index(i) for i in index)
-    return index
-
-
 def getitem(x: Any, index: Any) -> Any:
     """Indexing and slicing, ``x[index]`` (basic slicing, integers, and integer arrays)."""
     return GetItem.apply(_tensor(x, "getitem"), _index(index))
@@ -179,17 +157,3 @@ def linear(x: Any, weight: Any, bias: Any = None) -> Any:
     """x @ weight.T + bias."""
     args = (_tensor(x, "linear"), _tensor(weight, "linear"))
     return Linear.apply(*args) if bias is None else Linear.apply(*args, _tensor(bias, "linear"))
-
-
-def cross_entropy(logits: Any, targets: Any) -> Any:
-    """Mean cross-entropy of (N, C) logits against (N,) integer class targets."""
-    return CrossEntropy.apply(_tensor(logits, "cross_entropy"), _operand(targets))
-
-
-def mse_loss(input: Any, target: Any) -> Any:  # noqa: A002 - mirrors torch's argument name
-    """Mean squared error; tensors of different shapes are broadcast first."""
-    input, target = _operand(input), _operand(target)
-    if input.shape != target.shape:
-        diff = sub(input, target)
-        return mean(mul(diff, diff))
-    return MseLoss.apply(input, target)

@@ -3,10 +3,14 @@ the engine's validation, so a backward here returns the broadcast-shaped gradien
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from zgrad.autograd.function import Op
 from zgrad.kernels import dispatch as D
+from zgrad.kernels import dispatch_pointwise as P
+from zgrad.ops._args import operand, scalar_arg, tensor_arg
 
 
 class Add(Op):
@@ -44,19 +48,20 @@ class Mul(Op):
 
 
 class Div(Op):
+    """a / b. Saves its inputs, not its output (as PyTorch), so the output may change in place."""
+
     @staticmethod
     def forward(ctx, a, b):
-        out = D.binary("div", a, b)
-        ctx.save_for_backward(b, out)
-        return out
+        ctx.save_for_backward(a, b)
+        return D.binary("div", a, b)
 
     @staticmethod
     def backward(ctx, grad):
-        b, out = ctx.saved_tensors
+        a, b = ctx.saved_tensors
         ga = D.binary("div", grad, b) if ctx.needs_input_grad[0] else None
         gb = None
         if ctx.needs_input_grad[1]:
-            gb = D.unary("neg", D.binary("div", D.binary("mul", grad, out), b))
+            gb = D.unary("neg", D.binary("div", D.binary("div", D.binary("mul", grad, a), b), b))
         return ga, gb
 
 
@@ -64,7 +69,8 @@ class Pow(Op):
     @staticmethod
     def forward(ctx, a, b):
         out = D.binary("pow", a, b)
-        ctx.save_for_backward(a, b, out)
+        # the output is needed only for the exponent's gradient (PyTorch saves it only then too)
+        ctx.save_for_backward(a, b, out if ctx.needs_input_grad[1] else None)
         return out
 
     @staticmethod
@@ -156,3 +162,128 @@ class Cast(Op):
     @staticmethod
     def backward(ctx, grad):
         return D.cast(grad, ctx.dtype), None
+
+
+class Remainder(Op):
+    """a - b * floor(a / b): the sign of the divisor, as Python's % and torch.remainder."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return D.binary("remainder", a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        gb = D.unary("neg", D.binary("mul", grad, D.binary("floor_divide", a, b))) if ctx.needs_input_grad[1] else None
+        return grad, gb
+
+
+class Abs(Op):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return D.unary("abs", x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return D.binary("mul", grad, D.unary("sign", x))  # sign(0) = 0: no gradient at the kink, as PyTorch
+
+
+class Sqrt(Op):
+    @staticmethod
+    def forward(ctx, x):
+        out = D.unary("sqrt", x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return D.binary("div", grad, D.binary("mul", out, 2))
+
+
+class Clamp(Op):
+    """min(max(x, low), high); the gradient passes where low <= x <= high."""
+
+    @staticmethod
+    def forward(ctx, x, low, high):
+        ctx.save_for_backward(x)
+        ctx.low, ctx.high = low, high
+        return P.clamp(x, low, high)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return P.clamp_backward(grad, x, ctx.low, ctx.high), None, None
+
+
+class _Extremum(Op):
+    """Element-wise maximum or minimum of two tensors; a tie splits the gradient in halves."""
+
+    take_max = True
+
+    @classmethod
+    def forward(cls, ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return D.binary("maximum" if cls.take_max else "minimum", a, b)
+
+    @classmethod
+    def backward(cls, ctx, grad):
+        a, b = ctx.saved_tensors
+        return P.extremum_backward(grad, a, b, cls.take_max)
+
+
+class Maximum(_Extremum):
+    take_max = True
+
+
+class Minimum(_Extremum):
+    take_max = False
+
+
+# --- public functions -------------------------------------------------------------------------
+
+def remainder(input: Any, other: Any) -> Any:  # noqa: A002 - torch's argument name
+    """input % other with the sign of ``other`` (Python's rule, as torch.remainder)."""
+    return Remainder.apply(operand(input), operand(other))
+
+
+def abs(input: Any) -> Any:  # noqa: A001,A002 - mirrors torch.abs
+    """|input|; its gradient is sign(input) (0 at 0)."""
+    return Abs.apply(tensor_arg(input, "abs"))
+
+
+def sqrt(input: Any) -> Any:  # noqa: A002
+    return Sqrt.apply(tensor_arg(input, "sqrt"))
+
+
+def clamp_bounds(min: Any, max: Any) -> tuple[Any, Any]:  # noqa: A002
+    """The (low, high) of a clamp as Python numbers (None where absent).
+
+    Raises:
+        ValueError: both are None. TypeError: a bound that is not a number or a one-element tensor.
+    """
+    low, high = scalar_arg(min, "clamp (min)"), scalar_arg(max, "clamp (max)")
+    if low is None and high is None:
+        raise ValueError("clamp: At least one of 'min' or 'max' must not be None")
+    return low, high
+
+
+def clamp(input: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002
+    """Each element clamped into [min, max] (a missing bound is open); if min > max, all become max."""
+    return Clamp.apply(tensor_arg(input, "clamp"), *clamp_bounds(min, max))
+
+
+clip = clamp
+
+
+def maximum(input: Any, other: Any) -> Any:  # noqa: A002
+    """Element-wise maximum of two tensors (NaN if either is NaN), broadcast."""
+    return Maximum.apply(tensor_arg(input, "maximum"), tensor_arg(other, "maximum"))
+
+
+def minimum(input: Any, other: Any) -> Any:  # noqa: A002
+    """Element-wise minimum of two tensors (NaN if either is NaN), broadcast."""
+    return Minimum.apply(tensor_arg(input, "minimum"), tensor_arg(other, "minimum"))

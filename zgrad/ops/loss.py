@@ -1,4 +1,5 @@
-"""Softmax family and losses, on fused row-wise kernels."""
+"""Softmax family and loss ops, on fused row-wise kernels (the public loss functions, with their
+argument checks, are in :mod:`zgrad.ops.loss_functions`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import numpy as np
 
 from zgrad.autograd.function import Op
 from zgrad.kernels import dispatch as D
+from zgrad.kernels import dispatch_sequence as DS
 
 
 def _to_last(x, dim):
@@ -56,26 +58,11 @@ class LogSoftmax(_RowwiseOp):
     kernel = "log_softmax"
 
 
-def _check_targets(logits, targets):
-    if logits.ndim != 2:
-        raise ValueError(f"cross_entropy expects logits of shape (N, C), got {list(logits.shape)}")
-    if targets.dtype.kind not in "iu":
-        raise ValueError(f"cross_entropy expects integer class targets, got dtype {targets.dtype}")
-    if targets.shape != logits.shape[:1]:
-        raise ValueError(f"cross_entropy: targets of shape {list(targets.shape)} do not match logits of shape {list(logits.shape)}; expected ({logits.shape[0]},)")
-    if targets.size:
-        low, high = int(targets.min()), int(targets.max())
-        if low < 0 or high >= logits.shape[1]:
-            bad = low if low < 0 else high
-            raise IndexError(f"Target {bad} is out of bounds: expected class indices in [0, {logits.shape[1] - 1}]")
-
-
 class CrossEntropy(Op):
     """Mean over rows of -log softmax(logits)[i, target_i]."""
 
     @staticmethod
     def forward(ctx, logits, targets):
-        _check_targets(logits, targets)
         logits = logits if logits.dtype.kind == "f" else D.cast(logits, D.float_dtype(logits.dtype))
         loss, probs = D.cross_entropy(logits, targets)
         ctx.save_for_backward(probs, targets)
@@ -88,22 +75,106 @@ class CrossEntropy(Op):
         return D.cross_entropy_backward(probs, targets, scale), None
 
 
+def _common_float(a, b):
+    dtype = D.float_dtype(np.result_type(a, b))
+    return (a if a.dtype == dtype else D.cast(a, dtype)), (b if b.dtype == dtype else D.cast(b, dtype))
+
+
+def _divisor(reduction, count):
+    """What a 'mean' divides the sum by (NaN for no elements, as PyTorch); 1 for 'sum'."""
+    return (count if count else float("nan")) if reduction == "mean" else 1.0
+
+
 class MseLoss(Op):
-    """Mean of squared differences of two tensors of the same shape."""
+    """Mean ('mean') or sum ('sum') of the squared differences of two same-shaped tensors."""
 
     @staticmethod
-    def forward(ctx, a, b):
-        if a.shape != b.shape:
-            raise ValueError(f"mse_loss: input shape {list(a.shape)} and target shape {list(b.shape)} differ")
-        dtype = D.float_dtype(np.result_type(a, b))
-        a = a if a.dtype == dtype else D.cast(a, dtype)
-        b = b if b.dtype == dtype else D.cast(b, dtype)
+    def forward(ctx, a, b, reduction="mean"):
+        a, b = _common_float(a, b)
         ctx.save_for_backward(a, b)
-        ctx.count = max(a.size, 1)
-        return D.full((), D.mse(a, b) / ctx.count, dtype)
+        ctx.divisor = _divisor(reduction, a.size)
+        return D.full((), D.mse(a, b) / ctx.divisor, a.dtype)
 
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
-        ga = D.mse_backward(a, b, 2.0 * float(grad) / ctx.count)
-        return ga, (D.unary("neg", ga) if ctx.needs_input_grad[1] else None)
+        ga = D.mse_backward(a, b, 2.0 * float(grad) / ctx.divisor)
+        return ga, (D.unary("neg", ga) if ctx.needs_input_grad[1] else None), None
+
+
+class PointwiseLoss(Op):
+    """(a - b)**2 (``squared``) or |a - b| of same-shaped tensors, reduced by 'none', 'sum' or 'mean'."""
+
+    @staticmethod
+    def forward(ctx, a, b, squared, reduction):
+        a, b = _common_float(a, b)
+        ctx.save_for_backward(a, b)
+        ctx.squared, ctx.reduction = squared, reduction
+        elements = DS.pointwise_loss(a, b, squared)
+        if reduction == "none":
+            return elements
+        ctx.divisor = _divisor(reduction, a.size)
+        return D.full((), float(D.reduce_sum(elements, dtype=np.float64)) / ctx.divisor, a.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        if ctx.reduction != "none":
+            grad = D.full((1,), float(grad) / ctx.divisor, a.dtype)
+        ga = DS.pointwise_loss_backward(a, b, grad, ctx.squared)
+        return ga, (D.unary("neg", ga) if ctx.needs_input_grad[1] else None), None, None
+
+
+def _reduce_rows(loss, row_weight, reduction, shape):
+    """The rows' losses reduced as PyTorch's nll_loss does: 'mean' divides by the sum of w[target]."""
+    if reduction == "none":
+        return loss.reshape(shape), None
+    total = float(D.reduce_sum(loss, dtype=np.float64))
+    divisor = float(D.reduce_sum(row_weight, dtype=np.float64)) if reduction == "mean" else 1.0
+    return D.full((), total / divisor if divisor else float("nan"), loss.dtype), divisor
+
+
+def _row_grad(grad, reduction, divisor, dtype):
+    """The gradient reaching each row: the upstream values ('none') or one broadcast value."""
+    if reduction == "none":
+        return grad.reshape(-1)
+    return D.full((1,), float(grad) / divisor if divisor else float("nan"), dtype)
+
+
+class ClassLoss(Op):
+    """Cross-entropy of (M, C) logits against (M,) class indices, with class weights, an ignored
+    index and label smoothing; reduced to ``shape`` ('none') or a scalar."""
+
+    @staticmethod
+    def forward(ctx, logits, targets, weight, ignore_index, smoothing, reduction, shape):
+        loss, row_weight, probs = DS.class_loss(logits, targets, weight, ignore_index, smoothing)
+        ctx.save_for_backward(probs)
+        ctx.args = (targets, weight, ignore_index, smoothing)
+        out, ctx.divisor = _reduce_rows(loss, row_weight, reduction, shape)
+        ctx.reduction = reduction
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (probs,) = ctx.saved_tensors
+        row_grad = _row_grad(grad, ctx.reduction, ctx.divisor, probs.dtype)
+        return (DS.class_loss_backward(probs, *ctx.args, row_grad), None, None, None, None, None, None)
+
+
+class NllLoss(Op):
+    """-w[t] * log_probs[i, t] of (M, C) log-probabilities against (M,) class indices, reduced to
+    ``shape`` ('none') or a scalar."""
+
+    @staticmethod
+    def forward(ctx, log_probs, targets, weight, ignore_index, reduction, shape):
+        loss, row_weight = DS.nll(log_probs, targets, weight, ignore_index)
+        ctx.args = (targets, weight, ignore_index)
+        ctx.input_shape, ctx.dtype, ctx.reduction = log_probs.shape, log_probs.dtype, reduction
+        out, ctx.divisor = _reduce_rows(loss, row_weight, reduction, shape)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        row_grad = _row_grad(grad, ctx.reduction, ctx.divisor, ctx.dtype)
+        grad_input = DS.nll_backward(*ctx.args, row_grad, ctx.input_shape, ctx.dtype)
+        return grad_input, None, None, None, None, None

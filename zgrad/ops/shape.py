@@ -1,11 +1,17 @@
-"""Reductions and layout ops: sum, mean, reshape, permute, slicing, stack, cat."""
+"""Reductions and layout ops: sum, mean, reshape, permute, slicing, stack, cat, expand, split,
+and the layout functions built on them (flatten, squeeze, unsqueeze, chunk, t)."""
 
 from __future__ import annotations
+
+import math
+from typing import Any, Sequence
 
 import numpy as np
 
 from zgrad.autograd.function import Op
 from zgrad.kernels import dispatch as D
+from zgrad.kernels.dispatch_index import normalize_dim
+from zgrad.ops._args import tensor_arg
 
 
 def _expand_reduced(grad, shape, axes, keepdim):
@@ -76,8 +82,11 @@ class GetItem(Op):
     def forward(ctx, x, index):
         ctx.shape, ctx.dtype, ctx.index = x.shape, x.dtype, index
         out = x[index]
-        # A full integer index gives a numpy scalar, not an array; tensors always hold arrays.
-        return np.asarray(out) if isinstance(out, np.generic) else out
+        if isinstance(out, np.generic):
+            # A full integer index gives a numpy scalar; with a trailing Ellipsis numpy gives a 0-d
+            # view instead, so that writes through it reach x (as through PyTorch's views).
+            out = x[(*index, Ellipsis) if isinstance(index, tuple) else (index, Ellipsis)]
+        return out
 
     @staticmethod
     def backward(ctx, grad):
@@ -112,3 +121,192 @@ class Cat(Op):
             parts.append(grad[lead + (slice(start, start + size),)])
             start += size
         return (None, *parts)
+
+
+class View(Op):
+    """A reshape that never copies: its result shares ``x``'s memory, as PyTorch's ``view``."""
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        ctx.shape = x.shape
+        try:
+            return x.reshape(shape, copy=False)
+        except ValueError:
+            if not _fits(x.size, shape):
+                raise ValueError(f"shape {list(shape)} is invalid for input of size {x.size} (shape {list(x.shape)})") from None
+            raise ValueError("view size is not compatible with input tensor's size and stride (at least one dimension "
+                             "spans across two contiguous subspaces). Use .reshape(...) instead.") from None
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.reshape(ctx.shape), None
+
+
+def _fits(size: int, shape: tuple[int, ...]) -> bool:
+    """Whether ``shape`` (with at most one -1) can hold ``size`` elements."""
+    known = math.prod(n for n in shape if n != -1)
+    if list(shape).count(-1) > 1:
+        return False
+    return known == size if -1 not in shape else (known > 0 and size % known == 0) or (known == 0 and size == 0)
+
+
+class Expand(Op):
+    """A read-only broadcast view; the engine sums the gradient back to the input's shape."""
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        return np.broadcast_to(x, shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
+class Split(Op):
+    """Views of consecutive pieces along ``dim``; the gradient is the pieces' gradients joined."""
+
+    @staticmethod
+    def forward(ctx, x, sizes, dim):
+        ctx.dim = dim
+        lead = (slice(None),) * dim
+        starts = np.cumsum((0,) + tuple(sizes[:-1]))
+        return tuple(x[lead + (slice(int(start), int(start) + size),)] for start, size in zip(starts, sizes))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return D.concatenate(grads, ctx.dim), None, None
+
+
+# --- public functions -------------------------------------------------------------------------
+
+def _dim(dim: int, ndim: int) -> int:
+    return normalize_dim(dim, ndim)
+
+
+def view(input: Any, shape: Sequence[int]) -> Any:  # noqa: A002 - torch's argument name
+    """``input`` seen with another shape, sharing its memory (-1 infers one size).
+
+    Raises:
+        ValueError: the shape does not fit the number of elements, or the layout needs a copy
+            (then use reshape), with PyTorch's message.
+    """
+    return View.apply(tensor_arg(input, "view"), tuple(int(n) for n in shape))
+
+
+def flatten(input: Any, start_dim: int = 0, end_dim: int = -1) -> Any:  # noqa: A002 - torch's name
+    """Merge dimensions ``start_dim`` to ``end_dim`` (inclusive) into one; a 0-d tensor becomes 1-d.
+
+    Raises:
+        ValueError: ``start_dim`` comes after ``end_dim``. IndexError: a dim is out of range.
+    """
+    x = tensor_arg(input, "flatten")
+    if x.ndim == 0:
+        return Reshape.apply(x, (1,))
+    start, end = _dim(start_dim, x.ndim), _dim(end_dim, x.ndim)
+    if start > end:
+        raise ValueError("flatten() has invalid args: start_dim cannot come after end_dim")
+    shape = x.shape[:start] + (math.prod(x.shape[start:end + 1]),) + x.shape[end + 1:]
+    return x if shape == x.shape else Reshape.apply(x, shape)
+
+
+def unsqueeze(input: Any, dim: int) -> Any:  # noqa: A002
+    """A view with a new dimension of size 1 at ``dim`` (in [-ndim-1, ndim])."""
+    x = tensor_arg(input, "unsqueeze")
+    dim = _dim(dim, x.ndim + 1)
+    return Reshape.apply(x, x.shape[:dim] + (1,) + x.shape[dim:])
+
+
+def squeeze(input: Any, dim: Any = None) -> Any:  # noqa: A002
+    """A view without the size-1 dimensions (all of them, or those of ``dim``, an int or a tuple;
+    a named dimension whose size is not 1 stays)."""
+    x = tensor_arg(input, "squeeze")
+    if dim is None:
+        dims = set(range(x.ndim))
+    else:
+        dims = {_dim(d, x.ndim) for d in ((dim,) if isinstance(dim, int) else dim)}
+    shape = tuple(n for d, n in enumerate(x.shape) if not (d in dims and n == 1))
+    return x if shape == x.shape else Reshape.apply(x, shape)
+
+
+def expand(input: Any, sizes: Sequence[int]) -> Any:  # noqa: A002
+    """A broadcast view of size ``sizes`` (-1 keeps a size; new dimensions go in front).
+
+    Raises:
+        ValueError: fewer sizes than dimensions, -1 for a new dimension, or a size that differs
+            from a non-singleton one, with PyTorch's message.
+    """
+    x = tensor_arg(input, "expand")
+    sizes = tuple(int(s) for s in sizes)
+    if len(sizes) < x.ndim:
+        raise ValueError(f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal to the "
+                         f"number of dimensions in the tensor ({x.ndim})")
+    lead = len(sizes) - x.ndim
+    shape = []
+    for i, size in enumerate(sizes):
+        if i < lead:
+            if size < 0:
+                raise ValueError(f"expand: the expanded size of the tensor ({size}) isn't allowed in a leading, "
+                                 f"non-existing dimension {i}")
+            shape.append(size)
+            continue
+        current = x.shape[i - lead]
+        if size == -1:
+            size = current
+        elif current != 1 and size != current:
+            raise ValueError(f"The expanded size of the tensor ({size}) must match the existing size ({current}) at "
+                             f"non-singleton dimension {i}.  Target sizes: {list(sizes)}.  Tensor sizes: {list(x.shape)}")
+        shape.append(size)
+    return x if tuple(shape) == x.shape else Expand.apply(x, tuple(shape))
+
+
+def split(tensor: Any, split_size_or_sections: Any, dim: int = 0) -> tuple[Any, ...]:
+    """Views of consecutive pieces along ``dim``: of ``split_size_or_sections`` each (an int; the
+    last piece may be smaller) or of the sizes in that list.
+
+    Raises:
+        ValueError: sizes that do not add up to the dimension, or a split size below 1.
+    """
+    x = tensor_arg(tensor, "split")
+    if x.ndim == 0:
+        raise ValueError("split expects at least a 1-dimensional tensor")
+    dim = _dim(dim, x.ndim)
+    total = x.shape[dim]
+    if isinstance(split_size_or_sections, int):
+        size = split_size_or_sections
+        if size < 1 and total:
+            raise ValueError(f"split expects split_size be positive, but got split_size={size}")
+        sizes = [size] * (total // size) + ([total % size] if total % size else []) if total else [0]
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+        if sum(sizes) != total or any(s < 0 for s in sizes):
+            raise ValueError(f"split_with_sizes expects split_sizes to sum exactly to {total} (input tensor's size "
+                             f"at dimension {dim}), but got split_sizes={sizes}")
+    pieces = Split.apply(x, tuple(sizes), dim)
+    return pieces if isinstance(pieces, tuple) else (pieces,)
+
+
+def chunk(input: Any, chunks: int, dim: int = 0) -> tuple[Any, ...]:  # noqa: A002
+    """At most ``chunks`` views along ``dim``, each of ceil(size / chunks) (the last may be smaller).
+
+    Raises:
+        ValueError: ``chunks`` below 1.
+    """
+    x = tensor_arg(input, "chunk")
+    if chunks < 1:
+        raise ValueError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    if x.ndim == 0:
+        raise ValueError("chunk expects at least a 1-dimensional tensor")
+    size = x.shape[_dim(dim, x.ndim)]
+    return split(x, max(-(-size // chunks), 1), dim)
+
+
+def t(input: Any) -> Any:  # noqa: A002
+    """The transpose of a matrix; a 0-d or 1-d tensor as it is.
+
+    Raises:
+        ValueError: more than 2 dimensions.
+    """
+    x = tensor_arg(input, "t")
+    if x.ndim > 2:
+        raise ValueError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
+    return Permute.apply(x, (1, 0)) if x.ndim == 2 else x

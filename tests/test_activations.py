@@ -1,0 +1,62 @@
+"""GELU (exact and tanh), leaky ReLU and the Softmax/LogSoftmax modules against PyTorch and float64
+finite differences."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import zgrad
+from helpers import case, check, require_torch
+from zgrad import nn
+
+
+def F(lib):
+    return lib.nn.functional
+
+
+CASES = [
+    case("gelu", lambda lib, x: F(lib).gelu(x), (4, 7), domain=(-4.0, 4.0)),
+    case("gelu_tanh", lambda lib, x: F(lib).gelu(x, approximate="tanh"), (4, 7), domain=(-4.0, 4.0)),
+    case("gelu_noncontiguous", lambda lib, x: F(lib).gelu(x.T), (3, 5)),
+    case("leaky_relu", lambda lib, x: F(lib).leaky_relu(x), (6, 5)),
+    case("leaky_relu_slope", lambda lib, x: F(lib).leaky_relu(x, 0.2), (2, 3, 4)),
+    case("gelu_module", lambda lib, x: lib.nn.GELU(approximate="tanh")(x), (3, 4)),
+    case("leaky_relu_module", lambda lib, x: lib.nn.LeakyReLU(0.3)(x), (3, 4)),
+    case("softmax_module", lambda lib, x: lib.nn.Softmax(dim=0)(x), (3, 4)),
+    case("log_softmax_module", lambda lib, x: lib.nn.LogSoftmax(dim=-1)(x), (2, 3, 4)),
+]
+
+
+@pytest.mark.parametrize("c", CASES)
+def test_matches_torch_and_finite_differences(c):
+    check(c.fn, c.shapes, domain=c.domain)
+
+
+@pytest.mark.parametrize("shape", [(5,), (3, 4), (2, 3, 4), (2, 3, 4, 5)])
+def test_softmax_modules_default_dim_as_torch(shape):
+    torch = require_torch()
+    import warnings
+
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch warns about the implicit dim
+        expected = torch.nn.Softmax()(torch.tensor(x)).numpy()
+        expected_log = torch.nn.LogSoftmax()(torch.tensor(x)).numpy()
+    np.testing.assert_allclose(nn.Softmax()(zgrad.tensor(x)).numpy(), expected, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(nn.LogSoftmax()(zgrad.tensor(x)).numpy(), expected_log, rtol=1e-5, atol=1e-6)
+
+
+def test_leaky_relu_inplace_and_integer_input():
+    x = zgrad.tensor([-2.0, 0.0, 3.0])
+    assert nn.LeakyReLU(0.5, inplace=True)(x) is x
+    np.testing.assert_array_equal(x.numpy(), [-1.0, 0.0, 3.0])
+    assert nn.functional.gelu(zgrad.tensor([1, 2])).dtype == np.float32
+
+
+def test_gelu_errors():
+    with pytest.raises(RuntimeError, match="approximate argument must be either none or tanh"):
+        nn.GELU("erf")
+    with pytest.raises(RuntimeError, match="approximate argument must be either none or tanh"):
+        nn.functional.gelu(zgrad.ones(2), approximate="fast")
+    assert repr(nn.GELU()) == "GELU(approximate='none')"

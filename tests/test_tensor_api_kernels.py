@@ -1,0 +1,148 @@
+"""The Numba kernels of the tensor-API ops (cpu_pointwise, cpu_gather, cpu_reduce) against numpy,
+in float32 and float64, at a small size (serial variant) and above the parallel threshold
+(prange variant)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from zgrad.kernels import cpu_gather, cpu_pointwise, cpu_reduce
+from zgrad.kernels._jit import PARALLEL_MIN_SIZE
+
+DTYPES = [np.float32, np.float64]
+SIZES = {"small": 1001, "large": PARALLEL_MIN_SIZE + 1001}
+ROWS = {"small": (7, 33), "large": (1031, 131)}  # 1031 * 131 > PARALLEL_MIN_SIZE
+
+
+def assert_ran_variant(kernel, size_name):
+    variant = kernel.parallel if size_name == "large" else kernel.serial
+    assert variant.signatures, f"{kernel.__name__}: the {size_name} call did not run its variant"
+
+
+def tolerance(dtype):
+    return dict(rtol=8 * float(np.finfo(dtype).eps), atol=8 * float(np.finfo(dtype).eps))
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(5)
+
+
+@pytest.mark.parametrize("size_name", SIZES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_pointwise_kernels(rng, dtype, size_name):
+    n = SIZES[size_name]
+    grad, a, b = (rng.standard_normal(n).astype(dtype) for _ in range(3))
+    b[::7] = a[::7]  # ties
+    a[5] = np.nan
+    out = np.empty(n, dtype)
+    cpu_pointwise.clamp_forward(a, -0.5, 0.5, out)
+    np.testing.assert_array_equal(out, np.clip(a, dtype(-0.5), dtype(0.5)))
+    assert np.isnan(out[5]), "NaN stays NaN"
+    assert_ran_variant(cpu_pointwise.clamp_forward, size_name)
+    cpu_pointwise.clamp_forward(a, 1.0, -1.0, out)
+    assert np.all(out[~np.isnan(a)] == -1), "low > high gives high"
+    cpu_pointwise.clamp_backward(grad, a, -0.5, 0.5, out)
+    np.testing.assert_array_equal(out, np.where((a >= -0.5) & (a <= 0.5), grad, 0))
+    assert_ran_variant(cpu_pointwise.clamp_backward, size_name)
+    for take_max in (True, False):
+        out_a, out_b = np.empty(n, dtype), np.empty(n, dtype)
+        cpu_pointwise.extremum_backward(grad, a, b, take_max, out_a, out_b)
+        a_loses, b_loses = (a < b, a > b) if take_max else (a > b, a < b)
+        shared = np.where(a == b, grad * dtype(0.5), grad)
+        np.testing.assert_array_equal(out_a, np.where(a_loses, 0, shared))
+        np.testing.assert_array_equal(out_b, np.where(b_loses, 0, shared))
+        assert out_a[5] == grad[5] and out_b[5] == grad[5], "NaN: both get the gradient"
+    assert_ran_variant(cpu_pointwise.extremum_backward, size_name)
+    c = rng.uniform(0.5, 2, n).astype(dtype)
+    for name, expected in [
+        ("add_scaled", lambda o: o + dtype(-0.3) * grad),
+        ("addcmul", lambda o: o + dtype(0.7) * grad * c),
+        ("addcdiv", lambda o: o + dtype(0.7) * grad / c),
+    ]:
+        target = b.copy()
+        want = expected(b.copy())
+        kernel = getattr(cpu_pointwise, name)
+        kernel(target, grad, -0.3) if name == "add_scaled" else kernel(target, grad, c, 0.7)
+        np.testing.assert_allclose(target, want, **tolerance(dtype))
+        assert_ran_variant(kernel, size_name)
+
+
+@pytest.mark.parametrize("inner", [1, 3], ids=["last_dim", "middle_dim"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gather_scatter_kernels(rng, dtype, inner):
+    outer, size, k = 67, 41, 13
+    x = rng.standard_normal((outer, size, inner)).astype(dtype)
+    index = rng.integers(0, size, (outer, k, inner))
+    out = np.empty((outer, k, inner), dtype)
+    cpu_gather.gather(x, index, out)
+    np.testing.assert_array_equal(out, np.take_along_axis(x, index, axis=1))
+
+    src = rng.standard_normal((outer, k, inner)).astype(dtype)
+    added = np.zeros_like(x)
+    cpu_gather.scatter_add(index, src, added)
+    expected = np.zeros_like(x)
+    o, _, i = np.indices(index.shape)
+    np.add.at(expected, (o, index, i), src)
+    np.testing.assert_allclose(added, expected, **tolerance(dtype))
+
+    unique = np.stack([rng.permutation(size)[:k] for _ in range(outer)])[:, :, None].repeat(inner, axis=2)
+    written = x.copy()
+    cpu_gather.scatter(unique, src, written)
+    expected = x.copy()
+    np.put_along_axis(expected, unique, src, axis=1)
+    np.testing.assert_array_equal(written, expected)
+    value = np.broadcast_to(np.asarray(2.5, dtype), unique.shape)  # a scalar source has zero strides
+    cpu_gather.scatter(unique, value, written)
+    np.testing.assert_array_equal(np.take_along_axis(written, unique, axis=1), value)
+
+    rows = rng.integers(0, size, k)
+    summed = np.zeros_like(x)
+    cpu_gather.index_add(rows, src, summed)
+    expected = np.zeros_like(x)
+    np.add.at(expected, (slice(None), rows), src)
+    np.testing.assert_allclose(summed, expected, **tolerance(dtype))
+
+
+@pytest.mark.parametrize("size_name", SIZES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reduce_kernels(rng, dtype, size_name):
+    n, c = ROWS[size_name]
+    x = (rng.standard_normal((n, c)) * 3 + 100).astype(dtype)  # an offset the one-pass formula would lose
+    mean, var = np.empty(n, dtype), np.empty(n, dtype)
+    cpu_reduce.var_forward(x, 1.0, mean, var)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(mean, x64.mean(axis=1), **tolerance(dtype))
+    np.testing.assert_allclose(var, x64.var(axis=1, ddof=1), rtol=64 * float(np.finfo(dtype).eps))
+    assert_ran_variant(cpu_reduce.var_forward, size_name)
+    coef = rng.standard_normal(n).astype(dtype)
+    out = np.empty_like(x)
+    cpu_reduce.var_backward(x, mean, coef, out)
+    np.testing.assert_allclose(out, coef[:, None] * (x - mean[:, None]), **tolerance(dtype))
+
+    y = rng.standard_normal((n, c)).astype(dtype) * 5
+    y[0, :] = -np.inf
+    lse = np.empty(n, dtype)
+    cpu_reduce.logsumexp_forward(y, lse)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        peak = y.astype(np.float64).max(axis=1, keepdims=True)
+        want = np.log(np.exp(y - np.where(np.isinf(peak), 0, peak)).sum(axis=1)) + np.where(np.isinf(peak), 0, peak)[:, 0]
+    np.testing.assert_allclose(lse, want, rtol=4 * float(np.finfo(dtype).eps))
+    assert_ran_variant(cpu_reduce.logsumexp_forward, size_name)
+    g = rng.standard_normal(n).astype(dtype)
+    grad = np.empty_like(y)
+    cpu_reduce.logsumexp_backward(g[1:], y[1:], lse[1:], grad[1:])
+    np.testing.assert_allclose(grad[1:], g[1:, None] * np.exp(y[1:].astype(np.float64) - lse[1:, None]),
+                               rtol=8 * float(np.finfo(dtype).eps), atol=8 * float(np.finfo(dtype).eps))
+
+    flat = x.reshape(-1).copy()
+    flat[::97] = flat.max()
+    share = np.empty_like(flat)
+    cpu_reduce.distribute_equal(flat, flat.max(), 3.0, share)
+    ties = flat == flat.max()
+    np.testing.assert_allclose(share, np.where(ties, dtype(3.0 / ties.sum()), 0), **tolerance(dtype))
+    assert_ran_variant(cpu_reduce.distribute_equal, size_name)
+    flat[3] = np.nan
+    cpu_reduce.distribute_equal(flat, np.nan, 2.0, share)
+    assert share[3] == 2.0 and share.sum() == 2.0, "a NaN maximum: the gradient goes to the NaNs"

@@ -1,0 +1,177 @@
+"""Dispatch of selection by index or mask: gather, scatter, index_select and where.
+
+The companion of :mod:`zgrad.kernels.dispatch` (its rules hold here: the backend comes from the
+arrays' device, outputs are allocated here, shapes are checked here with PyTorch's messages).
+Gathers and scatters along one dimension run on 3-D (outer, dim, inner) views of the arrays,
+so one kernel serves every rank and dimension.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from zgrad.kernels.dispatch import backend_of, broadcast_shape, cast
+
+__all__ = [
+    "normalize_dim", "check_index_range", "gather", "scatter", "scatter_add", "index_select",
+    "index_select_backward", "where", "masked_fill_",
+]
+
+
+def normalize_dim(dim: int, ndim: int) -> int:
+    """``dim`` in [0, ndim) (a 0-d tensor accepts 0 and -1).
+
+    Raises:
+        IndexError: ``dim`` is out of range, with PyTorch's message.
+    """
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    return dim % n
+
+
+def check_index_range(index: Any, dim: int, size: int) -> None:
+    """Raise IndexError naming the first bad value unless every ``index`` value is in [0, size)."""
+    if index.size == 0:
+        return
+    low, high = int(index.min()), int(index.max())
+    if low < 0 or high >= size:
+        raise IndexError(f"index {low if low < 0 else high} is out of bounds for dimension {dim} with size {size}")
+
+
+def _three(shape: tuple[int, ...], dim: int) -> tuple[int, int, int]:
+    return math.prod(shape[:dim]), shape[dim], math.prod(shape[dim + 1:])
+
+
+def _as_3d(a: Any, dim: int):
+    return a.reshape(_three(a.shape, dim))
+
+
+def _region(index_shape: tuple[int, ...], dim: int) -> tuple[slice, ...]:
+    """The part of a tensor an index of ``index_shape`` addresses: its extent in every dim but ``dim``."""
+    return tuple(slice(None) if d == dim else slice(0, n) for d, n in enumerate(index_shape))
+
+
+def _index_array(name: str, index: Any) -> np.ndarray:
+    if index.dtype.kind not in "iu":
+        raise TypeError(f"{name}(): Expected dtype int64 for index, got {index.dtype}")
+    return np.ascontiguousarray(index, dtype=np.int64)
+
+
+def _check_along(name: str, x_shape: tuple[int, ...], dim: int, index: Any, src_shape: tuple[int, ...] | None = None) -> None:
+    if index.ndim != len(x_shape):
+        raise ValueError(f"{name}(): Index tensor must have the same number of dimensions as input tensor "
+                         f"(index {list(index.shape)}, input {list(x_shape)})")
+    for d, n in enumerate(index.shape):
+        too_big_src = src_shape is not None and n > src_shape[d]
+        if (d != dim and n > x_shape[d]) or too_big_src:
+            extra = "" if src_shape is None else f" and to be smaller size than src {list(src_shape)}"
+            raise ValueError(f"{name}(): Expected index {list(index.shape)} to be smaller than self {list(x_shape)} "
+                             f"apart from dimension {dim}{extra}")
+    check_index_range(index, dim, x_shape[dim])
+
+
+def gather(x: Any, dim: int, index: Any):
+    """out[..., j, ...] = x[..., index[..., j, ...], ...] along ``dim``; out has index's shape.
+
+    Raises:
+        IndexError / ValueError / TypeError: bad dim, index values, shapes or index dtype.
+    """
+    if x.ndim == 0:
+        raise ValueError("gather(): expected a tensor with at least one dimension, got a 0-d tensor")
+    be = backend_of(x, index)
+    dim = normalize_dim(dim, x.ndim)
+    index = _index_array("gather", index)
+    _check_along("gather", x.shape, dim, index)
+    out = be.empty(index.shape, x.dtype)
+    if out.size:
+        be.gather(_as_3d(x[_region(index.shape, dim)], dim), _as_3d(index, dim), _as_3d(out, dim))
+    return out
+
+
+def _scatter_into(kernel: str, out: Any, dim: int, region_shape: tuple[int, ...], index3: Any, src3: Any) -> Any:
+    """Run a 3-D scatter kernel on the part of ``out`` that ``region_shape`` covers, through a
+    contiguous copy when that part is a strided view (reshaping it to 3-D would copy)."""
+    be = backend_of(out)
+    region = out[_region(region_shape, dim)]
+    target = region if region.flags.c_contiguous else np.ascontiguousarray(region)
+    if index3.size:
+        getattr(be, kernel)(index3, src3, _as_3d(target, dim))
+    if target is not region:
+        be.copy(target, region)
+    return out
+
+
+def scatter(out: Any, dim: int, index: Any, src: Any):
+    """out[..., index[..., j, ...], ...] = src[..., j, ...] along ``dim``, in place; ``src`` is an
+    array (its leading part of index's shape is used) or a scalar.
+
+    Raises:
+        IndexError / ValueError / TypeError: bad dim, index values, shapes or index dtype.
+    """
+    dim = normalize_dim(dim, out.ndim)
+    index = _index_array("scatter", index)
+    src_is_array = hasattr(src, "shape")
+    _check_along("scatter", out.shape, dim, index, src.shape if src_is_array else None)
+    shape3 = _three(index.shape, dim)
+    if src_is_array:
+        src_part = src[tuple(slice(0, n) for n in index.shape)]
+        src3 = src_part.reshape(shape3) if src_part.dtype == out.dtype else cast(src_part, out.dtype).reshape(shape3)
+    else:
+        src3 = np.broadcast_to(np.asarray(src, dtype=out.dtype), shape3)
+    return _scatter_into("scatter", out, dim, index.shape, _as_3d(index, dim), src3)
+
+
+def scatter_add(shape: tuple[int, ...], dtype: Any, dim: int, index: Any, src: Any):
+    """A zero array of ``shape`` with ``src`` (index's shape) added at ``index`` along ``dim``:
+    the backward of :func:`gather`. ``index`` was checked by the gather it undoes."""
+    be = backend_of(src)
+    out = be.full(tuple(shape), 0, np.dtype(dtype))
+    index = np.ascontiguousarray(index, dtype=np.int64)
+    src3 = _as_3d(src if src.dtype == out.dtype else cast(src, out.dtype), dim)
+    return _scatter_into("scatter_add", out, dim, index.shape, _as_3d(index, dim), src3)
+
+
+def index_select(x: Any, dim: int, index: Any):
+    """The slices of ``x`` at the positions ``index`` (1-D, or 0-d) lists along ``dim``.
+
+    Raises:
+        IndexError / ValueError / TypeError: bad dim, index values, rank or dtype.
+    """
+    if x.ndim == 0:
+        raise ValueError("index_select(): expected a tensor with at least one dimension, got a 0-d tensor")
+    be = backend_of(x, index)
+    dim = normalize_dim(dim, x.ndim)
+    if index.ndim > 1:
+        raise ValueError(f"index_select(): Index is supposed to be a vector, got shape {list(index.shape)}")
+    index = _index_array("index_select", index).reshape(-1)
+    check_index_range(index, dim, x.shape[dim])
+    shape = x.shape[:dim] + (index.size,) + x.shape[dim + 1:]
+    return be.take(x, index, dim, be.empty(shape, x.dtype))
+
+
+def index_select_backward(grad: Any, shape: tuple[int, ...], dim: int, index: Any):
+    """A zero array of ``shape`` with the slices of ``grad`` added at ``index`` along ``dim``
+    (repeated positions add up): the backward of :func:`index_select`."""
+    be = backend_of(grad)
+    out = be.full(tuple(shape), 0, grad.dtype)
+    index = np.ascontiguousarray(index, dtype=np.int64).reshape(-1)
+    outer, _, inner = _three(shape, dim)
+    if index.size:
+        be.index_add(index, grad.reshape(outer, index.size, inner), _as_3d(out, dim))
+    return out
+
+
+def where(cond: Any, a: Any, b: Any):
+    """a where ``cond`` else b, all broadcast together; dtype as numpy promotes a and b."""
+    be = backend_of(cond, a, b)
+    shape = broadcast_shape(broadcast_shape(getattr(cond, "shape", ()), getattr(a, "shape", ())), getattr(b, "shape", ()))
+    return be.where(cond, a, b, be.empty(shape, np.result_type(a, b)))
+
+
+def masked_fill_(out: Any, mask: Any, value: Any):
+    """out = value where ``mask``, in place (``mask`` broadcast to ``out``)."""
+    return backend_of(out, mask).where(mask, value, out, out)

@@ -1,0 +1,121 @@
+"""Dispatch of the element-wise tensor-API ops: clamp, comparisons, the gradients of clamp and
+maximum/minimum, in-place updates and random fills.
+
+The companion of :mod:`zgrad.kernels.dispatch` (whose rules hold here: the backend comes from the
+arrays' device, ``out`` is allocated here with numpy's broadcasting and promotion), split off to
+keep each module to one job. Plain binary ops (remainder, maximum, minimum) and unary ops (abs,
+sqrt) go through :func:`dispatch.binary` / :func:`dispatch.unary`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from zgrad.kernels.dispatch import backend_of, broadcast_shape, cast
+
+__all__ = [
+    "clamp", "clamp_backward", "extremum_backward", "compare", "logical_not", "write", "inplace_binary",
+    "unary_inplace", "add_scaled_", "addcmul_", "addcdiv_", "random_uniform_", "random_normal_",
+    "random_integers_",
+]
+
+
+def _shape_of(a: Any) -> tuple[int, ...]:
+    return getattr(a, "shape", ())
+
+
+def _bound(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
+def clamp(x: Any, low: float | None, high: float | None, out: Any = None):
+    """x clamped to [low, high] (either may be None) into ``out`` (fresh unless given: in place)."""
+    be = backend_of(x)
+    if out is None:
+        out = be.empty(x.shape, x.dtype)
+    return be.clamp(x, low, high, out)
+
+
+def clamp_backward(grad: Any, x: Any, low: float | None, high: float | None):
+    """grad where low <= x <= high, else 0."""
+    be = backend_of(grad, x)
+    if grad.dtype != x.dtype:
+        grad = cast(grad, x.dtype)
+    return be.clamp_backward(grad, x, _bound(low, -np.inf), _bound(high, np.inf), be.empty(x.shape, x.dtype))
+
+
+def extremum_backward(grad: Any, a: Any, b: Any, take_max: bool):
+    """The gradients (for a, for b) of maximum(a, b) or minimum(a, b), in the broadcast shape."""
+    be = backend_of(grad, a, b)
+    dtype = grad.dtype
+    a = np.broadcast_to(a, grad.shape) if a.shape != grad.shape else a
+    b = np.broadcast_to(b, grad.shape) if b.shape != grad.shape else b
+    a = a if a.dtype == dtype else cast(a, dtype)
+    b = b if b.dtype == dtype else cast(b, dtype)
+    return be.extremum_backward(grad, a, b, take_max, be.empty(grad.shape, dtype), be.empty(grad.shape, dtype))
+
+
+def compare(op: str, a: Any, b: Any):
+    """``op`` (eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_xor) as a bool array, broadcast."""
+    be = backend_of(a, b)
+    out = be.empty(broadcast_shape(_shape_of(a), _shape_of(b)), np.dtype(np.bool_))
+    return be.compare(op, a, b, out)
+
+
+def logical_not(x: Any):
+    be = backend_of(x)
+    return be.logical_not(x, be.empty(x.shape, np.dtype(np.bool_)))
+
+
+# --- in place ---------------------------------------------------------------------------------
+
+def write(out: Any, value: Any):
+    """out[...] = value (an array broadcast to ``out``, or a scalar), cast to ``out``'s dtype."""
+    return backend_of(out, value).copy(value, out)
+
+
+def inplace_binary(op: str, out: Any, other: Any):
+    """out = op(out, other) in place, ``op`` in add, sub, mul, div (``other`` broadcast to ``out``)."""
+    return getattr(backend_of(out, other), op)(out, other, out)
+
+
+def unary_inplace(op: str, x: Any):
+    """x = op(x) in place for an element-wise ``op`` (the kernels take contiguous memory: a
+    strided ``x`` goes through a contiguous copy)."""
+    be = backend_of(x)
+    if x.flags.c_contiguous:
+        return getattr(be, op)(x, x)
+    return be.copy(getattr(be, op)(x, be.empty(x.shape, x.dtype)), x)
+
+
+def add_scaled_(out: Any, other: Any, alpha: float):
+    """out += alpha * other, in one pass where the shapes match."""
+    return backend_of(out, other).add_scaled(out, other, alpha)
+
+
+def addcmul_(out: Any, t1: Any, t2: Any, value: float):
+    """out += value * t1 * t2, in one pass where the shapes match."""
+    return backend_of(out, t1, t2).addcmul(out, t1, t2, value)
+
+
+def addcdiv_(out: Any, t1: Any, t2: Any, value: float):
+    """out += value * t1 / t2, in one pass where the shapes match."""
+    return backend_of(out, t1, t2).addcdiv(out, t1, t2, value)
+
+
+def random_uniform_(out: Any, low: float, high: float, generator: Any):
+    """Fill a floating ``out`` with U[low, high) drawn from ``generator`` (a numpy Generator)."""
+    return backend_of(out).random_uniform(generator, low, high, out)
+
+
+def random_normal_(out: Any, mean: float, std: float, generator: Any):
+    """Fill a floating ``out`` with N(mean, std^2) drawn from ``generator``."""
+    return backend_of(out).random_normal(generator, mean, std, out)
+
+
+def random_integers_(out: Any, low: int, high: int, generator: Any):
+    """Fill ``out`` with integers uniform in [low, high) drawn from ``generator``."""
+    return backend_of(out).random_integers(generator, low, high, out)
+

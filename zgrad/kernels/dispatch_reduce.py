@@ -1,0 +1,112 @@
+"""Dispatch of the reductions of the tensor API: argmax/argmin, variance, logsumexp and the
+gradient of a full max/min.
+
+The companion of :mod:`zgrad.kernels.dispatch` (its rules hold here). Reductions over any set of
+dimensions run as row kernels: the reduced dimensions are moved last and flattened into rows
+(a copy only when they are not already last).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from zgrad.kernels.dispatch import _normalize_axes, _reduced_shape, backend_of, cast, float_dtype
+
+__all__ = ["Rows", "to_rows", "argmax", "var", "var_backward", "logsumexp", "logsumexp_backward", "distribute_equal"]
+
+
+class Rows(NamedTuple):
+    """An array seen as (kept, reduced) rows, and what it takes to undo that view."""
+
+    rows: Any
+    axes: tuple[int, ...]
+    moved_shape: tuple[int, ...]
+    inverse: tuple[int, ...]
+
+
+def to_rows(x: Any, dim: Any) -> Rows:
+    """``x`` with the dimensions ``dim`` (int, tuple, or None for all) moved last and flattened:
+    a 2-D C-contiguous (prod(kept), prod(reduced)) array, in ``x``'s floating dtype.
+
+    Raises:
+        IndexError: a dimension is out of range.
+    """
+    axes = _normalize_axes(dim, x.ndim)
+    if x.dtype.kind != "f":
+        x = cast(x, float_dtype(x.dtype))
+    perm = [d for d in range(x.ndim) if d not in axes] + list(axes)
+    moved = x.transpose(perm)
+    count = math.prod(x.shape[d] for d in axes)
+    rows = np.ascontiguousarray(moved).reshape(-1, count) if count else moved.reshape(-1, 0)
+    return Rows(rows, axes, moved.shape, tuple(np.argsort(perm)))
+
+
+def _from_rows(rows: Rows, out_rows: Any):
+    """``out_rows`` (shaped like ``rows.rows``) back in the original layout of the input."""
+    return out_rows.reshape(rows.moved_shape).transpose(rows.inverse)
+
+
+def argmax(x: Any, dim: int | None, keepdim: bool, largest: bool = True):
+    """int64 indices of the maximum (``largest``) or minimum along ``dim``, or into the flattened
+    array when ``dim`` is None; the first one on ties, a NaN's where there is one."""
+    be = backend_of(x)
+    if x.size == 0:
+        raise IndexError(f"{'argmax' if largest else 'argmin'}(): Expected reduction dim to be specified "
+                         "for input.numel() == 0." if dim is None else
+                         f"{'argmax' if largest else 'argmin'}(): cannot reduce over a dimension of size 0")
+    op = be.argmax if largest else be.argmin
+    if dim is None:
+        shape = (1,) * x.ndim if keepdim else ()
+        return op(x, None, keepdim, be.empty(shape, np.dtype(np.int64)))
+    axes = _normalize_axes(dim, x.ndim)
+    axis = axes[0] if x.ndim else None
+    return op(x, axis, keepdim, be.empty(_reduced_shape(x.shape, axes, keepdim), np.dtype(np.int64)))
+
+
+def var(x: Any, dim: Any, correction: float, keepdim: bool) -> tuple[Any, Rows, Any]:
+    """The variance over ``dim`` with divisor max(N - correction, 0); returns (variance, the rows
+    it was computed on, their means), the last two for :func:`var_backward`."""
+    be = backend_of(x)
+    rows = to_rows(x, dim)
+    dtype = rows.rows.dtype
+    mean = be.empty((rows.rows.shape[0],), dtype)
+    result = be.var_rows(rows.rows, correction, mean, be.empty((rows.rows.shape[0],), dtype))
+    return result.reshape(_reduced_shape(x.shape, rows.axes, keepdim)), rows, mean
+
+
+def var_backward(rows: Rows, mean: Any, coef: Any):
+    """coef * (x - mean) per row, in the input's layout: the gradient of a variance (coef =
+    2 grad / (N - correction)) or standard deviation (coef = grad / (std (N - correction)))."""
+    be = backend_of(rows.rows)
+    coef = coef.reshape(-1)
+    if coef.dtype != rows.rows.dtype:
+        coef = cast(coef, rows.rows.dtype)
+    out = be.var_backward_rows(rows.rows, mean, np.ascontiguousarray(coef), be.empty(rows.rows.shape, rows.rows.dtype))
+    return _from_rows(rows, out)
+
+
+def logsumexp(x: Any, dim: Any, keepdim: bool) -> tuple[Any, Rows]:
+    """log(sum(exp(x))) over ``dim``, max-shifted; returns it and the rows it was computed on."""
+    be = backend_of(x)
+    rows = to_rows(x, dim)
+    result = be.logsumexp_rows(rows.rows, be.empty((rows.rows.shape[0],), rows.rows.dtype))
+    return result.reshape(_reduced_shape(x.shape, rows.axes, keepdim)), rows
+
+
+def logsumexp_backward(grad: Any, rows: Rows, result: Any):
+    """grad * exp(x - logsumexp(x)) in the input's layout."""
+    be = backend_of(grad)
+    dtype = rows.rows.dtype
+    grad = np.ascontiguousarray(grad if grad.dtype == dtype else cast(grad, dtype)).reshape(-1)
+    out = be.logsumexp_backward_rows(grad, rows.rows, result.reshape(-1), be.empty(rows.rows.shape, dtype))
+    return _from_rows(rows, out)
+
+
+def distribute_equal(x: Any, value: Any, grad: Any):
+    """``grad`` (a scalar) split evenly over the elements of ``x`` equal to ``value``: the
+    gradient of a full max or min."""
+    be = backend_of(x)
+    return be.distribute_equal(x, value, grad, be.empty(x.shape, x.dtype))

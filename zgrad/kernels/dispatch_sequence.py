@@ -1,0 +1,239 @@
+"""Dispatch of the ops of sequence models: embeddings, LSTM/GRU recurrences, dropout, GELU and
+leaky ReLU, and the general classification and element losses.
+
+The companion of :mod:`zgrad.kernels.dispatch` (its rules hold here: the backend comes from the
+arrays' device, outputs are allocated here, indices are checked here with PyTorch's messages),
+split off to keep each module to one job. Operands of one op share a floating dtype; the ops
+check that, naming the layer, as PyTorch does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from zgrad.kernels.dispatch import backend_of, cast
+
+__all__ = [
+    "EMBEDDING_BAG_MODES", "check_embedding_indices", "embedding", "embedding_backward", "embedding_renorm_",
+    "embedding_bag", "embedding_bag_backward", "lstm_forward", "lstm_backward", "gru_forward", "gru_backward",
+    "dropout", "dropout_backward", "gelu", "gelu_backward", "leaky_relu", "leaky_relu_backward", "class_loss",
+    "class_loss_backward", "nll", "nll_backward", "pointwise_loss", "pointwise_loss_backward",
+]
+
+EMBEDDING_BAG_MODES = {"sum": 0, "mean": 1, "max": 2}
+_INT64 = np.dtype(np.int64)
+_NO_INDEX = -1  # padding_idx / ignore_index meaning "none" in the kernels
+
+
+def _int64(indices: Any) -> Any:
+    return indices if indices.dtype == _INT64 and indices.flags.c_contiguous else np.ascontiguousarray(indices, _INT64)
+
+
+def _padding(padding_idx: int | None) -> int:
+    return _NO_INDEX if padding_idx is None else padding_idx
+
+
+def _like(a: Any, dtype: np.dtype) -> Any:
+    return a if a.dtype == dtype else cast(a, dtype)
+
+
+# --- embeddings -------------------------------------------------------------------------------
+
+def check_embedding_indices(indices: Any, num_embeddings: int) -> Any:
+    """``indices`` as a C-contiguous int64 array.
+
+    Raises:
+        IndexError: a value is outside [0, num_embeddings) ("index out of range in self", as PyTorch).
+        TypeError: the indices are not integers.
+    """
+    if indices.dtype.kind not in "iu":
+        raise TypeError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                        f"Long, Int; but got {indices.dtype} instead (while checking arguments for embedding)")
+    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= num_embeddings):
+        raise IndexError("index out of range in self")
+    return _int64(indices)
+
+
+def embedding(weight: Any, indices: Any):
+    """weight[indices]: indices.shape + (D,)."""
+    be = backend_of(weight, indices)
+    return be.embedding(weight, indices, be.empty((*indices.shape, weight.shape[1]), weight.dtype))
+
+
+def embedding_backward(grad: Any, indices: Any, num_embeddings: int, padding_idx: int | None,
+                       scale_grad_by_freq: bool):
+    """The (num_embeddings, D) gradient of :func:`embedding`: ``grad`` rows added at ``indices``."""
+    be = backend_of(grad, indices)
+    out = be.zeros((num_embeddings, grad.shape[-1]), grad.dtype)
+    return be.embedding_backward(grad, indices, _padding(padding_idx), scale_grad_by_freq, out)
+
+
+def embedding_renorm_(weight: Any, indices: Any, max_norm: float, norm_type: float) -> None:
+    """Scale the rows of ``weight`` at ``indices`` in place down to ``max_norm`` (PyTorch's rule)."""
+    backend_of(weight, indices).embedding_renorm(weight, indices, max_norm, norm_type)
+
+
+def embedding_bag(weight: Any, indices: Any, bounds: Any, per_sample_weights: Any, mode: str,
+                  padding_idx: int | None):
+    """Reduce the rows of each bag ``indices[bounds[b]:bounds[b + 1]]``.
+
+    Returns (out (num_bags, D), bag_size (num_bags,), max_indices (num_bags, D) in max mode, else
+    empty); the last two are what :func:`embedding_bag_backward` needs.
+    """
+    be = backend_of(weight, indices)
+    bags, width = bounds.shape[0] - 1, weight.shape[1]
+    code = EMBEDDING_BAG_MODES[mode]
+    psw = be.empty((0,), weight.dtype) if per_sample_weights is None else _like(per_sample_weights, weight.dtype)
+    bag_size = be.empty((bags,), _INT64)
+    max_indices = be.empty((bags, width) if mode == "max" else (0, 0), _INT64)
+    out = be.empty((bags, width), weight.dtype)
+    be.embedding_bag(weight, _int64(indices), _int64(bounds), psw, code, _padding(padding_idx), out, bag_size,
+                     max_indices)
+    return out, bag_size, max_indices
+
+
+def embedding_bag_backward(grad: Any, weight: Any, indices: Any, bounds: Any, per_sample_weights: Any, mode: str,
+                           padding_idx: int | None, scale_grad_by_freq: bool, bag_size: Any, max_indices: Any,
+                           needs_weight: bool, needs_per_sample_weights: bool):
+    """(grad of weight, grad of per_sample_weights) of :func:`embedding_bag`, None where not needed."""
+    be = backend_of(grad, weight)
+    padding = _padding(padding_idx)
+    psw = be.empty((0,), weight.dtype) if per_sample_weights is None else _like(per_sample_weights, weight.dtype)
+    grad_weight = grad_psw = None
+    if needs_weight:
+        grad_weight = be.embedding_bag_backward(grad, indices, bounds, psw, EMBEDDING_BAG_MODES[mode], padding,
+                                                scale_grad_by_freq, bag_size, max_indices,
+                                                be.zeros(weight.shape, weight.dtype))
+    if needs_per_sample_weights:
+        grad_psw = be.embedding_bag_per_sample_weights_backward(grad, weight, indices, bounds, padding,
+                                                                be.empty(indices.shape, weight.dtype))
+    return grad_weight, grad_psw
+
+
+# --- recurrences ------------------------------------------------------------------------------
+
+def lstm_forward(gates_x: Any, w_hh: Any, bias: Any, h0: Any, c0: Any, reverse: bool):
+    """Run an LSTM layer over (T, B, 4H) input projections: (hs, cs, acts), see
+    :func:`zgrad.kernels.cpu_sequence.lstm_forward`."""
+    be = backend_of(gates_x, w_hh)
+    steps, batch, gates = gates_x.shape
+    hidden, dtype = w_hh.shape[1], gates_x.dtype
+    states = (steps + 1, batch, hidden)
+    return be.lstm_forward(gates_x, w_hh, bias, h0, c0, reverse, be.empty(states, dtype), be.empty(states, dtype),
+                           be.empty((steps, batch, gates), dtype))
+
+
+def lstm_backward(grad_out: Any, grad_h_n: Any, grad_c_n: Any, w_hh: Any, cs: Any, acts: Any, reverse: bool):
+    """(grad of the pre-activation gates (T, B, 4H), grad of h0, grad of c0)."""
+    be = backend_of(grad_out, w_hh)
+    dtype = acts.dtype
+    state = grad_h_n.shape
+    return be.lstm_backward(grad_out, grad_h_n, grad_c_n, w_hh, cs, acts, reverse, be.empty(acts.shape, dtype),
+                            be.empty(state, dtype), be.empty(state, dtype))
+
+
+def gru_forward(gates_x: Any, w_hh: Any, bias_ih: Any, bias_hh: Any, h0: Any, reverse: bool):
+    """Run a GRU layer over (T, B, 3H) input projections: (hs, acts)."""
+    be = backend_of(gates_x, w_hh)
+    steps, batch, gates = gates_x.shape
+    hidden, dtype = w_hh.shape[1], gates_x.dtype
+    return be.gru_forward(gates_x, w_hh, bias_ih, bias_hh, h0, reverse, be.empty((steps + 1, batch, hidden), dtype),
+                          be.empty((steps, batch, 4 * hidden), dtype))
+
+
+def gru_backward(grad_out: Any, grad_h_n: Any, w_hh: Any, hs: Any, acts: Any, reverse: bool):
+    """(grad of x @ W_ih.T + b_ih, grad of h @ W_hh.T + b_hh, both (T, B, 3H), grad of h0)."""
+    be = backend_of(grad_out, w_hh)
+    dtype = acts.dtype
+    gates = (*grad_out.shape[:2], w_hh.shape[0])
+    return be.gru_backward(grad_out, grad_h_n, w_hh, hs, acts, reverse, be.empty(gates, dtype),
+                           be.empty(gates, dtype), be.empty(grad_h_n.shape, dtype))
+
+
+# --- dropout and activations ------------------------------------------------------------------
+
+def dropout(x: Any, noise: Any, p: float):
+    """(x * keep / (1 - p), keep) with keep = noise >= p, one ``noise`` value per row of x viewed
+    as (len(noise), -1)."""
+    be = backend_of(x, noise)
+    keep = be.empty(noise.shape, np.dtype(np.bool_))
+    return be.dropout(x, noise, p, keep, be.empty(x.shape, x.dtype)), keep
+
+
+def dropout_backward(grad: Any, keep: Any, p: float):
+    be = backend_of(grad, keep)
+    return be.dropout_backward(grad, keep, p, be.empty(grad.shape, grad.dtype))
+
+
+def gelu(x: Any, tanh_approximation: bool):
+    be = backend_of(x)
+    return be.gelu(x, tanh_approximation, be.empty(x.shape, x.dtype))
+
+
+def gelu_backward(grad: Any, x: Any, tanh_approximation: bool):
+    be = backend_of(grad, x)
+    return be.gelu_backward(_like(grad, x.dtype), x, tanh_approximation, be.empty(x.shape, x.dtype))
+
+
+def leaky_relu(x: Any, negative_slope: float):
+    be = backend_of(x)
+    return be.leaky_relu(x, negative_slope, be.empty(x.shape, x.dtype))
+
+
+def leaky_relu_backward(grad: Any, x: Any, negative_slope: float):
+    be = backend_of(grad, x)
+    return be.leaky_relu_backward(_like(grad, x.dtype), x, negative_slope, be.empty(x.shape, x.dtype))
+
+
+# --- losses -----------------------------------------------------------------------------------
+
+def _class_weight(weight: Any, dtype: np.dtype, be: Any) -> Any:
+    return be.empty((0,), dtype) if weight is None else np.ascontiguousarray(_like(weight, dtype))
+
+
+def class_loss(logits: Any, targets: Any, weight: Any, ignore_index: int, smoothing: float):
+    """Per-row cross-entropy of (M, C) ``logits``: (loss (M,), w[target] (M,), softmax (M, C))."""
+    be = backend_of(logits, targets)
+    rows, dtype = logits.shape[0], logits.dtype
+    probs, loss, row_weight = be.empty(logits.shape, dtype), be.empty((rows,), dtype), be.empty((rows,), dtype)
+    be.class_loss(logits, _int64(targets), _class_weight(weight, dtype, be), ignore_index, smoothing, probs, loss,
+                  row_weight)
+    return loss, row_weight, probs
+
+
+def class_loss_backward(probs: Any, targets: Any, weight: Any, ignore_index: int, smoothing: float, row_grad: Any):
+    """d loss / d logits of :func:`class_loss`, ``row_grad`` (M,) or (1,) the gradient per row."""
+    be = backend_of(probs)
+    dtype = probs.dtype
+    return be.class_loss_backward(probs, _int64(targets), _class_weight(weight, dtype, be), ignore_index, smoothing,
+                                  _like(row_grad, dtype), be.empty(probs.shape, dtype))
+
+
+def nll(log_probs: Any, targets: Any, weight: Any, ignore_index: int):
+    """Per-row -w[t] * log_probs[i, t] of (M, C) ``log_probs``: (loss (M,), w[target] (M,))."""
+    be = backend_of(log_probs, targets)
+    rows, dtype = log_probs.shape[0], log_probs.dtype
+    loss, row_weight = be.empty((rows,), dtype), be.empty((rows,), dtype)
+    be.nll(log_probs, _int64(targets), _class_weight(weight, dtype, be), ignore_index, loss, row_weight)
+    return loss, row_weight
+
+
+def nll_backward(targets: Any, weight: Any, ignore_index: int, row_grad: Any, shape: tuple[int, int], dtype: Any):
+    be = backend_of(targets)
+    dtype = np.dtype(dtype)
+    return be.nll_backward(_int64(targets), _class_weight(weight, dtype, be), ignore_index, _like(row_grad, dtype),
+                           be.empty(shape, dtype))
+
+
+def pointwise_loss(a: Any, b: Any, squared: bool):
+    """(a - b)**2 or |a - b| element-wise (same shapes and dtype)."""
+    be = backend_of(a, b)
+    return be.pointwise_loss(a, b, squared, be.empty(a.shape, a.dtype))
+
+
+def pointwise_loss_backward(a: Any, b: Any, grad: Any, squared: bool):
+    """grad * d loss / d a; ``grad`` has a's shape or one element."""
+    be = backend_of(a, b)
+    return be.pointwise_loss_backward(a, b, _like(grad, a.dtype), squared, be.empty(a.shape, a.dtype))

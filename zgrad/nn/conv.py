@@ -1,0 +1,84 @@
+"""Convolution layers: ``Conv2d``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zgrad.creation import empty
+from zgrad.nn import init
+from zgrad.nn.module import Module, Parameter
+from zgrad.ops.conv import PADDING_MODES, conv2d_layer, pair
+
+__all__ = ["Conv2d"]
+
+
+class Conv2d(Module):
+    """2-D convolution over (N, C, H, W) or (C, H, W) input, as ``torch.nn.Conv2d``.
+
+    Args:
+        in_channels, out_channels: channel counts, both divisible by ``groups``.
+        kernel_size, stride, dilation: an int or an (h, w) pair.
+        padding: an int, an (h, w) pair, ``'valid'`` or ``'same'`` (stride 1 only).
+        groups: connections from input to output channels are split into this many groups.
+        bias: add a learnable bias per output channel.
+        padding_mode: ``'zeros'``, ``'reflect'``, ``'replicate'`` or ``'circular'``.
+        device, dtype: of the parameters (float32 by default).
+
+    The weight (out_channels, in_channels / groups, kH, kW) starts as PyTorch's:
+    ``kaiming_uniform_(a=sqrt(5))``, and the bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+
+    Raises:
+        ValueError: channels not divisible by ``groups``, a bad padding string or padding mode,
+            ``'same'`` padding with a stride.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
+                 dilation: Any = 1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        if not isinstance(groups, int) or groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups:
+            raise ValueError("out_channels must be divisible by groups")
+        if padding_mode not in PADDING_MODES:
+            raise ValueError(f"padding_mode must be one of {set(PADDING_MODES)}, but got padding_mode={padding_mode!r}")
+        self.kernel_size, self.stride, self.dilation = (pair(kernel_size, "kernel_size"), pair(stride, "stride"),
+                                                        pair(dilation, "dilation"))
+        if isinstance(padding, str):
+            if padding not in ("same", "valid"):
+                raise ValueError(f"Invalid padding string {padding!r}, should be one of {{'same', 'valid'}}")
+            if padding == "same" and self.stride != (1, 1):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            self.padding = padding
+        else:
+            self.padding = pair(padding, "padding")
+        self.in_channels, self.out_channels, self.groups, self.padding_mode = (in_channels, out_channels, groups,
+                                                                               padding_mode)
+        shape = (out_channels, in_channels // groups, *self.kernel_size)
+        self.weight = Parameter(empty(*shape, dtype=dtype, device=device))
+        self.bias = Parameter(empty(out_channels, dtype=dtype, device=device)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw the weight and bias again, as PyTorch initializes them."""
+        init.default_layer_init_(self.weight, self.bias)
+
+    def forward(self, input: Any) -> Any:
+        return conv2d_layer(f"{type(self).__name__}({self.extra_repr()})", input, self.weight, self.bias, self.stride,
+                            self.padding, self.dilation, self.groups, self.padding_mode)
+
+    def extra_repr(self) -> str:
+        text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        if self.padding != (0, 0):
+            text += f", padding={self.padding!r}" if isinstance(self.padding, str) else f", padding={self.padding}"
+        if self.dilation != (1, 1):
+            text += f", dilation={self.dilation}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
+        if self.bias is None:
+            text += ", bias=False"
+        if self.padding_mode != "zeros":
+            text += f", padding_mode={self.padding_mode}"
+        return text

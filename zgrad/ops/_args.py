@@ -1,0 +1,76 @@
+"""Argument normalization shared by the public op functions of :mod:`zgrad.ops`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["operand", "tensor_arg", "index_arg", "index_key", "scalar_arg"]
+
+
+def _tensor_class() -> type:
+    from zgrad.tensor import Tensor  # imported on use: zgrad.tensor imports zgrad.ops
+
+    return Tensor
+
+
+def operand(x: Any) -> Any:
+    """A tensor, a Python scalar, or an array constant; numpy scalars become Python scalars.
+
+    Raises:
+        TypeError: anything else.
+    """
+    tensor = _tensor_class()
+    if isinstance(x, np.generic):  # checked first: np.float64 is also a Python float
+        return x.item()
+    if isinstance(x, (tensor, bool, int, float)):
+        return x
+    if isinstance(x, np.ndarray):
+        return tensor(x)
+    if isinstance(x, (list, tuple)):
+        return tensor(np.asarray(x))
+    raise TypeError(f"unsupported operand of type {type(x).__name__}; expected a Tensor, a number or an array")
+
+
+def tensor_arg(x: Any, what: str) -> Any:
+    """``x`` if it is a Tensor. Raises TypeError naming the function ``what`` otherwise."""
+    if not isinstance(x, _tensor_class()):
+        raise TypeError(f"{what} expects a Tensor, got {type(x).__name__}")
+    return x
+
+
+def index_arg(index: Any, what: str) -> np.ndarray:
+    """The array of an integer index given as a Tensor, an array or a list.
+
+    Raises:
+        TypeError: a non-integer index.
+    """
+    array = index._data if isinstance(index, _tensor_class()) else np.asarray(index)
+    if array.dtype.kind not in "iu":
+        raise TypeError(f"{what}(): Expected dtype int64 for index, got {array.dtype}")
+    return array
+
+
+def index_key(index: Any) -> Any:
+    """An indexing key (``x[key]``) with tensors in it replaced by their arrays."""
+    if isinstance(index, _tensor_class()):
+        return index.numpy()
+    if isinstance(index, tuple):
+        return tuple(index_key(i) for i in index)
+    return index
+
+
+def scalar_arg(value: Any, what: str) -> Any:
+    """A Python number from a number, a numpy scalar or a one-element tensor; None stays None.
+
+    Raises:
+        TypeError: anything else.
+    """
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, _tensor_class()) and value.numel() == 1:
+        return value.item()
+    raise TypeError(f"{what} expects a number, got {type(value).__name__}")

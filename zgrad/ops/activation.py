@@ -1,0 +1,71 @@
+"""Activations with a parameter: GELU (exact or tanh approximation) and leaky ReLU."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zgrad.autograd.function import Op
+from zgrad.kernels import dispatch as D
+from zgrad.kernels import dispatch_pointwise, dispatch_sequence as DS
+from zgrad.ops._args import tensor_arg
+
+__all__ = ["Gelu", "LeakyRelu", "gelu", "leaky_relu"]
+
+GELU_APPROXIMATIONS = ("none", "tanh")
+
+
+def _floating(x):
+    return x if x.dtype.kind == "f" else D.cast(x, D.float_dtype(x.dtype))
+
+
+class Gelu(Op):
+    """x * Phi(x) (Phi the standard normal CDF), or 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+
+    @staticmethod
+    def forward(ctx, x, tanh_approximation):
+        x = _floating(x)
+        ctx.save_for_backward(x)
+        ctx.tanh_approximation = tanh_approximation
+        return DS.gelu(x, tanh_approximation)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return DS.gelu_backward(grad, x, ctx.tanh_approximation), None
+
+
+class LeakyRelu(Op):
+    """x if x > 0 else negative_slope * x."""
+
+    @staticmethod
+    def forward(ctx, x, negative_slope):
+        x = _floating(x)
+        ctx.save_for_backward(x)
+        ctx.negative_slope = negative_slope
+        return DS.leaky_relu(x, negative_slope)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return DS.leaky_relu_backward(grad, x, ctx.negative_slope), None
+
+
+def gelu(input: Any, approximate: str = "none") -> Any:  # noqa: A002 - torch's argument name
+    """The Gaussian error linear unit; ``approximate="tanh"`` uses the tanh formula.
+
+    Raises:
+        RuntimeError: ``approximate`` is neither "none" nor "tanh" (PyTorch's message).
+    """
+    if approximate not in GELU_APPROXIMATIONS:
+        raise RuntimeError("approximate argument must be either none or tanh.")
+    return Gelu.apply(tensor_arg(input, "gelu"), approximate == "tanh")
+
+
+def leaky_relu(input: Any, negative_slope: float = 0.01, inplace: bool = False) -> Any:  # noqa: A002
+    """max(0, x) + negative_slope * min(0, x); ``inplace`` writes into ``input`` (recorded)."""
+    tensor_arg(input, "leaky_relu")
+    slope = float(negative_slope)
+    if not inplace:
+        return LeakyRelu.apply(input, slope)
+    return input._inplace(lambda: dispatch_pointwise.write(input._data, DS.leaky_relu(input._data, slope)),
+                          lambda old: LeakyRelu.apply(old, slope))

@@ -1,0 +1,175 @@
+"""2-D convolution (``conv2d``), with PyTorch's argument checks and error texts.
+
+Errors start with the name of the layer or function that was called, then say what PyTorch
+says: the shape received and the shape expected.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from zgrad.autograd.function import Op
+from zgrad.kernels import dispatch as D
+from zgrad.ops._args import tensor_arg
+
+__all__ = ["Conv2d", "PADDING_MODES", "check_floating", "conv2d", "conv2d_layer", "pair"]
+
+PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
+def pair(value: Any, what: str) -> tuple[int, int]:
+    """``value`` as an (h, w) pair of ints: an int is used for both.
+
+    Raises:
+        TypeError: not an int or a pair of ints.
+    """
+    items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+    if len(items) != 2 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in items):
+        raise TypeError(f"{what} must be an int or a tuple of two ints, got {value!r}")
+    return int(items[0]), int(items[1])
+
+
+def check_floating(name: str, x: Any, *others: tuple[str, Any]) -> None:
+    """PyTorch's dtype rule for layers: a floating input, and parameters of the same dtype.
+
+    Raises:
+        RuntimeError: an integer input, or a parameter of another dtype.
+    """
+    if x.dtype.kind != "f":
+        raise RuntimeError(f"{name}: expected a floating point input, got {x.dtype}")
+    for what, other in others:
+        if other is not None and other.dtype != x.dtype:
+            raise RuntimeError(f"{name}: Input type ({x.dtype}) and {what} type ({other.dtype}) should be the same")
+
+
+def _padding(name: str, padding: Any, kernel: tuple[int, int], stride: tuple[int, int],
+              dilation: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """((top, bottom), (left, right)) from an int, a pair, 'valid' or 'same'."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return (0, 0), (0, 0)
+        if padding != "same":
+            raise ValueError(f"Invalid padding string {padding!r}, should be one of {{'same', 'valid'}}")
+        if stride != (1, 1):
+            raise ValueError(f"{name}: padding='same' is not supported for strided convolutions")
+        # PyTorch's rule: an odd total puts the extra row/column after the input.
+        totals = [d * (k - 1) for d, k in zip(dilation, kernel)]
+        return tuple((t // 2, t - t // 2) for t in totals)  # type: ignore[return-value]
+    ph, pw = pair(padding, "padding")
+    return (ph, ph), (pw, pw)
+
+
+def _check_shapes(name: str, x: Any, w: Any, b: Any, groups: int) -> None:
+    if x.ndim not in (3, 4):
+        raise RuntimeError(
+            f"{name}: Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: {list(x.shape)}")
+    if w.ndim != 4:
+        raise RuntimeError(f"{name}: weight should have 4 dimensions (out_channels, in_channels/groups, kH, kW), "
+                           f"got weight of size {list(w.shape)}")
+    if not isinstance(groups, int) or groups <= 0:
+        raise RuntimeError(f"{name}: non-positive groups is not supported, got groups={groups}")
+    if w.shape[0] % groups:
+        raise RuntimeError(f"{name}: Given groups={groups}, expected weight to be divisible by {groups} at dimension "
+                           f"0, but got weight of size {list(w.shape)} instead")
+    channels = x.shape[-3]
+    if channels != w.shape[1] * groups:
+        raise RuntimeError(f"{name}: Given groups={groups}, weight of size {list(w.shape)}, expected input"
+                           f"{list(x.shape)} to have {w.shape[1] * groups} channels, but got {channels} channels "
+                           f"instead")
+    if b is not None and b.shape != (w.shape[0],):
+        raise RuntimeError(f"{name}: Given weight of size {list(w.shape)}, expected bias to be 1-dimensional with "
+                           f"{w.shape[0]} elements, but got bias of size {list(b.shape)} instead")
+
+
+def _check_padding_mode(name: str, x: Any, padding_mode: str, pad_h: tuple[int, int], pad_w: tuple[int, int]) -> None:
+    """Reflection needs padding < size, circular padding <= size (PyTorch checks the last dim first)."""
+    if padding_mode in ("zeros", "replicate"):
+        return
+    reflect = padding_mode == "reflect"
+    for dim, pads in ((x.ndim - 1, pad_w), (x.ndim - 2, pad_h)):
+        size = x.shape[dim]
+        if max(pads) > size or (reflect and max(pads) == size):
+            raise RuntimeError(f"{name}: Padding size should be less than{'' if reflect else ' or equal to'} the "
+                               f"corresponding input dimension, but got: padding {pads} at dimension {dim} of input "
+                               f"{list(x.shape)}")
+
+
+def conv2d_layer(name: str, input: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
+                 dilation: Any = 1, groups: int = 1, padding_mode: str = "zeros") -> Any:
+    """:func:`conv2d` with ``padding_mode`` and error messages that start with ``name``."""
+    x = tensor_arg(input, f"{name}: argument 'input'")
+    w = tensor_arg(weight, f"{name}: argument 'weight'")
+    b = None if bias is None else tensor_arg(bias, f"{name}: argument 'bias'")
+    _check_shapes(name, x, w, b, groups)
+    check_floating(name, x, ("weight", w), ("bias", b))
+    if padding_mode not in PADDING_MODES:
+        raise ValueError(f"padding_mode must be one of {set(PADDING_MODES)}, but got padding_mode={padding_mode!r}")
+    stride, dilation = pair(stride, "stride"), pair(dilation, "dilation")
+    if min(stride) <= 0:
+        raise RuntimeError(f"{name}: non-positive stride is not supported, got stride={stride}")
+    if min(dilation) <= 0:
+        raise RuntimeError(f"{name}: dilation should be greater than zero, got dilation={dilation}")
+    kernel = (w.shape[2], w.shape[3])
+    pad_h, pad_w = _padding(name, padding, kernel, stride, dilation)
+    if min(pad_h + pad_w) < 0:
+        raise RuntimeError(f"{name}: negative padding is not supported, got padding={padding}")
+    padded = (x.shape[-2] + sum(pad_h), x.shape[-1] + sum(pad_w))
+    effective = tuple((k - 1) * d + 1 for k, d in zip(kernel, dilation))
+    if padded[0] < effective[0] or padded[1] < effective[1]:
+        raise RuntimeError(f"{name}: Calculated padded input size per channel: ({padded[0]} x {padded[1]}). Kernel "
+                           f"size: ({effective[0]} x {effective[1]}). Kernel size can't be greater than actual input "
+                           f"size")
+    _check_padding_mode(name, x, padding_mode, pad_h, pad_w)
+    out_size = tuple((p - e) // s + 1 for p, e, s in zip(padded, effective, stride))
+    window = (stride, (pad_h[0], pad_w[0]), dilation, groups, padding_mode)
+    args = (x, w) if b is None else (x, w, b)
+    return Conv2d.apply(window, out_size, *args)
+
+
+def conv2d(input: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
+           groups: int = 1) -> Any:
+    """2-D cross-correlation, as ``torch.nn.functional.conv2d``.
+
+    Args:
+        input: (N, C, H, W) or unbatched (C, H, W).
+        weight: (out_channels, C / groups, kH, kW).
+        bias: optional (out_channels,).
+        stride, dilation: an int or an (h, w) pair, > 0.
+        padding: an int, an (h, w) pair, ``'valid'`` (none) or ``'same'`` (output size = input size;
+            stride 1 only).
+        groups: input and output channels are split into this many groups, each convolved separately.
+
+    Returns:
+        (N, out_channels, OH, OW), OH = (H + 2*pad_h - dilation_h*(kH - 1) - 1) // stride_h + 1.
+
+    Raises:
+        RuntimeError: shapes that do not fit (wrong rank, channel count, kernel larger than the
+            padded input, groups not dividing the weight), mixed dtypes, non-positive stride.
+    """
+    return conv2d_layer("conv2d", input, weight, bias, stride, padding, dilation, groups)
+
+
+class Conv2d(Op):
+    """y = conv(x, weight) + bias; the window is (stride, (top, left) padding, dilation, groups, mode)."""
+
+    @staticmethod
+    def forward(ctx, window, out_size, x, weight, bias=None):
+        ctx.unbatched = x.ndim == 3
+        x = x[None] if ctx.unbatched else x
+        ctx.window = window
+        ctx.save_for_backward(x, weight)
+        out = D.conv2d(x, weight, bias, *window, out_size)
+        return out[0] if ctx.unbatched else out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        grad = grad[None] if ctx.unbatched else grad
+        grad_x, grad_weight = D.conv2d_backward(grad, x, weight, *ctx.window, needs[2], needs[3])
+        if grad_x is not None and ctx.unbatched:
+            grad_x = grad_x[0]
+        grad_bias = D.reduce_sum(grad, (0, 2, 3)) if len(needs) > 4 and needs[4] else None
+        return (None, None, grad_x, grad_weight) + ((grad_bias,) if len(needs) > 4 else ())

@@ -1,0 +1,184 @@
+"""Selection by index or mask: gather, index_select, scatter, where, masked_fill."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from zgrad.autograd.function import Op
+from zgrad.kernels import dispatch as D
+from zgrad.kernels import dispatch_index as I
+from zgrad.ops._args import index_arg, index_key, operand, tensor_arg
+
+__all__ = ["gather", "index_select", "scatter", "where", "masked_fill", "index_put", "mask_arg", "scatter_source"]
+
+
+class Gather(Op):
+    @staticmethod
+    def forward(ctx, x, dim, index):
+        ctx.save_for_backward(index)
+        ctx.shape, ctx.dim = x.shape, I.normalize_dim(dim, x.ndim)
+        return I.gather(x, dim, index)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (index,) = ctx.saved_tensors
+        return I.scatter_add(ctx.shape, grad.dtype, ctx.dim, index, grad), None, None
+
+
+class IndexSelect(Op):
+    @staticmethod
+    def forward(ctx, x, dim, index):
+        ctx.save_for_backward(index)
+        ctx.shape, ctx.dim = x.shape, I.normalize_dim(dim, x.ndim)
+        return I.index_select(x, dim, index)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (index,) = ctx.saved_tensors
+        return I.index_select_backward(grad, ctx.shape, ctx.dim, index), None, None
+
+
+class Scatter(Op):
+    """A copy of ``x`` with ``src`` (an array or a number) written at ``index`` along ``dim``."""
+
+    @staticmethod
+    def forward(ctx, x, dim, index, src):
+        out = D.cast(x, x.dtype)
+        I.scatter(out, dim, index, src)
+        ctx.save_for_backward(index)
+        ctx.dim = I.normalize_dim(dim, x.ndim)
+        ctx.src_shape = getattr(src, "shape", None)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (index,) = ctx.saved_tensors
+        gx = gsrc = None
+        if ctx.needs_input_grad[0]:  # the overwritten positions pass no gradient back to x
+            gx = I.scatter(D.cast(grad, grad.dtype), ctx.dim, index, 0)
+        if ctx.needs_input_grad[3]:
+            gsrc = I.gather(grad, ctx.dim, index)
+            if gsrc.shape != ctx.src_shape:  # src was larger than index: the rest of it was not used
+                region = tuple(slice(0, n) for n in index.shape)
+                gsrc = D.slice_backward(gsrc, region, ctx.src_shape, gsrc.dtype)
+        return gx, None, None, gsrc
+
+
+class IndexPut(Op):
+    """A copy of ``x`` with ``value`` written at ``x[index]`` (what ``x[index] = value`` records)."""
+
+    @staticmethod
+    def forward(ctx, x, index, value):
+        out = D.cast(x, x.dtype)
+        out[index] = value
+        ctx.index, ctx.value_shape = index, getattr(value, "shape", None)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        gx = gvalue = None
+        if ctx.needs_input_grad[0]:  # the overwritten positions pass no gradient back to x
+            gx = D.cast(grad, grad.dtype)
+            gx[ctx.index] = 0
+        if ctx.needs_input_grad[2]:
+            gvalue = D.sum_to(grad[ctx.index], ctx.value_shape)
+        return gx, None, gvalue
+
+
+class Where(Op):
+    @staticmethod
+    def forward(ctx, condition, a, b):
+        ctx.save_for_backward(condition)
+        return I.where(condition, a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (condition,) = ctx.saved_tensors
+        ga = I.where(condition, grad, 0) if ctx.needs_input_grad[1] else None
+        gb = I.where(condition, 0, grad) if ctx.needs_input_grad[2] else None
+        return None, ga, gb
+
+
+# --- public functions -------------------------------------------------------------------------
+
+def mask_arg(mask: Any, what: str) -> np.ndarray:
+    """The bool array of a mask given as a Tensor or an array.
+
+    Raises:
+        TypeError: a mask that is not bool, with PyTorch's message.
+    """
+    array = mask._data if hasattr(mask, "_data") else np.asarray(mask)
+    if array.dtype != np.bool_:
+        raise TypeError(f"{what} only supports boolean masks, but got mask with dtype {array.dtype}")
+    return array
+
+
+def scatter_source(src: Any, value: Any) -> Any:
+    """What scatter writes: the ``src`` tensor, or a number (given as ``src`` or ``value``).
+
+    Raises:
+        TypeError: neither or both given, or a source that is neither a tensor nor a number.
+    """
+    if (src is None) == (value is None):
+        raise TypeError("scatter(): expected exactly one of src (a Tensor) and value (a number)")
+    source = operand(value if src is None else src)
+    if not hasattr(source, "_data") and not isinstance(source, (bool, int, float)):
+        raise TypeError(f"scatter(): src must be a Tensor or a number, got {type(source).__name__}")
+    return source
+
+
+def gather(input: Any, dim: int, index: Any) -> Any:  # noqa: A002 - torch's argument name
+    """out[i][j][k] = input[i][index[i][j][k]][k] for dim=1 (likewise for any dim); out has
+    index's shape, which may be smaller than input's apart from ``dim``.
+
+    Raises:
+        IndexError: an index value outside [0, size). ValueError: mismatched ranks or sizes.
+    """
+    return Gather.apply(tensor_arg(input, "gather"), dim, index_arg(index, "gather"))
+
+
+def index_select(input: Any, dim: int, index: Any) -> Any:  # noqa: A002
+    """The slices of ``input`` along ``dim`` at the positions of the 1-D ``index`` (repeats allowed)."""
+    return IndexSelect.apply(tensor_arg(input, "index_select"), dim, index_arg(index, "index_select"))
+
+
+def scatter(input: Any, dim: int, index: Any, src: Any = None, *, value: Any = None) -> Any:  # noqa: A002
+    """A copy of ``input`` with ``src[i][j][k]`` written at ``[i][index[i][j][k]][k]`` (dim=1),
+    or ``value`` at every position ``index`` names. Differentiable in ``input`` and ``src``."""
+    return Scatter.apply(tensor_arg(input, "scatter"), dim, index_arg(index, "scatter"), scatter_source(src, value))
+
+
+def where(condition: Any, input: Any, other: Any) -> Any:  # noqa: A002
+    """``input`` where ``condition`` (bool) is True, else ``other``; all three broadcast together,
+    and either value may be a number."""
+    return Where.apply(mask_arg(condition, "where"), operand(input), operand(other))
+
+
+def masked_fill(input: Any, mask: Any, value: Any) -> Any:  # noqa: A002
+    """A copy of ``input`` with ``value`` (a number or a 0-d tensor, which then gets a gradient)
+    where ``mask`` (bool, broadcast to input) is True.
+
+    Raises:
+        ValueError: a value tensor with dimensions.
+    """
+    x = tensor_arg(input, "masked_fill")
+    mask_array = mask_arg(mask, "masked_fill")
+    if hasattr(value, "_data"):
+        if value.ndim:
+            raise ValueError(f"masked_fill only supports a 0-dimensional value tensor, but got tensor with "
+                             f"{value.ndim} dimension(s).")
+        value = value.to(x.dtype)
+    else:
+        value = x.dtype.type(operand(value)).item()  # the value takes the tensor's dtype, as PyTorch
+    if mask_array.shape != x.shape and D.broadcast_shape(mask_array.shape, x.shape) != x.shape:
+        raise ValueError(f"masked_fill: mask of shape {list(mask_array.shape)} does not broadcast to the input's "
+                         f"shape {list(x.shape)}")
+    return Where.apply(mask_array, value, x)
+
+
+def index_put(input: Any, index: Any, value: Any) -> Any:  # noqa: A002
+    """A copy of ``input`` with ``value`` (a number or a tensor broadcast to ``input[index]``)
+    written at ``input[index]``: the out-of-place form of ``input[index] = value``."""
+    return IndexPut.apply(tensor_arg(input, "index_put"), index_key(index), operand(value))

@@ -1,0 +1,181 @@
+"""Normalization: ``batch_norm``, ``layer_norm`` and ``group_norm`` on fused kernels.
+
+Layer norm runs as group norm: its input is viewed as (rows, normalized size, 1) with one group,
+so one pair of kernels (statistics and output in one task, all three gradients in one backward)
+serves both. Errors start with the name of the layer or function that was called and give the
+shape received and the shape expected.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from zgrad.autograd.function import Op
+from zgrad.kernels import dispatch as D
+from zgrad.ops._args import tensor_arg
+from zgrad.ops.conv import check_floating
+
+__all__ = [
+    "BatchNorm", "GroupNorm", "batch_norm", "batch_norm_layer", "group_norm", "group_norm_layer", "layer_norm",
+    "layer_norm_layer",
+]
+
+
+def _optional(value: Any, name: str, what: str) -> Any:
+    return None if value is None else tensor_arg(value, f"{name}: argument '{what}'")
+
+
+def _check_numel(name: str, what: str, value: Any, expected: int, x: Any) -> None:
+    if value is not None and value.numel() != expected:
+        raise RuntimeError(f"{name}: {what} should contain {expected} elements not {value.numel()} "
+                           f"(input of size {list(x.shape)} has {expected} channels in dimension 1)")
+
+
+class BatchNorm(Op):
+    """Batch norm over (N, C, *) input viewed as (N, C, S); updates running statistics in training."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps):
+        x3 = x.reshape(x.shape[0], x.shape[1], -1)
+        out, mean, invstd = D.batch_norm(x3, weight, bias, running_mean, running_var, training, momentum, eps)
+        ctx.save_for_backward(x3, weight, mean, invstd)
+        ctx.training, ctx.shape = training, x.shape
+        return out.reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x3, weight, mean, invstd = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        grad_x, grad_weight, grad_bias = D.batch_norm_backward(grad.reshape(x3.shape), x3, weight, mean, invstd,
+                                                               ctx.training, needs[:3])
+        grad_x = None if grad_x is None else grad_x.reshape(ctx.shape)
+        return (grad_x, grad_weight, grad_bias) + (None,) * 5
+
+
+def batch_norm_layer(name: str, input: Any, running_mean: Any, running_var: Any, weight: Any = None,
+                     bias: Any = None, training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Any:
+    """:func:`batch_norm` with error messages that start with ``name``."""
+    x = tensor_arg(input, f"{name}: argument 'input'")
+    weight, bias = _optional(weight, name, "weight"), _optional(bias, name, "bias")
+    running_mean = _optional(running_mean, name, "running_mean")
+    running_var = _optional(running_var, name, "running_var")
+    if x.ndim < 2:
+        raise RuntimeError(f"{name}: expected an input of at least 2 dimensions (N, C, ...), got input of size "
+                           f"{list(x.shape)}")
+    check_floating(name, x, ("weight", weight), ("bias", bias))
+    channels = x.shape[1]
+    for what, value in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
+                        ("bias", bias)):
+        _check_numel(name, what, value, channels, x)
+    if not training and (running_mean is None or running_var is None):
+        raise RuntimeError(f"{name}: running_mean and running_var must be defined in evaluation mode")
+    if training and x.numel() // channels == 1:
+        raise ValueError(f"{name}: Expected more than 1 value per channel when training, got input size "
+                         f"{list(x.shape)}")
+    return BatchNorm.apply(x, weight, bias, running_mean, running_var, bool(training), float(momentum), float(eps))
+
+
+def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = None, bias: Any = None,
+               training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Any:
+    """Batch normalization over the channels (dimension 1), as ``torch.nn.functional.batch_norm``.
+
+    Training normalizes with the batch statistics over (N, *) and, where ``running_mean`` /
+    ``running_var`` are given, updates them in place: ``r = (1 - momentum) * r + momentum * stat``,
+    with the unbiased batch variance. Otherwise it normalizes with the running statistics.
+
+    Raises:
+        RuntimeError: statistics or affine parameters whose size is not the channel count, or no
+            running statistics in evaluation mode.
+        ValueError: training on one value per channel.
+    """
+    return batch_norm_layer("batch_norm", input, running_mean, running_var, weight, bias, training, momentum, eps)
+
+
+class GroupNorm(Op):
+    """Normalization over each (sample, group) of (N, C, S) input, per-channel affine.
+
+    ``view`` is the (N, C, S) shape the input is read as; layer norm passes (rows, size, 1).
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, view, groups, eps):
+        x3 = x.reshape(view)
+        w = None if weight is None else weight.reshape(-1)
+        b = None if bias is None else bias.reshape(-1)
+        out, mean, invstd = D.group_norm(x3, w, b, groups, eps)
+        ctx.save_for_backward(x3, w, mean, invstd)
+        ctx.groups, ctx.shapes = groups, (x.shape, None if weight is None else weight.shape)
+        return out.reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x3, w, mean, invstd = ctx.saved_tensors
+        x_shape, w_shape = ctx.shapes
+        grad_x, grad_w, grad_b = D.group_norm_backward(grad.reshape(x3.shape), x3, w, mean, invstd, ctx.groups,
+                                                       ctx.needs_input_grad[:3])
+        return (None if grad_x is None else grad_x.reshape(x_shape),
+                None if grad_w is None else grad_w.reshape(w_shape),
+                None if grad_b is None else grad_b.reshape(w_shape), None, None, None)
+
+
+def group_norm_layer(name: str, input: Any, num_groups: int, weight: Any = None, bias: Any = None,
+                     eps: float = 1e-5) -> Any:
+    """:func:`group_norm` with error messages that start with ``name``."""
+    x = tensor_arg(input, f"{name}: argument 'input'")
+    weight, bias = _optional(weight, name, "weight"), _optional(bias, name, "bias")
+    if x.ndim < 2:
+        raise RuntimeError(f"{name}: Expected at least 2 dimensions for input tensor but received {x.ndim}")
+    check_floating(name, x, ("weight", weight), ("bias", bias))
+    channels = x.shape[1]
+    if not isinstance(num_groups, int) or num_groups <= 0 or channels % num_groups:
+        raise RuntimeError(f"{name}: Expected number of channels in input to be divisible by num_groups, but got "
+                           f"input of shape {list(x.shape)} and num_groups={num_groups}")
+    for what, value in (("weight", weight), ("bias", bias)):
+        if value is not None and value.shape != (channels,):
+            raise RuntimeError(f"{name}: Expected {what} to be a vector of size equal to the number of channels in "
+                               f"input, but got {what} of shape {list(value.shape)} and input of shape {list(x.shape)}")
+    view = (x.shape[0], channels, math.prod(x.shape[2:]))
+    return GroupNorm.apply(x, weight, bias, view, num_groups, float(eps))
+
+
+def group_norm(input: Any, num_groups: int, weight: Any = None, bias: Any = None, eps: float = 1e-5) -> Any:
+    """Group normalization, as ``torch.nn.functional.group_norm``: the C channels of (N, C, *) input
+    are split into ``num_groups`` groups, each (sample, group) normalized to mean 0 and variance 1,
+    then scaled by ``weight`` and shifted by ``bias`` per channel.
+
+    Raises:
+        RuntimeError: fewer than 2 dimensions, C not divisible by ``num_groups``, or affine
+            parameters not of shape (C,).
+    """
+    return group_norm_layer("group_norm", input, num_groups, weight, bias, eps)
+
+
+def layer_norm_layer(name: str, input: Any, normalized_shape: Sequence[int], weight: Any = None, bias: Any = None,
+                     eps: float = 1e-5) -> Any:
+    """:func:`layer_norm` with error messages that start with ``name``."""
+    x = tensor_arg(input, f"{name}: argument 'input'")
+    weight, bias = _optional(weight, name, "weight"), _optional(bias, name, "bias")
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    check_floating(name, x, ("weight", weight), ("bias", bias))
+    if not shape or x.ndim < len(shape) or tuple(x.shape[x.ndim - len(shape):]) != shape:
+        raise RuntimeError(f"{name}: Given normalized_shape={list(shape)}, expected input with shape "
+                           f"[*, {', '.join(map(str, shape))}], but got input of size{list(x.shape)}")
+    for what, value in (("weight", weight), ("bias", bias)):
+        if value is not None and value.shape != shape:
+            raise RuntimeError(f"{name}: Expected {what} to be of same shape as normalized_shape, but got {what} of "
+                               f"shape {list(value.shape)} and normalized_shape = {list(shape)}")
+    size = math.prod(shape)
+    view = (x.numel() // size if size else 0, size, 1)
+    return GroupNorm.apply(x, weight, bias, view, 1, float(eps))
+
+
+def layer_norm(input: Any, normalized_shape: Sequence[int], weight: Any = None, bias: Any = None,
+               eps: float = 1e-5) -> Any:
+    """Layer normalization over the last ``len(normalized_shape)`` dimensions, as
+    ``torch.nn.functional.layer_norm``; ``weight`` and ``bias`` have shape ``normalized_shape``.
+
+    Raises:
+        RuntimeError: the input's trailing dimensions are not ``normalized_shape``.
+    """
+    return layer_norm_layer("layer_norm", input, normalized_shape, weight, bias, eps)

@@ -1,0 +1,180 @@
+"""Reductions beyond sum and mean: max/min (with indices), argmax/argmin, var/std, logsumexp."""
+
+from __future__ import annotations
+
+import builtins
+import math
+from typing import Any, NamedTuple
+
+from zgrad.autograd.function import Op
+from zgrad.kernels import dispatch as D
+from zgrad.kernels import dispatch_index as I
+from zgrad.kernels import dispatch_pointwise as P
+from zgrad.kernels import dispatch_reduce as R
+from zgrad.ops._args import tensor_arg
+
+__all__ = ["ValuesIndices", "max", "min", "argmax", "argmin", "var", "std", "logsumexp"]
+
+
+class ValuesIndices(NamedTuple):
+    """What ``max(dim)`` and ``min(dim)`` return: the extreme values and their int64 indices."""
+
+    values: Any
+    indices: Any
+
+
+class ExtremumAlongDim(Op):
+    """max or min along ``dim`` with the index of the first extreme (a NaN's, if any); the gradient
+    goes to that position only."""
+
+    @staticmethod
+    def forward(ctx, x, dim, keepdim, largest):
+        indices = R.argmax(x, dim, True, largest)
+        values = I.gather(x, dim, indices)
+        ctx.save_for_backward(indices)
+        ctx.shape, ctx.dim, ctx.keepdim = x.shape, I.normalize_dim(dim, x.ndim), keepdim
+        if not keepdim:
+            values, indices = values.squeeze(ctx.dim), indices.squeeze(ctx.dim)
+        return values, indices
+
+    @staticmethod
+    def backward(ctx, grad, _grad_indices):
+        (indices,) = ctx.saved_tensors
+        if not ctx.keepdim:
+            grad = grad.reshape(indices.shape)
+        return I.scatter_add(ctx.shape, grad.dtype, ctx.dim, indices, grad), None, None, None
+
+
+class ExtremumAll(Op):
+    """max or min of all elements; the gradient is split evenly among the elements that tie."""
+
+    @staticmethod
+    def forward(ctx, x, largest):
+        index = R.argmax(x, None, False, largest)
+        value = I.index_select(x.reshape(-1), 0, index.reshape(1)).reshape(())
+        ctx.save_for_backward(x, value)
+        return value
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, value = ctx.saved_tensors
+        return R.distribute_equal(x, value.item(), grad.item()), None
+
+
+class Var(Op):
+    """sum((x - mean)^2) / max(N - correction, 0) over ``dim``; ``std`` takes its square root."""
+
+    @staticmethod
+    def forward(ctx, x, dim, correction, keepdim, take_sqrt):
+        result, rows, mean = R.var(x, dim, correction, keepdim)
+        ctx.denominator = builtins.max(rows.rows.shape[1] - correction, 0)
+        ctx.take_sqrt = take_sqrt
+        if take_sqrt:
+            result = D.unary("sqrt", result)
+        ctx.save_for_backward(rows, mean, result)
+        return result
+
+    @staticmethod
+    def backward(ctx, grad):
+        rows, mean, result = ctx.saved_tensors
+        if ctx.take_sqrt:
+            # d std = d var / (2 std); PyTorch gives 0 where std is 0 rather than 0/0: dividing by
+            # inf there gives that 0 without a division by zero
+            scale = I.where(P.compare("eq", result, 0), math.inf, D.binary("mul", result, ctx.denominator))
+            coef = D.binary("div", grad, scale)
+        else:
+            coef = D.binary("mul", grad, 2.0 / ctx.denominator if ctx.denominator else math.inf)
+        return R.var_backward(rows, mean, coef), None, None, None, None
+
+
+class LogSumExp(Op):
+    @staticmethod
+    def forward(ctx, x, dim, keepdim):
+        result, rows = R.logsumexp(x, dim, keepdim)
+        ctx.save_for_backward(rows, result)
+        return result
+
+    @staticmethod
+    def backward(ctx, grad):
+        rows, result = ctx.saved_tensors
+        return R.logsumexp_backward(grad, rows, result), None, None
+
+
+# --- public functions -------------------------------------------------------------------------
+
+def _extremum(name: str, input: Any, dim: Any, keepdim: bool, largest: bool) -> Any:  # noqa: A002
+    from zgrad.ops.elementwise import maximum, minimum
+    from zgrad.tensor import Tensor
+
+    x = tensor_arg(input, name)
+    if isinstance(dim, Tensor):  # max(input, other): the element-wise form
+        return maximum(x, dim) if largest else minimum(x, dim)
+    if dim is None:
+        return ExtremumAll.apply(x, largest)
+    if not isinstance(dim, int):
+        raise TypeError(f"{name}(): dim must be an int, got {type(dim).__name__}")
+    values, indices = ExtremumAlongDim.apply(x, dim, keepdim, largest)
+    return ValuesIndices(values, indices.detach_())  # indices are integers: no history, as in PyTorch
+
+
+def max(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001,A002 - mirrors torch.max
+    """The largest element; with ``dim``, ``(values, indices)`` along it (``.values``,
+    ``.indices``); with a tensor second argument, the element-wise maximum."""
+    return _extremum("max", input, dim, keepdim, True)
+
+
+def min(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001,A002 - mirrors torch.min
+    """The smallest element; with ``dim``, ``(values, indices)`` along it; with a tensor second
+    argument, the element-wise minimum."""
+    return _extremum("min", input, dim, keepdim, False)
+
+
+def argmax(input: Any, dim: int | None = None, keepdim: bool = False) -> Any:  # noqa: A002
+    """int64 index of the largest element (into the flattened tensor when ``dim`` is None)."""
+    from zgrad.tensor import Tensor
+
+    return Tensor(R.argmax(tensor_arg(input, "argmax")._data, dim, keepdim, True))
+
+
+def argmin(input: Any, dim: int | None = None, keepdim: bool = False) -> Any:  # noqa: A002
+    """int64 index of the smallest element (into the flattened tensor when ``dim`` is None)."""
+    from zgrad.tensor import Tensor
+
+    return Tensor(R.argmax(tensor_arg(input, "argmin")._data, dim, keepdim, False))
+
+
+def _correction(dim: Any, unbiased: bool | None, correction: float | None) -> tuple[Any, float]:
+    if isinstance(dim, bool):  # var(input, unbiased): the legacy positional form
+        dim, unbiased = None, dim
+    if unbiased is not None and correction is not None:
+        raise ValueError("var/std: cannot specify both unbiased and correction")
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    return dim, correction
+
+
+def _var(name: str, input: Any, dim: Any, unbiased: bool | None, keepdim: bool,  # noqa: A002
+         correction: float | None, take_sqrt: bool) -> Any:
+    x = tensor_arg(input, name)
+    if x.dtype.kind != "f":
+        raise TypeError(f"{name}(): only supports floating point dtypes, got {x.dtype}")
+    dim, correction = _correction(dim, unbiased, correction)
+    return Var.apply(x, dim, correction, keepdim, take_sqrt)
+
+
+def var(input: Any, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,  # noqa: A002
+        correction: float | None = None) -> Any:
+    """Variance over ``dim`` (int, tuple, or None for all): sum of squared deviations divided by
+    N - correction (default correction 1, Bessel's; ``unbiased=False`` means 0)."""
+    return _var("var", input, dim, unbiased, keepdim, correction, False)
+
+
+def std(input: Any, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,  # noqa: A002
+        correction: float | None = None) -> Any:
+    """Standard deviation: the square root of :func:`var` (same arguments)."""
+    return _var("std", input, dim, unbiased, keepdim, correction, True)
+
+
+def logsumexp(input: Any, dim: Any, keepdim: bool = False) -> Any:  # noqa: A002
+    """log(sum(exp(input))) over ``dim`` (int or tuple), computed without overflow."""
+    return LogSumExp.apply(tensor_arg(input, "logsumexp"), dim, keepdim)

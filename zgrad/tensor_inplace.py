@@ -1,0 +1,299 @@
+"""The in-place methods of :class:`zgrad.Tensor`: ``add_``, ``mul_``, ``clamp_``, ``fill_``,
+``uniform_``, ``scatter_``, ``-=`` and friends.
+
+PyTorch's rules hold. An in-place change of a leaf that requires grad is an error unless grad
+mode is off (``with zgrad.no_grad():``, as optimizers do). Where no graph is recorded (grad mode
+off, or nothing involved requires grad) the kernel writes straight into the tensor's memory.
+Otherwise the op is recorded: the out-of-place op runs on a snapshot of the old value, its result
+is written into the tensor's memory, and the tensor takes over the result's history, so gradients
+flow through the in-place op as through the out-of-place one.
+
+PyTorch raises an error in backward when a tensor that some op saved for it was modified in
+place since (it keeps a version counter per tensor). zgrad has no version counter; it catches the
+case it can see, a tensor whose own ``grad_fn`` saved it (the output of ``exp``, ``sigmoid``,
+``tanh``, ``div``, ``sqrt``, ``softmax``...): backward through that node then fails with
+PyTorch's message. Known gap: a tensor saved by an op that *consumed* it (``z = y * w`` saves
+``y``; then ``y.add_(1)``) is not detected, and that backward uses the modified values. Views are
+not tracked either: an in-place op on ``x[0]`` changes ``x``'s memory but not ``x``'s history.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+import zgrad
+from zgrad.engine.grad_mode import is_grad_enabled
+from zgrad.errors import AutogradError
+from zgrad.kernels import dispatch, dispatch_index, dispatch_pointwise
+from zgrad.random import default_generator
+
+__all__ = ["TensorInplace", "LEAF_INPLACE_ERROR"]
+
+LEAF_INPLACE_ERROR = ("a leaf Variable that requires grad is being used in an in-place operation; "
+                      "wrap the update in `with zgrad.no_grad():`")
+
+_TRUE = np.ones((), dtype=np.bool_)
+
+# random_() with no bounds draws from [0, 2**digits]: every integer the dtype holds exactly.
+_FLOAT_INTEGER_DIGITS = {np.dtype(np.float16): 11, np.dtype(np.float32): 24, np.dtype(np.float64): 53}
+
+
+def _tensor(*args: Any, **kwargs: Any) -> Any:
+    """A new ``zgrad.Tensor`` (imported on use: zgrad.tensor imports this module)."""
+    from zgrad.tensor import Tensor
+
+    return Tensor(*args, **kwargs)
+
+
+def _array(x: Any) -> Any:
+    return x._data if isinstance(x, TensorInplace) else x
+
+
+def _requires_grad(x: Any) -> bool:
+    return isinstance(x, TensorInplace) and x._requires_grad
+
+
+def _modified_in_place_error(node_name: str, output_nr: int) -> Callable[[Any], Any]:
+    def hook(grad: Any) -> Any:
+        raise AutogradError(
+            f"one of the variables needed for gradient computation has been modified by an inplace operation: "
+            f"output {output_nr} of {node_name}, which {node_name} saved for its backward, was changed in place "
+            "afterwards. Compute it out of place (y = y * 2 instead of y.mul_(2)) or clone() it first."
+        )
+
+    return hook
+
+
+class TensorInplace:
+    """Mixin of :class:`zgrad.Tensor`: the in-place methods."""
+
+    __slots__ = ()
+
+    # --- the machinery --------------------------------------------------------------------------
+
+    def _records(self, *others: Any) -> bool:
+        """Whether an in-place op on self with ``others`` must be recorded in the graph.
+
+        Raises:
+            AutogradError: self is a leaf that requires grad and grad mode is on.
+        """
+        if not is_grad_enabled():
+            return False
+        if self._requires_grad and self.grad_fn is None:
+            raise AutogradError(LEAF_INPLACE_ERROR)
+        return self._requires_grad or any(_requires_grad(o) for o in others)
+
+    def _check_shapes(self, arrays: list[Any]) -> None:
+        """PyTorch's check that the operands broadcast to self's shape.
+
+        Raises:
+            ZgradError: a broadcast that would change self's shape.
+        """
+        shape = self.shape
+        for a in arrays:
+            other_shape = getattr(a, "shape", ())
+            if other_shape != shape and dispatch.broadcast_shape(shape, other_shape) != shape:
+                raise zgrad.ZgradError(f"output with shape {list(shape)} doesn't match the broadcast shape "
+                                       f"{list(dispatch.broadcast_shape(shape, other_shape))}")
+
+    def _check_operands(self, *others: Any, true_division: bool = False) -> None:
+        """PyTorch's checks of an in-place arithmetic op: the operands broadcast to self's shape,
+        and the result type casts to self's dtype.
+
+        Raises:
+            ZgradError: a broadcast that would change self's shape, or a result type self cannot hold.
+        """
+        arrays = [_array(o) for o in others]
+        self._check_shapes(arrays)
+        if self.dtype.kind == "f" and not any(getattr(a, "dtype", None) is not None and a.dtype.kind == "c" for a in arrays):
+            return  # every real operand casts to a floating tensor (the check costs more than the op on small tensors)
+        result = np.result_type(self._data, *arrays)
+        if true_division:
+            result = dispatch.float_dtype(result)
+        if not np.can_cast(result, self.dtype, casting="same_kind"):
+            raise zgrad.ZgradError(f"result type {result} can't be cast to the desired output type {self.dtype}")
+
+    def _guard_saved_output(self) -> None:
+        """Make backward through self's ``grad_fn`` fail if that node saved self's memory, which is
+        about to change (see the module docstring)."""
+        node = self.grad_fn
+        saved = getattr(node, "_saved", None)
+        data = self._data
+        # built-in ops save arrays; custom Functions save tensors that share the output's array
+        if saved and not getattr(node, "_output_modified", False) and \
+                any(v is data or getattr(v, "_data", None) is data for v in saved):
+            node.register_pre_hook(self._output_nr, _modified_in_place_error(node.name, self._output_nr))
+            node._output_modified = True
+
+    def _inplace(self, write: Callable[[], Any], record: Callable[[Any], Any], *others: Any) -> Any:
+        """Run ``write()`` on self's memory, or, when the op must be recorded, adopt ``record(old)``:
+        the out-of-place result computed from a snapshot of self's old value."""
+        if self.grad_fn is not None:
+            self._guard_saved_output()
+        if not self._records(*others):
+            write()
+            return self
+        old = _tensor(dispatch.cast(self._data, self.dtype), self._requires_grad, _grad_fn=self.grad_fn,
+                      _output_nr=self._output_nr)
+        result = record(old)
+        if result.shape != self.shape:
+            raise zgrad.ZgradError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(result.shape)}")
+        dispatch_pointwise.write(self._data, result._data)
+        self.grad_fn, self._output_nr, self._requires_grad = result.grad_fn, result._output_nr, result._requires_grad
+        return self
+
+    def _overwrite(self, fill: Callable[[Any], Any]) -> Any:
+        """Set every element to what ``fill(array)`` writes; recorded (with a zero gradient to the
+        old value) when self is part of the graph."""
+        if self.grad_fn is not None:
+            self._guard_saved_output()
+        if not self._records():
+            fill(self._data)
+            return self
+        fresh = dispatch.empty(self.shape, self.dtype, dispatch.device_type_of(self._data))
+        fill(fresh)
+        new = _tensor(fresh)
+        return self._inplace(lambda: None, lambda old: zgrad.ops.where(_tensor(_TRUE), new, old))
+
+    # --- fills and copies -----------------------------------------------------------------------
+
+    def fill_(self, value: Any) -> Any:
+        """Set every element to ``value`` (a number or a one-element tensor)."""
+        value = zgrad.ops._args.scalar_arg(value, "fill_")
+        return self._overwrite(lambda a: dispatch_pointwise.write(a, value))
+
+    def zero_(self) -> Any:
+        return self.fill_(0)
+
+    def copy_(self, src: Any) -> Any:
+        """Copy ``src`` (broadcast to self's shape, cast to self's dtype) into self; differentiable
+        with respect to ``src``."""
+        self._check_shapes([_array(src)])
+        return self._inplace(
+            lambda: dispatch_pointwise.write(self._data, _array(src)),
+            lambda old: zgrad.ops.expand(src.to(self.dtype), self.shape), src)
+
+    def uniform_(self, a: float = 0.0, b: float = 1.0) -> Any:
+        """Fill with samples of U[a, b) from the default generator (see ``zgrad.manual_seed``)."""
+        self._check_floating("uniform_")
+        return self._overwrite(lambda arr: dispatch_pointwise.random_uniform_(arr, a, b, default_generator()))
+
+    def normal_(self, mean: float = 0.0, std: float = 1.0) -> Any:
+        """Fill with samples of N(mean, std^2) from the default generator."""
+        self._check_floating("normal_")
+        if std < 0:
+            raise ValueError(f"normal_ expects std >= 0.0, but found std {std}")
+        return self._overwrite(lambda arr: dispatch_pointwise.random_normal_(arr, mean, std, default_generator()))
+
+    def random_(self, from_: int = 0, to: int | None = None) -> Any:
+        """Fill with integers uniform in [from_, to): ``random_(to)`` draws from [0, to), and
+        ``random_()`` from [0, 2**mantissa] for floats or [0, max] for integers."""
+        if to is None and from_ != 0:  # random_(to), PyTorch's one-argument form
+            from_, to = 0, from_
+        if to is None:
+            to = 2 ** _FLOAT_INTEGER_DIGITS[self.dtype] + 1 if self.dtype.kind == "f" else \
+                2 if self.dtype.kind == "b" else int(np.iinfo(self.dtype).max) + 1
+        if from_ >= to:
+            raise ValueError(f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}")
+        return self._overwrite(lambda arr: dispatch_pointwise.random_integers_(arr, from_, to, default_generator()))
+
+    def _check_floating(self, what: str) -> None:
+        if self.dtype.kind != "f":
+            raise TypeError(f"{what} expects a floating point tensor, got {self.dtype}")
+
+    def scatter_(self, dim: int, index: Any, src: Any = None, *, value: Any = None) -> Any:
+        """self[..., index[..., j, ...], ...] = src[..., j, ...] along ``dim`` (or ``value`` everywhere
+        ``index`` points); ``scatter_(dim, index, 2.0)`` passes a number as ``src``."""
+        src = zgrad.ops.indexing.scatter_source(src, value)
+        index_array = zgrad.ops._args.index_arg(index, "scatter_")
+        return self._inplace(
+            lambda: dispatch_index.scatter(self._data, dim, index_array, _array(src)),
+            lambda old: zgrad.ops.scatter(old, dim, index, src), src)
+
+    def masked_fill_(self, mask: Any, value: Any) -> Any:
+        """Set the elements where ``mask`` (a bool tensor broadcast to self) is True to ``value``."""
+        mask_array = zgrad.ops.indexing.mask_arg(mask, "masked_fill_")
+        self._check_shapes([mask_array])
+        return self._inplace(
+            lambda: dispatch_index.masked_fill_(self._data, mask_array, _array(value)),
+            lambda old: zgrad.ops.masked_fill(old, mask, value), value)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        """``x[index] = value`` (basic, integer-array or mask indexing; ``value`` a number or a
+        tensor broadcast to ``x[index]``), differentiable with respect to ``x`` and ``value``."""
+        key = zgrad.ops._args.index_key(index)
+        self._inplace(lambda: self._data.__setitem__(key, _array(value)),
+                      lambda old: zgrad.ops.indexing.index_put(old, key, value), value)
+
+    # --- arithmetic -----------------------------------------------------------------------------
+
+    def _binary_(self, op: str, other: Any) -> Any:
+        self._check_operands(other, true_division=op == "div")
+        return self._inplace(lambda: dispatch_pointwise.inplace_binary(op, self._data, _array(other)),
+                             lambda old: getattr(zgrad.ops, op)(old, other), other)
+
+    def add_(self, other: Any, *, alpha: float = 1) -> Any:
+        """self += alpha * other."""
+        if alpha == 1:
+            return self._binary_("add", other)
+        self._check_operands(other)
+        return self._inplace(lambda: dispatch_pointwise.add_scaled_(self._data, _array(other), alpha),
+                             lambda old: zgrad.ops.add(old, zgrad.ops.mul(other, alpha)), other)
+
+    def sub_(self, other: Any, *, alpha: float = 1) -> Any:
+        """self -= alpha * other."""
+        return self._binary_("sub", other) if alpha == 1 else self.add_(other, alpha=-alpha)
+
+    def mul_(self, other: Any) -> Any:
+        return self._binary_("mul", other)
+
+    def div_(self, other: Any) -> Any:
+        return self._binary_("div", other)
+
+    def addcmul_(self, tensor1: Any, tensor2: Any, *, value: float = 1) -> Any:
+        """self += value * tensor1 * tensor2."""
+        self._check_operands(tensor1, tensor2)
+        return self._inplace(
+            lambda: dispatch_pointwise.addcmul_(self._data, _array(tensor1), _array(tensor2), value),
+            lambda old: zgrad.ops.add(old, zgrad.ops.mul(zgrad.ops.mul(tensor1, tensor2), value)), tensor1, tensor2)
+
+    def addcdiv_(self, tensor1: Any, tensor2: Any, *, value: float = 1) -> Any:
+        """self += value * tensor1 / tensor2."""
+        self._check_operands(tensor1, tensor2, true_division=True)
+        return self._inplace(
+            lambda: dispatch_pointwise.addcdiv_(self._data, _array(tensor1), _array(tensor2), value),
+            lambda old: zgrad.ops.add(old, zgrad.ops.mul(zgrad.ops.div(tensor1, tensor2), value)), tensor1, tensor2)
+
+    def clamp_(self, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - torch's argument names
+        """Clamp every element into [min, max] in place."""
+        low, high = zgrad.ops.elementwise.clamp_bounds(min, max)
+        return self._inplace(lambda: dispatch_pointwise.clamp(self._data, low, high, out=self._data),
+                             lambda old: zgrad.ops.clamp(old, low, high))
+
+    clip_ = clamp_
+
+    def relu_(self) -> Any:
+        """max(self, 0) in place (what ``nn.ReLU(inplace=True)`` runs)."""
+        return self._inplace(lambda: dispatch_pointwise.unary_inplace("relu", self._data),
+                             lambda old: zgrad.ops.relu(old))
+
+    def __iadd__(self, other: Any) -> Any:
+        return self.add_(other)
+
+    def __isub__(self, other: Any) -> Any:
+        return self.sub_(other)
+
+    def __imul__(self, other: Any) -> Any:
+        return self.mul_(other)
+
+    def __itruediv__(self, other: Any) -> Any:
+        return self.div_(other)
+
+    # --- history --------------------------------------------------------------------------------
+
+    def detach_(self) -> Any:
+        """Make this tensor a leaf that does not require grad (its memory is untouched)."""
+        self.grad_fn, self._output_nr, self._requires_grad = None, 0, False
+        return self
