@@ -6,7 +6,7 @@ Importing zgrad opens no socket, starts no thread and compiles nothing; Numba ke
 
 import numpy as _np
 
-from zgrad import autograd, nn, optim
+from zgrad import accelerator, autograd, futures, nn, optim
 from zgrad.creation import (
     arange, empty, from_dlpack, from_numpy, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like,
 )
@@ -29,7 +29,7 @@ bool_ = _np.dtype(_np.bool_)
 __version__ = "0.1.0"
 
 __all__ = [
-    "Tensor", "ZgradError", "add", "nn", "optim", "arange", "autograd", "bool_", "cat", "device", "div", "empty",
+    "Tensor", "ZgradError", "accelerator", "add", "futures", "nn", "optim", "arange", "autograd", "bool_", "cat", "device", "div", "empty",
     "enable_grad", "exp", "float32", "float64", "from_dlpack", "from_numpy", "full", "int32", "int64",
     "is_grad_enabled", "log", "log_softmax", "manual_seed", "matmul", "mean", "mul", "neg", "no_grad", "ones",
     "ones_like", "permute", "pow", "rand", "randn", "relu", "reshape", "set_grad_enabled", "sigmoid", "softmax", "stack",
