@@ -106,7 +106,7 @@ def test_parameter_server():
 
 @needs("Conv2d", "BatchNorm2d", "MaxPool2d", "AdaptiveAvgPool2d", "MSELoss")
 def test_pipeline():
-    out = run("pipeline.py", "--image-size", "32", "--batch-size", "4", "--num-classes", "10", "--num-batches", "2",
+    out = run("pipeline.py", "--image-size", "64", "--batch-size", "4", "--num-classes", "10", "--num-batches", "2",
               "--splits", "1", "2", "--width", "8", "--port", str(free_port_pair()))
     assert "number of splits = 1" in out and "number of splits = 2" in out and "Processing batch 1" in out
 
