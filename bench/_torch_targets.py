@@ -29,3 +29,26 @@ class Stage(torch.nn.Module):
 
 def forward_stage(rref, x):
     return rref.local_value()(x)
+
+
+class BatchServer:
+    """The same batching server written for torch (torch.futures.Future, async_execution)."""
+
+    def __init__(self, size):
+        import threading
+
+        self.size, self.lock, self.pending, self.future = size, threading.Lock(), [], torch.futures.Future()
+
+    @staticmethod
+    @rpc.functions.async_execution
+    def submit(server_rref, x):
+        self = server_rref.local_value()
+        with self.lock:
+            batch = self.future
+            self.pending.append(x)
+            full = len(self.pending) == self.size
+            if full:
+                total, self.pending, self.future = torch.stack(self.pending).sum(0), [], torch.futures.Future()
+        if full:
+            batch.set_result(total)
+        return batch

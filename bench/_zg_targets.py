@@ -35,3 +35,28 @@ class Stage(nn.Module):
 
 def forward_stage(rref, x):
     return rref.local_value()(x)
+
+
+class BatchServer:
+    """The batching server of PyTorch's ``batch`` example, reduced to its RPC pattern: each call
+    returns a future that completes when ``size`` calls have arrived; all get the batch's sum."""
+
+    def __init__(self, size):
+        import threading
+        from zgrad.futures import Future
+
+        self.size, self.lock, self.pending, self.future, self.Future = size, threading.Lock(), [], Future(), Future
+
+    @staticmethod
+    @rpc.functions.async_execution
+    def submit(server_rref, x):
+        self = server_rref.local_value()
+        with self.lock:
+            batch = self.future
+            self.pending.append(x)
+            full = len(self.pending) == self.size
+            if full:
+                total, self.pending, self.future = zgrad.stack(self.pending).sum(0), [], self.Future()
+        if full:
+            batch.set_result(total)
+        return batch

@@ -131,7 +131,7 @@ def _counters(rpc):
     sent: collections.Counter = collections.Counter()
     discovery = 0
     for info in infos:
-        sent.update({str(k): v for k, v in info["messages_sent"].items()})
+        sent.update({key.split(".", 1)[1]: n for key, n in info.items() if key.startswith("messages_sent.")})
         discovery += info["discovery_messages"]
     return sent, discovery
 

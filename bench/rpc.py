@@ -5,7 +5,10 @@ Measures, each framework with two worker processes on loopback tcp:
     median over many calls;
   * echo throughput at 4 KiB, 1, 16 and 64 MiB: rpc_async keeping ``WINDOW`` calls in flight, each
     sending a float32 tensor of that size which the callee returns; MB/s counts both directions;
-  * rpc_async calls/s of the tiny echo with 32 calls kept in flight (sliding window).
+  * rpc_async calls/s of the tiny echo with 32 calls kept in flight (sliding window);
+  * async_execution batching: calls/s to a server that answers every ``BATCH`` calls together
+    (PyTorch's ``batch`` example: each call returns a Future completed when the batch is full;
+    no callee thread waits), 32 calls kept in flight.
 
 "raw" is a DEALER client (the parent process) against a ROUTER echo server (a separate process),
 the payload one frame with ``copy=False``: the floor any RPC layer on ZeroMQ pays. Every worker
@@ -39,6 +42,7 @@ KIB, MIB = 1 << 10, 1 << 20
 SIZES = (("4 KiB", 4 * KIB), ("1 MiB", MIB), ("16 MiB", 16 * MIB), ("64 MiB", 64 * MIB))
 WINDOW = 2
 ASYNC_IN_FLIGHT = 32
+BATCH = 8  # ASYNC_IN_FLIGHT is a multiple: the window always holds full batches
 
 
 def _settings(quick: bool) -> dict:
@@ -132,6 +136,10 @@ def _worker(framework: str, rank: int, spec: dict) -> None:
             sync = lambda p: rpc.rpc_sync("worker1", T.echo, args=(p,))  # noqa: E731
             start = lambda p: rpc.rpc_async("worker1", T.echo, args=(p,))  # noqa: E731
             result = _measure(sync, start, wait, make, spec["settings"])
+            server = rpc.remote("worker1", T.BatchServer, args=(BATCH,))
+            submit = lambda p: rpc.rpc_async("worker1", T.BatchServer.submit, args=(server, p))  # noqa: E731
+            result["batch_calls_per_s"] = max(_calls_per_s(submit, wait, make(16), spec["settings"]["async_s"])
+                                              for _ in range(spec["settings"]["repeats"]))
             if framework == "zgrad":  # whether big tensors took the same-host single-copy path
                 result["transport"] = {k: v for k, v in rpc.get_debug_info()["transport"].items() if k.startswith("cma")}
             _procs.emit(result)
@@ -317,6 +325,10 @@ def main() -> None:
                 + [f"{results[c]['async_calls_per_s']:.0f}" for c in cols]
                 + ([f"{z['async_calls_per_s'] / results['torch']['async_calls_per_s']:.2f}x"] if with_torch else [])
                 + [f"{z['async_calls_per_s'] / results['raw']['async_calls_per_s']:.2f}x"])
+    rows.append([f"async_execution batch of {BATCH}: calls/s"]
+                + [f"{results[c]['batch_calls_per_s']:.0f}" if c != "raw" else "-" for c in cols]
+                + ([f"{z['batch_calls_per_s'] / results['torch']['batch_calls_per_s']:.2f}x"] if with_torch else [])
+                + ["-"])
     header = ["measure"] + cols + (["zgrad/torch"] if with_torch else []) + ["zgrad/raw"]
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     print()
@@ -342,7 +354,7 @@ def main() -> None:
     out = ROOT / "results" / "rpc.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"quick": args.quick, "settings": settings, "window": WINDOW,
-                               "async_in_flight": ASYNC_IN_FLIGHT, "thread_env": _procs.THREAD_ENV,
+                               "async_in_flight": ASYNC_IN_FLIGHT, "batch": BATCH, "thread_env": _procs.THREAD_ENV,
                                "python": platform.python_version(), "results": results, "targets": targets},
                               indent=2) + "\n")
     print(f"\nwrote {out}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -10,6 +11,7 @@ import numpy as np
 
 import zgrad
 from zgrad.distributed import rpc
+from zgrad.futures import Future
 
 
 def add(a, b):
@@ -101,7 +103,7 @@ def raise_via(names, message):
 
 
 def unsendable():
-    return {1, 2, 3}
+    return threading.Lock()
 
 
 def write_file(path):
@@ -284,3 +286,173 @@ def block_in_backward(a, marker):
 def call_blocking(dst, a, marker):
     """``block_in_backward`` on ``dst``, one hop away from the caller."""
     return rpc.rpc_sync(dst, block_in_backward, args=(a, marker)) + 1.0
+
+
+# --- PyTorch compatibility: functions and objects as values, async_execution, optimizers --------
+
+def _call_method(method, rref, *args, **kwargs):
+    """The helper of PyTorch's RPC examples: run ``method`` on the value ``rref`` holds."""
+    return method(rref.local_value(), *args, **kwargs)
+
+
+def apply(func, *args):
+    return func(*args)
+
+
+def make_adder(offset):
+    """Returns a nested function: it has no name another worker could resolve."""
+    def add_offset(x):
+        return x + offset
+    return add_offset
+
+
+@dataclasses.dataclass
+class Point:
+    x: float
+    y: float
+    label: str = ""
+
+    def norm(self):
+        return (self.x ** 2 + self.y ** 2) ** 0.5
+
+
+class Tracked:
+    """Counts constructor runs: an object rebuilt by the codec must run none of its code."""
+
+    constructed = 0
+
+    def __init__(self, payload):
+        Tracked.constructed += 1
+        self.payload = payload
+
+    def __reduce__(self):
+        raise AssertionError("the pickle protocol must not be used")
+
+    def __setstate__(self, state):
+        raise AssertionError("__setstate__ must not run")
+
+
+class Holder:
+    def __init__(self, **attributes):
+        self.__dict__.update(attributes)
+
+
+class CustomNew:
+    def __new__(cls):
+        return super().__new__(cls)
+
+
+def module_forward(module, x):
+    return module(x)
+
+
+def parameter_types(module):
+    return [type(p).__name__ for p in module.parameters()]
+
+
+def add_to_all(module, value):
+    """Change ``module``'s parameters in place and return it (the caller gets the new values)."""
+    for p in module.parameters():
+        p.numpy()[...] += value
+    return module
+
+
+class BatchServer:
+    """Answers ``size`` callers together, as PyTorch's batching parameter server does: each call's
+    reply waits (async_execution) until the batch is full; no callee thread waits meanwhile."""
+
+    def __init__(self, size):
+        self.size = size
+        self.lock = threading.Lock()
+        self.pending = []
+        self.future = Future()
+
+    def _add(self, value):
+        with self.lock:
+            batch = self.future
+            self.pending.append(value)
+            if len(self.pending) == self.size:
+                total, self.pending, self.future = sum(self.pending), [], Future()
+            else:
+                total = None
+        if total is not None:
+            batch.set_result(total)
+        return batch.then(lambda done: [done.value(), value])
+
+    @staticmethod
+    @rpc.functions.async_execution
+    def submit(server_rref, value):
+        return server_rref.local_value()._add(value)
+
+    @rpc.functions.async_execution
+    def submit_method(self, value):
+        return self._add(value)
+
+    def waiting(self):
+        with self.lock:
+            return len(self.pending)
+
+    @classmethod
+    @rpc.functions.async_execution
+    def doubled(cls, value):
+        done = Future()
+        done.set_result(value * 2)
+        return done
+
+
+def make_batch_server(size):
+    return rpc.RRef(BatchServer(size))
+
+
+def submit_to(server_rref, value):
+    """A trainer's call to the batching server (its thread waits for the reply; the server's doesn't)."""
+    return rpc.rpc_sync(server_rref.owner(), BatchServer.submit, args=(server_rref, value))
+
+
+@rpc.functions.async_execution
+def async_add_later(a, b, delay_s):
+    done = Future()
+    threading.Timer(delay_s, lambda: done.set_result(a + b)).start()
+    return done
+
+
+@rpc.functions.async_execution
+def async_not_a_future():
+    return 42
+
+
+@rpc.functions.async_execution
+def async_fails(message):
+    done = Future()
+    done.set_exception(ValueError(message))
+    return done
+
+
+def callee_tasks_in_flight():
+    return rpc.get_debug_info()["callee_tasks_in_flight"]
+
+
+class PlainSGD:
+    """An optimizer written as a PyTorch user writes one: only ``__init__(params, lr)`` and
+    ``step()``, reading ``.grad``."""
+
+    def __init__(self, params, lr=0.1):
+        self.params = list(params)
+        self.lr = lr
+
+    def step(self):
+        for p in self.params:
+            if p.grad is not None:
+                p.numpy()[...] -= self.lr * p.grad.numpy()
+
+
+class FailingConstructor:
+    def __init__(self, message):
+        raise ValueError(message)
+
+
+def agent_settings():
+    from zgrad.distributed.rpc.state import current_agent
+
+    agent = current_agent()
+    return [agent.config.rpc.num_worker_threads, agent.config.rpc.default_timeout_s]

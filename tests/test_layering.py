@@ -28,7 +28,7 @@ NEVER = {"torch", "pickle"}  # torch is a test/benchmark reference only; pickle 
 
 def layer_of(module: str) -> str:
     parts = module.split(".")
-    if parts == ["zgrad"] or parts[1] in ("launch", "demo"):
+    if parts == ["zgrad"] or parts[1] in ("launch", "demo", "multiprocessing"):
         return "launch"
     if parts[1] in ("errors", "config", "transport", "kernels", "engine", "distributed"):
         return parts[1]

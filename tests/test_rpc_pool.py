@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from zgrad.distributed.rpc.futures import Future
+from zgrad.futures import Future
 from zgrad.distributed.rpc.pool import CalleePool
 
 pytestmark = pytest.mark.timeout(30)
@@ -120,8 +120,9 @@ def test_future_releases_every_waiter_once_completed():
         threads[-1].start()
     time.sleep(0.05)
     assert not future.done()
-    assert future.set_result(42)
-    assert not future.set_result(43)  # completes once
+    future.set_result(42)
+    with pytest.raises(RuntimeError, match="Future can only be marked completed once"):
+        future.set_result(43)
     for thread in threads:
         thread.join(5)
     assert results == [42] * 8

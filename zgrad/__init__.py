@@ -6,7 +6,7 @@ Importing zgrad opens no socket, starts no thread and compiles nothing; Numba ke
 
 import numpy as _np
 
-from zgrad import autograd, distributions, nn, optim
+from zgrad import accelerator, autograd, distributions, futures, nn, optim
 from zgrad.creation import (
     arange, empty, from_dlpack, from_numpy, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like,
 )
@@ -44,15 +44,15 @@ bool = bool_  # noqa: A001
 __version__ = "0.1.0"
 
 __all__ = [
-    "Tensor", "ZgradError", "add", "nn", "optim", "arange", "autograd", "bool_", "cat", "device", "div", "empty",
-    "enable_grad", "exp", "float32", "float64", "from_dlpack", "from_numpy", "full", "int32", "int64",
-    "is_grad_enabled", "log", "log_softmax", "manual_seed", "matmul", "mean", "mul", "neg", "no_grad", "ones",
-    "ones_like", "permute", "pow", "rand", "randn", "relu", "reshape", "set_grad_enabled", "sigmoid", "softmax", "stack",
-    "sub", "sum", "tanh", "tensor", "transpose", "zeros", "zeros_like",
-    "BoolTensor", "DoubleTensor", "FloatTensor", "IntTensor", "LongTensor", "empty_like", "full_like", "rand_like",
-    "randn_like", "abs", "argmax", "argmin", "chunk", "clamp", "clip", "eq", "flatten", "gather", "ge", "gt",
-    "index_select", "le", "logical_and", "logical_not", "logical_or", "logical_xor", "logsumexp", "lt", "masked_fill",
-    "max", "maximum", "min", "minimum", "ne", "remainder", "scatter", "split", "sqrt", "squeeze", "std", "t",
-    "unsqueeze", "var", "where", "uint8", "float", "double", "long", "int", "bool",
+    "abs", "accelerator", "add", "arange", "argmax", "argmin", "autograd", "bool", "bool_", "BoolTensor",
+    "cat", "chunk", "clamp", "clip", "device", "distributions", "div", "double", "DoubleTensor", "empty",
+    "empty_like", "enable_grad", "eq", "exp", "flatten", "float", "float32", "float64", "FloatTensor",
+    "from_dlpack", "from_numpy", "full", "full_like", "futures", "gather", "ge", "gt", "index_select", "int",
+    "int32", "int64", "IntTensor", "is_grad_enabled", "le", "log", "log_softmax", "logical_and", "logical_not",
+    "logical_or", "logical_xor", "logsumexp", "long", "LongTensor", "lt", "manual_seed", "masked_fill",
+    "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "ne", "neg", "nn", "no_grad", "ones",
+    "ones_like", "optim", "permute", "pow", "rand", "rand_like", "randn", "randn_like", "relu", "remainder",
+    "reshape", "scatter", "set_grad_enabled", "sigmoid", "softmax", "split", "sqrt", "squeeze", "stack", "std",
+    "sub", "sum", "t", "tanh", "Tensor", "tensor", "transpose", "uint8", "unsqueeze", "var", "where", "zeros",
+    "zeros_like", "ZgradError",
 ]
-__all__ += ["distributions"]

@@ -49,10 +49,10 @@ class RpcConfig:
     """``[rpc]``: the RPC agent."""
 
     num_worker_threads: int = 16
-    default_timeout_s: float = 60.0
+    default_timeout_s: float = 60.0  # 0: calls have no timeout unless they give one
     allowed_modules: tuple[str, ...] = ()
     codec: Literal["safe"] = "safe"  # a pickle opt-in (CURVE-only) is not built yet
-    shutdown_timeout_s: float = 60.0
+    shutdown_timeout_s: float = 0.0  # 0: no bound; dead workers end the barrier through heartbeats
 
 
 @dataclass(frozen=True)
@@ -160,10 +160,9 @@ _SECTIONS: dict[str, type] = {
     "memory": MemoryConfig,
 }
 
+_NON_NEGATIVE_FIELDS = {"rpc.shutdown_timeout_s", "rpc.default_timeout_s"}
 _POSITIVE_FIELDS = {
     "rpc.num_worker_threads",
-    "rpc.default_timeout_s",
-    "rpc.shutdown_timeout_s",
     "transport.connect_timeout_s",
     "transport.send_timeout_s",
     "transport.heartbeat_interval_s",
@@ -246,6 +245,8 @@ def _build(cls: type, where: str, raw: Any) -> Any:
         coerced = _coerce(full, value, hints[key])
         if full in _POSITIVE_FIELDS and coerced <= 0:
             raise ConfigError(f"config key {full!r} got {value!r}; expected a value greater than 0")
+        if full in _NON_NEGATIVE_FIELDS and coerced < 0:
+            raise ConfigError(f"config key {full!r} got {value!r}; expected 0 (no bound) or a positive number")
         values[key] = coerced
     try:
         return cls(**values)

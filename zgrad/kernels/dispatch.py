@@ -18,6 +18,7 @@ __all__ = [
     "OPS",
     "backend",
     "backend_of",
+    "backend_available",
     "device_type_of",
     "empty",
     "full",
@@ -110,6 +111,15 @@ def backend(device_type: str) -> ModuleType:
         raise RuntimeError(f"backend {name} does not implement: {', '.join(missing)}")
     _loaded[device_type] = module
     return module
+
+
+def backend_available(device_type: str) -> bool:
+    """Whether the backend of ``device_type`` loads here (what ``zgrad.accelerator`` reports)."""
+    try:
+        backend(device_type)
+    except (RuntimeError, ValueError):
+        return False
+    return True
 
 
 def device_type_of(array: Any) -> str:

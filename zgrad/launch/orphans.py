@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Callable
 
-__all__ = ["die_with_parent"]
+__all__ = ["die_with_parent", "follow_parent"]
 
 _PR_SET_PDEATHSIG = 1
 # Exit status of a worker whose launcher was already gone before it could arrange to follow it.
@@ -34,8 +34,20 @@ def die_with_parent() -> Callable[[], None] | None:
     parent = os.getpid()
 
     def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        if os.getppid() != parent:  # the launcher died before the request took effect
-            os._exit(_ORPHANED_STATUS)
+        _follow(prctl, parent)
 
     return preexec
+
+
+def follow_parent(parent_pid: int | None) -> None:
+    """Called first in a child process (one started by ``multiprocessing``): from now on, the
+    child gets SIGKILL when its parent process exits. If ``parent_pid`` (None: do not check,
+    as under a fork server, whose children are not ours) is no longer the parent, it exits."""
+    if sys.platform.startswith("linux"):
+        _follow(ctypes.CDLL(None, use_errno=True).prctl, parent_pid)
+
+
+def _follow(prctl: Callable[..., int], parent_pid: int | None) -> None:
+    prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if parent_pid is not None and os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(_ORPHANED_STATUS)

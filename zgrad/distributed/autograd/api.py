@@ -117,8 +117,19 @@ def get_gradients(context_id: int) -> dict[Tensor, Tensor]:
     return {leaf: Tensor(np.asarray(grad)) for leaf, grad in ctx.gradients().items()}
 
 
-def get_debug_info() -> dict[str, Any]:
-    """Counters of this worker: ``num_current_backward_passes``, ``num_autograd_contexts``,
-    messages by kind, discovery messages (SMART)."""
-    return _worker().engine.debug_info()
+def get_debug_info() -> dict[str, int]:
+    """Counters of this worker as a flat dict of ints (PyTorch returns the same keys as strings,
+    so ``{k: int(v) for k, v in info.items()}`` works on both): ``num_current_backward_passes``,
+    ``num_autograd_contexts``, ``discovery_messages`` (SMART), and one key per engine message
+    kind sent and received, such as ``"messages_sent.GRAD"``."""
+    return _flatten(_worker().engine.debug_info())
 
+
+def _flatten(counters: dict[str, Any], prefix: str = "") -> dict[str, int]:
+    flat: dict[str, int] = {}
+    for key, value in counters.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = int(value)
+    return flat

@@ -10,6 +10,7 @@ from zgrad.distributed import autograd as dist_autograd
 from zgrad.distributed import rpc
 from zgrad.distributed.rpc.state import current_agent
 from zgrad.distributed.rpc.targets import resolve_target, target_name
+from zgrad.optim import Optimizer
 
 __all__ = ["DistributedOptimizer", "LocalOptimizer", "local_step"]
 
@@ -28,10 +29,33 @@ class LocalOptimizer:
         self.optimizer = optimizer_class(self.params, *args, **kwargs)
 
     def step(self, context_id: int) -> None:
-        """Apply this worker's gradients of ``context_id`` to its parameters (others unchanged)."""
+        """Apply this worker's gradients of ``context_id`` to its parameters (others unchanged).
+
+        zgrad's own optimizers take the gradients directly (their fused update). Any other
+        optimizer class, one that only has ``__init__(params, **kwargs)`` and ``step()`` as in
+        PyTorch, gets each parameter's ``.grad`` set to the context's gradient (None where the
+        context has none) for the duration of its ``step()``; the previous ``.grad`` values are
+        put back afterwards, so the distributed pass never leaks into ``.grad``.
+        """
         gradients = dist_autograd.get_gradients(context_id)
         with LocalOptimizer.step_lock:
-            self.optimizer.step_with_gradients(gradients)
+            if _takes_gradients(self.optimizer):
+                self.optimizer.step_with_gradients(gradients)
+                return
+            previous = [param.grad for param in self.params]
+            try:
+                for param in self.params:
+                    param.grad = gradients.get(param)
+                self.optimizer.step()
+            finally:
+                for param, grad in zip(self.params, previous):
+                    param.grad = grad
+
+
+def _takes_gradients(optimizer: Any) -> bool:
+    """Whether ``optimizer`` is one of zgrad's, stepping from explicit gradients; a subclass that
+    overrides ``step`` is treated as foreign, so its own ``step`` runs."""
+    return isinstance(optimizer, Optimizer) and type(optimizer).step is Optimizer.step
 
 
 def local_step(optimizer_rref: rpc.RRef, context_id: int) -> None:

@@ -17,7 +17,8 @@ from typing import Any, Callable
 from zgrad.distributed.rpc import messages as msg
 from zgrad.distributed.rpc.codec import decode_value, encode_value
 from zgrad.distributed.rpc.env import InitPlan
-from zgrad.distributed.rpc.futures import Future
+from zgrad.distributed.rpc.functions import deferred_future
+from zgrad.futures import Future
 from zgrad.distributed.rpc.messages import KIND_NAMES, Kind
 from zgrad.distributed.rpc.pool import CalleePool
 from zgrad.distributed.rpc.remote_errors import error_meta, remote_error_from_meta
@@ -63,7 +64,7 @@ class RpcAgent:
         self.received = Counter()
         self.rejected = Counter()
         self._logged_rejects: set[tuple[int, str]] = set()
-        self.rrefs = OwnerTable(plan.rank)
+        self.rrefs = OwnerTable(plan.rank, plan.name)
         self._handlers: dict[int, Handler] = {}
         self._inline_kinds: set[int] = set()
         self._peer_lost_listeners: list[Callable[[int, str], None]] = []
@@ -314,7 +315,7 @@ class RpcAgent:
             return
         try:
             if pending.decode:
-                decoded = decode_value(envelope.meta["payload"], envelope.buffers, self._decode_rref)
+                decoded = decode_value(envelope.meta["payload"], envelope.buffers, self._decode_rref, self._resolve_name)
                 if pending.context is not None and self.autograd is not None:
                     self.autograd.incoming_result(pending.context, envelope.src, envelope.meta, decoded.tensors)
                 value = decoded.value
@@ -358,14 +359,18 @@ class RpcAgent:
         except ZgradError:
             pass  # the caller is gone; nobody is waiting
 
+    def _resolve_name(self, name: str, what: str) -> Any:
+        """A function or class named in a received value, under this worker's allow-list."""
+        return resolve_target(name, self.config.rpc.allowed_modules, self.name, what)
+
     def _on_call(self, envelope: Envelope) -> None:
         meta = envelope.meta
-        rref_id = meta.get("rref")
+        target = meta["target"]
         context = None
         try:
-            func = resolve_target(meta["target"], self.config.rpc.allowed_modules, self.name)
+            func = resolve_target(target, self.config.rpc.allowed_modules, self.name)
             try:
-                decoded = decode_value(meta["payload"], envelope.buffers, self._decode_rref)
+                decoded = decode_value(meta["payload"], envelope.buffers, self._decode_rref, self._resolve_name)
             except ProtocolError as exc:
                 self.reject(envelope.src, f"undecodable CALL payload: {exc}")
                 raise
@@ -373,16 +378,31 @@ class RpcAgent:
             if self.autograd is not None:
                 context = self.autograd.incoming_call(envelope.src, meta, decoded.tensors)
             result = self._run_in_context(context, func, args, kwargs)
+            deferred = deferred_future(func, result, f"RPC target {target!r}")
         except BaseException as exc:  # noqa: BLE001 - travels back to the caller as data
-            if rref_id is not None:
-                self.rrefs.entry(rref_id).set_exception(remote_error_from_meta(error_meta(exc, self.name)))
-            self._reply_error(envelope, exc)
+            self._answer_call(envelope, context, error=exc)
             return
+        if deferred is None:
+            self._answer_call(envelope, context, value=result)
+            return
+        # async_execution: no thread waits; whoever completes the future sends the answer.
+        deferred.add_done_callback(lambda done: self._answer_call(
+            envelope, context, value=None if done.exception() else done.value(), error=done.exception()))
+
+    def _answer_call(self, envelope: Envelope, context: Any, value: Any = None, error: BaseException | None = None) -> None:
+        """Reply to a CALL with its value or error; a ``remote()`` call also settles its value here."""
+        rref_id = envelope.meta.get("rref")
         if rref_id is not None:
-            self.rrefs.entry(rref_id).set_result(result)
-            result, context = None, None
+            remote_error = None if error is None else remote_error_from_meta(error_meta(error, self.name))
+            if not self.rrefs.settle(rref_id, envelope.meta["target"], value, remote_error):
+                self.reject(envelope.src, f"a second CALL creating RRef {rref_id:#x}")
+                return
+            value, context = None, None
+        if error is not None:
+            self._reply_error(envelope, error)
+            return
         try:
-            self._reply(envelope, result, context)
+            self._reply(envelope, value, context)
         except Exception as exc:  # noqa: BLE001 - e.g. an unsendable result: tell the caller why
             self._reply_error(envelope, exc)
 
@@ -397,7 +417,7 @@ class RpcAgent:
             self.autograd.contexts.set_current(previous)
 
     def _on_fetch(self, envelope: Envelope) -> None:
-        value = self.rrefs.entry(envelope.meta["rref"])
+        value = self.rrefs.read(envelope.meta["rref"])
 
         def answer(done: Future) -> None:
             error = done.exception()

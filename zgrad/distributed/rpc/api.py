@@ -7,12 +7,13 @@ from typing import Any, Callable
 from zgrad.config import Config
 from zgrad.distributed.rpc.agent import RpcAgent
 from zgrad.distributed.rpc.env import resolve_init
-from zgrad.distributed.rpc.futures import Future
+from zgrad.futures import Future
 from zgrad.distributed.rpc.rref import RRef
 from zgrad.distributed.rpc.shutdown import ShutdownBarrier
 from zgrad.distributed.rpc.state import bind_thread, current_agent, register_agent, unregister_agent
 from zgrad.distributed.rpc.worker_info import WorkerInfo
-from zgrad.errors import WorkerUnavailableError
+from zgrad.distributed.rpc.options import BackendType, TensorPipeRpcBackendOptions
+from zgrad.errors import ConfigError, WorkerUnavailableError
 from zgrad.kernels.host_memory import tune_host_allocator
 
 __all__ = ["init_rpc", "shutdown", "rpc_sync", "rpc_async", "remote", "get_worker_info", "get_debug_info", "bind_worker"]
@@ -21,7 +22,8 @@ WorkerRef = "str | int | WorkerInfo"
 
 
 def init_rpc(name: str | None = None, rank: int | None = None, world_size: int | None = None,
-             config: "str | dict | Config | None" = None) -> None:
+             config: "str | dict | Config | None" = None, *, backend: "BackendType | str | None" = None,
+             rpc_backend_options: TensorPipeRpcBackendOptions | None = None) -> None:
     """Start this worker's RPC agent and join the mesh of ``world_size`` workers. Blocks until all
     have joined (at most ``[transport] connect_timeout_s``).
 
@@ -33,6 +35,10 @@ def init_rpc(name: str | None = None, rank: int | None = None, world_size: int |
         rank: this worker's rank (default: ``ZGRAD_RANK``, then ``RANK``, then found by name in the config).
         world_size: number of workers (default: ``ZGRAD_WORLD_SIZE``, ``WORLD_SIZE``, or the config's workers).
         config: a TOML path, a dict of the TOML's sections, or a parsed config (default: ``ZGRAD_CONFIG``).
+        backend: PyTorch's backend name (``BackendType.TENSORPIPE``), accepted for compatibility:
+            every backend is zgrad's mesh, of the transport the config names.
+        rpc_backend_options: PyTorch's ``TensorPipeRpcBackendOptions``: thread count, default
+            timeout and ``init_method`` override the config (``options.py``).
 
     Raises:
         ConfigError: a missing or inconsistent setting.
@@ -42,7 +48,8 @@ def init_rpc(name: str | None = None, rank: int | None = None, world_size: int |
 
         rpc.init_rpc("worker0", rank=0, world_size=2, config={"transport": {"kind": "tcp"}})
     """
-    plan = resolve_init(name, rank, world_size, config)
+    _check_backend(backend)
+    plan = resolve_init(name, rank, world_size, config, options=rpc_backend_options)
     memory = plan.config.memory
     if memory.tune_malloc:
         tune_host_allocator(memory.keep_free_mb)
@@ -62,12 +69,27 @@ def init_rpc(name: str | None = None, rank: int | None = None, world_size: int |
         raise
 
 
+def _check_backend(backend: Any) -> None:
+    if backend is None or isinstance(backend, BackendType):
+        return
+    if isinstance(backend, str) and backend.upper() in BackendType.__members__:
+        return
+    raise ConfigError(f"unknown RPC backend {backend!r}; expected one of {', '.join(BackendType.__members__)} "
+                      "(all are zgrad's ZeroMQ mesh; pick its transport in the config's [transport] kind)")
+
+
 def shutdown(graceful: bool = True, timeout: float | None = None) -> None:
     """Stop this worker's agent, closing every thread and socket; ``init_rpc`` may then run again.
 
     With ``graceful`` it is a barrier: it returns once every worker has called it and no call is
-    in flight anywhere, so nothing is lost. A dead worker makes it finish within ``timeout``
-    (default ``[rpc] shutdown_timeout_s``) with an error naming it.
+    in flight anywhere, so nothing is lost. By default it waits as long as that takes (a worker
+    may call it right after ``init_rpc`` while the others train for hours); a worker that dies
+    ends the wait through heartbeats, and the survivors' ``shutdown`` raises naming it.
+
+    Args:
+        graceful: run the barrier first (False: close at once; calls in flight fail).
+        timeout: seconds the barrier may take at most; None takes ``[rpc] shutdown_timeout_s``,
+            and 0 (that key's default, as PyTorch's) means no bound.
 
     Raises:
         WorkerUnavailableError: some worker died before the barrier (after closing everything).
@@ -78,7 +100,7 @@ def shutdown(graceful: bool = True, timeout: float | None = None) -> None:
     dead: list[str] = []
     try:
         if graceful:
-            dead = agent.shutdown_barrier.run(timeout_s)
+            dead = agent.shutdown_barrier.run(timeout_s if timeout_s > 0 else None)
     finally:
         unregister_agent(agent)
         agent.close()

@@ -1,11 +1,21 @@
 """The safe value codec: RPC arguments and results as msgpack plus raw tensor buffers.
 
 Nothing is unpickled. A value tree may hold only the safe vocabulary: ``None``, bool, int,
-float, str, bytes, list, tuple, dict, :class:`~zgrad.Tensor` (with ``requires_grad``), numpy
-arrays of numeric dtype, RRefs, WorkerInfo and remote errors. Tensors and arrays are replaced in
-the tree by references into a buffer table and travel as raw frames: the encoder hands the
-transport the (C-contiguous) arrays themselves, never a copy; the decoder rebuilds arrays with
-``np.frombuffer`` over the received frames.
+float, str, bytes, list, tuple, dict, set, frozenset, :class:`~zgrad.Tensor` (with ``requires_grad``;
+``nn.Parameter`` stays a Parameter), numpy arrays and dtypes of numeric kind, RRefs, WorkerInfo,
+remote errors, and, by name:
+
+- functions, classes and methods taken from their class travel as ``"module:qualname"`` and
+  resolve on the receiver under the call-target allow-list (``targets.py``);
+- other objects travel as their class's name plus their attribute dict, itself encoded with
+  this codec. The receiver resolves the class under the same allow-list and rebuilds the object
+  with ``object.__new__`` and that dict: no ``__init__``, ``__reduce__`` or ``__setstate__``,
+  no code of the object runs. A cycle, an object without ``__dict__`` or a value outside this
+  vocabulary is an error naming the attribute path (``model.fc._parameters['weight']``).
+
+Tensors and arrays are replaced in the tree by references into a buffer table and travel as raw
+frames: the encoder hands the transport the (C-contiguous) arrays themselves, never a copy; the
+decoder rebuilds arrays with ``np.frombuffer`` over the received frames.
 
 Wire form: msgpack with extension types (below) for what msgpack lacks natively.
 """
@@ -15,10 +25,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import types
+
 import msgpack
 import numpy as np
 
+from zgrad.distributed.rpc.targets import TargetError, target_name
 from zgrad.errors import ProtocolError, RemoteError, ZgradError
+from zgrad.nn.module import Parameter
 from zgrad.tensor import Tensor
 
 __all__ = ["Encoded", "encode_value", "decode_value", "CodecError", "SAFE_TYPES_HELP", "array_spec", "array_from_buffer"]
@@ -29,19 +43,33 @@ EXT_NDARRAY = 3
 EXT_RREF = 4
 EXT_WORKER_INFO = 5
 EXT_REMOTE_ERROR = 6
+EXT_NAMED = 7  # a function, class or method, by "module:qualname"
+EXT_OBJECT = 8  # [class "module:qualname", attribute map]
+EXT_DTYPE = 9  # a numeric numpy dtype, by its dtype string
+EXT_SET = 10  # [frozen, items]
 
 ALLOWED_DTYPE_KINDS = frozenset("biufc")
 _PACK_BUFFER = 1024
 MAX_NDIM = 64
 
 SAFE_TYPES_HELP = (
-    "RPC values may be None, bool, int, float, str, bytes, list, tuple, dict, zgrad.Tensor, "
-    "numeric numpy arrays, RRef, WorkerInfo (nested freely)"
+    "RPC values may be None, bool, int, float, str, bytes, list, tuple, dict, set, zgrad.Tensor, "
+    "numeric numpy arrays and dtypes, RRef, WorkerInfo, module-level functions and classes, and objects "
+    "of module-level classes with a __dict__ of such values (nested freely)"
 )
+_FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, type)
 
 
 class CodecError(ZgradError, TypeError):
     """A value cannot be sent with the safe codec; the message names it and says what is allowed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path: list[str] = []  # where in the value, outermost first, filled in while unwinding
+
+    def __str__(self) -> str:
+        return f"{self.message} (at {''.join(self.path).lstrip('.')})" if self.path else self.message
 
 
 # dtype strings already checked to be plain numeric dtypes (a few dozen exist at most).
@@ -121,6 +149,8 @@ class _Encoder:
         self.encode_rref = encode_rref
         self.buffers: list[np.ndarray] = []
         self.tensors: list[Tensor] = []
+        self.objects_open: set[int] = set()  # ids of the objects being encoded (cycle check)
+        self.headers = msgpack.Packer(use_bin_type=True)
 
     def pack(self, value: Any) -> bytes:
         # A small starting buffer (it grows as needed): packb's default 1 MiB buffer is fresh
@@ -139,11 +169,16 @@ class _Encoder:
         kind = type(obj)
         if kind is tuple:
             return msgpack.ExtType(EXT_TUPLE, self.pack(list(obj)))
+        if kind is set or kind is frozenset:
+            return msgpack.ExtType(EXT_SET, self.pack([kind is frozenset, list(obj)]))
         if isinstance(obj, Tensor):
             array = obj._data
             index = self._array_ref(array)
             self.tensors.append(obj)
-            return msgpack.ExtType(EXT_TENSOR, self.pack([index, array.dtype.str, list(array.shape), obj.requires_grad]))
+            fields = [index, array.dtype.str, list(array.shape), obj.requires_grad]
+            if isinstance(obj, Parameter):
+                fields.append(True)
+            return msgpack.ExtType(EXT_TENSOR, self.pack(fields))
         if isinstance(obj, np.ndarray):
             index = self._array_ref(obj)
             return msgpack.ExtType(EXT_NDARRAY, self.pack([index, obj.dtype.str, list(obj.shape)]))
@@ -159,10 +194,62 @@ class _Encoder:
         for plain in (bool, int, float, str, bytes, list, dict):
             if isinstance(obj, plain):  # subclasses (IntEnum, OrderedDict, ...) travel as their base
                 return plain(obj)
-        raise CodecError(
-            f"cannot send a value of type {kind.__module__}.{kind.__qualname__} in an RPC: {SAFE_TYPES_HELP}. "
-            "Convert it to one of those (e.g. a numpy array or a list), or keep the object on its worker behind an RRef."
-        )
+        if isinstance(obj, np.dtype):
+            if obj.kind not in ALLOWED_DTYPE_KINDS or obj.fields is not None:
+                raise CodecError(f"cannot send the dtype {obj} in an RPC: only numeric dtypes travel")
+            return msgpack.ExtType(EXT_DTYPE, self.pack(obj.str))
+        if isinstance(obj, _FUNCTION_TYPES):
+            return msgpack.ExtType(EXT_NAMED, self.pack(self._name_of(obj)))
+        return msgpack.ExtType(EXT_OBJECT, self._object(obj))
+
+    @staticmethod
+    def _name_of(obj: Any) -> str:
+        try:
+            return target_name(obj)
+        except TargetError as exc:
+            raise CodecError(f"cannot send {obj!r} in an RPC: {exc}") from None
+
+    def _object(self, obj: Any) -> bytes:
+        """``[class name, attribute map]`` of an object, packed; the map built key by key so that
+        a failure deep inside names its attribute path."""
+        kind = type(obj)
+        state = getattr(obj, "__dict__", None)
+        if type(state) is not dict:
+            raise CodecError(
+                f"cannot send a value of type {kind.__module__}.{kind.__qualname__} in an RPC: {SAFE_TYPES_HELP}. "
+                "Convert it to one of those (e.g. a numpy array or a list), or keep the object on its worker behind an RRef.")
+        if id(obj) in self.objects_open:
+            raise CodecError(f"cannot send a cyclic object in an RPC: this {kind.__qualname__} contains itself; "
+                             "break the cycle or keep the object on its worker behind an RRef")
+        self.objects_open.add(id(obj))
+        try:
+            class_name = self._name_of(kind)
+            attributes = self._tracked_map(state, attribute=True)
+        finally:
+            self.objects_open.discard(id(obj))
+        return self.headers.pack_array_header(2) + self.pack(class_name) + attributes
+
+    def _tracked(self, value: Any, where: str) -> bytes:
+        """``value`` packed; on failure its position ``where`` is added to the error's path."""
+        try:
+            kind = type(value)
+            if kind is dict:
+                return self._tracked_map(value, attribute=False)
+            if kind is list or kind is tuple:
+                items = self.headers.pack_array_header(len(value)) + b"".join(
+                    self._tracked(item, f"[{i}]") for i, item in enumerate(value))
+                return items if kind is list else self.headers.pack(msgpack.ExtType(EXT_TUPLE, items))
+            return self.pack(value)
+        except CodecError as exc:
+            exc.path.insert(0, where)
+            raise
+
+    def _tracked_map(self, mapping: dict, attribute: bool) -> bytes:
+        parts = [self.headers.pack_map_header(len(mapping))]
+        for key, item in mapping.items():
+            parts.append(self.pack(key))
+            parts.append(self._tracked(item, f".{key}" if attribute and isinstance(key, str) else f"[{key!r}]"))
+        return b"".join(parts)
 
 
 def encode_value(value: Any, encode_rref: RRefEncoder | None = None) -> Encoded:
@@ -182,11 +269,16 @@ def encode_value(value: Any, encode_rref: RRefEncoder | None = None) -> Encoded:
     return Encoded(payload, encoder.buffers, encoder.tensors)
 
 
+NameResolver = Callable[[str, str], Any]
+
+
 class _Decoder:
-    def __init__(self, buffers: tuple[memoryview, ...] | list, decode_rref: RRefDecoder | None) -> None:
+    def __init__(self, buffers: tuple[memoryview, ...] | list, decode_rref: RRefDecoder | None,
+                 resolve: NameResolver | None) -> None:
         self.buffers = buffers
         self.used = [False] * len(buffers)
         self.decode_rref = decode_rref
+        self.resolve = resolve
         self.tensors: list[Tensor] = []
 
     def unpack(self, data: bytes) -> Any:
@@ -203,6 +295,45 @@ class _Decoder:
         except ProtocolError as exc:
             raise ProtocolError(f"buffer {index}: {exc}") from None
 
+    def _tensor(self, fields: Any) -> Tensor:
+        if not isinstance(fields, list) or len(fields) not in (4, 5) or not all(isinstance(f, bool) for f in fields[3:]):
+            raise ProtocolError("malformed tensor reference")
+        array = self._array(*fields[:3])
+        requires_grad = fields[3]
+        if requires_grad and array.dtype.kind not in "fc":
+            raise ProtocolError(f"a tensor of dtype {array.dtype} cannot require grad")
+        if len(fields) == 5 and fields[4]:
+            tensor: Tensor = Parameter(array, requires_grad=requires_grad)
+        else:
+            tensor = Tensor(array)
+            if requires_grad:
+                tensor.requires_grad_(True)
+        self.tensors.append(tensor)
+        return tensor
+
+    def _named(self, name: Any, what: str) -> Any:
+        if self.resolve is None:
+            raise ProtocolError(f"a {what} is not accepted in this message")
+        if not isinstance(name, str):
+            raise ProtocolError(f"malformed {what} name")
+        return self.resolve(name, what)
+
+    def _object(self, fields: Any) -> Any:
+        if not (isinstance(fields, list) and len(fields) == 2 and isinstance(fields[1], dict)
+                and all(isinstance(k, str) for k in fields[1])):
+            raise ProtocolError("malformed object: expected [class name, attribute map with string keys]")
+        cls = self._named(fields[0], "class of an object")
+        if not isinstance(cls, type) or cls.__new__ is not object.__new__:
+            raise TargetError(
+                f"cannot rebuild an object of {fields[0]!r}: only classes that leave __new__ to object can be "
+                "rebuilt without running their code; send its fields instead, or keep it behind an RRef")
+        obj = object.__new__(cls)
+        state = getattr(obj, "__dict__", None)
+        if state is None:
+            raise TargetError(f"cannot rebuild an object of {fields[0]!r}: its instances have no __dict__")
+        state.update(fields[1])
+        return obj
+
     def ext_hook(self, code: int, data: bytes) -> Any:
         from zgrad.distributed.rpc.worker_info import WorkerInfo
 
@@ -212,16 +343,7 @@ class _Decoder:
                 raise ProtocolError("malformed tuple")
             return tuple(fields)
         if code == EXT_TENSOR:
-            if not isinstance(fields, list) or len(fields) != 4 or not isinstance(fields[3], bool):
-                raise ProtocolError("malformed tensor reference")
-            array = self._array(*fields[:3])
-            tensor = Tensor(array)
-            if fields[3]:
-                if array.dtype.kind not in "fc":
-                    raise ProtocolError(f"a tensor of dtype {array.dtype} cannot require grad")
-                tensor.requires_grad_(True)
-            self.tensors.append(tensor)
-            return tensor
+            return self._tensor(fields)
         if code == EXT_NDARRAY:
             if not isinstance(fields, list) or len(fields) != 3:
                 raise ProtocolError("malformed array reference")
@@ -238,6 +360,20 @@ class _Decoder:
             if not isinstance(fields, list):
                 raise ProtocolError("malformed RRef")
             return self.decode_rref(fields)
+        if code == EXT_NAMED:
+            return self._named(fields, "function value")
+        if code == EXT_OBJECT:
+            return self._object(fields)
+        if code == EXT_DTYPE:
+            return _checked_dtype(fields)
+        if code == EXT_SET:
+            if not (isinstance(fields, list) and len(fields) == 2 and isinstance(fields[0], bool)
+                    and isinstance(fields[1], list)):
+                raise ProtocolError("malformed set")
+            try:
+                return frozenset(fields[1]) if fields[0] else set(fields[1])
+            except TypeError:
+                raise ProtocolError("a set holds an unhashable item") from None
         raise ProtocolError(f"unknown value extension type {code}")
 
 
@@ -249,16 +385,23 @@ class Decoded:
     tensors: list[Tensor]
 
 
-def decode_value(payload: Any, buffers: tuple[memoryview, ...] | list = (), decode_rref: RRefDecoder | None = None) -> Decoded:
+def decode_value(payload: Any, buffers: tuple[memoryview, ...] | list = (), decode_rref: RRefDecoder | None = None,
+                 resolve: NameResolver | None = None) -> Decoded:
     """Decode a payload made by :func:`encode_value`, over the received ``buffers`` (no copy).
+
+    Args:
+        decode_rref: rebuilds an RRef from its fields (RRefs are refused without it).
+        resolve: ``resolve(name, what)`` returns the function or class a ``"module:qualname"``
+            names, under the receiver's allow-list (names are refused without it).
 
     Raises:
         ProtocolError: the payload is not valid msgpack, uses an unknown extension, refers to a
             missing buffer or describes an array that does not match its buffer.
+        TargetError: a function or class named in it is not allowed here.
     """
     if not isinstance(payload, (bytes, bytearray, memoryview)):
         raise ProtocolError(f"value payload must be bytes, got {type(payload).__name__}")
-    decoder = _Decoder(buffers, decode_rref)
+    decoder = _Decoder(buffers, decode_rref, resolve)
     try:
         value = decoder.unpack(bytes(payload))
     except ProtocolError:

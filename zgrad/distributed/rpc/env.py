@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from zgrad.config import Config, load_config
+from zgrad.distributed.rpc.options import TensorPipeRpcBackendOptions, apply_backend_options, rendezvous_of
 from zgrad.errors import ConfigError
 
 __all__ = ["InitPlan", "resolve_init"]
@@ -59,11 +60,13 @@ def _env_str(env: Mapping[str, str], *names: str) -> str | None:
 
 
 def resolve_init(name: str | None, rank: int | None, world_size: int | None, config: Any,
-                 env: Mapping[str, str] | None = None) -> InitPlan:
+                 env: Mapping[str, str] | None = None, options: TensorPipeRpcBackendOptions | None = None) -> InitPlan:
     """Fill in the worker's identity and rendezvous from arguments, config, then environment.
 
     With ``[[workers]]`` in the config, a missing rank is found by name and the world size is
-    the number of workers.
+    the number of workers. PyTorch's ``rpc_backend_options`` (``options``) override the config's
+    thread count and timeout, and their ``init_method = "tcp://host:port"`` the environment's
+    rendezvous address. A negative rank (PyTorch's default -1) counts as not given.
 
     Raises:
         ConfigError: a value is missing everywhere, or values disagree.
@@ -74,6 +77,9 @@ def resolve_init(name: str | None, rank: int | None, world_size: int | None, con
         config = load_config(path) if path else load_config(None)
     else:
         config = load_config(config)
+    config = apply_backend_options(config, options)
+    if rank is not None and rank < 0:
+        rank = None
     name = name or _env_str(env, "ZGRAD_WORKER_NAME")
     names = [w.name for w in config.workers]
     if rank is None:
@@ -102,4 +108,7 @@ def resolve_init(name: str | None, rank: int | None, world_size: int | None, con
         raise ConfigError("init_rpc needs a worker name: pass name=, or set ZGRAD_WORKER_NAME")
     master_addr = _env_str(env, "ZGRAD_MASTER_ADDR", "MASTER_ADDR")
     master_port = _env_int(env, "ZGRAD_MASTER_PORT", "MASTER_PORT")
+    rendezvous = rendezvous_of(options)
+    if rendezvous is not None:
+        master_addr, master_port = rendezvous
     return InitPlan(name, rank, world_size, config, master_addr, master_port)

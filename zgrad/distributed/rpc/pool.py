@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from zgrad.distributed.rpc.futures import blocking_hooks
+from zgrad.futures import blocking_hooks
 
 __all__ = ["CalleePool"]
 

@@ -14,18 +14,22 @@ owner. The owner keeps a value while at least one fork is alive, anywhere:
   cancels the FORK when it comes.
 
 Owner entries are created on first sight (a CALL, a FETCH or a FORK may arrive first), and their
-value is a :class:`Future` completed when the creating call finishes.
+value is a :class:`Future` completed when the creating call finishes. If that call failed and
+nobody ever read the value (``to_here``, ``local_value``, a proxy call), the error is logged with
+the worker and the class when the entry is freed or the owner shuts down, instead of vanishing.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from zgrad.distributed.rpc.futures import Future
+from zgrad.distributed.rpc.functions import DeferredResult, deferred_future, is_async_execution
+from zgrad.futures import Future
 from zgrad.distributed.rpc.worker_info import WorkerInfo
 from zgrad.errors import ZgradError
 
@@ -33,6 +37,8 @@ if TYPE_CHECKING:
     from zgrad.distributed.rpc.agent import RpcAgent
 
 __all__ = ["RRef", "OwnerTable", "invoke_method"]
+
+log = logging.getLogger("zgrad.rpc")
 
 _ID_BITS = 48
 
@@ -42,13 +48,16 @@ class _OwnerEntry:
     value: Future
     forks: set[int] = field(default_factory=set)
     early_deletes: set[int] = field(default_factory=set)
+    created_by: str = ""  # the target of the remote() call that makes the value
+    observed: bool = False  # someone read the value (or its error)
 
 
 class OwnerTable:
     """The values this worker owns, with their live forks. Thread-safe."""
 
-    def __init__(self, rank: int) -> None:
+    def __init__(self, rank: int, worker: str = "") -> None:
         self._rank = rank
+        self._worker = worker
         self._lock = threading.Lock()
         self._entries: dict[int, _OwnerEntry] = {}
         self._counter = itertools.count(1)
@@ -61,6 +70,21 @@ class OwnerTable:
         """The value future of ``rref_id``, creating a pending entry on first sight."""
         with self._lock:
             return self._get_or_create(rref_id).value
+
+    def read(self, rref_id: int) -> Future:
+        """Like :meth:`entry`, for a reader of the value: its error, if any, has been seen."""
+        with self._lock:
+            entry = self._get_or_create(rref_id)
+            entry.observed = True
+            return entry.value
+
+    def settle(self, rref_id: int, created_by: str, value: Any = None, error: BaseException | None = None) -> bool:
+        """Complete the value of ``rref_id`` made by a ``remote()`` call of ``created_by``; False
+        if it was complete already (a repeated CALL: the first one stands)."""
+        with self._lock:
+            entry = self._get_or_create(rref_id)
+            entry.created_by = created_by
+        return entry.value._complete(value, error)
 
     def _get_or_create(self, rref_id: int) -> _OwnerEntry:
         entry = self._entries.get(rref_id)
@@ -91,14 +115,24 @@ class OwnerTable:
     def _maybe_free(self, rref_id: int, entry: _OwnerEntry) -> None:
         if not entry.forks and not entry.early_deletes:
             del self._entries[rref_id]
+            self._report_unobserved(entry)
+
+    def _report_unobserved(self, entry: _OwnerEntry) -> None:
+        error = entry.value.exception()
+        if error is not None and not entry.observed:
+            log.warning("%s: rpc.remote() of %s failed on this worker and nobody fetched its result: %s",
+                        self._worker, entry.created_by or "a value", error)
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)
 
     def clear(self) -> None:
+        """Forget every value (the owner shuts down), logging failures nobody observed."""
         with self._lock:
-            self._entries.clear()
+            entries, self._entries = list(self._entries.values()), {}
+        for entry in entries:
+            self._report_unobserved(entry)
 
 
 class RRef:
@@ -154,7 +188,7 @@ class RRef:
                 f"RRef.local_value() can only be called on the owner ({self.owner_name()!r}); this is "
                 f"{self._agent.name!r}. Use to_here() to fetch a copy."
             )
-        return self._agent.rrefs.entry(self.rref_id).wait()
+        return self._agent.rrefs.read(self.rref_id).wait()
 
     def to_here(self, timeout: float = -1) -> Any:
         """A copy of the value on this worker (the value itself on the owner). Blocks.
@@ -164,7 +198,7 @@ class RRef:
             ZgradTimeoutError: no answer within ``timeout`` seconds (-1 = the configured default).
         """
         if self.is_owner():
-            return self._agent.rrefs.entry(self.rref_id).wait()
+            return self._agent.rrefs.read(self.rref_id).wait()
         return self._agent.fetch_rref(self, timeout).wait()
 
     def _get_future(self) -> Future:
@@ -212,7 +246,13 @@ class _Proxy:
 
 
 def invoke_method(rref: RRef, method: str, args: list, kwargs: dict) -> Any:
-    """Run ``method`` of the value ``rref`` refers to; the target of RRef proxies (on the owner)."""
+    """Run ``method`` of the value ``rref`` refers to; the target of RRef proxies (on the owner).
+    An ``async_execution`` method's future becomes the answer (the reply waits for it)."""
     if not isinstance(method, str) or method.startswith("_"):
         raise AttributeError(f"only public methods can be called through an RRef proxy, not {method!r}")
-    return getattr(rref.local_value(), method)(*args, **kwargs)
+    bound = getattr(rref.local_value(), method)
+    result = bound(*args, **kwargs)
+    if is_async_execution(bound):
+        future = deferred_future(bound, result, f"method {method!r} of {type(bound.__self__).__qualname__}")
+        return DeferredResult(future)
+    return result

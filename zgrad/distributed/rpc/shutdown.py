@@ -5,7 +5,12 @@ autograd context it started, which runs in the background), then tells rank 0
 (SHUTDOWN_READY). Rank 0 waits for every live worker, then tells them all to go (SHUTDOWN_GO).
 Since every piece of callee work serves some worker's in-flight call, once all are ready no work
 is left anywhere. A worker that dies before the barrier is counted as done and named in the
-error each survivor raises after closing; nothing waits longer than the timeout.
+error each survivor raises after closing.
+
+By default there is no time bound (as PyTorch's default of 0): a worker that calls ``shutdown()``
+right after ``init_rpc`` waits as long as the others keep working, however long the job runs.
+The wait still ends: every worker it waits for is watched by heartbeats, and a dead one ends it.
+With a timeout, nothing waits longer than that.
 """
 
 from __future__ import annotations
@@ -56,18 +61,22 @@ class ShutdownBarrier:
             self._go_dead = [d for d in envelope.meta["dead"] if isinstance(d, str)]
             self._cond.notify_all()
 
-    def run(self, timeout_s: float) -> list[str]:
+    def run(self, timeout_s: float | None) -> list[str]:
         """Run the barrier; return the names of workers found dead.
+
+        Args:
+            timeout_s: the bound of the whole barrier, or None to wait as long as the workers
+                waited for are alive.
 
         Raises:
             ZgradTimeoutError: the barrier did not complete within ``timeout_s``.
             WorkerUnavailableError: rank 0 died before releasing the barrier.
         """
         agent = self.agent
-        deadline = time.monotonic() + timeout_s
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
 
-        def left() -> float:
-            return max(0.0, deadline - time.monotonic())
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
 
         if not agent.wait_no_pending(left()):
             raise ZgradTimeoutError(

@@ -1,18 +1,30 @@
 """Call targets travel as ``"module:qualname"`` and resolve only inside allowed modules.
 
-A callee resolves a target only when its module is ``__main__``, one of zgrad's compute modules
-(ops, tensor factories, ``nn``, ``optim``: pure computation, no files, no processes), named (or
-below one named) in ``[rpc] allowed_modules``, or when the whole name is one of zgrad's own RPC
-entry points (:data:`ZGRAD_ENTRY_POINTS`). The rest of zgrad is not callable by peers: it holds
-functions that run files, import modules or write keys, which must never run on a peer's word.
-A target resolves only to a callable whose ``__module__`` is its module, so an allowed module
-cannot be used as a stepping stone to what it imports (``mymodule:os`` or ``mymodule:system``
-are refused). Private and dunder attributes never resolve.
+The same names carry functions, classes and methods passed as RPC *values*, and the classes of
+objects sent by attribute dict (``codec.py``): nothing arrives by pickle, everything by name.
+
+A callee resolves a name only when its module is
+
+- ``__main__`` (``__mp_main__``, the name a script has in a ``spawn`` child, is the same);
+- a module of the running program: already imported and loaded from the main script's own
+  directory (``rnn.py`` next to ``main.py``), as a program split into a few files expects;
+- one of zgrad's compute modules (ops, tensor factories, ``nn``, ``optim``: pure computation,
+  no files, no processes);
+- named (or below one named) in ``[rpc] allowed_modules``;
+
+or when the whole name is one of zgrad's own RPC entry points (:data:`ZGRAD_ENTRY_POINTS`). The
+rest of zgrad is not callable by peers: it holds functions that run files, import modules or
+write keys, which must never run on a peer's word. A name resolves only to an object whose
+``__module__`` is its module, so an allowed module cannot be used as a stepping stone to what
+it imports (``mymodule:os`` or ``mymodule:system`` are refused). Dunder names never resolve;
+single-underscore names resolve in the program's and the configured modules (helpers such as
+``_call_method`` are common there) but not in zgrad's, whose private functions are no API.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import types
 from typing import Any, Callable, Iterable
@@ -22,12 +34,18 @@ from zgrad.errors import ZgradError
 __all__ = ["TargetError", "target_name", "resolve_target", "ALWAYS_ALLOWED", "ZGRAD_ENTRY_POINTS"]
 
 ALWAYS_ALLOWED = ("__main__", "zgrad.ops", "zgrad.creation", "zgrad.nn", "zgrad.optim")
-# The functions and classes zgrad itself calls on other workers (kept in sync by a test).
+# The module name a script has in a child started by multiprocessing's spawn or forkserver.
+SPAWNED_MAIN = "__mp_main__"
+# The functions and classes zgrad itself calls on other workers or sends as values (kept in sync
+# by a test).
 ZGRAD_ENTRY_POINTS = frozenset({
     "zgrad.distributed.rpc.api:collect_debug_info",
     "zgrad.distributed.rpc.rref:invoke_method",
     "zgrad.distributed.optim.optimizer:LocalOptimizer",
     "zgrad.distributed.optim.optimizer:local_step",
+    "zgrad.distributed.nn.remote_module:RemoteModule",
+    "zgrad.distributed.nn.remote_module:remote_forward",
+    "zgrad.distributed.nn.remote_module:remote_parameter_rrefs",
     "zgrad.launch.demo:Stage",
     "zgrad.launch.demo:stage_forward",
     "zgrad.launch.demo:stage_predict",
@@ -40,11 +58,12 @@ class TargetError(ZgradError):
 
 
 def target_name(func: Callable[..., Any]) -> str:
-    """The wire name ``"module:qualname"`` of a module-level function or class.
+    """The wire name ``"module:qualname"`` of a module-level function or class, or of a function
+    or class defined in a class body (a method taken from its class, a static or class method).
 
     Raises:
-        TargetError: ``func`` is not callable, or is a lambda, a nested function or a bound
-            method of an instance (those have no name another process can resolve).
+        TargetError: ``func`` is not callable, or is a lambda, a nested function or a method
+            bound to an instance (those have no name another process can resolve).
     """
     if not callable(func):
         raise TargetError(f"an RPC target must be a function or a class, got {type(func).__name__}")
@@ -54,9 +73,12 @@ def target_name(func: Callable[..., Any]) -> str:
     bound_to_instance = bound_to is not None and not isinstance(bound_to, (type, types.ModuleType))
     if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname or bound_to_instance:
         raise TargetError(
-            f"cannot call {func!r} over RPC: targets must be module-level functions or classes "
-            "(no lambdas, nested functions or bound methods); use RRef proxies for methods of remote objects"
+            f"cannot call or send {func!r} over RPC: only module-level functions and classes, and methods taken "
+            "from their class (Cls.method), travel by name (no lambdas, nested functions or methods bound to an "
+            "instance); use RRef proxies (rref.rpc_sync().method()) for methods of remote objects"
         )
+    if module == SPAWNED_MAIN:
+        module = "__main__"
     return f"{module}:{qualname}"
 
 
@@ -64,44 +86,70 @@ def _module_allowed(module: str, allowed: Iterable[str]) -> bool:
     return any(module == prefix or module.startswith(prefix + ".") for prefix in (*ALWAYS_ALLOWED, *allowed))
 
 
-def resolve_target(name: Any, allowed_modules: Iterable[str], worker: str) -> Callable[..., Any]:
-    """Resolve a received target name to the callable it names, if the allow-list permits.
+def _program_module(module_name: str) -> bool:
+    """Whether ``module_name`` is a module of the running program: imported already, from a file
+    in the directory of the main script (not below it: a virtual environment may live there).
+    Never one of zgrad's own: a job run as ``python -m zgrad.launch.demo`` must not open the
+    launcher's modules to peers."""
+    if module_name.split(".")[0] == "zgrad":
+        return False
+    module = sys.modules.get(module_name)
+    main = sys.modules.get("__main__")
+    module_file = getattr(module, "__file__", None)
+    main_file = getattr(main, "__file__", None)
+    if not isinstance(module_file, str) or not isinstance(main_file, str):
+        return False
+    return os.path.dirname(os.path.realpath(module_file)) == os.path.dirname(os.path.realpath(main_file))
+
+
+def _private(part: str, module_name: str) -> bool:
+    return part.startswith("__") or (part.startswith("_") and module_name.split(".")[0] == "zgrad")
+
+
+def resolve_target(name: Any, allowed_modules: Iterable[str], worker: str, what: str = "RPC target") -> Callable[..., Any]:
+    """Resolve a received ``"module:qualname"`` to the callable it names, if the allow-list permits.
 
     Args:
         name: the received ``"module:qualname"``.
         allowed_modules: ``[rpc] allowed_modules`` of this worker.
         worker: this worker's name, for the error message.
+        what: what the name stands for, for the error message ("RPC target", "function value").
 
     Raises:
-        TargetError: malformed name, a module outside the allow-list, a private attribute, or an
-            object not defined in that module; the message says how to allow it.
+        TargetError: malformed name, a module outside the allow-list, a dunder (or zgrad-private)
+            attribute, or an object not defined in that module; the message says how to allow it.
     """
     allowed_modules = tuple(allowed_modules)
     if not isinstance(name, str) or len(name) > MAX_TARGET_LENGTH or name.count(":") != 1:
-        raise TargetError(f"malformed RPC target {str(name)[:80]!r}: expected 'module:qualname'")
+        raise TargetError(f"malformed {what} {str(name)[:80]!r}: expected 'module:qualname'")
     module_name, qualname = name.split(":")
-    if name not in ZGRAD_ENTRY_POINTS and not _module_allowed(module_name, allowed_modules):
+    if module_name == SPAWNED_MAIN:
+        module_name = "__main__"
+    if name not in ZGRAD_ENTRY_POINTS and not _module_allowed(module_name, allowed_modules) \
+            and not _program_module(module_name):
         raise TargetError(
-            f"RPC target {name!r} is not allowed on worker {worker!r}: module {module_name!r} is not in the allow-list "
-            f"({', '.join((*ALWAYS_ALLOWED, *allowed_modules))}). To allow it, add {module_name!r} to "
-            "[rpc] allowed_modules in the config of the worker that runs it."
+            f"{what} {name!r} is not allowed on worker {worker!r}: module {module_name!r} is not in the allow-list "
+            f"({', '.join((*ALWAYS_ALLOWED, *allowed_modules))}, and the modules next to the main script). To allow it, "
+            f"add {module_name!r} to [rpc] allowed_modules in the config of the worker that receives it."
         )
     parts = qualname.split(".")
-    if not all(parts) or any(p.startswith("_") for p in parts):
-        raise TargetError(f"RPC target {name!r} is not allowed on worker {worker!r}: private or dunder names do not resolve")
+    if not all(parts) or any(_private(p, module_name) for p in parts):
+        raise TargetError(f"{what} {name!r} is not allowed on worker {worker!r}: dunder and zgrad-private names do not resolve")
     try:
         module = sys.modules.get(module_name) or importlib.import_module(module_name)
     except ImportError as exc:
-        raise TargetError(f"RPC target {name!r}: module {module_name!r} cannot be imported on worker {worker!r}: {exc}") from exc
+        raise TargetError(f"{what} {name!r}: module {module_name!r} cannot be imported on worker {worker!r}: {exc}") from exc
     obj: Any = module
     for part in parts:
         obj = getattr(obj, part, None)
         if obj is None:
-            raise TargetError(f"RPC target {name!r} does not exist on worker {worker!r}")
+            raise TargetError(f"{what} {name!r} does not exist on worker {worker!r}")
     defined_in = getattr(obj, "__module__", None)
+    if defined_in == SPAWNED_MAIN:
+        defined_in = "__main__"
     if not callable(obj) or defined_in != module_name:
         raise TargetError(
-            f"RPC target {name!r} is not allowed on worker {worker!r}: it resolves to an object defined in "
-            f"{defined_in!r}, not in {module_name!r}; only callables defined in an allowed module can be called"
+            f"{what} {name!r} is not allowed on worker {worker!r}: it resolves to an object defined in "
+            f"{defined_in!r}, not in {module_name!r}; only callables defined in an allowed module resolve"
         )
     return obj
