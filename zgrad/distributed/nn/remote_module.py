@@ -25,9 +25,7 @@ def remote_forward(module_rref: rpc.RRef, args: tuple, kwargs: dict) -> Any:
 
 def remote_parameter_rrefs(module_rref: rpc.RRef, recurse: bool) -> list[rpc.RRef]:
     """RPC target on the owner: an RRef to each of the module's parameters."""
-    module = module_rref.local_value()
-    params = module.parameters() if recurse else module.parameters(recurse=False)
-    return [rpc.RRef(param) for param in params]
+    return [rpc.RRef(param) for param in module_rref.local_value().parameters(recurse=recurse)]
 
 
 def _parse_remote_device(remote_device: str) -> tuple[str | int, str]:
