@@ -434,7 +434,7 @@ def test_modifying_the_saved_output_of_a_custom_function_fails_backward():
     x = zgrad.tensor([1.0, 2.0], requires_grad=True)
     y = Square.apply(x)
     y.add_(1)
-    with pytest.raises(AutogradError, match="modified by an inplace operation: output 0 of SquareBackward"):
+    with pytest.raises(AutogradError, match=r"modified by an inplace operation: a float32 array of shape \[2\], which SquareBackward saved"):
         y.sum().backward()
 
 

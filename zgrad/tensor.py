@@ -19,6 +19,7 @@ from zgrad.autograd.function import gradient_edge
 from zgrad.device import CPU, Device, as_device, check_supported
 from zgrad.engine.graph import AccumulateGrad
 from zgrad.engine.graph_task import run_backward
+from zgrad.engine.versions import mark_leaf_memory
 from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch
 from zgrad.tensor_inplace import TensorInplace
@@ -84,6 +85,8 @@ class Tensor(TensorMath, TensorInplace):
         self.grad_fn = _grad_fn
         self._output_nr = _output_nr
         self._accumulator: AccumulateGrad | None = None
+        if requires_grad and _grad_fn is None:
+            mark_leaf_memory(self)
 
     # --- attributes -----------------------------------------------------------------------------
 
@@ -163,6 +166,8 @@ class Tensor(TensorMath, TensorInplace):
         if requires_grad and self.dtype.kind not in "fc":
             raise AutogradError(f"only Tensors of floating point dtype can require gradients, got {self.dtype}")
         self._requires_grad = bool(requires_grad)
+        if requires_grad:
+            mark_leaf_memory(self)
         return self
 
     @property

@@ -1,20 +1,19 @@
 """The in-place methods of :class:`zgrad.Tensor`: ``add_``, ``mul_``, ``clamp_``, ``fill_``,
 ``uniform_``, ``scatter_``, ``-=`` and friends.
 
-PyTorch's rules hold. An in-place change of a leaf that requires grad is an error unless grad
-mode is off (``with zgrad.no_grad():``, as optimizers do). Where no graph is recorded (grad mode
-off, or nothing involved requires grad) the kernel writes straight into the tensor's memory.
-Otherwise the op is recorded: the out-of-place op runs on a snapshot of the old value, its result
-is written into the tensor's memory, and the tensor takes over the result's history, so gradients
-flow through the in-place op as through the out-of-place one.
+PyTorch's rules hold. An in-place change of a leaf that requires grad, or of a view of one, is an
+error unless grad mode is off (``with zgrad.no_grad():``, as optimizers do). Where no graph is
+recorded (grad mode off, or nothing involved requires grad) the kernel writes straight into the
+tensor's memory. Otherwise the op is recorded: the out-of-place op runs on a snapshot of the old
+value (what PyTorch's in-place derivatives keep as the original), its result is written into the
+tensor's memory, and the tensor takes over the result's history, so gradients flow through the
+in-place op as through the out-of-place one.
 
-PyTorch raises an error in backward when a tensor that some op saved for it was modified in
-place since (it keeps a version counter per tensor). zgrad has no version counter; it catches the
-case it can see, a tensor whose own ``grad_fn`` saved it (the output of ``exp``, ``sigmoid``,
-``tanh``, ``div``, ``sqrt``, ``softmax``...): backward through that node then fails with
-PyTorch's message. Known gap: a tensor saved by an op that *consumed* it (``z = y * w`` saves
-``y``; then ``y.add_(1)``) is not detected, and that backward uses the modified values. Views are
-not tracked either: an in-place op on ``x[0]`` changes ``x``'s memory but not ``x``'s history.
+Every change counts one version of the memory (:mod:`zgrad.engine.versions`): a backward that
+needs a value saved before the change refuses to run, with PyTorch's "modified by an inplace
+operation" error, whether the change went through the tensor itself or through a view of it.
+Known gap: the history of a view's *base* is not rewritten (``x[0].mul_(2)`` changes ``x``'s
+memory; a backward through ``x`` that needs no saved value of it does not see the change).
 """
 
 from __future__ import annotations
@@ -25,14 +24,17 @@ import numpy as np
 
 import zgrad
 from zgrad.engine.grad_mode import is_grad_enabled
+from zgrad.engine.versions import bump, leaf_owning
 from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch, dispatch_index, dispatch_pointwise
 from zgrad.random import default_generator
 
-__all__ = ["TensorInplace", "LEAF_INPLACE_ERROR"]
+__all__ = ["TensorInplace", "LEAF_INPLACE_ERROR", "VIEW_OF_LEAF_INPLACE_ERROR"]
 
 LEAF_INPLACE_ERROR = ("a leaf Variable that requires grad is being used in an in-place operation; "
                       "wrap the update in `with zgrad.no_grad():`")
+VIEW_OF_LEAF_INPLACE_ERROR = ("a view of a leaf Variable that requires grad is being used in an in-place operation; "
+                              "wrap the update in `with zgrad.no_grad():`, or clone() the view first")
 
 _TRUE = np.ones((), dtype=np.bool_)
 
@@ -55,17 +57,6 @@ def _requires_grad(x: Any) -> bool:
     return isinstance(x, TensorInplace) and x._requires_grad
 
 
-def _modified_in_place_error(node_name: str, output_nr: int) -> Callable[[Any], Any]:
-    def hook(grad: Any) -> Any:
-        raise AutogradError(
-            f"one of the variables needed for gradient computation has been modified by an inplace operation: "
-            f"output {output_nr} of {node_name}, which {node_name} saved for its backward, was changed in place "
-            "afterwards. Compute it out of place (y = y * 2 instead of y.mul_(2)) or clone() it first."
-        )
-
-    return hook
-
-
 class TensorInplace:
     """Mixin of :class:`zgrad.Tensor`: the in-place methods."""
 
@@ -83,7 +74,10 @@ class TensorInplace:
             return False
         if self._requires_grad and self.grad_fn is None:
             raise AutogradError(LEAF_INPLACE_ERROR)
-        return self._requires_grad or any(_requires_grad(o) for o in others)
+        records = self._requires_grad or any(_requires_grad(o) for o in others)
+        if records and self.grad_fn is not None and leaf_owning(self._data) is not None:
+            raise AutogradError(VIEW_OF_LEAF_INPLACE_ERROR)
+        return records
 
     def _check_shapes(self, arrays: list[Any]) -> None:
         """PyTorch's check that the operands broadcast to self's shape.
@@ -115,25 +109,12 @@ class TensorInplace:
         if not np.can_cast(result, self.dtype, casting="same_kind"):
             raise zgrad.ZgradError(f"result type {result} can't be cast to the desired output type {self.dtype}")
 
-    def _guard_saved_output(self) -> None:
-        """Make backward through self's ``grad_fn`` fail if that node saved self's memory, which is
-        about to change (see the module docstring)."""
-        node = self.grad_fn
-        saved = getattr(node, "_saved", None)
-        data = self._data
-        # built-in ops save arrays; custom Functions save tensors that share the output's array
-        if saved and not getattr(node, "_output_modified", False) and \
-                any(v is data or getattr(v, "_data", None) is data for v in saved):
-            node.register_pre_hook(self._output_nr, _modified_in_place_error(node.name, self._output_nr))
-            node._output_modified = True
-
     def _inplace(self, write: Callable[[], Any], record: Callable[[Any], Any], *others: Any) -> Any:
         """Run ``write()`` on self's memory, or, when the op must be recorded, adopt ``record(old)``:
         the out-of-place result computed from a snapshot of self's old value."""
-        if self.grad_fn is not None:
-            self._guard_saved_output()
         if not self._records(*others):
             write()
+            bump(self._data)
             return self
         old = _tensor(dispatch.cast(self._data, self.dtype), self._requires_grad, _grad_fn=self.grad_fn,
                       _output_nr=self._output_nr)
@@ -141,16 +122,16 @@ class TensorInplace:
         if result.shape != self.shape:
             raise zgrad.ZgradError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(result.shape)}")
         dispatch_pointwise.write(self._data, result._data)
+        bump(self._data)
         self.grad_fn, self._output_nr, self._requires_grad = result.grad_fn, result._output_nr, result._requires_grad
         return self
 
     def _overwrite(self, fill: Callable[[Any], Any]) -> Any:
         """Set every element to what ``fill(array)`` writes; recorded (with a zero gradient to the
         old value) when self is part of the graph."""
-        if self.grad_fn is not None:
-            self._guard_saved_output()
         if not self._records():
             fill(self._data)
+            bump(self._data)
             return self
         fresh = dispatch.empty(self.shape, self.dtype, dispatch.device_type_of(self._data))
         fill(fresh)

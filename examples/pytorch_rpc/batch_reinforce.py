@@ -116,7 +116,9 @@ class Agent:
             self.pending_states -= 1
             if self.pending_states == 0:
                 self.pending_states = len(self.ob_rrefs)
-                probs = self.policy(self.states)
+                # a copy, as the original's .cuda() makes: the next step's copy_ must not
+                # change the input the policy saved for its backward
+                probs = self.policy(self.states.clone())
                 m = Categorical(probs)
                 actions = m.sample()
                 self.saved_log_probs.append(m.log_prob(actions).t()[0])

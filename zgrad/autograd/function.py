@@ -13,6 +13,7 @@ import numpy as np
 
 from zgrad.engine.grad_mode import is_grad_enabled, no_grad
 from zgrad.engine.graph import Edge, InputMetadata, Node, raise_freed
+from zgrad.engine.versions import snapshot, verify
 from zgrad.errors import AutogradError
 
 __all__ = ["Function", "Op", "FunctionCtx"]
@@ -30,6 +31,7 @@ class FunctionCtx(Node):
         self.fn = fn
         self.needs_input_grad = needs_input_grad
         self._saved: tuple[Any, ...] | None = ()
+        self._versions: tuple = ()  # the saved arrays' versions, taken when the node is recorded
         self._freed = False
 
     @property
@@ -49,6 +51,8 @@ class FunctionCtx(Node):
         """
         if self._freed:
             raise_freed(self)
+        if self._versions:
+            verify(self._versions, self.name)
         return self._saved  # type: ignore[return-value]
 
     def release_variables(self) -> None:
@@ -140,6 +144,8 @@ class Function:
         else:
             ctx.next_edges = [gradient_edge(a) if need else None for a, need in zip(args, needs)]
             ctx.input_metadata = [InputMetadata.of(o) for o in outputs]
+            if ctx._saved:
+                ctx._versions = snapshot(ctx._saved)
             wrapped = tuple(Tensor(o, requires_grad=o.dtype.kind == "f", _grad_fn=ctx, _output_nr=i)
                             for i, o in enumerate(outputs))
         return wrapped if isinstance(raw, tuple) else wrapped[0]
@@ -189,6 +195,8 @@ class Op(Function):
         else:
             ctx.next_edges = [gradient_edge(a) if need else None for a, need in zip(args, needs)]
             ctx.input_metadata = [InputMetadata.of(o) for o in outputs]
+            if ctx._saved:
+                ctx._versions = snapshot(ctx._saved)
             wrapped = [tensor(o, o.dtype.kind == "f", _grad_fn=ctx, _output_nr=i) for i, o in enumerate(outputs)]
         return wrapped[0] if single else tuple(wrapped)
 

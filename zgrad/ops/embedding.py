@@ -23,13 +23,15 @@ class Embedding(Op):
 
     @staticmethod
     def forward(ctx, weight, indices, padding_idx, scale_grad_by_freq):
-        ctx.indices, ctx.rows = indices, weight.shape[0]
+        ctx.rows = weight.shape[0]
         ctx.padding_idx, ctx.scale_grad_by_freq = padding_idx, scale_grad_by_freq
+        ctx.save_for_backward(indices)  # the caller's array: a later in-place change of it is caught
         return DS.embedding(weight, indices)
 
     @staticmethod
     def backward(ctx, grad):
-        grad_weight = DS.embedding_backward(grad, ctx.indices, ctx.rows, ctx.padding_idx, ctx.scale_grad_by_freq)
+        (indices,) = ctx.saved_tensors
+        grad_weight = DS.embedding_backward(grad, indices, ctx.rows, ctx.padding_idx, ctx.scale_grad_by_freq)
         return grad_weight, None, None, None
 
 
@@ -39,14 +41,14 @@ class EmbeddingBag(Op):
     @staticmethod
     def forward(ctx, weight, indices, bounds, per_sample_weights, mode, padding_idx, scale_grad_by_freq):
         out, bag_size, max_indices = DS.embedding_bag(weight, indices, bounds, per_sample_weights, mode, padding_idx)
-        ctx.args = (indices, bounds, mode, padding_idx, scale_grad_by_freq, bag_size, max_indices)
-        ctx.save_for_backward(weight, per_sample_weights)
+        ctx.args = (bounds, mode, padding_idx, scale_grad_by_freq, bag_size, max_indices)
+        ctx.save_for_backward(weight, per_sample_weights, indices)
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        weight, per_sample_weights = ctx.saved_tensors
-        indices, bounds, mode, padding_idx, scale_grad_by_freq, bag_size, max_indices = ctx.args
+        weight, per_sample_weights, indices = ctx.saved_tensors
+        bounds, mode, padding_idx, scale_grad_by_freq, bag_size, max_indices = ctx.args
         grad_weight, grad_psw = DS.embedding_bag_backward(
             grad, weight, indices, bounds, per_sample_weights, mode, padding_idx, scale_grad_by_freq, bag_size,
             max_indices, ctx.needs_input_grad[0], ctx.needs_input_grad[3])
