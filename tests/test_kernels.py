@@ -16,7 +16,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from zgrad.kernels import cpu_kernels as K, cpu_math, cpu_optim
+from zgrad.kernels import cpu_kernels as K, cpu_loss, cpu_math, cpu_optim
 from zgrad.kernels._jit import PARALLEL_MIN_SIZE
 
 DTYPES = [np.float32, np.float64]
@@ -176,18 +176,27 @@ def test_vector_math_is_numba_only():
 
 @pytest.mark.parametrize("size_name", SIZES)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_mse(dtype, size_name, rng):
+@pytest.mark.parametrize("squared", [True, False], ids=["squared", "absolute"])
+def test_pointwise_loss(squared, dtype, size_name, rng):
     n = SIZES[size_name]
     a, b = rng.standard_normal((2, n)).astype(dtype)
-    total = K.mse_forward(a, b)
+    b[::5] = a[::5]  # d = 0: the sign's gradient is 0
+    d64 = (a - b).astype(np.float64)  # the difference in the data's dtype, then squared or summed in float64
+    want = np.square(d64) if squared else np.abs(d64)
+    total = cpu_loss.pointwise_loss_sum(a, b, squared)
     assert type(total) is float
-    assert total == pytest.approx(float(np.sum(np.square((a - b).astype(np.float64)))), rel=1e-12)
-    assert_ran_variant(K.mse_forward, size_name)
+    assert total == pytest.approx(float(np.sum(want)), rel=1e-12)
+    assert_ran_variant(cpu_loss.pointwise_loss_sum, size_name)
     out = np.empty_like(a)
-    scale = 2 * 0.5 / n
-    K.mse_backward(a, b, scale, out)
-    assert_close(out, scale * (a.astype(np.float64) - b), dtype, scale=scale * np.abs(a - b).max())
-    assert_ran_variant(K.mse_backward, size_name)
+    cpu_loss.pointwise_loss_forward(a, b, squared, out)
+    assert_close(out, want, dtype)
+    assert_ran_variant(cpu_loss.pointwise_loss_forward, size_name)
+    grad = rng.standard_normal(n).astype(dtype)
+    slope = 2 * d64 if squared else np.sign(d64)
+    for upstream in (grad, np.array([0.5 / n], dtype)):  # one gradient per element, or one broadcast
+        cpu_loss.pointwise_loss_backward(a, b, upstream, squared, out)
+        assert_close(out, upstream.astype(np.float64) * slope, dtype, scale=np.abs(upstream).max())
+    assert_ran_variant(cpu_loss.pointwise_loss_backward, size_name)
 
 
 # --- row-wise ---------------------------------------------------------------------------------
@@ -269,10 +278,10 @@ def test_softmax_family_is_stable_for_large_logits(dtype):
     K.log_softmax_forward(x, out)
     assert np.isfinite(out).all()
     assert_close(out, _log_softmax(x.astype(np.float64)), dtype, scale=1)
-    loss = K.cross_entropy_forward(x, np.array([2, 0, 2]), np.empty_like(x))
-    assert np.isfinite(loss)  # -log p of a probability that underflows to 0 in float32/64
+    loss, counted = K.cross_entropy_forward(x, np.array([2, 0, 2]), -100, np.empty_like(x))
+    assert np.isfinite(loss) and counted == 3  # -log p of a probability that underflows to 0 in float32/64
     want_loss = -np.mean(_log_softmax(x.astype(np.float64))[np.arange(3), [2, 0, 2]])
-    assert loss == pytest.approx(want_loss, rel=1e-6)
+    assert loss / counted == pytest.approx(want_loss, rel=1e-6)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -287,27 +296,31 @@ def test_softmax_family_propagates_nan(dtype):
 
 @pytest.mark.parametrize("size_name", SHAPES)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_cross_entropy(dtype, size_name, rng):
+@pytest.mark.parametrize("ignore_index", [-100, 3])
+def test_cross_entropy(ignore_index, dtype, size_name, rng):
     logits = (rng.standard_normal(SHAPES[size_name]) * 4).astype(dtype)
     n, c = logits.shape
     targets = rng.integers(0, c, n).astype(np.int64)
+    targets[::4] = 3  # ignored where ignore_index is 3
+    counted = targets != ignore_index
     probs = np.empty_like(logits)
-    loss = K.cross_entropy_forward(logits, targets, probs)
-    assert type(loss) is float
-    want_loss = -np.mean(_log_softmax(logits.astype(np.float64))[np.arange(n), targets])
+    loss, count = K.cross_entropy_forward(logits, targets, ignore_index, probs)
+    assert type(loss) is float and count == counted.sum()
+    want_loss = -np.sum(_log_softmax(logits.astype(np.float64))[np.arange(n), targets][counted])
     assert loss == pytest.approx(want_loss, rel=8 * float(np.finfo(dtype).eps))
     assert_close(probs, _softmax(*f64(logits)), dtype, ulps=8, scale=1)
     assert_ran_variant(K.cross_entropy_forward, size_name)
 
-    scale = 1.0 / n
+    scale = 1.0 / count
     want_grad = probs.copy()
     want_grad[np.arange(n), targets] -= 1
     want_grad *= dtype(scale)
+    want_grad[~counted] = 0
     out = np.empty_like(probs)
-    K.cross_entropy_backward(probs, targets, scale, out)
+    K.cross_entropy_backward(probs, targets, ignore_index, scale, out)
     assert_close(out, want_grad, dtype, scale=scale)
     assert_ran_variant(K.cross_entropy_backward, size_name)
-    K.cross_entropy_backward(probs, targets, scale, probs)  # out aliases probs
+    K.cross_entropy_backward(probs, targets, ignore_index, scale, probs)  # out aliases probs
     np.testing.assert_array_equal(probs, out)
 
 
@@ -316,9 +329,11 @@ def test_cross_entropy_rejects_targets_out_of_range(bad_target):
     logits = np.zeros((2, 5))
     targets = np.array([0, bad_target])
     with pytest.raises(IndexError, match="outside"):
-        K.cross_entropy_forward(logits, targets, np.empty_like(logits))
+        K.cross_entropy_forward(logits, targets, -100, np.empty_like(logits))
     with pytest.raises(IndexError, match="outside"):
-        K.cross_entropy_backward(logits, targets, 1.0, np.empty_like(logits))
+        K.cross_entropy_backward(logits, targets, -100, 1.0, np.empty_like(logits))
+    total, counted = K.cross_entropy_forward(logits, targets, bad_target, np.empty_like(logits))  # ignored: fine
+    assert counted == 1 and total == pytest.approx(np.log(5))
 
 
 # --- optimizers -------------------------------------------------------------------------------

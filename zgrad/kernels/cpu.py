@@ -21,7 +21,7 @@ from zgrad.kernels.cpu_sequence import (  # noqa: F401 - embeddings, recurrences
     class_loss, class_loss_backward, dropout, dropout_backward, embedding, embedding_backward, embedding_bag,
     embedding_bag_backward, embedding_bag_per_sample_weights_backward, embedding_renorm, gelu, gelu_backward,
     gru_backward, gru_forward, leaky_relu, leaky_relu_backward, lstm_backward, lstm_forward, nll, nll_backward,
-    pointwise_loss, pointwise_loss_backward, zeros,
+    pointwise_loss, pointwise_loss_backward, pointwise_loss_sum, zeros,
 )
 from zgrad.kernels.cpu_tensor_ops import (  # noqa: F401 - the tensor-API ops
     abs, add_scaled, addcdiv, addcmul, argmax, argmin, clamp, clamp_backward, compare, distribute_equal,
@@ -243,21 +243,13 @@ def log_softmax_backward(grad, y, out):
     return out
 
 
-def cross_entropy(logits, targets, probs_out) -> float:
-    return _fused().cross_entropy_forward(_rows(logits), np.ascontiguousarray(targets, dtype=np.int64), probs_out)
+def cross_entropy(logits, targets, ignore_index: int, probs_out) -> tuple[float, int]:
+    """(sum of the counted rows' losses, counted rows); softmax into ``probs_out``."""
+    return _fused().cross_entropy_forward(_rows(logits), targets, ignore_index, probs_out)
 
 
-def cross_entropy_backward(probs, targets, scale: float, out):
-    _fused().cross_entropy_backward(probs, np.ascontiguousarray(targets, dtype=np.int64), scale, out)
-    return out
-
-
-def mse(a, b) -> float:
-    return _fused().mse_forward(_flat(a), _flat(b))
-
-
-def mse_backward(a, b, scale: float, out):
-    _fused().mse_backward(_flat(a), _flat(b), scale, out.reshape(-1))
+def cross_entropy_backward(probs, targets, ignore_index: int, scale: float, out):
+    _fused().cross_entropy_backward(probs, targets, ignore_index, scale, out)
     return out
 
 

@@ -25,7 +25,8 @@ __all__ = [
     "class_loss", "class_loss_backward", "dropout", "dropout_backward", "embedding", "embedding_backward",
     "embedding_bag", "embedding_bag_backward", "embedding_bag_per_sample_weights_backward", "embedding_renorm",
     "gelu", "gelu_backward", "gru_backward", "gru_forward", "leaky_relu", "leaky_relu_backward",
-    "lstm_backward", "lstm_forward", "nll", "nll_backward", "pointwise_loss", "pointwise_loss_backward", "zeros",
+    "lstm_backward", "lstm_forward", "nll", "nll_backward", "pointwise_loss", "pointwise_loss_backward",
+    "pointwise_loss_sum", "zeros",
 ]
 
 
@@ -226,6 +227,10 @@ def nll_backward(targets, weight, ignore_index: int, row_grad, out):
 def pointwise_loss(a, b, squared: bool, out):
     _module("cpu_loss").pointwise_loss_forward(_flat(a), _flat(b), squared, out.reshape(-1))
     return out
+
+
+def pointwise_loss_sum(a, b, squared: bool) -> float:
+    return _module("cpu_loss").pointwise_loss_sum(_flat(a), _flat(b), squared)
 
 
 def pointwise_loss_backward(a, b, grad, squared: bool, out):

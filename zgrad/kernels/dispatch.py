@@ -35,14 +35,12 @@ __all__ = [
     "rowwise",
     "rowwise_backward",
     "bias_act",
-    "cross_entropy",
-    "cross_entropy_backward",
-    "mse",
-    "mse_backward",
     "stack",
     "concatenate",
     "slice_backward",
     "cast",
+    "as_dtype",
+    "as_int64",
     "add_inplace",
     "conv2d",
     "conv2d_backward",
@@ -65,7 +63,7 @@ OPS = (
     "relu_backward", "tanh_backward", "sigmoid_backward", "where_positive",
     "matmul", "sum", "amax", "copy", "stack", "concatenate", "scatter_slice",
     "bias_act", "softmax", "log_softmax", "softmax_backward", "log_softmax_backward",
-    "cross_entropy", "cross_entropy_backward", "mse", "mse_backward",
+    "cross_entropy", "cross_entropy_backward",
     "sgd_step", "adam_step",
     "conv2d", "conv2d_backward", "max_pool2d", "max_pool2d_backward", "avg_pool2d", "avg_pool2d_backward",
     "adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "batch_norm", "batch_norm_backward",
@@ -77,13 +75,15 @@ OPS = (
     "zeros", "embedding", "embedding_backward", "embedding_renorm", "embedding_bag", "embedding_bag_backward",
     "embedding_bag_per_sample_weights_backward", "lstm_forward", "lstm_backward", "gru_forward", "gru_backward",
     "dropout", "dropout_backward", "gelu", "gelu_backward", "leaky_relu", "leaky_relu_backward",
-    "class_loss", "class_loss_backward", "nll", "nll_backward", "pointwise_loss", "pointwise_loss_backward",
+    "class_loss", "class_loss_backward", "nll", "nll_backward", "pointwise_loss", "pointwise_loss_sum",
+    "pointwise_loss_backward",
 )
 
 _BACKEND_MODULES = {"cpu": "zgrad.kernels.cpu", "cuda": "zgrad.kernels.cuda"}
 _loaded: dict[str, ModuleType] = {}
 
 DEFAULT_FLOAT = np.dtype(np.float32)
+INT64 = np.dtype(np.int64)
 
 
 def backend(device_type: str) -> ModuleType:
@@ -261,6 +261,18 @@ def cast(x: Any, dtype: Any):
     return be.copy(x, be.empty(x.shape, np.dtype(dtype)))
 
 
+def as_dtype(x: Any, dtype: Any):
+    """``x`` itself if it already has ``dtype``, else a copy in ``dtype``."""
+    return x if x.dtype == dtype else cast(x, dtype)
+
+
+def as_int64(indices: Any):
+    """``indices`` as a C-contiguous int64 array (itself if it already is one)."""
+    if indices.dtype == INT64 and indices.flags.c_contiguous:
+        return indices
+    return cast(indices, INT64)
+
+
 # --- linear algebra and reductions ------------------------------------------------------------
 
 def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -364,30 +376,6 @@ def bias_act(x: Any, bias: Any, activation: str):
     if x.dtype != dtype:
         x = cast(x, dtype)
     return be.bias_act(x, bias, activation, be.empty(x.shape, dtype))
-
-
-def cross_entropy(logits: Any, targets: Any) -> tuple[float, Any]:
-    """Mean cross-entropy of 2-D ``logits`` against integer class ``targets``; returns (loss, probs)."""
-    be = backend_of(logits)
-    probs = be.empty(logits.shape, logits.dtype)
-    return be.cross_entropy(logits, targets, probs), probs
-
-
-def cross_entropy_backward(probs: Any, targets: Any, scale: float):
-    """scale * (probs - onehot(targets)) into a fresh ``out``."""
-    be = backend_of(probs)
-    return be.cross_entropy_backward(probs, targets, scale, be.empty(probs.shape, probs.dtype))
-
-
-def mse(a: Any, b: Any) -> float:
-    """Sum of squared differences of two same-shaped arrays."""
-    return backend_of(a, b).mse(a, b)
-
-
-def mse_backward(a: Any, b: Any, scale: float):
-    """scale * (a - b) into a fresh ``out``."""
-    be = backend_of(a, b)
-    return be.mse_backward(a, b, scale, be.empty(a.shape, a.dtype))
 
 
 # --- layout -----------------------------------------------------------------------------------
