@@ -186,6 +186,15 @@ def test_ignore_index_in_range_is_ignored_by_the_fused_kernel():
     assert not np.any(x.grad.numpy()[~kept]), "ignored rows get no gradient"
 
 
+def test_modules_name_themselves_in_target_errors():
+    x = zgrad.zeros(4, 5)
+    with pytest.raises(IndexError, match=r"^CrossEntropyLoss\(reduction='sum'\): Target 7 is out of bounds\. "
+                                         r"Expected class indices in \[0, 4\] or ignore_index \(-100\)\.$"):
+        nn.CrossEntropyLoss(reduction="sum")(x, zgrad.tensor([0, 7, 1, 2]))
+    with pytest.raises(IndexError, match=r"^NLLLoss\(\): Target -3 is out of bounds\."):
+        nn.NLLLoss()(x, zgrad.tensor([0, -3, 1, 2]))
+
+
 def test_errors():
     ce_fn, nll_fn = nn.functional.cross_entropy, nn.functional.nll_loss
     x = zgrad.zeros(4, 5)

@@ -35,14 +35,18 @@ def check_embedding_indices(indices: Any, num_embeddings: int) -> Any:
     """``indices`` as a C-contiguous int64 array.
 
     Raises:
-        IndexError: a value is outside [0, num_embeddings) ("index out of range in self", as PyTorch).
+        IndexError: a value is outside [0, num_embeddings): PyTorch's "index out of range in self",
+            then the first such index and the valid range.
         TypeError: the indices are not integers.
     """
     if indices.dtype.kind not in "iu":
         raise TypeError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
                         f"Long, Int; but got {indices.dtype} instead (while checking arguments for embedding)")
     if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= num_embeddings):
-        raise IndexError("index out of range in self")
+        flat = indices.reshape(-1)
+        bad = int(flat[np.flatnonzero((flat < 0) | (flat >= num_embeddings))[0]])
+        valid = f"valid indices are 0..{num_embeddings - 1}" if num_embeddings else "the table has no rows"
+        raise IndexError(f"index out of range in self: got index {bad}, {valid}")
     return as_int64(indices)
 
 
