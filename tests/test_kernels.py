@@ -16,7 +16,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from zgrad.kernels import cpu_kernels as K, cpu_loss, cpu_math, cpu_optim
+from zgrad.kernels import cpu_kernels as K, cpu_loss, cpu_math, cpu_norm, cpu_optim
 from zgrad.kernels._jit import PARALLEL_MIN_SIZE
 
 DTYPES = [np.float32, np.float64]
@@ -507,6 +507,29 @@ def test_import_compiles_nothing_and_starts_no_threads():
     assert len(report["kernels"]) >= len(K.__all__)
     assert not any(report["kernels"].values()), report["kernels"]
     assert report["threads_started"] is False
+
+
+def test_small_layers_do_not_start_the_threading_layer():
+    """Serial calls never touch Numba's threading layer (fork safety relies on it, see _jit.py):
+    the normalization kernels used to ask numba.get_num_threads() for their task count, which
+    starts it."""
+    out = _run_python("""
+        import json
+        from numba.np.ufunc import parallel
+        import zgrad
+        from zgrad import nn
+        x = zgrad.randn(8, 4, 5, requires_grad=True)
+        y = nn.BatchNorm1d(4)(x) + nn.GroupNorm(2, 4)(x) + nn.LayerNorm(5)(x)
+        y.sum().backward()
+        print(json.dumps({"threads_started": parallel._is_initialized}))
+    """)
+    assert json.loads(out)["threads_started"] is False
+
+
+def test_task_count_is_one_below_the_parallel_threshold():
+    kernel = cpu_norm.group_norm_backward
+    assert kernel.task_count(kernel.min_size - 1) == 1
+    assert kernel.task_count(kernel.min_size) >= 1
 
 
 def test_import_zgrad_does_not_import_numba():

@@ -290,10 +290,10 @@ def batch_norm(x, weight, bias, running_mean, running_var, training, momentum, e
     """Batch norm of (N, C, S) ``x`` (see :func:`zgrad.kernels.cpu_batch_norm.batch_norm_forward`);
     absent ``weight``/``bias``/running statistics are None."""
     if x.size:
-        _kernels("cpu_batch_norm").batch_norm_forward(
-            _c(x), _or_empty(weight, x.dtype), _or_empty(bias, x.dtype), _or_empty(running_mean, x.dtype),
-            _or_empty(running_var, x.dtype), training, momentum, eps, _kernels("cpu_norm").task_count(), out,
-            save_mean, save_invstd)
+        kernel = _kernels("cpu_batch_norm").batch_norm_forward
+        kernel(_c(x), _or_empty(weight, x.dtype), _or_empty(bias, x.dtype), _or_empty(running_mean, x.dtype),
+               _or_empty(running_var, x.dtype), training, momentum, eps, kernel.task_count(x.size), out, save_mean,
+               save_invstd)
     else:
         save_mean[...], save_invstd[...] = np.nan, np.nan
     return out, save_mean, save_invstd
@@ -304,10 +304,9 @@ def batch_norm_backward(grad, x, weight, save_mean, save_invstd, training, grad_
     if not x.size:
         _zero(grad_weight, grad_bias)
         return grad_x, grad_weight, grad_bias
-    _kernels("cpu_batch_norm").batch_norm_backward(
-        _c(grad), _c(x), _or_empty(weight, x.dtype), save_mean, save_invstd, training,
-        _kernels("cpu_norm").task_count(), _or_empty(grad_x, x.dtype, 3), _or_empty(grad_weight, x.dtype),
-        _or_empty(grad_bias, x.dtype))
+    kernel = _kernels("cpu_batch_norm").batch_norm_backward
+    kernel(_c(grad), _c(x), _or_empty(weight, x.dtype), save_mean, save_invstd, training, kernel.task_count(grad.size),
+           _or_empty(grad_x, x.dtype, 3), _or_empty(grad_weight, x.dtype), _or_empty(grad_bias, x.dtype))
     return grad_x, grad_weight, grad_bias
 
 
@@ -326,8 +325,7 @@ def group_norm_backward(grad, x, weight, save_mean, save_invstd, groups, grad_x,
     if not x.size:
         _zero(grad_weight, grad_bias)
         return grad_x, grad_weight, grad_bias
-    norm = _kernels("cpu_norm")
-    norm.group_norm_backward(
-        _c(grad), _c(x), _or_empty(weight, x.dtype), save_mean, save_invstd, groups, norm.task_count(),
-        _or_empty(grad_x, x.dtype, 3), _or_empty(grad_weight, x.dtype), _or_empty(grad_bias, x.dtype))
+    kernel = _kernels("cpu_norm").group_norm_backward
+    kernel(_c(grad), _c(x), _or_empty(weight, x.dtype), save_mean, save_invstd, groups, kernel.task_count(grad.size),
+           _or_empty(grad_x, x.dtype, 3), _or_empty(grad_weight, x.dtype), _or_empty(grad_bias, x.dtype))
     return grad_x, grad_weight, grad_bias
