@@ -22,11 +22,11 @@ __all__ = [
 ]
 
 
-def _optional(value: Any, name: str, what: str) -> Any:
-    return None if value is None else tensor_arg(value, f"{name}: argument '{what}'")
+def _optional(value: Any, name: object, what: str) -> Any:
+    return None if value is None else tensor_arg(value, name, what)
 
 
-def _check_numel(name: str, what: str, value: Any, expected: int, x: Any) -> None:
+def _check_numel(name: object, what: str, value: Any, expected: int, x: Any) -> None:
     if value is not None and value.numel() != expected:
         raise RuntimeError(f"{name}: {what} should contain {expected} elements not {value.numel()} "
                            f"(input of size {list(x.shape)} has {expected} channels in dimension 1)")
@@ -53,10 +53,10 @@ class BatchNorm(Op):
         return (grad_x, grad_weight, grad_bias) + (None,) * 5
 
 
-def batch_norm_layer(name: str, input: Any, running_mean: Any, running_var: Any, weight: Any = None,
+def batch_norm_layer(name: object, input: Any, running_mean: Any, running_var: Any, weight: Any = None,
                      bias: Any = None, training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Any:
     """:func:`batch_norm` with error messages that start with ``name``."""
-    x = tensor_arg(input, f"{name}: argument 'input'")
+    x = tensor_arg(input, name, "input")
     weight, bias = _optional(weight, name, "weight"), _optional(bias, name, "bias")
     running_mean = _optional(running_mean, name, "running_mean")
     running_var = _optional(running_var, name, "running_var")
@@ -119,10 +119,10 @@ class GroupNorm(Op):
                 None if grad_b is None else grad_b.reshape(w_shape), None, None, None)
 
 
-def group_norm_layer(name: str, input: Any, num_groups: int, weight: Any = None, bias: Any = None,
+def group_norm_layer(name: object, input: Any, num_groups: int, weight: Any = None, bias: Any = None,
                      eps: float = 1e-5) -> Any:
     """:func:`group_norm` with error messages that start with ``name``."""
-    x = tensor_arg(input, f"{name}: argument 'input'")
+    x = tensor_arg(input, name, "input")
     weight, bias = _optional(weight, name, "weight"), _optional(bias, name, "bias")
     if x.ndim < 2:
         raise RuntimeError(f"{name}: Expected at least 2 dimensions for input tensor but received {x.ndim}")
@@ -151,10 +151,10 @@ def group_norm(input: Any, num_groups: int, weight: Any = None, bias: Any = None
     return group_norm_layer("group_norm", input, num_groups, weight, bias, eps)
 
 
-def layer_norm_layer(name: str, input: Any, normalized_shape: Sequence[int], weight: Any = None, bias: Any = None,
+def layer_norm_layer(name: object, input: Any, normalized_shape: Sequence[int], weight: Any = None, bias: Any = None,
                      eps: float = 1e-5) -> Any:
     """:func:`layer_norm` with error messages that start with ``name``."""
-    x = tensor_arg(input, f"{name}: argument 'input'")
+    x = tensor_arg(input, name, "input")
     weight, bias = _optional(weight, name, "weight"), _optional(bias, name, "bias")
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     check_floating(name, x, ("weight", weight), ("bias", bias))

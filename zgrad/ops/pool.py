@@ -29,8 +29,8 @@ def _output_size(size: int, kernel: int, stride: int, pad: int, dilation: int, c
     return out
 
 
-def _input(name: str, input: Any) -> Any:
-    x = tensor_arg(input, f"{name}: argument 'input'")
+def _input(name: object, input: Any) -> Any:
+    x = tensor_arg(input, name, "input")
     if x.ndim not in (3, 4) or any(n == 0 for n in x.shape[1:]):
         raise RuntimeError(f"{name}: non-empty 3D or 4D (batch mode) tensor expected for input, "
                            f"got input of size {list(x.shape)}")
@@ -38,7 +38,7 @@ def _input(name: str, input: Any) -> Any:
     return x
 
 
-def _window(name: str, x: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool,
+def _window(name: object, x: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool,
             max_pad_rule: bool) -> tuple:
     """Checked (kernel, stride, padding, dilation, out_size) pairs of a pooling window."""
     kernel = pair(kernel_size, "kernel_size")
@@ -105,7 +105,7 @@ class MaxPool2d(_Pool2d):
         return (grad_x,) + (None,) * 6
 
 
-def max_pool2d_layer(name: str, input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
+def max_pool2d_layer(name: object, input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
                      dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
     """:func:`max_pool2d` with error messages that start with ``name``."""
     x = _input(name, input)
@@ -145,7 +145,7 @@ class AvgPool2d(_Pool2d):
         return AvgPool2d.unbatched(ctx, grad_x) + (None,) * 6
 
 
-def avg_pool2d_layer(name: str, input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
+def avg_pool2d_layer(name: object, input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
                      ceil_mode: bool = False, count_include_pad: bool = True,
                      divisor_override: int | None = None) -> Any:
     """:func:`avg_pool2d` with error messages that start with ``name``."""
@@ -190,9 +190,9 @@ class AdaptiveAvgPool2d(_Pool2d):
         return AdaptiveAvgPool2d.unbatched(ctx, grad_x) + (None,)
 
 
-def adaptive_avg_pool2d_layer(name: str, input: Any, output_size: Any) -> Any:
+def adaptive_avg_pool2d_layer(name: object, input: Any, output_size: Any) -> Any:
     """:func:`adaptive_avg_pool2d` with error messages that start with ``name``."""
-    x = tensor_arg(input, f"{name}: argument 'input'")
+    x = tensor_arg(input, name, "input")
     if x.ndim not in (3, 4):
         raise RuntimeError(f"{name}: adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got {list(x.shape)}")
     if any(n == 0 for n in x.shape[1:]):
