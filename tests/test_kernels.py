@@ -16,6 +16,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from kernel_variants import VariantCalls
 from zgrad.kernels import cpu_kernels as K, cpu_loss, cpu_math, cpu_norm, cpu_optim
 from zgrad.kernels._jit import PARALLEL_MIN_SIZE
 
@@ -38,15 +39,14 @@ def f64(*arrays):
     return [a.astype(np.float64) for a in arrays]
 
 
-def assert_ran_variant(kernel, size_name):
-    """The call under test really went through the variant its size selects."""
-    variant = kernel.parallel if size_name == "large" else kernel.serial
-    assert variant.signatures, f"{kernel.__name__}: {size_name} call did not compile its variant"
-
-
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def variants(monkeypatch):
+    return VariantCalls(monkeypatch, K, cpu_loss, cpu_optim)
 
 
 # --- element-wise -----------------------------------------------------------------------------
@@ -79,20 +79,20 @@ BACKWARD = {
 @pytest.mark.parametrize("size_name", SIZES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", UNARY)
-def test_unary_forward(name, dtype, size_name, rng):
+def test_unary_forward(name, dtype, size_name, rng, variants):
     x = _unary_input(rng, name, SIZES[size_name], dtype)
     out = np.empty_like(x)
     kernel = getattr(K, name)
     assert kernel(x, out) is None
     with np.errstate(over="ignore"):
         assert_close(out, UNARY[name](*f64(x)), dtype)
-    assert_ran_variant(kernel, size_name)
+    variants.assert_ran(kernel, size_name)
 
 
 @pytest.mark.parametrize("size_name", SIZES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", BACKWARD)
-def test_activation_backward(name, dtype, size_name, rng):
+def test_activation_backward(name, dtype, size_name, rng, variants):
     n = SIZES[size_name]
     grad = rng.standard_normal(n).astype(dtype)
     saved = _unary_input(rng, name, n, dtype)
@@ -100,7 +100,7 @@ def test_activation_backward(name, dtype, size_name, rng):
     kernel = getattr(K, name)
     kernel(grad, saved, out)
     assert_close(out, BACKWARD[name](*f64(grad, saved)), dtype, scale=np.abs(grad).max())
-    assert_ran_variant(kernel, size_name)
+    variants.assert_ran(kernel, size_name)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -177,7 +177,7 @@ def test_vector_math_is_numba_only():
 @pytest.mark.parametrize("size_name", SIZES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("squared", [True, False], ids=["squared", "absolute"])
-def test_pointwise_loss(squared, dtype, size_name, rng):
+def test_pointwise_loss(squared, dtype, size_name, rng, variants):
     n = SIZES[size_name]
     a, b = rng.standard_normal((2, n)).astype(dtype)
     b[::5] = a[::5]  # d = 0: the sign's gradient is 0
@@ -186,17 +186,17 @@ def test_pointwise_loss(squared, dtype, size_name, rng):
     total = cpu_loss.pointwise_loss_sum(a, b, squared)
     assert type(total) is float
     assert total == pytest.approx(float(np.sum(want)), rel=1e-12)
-    assert_ran_variant(cpu_loss.pointwise_loss_sum, size_name)
+    variants.assert_ran(cpu_loss.pointwise_loss_sum, size_name)
     out = np.empty_like(a)
     cpu_loss.pointwise_loss_forward(a, b, squared, out)
     assert_close(out, want, dtype)
-    assert_ran_variant(cpu_loss.pointwise_loss_forward, size_name)
+    variants.assert_ran(cpu_loss.pointwise_loss_forward, size_name)
     grad = rng.standard_normal(n).astype(dtype)
     slope = 2 * d64 if squared else np.sign(d64)
     for upstream in (grad, np.array([0.5 / n], dtype)):  # one gradient per element, or one broadcast
         cpu_loss.pointwise_loss_backward(a, b, upstream, squared, out)
         assert_close(out, upstream.astype(np.float64) * slope, dtype, scale=np.abs(upstream).max())
-    assert_ran_variant(cpu_loss.pointwise_loss_backward, size_name)
+    variants.assert_ran(cpu_loss.pointwise_loss_backward, size_name)
 
 
 # --- row-wise ---------------------------------------------------------------------------------
@@ -217,14 +217,14 @@ ACTIVATIONS = {0: lambda v: v, 1: lambda v: np.maximum(v, 0), 2: np.tanh, 3: lam
 @pytest.mark.parametrize("size_name", SHAPES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("act", ACTIVATIONS)
-def test_bias_act_forward(act, dtype, size_name, rng):
+def test_bias_act_forward(act, dtype, size_name, rng, variants):
     x = (rng.standard_normal(SHAPES[size_name]) * 3).astype(dtype)
     bias = rng.standard_normal(x.shape[1]).astype(dtype)
     want = ACTIVATIONS[act](*f64(x + bias))
     out = np.empty_like(x)
     K.bias_act_forward(x, bias, act, out)
     assert_close(out, want, dtype)
-    assert_ran_variant(K.bias_act_forward, size_name)
+    variants.assert_ran(K.bias_act_forward, size_name)
     K.bias_act_forward(x, bias, act, x)  # in place
     np.testing.assert_array_equal(x, out)
 
@@ -237,13 +237,13 @@ def test_bias_act_rejects_unknown_activation():
 
 @pytest.mark.parametrize("size_name", SHAPES)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_softmax_and_log_softmax(dtype, size_name, rng):
+def test_softmax_and_log_softmax(dtype, size_name, rng, variants):
     x = (rng.standard_normal(SHAPES[size_name]) * 5).astype(dtype)
     for kernel, reference in ((K.softmax_forward, _softmax), (K.log_softmax_forward, _log_softmax)):
         out = np.empty_like(x)
         kernel(x, out)
         assert_close(out, reference(*f64(x)), dtype, ulps=8, scale=np.abs(x).max())
-        assert_ran_variant(kernel, size_name)
+        variants.assert_ran(kernel, size_name)
         aliased = x.copy()
         kernel(aliased, aliased)
         assert_close(aliased, out, dtype, ulps=8, scale=1)  # the row sum may be vectorised differently
@@ -251,7 +251,7 @@ def test_softmax_and_log_softmax(dtype, size_name, rng):
 
 @pytest.mark.parametrize("size_name", SHAPES)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_softmax_backwards(dtype, size_name, rng):
+def test_softmax_backwards(dtype, size_name, rng, variants):
     x = rng.standard_normal(SHAPES[size_name]).astype(dtype)
     grad = rng.standard_normal(x.shape).astype(dtype)
     y = _softmax(x)
@@ -259,13 +259,13 @@ def test_softmax_backwards(dtype, size_name, rng):
     K.softmax_backward(grad, y, out)
     g64, y64 = f64(grad, y)
     assert_close(out, y64 * (g64 - (g64 * y64).sum(axis=1, keepdims=True)), dtype, scale=np.abs(grad).max())
-    assert_ran_variant(K.softmax_backward, size_name)
+    variants.assert_ran(K.softmax_backward, size_name)
     log_y = _log_softmax(x)
     K.log_softmax_backward(grad, log_y, out)
     g64, log_y64 = f64(grad, log_y)
     want = g64 - np.exp(log_y64) * g64.sum(axis=1, keepdims=True)
     assert_close(out, want, dtype, ulps=8, scale=np.abs(g64).sum(axis=1).max())
-    assert_ran_variant(K.log_softmax_backward, size_name)
+    variants.assert_ran(K.log_softmax_backward, size_name)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -297,7 +297,7 @@ def test_softmax_family_propagates_nan(dtype):
 @pytest.mark.parametrize("size_name", SHAPES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("ignore_index", [-100, 3])
-def test_cross_entropy(ignore_index, dtype, size_name, rng):
+def test_cross_entropy(ignore_index, dtype, size_name, rng, variants):
     logits = (rng.standard_normal(SHAPES[size_name]) * 4).astype(dtype)
     n, c = logits.shape
     targets = rng.integers(0, c, n).astype(np.int64)
@@ -309,7 +309,7 @@ def test_cross_entropy(ignore_index, dtype, size_name, rng):
     want_loss = -np.sum(_log_softmax(logits.astype(np.float64))[np.arange(n), targets][counted])
     assert loss == pytest.approx(want_loss, rel=8 * float(np.finfo(dtype).eps))
     assert_close(probs, _softmax(*f64(logits)), dtype, ulps=8, scale=1)
-    assert_ran_variant(K.cross_entropy_forward, size_name)
+    variants.assert_ran(K.cross_entropy_forward, size_name)
 
     scale = 1.0 / count
     want_grad = probs.copy()
@@ -319,7 +319,7 @@ def test_cross_entropy(ignore_index, dtype, size_name, rng):
     out = np.empty_like(probs)
     K.cross_entropy_backward(probs, targets, ignore_index, scale, out)
     assert_close(out, want_grad, dtype, scale=scale)
-    assert_ran_variant(K.cross_entropy_backward, size_name)
+    variants.assert_ran(K.cross_entropy_backward, size_name)
     K.cross_entropy_backward(probs, targets, ignore_index, scale, probs)  # out aliases probs
     np.testing.assert_array_equal(probs, out)
 
@@ -383,7 +383,7 @@ ADAM_CONFIGS = [
 @pytest.mark.parametrize("size_name", SIZES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("config", SGD_CONFIGS, ids=str)
-def test_sgd_step(config, dtype, size_name, rng):
+def test_sgd_step(config, dtype, size_name, rng, variants):
     n = SIZES[size_name]
     param = rng.standard_normal(n).astype(dtype)
     buf = np.empty(n if config["momentum"] else 0, dtype=dtype)
@@ -396,13 +396,13 @@ def test_sgd_step(config, dtype, size_name, rng):
         np.testing.assert_array_equal(grad, grad_before)
     assert_close(param, want_param, dtype, scale=np.abs(want_param).max())
     assert_close(buf, want_buf, dtype, scale=np.abs(want_buf).max(initial=0))
-    assert_ran_variant(cpu_optim._sgd_update, size_name)
+    variants.assert_ran(cpu_optim._sgd_update, size_name)
 
 
 @pytest.mark.parametrize("size_name", SIZES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("config", ADAM_CONFIGS, ids=str)
-def test_adam_step(config, dtype, size_name, rng):
+def test_adam_step(config, dtype, size_name, rng, variants):
     n = SIZES[size_name]
     param = rng.standard_normal(n).astype(dtype)
     m, v = np.zeros(n, dtype), np.zeros(n, dtype)
@@ -414,7 +414,7 @@ def test_adam_step(config, dtype, size_name, rng):
         _adam_reference(*want[:1], grad, *want[1:], step, 1e-3, eps=1e-8, **config)
     for got, expected in zip((param, m, v, v_max), want):
         assert_close(got, expected, dtype, scale=np.abs(expected).max(initial=0))
-    assert_ran_variant(cpu_optim._adam_update, size_name)
+    variants.assert_ran(cpu_optim._adam_update, size_name)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
