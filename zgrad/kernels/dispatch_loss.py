@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.kernels.dispatch import INT64, as_dtype, as_int64, backend_of
+from zgrad.kernels.dispatch import as_dtype, as_int64, backend_of
 
 __all__ = [
     "class_loss", "class_loss_backward", "cross_entropy", "cross_entropy_backward", "nll", "nll_backward",
