@@ -48,7 +48,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from zgrad.kernels import _jit, cpu_kernels as K, cpu_optim  # noqa: E402
+from zgrad.kernels import _jit, cpu_kernels as K, cpu_loss, cpu_optim  # noqa: E402
 
 FUSED_TARGET = 3.0
 SINGLE_OP_TARGET = 1.0
@@ -142,10 +142,11 @@ def bench_elementwise(settings: Settings) -> list[Row]:
         g = rng.standard_normal(n, dtype=DTYPE)
         y = rng.random(n, dtype=DTYPE)
         positive = y + DTYPE(0.5)
+        upstream = np.array([0.25], DTYPE)  # one broadcast gradient: out = 2 * 0.25 * (x - y)
 
         def mse(out):
-            K.mse_forward(x, y)
-            K.mse_backward(x, y, 0.5, out)
+            cpu_loss.pointwise_loss_sum(x, y, True)
+            cpu_loss.pointwise_loss_backward(x, y, upstream, True, out)
 
         def mse_numpy():
             np.sum((x - y) ** 2, dtype=np.float64)
@@ -186,8 +187,8 @@ def bench_rowwise(settings: Settings) -> list[Row]:
         scale = 1.0 / x.shape[0]
 
         def softmax_cross_entropy(probs):
-            K.cross_entropy_forward(x, targets, probs)
-            K.cross_entropy_backward(probs, targets, scale, probs)
+            K.cross_entropy_forward(x, targets, -100, probs)
+            K.cross_entropy_backward(probs, targets, -100, scale, probs)
 
         def softmax_cross_entropy_numpy():
             shifted = x - x.max(axis=1, keepdims=True)

@@ -21,6 +21,9 @@ CASES = [
     case("gelu_noncontiguous", lambda lib, x: F(lib).gelu(x.T), (3, 5)),
     case("leaky_relu", lambda lib, x: F(lib).leaky_relu(x), (6, 5)),
     case("leaky_relu_slope", lambda lib, x: F(lib).leaky_relu(x, 0.2), (2, 3, 4)),
+    case("relu_inplace_on_a_graph_tensor", lambda lib, x: F(lib).relu(x * 2, inplace=True), (3, 4)),
+    case("leaky_relu_inplace_on_a_graph_tensor", lambda lib, x: F(lib).leaky_relu(x * 2, 0.1, inplace=True), (3, 4)),
+    case("dropout_inplace_eval", lambda lib, x: F(lib).dropout(x * 2, 0.5, training=False, inplace=True), (3, 4)),
     case("gelu_module", lambda lib, x: lib.nn.GELU(approximate="tanh")(x), (3, 4)),
     case("leaky_relu_module", lambda lib, x: lib.nn.LeakyReLU(0.3)(x), (3, 4)),
     case("softmax_module", lambda lib, x: lib.nn.Softmax(dim=0)(x), (3, 4)),
@@ -60,3 +63,15 @@ def test_gelu_errors():
     with pytest.raises(RuntimeError, match="approximate argument must be either none or tanh"):
         nn.functional.gelu(zgrad.ones(2), approximate="fast")
     assert repr(nn.GELU()) == "GELU(approximate='none')"
+
+
+def test_functional_relu_takes_inplace_like_torch():
+    x = zgrad.tensor([[-1.0, 2.0], [3.0, -4.0]])
+    same = F(zgrad).relu(x, inplace=True)
+    assert same is x
+    np.testing.assert_array_equal(x.numpy(), [[0.0, 2.0], [3.0, 0.0]])
+    y = zgrad.tensor([-1.0, 1.0])
+    out = F(zgrad).relu(y)
+    assert out is not y and y.numpy()[0] == -1.0
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        F(zgrad).relu(zgrad.ones(2, requires_grad=True), inplace=True)

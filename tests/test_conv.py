@@ -201,3 +201,16 @@ def test_conv2d_batch_in_several_chunks(monkeypatch, kwargs):
     np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-10, atol=1e-10)
     for ours, theirs in zip(zgrad_args, torch_args):
         np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_padding_modes_are_named_once():
+    """One tuple of padding-mode names serves the layer, the op and the CPU kernels (which number
+    the modes by their position in it)."""
+    from zgrad.kernels import cpu_conv, dispatch_layers
+    from zgrad.ops import conv as conv_ops
+
+    assert conv_ops.PADDING_MODES is dispatch_layers.PADDING_MODES
+    codes = (cpu_conv.PAD_ZEROS, cpu_conv.PAD_REFLECT, cpu_conv.PAD_REPLICATE, cpu_conv.PAD_CIRCULAR)
+    assert [dispatch_layers.PADDING_MODES[code] for code in codes] == ["zeros", "reflect", "replicate", "circular"]
+    with pytest.raises(ValueError, match=r"padding_mode must be one of .*, but got padding_mode='mirror'"):
+        nn.Conv2d(1, 1, 3, padding_mode="mirror")

@@ -1,38 +1,67 @@
-"""Dropout and Dropout2d: masks from zgrad's generator, scaling, gradients (the same mask times
-1/(1-p), checked against float64 finite differences), eval mode, in-place, and PyTorch's errors."""
+"""Dropout and Dropout2d: the statistics of the masks (each element or channel kept
+independently with probability 1-p), the exact 1/(1-p) scale of the kept values and of their
+gradient (the same mask), float64 finite differences, p = 0 and 1, eval mode, reproducibility from
+the seed, in-place, and PyTorch's errors."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
 
 import zgrad
 import zgrad.nn.functional as F
-from helpers import check_finite_differences, require_torch
+from helpers import check_finite_differences
 from zgrad import nn
 
 
-def test_dropout_zeroes_and_scales_with_the_same_mask_in_backward():
+def _bound(probability: float, trials: int) -> float:
+    """Six standard deviations of the fraction of ``trials`` Bernoulli(``probability``) draws."""
+    return 6 * math.sqrt(probability * (1 - probability) / trials)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.8])
+def test_dropout_keeps_elements_independently_with_probability_one_minus_p(p, dtype):
     zgrad.manual_seed(0)
-    x = zgrad.tensor(np.random.default_rng(0).uniform(0.5, 1.5, (200, 300)).astype(np.float32), requires_grad=True)
-    out = F.dropout(x, 0.3)
+    n = 200_000
+    values = np.random.default_rng(1).uniform(0.5, 1.5, n).astype(dtype)  # no zeros: out != 0 where kept
+    x = zgrad.tensor(values, requires_grad=True)
+    out = F.dropout(x, p)
     kept = out.numpy() != 0
-    assert abs(kept.mean() - 0.7) < 0.01
-    np.testing.assert_allclose(out.numpy()[kept], x.numpy()[kept] / np.float32(0.7), rtol=1e-6)
-    upstream = np.random.default_rng(1).standard_normal(x.shape).astype(np.float32)
+    q = 1 - p
+    assert abs(kept.mean() - q) < _bound(q, n)
+    for part in np.array_split(kept, 8):  # every stretch of the tensor, not just the whole
+        assert abs(part.mean() - q) < _bound(q, part.size)
+    both = (kept[1:] & kept[:-1]).mean()  # neighbours are independent: P(both kept) = q**2
+    assert abs(both - q * q) < 2 * _bound(q * q, n - 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_kept_values_and_their_gradient_are_scaled_by_exactly_one_over_one_minus_p(dtype):
+    zgrad.manual_seed(4)
+    p = 0.3
+    rng = np.random.default_rng(2)
+    values = rng.uniform(0.5, 1.5, (300, 200)).astype(dtype)
+    x = zgrad.tensor(values, requires_grad=True)
+    out = F.dropout(x, p)
+    kept = out.numpy() != 0
+    scale = dtype(1 / (1 - p))
+    np.testing.assert_array_equal(out.numpy(), np.where(kept, values * scale, 0))
+    np.testing.assert_allclose(out.numpy()[kept], values[kept] / (1 - p), rtol=2 * np.finfo(dtype).eps)
+    upstream = rng.standard_normal(values.shape).astype(dtype)
     out.backward(zgrad.tensor(upstream))
-    np.testing.assert_allclose(x.grad.numpy(), np.where(kept, upstream / np.float32(0.7), 0), rtol=1e-6)
-    assert x.grad.dtype == np.float32
+    np.testing.assert_array_equal(x.grad.numpy(), np.where(kept, upstream * scale, 0))  # mask * scale
+    assert x.grad.dtype == dtype
 
 
-def test_dropout_matches_torch_given_the_same_mask():
-    torch = require_torch()
-    x = np.random.default_rng(2).standard_normal((64, 33)).astype(np.float32)
-    zgrad.manual_seed(3)
-    out = F.dropout(zgrad.tensor(x), 0.25).numpy()
-    mask = torch.tensor(out != 0)
-    expected = torch.tensor(x) * mask / (1 - 0.25)  # PyTorch's dropout: input * bernoulli mask / (1 - p)
-    np.testing.assert_allclose(out, expected.numpy(), rtol=1e-6)
+def test_dropout2d_keeps_channels_with_probability_one_minus_p():
+    zgrad.manual_seed(6)
+    out = F.dropout2d(zgrad.ones(400, 100, 2, 2), 0.25).numpy().reshape(400 * 100, -1)
+    channel_kept = out[:, 0] != 0
+    assert abs(channel_kept.mean() - 0.75) < _bound(0.75, channel_kept.size)
+    np.testing.assert_array_equal(out, np.where(channel_kept[:, None], np.float32(1 / 0.75), np.float32(0)).repeat(4, 1))
 
 
 def test_finite_differences_with_a_fixed_mask():
@@ -79,7 +108,11 @@ def test_empty_input():
 
 def test_edge_probabilities_and_eval_mode():
     x = zgrad.randn(4, 5, requires_grad=True)
-    np.testing.assert_array_equal(F.dropout(x, 0.0).numpy(), x.numpy())
+    same = F.dropout(x, 0.0)
+    np.testing.assert_array_equal(same.numpy(), x.numpy())
+    same.backward(zgrad.full((4, 5), 3.0))
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((4, 5), 3.0, np.float32))  # p = 0: identity gradient
+    x.grad = None
     zeros = F.dropout(x, 1.0)
     assert not np.any(zeros.numpy())
     zeros.sum().backward()

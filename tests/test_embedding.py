@@ -96,10 +96,17 @@ def test_module_from_pretrained_and_dtype():
 
 def test_embedding_errors():
     emb = nn.Embedding(10, 3)
-    with pytest.raises(IndexError, match="index out of range in self"):
-        emb(zgrad.tensor([1, 10]))
-    with pytest.raises(IndexError, match="index out of range in self"):
+    with pytest.raises(IndexError, match=r"^Embedding\(10, 3\): index out of range in self: got index 12, valid "
+                                         r"indices are 0\.\.9$"):
+        emb(zgrad.tensor([[1, 12], [10, 3]]))
+    with pytest.raises(IndexError, match=r"^Embedding\(10, 3\): index out of range in self: got index -1"):
         emb(zgrad.tensor([-1]))
+    with pytest.raises(IndexError, match=r"^index out of range in self: got index 10, valid indices are 0\.\.9$"):
+        F.embedding(zgrad.tensor([10]), emb.weight)  # the function has no layer to name
+    bag = nn.EmbeddingBag(10, 3, mode="sum")
+    with pytest.raises(IndexError, match=r"^EmbeddingBag\(10, 3, mode='sum'\): index out of range in self: got "
+                                         r"index 11, valid indices are 0\.\.9$"):
+        bag(zgrad.tensor([[1, 11]]))
     with pytest.raises(TypeError, match="Long, Int; but got float32"):
         emb(zgrad.tensor([1.0]))
     with pytest.raises(ValueError, match="Padding_idx must be within num_embeddings"):

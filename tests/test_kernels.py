@@ -16,7 +16,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from zgrad.kernels import cpu_kernels as K, cpu_math, cpu_optim
+from kernel_variants import VariantCalls
+from zgrad.kernels import cpu_kernels as K, cpu_loss, cpu_math, cpu_norm, cpu_optim
 from zgrad.kernels._jit import PARALLEL_MIN_SIZE
 
 DTYPES = [np.float32, np.float64]
@@ -38,15 +39,14 @@ def f64(*arrays):
     return [a.astype(np.float64) for a in arrays]
 
 
-def assert_ran_variant(kernel, size_name):
-    """The call under test really went through the variant its size selects."""
-    variant = kernel.parallel if size_name == "large" else kernel.serial
-    assert variant.signatures, f"{kernel.__name__}: {size_name} call did not compile its variant"
-
-
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def variants(monkeypatch):
+    return VariantCalls(monkeypatch, K, cpu_loss, cpu_optim)
 
 
 # --- element-wise -----------------------------------------------------------------------------
@@ -79,20 +79,20 @@ BACKWARD = {
 @pytest.mark.parametrize("size_name", SIZES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", UNARY)
-def test_unary_forward(name, dtype, size_name, rng):
+def test_unary_forward(name, dtype, size_name, rng, variants):
     x = _unary_input(rng, name, SIZES[size_name], dtype)
     out = np.empty_like(x)
     kernel = getattr(K, name)
     assert kernel(x, out) is None
     with np.errstate(over="ignore"):
         assert_close(out, UNARY[name](*f64(x)), dtype)
-    assert_ran_variant(kernel, size_name)
+    variants.assert_ran(kernel, size_name)
 
 
 @pytest.mark.parametrize("size_name", SIZES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", BACKWARD)
-def test_activation_backward(name, dtype, size_name, rng):
+def test_activation_backward(name, dtype, size_name, rng, variants):
     n = SIZES[size_name]
     grad = rng.standard_normal(n).astype(dtype)
     saved = _unary_input(rng, name, n, dtype)
@@ -100,7 +100,7 @@ def test_activation_backward(name, dtype, size_name, rng):
     kernel = getattr(K, name)
     kernel(grad, saved, out)
     assert_close(out, BACKWARD[name](*f64(grad, saved)), dtype, scale=np.abs(grad).max())
-    assert_ran_variant(kernel, size_name)
+    variants.assert_ran(kernel, size_name)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -176,18 +176,27 @@ def test_vector_math_is_numba_only():
 
 @pytest.mark.parametrize("size_name", SIZES)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_mse(dtype, size_name, rng):
+@pytest.mark.parametrize("squared", [True, False], ids=["squared", "absolute"])
+def test_pointwise_loss(squared, dtype, size_name, rng, variants):
     n = SIZES[size_name]
     a, b = rng.standard_normal((2, n)).astype(dtype)
-    total = K.mse_forward(a, b)
+    b[::5] = a[::5]  # d = 0: the sign's gradient is 0
+    d64 = (a - b).astype(np.float64)  # the difference in the data's dtype, then squared or summed in float64
+    want = np.square(d64) if squared else np.abs(d64)
+    total = cpu_loss.pointwise_loss_sum(a, b, squared)
     assert type(total) is float
-    assert total == pytest.approx(float(np.sum(np.square((a - b).astype(np.float64)))), rel=1e-12)
-    assert_ran_variant(K.mse_forward, size_name)
+    assert total == pytest.approx(float(np.sum(want)), rel=1e-12)
+    variants.assert_ran(cpu_loss.pointwise_loss_sum, size_name)
     out = np.empty_like(a)
-    scale = 2 * 0.5 / n
-    K.mse_backward(a, b, scale, out)
-    assert_close(out, scale * (a.astype(np.float64) - b), dtype, scale=scale * np.abs(a - b).max())
-    assert_ran_variant(K.mse_backward, size_name)
+    cpu_loss.pointwise_loss_forward(a, b, squared, out)
+    assert_close(out, want, dtype)
+    variants.assert_ran(cpu_loss.pointwise_loss_forward, size_name)
+    grad = rng.standard_normal(n).astype(dtype)
+    slope = 2 * d64 if squared else np.sign(d64)
+    for upstream in (grad, np.array([0.5 / n], dtype)):  # one gradient per element, or one broadcast
+        cpu_loss.pointwise_loss_backward(a, b, upstream, squared, out)
+        assert_close(out, upstream.astype(np.float64) * slope, dtype, scale=np.abs(upstream).max())
+    variants.assert_ran(cpu_loss.pointwise_loss_backward, size_name)
 
 
 # --- row-wise ---------------------------------------------------------------------------------
@@ -208,14 +217,14 @@ ACTIVATIONS = {0: lambda v: v, 1: lambda v: np.maximum(v, 0), 2: np.tanh, 3: lam
 @pytest.mark.parametrize("size_name", SHAPES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("act", ACTIVATIONS)
-def test_bias_act_forward(act, dtype, size_name, rng):
+def test_bias_act_forward(act, dtype, size_name, rng, variants):
     x = (rng.standard_normal(SHAPES[size_name]) * 3).astype(dtype)
     bias = rng.standard_normal(x.shape[1]).astype(dtype)
     want = ACTIVATIONS[act](*f64(x + bias))
     out = np.empty_like(x)
     K.bias_act_forward(x, bias, act, out)
     assert_close(out, want, dtype)
-    assert_ran_variant(K.bias_act_forward, size_name)
+    variants.assert_ran(K.bias_act_forward, size_name)
     K.bias_act_forward(x, bias, act, x)  # in place
     np.testing.assert_array_equal(x, out)
 
@@ -228,13 +237,13 @@ def test_bias_act_rejects_unknown_activation():
 
 @pytest.mark.parametrize("size_name", SHAPES)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_softmax_and_log_softmax(dtype, size_name, rng):
+def test_softmax_and_log_softmax(dtype, size_name, rng, variants):
     x = (rng.standard_normal(SHAPES[size_name]) * 5).astype(dtype)
     for kernel, reference in ((K.softmax_forward, _softmax), (K.log_softmax_forward, _log_softmax)):
         out = np.empty_like(x)
         kernel(x, out)
         assert_close(out, reference(*f64(x)), dtype, ulps=8, scale=np.abs(x).max())
-        assert_ran_variant(kernel, size_name)
+        variants.assert_ran(kernel, size_name)
         aliased = x.copy()
         kernel(aliased, aliased)
         assert_close(aliased, out, dtype, ulps=8, scale=1)  # the row sum may be vectorised differently
@@ -242,7 +251,7 @@ def test_softmax_and_log_softmax(dtype, size_name, rng):
 
 @pytest.mark.parametrize("size_name", SHAPES)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_softmax_backwards(dtype, size_name, rng):
+def test_softmax_backwards(dtype, size_name, rng, variants):
     x = rng.standard_normal(SHAPES[size_name]).astype(dtype)
     grad = rng.standard_normal(x.shape).astype(dtype)
     y = _softmax(x)
@@ -250,13 +259,13 @@ def test_softmax_backwards(dtype, size_name, rng):
     K.softmax_backward(grad, y, out)
     g64, y64 = f64(grad, y)
     assert_close(out, y64 * (g64 - (g64 * y64).sum(axis=1, keepdims=True)), dtype, scale=np.abs(grad).max())
-    assert_ran_variant(K.softmax_backward, size_name)
+    variants.assert_ran(K.softmax_backward, size_name)
     log_y = _log_softmax(x)
     K.log_softmax_backward(grad, log_y, out)
     g64, log_y64 = f64(grad, log_y)
     want = g64 - np.exp(log_y64) * g64.sum(axis=1, keepdims=True)
     assert_close(out, want, dtype, ulps=8, scale=np.abs(g64).sum(axis=1).max())
-    assert_ran_variant(K.log_softmax_backward, size_name)
+    variants.assert_ran(K.log_softmax_backward, size_name)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -269,10 +278,10 @@ def test_softmax_family_is_stable_for_large_logits(dtype):
     K.log_softmax_forward(x, out)
     assert np.isfinite(out).all()
     assert_close(out, _log_softmax(x.astype(np.float64)), dtype, scale=1)
-    loss = K.cross_entropy_forward(x, np.array([2, 0, 2]), np.empty_like(x))
-    assert np.isfinite(loss)  # -log p of a probability that underflows to 0 in float32/64
+    loss, counted = K.cross_entropy_forward(x, np.array([2, 0, 2]), -100, np.empty_like(x))
+    assert np.isfinite(loss) and counted == 3  # -log p of a probability that underflows to 0 in float32/64
     want_loss = -np.mean(_log_softmax(x.astype(np.float64))[np.arange(3), [2, 0, 2]])
-    assert loss == pytest.approx(want_loss, rel=1e-6)
+    assert loss / counted == pytest.approx(want_loss, rel=1e-6)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -287,27 +296,31 @@ def test_softmax_family_propagates_nan(dtype):
 
 @pytest.mark.parametrize("size_name", SHAPES)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_cross_entropy(dtype, size_name, rng):
+@pytest.mark.parametrize("ignore_index", [-100, 3])
+def test_cross_entropy(ignore_index, dtype, size_name, rng, variants):
     logits = (rng.standard_normal(SHAPES[size_name]) * 4).astype(dtype)
     n, c = logits.shape
     targets = rng.integers(0, c, n).astype(np.int64)
+    targets[::4] = 3  # ignored where ignore_index is 3
+    counted = targets != ignore_index
     probs = np.empty_like(logits)
-    loss = K.cross_entropy_forward(logits, targets, probs)
-    assert type(loss) is float
-    want_loss = -np.mean(_log_softmax(logits.astype(np.float64))[np.arange(n), targets])
+    loss, count = K.cross_entropy_forward(logits, targets, ignore_index, probs)
+    assert type(loss) is float and count == counted.sum()
+    want_loss = -np.sum(_log_softmax(logits.astype(np.float64))[np.arange(n), targets][counted])
     assert loss == pytest.approx(want_loss, rel=8 * float(np.finfo(dtype).eps))
     assert_close(probs, _softmax(*f64(logits)), dtype, ulps=8, scale=1)
-    assert_ran_variant(K.cross_entropy_forward, size_name)
+    variants.assert_ran(K.cross_entropy_forward, size_name)
 
-    scale = 1.0 / n
+    scale = 1.0 / count
     want_grad = probs.copy()
     want_grad[np.arange(n), targets] -= 1
     want_grad *= dtype(scale)
+    want_grad[~counted] = 0
     out = np.empty_like(probs)
-    K.cross_entropy_backward(probs, targets, scale, out)
+    K.cross_entropy_backward(probs, targets, ignore_index, scale, out)
     assert_close(out, want_grad, dtype, scale=scale)
-    assert_ran_variant(K.cross_entropy_backward, size_name)
-    K.cross_entropy_backward(probs, targets, scale, probs)  # out aliases probs
+    variants.assert_ran(K.cross_entropy_backward, size_name)
+    K.cross_entropy_backward(probs, targets, ignore_index, scale, probs)  # out aliases probs
     np.testing.assert_array_equal(probs, out)
 
 
@@ -316,9 +329,11 @@ def test_cross_entropy_rejects_targets_out_of_range(bad_target):
     logits = np.zeros((2, 5))
     targets = np.array([0, bad_target])
     with pytest.raises(IndexError, match="outside"):
-        K.cross_entropy_forward(logits, targets, np.empty_like(logits))
+        K.cross_entropy_forward(logits, targets, -100, np.empty_like(logits))
     with pytest.raises(IndexError, match="outside"):
-        K.cross_entropy_backward(logits, targets, 1.0, np.empty_like(logits))
+        K.cross_entropy_backward(logits, targets, -100, 1.0, np.empty_like(logits))
+    total, counted = K.cross_entropy_forward(logits, targets, bad_target, np.empty_like(logits))  # ignored: fine
+    assert counted == 1 and total == pytest.approx(np.log(5))
 
 
 # --- optimizers -------------------------------------------------------------------------------
@@ -368,7 +383,7 @@ ADAM_CONFIGS = [
 @pytest.mark.parametrize("size_name", SIZES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("config", SGD_CONFIGS, ids=str)
-def test_sgd_step(config, dtype, size_name, rng):
+def test_sgd_step(config, dtype, size_name, rng, variants):
     n = SIZES[size_name]
     param = rng.standard_normal(n).astype(dtype)
     buf = np.empty(n if config["momentum"] else 0, dtype=dtype)
@@ -381,13 +396,13 @@ def test_sgd_step(config, dtype, size_name, rng):
         np.testing.assert_array_equal(grad, grad_before)
     assert_close(param, want_param, dtype, scale=np.abs(want_param).max())
     assert_close(buf, want_buf, dtype, scale=np.abs(want_buf).max(initial=0))
-    assert_ran_variant(cpu_optim._sgd_update, size_name)
+    variants.assert_ran(cpu_optim._sgd_update, size_name)
 
 
 @pytest.mark.parametrize("size_name", SIZES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("config", ADAM_CONFIGS, ids=str)
-def test_adam_step(config, dtype, size_name, rng):
+def test_adam_step(config, dtype, size_name, rng, variants):
     n = SIZES[size_name]
     param = rng.standard_normal(n).astype(dtype)
     m, v = np.zeros(n, dtype), np.zeros(n, dtype)
@@ -399,7 +414,7 @@ def test_adam_step(config, dtype, size_name, rng):
         _adam_reference(*want[:1], grad, *want[1:], step, 1e-3, eps=1e-8, **config)
     for got, expected in zip((param, m, v, v_max), want):
         assert_close(got, expected, dtype, scale=np.abs(expected).max(initial=0))
-    assert_ran_variant(cpu_optim._adam_update, size_name)
+    variants.assert_ran(cpu_optim._adam_update, size_name)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -492,6 +507,29 @@ def test_import_compiles_nothing_and_starts_no_threads():
     assert len(report["kernels"]) >= len(K.__all__)
     assert not any(report["kernels"].values()), report["kernels"]
     assert report["threads_started"] is False
+
+
+def test_small_layers_do_not_start_the_threading_layer():
+    """Serial calls never touch Numba's threading layer (fork safety relies on it, see _jit.py):
+    the normalization kernels used to ask numba.get_num_threads() for their task count, which
+    starts it."""
+    out = _run_python("""
+        import json
+        from numba.np.ufunc import parallel
+        import zgrad
+        from zgrad import nn
+        x = zgrad.randn(8, 4, 5, requires_grad=True)
+        y = nn.BatchNorm1d(4)(x) + nn.GroupNorm(2, 4)(x) + nn.LayerNorm(5)(x)
+        y.sum().backward()
+        print(json.dumps({"threads_started": parallel._is_initialized}))
+    """)
+    assert json.loads(out)["threads_started"] is False
+
+
+def test_task_count_is_one_below_the_parallel_threshold():
+    kernel = cpu_norm.group_norm_backward
+    assert kernel.task_count(kernel.min_size - 1) == 1
+    assert kernel.task_count(kernel.min_size) >= 1
 
 
 def test_import_zgrad_does_not_import_numba():

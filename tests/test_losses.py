@@ -146,10 +146,53 @@ def test_all_targets_ignored_gives_nan_mean_and_zero_gradient():
     assert not np.any(x.grad.numpy())
 
 
-def test_fast_path_is_taken_only_when_nothing_needs_the_general_kernel():
-    x = zgrad.randn(3, 4, requires_grad=True)
-    assert nn.functional.cross_entropy(x, zgrad.tensor([0, 1, 2])).grad_fn.name == "CrossEntropyBackward"
-    assert nn.functional.cross_entropy(x, zgrad.tensor([0, -100, 2])).grad_fn.name == "ClassLossBackward"
+# ignore_index on every path of cross_entropy: the fused kernel ('mean' and 'sum' without weights
+# or smoothing) and the general one, on (N, C) and (N, C, d1) input, with the ignored class in
+# [0, C) (the case the fused kernel once missed) and outside it, present in the targets or not.
+IGNORE_0 = np.array([0, 1, 0, 3, 2, 0], dtype=np.int64)
+SPATIAL_IGNORE_2 = np.array([[2, 0, 1], [4, 2, 2]], dtype=np.int64)  # (N=2, d1=3)
+IGNORE_CASES = [
+    case("fused_mean_ignore_0", ce(IGNORE_0, ignore_index=0), (6, 5)),
+    case("fused_sum_ignore_0", ce(IGNORE_0, ignore_index=0, reduction="sum"), (6, 5)),
+    case("fused_mean_ignore_absent", ce(np.array([0, 3, 1, 3, 1, 4]), ignore_index=2), (6, 5)),
+    case("fused_mean_ignore_negative", ce(np.array([0, -1, 1, -1, 2, 4]), ignore_index=-1), (6, 5)),
+    case("fused_spatial_mean_ignore_2", ce(SPATIAL_IGNORE_2, ignore_index=2), (2, 5, 3)),
+    case("fused_spatial_sum_ignore_2", ce(SPATIAL_IGNORE_2, ignore_index=2, reduction="sum"), (2, 5, 3)),
+    case("general_none_ignore_0", ce(IGNORE_0, ignore_index=0, reduction="none"), (6, 5)),
+    case("general_weight_ignore_0", ce(IGNORE_0, ignore_index=0, weighted=True), (6, 5)),
+    case("general_smoothing_ignore_0", ce(IGNORE_0, ignore_index=0, label_smoothing=0.2), (6, 5)),
+    case("general_spatial_none_ignore_2", ce(SPATIAL_IGNORE_2, ignore_index=2, reduction="none"), (2, 5, 3)),
+    case("general_spatial_weight_ignore_2", ce(SPATIAL_IGNORE_2, ignore_index=2, weighted=True), (2, 5, 3)),
+    case("module_mean_ignore_0", lambda lib, x: lib.nn.CrossEntropyLoss(ignore_index=0)(x, lib.tensor(IGNORE_0)),
+         (6, 5)),
+    case("nll_mean_ignore_0", nll(IGNORE_0, ignore_index=0), (6, 5)),
+]
+
+
+@pytest.mark.parametrize("c", IGNORE_CASES)
+def test_ignore_index_on_every_path(c):
+    check(c.fn, c.shapes)
+
+
+def test_ignore_index_in_range_is_ignored_by_the_fused_kernel():
+    """The review's repro, without torch: an ignored class in [0, C) counts for nothing."""
+    x = zgrad.tensor(np.random.default_rng(3).standard_normal((5, 4)).astype(np.float32), requires_grad=True)
+    targets = np.array([0, 1, 0, 3, 2])
+    loss = nn.functional.cross_entropy(x, zgrad.tensor(targets), ignore_index=0)
+    kept = targets != 0
+    log_probs = nn.functional.log_softmax(x, 1).numpy().astype(np.float64)
+    assert loss.item() == pytest.approx(-log_probs[kept.nonzero()[0], targets[kept]].mean(), rel=1e-6)
+    loss.backward()
+    assert not np.any(x.grad.numpy()[~kept]), "ignored rows get no gradient"
+
+
+def test_modules_name_themselves_in_target_errors():
+    x = zgrad.zeros(4, 5)
+    with pytest.raises(IndexError, match=r"^CrossEntropyLoss\(reduction='sum'\): Target 7 is out of bounds\. "
+                                         r"Expected class indices in \[0, 4\] or ignore_index \(-100\)\.$"):
+        nn.CrossEntropyLoss(reduction="sum")(x, zgrad.tensor([0, 7, 1, 2]))
+    with pytest.raises(IndexError, match=r"^NLLLoss\(\): Target -3 is out of bounds\."):
+        nn.NLLLoss()(x, zgrad.tensor([0, -3, 1, 2]))
 
 
 def test_errors():
@@ -182,6 +225,8 @@ def test_errors():
         nll_fn(x, zgrad.zeros(4))
     with pytest.raises(ValueError, match="Expected input to have at least 1 dimension"):
         ce_fn(zgrad.tensor(1.0), zgrad.tensor(0))
+    with pytest.raises(NotImplementedError, match="cross_entropy: not implemented for int64 input; expected a floating"):
+        ce_fn(zgrad.tensor([[1, 2]]), zgrad.tensor([0]))
     with pytest.raises(ValueError, match=r"shapes \[2, 3\] and \[4\] cannot be broadcast together"):
         nn.functional.l1_loss(zgrad.ones(2, 3), zgrad.ones(4))
     with pytest.raises(NotImplementedError, match="size_average and reduce are deprecated"):

@@ -391,3 +391,33 @@ def test_torch_module_matches_after_loading_state():
     mine.load_state_dict({k: v.detach().numpy() for k, v in ref.state_dict().items()})
     x = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
     np.testing.assert_allclose(mine(zgrad.tensor(x)).numpy(), ref(torch.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+LAYERS_NAMED_IN_ERRORS = [
+    (lambda: nn.Conv2d(3, 4, 3), (2, 3, 6, 6), (2, 5, 6, 6)),
+    (lambda: nn.BatchNorm2d(3), (2, 3, 4, 4), (2, 5, 4, 4)),
+    (lambda: nn.LayerNorm(4), (2, 3, 4), (2, 3, 5)),
+    (lambda: nn.GroupNorm(1, 3), (2, 3, 4), (2, 5, 4)),
+    (lambda: nn.MaxPool2d(2), (1, 3, 4, 4), (3, 4)),
+    (lambda: nn.AvgPool2d(2), (1, 3, 4, 4), (3, 4)),
+    (lambda: nn.AdaptiveAvgPool2d(2), (1, 3, 4, 4), (3, 4)),
+]
+
+
+@pytest.mark.parametrize("make, good_shape, bad_shape", LAYERS_NAMED_IN_ERRORS,
+                         ids=[type(make()).__name__ for make, _, _ in LAYERS_NAMED_IN_ERRORS])
+def test_layers_format_their_name_only_when_an_error_is_raised(make, good_shape, bad_shape, monkeypatch):
+    """A forward that succeeds does not build the layer's name (it cost ~4 us a call); an error
+    still starts with it."""
+    layer = make()
+    calls = []
+    original = type(layer).extra_repr
+    monkeypatch.setattr(type(layer), "extra_repr", lambda self: calls.append(1) or original(self))
+    layer(zgrad.randn(*good_shape))
+    assert not calls
+    name = repr(layer)
+    with pytest.raises((RuntimeError, ValueError)) as error:
+        layer(zgrad.randn(*bad_shape))
+    assert str(error.value).startswith(name + ": "), str(error.value)
+    with pytest.raises(TypeError, match=rf"^{type(layer).__name__}\(.*\): argument 'input' expects a Tensor"):
+        layer([1.0])

@@ -231,21 +231,33 @@ def test_errors_name_the_layer_and_shapes():
         lstm(zgrad.zeros(7, 2, 4), (zgrad.zeros(1, 2, 5), zgrad.zeros(2, 2, 5)))
     with pytest.raises(RuntimeError, match=r"Expected hidden\[1\] size \(2, 2, 5\), got \[2, 3, 5\]"):
         lstm(zgrad.zeros(7, 2, 4), (zgrad.zeros(2, 2, 5), zgrad.zeros(2, 3, 5)))
-    with pytest.raises(RuntimeError, match="For unbatched 2-D input, hidden\\[0\\] should also be 2-D"):
-        lstm(zgrad.zeros(7, 4), (zgrad.zeros(2, 1, 5), zgrad.zeros(2, 1, 5)))
-    with pytest.raises(RuntimeError, match="For batched 3-D input, hidden should also be 3-D"):
+    with pytest.raises(RuntimeError, match=r"For unbatched 2-D input, hx and cx should also be 2-D but got "
+                                           r"\(3-D, 2-D\) tensors"):
+        lstm(zgrad.zeros(7, 4), (zgrad.zeros(2, 1, 5), zgrad.zeros(2, 5)))
+    with pytest.raises(RuntimeError, match=r"For batched 3-D input, hx and cx should also be 3-D but got "
+                                           r"\(3-D, 2-D\) tensors"):
+        lstm(zgrad.zeros(7, 2, 4), (zgrad.zeros(2, 2, 5), zgrad.zeros(2, 5)))
+    with pytest.raises(RuntimeError, match="For batched 3-D input, hx should also be 3-D but got 2-D tensor"):
         nn.GRU(4, 5)(zgrad.zeros(7, 2, 4), zgrad.zeros(2, 5))
-    with pytest.raises(RuntimeError, match="input must have the type float32, got type float64"):
+    with pytest.raises(RuntimeError, match=r"GRU\(4, 5\): Expected hidden size \(1, 2, 5\), got \[1, 3, 5\]"):
+        nn.GRU(4, 5)(zgrad.zeros(7, 2, 4), zgrad.zeros(1, 3, 5))
+    with pytest.raises(ValueError, match=r"RNN input dtype \(float64\) does not match weight dtype \(float32\)"):
         lstm(zgrad.zeros(7, 2, 4, dtype=zgrad.float64))
     cell = nn.LSTMCell(4, 5)
     with pytest.raises(ValueError, match=r"LSTMCell\(4, 5\): Expected input to be 1D or 2D, got 3D instead"):
         cell(zgrad.zeros(1, 2, 4))
     with pytest.raises(RuntimeError, match="input has inconsistent input_size: got 3 expected 4"):
         cell(zgrad.zeros(2, 3))
-    with pytest.raises(RuntimeError, match="Input batch size 2 doesn't match hx\\[0\\] batch size 3"):
+    with pytest.raises(RuntimeError, match="Input batch size 2 doesn't match hidden0 batch size 3"):
         cell(zgrad.zeros(2, 4), (zgrad.zeros(3, 5), zgrad.zeros(2, 5)))
-    with pytest.raises(RuntimeError, match="hx has inconsistent hidden_size: got 4, expected 5"):
+    with pytest.raises(RuntimeError, match="Input batch size 2 doesn't match hidden1 batch size 3"):
+        cell(zgrad.zeros(2, 4), (zgrad.zeros(2, 5), zgrad.zeros(3, 5)))
+    with pytest.raises(RuntimeError, match="hidden0 has inconsistent hidden_size: got 4, expected 5"):
         nn.GRUCell(4, 5)(zgrad.zeros(2, 4), zgrad.zeros(2, 4))
+    with pytest.raises(ValueError, match=r"LSTMCell\(4, 5\): Expected hx\[1\] to be 1D or 2D, got 3D instead"):
+        cell(zgrad.zeros(2, 4), (zgrad.zeros(2, 5), zgrad.zeros(1, 2, 5)))
+    with pytest.raises(ValueError, match="Expected hidden to be 1D or 2D, got 3D instead"):
+        nn.GRUCell(4, 5)(zgrad.zeros(2, 4), zgrad.zeros(1, 2, 5))
     with pytest.raises(ValueError, match="dropout should be a number in range \\[0, 1\\]"):
         nn.LSTM(4, 5, dropout=1.5)
     with pytest.raises(ValueError, match="hidden_size must be greater than zero"):
@@ -254,3 +266,36 @@ def test_errors_name_the_layer_and_shapes():
         nn.LSTM(4, 5.0)
     with pytest.raises(NotImplementedError, match="proj_size"):
         nn.LSTM(4, 5, proj_size=2)
+
+
+@pytest.mark.parametrize("make", [lambda: nn.LSTM(4, 5, num_layers=2), lambda: nn.GRU(4, 5, num_layers=2)],
+                         ids=["LSTM", "GRU"])
+def test_initial_states_of_another_dtype_are_rejected_not_cast(make):
+    """PyTorch fails on a float64 state of a float32 layer (in its matrix product); zgrad used to
+    cast it silently."""
+    layer = make()
+    x = zgrad.zeros(7, 2, 4)
+    wide = zgrad.zeros(2, 2, 5, dtype=zgrad.float64)
+    state = zgrad.zeros(2, 2, 5)
+    name = "LSTM" if isinstance(layer, nn.LSTM) else "GRU"
+    if name == "LSTM":
+        with pytest.raises(RuntimeError, match=r"LSTM\(4, 5, num_layers=2\): Expected hidden\[0\] dtype float32, "
+                                               r"got float64"):
+            layer(x, (wide, state))
+        with pytest.raises(RuntimeError, match=r"Expected hidden\[1\] dtype float32, got float64"):
+            layer(x, (state, wide))
+        with pytest.raises(RuntimeError, match=r"Expected hidden\[0\] dtype float32, got float64"):
+            layer(zgrad.zeros(7, 4), (zgrad.zeros(2, 5, dtype=zgrad.float64), zgrad.zeros(2, 5)))
+    else:
+        with pytest.raises(RuntimeError, match=r"GRU\(4, 5, num_layers=2\): Expected hidden dtype float32, got float64"):
+            layer(x, wide)
+    layer.double()
+    layer(x.double(), (wide, wide) if name == "LSTM" else wide)  # matching dtypes run
+
+
+def test_cell_states_of_another_dtype_are_rejected():
+    x, wide = zgrad.zeros(2, 4), zgrad.zeros(2, 5, dtype=zgrad.float64)
+    with pytest.raises(RuntimeError, match=r"LSTMCell\(4, 5\): Expected hidden1 dtype float32, got float64"):
+        nn.LSTMCell(4, 5)(x, (zgrad.zeros(2, 5), wide))
+    with pytest.raises(RuntimeError, match=r"GRUCell\(4, 5\): Expected hidden0 dtype float32, got float64"):
+        nn.GRUCell(4, 5)(x, wide)

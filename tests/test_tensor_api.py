@@ -315,6 +315,59 @@ def test_max_with_dim_returns_values_and_indices():
     assert low.values.shape == (1, 3) and low.indices.tolist() == [[0, 1, 0]]
 
 
+def test_argmax_over_an_empty_tensor_like_torch():
+    empty = zgrad.zeros(0, 3)
+    for out in (zgrad.argmax(empty, 1), empty.argmin(dim=-1), zgrad.argmax(empty, 1, keepdim=True)):
+        assert out.dtype == np.int64 and out.numel() == 0
+    assert zgrad.argmax(empty, 1, keepdim=True).shape == (0, 1)
+    assert zgrad.argmax(zgrad.zeros(2, 0, 3), 2).shape == (2, 0)
+    values, indices = zgrad.max(empty, 1)
+    assert values.shape == indices.shape == (0,) and indices.dtype == np.int64
+    with pytest.raises(IndexError, match=r"^argmax\(\): Expected reduction dim 0 to have non-zero size\.$"):
+        zgrad.argmax(empty, 0)
+    with pytest.raises(IndexError, match=r"^argmin\(\): Expected reduction dim 0 to have non-zero size\.$"):
+        zgrad.argmin(empty, -2)
+    with pytest.raises(IndexError, match=r"^min\(\): Expected reduction dim 0 to have non-zero size\.$"):
+        zgrad.min(empty, 0)
+    with pytest.raises(IndexError, match=r"^argmax\(\): Expected reduction dim to be specified for "
+                                         r"input\.numel\(\) == 0\.$"):
+        zgrad.argmax(empty)
+    with pytest.raises(RuntimeError, match=r"^max\(\): Expected reduction dim to be specified for input\.numel\(\) "
+                                           r"== 0\. Specify the reduction dim with the 'dim' argument\.$"):
+        zgrad.max(empty)
+    if torch is not None:
+        assert torch.argmax(torch.zeros(0, 3), 1).shape == (0,)
+
+
+@pytest.mark.parametrize("low, high, dtype", [(1.5, None, np.float32), (None, 2.5, np.float32),
+                                              (0.5, 2.5, np.float32), (1, 2, np.int64)])
+def test_clamp_of_an_integer_tensor_promotes_like_torch(low, high, dtype):
+    values = [1, 2, 3]
+    out = zgrad.clamp(zgrad.tensor(values), low, high)
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(out.numpy(), np.clip(np.array(values, dtype), low, high))
+    if torch is not None:
+        ref = torch.clamp(torch.tensor(values), low, high)
+        assert str(ref.dtype) == f"torch.{np.dtype(dtype).name}"
+        np.testing.assert_array_equal(out.numpy(), ref.numpy())
+    bools = zgrad.tensor([True, False]).clamp(0.5)
+    assert bools.dtype == np.float32 and bools.tolist() == [1.0, 0.5]
+
+
+@pytest.mark.parametrize("dtype, name", [(np.int64, "long int"), (np.int32, "int"), (np.uint8, "unsigned char"),
+                                         (np.bool_, "bool")])
+def test_clamp_in_place_of_an_integer_tensor_with_a_float_bound_fails_like_torch(dtype, name):
+    x = zgrad.tensor(np.array([1, 0], dtype=dtype))
+    with pytest.raises(RuntimeError, match=f"^result type Float can't be cast to the desired output type {name}$"):
+        x.clamp_(0.5)
+    assert x.tolist() == np.array([1, 0], dtype=dtype).tolist(), "untouched"
+    if torch is not None:
+        with pytest.raises(RuntimeError, match=f"result type Float can't be cast to the desired output type {name}"):
+            torch.tensor(np.array([1, 0], dtype=dtype)).clamp_(0.5)
+    if dtype != np.bool_:
+        assert zgrad.tensor(np.array([5, 0], dtype=dtype)).clamp_(1, 3).tolist() == [3, 1]
+
+
 # --- in place: rules, memory, errors ------------------------------------------------------------
 
 def test_inplace_on_leaf_that_requires_grad_is_an_error_outside_no_grad():

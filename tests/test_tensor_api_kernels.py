@@ -7,17 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kernel_variants import VariantCalls
 from zgrad.kernels import cpu_gather, cpu_pointwise, cpu_reduce
 from zgrad.kernels._jit import PARALLEL_MIN_SIZE
 
 DTYPES = [np.float32, np.float64]
 SIZES = {"small": 1001, "large": PARALLEL_MIN_SIZE + 1001}
 ROWS = {"small": (7, 33), "large": (1031, 131)}  # 1031 * 131 > PARALLEL_MIN_SIZE
-
-
-def assert_ran_variant(kernel, size_name):
-    variant = kernel.parallel if size_name == "large" else kernel.serial
-    assert variant.signatures, f"{kernel.__name__}: the {size_name} call did not run its variant"
 
 
 def tolerance(dtype):
@@ -29,9 +25,29 @@ def rng():
     return np.random.default_rng(5)
 
 
+@pytest.fixture
+def variants(monkeypatch):
+    return VariantCalls(monkeypatch, cpu_gather, cpu_pointwise, cpu_reduce)
+
+
+def test_variant_check_fails_when_the_other_variant_ran(variants):
+    """The check looks at this call, not at what compiled earlier in the process (the old check
+    passed for any size once both variants had compiled)."""
+    n = SIZES["small"]
+    a, out = np.linspace(-1, 1, n), np.empty(n)
+    cpu_pointwise.clamp_forward(a, -0.5, 0.5, out)
+    with pytest.raises(AssertionError, match="the large calls ran"):
+        variants.assert_ran(cpu_pointwise.clamp_forward, "large")
+    with pytest.raises(AssertionError, match="the small calls ran"):
+        variants.assert_ran(cpu_pointwise.clamp_forward, "small")  # counts restart at each check
+    a, out = np.linspace(-1, 1, SIZES["large"]), np.empty(SIZES["large"])
+    cpu_pointwise.clamp_forward(a, -0.5, 0.5, out)
+    variants.assert_ran(cpu_pointwise.clamp_forward, "large")
+
+
 @pytest.mark.parametrize("size_name", SIZES)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_pointwise_kernels(rng, dtype, size_name):
+def test_pointwise_kernels(rng, dtype, size_name, variants):
     n = SIZES[size_name]
     grad, a, b = (rng.standard_normal(n).astype(dtype) for _ in range(3))
     b[::7] = a[::7]  # ties
@@ -40,12 +56,12 @@ def test_pointwise_kernels(rng, dtype, size_name):
     cpu_pointwise.clamp_forward(a, -0.5, 0.5, out)
     np.testing.assert_array_equal(out, np.clip(a, dtype(-0.5), dtype(0.5)))
     assert np.isnan(out[5]), "NaN stays NaN"
-    assert_ran_variant(cpu_pointwise.clamp_forward, size_name)
+    variants.assert_ran(cpu_pointwise.clamp_forward, size_name)
     cpu_pointwise.clamp_forward(a, 1.0, -1.0, out)
     assert np.all(out[~np.isnan(a)] == -1), "low > high gives high"
     cpu_pointwise.clamp_backward(grad, a, -0.5, 0.5, out)
     np.testing.assert_array_equal(out, np.where((a >= -0.5) & (a <= 0.5), grad, 0))
-    assert_ran_variant(cpu_pointwise.clamp_backward, size_name)
+    variants.assert_ran(cpu_pointwise.clamp_backward, size_name)
     for take_max in (True, False):
         out_a, out_b = np.empty(n, dtype), np.empty(n, dtype)
         cpu_pointwise.extremum_backward(grad, a, b, take_max, out_a, out_b)
@@ -54,7 +70,7 @@ def test_pointwise_kernels(rng, dtype, size_name):
         np.testing.assert_array_equal(out_a, np.where(a_loses, 0, shared))
         np.testing.assert_array_equal(out_b, np.where(b_loses, 0, shared))
         assert out_a[5] == grad[5] and out_b[5] == grad[5], "NaN: both get the gradient"
-    assert_ran_variant(cpu_pointwise.extremum_backward, size_name)
+    variants.assert_ran(cpu_pointwise.extremum_backward, size_name)
     c = rng.uniform(0.5, 2, n).astype(dtype)
     for name, expected in [
         ("add_scaled", lambda o: o + dtype(-0.3) * grad),
@@ -66,7 +82,7 @@ def test_pointwise_kernels(rng, dtype, size_name):
         kernel = getattr(cpu_pointwise, name)
         kernel(target, grad, -0.3) if name == "add_scaled" else kernel(target, grad, c, 0.7)
         np.testing.assert_allclose(target, want, **tolerance(dtype))
-        assert_ran_variant(kernel, size_name)
+        variants.assert_ran(kernel, size_name)
 
 
 @pytest.mark.parametrize("inner", [1, 3], ids=["last_dim", "middle_dim"])
@@ -107,7 +123,7 @@ def test_gather_scatter_kernels(rng, dtype, inner):
 
 @pytest.mark.parametrize("size_name", SIZES)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_reduce_kernels(rng, dtype, size_name):
+def test_reduce_kernels(rng, dtype, size_name, variants):
     n, c = ROWS[size_name]
     x = (rng.standard_normal((n, c)) * 3 + 100).astype(dtype)  # an offset the one-pass formula would lose
     mean, var = np.empty(n, dtype), np.empty(n, dtype)
@@ -115,7 +131,7 @@ def test_reduce_kernels(rng, dtype, size_name):
     x64 = x.astype(np.float64)
     np.testing.assert_allclose(mean, x64.mean(axis=1), **tolerance(dtype))
     np.testing.assert_allclose(var, x64.var(axis=1, ddof=1), rtol=64 * float(np.finfo(dtype).eps))
-    assert_ran_variant(cpu_reduce.var_forward, size_name)
+    variants.assert_ran(cpu_reduce.var_forward, size_name)
     coef = rng.standard_normal(n).astype(dtype)
     out = np.empty_like(x)
     cpu_reduce.var_backward(x, mean, coef, out)
@@ -129,7 +145,7 @@ def test_reduce_kernels(rng, dtype, size_name):
         peak = y.astype(np.float64).max(axis=1, keepdims=True)
         want = np.log(np.exp(y - np.where(np.isinf(peak), 0, peak)).sum(axis=1)) + np.where(np.isinf(peak), 0, peak)[:, 0]
     np.testing.assert_allclose(lse, want, rtol=4 * float(np.finfo(dtype).eps))
-    assert_ran_variant(cpu_reduce.logsumexp_forward, size_name)
+    variants.assert_ran(cpu_reduce.logsumexp_forward, size_name)
     g = rng.standard_normal(n).astype(dtype)
     grad = np.empty_like(y)
     cpu_reduce.logsumexp_backward(g[1:], y[1:], lse[1:], grad[1:])
@@ -142,7 +158,7 @@ def test_reduce_kernels(rng, dtype, size_name):
     cpu_reduce.distribute_equal(flat, flat.max(), 3.0, share)
     ties = flat == flat.max()
     np.testing.assert_allclose(share, np.where(ties, dtype(3.0 / ties.sum()), 0), **tolerance(dtype))
-    assert_ran_variant(cpu_reduce.distribute_equal, size_name)
+    variants.assert_ran(cpu_reduce.distribute_equal, size_name)
     flat[3] = np.nan
     cpu_reduce.distribute_equal(flat, np.nan, 2.0, share)
     assert share[3] == 2.0 and share.sum() == 2.0, "a NaN maximum: the gradient goes to the NaNs"

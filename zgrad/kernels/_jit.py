@@ -151,6 +151,14 @@ class ParallelKernel:
                 _PARALLEL_REGION.release()
         return self.serial(*args)
 
+    def task_count(self, size: int) -> int:
+        """How many tasks a kernel that keeps per-task partial sums should split its work into, for
+        a call whose first argument has ``size`` elements: one where the call runs serial (without
+        asking Numba, which would start the threading layer), else the number of threads a
+        parallel region of the calling thread uses. Read outside the kernel, which Numba could not
+        cache otherwise."""
+        return numba.get_num_threads() if size >= self.min_size else 1
+
     @property
     def signatures(self) -> list:
         """The signatures compiled so far, serial then parallel (empty until the first call)."""

@@ -8,11 +8,11 @@ imported (and so numba with it) only on the first call that needs it.
 
 from __future__ import annotations
 
-import functools
 from types import ModuleType
 
 import numpy as np
 
+from zgrad.kernels.cpu_common import flat, kernel_module
 from zgrad.kernels.cpu_layers import (  # noqa: F401 - convolution, pooling and normalization ops
     adaptive_avg_pool2d, adaptive_avg_pool2d_backward, avg_pool2d, avg_pool2d_backward, batch_norm,
     batch_norm_backward, conv2d, conv2d_backward, group_norm, group_norm_backward, max_pool2d, max_pool2d_backward,
@@ -21,7 +21,7 @@ from zgrad.kernels.cpu_sequence import (  # noqa: F401 - embeddings, recurrences
     class_loss, class_loss_backward, dropout, dropout_backward, embedding, embedding_backward, embedding_bag,
     embedding_bag_backward, embedding_bag_per_sample_weights_backward, embedding_renorm, gelu, gelu_backward,
     gru_backward, gru_forward, leaky_relu, leaky_relu_backward, lstm_backward, lstm_forward, nll, nll_backward,
-    pointwise_loss, pointwise_loss_backward, zeros,
+    pointwise_loss, pointwise_loss_backward, pointwise_loss_sum, zeros,
 )
 from zgrad.kernels.cpu_tensor_ops import (  # noqa: F401 - the tensor-API ops
     abs, add_scaled, addcdiv, addcmul, argmax, argmin, clamp, clamp_backward, compare, distribute_equal,
@@ -35,16 +35,9 @@ DEVICE_TYPE = "cpu"
 ACTIVATION_CODES = {"identity": 0, "relu": 1, "tanh": 2, "sigmoid": 3}
 
 
-@functools.cache
 def _fused() -> ModuleType:
-    from zgrad.kernels import cpu_kernels
-
-    return cpu_kernels
-
-
-def _flat(a: np.ndarray) -> np.ndarray:
-    """A 1-D C-contiguous view (or copy, for strided input) of ``a``."""
-    return np.ascontiguousarray(a).reshape(-1)
+    """The fused Numba kernels (:mod:`zgrad.kernels.cpu_kernels`), imported on first use."""
+    return kernel_module("cpu_kernels")
 
 
 def _rows(a: np.ndarray) -> np.ndarray:
@@ -101,7 +94,7 @@ def _unary_fused(name: str, x, out):
     if x.size == 0:
         return out
     flat_out = out.reshape(-1)
-    getattr(_fused(), name)(_flat(x), flat_out)
+    getattr(_fused(), name)(flat(x), flat_out)
     return out
 
 
@@ -128,7 +121,7 @@ def relu(x, out):
 def _backward_fused(name: str, grad, saved, out):
     if out.size == 0:
         return out
-    getattr(_fused(), name)(_flat(grad), _flat(saved), out.reshape(-1))
+    getattr(_fused(), name)(flat(grad), flat(saved), out.reshape(-1))
     return out
 
 
@@ -142,11 +135,6 @@ def tanh_backward(grad, y, out):
 
 def sigmoid_backward(grad, y, out):
     return _backward_fused("sigmoid_backward", grad, y, out)
-
-
-def where_positive(cond, a, out):
-    """out = a where cond > 0 else 0 (e.g. the gradient mask of max/abs-like ops)."""
-    return np.multiply(a, cond > 0, out=out)
 
 
 # --- linear algebra and reductions ------------------------------------------------------------
@@ -177,10 +165,6 @@ def matmul(a, b, out):
 
 def sum(x, axis, keepdims, out):  # noqa: A001 - op vocabulary name
     return np.add.reduce(x, axis=axis, keepdims=keepdims, out=out)  # np.sum's own wrapper costs more than a 3x3 sum
-
-
-def amax(x, axis, keepdims, out):
-    return np.amax(x, axis=axis, keepdims=keepdims, out=out)
 
 
 # --- layout -----------------------------------------------------------------------------------
@@ -219,7 +203,7 @@ def scatter_slice(index, values, out):
 # --- row-wise fused kernels (last axis) -------------------------------------------------------
 
 def bias_act(x, bias, activation: str, out):
-    _fused().bias_act_forward(_rows(x), _flat(bias), ACTIVATION_CODES[activation], out.reshape(-1, out.shape[-1]))
+    _fused().bias_act_forward(_rows(x), flat(bias), ACTIVATION_CODES[activation], out.reshape(-1, out.shape[-1]))
     return out
 
 
@@ -243,21 +227,13 @@ def log_softmax_backward(grad, y, out):
     return out
 
 
-def cross_entropy(logits, targets, probs_out) -> float:
-    return _fused().cross_entropy_forward(_rows(logits), np.ascontiguousarray(targets, dtype=np.int64), probs_out)
+def cross_entropy(logits, targets, ignore_index: int, probs_out) -> tuple[float, int]:
+    """(sum of the counted rows' losses, counted rows); softmax into ``probs_out``."""
+    return _fused().cross_entropy_forward(_rows(logits), targets, ignore_index, probs_out)
 
 
-def cross_entropy_backward(probs, targets, scale: float, out):
-    _fused().cross_entropy_backward(probs, np.ascontiguousarray(targets, dtype=np.int64), scale, out)
-    return out
-
-
-def mse(a, b) -> float:
-    return _fused().mse_forward(_flat(a), _flat(b))
-
-
-def mse_backward(a, b, scale: float, out):
-    _fused().mse_backward(_flat(a), _flat(b), scale, out.reshape(-1))
+def cross_entropy_backward(probs, targets, ignore_index: int, scale: float, out):
+    _fused().cross_entropy_backward(probs, targets, ignore_index, scale, out)
     return out
 
 
@@ -265,13 +241,13 @@ def mse_backward(a, b, scale: float, out):
 
 def sgd_step(param, grad, momentum_buf, lr, momentum, dampening, weight_decay, nesterov, first_step):
     _fused().sgd_step(
-        param.reshape(-1), _flat(grad), momentum_buf.reshape(-1),
+        param.reshape(-1), flat(grad), momentum_buf.reshape(-1),
         lr, momentum, dampening, weight_decay, nesterov, first_step,
     )
 
 
 def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay, amsgrad):
     _fused().adam_step(
-        param.reshape(-1), _flat(grad), exp_avg.reshape(-1), exp_avg_sq.reshape(-1), max_exp_avg_sq.reshape(-1),
+        param.reshape(-1), flat(grad), exp_avg.reshape(-1), exp_avg_sq.reshape(-1), max_exp_avg_sq.reshape(-1),
         step, lr, beta1, beta2, eps, weight_decay, amsgrad,
     )

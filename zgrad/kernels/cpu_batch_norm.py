@@ -60,7 +60,7 @@ def batch_norm_forward(x, weight, bias, running_mean, running_var, training, mom
                        out, save_mean, save_invstd):
     """Batch norm of (N, C, S) ``x`` per channel, with batch statistics (``training``, updating
     non-empty running arrays; needs N*S > 1) or the running ones. ``n_tasks``: see
-    :func:`zgrad.kernels.cpu_norm.task_count`."""
+    :meth:`zgrad.kernels._jit.ParallelKernel.task_count`."""
     batch, channels, size = x.shape
     count = batch * size
     if size >= SHORT_RUN:

@@ -28,10 +28,10 @@ from numba import prange
 
 from zgrad.kernels._jit import PARALLEL_MIN_SIZE_HEAVY, kernel, parallel_kernel
 
-__all__ = ["PADDING_MODES", "col2im", "crop_planes", "im2col", "pad_planes"]
+__all__ = ["col2im", "crop_planes", "im2col", "pad_planes"]
 
-PAD_ZEROS, PAD_REFLECT, PAD_REPLICATE, PAD_CIRCULAR = 0, 1, 2, 3
-PADDING_MODES = {"zeros": PAD_ZEROS, "reflect": PAD_REFLECT, "replicate": PAD_REPLICATE, "circular": PAD_CIRCULAR}
+# The padding modes by their position in zgrad.kernels.dispatch_layers.PADDING_MODES.
+PAD_ZEROS, PAD_REFLECT, PAD_REPLICATE, PAD_CIRCULAR = range(4)
 
 
 @kernel

@@ -6,7 +6,6 @@ equivalent numpy expression makes a temporary per operator. Computation is in th
 
 from __future__ import annotations
 
-import numpy as np
 from numba import prange
 
 from zgrad.kernels import cpu_math
@@ -15,8 +14,6 @@ from zgrad.kernels._jit import PARALLEL_MIN_SIZE_HEAVY, parallel_kernel
 __all__ = [
     "exp_forward",
     "log_forward",
-    "mse_backward",
-    "mse_forward",
     "relu_backward",
     "relu_forward",
     "sigmoid_backward",
@@ -83,21 +80,3 @@ def log_forward(x, out):
     """out = log(x)."""
     for i in prange(x.size):
         out[i] = cpu_math.log(x[i])
-
-
-@parallel_kernel(reduction=True)
-def mse_forward(a, b):
-    """Return sum((a - b)**2) as a Python float, squares summed in float64."""
-    total = 0.0
-    for i in prange(a.size):
-        diff = np.float64(a[i] - b[i])
-        total += diff * diff
-    return total
-
-
-@parallel_kernel()
-def mse_backward(a, b, scale, out):
-    """out = scale * (a - b)."""
-    scale_ = out.dtype.type(scale)
-    for i in prange(out.size):
-        out[i] = scale_ * (a[i] - b[i])

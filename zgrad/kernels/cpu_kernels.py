@@ -6,7 +6,7 @@ for the dtype it is given (and is cached on disk). The contract every kernel fol
 - arguments are C-contiguous numpy arrays (element-wise kernels: 1-D, the caller ravels;
   row-wise kernels: 2-D (N, C), reducing over C), float32 or float64, computed in that dtype;
 - results go into ``out`` (or state arrays are updated in place) and nothing is returned, except
-  by ``mse_forward`` and ``cross_entropy_forward``, which return a Python float;
+  by ``cross_entropy_forward``, which returns (loss sum, counted rows);
 - scalars are Python floats, ints and bools;
 - large calls run multi-threaded (``NUMBA_NUM_THREADS`` threads), small ones on the caller's thread.
 """
@@ -14,8 +14,6 @@ for the dtype it is given (and is cached on disk). The contract every kernel fol
 from zgrad.kernels.cpu_elementwise import (
     exp_forward,
     log_forward,
-    mse_backward,
-    mse_forward,
     relu_backward,
     relu_forward,
     sigmoid_backward,
@@ -43,8 +41,6 @@ __all__ = [
     "log_forward",
     "log_softmax_backward",
     "log_softmax_forward",
-    "mse_backward",
-    "mse_forward",
     "relu_backward",
     "relu_forward",
     "sgd_step",

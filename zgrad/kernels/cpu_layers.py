@@ -17,11 +17,10 @@ Convolution runs on BLAS (``np.matmul``) a chunk of samples at a time, one of th
 
 from __future__ import annotations
 
-import functools
-import importlib
-from types import ModuleType
-
 import numpy as np
+
+from zgrad.kernels.cpu_common import kernel_module
+from zgrad.kernels.dispatch_layers import PADDING_MODES
 
 __all__ = [
     "adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "avg_pool2d", "avg_pool2d_backward", "batch_norm",
@@ -32,11 +31,6 @@ __all__ = [
 # Columns are built for a few samples at a time, so that a chunk stays in the last-level cache
 # between im2col writing it and BLAS reading it, and memory stays bounded for large batches.
 _COLUMNS_CHUNK_BYTES = 8 << 20
-
-
-@functools.cache
-def _kernels(name: str) -> ModuleType:
-    return importlib.import_module(f"zgrad.kernels.{name}")
 
 
 def _c(a: np.ndarray) -> np.ndarray:
@@ -62,9 +56,8 @@ def _zero(*arrays: np.ndarray | None) -> None:
 # --- convolution ------------------------------------------------------------------------------
 
 def _window_args(weight_shape, stride, padding, dilation, padding_mode) -> tuple:
-    conv = _kernels("cpu_conv")
     return (weight_shape[2], weight_shape[3], stride[0], stride[1], padding[0], padding[1],
-            dilation[0], dilation[1], conv.PADDING_MODES[padding_mode])
+            dilation[0], dilation[1], PADDING_MODES.index(padding_mode))
 
 
 def _is_pointwise(weight_shape, stride, padding) -> bool:
@@ -105,7 +98,7 @@ class _Shifted:
         if source is None:
             out[...] = 0
         else:
-            _kernels("cpu_conv").pad_planes(source, *self.padding, self.width, self.plane, out)
+            kernel_module("cpu_conv").pad_planes(source, *self.padding, self.width, self.plane, out)
         return out
 
     def view(self, padded, groups: int, offset: int, m: int):
@@ -116,7 +109,7 @@ class _Shifted:
     def crop(self, wide, corner: tuple[int, int], bias, out) -> None:
         """out (m, C, OH, OW) = the positions of ``wide`` (C, m*plane + ...) from ``corner`` of each
         plane on (+ bias)."""
-        _kernels("cpu_conv").crop_planes(wide.reshape(out.shape[1], -1), *corner, self.width, self.plane,
+        kernel_module("cpu_conv").crop_planes(wide.reshape(out.shape[1], -1), *corner, self.width, self.plane,
                                          _or_empty(bias, out.dtype), out)
 
 
@@ -140,7 +133,7 @@ def conv2d(x, weight, bias, stride, padding, dilation, groups, padding_mode, out
     batch, out_channels, out_h, out_w = out.shape
     per_group = out_channels // groups
     rows = weight.shape[1] * weight.shape[2] * weight.shape[3]  # column rows per group
-    conv = _kernels("cpu_conv")
+    conv = kernel_module("cpu_conv")
     if _is_pointwise(weight.shape, stride, padding):
         np.matmul(weight.reshape(groups, per_group, rows), x.reshape(batch, groups, rows, out_h * out_w),
                   out=out.reshape(batch, groups, per_group, out_h * out_w))
@@ -184,7 +177,7 @@ def _backward_shifted(grad, x, weight, padding, dilation, groups, grad_x, grad_w
     if grad_weight is not None:
         tap_grads = np.zeros((*weight.shape[2:], groups, per_group, channels // groups), x.dtype)
         product_w = np.empty(tap_grads.shape[2:], x.dtype)
-    conv = _kernels("cpu_conv")
+    conv = kernel_module("cpu_conv")
     for start, stop in shifted.chunks():
         m = stop - start
         g = _leading(grad_wide, (out_channels, m * shifted.plane))
@@ -230,7 +223,7 @@ def conv2d_backward(grad, x, weight, stride, padding, dilation, groups, padding_
         if gw_matrix is not None and batch:
             np.add.reduce(np.matmul(g_matrix, x_matrix.swapaxes(-1, -2)), axis=0, out=gw_matrix)
         return grad_x, grad_weight
-    conv = _kernels("cpu_conv")
+    conv = kernel_module("cpu_conv")
     window = _window_args(weight.shape, stride, padding, dilation, padding_mode)
     chunk = _chunk(batch, groups * rows * out_h * out_w * x.itemsize)
     cols = np.empty((chunk, groups, rows, out_h * out_w), x.dtype)
@@ -253,34 +246,34 @@ def conv2d_backward(grad, x, weight, stride, padding, dilation, groups, padding_
 
 def max_pool2d(x, kernel_size, stride, padding, dilation, out, indices):
     """out, indices (N, C, OH, OW) = each window's maximum and its flat position in the plane."""
-    _kernels("cpu_pool").max_pool2d_forward(_c(x), *kernel_size, *stride, *padding, *dilation, out, indices)
+    kernel_module("cpu_pool").max_pool2d_forward(_c(x), *kernel_size, *stride, *padding, *dilation, out, indices)
     return out, indices
 
 
 def max_pool2d_backward(grad, indices, grad_x):
-    _kernels("cpu_pool").max_pool2d_backward(_c(grad), _c(indices), grad_x)
+    kernel_module("cpu_pool").max_pool2d_backward(_c(grad), _c(indices), grad_x)
     return grad_x
 
 
 def avg_pool2d(x, kernel_size, stride, padding, count_include_pad, divisor_override, out):
-    _kernels("cpu_pool").avg_pool2d_forward(
+    kernel_module("cpu_pool").avg_pool2d_forward(
         _c(x), *kernel_size, *stride, *padding, count_include_pad, divisor_override or 0, out)
     return out
 
 
 def avg_pool2d_backward(grad, kernel_size, stride, padding, count_include_pad, divisor_override, grad_x):
-    _kernels("cpu_pool").avg_pool2d_backward(
+    kernel_module("cpu_pool").avg_pool2d_backward(
         _c(grad), *kernel_size, *stride, *padding, count_include_pad, divisor_override or 0, grad_x)
     return grad_x
 
 
 def adaptive_avg_pool2d(x, out):
-    _kernels("cpu_pool").adaptive_avg_pool2d_forward(_c(x), out)
+    kernel_module("cpu_pool").adaptive_avg_pool2d_forward(_c(x), out)
     return out
 
 
 def adaptive_avg_pool2d_backward(grad, grad_x):
-    _kernels("cpu_pool").adaptive_avg_pool2d_backward(_c(grad), grad_x)
+    kernel_module("cpu_pool").adaptive_avg_pool2d_backward(_c(grad), grad_x)
     return grad_x
 
 
@@ -290,10 +283,10 @@ def batch_norm(x, weight, bias, running_mean, running_var, training, momentum, e
     """Batch norm of (N, C, S) ``x`` (see :func:`zgrad.kernels.cpu_batch_norm.batch_norm_forward`);
     absent ``weight``/``bias``/running statistics are None."""
     if x.size:
-        _kernels("cpu_batch_norm").batch_norm_forward(
-            _c(x), _or_empty(weight, x.dtype), _or_empty(bias, x.dtype), _or_empty(running_mean, x.dtype),
-            _or_empty(running_var, x.dtype), training, momentum, eps, _kernels("cpu_norm").task_count(), out,
-            save_mean, save_invstd)
+        kernel = kernel_module("cpu_batch_norm").batch_norm_forward
+        kernel(_c(x), _or_empty(weight, x.dtype), _or_empty(bias, x.dtype), _or_empty(running_mean, x.dtype),
+               _or_empty(running_var, x.dtype), training, momentum, eps, kernel.task_count(x.size), out, save_mean,
+               save_invstd)
     else:
         save_mean[...], save_invstd[...] = np.nan, np.nan
     return out, save_mean, save_invstd
@@ -304,17 +297,16 @@ def batch_norm_backward(grad, x, weight, save_mean, save_invstd, training, grad_
     if not x.size:
         _zero(grad_weight, grad_bias)
         return grad_x, grad_weight, grad_bias
-    _kernels("cpu_batch_norm").batch_norm_backward(
-        _c(grad), _c(x), _or_empty(weight, x.dtype), save_mean, save_invstd, training,
-        _kernels("cpu_norm").task_count(), _or_empty(grad_x, x.dtype, 3), _or_empty(grad_weight, x.dtype),
-        _or_empty(grad_bias, x.dtype))
+    kernel = kernel_module("cpu_batch_norm").batch_norm_backward
+    kernel(_c(grad), _c(x), _or_empty(weight, x.dtype), save_mean, save_invstd, training, kernel.task_count(grad.size),
+           _or_empty(grad_x, x.dtype, 3), _or_empty(grad_weight, x.dtype), _or_empty(grad_bias, x.dtype))
     return grad_x, grad_weight, grad_bias
 
 
 def group_norm(x, weight, bias, groups, eps, out, save_mean, save_invstd):
     """Group norm of (N, C, S) ``x`` (see :func:`zgrad.kernels.cpu_norm.group_norm_forward`)."""
     if x.size:
-        _kernels("cpu_norm").group_norm_forward(
+        kernel_module("cpu_norm").group_norm_forward(
             _c(x), _or_empty(weight, x.dtype), _or_empty(bias, x.dtype), groups, eps, out, save_mean, save_invstd)
     else:
         save_mean[...], save_invstd[...] = np.nan, np.nan
@@ -326,8 +318,7 @@ def group_norm_backward(grad, x, weight, save_mean, save_invstd, groups, grad_x,
     if not x.size:
         _zero(grad_weight, grad_bias)
         return grad_x, grad_weight, grad_bias
-    norm = _kernels("cpu_norm")
-    norm.group_norm_backward(
-        _c(grad), _c(x), _or_empty(weight, x.dtype), save_mean, save_invstd, groups, norm.task_count(),
-        _or_empty(grad_x, x.dtype, 3), _or_empty(grad_weight, x.dtype), _or_empty(grad_bias, x.dtype))
+    kernel = kernel_module("cpu_norm").group_norm_backward
+    kernel(_c(grad), _c(x), _or_empty(weight, x.dtype), save_mean, save_invstd, groups, kernel.task_count(grad.size),
+           _or_empty(grad_x, x.dtype, 3), _or_empty(grad_weight, x.dtype), _or_empty(grad_bias, x.dtype))
     return grad_x, grad_weight, grad_bias

@@ -10,8 +10,8 @@ value broadcast to every row.
 
 Cross-entropy with label smoothing eps is PyTorch's
 ``(1 - eps) * nll(log_softmax(x)) + eps / C * sum_c(-w_c log_softmax(x)_c)``.
-The fast (N, C) mean case without weights or smoothing stays in
-:func:`zgrad.kernels.cpu_rowwise.cross_entropy_forward`.
+A reduced cross-entropy without weights or smoothing runs on the fused kernel
+:func:`zgrad.kernels.cpu_rowwise.cross_entropy_forward` instead.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ __all__ = [
     "nll_forward",
     "pointwise_loss_backward",
     "pointwise_loss_forward",
+    "pointwise_loss_sum",
 ]
 
 
@@ -125,9 +126,28 @@ def nll_backward(targets, weight, ignore_index, row_grad, out):
 @parallel_kernel()
 def pointwise_loss_forward(a, b, squared, out):
     """out = (a - b)**2 if ``squared`` else |a - b|."""
-    for i in prange(a.size):
-        d = a[i] - b[i]
-        out[i] = d * d if squared else abs(d)
+    if squared:
+        for i in prange(a.size):
+            d = a[i] - b[i]
+            out[i] = d * d
+    else:
+        for i in prange(a.size):
+            out[i] = abs(a[i] - b[i])
+
+
+@parallel_kernel(reduction=True)
+def pointwise_loss_sum(a, b, squared):
+    """Return sum((a - b)**2) if ``squared`` else sum(|a - b|) as a Python float, summed in float64
+    (a reduced loss in one pass, without the per-element array)."""
+    total = 0.0
+    if squared:
+        for i in prange(a.size):
+            d = np.float64(a[i] - b[i])
+            total += d * d
+    else:
+        for i in prange(a.size):
+            total += abs(np.float64(a[i] - b[i]))
+    return total
 
 
 @parallel_kernel()
@@ -135,11 +155,20 @@ def pointwise_loss_backward(a, b, grad, squared, out):
     """out = grad * 2 (a - b) if ``squared`` else grad * sign(a - b); ``grad`` of size 1 broadcasts."""
     F = out.dtype.type
     two, one, zero = F(2), F(1), F(0)
-    broadcast = grad.size == 1
-    for i in prange(a.size):
-        d = a[i] - b[i]
-        g = grad[0] if broadcast else grad[i]
+    if grad.size == 1:
+        g2 = grad[0] * two
         if squared:
-            out[i] = g * two * d
+            for i in prange(a.size):
+                out[i] = g2 * (a[i] - b[i])
         else:
-            out[i] = g * (one if d > zero else (-one if d < zero else zero))
+            g = grad[0]
+            for i in prange(a.size):
+                d = a[i] - b[i]
+                out[i] = g * (one if d > zero else (-one if d < zero else zero))
+    elif squared:
+        for i in prange(a.size):
+            out[i] = grad[i] * two * (a[i] - b[i])
+    else:
+        for i in prange(a.size):
+            d = a[i] - b[i]
+            out[i] = grad[i] * (one if d > zero else (-one if d < zero else zero))

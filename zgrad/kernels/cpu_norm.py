@@ -18,20 +18,12 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 from numba import prange
 
 from zgrad.kernels._jit import PARALLEL_MIN_SIZE_HEAVY, kernel, parallel_kernel
 
-__all__ = ["affine", "grad_sums", "group_norm_backward", "group_norm_forward", "shifted_sums", "task_count"]
-
-
-def task_count() -> int:
-    """How many tasks a kernel that keeps per-task partial sums splits its rows into: the number
-    of threads a parallel region of the calling thread uses (read outside the kernel, which Numba
-    could not cache otherwise)."""
-    return numba.get_num_threads()
+__all__ = ["affine", "grad_sums", "group_norm_backward", "group_norm_forward", "shifted_sums"]
 
 
 @kernel(reduction=True)
@@ -149,7 +141,7 @@ def group_norm_backward(grad, x, weight, save_mean, save_invstd, groups, n_tasks
     Per row, with g = dy * weight[c] and xhat = (x - mean) * invstd:
     dx = invstd * (g - mean(g) - xhat * mean(g * xhat)); dweight[c] and dbias[c] sum dy * xhat and
     dy over every row and position of channel c. Those sums are gathered per task (``n_tasks``
-    tasks, one per thread: see :func:`task_count`) in float64 partials and added up after the
+    tasks, one per thread: see :meth:`ParallelKernel.task_count`) in float64 partials and added up after the
     parallel loop, so tasks never write the same element.
     """
     batch, channels, size = x.shape

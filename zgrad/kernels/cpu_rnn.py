@@ -1,9 +1,9 @@
 """Numba kernels of one LSTM or GRU time step, forward and backward, each one fused pass.
 
-The matrix products stay outside (BLAS, see :mod:`zgrad.kernels.cpu_recurrent`); a kernel here
-takes the pre-activation gate terms and does everything else of the step in one pass: bias,
-gate nonlinearities, the cell update and the saved activations, or in backward every gate
-gradient at once.
+The matrix products stay outside (BLAS, in the time loop of :mod:`zgrad.kernels.cpu_sequence`);
+a kernel here takes the pre-activation gate terms and does everything else of the step in one
+pass: bias, gate nonlinearities, the cell update and the saved activations, or in backward every
+gate gradient at once.
 
 Layouts, per step (B = batch, H = hidden size, gate blocks in PyTorch's order):
 

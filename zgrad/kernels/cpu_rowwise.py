@@ -98,10 +98,10 @@ def _sum_exp_shifted(row, shift):
 
 
 @kernel
-def _check_targets(targets, num_classes):
+def _check_targets(targets, num_classes, ignore_index):
     for i in range(targets.size):
-        if targets[i] < 0 or targets[i] >= num_classes:
-            raise IndexError("cross_entropy: a target is outside [0, C)")
+        if (targets[i] < 0 or targets[i] >= num_classes) and targets[i] != ignore_index:
+            raise IndexError("cross_entropy: a target is outside [0, C) and not ignore_index")
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
@@ -149,35 +149,44 @@ def log_softmax_backward(grad, y, out):
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY, reduction=True)
-def cross_entropy_forward(logits, targets, probs_out):
-    """probs_out = softmax(logits); return mean(-log_softmax(logits)[i, targets[i]]) as a float.
+def cross_entropy_forward(logits, targets, ignore_index, probs_out):
+    """probs_out = softmax(logits); return (the sum of -log_softmax(logits)[i, targets[i]] over the
+    rows whose target is not ``ignore_index``, the number of those rows).
 
     The log-probability is x - max - log(sum(exp(x - max))), never log(prob), so it stays finite
-    when the probability underflows to 0. ``targets`` is int64 (N,) with values in [0, C);
-    ``probs_out`` must not overlap ``logits``.
+    when the probability underflows to 0. ``targets`` is int64 (N,) with values in [0, C) or equal
+    to ``ignore_index``; ``probs_out`` must not overlap ``logits``.
     """
     n, c = logits.shape
-    _check_targets(targets, c)
+    _check_targets(targets, c, ignore_index)
     loss_sum = 0.0
+    counted = 0
     for i in prange(n):
         peak = _row_max(logits[i])
-        shifted_target = logits[i, targets[i]] - peak
         total = _exp_shifted(logits[i], peak, probs_out[i])
         inv_total = probs_out.dtype.type(1.0 / total)
         for j in range(c):
             probs_out[i, j] *= inv_total
-        loss_sum += math.log(total) - shifted_target
-    return loss_sum / n
+        target = targets[i]
+        if target != ignore_index:
+            loss_sum += math.log(total) - (logits[i, target] - peak)
+            counted += 1
+    return loss_sum, counted
 
 
 @parallel_kernel()
-def cross_entropy_backward(probs, targets, scale, out):
-    """out = scale * (probs - onehot(targets)); ``out`` may alias ``probs``."""
+def cross_entropy_backward(probs, targets, ignore_index, scale, out):
+    """out = scale * (probs - onehot(targets)), 0 on rows whose target is ``ignore_index``;
+    ``out`` may alias ``probs``."""
     n, c = probs.shape
-    _check_targets(targets, c)
+    _check_targets(targets, c, ignore_index)
     scale_ = out.dtype.type(scale)
     one, zero = out.dtype.type(1), out.dtype.type(0)
     for i in prange(n):
         target = targets[i]
-        for j in range(c):
-            out[i, j] = scale_ * (probs[i, j] - (one if j == target else zero))
+        if target == ignore_index:
+            for j in range(c):
+                out[i, j] = zero
+        else:
+            for j in range(c):
+                out[i, j] = scale_ * (probs[i, j] - (one if j == target else zero))

@@ -15,28 +15,17 @@ previous states are contiguous views.
 
 from __future__ import annotations
 
-import functools
-import importlib
-from types import ModuleType
-
 import numpy as np
+
+from zgrad.kernels.cpu_common import flat, kernel_module
 
 __all__ = [
     "class_loss", "class_loss_backward", "dropout", "dropout_backward", "embedding", "embedding_backward",
     "embedding_bag", "embedding_bag_backward", "embedding_bag_per_sample_weights_backward", "embedding_renorm",
     "gelu", "gelu_backward", "gru_backward", "gru_forward", "leaky_relu", "leaky_relu_backward",
-    "lstm_backward", "lstm_forward", "nll", "nll_backward", "pointwise_loss", "pointwise_loss_backward", "zeros",
+    "lstm_backward", "lstm_forward", "nll", "nll_backward", "pointwise_loss", "pointwise_loss_backward",
+    "pointwise_loss_sum", "zeros",
 ]
-
-
-@functools.cache
-def _module(name: str) -> ModuleType:
-    """A Numba kernel module of this package, imported on first use."""
-    return importlib.import_module(f"zgrad.kernels.{name}")
-
-
-def _flat(a: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(a).reshape(-1)
 
 
 def zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -50,38 +39,38 @@ def zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 
 def embedding(weight, indices, out):
     """out[...] = weight[indices[...]] (``out``: indices.shape + (D,))."""
-    _module("cpu_embedding").embedding_forward(out.reshape(-1, weight.shape[1]), weight, _flat(indices))
+    kernel_module("cpu_embedding").embedding_forward(out.reshape(-1, weight.shape[1]), weight, flat(indices))
     return out
 
 
 def embedding_backward(grad, indices, padding_idx: int, scale_grad_by_freq: bool, out):
     """out (zeroed) += grad rows scattered to ``indices``."""
-    _module("cpu_embedding").embedding_backward(np.ascontiguousarray(grad).reshape(-1, out.shape[1]),
-                                                _flat(indices), padding_idx, scale_grad_by_freq, out)
+    kernel_module("cpu_embedding").embedding_backward(np.ascontiguousarray(grad).reshape(-1, out.shape[1]),
+                                                flat(indices), padding_idx, scale_grad_by_freq, out)
     return out
 
 
 def embedding_renorm(weight, indices, max_norm: float, norm_type: float) -> None:
-    _module("cpu_embedding").embedding_renorm(weight, _flat(indices), float(max_norm), float(norm_type))
+    kernel_module("cpu_embedding").embedding_renorm(weight, flat(indices), float(max_norm), float(norm_type))
 
 
 def embedding_bag(weight, indices, bounds, per_sample_weights, mode: int, padding_idx: int, out, bag_size,
                   max_indices):
-    _module("cpu_embedding").embedding_bag_forward(out, weight, indices, bounds, per_sample_weights, mode,
+    kernel_module("cpu_embedding").embedding_bag_forward(out, weight, indices, bounds, per_sample_weights, mode,
                                                    padding_idx, bag_size, max_indices)
     return out
 
 
 def embedding_bag_backward(grad, indices, bounds, per_sample_weights, mode: int, padding_idx: int,
                            scale_grad_by_freq: bool, bag_size, max_indices, out):
-    _module("cpu_embedding").embedding_bag_backward(np.ascontiguousarray(grad), indices, bounds,
+    kernel_module("cpu_embedding").embedding_bag_backward(np.ascontiguousarray(grad), indices, bounds,
                                                     per_sample_weights, mode, padding_idx, scale_grad_by_freq,
                                                     bag_size, max_indices, out)
     return out
 
 
 def embedding_bag_per_sample_weights_backward(grad, weight, indices, bounds, padding_idx: int, out):
-    _module("cpu_embedding").embedding_bag_per_sample_weights_backward(np.ascontiguousarray(grad), weight,
+    kernel_module("cpu_embedding").embedding_bag_per_sample_weights_backward(np.ascontiguousarray(grad), weight,
                                                                        indices, bounds, padding_idx, out)
     return out
 
@@ -102,7 +91,7 @@ def lstm_forward(gates_x, w_hh, bias, h0, c0, reverse: bool, hs, cs, acts):
 
     Fills ``hs``/``cs`` (T + 1, B, H) and the gate activations ``acts`` (T, B, 4H).
     """
-    cell = _module("cpu_rnn").lstm_cell_forward
+    cell = kernel_module("cpu_rnn").lstm_cell_forward
     steps = gates_x.shape[0]
     first = steps if reverse else 0
     hs[first], cs[first] = h0, c0
@@ -117,7 +106,7 @@ def lstm_forward(gates_x, w_hh, bias, h0, c0, reverse: bool, hs, cs, acts):
 def lstm_backward(grad_out, grad_h_n, grad_c_n, w_hh, cs, acts, reverse: bool, grad_gates, grad_h0, grad_c0):
     """Backpropagate through :func:`lstm_forward`: fills ``grad_gates`` (T, B, 4H) with the
     gradient of the pre-activation gates and ``grad_h0``/``grad_c0`` with the initial states'."""
-    cell = _module("cpu_rnn").lstm_cell_backward
+    cell = kernel_module("cpu_rnn").lstm_cell_backward
     grad_out = np.ascontiguousarray(grad_out)
     np.copyto(grad_h0, grad_h_n)  # grad_h0 carries the recurrent gradient from step to step
     np.copyto(grad_c0, grad_c_n)
@@ -132,7 +121,7 @@ def lstm_backward(grad_out, grad_h_n, grad_c_n, w_hh, cs, acts, reverse: bool, g
 def gru_forward(gates_x, w_hh, bias_ih, bias_hh, h0, reverse: bool, hs, acts):
     """Run a GRU over time: ``gates_x`` (T, B, 3H) = x @ W_ih.T. Fills ``hs`` (T + 1, B, H) and
     ``acts`` (T, B, 4H): r, z, n and W_hn h + b_hn."""
-    cell = _module("cpu_rnn").gru_cell_forward
+    cell = kernel_module("cpu_rnn").gru_cell_forward
     steps = gates_x.shape[0]
     hs[steps if reverse else 0] = h0
     gates_h_t = np.empty((w_hh.shape[0], h0.shape[0]), w_hh.dtype)
@@ -146,7 +135,7 @@ def gru_forward(gates_x, w_hh, bias_ih, bias_hh, h0, reverse: bool, hs, acts):
 def gru_backward(grad_out, grad_h_n, w_hh, hs, acts, reverse: bool, grad_gates_x, grad_gates_h, grad_h0):
     """Backpropagate through :func:`gru_forward`: fills the gradients of x @ W_ih.T + b_ih and of
     h @ W_hh.T + b_hh (both (T, B, 3H)) and ``grad_h0``."""
-    cell = _module("cpu_rnn").gru_cell_backward
+    cell = kernel_module("cpu_rnn").gru_cell_backward
     grad_out = np.ascontiguousarray(grad_out)
     np.copyto(grad_h0, grad_h_n)  # grad_h0 carries the direct z * dh term from step to step
     recurrent = np.zeros_like(grad_h0)
@@ -169,65 +158,69 @@ def _row_view(a: np.ndarray, rows: int) -> np.ndarray:
 def dropout(x, noise, p: float, keep, out):
     """out = x * (noise >= p) / (1 - p), one ``noise``/``keep`` value per row of an (R, S) view."""
     rows = keep.shape[0]
-    _module("cpu_activation").dropout_forward(_row_view(x, rows), noise, float(p), keep, _row_view(out, rows))
+    kernel_module("cpu_activation").dropout_forward(_row_view(x, rows), noise, float(p), keep, _row_view(out, rows))
     return out
 
 
 def dropout_backward(grad, keep, p: float, out):
     rows = keep.shape[0]
-    _module("cpu_activation").dropout_backward(_row_view(grad, rows), keep, float(p), _row_view(out, rows))
+    kernel_module("cpu_activation").dropout_backward(_row_view(grad, rows), keep, float(p), _row_view(out, rows))
     return out
 
 
 def gelu(x, tanh_approximation: bool, out):
-    _module("cpu_activation").gelu_forward(_flat(x), tanh_approximation, out.reshape(-1))
+    kernel_module("cpu_activation").gelu_forward(flat(x), tanh_approximation, out.reshape(-1))
     return out
 
 
 def gelu_backward(grad, x, tanh_approximation: bool, out):
-    _module("cpu_activation").gelu_backward(_flat(grad), _flat(x), tanh_approximation, out.reshape(-1))
+    kernel_module("cpu_activation").gelu_backward(flat(grad), flat(x), tanh_approximation, out.reshape(-1))
     return out
 
 
 def leaky_relu(x, negative_slope: float, out):
-    _module("cpu_activation").leaky_relu_forward(_flat(x), float(negative_slope), out.reshape(-1))
+    kernel_module("cpu_activation").leaky_relu_forward(flat(x), float(negative_slope), out.reshape(-1))
     return out
 
 
 def leaky_relu_backward(grad, x, negative_slope: float, out):
-    _module("cpu_activation").leaky_relu_backward(_flat(grad), _flat(x), float(negative_slope), out.reshape(-1))
+    kernel_module("cpu_activation").leaky_relu_backward(flat(grad), flat(x), float(negative_slope), out.reshape(-1))
     return out
 
 
 # --- losses -----------------------------------------------------------------------------------
 
 def class_loss(logits, targets, weight, ignore_index: int, smoothing: float, probs_out, loss_out, weight_out):
-    _module("cpu_loss").class_loss_forward(np.ascontiguousarray(logits), targets, weight, ignore_index,
+    kernel_module("cpu_loss").class_loss_forward(np.ascontiguousarray(logits), targets, weight, ignore_index,
                                            float(smoothing), probs_out, loss_out, weight_out)
     return loss_out
 
 
 def class_loss_backward(probs, targets, weight, ignore_index: int, smoothing: float, row_grad, out):
-    _module("cpu_loss").class_loss_backward(probs, targets, weight, ignore_index, float(smoothing), row_grad, out)
+    kernel_module("cpu_loss").class_loss_backward(probs, targets, weight, ignore_index, float(smoothing), row_grad, out)
     return out
 
 
 def nll(log_probs, targets, weight, ignore_index: int, loss_out, weight_out):
-    _module("cpu_loss").nll_forward(np.ascontiguousarray(log_probs), targets, weight, ignore_index, loss_out,
+    kernel_module("cpu_loss").nll_forward(np.ascontiguousarray(log_probs), targets, weight, ignore_index, loss_out,
                                     weight_out)
     return loss_out
 
 
 def nll_backward(targets, weight, ignore_index: int, row_grad, out):
-    _module("cpu_loss").nll_backward(targets, weight, ignore_index, row_grad, out)
+    kernel_module("cpu_loss").nll_backward(targets, weight, ignore_index, row_grad, out)
     return out
 
 
 def pointwise_loss(a, b, squared: bool, out):
-    _module("cpu_loss").pointwise_loss_forward(_flat(a), _flat(b), squared, out.reshape(-1))
+    kernel_module("cpu_loss").pointwise_loss_forward(flat(a), flat(b), squared, out.reshape(-1))
     return out
 
 
+def pointwise_loss_sum(a, b, squared: bool) -> float:
+    return kernel_module("cpu_loss").pointwise_loss_sum(flat(a), flat(b), squared)
+
+
 def pointwise_loss_backward(a, b, grad, squared: bool, out):
-    _module("cpu_loss").pointwise_loss_backward(_flat(a), _flat(b), _flat(grad), squared, out.reshape(-1))
+    kernel_module("cpu_loss").pointwise_loss_backward(flat(a), flat(b), flat(grad), squared, out.reshape(-1))
     return out

@@ -9,11 +9,9 @@ run at memory speed; the Numba kernels of :mod:`cpu_pointwise`, :mod:`cpu_gather
 
 from __future__ import annotations
 
-import functools
-import importlib
-from types import ModuleType
-
 import numpy as np
+
+from zgrad.kernels.cpu_common import flat, kernel_module
 
 __all__ = [
     "remainder", "floor_divide", "maximum", "minimum", "abs", "sign", "sqrt", "clamp", "clamp_backward", "extremum_backward",
@@ -27,15 +25,6 @@ _COMPARISONS = {
     "ge": np.greater_equal, "logical_and": np.logical_and, "logical_or": np.logical_or,
     "logical_xor": np.logical_xor,
 }
-
-
-@functools.cache
-def _kernels(name: str) -> ModuleType:
-    return importlib.import_module(f"zgrad.kernels.{name}")
-
-
-def _flat(a: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(a).reshape(-1)
 
 
 # --- element-wise -----------------------------------------------------------------------------
@@ -72,21 +61,21 @@ def clamp(x, low, high, out):
     """out = x clamped to [low, high] (None: open); ``out`` may be ``x``."""
     if out.dtype.kind != "f" or not out.flags.c_contiguous:
         return np.clip(x, low, high, out=out)
-    _kernels("cpu_pointwise").clamp_forward(
-        _flat(x), -np.inf if low is None else low, np.inf if high is None else high, out.reshape(-1)
+    kernel_module("cpu_pointwise").clamp_forward(
+        flat(x), -np.inf if low is None else low, np.inf if high is None else high, out.reshape(-1)
     )
     return out
 
 
 def clamp_backward(grad, x, low, high, out):
-    _kernels("cpu_pointwise").clamp_backward(_flat(grad), _flat(x), low, high, out.reshape(-1))
+    kernel_module("cpu_pointwise").clamp_backward(flat(grad), flat(x), low, high, out.reshape(-1))
     return out
 
 
 def extremum_backward(grad, a, b, take_max, out_a, out_b):
     """Gradients of maximum/minimum for same-shaped ``grad``, ``a``, ``b``, into ``out_a``/``out_b``."""
-    _kernels("cpu_pointwise").extremum_backward(
-        _flat(grad), _flat(a), _flat(b), take_max, out_a.reshape(-1), out_b.reshape(-1)
+    kernel_module("cpu_pointwise").extremum_backward(
+        flat(grad), flat(a), flat(b), take_max, out_a.reshape(-1), out_b.reshape(-1)
     )
     return out_a, out_b
 
@@ -124,52 +113,52 @@ def take(x, index, axis, out):
 
 def gather(x, index, out):
     """3-D gather (see :mod:`cpu_gather`); ``out`` is a fresh (outer, k, inner) array."""
-    _kernels("cpu_gather").gather(x, index, out)
+    kernel_module("cpu_gather").gather(x, index, out)
     return out
 
 
 def scatter(index, src, out):
     """3-D scatter (see :mod:`cpu_gather`) into a C-contiguous (outer, size, inner) ``out``."""
-    _kernels("cpu_gather").scatter(index, src, out)
+    kernel_module("cpu_gather").scatter(index, src, out)
     return out
 
 
 def index_add(index, src, out):
     """out[o, index[j], i] += src[o, j, i] into a C-contiguous (outer, size, inner) ``out``."""
-    _kernels("cpu_gather").index_add(index, src, out)
+    kernel_module("cpu_gather").index_add(index, src, out)
     return out
 
 
 def scatter_add(index, src, out):
     """3-D scatter-add (see :mod:`cpu_gather`) into a C-contiguous (outer, size, inner) ``out``."""
-    _kernels("cpu_gather").scatter_add(index, src, out)
+    kernel_module("cpu_gather").scatter_add(index, src, out)
     return out
 
 
 # --- row reductions ---------------------------------------------------------------------------
 
 def var_rows(x, correction, mean_out, var_out):
-    _kernels("cpu_reduce").var_forward(x, float(correction), mean_out, var_out)
+    kernel_module("cpu_reduce").var_forward(x, float(correction), mean_out, var_out)
     return var_out
 
 
 def var_backward_rows(x, mean, coef, out):
-    _kernels("cpu_reduce").var_backward(x, mean, coef, out)
+    kernel_module("cpu_reduce").var_backward(x, mean, coef, out)
     return out
 
 
 def logsumexp_rows(x, out):
-    _kernels("cpu_reduce").logsumexp_forward(x, out)
+    kernel_module("cpu_reduce").logsumexp_forward(x, out)
     return out
 
 
 def logsumexp_backward_rows(grad, x, result, out):
-    _kernels("cpu_reduce").logsumexp_backward(grad, x, result, out)
+    kernel_module("cpu_reduce").logsumexp_backward(grad, x, result, out)
     return out
 
 
 def distribute_equal(x, value, grad, out):
-    _kernels("cpu_reduce").distribute_equal(_flat(x), x.dtype.type(value), float(grad), out.reshape(-1))
+    kernel_module("cpu_reduce").distribute_equal(flat(x), x.dtype.type(value), float(grad), out.reshape(-1))
     return out
 
 
@@ -184,7 +173,7 @@ def _fusable(out, *others) -> bool:
 def add_scaled(out, other, alpha):
     """out += alpha * other (``other`` broadcast to ``out``)."""
     if _fusable(out, other):
-        _kernels("cpu_pointwise").add_scaled(out.reshape(-1), _flat(other), alpha)
+        kernel_module("cpu_pointwise").add_scaled(out.reshape(-1), flat(other), alpha)
     else:
         np.add(out, np.multiply(other, alpha), out=out, casting="same_kind")
     return out
@@ -193,7 +182,7 @@ def add_scaled(out, other, alpha):
 def addcmul(out, t1, t2, value):
     """out += value * t1 * t2."""
     if _fusable(out, t1, t2):
-        _kernels("cpu_pointwise").addcmul(out.reshape(-1), _flat(t1), _flat(t2), value)
+        kernel_module("cpu_pointwise").addcmul(out.reshape(-1), flat(t1), flat(t2), value)
     else:
         np.add(out, np.multiply(np.multiply(t1, t2), value), out=out, casting="same_kind")
     return out
@@ -202,7 +191,7 @@ def addcmul(out, t1, t2, value):
 def addcdiv(out, t1, t2, value):
     """out += value * t1 / t2."""
     if _fusable(out, t1, t2):
-        _kernels("cpu_pointwise").addcdiv(out.reshape(-1), _flat(t1), _flat(t2), value)
+        kernel_module("cpu_pointwise").addcdiv(out.reshape(-1), flat(t1), flat(t2), value)
     else:
         np.add(out, np.multiply(np.true_divide(t1, t2), value), out=out, casting="same_kind")
     return out

@@ -4,6 +4,11 @@ and dtype rules, and calls the backend's kernel with a freshly allocated ``out``
 Ops above this layer call these functions and never name a device-specific one. A backend is a
 module implementing :data:`OPS`; the CPU backend is :mod:`zgrad.kernels.cpu`, a CUDA backend
 plugs in under ``"cuda"`` and is imported only on first CUDA use.
+
+Groups of ops have companion modules under the same rules: ``dispatch_pointwise`` (clamp,
+comparisons, in-place updates), ``dispatch_index``, ``dispatch_reduce``, ``dispatch_sequence``
+(embeddings, recurrences, dropout), ``dispatch_loss`` and ``dispatch_layers`` (convolution,
+pooling, normalization).
 """
 
 from __future__ import annotations
@@ -15,57 +20,20 @@ from typing import Any, Sequence
 import numpy as np
 
 __all__ = [
-    "OPS",
-    "backend",
-    "backend_of",
-    "backend_available",
-    "device_type_of",
-    "empty",
-    "full",
-    "asarray",
-    "float_dtype",
-    "broadcast_shape",
-    "sum_to",
-    "binary",
-    "unary",
-    "activation_backward",
-    "matmul",
-    "reduce_sum",
-    "reduce_max",
-    "rowwise",
-    "rowwise_backward",
-    "bias_act",
-    "cross_entropy",
-    "cross_entropy_backward",
-    "mse",
-    "mse_backward",
-    "stack",
-    "concatenate",
-    "slice_backward",
-    "cast",
-    "add_inplace",
-    "conv2d",
-    "conv2d_backward",
-    "max_pool2d",
-    "max_pool2d_backward",
-    "avg_pool2d",
-    "avg_pool2d_backward",
-    "adaptive_avg_pool2d",
-    "adaptive_avg_pool2d_backward",
-    "batch_norm",
-    "batch_norm_backward",
-    "group_norm",
-    "group_norm_backward",
+    "OPS", "DEFAULT_FLOAT", "INT64", "backend", "backend_of", "backend_available", "device_type_of", "empty", "full",
+    "asarray", "float_dtype", "broadcast_shape", "sum_to", "binary", "unary", "activation_backward", "matmul",
+    "reduce_sum", "rowwise", "rowwise_backward", "bias_act", "stack", "concatenate", "slice_backward", "cast",
+    "as_dtype", "as_int64", "add_inplace",
 ]
 
 OPS = (
     "empty", "full", "asarray", "to_host",
     "add", "sub", "mul", "div", "pow", "neg",
     "exp", "log", "tanh", "sigmoid", "relu",
-    "relu_backward", "tanh_backward", "sigmoid_backward", "where_positive",
-    "matmul", "sum", "amax", "copy", "stack", "concatenate", "scatter_slice",
+    "relu_backward", "tanh_backward", "sigmoid_backward",
+    "matmul", "sum", "copy", "stack", "concatenate", "scatter_slice",
     "bias_act", "softmax", "log_softmax", "softmax_backward", "log_softmax_backward",
-    "cross_entropy", "cross_entropy_backward", "mse", "mse_backward",
+    "cross_entropy", "cross_entropy_backward",
     "sgd_step", "adam_step",
     "conv2d", "conv2d_backward", "max_pool2d", "max_pool2d_backward", "avg_pool2d", "avg_pool2d_backward",
     "adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "batch_norm", "batch_norm_backward",
@@ -77,13 +45,15 @@ OPS = (
     "zeros", "embedding", "embedding_backward", "embedding_renorm", "embedding_bag", "embedding_bag_backward",
     "embedding_bag_per_sample_weights_backward", "lstm_forward", "lstm_backward", "gru_forward", "gru_backward",
     "dropout", "dropout_backward", "gelu", "gelu_backward", "leaky_relu", "leaky_relu_backward",
-    "class_loss", "class_loss_backward", "nll", "nll_backward", "pointwise_loss", "pointwise_loss_backward",
+    "class_loss", "class_loss_backward", "nll", "nll_backward", "pointwise_loss", "pointwise_loss_sum",
+    "pointwise_loss_backward",
 )
 
 _BACKEND_MODULES = {"cpu": "zgrad.kernels.cpu", "cuda": "zgrad.kernels.cuda"}
 _loaded: dict[str, ModuleType] = {}
 
 DEFAULT_FLOAT = np.dtype(np.float32)
+INT64 = np.dtype(np.int64)
 
 
 def backend(device_type: str) -> ModuleType:
@@ -261,6 +231,18 @@ def cast(x: Any, dtype: Any):
     return be.copy(x, be.empty(x.shape, np.dtype(dtype)))
 
 
+def as_dtype(x: Any, dtype: Any):
+    """``x`` itself if it already has ``dtype``, else a copy in ``dtype``."""
+    return x if x.dtype == dtype else cast(x, dtype)
+
+
+def as_int64(indices: Any):
+    """``indices`` as a C-contiguous int64 array (itself if it already is one)."""
+    if indices.dtype == INT64 and indices.flags.c_contiguous:
+        return indices
+    return cast(indices, INT64)
+
+
 # --- linear algebra and reductions ------------------------------------------------------------
 
 def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -329,13 +311,6 @@ def reduce_sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = No
     return be.sum(x, axes, keepdims, out)
 
 
-def reduce_max(x: Any, axis: Any = None, keepdims: bool = False):
-    """Maximum over ``axis`` (None = all) into a fresh ``out``."""
-    be = backend_of(x)
-    axes = _normalize_axes(axis, x.ndim)
-    return be.amax(x, axes, keepdims, be.empty(_reduced_shape(x.shape, axes, keepdims), x.dtype))
-
-
 # --- row-wise fused ops -----------------------------------------------------------------------
 
 def rowwise(op: str, x: Any):
@@ -364,30 +339,6 @@ def bias_act(x: Any, bias: Any, activation: str):
     if x.dtype != dtype:
         x = cast(x, dtype)
     return be.bias_act(x, bias, activation, be.empty(x.shape, dtype))
-
-
-def cross_entropy(logits: Any, targets: Any) -> tuple[float, Any]:
-    """Mean cross-entropy of 2-D ``logits`` against integer class ``targets``; returns (loss, probs)."""
-    be = backend_of(logits)
-    probs = be.empty(logits.shape, logits.dtype)
-    return be.cross_entropy(logits, targets, probs), probs
-
-
-def cross_entropy_backward(probs: Any, targets: Any, scale: float):
-    """scale * (probs - onehot(targets)) into a fresh ``out``."""
-    be = backend_of(probs)
-    return be.cross_entropy_backward(probs, targets, scale, be.empty(probs.shape, probs.dtype))
-
-
-def mse(a: Any, b: Any) -> float:
-    """Sum of squared differences of two same-shaped arrays."""
-    return backend_of(a, b).mse(a, b)
-
-
-def mse_backward(a: Any, b: Any, scale: float):
-    """scale * (a - b) into a fresh ``out``."""
-    be = backend_of(a, b)
-    return be.mse_backward(a, b, scale, be.empty(a.shape, a.dtype))
 
 
 # --- layout -----------------------------------------------------------------------------------
@@ -428,100 +379,3 @@ def slice_backward(grad: Any, index: Any, shape: tuple[int, ...], dtype: Any):
     """A zero array of ``shape`` with ``grad`` added at ``index``."""
     be = backend_of(grad)
     return be.scatter_slice(index, grad, be.full(shape, 0, np.dtype(dtype)))
-
-
-# --- convolution, pooling, normalization over (N, C, ...) arrays ------------------------------
-# Operands share one floating dtype (the ops check it, as PyTorch does). Window arguments are
-# (h, w) pairs; ``padding`` is (top, left), the bottom/right padding showing only in ``out_size``.
-
-def conv2d(x: Any, weight: Any, bias: Any, stride, padding, dilation, groups: int, padding_mode: str, out_size):
-    """Cross-correlation of (N, C, H, W) ``x`` with (OC, C/groups, KH, KW) ``weight``, plus ``bias``
-    (OC,) unless None: (N, OC, *out_size)."""
-    be = backend_of(x, weight)
-    out = be.empty((x.shape[0], weight.shape[0], *out_size), x.dtype)
-    return be.conv2d(x, weight, bias, stride, padding, dilation, groups, padding_mode, out)
-
-
-def conv2d_backward(grad: Any, x: Any, weight: Any, stride, padding, dilation, groups: int, padding_mode: str,
-                    needs_x: bool, needs_weight: bool):
-    """(grad_x, grad_weight) of :func:`conv2d`, None where not needed."""
-    be = backend_of(grad, x, weight)
-    grad_x = be.empty(x.shape, x.dtype) if needs_x else None
-    grad_weight = be.empty(weight.shape, weight.dtype) if needs_weight else None
-    return be.conv2d_backward(grad, x, weight, stride, padding, dilation, groups, padding_mode, grad_x, grad_weight)
-
-
-def max_pool2d(x: Any, kernel_size, stride, padding, dilation, out_size):
-    """(max, int64 flat index into the H*W plane) of each window of (N, C, H, W) ``x``."""
-    be = backend_of(x)
-    shape = (*x.shape[:2], *out_size)
-    return be.max_pool2d(x, kernel_size, stride, padding, dilation, be.empty(shape, x.dtype),
-                         be.empty(shape, np.dtype(np.int64)))
-
-
-def max_pool2d_backward(grad: Any, indices: Any, input_shape: tuple[int, ...]):
-    be = backend_of(grad)
-    return be.max_pool2d_backward(grad, indices, be.empty(input_shape, grad.dtype))
-
-
-def avg_pool2d(x: Any, kernel_size, stride, padding, count_include_pad: bool, divisor_override: int | None,
-               out_size):
-    be = backend_of(x)
-    out = be.empty((*x.shape[:2], *out_size), x.dtype)
-    return be.avg_pool2d(x, kernel_size, stride, padding, count_include_pad, divisor_override, out)
-
-
-def avg_pool2d_backward(grad: Any, input_shape: tuple[int, ...], kernel_size, stride, padding,
-                        count_include_pad: bool, divisor_override: int | None):
-    be = backend_of(grad)
-    return be.avg_pool2d_backward(grad, kernel_size, stride, padding, count_include_pad, divisor_override,
-                                  be.empty(input_shape, grad.dtype))
-
-
-def adaptive_avg_pool2d(x: Any, out_size):
-    be = backend_of(x)
-    return be.adaptive_avg_pool2d(x, be.empty((*x.shape[:2], *out_size), x.dtype))
-
-
-def adaptive_avg_pool2d_backward(grad: Any, input_shape: tuple[int, ...]):
-    be = backend_of(grad)
-    return be.adaptive_avg_pool2d_backward(grad, be.empty(input_shape, grad.dtype))
-
-
-def batch_norm(x: Any, weight: Any, bias: Any, running_mean: Any, running_var: Any, training: bool,
-               momentum: float, eps: float):
-    """Batch norm of (N, C, S) ``x``: (out, saved mean, saved 1/sqrt(var + eps)).
-
-    Training updates ``running_mean`` / ``running_var`` in place (when given).
-    """
-    be = backend_of(x)
-    stats = (x.shape[1],)
-    return be.batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps,
-                         be.empty(x.shape, x.dtype), be.empty(stats, x.dtype), be.empty(stats, x.dtype))
-
-
-def batch_norm_backward(grad: Any, x: Any, weight: Any, save_mean: Any, save_invstd: Any, training: bool,
-                        needs: Sequence[bool]):
-    """(grad_x, grad_weight, grad_bias) of :func:`batch_norm`, None where ``needs`` says so."""
-    be = backend_of(grad, x)
-    shapes = (x.shape, x.shape[1:2], x.shape[1:2])
-    grads = [be.empty(shape, x.dtype) if need else None for shape, need in zip(shapes, needs)]
-    return be.batch_norm_backward(grad, x, weight, save_mean, save_invstd, training, *grads)
-
-
-def group_norm(x: Any, weight: Any, bias: Any, groups: int, eps: float):
-    """Normalization of (N, C, S) ``x`` over each (sample, group of C/groups channels), with a
-    per-channel affine: (out, saved mean, saved 1/sqrt(var + eps)), stats of shape (N*groups,)."""
-    be = backend_of(x)
-    stats = (x.shape[0] * groups,)
-    return be.group_norm(x, weight, bias, groups, eps, be.empty(x.shape, x.dtype), be.empty(stats, x.dtype),
-                         be.empty(stats, x.dtype))
-
-
-def group_norm_backward(grad: Any, x: Any, weight: Any, save_mean: Any, save_invstd: Any, groups: int,
-                        needs: Sequence[bool]):
-    """(grad_x, grad_weight, grad_bias) of :func:`group_norm`, None where ``needs`` says so."""
-    be = backend_of(grad, x)
-    shapes = (x.shape, x.shape[1:2], x.shape[1:2])
-    grads = [be.empty(shape, x.dtype) if need else None for shape, need in zip(shapes, needs)]
-    return be.group_norm_backward(grad, x, weight, save_mean, save_invstd, groups, *grads)

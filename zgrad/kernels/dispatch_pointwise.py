@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.kernels.dispatch import backend_of, broadcast_shape, cast
+from zgrad.kernels.dispatch import DEFAULT_FLOAT, INT64, as_dtype, backend_of, broadcast_shape, cast
 
 __all__ = [
-    "clamp", "clamp_backward", "extremum_backward", "compare", "logical_not", "write", "inplace_binary",
+    "clamp", "clamp_dtype", "clamp_backward", "extremum_backward", "compare", "logical_not", "write", "inplace_binary",
     "unary_inplace", "add_scaled_", "addcmul_", "addcdiv_", "random_uniform_", "random_normal_",
     "random_integers_",
 ]
@@ -30,11 +30,45 @@ def _bound(value: float | None, default: float) -> float:
     return default if value is None else value
 
 
+# PyTorch's names of dtypes in its casting errors: the scalar type ("Float"), and the C++ type
+# of an in-place output ("long int").
+_SCALAR_TYPE_NAMES = {np.dtype(np.float32): "Float", np.dtype(np.int64): "Long"}
+_CPP_TYPE_NAMES = {
+    np.dtype(np.bool_): "bool", np.dtype(np.uint8): "unsigned char", np.dtype(np.int8): "signed char",
+    np.dtype(np.int16): "short int", np.dtype(np.int32): "int", np.dtype(np.int64): "long int",
+}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def clamp_dtype(dtype: np.dtype, low: float | None, high: float | None) -> np.dtype:
+    """The dtype of a clamp of a ``dtype`` tensor by Python-number bounds, by PyTorch's promotion:
+    an integer or bool tensor with a float bound gives float32, a bool one with an int bound int64."""
+    if dtype.kind in "biu" and (isinstance(low, float) or isinstance(high, float)):
+        return DEFAULT_FLOAT
+    if dtype.kind == "b" and (_is_int(low) or _is_int(high)):
+        return INT64
+    return dtype
+
+
 def clamp(x: Any, low: float | None, high: float | None, out: Any = None):
-    """x clamped to [low, high] (either may be None) into ``out`` (fresh unless given: in place)."""
+    """x clamped to [low, high] (either may be None) into ``out`` (fresh unless given: in place),
+    in the dtype :func:`clamp_dtype` gives.
+
+    Raises:
+        RuntimeError: in place, a result dtype other than ``out``'s (PyTorch's "result type Float
+            can't be cast to the desired output type long int").
+    """
     be = backend_of(x)
+    dtype = clamp_dtype(x.dtype, low, high)
     if out is None:
-        out = be.empty(x.shape, x.dtype)
+        x = as_dtype(x, dtype)
+        out = be.empty(x.shape, dtype)
+    elif dtype != out.dtype:
+        raise RuntimeError(f"result type {_SCALAR_TYPE_NAMES[dtype]} can't be cast to the desired output type "
+                           f"{_CPP_TYPE_NAMES.get(out.dtype, str(out.dtype))}")
     return be.clamp(x, low, high, out)
 
 

@@ -49,21 +49,31 @@ def _from_rows(rows: Rows, out_rows: Any):
     return out_rows.reshape(rows.moved_shape).transpose(rows.inverse)
 
 
-def argmax(x: Any, dim: int | None, keepdim: bool, largest: bool = True):
+def argmax(x: Any, dim: int | None, keepdim: bool, largest: bool = True, name: str | None = None):
     """int64 indices of the maximum (``largest``) or minimum along ``dim``, or into the flattened
-    array when ``dim`` is None; the first one on ties, a NaN's where there is one."""
+    array when ``dim`` is None; the first one on ties, a NaN's where there is one. An empty ``x``
+    gives empty indices along a non-empty ``dim``, as PyTorch.
+
+    Raises:
+        IndexError: a reduction over an empty dimension, or over all of an empty array, with
+            PyTorch's text naming ``name`` (default "argmax" / "argmin").
+    """
     be = backend_of(x)
-    if x.size == 0:
-        raise IndexError(f"{'argmax' if largest else 'argmin'}(): Expected reduction dim to be specified "
-                         "for input.numel() == 0." if dim is None else
-                         f"{'argmax' if largest else 'argmin'}(): cannot reduce over a dimension of size 0")
+    name = name or ("argmax" if largest else "argmin")
     op = be.argmax if largest else be.argmin
     if dim is None:
+        if x.size == 0:
+            raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0.")
         shape = (1,) * x.ndim if keepdim else ()
         return op(x, None, keepdim, be.empty(shape, np.dtype(np.int64)))
     axes = _normalize_axes(dim, x.ndim)
     axis = axes[0] if x.ndim else None
-    return op(x, axis, keepdim, be.empty(_reduced_shape(x.shape, axes, keepdim), np.dtype(np.int64)))
+    out = be.empty(_reduced_shape(x.shape, axes, keepdim), np.dtype(np.int64))
+    if x.size == 0:
+        if x.shape[axis] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {axis} to have non-zero size.")
+        return out  # nothing to reduce: as empty as the other dimensions
+    return op(x, axis, keepdim, out)
 
 
 def var(x: Any, dim: Any, correction: float, keepdim: bool) -> tuple[Any, Rows, Any]:

@@ -1,5 +1,5 @@
 """Dispatch of the ops of sequence models: embeddings, LSTM/GRU recurrences, dropout, GELU and
-leaky ReLU, and the general classification and element losses.
+leaky ReLU.
 
 The companion of :mod:`zgrad.kernels.dispatch` (its rules hold here: the backend comes from the
 arrays' device, outputs are allocated here, indices are checked here with PyTorch's messages),
@@ -13,30 +13,20 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.kernels.dispatch import backend_of, cast
+from zgrad.kernels.dispatch import INT64, as_dtype, as_int64, backend_of
 
 __all__ = [
     "EMBEDDING_BAG_MODES", "check_embedding_indices", "embedding", "embedding_backward", "embedding_renorm_",
     "embedding_bag", "embedding_bag_backward", "lstm_forward", "lstm_backward", "gru_forward", "gru_backward",
-    "dropout", "dropout_backward", "gelu", "gelu_backward", "leaky_relu", "leaky_relu_backward", "class_loss",
-    "class_loss_backward", "nll", "nll_backward", "pointwise_loss", "pointwise_loss_backward",
+    "dropout", "dropout_backward", "gelu", "gelu_backward", "leaky_relu", "leaky_relu_backward",
 ]
 
 EMBEDDING_BAG_MODES = {"sum": 0, "mean": 1, "max": 2}
-_INT64 = np.dtype(np.int64)
-_NO_INDEX = -1  # padding_idx / ignore_index meaning "none" in the kernels
-
-
-def _int64(indices: Any) -> Any:
-    return indices if indices.dtype == _INT64 and indices.flags.c_contiguous else np.ascontiguousarray(indices, _INT64)
+_NO_INDEX = -1  # padding_idx meaning "none" in the kernels
 
 
 def _padding(padding_idx: int | None) -> int:
     return _NO_INDEX if padding_idx is None else padding_idx
-
-
-def _like(a: Any, dtype: np.dtype) -> Any:
-    return a if a.dtype == dtype else cast(a, dtype)
 
 
 # --- embeddings -------------------------------------------------------------------------------
@@ -45,15 +35,19 @@ def check_embedding_indices(indices: Any, num_embeddings: int) -> Any:
     """``indices`` as a C-contiguous int64 array.
 
     Raises:
-        IndexError: a value is outside [0, num_embeddings) ("index out of range in self", as PyTorch).
+        IndexError: a value is outside [0, num_embeddings): PyTorch's "index out of range in self",
+            then the first such index and the valid range.
         TypeError: the indices are not integers.
     """
     if indices.dtype.kind not in "iu":
         raise TypeError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
                         f"Long, Int; but got {indices.dtype} instead (while checking arguments for embedding)")
     if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= num_embeddings):
-        raise IndexError("index out of range in self")
-    return _int64(indices)
+        flat = indices.reshape(-1)
+        bad = int(flat[np.flatnonzero((flat < 0) | (flat >= num_embeddings))[0]])
+        valid = f"valid indices are 0..{num_embeddings - 1}" if num_embeddings else "the table has no rows"
+        raise IndexError(f"index out of range in self: got index {bad}, {valid}")
+    return as_int64(indices)
 
 
 def embedding(weight: Any, indices: Any):
@@ -85,11 +79,11 @@ def embedding_bag(weight: Any, indices: Any, bounds: Any, per_sample_weights: An
     be = backend_of(weight, indices)
     bags, width = bounds.shape[0] - 1, weight.shape[1]
     code = EMBEDDING_BAG_MODES[mode]
-    psw = be.empty((0,), weight.dtype) if per_sample_weights is None else _like(per_sample_weights, weight.dtype)
-    bag_size = be.empty((bags,), _INT64)
-    max_indices = be.empty((bags, width) if mode == "max" else (0, 0), _INT64)
+    psw = be.empty((0,), weight.dtype) if per_sample_weights is None else as_dtype(per_sample_weights, weight.dtype)
+    bag_size = be.empty((bags,), INT64)
+    max_indices = be.empty((bags, width) if mode == "max" else (0, 0), INT64)
     out = be.empty((bags, width), weight.dtype)
-    be.embedding_bag(weight, _int64(indices), _int64(bounds), psw, code, _padding(padding_idx), out, bag_size,
+    be.embedding_bag(weight, as_int64(indices), as_int64(bounds), psw, code, _padding(padding_idx), out, bag_size,
                      max_indices)
     return out, bag_size, max_indices
 
@@ -100,7 +94,7 @@ def embedding_bag_backward(grad: Any, weight: Any, indices: Any, bounds: Any, pe
     """(grad of weight, grad of per_sample_weights) of :func:`embedding_bag`, None where not needed."""
     be = backend_of(grad, weight)
     padding = _padding(padding_idx)
-    psw = be.empty((0,), weight.dtype) if per_sample_weights is None else _like(per_sample_weights, weight.dtype)
+    psw = be.empty((0,), weight.dtype) if per_sample_weights is None else as_dtype(per_sample_weights, weight.dtype)
     grad_weight = grad_psw = None
     if needs_weight:
         grad_weight = be.embedding_bag_backward(grad, indices, bounds, psw, EMBEDDING_BAG_MODES[mode], padding,
@@ -174,7 +168,7 @@ def gelu(x: Any, tanh_approximation: bool):
 
 def gelu_backward(grad: Any, x: Any, tanh_approximation: bool):
     be = backend_of(grad, x)
-    return be.gelu_backward(_like(grad, x.dtype), x, tanh_approximation, be.empty(x.shape, x.dtype))
+    return be.gelu_backward(as_dtype(grad, x.dtype), x, tanh_approximation, be.empty(x.shape, x.dtype))
 
 
 def leaky_relu(x: Any, negative_slope: float):
@@ -184,56 +178,4 @@ def leaky_relu(x: Any, negative_slope: float):
 
 def leaky_relu_backward(grad: Any, x: Any, negative_slope: float):
     be = backend_of(grad, x)
-    return be.leaky_relu_backward(_like(grad, x.dtype), x, negative_slope, be.empty(x.shape, x.dtype))
-
-
-# --- losses -----------------------------------------------------------------------------------
-
-def _class_weight(weight: Any, dtype: np.dtype, be: Any) -> Any:
-    return be.empty((0,), dtype) if weight is None else np.ascontiguousarray(_like(weight, dtype))
-
-
-def class_loss(logits: Any, targets: Any, weight: Any, ignore_index: int, smoothing: float):
-    """Per-row cross-entropy of (M, C) ``logits``: (loss (M,), w[target] (M,), softmax (M, C))."""
-    be = backend_of(logits, targets)
-    rows, dtype = logits.shape[0], logits.dtype
-    probs, loss, row_weight = be.empty(logits.shape, dtype), be.empty((rows,), dtype), be.empty((rows,), dtype)
-    be.class_loss(logits, _int64(targets), _class_weight(weight, dtype, be), ignore_index, smoothing, probs, loss,
-                  row_weight)
-    return loss, row_weight, probs
-
-
-def class_loss_backward(probs: Any, targets: Any, weight: Any, ignore_index: int, smoothing: float, row_grad: Any):
-    """d loss / d logits of :func:`class_loss`, ``row_grad`` (M,) or (1,) the gradient per row."""
-    be = backend_of(probs)
-    dtype = probs.dtype
-    return be.class_loss_backward(probs, _int64(targets), _class_weight(weight, dtype, be), ignore_index, smoothing,
-                                  _like(row_grad, dtype), be.empty(probs.shape, dtype))
-
-
-def nll(log_probs: Any, targets: Any, weight: Any, ignore_index: int):
-    """Per-row -w[t] * log_probs[i, t] of (M, C) ``log_probs``: (loss (M,), w[target] (M,))."""
-    be = backend_of(log_probs, targets)
-    rows, dtype = log_probs.shape[0], log_probs.dtype
-    loss, row_weight = be.empty((rows,), dtype), be.empty((rows,), dtype)
-    be.nll(log_probs, _int64(targets), _class_weight(weight, dtype, be), ignore_index, loss, row_weight)
-    return loss, row_weight
-
-
-def nll_backward(targets: Any, weight: Any, ignore_index: int, row_grad: Any, shape: tuple[int, int], dtype: Any):
-    be = backend_of(targets)
-    dtype = np.dtype(dtype)
-    return be.nll_backward(_int64(targets), _class_weight(weight, dtype, be), ignore_index, _like(row_grad, dtype),
-                           be.empty(shape, dtype))
-
-
-def pointwise_loss(a: Any, b: Any, squared: bool):
-    """(a - b)**2 or |a - b| element-wise (same shapes and dtype)."""
-    be = backend_of(a, b)
-    return be.pointwise_loss(a, b, squared, be.empty(a.shape, a.dtype))
-
-
-def pointwise_loss_backward(a: Any, b: Any, grad: Any, squared: bool):
-    """grad * d loss / d a; ``grad`` has a's shape or one element."""
-    be = backend_of(a, b)
-    return be.pointwise_loss_backward(a, b, _like(grad, a.dtype), squared, be.empty(a.shape, a.dtype))
+    return be.leaky_relu_backward(as_dtype(grad, x.dtype), x, negative_slope, be.empty(x.shape, x.dtype))

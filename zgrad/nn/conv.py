@@ -66,8 +66,8 @@ class Conv2d(Module):
         init.default_layer_init_(self.weight, self.bias)
 
     def forward(self, input: Any) -> Any:
-        return conv2d_layer(f"{type(self).__name__}({self.extra_repr()})", input, self.weight, self.bias, self.stride,
-                            self.padding, self.dilation, self.groups, self.padding_mode)
+        return conv2d_layer(self, input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups,
+                            self.padding_mode)  # errors name the layer: its repr, built only then
 
     def extra_repr(self) -> str:
         text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"

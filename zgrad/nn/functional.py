@@ -1,7 +1,7 @@
 """``zgrad.nn.functional``: stateless layer functions and losses."""
 
-from zgrad.ops import cross_entropy, linear, log_softmax, mse_loss, relu, sigmoid, softmax, tanh
-from zgrad.ops.activation import gelu, leaky_relu
+from zgrad.ops import cross_entropy, linear, log_softmax, mse_loss, sigmoid, softmax, tanh
+from zgrad.ops.activation import gelu, leaky_relu, relu
 from zgrad.ops.dropout import dropout, dropout2d
 from zgrad.ops.embedding import embedding, embedding_bag
 from zgrad.ops.loss_functions import l1_loss, nll_loss

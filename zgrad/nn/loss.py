@@ -41,8 +41,12 @@ class CrossEntropyLoss(_WeightedLoss):
         self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002 - torch's name
-        return cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
-                             reduction=self.reduction, label_smoothing=self.label_smoothing)
+        try:
+            return cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                                 reduction=self.reduction, label_smoothing=self.label_smoothing)
+        except IndexError as error:  # "Target 7 is out of bounds. ...", named by the module
+            error.args = (f"{self!r}: {error}",)
+            raise
 
 
 class NLLLoss(_WeightedLoss):
@@ -54,7 +58,12 @@ class NLLLoss(_WeightedLoss):
         self.ignore_index = ignore_index
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
-        return nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index, reduction=self.reduction)
+        try:
+            return nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                            reduction=self.reduction)
+        except IndexError as error:
+            error.args = (f"{self!r}: {error}",)
+            raise
 
 
 class MSELoss(_Loss):

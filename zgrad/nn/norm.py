@@ -61,18 +61,15 @@ class _BatchNorm(Module):
         self.reset_running_stats()
         _reset_affine(self.weight, self.bias)
 
-    def _name(self) -> str:
-        return f"{type(self).__name__}({self.extra_repr()})"
-
     def _check_input(self, input: Any) -> None:
         shape = getattr(input, "shape", None)
         if shape is None:
             return  # batch_norm_layer names the wrong type
         if len(shape) not in self.expected_dims:
             dims = " or ".join(f"{d}D" for d in self.expected_dims)
-            raise ValueError(f"{self._name()}: expected {dims} input (got {len(shape)}D input of size {list(shape)})")
+            raise ValueError(f"{self!r}: expected {dims} input (got {len(shape)}D input of size {list(shape)})")
         if shape[1] != self.num_features:
-            raise RuntimeError(f"{self._name()}: expected input with {self.num_features} channels in dimension 1, "
+            raise RuntimeError(f"{self!r}: expected input with {self.num_features} channels in dimension 1, "
                                f"but got input of size {list(shape)} ({shape[1]} channels)")
 
     def forward(self, input: Any) -> Any:
@@ -82,7 +79,7 @@ class _BatchNorm(Module):
         if tracking and self.momentum is None:
             factor = 1.0 / (int(self.num_batches_tracked.item()) + 1)
         use_running = not self.training or self.track_running_stats
-        out = batch_norm_layer(self._name(), input, self.running_mean if use_running else None,
+        out = batch_norm_layer(self, input, self.running_mean if use_running else None,
                                self.running_var if use_running else None, self.weight, self.bias,
                                self.training or self.running_mean is None, factor, self.eps)
         if tracking:  # only once the batch was accepted
@@ -127,8 +124,7 @@ class LayerNorm(Module):
         _reset_affine(self.weight, self.bias)
 
     def forward(self, input: Any) -> Any:
-        return layer_norm_layer(f"LayerNorm({self.extra_repr()})", input, self.normalized_shape, self.weight,
-                                self.bias, self.eps)
+        return layer_norm_layer(self, input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
@@ -158,8 +154,7 @@ class GroupNorm(Module):
         _reset_affine(self.weight, self.bias)
 
     def forward(self, input: Any) -> Any:
-        return group_norm_layer(f"GroupNorm({self.extra_repr()})", input, self.num_groups, self.weight, self.bias,
-                                self.eps)
+        return group_norm_layer(self, input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
         return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "

@@ -1,4 +1,7 @@
-"""Pooling layers: ``MaxPool2d``, ``AvgPool2d``, ``AdaptiveAvgPool2d``."""
+"""Pooling layers: ``MaxPool2d``, ``AvgPool2d``, ``AdaptiveAvgPool2d``.
+
+Each passes itself as the name its errors start with: its repr is built only if one is raised.
+"""
 
 from __future__ import annotations
 
@@ -25,8 +28,8 @@ class MaxPool2d(Module):
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, input: Any) -> Any:
-        return max_pool2d_layer(f"MaxPool2d({self.extra_repr()})", input, self.kernel_size, self.stride,
-                                self.padding, self.dilation, self.ceil_mode, self.return_indices)
+        return max_pool2d_layer(self, input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                                self.return_indices)
 
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
@@ -45,8 +48,8 @@ class AvgPool2d(Module):
         self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
 
     def forward(self, input: Any) -> Any:
-        return avg_pool2d_layer(f"AvgPool2d({self.extra_repr()})", input, self.kernel_size, self.stride,
-                                self.padding, self.ceil_mode, self.count_include_pad, self.divisor_override)
+        return avg_pool2d_layer(self, input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                                self.count_include_pad, self.divisor_override)
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
@@ -64,7 +67,7 @@ class AdaptiveAvgPool2d(Module):
         self.output_size = output_size
 
     def forward(self, input: Any) -> Any:
-        return adaptive_avg_pool2d_layer(f"AdaptiveAvgPool2d({self.extra_repr()})", input, self.output_size)
+        return adaptive_avg_pool2d_layer(self, input, self.output_size)
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"

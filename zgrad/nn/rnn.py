@@ -30,7 +30,26 @@ def _check_size(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be greater than zero")
 
 
-class _RNNBase(Module):
+class _Recurrent(Module):
+    """What every recurrent module shares: PyTorch's initialization, and the checks of the
+    initial states' dtype."""
+
+    hidden_size: int
+
+    def reset_parameters(self) -> None:
+        """Draw every weight and bias from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as PyTorch."""
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for weight in self.parameters():
+            init.uniform_(weight, -bound, bound)
+
+    def _check_dtype(self, state: Any, which: str, like: Any) -> None:
+        """A given state must have the input's (and so the parameters') dtype: PyTorch fails on it
+        in the matrix product ("mat1 and mat2 must have the same dtype"); this names the state."""
+        if state.dtype != like.dtype:
+            raise RuntimeError(f"{self!r}: Expected {which} dtype {like.dtype}, got {state.dtype}")
+
+
+class _RNNBase(_Recurrent):
     """What LSTM and GRU share: parameters per layer and direction, argument checks, stacking."""
 
     mode = ""
@@ -65,12 +84,6 @@ class _RNNBase(Module):
     def num_directions(self) -> int:
         return 2 if self.bidirectional else 1
 
-    def reset_parameters(self) -> None:
-        """Draw every weight and bias from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as PyTorch."""
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        for weight in self.parameters():
-            init.uniform_(weight, -bound, bound)
-
     def _weights(self, layer: int, direction: int) -> tuple[Any, Any, Any, Any]:
         """(weight_ih, weight_hh, bias_ih, bias_hh) of a layer and direction; biases None without bias."""
         suffix = f"_l{layer}{'_reverse' if direction else ''}"
@@ -87,27 +100,35 @@ class _RNNBase(Module):
                                f"Expected {self.input_size}, got {input.shape[-1]}")
         weight = self.weight_ih_l0
         if input.dtype != weight.dtype:
-            raise RuntimeError(f"{self!r}: input must have the type {weight.dtype}, got type {input.dtype}")
+            raise ValueError(f"{self!r}: RNN input dtype ({input.dtype}) does not match weight dtype ({weight.dtype}). "
+                             f"Convert input: input.to(zgrad.{weight.dtype}), or convert model: "
+                             f"model.to(zgrad.{input.dtype})")
         batched = input.ndim == 3
         if not batched:
             return ops.unsqueeze(input, 1), False
         return (ops.transpose(input, 0, 1) if self.batch_first else input), True
 
+    def _check_state_dims(self, states: tuple[Any, ...], names: str, batched: bool) -> None:
+        """Given states must be 3-D for batched input, 2-D for unbatched (PyTorch's texts)."""
+        want = 3 if batched else 2
+        if all(state is None or state.ndim == want for state in states):
+            return
+        dims = [f"{state.ndim}-D" for state in states]
+        got = f"({', '.join(dims)}) tensors" if len(dims) > 1 else f"{dims[0]} tensor"
+        kind = "batched 3-D" if batched else "unbatched 2-D"
+        raise RuntimeError(f"{self!r}: For {kind} input, {names} should also be {want}-D but got {got}")
+
     def _initial_state(self, state: Any, batch: int, batched: bool, which: str, like: Any) -> Any:
-        """A (layers * directions, B, H) initial state: zeros, or ``state`` checked against it."""
+        """A (layers * directions, B, H) initial state: zeros, or ``state`` (its rank already
+        checked) checked against it."""
         expected = (self.num_layers * self.num_directions, batch, self.hidden_size)
         if state is None:
             return zeros(*expected, dtype=like.dtype)
-        if batched and state.ndim != 3:
-            raise RuntimeError(f"{self!r}: For batched 3-D input, {which} should also be 3-D but got "
-                               f"{state.ndim}-D tensor")
         if not batched:
-            if state.ndim != 2:
-                raise RuntimeError(f"{self!r}: For unbatched 2-D input, {which} should also be 2-D but got "
-                                   f"{state.ndim}-D tensor")
             state = ops.unsqueeze(state, 1)
         if tuple(state.shape) != expected:
             raise RuntimeError(f"{self!r}: Expected {which} size {expected}, got {list(state.shape)}")
+        self._check_dtype(state, which, like)
         return state
 
     def _run(self, x: Any, states: tuple[Any, ...]) -> tuple[Any, list[list[Any]]]:
@@ -154,8 +175,9 @@ class LSTM(_RNNBase):
     outputs of every layer but the last, in training mode.
 
     Raises:
-        ValueError: an input that is not 2-D or 3-D.
-        RuntimeError: a feature size, dtype or state shape that does not match, naming the layer.
+        ValueError: an input that is not 2-D or 3-D, or not of the parameters' dtype.
+        RuntimeError: a feature size, or a state's rank, shape or dtype, that does not match; every
+            error names the layer.
         NotImplementedError: ``proj_size`` != 0.
     """
 
@@ -168,6 +190,8 @@ class LSTM(_RNNBase):
         x, batched = self._check_input(input)
         batch = x.shape[1]
         h0, c0 = (None, None) if hx is None else hx
+        if hx is not None:
+            self._check_state_dims((h0, c0), "hx and cx", batched)
         h0 = self._initial_state(h0, batch, batched, "hidden[0]", x)
         c0 = self._initial_state(c0, batch, batched, "hidden[1]", x)
         output, finals = self._run(x, (h0, c0))
@@ -189,13 +213,14 @@ class GRU(_RNNBase):
 
     def forward(self, input: Any, hx: Any = None) -> tuple[Any, Any]:  # noqa: A002
         x, batched = self._check_input(input)
+        self._check_state_dims((hx,), "hx", batched)
         h0 = self._initial_state(hx, x.shape[1], batched, "hidden", x)
         output, finals = self._run(x, (h0,))
         output, (h_n,) = self._finish(output, finals, batched)
         return output, h_n
 
 
-class _CellBase(Module):
+class _CellBase(_Recurrent):
     """What LSTMCell and GRUCell share: one time step of the layer op, on (B, I) or (I,) input."""
 
     mode = ""
@@ -213,12 +238,6 @@ class _CellBase(Module):
         self.bias_hh = Parameter(empty(gates, dtype=dtype, device=device)) if bias else None
         self.reset_parameters()
 
-    def reset_parameters(self) -> None:
-        """Draw every weight and bias from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as PyTorch."""
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        for weight in self.parameters():
-            init.uniform_(weight, -bound, bound)
-
     def _check_input(self, input: Any) -> tuple[Any, bool]:  # noqa: A002
         """``input`` as (1, B, I) (one time step), and whether it was batched."""
         if input.ndim not in (1, 2):
@@ -231,17 +250,24 @@ class _CellBase(Module):
         batched = input.ndim == 2
         return ops.reshape(input, (1, input.shape[0] if batched else 1, self.input_size)), batched
 
-    def _state(self, state: Any, batch: int, batched: bool, which: str, like: Any) -> Any:
+    def _state(self, state: Any, batch: int, batched: bool, which: str, index: int, like: Any) -> Any:
+        """A (B, H) state: zeros, or ``state`` checked with PyTorch's texts (``which`` is its
+        argument's name, hx[0] or hidden; PyTorch's kernel calls it hidden0, hidden1)."""
         if state is None:
             return zeros(batch, self.hidden_size, dtype=like.dtype)
+        if state.ndim not in (1, 2):
+            raise ValueError(f"{self!r}: Expected {which} to be 1D or 2D, got {state.ndim}D instead")
         if state.ndim != (2 if batched else 1):
-            raise RuntimeError(f"{self!r}: Expected {which} to be {2 if batched else 1}D, got {state.ndim}D instead")
+            raise RuntimeError(f"{self!r}: Expected {which} to be {2 if batched else 1}D for "
+                               f"{'batched 2-D' if batched else 'unbatched 1-D'} input, got {state.ndim}D")
         state = state if batched else ops.unsqueeze(state, 0)
         if state.shape[0] != batch:
-            raise RuntimeError(f"{self!r}: Input batch size {batch} doesn't match {which} batch size {state.shape[0]}")
+            raise RuntimeError(f"{self!r}: Input batch size {batch} doesn't match hidden{index} batch size "
+                               f"{state.shape[0]}")
         if state.shape[1] != self.hidden_size:
-            raise RuntimeError(f"{self!r}: {which} has inconsistent hidden_size: got {state.shape[1]}, "
+            raise RuntimeError(f"{self!r}: hidden{index} has inconsistent hidden_size: got {state.shape[1]}, "
                                f"expected {self.hidden_size}")
+        self._check_dtype(state, f"hidden{index}", like)
         return state
 
     def _unbatch(self, state: Any, batched: bool) -> Any:
@@ -261,8 +287,8 @@ class LSTMCell(_CellBase):
         x, batched = self._check_input(input)
         batch = x.shape[1]
         h, c = (None, None) if hx is None else hx
-        h = self._state(h, batch, batched, "hx[0]", x)
-        c = self._state(c, batch, batched, "hx[1]", x)
+        h = self._state(h, batch, batched, "hx[0]", 0, x)
+        c = self._state(c, batch, batched, "hx[1]", 1, x)
         _, h_next, c_next = LSTMLayer.apply(x, h, c, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh,
                                             False)
         return self._unbatch(h_next, batched), self._unbatch(c_next, batched)
@@ -275,6 +301,6 @@ class GRUCell(_CellBase):
 
     def forward(self, input: Any, hx: Any = None) -> Any:  # noqa: A002
         x, batched = self._check_input(input)
-        h = self._state(hx, x.shape[1], batched, "hx", x)
+        h = self._state(hx, x.shape[1], batched, "hidden", 0, x)
         _, h_next = GRULayer.apply(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh, False)
         return self._unbatch(h_next, batched)

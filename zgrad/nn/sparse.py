@@ -77,7 +77,8 @@ class Embedding(_TableBase):
     The table starts as N(0, 1), as PyTorch's.
 
     Raises:
-        IndexError: an index outside [0, num_embeddings) ("index out of range in self").
+        IndexError: an index outside [0, num_embeddings), naming the layer ("Embedding(10, 3): index
+            out of range in self: got index 12, valid indices are 0..9").
         NotImplementedError: ``sparse=True`` (zgrad has no sparse gradients).
     """
 
@@ -89,8 +90,12 @@ class Embedding(_TableBase):
                          _weight, _freeze, device, dtype)
 
     def forward(self, input: Any) -> Any:  # noqa: A002 - torch's name
-        return embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
-                         self.scale_grad_by_freq, self.sparse)
+        try:
+            return embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                             self.scale_grad_by_freq, self.sparse)
+        except IndexError as error:  # the lookup's "index out of range in self", named by the layer
+            error.args = (f"{self!r}: {error}",)
+            raise
 
     @classmethod
     def from_pretrained(cls, embeddings: Any, freeze: bool = True, padding_idx: int | None = None,
@@ -124,8 +129,13 @@ class EmbeddingBag(_TableBase):
         self.mode, self.include_last_offset = mode, include_last_offset
 
     def forward(self, input: Any, offsets: Any = None, per_sample_weights: Any = None) -> Any:  # noqa: A002
-        return embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,
-                             self.mode, self.sparse, per_sample_weights, self.include_last_offset, self.padding_idx)
+        try:
+            return embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,
+                                 self.mode, self.sparse, per_sample_weights, self.include_last_offset,
+                                 self.padding_idx)
+        except IndexError as error:  # the lookup's "index out of range in self", named by the layer
+            error.args = (f"{self!r}: {error}",)
+            raise
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", mode={self.mode!r}" + (

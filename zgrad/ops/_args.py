@@ -33,10 +33,16 @@ def operand(x: Any) -> Any:
     raise TypeError(f"unsupported operand of type {type(x).__name__}; expected a Tensor, a number or an array")
 
 
-def tensor_arg(x: Any, what: str) -> Any:
-    """``x`` if it is a Tensor. Raises TypeError naming the function ``what`` otherwise."""
+def tensor_arg(x: Any, what: object, argument: str | None = None) -> Any:
+    """``x`` if it is a Tensor.
+
+    Raises:
+        TypeError: anything else, naming the function or layer ``what`` (any object whose str()
+            names it, formatted only then) and, if given, the ``argument``.
+    """
     if not isinstance(x, _tensor_class()):
-        raise TypeError(f"{what} expects a Tensor, got {type(x).__name__}")
+        where = what if argument is None else f"{what}: argument '{argument}'"
+        raise TypeError(f"{where} expects a Tensor, got {type(x).__name__}")
     return x
 
 

@@ -1,4 +1,5 @@
-"""Activations with a parameter: GELU (exact or tanh approximation) and leaky ReLU."""
+"""Activations with a parameter: GELU (exact or tanh approximation), leaky ReLU, and the
+functional ReLU with ``inplace``."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from zgrad.autograd.function import Op
 from zgrad.kernels import dispatch as D
 from zgrad.kernels import dispatch_pointwise, dispatch_sequence as DS
 from zgrad.ops._args import tensor_arg
+from zgrad.ops.elementwise import Relu
 
-__all__ = ["Gelu", "LeakyRelu", "gelu", "leaky_relu"]
+__all__ = ["Gelu", "LeakyRelu", "gelu", "leaky_relu", "relu"]
 
 GELU_APPROXIMATIONS = ("none", "tanh")
 
@@ -48,6 +50,13 @@ class LeakyRelu(Op):
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         return DS.leaky_relu_backward(grad, x, ctx.negative_slope), None
+
+
+def relu(input: Any, inplace: bool = False) -> Any:  # noqa: A002 - torch's argument name
+    """max(x, 0), as ``torch.nn.functional.relu``; ``inplace`` writes into ``input`` (``relu_``,
+    under PyTorch's in-place rules)."""
+    tensor_arg(input, "relu")
+    return input.relu_() if inplace else Relu.apply(input)
 
 
 def gelu(input: Any, approximate: str = "none") -> Any:  # noqa: A002 - torch's argument name

@@ -1,7 +1,10 @@
 """2-D convolution (``conv2d``), with PyTorch's argument checks and error texts.
 
 Errors start with the name of the layer or function that was called, then say what PyTorch
-says: the shape received and the shape expected.
+says: the shape received and the shape expected. The ``*_layer`` functions here and in
+:mod:`zgrad.ops.norm` and :mod:`zgrad.ops.pool` take that name as any object whose str() is it:
+a function's name, or the calling module itself, whose repr is then built only if an error is
+raised (a forward that succeeds does not pay for formatting it).
 """
 
 from __future__ import annotations
@@ -12,12 +15,11 @@ import numpy as np
 
 from zgrad.autograd.function import Op
 from zgrad.kernels import dispatch as D
+from zgrad.kernels import dispatch_layers as L
+from zgrad.kernels.dispatch_layers import PADDING_MODES
 from zgrad.ops._args import tensor_arg
 
 __all__ = ["Conv2d", "PADDING_MODES", "check_floating", "conv2d", "conv2d_layer", "pair"]
-
-PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
-
 
 def pair(value: Any, what: str) -> tuple[int, int]:
     """``value`` as an (h, w) pair of ints: an int is used for both.
@@ -31,7 +33,7 @@ def pair(value: Any, what: str) -> tuple[int, int]:
     return int(items[0]), int(items[1])
 
 
-def check_floating(name: str, x: Any, *others: tuple[str, Any]) -> None:
+def check_floating(name: object, x: Any, *others: tuple[str, Any]) -> None:
     """PyTorch's dtype rule for layers: a floating input, and parameters of the same dtype.
 
     Raises:
@@ -44,7 +46,7 @@ def check_floating(name: str, x: Any, *others: tuple[str, Any]) -> None:
             raise RuntimeError(f"{name}: Input type ({x.dtype}) and {what} type ({other.dtype}) should be the same")
 
 
-def _padding(name: str, padding: Any, kernel: tuple[int, int], stride: tuple[int, int],
+def _padding(name: object, padding: Any, kernel: tuple[int, int], stride: tuple[int, int],
               dilation: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]]:
     """((top, bottom), (left, right)) from an int, a pair, 'valid' or 'same'."""
     if isinstance(padding, str):
@@ -61,7 +63,7 @@ def _padding(name: str, padding: Any, kernel: tuple[int, int], stride: tuple[int
     return (ph, ph), (pw, pw)
 
 
-def _check_shapes(name: str, x: Any, w: Any, b: Any, groups: int) -> None:
+def _check_shapes(name: object, x: Any, w: Any, b: Any, groups: int) -> None:
     if x.ndim not in (3, 4):
         raise RuntimeError(
             f"{name}: Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: {list(x.shape)}")
@@ -83,7 +85,7 @@ def _check_shapes(name: str, x: Any, w: Any, b: Any, groups: int) -> None:
                            f"{w.shape[0]} elements, but got bias of size {list(b.shape)} instead")
 
 
-def _check_padding_mode(name: str, x: Any, padding_mode: str, pad_h: tuple[int, int], pad_w: tuple[int, int]) -> None:
+def _check_padding_mode(name: object, x: Any, padding_mode: str, pad_h: tuple[int, int], pad_w: tuple[int, int]) -> None:
     """Reflection needs padding < size, circular padding <= size (PyTorch checks the last dim first)."""
     if padding_mode in ("zeros", "replicate"):
         return
@@ -96,12 +98,12 @@ def _check_padding_mode(name: str, x: Any, padding_mode: str, pad_h: tuple[int, 
                                f"{list(x.shape)}")
 
 
-def conv2d_layer(name: str, input: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
+def conv2d_layer(name: object, input: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
                  dilation: Any = 1, groups: int = 1, padding_mode: str = "zeros") -> Any:
     """:func:`conv2d` with ``padding_mode`` and error messages that start with ``name``."""
-    x = tensor_arg(input, f"{name}: argument 'input'")
-    w = tensor_arg(weight, f"{name}: argument 'weight'")
-    b = None if bias is None else tensor_arg(bias, f"{name}: argument 'bias'")
+    x = tensor_arg(input, name, "input")
+    w = tensor_arg(weight, name, "weight")
+    b = None if bias is None else tensor_arg(bias, name, "bias")
     _check_shapes(name, x, w, b, groups)
     check_floating(name, x, ("weight", w), ("bias", b))
     if padding_mode not in PADDING_MODES:
@@ -160,7 +162,7 @@ class Conv2d(Op):
         x = x[None] if ctx.unbatched else x
         ctx.window = window
         ctx.save_for_backward(x, weight)
-        out = D.conv2d(x, weight, bias, *window, out_size)
+        out = L.conv2d(x, weight, bias, *window, out_size)
         return out[0] if ctx.unbatched else out
 
     @staticmethod
@@ -168,7 +170,7 @@ class Conv2d(Op):
         x, weight = ctx.saved_tensors
         needs = ctx.needs_input_grad
         grad = grad[None] if ctx.unbatched else grad
-        grad_x, grad_weight = D.conv2d_backward(grad, x, weight, *ctx.window, needs[2], needs[3])
+        grad_x, grad_weight = L.conv2d_backward(grad, x, weight, *ctx.window, needs[2], needs[3])
         if grad_x is not None and ctx.unbatched:
             grad_x = grad_x[0]
         grad_bias = D.reduce_sum(grad, (0, 2, 3)) if len(needs) > 4 and needs[4] else None

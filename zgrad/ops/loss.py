@@ -1,5 +1,5 @@
-"""Softmax family and loss ops, on fused row-wise kernels (the public loss functions, with their
-argument checks, are in :mod:`zgrad.ops.loss_functions`)."""
+"""Softmax family and loss ops, on fused kernels (the public loss functions, with their argument
+checks, are in :mod:`zgrad.ops.loss_functions`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 
 from zgrad.autograd.function import Op
 from zgrad.kernels import dispatch as D
-from zgrad.kernels import dispatch_sequence as DS
+from zgrad.kernels import dispatch_loss as DL
 
 
 def _to_last(x, dim):
@@ -58,71 +58,14 @@ class LogSoftmax(_RowwiseOp):
     kernel = "log_softmax"
 
 
-class CrossEntropy(Op):
-    """Mean over rows of -log softmax(logits)[i, target_i]."""
-
-    @staticmethod
-    def forward(ctx, logits, targets):
-        logits = logits if logits.dtype.kind == "f" else D.cast(logits, D.float_dtype(logits.dtype))
-        loss, probs = D.cross_entropy(logits, targets)
-        ctx.save_for_backward(probs, targets)
-        return D.full((), loss, logits.dtype)
-
-    @staticmethod
-    def backward(ctx, grad):
-        probs, targets = ctx.saved_tensors
-        scale = float(grad) / max(probs.shape[0], 1)
-        return D.cross_entropy_backward(probs, targets, scale), None
-
-
 def _common_float(a, b):
     dtype = D.float_dtype(np.result_type(a, b))
-    return (a if a.dtype == dtype else D.cast(a, dtype)), (b if b.dtype == dtype else D.cast(b, dtype))
+    return D.as_dtype(a, dtype), D.as_dtype(b, dtype)
 
 
-def _divisor(reduction, count):
-    """What a 'mean' divides the sum by (NaN for no elements, as PyTorch); 1 for 'sum'."""
-    return (count if count else float("nan")) if reduction == "mean" else 1.0
-
-
-class MseLoss(Op):
-    """Mean ('mean') or sum ('sum') of the squared differences of two same-shaped tensors."""
-
-    @staticmethod
-    def forward(ctx, a, b, reduction="mean"):
-        a, b = _common_float(a, b)
-        ctx.save_for_backward(a, b)
-        ctx.divisor = _divisor(reduction, a.size)
-        return D.full((), D.mse(a, b) / ctx.divisor, a.dtype)
-
-    @staticmethod
-    def backward(ctx, grad):
-        a, b = ctx.saved_tensors
-        ga = D.mse_backward(a, b, 2.0 * float(grad) / ctx.divisor)
-        return ga, (D.unary("neg", ga) if ctx.needs_input_grad[1] else None), None
-
-
-class PointwiseLoss(Op):
-    """(a - b)**2 (``squared``) or |a - b| of same-shaped tensors, reduced by 'none', 'sum' or 'mean'."""
-
-    @staticmethod
-    def forward(ctx, a, b, squared, reduction):
-        a, b = _common_float(a, b)
-        ctx.save_for_backward(a, b)
-        ctx.squared, ctx.reduction = squared, reduction
-        elements = DS.pointwise_loss(a, b, squared)
-        if reduction == "none":
-            return elements
-        ctx.divisor = _divisor(reduction, a.size)
-        return D.full((), float(D.reduce_sum(elements, dtype=np.float64)) / ctx.divisor, a.dtype)
-
-    @staticmethod
-    def backward(ctx, grad):
-        a, b = ctx.saved_tensors
-        if ctx.reduction != "none":
-            grad = D.full((1,), float(grad) / ctx.divisor, a.dtype)
-        ga = DS.pointwise_loss_backward(a, b, grad, ctx.squared)
-        return ga, (D.unary("neg", ga) if ctx.needs_input_grad[1] else None), None, None
+def _divide(total: float, divisor: float) -> float:
+    """total / divisor; NaN for a 'mean' over nothing, as PyTorch."""
+    return total / divisor if divisor else float("nan")
 
 
 def _reduce_rows(loss, row_weight, reduction, shape):
@@ -131,34 +74,50 @@ def _reduce_rows(loss, row_weight, reduction, shape):
         return loss.reshape(shape), None
     total = float(D.reduce_sum(loss, dtype=np.float64))
     divisor = float(D.reduce_sum(row_weight, dtype=np.float64)) if reduction == "mean" else 1.0
-    return D.full((), total / divisor if divisor else float("nan"), loss.dtype), divisor
+    return D.full((), _divide(total, divisor), loss.dtype), divisor
 
 
 def _row_grad(grad, reduction, divisor, dtype):
     """The gradient reaching each row: the upstream values ('none') or one broadcast value."""
     if reduction == "none":
         return grad.reshape(-1)
-    return D.full((1,), float(grad) / divisor if divisor else float("nan"), dtype)
+    return D.full((1,), _divide(float(grad), divisor), dtype)
 
 
-class ClassLoss(Op):
+class CrossEntropy(Op):
     """Cross-entropy of (M, C) logits against (M,) class indices, with class weights, an ignored
-    index and label smoothing; reduced to ``shape`` ('none') or a scalar."""
+    index and label smoothing; reduced to ``shape`` ('none') or a scalar ('mean' divides by the
+    total weight of the counted rows, 'sum').
+
+    A reduced loss without weights or smoothing (what training loops use) runs on the fused
+    softmax + cross-entropy kernel, which sums the rows' losses in the same pass; the rest on the
+    general kernel, which keeps a loss and a weight per row.
+    """
 
     @staticmethod
     def forward(ctx, logits, targets, weight, ignore_index, smoothing, reduction, shape):
-        loss, row_weight, probs = DS.class_loss(logits, targets, weight, ignore_index, smoothing)
+        ctx.fused = weight is None and smoothing == 0.0 and reduction != "none"
+        ctx.args, ctx.reduction = (targets, weight, ignore_index, smoothing), reduction
+        if ctx.fused:
+            total, counted, probs = DL.cross_entropy(logits, targets, ignore_index)
+            ctx.divisor = float(counted) if reduction == "mean" else 1.0
+            out = D.full((), _divide(total, ctx.divisor), logits.dtype)
+        else:
+            loss, row_weight, probs = DL.class_loss(logits, targets, weight, ignore_index, smoothing)
+            out, ctx.divisor = _reduce_rows(loss, row_weight, reduction, shape)
         ctx.save_for_backward(probs)
-        ctx.args = (targets, weight, ignore_index, smoothing)
-        out, ctx.divisor = _reduce_rows(loss, row_weight, reduction, shape)
-        ctx.reduction = reduction
         return out
 
     @staticmethod
     def backward(ctx, grad):
         (probs,) = ctx.saved_tensors
-        row_grad = _row_grad(grad, ctx.reduction, ctx.divisor, probs.dtype)
-        return (DS.class_loss_backward(probs, *ctx.args, row_grad), None, None, None, None, None, None)
+        targets, _, ignore_index, _ = ctx.args
+        if ctx.fused:
+            grad_logits = DL.cross_entropy_backward(probs, targets, ignore_index, _divide(float(grad), ctx.divisor))
+        else:
+            row_grad = _row_grad(grad, ctx.reduction, ctx.divisor, probs.dtype)
+            grad_logits = DL.class_loss_backward(probs, *ctx.args, row_grad)
+        return (grad_logits, None, None, None, None, None, None)
 
 
 class NllLoss(Op):
@@ -167,7 +126,7 @@ class NllLoss(Op):
 
     @staticmethod
     def forward(ctx, log_probs, targets, weight, ignore_index, reduction, shape):
-        loss, row_weight = DS.nll(log_probs, targets, weight, ignore_index)
+        loss, row_weight = DL.nll(log_probs, targets, weight, ignore_index)
         ctx.args = (targets, weight, ignore_index)
         ctx.input_shape, ctx.dtype, ctx.reduction = log_probs.shape, log_probs.dtype, reduction
         out, ctx.divisor = _reduce_rows(loss, row_weight, reduction, shape)
@@ -176,5 +135,28 @@ class NllLoss(Op):
     @staticmethod
     def backward(ctx, grad):
         row_grad = _row_grad(grad, ctx.reduction, ctx.divisor, ctx.dtype)
-        grad_input = DS.nll_backward(*ctx.args, row_grad, ctx.input_shape, ctx.dtype)
+        grad_input = DL.nll_backward(*ctx.args, row_grad, ctx.input_shape, ctx.dtype)
         return grad_input, None, None, None, None, None
+
+
+class PointwiseLoss(Op):
+    """(a - b)**2 (``squared``) or |a - b| of same-shaped tensors, reduced by 'none', 'sum' or
+    'mean'; a reduced loss is summed in the same pass, without the per-element array."""
+
+    @staticmethod
+    def forward(ctx, a, b, squared, reduction):
+        a, b = _common_float(a, b)
+        ctx.save_for_backward(a, b)
+        ctx.squared, ctx.reduction = squared, reduction
+        if reduction == "none":
+            return DL.pointwise_loss(a, b, squared)
+        ctx.divisor = a.size if reduction == "mean" else 1.0
+        return D.full((), _divide(DL.pointwise_loss_sum(a, b, squared), ctx.divisor), a.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        if ctx.reduction != "none":
+            grad = D.full((1,), _divide(float(grad), ctx.divisor), a.dtype)
+        ga = DL.pointwise_loss_backward(a, b, grad, ctx.squared)
+        return ga, (D.unary("neg", ga) if ctx.needs_input_grad[1] else None), None, None

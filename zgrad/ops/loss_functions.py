@@ -2,9 +2,8 @@
 ``l1_loss``, with PyTorch's arguments, reductions and error texts.
 
 Class losses take (N, C) or (N, C, d1, ...) inputs (or an unbatched (C,) one) with class-index
-targets; the class axis is moved last and the rest flattened into rows for the kernels. The
-common case (2-D, 'mean', no weight, no smoothing, no ignored target present) keeps the fused
-softmax + cross-entropy kernel.
+targets; the class axis is moved last and the rest flattened into rows for the kernels (which
+kernel runs is the op's choice: see :class:`zgrad.ops.loss.CrossEntropy`).
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import numpy as np
 from zgrad.kernels.dispatch import broadcast_shape
 from zgrad.ops._args import operand, tensor_arg
 from zgrad.ops.elementwise import Mul
-from zgrad.ops.loss import ClassLoss, CrossEntropy, LogSoftmax, MseLoss, NllLoss, PointwiseLoss
+from zgrad.ops.loss import CrossEntropy, LogSoftmax, NllLoss, PointwiseLoss
 from zgrad.ops.shape import Permute, Reshape, Sum, expand
 
 __all__ = ["REDUCTIONS", "cross_entropy", "l1_loss", "mse_loss", "nll_loss"]
@@ -34,6 +33,8 @@ def _class_rows(input: Any, what: str) -> tuple[Any, int, tuple[int, ...]]:  # n
     """(input as (M, C) rows, C, the shape of one loss per row) of a (C,), (N, C) or (N, C, d...) input."""
     if input.ndim == 0:
         raise ValueError(f"{what}: Expected input to have at least 1 dimension (the classes), got a scalar")
+    if input.dtype.kind != "f":
+        raise NotImplementedError(f"{what}: not implemented for {input.dtype} input; expected a floating point input")
     if input.ndim == 1:
         return Reshape.apply(input, (1, input.shape[0])), input.shape[0], ()
     classes = input.shape[1]
@@ -90,6 +91,7 @@ def nll_loss(input: Any, target: Any, weight: Any = None, size_average: Any = No
     Raises:
         ValueError: an unknown ``reduction``, a target batch size other than the input's.
         RuntimeError: other mismatched shapes or dtypes (PyTorch's messages).
+        NotImplementedError: an integer ``input``.
         IndexError: a target class out of range ("Target 7 is out of bounds. ...").
     """
     _check_legacy(size_average, reduce)
@@ -112,6 +114,7 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, size_average: Any
         ValueError: an unknown ``reduction``, a target batch size other than the input's.
         RuntimeError: other mismatched shapes, ``label_smoothing`` outside [0, 1], ``ignore_index``
             with probability targets.
+        NotImplementedError: an integer ``input`` with class-index targets.
         IndexError: a target class out of range.
     """
     _check_legacy(size_average, reduce)
@@ -125,10 +128,7 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, size_average: Any
     rows, classes, per_row = _class_rows(input, "cross_entropy")
     targets = _class_targets(target, per_row, classes, ignore_index, "cross_entropy")
     weight_array = _class_weight(weight, classes, input.dtype)
-    if (input.ndim == 2 and reduction == "mean" and weight_array is None and label_smoothing == 0.0
-            and input.dtype.kind == "f" and (targets.size == 0 or targets.min() >= 0)):
-        return CrossEntropy.apply(rows, targets)
-    return ClassLoss.apply(rows, targets, weight_array, ignore_index, float(label_smoothing), reduction, per_row)
+    return CrossEntropy.apply(rows, targets, weight_array, ignore_index, float(label_smoothing), reduction, per_row)
 
 
 def _cross_entropy_probabilities(input: Any, target: Any, weight: Any, ignore_index: int, reduction: str,  # noqa: A002
@@ -176,9 +176,7 @@ def mse_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = No
     _check_legacy(size_average, reduce)
     _check_reduction(reduction)
     input, target = _same_shape(input, target)
-    if reduction == "none":
-        return PointwiseLoss.apply(input, target, True, reduction)
-    return MseLoss.apply(input, target, reduction)
+    return PointwiseLoss.apply(input, target, True, reduction)
 
 
 def l1_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = None,  # noqa: A002

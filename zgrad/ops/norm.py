@@ -12,7 +12,7 @@ import math
 from typing import Any, Sequence
 
 from zgrad.autograd.function import Op
-from zgrad.kernels import dispatch as D
+from zgrad.kernels import dispatch_layers as L
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.conv import check_floating
 
@@ -22,11 +22,11 @@ __all__ = [
 ]
 
 
-def _optional(value: Any, name: str, what: str) -> Any:
-    return None if value is None else tensor_arg(value, f"{name}: argument '{what}'")
+def _optional(value: Any, name: object, what: str) -> Any:
+    return None if value is None else tensor_arg(value, name, what)
 
 
-def _check_numel(name: str, what: str, value: Any, expected: int, x: Any) -> None:
+def _check_numel(name: object, what: str, value: Any, expected: int, x: Any) -> None:
     if value is not None and value.numel() != expected:
         raise RuntimeError(f"{name}: {what} should contain {expected} elements not {value.numel()} "
                            f"(input of size {list(x.shape)} has {expected} channels in dimension 1)")
@@ -38,7 +38,7 @@ class BatchNorm(Op):
     @staticmethod
     def forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps):
         x3 = x.reshape(x.shape[0], x.shape[1], -1)
-        out, mean, invstd = D.batch_norm(x3, weight, bias, running_mean, running_var, training, momentum, eps)
+        out, mean, invstd = L.batch_norm(x3, weight, bias, running_mean, running_var, training, momentum, eps)
         ctx.save_for_backward(x3, weight, mean, invstd)
         ctx.training, ctx.shape = training, x.shape
         return out.reshape(x.shape)
@@ -47,16 +47,16 @@ class BatchNorm(Op):
     def backward(ctx, grad):
         x3, weight, mean, invstd = ctx.saved_tensors
         needs = ctx.needs_input_grad
-        grad_x, grad_weight, grad_bias = D.batch_norm_backward(grad.reshape(x3.shape), x3, weight, mean, invstd,
+        grad_x, grad_weight, grad_bias = L.batch_norm_backward(grad.reshape(x3.shape), x3, weight, mean, invstd,
                                                                ctx.training, needs[:3])
         grad_x = None if grad_x is None else grad_x.reshape(ctx.shape)
         return (grad_x, grad_weight, grad_bias) + (None,) * 5
 
 
-def batch_norm_layer(name: str, input: Any, running_mean: Any, running_var: Any, weight: Any = None,
+def batch_norm_layer(name: object, input: Any, running_mean: Any, running_var: Any, weight: Any = None,
                      bias: Any = None, training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Any:
     """:func:`batch_norm` with error messages that start with ``name``."""
-    x = tensor_arg(input, f"{name}: argument 'input'")
+    x = tensor_arg(input, name, "input")
     weight, bias = _optional(weight, name, "weight"), _optional(bias, name, "bias")
     running_mean = _optional(running_mean, name, "running_mean")
     running_var = _optional(running_var, name, "running_var")
@@ -103,7 +103,7 @@ class GroupNorm(Op):
         x3 = x.reshape(view)
         w = None if weight is None else weight.reshape(-1)
         b = None if bias is None else bias.reshape(-1)
-        out, mean, invstd = D.group_norm(x3, w, b, groups, eps)
+        out, mean, invstd = L.group_norm(x3, w, b, groups, eps)
         ctx.save_for_backward(x3, w, mean, invstd)
         ctx.groups, ctx.shapes = groups, (x.shape, None if weight is None else weight.shape)
         return out.reshape(x.shape)
@@ -112,17 +112,17 @@ class GroupNorm(Op):
     def backward(ctx, grad):
         x3, w, mean, invstd = ctx.saved_tensors
         x_shape, w_shape = ctx.shapes
-        grad_x, grad_w, grad_b = D.group_norm_backward(grad.reshape(x3.shape), x3, w, mean, invstd, ctx.groups,
+        grad_x, grad_w, grad_b = L.group_norm_backward(grad.reshape(x3.shape), x3, w, mean, invstd, ctx.groups,
                                                        ctx.needs_input_grad[:3])
         return (None if grad_x is None else grad_x.reshape(x_shape),
                 None if grad_w is None else grad_w.reshape(w_shape),
                 None if grad_b is None else grad_b.reshape(w_shape), None, None, None)
 
 
-def group_norm_layer(name: str, input: Any, num_groups: int, weight: Any = None, bias: Any = None,
+def group_norm_layer(name: object, input: Any, num_groups: int, weight: Any = None, bias: Any = None,
                      eps: float = 1e-5) -> Any:
     """:func:`group_norm` with error messages that start with ``name``."""
-    x = tensor_arg(input, f"{name}: argument 'input'")
+    x = tensor_arg(input, name, "input")
     weight, bias = _optional(weight, name, "weight"), _optional(bias, name, "bias")
     if x.ndim < 2:
         raise RuntimeError(f"{name}: Expected at least 2 dimensions for input tensor but received {x.ndim}")
@@ -151,10 +151,10 @@ def group_norm(input: Any, num_groups: int, weight: Any = None, bias: Any = None
     return group_norm_layer("group_norm", input, num_groups, weight, bias, eps)
 
 
-def layer_norm_layer(name: str, input: Any, normalized_shape: Sequence[int], weight: Any = None, bias: Any = None,
+def layer_norm_layer(name: object, input: Any, normalized_shape: Sequence[int], weight: Any = None, bias: Any = None,
                      eps: float = 1e-5) -> Any:
     """:func:`layer_norm` with error messages that start with ``name``."""
-    x = tensor_arg(input, f"{name}: argument 'input'")
+    x = tensor_arg(input, name, "input")
     weight, bias = _optional(weight, name, "weight"), _optional(bias, name, "bias")
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     check_floating(name, x, ("weight", weight), ("bias", bias))

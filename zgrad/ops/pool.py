@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from zgrad.autograd.function import Op
-from zgrad.kernels import dispatch as D
+from zgrad.kernels import dispatch_layers as L
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.conv import check_floating, pair
 
@@ -29,8 +29,8 @@ def _output_size(size: int, kernel: int, stride: int, pad: int, dilation: int, c
     return out
 
 
-def _input(name: str, input: Any) -> Any:
-    x = tensor_arg(input, f"{name}: argument 'input'")
+def _input(name: object, input: Any) -> Any:
+    x = tensor_arg(input, name, "input")
     if x.ndim not in (3, 4) or any(n == 0 for n in x.shape[1:]):
         raise RuntimeError(f"{name}: non-empty 3D or 4D (batch mode) tensor expected for input, "
                            f"got input of size {list(x.shape)}")
@@ -38,7 +38,7 @@ def _input(name: str, input: Any) -> Any:
     return x
 
 
-def _window(name: str, x: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool,
+def _window(name: object, x: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool,
             max_pad_rule: bool) -> tuple:
     """Checked (kernel, stride, padding, dilation, out_size) pairs of a pooling window."""
     kernel = pair(kernel_size, "kernel_size")
@@ -92,7 +92,7 @@ class MaxPool2d(_Pool2d):
 
     @staticmethod
     def forward(ctx, x, kernel, stride, padding, dilation, out_size, return_indices):
-        out, indices = D.max_pool2d(MaxPool2d.batched(ctx, x), kernel, stride, padding, dilation, out_size)
+        out, indices = L.max_pool2d(MaxPool2d.batched(ctx, x), kernel, stride, padding, dilation, out_size)
         ctx.save_for_backward(indices)
         out, indices = MaxPool2d.unbatched(ctx, out, indices)
         return (out, indices) if return_indices else out
@@ -100,12 +100,12 @@ class MaxPool2d(_Pool2d):
     @staticmethod
     def backward(ctx, grad, *unused):
         (indices,) = ctx.saved_tensors
-        (grad_x,) = MaxPool2d.unbatched(ctx, D.max_pool2d_backward(MaxPool2d.grad_batched(ctx, grad), indices,
+        (grad_x,) = MaxPool2d.unbatched(ctx, L.max_pool2d_backward(MaxPool2d.grad_batched(ctx, grad), indices,
                                                                     ctx.input_shape))
         return (grad_x,) + (None,) * 6
 
 
-def max_pool2d_layer(name: str, input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
+def max_pool2d_layer(name: object, input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
                      dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
     """:func:`max_pool2d` with error messages that start with ``name``."""
     x = _input(name, input)
@@ -135,17 +135,17 @@ class AvgPool2d(_Pool2d):
     @staticmethod
     def forward(ctx, x, kernel, stride, padding, out_size, count_include_pad, divisor_override):
         ctx.args = (kernel, stride, padding, count_include_pad, divisor_override)
-        out = D.avg_pool2d(AvgPool2d.batched(ctx, x), kernel, stride, padding, count_include_pad, divisor_override,
+        out = L.avg_pool2d(AvgPool2d.batched(ctx, x), kernel, stride, padding, count_include_pad, divisor_override,
                            out_size)
         return AvgPool2d.unbatched(ctx, out)[0]
 
     @staticmethod
     def backward(ctx, grad):
-        grad_x = D.avg_pool2d_backward(AvgPool2d.grad_batched(ctx, grad), ctx.input_shape, *ctx.args)
+        grad_x = L.avg_pool2d_backward(AvgPool2d.grad_batched(ctx, grad), ctx.input_shape, *ctx.args)
         return AvgPool2d.unbatched(ctx, grad_x) + (None,) * 6
 
 
-def avg_pool2d_layer(name: str, input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
+def avg_pool2d_layer(name: object, input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
                      ceil_mode: bool = False, count_include_pad: bool = True,
                      divisor_override: int | None = None) -> Any:
     """:func:`avg_pool2d` with error messages that start with ``name``."""
@@ -181,18 +181,18 @@ class AdaptiveAvgPool2d(_Pool2d):
 
     @staticmethod
     def forward(ctx, x, out_size):
-        out = D.adaptive_avg_pool2d(AdaptiveAvgPool2d.batched(ctx, x), out_size)
+        out = L.adaptive_avg_pool2d(AdaptiveAvgPool2d.batched(ctx, x), out_size)
         return AdaptiveAvgPool2d.unbatched(ctx, out)[0]
 
     @staticmethod
     def backward(ctx, grad):
-        grad_x = D.adaptive_avg_pool2d_backward(AdaptiveAvgPool2d.grad_batched(ctx, grad), ctx.input_shape)
+        grad_x = L.adaptive_avg_pool2d_backward(AdaptiveAvgPool2d.grad_batched(ctx, grad), ctx.input_shape)
         return AdaptiveAvgPool2d.unbatched(ctx, grad_x) + (None,)
 
 
-def adaptive_avg_pool2d_layer(name: str, input: Any, output_size: Any) -> Any:
+def adaptive_avg_pool2d_layer(name: object, input: Any, output_size: Any) -> Any:
     """:func:`adaptive_avg_pool2d` with error messages that start with ``name``."""
-    x = tensor_arg(input, f"{name}: argument 'input'")
+    x = tensor_arg(input, name, "input")
     if x.ndim not in (3, 4):
         raise RuntimeError(f"{name}: adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got {list(x.shape)}")
     if any(n == 0 for n in x.shape[1:]):

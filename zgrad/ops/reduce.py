@@ -29,7 +29,7 @@ class ExtremumAlongDim(Op):
 
     @staticmethod
     def forward(ctx, x, dim, keepdim, largest):
-        indices = R.argmax(x, dim, True, largest)
+        indices = R.argmax(x, dim, True, largest, "max" if largest else "min")
         values = I.gather(x, dim, indices)
         ctx.save_for_backward(indices)
         ctx.shape, ctx.dim, ctx.keepdim = x.shape, I.normalize_dim(dim, x.ndim), keepdim
@@ -50,6 +50,9 @@ class ExtremumAll(Op):
 
     @staticmethod
     def forward(ctx, x, largest):
+        if x.size == 0:
+            raise RuntimeError(f"{'max' if largest else 'min'}(): Expected reduction dim to be specified for "
+                               "input.numel() == 0. Specify the reduction dim with the 'dim' argument.")
         index = R.argmax(x, None, False, largest)
         value = I.index_select(x.reshape(-1), 0, index.reshape(1)).reshape(())
         ctx.save_for_backward(x, value)

@@ -1,0 +1,51 @@
+"""Which variant of a :class:`zgrad.kernels._jit.ParallelKernel` a test's calls really ran.
+
+A kernel test calls each kernel at a size below its parallel threshold and at one above it; the
+check that the call went through the variant its size selects must look at the calls themselves
+(a variant's compiled signatures only say that it ran once, ever, in the process).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any, Callable
+
+import pytest
+
+from zgrad.kernels._jit import ParallelKernel
+
+__all__ = ["VariantCalls"]
+
+VARIANT_OF_SIZE = {"small": "serial", "large": "parallel"}
+
+
+def _counted(dispatcher: Callable[..., Any], counts: dict[str, int], variant: str) -> Callable[..., Any]:
+    def call(*args: Any) -> Any:
+        counts[variant] += 1
+        return dispatcher(*args)
+
+    return call
+
+
+class VariantCalls:
+    """Counts the calls that reach the serial and the parallel variant of every ParallelKernel in
+    ``modules``, for as long as ``monkeypatch`` keeps its changes (the test)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *modules: ModuleType) -> None:
+        self._counts: dict[int, dict[str, int]] = {}
+        for module in modules:
+            for kernel in vars(module).values():
+                if isinstance(kernel, ParallelKernel) and id(kernel) not in self._counts:
+                    counts = self._counts[id(kernel)] = {"serial": 0, "parallel": 0}
+                    for variant in ("serial", "parallel"):
+                        monkeypatch.setattr(kernel, variant, _counted(getattr(kernel, variant), counts, variant))
+
+    def assert_ran(self, kernel: ParallelKernel, size_name: str) -> None:
+        """Since the previous check of ``kernel``, its calls ran the variant that ``size_name``
+        ("small" or "large") selects, at least once, and never the other one."""
+        counts = self._counts[id(kernel)]
+        ran = dict(counts)
+        counts.update(serial=0, parallel=0)
+        expected = VARIANT_OF_SIZE[size_name]
+        other = "parallel" if expected == "serial" else "serial"
+        assert ran[expected] and not ran[other], f"{kernel.__name__}: the {size_name} calls ran {ran}"

@@ -1,0 +1,118 @@
+"""Dispatch of the layer ops over (N, C, ...) arrays: convolution, pooling, batch and group
+normalization.
+
+The companion of :mod:`zgrad.kernels.dispatch` (its rules hold here: the backend comes from the
+arrays' device, outputs are allocated here). Operands share one floating dtype (the ops check
+it, as PyTorch does). Window arguments are (h, w) pairs; ``padding`` is (top, left), the
+bottom/right padding showing only in ``out_size``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from zgrad.kernels.dispatch import backend_of
+
+__all__ = [
+    "PADDING_MODES", "adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "avg_pool2d", "avg_pool2d_backward",
+    "batch_norm", "batch_norm_backward", "conv2d", "conv2d_backward", "group_norm", "group_norm_backward",
+    "max_pool2d", "max_pool2d_backward",
+]
+
+# The padding modes of conv2d; a backend's kernels number them by their position here.
+PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
+def conv2d(x: Any, weight: Any, bias: Any, stride, padding, dilation, groups: int, padding_mode: str, out_size):
+    """Cross-correlation of (N, C, H, W) ``x`` with (OC, C/groups, KH, KW) ``weight``, plus ``bias``
+    (OC,) unless None: (N, OC, *out_size)."""
+    be = backend_of(x, weight)
+    out = be.empty((x.shape[0], weight.shape[0], *out_size), x.dtype)
+    return be.conv2d(x, weight, bias, stride, padding, dilation, groups, padding_mode, out)
+
+
+def conv2d_backward(grad: Any, x: Any, weight: Any, stride, padding, dilation, groups: int, padding_mode: str,
+                    needs_x: bool, needs_weight: bool):
+    """(grad_x, grad_weight) of :func:`conv2d`, None where not needed."""
+    be = backend_of(grad, x, weight)
+    grad_x = be.empty(x.shape, x.dtype) if needs_x else None
+    grad_weight = be.empty(weight.shape, weight.dtype) if needs_weight else None
+    return be.conv2d_backward(grad, x, weight, stride, padding, dilation, groups, padding_mode, grad_x, grad_weight)
+
+
+def max_pool2d(x: Any, kernel_size, stride, padding, dilation, out_size):
+    """(max, int64 flat index into the H*W plane) of each window of (N, C, H, W) ``x``."""
+    be = backend_of(x)
+    shape = (*x.shape[:2], *out_size)
+    return be.max_pool2d(x, kernel_size, stride, padding, dilation, be.empty(shape, x.dtype),
+                         be.empty(shape, np.dtype(np.int64)))
+
+
+def max_pool2d_backward(grad: Any, indices: Any, input_shape: tuple[int, ...]):
+    be = backend_of(grad)
+    return be.max_pool2d_backward(grad, indices, be.empty(input_shape, grad.dtype))
+
+
+def avg_pool2d(x: Any, kernel_size, stride, padding, count_include_pad: bool, divisor_override: int | None,
+               out_size):
+    be = backend_of(x)
+    out = be.empty((*x.shape[:2], *out_size), x.dtype)
+    return be.avg_pool2d(x, kernel_size, stride, padding, count_include_pad, divisor_override, out)
+
+
+def avg_pool2d_backward(grad: Any, input_shape: tuple[int, ...], kernel_size, stride, padding,
+                        count_include_pad: bool, divisor_override: int | None):
+    be = backend_of(grad)
+    return be.avg_pool2d_backward(grad, kernel_size, stride, padding, count_include_pad, divisor_override,
+                                  be.empty(input_shape, grad.dtype))
+
+
+def adaptive_avg_pool2d(x: Any, out_size):
+    be = backend_of(x)
+    return be.adaptive_avg_pool2d(x, be.empty((*x.shape[:2], *out_size), x.dtype))
+
+
+def adaptive_avg_pool2d_backward(grad: Any, input_shape: tuple[int, ...]):
+    be = backend_of(grad)
+    return be.adaptive_avg_pool2d_backward(grad, be.empty(input_shape, grad.dtype))
+
+
+def batch_norm(x: Any, weight: Any, bias: Any, running_mean: Any, running_var: Any, training: bool,
+               momentum: float, eps: float):
+    """Batch norm of (N, C, S) ``x``: (out, saved mean, saved 1/sqrt(var + eps)).
+
+    Training updates ``running_mean`` / ``running_var`` in place (when given).
+    """
+    be = backend_of(x)
+    stats = (x.shape[1],)
+    return be.batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps,
+                         be.empty(x.shape, x.dtype), be.empty(stats, x.dtype), be.empty(stats, x.dtype))
+
+
+def batch_norm_backward(grad: Any, x: Any, weight: Any, save_mean: Any, save_invstd: Any, training: bool,
+                        needs: Sequence[bool]):
+    """(grad_x, grad_weight, grad_bias) of :func:`batch_norm`, None where ``needs`` says so."""
+    be = backend_of(grad, x)
+    shapes = (x.shape, x.shape[1:2], x.shape[1:2])
+    grads = [be.empty(shape, x.dtype) if need else None for shape, need in zip(shapes, needs)]
+    return be.batch_norm_backward(grad, x, weight, save_mean, save_invstd, training, *grads)
+
+
+def group_norm(x: Any, weight: Any, bias: Any, groups: int, eps: float):
+    """Normalization of (N, C, S) ``x`` over each (sample, group of C/groups channels), with a
+    per-channel affine: (out, saved mean, saved 1/sqrt(var + eps)), stats of shape (N*groups,)."""
+    be = backend_of(x)
+    stats = (x.shape[0] * groups,)
+    return be.group_norm(x, weight, bias, groups, eps, be.empty(x.shape, x.dtype), be.empty(stats, x.dtype),
+                         be.empty(stats, x.dtype))
+
+
+def group_norm_backward(grad: Any, x: Any, weight: Any, save_mean: Any, save_invstd: Any, groups: int,
+                        needs: Sequence[bool]):
+    """(grad_x, grad_weight, grad_bias) of :func:`group_norm`, None where ``needs`` says so."""
+    be = backend_of(grad, x)
+    shapes = (x.shape, x.shape[1:2], x.shape[1:2])
+    grads = [be.empty(shape, x.dtype) if need else None for shape, need in zip(shapes, needs)]
+    return be.group_norm_backward(grad, x, weight, save_mean, save_invstd, groups, *grads)
