@@ -20,6 +20,7 @@ from zgrad.ops import (
 from zgrad.random import manual_seed
 from zgrad.tensor import Tensor
 
+float16 = _np.dtype(_np.float16)
 float32 = _np.dtype(_np.float32)
 float64 = _np.dtype(_np.float64)
 int64 = _np.dtype(_np.int64)
@@ -30,7 +31,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Tensor", "ZgradError", "accelerator", "add", "futures", "nn", "optim", "arange", "autograd", "bool_", "cat", "device", "div", "empty",
-    "enable_grad", "exp", "float32", "float64", "from_dlpack", "from_numpy", "full", "int32", "int64",
+    "enable_grad", "exp", "float16", "float32", "float64", "from_dlpack", "from_numpy", "full", "int32", "int64",
     "is_grad_enabled", "log", "log_softmax", "manual_seed", "matmul", "mean", "mul", "neg", "no_grad", "ones",
     "ones_like", "permute", "pow", "rand", "randn", "relu", "reshape", "set_grad_enabled", "sigmoid", "softmax", "stack",
     "sub", "sum", "tanh", "tensor", "transpose", "zeros", "zeros_like",

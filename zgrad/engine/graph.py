@@ -95,12 +95,18 @@ class Node:
 
 
 class AccumulateGrad(Node):
-    """The sink of a leaf tensor: adds the incoming gradient into ``variable.grad``."""
+    """The sink of a leaf tensor: adds the incoming gradient into ``variable.grad``.
+
+    Attributes:
+        post_hooks: ``hook(variable)`` callables run once the gradient has been accumulated (into
+            ``.grad``, or into a distributed context's store): DDP marks parameters ready here.
+    """
 
     def __init__(self, variable: Any) -> None:
         super().__init__()
         self.variable = variable
         self.input_metadata = [InputMetadata.of(variable._data)]
+        self.post_hooks: list[Callable[[Any], None]] = []
 
     def apply(self, grads: Sequence[Any]) -> Sequence[Any]:
         self.variable._accumulate_grad(grads[0])

@@ -10,6 +10,8 @@ and uses ``NUMBA_NUM_THREADS`` threads (Numba reads it; zgrad never overrides it
 
 Options, and why:
 
+- ``nogil=True``: a running kernel releases the GIL, so the mesh's I/O threads and the
+  collectives keep moving while a backward pass computes (and a reduction runs beside it).
 - ``error_model="numpy"``: float division by zero gives inf/nan like numpy instead of raising
   (and the per-element zero checks of the Python model would stop vectorisation).
 - ``fastmath={"contract"}``: lets LLVM fuse a*b+c into one FMA (one rounding instead of two, as
@@ -93,6 +95,7 @@ class _KernelCache(FunctionCache):
 def _dispatcher(py_func: Callable, *, parallel: bool, reduction: bool) -> Any:
     dispatcher = numba.njit(
         cache=True,
+        nogil=True,
         parallel=parallel,
         error_model="numpy",
         fastmath=set(_FASTMATH_REDUCTION if reduction else _FASTMATH),

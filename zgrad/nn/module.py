@@ -24,21 +24,29 @@ class Parameter(Tensor):
 
 
 class Module:
-    """Base class of models: holds parameters and sub-modules assigned as attributes.
+    """Base class of models: holds parameters, buffers and sub-modules assigned as attributes.
 
-    Subclasses implement ``forward``; calling the module calls it.
+    Subclasses implement ``forward``; calling the module calls it. Buffers
+    (:meth:`register_buffer`) are tensors that belong to the model's state without being
+    trained, such as running statistics: DDP broadcasts them from rank 0.
     """
 
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "training", True)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"cannot assign {name!r} before Module.__init__() is called")
+        if name in self._buffers and (value is None or isinstance(value, Tensor)) and not isinstance(value, Parameter):
+            self._buffers[name] = value
+            return
         self._parameters.pop(name, None)
         self._modules.pop(name, None)
+        self._buffers.pop(name, None)
         if isinstance(value, Parameter):
             self._parameters[name] = value
         elif isinstance(value, Module):
@@ -47,7 +55,7 @@ class Module:
             object.__setattr__(self, name, value)
 
     def __getattr__(self, name: str) -> Any:
-        for table in ("_parameters", "_modules"):
+        for table in ("_parameters", "_buffers", "_modules"):
             entries = self.__dict__.get(table)
             if entries is not None and name in entries:
                 return entries[name]
@@ -58,6 +66,31 @@ class Module:
             self._parameters[name] = None
         else:
             setattr(self, name, param)
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """Add a buffer: module state that is not a parameter (``persistent=False`` keeps it out
+        of ``state_dict``). Assigning a tensor to ``name`` later replaces it.
+
+        Raises:
+            KeyError: ``name`` is already a parameter or a sub-module.
+            TypeError: ``tensor`` is neither a tensor nor None.
+        """
+        if name in self._parameters or name in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' (torch Tensor or None required)")
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent.discard(name)
+        else:
+            self._non_persistent.add(name)
+
+    def named_buffers(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
+        """(qualified name, buffer) pairs of this module and its sub-modules, each once."""
+        return self._named_members("_buffers", prefix)
+
+    def buffers(self) -> Iterator[Tensor]:
+        return (b for _, b in self.named_buffers())
 
     def add_module(self, name: str, module: "Module") -> None:
         setattr(self, name, module)
@@ -79,15 +112,18 @@ class Module:
     def children(self) -> Iterator["Module"]:
         return iter(self._modules.values())
 
-    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
-        """(qualified name, parameter) pairs of this module and its sub-modules, each once."""
+    def _named_members(self, table: str, prefix: str) -> Iterator[tuple[str, Any]]:
         seen: set[int] = set()
         for module_name, module in self.named_modules(prefix):
-            for name, param in module._parameters.items():
-                if param is None or id(param) in seen:
+            for name, member in getattr(module, table).items():
+                if member is None or id(member) in seen:
                     continue
-                seen.add(id(param))
-                yield (f"{module_name}.{name}" if module_name else name), param
+                seen.add(id(member))
+                yield (f"{module_name}.{name}" if module_name else name), member
+
+    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
+        """(qualified name, parameter) pairs of this module and its sub-modules, each once."""
+        return self._named_members("_parameters", prefix)
 
     def parameters(self) -> Iterator[Parameter]:
         return (p for _, p in self.named_parameters())
@@ -101,9 +137,17 @@ class Module:
                 else:
                     p.grad._data[...] = 0
 
+    def _persistent_state(self) -> "OrderedDict[str, Tensor]":
+        state: OrderedDict[str, Tensor] = OrderedDict(self.named_parameters())
+        for module_name, module in self.named_modules():
+            for name, buf in module._buffers.items():
+                if buf is not None and name not in module._non_persistent:
+                    state[f"{module_name}.{name}" if module_name else name] = buf
+        return state
+
     def state_dict(self) -> "OrderedDict[str, Tensor]":
-        """Detached copies of every parameter, by qualified name."""
-        return OrderedDict((name, Tensor(p._data.copy())) for name, p in self.named_parameters())
+        """Detached copies of every parameter and persistent buffer, by qualified name."""
+        return OrderedDict((name, Tensor(t._data.copy())) for name, t in self._persistent_state().items())
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> None:
         """Copy values into the parameters of the same names.
@@ -112,7 +156,7 @@ class Module:
             KeyError: with ``strict``, names missing from or unexpected in ``state_dict``.
             ValueError: a value's shape differs from its parameter's.
         """
-        own = dict(self.named_parameters())
+        own = dict(self._persistent_state())
         missing = sorted(set(own) - set(state_dict))
         unexpected = sorted(set(state_dict) - set(own))
         if strict and (missing or unexpected):
