@@ -34,7 +34,7 @@ from zgrad.config import Config, load_config
 from zgrad.distributed.collectives.work import timeout_seconds
 from zgrad.errors import ConfigError
 
-__all__ = ["PgPlan", "resolve_pg_init", "BACKENDS"]
+__all__ = ["PgPlan", "resolve_pg_init", "BACKENDS", "debug_detail"]
 
 log = logging.getLogger("zgrad.collectives")
 
@@ -143,3 +143,10 @@ def resolve_pg_init(init_method: str | None, timeout: Any, world_size: int, rank
     timeout_s = timeout_seconds(timeout)
     return PgPlan(rank, world_size, name, config, mesh_config, host or "127.0.0.1", port,
                   config.ddp.timeout_s if timeout_s is None else timeout_s)
+
+
+def debug_detail(env: Mapping[str, str] | None = None) -> bool:
+    """Whether ``TORCH_DISTRIBUTED_DEBUG`` or ``ZGRAD_DISTRIBUTED_DEBUG`` asks for details (INFO or
+    DETAIL, as PyTorch reads it): DDP's errors then name parameters, not only their indices."""
+    env = os.environ if env is None else env
+    return any(env.get(name, "").upper() in ("INFO", "DETAIL") for name in ("ZGRAD_DISTRIBUTED_DEBUG", "TORCH_DISTRIBUTED_DEBUG"))

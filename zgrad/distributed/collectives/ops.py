@@ -18,7 +18,7 @@ from zgrad.distributed.collectives.fingerprint import Fingerprint, ReduceOp
 from zgrad.distributed.collectives.process_group import ProcessGroup
 from zgrad.distributed.collectives.work import Work
 
-__all__ = ["all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "barrier", "monitored_barrier"]
+__all__ = ["all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "barrier", "marker", "monitored_barrier"]
 
 
 def _flat(array: np.ndarray) -> tuple[np.ndarray, Callable[[], None] | None]:
@@ -110,6 +110,12 @@ def reduce_scatter(pg: ProcessGroup, out: np.ndarray, inputs: Sequence[np.ndarra
 def barrier(pg: ProcessGroup, async_op: bool) -> Work | None:
     """Every rank of ``pg`` has entered the barrier when this returns."""
     return pg.run(Fingerprint("barrier", "", "", (), -1, "direct"), direct.barrier, [], async_op)
+
+
+def marker(pg: ProcessGroup, label: str) -> None:
+    """A barrier whose fingerprint is ``label``: a rank tells the others, at this point of the
+    sequence, what it runs instead of what they expect (DDP: a bucket it cannot reduce). Blocks."""
+    pg.run(Fingerprint(label, "", "", (), -1, "direct"), direct.barrier, [], False)
 
 
 def monitored_barrier(pg: ProcessGroup, timeout_s: float, wait_all_ranks: bool) -> None:
