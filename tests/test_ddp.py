@@ -352,3 +352,25 @@ def test_megabyte_buckets_through_the_single_copy_path(kind):
     for grads, cma_received in run_ranks(2, body, kind, pg_config(kind, chunk_kb=256, small_tensor_kb=64)):
         assert_grads_close(grads, [p.grad.numpy() for p in reference.parameters()])
         assert cma_received > 0
+
+
+def test_an_existing_grad_is_updated_in_place_and_a_fresh_one_replaced():
+    """After zero_grad(set_to_none=False) the same .grad tensors receive the averages (copied
+    in); a gradient this backward created is replaced by its bucket's view (no copy back)."""
+    steps = 2
+    want = reference_training(2, steps)
+    xs, ys = data(2, steps)
+
+    def body(rank: int) -> None:
+        ddp = DDP(make_model(), bucket_cap_mb=0.001)
+        F.cross_entropy(ddp(shard(xs[0], rank)), shard(ys[0], rank)).backward()
+        assert_grads_close([p.grad.numpy() for p in ddp.parameters()], want[0])
+        buffers = [b.buffer for b in ddp.reducer.buckets]
+        assert all(any(np.shares_memory(p.grad._data, b) for b in buffers) for p in ddp.parameters())
+        held = [p.grad for p in ddp.parameters()]
+        ddp.zero_grad(set_to_none=False)
+        F.cross_entropy(ddp(shard(xs[0], rank)), shard(ys[0], rank)).backward()
+        assert all(p.grad is h for p, h in zip(ddp.parameters(), held))
+        assert_grads_close([p.grad.numpy() for p in ddp.parameters()], want[0])
+
+    run_ranks(2, body, "inproc")

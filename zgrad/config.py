@@ -125,8 +125,8 @@ class DdpConfig:
     find_unused_parameters: bool = False
     timeout_s: float = 1800.0
     master_port: int = 0
-    chunk_kb: int = 1024
-    small_tensor_kb: int = 64
+    chunk_kb: int = 4096
+    small_tensor_kb: int = 1024
 
 
 @dataclass(frozen=True)

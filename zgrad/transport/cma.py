@@ -256,12 +256,13 @@ class PeerReader:
         """Report ``(slot, generation)`` done to the sender (batched, see :meth:`CmaPeers.flush`);
         ``nbytes`` read from it count toward the batch. ``wake``: called off the I/O thread."""
         with self._lock:
-            if not self.pending:
+            first = not self.pending
+            if first:
                 self._dirty.append(self._peer)
                 self.since_s = time.monotonic()
             self.pending += (slot, generation)
             self.pending_bytes += nbytes
-        if wake:
+        if wake and first:  # the I/O thread then sends it within DONE_DELAY_S, with what follows
             self._wake()
 
     def read(self, slot: int, generation: int, nbytes: int, take_buffer: Callable[[int], memoryview]) -> memoryview:

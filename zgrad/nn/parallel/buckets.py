@@ -54,6 +54,8 @@ class Bucket:
         params: the parameters' indices, in buffer order.
         buffer: the flat gradient buffer.
         views: one view of ``buffer`` per parameter, shaped like it.
+        handed_out: the views were given to the parameters as their averaged gradients (no copy
+            back); :meth:`reset` then takes new memory.
         pending: parameters of this iteration whose gradient has not been marked ready yet.
         future: the reduction in flight (a Future of the reduced buffer), once launched.
     """
@@ -61,18 +63,26 @@ class Bucket:
     def __init__(self, index: int, param_indices: list[int], params: Sequence[Tensor]) -> None:
         self.index = index
         self.params = param_indices
-        dtype = params[param_indices[0]]._data.dtype
-        sizes = [params[i]._data.size for i in param_indices]
-        self.buffer = np.zeros(sum(sizes), dtype)
-        self.views: list[np.ndarray] = []
-        offset = 0
-        for i, size in zip(param_indices, sizes):
-            self.views.append(self.buffer[offset:offset + size].reshape(params[i]._data.shape))
-            offset += size
+        self._shapes = [params[i]._data.shape for i in param_indices]
+        self._dtype = params[param_indices[0]]._data.dtype
+        self._allocate(np.zeros(sum(params[i]._data.size for i in param_indices), self._dtype))
         self.pending = len(param_indices)
         self.future: Any = None
 
+    def _allocate(self, buffer: np.ndarray) -> None:
+        self.buffer = buffer
+        self.views: list[np.ndarray] = []
+        offset = 0
+        for shape in self._shapes:
+            size = int(np.prod(shape))
+            self.views.append(buffer[offset:offset + size].reshape(shape))
+            offset += size
+        self.handed_out = False  # the views became gradients: the next iteration needs new memory
+
     def reset(self) -> None:
+        """Before an iteration: every parameter pending; new memory if the last was handed out."""
+        if self.handed_out:
+            self._allocate(np.empty_like(self.buffer))  # every slot is written before it is read
         self.pending = len(self.params)
         self.future = None
 

@@ -108,6 +108,7 @@ class Reducer:
                          for i, p in enumerate(params)]
         self.expect_hooks = False
         self._ready = [False] * len(params)
+        self._fresh = [True] * len(params)
         self._unused: list[int] = []
         self._local_used = np.zeros(len(params), np.int32) if self.find_unused else None
         self._finalize_queued = False
@@ -163,6 +164,7 @@ class Reducer:
                 bucket.reset()
             self._next_bucket = 0
             self._ready = [False] * len(self.params)
+            self._fresh = [p.grad is None for p in self.params]
             self._finalize_queued = False
             if self._local_used is not None:
                 self._local_used[:] = 0
@@ -261,6 +263,12 @@ class Reducer:
             if self.gradient_as_bucket_view:
                 task.set_leaf_gradient(param, view)
                 continue
+            if self._fresh[i] or task.leaf_store is not None:
+                # The gradient was made by this backward: the average replaces it, no copy back
+                # (the bucket takes new memory next iteration). An older .grad is updated in place.
+                task.set_leaf_gradient(param, view)
+                bucket.handed_out = True
+                continue
             grad = task.leaf_gradient(param)
             if grad is not None and grad is not view and grad.flags.writeable and grad.shape == view.shape:
                 np.copyto(grad, view)
@@ -333,6 +341,7 @@ class Reducer:
         the comm hook if there is one), then the used-parameter map. Blocks."""
         futures = []
         for bucket in self.buckets:
+            bucket.reset()
             bucket.buffer[:] = 0
             self._launch(bucket)
             futures.append(bucket.future)
