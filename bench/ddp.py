@@ -171,7 +171,7 @@ def _measure(ddp_step, local_step, allreduce, barrier, settings: dict) -> dict:
 
 @contextlib.contextmanager
 def _slow_link(rate: str = "1gbit"):
-    """Two network namespaces joined by a veth pair shaped with tbf; yields (names, addresses)."""
+    """Two network namespaces joined by a veth pair shaped with tbf; yields (names, addresses, devices)."""
     if shutil.which("ip") is None or shutil.which("tc") is None:
         raise SystemExit("--link tbf needs the ip and tc commands")
     tag = uuid.uuid4().hex[:6]
@@ -194,21 +194,25 @@ def _slow_link(rate: str = "1gbit"):
             run("ip", "-n", name, "link", "set", dev, "up")
             run("ip", "netns", "exec", name, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate,
                 "burst", "256kb", "latency", "50ms")
-        yield names, addresses
+        yield names, addresses, veth
     finally:
         for name in made:
             subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=10)
 
 
-def _run_pair(framework: str, spec: dict, namespaces: list[str] | None, timeout_s: float) -> dict:
+def _run_pair(framework: str, spec: dict, link: tuple | None, timeout_s: float) -> dict:
     spec = {**spec, "port": _procs.free_port()}
     procs = []
     try:
         for rank in (0, 1):
-            prefix = ["ip", "netns", "exec", namespaces[rank]] if namespaces else []
+            prefix, env = [], _procs.worker_env()
+            if link is not None:  # run in the rank's namespace; gloo on its veth end, not on lo
+                namespaces, _, devices = link
+                prefix = ["ip", "netns", "exec", namespaces[rank]]
+                env["GLOO_SOCKET_IFNAME"] = env["TP_SOCKET_IFNAME"] = devices[rank]
             procs.append(subprocess.Popen(
                 [*prefix, sys.executable, __file__, "--worker", framework, "--rank", str(rank), "--spec", json.dumps(spec)],
-                stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL, text=True, env=_procs.worker_env()))
+                stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL, text=True, env=env))
         out, _ = procs[0].communicate(timeout=timeout_s)
         procs[1].wait(timeout=60)
         if procs[0].returncode != 0:
@@ -238,14 +242,13 @@ def main() -> None:
           f"SGD, 2 rank processes, {'1 Gbit/s veth link (tbf), cma off' if args.link == 'tbf' else 'loopback'}; "
           "NUMBA_NUM_THREADS=1 OMP_NUM_THREADS=1; ms per step (median)", flush=True)
     with contextlib.ExitStack() as stack:
-        namespaces, spec = None, {"settings": settings, "master": "127.0.0.1"}
+        link, spec = None, {"settings": settings, "master": "127.0.0.1"}
         if args.link == "tbf":
-            namespaces, addresses = stack.enter_context(_slow_link())
-            spec.update(master=addresses[0], addresses=addresses, bind="0.0.0.0", cma="off")
-        results = {"zgrad": _run_pair("zgrad", spec, namespaces, 900)}
+            link = stack.enter_context(_slow_link())
+            spec.update(master=link[1][0], addresses=link[1], bind="0.0.0.0", cma="off")
+        results = {"zgrad": _run_pair("zgrad", spec, link, 900)}
         if with_torch:
-            results["torch"] = _run_pair("torch", {**spec, "bucket_elems": results["zgrad"]["bucket_elems"]},
-                                         namespaces, 900)
+            results["torch"] = _run_pair("torch", {**spec, "bucket_elems": results["zgrad"]["bucket_elems"]}, link, 900)
 
     frameworks = list(results)
     for r in results.values():
