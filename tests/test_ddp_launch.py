@@ -109,3 +109,36 @@ def test_two_launchers_in_two_network_namespaces_train_together(tmp_path, two_ho
     assert [p.returncode for p in procs] == [0, 0], outs
     assert "over 2 workers" in outs[0] and "[worker0] done:" in outs[0]
     assert "[worker1]" not in outs[0] and "[worker0]" not in outs[1]
+
+
+NO_ARGUMENTS = """
+import zgrad, zgrad.distributed as dist
+from zgrad.distributed import rpc
+dist.init_process_group()          # everything from zgrad-launch's environment
+rpc.init_rpc()                     # and RPC beside it, on its own mesh
+t = zgrad.ones(3) * (dist.get_rank() + 1)
+dist.all_reduce(t)
+print("sum", t.tolist(), "of", dist.get_world_size(), flush=True)
+rpc.shutdown()
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.timeout(60)
+def test_init_process_group_without_arguments_under_zgrad_launch_beside_init_rpc(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(NO_ARGUMENTS)
+    result = launch("--config", str(write_config(tmp_path / "c.toml", workers=3)), "--", str(script), timeout=50)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("sum [6.0, 6.0, 6.0] of 3") == 3
+
+
+def test_the_launcher_gives_the_process_group_its_own_rendezvous(tmp_path):
+    result = launch("--config", str(CONFIGS / "ddp.toml"), "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "ZGRAD_PG_MASTER_PORT=" in result.stdout and "ZGRAD_PG_MASTER_ADDR=127.0.0.1" in result.stdout
+    fixed = write_config(tmp_path / "fixed.toml", ports=[free_port(), free_port()], nodes=[0, 1],
+                         extra="\n[ddp]\nmaster_port = 29999\n")
+    assert "ZGRAD_PG_MASTER_PORT=29999" in launch("--config", str(fixed), "--dry-run").stdout
+    unset = write_config(tmp_path / "unset.toml", ports=[free_port(), free_port()], nodes=[0, 1])
+    assert "ZGRAD_PG_MASTER_PORT" not in launch("--config", str(unset), "--dry-run").stdout  # several nodes: no guess

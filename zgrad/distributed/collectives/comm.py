@@ -49,6 +49,7 @@ class MeshComm:
         self._early: dict[int, list[tuple[Envelope, Any]]] = {}
         self._early_count = 0
         self._lost: dict[int, str] = {}
+        self._fingerprints: dict = {}  # checked ones, for check_data (the I/O thread's)
         self.received: Counter[str] = Counter()
         self.rejected: Counter[str] = Counter()
         self._logged: set[tuple[int, str]] = set()
@@ -97,8 +98,8 @@ class MeshComm:
 
     def _on_message(self, envelope: Envelope) -> None:
         try:
-            parsed = check_data(envelope.meta, len(envelope.buffers)) if envelope.kind == KIND_DATA \
-                else check_abort(envelope.meta)
+            parsed = check_data(envelope.meta, len(envelope.buffers), self._fingerprints) \
+                if envelope.kind == KIND_DATA else check_abort(envelope.meta)
         except ProtocolError as exc:
             self.reject(envelope.src, "bad_metadata", str(exc))
             return

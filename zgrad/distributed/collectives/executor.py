@@ -38,11 +38,10 @@ class GroupExecutor:
         self._thread: threading.Thread | None = None
         self._closed = False
 
-    def issue(self, make_job: Callable[[int], Callable[[], None]], inline: bool) -> Callable[[], None] | None:
-        """Give the next sequence number to ``make_job(seq)`` and queue the job it returns.
-
-        With ``inline`` and nothing of the group queued or running, the job is returned instead
-        of queued: the caller must run it, then call :meth:`done_inline`. Never blocks.
+    def issue(self, make_job: Callable[[int], Callable[[], None]], inline: bool) -> int | None:
+        """Take the next sequence number: with ``inline`` and nothing of the group queued or
+        running, return it (the caller runs the collective now, then calls :meth:`done_inline`);
+        else queue the job ``make_job(seq)`` returns and return None. Never blocks.
 
         Raises:
             RuntimeError: the executor is closed.
@@ -52,11 +51,10 @@ class GroupExecutor:
                 raise RuntimeError(f"{self._name}: the process group was destroyed")
             seq = self._next_seq
             self._next_seq += 1
-            job = make_job(seq)
             if inline and not self._busy and not self._queue:
                 self._busy = True
-                return job
-            self._queue.append(job)
+                return seq
+            self._queue.append(make_job(seq))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()

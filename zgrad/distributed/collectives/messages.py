@@ -55,8 +55,15 @@ def _text(value: Any, what: str) -> str:
     return value
 
 
-def check_data(meta: Any, nbuffers: int) -> Data:
+KNOWN_MAX = 256  # checked fingerprints a receiver remembers (a collective's messages share one)
+
+
+def check_data(meta: Any, nbuffers: int, known: dict[tuple, Fingerprint] | None = None) -> Data:
     """Return the DATA metadata ``meta`` if it is well formed.
+
+    Args:
+        known: fingerprints already checked, by value (the receiver's; updated here): every
+            message of a collective carries the same one, so it is checked once.
 
     Raises:
         ProtocolError: naming the first thing that is wrong.
@@ -66,7 +73,32 @@ def check_data(meta: Any, nbuffers: int) -> Data:
     group = _uint(meta[0], "DATA group", MAX_GROUP_ID)
     seq = _uint(meta[1], "DATA seq")
     tag = _uint(meta[2], "DATA tag")
+    if nbuffers > 1:
+        raise ProtocolError(f"a DATA message carries at most one buffer, got {nbuffers}")
     fp = meta[3]
+    if known is None:
+        return Data(group, seq, tag, _check_fingerprint(fp))
+    key = None
+    if type(fp) is list and len(fp) == 6 and type(fp[3]) is list:
+        try:
+            key = (fp[0], fp[1], fp[2], tuple(fp[3]), fp[4], fp[5])
+            found = known.get(key)
+        except TypeError:  # an unhashable part: not a fingerprint (the checks say why)
+            key = found = None
+        if found is not None and key == tuple(found) and all(map(_same_type, key, found)):
+            return Data(group, seq, tag, found)
+    checked = _check_fingerprint(fp)
+    if len(known) >= KNOWN_MAX:
+        known.clear()
+    known[tuple(checked)] = checked
+    return Data(group, seq, tag, checked)
+
+
+def _same_type(a: Any, b: Any) -> bool:
+    return type(a) is type(b)
+
+
+def _check_fingerprint(fp: Any) -> Fingerprint:
     if type(fp) is not list or len(fp) != 6:
         raise ProtocolError("DATA fingerprint must be a list [collective, reduce_op, dtype, shape, root, algorithm]")
     shape = fp[3]
@@ -74,11 +106,8 @@ def check_data(meta: Any, nbuffers: int) -> Data:
         raise ProtocolError(f"DATA fingerprint shape must be a list of at most {MAX_DIMS} sizes")
     if type(fp[4]) is not int or fp[4] < -1:
         raise ProtocolError(f"DATA fingerprint root must be an integer >= -1, got {fp[4]!r}")
-    if nbuffers > 1:
-        raise ProtocolError(f"a DATA message carries at most one buffer, got {nbuffers}")
-    fingerprint = Fingerprint(_text(fp[0], "DATA collective"), _text(fp[1], "DATA reduce_op"), _text(fp[2], "DATA dtype"),
-                              tuple(_uint(n, "DATA shape entry") for n in shape), fp[4], _text(fp[5], "DATA algorithm"))
-    return Data(group, seq, tag, fingerprint)
+    return Fingerprint(_text(fp[0], "DATA collective"), _text(fp[1], "DATA reduce_op"), _text(fp[2], "DATA dtype"),
+                       tuple(_uint(n, "DATA shape entry") for n in shape), fp[4], _text(fp[5], "DATA algorithm"))
 
 
 def check_abort(meta: Any) -> tuple[int, int, str]:

@@ -7,6 +7,7 @@ array in place, any other through a contiguous copy written back at the end.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,6 +20,11 @@ from zgrad.distributed.collectives.process_group import ProcessGroup
 from zgrad.distributed.collectives.work import Work
 
 __all__ = ["all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "barrier", "marker", "monitored_barrier"]
+
+
+@functools.cache
+def _name(dtype: np.dtype) -> str:
+    return dtype.name  # numpy computes it on every access
 
 
 def _flat(array: np.ndarray) -> tuple[np.ndarray, Callable[[], None] | None]:
@@ -60,7 +66,7 @@ def all_reduce(pg: ProcessGroup, x: np.ndarray, op: ReduceOp, async_op: bool, re
     else:
         chunk = _chunk_elems(pg, flat.dtype)
         algorithm, how = (lambda ch: ring.ring_all_reduce(ch, flat, reduce_op, average, chunk)), f"ring/{chunk}"
-    fingerprint = Fingerprint(label, op.name, x.dtype.name, x.shape, -1, how)
+    fingerprint = Fingerprint(label, op.name, _name(x.dtype), x.shape, -1, how)
     return pg.run(fingerprint, _with_writeback(algorithm, [writeback]), result, async_op)
 
 
@@ -69,7 +75,7 @@ def broadcast(pg: ProcessGroup, x: np.ndarray, root: int, async_op: bool, result
     """``x`` = group rank ``root``'s ``x`` on every rank."""
     flat, writeback = _flat(x)
     chunk = _chunk_elems(pg, flat.dtype)
-    fingerprint = Fingerprint(label, "", x.dtype.name, x.shape, root, f"chain/{chunk}")
+    fingerprint = Fingerprint(label, "", _name(x.dtype), x.shape, root, f"chain/{chunk}")
     return pg.run(fingerprint, _with_writeback(lambda ch: direct.chain_broadcast(ch, flat, root, chunk), [writeback]),
                   result, async_op)
 
@@ -79,7 +85,7 @@ def reduce(pg: ProcessGroup, x: np.ndarray, root: int, op: ReduceOp, async_op: b
     flat, writeback = _flat(x)
     reduce_op, average = _reduction(op)
     chunk = _chunk_elems(pg, flat.dtype)
-    fingerprint = Fingerprint("reduce", op.name, x.dtype.name, x.shape, root, f"chain/{chunk}")
+    fingerprint = Fingerprint("reduce", op.name, _name(x.dtype), x.shape, root, f"chain/{chunk}")
     algorithm = lambda ch: direct.chain_reduce(ch, flat, root, reduce_op, average, chunk)  # noqa: E731
     return pg.run(fingerprint, _with_writeback(algorithm, [writeback]), result, async_op)
 
@@ -90,7 +96,7 @@ def all_gather(pg: ProcessGroup, outs: Sequence[np.ndarray], x: np.ndarray, asyn
     flats = [_flat(out) for out in outs]
     source = np.ascontiguousarray(x).reshape(-1)
     chunk = _chunk_elems(pg, source.dtype)
-    fingerprint = Fingerprint(label, "", x.dtype.name, x.shape, -1, f"ring/{chunk}")
+    fingerprint = Fingerprint(label, "", _name(x.dtype), x.shape, -1, f"ring/{chunk}")
     algorithm = lambda ch: ring.ring_all_gather(ch, [f for f, _ in flats], source, chunk)  # noqa: E731
     return pg.run(fingerprint, _with_writeback(algorithm, [w for _, w in flats]), result, async_op)
 
@@ -102,7 +108,7 @@ def reduce_scatter(pg: ProcessGroup, out: np.ndarray, inputs: Sequence[np.ndarra
     sources = [np.ascontiguousarray(a).reshape(-1) for a in inputs]
     reduce_op, average = _reduction(op)
     chunk = _chunk_elems(pg, flat.dtype)
-    fingerprint = Fingerprint(label, op.name, out.dtype.name, out.shape, -1, f"ring/{chunk}")
+    fingerprint = Fingerprint(label, op.name, _name(out.dtype), out.shape, -1, f"ring/{chunk}")
     algorithm = lambda ch: ring.ring_reduce_scatter(ch, flat, sources, reduce_op, average, chunk)  # noqa: E731
     return pg.run(fingerprint, _with_writeback(algorithm, [writeback]), result, async_op)
 

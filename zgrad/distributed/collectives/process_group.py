@@ -78,21 +78,26 @@ class ProcessGroup:
             (synchronous) CollectiveError, ZgradTimeoutError, WorkerUnavailableError: the
             collective failed; the group is unusable afterwards.
         """
-        work = Work(f"{fingerprint.collective} on group {self.state.name}", result)
         timeout_s = self.world.timeout_s if timeout_s is None else timeout_s
+        queued: list[Work] = []
 
-        def make_job(seq: int) -> Callable[[], None]:
+        def make_job(seq: int) -> Callable[[], None]:  # only for a collective that waits its turn
+            work = Work(f"{fingerprint.collective} on group {self.state.name}", result)
+            queued.append(work)
             return lambda: work._finish(self._execute(seq, fingerprint, algorithm, timeout_s))
 
-        job = self._executor.issue(make_job, inline=not async_op)
-        if job is not None:
-            try:
-                job()
-            finally:
-                self._executor.done_inline()
-        if async_op:
-            return work
-        work.wait()
+        seq = self._executor.issue(make_job, inline=not async_op)
+        if seq is None:
+            if async_op:
+                return queued[0]
+            queued[0].wait()  # behind other collectives of the group: its turn comes on the group's thread
+            return None
+        try:  # the latency path: the group is idle, this thread runs it now
+            error = self._execute(seq, fingerprint, algorithm, timeout_s)
+        finally:
+            self._executor.done_inline()
+        if error is not None:
+            raise error
         return None
 
     def _execute(self, seq: int, fingerprint: Fingerprint, algorithm: Algorithm, timeout_s: float) -> BaseException | None:
