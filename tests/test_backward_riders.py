@@ -113,3 +113,17 @@ def test_module_buffers():
         m.register_buffer("fc", zgrad.zeros(1))
     with pytest.raises(TypeError, match="cannot assign 'list' object to buffer"):
         m.register_buffer("bad", [1.0])
+
+
+def test_an_accumulate_grad_destination_receives_a_new_gradient_once():
+    w = zgrad.tensor([1.0, 2.0], requires_grad=True)
+    slot = np.full(2, -1.0)
+    node = w._grad_accumulator()
+    node.destination = lambda: slot
+    (w * 3).sum().backward()
+    assert w.grad._data is slot and node.destination is None  # no new array: straight into the slot
+    np.testing.assert_array_equal(slot, [3.0, 3.0])
+    node.destination = lambda: np.zeros(2)
+    (w * 3).sum().backward()  # .grad exists: it accumulates as always, the destination is dropped
+    assert w.grad._data is slot and node.destination is None
+    np.testing.assert_array_equal(slot, [6.0, 6.0])

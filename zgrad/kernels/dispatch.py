@@ -43,6 +43,7 @@ __all__ = [
     "concatenate",
     "slice_backward",
     "cast",
+    "copy_into",
     "add_inplace",
     "REDUCE_OPS",
     "reduce_inplace",
@@ -237,6 +238,13 @@ def add_inplace(out: Any, other: Any):
     """out += other (broadcast); ``out`` must be an array the caller owns."""
     be = backend_of(out, other)
     return be.add(out, other, out)
+
+
+def copy_into(out: Any, x: Any):
+    """out = x (same shape; cast to ``out``'s dtype); returns ``out``."""
+    if out.shape != x.shape:
+        raise ValueError(f"copy_into: out has shape {list(out.shape)}, the source {list(x.shape)}")
+    return backend_of(out, x).copy(x, out)
 
 
 def cast(x: Any, dtype: Any):

@@ -50,7 +50,8 @@ class MeshComm:
         self._early_count = 0
         self._lost: dict[int, str] = {}
         self._fingerprints: dict = {}  # checked ones, for check_data (the I/O thread's)
-        self.received: Counter[str] = Counter()
+        self.sent = 0  # DATA messages (counted by the sending thread, when it hands them to the mesh)
+        self.received: Counter[int] = Counter()
         self.rejected: Counter[str] = Counter()
         self._logged: set[tuple[int, str]] = set()
         self.mesh = create_mesh(config, rank, world_size, name, on_message=self._on_message,
@@ -93,6 +94,7 @@ class MeshComm:
     def send(self, rank: int, meta: list, buffers: Sequence[Any]) -> None:
         """One DATA message to global ``rank`` (see ``Channel``)."""
         self.mesh.send(rank, KIND_DATA, 0, meta, buffers)
+        self.sent += 1
 
     # --- inbound (the mesh's I/O thread) ---------------------------------------------------------
 
@@ -159,5 +161,5 @@ class MeshComm:
     def debug_info(self) -> dict[str, Any]:
         with self._lock:
             groups = {g.name: g.describe() for g in self._groups.values()}
-        return {"rank": self.rank, "groups": groups, "received": dict(self.received),
+        return {"rank": self.rank, "groups": groups, "sent": self.sent, "received": dict(self.received),
                 "rejected": dict(self.rejected), "lost": dict(self._lost), "transport": self.mesh.stats()}

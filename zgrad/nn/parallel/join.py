@@ -82,6 +82,8 @@ class Join:
 
     def __enter__(self) -> "Join":
         self._ddp.join_config = self._config
+        # Dividing by the ranks still training is not the all-reduce's AVG: scale, then sum.
+        self._ddp.reducer.prescale = self._config.enable and not self._config.divide_by_initial_world_size
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -100,6 +102,7 @@ class Join:
         finally:
             ddp.join_config = None
             ddp.reducer.before_first_hook = None
+            ddp.reducer.prescale = False
 
     def _shadow_iteration(self) -> None:
         ddp = self._ddp

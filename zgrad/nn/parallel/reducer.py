@@ -5,8 +5,10 @@ Per iteration (one forward through DDP, one backward):
 
 * ``prepare_for_backward`` (from DDP's forward): every bucket waits for all its parameters; with
   ``find_unused_parameters`` the parameters the outputs do not reach are noted.
-* Each parameter's post-accumulate hook (on the thread running backward) copies its gradient
-  into its bucket, divided by the group size (by the comm hook instead, if one is registered).
+* A gradient backward makes for a parameter without one goes straight into the parameter's slot
+  of its bucket (``AccumulateGrad.destination``); each parameter's post-accumulate hook (on the
+  thread running backward) copies any other gradient there. Buckets are averaged by the
+  all-reduce (``AVG``), or by the comm hook if one is registered.
   A bucket whose parameters are all ready is reduced at once, asynchronously, and buckets start
   strictly in index order on every rank (a later bucket that is ready first waits for the
   earlier ones), so every rank issues the same collectives in the same order. The first hook
@@ -101,6 +103,10 @@ class Reducer:
         self.debug_detail = debug_detail
         self.rebuild_limits = rebuild_limits
         self.divide_by = pg.size()
+        # False: buckets are all-reduced with AVG (sum, then / group size). True (join with
+        # divide_by_initial_world_size=False): each gradient is divided by ``divide_by`` on its
+        # way into the bucket, then summed.
+        self.prescale = False
         self.comm_hook: tuple[Any, Callable[[Any, GradBucket], Future]] | None = None
         self._lock = threading.Lock()
         self._build(assignment)
@@ -165,6 +171,10 @@ class Reducer:
             self._next_bucket = 0
             self._ready = [False] * len(self.params)
             self._fresh = [p.grad is None for p in self.params]
+            for bucket in self.buckets:  # a new gradient goes straight into its bucket slot
+                for i, view in zip(bucket.params, bucket.views):
+                    self.params[i]._grad_accumulator().destination = \
+                        (lambda v=view: v) if self._fresh[i] and not self.gradient_as_bucket_view else None
             self._finalize_queued = False
             if self._local_used is not None:
                 self._local_used[:] = 0
@@ -193,9 +203,9 @@ class Reducer:
         grad = task.leaf_gradient(self.params[index]) if used else None
         if grad is None:
             view[...] = 0
-        elif self.comm_hook is not None:
+        elif not self.prescale:  # averaged by the all-reduce (AVG), or by the comm hook
             if grad is not view:
-                np.copyto(view, grad)
+                dispatch.copy_into(view, grad)
         elif grad is view:
             dispatch.divide_inplace(view.reshape(-1), self.divide_by)
         else:
@@ -213,7 +223,8 @@ class Reducer:
 
     def _launch(self, bucket: Bucket) -> None:
         if self.comm_hook is None:
-            work = ops.all_reduce(self.pg, bucket.buffer, ReduceOp.SUM, True, [Tensor(bucket.buffer)])
+            op = ReduceOp.SUM if self.prescale else ReduceOp.AVG
+            work = ops.all_reduce(self.pg, bucket.buffer, op, True, [Tensor(bucket.buffer)])
             bucket.future = work.get_future()
             return
         state, hook = self.comm_hook
@@ -230,6 +241,8 @@ class Reducer:
         """End of backward: every bucket reduced, averages in place. Blocks (bounded by the group's
         timeout, through the collectives)."""
         self.expect_hooks = False
+        for param in self.params:  # what the pass did not use (no gradient) must not stay armed
+            param._grad_accumulator().destination = None
         unready = [i for i, ready in enumerate(self._ready) if not ready]
         if unready:
             self._fail_unready(unready)
@@ -264,9 +277,11 @@ class Reducer:
                 task.set_leaf_gradient(param, view)
                 continue
             if self._fresh[i] or task.leaf_store is not None:
-                # The gradient was made by this backward: the average replaces it, no copy back
-                # (the bucket takes new memory next iteration). An older .grad is updated in place.
-                task.set_leaf_gradient(param, view)
+                # The gradient was made by this backward (straight into the bucket, when the pass
+                # keeps .grad): the average replaces it, no copy back (the bucket takes new memory
+                # next iteration). An older .grad is updated in place.
+                if task.leaf_gradient(param) is not view:
+                    task.set_leaf_gradient(param, view)
                 bucket.handed_out = True
                 continue
             grad = task.leaf_gradient(param)
