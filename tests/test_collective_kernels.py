@@ -89,6 +89,8 @@ def test_scale_copy(rng, dtype):
 
 def test_bad_arguments_are_refused():
     a = np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match=r"copy_into: out has shape \[4\], the source \[5\]"):
+        dispatch.copy_into(a, np.zeros(5))
     with pytest.raises(ValueError, match="unknown reduction 'avg'"):
         dispatch.reduce_inplace(a, a, "avg")
     with pytest.raises(ValueError, match="1-D C-contiguous arrays of one dtype"):

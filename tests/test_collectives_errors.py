@@ -163,6 +163,8 @@ def test_work_wait_with_a_timeout_then_without():
             with pytest.raises(ZgradTimeoutError):
                 work.wait(timeout=0.2)
             assert not work.is_completed() and work.exception() is None
+            with pytest.raises(RuntimeError, match="has not completed yet"):
+                work.is_success()
             entered.set()
             work.wait()
             np.testing.assert_array_equal(t.numpy(), [2.0, 2.0, 2.0])
@@ -333,3 +335,13 @@ def test_bad_collective_arguments(clean_env):
             dist.new_group([0, 0])
     finally:
         dist.destroy_process_group()
+
+
+def test_a_rank_that_never_joins_fails_init_in_time(clean_env):
+    config = pg_config("tcp")
+    config["transport"]["connect_timeout_s"] = 1.0
+    start = time.monotonic()
+    with pytest.raises(ZgradTimeoutError, match=r"waiting for 1 worker\(s\) to register: rank 1"):
+        dist.init_process_group(init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=2, config=config)
+    assert time.monotonic() - start < 10
+    assert not dist.is_initialized() and not leftover_threads()

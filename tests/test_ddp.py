@@ -320,12 +320,25 @@ def test_comm_hooks_run_in_bucket_index_order(hook):
             assert len(runs) == steps and all(run == list(range(len(run))) for run in runs) and nbuckets > 1, seen
 
 
-def test_a_hook_that_returns_no_future_is_refused():
+def test_bad_hooks_are_refused():
     def body(rank: int) -> None:
         model = DDP(make_model())
+        with pytest.raises(TypeError, match="a DDP communication hook must be callable, got str"):
+            model.register_comm_hook(None, "allreduce")
         model.register_comm_hook(None, lambda state, bucket: bucket.buffer())
         with pytest.raises(TypeError, match="must return a zgrad.futures.Future, got Tensor"):
             model(zgrad.ones(2, 5, dtype=np.float64)).sum().backward()
+        short = DDP(make_model())
+
+        def wrong_size(state, bucket):
+            future = Future()
+            future.set_result(zgrad.ones(3))
+            return future
+
+        short.register_comm_hook(None, wrong_size)
+        with pytest.raises(RuntimeError, match=r"the communication hook's future for bucket 0 must hold a tensor of \d+ "
+                                               r"elements \(the bucket's buffer\)"):
+            short(zgrad.ones(2, 5, dtype=np.float64)).sum().backward()
 
     run_ranks(1, body, "inproc")
 
