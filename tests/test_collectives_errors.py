@@ -208,7 +208,9 @@ def test_a_rank_that_leaves_early_fails_only_what_still_waits_for_it():
             dist.all_reduce(zgrad.ones(2))
             return  # and destroys the group: its mesh says goodbye
         dist.all_reduce(zgrad.ones(2))  # it took part in this one: fine
-        with pytest.raises(WorkerUnavailableError, match=r"rank\(s\) 1 of group WORLD left"):
+        # found on the receive, or on the send (the transport may know first that it is gone)
+        with pytest.raises(WorkerUnavailableError, match=r"rank\(s\) 1 of group WORLD left|\(rank 1\) is unavailable: it "
+                                                         r"closed its mesh"):
             dist.all_reduce(zgrad.ones(2))
 
     run_ranks(2, body, "tcp")

@@ -303,6 +303,7 @@ def test_comm_hooks_run_in_bucket_index_order(hook):
                 seen.append(bucket.index())
                 assert bucket.is_last() == (bucket.index() == len(model.reducer.buckets) - 1)
                 assert [g.shape for g in bucket.gradients()] == [p.shape for p in bucket.parameters()]
+                bucket.set_buffer(bucket.buffer() * 1.0)  # a copy of itself: nothing changes
                 return default_hooks.allreduce_hook(state, bucket)
             model.register_comm_hook(None, recording)
         with pytest.raises(RuntimeError, match="register_comm_hook or register_builtin_comm_hook can only be called once"):

@@ -96,6 +96,8 @@ def destroy_process_group(group: ProcessGroup | None = None) -> None:
         ZgradError: not initialized.
     """
     world = current_world()
+    if group is NON_GROUP_MEMBER:
+        return
     if group is None or group is world.default:
         unregister_world(world)
         world.destroy()

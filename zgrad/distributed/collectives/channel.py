@@ -17,7 +17,7 @@ import numpy as np
 
 from zgrad.distributed.collectives.fingerprint import Fingerprint
 from zgrad.distributed.collectives.group_state import DEPARTED, FAILED, GroupState, Inbound, mismatch_error
-from zgrad.errors import ZgradTimeoutError
+from zgrad.errors import WorkerUnavailableError, ZgradTimeoutError
 from zgrad.transport import RemoteRead
 
 __all__ = ["Channel", "SendFn", "as_array"]
@@ -49,11 +49,11 @@ class Channel:
         fingerprint: what this rank called.
         inbox: the queue :meth:`GroupState.begin` returned.
         timeout_s: how long the whole collective may take.
-        reject: counts a message dropped for ``reason``.
+        reject: counts a message dropped for ``reason`` (from global rank ``src``).
     """
 
     def __init__(self, send: SendFn, group: GroupState, seq: int, fingerprint: Fingerprint, inbox: queue.SimpleQueue,
-                 timeout_s: float, reject: Callable[[str], None]) -> None:
+                 timeout_s: float, reject: Callable[[str, int], None]) -> None:
         self.group = group
         self.rank = group.rank
         self.size = group.size
@@ -76,7 +76,13 @@ class Channel:
         Raises:
             WorkerUnavailableError: ``peer`` is known to be lost.
         """
-        self._send(self.group.ranks[peer], [self.group.id, self.seq, tag, self._wire], buffers)
+        try:
+            self._send(self.group.ranks[peer], [self.group.id, self.seq, tag, self._wire], buffers)
+        except WorkerUnavailableError:
+            gone = self.group.departed_among((peer,))
+            if gone:  # it destroyed its process group: say so, as a receive would
+                raise self.group.departure_error(gone) from None
+            raise
 
     # --- receiving --------------------------------------------------------------------------------
 
@@ -126,7 +132,7 @@ class Channel:
         missing = []
         for peer in peers:
             held = self._held.pop((peer, tag), None)
-            if held is not None and self._fits(held, nbytes):
+            if held is not None and self._fits(held, nbytes, peer):
                 got[peer] = held
             else:
                 missing.append(peer)
@@ -135,20 +141,20 @@ class Channel:
             key = (message.src, message.tag)
             if message.tag == tag and message.src in missing and message.src not in got:
                 buffer = message.buffers[0] if message.buffers else memoryview(_EMPTY)
-                if self._fits(buffer, nbytes):
+                if self._fits(buffer, nbytes, message.src):
                     got[message.src] = buffer
                     missing.remove(message.src)
                 continue
             if key in self._held:
-                self._reject("duplicate")
+                self._reject("duplicate", self.group.ranks[message.src])
                 continue
             self._held[key] = message.buffers[0] if message.buffers else memoryview(_EMPTY)
         return got
 
-    def _fits(self, buffer: memoryview, nbytes: int | None) -> bool:
+    def _fits(self, buffer: "memoryview | RemoteRead", nbytes: int | None, peer: int) -> bool:
         if nbytes is None or buffer.nbytes == nbytes:
             return True
-        self._reject("bad_length")
+        self._reject("bad_length", self.group.ranks[peer])
         return False
 
     def _next(self, awaiting: Sequence[int]) -> Inbound:

@@ -24,6 +24,7 @@ This module is the only place of the collectives that reads ``os.environ``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import urllib.parse
@@ -39,7 +40,6 @@ __all__ = ["PgPlan", "resolve_pg_init", "BACKENDS", "debug_detail"]
 log = logging.getLogger("zgrad.collectives")
 
 BACKENDS = ("zmq", "gloo", "nccl", "mpi")
-_logged_backends: set[str] = set()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,9 +70,14 @@ def check_backend(backend: Any) -> None:
         raise ValueError(f"Invalid backend: {backend!r}; zgrad's process group runs over its ZeroMQ mesh "
                          f"(backend 'zmq'; {', '.join(BACKENDS[1:])} are accepted as names for it)")
     for name in names:
-        if name != "zmq" and name not in _logged_backends:
-            _logged_backends.add(name)
-            log.info("init_process_group: backend %r runs as zgrad's 'zmq' backend (the ZeroMQ mesh)", name)
+        if name != "zmq":
+            _note_backend(name)
+
+
+@functools.cache
+def _note_backend(name: str) -> None:
+    """Say once per process that PyTorch's backend ``name`` runs as zgrad's."""
+    log.info("init_process_group: backend %r runs as zgrad's 'zmq' backend (the ZeroMQ mesh)", name)
 
 
 def _env_int(env: Mapping[str, str], *names: str) -> int | None:

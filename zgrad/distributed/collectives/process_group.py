@@ -106,7 +106,8 @@ class ProcessGroup:
             inbox = state.begin(seq)
         except BaseException as exc:  # noqa: BLE001 - the group failed before: this one fails with it
             return exc
-        channel = Channel(comm.send, state, seq, fingerprint, inbox, timeout_s, lambda reason: comm.reject(-1, reason, "collective"))
+        channel = Channel(comm.send, state, seq, fingerprint, inbox, timeout_s,
+                          lambda reason, src: comm.reject(src, reason, f"in {fingerprint.describe(seq)}"))
         try:
             algorithm(channel)
         except BaseException as exc:  # noqa: BLE001 - the collective's error, handed to its caller

@@ -110,8 +110,8 @@ class Reducer:
         self.comm_hook: tuple[Any, Callable[[Any, GradBucket], Future]] | None = None
         self._lock = threading.Lock()
         self._build(assignment)
-        self._handles = [p.register_post_accumulate_grad_hook(functools.partial(self._autograd_hook, i))
-                         for i, p in enumerate(params)]
+        for i, p in enumerate(params):
+            p.register_post_accumulate_grad_hook(functools.partial(self._autograd_hook, i))
         self.expect_hooks = False
         self._ready = [False] * len(params)
         self._fresh = [True] * len(params)
@@ -364,7 +364,3 @@ class Reducer:
             future.wait()
         if self._local_used is not None:
             self._reduce_used(np.zeros(len(self.params), np.int32))
-
-    def remove_hooks(self) -> None:
-        for handle in self._handles:
-            handle.remove()
