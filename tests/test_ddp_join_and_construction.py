@@ -3,6 +3,8 @@ distributed autograd (the averages land in the context: PyTorch's ddp_rpc patter
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -216,3 +218,58 @@ def test_ddp_under_distributed_autograd_puts_the_averages_in_the_context(kind, t
                 np.testing.assert_allclose(g, w, rtol=0, atol=TOL)
 
 
+
+
+@pytest.mark.parametrize("kind", ["tcp", "inproc"])
+def test_the_ddp_rpc_pattern_trainers_with_ddp_and_a_remote_module_on_a_parameter_server(kind, tmp_path):
+    """PyTorch's ddp_rpc example: an RPC world of a parameter server and two trainers, a process
+    group of the trainers; each trainer runs a remote module on the server, then its DDP model,
+    and one DistributedOptimizer steps both kinds of parameters from the context."""
+    from zgrad.distributed.nn import RemoteModule
+    from zgrad.distributed.optim import DistributedOptimizer
+
+    rpc_config = make_config(kind, 3, tmp_path)
+    pg_port, pgc = free_port(), pg_config(kind)
+    xs, ys = data(2, 3)
+
+    def body(rank: int) -> Any:
+        if rank == 0:
+            return None  # the parameter server only serves, until the shutdown barrier
+        dist.init_process_group(init_method=f"tcp://127.0.0.1:{pg_port}", rank=rank - 1, world_size=2, config=pgc)
+        try:
+            with SEEDING:
+                zgrad.manual_seed(rank)  # different on each trainer: DDP broadcasts trainer 0's
+                local = nn.Linear(8, 3, dtype=np.float64)
+            ddp = DDP(local)
+            table = RemoteModule("worker0/cpu", nn.Linear, args=(5, 8), kwargs={"dtype": "float64"})
+            opt = DistributedOptimizer(zgrad.optim.SGD, table.remote_parameters() + [rpc.RRef(p) for p in ddp.parameters()],
+                                       lr=0.05)
+            first = None
+            for step in range(3):
+                with dist_autograd.context() as context_id:
+                    h = table(shard(xs[step], rank - 1))
+                    weights = [p.numpy().copy() for p in ddp.parameters()]
+                    dist_autograd.backward(context_id, [F.cross_entropy(ddp(h), shard(ys[step], rank - 1))])
+                    grads = dist_autograd.get_gradients(context_id)
+                    if first is None:
+                        first = (h.numpy().copy(), weights, [grads[p].numpy() for p in ddp.parameters()])
+                    opt.step(context_id)
+            return first, [p.numpy() for p in ddp.parameters()]
+        finally:
+            dist.destroy_process_group()
+
+    results = run_workers(3, rpc_config, body)[1:]
+    (h1, weights, g1), params1 = results[0]
+    (h2, _, g2), params2 = results[1]
+    for p, q in zip(params1, params2):
+        np.testing.assert_array_equal(p, q)  # the trainers' DDP models stay identical
+    want = None
+    for r, h in enumerate((h1, h2)):  # the average of each trainer's own gradients
+        model = nn.Linear(8, 3, dtype=np.float64)
+        model.load_state_dict({"weight": weights[0], "bias": weights[1]})
+        F.cross_entropy(model(zgrad.tensor(h)), shard(ys[0], r)).backward()
+        grads = [p.grad.numpy() / 2 for p in model.parameters()]
+        want = grads if want is None else [w + g for w, g in zip(want, grads)]
+    for got in (g1, g2):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=0, atol=TOL)
