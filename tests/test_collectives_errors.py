@@ -347,3 +347,20 @@ def test_a_rank_that_never_joins_fails_init_in_time(clean_env):
         dist.init_process_group(init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=2, config=config)
     assert time.monotonic() - start < 10
     assert not dist.is_initialized() and not leftover_threads()
+
+
+def test_destroying_the_group_ends_a_collective_still_waiting_at_once():
+    def body(rank: int) -> None:
+        if rank == 0:
+            work = dist.all_reduce(zgrad.ones(4), async_op=True)  # rank 1 never joins it
+            time.sleep(0.2)
+            start = time.monotonic()
+            dist.destroy_process_group()
+            assert time.monotonic() - start < 5
+            with pytest.raises(CollectiveError, match="the process group was destroyed on this rank"):
+                work.wait(timeout=5)
+        else:
+            time.sleep(1.0)
+            dist.destroy_process_group()
+
+    run_ranks(2, body, "tcp", destroy=False)

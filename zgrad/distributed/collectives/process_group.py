@@ -22,6 +22,7 @@ from zgrad.distributed.collectives.fingerprint import Fingerprint
 from zgrad.distributed.collectives.group_state import GroupState
 from zgrad.distributed.collectives.state import bind_thread
 from zgrad.distributed.collectives.work import Work
+from zgrad.errors import CollectiveError
 
 __all__ = ["ProcessGroup", "World", "NON_GROUP_MEMBER"]
 
@@ -174,6 +175,7 @@ class World:
         return self._make_group(group_id, members, f"group {group_id}")
 
     def destroy_group(self, group: ProcessGroup) -> None:
+        group.state.fail(CollectiveError(f"group {group.state.name} was destroyed"))  # wakes what still runs
         group.close()
         with self._lock:
             self.groups.pop(group.state.id, None)
@@ -186,6 +188,7 @@ class World:
         self.destroyed = True
         with self._lock:
             groups = list(self.groups.values())
-        for group in groups:
+        for group in groups:  # a collective still running ends now; unread buffers are let go
+            group.state.fail(CollectiveError("the process group was destroyed on this rank"))
             group.close()
         self.comm.mesh.close()
