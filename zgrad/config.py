@@ -173,6 +173,7 @@ _SECTIONS: dict[str, type] = {
 }
 
 _NON_NEGATIVE_FIELDS = {"rpc.shutdown_timeout_s", "rpc.default_timeout_s", "ddp.small_tensor_kb"}
+_ZERO_MEANS = {"ddp.small_tensor_kb": "always the ring"}  # else 0 means no bound
 _POSITIVE_FIELDS = {
     "rpc.num_worker_threads",
     "transport.connect_timeout_s",
@@ -260,7 +261,8 @@ def _build(cls: type, where: str, raw: Any) -> Any:
         if full in _POSITIVE_FIELDS and coerced <= 0:
             raise ConfigError(f"config key {full!r} got {value!r}; expected a value greater than 0")
         if full in _NON_NEGATIVE_FIELDS and coerced < 0:
-            raise ConfigError(f"config key {full!r} got {value!r}; expected 0 (no bound) or a positive number")
+            zero = _ZERO_MEANS.get(full, "no bound")
+            raise ConfigError(f"config key {full!r} got {value!r}; expected 0 ({zero}) or a positive number")
         values[key] = coerced
     try:
         return cls(**values)
