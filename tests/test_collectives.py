@@ -233,3 +233,14 @@ def test_queries_and_world_group():
     run_ranks(2, body, "inproc")
     assert not dist.is_initialized()
     assert dist.group.WORLD is None
+
+
+def test_chunks_are_as_few_and_as_even_as_the_chunk_size_allows():
+    from zgrad.distributed.collectives.ring import chunk_ranges
+
+    assert chunk_ranges(10, 10, 4) == [(10, 10)]
+    assert chunk_ranges(0, 8, 4) == [(0, 4), (4, 8)]
+    assert chunk_ranges(0, 9, 8) == [(0, 5), (5, 9)]  # not (0, 8), (8, 9)
+    ranges = chunk_ranges(100, 1101, 256)
+    assert ranges[0][0] == 100 and ranges[-1][1] == 1101 and len(ranges) == 4
+    assert all(b - a <= 256 for a, b in ranges) and max(b - a for a, b in ranges) - min(b - a for a, b in ranges) <= 1

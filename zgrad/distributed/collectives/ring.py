@@ -52,11 +52,14 @@ def segment_bounds(count: int, parts: int) -> list[int]:
 
 
 def chunk_ranges(start: int, stop: int, chunk_elems: int) -> list[tuple[int, int]]:
-    """``[(a, b), ...]`` covering ``start:stop`` in pieces of at most ``chunk_elems``; at least
-    one (an empty segment still sends one message: it carries the fingerprint)."""
+    """``[(a, b), ...]`` covering ``start:stop`` in as few nearly equal pieces of at most
+    ``chunk_elems`` as there can be (a segment a little over a chunk makes two halves, not a
+    chunk and a sliver that would cost a message of its own); at least one (an empty segment
+    still sends one message: it carries the fingerprint)."""
     if stop <= start:
         return [(start, start)]
-    return [(a, min(a + chunk_elems, stop)) for a in range(start, stop, chunk_elems)]
+    bounds = segment_bounds(stop - start, -(-(stop - start) // chunk_elems))
+    return [(start + a, start + b) for a, b in zip(bounds, bounds[1:])]
 
 
 def finish(ch: Channel) -> None:
