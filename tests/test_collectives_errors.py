@@ -305,6 +305,7 @@ def test_env_init_torch_backend_names_and_a_second_init(clean_env):
     dist.init_process_group("gloo", init_method="env://")
     try:
         assert dist.get_rank() == 0 and dist.get_world_size() == 1
+        assert dist.get_backend() == "gloo"  # the name the script asked for
         t = zgrad.tensor([1.0, 2.0])
         dist.all_reduce(t, op=dist.ReduceOp.AVG)
         np.testing.assert_array_equal(t.numpy(), [1.0, 2.0])

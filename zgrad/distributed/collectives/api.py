@@ -78,7 +78,7 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     plan = resolve_pg_init(init_method, timeout, world_size, rank, config)
     if plan.config.memory.tune_malloc:
         tune_host_allocator(plan.config.memory.keep_free_mb)
-    world = World(plan)
+    world = World(plan, str(backend).lower() if backend else "zmq")
     register_world(world)
     try:
         world.start()
@@ -135,9 +135,14 @@ def get_world_size(group: Any = None) -> int:
 
 
 def get_backend(group: Any = None) -> str:
-    """``"zmq"``: every group runs over zgrad's mesh."""
-    _resolve(group)
-    return "zmq"
+    """The backend name ``init_process_group`` was given (``"zmq"`` by default; a script that
+    asked for ``"gloo"`` sees ``"gloo"``): every group runs over zgrad's mesh whatever its name.
+
+    Raises:
+        ZgradError: not initialized.
+    """
+    pg = _resolve(group)
+    return (pg.world if pg is not None else current_world()).backend
 
 
 def new_group(ranks: Sequence[int] | None = None, timeout: Any = None, backend: str | None = None) -> Any:

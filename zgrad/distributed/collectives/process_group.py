@@ -131,10 +131,12 @@ class World:
 
     Args:
         plan: rank, world size, configs and rendezvous (``env.py``).
+        backend: the backend name it was asked for (every one runs over the mesh).
     """
 
-    def __init__(self, plan: PgPlan) -> None:
+    def __init__(self, plan: PgPlan, backend: str = "zmq") -> None:
         self.plan = plan
+        self.backend = backend
         self.rank = plan.rank
         self.world_size = plan.world_size
         self.timeout_s = plan.timeout_s
