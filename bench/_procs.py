@@ -1,4 +1,4 @@
-"""Worker-process plumbing shared by bench/rpc.py and bench/dist_autograd.py.
+"""Worker-process plumbing shared by the benchmarks that run two worker processes.
 
 Every worker is a fresh interpreter (subprocess, never fork: numba may be loaded). Rank 0 prints
 one ``RESULT <json>`` line; every wait is bounded and every process is killed at the end.
@@ -50,10 +50,9 @@ def worker_env() -> dict:
 def run_pair(script: str, framework: str, extra: dict, timeout_s: float) -> dict:
     """Start ranks 0 and 1 of ``script --worker framework``; return rank 0's RESULT json."""
     spec = dict(extra)
+    spec["port"] = free_port()
     if framework == "zgrad":
         spec["config"] = zgrad_config()
-    else:
-        spec["port"] = free_port()
     procs = []
     try:
         for rank in (0, 1):
@@ -92,3 +91,24 @@ def init_worker(framework: str, rank: int, spec: dict):
 
 def emit(result: dict) -> None:
     print("RESULT " + json.dumps(result), flush=True)
+
+
+def bench_args(doc: str):
+    """The command line every two-process benchmark takes: ``--quick``, and the hidden worker
+    arguments (``--worker FRAMEWORK --rank R --spec JSON``) it starts its ranks with."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smoke run")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--spec", help=argparse.SUPPRESS)
+    return parser
+
+
+def print_table(header: list[str], rows: list[list[str]]) -> None:
+    """Right-aligned columns (the first left-aligned), one line per row."""
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    print()
+    for r in [header] + rows:
+        print("  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths))))

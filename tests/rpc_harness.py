@@ -67,17 +67,21 @@ def run_workers(world_size: int, config: dict, body: Callable[[int], Any], timeo
             exc.add_note(f"on worker{rank}:\n{traceback.format_exc()}")
             errors[rank] = exc
 
-    threads = [threading.Thread(target=worker, args=(r,), name=f"test-worker{r}") for r in ranks]
+    join_threads([threading.Thread(target=worker, args=(r,), name=f"test-worker{r}") for r in ranks], timeout_s)
+    for error in errors:
+        if error is not None:
+            raise error
+    return results
+
+
+def join_threads(threads: Sequence[threading.Thread], timeout_s: float) -> None:
+    """Start ``threads`` and wait for all (bounded); fail naming the ones still running."""
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout_s)
     stuck = [t.name for t in threads if t.is_alive()]
-    assert not stuck, f"workers did not finish within {timeout_s} s: {stuck}"
-    for error in errors:
-        if error is not None:
-            raise error
-    return results
+    assert not stuck, f"threads did not finish within {timeout_s} s: {stuck}"
 
 
 def poll(fetch: Callable[[], Any], done: Callable[[Any], bool], timeout_s: float = 10.0) -> Any:

@@ -43,6 +43,10 @@ def test_defaults_bind_loopback():
         ({"rpc": {"allowed_modules": "mymodule"}}, ["'rpc.allowed_modules'", "list"]),
         ({"memory": {"keep_free_mb": 0}}, ["'memory.keep_free_mb'", "greater than 0"]),
         ({"memory": {"tune_maloc": False}}, ["memory.tune_maloc", "Did you mean 'tune_malloc'"]),
+        ({"ddp": {"master_port": 70000}}, ["'ddp.master_port'", "70000", "65535"]),
+        ({"ddp": {"timeout_s": 0}}, ["'ddp.timeout_s'", "greater than 0"]),
+        ({"ddp": {"chunk_kb": -1}}, ["'ddp.chunk_kb'", "greater than 0"]),
+        ({"ddp": {"small_tensor_kb": -1}}, ["'ddp.small_tensor_kb'", "0 (always the ring) or a positive number"]),
     ],
 )
 def test_config_errors_name_key_value_and_fix(raw, words):

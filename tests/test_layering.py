@@ -30,6 +30,8 @@ def layer_of(module: str) -> str:
     parts = module.split(".")
     if parts == ["zgrad"] or parts[1] in ("launch", "demo", "multiprocessing"):
         return "launch"
+    if parts[1:3] == ["nn", "parallel"]:  # DistributedDataParallel: ARCHITECTURE.md's distributed layer
+        return "distributed"
     if parts[1] in ("errors", "config", "transport", "kernels", "engine", "distributed"):
         return parts[1]
     return "core"
@@ -81,6 +83,12 @@ def test_imports_respect_layers(path: Path):
         elif top in FORBIDDEN_IN.get(layer, set()) or top in NEVER:
             problems.append(f"{name} ({layer}) imports {imported}, which that layer must not")
     assert not problems, "\n".join(problems)
+
+
+def test_nn_parallel_is_distributed_and_nn_does_not_import_it():
+    assert layer_of("zgrad.nn.parallel.distributed") == "distributed"
+    assert layer_of("zgrad.nn.layers") == "core"
+    assert not any(i.startswith("zgrad.nn.parallel") for i in imports_of(PACKAGE / "nn" / "__init__.py"))
 
 
 def test_checker_catches_a_forbidden_edge(tmp_path):

@@ -28,6 +28,7 @@ from zgrad.ops import (
 from zgrad.random import manual_seed
 from zgrad.tensor import Tensor
 
+float16 = _np.dtype(_np.float16)
 float32 = _np.dtype(_np.float32)
 float64 = _np.dtype(_np.float64)
 int64 = _np.dtype(_np.int64)
@@ -46,7 +47,7 @@ __version__ = "0.1.0"
 __all__ = [
     "abs", "accelerator", "add", "arange", "argmax", "argmin", "autograd", "bool", "bool_", "BoolTensor",
     "cat", "chunk", "clamp", "clip", "device", "distributions", "div", "double", "DoubleTensor", "empty",
-    "empty_like", "enable_grad", "eq", "exp", "flatten", "float", "float32", "float64", "FloatTensor",
+    "empty_like", "enable_grad", "eq", "exp", "flatten", "float", "float16", "float32", "float64", "FloatTensor",
     "from_dlpack", "from_numpy", "full", "full_like", "futures", "gather", "ge", "gt", "index_select", "int",
     "int32", "int64", "IntTensor", "is_grad_enabled", "le", "log", "log_softmax", "logical_and", "logical_not",
     "logical_or", "logical_xor", "logsumexp", "long", "LongTensor", "lt", "manual_seed", "masked_fill",

@@ -111,10 +111,22 @@ class SecurityConfig:
 
 @dataclass(frozen=True)
 class DdpConfig:
-    """``[ddp]``: data-parallel gradient reduction."""
+    """``[ddp]``: collectives (``init_process_group``) and data-parallel gradient reduction.
+
+    ``bucket_cap_mb`` and ``find_unused_parameters`` are DDP's defaults when its constructor
+    leaves them unset. ``timeout_s`` bounds one collective when ``init_process_group`` gives no
+    timeout. ``master_port`` is where the process group's rank 0 listens under ``zgrad-launch``
+    (0: a free port on one node; a job over several nodes must fix it). ``chunk_kb`` is the piece
+    a ring collective pipelines (sending one while reducing the previous); tensors of at most
+    ``small_tensor_kb`` take the latency-optimal path (every rank sends to every rank once).
+    """
 
     bucket_cap_mb: float = 25.0
     find_unused_parameters: bool = False
+    timeout_s: float = 1800.0
+    master_port: int = 0
+    chunk_kb: int = 4096
+    small_tensor_kb: int = 1024
 
 
 @dataclass(frozen=True)
@@ -160,7 +172,8 @@ _SECTIONS: dict[str, type] = {
     "memory": MemoryConfig,
 }
 
-_NON_NEGATIVE_FIELDS = {"rpc.shutdown_timeout_s", "rpc.default_timeout_s"}
+_NON_NEGATIVE_FIELDS = {"rpc.shutdown_timeout_s", "rpc.default_timeout_s", "ddp.small_tensor_kb"}
+_ZERO_MEANS = {"ddp.small_tensor_kb": "always the ring"}  # else 0 means no bound
 _POSITIVE_FIELDS = {
     "rpc.num_worker_threads",
     "transport.connect_timeout_s",
@@ -174,6 +187,8 @@ _POSITIVE_FIELDS = {
     "transport.cma_min_kb",
     "engine.backward_timeout_s",
     "ddp.bucket_cap_mb",
+    "ddp.timeout_s",
+    "ddp.chunk_kb",
     "memory.keep_free_mb",
 }
 
@@ -246,7 +261,8 @@ def _build(cls: type, where: str, raw: Any) -> Any:
         if full in _POSITIVE_FIELDS and coerced <= 0:
             raise ConfigError(f"config key {full!r} got {value!r}; expected a value greater than 0")
         if full in _NON_NEGATIVE_FIELDS and coerced < 0:
-            raise ConfigError(f"config key {full!r} got {value!r}; expected 0 (no bound) or a positive number")
+            zero = _ZERO_MEANS.get(full, "no bound")
+            raise ConfigError(f"config key {full!r} got {value!r}; expected 0 ({zero}) or a positive number")
         values[key] = coerced
     try:
         return cls(**values)
@@ -272,6 +288,8 @@ def _check_consistency(cfg: Config) -> None:
             "config key 'security.curve' = true requires 'security.key_dir': the directory of worker key "
             "files written by `zgrad-launch keygen --out DIR --workers N`"
         )
+    if not 0 <= cfg.ddp.master_port <= 65535:
+        raise ConfigError(f"config key 'ddp.master_port' got {cfg.ddp.master_port}; expected 0 (pick a free port) to 65535")
     seen: set[str] = set()
     for i, w in enumerate(cfg.workers):
         if w.name in seen:

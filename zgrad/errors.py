@@ -18,6 +18,7 @@ __all__ = [
     "ZgradTimeoutError",
     "RemoteError",
     "AutogradError",
+    "CollectiveError",
 ]
 
 
@@ -68,3 +69,8 @@ class RemoteError(ZgradError):
 
 class AutogradError(ZgradError):
     """A backward pass cannot run or failed (bad roots, freed graph, invalid gradient)."""
+
+
+class CollectiveError(ZgradError):
+    """A collective failed: ranks called different collectives, or another rank of the group
+    failed one. The group is unusable afterwards (``destroy_process_group``, then init again)."""

@@ -343,6 +343,29 @@ class Tensor(TensorMath, TensorInplace):
         node.register_pre_hook(index, array_hook)
         return RemovableHandle(node.pre_hooks[index], array_hook)
 
+    def register_post_accumulate_grad_hook(self, hook: Callable[["Tensor"], None]) -> RemovableHandle:
+        """Call ``hook(tensor)`` after each backward pass has accumulated this leaf's gradient
+        (into ``.grad``; in a distributed autograd context, into the context: read it there).
+
+        Raises:
+            AutogradError: the tensor is not a leaf, or does not require grad.
+        """
+        if not self.requires_grad:
+            raise AutogradError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            raise AutogradError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        hooks = self._grad_accumulator().post_hooks
+
+        def tensor_hook(variable: Any) -> None:
+            hook(variable)
+
+        hooks.append(tensor_hook)
+        return RemovableHandle(hooks, tensor_hook)
+
+    def _set_grad_array(self, grad: Any) -> None:
+        """Make ``.grad`` a tensor over array ``grad`` (shared, not copied)."""
+        self.grad = Tensor(grad)
+
     __hash__ = object.__hash__
 
     def __repr__(self) -> str:

@@ -62,7 +62,7 @@ class WorldFactory:
         return make_config(kind, self.ipc_dir, security, **transport)
 
     def workers(self, config: Config, world_size: int, kinds: frozenset[int] = KINDS,
-                on_message: Any = None) -> list[Worker]:
+                on_message: Any = None, defer_cma_reads: bool = False) -> list[Worker]:
         """Create (not start) every worker; rank 0 is bound so tcp peers can find its port."""
         workers: list[Worker] = []
         port = None
@@ -72,7 +72,7 @@ class WorldFactory:
             worker.mesh = create_mesh(
                 config, rank, world_size, f"w{rank}", on_message=handler,
                 on_peer_lost=lambda r, why, w=worker: w.lost.put((r, why)), valid_kinds=kinds,
-                master_addr="127.0.0.1" if port else None, master_port=port,
+                master_addr="127.0.0.1" if port else None, master_port=port, defer_cma_reads=defer_cma_reads,
             )
             self.meshes.append(worker.mesh)
             if rank == 0 and config.transport.kind == "tcp":
@@ -84,8 +84,8 @@ class WorldFactory:
         start_all([w.mesh for w in workers], timeout_s)
 
     def world(self, kind: str, world_size: int, kinds: frozenset[int] = KINDS, on_message: Any = None,
-              **transport: Any) -> list[Worker]:
-        workers = self.workers(self.config(kind, **transport), world_size, kinds, on_message)
+              defer_cma_reads: bool = False, **transport: Any) -> list[Worker]:
+        workers = self.workers(self.config(kind, **transport), world_size, kinds, on_message, defer_cma_reads)
         self.start(workers)
         return workers
 

@@ -75,6 +75,16 @@ class DistAutogradContext:
             else:
                 dispatch.add_inplace(held, grad)
 
+    def leaf_gradient(self, variable: Any) -> Any:
+        """The gradient array accumulated for leaf ``variable``, or None."""
+        with self.lock:
+            return self._gradients.get(variable)
+
+    def set_leaf_gradient(self, variable: Any, grad: Any) -> None:
+        """Replace the gradient of leaf ``variable`` by array ``grad`` (DDP puts averages back here)."""
+        with self.lock:
+            self._gradients[variable] = grad
+
     def gradients(self) -> dict[Any, Any]:
         """Leaf tensor -> accumulated gradient array (a snapshot of the mapping)."""
         with self.lock:

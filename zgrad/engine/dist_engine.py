@@ -241,6 +241,7 @@ class DistEngine:
                 state.task.feed(send, grads)
                 grads.clear()
             state.task.run()
+            state.task.run_final_callbacks()  # e.g. DDP's reducer, before this run reports
         except BaseException as exc:  # noqa: BLE001 - reported to the root
             activation.failed(self.node_error(exc))
         finally:

@@ -71,7 +71,7 @@ class PassState:
         self.retain_graph = retain_graph
         self.mode = mode
         self.is_root = is_root
-        self.task = GraphTask(retain_graph=retain_graph, leaf_sink=ctx.accumulate_grad, sink_keeps=True)
+        self.task = GraphTask(retain_graph=retain_graph, leaf_sink=ctx.accumulate_grad, sink_keeps=True, leaf_store=ctx)
         self.root_edges: list = []
         self.executed_sends: set[int] = set()
         self.marked: set[int] | None = None if mode == "fast" else set()  # SMART: sends that take part

@@ -95,15 +95,29 @@ class Node:
 
 
 class AccumulateGrad(Node):
-    """The sink of a leaf tensor: adds the incoming gradient into ``variable.grad``."""
+    """The sink of a leaf tensor: adds the incoming gradient into ``variable.grad``.
+
+    Attributes:
+        post_hooks: ``hook(variable)`` callables run once the gradient has been accumulated (into
+            ``.grad``, or into a distributed context's store): DDP marks parameters ready here.
+        destination: ``make() -> array`` (of the variable's shape and dtype), or None: where the
+            next gradient goes when ``.grad`` is None, instead of a new array; used once. DDP
+            points it at the parameter's slot in its bucket, which saves a copy per step.
+    """
 
     def __init__(self, variable: Any) -> None:
         super().__init__()
         self.variable = variable
         self.input_metadata = [InputMetadata.of(variable._data)]
+        self.post_hooks: list[Callable[[Any], None]] = []
+        self.destination: Callable[[], Any] | None = None
 
     def apply(self, grads: Sequence[Any]) -> Sequence[Any]:
-        self.variable._accumulate_grad(grads[0])
+        make, self.destination = self.destination, None
+        if make is not None and self.variable.grad is None:
+            self.variable._set_grad_array(dispatch.copy_into(make(), grads[0]))
+        else:
+            self.variable._accumulate_grad(grads[0])
         return ()
 
 

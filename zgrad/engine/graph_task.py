@@ -10,6 +10,13 @@ is not final yet can be *held* (SMART mode: see :meth:`GraphTask.hold`).
 Thread-safety: counters, buffers and the ready queue are guarded by one lock; node bodies run
 outside it, so several threads may feed and run the same task.
 
+Hooks for code that rides on a backward pass (DDP's reducer): a leaf's ``post_hooks`` run once
+its gradient has been accumulated; while a thread runs a task's nodes, :func:`current_graph_task`
+returns that task, whose :meth:`GraphTask.queue_callback` schedules work for the end of the run
+(PyTorch's ``queue_callback``) and whose :meth:`GraphTask.leaf_gradient` /
+:meth:`GraphTask.set_leaf_gradient` read and replace a leaf's gradient wherever the pass puts it
+(``.grad``, or a distributed autograd context).
+
 Leaf gradients handed to a sink that keeps them (``sink_keeps=True``, distributed contexts) are
 copied only when something else may still hold them or their memory: as PyTorch's
 AccumulateGrad does with a tensor's use count, the task looks at the array's reference count
@@ -23,7 +30,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections import deque
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import numpy as np
 
@@ -32,10 +39,32 @@ from zgrad.engine.validate import validate_gradients
 from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch
 
-__all__ = ["GraphTask", "LeafSink", "run_backward"]
+__all__ = ["GraphTask", "LeafSink", "LeafStore", "current_graph_task", "run_backward"]
 
 LeafSink = Callable[[Any, Any], None]
 """``sink(variable, grad)``: where leaf gradients go instead of ``.grad`` (distributed contexts)."""
+
+
+class LeafStore(Protocol):
+    """Where a task with a leaf sink keeps leaf gradients (a distributed autograd context)."""
+
+    def leaf_gradient(self, variable: Any) -> Any:
+        """The gradient array kept for ``variable``, or None."""
+
+    def set_leaf_gradient(self, variable: Any, grad: Any) -> None:
+        """Replace the gradient kept for ``variable`` by the array ``grad``."""
+
+
+class _Current(threading.local):
+    task: "GraphTask | None" = None
+
+
+_current = _Current()
+
+
+def current_graph_task() -> "GraphTask | None":
+    """The graph task whose nodes (or final callbacks) the calling thread is running, else None."""
+    return _current.task
 
 
 def _reference_counts(array: np.ndarray) -> tuple[list[int], Any]:
@@ -92,12 +121,16 @@ class GraphTask:
             ``.grad`` (leaf hooks still run first).
         sink_keeps: the sink may keep and modify the arrays it gets: the task hands it a copy of a
             gradient unless nothing else holds that gradient (see the module docstring).
+        leaf_store: where the sink keeps the gradients, for :meth:`leaf_gradient` (with a sink).
     """
 
-    def __init__(self, *, retain_graph: bool = False, leaf_sink: LeafSink | None = None, sink_keeps: bool = False) -> None:
+    def __init__(self, *, retain_graph: bool = False, leaf_sink: LeafSink | None = None, sink_keeps: bool = False,
+                 leaf_store: LeafStore | None = None) -> None:
         self.retain_graph = retain_graph
         self.leaf_sink = leaf_sink
         self.sink_keeps = sink_keeps
+        self.leaf_store = leaf_store
+        self._final_callbacks: list[Callable[[], None]] = []
         self.error: BaseException | None = None
         self._lock = threading.Lock()
         self._seen: set[Node] = set()
@@ -198,6 +231,13 @@ class GraphTask:
         Raises:
             BaseException: whatever a node raised; the task keeps it in ``error`` and stops.
         """
+        previous, _current.task = _current.task, self
+        try:
+            self._run()
+        finally:
+            _current.task = previous
+
+    def _run(self) -> None:
         lock = self._lock
         node: Node | None = None
         inputs: list[Any] | None = None
@@ -243,16 +283,70 @@ class GraphTask:
                         result = hook(inputs[index])
                         if result is not None:
                             inputs[index] = result
-        if self.leaf_sink is not None and isinstance(node, AccumulateGrad):
-            grad = inputs.pop()  # the caller's list is this one: now only ``grad`` holds it
-            if self.sink_keeps and not _private(grad):
-                grad = dispatch.cast(grad, grad.dtype)
-            self.leaf_sink(node.variable, grad)
+        if type(node) is AccumulateGrad:
+            if self.leaf_sink is not None:
+                grad = inputs.pop()  # the caller's list is this one: now only ``grad`` holds it
+                if self.sink_keeps and not _private(grad):
+                    grad = dispatch.cast(grad, grad.dtype)
+                self.leaf_sink(node.variable, grad)
+                del grad
+            else:
+                node.apply(inputs)
+            for hook in node.post_hooks:
+                hook(node.variable)
             return ()
         outputs = node.apply(inputs)
         if not self.retain_graph:
             node.release_variables()
         return validate_gradients(node, node.next_edges, outputs)
+
+    # --- riders: final callbacks and leaf gradients ----------------------------------------------
+
+    def queue_callback(self, callback: Callable[[], None]) -> None:
+        """Run ``callback()`` once this task's run is over: when the thread that leaves the task
+        idle (nothing ready, nothing running) returns from :meth:`run` and calls
+        :meth:`run_final_callbacks`. Thread-safe."""
+        with self._lock:
+            self._final_callbacks.append(callback)
+
+    def run_final_callbacks(self) -> None:
+        """Run the queued callbacks in the calling thread, in order, if the task is idle (else the
+        thread that makes it idle runs them). Blocks while they run.
+
+        Raises:
+            BaseException: what a callback raised (kept as the task's error; the rest are dropped).
+        """
+        with self._lock:
+            if not self._final_callbacks or self._ready or self._running:
+                return
+            callbacks, self._final_callbacks = self._final_callbacks, []
+        previous, _current.task = _current.task, self
+        try:
+            for callback in callbacks:
+                callback()
+        except BaseException as exc:
+            with self._lock:
+                if self.error is None:
+                    self.error = exc
+            raise
+        finally:
+            _current.task = previous
+
+    def leaf_gradient(self, variable: Any) -> Any:
+        """The gradient array this pass has for leaf ``variable`` so far (``.grad``'s, or the
+        context's), or None."""
+        if self.leaf_store is not None:
+            return self.leaf_store.leaf_gradient(variable)
+        grad = variable.grad
+        return None if grad is None else grad._data
+
+    def set_leaf_gradient(self, variable: Any, grad: Any) -> None:
+        """Replace the gradient of leaf ``variable`` where this pass keeps it by array ``grad``
+        (without a store: ``variable.grad`` becomes a tensor over ``grad``)."""
+        if self.leaf_store is not None:
+            self.leaf_store.set_leaf_gradient(variable, grad)
+        else:
+            variable._set_grad_array(grad)
 
     def _route(self, node: Node, outputs: Sequence[Any]) -> None:
         """Add ``outputs`` into the buffers of ``node``'s children; queue those now complete.
@@ -278,9 +372,10 @@ def run_backward(root_edges: Sequence[Edge], root_grads: Sequence[Any], *, retai
                  leaf_sink: LeafSink | None = None) -> GraphTask:
     """Run a complete local backward pass in the calling thread and return its finished task.
 
-    Blocks until done. Raises whatever a node raised.
+    Blocks until done, final callbacks included. Raises whatever a node or callback raised.
     """
     task = GraphTask(retain_graph=retain_graph, leaf_sink=leaf_sink)
     task.start(root_edges, root_grads)
     task.run()
+    task.run_final_callbacks()
     return task

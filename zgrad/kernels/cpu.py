@@ -251,3 +251,60 @@ def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1,
         param.reshape(-1), flat(grad), exp_avg.reshape(-1), exp_avg_sq.reshape(-1), max_exp_avg_sq.reshape(-1),
         step, lr, beta1, beta2, eps, weight_decay, amsgrad,
     )
+
+
+# --- collective reductions (1-D C-contiguous arrays, in place) --------------------------------
+
+_REDUCE_CODES = {"sum": 0, "product": 1, "min": 2, "max": 3}
+_REDUCE_UFUNCS = {"sum": np.add, "product": np.multiply, "min": np.minimum, "max": np.maximum}
+# dtypes the Numba reduction kernels compile for; others (float16) take numpy's ufuncs.
+_KERNEL_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64))
+
+
+def _collective_kernels() -> ModuleType:
+    """The collectives' reduction kernels (:mod:`zgrad.kernels.cpu_collectives`), imported on first use."""
+    return kernel_module("cpu_collectives")
+
+
+def _reduce(kernel: str, op: str, out, numpy_fallback, *arrays) -> None:
+    if out.dtype in _KERNEL_DTYPES:
+        getattr(_collective_kernels(), kernel)(out, *arrays, _REDUCE_CODES[op])
+    else:
+        numpy_fallback(_REDUCE_UFUNCS[op])
+
+
+def reduce_inplace(out, src, op: str):
+    _reduce("reduce_inplace", op, out, lambda ufunc: ufunc(out, src, out=out), src)
+    return out
+
+
+def reduce_pair(out, a, b, op: str):
+    _reduce("reduce_pair", op, out, lambda ufunc: ufunc(a, b, out=out), a, b)
+    return out
+
+
+def reduce_and_copy(out, copy_out, src, op: str):
+    def fallback(ufunc):
+        ufunc(out, src, out=out)
+        np.copyto(copy_out, out)
+
+    _reduce("reduce_and_copy", op, out, fallback, copy_out, src)
+    return out
+
+
+def divide_inplace(out, divisor: int):
+    if out.dtype not in _KERNEL_DTYPES:
+        np.true_divide(out, divisor, out=out, casting="unsafe")
+    elif out.dtype.kind == "f":
+        _collective_kernels().divide_inplace(out, divisor)
+    else:
+        _collective_kernels().divide_inplace_trunc(out, divisor)
+    return out
+
+
+def scale_copy(out, src, divisor: int):
+    if out.dtype in _KERNEL_DTYPES and src.dtype == out.dtype:
+        _collective_kernels().scale_copy(out, src, divisor)
+    else:
+        np.true_divide(src, divisor, out=out, casting="unsafe")
+    return out

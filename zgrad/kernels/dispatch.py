@@ -23,7 +23,8 @@ __all__ = [
     "OPS", "DEFAULT_FLOAT", "INT64", "backend", "backend_of", "backend_available", "device_type_of", "empty", "full",
     "asarray", "float_dtype", "broadcast_shape", "sum_to", "binary", "unary", "activation_backward", "matmul",
     "reduce_sum", "rowwise", "rowwise_backward", "bias_act", "stack", "concatenate", "slice_backward", "cast",
-    "as_dtype", "as_int64", "add_inplace",
+    "as_dtype", "as_int64", "add_inplace", "copy_into", "REDUCE_OPS", "reduce_inplace",
+    "reduce_pair", "reduce_and_copy", "divide_inplace", "scale_copy",
 ]
 
 OPS = (
@@ -47,6 +48,7 @@ OPS = (
     "dropout", "dropout_backward", "gelu", "gelu_backward", "leaky_relu", "leaky_relu_backward",
     "class_loss", "class_loss_backward", "nll", "nll_backward", "pointwise_loss", "pointwise_loss_sum",
     "pointwise_loss_backward",
+    "reduce_inplace", "reduce_pair", "reduce_and_copy", "divide_inplace", "scale_copy",
 )
 
 _BACKEND_MODULES = {"cpu": "zgrad.kernels.cpu", "cuda": "zgrad.kernels.cuda"}
@@ -225,6 +227,13 @@ def add_inplace(out: Any, other: Any):
     return be.add(out, other, out)
 
 
+def copy_into(out: Any, x: Any):
+    """out = x (same shape; cast to ``out``'s dtype); returns ``out``."""
+    if out.shape != x.shape:
+        raise ValueError(f"copy_into: out has shape {list(out.shape)}, the source {list(x.shape)}")
+    return backend_of(out, x).copy(x, out)
+
+
 def cast(x: Any, dtype: Any):
     """A copy of ``x`` in ``dtype``."""
     be = backend_of(x)
@@ -379,3 +388,58 @@ def slice_backward(grad: Any, index: Any, shape: tuple[int, ...], dtype: Any):
     """A zero array of ``shape`` with ``grad`` added at ``index``."""
     be = backend_of(grad)
     return be.scatter_slice(index, grad, be.full(shape, 0, np.dtype(dtype)))
+
+
+# --- collective reductions ---------------------------------------------------------------------
+# The collectives and DDP's buckets work on flat, C-contiguous arrays of one dtype that they
+# allocated themselves (or that received data viewed with np.frombuffer): these check only
+# what a wrong caller could get wrong without noticing.
+
+REDUCE_OPS = ("sum", "product", "min", "max")
+
+
+def _same_flat(*arrays: Any) -> None:
+    first = arrays[0]
+    for a in arrays:
+        if a.ndim != 1 or not a.flags.c_contiguous or a.dtype != first.dtype or a.size != first.size:
+            raise ValueError(f"collective kernels take 1-D C-contiguous arrays of one dtype and size; got "
+                             f"{[(x.shape, str(x.dtype)) for x in arrays]}")
+
+
+def _check_op(op: str) -> None:
+    if op not in REDUCE_OPS:
+        raise ValueError(f"unknown reduction {op!r}; expected one of {', '.join(REDUCE_OPS)}")
+
+
+def reduce_inplace(out: Any, src: Any, op: str):
+    """out = op(out, src) element-wise, ``op`` in :data:`REDUCE_OPS`; returns ``out``."""
+    _check_op(op)
+    _same_flat(out, src)
+    return backend_of(out, src).reduce_inplace(out, src, op)
+
+
+def reduce_pair(out: Any, a: Any, b: Any, op: str):
+    """out = op(a, b) element-wise (``out`` may be ``a`` or ``b``); returns ``out``."""
+    _check_op(op)
+    _same_flat(out, a, b)
+    return backend_of(out, a, b).reduce_pair(out, a, b, op)
+
+
+def reduce_and_copy(out: Any, copy_out: Any, src: Any, op: str):
+    """out = op(out, src) and copy_out = out, in one pass; returns ``out``."""
+    _check_op(op)
+    _same_flat(out, copy_out, src)
+    return backend_of(out, copy_out, src).reduce_and_copy(out, copy_out, src, op)
+
+
+def divide_inplace(out: Any, divisor: int):
+    """out = out / divisor (integers truncate toward zero); returns ``out``."""
+    _same_flat(out)
+    return backend_of(out).divide_inplace(out, int(divisor))
+
+
+def scale_copy(out: Any, src: Any, divisor: int):
+    """out = src / divisor, ``src`` of ``out``'s size (any dtype, cast); returns ``out``."""
+    if src.size != out.size or out.ndim != 1 or not out.flags.c_contiguous:
+        raise ValueError(f"scale_copy: out must be 1-D C-contiguous with src's {src.size} elements, got {out.shape}")
+    return backend_of(out, src).scale_copy(out, src.reshape(-1), int(divisor))

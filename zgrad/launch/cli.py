@@ -8,7 +8,8 @@ Usage::
 
 Each worker of this node (``[[workers]]`` whose ``node`` is this node's rank) runs as its own
 process (``sys.executable``, never fork) with ``ZGRAD_RANK``, ``ZGRAD_WORLD_SIZE``,
-``ZGRAD_WORKER_NAME``, ``ZGRAD_CONFIG``, ``ZGRAD_MASTER_ADDR`` and ``ZGRAD_MASTER_PORT`` set.
+``ZGRAD_WORKER_NAME``, ``ZGRAD_CONFIG``, ``ZGRAD_MASTER_ADDR`` and ``ZGRAD_MASTER_PORT`` set (and
+``ZGRAD_PG_MASTER_ADDR``/``ZGRAD_PG_MASTER_PORT`` for ``init_process_group``).
 With ``transport.kind = "inproc"`` one process runs every worker as a thread
 (:mod:`zgrad.launch.inproc_runner`). Output lines are prefixed with ``[name]``. The launcher
 exits with the status of the first worker that failed, after stopping the others; SIGINT and
@@ -145,6 +146,11 @@ def make_plan(config_path: str | os.PathLike, node_rank: int | None = None, cli_
     plan = Plan(cfg, path, node_rank, [], master_addr, master_port)
     base = {"ZGRAD_WORLD_SIZE": str(len(cfg.workers)), "ZGRAD_CONFIG": str(path),
             "ZGRAD_MASTER_ADDR": master_addr, "ZGRAD_MASTER_PORT": str(master_port)}
+    # The process group (init_process_group) has a mesh of its own: rank 0 listens at another port,
+    # [ddp] master_port if set, else a free one (only one node can pick it alone).
+    if cfg.ddp.master_port or len(nodes) == 1:
+        base["ZGRAD_PG_MASTER_ADDR"] = master_addr
+        base["ZGRAD_PG_MASTER_PORT"] = str(cfg.ddp.master_port or free_port())
     inproc = cfg.transport.kind == "inproc"
     if inproc and len(nodes) > 1:
         raise LaunchError("transport 'inproc' runs every worker in one process: all [[workers]] must share one node")

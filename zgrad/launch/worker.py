@@ -1,4 +1,5 @@
-"""What a job's entry calls to join the mesh the launcher set up.
+"""What a job's entry calls to join the mesh (RPC) or process group (collectives, DDP) the
+launcher set up.
 
 Under ``zgrad-launch`` every worker learns its identity from ``ZGRAD_*`` environment variables
 (one process per worker). With ``transport.kind = "inproc"`` all workers are threads of one
@@ -12,10 +13,11 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+import zgrad.distributed as dist
 from zgrad.distributed import rpc
 from zgrad.distributed.rpc.env import resolve_init
 
-__all__ = ["WorkerIdentity", "identity", "init_rpc", "set_thread_identity"]
+__all__ = ["WorkerIdentity", "identity", "init_process_group", "init_rpc", "set_thread_identity"]
 
 
 @dataclass(frozen=True)
@@ -51,4 +53,15 @@ def init_rpc() -> WorkerIdentity:
     """``rpc.init_rpc`` for this worker (see :func:`identity`); returns who it is."""
     me = identity()
     rpc.init_rpc(me.name, rank=me.rank, world_size=me.world_size, config=me.config)
+    return me
+
+
+def init_process_group(backend: str | None = None) -> WorkerIdentity:
+    """``dist.init_process_group`` for this worker (see :func:`identity`); returns who it is.
+
+    Under ``zgrad-launch`` the process group finds rank 0 through ``ZGRAD_PG_MASTER_ADDR`` and
+    ``ZGRAD_PG_MASTER_PORT`` (inproc needs no address).
+    """
+    me = identity()
+    dist.init_process_group(backend, rank=me.rank, world_size=me.world_size, config=me.config)
     return me

@@ -5,6 +5,7 @@ See ``docs/transport.md`` for the wire format and the mesh's rules.
 
 from zgrad.transport.base import EndpointRequest, Transport
 from zgrad.transport.builtin import InprocTransport, IpcTransport, TcpTransport
+from zgrad.transport.cma import RemoteRead
 from zgrad.transport.envelope import Envelope, WorkerEntry
 from zgrad.transport.frames import MAX_USER_KIND, PROTOCOL_VERSION, RESERVED_KINDS
 from zgrad.transport.mesh import Mesh, create_mesh
@@ -27,6 +28,7 @@ __all__ = [
     "InprocTransport",
     "IpcTransport",
     "Mesh",
+    "RemoteRead",
     "TcpTransport",
     "Transport",
     "TransportRegistry",

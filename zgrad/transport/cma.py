@@ -27,8 +27,17 @@ the memory may be gone) the message is rejected as ``bad_cma``. Either way B rep
 done, and A clears it and drops the buffer. A's tickets to a lost peer, and all of them when
 the mesh closes, are taken back by A's I/O thread.
 
+Deferred reads (meshes made with ``defer_cma_reads=True``, the process group's): the I/O thread
+does not read remote buffers; it hands the layer above a :class:`RemoteRead` per buffer, which
+the consumer's own thread reads straight into the memory where the bytes belong (the checks are
+the same) or releases. A handle reports its ticket done when read, released or dropped, waking
+the I/O thread to send the CMA_DONE. That takes the bulk copy off the I/O thread (one busy thread
+per worker instead of two) and saves the copy out of a receive buffer.
+
 Threads: :class:`TicketTable` is shared (any thread issues, the I/O thread takes back; one
-lock); :class:`CmaPeers` and :class:`PeerReader` belong to the I/O thread.
+lock); :class:`CmaPeers` and :class:`PeerReader` belong to the I/O thread, except that reads and
+releases of deferred buffers come from any thread (the readers' pending reports are under a
+lock shared with :meth:`CmaPeers.flush`).
 """
 
 from __future__ import annotations
@@ -43,12 +52,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from zgrad.errors import TransportError
 from zgrad.transport import cma_sys
 from zgrad.transport import frames as fr
 from zgrad.transport.envelope import WorkerEntry
 from zgrad.transport.stats import TransportStats
 
-__all__ = ["TicketTable", "CmaPeers", "PeerReader", "make_ticket_table", "CMA_KINDS"]
+__all__ = ["TicketTable", "CmaPeers", "PeerReader", "RemoteRead", "make_ticket_table", "CMA_KINDS"]
 
 CMA_KINDS = frozenset({fr.KIND_CMA_OFFER, fr.KIND_CMA_READY, fr.KIND_CMA_DONE})
 NONCE_BYTES = 16
@@ -215,10 +225,17 @@ def make_ticket_table(config: Any, shares_memory: bool) -> TicketTable | None:
 
 
 class PeerReader:
-    """Reads one peer's tickets and the buffers they name (I/O thread)."""
+    """Reads one peer's tickets and the buffers they name (the I/O thread; deferred reads and
+    releases from any thread, see :class:`RemoteRead`).
+
+    Args:
+        lock: guards ``pending`` and the shared ``dirty`` list (one per :class:`CmaPeers`).
+        wake: called after a release from another thread, so the I/O thread sends the CMA_DONE.
+    """
 
     def __init__(self, read: cma_sys.Reader, read_small: cma_sys.Reader, pid: int, table: int, slots: int,
-                 me: WorkerEntry, rank: int, dirty: list[int], stats: TransportStats):
+                 me: WorkerEntry, rank: int, dirty: list[int], stats: TransportStats, lock: threading.Lock,
+                 wake: Callable[[], None]):
         self._read = read
         self._read_small = read_small
         self._peer = rank
@@ -226,21 +243,27 @@ class PeerReader:
         self.pending_bytes = 0
         self.since_s = 0.0
         self._dirty = dirty
+        self._lock = lock
+        self._wake = wake
         self.pid = pid
         self._table = table
         self._slots = slots
         self._rank = me.rank
         self._session = me.session
         self._stats = stats
-        self._scratch = bytearray(TICKET.size)
-        self._scratch_address = ctypes.addressof(ctypes.c_char.from_buffer(self._scratch))
 
-    def release(self, slot: int, generation: int) -> None:
-        """Report ``(slot, generation)`` done to the sender (batched, see :meth:`CmaPeers.flush`)."""
-        if not self.pending:
-            self._dirty.append(self._peer)
-            self.since_s = time.monotonic()
-        self.pending += (slot, generation)
+    def release(self, slot: int, generation: int, nbytes: int = 0, wake: bool = False) -> None:
+        """Report ``(slot, generation)`` done to the sender (batched, see :meth:`CmaPeers.flush`);
+        ``nbytes`` read from it count toward the batch. ``wake``: called off the I/O thread."""
+        with self._lock:
+            first = not self.pending
+            if first:
+                self._dirty.append(self._peer)
+                self.since_s = time.monotonic()
+            self.pending += (slot, generation)
+            self.pending_bytes += nbytes
+        if wake and first:  # the I/O thread then sends it within DONE_DELAY_S, with what follows
+            self._wake()
 
     def read(self, slot: int, generation: int, nbytes: int, take_buffer: Callable[[int], memoryview]) -> memoryview:
         """Check the ticket, read its ``nbytes`` into a buffer from ``take_buffer``, check it again.
@@ -249,6 +272,18 @@ class PeerReader:
             frames.Rejected: ``bad_cma`` — no such slot, a ticket not issued to this worker for
                 this generation and length, or the memory could not be read.
         """
+        out = self._check_and_read(slot, generation, nbytes, take_buffer)
+        self._stats.add("cma_received")
+        self._stats.add("cma_bytes_in", nbytes)
+        with self._lock:
+            self.pending_bytes += nbytes
+        return out
+
+    def defer(self, slot: int, generation: int, nbytes: int) -> "RemoteRead":
+        """A handle reading ticket ``(slot, generation)`` later (see :class:`RemoteRead`)."""
+        return RemoteRead(self, slot, generation, nbytes)
+
+    def _check_and_read(self, slot: int, generation: int, nbytes: int, take_buffer: Callable[[int], Any]) -> Any:
         if not 0 <= slot < self._slots:
             raise fr.Rejected("bad_cma", f"ticket slot {slot} is outside the sender's table of {self._slots}")
         where = self._table + NONCE_BYTES + slot * TICKET.size
@@ -265,19 +300,84 @@ class PeerReader:
             raise fr.Rejected("bad_cma", f"reading ticket {slot} ({nbytes} bytes) from pid {self.pid} failed: {exc}") from None
         if self._ticket(where) != ticket:
             raise fr.Rejected("bad_cma", f"ticket {slot} was taken back by the sender while it was being read")
-        self._stats.add("cma_received")
-        self._stats.add("cma_bytes_in", nbytes)
-        self.pending_bytes += nbytes
         return out
 
     def _ticket(self, where: int) -> tuple[int, ...]:
+        scratch = bytearray(TICKET.size)  # per call: deferred reads come from several threads
         try:
-            got = self._read_small(self.pid, where, self._scratch_address, TICKET.size)
+            got = self._read_small(self.pid, where, ctypes.addressof(ctypes.c_char.from_buffer(scratch)), TICKET.size)
         except OSError as exc:
             raise fr.Rejected("bad_cma", f"the sender's ticket table at pid {self.pid} cannot be read: {exc}") from None
         if got != TICKET.size:
             raise fr.Rejected("bad_cma", f"short read of a ticket: {got} of {TICKET.size} bytes")
-        return TICKET.unpack(self._scratch)
+        return TICKET.unpack(scratch)
+
+
+class RemoteRead:
+    """A received buffer still in the sender's memory (meshes with ``defer_cma_reads``).
+
+    Read it once, on any thread, with :meth:`read_into` (straight into its destination) or
+    :meth:`read`, or give it up with :meth:`release`; dropping it unread releases it too. The
+    sender keeps the memory until then, so read or release it soon.
+
+    Attributes:
+        nbytes: the buffer's size.
+    """
+
+    __slots__ = ("_reader", "_slot", "_generation", "nbytes", "_open")
+
+    def __init__(self, reader: PeerReader, slot: int, generation: int, nbytes: int) -> None:
+        self._reader = reader
+        self._slot = slot
+        self._generation = generation
+        self.nbytes = nbytes
+        self._open = True
+
+    def read_into(self, out: Any) -> None:
+        """Copy the bytes into the writable C-contiguous buffer ``out`` of exactly :attr:`nbytes`
+        (one ``process_vm_readv``, GIL released), after the same checks as an eager read.
+
+        Raises:
+            TransportError: already read or released, a size mismatch, or the ticket failed its
+                checks or could not be read (the sender is gone, or it was forged).
+        """
+        view = memoryview(out).cast("B") if not isinstance(out, memoryview) or out.format != "B" else out
+        if view.nbytes != self.nbytes:
+            raise TransportError(f"a remote buffer of {self.nbytes} bytes cannot be read into {view.nbytes} bytes")
+        if not self._open:
+            raise TransportError("this remote buffer was already read or released")
+        reader = self._reader
+        try:
+            reader._check_and_read(self._slot, self._generation, self.nbytes, lambda _n: view)
+        except fr.Rejected as exc:
+            raise TransportError(f"reading a remote buffer from rank {reader._peer} failed: {exc.detail}") from None
+        finally:
+            self.release()
+        with reader._lock:  # stats are otherwise the I/O thread's alone
+            reader._stats.add("cma_received")
+            reader._stats.add("cma_bytes_in", self.nbytes)
+
+    def read(self) -> memoryview:
+        """The bytes, in a new writable buffer (see :meth:`read_into`)."""
+        out = memoryview(bytearray(self.nbytes))
+        self.read_into(out)
+        return out
+
+    def release(self) -> None:
+        """Let the sender take its memory back without reading it (idempotent)."""
+        if self._open:
+            self._open = False
+            self._reader.release(self._slot, self._generation, self.nbytes, wake=True)
+
+    def __del__(self) -> None:
+        if getattr(self, "_open", False):
+            try:
+                self.release()
+            except Exception:  # noqa: BLE001 - interpreter or mesh shutting down: nothing to tell
+                pass
+
+    def __repr__(self) -> str:
+        return f"<RemoteRead {self.nbytes} bytes from rank {self._reader._peer}{'' if self._open else ' (done)'}>"
 
 
 class CmaPeers:
@@ -292,8 +392,10 @@ class CmaPeers:
     """
 
     def __init__(self, send_control: Callable[[int, int, Any], None], tickets: TicketTable | None, me: WorkerEntry,
-                 stats: TransportStats, logger: logging.Logger):
+                 stats: TransportStats, logger: logging.Logger, wake: Callable[[], None] = lambda: None):
         self._send_control = send_control
+        self._wake = wake
+        self._lock = threading.Lock()
         self._tickets = tickets
         self._me = me
         self._stats = stats
@@ -359,7 +461,8 @@ class CmaPeers:
             self._log.debug("worker %r: rank %d's nonce is not at pid %d; inline frames", self._me.name, rank, pid)
             return False
         old = self.readers.get(rank)
-        reader = PeerReader(self._read, self._read_small, pid, table, slots, self._me, rank, self.dirty, self._stats)
+        reader = PeerReader(self._read, self._read_small, pid, table, slots, self._me, rank, self.dirty, self._stats,
+                            self._lock, self._wake)
         if old is not None:  # a repeated offer: keep what is still to be reported
             reader.pending = old.pending
         self.readers[rank] = reader
@@ -383,19 +486,23 @@ class CmaPeers:
         now_s = time.monotonic()
         due_s = None
         waiting = []
-        for rank in self.dirty:
-            reader = self.readers.get(rank)
-            if reader is None or not reader.pending:
-                continue
-            if (len(reader.pending) < 2 * DONE_BATCH_TICKETS and reader.pending_bytes < DONE_BATCH_BYTES
-                    and now_s < reader.since_s + DONE_DELAY_S):
-                waiting.append(rank)
-                due_s = min(due_s or now_s + DONE_DELAY_S, reader.since_s + DONE_DELAY_S)
-                continue
-            self._send_control(rank, fr.KIND_CMA_DONE, reader.pending)
-            reader.pending = []
-            reader.pending_bytes = 0
-        self.dirty[:] = waiting
+        ready = []
+        with self._lock:
+            for rank in self.dirty:
+                reader = self.readers.get(rank)
+                if reader is None or not reader.pending:
+                    continue
+                if (len(reader.pending) < 2 * DONE_BATCH_TICKETS and reader.pending_bytes < DONE_BATCH_BYTES
+                        and now_s < reader.since_s + DONE_DELAY_S):
+                    waiting.append(rank)
+                    due_s = min(due_s or now_s + DONE_DELAY_S, reader.since_s + DONE_DELAY_S)
+                    continue
+                ready.append((rank, reader.pending))
+                reader.pending = []
+                reader.pending_bytes = 0
+            self.dirty[:] = waiting
+        for rank, pending in ready:
+            self._send_control(rank, fr.KIND_CMA_DONE, pending)
         return due_s
 
     def lost(self, rank: int) -> None:

@@ -21,7 +21,9 @@ class Envelope(NamedTuple):
         request_id: 64 bits of the sender's choosing.
         meta: the decoded msgpack metadata (lists, dicts, str, bytes, numbers, ``None``).
         buffers: one writable ``memoryview`` of unsigned bytes per sent buffer, no copy made
-            after receipt; the views stay valid as long as they are referenced.
+            after receipt; the views stay valid as long as they are referenced. On a mesh made
+            with ``defer_cma_reads``, a buffer that came by cross-memory attach is a
+            :class:`~zgrad.transport.cma.RemoteRead` instead (read it or release it).
         authenticated: ``True`` when ``src`` was proven by CURVE.
     """
 

@@ -124,6 +124,10 @@ class RemoteSource(Protocol):
     def read(self, slot: int, generation: int, nbytes: int, take_buffer: Callable[[int], memoryview]) -> memoryview:
         """Return the ``nbytes`` the ticket offers to this worker; raise :class:`Rejected` if it cannot."""
 
+    def defer(self, slot: int, generation: int, nbytes: int) -> Any:
+        """Return a handle that reads (or releases) the ticket later, on any thread, and reports
+        it done then (or when the handle is dropped)."""
+
 
 def as_byte_view(obj: Any) -> memoryview:
     """Return a flat unsigned-byte view over ``obj`` without copying.
@@ -215,6 +219,7 @@ def decode(
     take_buffer: Callable[[int], memoryview],
     copy_single: bool = False,
     remote: RemoteSource | None = None,
+    defer_remote: bool = False,
 ) -> tuple[int, int, int, Any, tuple[memoryview, ...]]:
     """Check and unpack one message (without its routing-id frame), in the documented order.
 
@@ -225,11 +230,12 @@ def decode(
         take_buffer: returns a writable view of exactly ``n`` bytes to reassemble a chunked buffer.
         copy_single: copy one-frame buffers too (for frames that alias the sender's memory).
         remote: reads this sender's remote buffers; ``None``: a remote buffer is rejected.
+        defer_remote: hand remote buffers out unread, as ``remote.defer`` handles.
 
     Returns:
         ``(kind, flags, request_id, meta, buffers)``; a one-frame buffer is a zero-copy view of
         its frame (unless ``copy_single``), a chunked or remote one a view of a buffer from
-        ``take_buffer``.
+        ``take_buffer`` (a remote one with ``defer_remote``: a handle from ``remote.defer``).
 
     Raises:
         Rejected: at the first failed check.
@@ -268,8 +274,14 @@ def decode(
     if len(parts) != expected:
         raise Rejected("bad_frame_count", f"got {len(parts)} frames; the header describes {expected}")
     _check_lengths(parts, lengths, chunk_bytes)
+    deferred = None
     if has_remote:
-        _release_remote(parts, lengths, chunk_bytes, remote)
+        if remote is None:
+            raise Rejected("bad_cma", "a remote buffer from a peer this worker has not agreed to read from")
+        # From here on the tickets are reported done whatever happens to the message: now, or
+        # (deferred) by their handles, when read, released or dropped.
+        deferred = _defer_remote(parts, lengths, chunk_bytes, remote) if defer_remote else \
+            _release_remote(parts, lengths, chunk_bytes, remote)
     try:
         meta = msgpack.unpackb(parts[1], raw=False, strict_map_key=False)
     except Exception as exc:  # msgpack raises many types on malformed input; all mean the same here
@@ -278,7 +290,7 @@ def decode(
         if copy_single:
             return kind, flags, request_id, meta, tuple(memoryview(bytearray(memoryview(p))) for p in parts[2:])
         return kind, flags, request_id, meta, tuple(memoryview(p) for p in parts[2:])
-    return kind, flags, request_id, meta, _reassemble(parts, lengths, chunk_bytes, take_buffer, copy_single, remote)
+    return kind, flags, request_id, meta, _reassemble(parts, lengths, chunk_bytes, take_buffer, copy_single, remote, deferred)
 
 
 def _frames_for(length: int, chunk_bytes: int) -> int:
@@ -304,15 +316,26 @@ def _check_lengths(parts: Sequence[Any], lengths: Sequence[int], chunk_bytes: in
             index += 1
 
 
-def _release_remote(parts: Sequence[Any], lengths: Sequence[int], chunk_bytes: int, remote: RemoteSource | None) -> None:
+def _release_remote(parts: Sequence[Any], lengths: Sequence[int], chunk_bytes: int, remote: RemoteSource) -> None:
     """Hand every descriptor of a well-formed message back for release, before anything can fail."""
-    if remote is None:
-        raise Rejected("bad_cma", "a remote buffer from a peer this worker has not agreed to read from")
     index = 2
     for n in lengths:
         if n >= REMOTE_BIT:
             remote.release(*DESCRIPTOR.unpack(parts[index]))
         index += _frames_for(n, chunk_bytes)
+
+
+def _defer_remote(parts: Sequence[Any], lengths: Sequence[int], chunk_bytes: int, remote: RemoteSource) -> list[Any]:
+    """A read-later handle per remote buffer of a well-formed message (before anything can fail:
+    a handle dropped unread releases its ticket)."""
+    handles = []
+    index = 2
+    for n in lengths:
+        if n >= REMOTE_BIT:
+            slot, generation = DESCRIPTOR.unpack(parts[index])
+            handles.append(remote.defer(slot, generation, n & ~REMOTE_BIT))
+        index += _frames_for(n, chunk_bytes)
+    return handles
 
 
 def _reassemble(
@@ -322,13 +345,18 @@ def _reassemble(
     take_buffer: Callable[[int], memoryview],
     copy_single: bool,
     remote: RemoteSource | None,
+    deferred: list[Any] | None,
 ) -> tuple[memoryview, ...]:
     buffers = []
     index = 2
+    handles = iter(deferred or ())
     for n in lengths:
         if n >= REMOTE_BIT:
-            slot, generation = DESCRIPTOR.unpack(parts[index])
-            buffers.append(remote.read(slot, generation, n & ~REMOTE_BIT, take_buffer))
+            if deferred is not None:
+                buffers.append(next(handles))
+            else:
+                slot, generation = DESCRIPTOR.unpack(parts[index])
+                buffers.append(remote.read(slot, generation, n & ~REMOTE_BIT, take_buffer))
             index += 1
             continue
         if n <= chunk_bytes:

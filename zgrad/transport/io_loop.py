@@ -9,7 +9,8 @@ Inbound checks, in order: peer (routing id names a rank of this job; with CURVE 
 must be that rank; the peer is not lost; once the table is known the session must match), then
 the frames (``frames.decode``), then control messages against the rendezvous state.
 
-Closing: the I/O thread sends what is still queued, then GOODBYE to every live peer, and runs
+Closing: the I/O thread sends what is still queued, waits (bounded) until peers reported done
+every buffer it offered them by ticket, then sends GOODBYE to every live peer, and runs
 until each has answered GOODBYE_ACK, said goodbye itself, or been lost (bounded by the close
 timeout). Each pair's messages arrive in order, so an answer means everything sent before it
 has arrived; only then are the sockets closed (LINGER 0 loses nothing that mattered).
@@ -82,8 +83,10 @@ class IoLoop:
         release: Callable[[], None],
         logger: logging.Logger,
         tickets: TicketTable | None = None,
+        defer_cma_reads: bool = False,
     ):
         t = config.transport
+        self._defer_cma_reads = defer_cma_reads
         self._s = sockets
         self._me = me
         self._world_size = world_size
@@ -109,10 +112,12 @@ class IoLoop:
         self._heartbeat = self._control_frames(fr.KIND_HEARTBEAT, None)
         self._zap = ZapHandler({k: r for r, k in keys.peers.items()}, self._on_auth_denied) if keys is not None else None
         self._rendezvous = make_rendezvous(self)
-        self._cma = CmaPeers(self.send_control, tickets, me, stats, logger)
+        self._cma = CmaPeers(self.send_control, tickets, me, stats, logger, wake=outbox.wake)
         self._stop_at_s: float | None = None
         self._due_s = 0.0
         self._awaiting_goodbye: set[int] | None = None
+        self._tickets = tickets
+        self._drain_until_s: float | None = None
         self.close_timeout_s = t.heartbeat_timeout_s
         self.table: tuple[WorkerEntry, ...] | None = None
         self.error: BaseException | None = None
@@ -175,10 +180,23 @@ class IoLoop:
                     self._due_s = done_due_s
             if self._outbox.closed:
                 aborting = self._stop_at_s is not None  # let the ABORT messages leave first
-                if self._awaiting_goodbye is None and not aborting and not self._begin_goodbye():
+                if self._awaiting_goodbye is None and not aborting and self._tickets_returned(now_s) \
+                        and not self._begin_goodbye():
                     return
                 if self._awaiting_goodbye is not None and not self._awaiting_goodbye:
                     return
+
+    def _tickets_returned(self, now_s: float) -> bool:
+        """Closing: whether every buffer this worker offered by ticket was reported done, so that
+        its memory may go (a peer that defers its reads may still be reading it). Waits at most
+        half the close timeout, then goes on (the rest is for the goodbye)."""
+        tickets = self._tickets
+        if tickets is None or tickets.open_count == 0 or self.table is None:
+            return True
+        if self._drain_until_s is None:
+            self._drain_until_s = now_s + self.close_timeout_s / 2
+            self._due_s = min(self._due_s, self._drain_until_s)
+        return now_s >= self._drain_until_s
 
     def _begin_goodbye(self) -> bool:
         """Start the goodbye exchange; False if there is nobody to say it to (not started)."""
@@ -249,7 +267,7 @@ class IoLoop:
             label = f"rank {rank}"
             kind, flags, request_id, meta, buffers = fr.decode(
                 parts[1:], valid_kinds=self._valid_kinds, max_message_bytes=self._max_bytes, take_buffer=self.pool.take,
-                remote=self._cma.readers.get(rank),
+                remote=self._cma.readers.get(rank), defer_remote=self._defer_cma_reads,
             )
             if rank in self._dead:
                 if rank in self._departed and kind in _GOODBYE_KINDS:

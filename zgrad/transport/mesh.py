@@ -61,6 +61,7 @@ def create_mesh(
     master_addr: str | None = None,
     master_port: int | None = None,
     registry: TransportRegistry | None = None,
+    defer_cma_reads: bool = False,
 ) -> Mesh:
     """Create (but do not start) this worker's mesh. Opens no socket and starts no thread.
 
@@ -80,6 +81,9 @@ def create_mesh(
             environment by the caller, never here.
         master_port: rank 0's port for that rendezvous (``MASTER_PORT``); rank 0 binds it.
         registry: where to look up ``[transport] kind``; the process-wide one by default.
+        defer_cma_reads: hand buffers that arrive by cross-memory attach to ``on_message``
+            unread, as :class:`~zgrad.transport.cma.RemoteRead` handles that the consumer reads
+            (on its own thread, into their destination) or releases; see ``docs/transport.md``.
 
     Returns:
         A :class:`Mesh` in the created state.
@@ -116,7 +120,7 @@ def create_mesh(
             f"worker {name!r} (rank {rank}) cannot find rank 0 over {transport.name!r}: pass master_addr and "
             "master_port (MASTER_ADDR / MASTER_PORT) or list every worker with a port in [[workers]]"
         )
-    return Mesh(config, request, world_size, transport, keys, rank0_endpoint, kinds, on_message, on_peer_lost)
+    return Mesh(config, request, world_size, transport, keys, rank0_endpoint, kinds, on_message, on_peer_lost, defer_cma_reads)
 
 
 class Mesh:
@@ -137,8 +141,10 @@ class Mesh:
         valid_kinds: frozenset[int],
         on_message: Callable[[Envelope], None],
         on_peer_lost: Callable[[int, str], None],
+        defer_cma_reads: bool = False,
     ):
         self._config = config
+        self._defer_cma_reads = defer_cma_reads
         self._request = request
         self.rank = request.rank
         self.world_size = world_size
@@ -250,6 +256,7 @@ class Mesh:
                 release=lambda: self._release(sockets),
                 logger=_log,
                 tickets=self._tickets,
+                defer_cma_reads=self._defer_cma_reads,
             )
             self._thread = threading.Thread(target=self._loop.run, name=f"zgrad-mesh-io-{self.name}", daemon=True)
             self._thread.start()

@@ -107,6 +107,17 @@ class Outbox:
         if wake:
             self._poke()
 
+    def wake(self) -> None:
+        """Wake the I/O thread for a turn (from another thread; a no-op on the I/O thread or
+        while a wake-up is pending). Thread-safe."""
+        if threading.get_ident() == self.io_thread_id:
+            return
+        with self._lock:
+            if self._wake_pending or self._closed_reason is not None:
+                return
+            self._wake_pending = True
+        self._poke()
+
     def _poke(self) -> None:
         with self._wake_lock:
             if self._wake is not None:

@@ -1,0 +1,1 @@
+"""``zgrad.distributed.algorithms``: DDP communication hooks (``ddp_comm_hooks``)."""
