@@ -452,3 +452,23 @@ def test_gradients_match_torch_on_a_reused_graph():
         grads.append((x.grad.numpy(), w.grad.numpy()))
     for mine, ref in zip(*grads):
         np.testing.assert_allclose(mine, ref, rtol=1e-10)
+
+
+def test_a_first_gradient_nothing_else_holds_becomes_grad_without_a_copy(monkeypatch):
+    """As PyTorch's AccumulateGrad steals a gradient no one else references: saves a copy of every
+    parameter's gradient per step (tens of MB for a conv net). A gradient still held elsewhere
+    (here: two leaves receiving one array) is copied, so the two .grad never share memory."""
+    copies = []  # _accumulate_grad copies a first gradient (and adds later ones)
+    real_accumulate = zgrad.Tensor._accumulate_grad
+    monkeypatch.setattr(zgrad.Tensor, "_accumulate_grad", lambda self, g: copies.append(1) or real_accumulate(self, g))
+    w = zgrad.randn(64, 32, requires_grad=True)
+    x = zgrad.randn(64, 32)
+    (w * x).sum().backward()
+    assert copies == [] and w.grad.numpy().flags.writeable
+    np.testing.assert_allclose(w.grad.numpy(), x.numpy())
+    a, b = zgrad.randn(3, requires_grad=True), zgrad.randn(3, requires_grad=True)
+    (a + b).sum().backward()  # Add's backward hands the same array to both leaves
+    assert not np.shares_memory(a.grad.numpy(), b.grad.numpy())
+    (w * x).sum().backward()  # a second pass accumulates into the kept array
+    np.testing.assert_allclose(w.grad.numpy(), 2 * x.numpy())
+    assert copies == [1, 1, 1]  # a's and b's first gradients (one array, held twice), w's second

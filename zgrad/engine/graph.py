@@ -113,12 +113,22 @@ class AccumulateGrad(Node):
         self.destination: Callable[[], Any] | None = None
 
     def apply(self, grads: Sequence[Any]) -> Sequence[Any]:
-        make, self.destination = self.destination, None
-        if make is not None and self.variable.grad is None:
-            self.variable._set_grad_array(dispatch.copy_into(make(), grads[0]))
-        else:
-            self.variable._accumulate_grad(grads[0])
+        self.accumulate(grads[0], owned=False)
         return ()
+
+    def accumulate(self, grad: Any, owned: bool) -> None:
+        """Add ``grad`` into the variable's gradient. ``owned``: nothing else holds or views
+        ``grad``, so a first gradient is kept as ``.grad`` without a copy (PyTorch steals it too)."""
+        make, self.destination = self.destination, None
+        variable = self.variable
+        if variable.grad is not None:
+            variable._accumulate_grad(grad)
+        elif make is not None:
+            variable._set_grad_array(dispatch.copy_into(make(), grad))
+        elif owned and grad.dtype == variable.dtype:
+            variable._set_grad_array(grad)
+        else:
+            variable._accumulate_grad(grad)
 
 
 class GraphRoot(Node):

@@ -289,9 +289,11 @@ class GraphTask:
                 if self.sink_keeps and not _private(grad):
                     grad = dispatch.cast(grad, grad.dtype)
                 self.leaf_sink(node.variable, grad)
-                del grad
             else:
-                node.apply(inputs)
+                grad = inputs.pop()
+                owned = _private(grad)  # a statement of its own: as an argument, grad would be on the stack twice
+                node.accumulate(grad, owned)
+            del grad
             for hook in node.post_hooks:
                 hook(node.variable)
             return ()
