@@ -60,3 +60,8 @@ class BatchServer:
         if full:
             batch.set_result(total)
         return batch
+
+
+def make_batch_server(size):
+    """An RRef to a new BatchServer, owned here (as the batch example's server makes its own)."""
+    return rpc.RRef(BatchServer(size))
