@@ -432,3 +432,37 @@ def test_a_remote_constructor_error_nobody_observed_is_logged_at_owner_shutdown(
     logged = [r.getMessage() for r in caplog.records if "nobody fetched its result" in r.getMessage()]
     assert len(logged) == 1, logged
     assert "worker1" in logged[0] and "rpc_targets:FailingConstructor" in logged[0] and "nobody looked" in logged[0]
+
+
+def test_rpc_and_a_process_group_rendezvous_at_the_same_master_port(monkeypatch):
+    """PyTorch's batching example calls init_process_group and init_rpc with one env:// address:
+    the process group holds the port, and RPC agrees on another one through it."""
+    import zgrad.distributed as dist
+
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
+    config = {"transport": {"kind": "tcp", "connect_timeout_s": 20.0}, "rpc": {"allowed_modules": ["rpc_targets"]}}
+    results: list = [None, None]
+    errors: list = []
+
+    def worker(rank):
+        try:
+            dist.init_process_group("gloo", rank=rank, world_size=2, config=config)
+            try:
+                rpc.init_rpc(f"w{rank}", rank=rank, world_size=2, config=config)
+                try:
+                    results[rank] = rpc.rpc_sync(f"w{1 - rank}", T.add, args=(rank, 10))
+                finally:
+                    rpc.shutdown()
+            finally:
+                dist.destroy_process_group()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert results == [10, 11]

@@ -120,8 +120,7 @@ def run(rank, world_size):
     os.environ["MASTER_ADDR"] = "localhost"
     os.environ["MASTER_PORT"] = str(opts.port)
     dist.init_process_group(backend="gloo", rank=rank, world_size=world_size)
-    options = rpc.TensorPipeRpcBackendOptions(num_worker_threads=16, rpc_timeout=60,
-                                              init_method=f"tcp://localhost:{opts.port + 1}")
+    options = rpc.TensorPipeRpcBackendOptions(num_worker_threads=16, rpc_timeout=60)
     if rank != 0:
         rpc.init_rpc(f"trainer{rank}", rank=rank, world_size=world_size, rpc_backend_options=options)
         # trainers wait for the parameter server to start their training

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 from zgrad.config import Config
 from zgrad.distributed.rpc.agent import RpcAgent
 from zgrad.distributed.rpc.env import resolve_init
-from zgrad.futures import Future
+from zgrad.distributed.rpc.options import BackendType, TensorPipeRpcBackendOptions
 from zgrad.distributed.rpc.rref import RRef
+from zgrad.distributed.rpc.shared_rendezvous import rendezvous_port_beside_process_group
 from zgrad.distributed.rpc.shutdown import ShutdownBarrier
 from zgrad.distributed.rpc.state import bind_thread, current_agent, register_agent, unregister_agent
 from zgrad.distributed.rpc.worker_info import WorkerInfo
-from zgrad.distributed.rpc.options import BackendType, TensorPipeRpcBackendOptions
 from zgrad.errors import ConfigError, WorkerUnavailableError
+from zgrad.futures import Future
 from zgrad.kernels.host_memory import tune_host_allocator
 
 __all__ = ["init_rpc", "shutdown", "rpc_sync", "rpc_async", "remote", "get_worker_info", "get_debug_info", "bind_worker"]
@@ -50,6 +52,10 @@ def init_rpc(name: str | None = None, rank: int | None = None, world_size: int |
     """
     _check_backend(backend)
     plan = resolve_init(name, rank, world_size, config, options=rpc_backend_options)
+    if not plan.config.workers:  # rank 0's address is the rendezvous: a process group may hold it
+        shared = rendezvous_port_beside_process_group(plan.master_addr, plan.master_port, plan.rank, plan.world_size)
+        if shared is not None:
+            plan = dataclasses.replace(plan, master_port=shared)
     memory = plan.config.memory
     if memory.tune_malloc:
         tune_host_allocator(memory.keep_free_mb)
