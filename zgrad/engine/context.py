@@ -1,7 +1,8 @@
 """Distributed autograd contexts: per worker, what one forward/backward round recorded.
 
 A context holds its send and recv nodes by ``autograd_message_id``, the workers it talked to,
-and the gradients accumulated by its backward passes (never in ``.grad``). Ids are 64-bit:
+the gradients accumulated by its backward passes (never in ``.grad``), and the table of its
+passes on this worker (``dist_passes.py``). Ids are 64-bit:
 the creating worker's rank in the high 16 bits, a counter below, so they are unique without
 coordination. A released id is remembered (a bounded tombstone set), so a late message cannot
 bring the context back.
@@ -14,6 +15,9 @@ import threading
 from collections import OrderedDict
 from typing import Any, Iterator
 
+from zgrad.engine.dist_modes import SendSelection
+from zgrad.engine.dist_passes import PassTable, TablePass
+from zgrad.engine.graph import Node
 from zgrad.engine.send_recv import RecvNode, SendNode
 from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch
@@ -34,7 +38,12 @@ def unknown_context(context_id: int) -> AutogradError:
 
 
 class DistAutogradContext:
-    """What one distributed autograd context recorded on this worker. Thread-safe."""
+    """What one distributed autograd context recorded on this worker. Thread-safe.
+
+    ``root_nodes`` (where this worker's last pass as root started) and ``last_selection`` (which
+    sends took part in the last pass here: what SMART discovery found) are kept for
+    ``dist_autograd.graph``.
+    """
 
     def __init__(self, context_id: int) -> None:
         self.context_id = context_id
@@ -43,8 +52,19 @@ class DistAutogradContext:
         self.recv_functions: dict[int, RecvNode] = {}
         self.known_workers: set[int] = set()
         self._gradients: dict[Any, Any] = {}
-        self.passes: dict[int, Any] = {}
-        self.ended_passes: set[int] = set()
+        self.pass_table: PassTable[TablePass] = PassTable(context_id)
+        self.root_nodes: list[Node] = []
+        self.last_selection: SendSelection | None = None
+
+    @property
+    def passes(self) -> dict[int, TablePass]:
+        """The passes running here, by id (a snapshot)."""
+        return self.pass_table.running()
+
+    @property
+    def ended_passes(self) -> set[int]:
+        """The ids of the passes that ended here (a snapshot)."""
+        return self.pass_table.ended()
 
     def add_send(self, node: SendNode) -> None:
         with self.lock:
@@ -160,10 +180,6 @@ class ContextContainer:
         if self.current() is ctx and ctx is not None:
             self.set_current(None)
         return ctx
-
-    def is_released(self, context_id: int) -> bool:
-        with self._lock:
-            return context_id in self._released
 
     def current(self) -> DistAutogradContext | None:
         return getattr(self._current, "context", None)

@@ -1,85 +1,67 @@
-"""The distributed backward engine of one worker (FAST mode; SMART lives in ``smart.py``).
+"""The distributed backward engine of one worker: where every message arrives and every outcome is acted on.
 
-The engine reaches the network only through a :class:`Messenger`, and is driven by
-:meth:`DistEngine.receive`, so tests run it against an in-memory fake with any message order.
+The engine is driven by :meth:`DistEngine.receive` and reaches the network only through a
+:class:`~zgrad.engine.dist_outbox.Messenger`, so tests run it against an in-memory fake with any
+message order. It owns the parts below and is the only one that calls across them; none calls
+back into it (each returns what happened: a report to route, an outcome to act on).
 
-Messages (``body`` is a map of plain values, ``arrays`` the gradients; tasks, reports and
-closing are explained in ``dist_pass.py``):
+=================  ==============================================================================
+module             job
+=================  ==============================================================================
+dist_protocol      message kinds, their typed records and schemas (the protocol table)
+dist_outbox        sending (counted by kind), requests and their answers, broadcasts
+dist_passes        the pass table of a context: create, look up, end
+dist_pass          one pass on one worker: its graph task, tasks, closing; the root's Completion
+dist_modes         FAST and SMART: what a pass counts from, when it is fed, what completes it
+dist_discovery     SMART's discovery state and graph walks
+dist_tasks         running this worker's tasks: set-up, runs of the local graph, discovery steps
+dist_root          the root's side: termination detection (credit counting) and verdicts
+dist_teardown      ending a pass or a context everywhere: FAILURE, PASS_END, CONTEXT_RELEASE
+dist_trace         recording the passes that are traced
+dist_graph         the graph of a context as DOT
+=================  ==============================================================================
 
-=================  =====================================================  ====================
-kind               body                                                   answered by
-=================  =====================================================  ====================
-GRAD               ctx, pass, msg, root, retain, mode, task               GRAD_ACK, to the root
-GRAD_ACK           ctx, pass, task, children ([[task, dst, msg], ...]),   -
-                   error (str or None), open (bool), [grads] (GRADs for
-                   the root riding in it: [[task, msg, n arrays], ...])
-PASS_END           ctx, pass, seq                                         PASS_END_ACK
-PASS_END_ACK       seq, unexecuted ([[msg, peer], ...])                   -
-FAILURE            ctx, pass, error, seq                                  FAILURE_ACK
-CONTEXT_RELEASE    ctx, seq                                               CONTEXT_RELEASE_ACK
-*_ACK              seq (PASS_END_ACK, FAILURE_ACK, CONTEXT_RELEASE_ACK)   -
-=================  =====================================================  ====================
+Following one GRAD: a recv node runs in :meth:`TaskRunner.run`, which sends GRAD to the worker
+holding the matching send node; there :meth:`receive` hands it to :meth:`_on_grad`, which runs the
+send node's task (:meth:`TaskRunner.grad`) and routes its report (:meth:`_to_root`) to the root;
+the root's :meth:`_on_report` counts it (:meth:`RootPasses.on_report`) and acts on the outcome
+(:meth:`_act`): it runs the GRADs for the root that rode in the report, and finishes or fails the
+pass once every task reported.
 
-FAST mode (SPEC §4): the root counts dependencies from the roots *and every send node of the
-context*; a worker receiving its first GRAD of a pass does the same from all its send nodes. A
-recv node that runs sends its gradients (GRAD) to the worker holding the matching send node; the
-run that GRAD starts there reports to the root (GRAD_ACK) as soon as it has ended, naming the
-GRADs it sent in turn (a GRAD for the root that is the last thing a run does rides in the
-report). The root knows that the whole pass has finished, everywhere, when every task announced
-has reported (``dist_root.Tracker``); backward returns then, or raises the first error a report
-carried ("Error on Node N: ...") after failing the pass everywhere (FAILURE).
-
-Completion without an extra round. A worker closes the pass by itself when its last run has
-ended with every send node fed, and its report says so. If every worker closed it and every send
-node of the root was fed, the pass succeeded and nothing more is sent. Otherwise some send node
-never got a gradient (an RPC result the loss does not use): the root ends the pass on every
-participant (PASS_END, answered with the send nodes that never got a gradient) and fails it naming
-them, suggesting mode="smart". It does not hang: the runs end regardless. The context is released
-(CONTEXT_RELEASE) in the background: the ``with`` block's exit does not wait for the answers.
+Threads: every message is received on the messenger's inbound thread (the agent's I/O thread).
+Acknowledgements, reports without riding gradients and PASS_END are handled right there (cheap,
+never block). The rest runs graph work or may free a context: it goes to the pool, or, for a
+pass rooted here, to the thread waiting for it in :meth:`run_backward` (see
+:class:`~zgrad.engine.dist_pass.Completion`), which saves a hand-off on every hop of a pass.
 """
 
 from __future__ import annotations
 
-import itertools
+import functools
 import logging
-import threading
-from collections import Counter
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Sequence
 
-from zgrad.engine.context import ContextContainer, DistAutogradContext, make_id_generator
-from zgrad.engine.dist_pass import Activation, Completion, PassState
-from zgrad.engine.dist_root import REPORT_KINDS, WORK, RootPasses
+from zgrad.engine.context import ContextContainer, make_id_generator
+from zgrad.engine.dist_modes import FastMode, SmartMode
+from zgrad.engine.dist_outbox import Messenger, Outbox
+from zgrad.engine.dist_pass import Completion, PassState, TaskRun
+from zgrad.engine.dist_protocol import ACK_KINDS, CONTEXT_RELEASE, DISCOVER, DISCOVER_ACK, FAILURE, GRAD, GRAD_ACK, \
+    PASS_END, START, Discover, Grad, Start, carries_work, crash_report, pass_id_of, root_of
+from zgrad.engine.dist_root import DISCOVERY, WORK, ReportOutcome, RootPass, RootPasses, end_verdict
+from zgrad.engine.dist_tasks import ReportForRoot, TaskRunner, node_error
+from zgrad.engine.dist_teardown import Teardown
+from zgrad.engine.dist_trace import TraceRecorder, clock_ns
 from zgrad.engine.graph import Edge
-from zgrad.engine.send_recv import RecvNode, recv_sender
-from zgrad.errors import AutogradError
+from zgrad.errors import AutogradError, ZgradTimeoutError
 
-__all__ = ["Messenger", "DistEngine", "MODES"]
+__all__ = ["DistEngine"]
 
 log = logging.getLogger("zgrad.engine")
 
-MODES = ("fast", "smart")
-BROADCAST_RETRIES = 3
-ACK_KINDS = ("PASS_END_ACK", "FAILURE_ACK", "CONTEXT_RELEASE_ACK")
-INLINE_KINDS = frozenset(ACK_KINDS) | {"GRAD_ACK", "PASS_END"}  # cheap, never block: handled where received
-ROOT_WORK_KINDS = ("GRAD", "DISCOVER", "DISCOVER_ACK")  # may run on the root's waiting caller thread
+INLINE_KINDS = frozenset({GRAD_ACK, PASS_END})  # cheap, never block: handled where received
+WAITER_KINDS = frozenset({GRAD, DISCOVER, GRAD_ACK, DISCOVER_ACK})  # may run on the root's waiting thread
 
-
-class Messenger(Protocol):
-    """What the engine needs from the network (implemented by the RPC agent, or a test fake)."""
-
-    rank: int
-
-    def send(self, dst: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> None:
-        """Send one message; may raise if ``dst`` is known to be unreachable."""
-
-    def worker_name(self, rank: int) -> str:
-        """The name of worker ``rank`` (unquoted)."""
-
-    def submit(self, work: Callable[[], None]) -> None:
-        """Run ``work()`` on a worker thread (the callee pool), soon; never blocks."""
-
-
-ReplyHandler = Callable[[int, dict[str, Any], Sequence[Any]], None]
+Handler = Callable[[int, dict[str, Any], Sequence[Any]], None]
 
 
 class DistEngine:
@@ -89,97 +71,39 @@ class DistEngine:
         self.rank = contexts.rank
         self.contexts = contexts
         self.messenger = messenger
-        self._lock = threading.Lock()
-        self._seq = itertools.count(1)
+        self.recorder = TraceRecorder()
+        self.outbox = Outbox(messenger, self.recorder)
+        self.fast = FastMode()
+        self.smart = SmartMode(self.outbox.sent)
+        self.runner = TaskRunner(contexts, self.outbox, (self.fast, self.smart), self.recorder)
+        self.roots = RootPasses(self.runner.new_task_id)
+        self.teardown = Teardown(contexts, self.outbox)
         self._pass_ids = make_id_generator(self.rank)
-        self._task_ids = make_id_generator(self.rank)
-        self._awaiting: dict[int, tuple[int, ReplyHandler]] = {}
-        self.sent: Counter[str] = Counter()
-        self.received: Counter[str] = Counter()
-        self._handlers: dict[str, Callable[[int, dict[str, Any], Sequence[Any]], None]] = {
-            "GRAD": self.on_grad, "PASS_END": self._on_pass_end, "FAILURE": self._on_failure,
-            "CONTEXT_RELEASE": self._on_release,
+        self._handlers: dict[str, Handler] = {
+            GRAD: self._on_grad, GRAD_ACK: functools.partial(self._on_report, GRAD_ACK),
+            DISCOVER: self._on_discover, DISCOVER_ACK: functools.partial(self._on_report, DISCOVER_ACK),
+            START: self._on_start, PASS_END: self.teardown.on_pass_end, FAILURE: self.teardown.on_failure,
+            CONTEXT_RELEASE: self.teardown.on_release,
         }
-        self.roots = RootPasses(self)
-        from zgrad.engine.smart import SmartDiscovery
 
-        self.smart = SmartDiscovery(self)
-
-    # --- messaging ------------------------------------------------------------------------------
-
-    def send(self, dst: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> None:
-        self.sent[kind] += 1
-        self.messenger.send(dst, kind, body, arrays)
-
-    def request(self, dst: int, kind: str, body: dict[str, Any], on_reply: ReplyHandler,
-                arrays: Sequence[Any] = ()) -> None:
-        """Send a message whose ``*_ACK`` (matched by ``seq``) goes to ``on_reply``; a lost peer
-        answers with ``{"error": ...}``."""
-        seq = next(self._seq)
-        with self._lock:
-            self._awaiting[seq] = (dst, on_reply)
-        try:
-            self.send(dst, kind, {**body, "seq": seq}, arrays)
-        except Exception as exc:  # noqa: BLE001 - an unreachable peer answers with an error
-            self._answer(seq, dst, {"seq": seq, "error": f"cannot reach worker {self.messenger.worker_name(dst)!r}: {exc}"}, ())
-
-    def reply(self, dst: int, kind: str, request: dict[str, Any], body: dict[str, Any], arrays: Sequence[Any] = ()) -> None:
-        try:
-            self.send(dst, kind, {**body, "seq": request["seq"]}, arrays)
-        except Exception:  # noqa: BLE001 - the requester is gone; nobody waits for this
-            log.debug("worker %s: could not answer %s to rank %s", self.rank, kind, dst)
-
-    def _answer(self, seq: Any, src: int, body: dict[str, Any], arrays: Sequence[Any]) -> None:
-        with self._lock:
-            entry = self._awaiting.get(seq)
-            if entry is None or entry[0] != src:
-                return
-            del self._awaiting[seq]
-        entry[1](src, body, arrays)
-
-    def new_task_id(self) -> int:
-        return next(self._task_ids)
-
-    def start_task(self, state: PassState, dst: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> int:
-        """Send a message that starts a task of ``state``'s pass on ``dst``; returns the task's id.
-
-        Raises:
-            AutogradError: "cannot reach worker ...": the message could not be sent.
-        """
-        task_id = self.new_task_id()
-        with state.lock:
-            state.participants.add(dst)
-        try:
-            self.send(dst, kind, {**body, "ctx": state.ctx.context_id, "pass": state.pass_id, "root": state.root,
-                                  "task": task_id}, arrays)
-        except Exception as exc:  # noqa: BLE001 - the task fails with this
-            raise AutogradError(f"cannot reach worker {self.messenger.worker_name(dst)!r}: {exc}") from exc
-        return task_id
-
-    def report(self, root: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> None:
-        """Report a task that ended (GRAD_ACK, DISCOVER_ACK) to the pass's root."""
-        if root == self.rank:
-            self.roots.on_report(self.rank, kind, body, arrays)
-            return
-        try:
-            self.send(root, kind, body, arrays)
-        except Exception:  # noqa: BLE001 - the root is gone; nobody waits for this
-            log.debug("worker %s: could not report %s to rank %s", self.rank, kind, root)
+    # --- arrivals -------------------------------------------------------------------------------
 
     def receive(self, src: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> None:
         """Handle one message from ``src`` (the messenger's inbound path, e.g. the I/O thread).
 
-        Acknowledgements, GRAD_ACK (unless GRADs ride in it) and PASS_END are handled at once
-        (cheap, never block). The rest runs graph work or may free a context: it goes to the pool,
-        or, for a pass rooted here, to the thread waiting for it (see
-        :class:`~zgrad.engine.dist_pass.Completion`).
+        Raises:
+            AutogradError: an unknown kind.
         """
-        self.received[kind] += 1
+        self.outbox.received[kind] += 1
+        if self.recorder.recordings:
+            self.recorder.receiving(src, kind, body)
         if kind in ACK_KINDS:
-            self._answer(body.get("seq"), src, body, arrays)
+            self.outbox.answered(src, body)
             return
-        handler = self._handler(kind)
-        if kind in INLINE_KINDS and "grads" not in body:  # a GRAD_ACK with GRADs in it runs them
+        handler = self._handlers.get(kind)
+        if handler is None:
+            raise AutogradError(f"unknown distributed autograd message kind {kind!r}")
+        if kind in INLINE_KINDS and not carries_work(body):  # a GRAD_ACK with GRADs in it runs them
             handler(src, body, arrays)
             return
 
@@ -190,274 +114,228 @@ class DistEngine:
                 log.exception("worker %s: handling %s from rank %s failed", self.rank, kind, src)
                 self._report_crash(src, kind, body, exc)
 
-        if (kind in ROOT_WORK_KINDS or kind in REPORT_KINDS) and body.get("root", self.rank) == self.rank \
-                and self.roots.post(body.get("pass"), work):
+        if kind in WAITER_KINDS and root_of(body, self.rank) == self.rank and self.roots.post(pass_id_of(body), work):
             return
         self.messenger.submit(work)
 
     def _report_crash(self, src: int, kind: str, body: dict[str, Any], exc: Exception) -> None:
         """A task's message could not be handled (an engine bug): fail the pass at once rather
         than let the root wait for ``backward_timeout_s``."""
-        report = {"GRAD": ("GRAD_ACK", "open"), "DISCOVER": ("DISCOVER_ACK", "held"), "START": ("GRAD_ACK", "open")}.get(kind)
-        if report is None or not isinstance(body.get("task"), int):
-            return
-        self.report(body.get("root", src), report[0], {"ctx": body.get("ctx"), "pass": body.get("pass"), "task": body["task"],
-                                                       "children": [], "error": self.node_error(exc), report[1]: False})
-
-    def _handler(self, kind: str) -> Callable[[int, dict[str, Any], Sequence[Any]], None]:
-        if kind in REPORT_KINDS:
-            return lambda src, body, arrays: self.roots.on_report(src, kind, body, arrays)
-        handler = self._handlers.get(kind) or self.smart.handlers.get(kind)
-        if handler is None:
-            raise AutogradError(f"unknown distributed autograd message kind {kind!r}")
-        return handler
+        crash = crash_report(kind, body, node_error(self.rank, exc), src)
+        if crash is not None:
+            self._to_root(ReportForRoot(crash[0], crash[1], []))
 
     def peer_lost(self, rank: int, reason: str) -> None:
         """Fail everything waiting on ``rank``."""
         error = f"worker {self.messenger.worker_name(rank)!r} (rank {rank}) is unavailable: {reason}"
-        with self._lock:
-            lost = [seq for seq, (dst, _) in self._awaiting.items() if dst == rank]
-        for seq in lost:
-            self._answer(seq, rank, {"seq": seq, "error": error, "lost": True}, ())
-        self.roots.peer_lost(rank, error)
+        self.outbox.peer_lost(rank, error)
+        for root_pass in self.roots.peer_lost(rank, error):
+            self._fail(root_pass, error)
 
-    # --- running a pass -------------------------------------------------------------------------
+    def _on_grad(self, src: int, body: dict[str, Any], arrays: Sequence[Any]) -> None:
+        self._to_root(self.runner.grad(src, Grad.from_body(body), arrays))
 
-    def node_error(self, exc: BaseException) -> str:
-        text = str(exc)
-        if text.startswith("Error on Node "):
-            return text
-        return f"Error on Node {self.rank}: {type(exc).__name__}: {text}"
+    def _on_discover(self, src: int, body: dict[str, Any], _arrays: Sequence[Any]) -> None:
+        self._to_root(self.runner.on_discover(src, Discover.from_body(body)))
 
-    def run_activation(self, activation: Activation, send: Any = None, grads: list[Any] | None = None) -> None:
-        """Run the pass's graph task in this thread until nothing is ready (first handing ``grads``
-        to ``send``, emptying the list: the task holds them then, so a leaf may keep its gradient
-        without a copy), then report the task."""
-        state = activation.state
-        previous = recv_sender.sender
-        recv_sender.sender = lambda node, out: self._send_gradients(activation, node, out)
-        try:
-            if send is not None:
-                state.task.feed(send, grads)
-                grads.clear()
-            state.task.run()
-            state.task.run_final_callbacks()  # e.g. DDP's reducer, before this run reports
-        except BaseException as exc:  # noqa: BLE001 - reported to the root
-            activation.failed(self.node_error(exc))
-        finally:
-            recv_sender.sender = previous
-            state.touch()
-        closed = state.end_activation(ok=activation.error is None)
-        if closed:
-            self.forget_pass(state)
-        body = {"ctx": state.ctx.context_id, "pass": state.pass_id, "task": activation.task_id,
-                "children": activation.children, "error": activation.error, "open": not closed}
-        arrays: list[Any] = []
-        if activation.for_root:
-            body["grads"] = [[task_id, msg, len(grads)] for task_id, msg, grads in activation.for_root]
-            arrays = [array for _, _, grads in activation.for_root for array in grads]
-        self.report(state.root, "GRAD_ACK", body, arrays)
+    def _on_start(self, src: int, body: dict[str, Any], _arrays: Sequence[Any]) -> None:
+        report = self.runner.on_start(src, Start.from_body(body))
+        if report is not None:
+            self._to_root(report)
 
-    def _send_gradients(self, activation: Activation, node: RecvNode, grads: list[Any]) -> None:
-        state = activation.state
-        if node.peer == state.root != self.rank and state.task.running_last():
-            # The task's report goes to the root right after this: the GRAD rides in it.
-            with state.lock:
-                state.participants.add(node.peer)
-            activation.keep_for_root(self.new_task_id(), node.autograd_message_id, grads)
+    def _on_report(self, kind: str, src: int, body: dict[str, Any], arrays: Sequence[Any]) -> None:
+        started = clock_ns() if self.recorder.recordings else 0
+        outcome = self.roots.on_report(src, kind, body, arrays)
+        self._act(outcome)
+        if outcome is not None and outcome.root_pass.state.recording is not None:
+            outcome.root_pass.state.recording.span("report", f"{kind} from rank {src}", started, clock_ns())
+
+    def _to_root(self, routed: ReportForRoot) -> None:
+        """Hand a task's report to its pass's root: here, or over the network."""
+        if routed.root == self.rank:
+            self._act(self.roots.report(self.rank, routed.report, routed.arrays))
             return
         try:
-            task_id = self.start_task(state, node.peer, "GRAD", {"msg": node.autograd_message_id,
-                                                                 "retain": state.retain_graph, "mode": state.mode}, grads)
-        except AutogradError as exc:
-            activation.failed(str(exc))
-            return
-        activation.started(task_id, node.peer, node.autograd_message_id)
+            self.outbox.send(routed.root, routed.report, routed.arrays)
+        except Exception:  # noqa: BLE001 - the root is gone; nobody waits for this
+            log.debug("worker %s: could not report %s to rank %s", self.rank, routed.report.KIND, routed.root)
 
-    def pass_state(self, ctx: DistAutogradContext, pass_id: int, root: int, retain: bool, mode: str,
-                   root_edges: Sequence[Edge] | None = None, root_grads: Sequence[Any] = ()) -> PassState:
-        """This worker's state of a pass, created on first use: dependencies counted (FAST) or
-        the nodes several sources reach held (SMART); at the root, from ``root_edges`` too.
-
-        A pass from the same root with a smaller id that is still here is over (a root runs one
-        pass per context at a time): it is forgotten.
-
-        Raises:
-            AutogradError: the pass already ended or failed here, or another pass of the context runs.
-        """
-        with ctx.lock:
-            if pass_id in ctx.ended_passes:
-                raise AutogradError(f"backward pass {pass_id:#x} of autograd context {ctx.context_id} already ended on this worker")
-            state = ctx.passes.get(pass_id)
-            created = state is None
-            if created:
-                for older in [p for p in ctx.passes.values() if not p.is_root and p.root == root and p.pass_id < pass_id]:
-                    del ctx.passes[older.pass_id]
-                    ctx.ended_passes.add(older.pass_id)
-                if ctx.passes:
-                    raise AutogradError(
-                        f"another backward pass is already running in autograd context {ctx.context_id}; "
-                        "run one pass per context at a time")
-                state = ctx.passes[pass_id] = PassState(ctx, pass_id, root, retain, mode, is_root=root == self.rank)
-        if not created:
-            state.wait_ready()
-            return state
-        try:
-            sources = []
-            if root_edges is not None:
-                state.root_edges = list(root_edges)
-                sources.append(state.task.start(root_edges, root_grads))
-            if mode == "fast":
-                state.task.add_roots(ctx.sends())
-            else:
-                self.smart.prepare(state, sources)
-        finally:
-            state.ready.open()
-        return state
+    # --- the root -------------------------------------------------------------------------------
 
     def backward(self, context_id: int, root_edges: Sequence[Edge], root_grads: Sequence[Any],
                  retain_graph: bool = False, mode: str = "fast", caller_runs_work: bool = False) -> tuple[PassState, Completion]:
         """Start a pass rooted here; returns its state and the completion to wait on (with
         ``caller_runs_work``, the caller promises to wait on it, running the work it is given).
+        Does not block.
 
         Raises:
             AutogradError: unknown context, unknown mode, or a pass already running in the context.
         """
-        if mode not in MODES:
-            raise AutogradError(f"unknown distributed autograd mode {mode!r}; expected one of {', '.join(MODES)}")
-        ctx = self.contexts.get(context_id)
-        state = self.pass_state(ctx, next(self._pass_ids), self.rank, retain_graph, mode, root_edges, root_grads)
-        completion = self.roots.start(state, caller_runs_work)
-        run = Activation(state, self.new_task_id())
-        state.tracker.announce(WORK, run.task_id, self.rank)
-        if mode == "smart":
-            self.smart.start_root(state)
-        self.run_activation(run)
-        return state, completion
+        root_pass = self._start(context_id, root_edges, root_grads, retain_graph, mode, caller_runs_work)
+        return root_pass.state, root_pass.completion
 
-    def forget_pass(self, state: PassState) -> None:
-        with state.ctx.lock:
-            state.ctx.passes.pop(state.pass_id, None)
-            state.ctx.ended_passes.add(state.pass_id)
+    def run_backward(self, context_id: int, root_edges: Sequence[Edge], root_grads: Sequence[Any],
+                     retain_graph: bool, mode: str, timeout_s: float) -> None:
+        """Run a pass rooted here to its end, running its work for this worker meanwhile. Blocks.
 
-    # --- handlers -------------------------------------------------------------------------------
+        A watchdog fails the pass when it makes no progress (no task run, no report) for
+        ``timeout_s``.
 
-    def on_grad(self, src: int, body: dict[str, Any], arrays: Sequence[Any]) -> None:
-        """A GRAD: run the send node it names (a task), with the gradients, which it takes over."""
-        try:
-            ctx = self.contexts.get(body["ctx"])
-            state = self.pass_state(ctx, body["pass"], body["root"], bool(body["retain"]), body["mode"])
-            send = ctx.send_functions.get(body["msg"])
-            if send is None:
-                raise AutogradError(
-                    f"no send function with autograd_message_id {body['msg']:#x} in autograd context {ctx.context_id}")
-            if state.mode == "smart":
-                state.task.add_roots([send])  # it takes part: count what it reaches (see smart.py)
-            activation = Activation(state, body["task"], send.autograd_message_id)
-        except AutogradError as exc:
-            self.report(body["root"], "GRAD_ACK", {"ctx": body["ctx"], "pass": body["pass"], "task": body["task"],
-                                                   "children": [], "error": self.node_error(exc), "open": False})
-            return
-        state.touch()
-        grads = list(arrays)
-        if isinstance(arrays, list):
-            arrays.clear()  # the message's list: nothing else holds the gradients then (see run_activation)
-        self.run_activation(activation, send, grads)
-
-    def _on_pass_end(self, src: int, body: dict[str, Any], _arrays: Sequence[Any]) -> None:
-        unexecuted: list[list[int]] = []
-        try:
-            ctx = self.contexts.get(body["ctx"])
-            with ctx.lock:
-                state = ctx.passes.get(body["pass"])
-            if state is not None:
-                unexecuted = state.unexecuted_sends()
-                self.forget_pass(state)
-        except AutogradError:
-            pass  # released meanwhile: nothing is left here
-        self.reply(src, "PASS_END_ACK", body, {"unexecuted": unexecuted})
-
-    def fail_pass(self, state: PassState, error: str, participants: set[int], done: Callable[[], None]) -> None:
-        """End the pass here and tell every worker involved that it failed (recursively); ``done`` once all answered."""
-        self.forget_pass(state)
-        targets = (participants | state.participants | state.ctx.known_workers) - {self.rank}
-        self._broadcast(targets, "FAILURE", {"ctx": state.ctx.context_id, "pass": state.pass_id, "error": error}, done)
-
-    def _broadcast(self, targets: set[int], kind: str, body: dict[str, Any], done: Callable[[], None],
-                   retries: int = BROADCAST_RETRIES) -> None:
-        """Send ``kind`` to each target and call ``done`` once every one answered or was lost.
-
-        A target that could not be sent to (but is not lost) is tried again, ``retries`` times.
+        Raises:
+            AutogradError: unknown context or mode, a pass already running in the context, or a
+                failure anywhere ("Error on Node N: ...").
+            ZgradTimeoutError: no progress for ``timeout_s``.
         """
-        remaining = {"n": len(targets)}
-        lock = threading.Lock()
-
-        def send_to(dst: int, attempts_left: int) -> None:
-            def acked(_src: int, reply: dict[str, Any], _arrays: Sequence[Any]) -> None:
-                if reply.get("error") and not reply.get("lost") and attempts_left > 0:
-                    send_to(dst, attempts_left - 1)
-                    return
-                with lock:
-                    remaining["n"] -= 1
-                    last = remaining["n"] == 0
-                if last:
-                    done()
-
-            self.request(dst, kind, body, acked)
-
-        if not targets:
-            done()
-            return
-        for dst in sorted(targets):
-            send_to(dst, retries)
-
-    def _on_failure(self, src: int, body: dict[str, Any], _arrays: Sequence[Any]) -> None:
+        started = clock_ns()
+        root_pass = self._start(context_id, root_edges, root_grads, retain_graph, mode, caller_runs_work=True)
+        state, completion = root_pass.state, root_pass.completion
+        recording = state.recording
+        idle = None
+        if recording is not None:
+            recording.hold()
+            idle = functools.partial(recording.span, "wait", "waiting for the pass")
+        seen = -1
         try:
-            ctx = self.contexts.get(body["ctx"])
-        except AutogradError:
-            self.reply(src, "FAILURE_ACK", body, {})
-            return
-        with ctx.lock:
-            first = body["pass"] not in ctx.ended_passes
-            ctx.passes.pop(body["pass"], None)
-            ctx.ended_passes.add(body["pass"])
-            targets = set(ctx.known_workers) - {src, self.rank}
-        if not first:
-            self.reply(src, "FAILURE_ACK", body, {})
-            return
-        self._broadcast(targets, "FAILURE", {"ctx": body["ctx"], "pass": body["pass"], "error": body.get("error")},
-                        lambda: self.reply(src, "FAILURE_ACK", body, {}))
+            while not completion.wait(timeout_s, idle):  # runs the pass's work for this worker meanwhile
+                if state.progress == seen:
+                    message = (f"the backward pass of autograd context {context_id} made no progress for "
+                               f"{timeout_s:g} s ([engine] backward_timeout_s)")
+                    self._fail(root_pass, message, exc=ZgradTimeoutError(message))
+                    completion.wait(timeout_s, idle)
+                    break
+                seen = state.progress
+        finally:
+            for work in completion.stop_accepting():
+                self.messenger.submit(work)
+            if recording is not None:
+                recording.span("backward", f"backward ({state.mode.name})", started, clock_ns(),
+                               {"context_id": context_id})
+                recording.release()
+        completion.result()
 
-    # --- contexts -------------------------------------------------------------------------------
+    def _start(self, context_id: int, root_edges: Sequence[Edge], root_grads: Sequence[Any], retain_graph: bool,
+               mode: str, caller_runs_work: bool) -> RootPass:
+        pass_mode = self.runner.mode(mode)
+        ctx = self.contexts.get(context_id)
+        pass_id = next(self._pass_ids)
+        traced = bool(self.recorder.sessions)
+        state = self.runner.open_pass(ctx, pass_id, self.rank, retain_graph, pass_mode, traced, root_edges, root_grads)
+        if traced:
+            self.recorder.note_rooted(context_id, pass_id)
+        root_pass = self.roots.start(state, caller_runs_work)
+        run = TaskRun(state, self.runner.new_task_id(), label="backward")
+        root_pass.tracker.announce(WORK, run.task_id, self.rank)
+        if pass_mode.discovers:
+            walk = self.runner.new_task_id()
+            root_pass.tracker.announce(DISCOVERY, walk, self.rank)
+            self._to_root(self.runner.discover(state, walk, [edge.node for edge in root_edges if edge is not None]))
+        self._to_root(self.runner.run(run))
+        return root_pass
+
+    def _act(self, outcome: ReportOutcome | None) -> None:
+        """Do what a report at the root calls for (see :class:`~zgrad.engine.dist_root.ReportOutcome`)."""
+        if outcome is None:
+            return
+        root_pass = outcome.root_pass
+        if outcome.error is not None:
+            self._fail(root_pass, outcome.error, set(outcome.participants))
+            return
+        state = root_pass.state
+        traced = state.recording is not None
+        for task_id, msg in outcome.discovers:
+            self._to_root(self.runner.on_discover(outcome.src, Discover(
+                state.ctx.context_id, state.pass_id, msg, self.rank, state.retain_graph, task_id, traced)))
+        for task_id, msg, grads in outcome.grads:
+            self._to_root(self.runner.grad(outcome.src, Grad(
+                state.ctx.context_id, state.pass_id, msg, self.rank, state.retain_graph, state.mode.name, task_id,
+                traced), grads))
+        if outcome.progress.discovery_ended:
+            self._discovery_ended(root_pass)
+        elif outcome.progress.done:
+            self._finish(root_pass)
+
+    def _discovery_ended(self, root_pass: RootPass) -> None:
+        """SMART: START the other workers that hold nodes (a task the root waits for), then run
+        what was held here."""
+        state, tracker = root_pass.state, root_pass.tracker
+        held, release_task = tracker.held_elsewhere()
+        for dst in held:
+            task_id = self.runner.new_task_id()
+            tracker.announce(WORK, task_id, dst)
+            try:
+                self.outbox.send(dst, Start(state.ctx.context_id, state.pass_id, task_id))
+            except Exception as exc:  # noqa: BLE001 - a lost worker fails the pass
+                self._fail(root_pass, f"cannot reach worker {self.messenger.worker_name(dst)!r} to start the pass: {exc}")
+                return
+        run = TaskRun(state, release_task, label="release after discovery")
+        self.runner.release_held(state)
+        self._to_root(self.runner.run(run))
+
+    def _finish(self, root_pass: RootPass) -> None:
+        """Every task of the pass reported, without error: it succeeded unless a send never got its
+        gradient; then the root ends it on every participant for the exact verdict (PASS_END)."""
+        self.roots.forget(root_pass)
+        state = root_pass.state
+        if root_pass.succeeded():
+            state.ctx.pass_table.end(state.pass_id)
+            clean_up = state.mode.discovers
+            if clean_up and state.recording is not None:
+                state.recording.hold()
+            self._conclude(root_pass, None)
+            if clean_up:  # off the waiting caller's path
+                self.messenger.submit(lambda: self._clean_up(root_pass))
+            return
+        others = sorted((root_pass.tracker.participants_now() | state.participants) - {self.rank})
+        unexecuted_here = [[msg, peer, self.rank] for msg, peer in state.unexecuted_sends()]
+
+        def ended(errors: list[str], unexecuted: list[list[int]]) -> None:
+            state.ctx.pass_table.end(state.pass_id)
+            self._conclude(root_pass, end_verdict(state, errors, unexecuted_here + unexecuted, self.outbox.worker_name))
+
+        self.teardown.end_pass(state, others, ended)
+
+    def _clean_up(self, root_pass: RootPass) -> None:
+        """SMART, after success: START the workers reached that had no held nodes, so they close it."""
+        state = root_pass.state
+        for dst in root_pass.tracker.reached_without_held():
+            try:
+                self.outbox.send(dst, Start(state.ctx.context_id, state.pass_id))
+            except Exception:  # noqa: BLE001 - it is gone; its state went with it
+                pass
+        if state.recording is not None:
+            state.recording.release()
+
+    def _fail(self, root_pass: RootPass, error: str, participants: set[int] = frozenset(),
+              exc: BaseException | None = None) -> bool:
+        """Fail a pass rooted here (first outcome wins): FAILURE everywhere, then complete with
+        ``exc`` (default ``AutogradError(error)``). False if the pass had an outcome already."""
+        if not self.roots.settle(root_pass):
+            return False
+        failure = exc if exc is not None else AutogradError(error)
+        targets = participants | root_pass.tracker.participants_now()
+        self.teardown.fail_pass(root_pass.state, error, targets, lambda: self._conclude(root_pass, failure))
+        return True
+
+    def _conclude(self, root_pass: RootPass, error: BaseException | None) -> None:
+        root_pass.completion.set_done(error)
+        recording = root_pass.state.recording
+        if recording is not None:
+            recording.participants.update(root_pass.tracker.participants_now())
+            recording.release()
+
+    # --- contexts and introspection -------------------------------------------------------------
 
     def release_context(self, context_id: int, done: Callable[[], None]) -> None:
-        """Release the context here and on every worker it reached, recursively; ``done`` when all answered."""
-        ctx = self.contexts.release(context_id)
-        if ctx is None:
-            done()
-            return
-        with ctx.lock:
-            targets = set(ctx.known_workers) - {self.rank}
-        self._broadcast(targets, "CONTEXT_RELEASE", {"ctx": context_id}, done)
-
-    def _on_release(self, src: int, body: dict[str, Any], _arrays: Sequence[Any]) -> None:
-        ctx = self.contexts.release(body["ctx"])
-        if ctx is None:
-            self.reply(src, "CONTEXT_RELEASE_ACK", body, {})
-            return
-        with ctx.lock:
-            targets = set(ctx.known_workers) - {src, self.rank}
-        self._broadcast(targets, "CONTEXT_RELEASE", {"ctx": body["ctx"]},
-                        lambda: self.reply(src, "CONTEXT_RELEASE_ACK", body, {}))
-
-    # --- introspection --------------------------------------------------------------------------
+        """Release the context here and on every worker it reached, recursively; ``done`` when all
+        answered. Does not block."""
+        self.teardown.release_context(context_id, done)
 
     def debug_info(self) -> dict[str, Any]:
         contexts = self.contexts.all()
         return {
-            "num_current_backward_passes": sum(len(c.passes) for c in contexts),
+            "num_current_backward_passes": sum(len(c.pass_table) for c in contexts),
             "num_autograd_contexts": len(contexts),
-            "messages_sent": dict(self.sent),
-            "messages_received": dict(self.received),
+            "messages_sent": dict(self.outbox.sent),
+            "messages_received": dict(self.outbox.received),
             "discovery_messages": self.smart.message_count(),
         }

@@ -10,10 +10,10 @@ pass is over is in ``dist_root.py``.
 
 *Closing.* A send node gets at most one gradient per pass. When the last task of the pass on a
 worker other than the root has ended and every send node that takes part got its gradient there
-(all of the context's in FAST mode; in SMART mode the marked ones, once the worker knows
-discovery is over), nothing of the pass can happen there any more: the worker forgets the pass at
-once (it *closes* it) and its report says so. The root combines the reports of a worker with
-AND: closing is final, and the task that closed the pass reports it.
+(the pass's mode says which take part, ``dist_modes.py``), nothing of the pass can happen there
+any more: the worker forgets the pass at once (it *closes* it) and its report says so. The root
+combines the reports of a worker with AND: closing is final, and the task that closed the pass
+reports it.
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ import time
 from typing import Any, Callable
 
 from zgrad.engine.context import DistAutogradContext
+from zgrad.engine.dist_modes import Mode, discovery_of
+from zgrad.engine.dist_trace import PassRecording, clock_ns
 from zgrad.engine.graph_task import GraphTask
 from zgrad.errors import AutogradError
 
-__all__ = ["PassState", "Activation", "Completion", "Gate", "READY_WAIT_S"]
+__all__ = ["PassState", "TaskRun", "Completion", "Gate", "READY_WAIT_S"]
 
 
 READY_WAIT_S = 60.0  # a pass's set-up is local work (counting dependencies): this is a safety bound
@@ -61,31 +63,31 @@ class Gate:
 
 
 class PassState:
-    """One pass of one context on this worker (``is_root``: the worker that runs its backward)."""
+    """One pass of one context on this worker (``is_root``: the worker that runs its backward).
 
-    def __init__(self, ctx: DistAutogradContext, pass_id: int, root: int, retain_graph: bool, mode: str,
-                 is_root: bool = False) -> None:
+    ``recording`` is the pass's trace on this worker, or None when it is not traced.
+    """
+
+    def __init__(self, ctx: DistAutogradContext, pass_id: int, root: int, retain_graph: bool, mode: Mode,
+                 is_root: bool = False, recording: PassRecording | None = None) -> None:
         self.ctx = ctx
         self.pass_id = pass_id
         self.root = root
         self.retain_graph = retain_graph
         self.mode = mode
         self.is_root = is_root
+        self.recording = recording
+        self.sends = mode.select_sends()
         self.task = GraphTask(retain_graph=retain_graph, leaf_sink=ctx.accumulate_grad, sink_keeps=True, leaf_store=ctx)
-        self.root_edges: list = []
+        if recording is not None:
+            self.task.observer = recording.node_ran
         self.executed_sends: set[int] = set()
-        self.marked: set[int] | None = None if mode == "fast" else set()  # SMART: sends that take part
-        self.marks_final = mode == "fast"
-        self.held = False  # SMART: some nodes wait for discovery to end (see ``smart.py``)
-        self.participants: set[int] = set()
+        self.participants: set[int] = set()  # the workers this one started tasks of the pass on
         self.lock = threading.Lock()
         self.ready = Gate()  # opened once dependencies are counted (or held)
         self.active = 0  # tasks of the pass running on this worker
         self.closed = False
         self.progress = 0
-        self.smart: Any = None  # SMART mode's discovery state
-        self.tracker: Any = None  # at the root: its ``dist_root.Tracker`` ...
-        self.completion: Completion | None = None  # ... and the outcome its caller waits for
 
     def touch(self) -> None:
         self.progress += 1
@@ -100,21 +102,17 @@ class PassState:
             raise AutogradError(f"backward pass {self.pass_id:#x} of autograd context {self.ctx.context_id} was not "
                                 f"set up on this worker within {READY_WAIT_S:g} s")
 
-    def unexecuted_sends(self) -> list[list[int]]:
-        """``[autograd_message_id, peer]`` of the sends that take part (FAST: all of the context's;
-        SMART: the marked ones) and have not received their gradient in this pass."""
-        marked = self.marked
-        return [[s.autograd_message_id, s.peer] for s in self.ctx.sends()
-                if (marked is None or s.autograd_message_id in marked) and s.autograd_message_id not in self.executed_sends]
-
-    def mark(self, send_id: int) -> bool:
-        """SMART: send ``send_id`` takes part; True the first time."""
+    def add_participant(self, rank: int) -> None:
         with self.lock:
-            first = send_id not in self.marked
-            self.marked.add(send_id)
-            return first
+            self.participants.add(rank)
 
-    def begin_activation(self, send_id: int | None = None) -> None:
+    def unexecuted_sends(self) -> list[list[int]]:
+        """``[autograd_message_id, peer]`` of the sends that take part and have not received their
+        gradient in this pass."""
+        return [[s.autograd_message_id, s.peer] for s in self.ctx.sends()
+                if self.sends.takes_part(s) and s.autograd_message_id not in self.executed_sends]
+
+    def begin_task(self, send_id: int | None = None) -> None:
         """A task that runs the graph starts here (for the gradient of send ``send_id``, if given).
 
         Raises:
@@ -128,40 +126,53 @@ class PassState:
                 self.executed_sends.add(send_id)
             self.active += 1
 
-    def end_activation(self, ok: bool = True) -> bool:
+    def end_task(self, ok: bool = True) -> bool:
         """That task ended (``ok``: without error); True if it closed the pass here."""
         with self.lock:
             self.active -= 1
             return ok and self._close()
 
     def finalize_marks(self) -> bool:
-        """SMART: discovery is over, the marks are final; True if that closed the pass here."""
+        """SMART: discovery is over, the marks are final; True if that closed the pass here.
+
+        Raises:
+            AutogradError: the pass runs in FAST mode.
+        """
         with self.lock:
-            self.marks_final = True
+            discovery_of(self.sends).finalize()
             return self._close()
 
     def _close(self) -> bool:
-        if self.closed or self.is_root or self.active or not self.marks_final:
+        if self.closed or self.is_root or self.active:
             return False
-        if self.marked is None:
-            all_fed = len(self.executed_sends) >= len(self.ctx.send_functions)  # executed ones are the context's
-        else:
-            all_fed = self.marked <= self.executed_sends
-        self.closed = all_fed
-        return all_fed
+        self.closed = self.sends.all_fed(self.executed_sends, len(self.ctx.send_functions))
+        return self.closed
+
+    def ended_here(self) -> None:
+        """The pass table ended the pass here: nothing more of it is recorded on this worker (the
+        root ends its recording itself, after its clean-up)."""
+        if self.recording is not None and not self.is_root:
+            self.recording.release()
 
 
-class Activation:
-    """A task that runs the pass's local graph; the GRADs its recv nodes send are its children."""
+class TaskRun:
+    """A task that runs the pass's local graph; the GRADs its recv nodes send are its children.
 
-    def __init__(self, state: PassState, task_id: int, send_id: int | None = None) -> None:
+    ``label`` names what started it and ``cause`` is ``(kind, sender, message id)`` of the message
+    that did, if any: both only for traces.
+    """
+
+    def __init__(self, state: PassState, task_id: int, send_id: int | None = None, label: str = "run",
+                 cause: tuple[str, int, int] | None = None) -> None:
         self.state = state
         self.task_id = task_id
+        self.label = label
+        self.cause = cause
         self._lock = threading.Lock()
         self.children: list[list[int]] = []
         self.for_root: list[tuple[int, int, list[Any]]] = []  # GRADs for the root kept for the report
         self.error: str | None = None
-        state.begin_activation(send_id)
+        state.begin_task(send_id)
 
     def started(self, task_id: int, dst: int, msg: int) -> None:
         with self._lock:
@@ -214,17 +225,22 @@ class Completion:
             self._queue.put(work)
             return True
 
-    def wait(self, timeout_s: float | None) -> bool:
-        """Block until done (at most ``timeout_s``), running posted work meanwhile; True when done."""
+    def wait(self, timeout_s: float | None, idle: Callable[[int, int], None] | None = None) -> bool:
+        """Block until done (at most ``timeout_s``), running posted work meanwhile; True when done.
+        ``idle(start_ns, end_ns)`` hears of every stretch spent waiting (a traced pass)."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while not self._done:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return False
+            waited_from = clock_ns() if idle is not None else 0
             try:
                 work = self._queue.get(timeout=remaining)
             except queue.Empty:
                 return self._done
+            finally:
+                if idle is not None:
+                    idle(waited_from, clock_ns())
             if work is not _DONE:
                 work()
                 del work

@@ -15,23 +15,31 @@ every marked send got its gradient (the root knows both from the reports). Nothi
 then, except SMART's START clean-up. Otherwise the root ends the pass on every participant
 (PASS_END, answered with the send nodes that never got a gradient) and fails it naming them. An
 error in a report, or a worker lost while a task announced to it has not reported, fails the
-pass at once (FAILURE everywhere, ``DistEngine.fail_pass``).
+pass at once (FAILURE everywhere, ``dist_teardown.py``).
+
+This module decides; it sends nothing. :meth:`RootPasses.on_report` returns a
+:class:`ReportOutcome` that the engine acts on.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from zgrad.engine.dist_pass import Completion, PassState
-from zgrad.errors import AutogradError, ProtocolError
+from zgrad.engine.dist_protocol import GRAD_ACK, DiscoveryReport, Report, WorkReport
+from zgrad.errors import AutogradError
 
-if TYPE_CHECKING:
-    from zgrad.engine.dist_engine import DistEngine
-
-__all__ = ["RootPasses", "Tracker", "WORK", "DISCOVERY", "REPORT_KINDS"]
+__all__ = ["RootPasses", "RootPass", "Tracker", "Progress", "ReportOutcome", "WORK", "DISCOVERY"]
 
 WORK, DISCOVERY = "work", "discovery"
+
+
+class Progress(NamedTuple):
+    """What one report changed at the root."""
+
+    discovery_ended: bool
+    done: bool
 
 
 class _Balance:
@@ -61,12 +69,12 @@ class Tracker:
     discovery ended); ``settle`` makes the first outcome (done or failed) the only one.
     """
 
-    def __init__(self, mode: str, root: int) -> None:
+    def __init__(self, discovers: bool, root: int) -> None:
         self.root = root
         self.lock = threading.Lock()
         self._balances = {WORK: _Balance(), DISCOVERY: _Balance()}
         self._msgs: dict[int, int] = {}  # task -> autograd_message_id of the send it feeds / marks
-        self.discovered = mode == "fast"  # SMART: set when discovery ended
+        self.discovered = not discovers  # set when discovery ended (at once without discovery)
         self.release_task: int | None = None
         self.marked: set[int] = set()
         self.executed: set[int] = set()
@@ -93,9 +101,9 @@ class Tracker:
             (self.marked if kind == DISCOVERY else self.executed).add(msg)
 
     def report(self, kind: str, task_id: int, src: int, children: list[list[int]], still_open: bool = False,
-               held: bool = False, new_task_id: Callable[[], int] | None = None) -> tuple[bool, bool] | None:
-        """Record a task's report; returns ``(discovery_ended_now, done)``, or None if the pass
-        already had its outcome.
+               held: bool = False, new_task_id: Callable[[], int] | None = None) -> Progress | None:
+        """Record a task's report; returns what it changed, or None if the pass already had its
+        outcome.
 
         When this report ends discovery, a task with id ``new_task_id()`` is announced with it (the
         root's run of what discovery held back: ``release_task``), so the pass cannot be done
@@ -123,7 +131,7 @@ class Tracker:
             done = self.discovered and not self._balances[WORK].counts and not self._balances[DISCOVERY].counts
             if done:
                 self.settled = True
-            return ended, done
+            return Progress(ended, done)
 
     def settle(self) -> bool:
         """Claim the outcome of the pass (a failure); False if it was claimed already."""
@@ -141,191 +149,164 @@ class Tracker:
         with self.lock:
             return set(self.participants)
 
-    def open_workers(self) -> list[int]:
-        """FAST: the workers whose reports all say they still hold the pass."""
+    def open_elsewhere(self) -> bool:
+        """Some worker other than the root said in all its reports that it still holds the pass."""
         with self.lock:
-            return sorted(rank for rank, still_open in self.open.items() if still_open)
+            return any(still_open and rank != self.root for rank, still_open in self.open.items())
+
+    def marked_unfed(self) -> bool:
+        """Some send that discovery marked got no gradient."""
+        with self.lock:
+            return bool(self.marked - self.executed)
+
+    def held_elsewhere(self) -> tuple[list[int], int | None]:
+        """The workers other than the root that hold nodes until discovery ends, and the task that
+        runs what the root held."""
+        with self.lock:
+            return sorted(self.held - {self.root}), self.release_task
+
+    def reached_without_held(self) -> list[int]:
+        """The workers other than the root that discovery reached and that hold no node."""
+        with self.lock:
+            return sorted(self.reached - self.held - {self.root})
 
 
-REPORT_KINDS = {"GRAD_ACK": WORK, "DISCOVER_ACK": DISCOVERY}
+class RootPass:
+    """A pass rooted on this worker: its state here, its tracker, and the outcome its caller waits for."""
+
+    def __init__(self, state: PassState, caller_runs_work: bool) -> None:
+        self.state = state
+        self.tracker = Tracker(state.mode.discovers, state.root)
+        self.completion = Completion(caller_runs_work)
+
+    def succeeded(self) -> bool:
+        """Every task reported without error: did every send that takes part get its gradient?"""
+        return self.state.mode.succeeded(root_unfed=bool(self.state.unexecuted_sends()),
+                                         open_elsewhere=self.tracker.open_elsewhere(),
+                                         marked_unfed=self.tracker.marked_unfed())
 
 
-def _int_lists(value: Any, length: int) -> bool:
-    return isinstance(value, list) and all(
-        isinstance(v, list) and len(v) == length and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
-        for v in value)
+class ReportOutcome(NamedTuple):
+    """What the engine must do after a report from ``src``: fail the pass (``error``, naming more
+    ``participants``), or run the DISCOVERs (``[task, autograd_message_id]``) and GRADs
+    (``(task, autograd_message_id, gradients)``) for this worker that rode in it, then end
+    discovery or finish the pass."""
+
+    root_pass: RootPass
+    src: int
+    error: str | None = None
+    participants: frozenset[int] = frozenset()
+    discovers: list[list[int]] = []
+    grads: list[tuple[int, int, list[Any]]] = []
+    progress: Progress = Progress(False, False)
 
 
-def _check_report(kind: str, body: dict[str, Any], arrays: Sequence[Any]) -> None:
-    """Check a report's lists before anything acts on it.
-
-    Raises:
-        ProtocolError: naming the malformed field.
-    """
-    if not _int_lists(body["children"], 3):
-        raise ProtocolError(f"{kind} children must be [task, worker, autograd_message_id] triples")
-    if "discover" in body and not _int_lists(body["discover"], 2):
-        raise ProtocolError(f"{kind} discover must be [task, autograd_message_id] pairs")
-    if "grads" in body and (not _int_lists(body["grads"], 3) or any(g[2] < 0 for g in body["grads"])
-                            or sum(g[2] for g in body["grads"]) != len(arrays)):
-        raise ProtocolError(f"{kind} grads must be [task, autograd_message_id, number of arrays] triples that "
-                            "account for every array of the message")
+def _split(for_root: list[list[int]], arrays: Sequence[Any]) -> list[tuple[int, int, list[Any]]]:
+    """The GRADs riding in a report with their own arrays (``[task, msg, n]`` each); the message's
+    array list is emptied: each GRAD's task takes its gradients over."""
+    grads, start = [], 0
+    for task_id, msg, count in for_root:
+        grads.append((task_id, msg, list(arrays[start:start + count])))
+        start += count
+    if isinstance(arrays, list):
+        arrays.clear()
+    return grads
 
 
 class RootPasses:
-    """The passes rooted on this worker, from their start to their outcome. Thread-safe."""
+    """The passes rooted on this worker, from their start to their outcome. Thread-safe.
 
-    def __init__(self, engine: "DistEngine") -> None:
-        self.engine = engine
+    ``new_task_id`` gives the ids of the tasks the root announces itself (the run of what SMART
+    held back).
+    """
+
+    def __init__(self, new_task_id: Callable[[], int]) -> None:
+        self._new_task_id = new_task_id
         self._lock = threading.Lock()
-        self._rooted: dict[int, PassState] = {}  # not over yet
+        self._rooted: dict[int, RootPass] = {}  # not over yet
         self._lost: dict[int, str] = {}  # rank -> why it is unavailable
 
-    def start(self, state: PassState, caller_runs_work: bool) -> Completion:
-        """Track a pass rooted here; returns the completion its caller waits on."""
-        state.tracker = Tracker(state.mode, state.root)
-        state.completion = Completion(caller_runs_work)
+    def start(self, state: PassState, caller_runs_work: bool) -> RootPass:
+        """Track a pass rooted here."""
+        root_pass = RootPass(state, caller_runs_work)
         with self._lock:
-            self._rooted[state.pass_id] = state
-        return state.completion
+            self._rooted[state.pass_id] = root_pass
+        return root_pass
 
     def post(self, pass_id: Any, work: Callable[[], None]) -> bool:
         """Give ``work`` of a pass rooted here to the thread waiting for it; False if none will run it."""
         with self._lock:
-            state = self._rooted.get(pass_id)
-        return state is not None and state.completion.post(work)
+            root_pass = self._rooted.get(pass_id)
+        return root_pass is not None and root_pass.completion.post(work)
 
-    def peer_lost(self, rank: int, error: str) -> None:
-        """Fail the passes rooted here that wait for a task on ``rank`` (now or when one is announced)."""
+    def settle(self, root_pass: RootPass) -> bool:
+        """Claim the outcome of a pass (the first caller wins) and stop tracking it."""
+        first = root_pass.tracker.settle()
+        self.forget(root_pass)
+        return first
+
+    def forget(self, root_pass: RootPass) -> None:
+        with self._lock:
+            self._rooted.pop(root_pass.state.pass_id, None)
+
+    def peer_lost(self, rank: int, error: str) -> list[RootPass]:
+        """Remember that ``rank`` is lost; returns the passes that wait for a task on it."""
         with self._lock:
             self._lost[rank] = error
             rooted = list(self._rooted.values())
-        for state in rooted:
-            if state.tracker.waiting_on(rank):
-                self.fail(state, error)
+        return [root_pass for root_pass in rooted if root_pass.tracker.waiting_on(rank)]
 
-    def on_report(self, src: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> None:
-        """A task of a pass rooted here ended on ``src`` (GRAD_ACK or DISCOVER_ACK); then run the
-        GRADs and DISCOVERs for this worker that ride in it."""
-        engine = self.engine
-        try:
-            ctx = engine.contexts.get(body["ctx"])
-        except AutogradError:
-            return  # released meanwhile: the pass is long over
-        with ctx.lock:
-            state = ctx.passes.get(body["pass"])
-        if state is None or state.tracker is None:
-            return  # a late report of a pass that is over (or one not rooted here)
-        children = body["children"]
-        _check_report(kind, body, arrays)
-        state.touch()
-        if body.get("error") is not None:
-            self.fail(state, str(body["error"]), {src} | {c[1] for c in children})
-            return
-        outcome = state.tracker.report(REPORT_KINDS[kind], body["task"], src, children, bool(body.get("open")),
-                                       bool(body.get("held")), engine.new_task_id)
-        if outcome is None:
-            return  # the pass failed meanwhile
+    def on_report(self, src: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> ReportOutcome | None:
+        """A report message (GRAD_ACK or DISCOVER_ACK) arrived from ``src``: check it, count it.
+
+        Raises:
+            ProtocolError: a malformed report (nothing counted).
+        """
+        report: Report = WorkReport.from_body(body, arrays) if kind == GRAD_ACK else DiscoveryReport.from_body(body, arrays)
+        return self.report(src, report, arrays)
+
+    def report(self, src: int, report: Report, arrays: Sequence[Any] = ()) -> ReportOutcome | None:
+        """Count a report of a task that ended on ``src``; None if its pass is not tracked here
+        (over already, or not rooted here) or had its outcome."""
+        with self._lock:
+            root_pass = self._rooted.get(report.pass_id)
+        if root_pass is None:
+            return None
+        root_pass.state.touch()
+        children = report.children
+        if report.error is not None:
+            return ReportOutcome(root_pass, src, str(report.error), frozenset({src} | {c[1] for c in children}))
+        is_work = report.KIND == GRAD_ACK
+        progress = root_pass.tracker.report(WORK if is_work else DISCOVERY, report.task_id, src, children,
+                                            is_work and report.still_open, not is_work and report.held,
+                                            self._new_task_id)
+        if progress is None:
+            return None  # the pass failed meanwhile
         with self._lock:
             lost = next((self._lost[c[1]] for c in children if c[1] in self._lost), None)
         if lost is not None:
-            self.fail(state, lost)
-            return
-        if "discover" in body:
-            engine.smart.discover_here(state, src, body["discover"])
-        if "grads" in body:
-            self._grads_here(state, src, body["grads"], arrays)
-        discovery_ended, done = outcome
-        if discovery_ended:
-            engine.smart.discovered(state)
-        elif done:
-            self._finish(state)
+            return ReportOutcome(root_pass, src, lost)
+        if is_work:
+            return ReportOutcome(root_pass, src, grads=_split(report.grads, arrays) if report.grads else [], progress=progress)
+        return ReportOutcome(root_pass, src, discovers=report.discover, progress=progress)
 
-    def _grads_here(self, state: PassState, src: int, for_root: list[list[int]], arrays: Sequence[Any]) -> None:
-        starts = [sum(g[2] for g in for_root[:i]) for i in range(len(for_root))]
-        grads = [list(arrays[start:start + g[2]]) for start, g in zip(starts, for_root)]
-        if isinstance(arrays, list):
-            arrays.clear()  # each GRAD's handler takes its gradients over (see DistEngine.run_activation)
-        for (task_id, msg, _), own in zip(for_root, grads):
-            self.engine.on_grad(src, {"ctx": state.ctx.context_id, "pass": state.pass_id, "msg": msg, "root": state.root,
-                                      "retain": state.retain_graph, "mode": state.mode, "task": task_id}, own)
 
-    def _finish(self, state: PassState) -> None:
-        """Every task of the pass reported, without error: it succeeded unless a send never got its gradient."""
-        with self._lock:
-            self._rooted.pop(state.pass_id, None)
-        tracker = state.tracker
-        if state.mode == "smart":
-            stuck = bool(tracker.marked - tracker.executed)
-        else:
-            stuck = bool(state.unexecuted_sends()) or any(rank != self.engine.rank for rank in tracker.open_workers())
-        if stuck:
-            self.end_pass(state, tracker.participants_now(), state.completion)
-            return
-        self.engine.forget_pass(state)
-        state.completion.set_done(None)
-        if state.mode == "smart":  # clean-up, off the waiting caller's path
-            self.engine.messenger.submit(lambda: self.engine.smart.finished(state))
-
-    def fail(self, state: PassState, error: str, participants: set[int] = frozenset(),
-             exc: BaseException | None = None) -> bool:
-        """Fail a pass rooted here (first outcome wins): FAILURE everywhere, then complete with
-        ``exc`` (default ``AutogradError(error)``). False if the pass had an outcome already."""
-        if not state.tracker.settle():
-            return False
-        with self._lock:
-            self._rooted.pop(state.pass_id, None)
-        completion = state.completion
-        failure = exc if exc is not None else AutogradError(error)
-        targets = participants | state.tracker.participants_now()
-        self.engine.fail_pass(state, error, targets, lambda: completion.set_done(failure))
-        return True
-
-    def end_pass(self, state: PassState, participants: set[int], completion: Completion) -> None:
-        """End the pass on every participant and fail it if a send node never got its gradient:
-        the exact verdict, for when some worker did not close the pass by itself."""
-        others = sorted((participants | state.participants) - {self.engine.rank})
-        unexecuted = [[msg, peer, self.engine.rank] for msg, peer in state.unexecuted_sends()]
-        waiting = {"n": len(others)}
-        lock = threading.Lock()
-        errors: list[str] = []
-
-        def finish() -> None:
-            self.engine.forget_pass(state)
-            if errors:
-                completion.set_done(AutogradError(errors[0]))
-            elif unexecuted:
-                completion.set_done(AutogradError(self._stuck_message(state, unexecuted)))
-            else:
-                completion.set_done(None)
-
-        def acked(src: int, reply: dict[str, Any], _arrays: Sequence[Any]) -> None:
-            with lock:
-                if reply.get("error"):
-                    errors.append(str(reply["error"]))
-                for entry in reply.get("unexecuted", ()):
-                    if isinstance(entry, list) and len(entry) == 2:
-                        unexecuted.append([entry[0], entry[1], src])
-                waiting["n"] -= 1
-                last = waiting["n"] == 0
-            if last:
-                finish()
-
-        if not others:
-            finish()
-            return
-        for dst in others:
-            self.engine.request(dst, "PASS_END", {"ctx": state.ctx.context_id, "pass": state.pass_id}, acked)
-
-    def _stuck_message(self, state: PassState, unexecuted: list[list[int]]) -> str:
-        name = self.engine.messenger.worker_name
-        described = ", ".join(f"autograd_message_id {msg:#x} on {name(holder)!r} (RPC with {name(peer)!r})"
-                              for msg, peer, holder in unexecuted[:10])
-        more = f" and {len(unexecuted) - 10} more" if len(unexecuted) > 10 else ""
-        return (
-            f"FAST mode could not complete the backward pass of autograd context {state.ctx.context_id}: "
-            f"{len(unexecuted)} send function(s) never received a gradient: {described}{more}. This happens when "
-            "the result of an RPC made in the context is not used by the roots. Use mode=\"smart\" "
-            "(dist_autograd.backward(..., mode=\"smart\") or [engine] mode = \"smart\"), which finds the "
-            "RPCs that take part before running."
-        )
+def end_verdict(state: PassState, errors: list[str], unexecuted: list[list[int]],
+                worker_name: Callable[[int], str]) -> AutogradError | None:
+    """The outcome of a pass the root ended everywhere (PASS_END): the first error an answer
+    carried, else the send functions (``[autograd_message_id, peer, holder]``) that never got a
+    gradient, else success (None)."""
+    if errors:
+        return AutogradError(errors[0])
+    if not unexecuted:
+        return None
+    described = ", ".join(f"autograd_message_id {msg:#x} on {worker_name(holder)!r} (RPC with {worker_name(peer)!r})"
+                          for msg, peer, holder in unexecuted[:10])
+    more = f" and {len(unexecuted) - 10} more" if len(unexecuted) > 10 else ""
+    return AutogradError(
+        f"FAST mode could not complete the backward pass of autograd context {state.ctx.context_id}: "
+        f"{len(unexecuted)} send function(s) never received a gradient: {described}{more}. This happens when "
+        "the result of an RPC made in the context is not used by the roots. Use mode=\"smart\" "
+        "(dist_autograd.backward(..., mode=\"smart\") or [engine] mode = \"smart\"), which finds the "
+        "RPCs that take part before running."
+    )

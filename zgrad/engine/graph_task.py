@@ -8,7 +8,8 @@ may be added while the task runs, as long as no node they reach has run yet; nod
 is not final yet can be *held* (SMART mode: see :meth:`GraphTask.hold`).
 
 Thread-safety: counters, buffers and the ready queue are guarded by one lock; node bodies run
-outside it, so several threads may feed and run the same task.
+outside it, so several threads may feed and run the same task. An ``observer`` (a traced
+distributed pass) hears of every node run with its start and end (``time.perf_counter_ns``).
 
 Hooks for code that rides on a backward pass (DDP's reducer): a leaf's ``post_hooks`` run once
 its gradient has been accumulated; while a thread runs a task's nodes, :func:`current_graph_task`
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections import deque
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
@@ -140,6 +142,7 @@ class GraphTask:
         self._held: set[Node] = set()
         self._running = 0
         self.nodes_run = 0
+        self.observer: Callable[[Node, int, int], None] | None = None  # hears of every node run (traces)
 
     # --- set-up ---------------------------------------------------------------------------------
 
@@ -262,8 +265,12 @@ class GraphTask:
                 node, inputs = self._ready.popleft()
                 self._running += 1
             try:
+                observer = self.observer
+                started = 0 if observer is None else time.perf_counter_ns()
                 outputs = self._execute(node, inputs)
                 inputs = None
+                if observer is not None:
+                    observer(node, started, time.perf_counter_ns())
             except BaseException as exc:
                 with lock:
                     self._running -= 1

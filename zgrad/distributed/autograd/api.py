@@ -9,7 +9,7 @@ import numpy as np
 from zgrad.autograd.function import gradient_edge
 from zgrad.distributed.autograd.worker import DistAutogradWorker
 from zgrad.distributed.rpc.state import current_agent
-from zgrad.errors import AutogradError, ZgradTimeoutError
+from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch
 from zgrad.tensor import Tensor
 
@@ -81,30 +81,11 @@ def backward(context_id: int, roots: "Tensor | Sequence[Tensor]", retain_graph: 
             N"), a pass already running in it, or a failure anywhere ("Error on Node N: ...").
         ZgradTimeoutError: no progress for ``[engine] backward_timeout_s``.
     """
-    agent = current_agent()
-    worker = _worker()
+    config = current_agent().config.engine
     roots = _validate_roots(roots)
-    mode = mode or agent.config.engine.mode
-    edges = [gradient_edge(r) for r in roots]
     grads = [dispatch.full(r.shape, 1, r.dtype, dispatch.device_type_of(r._data)) for r in roots]
-    engine = worker.engine
-    state, completion = engine.backward(context_id, edges, grads, retain_graph=retain_graph, mode=mode,
-                                        caller_runs_work=True)
-    timeout_s = agent.config.engine.backward_timeout_s
-    seen = -1
-    try:
-        while not completion.wait(timeout_s):  # runs the pass's work for this worker meanwhile
-            if state.progress == seen:
-                message = (f"the backward pass of autograd context {context_id} made no progress for {timeout_s:g} s "
-                           "([engine] backward_timeout_s)")
-                engine.roots.fail(state, message, exc=ZgradTimeoutError(message))
-                completion.wait(timeout_s)
-                break
-            seen = state.progress
-    finally:
-        for work in completion.stop_accepting():
-            engine.messenger.submit(work)
-    completion.result()
+    _worker().engine.run_backward(context_id, [gradient_edge(r) for r in roots], grads, retain_graph,
+                                  mode or config.mode, config.backward_timeout_s)
 
 
 def get_gradients(context_id: int) -> dict[Tensor, Tensor]:

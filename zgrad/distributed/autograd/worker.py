@@ -27,6 +27,7 @@ from zgrad.distributed.rpc.codec import array_from_buffer, array_spec
 from zgrad.distributed.rpc.messages import Kind, check_meta
 from zgrad.engine.context import ContextContainer, DistAutogradContext
 from zgrad.engine.dist_engine import DistEngine
+from zgrad.engine.dist_protocol import BODY_SCHEMAS, KINDS
 from zgrad.errors import ProtocolError
 from zgrad.tensor import Tensor
 
@@ -36,33 +37,13 @@ if TYPE_CHECKING:
 
 __all__ = ["DistAutogradWorker", "RpcMessenger", "ENGINE_KINDS", "attach"]
 
-_I = (int,)
-_OPT_STR = (str, type(None))
-_ACK = {"seq": (_I, True), "error": (_OPT_STR, False)}
-_REPORT = {"ctx": (_I, True), "pass": (_I, True), "task": (_I, True), "children": ((list,), True),
-           "error": (_OPT_STR, True)}
-BODY_SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
-    "GRAD": {"ctx": (_I, True), "pass": (_I, True), "msg": (_I, True), "root": (_I, True), "retain": ((bool,), True),
-             "mode": ((str,), True), "task": (_I, True)},
-    "GRAD_ACK": {**_REPORT, "open": ((bool,), True), "grads": ((list,), False)},
-    "PASS_END": {"ctx": (_I, True), "pass": (_I, True), "seq": (_I, True)},
-    "PASS_END_ACK": {**_ACK, "unexecuted": ((list,), True)},
-    "FAILURE": {"ctx": (_I, True), "pass": (_I, True), "error": (_OPT_STR, True), "seq": (_I, True)},
-    "FAILURE_ACK": _ACK,
-    "CONTEXT_RELEASE": {"ctx": (_I, True), "seq": (_I, True)},
-    "CONTEXT_RELEASE_ACK": _ACK,
-    "DISCOVER": {"ctx": (_I, True), "pass": (_I, True), "msg": (_I, True), "root": (_I, True),
-                 "retain": ((bool,), True), "task": (_I, True)},
-    "DISCOVER_ACK": {**_REPORT, "held": ((bool,), True), "discover": ((list,), False)},
-    "START": {"ctx": (_I, True), "pass": (_I, True), "task": (_I, False)},
-}
-ENGINE_KINDS = {name: getattr(Kind, name) for name in BODY_SCHEMAS}
+ENGINE_KINDS = {name: getattr(Kind, name) for name in KINDS}
 _NAMES = {kind: name for name, kind in ENGINE_KINDS.items()}
 _ENVELOPE_SCHEMA = {"body": ((dict,), True), "arrays": ((list,), False)}
 
 
 class RpcMessenger:
-    """The engine's :class:`~zgrad.engine.dist_engine.Messenger` over the RPC agent."""
+    """The engine's :class:`~zgrad.engine.dist_outbox.Messenger` over the RPC agent."""
 
     def __init__(self, agent: "RpcAgent") -> None:
         self.agent = agent
