@@ -1,8 +1,9 @@
 """The built-in launcher job: model-parallel training of an MLP split across the workers.
 
-Stage ``i`` of the MLP lives on worker ``i`` (created there with ``rpc.remote``); rank 0 feeds a
-batch of synthetic spirals through the stages, computes the loss, runs distributed autograd and
-steps a :class:`~zgrad.distributed.optim.DistributedOptimizer` holding every stage's parameters.
+Stage ``i`` of the MLP (``demo_model.py``) lives on worker ``i`` (created there with
+``rpc.remote``); rank 0 feeds a batch of synthetic spirals through the stages, computes the
+loss, runs distributed autograd and steps a :class:`~zgrad.distributed.optim.DistributedOptimizer`
+holding every stage's parameters.
 The other ranks only serve RPCs until the shutdown barrier.
 
 Run it with ``zgrad-launch --config configs/cluster.toml`` (or ``python -m zgrad.launch.demo``
@@ -15,68 +16,17 @@ import argparse
 import sys
 import time
 
-import numpy as np
-
 import zgrad
 import zgrad.distributed.autograd as dist_autograd
 import zgrad.nn.functional as F
-from zgrad import nn
 from zgrad.distributed import rpc
 from zgrad.distributed.optim import DistributedOptimizer
+from zgrad.launch import demo_model
 from zgrad.launch.data import spirals
+from zgrad.launch.demo_model import Stage, accuracy, forward, split_dims
 from zgrad.launch.worker import init_rpc
 
 TARGET_ACCURACY = 0.90
-NUM_CLASSES = 3
-
-
-class Stage(nn.Module):
-    """A run of Linear layers (ReLU between them, and after the last unless ``final``)."""
-
-    def __init__(self, dims: list[int], final: bool, seed: int):
-        super().__init__()
-        zgrad.manual_seed(seed)
-        layers: list[nn.Module] = []
-        for i, (d_in, d_out) in enumerate(zip(dims, dims[1:])):
-            layers.append(nn.Linear(d_in, d_out))
-            if not (final and i == len(dims) - 2):
-                layers.append(nn.ReLU())
-        self.net = nn.Sequential(*layers)
-
-    def forward(self, x):
-        return self.net(x)
-
-    def parameter_rrefs(self) -> list:
-        return [rpc.RRef(p) for p in self.parameters()]
-
-
-def stage_forward(stage: rpc.RRef, x):
-    """Run on the stage's owner: the forward pass of the stage it holds."""
-    return stage.local_value()(x)
-
-
-def stage_predict(stage: rpc.RRef, x):
-    with zgrad.no_grad():
-        return stage.local_value()(x)
-
-
-def split_dims(world_size: int, hidden: int) -> list[list[int]]:
-    """Layer widths per stage: at least three Linear layers, at least one per worker."""
-    num_layers = max(3, world_size)
-    dims = [2] + [hidden] * (num_layers - 1) + [NUM_CLASSES]
-    bounds = np.linspace(0, num_layers, world_size + 1).round().astype(int)
-    return [dims[lo:hi + 1] for lo, hi in zip(bounds, bounds[1:])]
-
-
-def forward(stages: list, x, fn=stage_forward):
-    for stage in stages:
-        x = rpc.rpc_sync(stage.owner(), fn, args=(stage, x))
-    return x
-
-
-def accuracy(stages: list, x: np.ndarray, y: np.ndarray) -> float:
-    logits = forward(stages, zgrad.from_numpy(x), stage_predict).numpy()
-    return float((logits.argmax(axis=1) == y).mean())
 
 
 def _bar(done: int, total: int, width: int = 30) -> str:
@@ -133,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="exit 0 even if the target accuracy is missed (short runs)")
     args = parser.parse_args(argv)
 
-    me = init_rpc()
+    me = init_rpc(allowed_modules=[demo_model.__name__])  # the stages' module: the demo's RPC targets
     try:
         return train(args, me.world_size) if me.rank == 0 else 0
     finally:

@@ -10,10 +10,13 @@ in both modes.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass
+from typing import Sequence
 
 import zgrad.distributed as dist
+from zgrad.config import Config
 from zgrad.distributed import rpc
 from zgrad.distributed.rpc.env import resolve_init
 
@@ -22,10 +25,12 @@ __all__ = ["WorkerIdentity", "identity", "init_process_group", "init_rpc", "set_
 
 @dataclass(frozen=True)
 class WorkerIdentity:
+    """Who a worker of a launched job is, and the job's config."""
+
     name: str
     rank: int
     world_size: int
-    config: object = None
+    config: Config
 
 
 _local = threading.local()
@@ -49,10 +54,20 @@ def identity() -> WorkerIdentity:
     return found
 
 
-def init_rpc() -> WorkerIdentity:
-    """``rpc.init_rpc`` for this worker (see :func:`identity`); returns who it is."""
+def init_rpc(allowed_modules: Sequence[str] = ()) -> WorkerIdentity:
+    """``rpc.init_rpc`` for this worker (see :func:`identity`); returns who it is.
+
+    Args:
+        allowed_modules: modules whose functions and classes peers may call, on top of the
+            config's ``[rpc] allowed_modules`` (a job's own RPC targets).
+    """
     me = identity()
-    rpc.init_rpc(me.name, rank=me.rank, world_size=me.world_size, config=me.config)
+    config = me.config
+    if allowed_modules:
+        rpc_config = config.rpc
+        config = dataclasses.replace(config, rpc=dataclasses.replace(
+            rpc_config, allowed_modules=(*rpc_config.allowed_modules, *allowed_modules)))
+    rpc.init_rpc(me.name, rank=me.rank, world_size=me.world_size, config=config)
     return me
 
 

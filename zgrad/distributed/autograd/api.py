@@ -17,9 +17,14 @@ __all__ = ["context", "backward", "get_gradients", "get_debug_info"]
 
 
 def _worker() -> DistAutogradWorker:
-    worker = current_agent().autograd
-    if worker is None:
-        raise AutogradError("distributed autograd is not attached to this RPC agent")
+    """This thread's agent's distributed autograd.
+
+    Raises:
+        ZgradError: RPC is not initialized.
+    """
+    worker = current_agent().call_hooks
+    if not isinstance(worker, DistAutogradWorker):
+        raise AutogradError("distributed autograd is not attached to this RPC agent (it is, by rpc.init_rpc)")
     return worker
 
 
@@ -81,10 +86,10 @@ def backward(context_id: int, roots: "Tensor | Sequence[Tensor]", retain_graph: 
             N"), a pass already running in it, or a failure anywhere ("Error on Node N: ...").
         ZgradTimeoutError: no progress for ``[engine] backward_timeout_s``.
     """
-    config = current_agent().config.engine
+    engine, config = _worker().engine, current_agent().config.engine
     roots = _validate_roots(roots)
     grads = [dispatch.full(r.shape, 1, r.dtype, dispatch.device_type_of(r._data)) for r in roots]
-    _worker().engine.run_backward(context_id, [gradient_edge(r) for r in roots], grads, retain_graph,
+    engine.run_backward(context_id, [gradient_edge(r) for r in roots], grads, retain_graph,
                                   mode or config.mode, config.backward_timeout_s)
 
 

@@ -1,12 +1,10 @@
-"""Distributed autograd on one worker: its contexts, its engine, and the glue to the RPC agent.
+"""Distributed autograd on one worker: its contexts, its engine, and the call hooks of the RPC agent.
 
-:class:`RpcMessenger` carries the engine's messages as RPC message kinds: the body in the
-metadata, gradients as raw buffers described by ``arrays`` (``[dtype, shape]`` each, checked like
-the safe codec's arrays; gradients are always plain arrays, so they need none of its value tree).
-An array that appears twice in one message (``add``'s two gradients) travels once: its second
-entry is the index of its buffer. :class:`DistAutogradWorker` is attached to every agent by
-``init_rpc``; the agent calls its ``*_call``/``*_result`` hooks to record send and recv nodes for
-every RPC made inside a context.
+:class:`DistAutogradWorker` is given to every agent by ``init_rpc``. It registers the engine's
+message handlers (through :class:`~zgrad.distributed.autograd.messenger.RpcMessenger`), a listener
+for lost workers, and itself as the agent's call hooks (``rpc/hooks.py``): the agent calls them to
+record send and recv nodes for every RPC made inside a context, and to run a call's target in
+the caller's context.
 
 Threads: every engine message is received on the agent's I/O thread (checked and decoded there,
 which is cheap); :meth:`DistEngine.receive` handles acknowledgements, reports and PASS_END right
@@ -18,77 +16,39 @@ saves a hand-off to the pool on every hop of a pass.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
-import numpy as np
-
+from zgrad.distributed.autograd.messenger import MessengerAgent, RpcMessenger
 from zgrad.distributed.autograd.recording import record_recv, record_send
-from zgrad.distributed.rpc.codec import array_from_buffer, array_spec
-from zgrad.distributed.rpc.messages import Kind, check_meta
+from zgrad.distributed.rpc.hooks import CallHooks
 from zgrad.engine.context import ContextContainer, DistAutogradContext
 from zgrad.engine.dist_engine import DistEngine
-from zgrad.engine.dist_protocol import BODY_SCHEMAS, KINDS
-from zgrad.errors import ProtocolError
 from zgrad.tensor import Tensor
 
-if TYPE_CHECKING:
-    from zgrad.distributed.rpc.agent import RpcAgent
-    from zgrad.transport import Envelope
-
-__all__ = ["DistAutogradWorker", "RpcMessenger", "ENGINE_KINDS", "attach"]
-
-ENGINE_KINDS = {name: getattr(Kind, name) for name in KINDS}
-_NAMES = {kind: name for name, kind in ENGINE_KINDS.items()}
-_ENVELOPE_SCHEMA = {"body": ((dict,), True), "arrays": ((list,), False)}
+__all__ = ["DistAutogradWorker", "attach"]
 
 
-class RpcMessenger:
-    """The engine's :class:`~zgrad.engine.dist_outbox.Messenger` over the RPC agent."""
+class AutogradAgent(MessengerAgent, Protocol):
+    """What distributed autograd needs from the RPC agent."""
 
-    def __init__(self, agent: "RpcAgent") -> None:
-        self.agent = agent
-        self.rank = agent.rank
+    def add_peer_lost_listener(self, listener: Callable[[int, str], None]) -> None: ...
 
-    def send(self, dst: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> None:
-        meta: dict[str, Any] = {"body": body}
-        buffers: list[np.ndarray] = []
-        if arrays:
-            specs: list[Any] = []
-            sent: dict[int, int] = {}  # id of an array already in ``buffers`` -> its index there
-            for a in arrays:
-                index = sent.get(id(a))
-                if index is not None:  # the same array again (``add``'s two gradients): its memory goes once
-                    specs.append(index)
-                    continue
-                sent[id(a)] = len(buffers)
-                buffer = np.ascontiguousarray(a)
-                specs.append(array_spec(buffer))
-                buffers.append(buffer)
-            meta["arrays"] = specs
-        self.agent.send(dst, ENGINE_KINDS[kind], meta, buffers)
-
-    def submit(self, work: Any) -> None:
-        self.agent.pool.submit(work)
-
-    def worker_name(self, rank: int) -> str:
-        try:
-            return self.agent.worker_info(rank).name
-        except (ValueError, IndexError):
-            return f"rank {rank}"
+    def register_call_hooks(self, hooks: CallHooks) -> None: ...
 
 
 class DistAutogradWorker:
-    """Contexts and engine of one worker, wired to its agent."""
+    """Contexts and engine of one worker, wired to its agent; the agent's :class:`CallHooks`."""
 
-    def __init__(self, agent: "RpcAgent") -> None:
-        self.agent = agent
+    def __init__(self, agent: AutogradAgent) -> None:
         self.contexts = ContextContainer(agent.rank)
-        self.engine = DistEngine(self.contexts, RpcMessenger(agent))
+        self.engine = DistEngine(self.contexts, RpcMessenger(agent, self._receive))
         self._releases = threading.Condition()
         self._releasing = 0
-        for kind in ENGINE_KINDS.values():
-            agent.register_handler(kind, self._on_message, inline=True)
         agent.add_peer_lost_listener(self.engine.peer_lost)
+        agent.register_call_hooks(self)
+
+    def _receive(self, src: int, kind: str, body: dict[str, Any], arrays: list[Any]) -> None:
+        self.engine.receive(src, kind, body, arrays)
 
     def release(self, context_id: int) -> None:
         """Release a context here at once, and in the background on every worker it reached
@@ -104,18 +64,7 @@ class DistAutogradWorker:
             self._releasing += 1
         self.engine.release_context(context_id, done)
 
-    def wait_released(self, timeout_s: float) -> bool:
-        """Block until every release started here was answered everywhere (at most ``timeout_s``)."""
-        with self._releases:
-            return self._releases.wait_for(lambda: self._releasing == 0, timeout_s)
-
-    def _on_message(self, envelope: "Envelope") -> None:
-        name = _NAMES[envelope.kind]
-        check_meta(envelope.kind, envelope.meta, _ENVELOPE_SCHEMA)
-        body = check_meta(envelope.kind, envelope.meta["body"], BODY_SCHEMAS[name])
-        self.engine.receive(envelope.src, name, body, _arrays(name, envelope.meta.get("arrays", []), envelope.buffers))
-
-    # --- hooks called by the RPC agent ----------------------------------------------------------
+    # --- call hooks (rpc/hooks.py) --------------------------------------------------------------
 
     def outgoing_call(self, dst: int, tensors: Sequence[Tensor]) -> dict[str, Any]:
         """Metadata to add to a CALL or RREF_FETCH made by this thread (records the send node)."""
@@ -155,39 +104,23 @@ class DistAutogradWorker:
         ctx = self.contexts.get(context_id)
         record_recv(ctx, src, meta.get("grad_msg"), tensors)
 
-
-def _arrays(name: str, specs: list[Any], buffers: Sequence[memoryview]) -> list[Any]:
-    """The gradients a message carries: per entry of ``specs``, ``[dtype, shape]`` describes the
-    next buffer, and an int ``j`` repeats the array of buffer ``j`` (the same object: a gradient
-    sent twice travels once, and the receiver's graph task copies it where one copy is kept).
-
-    Raises:
-        ProtocolError: a malformed entry, a repeat of a buffer not described yet, or a number of
-            described buffers other than the number carried.
-    """
-    described = sum(1 for spec in specs if type(spec) is not int)
-    if described != len(buffers):
-        raise ProtocolError(f"{name} describes {described} arrays but carries {len(buffers)} buffers")
-    received: list[Any] = []
-    arrays: list[Any] = []
-    for i, spec in enumerate(specs):
-        if type(spec) is int:
-            if not 0 <= spec < len(received):
-                raise ProtocolError(f"{name} array {i} repeats buffer {spec}, which is not among the {len(received)} before it")
-            arrays.append(received[spec])
-            continue
-        if not isinstance(spec, list) or len(spec) != 2:
-            raise ProtocolError(f"{name} array {i} must be described as [dtype, shape] or by a buffer index")
+    def run_in_context(self, context: DistAutogradContext | None, func: Callable[..., Any], args: list,
+                       kwargs: dict) -> Any:
+        """Run a call's target with ``context`` as this thread's current context."""
+        if context is None:
+            return func(*args, **kwargs)
+        previous = self.contexts.set_current(context)
         try:
-            received.append(array_from_buffer(buffers[len(received)], spec[0], spec[1]))
-        except ProtocolError as exc:
-            raise ProtocolError(f"{name} array {i}: {exc}") from None
-        arrays.append(received[-1])
-    return arrays
+            return func(*args, **kwargs)
+        finally:
+            self.contexts.set_current(previous)
+
+    def wait_idle(self, timeout_s: float | None) -> bool:
+        """Block until every release started here was answered everywhere (at most ``timeout_s``)."""
+        with self._releases:
+            return self._releases.wait_for(lambda: self._releasing == 0, timeout_s)
 
 
-def attach(agent: "RpcAgent") -> DistAutogradWorker:
+def attach(agent: AutogradAgent) -> DistAutogradWorker:
     """Give ``agent`` its distributed autograd (before the agent starts receiving)."""
-    worker = DistAutogradWorker(agent)
-    agent.autograd = worker
-    return worker
+    return DistAutogradWorker(agent)

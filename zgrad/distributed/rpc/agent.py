@@ -4,6 +4,11 @@ Threads (ARCHITECTURE.md): the mesh's I/O thread calls :meth:`RpcAgent._on_messa
 only cheap, order-sensitive work itself (completing futures, RRef fork accounting) and hands
 everything else to the callee pool; caller threads wait on futures; the timer thread fails calls
 that run past their timeout.
+
+A layer built on RPC (distributed autograd) extends the agent through three declared points:
+message handlers for its own kinds (:meth:`RpcAgent.register_handler`), listeners for lost peers
+(:meth:`RpcAgent.add_peer_lost_listener`) and call hooks (:meth:`RpcAgent.register_call_hooks`,
+``hooks.py``).
 """
 
 from __future__ import annotations
@@ -14,19 +19,20 @@ import threading
 from collections import Counter
 from typing import Any, Callable
 
-from zgrad.distributed.rpc import messages as msg
 from zgrad.distributed.rpc.codec import decode_value, encode_value
 from zgrad.distributed.rpc.env import InitPlan
 from zgrad.distributed.rpc.functions import deferred_future
-from zgrad.futures import Future
-from zgrad.distributed.rpc.messages import KIND_NAMES, Kind
+from zgrad.distributed.rpc.hooks import CallHooks, NoCallHooks
+from zgrad.distributed.rpc.messages import KIND_NAMES, SCHEMAS, VALID_KINDS, Kind, check_meta
 from zgrad.distributed.rpc.pool import CalleePool
 from zgrad.distributed.rpc.remote_errors import error_meta, remote_error_from_meta
 from zgrad.distributed.rpc.rref import OwnerTable, RRef
+from zgrad.distributed.rpc.shutdown import ShutdownBarrier
 from zgrad.distributed.rpc.targets import resolve_target, target_name
 from zgrad.distributed.rpc.timer import DeadlineTimer
 from zgrad.distributed.rpc.worker_info import WorkerInfo
 from zgrad.errors import ProtocolError, WorkerUnavailableError, ZgradError, ZgradTimeoutError
+from zgrad.futures import Future
 from zgrad.transport import Envelope, create_mesh
 
 __all__ = ["RpcAgent"]
@@ -69,14 +75,15 @@ class RpcAgent:
         self._inline_kinds: set[int] = set()
         self._peer_lost_listeners: list[Callable[[int, str], None]] = []
         self._closed = False
-        self.autograd: Any = None  # the DistAutogradWorker, attached by init_rpc
+        self.call_hooks: CallHooks = NoCallHooks()
         self.pool = CalleePool(f"zgrad-{plan.name}", plan.config.rpc.num_worker_threads, on_thread_start=self._bind_thread)
         self.timer = DeadlineTimer(f"zgrad-{plan.name}")
         self._register_rpc_handlers()
+        self.shutdown_barrier = ShutdownBarrier(self)
         self.mesh = create_mesh(
             plan.config, plan.rank, plan.world_size, plan.name,
             on_message=self._on_message, on_peer_lost=self._on_peer_lost,
-            valid_kinds=msg.VALID_KINDS, master_addr=plan.master_addr, master_port=plan.master_port,
+            valid_kinds=VALID_KINDS, master_addr=plan.master_addr, master_port=plan.master_port,
         )
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -117,17 +124,22 @@ class RpcAgent:
         self.pool.close()
         self.rrefs.clear()
 
-    # --- extension points (distributed autograd) ------------------------------------------------
+    # --- extension points (distributed autograd, the shutdown barrier) --------------------------
 
     def register_handler(self, kind: int, handler: Handler, inline: bool = False) -> None:
         """Route messages of ``kind`` to ``handler``: on the pool, or on the I/O thread if ``inline``
-        (only for cheap work that must keep the per-pair order)."""
+        (only for cheap work that must keep the per-pair order). Call before :meth:`start`."""
         self._handlers[kind] = handler
         if inline:
             self._inline_kinds.add(kind)
 
     def add_peer_lost_listener(self, listener: Callable[[int, str], None]) -> None:
+        """Call ``listener(rank, reason)`` (on the I/O thread) when worker ``rank`` is lost."""
         self._peer_lost_listeners.append(listener)
+
+    def register_call_hooks(self, hooks: CallHooks) -> None:
+        """Tell ``hooks`` of every call and reply this agent carries (one set; call before :meth:`start`)."""
+        self.call_hooks = hooks
 
     # --- workers --------------------------------------------------------------------------------
 
@@ -151,9 +163,6 @@ class RpcAgent:
         if rank is None:
             raise ValueError(f"unknown worker name {to!r}; known workers: {', '.join(self._names)}")
         return self._infos[rank]
-
-    def all_workers(self) -> list[WorkerInfo]:
-        return list(self._infos)
 
     # --- sending --------------------------------------------------------------------------------
 
@@ -193,7 +202,7 @@ class RpcAgent:
         return future
 
     def call(self, to: Any, func: Callable[..., Any], args: Any = (), kwargs: Any = None, timeout: float = -1,
-             rref: tuple[int, int] | None = None, context: int | None = None) -> Future:
+             rref: tuple[int, int] | None = None) -> Future:
         """Start ``func(*args, **kwargs)`` on worker ``to``; the future holds its result."""
         info = self.worker_info(to)
         target = target_name(func)
@@ -202,10 +211,7 @@ class RpcAgent:
         meta: dict[str, Any] = {"target": target, "payload": encoded.payload, "timeout_s": timeout_s}
         if rref is not None:
             meta["rref"], meta["fork"] = rref
-        if context is not None:
-            meta["context"] = context
-        if self.autograd is not None:
-            meta.update(self.autograd.outgoing_call(info.id, encoded.tensors))
+        meta.update(self.call_hooks.outgoing_call(info.id, encoded.tensors))
         return self.request(info.id, Kind.CALL, meta, encoded.buffers, timeout_s, f"RPC to {info.name!r} calling {target!r}")
 
     def remote(self, to: Any, func: Callable[..., Any], args: Any = (), kwargs: Any = None, timeout: float = -1) -> RRef:
@@ -219,8 +225,7 @@ class RpcAgent:
         owner = self.worker_info(rref._owner)
         timeout_s = self.timeout_s(timeout)
         meta: dict[str, Any] = {"rref": rref.rref_id}
-        if self.autograd is not None:
-            meta.update(self.autograd.outgoing_call(owner.id, ()))
+        meta.update(self.call_hooks.outgoing_call(owner.id, ()))
         return self.request(owner.id, Kind.RREF_FETCH, meta, (), timeout_s,
                             f"to_here() of an RRef owned by {owner.name!r}")
 
@@ -279,8 +284,8 @@ class RpcAgent:
             self.reject(envelope.src, f"no handler for message kind {KIND_NAMES.get(kind, kind)}")
             return
         try:
-            if kind in msg.SCHEMAS:
-                msg.check_meta(kind, envelope.meta)
+            if kind in SCHEMAS:
+                check_meta(kind, envelope.meta)
         except ProtocolError as exc:
             self.reject(envelope.src, str(exc))
             if kind in (Kind.CALL, Kind.RREF_FETCH) and envelope.request_id:
@@ -316,8 +321,7 @@ class RpcAgent:
         try:
             if pending.decode:
                 decoded = decode_value(envelope.meta["payload"], envelope.buffers, self._decode_rref, self._resolve_name)
-                if pending.context is not None and self.autograd is not None:
-                    self.autograd.incoming_result(pending.context, envelope.src, envelope.meta, decoded.tensors)
+                self.call_hooks.incoming_result(pending.context, envelope.src, envelope.meta, decoded.tensors)
                 value = decoded.value
             else:
                 value = envelope
@@ -349,8 +353,7 @@ class RpcAgent:
     def _reply(self, envelope: Envelope, value: Any, context: Any = None) -> None:
         encoded = encode_value(value, encode_rref=self._encode_rref)
         meta: dict[str, Any] = {"payload": encoded.payload}
-        if context is not None:
-            meta.update(self.autograd.result_meta(context, envelope.src, encoded.tensors))
+        meta.update(self.call_hooks.result_meta(context, envelope.src, encoded.tensors))
         self.send(envelope.src, Kind.RESULT, meta, encoded.buffers, envelope.request_id)
 
     def _reply_error(self, envelope: Envelope, exc: BaseException) -> None:
@@ -375,9 +378,8 @@ class RpcAgent:
                 self.reject(envelope.src, f"undecodable CALL payload: {exc}")
                 raise
             args, kwargs = _call_arguments(decoded.value)
-            if self.autograd is not None:
-                context = self.autograd.incoming_call(envelope.src, meta, decoded.tensors)
-            result = self._run_in_context(context, func, args, kwargs)
+            context = self.call_hooks.incoming_call(envelope.src, meta, decoded.tensors)
+            result = self.call_hooks.run_in_context(context, func, args, kwargs)
             deferred = deferred_future(func, result, f"RPC target {target!r}")
         except BaseException as exc:  # noqa: BLE001 - travels back to the caller as data
             self._answer_call(envelope, context, error=exc)
@@ -406,16 +408,6 @@ class RpcAgent:
         except Exception as exc:  # noqa: BLE001 - e.g. an unsendable result: tell the caller why
             self._reply_error(envelope, exc)
 
-    def _run_in_context(self, context: Any, func: Callable[..., Any], args: list, kwargs: dict) -> Any:
-        """Run a call's target with ``context`` as this thread's distributed autograd context."""
-        if context is None:
-            return func(*args, **kwargs)
-        previous = self.autograd.contexts.set_current(context)
-        try:
-            return func(*args, **kwargs)
-        finally:
-            self.autograd.contexts.set_current(previous)
-
     def _on_fetch(self, envelope: Envelope) -> None:
         value = self.rrefs.read(envelope.meta["rref"])
 
@@ -425,9 +417,7 @@ class RpcAgent:
                 self._reply_error(envelope, error)
                 return
             try:
-                context = None
-                if self.autograd is not None and envelope.meta.get("context") is not None:
-                    context = self.autograd.incoming_call(envelope.src, envelope.meta, ())
+                context = self.call_hooks.incoming_call(envelope.src, envelope.meta, ())
                 self._reply(envelope, done.value(), context)
             except Exception as exc:  # noqa: BLE001
                 self._reply_error(envelope, exc)

@@ -11,7 +11,6 @@ from zgrad.distributed.rpc.env import resolve_init
 from zgrad.distributed.rpc.options import BackendType, TensorPipeRpcBackendOptions
 from zgrad.distributed.rpc.rref import RRef
 from zgrad.distributed.rpc.shared_rendezvous import rendezvous_port_beside_process_group
-from zgrad.distributed.rpc.shutdown import ShutdownBarrier
 from zgrad.distributed.rpc.state import bind_thread, current_agent, register_agent, unregister_agent
 from zgrad.distributed.rpc.worker_info import WorkerInfo
 from zgrad.errors import ConfigError, WorkerUnavailableError
@@ -60,9 +59,6 @@ def init_rpc(name: str | None = None, rank: int | None = None, world_size: int |
     if memory.tune_malloc:
         tune_host_allocator(memory.keep_free_mb)
     agent = RpcAgent(plan)
-    barrier = ShutdownBarrier(agent)
-    barrier.attach()
-    agent.shutdown_barrier = barrier
     from zgrad.distributed.autograd.worker import attach
 
     attach(agent)

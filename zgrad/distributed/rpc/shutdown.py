@@ -1,7 +1,8 @@
 """The graceful-shutdown barrier.
 
-Each worker first waits until none of its own calls is in flight (nor a release of a distributed
-autograd context it started, which runs in the background), then tells rank 0
+Each worker first waits until none of its own calls is in flight (nor the background work of the
+layer built on RPC: the release of a distributed autograd context, say; ``CallHooks.wait_idle``),
+then tells rank 0
 (SHUTDOWN_READY). Rank 0 waits for every live worker, then tells them all to go (SHUTDOWN_GO).
 Since every piece of callee work serves some worker's in-flight call, once all are ready no work
 is left anywhere. A worker that dies before the barrier is counted as done and named in the
@@ -17,31 +18,52 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Any, Callable, Protocol
 
+from zgrad.distributed.rpc.hooks import CallHooks
 from zgrad.distributed.rpc.messages import Kind
+from zgrad.distributed.rpc.worker_info import WorkerInfo
 from zgrad.errors import ProtocolError, WorkerUnavailableError, ZgradTimeoutError
-
-if TYPE_CHECKING:
-    from zgrad.distributed.rpc.agent import RpcAgent
+from zgrad.transport import Envelope
 
 __all__ = ["ShutdownBarrier"]
 
 
-class ShutdownBarrier:
-    """Barrier state of one agent; install with :meth:`attach` before the mesh starts."""
+class BarrierAgent(Protocol):
+    """What the barrier needs from its agent (the ``RpcAgent`` that builds it)."""
 
-    def __init__(self, agent: "RpcAgent") -> None:
+    name: str
+    rank: int
+    world_size: int
+    call_hooks: CallHooks
+
+    def register_handler(self, kind: int, handler: Callable[[Envelope], None], inline: bool = False) -> None: ...
+
+    def add_peer_lost_listener(self, listener: Callable[[int, str], None]) -> None: ...
+
+    def send(self, dst: int, kind: int, meta: Any, buffers: Any = (), request_id: int = 0) -> None: ...
+
+    def wait_no_pending(self, timeout_s: float | None) -> bool: ...
+
+    def pending_count(self) -> int: ...
+
+    def dead_workers(self) -> dict[int, str]: ...
+
+    def worker_info(self, to: Any = None) -> WorkerInfo: ...
+
+
+class ShutdownBarrier:
+    """Barrier state of one agent, built by the agent (its handlers are registered before the mesh starts)."""
+
+    def __init__(self, agent: BarrierAgent) -> None:
         self.agent = agent
         self._cond = threading.Condition()
         self._ready: set[int] = set()
         self._go_dead: list[str] | None = None
         self._sent_ready = False
-
-    def attach(self) -> None:
-        self.agent.register_handler(Kind.SHUTDOWN_READY, self._on_ready, inline=True)
-        self.agent.register_handler(Kind.SHUTDOWN_GO, self._on_go, inline=True)
-        self.agent.add_peer_lost_listener(lambda rank, reason: self._wake())
+        agent.register_handler(Kind.SHUTDOWN_READY, self._on_ready, inline=True)
+        agent.register_handler(Kind.SHUTDOWN_GO, self._on_go, inline=True)
+        agent.add_peer_lost_listener(lambda rank, reason: self._wake())
 
     def _wake(self) -> None:
         with self._cond:
@@ -81,7 +103,7 @@ class ShutdownBarrier:
         if not agent.wait_no_pending(left()):
             raise ZgradTimeoutError(
                     f"shutdown of {agent.name!r}: {agent.pending_count()} call(s) still in flight after {timeout_s:g} s")
-        if agent.autograd is not None and not agent.autograd.wait_released(left()):
+        if not agent.call_hooks.wait_idle(left()):
             raise ZgradTimeoutError(
                 f"shutdown of {agent.name!r}: releasing autograd contexts on the workers they reached took more than {timeout_s:g} s")
         if agent.rank != 0:

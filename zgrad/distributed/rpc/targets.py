@@ -46,9 +46,6 @@ ZGRAD_ENTRY_POINTS = frozenset({
     "zgrad.distributed.nn.remote_module:RemoteModule",
     "zgrad.distributed.nn.remote_module:remote_forward",
     "zgrad.distributed.nn.remote_module:remote_parameter_rrefs",
-    "zgrad.launch.demo:Stage",
-    "zgrad.launch.demo:stage_forward",
-    "zgrad.launch.demo:stage_predict",
 })
 MAX_TARGET_LENGTH = 512
 

@@ -1,0 +1,123 @@
+"""The distributed engine's messages over the RPC agent: the engine's Messenger, both ways.
+
+An engine message travels as the RPC message kind of the same name (``messages.Kind``): its body
+in the metadata (``{"body": ..., "arrays": ...}``), its gradients as raw buffers described by
+``arrays`` (``[dtype, shape]`` each, checked like the safe codec's arrays; gradients are always
+plain arrays, so they need none of its value tree). An array that appears twice in one message
+(``add``'s two gradients) travels once: its second entry is the index of its buffer. Inbound
+messages are checked (envelope, then the body's schema from ``dist_protocol``, then the arrays)
+on the agent's I/O thread before the engine sees them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
+
+from zgrad.distributed.rpc.codec import array_from_buffer, array_spec
+from zgrad.distributed.rpc.messages import Kind, check_meta
+from zgrad.distributed.rpc.worker_info import WorkerInfo
+from zgrad.engine.dist_protocol import BODY_SCHEMAS, KINDS
+from zgrad.errors import ProtocolError
+from zgrad.transport import Envelope
+
+__all__ = ["RpcMessenger", "MessengerAgent", "ENGINE_KINDS"]
+
+ENGINE_KINDS = {name: getattr(Kind, name) for name in KINDS}
+_NAMES = {kind: name for name, kind in ENGINE_KINDS.items()}
+_ENVELOPE_SCHEMA = {"body": ((dict,), True), "arrays": ((list,), False)}
+
+Receive = Callable[[int, str, dict[str, Any], list[Any]], None]
+
+
+class _Pool(Protocol):
+    def submit(self, work: Callable[[], None]) -> None: ...
+
+
+class MessengerAgent(Protocol):
+    """What the messenger needs from the RPC agent."""
+
+    rank: int
+    pool: _Pool
+
+    def send(self, dst: int, kind: int, meta: Any, buffers: Any = (), request_id: int = 0) -> None: ...
+
+    def worker_info(self, to: Any = None) -> WorkerInfo: ...
+
+    def register_handler(self, kind: int, handler: Callable[[Envelope], None], inline: bool = False) -> None: ...
+
+
+class RpcMessenger:
+    """The engine's :class:`~zgrad.engine.dist_outbox.Messenger` over the RPC agent."""
+
+    def __init__(self, agent: MessengerAgent, receive: Receive) -> None:
+        """Route every engine kind the agent receives, checked, to ``receive(src, kind, body, arrays)``."""
+        self.agent = agent
+        self.rank = agent.rank
+        self._receive = receive
+        for kind in ENGINE_KINDS.values():
+            agent.register_handler(kind, self._on_message, inline=True)
+
+    def send(self, dst: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> None:
+        meta: dict[str, Any] = {"body": body}
+        buffers: list[np.ndarray] = []
+        if arrays:
+            specs: list[Any] = []
+            sent: dict[int, int] = {}  # id of an array already in ``buffers`` -> its index there
+            for a in arrays:
+                index = sent.get(id(a))
+                if index is not None:  # the same array again (``add``'s two gradients): its memory goes once
+                    specs.append(index)
+                    continue
+                sent[id(a)] = len(buffers)
+                buffer = np.ascontiguousarray(a)
+                specs.append(array_spec(buffer))
+                buffers.append(buffer)
+            meta["arrays"] = specs
+        self.agent.send(dst, ENGINE_KINDS[kind], meta, buffers)
+
+    def submit(self, work: Any) -> None:
+        self.agent.pool.submit(work)
+
+    def worker_name(self, rank: int) -> str:
+        try:
+            return self.agent.worker_info(rank).name
+        except (ValueError, IndexError):
+            return f"rank {rank}"
+
+    def _on_message(self, envelope: Envelope) -> None:
+        name = _NAMES[envelope.kind]
+        check_meta(envelope.kind, envelope.meta, _ENVELOPE_SCHEMA)
+        body = check_meta(envelope.kind, envelope.meta["body"], BODY_SCHEMAS[name])
+        self._receive(envelope.src, name, body, _arrays(name, envelope.meta.get("arrays", []), envelope.buffers))
+
+
+def _arrays(name: str, specs: list[Any], buffers: Sequence[memoryview]) -> list[Any]:
+    """The gradients a message carries: per entry of ``specs``, ``[dtype, shape]`` describes the
+    next buffer, and an int ``j`` repeats the array of buffer ``j`` (the same object: a gradient
+    sent twice travels once, and the receiver's graph task copies it where one copy is kept).
+
+    Raises:
+        ProtocolError: a malformed entry, a repeat of a buffer not described yet, or a number of
+            described buffers other than the number carried.
+    """
+    described = sum(1 for spec in specs if type(spec) is not int)
+    if described != len(buffers):
+        raise ProtocolError(f"{name} describes {described} arrays but carries {len(buffers)} buffers")
+    received: list[Any] = []
+    arrays: list[Any] = []
+    for i, spec in enumerate(specs):
+        if type(spec) is int:
+            if not 0 <= spec < len(received):
+                raise ProtocolError(f"{name} array {i} repeats buffer {spec}, which is not among the {len(received)} before it")
+            arrays.append(received[spec])
+            continue
+        if not isinstance(spec, list) or len(spec) != 2:
+            raise ProtocolError(f"{name} array {i} must be described as [dtype, shape] or by a buffer index")
+        try:
+            received.append(array_from_buffer(buffers[len(received)], spec[0], spec[1]))
+        except ProtocolError as exc:
+            raise ProtocolError(f"{name} array {i}: {exc}") from None
+        arrays.append(received[-1])
+    return arrays
