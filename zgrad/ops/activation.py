@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from zgrad.autograd.function import Op
-from zgrad.kernels import dispatch as D
+from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_pointwise, dispatch_sequence as DS
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.elementwise import Relu
@@ -17,7 +17,7 @@ GELU_APPROXIMATIONS = ("none", "tanh")
 
 
 def _floating(x):
-    return x if x.dtype.kind == "f" else D.cast(x, D.float_dtype(x.dtype))
+    return x if x.dtype.kind == "f" else dispatch.cast(x, dispatch.float_dtype(x.dtype))
 
 
 class Gelu(Op):

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from zgrad.autograd.function import Op
-from zgrad.kernels import dispatch as D
-from zgrad.kernels import dispatch_layers as L
+from zgrad.kernels import dispatch
+from zgrad.kernels import dispatch_layers
 from zgrad.kernels.dispatch_layers import PADDING_MODES
 from zgrad.ops._args import tensor_arg
 
@@ -162,7 +162,7 @@ class Conv2d(Op):
         x = x[None] if ctx.unbatched else x
         ctx.window = window
         ctx.save_for_backward(x, weight)
-        out = L.conv2d(x, weight, bias, *window, out_size)
+        out = dispatch_layers.conv2d(x, weight, bias, *window, out_size)
         return out[0] if ctx.unbatched else out
 
     @staticmethod
@@ -170,8 +170,8 @@ class Conv2d(Op):
         x, weight = ctx.saved_tensors
         needs = ctx.needs_input_grad
         grad = grad[None] if ctx.unbatched else grad
-        grad_x, grad_weight = L.conv2d_backward(grad, x, weight, *ctx.window, needs[2], needs[3])
+        grad_x, grad_weight = dispatch_layers.conv2d_backward(grad, x, weight, *ctx.window, needs[2], needs[3])
         if grad_x is not None and ctx.unbatched:
             grad_x = grad_x[0]
-        grad_bias = D.reduce_sum(grad, (0, 2, 3)) if len(needs) > 4 and needs[4] else None
+        grad_bias = dispatch.reduce_sum(grad, (0, 2, 3)) if len(needs) > 4 and needs[4] else None
         return (None, None, grad_x, grad_weight) + ((grad_bias,) if len(needs) > 4 else ())

@@ -8,15 +8,15 @@ from typing import Any
 import numpy as np
 
 from zgrad.autograd.function import Op
-from zgrad.kernels import dispatch as D
-from zgrad.kernels import dispatch_pointwise as P
+from zgrad.kernels import dispatch
+from zgrad.kernels import dispatch_pointwise
 from zgrad.ops._args import operand, scalar_arg, tensor_arg
 
 
 class Add(Op):
     @staticmethod
     def forward(ctx, a, b):
-        return D.binary("add", a, b)
+        return dispatch.binary("add", a, b)
 
     @staticmethod
     def backward(ctx, grad):
@@ -26,24 +26,24 @@ class Add(Op):
 class Sub(Op):
     @staticmethod
     def forward(ctx, a, b):
-        return D.binary("sub", a, b)
+        return dispatch.binary("sub", a, b)
 
     @staticmethod
     def backward(ctx, grad):
-        return grad, (D.unary("neg", grad) if ctx.needs_input_grad[1] else None)
+        return grad, (dispatch.unary("neg", grad) if ctx.needs_input_grad[1] else None)
 
 
 class Mul(Op):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return D.binary("mul", a, b)
+        return dispatch.binary("mul", a, b)
 
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
-        ga = D.binary("mul", grad, b) if ctx.needs_input_grad[0] else None
-        gb = D.binary("mul", grad, a) if ctx.needs_input_grad[1] else None
+        ga = dispatch.binary("mul", grad, b) if ctx.needs_input_grad[0] else None
+        gb = dispatch.binary("mul", grad, a) if ctx.needs_input_grad[1] else None
         return ga, gb
 
 
@@ -53,22 +53,23 @@ class Div(Op):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return D.binary("div", a, b)
+        return dispatch.binary("div", a, b)
 
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
-        ga = D.binary("div", grad, b) if ctx.needs_input_grad[0] else None
+        ga = dispatch.binary("div", grad, b) if ctx.needs_input_grad[0] else None
         gb = None
         if ctx.needs_input_grad[1]:
-            gb = D.unary("neg", D.binary("div", D.binary("div", D.binary("mul", grad, a), b), b))
+            grad_over_b = dispatch.binary("div", dispatch.binary("mul", grad, a), b)
+            gb = dispatch.unary("neg", dispatch.binary("div", grad_over_b, b))
         return ga, gb
 
 
 class Pow(Op):
     @staticmethod
     def forward(ctx, a, b):
-        out = D.binary("pow", a, b)
+        out = dispatch.binary("pow", a, b)
         # the output is needed only for the exponent's gradient (PyTorch saves it only then too)
         ctx.save_for_backward(a, b, out if ctx.needs_input_grad[1] else None)
         return out
@@ -79,47 +80,47 @@ class Pow(Op):
         ga = gb = None
         if ctx.needs_input_grad[0]:
             # A Python exponent stays a Python number: a 0-d array would promote float32 to float64.
-            b_minus_1 = b - 1 if isinstance(b, (int, float)) else D.binary("sub", b, 1)
-            ga = D.binary("mul", grad, D.binary("mul", b, D.binary("pow", a, b_minus_1)))
+            b_minus_1 = b - 1 if isinstance(b, (int, float)) else dispatch.binary("sub", b, 1)
+            ga = dispatch.binary("mul", grad, dispatch.binary("mul", b, dispatch.binary("pow", a, b_minus_1)))
         if ctx.needs_input_grad[1]:
-            log_a = float(np.log(a)) if isinstance(a, (int, float)) else D.unary("log", a)
-            gb = D.binary("mul", D.binary("mul", grad, out), log_a)
+            log_a = float(np.log(a)) if isinstance(a, (int, float)) else dispatch.unary("log", a)
+            gb = dispatch.binary("mul", dispatch.binary("mul", grad, out), log_a)
         return ga, gb
 
 
 class Neg(Op):
     @staticmethod
     def forward(ctx, x):
-        return D.unary("neg", x)
+        return dispatch.unary("neg", x)
 
     @staticmethod
     def backward(ctx, grad):
-        return D.unary("neg", grad)
+        return dispatch.unary("neg", grad)
 
 
 class Exp(Op):
     @staticmethod
     def forward(ctx, x):
-        out = D.unary("exp", x)
+        out = dispatch.unary("exp", x)
         ctx.save_for_backward(out)
         return out
 
     @staticmethod
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors
-        return D.binary("mul", grad, out)
+        return dispatch.binary("mul", grad, out)
 
 
 class Log(Op):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return D.unary("log", x)
+        return dispatch.unary("log", x)
 
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        return D.binary("div", grad, x)
+        return dispatch.binary("div", grad, x)
 
 
 class _Activation(Op):
@@ -130,14 +131,14 @@ class _Activation(Op):
 
     @classmethod
     def forward(cls, ctx, x):
-        out = D.unary(cls.kernel, x)
+        out = dispatch.unary(cls.kernel, x)
         ctx.save_for_backward(out if cls.saves_output else x)
         return out
 
     @classmethod
     def backward(cls, ctx, grad):
         (saved,) = ctx.saved_tensors
-        return D.activation_backward(f"{cls.kernel}_backward", grad, saved)
+        return dispatch.activation_backward(f"{cls.kernel}_backward", grad, saved)
 
 
 class Tanh(_Activation):
@@ -157,11 +158,11 @@ class Cast(Op):
     @staticmethod
     def forward(ctx, x, dtype):
         ctx.dtype = x.dtype
-        return D.cast(x, dtype)
+        return dispatch.cast(x, dtype)
 
     @staticmethod
     def backward(ctx, grad):
-        return D.cast(grad, ctx.dtype), None
+        return dispatch.cast(grad, ctx.dtype), None
 
 
 class Remainder(Op):
@@ -170,12 +171,14 @@ class Remainder(Op):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return D.binary("remainder", a, b)
+        return dispatch.binary("remainder", a, b)
 
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
-        gb = D.unary("neg", D.binary("mul", grad, D.binary("floor_divide", a, b))) if ctx.needs_input_grad[1] else None
+        gb = None
+        if ctx.needs_input_grad[1]:
+            gb = dispatch.unary("neg", dispatch.binary("mul", grad, dispatch.binary("floor_divide", a, b)))
         return grad, gb
 
 
@@ -183,25 +186,26 @@ class Abs(Op):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return D.unary("abs", x)
+        return dispatch.unary("abs", x)
 
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        return D.binary("mul", grad, D.unary("sign", x))  # sign(0) = 0: no gradient at the kink, as PyTorch
+        # sign(0) = 0: no gradient at the kink, as PyTorch
+        return dispatch.binary("mul", grad, dispatch.unary("sign", x))
 
 
 class Sqrt(Op):
     @staticmethod
     def forward(ctx, x):
-        out = D.unary("sqrt", x)
+        out = dispatch.unary("sqrt", x)
         ctx.save_for_backward(out)
         return out
 
     @staticmethod
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors
-        return D.binary("div", grad, D.binary("mul", out, 2))
+        return dispatch.binary("div", grad, dispatch.binary("mul", out, 2))
 
 
 class Clamp(Op):
@@ -211,12 +215,12 @@ class Clamp(Op):
     def forward(ctx, x, low, high):
         ctx.save_for_backward(x)
         ctx.low, ctx.high = low, high
-        return P.clamp(x, low, high)
+        return dispatch_pointwise.clamp(x, low, high)
 
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        return P.clamp_backward(grad, x, ctx.low, ctx.high), None, None
+        return dispatch_pointwise.clamp_backward(grad, x, ctx.low, ctx.high), None, None
 
 
 class _Extremum(Op):
@@ -227,12 +231,12 @@ class _Extremum(Op):
     @classmethod
     def forward(cls, ctx, a, b):
         ctx.save_for_backward(a, b)
-        return D.binary("maximum" if cls.take_max else "minimum", a, b)
+        return dispatch.binary("maximum" if cls.take_max else "minimum", a, b)
 
     @classmethod
     def backward(cls, ctx, grad):
         a, b = ctx.saved_tensors
-        return P.extremum_backward(grad, a, b, cls.take_max)
+        return dispatch_pointwise.extremum_backward(grad, a, b, cls.take_max)
 
 
 class Maximum(_Extremum):

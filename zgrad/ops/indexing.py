@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 
 from zgrad.autograd.function import Op
-from zgrad.kernels import dispatch as D
-from zgrad.kernels import dispatch_index as I
+from zgrad.kernels import dispatch
+from zgrad.kernels import dispatch_index
 from zgrad.ops._args import index_arg, index_key, operand, tensor_arg
 
 __all__ = ["gather", "index_select", "scatter", "where", "masked_fill", "index_put", "mask_arg", "scatter_source"]
@@ -18,26 +18,26 @@ class Gather(Op):
     @staticmethod
     def forward(ctx, x, dim, index):
         ctx.save_for_backward(index)
-        ctx.shape, ctx.dim = x.shape, I.normalize_dim(dim, x.ndim)
-        return I.gather(x, dim, index)
+        ctx.shape, ctx.dim = x.shape, dispatch_index.normalize_dim(dim, x.ndim)
+        return dispatch_index.gather(x, dim, index)
 
     @staticmethod
     def backward(ctx, grad):
         (index,) = ctx.saved_tensors
-        return I.scatter_add(ctx.shape, grad.dtype, ctx.dim, index, grad), None, None
+        return dispatch_index.scatter_add(ctx.shape, grad.dtype, ctx.dim, index, grad), None, None
 
 
 class IndexSelect(Op):
     @staticmethod
     def forward(ctx, x, dim, index):
         ctx.save_for_backward(index)
-        ctx.shape, ctx.dim = x.shape, I.normalize_dim(dim, x.ndim)
-        return I.index_select(x, dim, index)
+        ctx.shape, ctx.dim = x.shape, dispatch_index.normalize_dim(dim, x.ndim)
+        return dispatch_index.index_select(x, dim, index)
 
     @staticmethod
     def backward(ctx, grad):
         (index,) = ctx.saved_tensors
-        return I.index_select_backward(grad, ctx.shape, ctx.dim, index), None, None
+        return dispatch_index.index_select_backward(grad, ctx.shape, ctx.dim, index), None, None
 
 
 class Scatter(Op):
@@ -45,10 +45,10 @@ class Scatter(Op):
 
     @staticmethod
     def forward(ctx, x, dim, index, src):
-        out = D.cast(x, x.dtype)
-        I.scatter(out, dim, index, src)
+        out = dispatch.cast(x, x.dtype)
+        dispatch_index.scatter(out, dim, index, src)
         ctx.save_for_backward(index)
-        ctx.dim = I.normalize_dim(dim, x.ndim)
+        ctx.dim = dispatch_index.normalize_dim(dim, x.ndim)
         ctx.src_shape = getattr(src, "shape", None)
         return out
 
@@ -57,12 +57,12 @@ class Scatter(Op):
         (index,) = ctx.saved_tensors
         gx = gsrc = None
         if ctx.needs_input_grad[0]:  # the overwritten positions pass no gradient back to x
-            gx = I.scatter(D.cast(grad, grad.dtype), ctx.dim, index, 0)
+            gx = dispatch_index.scatter(dispatch.cast(grad, grad.dtype), ctx.dim, index, 0)
         if ctx.needs_input_grad[3]:
-            gsrc = I.gather(grad, ctx.dim, index)
+            gsrc = dispatch_index.gather(grad, ctx.dim, index)
             if gsrc.shape != ctx.src_shape:  # src was larger than index: the rest of it was not used
                 region = tuple(slice(0, n) for n in index.shape)
-                gsrc = D.slice_backward(gsrc, region, ctx.src_shape, gsrc.dtype)
+                gsrc = dispatch.slice_backward(gsrc, region, ctx.src_shape, gsrc.dtype)
         return gx, None, None, gsrc
 
 
@@ -71,7 +71,7 @@ class IndexPut(Op):
 
     @staticmethod
     def forward(ctx, x, index, value):
-        out = D.cast(x, x.dtype)
+        out = dispatch.cast(x, x.dtype)
         out[index] = value
         ctx.index, ctx.value_shape = index, getattr(value, "shape", None)
         return out
@@ -80,10 +80,10 @@ class IndexPut(Op):
     def backward(ctx, grad):
         gx = gvalue = None
         if ctx.needs_input_grad[0]:  # the overwritten positions pass no gradient back to x
-            gx = D.cast(grad, grad.dtype)
+            gx = dispatch.cast(grad, grad.dtype)
             gx[ctx.index] = 0
         if ctx.needs_input_grad[2]:
-            gvalue = D.sum_to(grad[ctx.index], ctx.value_shape)
+            gvalue = dispatch.sum_to(grad[ctx.index], ctx.value_shape)
         return gx, None, gvalue
 
 
@@ -91,13 +91,13 @@ class Where(Op):
     @staticmethod
     def forward(ctx, condition, a, b):
         ctx.save_for_backward(condition)
-        return I.where(condition, a, b)
+        return dispatch_index.where(condition, a, b)
 
     @staticmethod
     def backward(ctx, grad):
         (condition,) = ctx.saved_tensors
-        ga = I.where(condition, grad, 0) if ctx.needs_input_grad[1] else None
-        gb = I.where(condition, 0, grad) if ctx.needs_input_grad[2] else None
+        ga = dispatch_index.where(condition, grad, 0) if ctx.needs_input_grad[1] else None
+        gb = dispatch_index.where(condition, 0, grad) if ctx.needs_input_grad[2] else None
         return None, ga, gb
 
 
@@ -172,7 +172,7 @@ def masked_fill(input: Any, mask: Any, value: Any) -> Any:  # noqa: A002
         value = value.to(x.dtype)
     else:
         value = x.dtype.type(operand(value)).item()  # the value takes the tensor's dtype, as PyTorch
-    if mask_array.shape != x.shape and D.broadcast_shape(mask_array.shape, x.shape) != x.shape:
+    if mask_array.shape != x.shape and dispatch.broadcast_shape(mask_array.shape, x.shape) != x.shape:
         raise ValueError(f"masked_fill: mask of shape {list(mask_array.shape)} does not broadcast to the input's "
                          f"shape {list(x.shape)}")
     return Where.apply(mask_array, value, x)

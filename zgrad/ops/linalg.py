@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from zgrad.autograd.function import Op
-from zgrad.kernels import dispatch as D
+from zgrad.kernels import dispatch
 
 
 def _swap_last(a):
@@ -14,7 +14,7 @@ class MatMul(Op):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return D.matmul(a, b)
+        return dispatch.matmul(a, b)
 
     @staticmethod
     def backward(ctx, grad):
@@ -29,9 +29,9 @@ class MatMul(Op):
             g2 = g2.reshape(g2.shape + (1,))
         ga = gb = None
         if ctx.needs_input_grad[0]:
-            ga = D.sum_to(D.matmul(g2, _swap_last(b2)), a2.shape).reshape(a.shape)
+            ga = dispatch.sum_to(dispatch.matmul(g2, _swap_last(b2)), a2.shape).reshape(a.shape)
         if ctx.needs_input_grad[1]:
-            gb = D.sum_to(D.matmul(_swap_last(a2), g2), b2.shape).reshape(b.shape)
+            gb = dispatch.sum_to(dispatch.matmul(_swap_last(a2), g2), b2.shape).reshape(b.shape)
         return ga, gb
 
 
@@ -46,9 +46,9 @@ class Linear(Op):
                 f"{list(weight.shape)} expects {weight.shape[-1]}"
             )
         ctx.save_for_backward(x, weight)
-        out = D.matmul(x, weight.T)
+        out = dispatch.matmul(x, weight.T)
         if bias is not None:
-            D.add_inplace(out, bias)
+            dispatch.add_inplace(out, bias)
         return out
 
     @staticmethod
@@ -56,8 +56,8 @@ class Linear(Op):
         x, weight = ctx.saved_tensors
         needs = ctx.needs_input_grad
         g2 = grad.reshape(-1, grad.shape[-1])
-        gx = D.matmul(grad, weight) if needs[0] else None
-        gw = D.matmul(g2.T, x.reshape(-1, x.shape[-1])) if needs[1] else None
+        gx = dispatch.matmul(grad, weight) if needs[0] else None
+        gw = dispatch.matmul(g2.T, x.reshape(-1, x.shape[-1])) if needs[1] else None
         if len(needs) == 2:  # applied without a bias
             return gx, gw
-        return gx, gw, (D.reduce_sum(g2, 0) if needs[2] else None)
+        return gx, gw, (dispatch.reduce_sum(g2, 0) if needs[2] else None)

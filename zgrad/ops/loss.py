@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from zgrad.autograd.function import Op
-from zgrad.kernels import dispatch as D
+from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_loss as DL
 
 
@@ -39,7 +39,7 @@ class _RowwiseOp(Op):
     def forward(cls, ctx, x, dim):
         moved, ctx.inverse = _to_last(x, dim)
         ctx.dim = dim % max(x.ndim, 1)
-        out = D.rowwise(cls.kernel, moved)
+        out = dispatch.rowwise(cls.kernel, moved)
         ctx.save_for_backward(out)
         return _from_last(out, ctx.inverse)
 
@@ -47,7 +47,7 @@ class _RowwiseOp(Op):
     def backward(cls, ctx, grad):
         (out,) = ctx.saved_tensors
         moved, _ = _to_last(grad, ctx.dim)
-        return _from_last(D.rowwise_backward(f"{cls.kernel}_backward", moved, out), ctx.inverse), None
+        return _from_last(dispatch.rowwise_backward(f"{cls.kernel}_backward", moved, out), ctx.inverse), None
 
 
 class Softmax(_RowwiseOp):
@@ -59,8 +59,8 @@ class LogSoftmax(_RowwiseOp):
 
 
 def _common_float(a, b):
-    dtype = D.float_dtype(np.result_type(a, b))
-    return D.as_dtype(a, dtype), D.as_dtype(b, dtype)
+    dtype = dispatch.float_dtype(np.result_type(a, b))
+    return dispatch.as_dtype(a, dtype), dispatch.as_dtype(b, dtype)
 
 
 def _divide(total: float, divisor: float) -> float:
@@ -72,16 +72,16 @@ def _reduce_rows(loss, row_weight, reduction, shape):
     """The rows' losses reduced as PyTorch's nll_loss does: 'mean' divides by the sum of w[target]."""
     if reduction == "none":
         return loss.reshape(shape), None
-    total = float(D.reduce_sum(loss, dtype=np.float64))
-    divisor = float(D.reduce_sum(row_weight, dtype=np.float64)) if reduction == "mean" else 1.0
-    return D.full((), _divide(total, divisor), loss.dtype), divisor
+    total = float(dispatch.reduce_sum(loss, dtype=np.float64))
+    divisor = float(dispatch.reduce_sum(row_weight, dtype=np.float64)) if reduction == "mean" else 1.0
+    return dispatch.full((), _divide(total, divisor), loss.dtype), divisor
 
 
 def _row_grad(grad, reduction, divisor, dtype):
     """The gradient reaching each row: the upstream values ('none') or one broadcast value."""
     if reduction == "none":
         return grad.reshape(-1)
-    return D.full((1,), _divide(float(grad), divisor), dtype)
+    return dispatch.full((1,), _divide(float(grad), divisor), dtype)
 
 
 class CrossEntropy(Op):
@@ -101,7 +101,7 @@ class CrossEntropy(Op):
         if ctx.fused:
             total, counted, probs = DL.cross_entropy(logits, targets, ignore_index)
             ctx.divisor = float(counted) if reduction == "mean" else 1.0
-            out = D.full((), _divide(total, ctx.divisor), logits.dtype)
+            out = dispatch.full((), _divide(total, ctx.divisor), logits.dtype)
         else:
             loss, row_weight, probs = DL.class_loss(logits, targets, weight, ignore_index, smoothing)
             out, ctx.divisor = _reduce_rows(loss, row_weight, reduction, shape)
@@ -151,12 +151,12 @@ class PointwiseLoss(Op):
         if reduction == "none":
             return DL.pointwise_loss(a, b, squared)
         ctx.divisor = a.size if reduction == "mean" else 1.0
-        return D.full((), _divide(DL.pointwise_loss_sum(a, b, squared), ctx.divisor), a.dtype)
+        return dispatch.full((), _divide(DL.pointwise_loss_sum(a, b, squared), ctx.divisor), a.dtype)
 
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
         if ctx.reduction != "none":
-            grad = D.full((1,), _divide(float(grad), ctx.divisor), a.dtype)
+            grad = dispatch.full((1,), _divide(float(grad), ctx.divisor), a.dtype)
         ga = DL.pointwise_loss_backward(a, b, grad, ctx.squared)
-        return ga, (D.unary("neg", ga) if ctx.needs_input_grad[1] else None), None, None
+        return ga, (dispatch.unary("neg", ga) if ctx.needs_input_grad[1] else None), None, None

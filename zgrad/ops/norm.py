@@ -12,7 +12,7 @@ import math
 from typing import Any, Sequence
 
 from zgrad.autograd.function import Op
-from zgrad.kernels import dispatch_layers as L
+from zgrad.kernels import dispatch_layers
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.conv import check_floating
 
@@ -38,7 +38,8 @@ class BatchNorm(Op):
     @staticmethod
     def forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps):
         x3 = x.reshape(x.shape[0], x.shape[1], -1)
-        out, mean, invstd = L.batch_norm(x3, weight, bias, running_mean, running_var, training, momentum, eps)
+        out, mean, invstd = dispatch_layers.batch_norm(x3, weight, bias, running_mean, running_var, training, momentum,
+                                                       eps)
         ctx.save_for_backward(x3, weight, mean, invstd)
         ctx.training, ctx.shape = training, x.shape
         return out.reshape(x.shape)
@@ -47,8 +48,8 @@ class BatchNorm(Op):
     def backward(ctx, grad):
         x3, weight, mean, invstd = ctx.saved_tensors
         needs = ctx.needs_input_grad
-        grad_x, grad_weight, grad_bias = L.batch_norm_backward(grad.reshape(x3.shape), x3, weight, mean, invstd,
-                                                               ctx.training, needs[:3])
+        grad_x, grad_weight, grad_bias = dispatch_layers.batch_norm_backward(
+            grad.reshape(x3.shape), x3, weight, mean, invstd, ctx.training, needs[:3])
         grad_x = None if grad_x is None else grad_x.reshape(ctx.shape)
         return (grad_x, grad_weight, grad_bias) + (None,) * 5
 
@@ -103,7 +104,7 @@ class GroupNorm(Op):
         x3 = x.reshape(view)
         w = None if weight is None else weight.reshape(-1)
         b = None if bias is None else bias.reshape(-1)
-        out, mean, invstd = L.group_norm(x3, w, b, groups, eps)
+        out, mean, invstd = dispatch_layers.group_norm(x3, w, b, groups, eps)
         ctx.save_for_backward(x3, w, mean, invstd)
         ctx.groups, ctx.shapes = groups, (x.shape, None if weight is None else weight.shape)
         return out.reshape(x.shape)
@@ -112,8 +113,8 @@ class GroupNorm(Op):
     def backward(ctx, grad):
         x3, w, mean, invstd = ctx.saved_tensors
         x_shape, w_shape = ctx.shapes
-        grad_x, grad_w, grad_b = L.group_norm_backward(grad.reshape(x3.shape), x3, w, mean, invstd, ctx.groups,
-                                                       ctx.needs_input_grad[:3])
+        grad_x, grad_w, grad_b = dispatch_layers.group_norm_backward(
+            grad.reshape(x3.shape), x3, w, mean, invstd, ctx.groups, ctx.needs_input_grad[:3])
         return (None if grad_x is None else grad_x.reshape(x_shape),
                 None if grad_w is None else grad_w.reshape(w_shape),
                 None if grad_b is None else grad_b.reshape(w_shape), None, None, None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from zgrad.autograd.function import Op
-from zgrad.kernels import dispatch_layers as L
+from zgrad.kernels import dispatch_layers
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.conv import check_floating, pair
 
@@ -92,7 +92,7 @@ class MaxPool2d(_Pool2d):
 
     @staticmethod
     def forward(ctx, x, kernel, stride, padding, dilation, out_size, return_indices):
-        out, indices = L.max_pool2d(MaxPool2d.batched(ctx, x), kernel, stride, padding, dilation, out_size)
+        out, indices = dispatch_layers.max_pool2d(MaxPool2d.batched(ctx, x), kernel, stride, padding, dilation, out_size)
         ctx.save_for_backward(indices)
         out, indices = MaxPool2d.unbatched(ctx, out, indices)
         return (out, indices) if return_indices else out
@@ -100,8 +100,8 @@ class MaxPool2d(_Pool2d):
     @staticmethod
     def backward(ctx, grad, *unused):
         (indices,) = ctx.saved_tensors
-        (grad_x,) = MaxPool2d.unbatched(ctx, L.max_pool2d_backward(MaxPool2d.grad_batched(ctx, grad), indices,
-                                                                    ctx.input_shape))
+        grad_x_batched = dispatch_layers.max_pool2d_backward(MaxPool2d.grad_batched(ctx, grad), indices, ctx.input_shape)
+        (grad_x,) = MaxPool2d.unbatched(ctx, grad_x_batched)
         return (grad_x,) + (None,) * 6
 
 
@@ -135,13 +135,13 @@ class AvgPool2d(_Pool2d):
     @staticmethod
     def forward(ctx, x, kernel, stride, padding, out_size, count_include_pad, divisor_override):
         ctx.args = (kernel, stride, padding, count_include_pad, divisor_override)
-        out = L.avg_pool2d(AvgPool2d.batched(ctx, x), kernel, stride, padding, count_include_pad, divisor_override,
-                           out_size)
+        out = dispatch_layers.avg_pool2d(AvgPool2d.batched(ctx, x), kernel, stride, padding, count_include_pad,
+                                         divisor_override, out_size)
         return AvgPool2d.unbatched(ctx, out)[0]
 
     @staticmethod
     def backward(ctx, grad):
-        grad_x = L.avg_pool2d_backward(AvgPool2d.grad_batched(ctx, grad), ctx.input_shape, *ctx.args)
+        grad_x = dispatch_layers.avg_pool2d_backward(AvgPool2d.grad_batched(ctx, grad), ctx.input_shape, *ctx.args)
         return AvgPool2d.unbatched(ctx, grad_x) + (None,) * 6
 
 
@@ -181,12 +181,12 @@ class AdaptiveAvgPool2d(_Pool2d):
 
     @staticmethod
     def forward(ctx, x, out_size):
-        out = L.adaptive_avg_pool2d(AdaptiveAvgPool2d.batched(ctx, x), out_size)
+        out = dispatch_layers.adaptive_avg_pool2d(AdaptiveAvgPool2d.batched(ctx, x), out_size)
         return AdaptiveAvgPool2d.unbatched(ctx, out)[0]
 
     @staticmethod
     def backward(ctx, grad):
-        grad_x = L.adaptive_avg_pool2d_backward(AdaptiveAvgPool2d.grad_batched(ctx, grad), ctx.input_shape)
+        grad_x = dispatch_layers.adaptive_avg_pool2d_backward(AdaptiveAvgPool2d.grad_batched(ctx, grad), ctx.input_shape)
         return AdaptiveAvgPool2d.unbatched(ctx, grad_x) + (None,)
 
 

@@ -7,10 +7,10 @@ import math
 from typing import Any, NamedTuple
 
 from zgrad.autograd.function import Op
-from zgrad.kernels import dispatch as D
-from zgrad.kernels import dispatch_index as I
-from zgrad.kernels import dispatch_pointwise as P
-from zgrad.kernels import dispatch_reduce as R
+from zgrad.kernels import dispatch
+from zgrad.kernels import dispatch_index
+from zgrad.kernels import dispatch_pointwise
+from zgrad.kernels import dispatch_reduce
 from zgrad.ops._args import tensor_arg
 
 __all__ = ["ValuesIndices", "max", "min", "argmax", "argmin", "var", "std", "logsumexp"]
@@ -29,10 +29,10 @@ class ExtremumAlongDim(Op):
 
     @staticmethod
     def forward(ctx, x, dim, keepdim, largest):
-        indices = R.argmax(x, dim, True, largest, "max" if largest else "min")
-        values = I.gather(x, dim, indices)
+        indices = dispatch_reduce.argmax(x, dim, True, largest, "max" if largest else "min")
+        values = dispatch_index.gather(x, dim, indices)
         ctx.save_for_backward(indices)
-        ctx.shape, ctx.dim, ctx.keepdim = x.shape, I.normalize_dim(dim, x.ndim), keepdim
+        ctx.shape, ctx.dim, ctx.keepdim = x.shape, dispatch_index.normalize_dim(dim, x.ndim), keepdim
         if not keepdim:
             values, indices = values.squeeze(ctx.dim), indices.squeeze(ctx.dim)
         return values, indices
@@ -42,7 +42,7 @@ class ExtremumAlongDim(Op):
         (indices,) = ctx.saved_tensors
         if not ctx.keepdim:
             grad = grad.reshape(indices.shape)
-        return I.scatter_add(ctx.shape, grad.dtype, ctx.dim, indices, grad), None, None, None
+        return dispatch_index.scatter_add(ctx.shape, grad.dtype, ctx.dim, indices, grad), None, None, None
 
 
 class ExtremumAll(Op):
@@ -53,15 +53,15 @@ class ExtremumAll(Op):
         if x.size == 0:
             raise RuntimeError(f"{'max' if largest else 'min'}(): Expected reduction dim to be specified for "
                                "input.numel() == 0. Specify the reduction dim with the 'dim' argument.")
-        index = R.argmax(x, None, False, largest)
-        value = I.index_select(x.reshape(-1), 0, index.reshape(1)).reshape(())
+        index = dispatch_reduce.argmax(x, None, False, largest)
+        value = dispatch_index.index_select(x.reshape(-1), 0, index.reshape(1)).reshape(())
         ctx.save_for_backward(x, value)
         return value
 
     @staticmethod
     def backward(ctx, grad):
         x, value = ctx.saved_tensors
-        return R.distribute_equal(x, value.item(), grad.item()), None
+        return dispatch_reduce.distribute_equal(x, value.item(), grad.item()), None
 
 
 class Var(Op):
@@ -69,11 +69,11 @@ class Var(Op):
 
     @staticmethod
     def forward(ctx, x, dim, correction, keepdim, take_sqrt):
-        result, rows, mean = R.var(x, dim, correction, keepdim)
+        result, rows, mean = dispatch_reduce.var(x, dim, correction, keepdim)
         ctx.denominator = builtins.max(rows.rows.shape[1] - correction, 0)
         ctx.take_sqrt = take_sqrt
         if take_sqrt:
-            result = D.unary("sqrt", result)
+            result = dispatch.unary("sqrt", result)
         ctx.save_for_backward(rows, mean, result)
         return result
 
@@ -83,24 +83,25 @@ class Var(Op):
         if ctx.take_sqrt:
             # d std = d var / (2 std); PyTorch gives 0 where std is 0 rather than 0/0: dividing by
             # inf there gives that 0 without a division by zero
-            scale = I.where(P.compare("eq", result, 0), math.inf, D.binary("mul", result, ctx.denominator))
-            coef = D.binary("div", grad, scale)
+            scale = dispatch_index.where(dispatch_pointwise.compare("eq", result, 0), math.inf,
+                                         dispatch.binary("mul", result, ctx.denominator))
+            coef = dispatch.binary("div", grad, scale)
         else:
-            coef = D.binary("mul", grad, 2.0 / ctx.denominator if ctx.denominator else math.inf)
-        return R.var_backward(rows, mean, coef), None, None, None, None
+            coef = dispatch.binary("mul", grad, 2.0 / ctx.denominator if ctx.denominator else math.inf)
+        return dispatch_reduce.var_backward(rows, mean, coef), None, None, None, None
 
 
 class LogSumExp(Op):
     @staticmethod
     def forward(ctx, x, dim, keepdim):
-        result, rows = R.logsumexp(x, dim, keepdim)
+        result, rows = dispatch_reduce.logsumexp(x, dim, keepdim)
         ctx.save_for_backward(rows, result)
         return result
 
     @staticmethod
     def backward(ctx, grad):
         rows, result = ctx.saved_tensors
-        return R.logsumexp_backward(grad, rows, result), None, None
+        return dispatch_reduce.logsumexp_backward(grad, rows, result), None, None
 
 
 # --- public functions -------------------------------------------------------------------------
@@ -136,14 +137,14 @@ def argmax(input: Any, dim: int | None = None, keepdim: bool = False) -> Any:  #
     """int64 index of the largest element (into the flattened tensor when ``dim`` is None)."""
     from zgrad.tensor import Tensor
 
-    return Tensor(R.argmax(tensor_arg(input, "argmax")._data, dim, keepdim, True))
+    return Tensor(dispatch_reduce.argmax(tensor_arg(input, "argmax")._data, dim, keepdim, True))
 
 
 def argmin(input: Any, dim: int | None = None, keepdim: bool = False) -> Any:  # noqa: A002
     """int64 index of the smallest element (into the flattened tensor when ``dim`` is None)."""
     from zgrad.tensor import Tensor
 
-    return Tensor(R.argmax(tensor_arg(input, "argmin")._data, dim, keepdim, False))
+    return Tensor(dispatch_reduce.argmax(tensor_arg(input, "argmin")._data, dim, keepdim, False))
 
 
 def _correction(dim: Any, unbiased: bool | None, correction: float | None) -> tuple[Any, float]:

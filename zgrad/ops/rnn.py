@@ -13,7 +13,7 @@ G = 4 (LSTM: i, f, g, o) or 3 (GRU: r, z, n), PyTorch's gate order.
 from __future__ import annotations
 
 from zgrad.autograd.function import Op
-from zgrad.kernels import dispatch as D
+from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_sequence as DS
 
 __all__ = ["GRULayer", "LSTMLayer"]
@@ -22,7 +22,7 @@ __all__ = ["GRULayer", "LSTMLayer"]
 def _input_projection(x, w_ih):
     """x @ W_ih.T for every time step at once: (T, B, G*H)."""
     steps, batch, features = x.shape
-    return D.matmul(x.reshape(steps * batch, features), w_ih.T).reshape(steps, batch, w_ih.shape[0])
+    return dispatch.matmul(x.reshape(steps * batch, features), w_ih.T).reshape(steps, batch, w_ih.shape[0])
 
 
 def _rows(a):
@@ -37,13 +37,13 @@ def _previous_states(hs, reverse):
 
 def _projection_grads(flat_gates, x, w_ih, need_x, need_w_ih):
     """(grad x, grad W_ih) from the (T*B, G*H) gradient of x @ W_ih.T."""
-    grad_x = D.matmul(flat_gates, w_ih).reshape(x.shape) if need_x else None
-    return grad_x, (D.matmul(flat_gates.T, _rows(x)) if need_w_ih else None)
+    grad_x = dispatch.matmul(flat_gates, w_ih).reshape(x.shape) if need_x else None
+    return grad_x, (dispatch.matmul(flat_gates.T, _rows(x)) if need_w_ih else None)
 
 
 def _recurrent_grad(flat_gates, hs, reverse, need_w_hh):
     """grad W_hh from the (T*B, G*H) gradient of h_prev @ W_hh.T."""
-    return D.matmul(flat_gates.T, _previous_states(hs, reverse)) if need_w_hh else None
+    return dispatch.matmul(flat_gates.T, _previous_states(hs, reverse)) if need_w_hh else None
 
 
 class LSTMLayer(Op):
@@ -52,13 +52,13 @@ class LSTMLayer(Op):
     @staticmethod
     def forward(ctx, x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse):
         steps = x.shape[0]
-        bias = D.full((w_ih.shape[0],), 0, x.dtype) if b_ih is None else D.binary("add", b_ih, b_hh)
+        bias = dispatch.full((w_ih.shape[0],), 0, x.dtype) if b_ih is None else dispatch.binary("add", b_ih, b_hh)
         hs, cs, acts = DS.lstm_forward(_input_projection(x, w_ih), w_hh, bias, h0, c0, reverse)
         ctx.reverse = reverse
         ctx.save_for_backward(x, w_ih, w_hh, hs, cs, acts)
         last = 0 if reverse else steps
         output = hs[:-1] if reverse else hs[1:]
-        return output, D.cast(hs[last], x.dtype), D.cast(cs[last], x.dtype)
+        return output, dispatch.cast(hs[last], x.dtype), dispatch.cast(cs[last], x.dtype)
 
     @staticmethod
     def backward(ctx, grad_out, grad_h_n, grad_c_n):
@@ -68,7 +68,7 @@ class LSTMLayer(Op):
         needs = ctx.needs_input_grad
         grad_x, grad_w_ih = _projection_grads(flat, x, w_ih, needs[0], needs[3])
         grad_w_hh = _recurrent_grad(flat, hs, ctx.reverse, needs[4])
-        grad_bias = D.reduce_sum(flat, 0) if needs[5] or needs[6] else None  # the same for b_ih and b_hh
+        grad_bias = dispatch.reduce_sum(flat, 0) if needs[5] or needs[6] else None  # the same for b_ih and b_hh
         return (grad_x, grad_h0, grad_c0, grad_w_ih, grad_w_hh, grad_bias if needs[5] else None,
                 grad_bias if needs[6] else None, None)
 
@@ -79,13 +79,13 @@ class GRULayer(Op):
     @staticmethod
     def forward(ctx, x, h0, w_ih, w_hh, b_ih, b_hh, reverse):
         steps = x.shape[0]
-        zeros = D.full((w_ih.shape[0],), 0, x.dtype)
+        zeros = dispatch.full((w_ih.shape[0],), 0, x.dtype)
         hs, acts = DS.gru_forward(_input_projection(x, w_ih), w_hh, zeros if b_ih is None else b_ih,
                                   zeros if b_hh is None else b_hh, h0, reverse)
         ctx.reverse = reverse
         ctx.save_for_backward(x, w_ih, w_hh, hs, acts)
         output = hs[:-1] if reverse else hs[1:]
-        return output, D.cast(hs[0 if reverse else steps], x.dtype)
+        return output, dispatch.cast(hs[0 if reverse else steps], x.dtype)
 
     @staticmethod
     def backward(ctx, grad_out, grad_h_n):
@@ -95,6 +95,6 @@ class GRULayer(Op):
         needs = ctx.needs_input_grad
         grad_x, grad_w_ih = _projection_grads(flat_x, x, w_ih, needs[0], needs[2])
         grad_w_hh = _recurrent_grad(flat_h, hs, ctx.reverse, needs[3])
-        grad_b_ih = D.reduce_sum(flat_x, 0) if needs[4] else None
-        grad_b_hh = D.reduce_sum(flat_h, 0) if needs[5] else None
+        grad_b_ih = dispatch.reduce_sum(flat_x, 0) if needs[4] else None
+        grad_b_hh = dispatch.reduce_sum(flat_h, 0) if needs[5] else None
         return grad_x, grad_h0, grad_w_ih, grad_w_hh, grad_b_ih, grad_b_hh, None

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from zgrad.autograd.function import Op
-from zgrad.kernels import dispatch as D
+from zgrad.kernels import dispatch
 from zgrad.kernels.dispatch_index import normalize_dim
 from zgrad.ops._args import tensor_arg
 
@@ -22,14 +22,14 @@ def _expand_reduced(grad, shape, axes, keepdim):
 
 
 def _axes(dim, ndim):
-    return D._normalize_axes(dim, ndim)
+    return dispatch._normalize_axes(dim, ndim)
 
 
 class Sum(Op):
     @staticmethod
     def forward(ctx, x, dim, keepdim):
         ctx.shape, ctx.axes, ctx.keepdim = x.shape, _axes(dim, x.ndim), keepdim
-        return D.reduce_sum(x, ctx.axes, keepdim)
+        return dispatch.reduce_sum(x, ctx.axes, keepdim)
 
     @staticmethod
     def backward(ctx, grad):
@@ -42,12 +42,12 @@ class Mean(Op):
         ctx.shape, ctx.axes, ctx.keepdim = x.shape, _axes(dim, x.ndim), keepdim
         count = int(np.prod([x.shape[a] for a in ctx.axes])) if x.ndim else 1
         ctx.scale = 1.0 / max(count, 1)
-        total = D.reduce_sum(x, ctx.axes, keepdim, dtype=D.float_dtype(x.dtype))
-        return D.binary("mul", total, ctx.scale)
+        total = dispatch.reduce_sum(x, ctx.axes, keepdim, dtype=dispatch.float_dtype(x.dtype))
+        return dispatch.binary("mul", total, ctx.scale)
 
     @staticmethod
     def backward(ctx, grad):
-        return _expand_reduced(D.binary("mul", grad, ctx.scale), ctx.shape, ctx.axes, ctx.keepdim), None, None
+        return _expand_reduced(dispatch.binary("mul", grad, ctx.scale), ctx.shape, ctx.axes, ctx.keepdim), None, None
 
 
 class Reshape(Op):
@@ -90,14 +90,14 @@ class GetItem(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        return D.slice_backward(grad, ctx.index, ctx.shape, ctx.dtype), None
+        return dispatch.slice_backward(grad, ctx.index, ctx.shape, ctx.dtype), None
 
 
 class Stack(Op):
     @staticmethod
     def forward(ctx, dim, *xs):
         ctx.dim = dim % (xs[0].ndim + 1)
-        return D.stack(xs, dim)
+        return dispatch.stack(xs, dim)
 
     @staticmethod
     def backward(ctx, grad):
@@ -108,7 +108,7 @@ class Stack(Op):
 class Cat(Op):
     @staticmethod
     def forward(ctx, dim, *xs):
-        out = D.concatenate(xs, dim)
+        out = dispatch.concatenate(xs, dim)
         ctx.dim = dim % xs[0].ndim
         ctx.sizes = [x.shape[ctx.dim] for x in xs]
         return out
@@ -174,7 +174,7 @@ class Split(Op):
 
     @staticmethod
     def backward(ctx, *grads):
-        return D.concatenate(grads, ctx.dim), None, None
+        return dispatch.concatenate(grads, ctx.dim), None, None
 
 
 # --- public functions -------------------------------------------------------------------------

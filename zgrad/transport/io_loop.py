@@ -85,12 +85,12 @@ class IoLoop:
         tickets: TicketTable | None = None,
         defer_cma_reads: bool = False,
     ):
-        t = config.transport
+        transport = config.transport
         self._defer_cma_reads = defer_cma_reads
-        self._s = sockets
+        self._sockets = sockets
         self._me = me
         self._world_size = world_size
-        self._t = t
+        self._transport = transport
         self._keys = keys
         self._valid_kinds = valid_kinds
         self._on_message = on_message
@@ -99,13 +99,13 @@ class IoLoop:
         self._stats = stats
         self._release = release
         self._log = logger
-        self._max_bytes = t.max_message_mb << 20
-        self._chunk_bytes = t.chunk_mb << 20
-        self.pool = BufferPool(t.recv_pool_mb << 20)
-        self._liveness = Liveness(t.heartbeat_interval_s, t.heartbeat_timeout_s)
+        self._max_bytes = transport.max_message_mb << 20
+        self._chunk_bytes = transport.chunk_mb << 20
+        self.pool = BufferPool(transport.recv_pool_mb << 20)
+        self._liveness = Liveness(transport.heartbeat_interval_s, transport.heartbeat_timeout_s)
         self._poller = zmq.Poller()
         self._links = PeerLinks(
-            sockets, self._poller, outbox, self._liveness, t, keys, copy_buffers, routing_id(me.rank, me.session)
+            sockets, self._poller, outbox, self._liveness, transport, keys, copy_buffers, routing_id(me.rank, me.session)
         )
         self._dead: dict[int, str] = {}
         self._departed: set[int] = set()
@@ -118,7 +118,7 @@ class IoLoop:
         self._awaiting_goodbye: set[int] | None = None
         self._tickets = tickets
         self._drain_until_s: float | None = None
-        self.close_timeout_s = t.heartbeat_timeout_s
+        self.close_timeout_s = transport.heartbeat_timeout_s
         self.table: tuple[WorkerEntry, ...] | None = None
         self.error: BaseException | None = None
         self.settled = threading.Event()
@@ -141,9 +141,9 @@ class IoLoop:
         self._outbox.io_thread_id = threading.get_ident()
         self._outbox.io_rank = self._me.rank
         self._outbox.send_now = self._send_now
-        self._poller.register(self._s.inbound, zmq.POLLIN)
-        if self._s.zap is not None:
-            self._poller.register(self._s.zap, zmq.POLLIN)
+        self._poller.register(self._sockets.inbound, zmq.POLLIN)
+        if self._sockets.zap is not None:
+            self._poller.register(self._sockets.zap, zmq.POLLIN)
         try:
             self._rendezvous.begin()
             self.table = self._rendezvous.table  # a world of one has it at once
@@ -155,7 +155,7 @@ class IoLoop:
             self._teardown()
 
     def _turns(self) -> None:
-        s = self._s
+        sockets = self._sockets
         poll = self._poller.poll
         while True:
             now_s = time.monotonic()
@@ -166,9 +166,9 @@ class IoLoop:
             events = poll(max(0, min(_MAX_POLL_MS, int((self._due_s - now_s) * 1000) + 1)))
             woken = False
             for sock, event in events:
-                if sock is s.inbound:
+                if sock is sockets.inbound:
                     woken = self._receive()
-                elif sock is s.zap:
+                elif sock is sockets.zap:
                     self._zap.handle(sock)
                 elif event & zmq.POLLOUT:
                     self._links.on_writable(sock)
@@ -222,8 +222,8 @@ class IoLoop:
         if silent:
             # Messages still queued in our socket may be from these peers: only declare them
             # lost once the socket is empty, or when they are silent for twice the timeout.
-            backlog = self._s.inbound.get(zmq.EVENTS) & zmq.POLLIN
-            limit_s = self._t.heartbeat_timeout_s
+            backlog = self._sockets.inbound.get(zmq.EVENTS) & zmq.POLLIN
+            limit_s = self._transport.heartbeat_timeout_s
             for rank, silent_s in silent:
                 if not backlog or silent_s > 2 * limit_s:
                     self._lose(rank, f"no message for {silent_s:.1f} s (transport.heartbeat_timeout_s = {limit_s})")
@@ -246,7 +246,7 @@ class IoLoop:
 
     def _receive(self) -> bool:
         """Receive one message; return whether it was a wake-up."""
-        recv = self._s.inbound.recv
+        recv = self._sockets.inbound.recv
         try:
             frame = recv(zmq.NOBLOCK, copy=False)
         except zmq.Again:  # readiness can be stale; nothing lost
@@ -255,7 +255,7 @@ class IoLoop:
         while frame.more:  # the rest of a multipart message is already here (atomic delivery)
             frame = recv(zmq.NOBLOCK, copy=False)
             parts.append(frame)
-        if len(parts) == 2 and parts[0].bytes == self._s.wake_id:
+        if len(parts) == 2 and parts[0].bytes == self._sockets.wake_id:
             return True
         self._on_inbound(parts)
         return False
@@ -340,7 +340,7 @@ class IoLoop:
     def _drain_monitor(self) -> None:
         while True:
             try:
-                event = recv_monitor_message(self._s.monitor, zmq.NOBLOCK)
+                event = recv_monitor_message(self._sockets.monitor, zmq.NOBLOCK)
             except zmq.Again:
                 return
             self._stats.add("handshake_failed")
@@ -419,7 +419,7 @@ class IoLoop:
         if not self.settled.is_set():
             self.error = self.error or TransportError(f"the mesh of worker {self._me.name!r} was closed during start-up")
             self.settled.set()
-        self._s.close()
+        self._sockets.close()
         self._cma.close()
         self.pool.clear()
         self._release()
