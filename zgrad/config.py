@@ -90,10 +90,17 @@ class TransportConfig:
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """``[engine]``: the distributed autograd engine."""
+    """``[engine]``: the distributed autograd engine.
+
+    ``trace = true`` records every distributed backward pass of the job (as
+    ``zgrad.distributed.autograd.trace`` does for a block); each worker that rooted passes writes
+    their timeline to ``trace_file`` (``{worker}`` becomes its name) when it shuts down.
+    """
 
     mode: Literal["fast", "smart"] = "fast"
     backward_timeout_s: float = 300.0
+    trace: bool = False
+    trace_file: str = "zgrad-trace-{worker}.json"
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from zgrad.engine.dist_modes import FastMode, SmartMode
 from zgrad.engine.dist_outbox import Messenger, Outbox
 from zgrad.engine.dist_pass import Completion, PassState, TaskRun
 from zgrad.engine.dist_protocol import ACK_KINDS, CONTEXT_RELEASE, DISCOVER, DISCOVER_ACK, FAILURE, GRAD, GRAD_ACK, \
-    PASS_END, START, Discover, Grad, Start, carries_work, crash_report, pass_id_of, root_of
+    PASS_END, START, TRACE_KEY, Discover, Grad, Start, carries_work, crash_report, pass_id_of, root_of
 from zgrad.engine.dist_root import DISCOVERY, WORK, ReportOutcome, RootPass, RootPasses, end_verdict
 from zgrad.engine.dist_tasks import ReportForRoot, TaskRunner, node_error
 from zgrad.engine.dist_teardown import Teardown
@@ -95,7 +95,7 @@ class DistEngine:
             AutogradError: an unknown kind.
         """
         self.outbox.received[kind] += 1
-        if self.recorder.recordings:
+        if self.recorder.recordings or TRACE_KEY in body:
             self.recorder.receiving(src, kind, body)
         if kind in ACK_KINDS:
             self.outbox.answered(src, body)
@@ -223,7 +223,7 @@ class DistEngine:
         if traced:
             self.recorder.note_rooted(context_id, pass_id)
         root_pass = self.roots.start(state, caller_runs_work)
-        run = TaskRun(state, self.runner.new_task_id(), label="backward")
+        run = TaskRun(state, self.runner.new_task_id(), label="run from the roots")
         root_pass.tracker.announce(WORK, run.task_id, self.rank)
         if pass_mode.discovers:
             walk = self.runner.new_task_id()
@@ -313,14 +313,16 @@ class DistEngine:
             return False
         failure = exc if exc is not None else AutogradError(error)
         targets = participants | root_pass.tracker.participants_now()
-        self.teardown.fail_pass(root_pass.state, error, targets, lambda: self._conclude(root_pass, failure))
+        self.teardown.fail_pass(root_pass.state, error, targets, lambda: self._conclude(root_pass, failure, targets))
         return True
 
-    def _conclude(self, root_pass: RootPass, error: BaseException | None) -> None:
+    def _conclude(self, root_pass: RootPass, error: BaseException | None, involved: set[int] = frozenset()) -> None:
+        """The pass has its outcome: its caller may return (a traced pass names every worker
+        ``involved``, and every one that took part, for the collection of its recordings)."""
         root_pass.completion.set_done(error)
         recording = root_pass.state.recording
         if recording is not None:
-            recording.participants.update(root_pass.tracker.participants_now())
+            recording.participants.update(involved | root_pass.tracker.participants_now())
             recording.release()
 
     # --- contexts and introspection -------------------------------------------------------------

@@ -28,9 +28,6 @@ from zgrad.errors import AutogradError
 
 __all__ = ["SendSelection", "AllSends", "Mode", "FastMode", "SmartMode", "MODE_NAMES", "discovery_of"]
 
-MODE_NAMES = ("fast", "smart")
-
-
 class SendSelection(Protocol):
     """Which send functions of the context take part in a pass on this worker."""
 
@@ -129,6 +126,9 @@ class SmartMode:
     def message_count(self) -> int:
         """DISCOVER, DISCOVER_ACK and START messages this worker sent: what SMART costs over FAST."""
         return sum(self._sent[kind] for kind in DISCOVERY_KINDS)
+
+
+MODE_NAMES = (FastMode.name, SmartMode.name)
 
 
 def discovery_of(selection: SendSelection) -> Discovery:

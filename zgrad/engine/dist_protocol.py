@@ -40,7 +40,7 @@ __all__ = [
     "GRAD", "GRAD_ACK", "DISCOVER", "DISCOVER_ACK", "START", "PASS_END", "PASS_END_ACK", "FAILURE", "FAILURE_ACK",
     "CONTEXT_RELEASE", "CONTEXT_RELEASE_ACK", "KINDS", "ACK_KINDS", "REPORT_KINDS", "DISCOVERY_KINDS", "BODY_SCHEMAS",
     "Grad", "WorkReport", "Discover", "DiscoveryReport", "Start", "PassEnd", "Failure", "ContextRelease", "Answer",
-    "Report", "Message", "crash_report", "pass_id_of", "pass_key", "message_id", "carries_work", "root_of",
+    "Report", "Message", "TRACE_KEY", "crash_report", "pass_id_of", "pass_key", "message_id", "carries_work", "root_of",
 ]
 
 GRAD = "GRAD"
@@ -103,13 +103,13 @@ class Grad(NamedTuple):
         body = {"ctx": self.context_id, "pass": self.pass_id, "msg": self.autograd_message_id, "root": self.root,
                 "retain": self.retain_graph, "mode": self.mode, "task": self.task_id}
         if self.trace:
-            body["trace"] = True
+            body[TRACE_KEY] = True
         return body
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> "Grad":
         return cls(body["ctx"], body["pass"], body["msg"], body["root"], bool(body["retain"]), body["mode"],
-                   body["task"], bool(body.get("trace", False)))
+                   body["task"], bool(body.get(TRACE_KEY, False)))
 
 
 class WorkReport(NamedTuple):
@@ -161,13 +161,13 @@ class Discover(NamedTuple):
         body = {"ctx": self.context_id, "pass": self.pass_id, "msg": self.autograd_message_id, "root": self.root,
                 "retain": self.retain_graph, "task": self.task_id}
         if self.trace:
-            body["trace"] = True
+            body[TRACE_KEY] = True
         return body
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> "Discover":
         return cls(body["ctx"], body["pass"], body["msg"], body["root"], bool(body["retain"]), body["task"],
-                   bool(body.get("trace", False)))
+                   bool(body.get(TRACE_KEY, False)))
 
 
 class DiscoveryReport(NamedTuple):
@@ -319,6 +319,9 @@ def root_of(body: Mapping[str, Any], default: int) -> int:
 def carries_work(body: Mapping[str, Any]) -> bool:
     """A GRAD_ACK with GRADs for the root riding in it (it runs graph work where it arrives)."""
     return "grads" in body
+
+
+TRACE_KEY = "trace"  # in the body of a GRAD or DISCOVER of a pass whose root records it
 
 
 def pass_id_of(body: Mapping[str, Any]) -> int | None:

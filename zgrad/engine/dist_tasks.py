@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple, Sequence
 
 from zgrad.engine.context import ContextContainer, DistAutogradContext, make_id_generator
-from zgrad.engine.dist_modes import MODE_NAMES, Mode, discovery_of
+from zgrad.engine.dist_modes import MODE_NAMES, Mode, SmartMode, discovery_of
 from zgrad.engine.dist_outbox import Outbox
 from zgrad.engine.dist_pass import PassState, TaskRun
 from zgrad.engine.dist_protocol import GRAD, START, Discover, DiscoveryReport, Grad, Message, Report, Start, \
@@ -222,7 +222,7 @@ class TaskRunner:
         """A DISCOVER: mark the send it names; the first time, walk from it."""
         try:
             ctx = self.contexts.get(discover.context_id)
-            state = self.open_pass(ctx, discover.pass_id, discover.root, discover.retain_graph, self.modes["smart"],
+            state = self.open_pass(ctx, discover.pass_id, discover.root, discover.retain_graph, self.modes[SmartMode.name],
                                    discover.trace)
             send = ctx.send_functions.get(discover.autograd_message_id)
             if send is None:

@@ -20,7 +20,7 @@ import time
 from collections import OrderedDict
 from typing import Any, Iterable, Mapping
 
-from zgrad.engine.dist_protocol import message_id, pass_key
+from zgrad.engine.dist_protocol import TRACE_KEY, message_id, pass_key
 from zgrad.engine.graph import Node
 
 __all__ = ["TraceRecorder", "PassRecording", "TraceSession", "MAX_KEPT_RECORDINGS", "clock_ns"]
@@ -142,8 +142,12 @@ class TraceRecorder:
             recording.message("send", kind, dst, body)
 
     def receiving(self, src: int, kind: str, body: Mapping[str, Any]) -> None:
-        """A message arrived from ``src``: recorded if its pass is."""
-        recording = self._find(body)
+        """A message arrived from ``src``: recorded if its pass is (a GRAD or DISCOVER that says
+        ``trace`` starts the recording of its pass here)."""
+        key = pass_key(body)
+        recording = None if key is None else self.recordings.get(key)
+        if recording is None and key is not None and body.get(TRACE_KEY):
+            recording = self.record(*key)
         if recording is not None:
             recording.message("recv", kind, src, body)
 

@@ -5,6 +5,7 @@ Usage::
     zgrad-launch --config FILE [--node-rank N] [--dry-run] [--grace-s S] [-- ENTRY ARGS...]
     zgrad-launch check FILE                  # validate a config, print the resolved plan
     zgrad-launch keygen --out DIR --workers N  # CURVE keys for [security] curve = true
+    zgrad-launch trace FILE                  # per-worker summary of a distributed autograd trace
 
 Each worker of this node (``[[workers]]`` whose ``node`` is this node's rank) runs as its own
 process (``sys.executable``, never fork) with ``ZGRAD_RANK``, ``ZGRAD_WORLD_SIZE``,
@@ -295,19 +296,37 @@ def _check(argv: list[str]) -> int:
     return 0
 
 
+def _trace(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog=f"{PROG} trace",
+                                     description="Summarise a distributed autograd trace (dist_autograd.trace) per worker.")
+    parser.add_argument("file", help="the Chrome trace JSON file")
+    args = parser.parse_args(argv)
+    from zgrad.launch.trace_summary import format_summary, load_trace, summarize
+
+    try:
+        trace = load_trace(args.file)
+    except (OSError, ValueError) as exc:
+        print(f"{PROG} trace: {exc}", file=sys.stderr)
+        return 2
+    print(format_summary(summarize(trace)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "keygen":
         return _keygen(argv[1:])
     if argv and argv[0] == "check":
         return _check(argv[1:])
+    if argv and argv[0] == "trace":
+        return _trace(argv[1:])
     entry: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
         argv, entry = argv[:cut], argv[cut + 1:]
     parser = argparse.ArgumentParser(
         prog=PROG, description="Start the workers of a zgrad job on this node.",
-        epilog=f"subcommands: '{PROG} check FILE', '{PROG} keygen --out DIR --workers N'. "
+        epilog=f"subcommands: '{PROG} check FILE', '{PROG} keygen --out DIR --workers N', '{PROG} trace FILE'. "
                "Anything after '--' is the entry (module or script) and its arguments.")
     parser.add_argument("--config", required=True, help="the job's TOML config")
     parser.add_argument("--node-rank", type=int, default=None,

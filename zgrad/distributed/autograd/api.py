@@ -7,25 +7,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from zgrad.autograd.function import gradient_edge
-from zgrad.distributed.autograd.worker import DistAutogradWorker
+from zgrad.distributed.autograd.worker import current_worker
 from zgrad.distributed.rpc.state import current_agent
 from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch
 from zgrad.tensor import Tensor
 
 __all__ = ["context", "backward", "get_gradients", "get_debug_info"]
-
-
-def _worker() -> DistAutogradWorker:
-    """This thread's agent's distributed autograd.
-
-    Raises:
-        ZgradError: RPC is not initialized.
-    """
-    worker = current_agent().call_hooks
-    if not isinstance(worker, DistAutogradWorker):
-        raise AutogradError("distributed autograd is not attached to this RPC agent (it is, by rpc.init_rpc)")
-    return worker
 
 
 class context:
@@ -44,7 +32,7 @@ class context:
     """
 
     def __enter__(self) -> int:
-        self._worker = _worker()
+        self._worker = current_worker()
         self._ctx = self._worker.contexts.create()
         return self._ctx.context_id
 
@@ -86,7 +74,7 @@ def backward(context_id: int, roots: "Tensor | Sequence[Tensor]", retain_graph: 
             N"), a pass already running in it, or a failure anywhere ("Error on Node N: ...").
         ZgradTimeoutError: no progress for ``[engine] backward_timeout_s``.
     """
-    engine, config = _worker().engine, current_agent().config.engine
+    engine, config = current_worker().engine, current_agent().config.engine
     roots = _validate_roots(roots)
     grads = [dispatch.full(r.shape, 1, r.dtype, dispatch.device_type_of(r._data)) for r in roots]
     engine.run_backward(context_id, [gradient_edge(r) for r in roots], grads, retain_graph,
@@ -99,7 +87,7 @@ def get_gradients(context_id: int) -> dict[Tensor, Tensor]:
     Raises:
         AutogradError: "Could not find autograd context with id: N".
     """
-    ctx = _worker().contexts.get(context_id)
+    ctx = current_worker().contexts.get(context_id)
     return {leaf: Tensor(np.asarray(grad)) for leaf, grad in ctx.gradients().items()}
 
 
@@ -108,7 +96,7 @@ def get_debug_info() -> dict[str, int]:
     so ``{k: int(v) for k, v in info.items()}`` works on both): ``num_current_backward_passes``,
     ``num_autograd_contexts``, ``discovery_messages`` (SMART), and one key per engine message
     kind sent and received, such as ``"messages_sent.GRAD"``."""
-    return _flatten(_worker().engine.debug_info())
+    return _flatten(current_worker().engine.debug_info())
 
 
 def _flatten(counters: dict[str, Any], prefix: str = "") -> dict[str, int]:

@@ -16,20 +16,29 @@ saves a hand-off to the pool on every hop of a pass.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Callable, Protocol, Sequence
 
 from zgrad.distributed.autograd.messenger import MessengerAgent, RpcMessenger
 from zgrad.distributed.autograd.recording import record_recv, record_send
 from zgrad.distributed.rpc.hooks import CallHooks
+from zgrad.config import Config
+from zgrad.distributed.rpc.state import current_agent
 from zgrad.engine.context import ContextContainer, DistAutogradContext
 from zgrad.engine.dist_engine import DistEngine
+from zgrad.errors import AutogradError
 from zgrad.tensor import Tensor
 
-__all__ = ["DistAutogradWorker", "attach"]
+__all__ = ["DistAutogradWorker", "current_worker"]
 
 
 class AutogradAgent(MessengerAgent, Protocol):
     """What distributed autograd needs from the RPC agent."""
+
+    name: str
+    config: Config
+
+    def call(self, to: Any, func: Callable[..., Any], args: Any = (), kwargs: Any = None, timeout: float = -1) -> Any: ...
 
     def add_peer_lost_listener(self, listener: Callable[[int, str], None]) -> None: ...
 
@@ -40,10 +49,12 @@ class DistAutogradWorker:
     """Contexts and engine of one worker, wired to its agent; the agent's :class:`CallHooks`."""
 
     def __init__(self, agent: AutogradAgent) -> None:
+        self.agent = agent
         self.contexts = ContextContainer(agent.rank)
         self.engine = DistEngine(self.contexts, RpcMessenger(agent, self._receive))
         self._releases = threading.Condition()
         self._releasing = 0
+        self.before_shutdown: list[Callable[[], None]] = []  # run by :meth:`drain` (e.g. writing the job's trace)
         agent.add_peer_lost_listener(self.engine.peer_lost)
         agent.register_call_hooks(self)
 
@@ -115,12 +126,24 @@ class DistAutogradWorker:
         finally:
             self.contexts.set_current(previous)
 
-    def wait_idle(self, timeout_s: float | None) -> bool:
-        """Block until every release started here was answered everywhere (at most ``timeout_s``)."""
+    def drain(self, timeout_s: float | None) -> bool:
+        """Run the :attr:`before_shutdown` work, then block until every release started here was
+        answered everywhere (at most ``timeout_s`` for the releases)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        for work in self.before_shutdown:
+            work()
         with self._releases:
-            return self._releases.wait_for(lambda: self._releasing == 0, timeout_s)
+            return self._releases.wait_for(
+                lambda: self._releasing == 0, None if deadline is None else max(0.0, deadline - time.monotonic()))
 
 
-def attach(agent: AutogradAgent) -> DistAutogradWorker:
-    """Give ``agent`` its distributed autograd (before the agent starts receiving)."""
-    return DistAutogradWorker(agent)
+def current_worker() -> DistAutogradWorker:
+    """The distributed autograd of the calling thread's RPC agent.
+
+    Raises:
+        ZgradError: RPC is not initialized (the message says how to fix it).
+    """
+    worker = current_agent().call_hooks
+    if not isinstance(worker, DistAutogradWorker):
+        raise AutogradError("distributed autograd is not attached to this RPC agent (rpc.init_rpc attaches it)")
+    return worker

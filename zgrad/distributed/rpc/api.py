@@ -59,7 +59,7 @@ def init_rpc(name: str | None = None, rank: int | None = None, world_size: int |
     if memory.tune_malloc:
         tune_host_allocator(memory.keep_free_mb)
     agent = RpcAgent(plan)
-    from zgrad.distributed.autograd.worker import attach
+    from zgrad.distributed.autograd.attach import attach
 
     attach(agent)
     register_agent(agent)

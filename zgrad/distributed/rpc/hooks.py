@@ -32,9 +32,9 @@ class CallHooks(Protocol):
     def incoming_result(self, context_id: int | None, src: int, meta: dict[str, Any], tensors: Sequence[Any]) -> None:
         """A RESULT arrived for a call made in ``context_id`` (None: outside any context)."""
 
-    def wait_idle(self, timeout_s: float | None) -> bool:
-        """Block until the work this layer started in the background is done (shutdown waits for
-        it), at most ``timeout_s``; True if it is."""
+    def drain(self, timeout_s: float | None) -> bool:
+        """Finish this layer's work before the agent shuts down (what it started in the background,
+        what it still has to do), at most ``timeout_s``; True if done. Blocks; peers still answer."""
 
 
 class NoCallHooks:
@@ -55,5 +55,5 @@ class NoCallHooks:
     def incoming_result(self, context_id: int | None, src: int, meta: dict[str, Any], tensors: Sequence[Any]) -> None:
         return None
 
-    def wait_idle(self, timeout_s: float | None) -> bool:
+    def drain(self, timeout_s: float | None) -> bool:
         return True

@@ -1,7 +1,7 @@
 """The graceful-shutdown barrier.
 
 Each worker first waits until none of its own calls is in flight (nor the background work of the
-layer built on RPC: the release of a distributed autograd context, say; ``CallHooks.wait_idle``),
+layer built on RPC: the release of a distributed autograd context, say; ``CallHooks.drain``),
 then tells rank 0
 (SHUTDOWN_READY). Rank 0 waits for every live worker, then tells them all to go (SHUTDOWN_GO).
 Since every piece of callee work serves some worker's in-flight call, once all are ready no work
@@ -103,7 +103,7 @@ class ShutdownBarrier:
         if not agent.wait_no_pending(left()):
             raise ZgradTimeoutError(
                     f"shutdown of {agent.name!r}: {agent.pending_count()} call(s) still in flight after {timeout_s:g} s")
-        if not agent.call_hooks.wait_idle(left()):
+        if not agent.call_hooks.drain(left()):
             raise ZgradTimeoutError(
                 f"shutdown of {agent.name!r}: releasing autograd contexts on the workers they reached took more than {timeout_s:g} s")
         if agent.rank != 0:

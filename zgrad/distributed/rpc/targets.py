@@ -46,6 +46,8 @@ ZGRAD_ENTRY_POINTS = frozenset({
     "zgrad.distributed.nn.remote_module:RemoteModule",
     "zgrad.distributed.nn.remote_module:remote_forward",
     "zgrad.distributed.nn.remote_module:remote_parameter_rrefs",
+    "zgrad.distributed.autograd.tracing:collect_recordings",
+    "zgrad.distributed.autograd.graph_view:describe_graph",
 })
 MAX_TARGET_LENGTH = 512
 
@@ -86,8 +88,8 @@ def _module_allowed(module: str, allowed: Iterable[str]) -> bool:
 def _program_module(module_name: str) -> bool:
     """Whether ``module_name`` is a module of the running program: imported already, from a file
     in the directory of the main script (not below it: a virtual environment may live there).
-    Never one of zgrad's own: a job run as ``python -m zgrad.launch.demo`` must not open the
-    launcher's modules to peers."""
+    Never one of zgrad's own: a job run as ``python -m`` on a module of zgrad must not open the
+    modules beside it (those of the launcher, say) to peers."""
     if module_name.split(".")[0] == "zgrad":
         return False
     module = sys.modules.get(module_name)
