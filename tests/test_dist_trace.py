@@ -10,6 +10,8 @@ checks the collection and the clock alignment across workers.
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from collections import Counter
 
 import numpy as np
@@ -232,6 +234,9 @@ def test_the_dot_of_a_smart_pass_with_an_unused_rpc_marks_it_unreachable_in_the_
     assert unreachable(dot) == UNUSED_RPC_NODES
     assert dot.count("subgraph cluster_") == 2
     assert dot.count('label="GRAD"') == 4, "each recv node points to its send node on the peer"
+    if shutil.which("dot"):  # Graphviz accepts it, where it is installed
+        rendered = subprocess.run(["dot", "-Tsvg"], input=dot, capture_output=True, text=True, timeout=60)
+        assert rendered.returncode == 0 and "<svg" in rendered.stdout, rendered.stderr
 
 
 def test_the_dot_of_a_smart_pass_with_an_unused_rpc_marks_it_unreachable(tmp_path):

@@ -73,9 +73,8 @@ class DistEngine:
         self.messenger = messenger
         self.recorder = TraceRecorder()
         self.outbox = Outbox(messenger, self.recorder)
-        self.fast = FastMode()
         self.smart = SmartMode(self.outbox.sent)
-        self.runner = TaskRunner(contexts, self.outbox, (self.fast, self.smart), self.recorder)
+        self.runner = TaskRunner(contexts, self.outbox, (FastMode(), self.smart), self.recorder)
         self.roots = RootPasses(self.runner.new_task_id)
         self.teardown = Teardown(contexts, self.outbox)
         self._pass_ids = make_id_generator(self.rank)

@@ -37,7 +37,9 @@ class trace:
     On exit it blocks while it collects the recordings of the other workers that took part (one
     RPC each, after their share of each pass is over there). A worker that cannot be reached is
     left out of the file, with a warning. Blocks nothing while the block runs: the passes pay
-    for the recording only (a few microseconds per node and message).
+    for the recording only (a few microseconds per node and message). A pass is written once:
+    with nested blocks (or ``[engine] trace = true``), the first block to exit takes it. Nothing
+    is written if no pass was rooted here inside the block.
 
     Example::
 
