@@ -17,10 +17,10 @@ RREF_FORK               rref, fork (a new user reference exists)                
 RREF_DELETE             rref, fork (that user reference is gone)                      -
 SHUTDOWN_READY          - (to rank 0: no call of mine is in flight)                   -
 SHUTDOWN_GO             dead (names of workers that died before the barrier)          -
-GRAD, GRAD_ACK,         owned by distributed autograd: meta is ``body`` (schemas in     -
-DISCOVER, DISCOVER_ACK, ``zgrad/distributed/autograd/worker.py``, protocol in
-START, PASS_END(_ACK),  ``zgrad/engine/dist_engine.py``) and ``arrays`` ([dtype, shape]
-FAILURE(_ACK),          of each gradient buffer, or the index of a buffer sent already)
+GRAD, GRAD_ACK,         owned by distributed autograd: meta is ``body`` (kinds,         -
+DISCOVER, DISCOVER_ACK, records and schemas in ``zgrad/engine/dist_protocol.py``) and
+START, PASS_END(_ACK),  ``arrays`` ([dtype, shape] of each gradient buffer, or the index
+FAILURE(_ACK),          of a buffer sent already; ``zgrad/distributed/autograd/messenger.py``)
 CONTEXT_RELEASE(_ACK)
 ======================  ============================================================  ==========
 """
