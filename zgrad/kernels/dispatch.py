@@ -23,7 +23,7 @@ __all__ = [
     "OPS", "DEFAULT_FLOAT", "INT64", "backend", "backend_of", "backend_available", "device_type_of", "empty", "full",
     "asarray", "float_dtype", "broadcast_shape", "sum_to", "binary", "unary", "activation_backward", "matmul",
     "reduce_sum", "rowwise", "rowwise_backward", "bias_act", "stack", "concatenate", "slice_backward", "cast",
-    "as_dtype", "as_int64", "add_inplace", "copy_into", "REDUCE_OPS", "reduce_inplace",
+    "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "dlpack_capsule", "dlpack_device", "add_inplace", "copy_into", "REDUCE_OPS", "reduce_inplace",
     "reduce_pair", "reduce_and_copy", "divide_inplace", "scale_copy",
 ]
 
@@ -73,7 +73,7 @@ def backend(device_type: str) -> ModuleType:
         raise ValueError(f"unknown device type {device_type!r}; expected one of {sorted(_BACKEND_MODULES)}")
     try:
         module = importlib.import_module(name)
-    except ImportError as exc:
+    except ModuleNotFoundError as exc:
         raise RuntimeError(
             f"the {device_type!r} backend is not available: {exc}. "
             "Install the CUDA extras with: pip install 'zgrad[cuda]'"
@@ -95,12 +95,50 @@ def backend_available(device_type: str) -> bool:
 
 
 def device_type_of(array: Any) -> str:
-    """The device type an array lives on: "cpu" for numpy arrays, "cuda" for device arrays."""
+    """The device type an array lives on: "cpu" for numpy arrays (and scalars), "cuda" for device
+    arrays: zgrad's own, any with a ``__cuda_array_interface__``, and Numba simulator arrays
+    (which forward numpy's attributes but are not host memory)."""
     if isinstance(array, np.ndarray):
         return "cpu"
-    if hasattr(array, "__cuda_array_interface__"):
+    device_type = getattr(type(array), "zgrad_device_type", None)
+    if device_type is not None:
+        return device_type
+    if hasattr(array, "__cuda_array_interface__") or hasattr(array, "__cuda_ndarray__"):
         return "cuda"
     return "cpu"
+
+
+def to_device(array: Any, device_type: str):
+    """``array`` on ``device_type``: itself when it is already there, else a copy (blocks until
+    a copy to the host has arrived)."""
+    source = device_type_of(array)
+    if source == device_type:
+        return array
+    if device_type == "cpu":
+        return backend(source).to_host(array)
+    return backend(device_type).asarray(array)
+
+
+_NO_CUDA_DLPACK = ("a CUDA tensor cannot be exported through DLPack by zgrad: on a GPU read it through "
+                   "__cuda_array_interface__ (e.g. torch.as_tensor(t, device='cuda')), or copy it with .cpu() first")
+
+
+def dlpack_capsule(array: Any, **kwargs: Any) -> Any:
+    """A DLPack capsule of a host array (numpy's).
+
+    Raises:
+        BufferError: a device array (see the message for the alternatives).
+    """
+    if isinstance(array, np.ndarray):
+        return array.__dlpack__(**kwargs)
+    raise BufferError(_NO_CUDA_DLPACK)
+
+
+def dlpack_device(array: Any) -> tuple[int, int]:
+    """(DLPack device type, device index) of a host array. Raises BufferError for a device array."""
+    if isinstance(array, np.ndarray):
+        return array.__dlpack_device__()
+    raise BufferError(_NO_CUDA_DLPACK)
 
 
 def backend_of(*arrays: Any) -> ModuleType:
@@ -250,6 +288,18 @@ def as_int64(indices: Any):
     if indices.dtype == INT64 and indices.flags.c_contiguous:
         return indices
     return cast(indices, INT64)
+
+
+def contiguous(x: Any):
+    """``x`` itself if C-contiguous, else a C-contiguous copy on its device."""
+    return x if x.flags.c_contiguous else cast(x, x.dtype)
+
+
+def broadcast_to(x: Any, shape: tuple[int, ...]):
+    """A read-only broadcast view of ``x`` to ``shape``, on its device (numpy's rules)."""
+    if isinstance(x, np.ndarray):
+        return np.broadcast_to(x, shape)
+    return x.broadcast_to(shape)
 
 
 # --- linear algebra and reductions ------------------------------------------------------------
