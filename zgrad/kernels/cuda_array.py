@@ -161,6 +161,9 @@ class DeviceArray:
             axes = axes[0]
         return self._view(self._layout.transpose(axes or None))
 
+    def squeeze(self, axis: Any = None) -> "DeviceArray":
+        return self._view(self._layout.squeeze(axis))
+
     def swapaxes(self, a: int, b: int) -> "DeviceArray":
         return self._view(self._layout.swapaxes(a, b))
 
@@ -219,6 +222,12 @@ class DeviceArray:
         if self.size != 1:
             raise ValueError("can only convert an array of size 1 to a Python scalar")
         return self.to_host().reshape(()).item()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
 
     def tolist(self) -> Any:
         return self.to_host().tolist()
