@@ -17,7 +17,7 @@ import numpy as np
 
 from zgrad.autograd.function import gradient_edge
 from zgrad.device import CPU, Device, as_device, check_supported
-from zgrad.engine.graph import AccumulateGrad
+from zgrad.engine.graph import AccumulateGrad, InputMetadata
 from zgrad.engine.graph_task import run_backward
 from zgrad.engine.versions import mark_leaf_memory
 from zgrad.errors import AutogradError
@@ -180,7 +180,14 @@ class Tensor(TensorMath, TensorInplace):
         """Make this tensor hold ``value``'s array (no copy), outside the graph, as PyTorch's ``.data =``."""
         if not isinstance(value, Tensor):
             raise TypeError(f"data must be set to a Tensor, got {type(value).__name__}")
-        self._data = value._data
+        self._rebind(value._data)
+
+    def _rebind(self, array: Any) -> None:
+        """Hold ``array`` from now on (it may differ in shape, dtype or device), keeping the
+        metadata of this leaf's gradient node in step."""
+        self._data = array
+        if self._accumulator is not None:
+            self._accumulator.input_metadata = [InputMetadata.of(array)]
 
     # --- conversion -----------------------------------------------------------------------------
 

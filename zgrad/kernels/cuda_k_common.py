@@ -20,12 +20,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import numba
 from numba import cuda
 
 __all__ = ["SIMULATOR", "math", "kernel", "device", "PTX_CASES", "ptx_case"]
 
-SIMULATOR = bool(numba.config.ENABLE_CUDASIM)
+SIMULATOR = cuda.jit.__module__.startswith("numba.cuda.simulator")  # what numba.cuda became at import
 
 if SIMULATOR:
     from zgrad.kernels import cuda_k_simmath as math

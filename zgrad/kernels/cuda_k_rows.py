@@ -3,7 +3,7 @@ grid), the block's threads striding over the row and combining through a shared-
 
 Reductions (sum, max/min, argmax/argmin), softmax and log-softmax with their gradients,
 logsumexp, variance, and the class losses. Accumulators stay in the output's dtype. Kernels
-only: the host side is :mod:`zgrad.kernels.cuda_rows`. Block sizes are powers of two up to
+only: the host side is :mod:`zgrad.kernels.cuda_reduce`. Block sizes are powers of two up to
 :data:`MAX_BLOCK`.
 """
 

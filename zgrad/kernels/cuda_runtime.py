@@ -27,7 +27,6 @@ import numpy as np
 from zgrad.errors import ZgradError
 
 try:
-    import numba
     from numba import cuda
 except ImportError as exc:  # numba-cuda missing: dispatch turns this into the install hint
     raise ModuleNotFoundError(f"numba.cuda cannot be imported: {exc}", name="numba.cuda") from exc
@@ -38,7 +37,9 @@ __all__ = [
     "pinned_pool", "cuda",
 ]
 
-SIMULATOR = bool(numba.config.ENABLE_CUDASIM)
+# What numba.cuda became at its import, not numba.config.ENABLE_CUDASIM: Numba re-reads its
+# environment settings later (on compiles), and that setting may have changed since.
+SIMULATOR = cuda.jit.__module__.startswith("numba.cuda.simulator")
 SIMULATOR_HINT = ("to run zgrad's CUDA backend without a GPU, set NUMBA_ENABLE_CUDASIM=1 before importing zgrad "
                   "(Numba's CUDA simulator: slow, for tests on small shapes)")
 

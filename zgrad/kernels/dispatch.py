@@ -19,6 +19,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from zgrad.errors import ZgradError
+
 __all__ = [
     "OPS", "DEFAULT_FLOAT", "INT64", "backend", "backend_of", "backend_available", "device_type_of", "empty", "full",
     "asarray", "float_dtype", "broadcast_shape", "sum_to", "binary", "unary", "activation_backward", "matmul",
@@ -63,7 +65,8 @@ def backend(device_type: str) -> ModuleType:
 
     Raises:
         ValueError: the device type is unknown.
-        RuntimeError: the backend exists but cannot be loaded here (e.g. no CUDA).
+        ZgradError: the backend cannot be loaded here: its packages are missing (the message names
+            the extras to install) or there is no CUDA device (the message names the simulator).
     """
     module = _loaded.get(device_type)
     if module is not None:
@@ -74,7 +77,7 @@ def backend(device_type: str) -> ModuleType:
     try:
         module = importlib.import_module(name)
     except ModuleNotFoundError as exc:
-        raise RuntimeError(
+        raise ZgradError(
             f"the {device_type!r} backend is not available: {exc}. "
             "Install the CUDA extras with: pip install 'zgrad[cuda]'"
         ) from exc

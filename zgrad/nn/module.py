@@ -347,9 +347,9 @@ class Module:
         for module in self.modules():
             for param in module._parameters.values():
                 if param is not None:
-                    param._data = convert(param)._data
+                    param._rebind(convert(param)._data)
                     if param.grad is not None:
-                        param.grad._data = convert(param.grad)._data
+                        param.grad._rebind(convert(param.grad)._data)
             for name, buf in module._buffers.items():
                 if buf is not None:
                     module._buffers[name] = convert(buf)
