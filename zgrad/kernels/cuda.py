@@ -92,3 +92,11 @@ def asarray(data: Any, dtype: np.dtype | None = None) -> DeviceArray:
 def to_host(x: DeviceArray) -> np.ndarray:
     """A host copy of ``x`` (blocks until it is there)."""
     return x.to_host()
+
+
+def staged_to_host(x: DeviceArray) -> np.ndarray:
+    """A C-contiguous host copy of ``x`` in a pinned buffer of the pool, copied on the calling
+    thread's stream (blocks until it is there); the buffer goes back to the pool once the copy and
+    every view of it are gone."""
+    host = rt.pinned_pool().lease(x.shape, x.dtype)
+    return x.to_host(out=host)

@@ -109,10 +109,11 @@ class DeviceArray:
                                           gpu_data=self._base.gpu_data.view(offset))
         return self._arg
 
-    def to_host(self) -> np.ndarray:
-        """A host (numpy) copy; blocks until this thread's queued work and the copy are done."""
+    def to_host(self, out: np.ndarray | None = None) -> np.ndarray:
+        """A host (numpy) copy, into ``out`` (C-contiguous, this shape and dtype) when given;
+        blocks until this thread's queued work and the copy are done."""
         source = self if self.flags.c_contiguous else self.copy()
-        out = np.empty(self.shape, self.dtype)
+        out = np.empty(self.shape, self.dtype) if out is None else out
         if out.size:
             if rt.SIMULATOR:
                 out.reshape(-1)[:] = source.arg().copy_to_host().reshape(-1)

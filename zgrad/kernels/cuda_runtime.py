@@ -20,6 +20,7 @@ import contextlib
 import functools
 import threading
 import time
+import weakref
 from typing import Any, Callable
 
 import numpy as np
@@ -255,9 +256,30 @@ class PinnedPool:
                 self._free.setdefault(size, []).append(buffer)
                 self._cached_bytes += size
 
+    def lease(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """A host array of ``shape`` and ``dtype`` in a pinned buffer of the pool, given back to the
+        pool once the array and every view of it are gone (a transport that sends it zero-copy
+        holds it until the send is done)."""
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape)) * dtype.itemsize
+        buffer = self.take(nbytes)
+        owner = _Lease(buffer, tuple(shape), dtype)
+        weakref.finalize(owner, self.give, buffer)
+        return np.asarray(owner)
+
     @property
     def cached_bytes(self) -> int:
         return self._cached_bytes
+
+
+class _Lease:
+    """Owns a leased view of a pooled buffer: numpy keeps it as the base of the leased array and
+    of every view of it (a non-array base ends numpy's base collapsing), so it dies with the last."""
+
+    def __init__(self, buffer: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        self.buffer = buffer
+        self.__array_interface__ = {"data": (buffer.ctypes.data, False), "shape": shape, "typestr": dtype.str,
+                                    "descr": dtype.descr, "version": 3}
 
 
 @functools.cache

@@ -25,7 +25,7 @@ __all__ = [
     "OPS", "DEFAULT_FLOAT", "INT64", "backend", "backend_of", "backend_available", "device_type_of", "empty", "full",
     "asarray", "float_dtype", "broadcast_shape", "sum_to", "binary", "unary", "activation_backward", "matmul",
     "reduce_sum", "rowwise", "rowwise_backward", "bias_act", "stack", "concatenate", "slice_backward", "cast",
-    "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "dlpack_capsule", "dlpack_device", "add_inplace", "copy_into", "REDUCE_OPS", "reduce_inplace",
+    "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "host_buffer", "dlpack_capsule", "dlpack_device", "add_inplace", "copy_into", "REDUCE_OPS", "reduce_inplace",
     "reduce_pair", "reduce_and_copy", "divide_inplace", "scale_copy",
 ]
 
@@ -120,6 +120,15 @@ def to_device(array: Any, device_type: str):
     if device_type == "cpu":
         return backend(source).to_host(array)
     return backend(device_type).asarray(array)
+
+
+def host_buffer(array: Any) -> np.ndarray:
+    """``array`` as C-contiguous host memory for a transport: a numpy array as it is (copied
+    only if strided), a device array staged through a pinned buffer of the CUDA backend's pool
+    (returned there once the staged copy and its views are gone)."""
+    if isinstance(array, np.ndarray):
+        return np.ascontiguousarray(array)
+    return backend(device_type_of(array)).staged_to_host(array)
 
 
 _NO_CUDA_DLPACK = ("a CUDA tensor cannot be exported through DLPack by zgrad: on a GPU read it through "

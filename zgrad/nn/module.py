@@ -21,8 +21,10 @@ class Parameter(Tensor):
     def __init__(self, data: Any = None, requires_grad: bool = True) -> None:
         if data is None:
             data = np.empty((0,), dtype=np.float32)
-        array = data._data if isinstance(data, Tensor) else np.asarray(data)
-        super().__init__(np.ascontiguousarray(array) if isinstance(array, np.ndarray) else dispatch.contiguous(array))
+        array = data._data if isinstance(data, Tensor) else data
+        if dispatch.device_type_of(array) == "cpu":
+            array = np.ascontiguousarray(np.asarray(array))
+        super().__init__(dispatch.contiguous(array))
         self.requires_grad_(requires_grad)
 
     def __repr__(self) -> str:

@@ -15,7 +15,10 @@ remote errors, and, by name:
 
 Tensors and arrays are replaced in the tree by references into a buffer table and travel as raw
 frames: the encoder hands the transport the (C-contiguous) arrays themselves, never a copy; the
-decoder rebuilds arrays with ``np.frombuffer`` over the received frames.
+decoder rebuilds arrays with ``np.frombuffer`` over the received frames. A CUDA tensor is copied
+on the sending thread's stream into a pinned host buffer, which is sent zero-copy and goes back to
+the CUDA backend's pool once the transport lets go of it; its reference carries its device, and
+the receiver copies it up into its own CUDA device (an error where it has none).
 
 Wire form: msgpack with extension types (below) for what msgpack lacks natively.
 """
@@ -32,6 +35,7 @@ import numpy as np
 
 from zgrad.distributed.rpc.targets import TargetError, target_name
 from zgrad.errors import ProtocolError, RemoteError, ZgradError
+from zgrad.kernels import dispatch
 from zgrad.nn.module import Parameter
 from zgrad.tensor import Tensor
 
@@ -158,9 +162,9 @@ class _Encoder:
         packer = msgpack.Packer(default=self.default, strict_types=True, use_bin_type=True, buf_size=_PACK_BUFFER)
         return packer.pack(value)
 
-    def _array_ref(self, array: np.ndarray) -> int:
+    def _array_ref(self, array: Any) -> int:
         array_spec(array)  # checks the dtype
-        self.buffers.append(np.ascontiguousarray(array))
+        self.buffers.append(dispatch.host_buffer(array))  # device arrays: staged through pinned memory
         return len(self.buffers) - 1
 
     def default(self, obj: Any) -> Any:
@@ -176,8 +180,11 @@ class _Encoder:
             index = self._array_ref(array)
             self.tensors.append(obj)
             fields = [index, array.dtype.str, list(array.shape), obj.requires_grad]
-            if isinstance(obj, Parameter):
-                fields.append(True)
+            device = dispatch.device_type_of(array)
+            if isinstance(obj, Parameter) or device != "cpu":
+                fields.append(isinstance(obj, Parameter))
+            if device != "cpu":
+                fields.append(str(obj.device))
             return msgpack.ExtType(EXT_TENSOR, self.pack(fields))
         if isinstance(obj, np.ndarray):
             index = self._array_ref(obj)
@@ -271,6 +278,23 @@ def encode_value(value: Any, encode_rref: RRefEncoder | None = None) -> Encoded:
 
 NameResolver = Callable[[str, str], Any]
 
+_DEVICES = frozenset({"cpu", "cuda:0"})  # the device names a tensor reference may carry
+
+
+def _place(array: np.ndarray, device: str) -> Any:
+    """A received array on the device the sender's tensor was on (zgrad uses one CUDA device per
+    process, so "cuda:0" is this worker's device); copied up from the received frame.
+
+    Raises:
+        ZgradError: a CUDA tensor arrived at a worker without a CUDA device.
+    """
+    if device == "cpu":
+        return array
+    if not dispatch.backend_available("cuda"):
+        raise ZgradError(f"received a tensor on {device}, but this worker has no CUDA device; "
+                         "move it to the CPU (.cpu()) before sending it here")
+    return dispatch.to_device(array, "cuda")
+
 
 class _Decoder:
     def __init__(self, buffers: tuple[memoryview, ...] | list, decode_rref: RRefDecoder | None,
@@ -296,13 +320,16 @@ class _Decoder:
             raise ProtocolError(f"buffer {index}: {exc}") from None
 
     def _tensor(self, fields: Any) -> Tensor:
-        if not isinstance(fields, list) or len(fields) not in (4, 5) or not all(isinstance(f, bool) for f in fields[3:]):
+        if (not isinstance(fields, list) or len(fields) not in (4, 5, 6) or not all(isinstance(f, bool) for f in fields[3:5])
+                or (len(fields) == 6 and fields[5] not in _DEVICES)):
             raise ProtocolError("malformed tensor reference")
         array = self._array(*fields[:3])
+        if len(fields) == 6:
+            array = _place(array, fields[5])
         requires_grad = fields[3]
         if requires_grad and array.dtype.kind not in "fc":
             raise ProtocolError(f"a tensor of dtype {array.dtype} cannot require grad")
-        if len(fields) == 5 and fields[4]:
+        if len(fields) >= 5 and fields[4]:
             tensor: Tensor = Parameter(array, requires_grad=requires_grad)
         else:
             tensor = Tensor(array)
