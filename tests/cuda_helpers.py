@@ -19,10 +19,13 @@ import pytest
 import zgrad
 from zgrad.kernels import dispatch
 
-__all__ = ["CUDA", "requires_cuda", "strict_cuda", "check_device", "is_device_array", "TOLERANCE"]
+__all__ = ["CUDA", "SIMULATOR", "REAL_GPU", "requires_cuda", "requires_gpu", "strict_cuda", "check_device", "is_device_array", "TOLERANCE"]
 
 CUDA = zgrad.cuda.is_available()
 requires_cuda = pytest.mark.skipif(not CUDA, reason="no CUDA backend here (install zgrad[cuda]; tests use the simulator)")
+SIMULATOR = CUDA and dispatch.backend("cuda").rt.SIMULATOR
+REAL_GPU = CUDA and not SIMULATOR
+requires_gpu = [pytest.mark.gpu, pytest.mark.skipif(not REAL_GPU, reason="needs a real CUDA GPU (run with ZGRAD_TEST_REAL_GPU=1 on a machine with one)")]
 
 # CUDA against CPU: different summation orders and math libraries.
 TOLERANCE = {np.dtype(np.float32): dict(rtol=2e-4, atol=2e-5), np.dtype(np.float64): dict(rtol=1e-9, atol=1e-11)}

@@ -187,10 +187,16 @@ def from_numpy(array: np.ndarray) -> Tensor:
 
 
 def from_dlpack(obj: Any) -> Tensor:
-    """A tensor sharing memory with any object that implements the DLPack protocol."""
+    """A tensor sharing memory with any object that implements the DLPack protocol: a CPU tensor
+    for host memory, a CUDA tensor for CUDA memory (e.g. ``torch.from_dlpack``'s counterpart).
+
+    Raises:
+        TypeError: ``obj`` has no ``__dlpack__``.
+        BufferError: its memory is on a device zgrad cannot compute on.
+    """
     if not hasattr(obj, "__dlpack__"):
         raise TypeError(f"from_dlpack expects an object with __dlpack__, got {type(obj).__name__}")
-    return Tensor(np.from_dlpack(obj))
+    return Tensor(dispatch.from_dlpack(obj))
 
 
 def _typed(dtype: Any, name: str) -> Callable[..., Tensor]:

@@ -301,10 +301,11 @@ class Tensor(TensorMath, TensorInplace):
         return self.to(np.bool_)
 
     def __dlpack__(self, **kwargs: Any) -> Any:
-        """A DLPack capsule of a CPU tensor's data (numpy's).
+        """A DLPack capsule of the tensor's data, without a copy (a CUDA tensor's on a GPU; the
+        CUDA simulator has none).
 
         Raises:
-            BufferError: a CUDA tensor (its ``__cuda_array_interface__`` serves on a GPU).
+            BufferError: a CUDA tensor in the simulator.
         """
         return dispatch.dlpack_capsule(self._data, **kwargs)
 

@@ -38,6 +38,11 @@ __all__ = [
     "pinned_pool", "cuda",
 ]
 
+if not cuda.jit.__module__.startswith("numba.cuda.simulator"):
+    # Small tensors give small grids by design; Numba would warn on every such launch.
+    from numba import config as _numba_config
+    _numba_config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+
 # What numba.cuda became at its import, not numba.config.ENABLE_CUDASIM: Numba re-reads its
 # environment settings later (on compiles), and that setting may have changed since.
 SIMULATOR = cuda.jit.__module__.startswith("numba.cuda.simulator")

@@ -25,7 +25,7 @@ __all__ = [
     "OPS", "DEFAULT_FLOAT", "INT64", "backend", "backend_of", "backend_available", "device_type_of", "empty", "full",
     "asarray", "float_dtype", "broadcast_shape", "sum_to", "binary", "unary", "activation_backward", "matmul",
     "reduce_sum", "rowwise", "rowwise_backward", "bias_act", "stack", "concatenate", "slice_backward", "cast",
-    "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "host_buffer", "dlpack_capsule", "dlpack_device", "add_inplace", "copy_into", "REDUCE_OPS", "reduce_inplace",
+    "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "host_buffer", "dlpack_capsule", "dlpack_device", "from_dlpack", "add_inplace", "copy_into", "REDUCE_OPS", "reduce_inplace",
     "reduce_pair", "reduce_and_copy", "divide_inplace", "scale_copy",
 ]
 
@@ -131,26 +131,42 @@ def host_buffer(array: Any) -> np.ndarray:
     return backend(device_type_of(array)).staged_to_host(array)
 
 
-_NO_CUDA_DLPACK = ("a CUDA tensor cannot be exported through DLPack by zgrad: on a GPU read it through "
-                   "__cuda_array_interface__ (e.g. torch.as_tensor(t, device='cuda')), or copy it with .cpu() first")
-
-
 def dlpack_capsule(array: Any, **kwargs: Any) -> Any:
-    """A DLPack capsule of a host array (numpy's).
+    """A DLPack capsule of ``array``'s memory: numpy's for a host array, the CUDA backend's
+    (``cuda_dlpack``) for a device array.
 
     Raises:
-        BufferError: a device array (see the message for the alternatives).
+        BufferError: a device array in the CUDA simulator, or a dtype DLPack cannot name.
     """
     if isinstance(array, np.ndarray):
         return array.__dlpack__(**kwargs)
-    raise BufferError(_NO_CUDA_DLPACK)
+    from zgrad.kernels import cuda_dlpack
+    return cuda_dlpack.to_dlpack(array, **kwargs)
 
 
 def dlpack_device(array: Any) -> tuple[int, int]:
-    """(DLPack device type, device index) of a host array. Raises BufferError for a device array."""
+    """(DLPack device type, device index) of ``array``."""
     if isinstance(array, np.ndarray):
         return array.__dlpack_device__()
-    raise BufferError(_NO_CUDA_DLPACK)
+    from zgrad.kernels import cuda_dlpack
+    return cuda_dlpack.dlpack_device(array)
+
+
+def from_dlpack(obj: Any) -> Any:
+    """The array behind any DLPack producer, without a copy: a numpy array for host memory, a
+    device array for CUDA memory (through the CUDA backend).
+
+    Raises:
+        BufferError: the producer's memory is on a device zgrad cannot compute on.
+    """
+    device_type = obj.__dlpack_device__()[0] if hasattr(obj, "__dlpack_device__") else 1
+    if device_type in (1, 3):  # kDLCPU, kDLCUDAHost
+        return np.from_dlpack(obj)
+    if device_type != 2:
+        raise BufferError(f"from_dlpack: DLPack device type {device_type} is neither the CPU nor CUDA")
+    backend("cuda")  # the clear "no CUDA device" error where there is none
+    from zgrad.kernels import cuda_dlpack
+    return cuda_dlpack.from_dlpack(obj)
 
 
 def backend_of(*arrays: Any) -> ModuleType:
