@@ -91,3 +91,47 @@ def test_collectives_on_cuda_tensors():
         assert all(on_cuda)
         assert reduced == [0.0, 3.0, 6.0, 9.0, 12.0, 15.0]
         assert gathered == [[0.0, 0.0], [1.0, 1.0]] and broadcast == [6.0, 6.0, 6.0]
+
+
+def test_a_device_map_sends_cuda_tensors_to_the_peers_cpu_and_results_come_back_to_cuda():
+    def body(rank):
+        if rank == 0:
+            a = zgrad.tensor([1.0, 2.0], device="cuda")
+            seen = rpc.rpc_sync("worker1", T.device_of, args=(a,))
+            result = rpc.rpc_sync("worker1", T.add, args=(a, a))
+            unmapped = rpc.rpc_sync("worker2", T.add, args=(a, a))
+            return seen, result.is_cuda, result.cpu().tolist(), unmapped.is_cuda
+        return None
+
+    config = make_config("inproc", 3, rpc={"device_maps": {"worker1": {"cuda:0": "cpu"}}})
+    seen, result_on_cuda, values, unmapped_on_cuda = run_workers(3, config, body)[0]
+    assert seen == "cpu", seen
+    assert result_on_cuda and values == [2.0, 4.0], "the reply travels the inverse map: the peer's CPU -> cuda:0"
+    assert unmapped_on_cuda, "without a map a CUDA tensor lands on the receiver's CUDA device"
+
+
+def test_set_device_map_on_the_backend_options_maps_cpu_tensors_onto_the_peers_cuda():
+    options = rpc.TensorPipeRpcBackendOptions()
+    options.set_device_map("worker1", {"cpu": 0})
+    assert options.device_maps == {"worker1": {"cpu": "cuda:0"}}
+
+    def body(rank):
+        rpc.init_rpc(f"worker{rank}", rank=rank, world_size=2, config=make_config("inproc", 2),
+                     rpc_backend_options=options if rank == 0 else None)
+        try:
+            if rank == 0:
+                result = rpc.rpc_sync("worker1", T.add, args=(zgrad.ones(2), zgrad.ones(2)))
+                return str(rpc.rpc_sync("worker1", T.device_of, args=(zgrad.ones(1),))), result.is_cuda
+            return None
+        finally:
+            rpc.shutdown()
+
+    import threading
+    results = [None, None]
+    threads = [threading.Thread(target=lambda r=r: results.__setitem__(r, body(r))) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    seen, result_on_cuda = results[0]
+    assert seen.startswith("cuda") and not result_on_cuda, (seen, "the reply's CUDA tensor comes back to the CPU")

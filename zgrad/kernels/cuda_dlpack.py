@@ -136,7 +136,7 @@ def from_dlpack(obj: Any) -> DeviceArray:
     """
     _require_gpu("from_dlpack")
     from cuda.core.utils import StridedMemoryView
-    view = StridedMemoryView(obj, stream_ptr=int(rt.current_stream()))
+    view = StridedMemoryView.from_dlpack(obj, stream_ptr=int(rt.current_stream()))
     if not view.is_device_accessible or view.device_id != 0:
         raise BufferError(f"from_dlpack: the tensor is on device {view.device_id}; zgrad computes on CUDA device 0")
     dtype = np.dtype(view.dtype)
