@@ -22,6 +22,11 @@ median is far above its fastest call is marked "disturbed".
 Usage: python bench/kernels.py [--quick] [--out bench/results/kernels.json]
        NUMBA_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python bench/kernels.py --section layers --threads 1
        python bench/kernels.py --thresholds   # serial vs parallel variant by size (min of repeats)
+       python bench/kernels.py --cuda         # only the CUDA section (bench/kernels_cuda.py)
+
+The CUDA section (``bench/kernels_cuda.py``) runs last, in its own interpreter without Numba's
+simulator: on a GPU it reports achieved GB/s and GFLOP/s against the device's peak (and torch's
+time where torch has CUDA); without one it prints "no GPU".
 
 Other sections (the MLP step) add a function to ``BENCHMARKS``: it takes a :class:`Settings` and
 returns a list of :class:`Row`. Sections against torch that must run with one thread and with all
@@ -544,6 +549,17 @@ def format_table(rows: list[Row]) -> str:
     return "\n".join([fmt.format(*header), fmt.format(*("-" * w for w in widths)), *(fmt.format(*ln) for ln in lines)])
 
 
+def cuda_section(quick: bool) -> dict:
+    """``bench/kernels_cuda.py`` in its own interpreter, without Numba's simulator."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    script = pathlib.Path(__file__).resolve().parent / "kernels_cuda.py"
+    done = subprocess.run([sys.executable, str(script), *(["--quick"] if quick else [])], env=env,
+                          stdout=subprocess.PIPE, text=True, timeout=1800)
+    if done.returncode != 0 or not done.stdout.strip():
+        return {"status": f"failed (exit status {done.returncode}; its error output is above)"}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="one size, fewer repeats")
@@ -553,6 +569,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                         help="with --section: the thread count (also set NUMBA_NUM_THREADS and "
                              "OPENBLAS_NUM_THREADS to it)")
+    parser.add_argument("--cuda", action="store_true", help="only the CUDA section")
     parser.add_argument("--out", type=pathlib.Path,
                         default=pathlib.Path(__file__).resolve().parent / "results" / "kernels.json")
     args = parser.parse_args(argv)
@@ -567,9 +584,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     load_before = os.getloadavg()[0]
-    rows = [row for benchmark in BENCHMARKS for row in benchmark(settings)]
+    rows = [] if args.cuda else [row for benchmark in BENCHMARKS for row in benchmark(settings)]
     load_after = os.getloadavg()[0]
-    print(format_table(rows))
+    if rows:
+        print(format_table(rows))
+    cuda = cuda_section(args.quick)
+    print("\n" + (cuda["table"] if cuda["status"] == "ok" else f"CUDA: {cuda['status']}"))
     print(f"\nload average (1 min): {load_before:.2f} before, {load_after:.2f} after, on {os.cpu_count()} cpus")
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -578,6 +598,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "numpy": np.__version__,
                     "numba_num_threads": os.environ.get("NUMBA_NUM_THREADS"),
                     "load_average_1min": {"before": load_before, "after": load_after}},
+        "cuda": {k: v for k, v in cuda.items() if k != "table"},
         "rows": [{**dataclasses.asdict(r), "ratio": r.ratio, "ratio_with_alloc": r.ratio_with_alloc,
                   "passed": r.passed} for r in rows],
     }, indent=2))

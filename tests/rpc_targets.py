@@ -35,6 +35,11 @@ def describe(value):
     return [type(value).__name__]
 
 
+def device_of(tensor):
+    """The device a received tensor landed on, as text."""
+    return str(tensor.device)
+
+
 def whoami():
     return rpc.get_worker_info().name
 

@@ -45,8 +45,9 @@ def test_a_future_completes_once_and_checks_what_it_is_given():
     assert fut.wait() == 1 and fut.value() == 1 and fut.done()
     with pytest.raises(TypeError, match="not an Exception"):
         Future().set_exception("not an error")
-    with pytest.raises(ValueError, match="only CPU devices"):
-        Future(devices=["cuda:0"])
+    with pytest.raises(ValueError, match="expected 'cpu' or 'cuda:0'"):
+        Future(devices=["cuda:1"])
+    Future(devices=["cuda:0", "cuda"])
     assert Future(devices=["cpu"]).done() is False
 
 

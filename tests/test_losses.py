@@ -30,7 +30,7 @@ def ce(targets, **kwargs):
     def run(lib, x):
         extra = dict(kwargs)
         if extra.pop("weighted", False):
-            extra["weight"] = weight(lib, x.detach().numpy().dtype)
+            extra["weight"] = weight(lib, x.detach().cpu().numpy().dtype)
         return F(lib).cross_entropy(x, lib.tensor(targets), **extra)
     return run
 
@@ -39,7 +39,7 @@ def nll(targets, **kwargs):
     def run(lib, x):
         extra = dict(kwargs)
         if extra.pop("weighted", False):
-            extra["weight"] = weight(lib, x.detach().numpy().dtype)
+            extra["weight"] = weight(lib, x.detach().cpu().numpy().dtype)
         return F(lib).nll_loss(F(lib).log_softmax(x, 1 if x.ndim > 1 else 0), lib.tensor(targets), **extra)
     return run
 
@@ -78,7 +78,7 @@ def probability_ce(**kwargs):
     def run(lib, x, target):
         extra = dict(kwargs)
         if extra.pop("weighted", False):
-            extra["weight"] = weight(lib, x.detach().numpy().dtype)
+            extra["weight"] = weight(lib, x.detach().cpu().numpy().dtype)
         return F(lib).cross_entropy(x, F(lib).softmax(target, 1 if x.ndim > 1 else 0), **extra)
     return run
 

@@ -403,7 +403,10 @@ def test_bad_backend_options_are_config_errors():
     base = load_config(None)
     for options, match in ((rpc.TensorPipeRpcBackendOptions(num_worker_threads=0), "num_worker_threads got 0"),
                            (rpc.TensorPipeRpcBackendOptions(rpc_timeout=-1), "rpc_timeout got -1"),
-                           (rpc.TensorPipeRpcBackendOptions(devices=["cuda:0"]), "only CPU devices"),
+                           (rpc.TensorPipeRpcBackendOptions(devices=["cuda:1"]), "one CUDA device per process"),
+                           (rpc.TensorPipeRpcBackendOptions(device_maps={"w1": {"cuda:0": "cpu", "cpu": "cpu"}}),
+                            "maps two devices to one device of 'w1'"),
+                           (rpc.TensorPipeRpcBackendOptions(device_maps={"w1": {"tpu": "cpu"}}), "expected 'cpu' or 'cuda:0'"),
                            ("threads=4", "must be a TensorPipeRpcBackendOptions")):
         with pytest.raises(ConfigError, match=match):
             apply_backend_options(base, options)
@@ -414,7 +417,8 @@ def test_bad_backend_options_are_config_errors():
     with pytest.raises(ConfigError, match="unknown RPC backend 'GLOO_RPC'"):
         rpc.init_rpc("w", rank=0, world_size=1, backend="GLOO_RPC")
     assert rpc.RpcBackendOptions is rpc.TensorPipeRpcBackendOptions
-    assert zgrad.accelerator.is_available() is False and zgrad.accelerator.current_accelerator() is None
+    assert zgrad.accelerator.is_available() is zgrad.cuda.is_available()
+    assert zgrad.accelerator.current_accelerator() == ("cuda" if zgrad.cuda.is_available() else None)
 
 
 def test_a_remote_constructor_error_nobody_observed_is_logged_at_owner_shutdown(transport, tmp_path, caplog):

@@ -6,12 +6,13 @@ Importing zgrad opens no socket, starts no thread and compiles nothing; Numba ke
 
 import numpy as _np
 
-from zgrad import accelerator, autograd, distributions, futures, nn, optim
+from zgrad import accelerator, autograd, cuda, distributions, futures, nn, optim
 from zgrad.creation import (
     arange, empty, from_dlpack, from_numpy, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like,
 )
 from zgrad.creation import (
-    BoolTensor, DoubleTensor, FloatTensor, IntTensor, LongTensor, empty_like, full_like, rand_like, randn_like,
+    BoolTensor, DoubleTensor, FloatTensor, IntTensor, LongTensor, empty_like, full_like, get_default_device,
+    rand_like, randn_like, set_default_device,
 )
 from zgrad.device import Device as device
 from zgrad.engine.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
@@ -45,15 +46,15 @@ bool = bool_  # noqa: A001
 __version__ = "0.1.0"
 
 __all__ = [
-    "abs", "accelerator", "add", "arange", "argmax", "argmin", "autograd", "bool", "bool_", "BoolTensor",
+    "abs", "accelerator", "add", "arange", "argmax", "argmin", "autograd", "bool", "cuda", "bool_", "BoolTensor",
     "cat", "chunk", "clamp", "clip", "device", "distributions", "div", "double", "DoubleTensor", "empty",
     "empty_like", "enable_grad", "eq", "exp", "flatten", "float", "float16", "float32", "float64", "FloatTensor",
-    "from_dlpack", "from_numpy", "full", "full_like", "futures", "gather", "ge", "gt", "index_select", "int",
+    "from_dlpack", "from_numpy", "full", "full_like", "futures", "gather", "ge", "get_default_device", "gt", "index_select", "int",
     "int32", "int64", "IntTensor", "is_grad_enabled", "le", "log", "log_softmax", "logical_and", "logical_not",
     "logical_or", "logical_xor", "logsumexp", "long", "LongTensor", "lt", "manual_seed", "masked_fill",
     "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "ne", "neg", "nn", "no_grad", "ones",
     "ones_like", "optim", "permute", "pow", "rand", "rand_like", "randn", "randn_like", "relu", "remainder",
-    "reshape", "scatter", "set_grad_enabled", "sigmoid", "softmax", "split", "sqrt", "squeeze", "stack", "std",
+    "reshape", "scatter", "set_default_device", "set_grad_enabled", "sigmoid", "softmax", "split", "sqrt", "squeeze", "stack", "std",
     "sub", "sum", "t", "tanh", "Tensor", "tensor", "transpose", "uint8", "unsqueeze", "var", "where", "zeros",
     "zeros_like", "ZgradError",
 ]

@@ -53,6 +53,9 @@ class RpcConfig:
     allowed_modules: tuple[str, ...] = ()
     codec: Literal["safe"] = "safe"  # a pickle opt-in (CURVE-only) is not built yet
     shutdown_timeout_s: float = 0.0  # 0: no bound; dead workers end the barrier through heartbeats
+    # peer name -> {this worker's device: the peer's device} for tensors sent there (PyTorch's
+    # set_device_map; checked by zgrad/distributed/rpc/device_maps.py at init_rpc)
+    device_maps: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -230,6 +233,11 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
                 f"config key {key!r} got {value!r}; allowed values: {', '.join(map(repr, allowed))}.{hint}"
             )
         return value
+    if origin is dict:
+        key_tp, value_tp = typing.get_args(tp)
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"config key {key!r} got {value!r} ({type(value).__name__}); expected a table")
+        return {_coerce(f"{key} (a key)", k, key_tp): _coerce(f"{key}.{k}", v, value_tp) for k, v in value.items()}
     if origin is tuple:
         (item_tp, _) = typing.get_args(tp)
         if not isinstance(value, (list, tuple)):

@@ -4,16 +4,18 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable
 
 import numpy as np
 
-from zgrad.device import check_supported
+from zgrad.device import CPU, Device, check_supported
+from zgrad.kernels import dispatch
 from zgrad.random import default_generator
 from zgrad.tensor import Tensor
 
 __all__ = ["tensor", "zeros", "ones", "full", "empty", "rand", "randn", "zeros_like", "ones_like", "full_like",
-           "empty_like", "rand_like", "randn_like", "from_numpy", "from_dlpack", "arange", "FloatTensor",
+           "empty_like", "rand_like", "randn_like", "from_numpy", "from_dlpack", "set_default_device", "get_default_device", "arange", "FloatTensor",
            "DoubleTensor", "LongTensor", "IntTensor", "BoolTensor"]
 
 DEFAULT_DTYPE = np.dtype(np.float32)
@@ -28,9 +30,30 @@ def _shape(size: tuple[Any, ...]) -> tuple[int, ...]:
     return tuple(int(n) for n in size)
 
 
+_defaults = threading.local()
+
+
+def set_default_device(device: Any) -> None:
+    """Make factories of the calling thread create tensors on ``device`` when they are given none
+    (``None`` restores the CPU), as ``torch.set_default_device``; ``from_numpy`` stays on the CPU.
+
+    Raises:
+        ZgradError: a CUDA device where none can be used.
+    """
+    _defaults.device = None if device is None else check_supported(device)
+
+
+def get_default_device() -> Device:
+    """The device factories of the calling thread use when given none."""
+    return getattr(_defaults, "device", None) or CPU
+
+
 def _finish(array: np.ndarray, requires_grad: bool, device: Any) -> Tensor:
-    if device is not None:
-        check_supported(device)
+    """Wrap host ``array``, copied to ``device`` (default: :func:`get_default_device`) unless that
+    is the CPU."""
+    device = get_default_device() if device is None else check_supported(device)
+    if device.type != "cpu":
+        array = dispatch.to_device(array, device.type)
     return Tensor(array).requires_grad_(requires_grad) if requires_grad else Tensor(array)
 
 
@@ -44,7 +67,8 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False, device: An
         AutogradError: ``requires_grad`` on a non-floating dtype.
     """
     if isinstance(data, Tensor):
-        data = data.numpy()
+        device = data.device if device is None else device
+        data = data._host()
     if dtype is not None:
         array = np.array(data, dtype=np.dtype(dtype))
     elif isinstance(data, np.ndarray):
@@ -87,34 +111,40 @@ def ones(*size: Any, dtype: Any = None, requires_grad: bool = False, device: Any
 
 
 def zeros_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:  # noqa: A002
-    """Zeros of ``input``'s shape (and dtype, unless given)."""
-    return zeros(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad, device=device)
+    """Zeros of ``input``'s shape (and dtype and device, unless given)."""
+    return zeros(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad,
+                 device=input.device if device is None else device)
 
 
 def ones_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:  # noqa: A002
-    """Ones of ``input``'s shape (and dtype, unless given)."""
-    return ones(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad, device=device)
+    """Ones of ``input``'s shape (and dtype and device, unless given)."""
+    return ones(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad,
+                 device=input.device if device is None else device)
 
 
 def full_like(input: Tensor, fill_value: Any, dtype: Any = None, requires_grad: bool = False,  # noqa: A002
               device: Any = None) -> Tensor:
-    """``fill_value`` in ``input``'s shape (and dtype, unless given)."""
-    return full(input.shape, fill_value, dtype=dtype or input.dtype, requires_grad=requires_grad, device=device)
+    """``fill_value`` in ``input``'s shape (and dtype and device, unless given)."""
+    return full(input.shape, fill_value, dtype=dtype or input.dtype, requires_grad=requires_grad,
+                 device=input.device if device is None else device)
 
 
 def empty_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:  # noqa: A002
-    """An uninitialized tensor of ``input``'s shape (and dtype, unless given)."""
-    return empty(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad, device=device)
+    """An uninitialized tensor of ``input``'s shape (and dtype and device, unless given)."""
+    return empty(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad,
+                 device=input.device if device is None else device)
 
 
 def rand_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:  # noqa: A002
-    """U[0, 1) samples in ``input``'s shape (and dtype, unless given)."""
-    return rand(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad, device=device)
+    """U[0, 1) samples in ``input``'s shape (and dtype and device, unless given)."""
+    return rand(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad,
+                 device=input.device if device is None else device)
 
 
 def randn_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:  # noqa: A002
-    """Standard normal samples in ``input``'s shape (and dtype, unless given)."""
-    return randn(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad, device=device)
+    """Standard normal samples in ``input``'s shape (and dtype and device, unless given)."""
+    return randn(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad,
+                 device=input.device if device is None else device)
 
 
 def rand(*size: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
@@ -157,10 +187,16 @@ def from_numpy(array: np.ndarray) -> Tensor:
 
 
 def from_dlpack(obj: Any) -> Tensor:
-    """A tensor sharing memory with any object that implements the DLPack protocol."""
+    """A tensor sharing memory with any object that implements the DLPack protocol: a CPU tensor
+    for host memory, a CUDA tensor for CUDA memory (e.g. ``torch.from_dlpack``'s counterpart).
+
+    Raises:
+        TypeError: ``obj`` has no ``__dlpack__``.
+        BufferError: its memory is on a device zgrad cannot compute on.
+    """
     if not hasattr(obj, "__dlpack__"):
         raise TypeError(f"from_dlpack expects an object with __dlpack__, got {type(obj).__name__}")
-    return Tensor(np.from_dlpack(obj))
+    return Tensor(dispatch.from_dlpack(obj))
 
 
 def _typed(dtype: Any, name: str) -> Callable[..., Tensor]:

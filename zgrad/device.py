@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zgrad.errors import ZgradError
+from zgrad.kernels import dispatch
 
 __all__ = ["Device", "as_device", "check_supported"]
 
@@ -60,16 +61,17 @@ def as_device(spec: "str | Device") -> Device:
 
 
 def check_supported(spec: "str | Device") -> Device:
-    """The device ``spec`` names, if zgrad can hold tensors there.
+    """The device ``spec`` names, if zgrad can hold tensors there (loading the CUDA backend on the
+    first CUDA device named).
 
     Raises:
-        ZgradError: a CUDA device: zgrad has no CUDA backend yet.
+        ZgradError: a CUDA device where none can be used (no driver or device: the message says
+            how to run on Numba's simulator instead), or a device index past the last device.
         ValueError: an unknown device string.
     """
     device = as_device(spec)
-    if device.type != "cpu":
-        raise ZgradError(
-            f"zgrad has no CUDA backend yet: tensors and modules live on the CPU and cannot move to {device}; "
-            "use device='cpu' (or leave the device out)"
-        )
+    if device.type == "cuda":
+        count = int(dispatch.backend("cuda").device_count())
+        if (device.index or 0) >= count:
+            raise ZgradError(f"CUDA error: invalid device ordinal: {device} requested, {count} device(s) present")
     return device

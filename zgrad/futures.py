@@ -39,7 +39,7 @@ class Future:
 
     Args:
         description: what the future stands for, used in error messages ("RPC to 'worker1' ...").
-        devices: accepted for PyTorch compatibility; only CPU devices exist here.
+        devices: accepted for PyTorch compatibility: "cpu" and "cuda:0" (results are complete when set).
 
     Example::
 
@@ -53,8 +53,9 @@ class Future:
 
     def __init__(self, description: str = "Future", *, devices: Sequence[Any] | None = None) -> None:
         for device in devices or ():
-            if str(device).split(":")[0] != "cpu":
-                raise ValueError(f"Future devices: only CPU devices exist until the CUDA backend is built, got {device!r}")
+            kind, _, index = str(device).partition(":")
+            if kind not in ("cpu", "cuda") or index not in ("", "0"):
+                raise ValueError(f"Future devices: expected 'cpu' or 'cuda:0' (one CUDA device per process), got {device!r}")
         self._lock = threading.Lock()
         # Held from creation until completion: a waiter acquires it (blocking in C) and passes it
         # on. One lock instead of an Event (a Condition plus a fresh lock per wait).

@@ -17,7 +17,7 @@ import numpy as np
 
 from zgrad.autograd.function import gradient_edge
 from zgrad.device import CPU, Device, as_device, check_supported
-from zgrad.engine.graph import AccumulateGrad
+from zgrad.engine.graph import AccumulateGrad, InputMetadata
 from zgrad.engine.graph_task import run_backward
 from zgrad.engine.versions import mark_leaf_memory
 from zgrad.errors import AutogradError
@@ -180,13 +180,31 @@ class Tensor(TensorMath, TensorInplace):
         """Make this tensor hold ``value``'s array (no copy), outside the graph, as PyTorch's ``.data =``."""
         if not isinstance(value, Tensor):
             raise TypeError(f"data must be set to a Tensor, got {type(value).__name__}")
-        self._data = value._data
+        self._rebind(value._data)
+
+    def _rebind(self, array: Any) -> None:
+        """Hold ``array`` from now on (it may differ in shape, dtype or device), keeping the
+        metadata of this leaf's gradient node in step."""
+        self._data = array
+        if self._accumulator is not None:
+            self._accumulator.input_metadata = [InputMetadata.of(array)]
 
     # --- conversion -----------------------------------------------------------------------------
 
     def numpy(self) -> np.ndarray:
-        """The data as a numpy array, sharing memory on CPU (also for tensors that require grad)."""
-        return dispatch.backend_of(self._data).to_host(self._data)
+        """The data as a numpy array, sharing memory (also for tensors that require grad).
+
+        Raises:
+            TypeError: a CUDA tensor (copy it to the host first with ``.cpu()``, as in PyTorch).
+        """
+        if dispatch.device_type_of(self._data) != "cpu":
+            raise TypeError(f"can't convert {self.device} device type tensor to numpy. "
+                            "Use Tensor.cpu() to copy the tensor to host memory first.")
+        return self._data
+
+    def _host(self) -> np.ndarray:
+        """The data on the host: the array itself on CPU, a copy of a device tensor (blocks)."""
+        return dispatch.to_device(self._data, "cpu")
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         array = self.numpy()
@@ -200,11 +218,11 @@ class Tensor(TensorMath, TensorInplace):
         """
         if self._data.size != 1:
             raise ValueError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
-        return self.numpy().reshape(()).item()
+        return self._host().reshape(()).item()
 
     def tolist(self) -> Any:
         """The data as nested Python lists of Python numbers (a number for a 0-d tensor)."""
-        return self.numpy().tolist()
+        return self._host().tolist()
 
     def __float__(self) -> float:
         return float(self.item())
@@ -238,21 +256,30 @@ class Tensor(TensorMath, TensorInplace):
         ``to(device, dtype)``, ``to(other)``; self when nothing changes (unless ``copy``).
         A dtype change is differentiable.
 
+        A device change copies (blocking until a copy to the host has arrived) and is
+        differentiable: the gradient flows back to this tensor's device.
+
         Raises:
-            ZgradError: a device zgrad has no backend for (cuda, for now).
+            ZgradError: a CUDA device where none can be used (the message names the simulator).
         """
         device, dtype = parse_to_args(*args, **kwargs)
+        result = self
         if device is not None and device != self.device:
-            check_supported(device)
+            result = _ops.to_device(self, check_supported(device).type)
         if dtype is not None and dtype != self.dtype:
-            return _ops.cast(self, dtype)
-        return _ops.clone(self) if copy else self
+            return _ops.cast(result, dtype)
+        return _ops.clone(result) if copy and result is self else result
 
     def cpu(self) -> "Tensor":
-        return self
+        """This tensor on the host: self on CPU, else a copy."""
+        return self.to("cpu")
 
     def cuda(self, device: Any = None) -> "Tensor":
-        """A copy on a CUDA device. Raises ZgradError: zgrad has no CUDA backend yet."""
+        """This tensor on a CUDA device (``device``: an index, "cuda:N" or None for the current).
+
+        Raises:
+            ZgradError: no CUDA device can be used here.
+        """
         return self.to("cuda" if device is None else device if isinstance(device, str) else f"cuda:{int(device)}")
 
     def type_as(self, other: "Tensor") -> "Tensor":
@@ -274,10 +301,23 @@ class Tensor(TensorMath, TensorInplace):
         return self.to(np.bool_)
 
     def __dlpack__(self, **kwargs: Any) -> Any:
-        return self._data.__dlpack__(**kwargs)
+        """A DLPack capsule of the tensor's data, without a copy (a CUDA tensor's on a GPU; the
+        CUDA simulator has none).
+
+        Raises:
+            BufferError: a CUDA tensor in the simulator.
+        """
+        return dispatch.dlpack_capsule(self._data, **kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        return self._data.__dlpack_device__()
+        return dispatch.dlpack_device(self._data)
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """The CUDA Array Interface of a CUDA tensor on a GPU (absent on CPU and in the simulator)."""
+        if dispatch.device_type_of(self._data) != "cuda":
+            raise AttributeError("a CPU tensor has no __cuda_array_interface__")
+        return self._data.__cuda_array_interface__
 
     # --- autograd -------------------------------------------------------------------------------
 
@@ -312,7 +352,8 @@ class Tensor(TensorMath, TensorInplace):
                 raise AutogradError(f"grad can be implicitly created only for scalar outputs, got shape {list(self.shape)}")
             grad = dispatch.full(self.shape, 1, self.dtype, dispatch.device_type_of(self._data))
         else:
-            grad = gradient._data if isinstance(gradient, Tensor) else np.asarray(gradient)
+            grad = gradient._data if isinstance(gradient, Tensor) else dispatch.asarray(
+                gradient, None, dispatch.device_type_of(self._data))
             if grad.shape != self.shape:
                 raise AutogradError(
                     f"Mismatch in shape: grad_output[0] has a shape of {list(grad.shape)} and output[0] has a shape "
@@ -369,8 +410,8 @@ class Tensor(TensorMath, TensorInplace):
     __hash__ = object.__hash__
 
     def __repr__(self) -> str:
-        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
-        extra = ""
+        body = np.array2string(self._host(), separator=", ", prefix="tensor(")
+        extra = "" if self.device.type == "cpu" else f", device='{self.device}'"
         if self.dtype not in _REPR_DEFAULT_DTYPES:
             extra += f", dtype={self.dtype}"
         if self.grad_fn is not None:

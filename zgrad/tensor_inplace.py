@@ -36,7 +36,6 @@ LEAF_INPLACE_ERROR = ("a leaf Variable that requires grad is being used in an in
 VIEW_OF_LEAF_INPLACE_ERROR = ("a view of a leaf Variable that requires grad is being used in an in-place operation; "
                               "wrap the update in `with zgrad.no_grad():`, or clone() the view first")
 
-_TRUE = np.ones((), dtype=np.bool_)
 
 # random_() with no bounds draws from [0, 2**digits]: every integer the dtype holds exactly.
 _FLOAT_INTEGER_DIGITS = {np.dtype(np.float16): 11, np.dtype(np.float32): 24, np.dtype(np.float64): 53}
@@ -133,10 +132,11 @@ class TensorInplace:
             fill(self._data)
             bump(self._data)
             return self
-        fresh = dispatch.empty(self.shape, self.dtype, dispatch.device_type_of(self._data))
+        device = dispatch.device_type_of(self._data)
+        fresh = dispatch.empty(self.shape, self.dtype, device)
         fill(fresh)
-        new = _tensor(fresh)
-        return self._inplace(lambda: None, lambda old: zgrad.ops.where(_tensor(_TRUE), new, old))
+        new, true = _tensor(fresh), _tensor(dispatch.full((), True, np.bool_, device))
+        return self._inplace(lambda: None, lambda old: zgrad.ops.where(true, new, old))
 
     # --- fills and copies -----------------------------------------------------------------------
 

@@ -19,11 +19,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from zgrad.errors import ZgradError
+
 __all__ = [
     "OPS", "DEFAULT_FLOAT", "INT64", "backend", "backend_of", "backend_available", "device_type_of", "empty", "full",
     "asarray", "float_dtype", "broadcast_shape", "sum_to", "binary", "unary", "activation_backward", "matmul",
     "reduce_sum", "rowwise", "rowwise_backward", "bias_act", "stack", "concatenate", "slice_backward", "cast",
-    "as_dtype", "as_int64", "add_inplace", "copy_into", "REDUCE_OPS", "reduce_inplace",
+    "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "host_buffer", "dlpack_capsule", "dlpack_device", "from_dlpack", "add_inplace", "copy_into", "REDUCE_OPS", "reduce_inplace",
     "reduce_pair", "reduce_and_copy", "divide_inplace", "scale_copy",
 ]
 
@@ -63,7 +65,8 @@ def backend(device_type: str) -> ModuleType:
 
     Raises:
         ValueError: the device type is unknown.
-        RuntimeError: the backend exists but cannot be loaded here (e.g. no CUDA).
+        ZgradError: the backend cannot be loaded here: its packages are missing (the message names
+            the extras to install) or there is no CUDA device (the message names the simulator).
     """
     module = _loaded.get(device_type)
     if module is not None:
@@ -73,8 +76,8 @@ def backend(device_type: str) -> ModuleType:
         raise ValueError(f"unknown device type {device_type!r}; expected one of {sorted(_BACKEND_MODULES)}")
     try:
         module = importlib.import_module(name)
-    except ImportError as exc:
-        raise RuntimeError(
+    except ModuleNotFoundError as exc:
+        raise ZgradError(
             f"the {device_type!r} backend is not available: {exc}. "
             "Install the CUDA extras with: pip install 'zgrad[cuda]'"
         ) from exc
@@ -95,12 +98,75 @@ def backend_available(device_type: str) -> bool:
 
 
 def device_type_of(array: Any) -> str:
-    """The device type an array lives on: "cpu" for numpy arrays, "cuda" for device arrays."""
+    """The device type an array lives on: "cpu" for numpy arrays (and scalars), "cuda" for device
+    arrays: zgrad's own, any with a ``__cuda_array_interface__``, and Numba simulator arrays
+    (which forward numpy's attributes but are not host memory)."""
     if isinstance(array, np.ndarray):
         return "cpu"
-    if hasattr(array, "__cuda_array_interface__"):
+    device_type = getattr(type(array), "zgrad_device_type", None)
+    if device_type is not None:
+        return device_type
+    if hasattr(array, "__cuda_array_interface__") or hasattr(array, "__cuda_ndarray__"):
         return "cuda"
     return "cpu"
+
+
+def to_device(array: Any, device_type: str):
+    """``array`` on ``device_type``: itself when it is already there, else a copy (blocks until
+    a copy to the host has arrived)."""
+    source = device_type_of(array)
+    if source == device_type:
+        return array
+    if device_type == "cpu":
+        return backend(source).to_host(array)
+    return backend(device_type).asarray(array)
+
+
+def host_buffer(array: Any) -> np.ndarray:
+    """``array`` as C-contiguous host memory for a transport: a numpy array as it is (copied
+    only if strided), a device array staged through a pinned buffer of the CUDA backend's pool
+    (returned there once the staged copy and its views are gone)."""
+    if isinstance(array, np.ndarray):
+        return np.ascontiguousarray(array)
+    return backend(device_type_of(array)).staged_to_host(array)
+
+
+def dlpack_capsule(array: Any, **kwargs: Any) -> Any:
+    """A DLPack capsule of ``array``'s memory: numpy's for a host array, the CUDA backend's
+    (``cuda_dlpack``) for a device array.
+
+    Raises:
+        BufferError: a device array in the CUDA simulator, or a dtype DLPack cannot name.
+    """
+    if isinstance(array, np.ndarray):
+        return array.__dlpack__(**kwargs)
+    from zgrad.kernels import cuda_dlpack
+    return cuda_dlpack.to_dlpack(array, **kwargs)
+
+
+def dlpack_device(array: Any) -> tuple[int, int]:
+    """(DLPack device type, device index) of ``array``."""
+    if isinstance(array, np.ndarray):
+        return array.__dlpack_device__()
+    from zgrad.kernels import cuda_dlpack
+    return cuda_dlpack.dlpack_device(array)
+
+
+def from_dlpack(obj: Any) -> Any:
+    """The array behind any DLPack producer, without a copy: a numpy array for host memory, a
+    device array for CUDA memory (through the CUDA backend).
+
+    Raises:
+        BufferError: the producer's memory is on a device zgrad cannot compute on.
+    """
+    device_type = obj.__dlpack_device__()[0] if hasattr(obj, "__dlpack_device__") else 1
+    if device_type in (1, 3):  # kDLCPU, kDLCUDAHost
+        return np.from_dlpack(obj)
+    if device_type != 2:
+        raise BufferError(f"from_dlpack: DLPack device type {device_type} is neither the CPU nor CUDA")
+    backend("cuda")  # the clear "no CUDA device" error where there is none
+    from zgrad.kernels import cuda_dlpack
+    return cuda_dlpack.from_dlpack(obj)
 
 
 def backend_of(*arrays: Any) -> ModuleType:
@@ -250,6 +316,18 @@ def as_int64(indices: Any):
     if indices.dtype == INT64 and indices.flags.c_contiguous:
         return indices
     return cast(indices, INT64)
+
+
+def contiguous(x: Any):
+    """``x`` itself if C-contiguous, else a C-contiguous copy on its device."""
+    return x if x.flags.c_contiguous else cast(x, x.dtype)
+
+
+def broadcast_to(x: Any, shape: tuple[int, ...]):
+    """A read-only broadcast view of ``x`` to ``shape``, on its device (numpy's rules)."""
+    if isinstance(x, np.ndarray):
+        return np.broadcast_to(x, shape)
+    return x.broadcast_to(shape)
 
 
 # --- linear algebra and reductions ------------------------------------------------------------

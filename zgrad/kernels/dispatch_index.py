@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.kernels.dispatch import backend_of, broadcast_shape, cast
+from zgrad.kernels.dispatch import as_int64, backend_of, broadcast_shape, cast, contiguous
 
 __all__ = [
     "normalize_dim", "check_index_range", "gather", "scatter", "scatter_add", "index_select",
@@ -55,10 +55,10 @@ def _region(index_shape: tuple[int, ...], dim: int) -> tuple[slice, ...]:
     return tuple(slice(None) if d == dim else slice(0, n) for d, n in enumerate(index_shape))
 
 
-def _index_array(name: str, index: Any) -> np.ndarray:
+def _index_array(name: str, index: Any) -> Any:
     if index.dtype.kind not in "iu":
         raise TypeError(f"{name}(): Expected dtype int64 for index, got {index.dtype}")
-    return np.ascontiguousarray(index, dtype=np.int64)
+    return as_int64(index)
 
 
 def _check_along(name: str, x_shape: tuple[int, ...], dim: int, index: Any, src_shape: tuple[int, ...] | None = None) -> None:
@@ -97,7 +97,7 @@ def _scatter_into(kernel: str, out: Any, dim: int, region_shape: tuple[int, ...]
     contiguous copy when that part is a strided view (reshaping it to 3-D would copy)."""
     be = backend_of(out)
     region = out[_region(region_shape, dim)]
-    target = region if region.flags.c_contiguous else np.ascontiguousarray(region)
+    target = contiguous(region)
     if index3.size:
         getattr(be, kernel)(index3, src3, _as_3d(target, dim))
     if target is not region:
@@ -121,7 +121,7 @@ def scatter(out: Any, dim: int, index: Any, src: Any):
         src_part = src[tuple(slice(0, n) for n in index.shape)]
         src3 = src_part.reshape(shape3) if src_part.dtype == out.dtype else cast(src_part, out.dtype).reshape(shape3)
     else:
-        src3 = np.broadcast_to(np.asarray(src, dtype=out.dtype), shape3)
+        src3 = backend_of(out).full(shape3, src, out.dtype)
     return _scatter_into("scatter", out, dim, index.shape, _as_3d(index, dim), src3)
 
 
@@ -130,7 +130,7 @@ def scatter_add(shape: tuple[int, ...], dtype: Any, dim: int, index: Any, src: A
     the backward of :func:`gather`. ``index`` was checked by the gather it undoes."""
     be = backend_of(src)
     out = be.full(tuple(shape), 0, np.dtype(dtype))
-    index = np.ascontiguousarray(index, dtype=np.int64)
+    index = as_int64(index)
     src3 = _as_3d(src if src.dtype == out.dtype else cast(src, out.dtype), dim)
     return _scatter_into("scatter_add", out, dim, index.shape, _as_3d(index, dim), src3)
 
@@ -158,7 +158,7 @@ def index_select_backward(grad: Any, shape: tuple[int, ...], dim: int, index: An
     (repeated positions add up): the backward of :func:`index_select`."""
     be = backend_of(grad)
     out = be.full(tuple(shape), 0, grad.dtype)
-    index = np.ascontiguousarray(index, dtype=np.int64).reshape(-1)
+    index = as_int64(index).reshape(-1)
     outer, _, inner = _three(shape, dim)
     if index.size:
         be.index_add(index, grad.reshape(outer, index.size, inner), _as_3d(out, dim))

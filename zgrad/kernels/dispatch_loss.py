@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.kernels.dispatch import as_dtype, as_int64, backend_of
+from zgrad.kernels.dispatch import as_dtype, as_int64, backend_of, contiguous
 
 __all__ = [
     "class_loss", "class_loss_backward", "cross_entropy", "cross_entropy_backward", "nll", "nll_backward",
@@ -20,7 +20,7 @@ __all__ = [
 ]
 
 def _class_weight(weight: Any, dtype: np.dtype, be: Any) -> Any:
-    return be.empty((0,), dtype) if weight is None else np.ascontiguousarray(as_dtype(weight, dtype))
+    return be.empty((0,), dtype) if weight is None else contiguous(as_dtype(weight, dtype))
 
 
 def cross_entropy(logits: Any, targets: Any, ignore_index: int) -> tuple[float, int, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.kernels.dispatch import DEFAULT_FLOAT, INT64, as_dtype, backend_of, broadcast_shape, cast
+from zgrad.kernels.dispatch import DEFAULT_FLOAT, INT64, as_dtype, backend_of, broadcast_shape, broadcast_to, cast
 
 __all__ = [
     "clamp", "clamp_dtype", "clamp_backward", "extremum_backward", "compare", "logical_not", "write", "inplace_binary",
@@ -84,8 +84,8 @@ def extremum_backward(grad: Any, a: Any, b: Any, take_max: bool):
     """The gradients (for a, for b) of maximum(a, b) or minimum(a, b), in the broadcast shape."""
     be = backend_of(grad, a, b)
     dtype = grad.dtype
-    a = np.broadcast_to(a, grad.shape) if a.shape != grad.shape else a
-    b = np.broadcast_to(b, grad.shape) if b.shape != grad.shape else b
+    a = broadcast_to(a, grad.shape) if a.shape != grad.shape else a
+    b = broadcast_to(b, grad.shape) if b.shape != grad.shape else b
     a = a if a.dtype == dtype else cast(a, dtype)
     b = b if b.dtype == dtype else cast(b, dtype)
     return be.extremum_backward(grad, a, b, take_max, be.empty(grad.shape, dtype), be.empty(grad.shape, dtype))

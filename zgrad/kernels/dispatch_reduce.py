@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from zgrad.kernels.dispatch import _normalize_axes, _reduced_shape, backend_of, cast, float_dtype
+from zgrad.kernels.dispatch import _normalize_axes, _reduced_shape, backend_of, cast, contiguous, float_dtype
 
 __all__ = ["Rows", "to_rows", "argmax", "var", "var_backward", "logsumexp", "logsumexp_backward", "distribute_equal"]
 
@@ -40,7 +40,7 @@ def to_rows(x: Any, dim: Any) -> Rows:
     perm = [d for d in range(x.ndim) if d not in axes] + list(axes)
     moved = x.transpose(perm)
     count = math.prod(x.shape[d] for d in axes)
-    rows = np.ascontiguousarray(moved).reshape(-1, count) if count else moved.reshape(-1, 0)
+    rows = contiguous(moved).reshape(-1, count) if count else contiguous(moved).reshape(-1, 0)
     return Rows(rows, axes, moved.shape, tuple(np.argsort(perm)))
 
 
@@ -94,7 +94,7 @@ def var_backward(rows: Rows, mean: Any, coef: Any):
     coef = coef.reshape(-1)
     if coef.dtype != rows.rows.dtype:
         coef = cast(coef, rows.rows.dtype)
-    out = be.var_backward_rows(rows.rows, mean, np.ascontiguousarray(coef), be.empty(rows.rows.shape, rows.rows.dtype))
+    out = be.var_backward_rows(rows.rows, mean, contiguous(coef), be.empty(rows.rows.shape, rows.rows.dtype))
     return _from_rows(rows, out)
 
 
@@ -110,7 +110,7 @@ def logsumexp_backward(grad: Any, rows: Rows, result: Any):
     """grad * exp(x - logsumexp(x)) in the input's layout."""
     be = backend_of(grad)
     dtype = rows.rows.dtype
-    grad = np.ascontiguousarray(grad if grad.dtype == dtype else cast(grad, dtype)).reshape(-1)
+    grad = contiguous(grad if grad.dtype == dtype else cast(grad, dtype)).reshape(-1)
     out = be.logsumexp_backward_rows(grad, rows.rows, result.reshape(-1), be.empty(rows.rows.shape, dtype))
     return _from_rows(rows, out)
 

@@ -23,8 +23,6 @@ class Linear(Module):
         super().__init__()
         if in_features <= 0 or out_features <= 0:
             raise ValueError(f"Linear needs positive sizes, got in_features={in_features}, out_features={out_features}")
-        if device is not None:
-            check_supported(device)
         self.in_features = in_features
         self.out_features = out_features
         self.weight = Parameter(np.empty((out_features, in_features), dtype=dtype))
@@ -33,6 +31,8 @@ class Linear(Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
+        if device is not None:
+            self.to(check_supported(device))
 
     def reset_parameters(self) -> None:
         init.default_layer_init_(self.weight, self.bias)

@@ -7,6 +7,7 @@ from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
 import numpy as np
 
+from zgrad.kernels import dispatch
 from zgrad.tensor import Tensor, parse_to_args
 
 __all__ = ["Module", "Parameter", "IncompatibleKeys"]
@@ -20,8 +21,10 @@ class Parameter(Tensor):
     def __init__(self, data: Any = None, requires_grad: bool = True) -> None:
         if data is None:
             data = np.empty((0,), dtype=np.float32)
-        array = data._data if isinstance(data, Tensor) else np.asarray(data)
-        super().__init__(np.ascontiguousarray(array))
+        array = data._data if isinstance(data, Tensor) else data
+        if dispatch.device_type_of(array) == "cpu":
+            array = np.ascontiguousarray(np.asarray(array))
+        super().__init__(dispatch.contiguous(array))
         self.requires_grad_(requires_grad)
 
     def __repr__(self) -> str:
@@ -328,7 +331,7 @@ class Module:
         for name, value in state_dict.items():
             if name not in own:
                 continue
-            array = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
+            array = value._data if isinstance(value, Tensor) else np.asarray(value)
             if array.shape != own[name].shape:
                 raise ValueError(
                     f"size mismatch for {name}: copying a param with shape {list(array.shape)}, "
@@ -336,7 +339,7 @@ class Module:
                 )
             arrays[name] = array
         for name, array in arrays.items():
-            own[name]._data[...] = array
+            own[name]._data[...] = dispatch.to_device(array, dispatch.device_type_of(own[name]._data))
         return IncompatibleKeys(missing, unexpected)
 
     # --- device and dtype -----------------------------------------------------------------------
@@ -346,9 +349,9 @@ class Module:
         for module in self.modules():
             for param in module._parameters.values():
                 if param is not None:
-                    param._data = convert(param)._data
+                    param._rebind(convert(param)._data)
                     if param.grad is not None:
-                        param.grad._data = convert(param.grad)._data
+                        param.grad._rebind(convert(param.grad)._data)
             for name, buf in module._buffers.items():
                 if buf is not None:
                     module._buffers[name] = convert(buf)
@@ -360,7 +363,7 @@ class Module:
 
         Raises:
             TypeError: a non-floating dtype.
-            ZgradError: a device zgrad has no backend for (cuda, for now).
+            ZgradError: a CUDA device where none can be used.
         """
         device, dtype = parse_to_args(*args, **kwargs)
         if dtype is not None and dtype.kind not in "fc":
@@ -371,7 +374,7 @@ class Module:
         return self.to("cpu")
 
     def cuda(self, device: Any = None) -> "Module":
-        """Move to a CUDA device. Raises ZgradError: zgrad has no CUDA backend yet."""
+        """Move parameters and buffers to a CUDA device. Raises ZgradError: no CUDA device here."""
         return self.to("cuda" if device is None else device if isinstance(device, str) else f"cuda:{int(device)}")
 
     def float(self) -> "Module":

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from zgrad.ops._args import index_key as _index, operand as _operand, tensor_arg as _tensor
-from zgrad.ops.elementwise import Add, Cast, Div, Exp, Log, Mul, Neg, Pow, Relu, Sigmoid, Sub, Tanh
+from zgrad.ops.elementwise import Add, Cast, ToDevice, Div, Exp, Log, Mul, Neg, Pow, Relu, Sigmoid, Sub, Tanh
 from zgrad.ops.linalg import Linear, MatMul
 from zgrad.ops.loss import LogSoftmax, Softmax
 from zgrad.ops.loss_functions import cross_entropy, mse_loss
@@ -25,7 +25,7 @@ from zgrad.ops.shape import chunk, expand, flatten, split, squeeze, t, unsqueeze
 
 __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "matmul", "exp", "log", "tanh", "sigmoid", "relu",
-    "sum", "mean", "reshape", "transpose", "permute", "getitem", "stack", "cat", "clone", "cast",
+    "sum", "mean", "reshape", "transpose", "permute", "getitem", "stack", "cat", "clone", "cast", "to_device",
     "softmax", "log_softmax", "linear", "cross_entropy", "mse_loss",
     "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
     "abs", "sqrt", "clamp", "clip", "maximum", "minimum", "remainder", "gather", "index_select", "scatter", "where",
@@ -139,6 +139,11 @@ def cat(tensors: Sequence[Any], dim: int = 0) -> Any:
 
 def cast(x: Any, dtype: Any) -> Any:
     return Cast.apply(_tensor(x, "cast"), np.dtype(dtype))
+
+
+def to_device(x: Any, device_type: str) -> Any:
+    """``x`` copied to ``device_type`` ("cpu" or "cuda"), differentiably."""
+    return ToDevice.apply(_tensor(x, "to"), device_type)
 
 
 def clone(x: Any) -> Any:

@@ -61,7 +61,7 @@ def index_arg(index: Any, what: str) -> np.ndarray:
 def index_key(index: Any) -> Any:
     """An indexing key (``x[key]``) with tensors in it replaced by their arrays."""
     if isinstance(index, _tensor_class()):
-        return index.numpy()
+        return index._data
     if isinstance(index, tuple):
         return tuple(index_key(i) for i in index)
     return index

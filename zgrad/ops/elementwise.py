@@ -165,6 +165,19 @@ class Cast(Op):
         return dispatch.cast(grad, ctx.dtype), None
 
 
+class ToDevice(Op):
+    """A copy on another device; the gradient goes back to the source device."""
+
+    @staticmethod
+    def forward(ctx, x, device_type):
+        ctx.device_type = dispatch.device_type_of(x)
+        return dispatch.to_device(x, device_type)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return dispatch.to_device(grad, ctx.device_type), None
+
+
 class Remainder(Op):
     """a - b * floor(a / b): the sign of the divisor, as Python's % and torch.remainder."""
 

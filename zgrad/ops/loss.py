@@ -74,14 +74,14 @@ def _reduce_rows(loss, row_weight, reduction, shape):
         return loss.reshape(shape), None
     total = float(dispatch.reduce_sum(loss, dtype=np.float64))
     divisor = float(dispatch.reduce_sum(row_weight, dtype=np.float64)) if reduction == "mean" else 1.0
-    return dispatch.full((), _divide(total, divisor), loss.dtype), divisor
+    return dispatch.full((), _divide(total, divisor), loss.dtype, dispatch.device_type_of(loss)), divisor
 
 
 def _row_grad(grad, reduction, divisor, dtype):
     """The gradient reaching each row: the upstream values ('none') or one broadcast value."""
     if reduction == "none":
         return grad.reshape(-1)
-    return dispatch.full((1,), _divide(float(grad), divisor), dtype)
+    return dispatch.full((1,), _divide(float(grad), divisor), dtype, dispatch.device_type_of(grad))
 
 
 class CrossEntropy(Op):
@@ -101,7 +101,7 @@ class CrossEntropy(Op):
         if ctx.fused:
             total, counted, probs = DL.cross_entropy(logits, targets, ignore_index)
             ctx.divisor = float(counted) if reduction == "mean" else 1.0
-            out = dispatch.full((), _divide(total, ctx.divisor), logits.dtype)
+            out = dispatch.full((), _divide(total, ctx.divisor), logits.dtype, dispatch.device_type_of(logits))
         else:
             loss, row_weight, probs = DL.class_loss(logits, targets, weight, ignore_index, smoothing)
             out, ctx.divisor = _reduce_rows(loss, row_weight, reduction, shape)
@@ -151,12 +151,12 @@ class PointwiseLoss(Op):
         if reduction == "none":
             return DL.pointwise_loss(a, b, squared)
         ctx.divisor = a.size if reduction == "mean" else 1.0
-        return dispatch.full((), _divide(DL.pointwise_loss_sum(a, b, squared), ctx.divisor), a.dtype)
+        return dispatch.full((), _divide(DL.pointwise_loss_sum(a, b, squared), ctx.divisor), a.dtype, dispatch.device_type_of(a))
 
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
         if ctx.reduction != "none":
-            grad = dispatch.full((1,), _divide(float(grad), ctx.divisor), a.dtype)
+            grad = dispatch.full((1,), _divide(float(grad), ctx.divisor), a.dtype, dispatch.device_type_of(a))
         ga = DL.pointwise_loss_backward(a, b, grad, ctx.squared)
         return ga, (dispatch.unary("neg", ga) if ctx.needs_input_grad[1] else None), None, None

@@ -52,7 +52,7 @@ class LSTMLayer(Op):
     @staticmethod
     def forward(ctx, x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse):
         steps = x.shape[0]
-        bias = dispatch.full((w_ih.shape[0],), 0, x.dtype) if b_ih is None else dispatch.binary("add", b_ih, b_hh)
+        bias = dispatch.full((w_ih.shape[0],), 0, x.dtype, dispatch.device_type_of(x)) if b_ih is None else dispatch.binary("add", b_ih, b_hh)
         hs, cs, acts = DS.lstm_forward(_input_projection(x, w_ih), w_hh, bias, h0, c0, reverse)
         ctx.reverse = reverse
         ctx.save_for_backward(x, w_ih, w_hh, hs, cs, acts)
@@ -79,7 +79,7 @@ class GRULayer(Op):
     @staticmethod
     def forward(ctx, x, h0, w_ih, w_hh, b_ih, b_hh, reverse):
         steps = x.shape[0]
-        zeros = dispatch.full((w_ih.shape[0],), 0, x.dtype)
+        zeros = dispatch.full((w_ih.shape[0],), 0, x.dtype, dispatch.device_type_of(x))
         hs, acts = DS.gru_forward(_input_projection(x, w_ih), w_hh, zeros if b_ih is None else b_ih,
                                   zeros if b_hh is None else b_hh, h0, reverse)
         ctx.reverse = reverse

@@ -18,7 +18,7 @@ def _expand_reduced(grad, shape, axes, keepdim):
     """Broadcast a reduced gradient back to ``shape`` (a read-only view, no copy)."""
     if not keepdim:
         grad = grad.reshape(tuple(1 if i in axes else n for i, n in enumerate(shape)))
-    return np.broadcast_to(grad, shape)
+    return dispatch.broadcast_to(grad, shape)
 
 
 def _axes(dim, ndim):
@@ -155,7 +155,7 @@ class Expand(Op):
 
     @staticmethod
     def forward(ctx, x, shape):
-        return np.broadcast_to(x, shape)
+        return dispatch.broadcast_to(x, shape)
 
     @staticmethod
     def backward(ctx, grad):

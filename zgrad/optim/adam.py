@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-import numpy as np
-
 from zgrad.kernels import dispatch
 from zgrad.optim.optimizer import Optimizer
 from zgrad.tensor import Tensor
@@ -32,9 +30,10 @@ class Adam(Optimizer):
     def _update(self, param: Tensor, grad: Any, group: dict[str, Any], state: dict[str, Any]) -> None:
         if not state:
             state["step"] = 0
-            state["exp_avg"] = np.zeros_like(param._data)
-            state["exp_avg_sq"] = np.zeros_like(param._data)
-            state["max_exp_avg_sq"] = np.zeros_like(param._data) if group["amsgrad"] else np.empty(0, param.dtype)
+            device = dispatch.device_type_of(param._data)
+            state["exp_avg"] = dispatch.full(param.shape, 0, param.dtype, device)
+            state["exp_avg_sq"] = dispatch.full(param.shape, 0, param.dtype, device)
+            state["max_exp_avg_sq"] = dispatch.full(param.shape if group["amsgrad"] else (0,), 0, param.dtype, device)
         state["step"] += 1
         beta1, beta2 = group["betas"]
         dispatch.backend_of(param._data).adam_step(

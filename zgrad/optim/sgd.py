@@ -4,16 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-import numpy as np
-
 from zgrad.kernels import dispatch
 from zgrad.optim.optimizer import Optimizer
 from zgrad.tensor import Tensor
 
 __all__ = ["SGD"]
-
-_NO_BUFFER = np.empty(0, dtype=np.float32)
-
 
 class SGD(Optimizer):
     """SGD with optional momentum (and dampening, Nesterov) and L2 weight decay.
@@ -39,10 +34,11 @@ class SGD(Optimizer):
         momentum = group["momentum"]
         buf = state.get("momentum_buffer")
         first = buf is None
+        device = dispatch.device_type_of(param._data)
         if momentum != 0 and first:
-            buf = state["momentum_buffer"] = np.empty_like(param._data)
+            buf = state["momentum_buffer"] = dispatch.empty(param.shape, param.dtype, device)
         dispatch.backend_of(param._data).sgd_step(
-            param._data, grad, buf if momentum != 0 else _NO_BUFFER.astype(param.dtype),
+            param._data, grad, buf if momentum != 0 else dispatch.empty((0,), param.dtype, device),
             float(group["lr"]), float(momentum), float(group["dampening"]), float(group["weight_decay"]),
             bool(group["nesterov"]), first,
         )

@@ -88,7 +88,7 @@ def get_gradients(context_id: int) -> dict[Tensor, Tensor]:
         AutogradError: "Could not find autograd context with id: N".
     """
     ctx = current_worker().contexts.get(context_id)
-    return {leaf: Tensor(np.asarray(grad)) for leaf, grad in ctx.gradients().items()}
+    return {leaf: Tensor(np.asarray(grad) if dispatch.device_type_of(grad) == "cpu" else grad) for leaf, grad in ctx.gradients().items()}
 
 
 def get_debug_info() -> dict[str, int]:

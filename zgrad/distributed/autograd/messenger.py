@@ -20,6 +20,7 @@ from zgrad.distributed.rpc.messages import Kind, check_meta
 from zgrad.distributed.rpc.worker_info import WorkerInfo
 from zgrad.engine.dist_protocol import BODY_SCHEMAS, KINDS
 from zgrad.errors import ProtocolError
+from zgrad.kernels import dispatch
 from zgrad.transport import Envelope
 
 __all__ = ["RpcMessenger", "MessengerAgent", "ENGINE_KINDS"]
@@ -71,7 +72,7 @@ class RpcMessenger:
                     specs.append(index)
                     continue
                 sent[id(a)] = len(buffers)
-                buffer = np.ascontiguousarray(a)
+                buffer = dispatch.host_buffer(a)  # a CUDA gradient is staged through pinned memory
                 specs.append(array_spec(buffer))
                 buffers.append(buffer)
             meta["arrays"] = specs

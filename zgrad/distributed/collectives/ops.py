@@ -2,7 +2,8 @@
 
 The public functions (``api.py``) check tensors and resolve groups, then call these with the
 tensors' arrays; DDP's reducer calls them directly. Arrays are worked on flat: a C-contiguous
-array in place, any other through a contiguous copy written back at the end.
+array in place, any other (a strided or a CUDA array) through a contiguous host copy written back
+at the end.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from zgrad.distributed.collectives.channel import Channel
 from zgrad.distributed.collectives.fingerprint import Fingerprint, ReduceOp
 from zgrad.distributed.collectives.process_group import ProcessGroup
 from zgrad.distributed.collectives.work import Work
+from zgrad.kernels import dispatch, dispatch_pointwise
 
 __all__ = ["all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "barrier", "marker", "monitored_barrier"]
 
@@ -27,8 +29,14 @@ def _name(dtype: np.dtype) -> str:
     return dtype.name  # numpy computes it on every access
 
 
-def _flat(array: np.ndarray) -> tuple[np.ndarray, Callable[[], None] | None]:
-    """A flat view of ``array``, or a contiguous copy and the function writing it back."""
+def _flat(array: Any) -> tuple[np.ndarray, Callable[[], None] | None]:
+    """A flat view of ``array``, or a contiguous copy and the function writing it back. A CUDA
+    array is staged: copied on the calling thread's stream into a pinned host buffer, which the
+    collective works on, and copied up again at the end (the buffer then goes back to its pool)."""
+    if dispatch.device_type_of(array) != "cpu":
+        staged = dispatch.host_buffer(array).reshape(-1)
+        return staged, lambda: dispatch_pointwise.write(array, dispatch.to_device(staged.reshape(array.shape),
+                                                                                   dispatch.device_type_of(array)))
     if array.flags.c_contiguous:
         return array.reshape(-1), None
     copy = np.ascontiguousarray(array).reshape(-1)
@@ -94,7 +102,7 @@ def all_gather(pg: ProcessGroup, outs: Sequence[np.ndarray], x: np.ndarray, asyn
                label: str = "all_gather") -> Work | None:
     """``outs[i]`` = group rank i's ``x``."""
     flats = [_flat(out) for out in outs]
-    source = np.ascontiguousarray(x).reshape(-1)
+    source = dispatch.host_buffer(x).reshape(-1)
     chunk = _chunk_elems(pg, source.dtype)
     fingerprint = Fingerprint(label, "", _name(x.dtype), x.shape, -1, f"ring/{chunk}")
     algorithm = lambda ch: ring.ring_all_gather(ch, [f for f, _ in flats], source, chunk)  # noqa: E731
@@ -105,7 +113,7 @@ def reduce_scatter(pg: ProcessGroup, out: np.ndarray, inputs: Sequence[np.ndarra
                    result: list[Any], label: str = "reduce_scatter") -> Work | None:
     """``out`` = the reduction over the ranks of their ``inputs[rank]``."""
     flat, writeback = _flat(out)
-    sources = [np.ascontiguousarray(a).reshape(-1) for a in inputs]
+    sources = [dispatch.host_buffer(a).reshape(-1) for a in inputs]
     reduce_op, average = _reduction(op)
     chunk = _chunk_elems(pg, flat.dtype)
     fingerprint = Fingerprint(label, op.name, _name(out.dtype), out.shape, -1, f"ring/{chunk}")

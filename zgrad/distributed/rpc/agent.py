@@ -20,6 +20,7 @@ from collections import Counter
 from typing import Any, Callable
 
 from zgrad.distributed.rpc.codec import decode_value, encode_value
+from zgrad.distributed.rpc.device_maps import inverse
 from zgrad.distributed.rpc.env import InitPlan
 from zgrad.distributed.rpc.functions import deferred_future
 from zgrad.distributed.rpc.hooks import CallHooks, NoCallHooks
@@ -59,6 +60,8 @@ class RpcAgent:
         self.world_size = plan.world_size
         self.config = plan.config
         self._plan = plan
+        self._device_maps = plan.config.rpc.device_maps  # peer name -> {device here: device there}
+        self._reply_maps: dict[int, dict[str, str] | None] = {}  # peer id -> the inverse, for replies
         self._lock = threading.Lock()
         self._no_pending = threading.Condition(self._lock)
         self._request_ids = itertools.count(1)
@@ -206,7 +209,8 @@ class RpcAgent:
         """Start ``func(*args, **kwargs)`` on worker ``to``; the future holds its result."""
         info = self.worker_info(to)
         target = target_name(func)
-        encoded = encode_value([list(args), dict(kwargs or {})], encode_rref=self._encode_rref)
+        encoded = encode_value([list(args), dict(kwargs or {})], encode_rref=self._encode_rref,
+                               device_map=self._device_maps.get(info.name))
         timeout_s = self.timeout_s(timeout)
         meta: dict[str, Any] = {"target": target, "payload": encoded.payload, "timeout_s": timeout_s}
         if rref is not None:
@@ -320,7 +324,8 @@ class RpcAgent:
             return
         try:
             if pending.decode:
-                decoded = decode_value(envelope.meta["payload"], envelope.buffers, self._decode_rref, self._resolve_name)
+                decoded = decode_value(envelope.meta["payload"], envelope.buffers, self._decode_rref, self._resolve_name,
+                                       self._reply_map(envelope.src))
                 self.call_hooks.incoming_result(pending.context, envelope.src, envelope.meta, decoded.tensors)
                 value = decoded.value
             else:
@@ -329,6 +334,14 @@ class RpcAgent:
             self._finish(envelope.request_id, error=ProtocolError(f"the reply to {pending.what} is malformed: {exc}"))
             return
         self._finish(envelope.request_id, value=value)
+
+    def _reply_map(self, peer: int) -> dict[str, str] | None:
+        """Where tensors in ``peer``'s replies land: the inverse of this worker's map for it."""
+        if not self._device_maps:
+            return None
+        if peer not in self._reply_maps:
+            self._reply_maps[peer] = inverse(self._device_maps.get(self.worker_info(peer).name))
+        return self._reply_maps[peer]
 
     def _finish(self, request_id: int, value: Any = None, error: BaseException | None = None) -> None:
         with self._lock:

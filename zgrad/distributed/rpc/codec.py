@@ -15,7 +15,10 @@ remote errors, and, by name:
 
 Tensors and arrays are replaced in the tree by references into a buffer table and travel as raw
 frames: the encoder hands the transport the (C-contiguous) arrays themselves, never a copy; the
-decoder rebuilds arrays with ``np.frombuffer`` over the received frames.
+decoder rebuilds arrays with ``np.frombuffer`` over the received frames. A CUDA tensor is copied
+on the sending thread's stream into a pinned host buffer, which is sent zero-copy and goes back to
+the CUDA backend's pool once the transport lets go of it; its reference carries its device, and
+the receiver copies it up into its own CUDA device (an error where it has none).
 
 Wire form: msgpack with extension types (below) for what msgpack lacks natively.
 """
@@ -23,15 +26,17 @@ Wire form: msgpack with extension types (below) for what msgpack lacks natively.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import types
 
 import msgpack
 import numpy as np
 
+from zgrad.distributed.rpc.device_maps import DEVICES
 from zgrad.distributed.rpc.targets import TargetError, target_name
 from zgrad.errors import ProtocolError, RemoteError, ZgradError
+from zgrad.kernels import dispatch
 from zgrad.nn.module import Parameter
 from zgrad.tensor import Tensor
 
@@ -145,8 +150,9 @@ RRefDecoder = Callable[[list], Any]
 
 
 class _Encoder:
-    def __init__(self, encode_rref: RRefEncoder | None) -> None:
+    def __init__(self, encode_rref: RRefEncoder | None, device_map: Mapping[str, str] | None = None) -> None:
         self.encode_rref = encode_rref
+        self.device_map = device_map
         self.buffers: list[np.ndarray] = []
         self.tensors: list[Tensor] = []
         self.objects_open: set[int] = set()  # ids of the objects being encoded (cycle check)
@@ -158,9 +164,9 @@ class _Encoder:
         packer = msgpack.Packer(default=self.default, strict_types=True, use_bin_type=True, buf_size=_PACK_BUFFER)
         return packer.pack(value)
 
-    def _array_ref(self, array: np.ndarray) -> int:
+    def _array_ref(self, array: Any) -> int:
         array_spec(array)  # checks the dtype
-        self.buffers.append(np.ascontiguousarray(array))
+        self.buffers.append(dispatch.host_buffer(array))  # device arrays: staged through pinned memory
         return len(self.buffers) - 1
 
     def default(self, obj: Any) -> Any:
@@ -176,8 +182,13 @@ class _Encoder:
             index = self._array_ref(array)
             self.tensors.append(obj)
             fields = [index, array.dtype.str, list(array.shape), obj.requires_grad]
-            if isinstance(obj, Parameter):
-                fields.append(True)
+            device = "cpu" if dispatch.device_type_of(array) == "cpu" else "cuda:0"
+            if self.device_map:
+                device = self.device_map.get(device, device)
+            if isinstance(obj, Parameter) or device != "cpu":
+                fields.append(isinstance(obj, Parameter))
+            if device != "cpu":
+                fields.append(device)
             return msgpack.ExtType(EXT_TENSOR, self.pack(fields))
         if isinstance(obj, np.ndarray):
             index = self._array_ref(obj)
@@ -252,14 +263,15 @@ class _Encoder:
         return b"".join(parts)
 
 
-def encode_value(value: Any, encode_rref: RRefEncoder | None = None) -> Encoded:
-    """Encode ``value`` for the wire.
+def encode_value(value: Any, encode_rref: RRefEncoder | None = None, device_map: Mapping[str, str] | None = None) -> Encoded:
+    """Encode ``value`` for the wire; each tensor's reference names the device it is to land on
+    at the receiver: its own, or what ``device_map`` (this device -> the receiver's) says.
 
     Raises:
         CodecError: the value (or something inside it) is outside the safe vocabulary, or an
             int does not fit in 64 bits.
     """
-    encoder = _Encoder(encode_rref)
+    encoder = _Encoder(encode_rref, device_map)
     try:
         payload = encoder.pack(value)
     except CodecError:
@@ -271,10 +283,25 @@ def encode_value(value: Any, encode_rref: RRefEncoder | None = None) -> Encoded:
 
 NameResolver = Callable[[str, str], Any]
 
+def _place(array: np.ndarray, device: str) -> Any:
+    """A received array on ``device``, copied up from the received frame for "cuda:0" (zgrad uses
+    one CUDA device per process).
+
+    Raises:
+        ZgradError: a CUDA tensor arrived at a worker without a CUDA device.
+    """
+    if device == "cpu":
+        return array
+    if not dispatch.backend_available("cuda"):
+        raise ZgradError(f"received a tensor on {device}, but this worker has no CUDA device; "
+                         "move it to the CPU (.cpu()) before sending it here")
+    return dispatch.to_device(array, "cuda")
+
 
 class _Decoder:
     def __init__(self, buffers: tuple[memoryview, ...] | list, decode_rref: RRefDecoder | None,
-                 resolve: NameResolver | None) -> None:
+                 resolve: NameResolver | None, device_map: Mapping[str, str] | None) -> None:
+        self.device_map = device_map
         self.buffers = buffers
         self.used = [False] * len(buffers)
         self.decode_rref = decode_rref
@@ -296,13 +323,19 @@ class _Decoder:
             raise ProtocolError(f"buffer {index}: {exc}") from None
 
     def _tensor(self, fields: Any) -> Tensor:
-        if not isinstance(fields, list) or len(fields) not in (4, 5) or not all(isinstance(f, bool) for f in fields[3:]):
+        if (not isinstance(fields, list) or len(fields) not in (4, 5, 6) or not all(isinstance(f, bool) for f in fields[3:5])
+                or (len(fields) == 6 and fields[5] not in DEVICES)):
             raise ProtocolError("malformed tensor reference")
         array = self._array(*fields[:3])
+        device = fields[5] if len(fields) == 6 else "cpu"
+        if self.device_map:
+            device = self.device_map.get(device, device)
+        if device != "cpu":
+            array = _place(array, device)
         requires_grad = fields[3]
         if requires_grad and array.dtype.kind not in "fc":
             raise ProtocolError(f"a tensor of dtype {array.dtype} cannot require grad")
-        if len(fields) == 5 and fields[4]:
+        if len(fields) >= 5 and fields[4]:
             tensor: Tensor = Parameter(array, requires_grad=requires_grad)
         else:
             tensor = Tensor(array)
@@ -386,8 +419,10 @@ class Decoded:
 
 
 def decode_value(payload: Any, buffers: tuple[memoryview, ...] | list = (), decode_rref: RRefDecoder | None = None,
-                 resolve: NameResolver | None = None) -> Decoded:
-    """Decode a payload made by :func:`encode_value`, over the received ``buffers`` (no copy).
+                 resolve: NameResolver | None = None, device_map: Mapping[str, str] | None = None) -> Decoded:
+    """Decode a payload made by :func:`encode_value`, over the received ``buffers`` (no copy for
+    CPU tensors). ``device_map`` moves tensors from the device their reference names to another
+    (a reply travels the inverse of the caller's map).
 
     Args:
         decode_rref: rebuilds an RRef from its fields (RRefs are refused without it).
@@ -401,7 +436,7 @@ def decode_value(payload: Any, buffers: tuple[memoryview, ...] | list = (), deco
     """
     if not isinstance(payload, (bytes, bytearray, memoryview)):
         raise ProtocolError(f"value payload must be bytes, got {type(payload).__name__}")
-    decoder = _Decoder(buffers, decode_rref, resolve)
+    decoder = _Decoder(buffers, decode_rref, resolve, device_map)
     try:
         value = decoder.unpack(bytes(payload))
     except ProtocolError:

@@ -10,8 +10,9 @@ option                   becomes
 ``rpc_timeout``          ``[rpc] default_timeout_s`` (seconds; 0 = no timeout)
 ``init_method``          ``"env://"``: ``MASTER_ADDR`` / ``MASTER_PORT`` (the default);
                          ``"tcp://host:port"``: rank 0's rendezvous address
-``devices``,             CPU only until the CUDA backend exists: a CUDA device is an error
-``device_maps``
+``device_maps``          ``[rpc] device_maps`` (``device_maps.py``: where tensors sent to a peer
+                         land; devices are ``"cpu"`` and ``"cuda:0"``)
+``devices``              checked (``"cpu"``, ``"cuda:0"``); zgrad uses one CUDA device a process
 =======================  =====================================================================
 """
 
@@ -23,6 +24,7 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from zgrad.config import Config
+from zgrad.distributed.rpc.device_maps import check_device_maps, device_name
 from zgrad.errors import ConfigError
 
 __all__ = ["BackendType", "TensorPipeRpcBackendOptions", "RpcBackendOptions", "apply_backend_options",
@@ -36,13 +38,6 @@ class BackendType(enum.Enum):
     ZMQ = "ZMQ"
 
 
-def _cpu_only(what: str, devices: Any) -> None:
-    for device in devices or ():
-        if str(device).split(":")[0] != "cpu":
-            raise ConfigError(f"{what} names the device {device!r}; only CPU devices exist until zgrad's CUDA backend "
-                              "is built. Leave devices and device maps unset (tensors travel through host memory).")
-
-
 class TensorPipeRpcBackendOptions:
     """PyTorch's RPC options (attributes may also be set after construction, as in PyTorch).
 
@@ -50,8 +45,8 @@ class TensorPipeRpcBackendOptions:
         num_worker_threads: threads running incoming calls.
         rpc_timeout: default timeout of calls in seconds (0: none).
         init_method: ``"env://"`` or ``"tcp://host:port"`` of rank 0.
-        device_maps: accepted for compatibility; CPU only.
-        devices: accepted for compatibility; CPU only.
+        device_maps: peer name -> {this worker's device: the peer's device} (``device_maps.py``).
+        devices: the devices this worker uses ("cpu", "cuda:0"); checked, otherwise informational.
     """
 
     def __init__(self, *, num_worker_threads: int = 16, rpc_timeout: float = 60.0, init_method: str = "env://",
@@ -64,13 +59,18 @@ class TensorPipeRpcBackendOptions:
         self.devices = list(devices or [])
 
     def set_device_map(self, to: str, device_map: Mapping[Any, Any]) -> None:
-        """Map local devices to ``to``'s (CPU only here)."""
-        _cpu_only("set_device_map", [*device_map.keys(), *device_map.values()])
-        self.device_maps.setdefault(to, {}).update(device_map)
+        """Send tensors on this worker's devices to ``to``'s devices: ``{"cuda:0": "cpu"}`` makes
+        CUDA tensors arrive on ``to``'s CPU (results come back through the inverse map).
+
+        Raises:
+            ConfigError: a device other than "cpu" and "cuda:0", or a map that is not one-to-one.
+        """
+        merged = {**self.device_maps.get(to, {}), **device_map}
+        self.device_maps[to] = check_device_maps({to: merged}, "set_device_map")[to]
 
     def set_devices(self, devices: list[Any]) -> None:
-        _cpu_only("set_devices", devices)
-        self.devices = list(devices)
+        """The devices this worker uses ("cpu", "cuda:0"). Raises ConfigError for any other."""
+        self.devices = [device_name(d, "set_devices") for d in devices]
 
     def __repr__(self) -> str:
         return (f"TensorPipeRpcBackendOptions(num_worker_threads={self.num_worker_threads}, "
@@ -81,13 +81,14 @@ RpcBackendOptions = TensorPipeRpcBackendOptions
 
 
 def apply_backend_options(config: Config, options: TensorPipeRpcBackendOptions | None) -> Config:
-    """``config`` with the options' thread count and timeout in ``[rpc]``.
+    """``config`` with the options' thread count, timeout and device maps in ``[rpc]``.
 
     Raises:
-        ConfigError: an option of the wrong type or out of range, or a CUDA device.
+        ConfigError: an option of the wrong type or out of range, or a bad device or device map.
     """
+    maps = check_device_maps(config.rpc.device_maps, "config key 'rpc.device_maps'")
     if options is None:
-        return config
+        return dataclasses.replace(config, rpc=dataclasses.replace(config.rpc, device_maps=maps))
     if not isinstance(options, TensorPipeRpcBackendOptions):
         raise ConfigError(f"rpc_backend_options must be a TensorPipeRpcBackendOptions, got {type(options).__name__}")
     threads, timeout = options.num_worker_threads, options.rpc_timeout
@@ -95,10 +96,10 @@ def apply_backend_options(config: Config, options: TensorPipeRpcBackendOptions |
         raise ConfigError(f"rpc_backend_options.num_worker_threads got {threads!r}; expected an integer > 0")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
         raise ConfigError(f"rpc_backend_options.rpc_timeout got {timeout!r}; expected seconds >= 0 (0: no timeout)")
-    _cpu_only("rpc_backend_options.devices", options.devices)
-    for peer, device_map in options.device_maps.items():
-        _cpu_only(f"rpc_backend_options.device_maps[{peer!r}]", [*device_map.keys(), *device_map.values()])
-    rpc = dataclasses.replace(config.rpc, num_worker_threads=threads, default_timeout_s=float(timeout))
+    for device in options.devices:
+        device_name(device, "rpc_backend_options.devices")
+    maps.update(check_device_maps(options.device_maps, "rpc_backend_options.device_maps"))
+    rpc = dataclasses.replace(config.rpc, num_worker_threads=threads, default_timeout_s=float(timeout), device_maps=maps)
     return dataclasses.replace(config, rpc=rpc)
 
 

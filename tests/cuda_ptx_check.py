@@ -1,0 +1,78 @@
+"""Compile every CUDA kernel of zgrad for sm_90 and report float64 use in float32 kernels.
+
+Run as a script (by tests/test_cuda_ptx.py) in a process without NUMBA_ENABLE_CUDASIM: it needs
+Numba's real CUDA target and NVVM (numba-cuda[cu13]), but no GPU and no driver. Prints one JSON
+object: {"compiled": n, "failures": [...], "f64": {name: count}, "uncovered": [kernels without a
+PTX signature]}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import types
+
+COMPUTE_CAPABILITY = (9, 0)
+MODULES = ("cuda_k_elementwise", "cuda_k_rows", "cuda_k_linalg", "cuda_k_index", "cuda_k_layers", "cuda_k_rnn")
+# A float64 instruction: an f64 register, operation or conversion (.f64 / .rn.f64.f32 ...).
+F64 = re.compile(r"\.f64\b")
+
+
+def _kernels(module: types.ModuleType) -> list[tuple[str, object]]:
+    """(name, Python function) of every kernel (not device function) a kernel module defines,
+    the element-wise tables' included."""
+    from numba.cuda.dispatcher import CUDADispatcher
+
+    found = []
+    for label, value in vars(module).items():
+        if isinstance(value, CUDADispatcher) and not value.targetoptions.get("device"):
+            found.append((label, value.py_func))
+        elif isinstance(value, dict) and label.isupper():
+            for op, pair in value.items():
+                if isinstance(pair, tuple):
+                    found += [(f"{label}[{op}]", k.py_func) for k in pair if isinstance(k, CUDADispatcher)]
+    return found
+
+
+def main() -> int:
+    if os.environ.get("NUMBA_ENABLE_CUDASIM"):
+        print("cuda_ptx_check needs Numba's real CUDA target: unset NUMBA_ENABLE_CUDASIM", file=sys.stderr)
+        return 2
+    import importlib
+
+    from numba import cuda
+    import numba.cuda.dispatcher as dispatcher_module
+
+    # Device functions read the current device's compute capability when they compile; there is
+    # no device here, so report the target's.
+    dispatcher_module.get_current_device = lambda: types.SimpleNamespace(compute_capability=COMPUTE_CAPABILITY)
+    only = set(sys.argv[1:])
+    compiled, failures, f64, uncovered = 0, [], {}, []
+    for name in MODULES:
+        module = importlib.import_module(f"zgrad.kernels.{name}")
+        cases = module.ptx_signatures()
+        covered = {id(py_func) for _, py_func, _ in cases}
+        uncovered += [f"{name}.{label}" for label, py_func in _kernels(module) if id(py_func) not in covered]
+        for case, py_func, signature in cases:
+            if only and case.rsplit("_", 1)[0] not in only and case not in only:
+                continue
+            float32 = any("float32" in str(t) for t in signature)
+            label = f"{name}.{case}[{'float32' if float32 else 'float64'}]"
+            try:
+                ptx, _ = cuda.compile_ptx(py_func, signature, cc=COMPUTE_CAPABILITY)
+            except Exception as exc:  # noqa: BLE001 - every failure is reported
+                failures.append(f"{label}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+                continue
+            compiled += 1
+            if float32:
+                count = len(F64.findall(ptx))
+                if count:
+                    f64[label] = count
+    print(json.dumps({"compiled": compiled, "failures": failures, "f64": f64, "uncovered": uncovered}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

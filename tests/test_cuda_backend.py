@@ -1,0 +1,335 @@
+"""The CUDA backend beyond single ops (in Numba's simulator here): moving tensors and modules,
+factories, training steps with the optimizers, recurrent layers, embeddings, dropout, in-place
+updates through views, the strict device check itself, and the errors a user meets."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import zgrad
+import zgrad.nn.functional as F
+from cuda_helpers import SIMULATOR, check_device, is_device_array, requires_cuda, strict_cuda
+from zgrad import nn
+from zgrad.kernels import dispatch
+
+pytestmark = requires_cuda
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _host(t):
+    return t._host()
+
+
+# --- the strict check can fail -------------------------------------------------------------------
+
+def test_strict_check_fails_an_op_that_uses_the_cpu_backend():
+    x = zgrad.ones(3, device="cuda")
+    with strict_cuda(), pytest.raises(AssertionError, match="CPU backend's 'exp' ran during a CUDA computation"):
+        dispatch.backend("cpu").exp(x._data, x._data)
+
+
+def test_a_device_array_refuses_numpy():
+    x = zgrad.ones(3, device="cuda")
+    with pytest.raises(TypeError, match="can't convert a cuda device array to numpy implicitly"):
+        np.exp(x._data)
+    with pytest.raises(TypeError, match=r"can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu\(\)"):
+        x.numpy()
+
+
+def test_check_device_fails_when_cuda_and_cpu_disagree(monkeypatch):
+    from zgrad.kernels import cuda as backend
+    monkeypatch.setattr(backend, "exp", backend.tanh)
+    with pytest.raises(AssertionError, match="CUDA forward differs"):
+        check_device(lambda lib, a: a.exp(), [(4,)])
+
+
+# --- moving tensors ------------------------------------------------------------------------------
+
+def test_to_cuda_and_back_is_differentiable_and_copies():
+    x = zgrad.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x.cuda()
+    assert y.is_cuda and y.device == "cuda:0" and y.device == zgrad.device("cuda", 0) and is_device_array(y._data)
+    assert y.cuda() is y and y.to("cuda") is y
+    z = (y * y).cpu()
+    assert not z.is_cuda and z.grad_fn is not None
+    z.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0, 6.0])
+    assert "device='cuda:0'" in repr(y) and y.tolist() == [1.0, 2.0, 3.0] and y[1].item() == 2.0
+
+
+def test_to_with_dtype_and_copy():
+    x = zgrad.arange(4, device="cuda")
+    assert x.dtype == np.int64 and x.is_cuda
+    y = x.to("cuda", zgrad.float64)
+    assert y.dtype == np.float64 and y.is_cuda and y.tolist() == [0.0, 1.0, 2.0, 3.0]
+    copied = x.to("cuda", copy=True)
+    copied.add_(1)
+    assert x.tolist() == [0, 1, 2, 3] and copied.tolist() == [1, 2, 3, 4]
+    assert x.cpu().to(x).is_cuda
+
+
+def test_factories_take_device_and_the_default_device():
+    for t in (zgrad.zeros(2, 3, device="cuda"), zgrad.ones(2, device="cuda:0"), zgrad.full((2,), 7.0, device="cuda"),
+              zgrad.randn(2, device="cuda"), zgrad.tensor([1, 2], device="cuda"), zgrad.empty(2, device="cuda")):
+        assert t.is_cuda
+    x = zgrad.ones(2, device="cuda")
+    assert zgrad.zeros_like(x).is_cuda and zgrad.rand_like(x).is_cuda and not zgrad.zeros_like(x, device="cpu").is_cuda
+    assert zgrad.tensor(x).is_cuda
+    zgrad.set_default_device("cuda")
+    try:
+        assert zgrad.ones(1).is_cuda and zgrad.get_default_device() == "cuda" and not zgrad.from_numpy(np.ones(1)).is_cuda
+    finally:
+        zgrad.set_default_device(None)
+    assert not zgrad.ones(1).is_cuda and zgrad.get_default_device() == "cpu"
+
+
+def test_same_seed_gives_the_same_numbers_on_both_devices():
+    zgrad.manual_seed(3)
+    cpu = zgrad.randn(5)
+    zgrad.manual_seed(3)
+    np.testing.assert_array_equal(zgrad.randn(5, device="cuda").cpu().numpy(), cpu.numpy())
+
+
+def test_mixing_devices_and_bad_ordinals_raise():
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device, but found at least two devices"):
+        zgrad.ones(2) + zgrad.ones(2, device="cuda")
+    with pytest.raises(zgrad.ZgradError, match=r"invalid device ordinal: cuda:1 requested, 1 device\(s\) present"):
+        zgrad.ones(2, device="cuda:1")
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="the simulator's limits")
+def test_the_simulator_has_no_dlpack_and_no_array_interface():
+    x = zgrad.ones(2, device="cuda")
+    with pytest.raises(BufferError, match="DLPack needs a real GPU; the CUDA simulator's memory is host memory"):
+        x.__dlpack__()
+    assert not hasattr(x, "__cuda_array_interface__") and not hasattr(zgrad.ones(2), "__cuda_array_interface__")
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="the simulator's name")
+def test_cuda_and_accelerator_report_the_simulator_device():
+    assert zgrad.cuda.is_available() and zgrad.cuda.device_count() == 1 and zgrad.cuda.current_device() == 0
+    assert zgrad.cuda.get_device_name() == "Numba CUDA simulator"
+    assert zgrad.accelerator.is_available() and zgrad.accelerator.current_accelerator() == "cuda"
+    assert zgrad.accelerator.device_count() == 1
+    zgrad.cuda.synchronize()
+
+
+# --- in place and indexing -----------------------------------------------------------------------
+
+def test_inplace_updates_write_through_views():
+    x = zgrad.zeros(3, 4, device="cuda")
+    x[1:, ::2] += 1
+    x[0] = zgrad.tensor([1.0, 2.0, 3.0, 4.0], device="cuda")
+    x[x > 3] = -1.0
+    x.T[0].mul_(10)
+    expected = np.zeros((3, 4), np.float32)
+    expected[1:, ::2] += 1
+    expected[0] = [1, 2, 3, 4]
+    expected[expected > 3] = -1
+    expected.T[0] *= 10
+    np.testing.assert_array_equal(x.cpu().numpy(), expected)
+    x.zero_()
+    assert not np.any(x.cpu().numpy())
+
+
+@pytest.mark.parametrize("shape, axis", [((203,), None), ((3, 150), 1), ((2, 64), (0, 1))])
+def test_long_rows_are_summed_in_chunks(monkeypatch, shape, axis):
+    from zgrad.kernels import cuda_reduce
+    monkeypatch.setattr(cuda_reduce, "SPLIT_MIN_LENGTH", 64)
+    data = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    with strict_cuda():
+        total = zgrad.tensor(data).sum() if axis is None else zgrad.tensor(data).sum(axis)
+        assert is_device_array(total._data)
+    np.testing.assert_allclose(_host(total), data.astype(np.float64).sum(axis), rtol=1e-5, atol=1e-5)
+
+
+def test_reductions_with_nan_and_indices_match_cpu():
+    data = np.array([[1.0, np.nan, 3.0], [4.0, 4.0, -1.0]], np.float32)
+    for fn in (lambda t: t.max(), lambda t: t.max(1).values, lambda t: t.argmax(1), lambda t: t.argmin(0),
+               lambda t: t.sum(0), lambda t: zgrad.logsumexp(t, 1)):
+        np.testing.assert_array_equal(fn(zgrad.tensor(data, device="cuda")).cpu().numpy(), fn(zgrad.tensor(data)).numpy())
+
+
+# --- modules and optimizers ----------------------------------------------------------------------
+
+def _mlp():
+    zgrad.manual_seed(0)
+    return nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 4))
+
+
+@pytest.mark.parametrize("make_optimizer", [
+    lambda p: zgrad.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01),
+    lambda p: zgrad.optim.Adam(p, lr=0.05, amsgrad=True, weight_decay=0.01),
+], ids=["sgd", "adam"])
+def test_training_steps_on_cuda_match_the_cpu(make_optimizer):
+    x = np.random.default_rng(1).standard_normal((6, 3)).astype(np.float32)
+    y = np.array([0, 1, 2, 3, 1, 0])
+    models = {}
+    for device in ("cpu", "cuda"):
+        model = _mlp().to(device)
+        opt = make_optimizer(model.parameters())
+        for _ in range(2):
+            opt.zero_grad()
+            F.cross_entropy(model(zgrad.tensor(x, device=device)), zgrad.tensor(y, device=device)).backward()
+            opt.step()
+        models[device] = model
+    for (name, p_cpu), p_cuda in zip(models["cpu"].named_parameters(), models["cuda"].parameters()):
+        assert p_cuda.is_cuda and is_device_array(p_cuda._data), name
+        np.testing.assert_allclose(_host(p_cuda), p_cpu.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_module_state_moves_between_devices():
+    model = _mlp()
+    state = copy.deepcopy(model.state_dict())
+    moved = _mlp().cuda()
+    moved.load_state_dict(state)
+    assert all(p.is_cuda for p in moved.parameters())
+    back = _mlp()
+    back.load_state_dict(moved.state_dict())
+    for a, b in zip(back.parameters(), model.parameters()):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert nn.Linear(2, 2, device="cuda").weight.is_cuda
+
+
+@pytest.mark.parametrize("kind, kwargs", [("LSTM", dict(num_layers=2, bidirectional=True)),
+                                          ("GRU", dict(batch_first=True, bias=False))], ids=["lstm", "gru"])
+def test_recurrent_layers_on_cuda_match_the_cpu(kind, kwargs):
+    zgrad.manual_seed(2)
+    layer = getattr(nn, kind)(3, 4, **kwargs)
+    x = np.random.default_rng(2).standard_normal((3, 2, 3)).astype(np.float32)
+    results = []
+    for device in ("cpu", "cuda"):
+        inputs = zgrad.tensor(x, device=device, requires_grad=True)
+        output = layer.to(device)(inputs)[0]
+        output.sum().backward()
+        results.append([_host(output), _host(inputs.grad)] + [_host(p.grad) for p in layer.parameters()])
+        layer.zero_grad()
+    for cuda_value, cpu_value in zip(results[1], results[0]):
+        np.testing.assert_allclose(cuda_value, cpu_value, rtol=2e-4, atol=2e-5)
+
+
+# --- embeddings and dropout ----------------------------------------------------------------------
+
+INDICES = np.array([[0, 2, 4], [4, 3, 2]])
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(padding_idx=4, scale_grad_by_freq=True)], ids=["plain", "padding_freq"])
+def test_embedding_on_cuda_matches_cpu(kwargs):
+    check_device(lambda lib, w: F.embedding(lib.tensor(INDICES), w, **kwargs), [(5, 3)])
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_on_cuda_matches_cpu(mode):
+    flat, offsets = INDICES.reshape(-1), np.array([0, 2, 2])
+    check_device(lambda lib, w: F.embedding_bag(lib.tensor(flat), w, lib.tensor(offsets), mode=mode, padding_idx=3),
+                 [(5, 3)])
+
+
+def test_embedding_bag_per_sample_weights_and_max_norm_on_cuda():
+    flat, offsets = INDICES.reshape(-1), np.array([0, 4])
+    check_device(lambda lib, w, psw: F.embedding_bag(lib.tensor(flat), w, lib.tensor(offsets), mode="sum",
+                                                      per_sample_weights=psw), [(5, 3), (6,)])
+    weights = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32) * 3
+    renormed = []
+    for device in ("cpu", "cuda"):
+        w = zgrad.tensor(weights, device=device)
+        with zgrad.no_grad():
+            F.embedding(zgrad.tensor(INDICES, device=device), w, max_norm=1.0)
+        renormed.append(_host(w))
+    np.testing.assert_allclose(renormed[1], renormed[0], rtol=1e-5)
+
+
+def test_dropout_draws_the_same_mask_on_both_devices():
+    results = []
+    for device in ("cpu", "cuda"):
+        zgrad.manual_seed(5)
+        x = zgrad.ones(4, 5, device=device, requires_grad=True)
+        y = F.dropout(x, 0.4) + F.dropout2d(x.reshape(1, 4, 5, 1), 0.5).reshape(4, 5)
+        y.sum().backward()
+        results.append((_host(y), _host(x.grad)))
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-6)
+    np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-6)
+
+
+# --- threads and the runtime ---------------------------------------------------------------------
+
+def test_ops_from_many_threads_run_one_launch_at_a_time():
+    data = np.arange(12, dtype=np.float32).reshape(3, 4)
+    results, errors = [None] * 4, []
+
+    def work(i):
+        try:
+            x = zgrad.tensor(data * i, device="cuda")
+            results[i] = _host((x @ x.T).exp().sum(1))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors and not any(t.is_alive() for t in threads)
+    for i, result in enumerate(results):
+        x = data * i
+        np.testing.assert_allclose(result, np.exp(x @ x.T).sum(1), rtol=1e-5)
+
+
+def test_pinned_pool_reuses_buffers_by_size_class_and_bounds_its_cache():
+    from zgrad.kernels.cuda_runtime import PinnedPool
+    pool = PinnedPool(max_cached_bytes=8192)
+    a = pool.take(100)
+    assert a.nbytes == 4096 and a.dtype == np.uint8
+    pool.give(a)
+    assert pool.cached_bytes == 4096 and pool.take(4000) is a and pool.cached_bytes == 0
+    big = pool.take(5000)
+    assert big.nbytes == 8192
+    pool.give(big)
+    pool.give(pool.take(10_000))  # over the cap: freed, not cached
+    assert pool.cached_bytes == 8192
+
+
+def test_events_time_work_on_this_threads_stream():
+    from zgrad.kernels.cuda_runtime import elapsed_ms
+    x = zgrad.ones(16, device="cuda")
+    assert elapsed_ms(lambda: (x * 2).sum(), repeat=2) >= 0.0
+
+
+# --- errors without a device ---------------------------------------------------------------------
+
+NO_DEVICE_SCRIPT = """
+import zgrad
+assert not zgrad.cuda.is_available() and zgrad.cuda.device_count() == 0 and zgrad.accelerator.device_count() == 0
+assert zgrad.accelerator.current_accelerator() is None
+for move in (lambda: zgrad.ones(2).cuda(), lambda: zgrad.ones(2, device="cuda"), lambda: zgrad.nn.Linear(2, 2).to("cuda")):
+    try:
+        move()
+    except zgrad.ZgradError as exc:
+        assert "no CUDA device" in str(exc) and "NUMBA_ENABLE_CUDASIM=1" in str(exc), str(exc)
+    else:
+        raise AssertionError("moved to cuda without a device")
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="this machine has a GPU")
+def test_without_a_device_cuda_is_unavailable_and_moves_name_the_simulator():
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    done = subprocess.run([sys.executable, "-c", NO_DEVICE_SCRIPT], capture_output=True, text=True, timeout=120,
+                          env=env, cwd=ROOT)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_a_missing_backend_package_asks_for_the_cuda_extras(monkeypatch):
+    monkeypatch.setitem(dispatch._BACKEND_MODULES, "cuda", "zgrad.kernels.not_installed_backend")
+    monkeypatch.delitem(dispatch._loaded, "cuda", raising=False)
+    with pytest.raises(RuntimeError, match=r"Install the CUDA extras with: pip install 'zgrad\[cuda\]'"):
+        dispatch.backend("cuda")

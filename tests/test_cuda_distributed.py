@@ -1,0 +1,162 @@
+"""CUDA tensors over RPC and collectives (Numba's simulator here): staged through pinned host
+buffers of the CUDA backend's pool, their device in the metadata, placed on the receiver's device."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import rpc_targets as T
+import zgrad
+import zgrad.distributed as dist
+from cuda_helpers import is_device_array, requires_cuda
+from pg_harness import run_ranks
+from rpc_harness import make_config, run_workers
+from zgrad.distributed import rpc
+from zgrad.distributed.rpc.codec import decode_value, encode_value
+from zgrad.errors import ProtocolError, ZgradError
+from zgrad.kernels import cuda_runtime, dispatch
+
+pytestmark = requires_cuda
+
+
+def _frames(encoded):
+    return [memoryview(b).cast("B") for b in encoded.buffers]
+
+
+def test_a_cuda_tensor_travels_through_a_pinned_buffer_and_lands_on_cuda():
+    pool = cuda_runtime.pinned_pool()
+    x = zgrad.tensor([[1.0, 2.0], [3.0, 4.0]], device="cuda", requires_grad=True)
+    encoded = encode_value([x, zgrad.ones(2)])
+    assert all(isinstance(b, np.ndarray) for b in encoded.buffers)
+    cached_before = pool.cached_bytes
+    decoded = decode_value(encoded.payload, _frames(encoded))
+    y, plain = decoded.value
+    assert y.is_cuda and is_device_array(y._data) and y.requires_grad and not plain.is_cuda
+    np.testing.assert_array_equal(y.cpu().numpy(), [[1.0, 2.0], [3.0, 4.0]])
+    del encoded, decoded
+    gc.collect()
+    assert pool.cached_bytes > cached_before, "the staging buffer goes back to the pool once the transport is done"
+
+
+def test_a_cuda_parameter_stays_a_parameter():
+    p = zgrad.nn.Parameter(zgrad.ones(3, device="cuda"))
+    encoded = encode_value(p)
+    q = decode_value(encoded.payload, _frames(encoded)).value
+    assert isinstance(q, zgrad.nn.Parameter) and q.is_cuda and q.requires_grad
+
+
+def test_a_cuda_tensor_at_a_worker_without_cuda_is_an_error(monkeypatch):
+    encoded = encode_value(zgrad.ones(2, device="cuda"))
+    monkeypatch.setattr(dispatch, "backend_available", lambda device_type: False)
+    with pytest.raises(ZgradError, match="received a tensor on cuda:0, but this worker has no CUDA device"):
+        decode_value(encoded.payload, _frames(encoded))
+
+
+def test_an_unknown_device_in_a_tensor_reference_is_a_protocol_error():
+    import msgpack
+    from zgrad.distributed.rpc.codec import EXT_TENSOR
+    bad = msgpack.packb(msgpack.ExtType(EXT_TENSOR, msgpack.packb([0, "<f4", [1], False, False, "tpu:0"])))
+    with pytest.raises(ProtocolError, match="malformed tensor reference"):
+        decode_value(bad, [memoryview(np.ones(1, np.float32)).cast("B")])
+
+
+def test_rpc_sync_with_cuda_tensors():
+    def body(rank):
+        if rank == 0:
+            a = zgrad.tensor([1.0, 2.0, 3.0], device="cuda")
+            result = rpc.rpc_sync("worker1", T.add, args=(a, a))
+            return result.is_cuda, result.cpu().tolist()
+        return None
+
+    is_cuda, values = run_workers(2, make_config("inproc", 2), body)[0]
+    assert is_cuda and values == [2.0, 4.0, 6.0]
+
+
+def test_collectives_on_cuda_tensors():
+    def body(rank):
+        x = zgrad.tensor(np.arange(6, dtype=np.float32) * (rank + 1), device="cuda")
+        dist.all_reduce(x)
+        gathered = [zgrad.zeros(2, device="cuda") for _ in range(2)]
+        dist.all_gather(gathered, zgrad.full((2,), float(rank), device="cuda"))
+        b = zgrad.full((3,), float(rank + 5), device="cuda")
+        dist.broadcast(b, src=1)
+        work = dist.all_reduce(x, op=dist.ReduceOp.MAX, async_op=True)
+        work.wait()
+        return [t.is_cuda for t in (x, *gathered, b)], x.cpu().tolist(), [g.cpu().tolist() for g in gathered], b.cpu().tolist()
+
+    for on_cuda, reduced, gathered, broadcast in run_ranks(2, body, "inproc"):
+        assert all(on_cuda)
+        assert reduced == [0.0, 3.0, 6.0, 9.0, 12.0, 15.0]
+        assert gathered == [[0.0, 0.0], [1.0, 1.0]] and broadcast == [6.0, 6.0, 6.0]
+
+
+def test_a_device_map_sends_cuda_tensors_to_the_peers_cpu_and_results_come_back_to_cuda():
+    def body(rank):
+        if rank == 0:
+            a = zgrad.tensor([1.0, 2.0], device="cuda")
+            seen = rpc.rpc_sync("worker1", T.device_of, args=(a,))
+            result = rpc.rpc_sync("worker1", T.add, args=(a, a))
+            unmapped = rpc.rpc_sync("worker2", T.add, args=(a, a))
+            return seen, result.is_cuda, result.cpu().tolist(), unmapped.is_cuda
+        return None
+
+    config = make_config("inproc", 3, rpc={"device_maps": {"worker1": {"cuda:0": "cpu"}}})
+    seen, result_on_cuda, values, unmapped_on_cuda = run_workers(3, config, body)[0]
+    assert seen == "cpu", seen
+    assert result_on_cuda and values == [2.0, 4.0], "the reply travels the inverse map: the peer's CPU -> cuda:0"
+    assert unmapped_on_cuda, "without a map a CUDA tensor lands on the receiver's CUDA device"
+
+
+def test_set_device_map_on_the_backend_options_maps_cpu_tensors_onto_the_peers_cuda():
+    options = rpc.TensorPipeRpcBackendOptions()
+    options.set_device_map("worker1", {"cpu": 0})
+    assert options.device_maps == {"worker1": {"cpu": "cuda:0"}}
+
+    def body(rank):
+        rpc.init_rpc(f"worker{rank}", rank=rank, world_size=2, config=make_config("inproc", 2),
+                     rpc_backend_options=options if rank == 0 else None)
+        try:
+            if rank == 0:
+                result = rpc.rpc_sync("worker1", T.add, args=(zgrad.ones(2), zgrad.ones(2)))
+                return str(rpc.rpc_sync("worker1", T.device_of, args=(zgrad.ones(1),))), result.is_cuda
+            return None
+        finally:
+            rpc.shutdown()
+
+    import threading
+    results = [None, None]
+    threads = [threading.Thread(target=lambda r=r: results.__setitem__(r, body(r))) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    seen, result_on_cuda = results[0]
+    assert seen.startswith("cuda") and not result_on_cuda, (seen, "the reply's CUDA tensor comes back to the CPU")
+
+
+@pytest.mark.parametrize("device_maps", [{}, {"worker1": {"cuda:0": "cpu"}}], ids=["cuda_to_cuda", "cuda_to_cpu"])
+def test_a_distributed_backward_through_cuda_tensors(device_maps):
+    from zgrad.distributed import autograd as dist_autograd
+
+    def body(rank):
+        if rank != 0:
+            return None
+        with dist_autograd.context() as context_id:
+            a = zgrad.tensor([[1.0, 2.0], [3.0, 4.0]], device="cuda", requires_grad=True)
+            b = zgrad.tensor([[0.5, 0.5], [1.0, 2.0]], device="cuda", requires_grad=True)
+            c = rpc.rpc_sync("worker1", T.mul, args=(a, b))
+            loss = (c * c.detach()).sum()
+            dist_autograd.backward(context_id, [loss])
+            grads = dist_autograd.get_gradients(context_id)
+            return [(grads[t].is_cuda, grads[t].cpu().tolist()) for t in (a, b)], c.is_cuda
+
+    config = make_config("inproc", 2, rpc={"device_maps": device_maps})
+    (grad_a, grad_b), c_on_cuda = run_workers(2, config, body)[0]
+    a, b = np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([[0.5, 0.5], [1.0, 2.0]])
+    c = a * b
+    assert c_on_cuda and grad_a[0] and grad_b[0], "results and gradients on the devices of the tensors"
+    np.testing.assert_allclose(grad_a[1], c * b)
+    np.testing.assert_allclose(grad_b[1], c * a)

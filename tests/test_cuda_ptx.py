@@ -1,0 +1,61 @@
+"""Every CUDA kernel compiles for a real GPU (sm_90) for every dtype it supports, and no float32
+kernel computes in float64.
+
+Compiling needs Numba's real CUDA target and NVVM (the ``cuda`` extra: numba-cuda[cu13]), not a
+GPU: :mod:`cuda_ptx_check` runs in a subprocess without the simulator this test session uses.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None,
+                                reason="numba-cuda is not installed (pip install 'zgrad[cuda]')")
+
+BAD_KERNEL = '''
+from numba import cuda
+def scale(x, out):
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        out[i] = x[i] * 0.1 + 0.3   # Python floats: float64 arithmetic
+'''
+
+
+def _run(*args: str, timeout_s: float = 300) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout_s, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_every_kernel_compiles_for_sm90_without_float64_in_float32_kernels():
+    report = _run(str(HERE / "cuda_ptx_check.py"))
+    assert not report["failures"], "\n".join(report["failures"])
+    assert not report["f64"], f"float32 kernels with float64 instructions: {report['f64']}"
+    assert not report["uncovered"], f"kernels the PTX check does not compile: {report['uncovered']}"
+    assert report["compiled"] >= 300, f"only {report['compiled']} kernel variants compiled"
+
+
+def test_the_check_finds_float64_in_a_float32_kernel(tmp_path):
+    module = tmp_path / "bad_kernel.py"
+    module.write_text(BAD_KERNEL)
+    script = (
+        "import json, sys; sys.path.insert(0, %r)\n"
+        "from numba import cuda, float32\n"
+        "import bad_kernel, cuda_ptx_check\n"
+        "ptx, _ = cuda.compile_ptx(bad_kernel.scale, (float32[::1], float32[::1]), cc=(9, 0))\n"
+        "print(json.dumps({'f64': len(cuda_ptx_check.F64.findall(ptx))}))\n"
+    ) % str(tmp_path)
+    env_path = str(HERE)
+    report = _run("-c", f"import sys; sys.path.insert(0, {env_path!r})\n" + script)
+    assert report["f64"] > 0

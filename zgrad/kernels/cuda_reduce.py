@@ -1,0 +1,310 @@
+"""The CUDA backend's reductions, row-wise ops, losses over rows, matrix product and optimizer
+steps (host side of :mod:`cuda_k_rows` and :mod:`cuda_k_linalg`).
+
+Reductions over any axes move the reduced axes last into a C-contiguous (kept, reduced) matrix
+(one strided copy unless they already are last) and run one block per row. Part of
+:mod:`zgrad.kernels.cuda`; each function writes into ``out`` and returns it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from zgrad.kernels import cuda_runtime as rt
+from zgrad.kernels.cuda_array import DeviceArray
+from zgrad.kernels.cuda_elementwise import binary_op, kernels, ternary_op, unary_op
+
+__all__ = [
+    "contiguous", "rows_of", "sum", "extreme_value", "argmax", "argmin", "softmax", "log_softmax",
+    "softmax_backward", "log_softmax_backward", "logsumexp_rows", "logsumexp_backward_rows", "var_rows",
+    "var_backward_rows", "distribute_equal", "cross_entropy", "cross_entropy_backward", "class_loss",
+    "class_loss_backward", "nll", "nll_backward", "pointwise_loss_sum", "matmul", "sgd_step", "adam_step",
+]
+
+
+def _rows_kernels():
+    return kernels("cuda_k_rows")
+
+
+def contiguous(x: DeviceArray) -> DeviceArray:
+    """``x`` if C-contiguous, else a C-contiguous copy."""
+    return x if x.flags.c_contiguous else unary_op("copy", x, DeviceArray.empty(x.shape, x.dtype))
+
+
+def rows_of(x: DeviceArray, axes: tuple[int, ...]) -> DeviceArray:
+    """``x`` with ``axes`` moved last, as a C-contiguous (kept, reduced) matrix."""
+    perm = [d for d in range(x.ndim) if d not in axes] + list(axes)
+    count = math.prod(x.shape[d] for d in axes)
+    moved = contiguous(x.transpose(perm))
+    return moved.reshape(-1, count) if count else moved.reshape(moved.size, 0)
+
+
+def _launch_rows(kernel: Any, rows: int, *args: Any) -> None:
+    if rows:
+        rt.launch(kernel, rt.row_launch(rows), *args)
+
+
+def sum(x, axis, keepdims, out):  # noqa: A001 - op vocabulary name
+    """out = x summed over the axes ``axis`` (a tuple), accumulated in out's dtype."""
+    matrix = rows_of(x, tuple(axis))
+    target = out if out.flags.c_contiguous else DeviceArray.empty(out.shape, out.dtype)
+    flat = target.reshape(-1)
+    rows, length = matrix.shape
+    if length == 0:
+        unary_op("copy", 0, flat)
+    elif rows <= SPLIT_MAX_ROWS and length >= SPLIT_MIN_LENGTH:
+        for r in range(rows):
+            _split_row_sum(matrix[r], flat[r:r + 1])
+    else:
+        _launch_rows(_rows_kernels().row_sum, rows, matrix.arg(), flat.arg())
+    return out if target is out else unary_op("copy", target, out)
+
+
+# A row sum runs one block per row: a few long rows (a loss's .sum(), a full reduction) would leave
+# all but a few multiprocessors idle (one block summed 64M floats at 0.3% of the memory's peak on
+# an H100). Such rows are summed in two launches: blocks over chunks of the row, then one block
+# over the chunks' sums.
+SPLIT_MAX_ROWS = 16
+SPLIT_MIN_LENGTH = 1 << 16
+
+
+def _split_row_sum(row: DeviceArray, out: DeviceArray) -> None:
+    """out[0] = sum(row) for a long contiguous 1-D ``row``, in out's dtype."""
+    length = row.shape[0]
+    chunk = -(-length // rt.blocks_for(length))
+    parts, rest = divmod(length, chunk)
+    partial = DeviceArray.empty((parts + 1,), out.dtype)
+    kernel = _rows_kernels().row_sum
+    rt.launch(kernel, rt.row_launch(parts), row[:parts * chunk].reshape(parts, chunk).arg(), partial[:parts].arg())
+    if rest:
+        rt.launch(kernel, rt.row_launch(1), row[parts * chunk:].reshape(1, rest).arg(), partial[parts:].arg())
+    else:
+        unary_op("copy", 0, partial[parts:])
+    rt.launch(kernel, rt.row_launch(1), partial.reshape(1, parts + 1).arg(), out.arg())
+
+
+def extreme_value(x: DeviceArray, largest: bool) -> Any:
+    """The max (``largest``) or min of a non-empty array, as a Python number (blocks)."""
+    matrix = contiguous(x).reshape(1, -1)
+    out = DeviceArray.empty((1,), x.dtype)
+    _launch_rows(_rows_kernels().row_extreme, 1, matrix.arg(), bool(largest), out.arg())
+    return out.item()
+
+
+def _arg_extreme(x, axis, keepdims, out, largest: bool):
+    if axis is None:
+        matrix = contiguous(x).reshape(1, -1)
+    else:
+        matrix = rows_of(x, (axis,))
+    flat = DeviceArray.empty((matrix.shape[0],), np.dtype(np.int64))
+    _launch_rows(_rows_kernels().row_arg_extreme, matrix.shape[0], matrix.arg(), bool(largest), flat.arg())
+    return unary_op("copy", flat.reshape(out.shape), out)
+
+
+def argmax(x, axis, keepdims, out):
+    return _arg_extreme(x, axis, keepdims, out, True)
+
+
+def argmin(x, axis, keepdims, out):
+    return _arg_extreme(x, axis, keepdims, out, False)
+
+
+def _last_axis_rows(a: DeviceArray) -> DeviceArray:
+    a = contiguous(a)
+    return a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
+
+
+def _softmax(x, out, log: bool):
+    rows = _last_axis_rows(x)
+    _launch_rows(_rows_kernels().softmax, rows.shape[0], rows.arg(), log, out.reshape(rows.shape).arg())
+    return out
+
+
+def softmax(x, out):
+    return _softmax(x, out, False)
+
+
+def log_softmax(x, out):
+    return _softmax(x, out, True)
+
+
+def _softmax_backward(grad, y, out, log: bool):
+    g, rows = _last_axis_rows(grad), _last_axis_rows(y)
+    _launch_rows(_rows_kernels().softmax_backward, rows.shape[0], g.arg(), rows.arg(), log,
+                 out.reshape(rows.shape).arg())
+    return out
+
+
+def softmax_backward(grad, y, out):
+    return _softmax_backward(grad, y, out, False)
+
+
+def log_softmax_backward(grad, y, out):
+    return _softmax_backward(grad, y, out, True)
+
+
+def logsumexp_rows(x, out):
+    _launch_rows(_rows_kernels().logsumexp, x.shape[0], x.arg(), out.arg())
+    return out
+
+
+def logsumexp_backward_rows(grad, x, result, out):
+    return ternary_op("exp_shifted_scale", x, result.reshape(-1, 1), grad.reshape(-1, 1), out)
+
+
+def var_rows(x, correction, mean_out, var_out):
+    _launch_rows(_rows_kernels().variance, x.shape[0], x.arg(), x.dtype.type(correction), mean_out.arg(),
+                 var_out.arg())
+    return var_out
+
+
+def var_backward_rows(x, mean, coef, out):
+    return ternary_op("centered_scale", x, mean.reshape(-1, 1), coef.reshape(-1, 1), out)
+
+
+def distribute_equal(x, value, grad, out):
+    """``grad`` split evenly over the elements of x equal to ``value`` (over the NaNs when it is
+    NaN), 0 elsewhere."""
+    mask = DeviceArray.empty(x.shape, np.dtype(np.bool_))
+    if value != value:
+        binary_op("ne", x, x, mask)
+    else:
+        binary_op("eq", x, value, mask)
+    count = DeviceArray.empty((), np.dtype(np.int64))
+    sum(mask, tuple(range(x.ndim)), False, count)
+    return ternary_op("where", mask, x.dtype.type(grad) / x.dtype.type(max(count.item(), 1)), 0, out)
+
+
+# --- losses over rows ---------------------------------------------------------------------------
+
+def _or_weight(weight: Any, dtype: np.dtype) -> DeviceArray:
+    return weight if weight.size else DeviceArray.empty((0,), dtype)
+
+
+def cross_entropy(logits, targets, ignore_index: int, probs_out) -> tuple[float, int]:
+    """(sum of the counted rows' losses, counted rows); softmax into ``probs_out``."""
+    rows, dtype = logits.shape[0], logits.dtype
+    loss, row_weight = DeviceArray.empty((rows,), dtype), DeviceArray.empty((rows,), dtype)
+    class_loss(logits, targets, DeviceArray.empty((0,), dtype), ignore_index, 0.0, probs_out, loss, row_weight)
+    totals = DeviceArray.empty((2,), dtype)
+    sum(_stack_rows(loss, row_weight), (1,), False, totals)
+    total, counted = totals.to_host()
+    return float(total), int(round(float(counted)))
+
+
+def _stack_rows(a: DeviceArray, b: DeviceArray) -> DeviceArray:
+    out = DeviceArray.empty((2, a.size), a.dtype)
+    unary_op("copy", a, out[0])
+    unary_op("copy", b, out[1])
+    return out
+
+
+def cross_entropy_backward(probs, targets, ignore_index: int, scale: float, out):
+    if out.size:
+        rt.launch(_rows_kernels().cross_entropy_backward, rt.grid_1d(out.size), probs.arg(), targets.arg(),
+                  int(ignore_index), probs.dtype.type(scale), out.arg())
+    return out
+
+
+def class_loss(logits, targets, weight, ignore_index: int, smoothing: float, probs_out, loss_out, weight_out):
+    logits = contiguous(logits)
+    _launch_rows(_rows_kernels().class_loss, logits.shape[0], logits.arg(), targets.arg(),
+                 _or_weight(weight, logits.dtype).arg(), int(ignore_index), logits.dtype.type(smoothing),
+                 probs_out.arg(), loss_out.arg(), weight_out.arg())
+    return loss_out
+
+
+def class_loss_backward(probs, targets, weight, ignore_index: int, smoothing: float, row_grad, out):
+    _launch_rows(_rows_kernels().class_loss_backward, probs.shape[0], probs.arg(), targets.arg(),
+                 _or_weight(weight, probs.dtype).arg(), int(ignore_index), probs.dtype.type(smoothing),
+                 contiguous(row_grad).reshape(-1).arg(), out.arg())
+    return out
+
+
+def nll(log_probs, targets, weight, ignore_index: int, loss_out, weight_out):
+    if targets.size:
+        rt.launch(_rows_kernels().nll, rt.grid_1d(targets.size), contiguous(log_probs).arg(), targets.arg(),
+                  _or_weight(weight, log_probs.dtype).arg(), int(ignore_index), loss_out.arg(), weight_out.arg())
+    return loss_out
+
+
+def nll_backward(targets, weight, ignore_index: int, row_grad, out):
+    if out.size:
+        rt.launch(_rows_kernels().nll_backward, rt.grid_1d(out.size), targets.arg(),
+                  _or_weight(weight, out.dtype).arg(), int(ignore_index), contiguous(row_grad).reshape(-1).arg(),
+                  out.arg())
+    return out
+
+
+def pointwise_loss_sum(a, b, squared: bool) -> float:
+    """sum((a - b)**2) or sum(|a - b|) as a Python float (blocks)."""
+    errors = binary_op("squared_error" if squared else "absolute_error", a, b, DeviceArray.empty(a.shape, a.dtype))
+    total = DeviceArray.empty((), a.dtype)
+    sum(errors, tuple(range(a.ndim)), False, total)
+    return float(total.item())
+
+
+# --- matrix product and optimizer steps ----------------------------------------------------------
+
+def _as_3d(a: DeviceArray, batch: tuple[int, ...]) -> DeviceArray:
+    """``a`` (..., m, k) broadcast to ``batch`` + (m, k), its batch dims merged into one (a view
+    when they collapse, else a copy)."""
+    full = a.broadcast_to(batch + a.shape[-2:]) if a.shape[:-2] != batch else a
+    if not batch:
+        return full.reshape(1, *a.shape[-2:]) if full.flags.c_contiguous else full[None]
+    if len(batch) == 1:
+        return full
+    merged = np.lib.stride_tricks.as_strided
+    strides = full.strides
+    if all(strides[d] == strides[d + 1] * full.shape[d + 1] for d in range(len(batch) - 1)):
+        layout = merged(full._layout, (int(np.prod(batch)),) + a.shape[-2:], (strides[len(batch) - 1],) + strides[-2:])
+        return DeviceArray(full._base, layout)
+    return contiguous(full).reshape(-1, *a.shape[-2:])
+
+
+def matmul(a, b, out):
+    """numpy's matmul of device arrays (vectors promoted and dropped, batch broadcast)."""
+    if out.size == 0:
+        return out
+    a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
+    b2 = b.reshape(b.shape[0], 1) if b.ndim == 1 else b
+    batch = tuple(np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2]))
+    m, n = a2.shape[-2], b2.shape[-1]
+    result = out.reshape(batch + (m, n)) if out.flags.c_contiguous else DeviceArray.empty(batch + (m, n), out.dtype)
+    if a2.shape[-1] == 0:
+        unary_op("copy", 0, result)
+    else:
+        linalg = kernels("cuda_k_linalg")
+        tiles = -(-m // linalg.TILE) * -(-n // linalg.TILE) * max(1, int(np.prod(batch)))
+        rt.launch(linalg.matmul, (rt.blocks_for(tiles), (linalg.TILE, linalg.TILE)), _as_3d(a2, batch).arg(),
+                  _as_3d(b2, batch).arg(), _as_3d(result, batch).arg())
+    return out if result._base is out._base else unary_op("copy", result.reshape(out.shape), out)
+
+
+def sgd_step(param, grad, momentum_buf, lr, momentum, dampening, weight_decay, nesterov, first_step):
+    t = param.dtype.type
+    if param.size:
+        rt.launch(kernels("cuda_k_linalg").sgd_step, rt.grid_1d(param.size), param.reshape(-1).arg(),
+                  contiguous(grad).reshape(-1).arg(), momentum_buf.reshape(-1).arg(), t(lr), t(momentum),
+                  t(1 - dampening), t(weight_decay), bool(nesterov), bool(first_step))
+
+
+def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay, amsgrad):
+    """One Adam step (see :func:`zgrad.kernels.cpu_optim.adam_step`).
+
+    Raises:
+        ValueError: ``step`` < 1.
+    """
+    step = int(step)
+    if step < 1:
+        raise ValueError(f"adam_step: step must be the incremented step count (>= 1), got {step}")
+    t = param.dtype.type
+    weight = 1 - beta1
+    if param.size:
+        rt.launch(kernels("cuda_k_linalg").adam_step, rt.grid_1d(param.size), param.reshape(-1).arg(),
+                  contiguous(grad).reshape(-1).arg(), exp_avg.reshape(-1).arg(), exp_avg_sq.reshape(-1).arg(),
+                  max_exp_avg_sq.reshape(-1).arg(), t(weight), abs(weight) < 0.5, t(beta2),
+                  t(lr / (1 - beta1 ** step)), t((1 - beta2 ** step) ** 0.5), t(eps), t(weight_decay), bool(amsgrad))
