@@ -29,14 +29,21 @@ def _name(dtype: np.dtype) -> str:
     return dtype.name  # numpy computes it on every access
 
 
+def _write_to_device(array: Any, staged: np.ndarray) -> None:
+    """Copy the collective's result up into device ``array`` and wait for it: the thread that
+    finishes a collective may not be the one that reads the tensor next (streams are per thread)."""
+    device_type = dispatch.device_type_of(array)
+    dispatch_pointwise.write(array, dispatch.to_device(staged.reshape(array.shape), device_type))
+    dispatch.backend(device_type).synchronize()
+
+
 def _flat(array: Any) -> tuple[np.ndarray, Callable[[], None] | None]:
     """A flat view of ``array``, or a contiguous copy and the function writing it back. A CUDA
     array is staged: copied on the calling thread's stream into a pinned host buffer, which the
     collective works on, and copied up again at the end (the buffer then goes back to its pool)."""
     if dispatch.device_type_of(array) != "cpu":
         staged = dispatch.host_buffer(array).reshape(-1)
-        return staged, lambda: dispatch_pointwise.write(array, dispatch.to_device(staged.reshape(array.shape),
-                                                                                   dispatch.device_type_of(array)))
+        return staged, lambda: _write_to_device(array, staged)
     if array.flags.c_contiguous:
         return array.reshape(-1), None
     copy = np.ascontiguousarray(array).reshape(-1)
