@@ -12,7 +12,7 @@ import numpy as np
 
 from zgrad.autograd.function import Op
 from zgrad.engine.grad_mode import no_grad
-from zgrad.kernels import dispatch as D
+from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_sequence as DS
 from zgrad.ops._args import tensor_arg
 
@@ -122,11 +122,11 @@ def _bag_bounds(input: Any, offsets: Any, include_last_offset: bool) -> tuple[np
                              f"fixed length sequences. However, found offsets of type {type(offsets).__name__}")
         # Every row is a bag, include_last_offset or not (as PyTorch).
         bounds = np.arange(data.shape[0] + 1, dtype=np.int64) * data.shape[1]
-        return data.reshape(-1), D.to_device(bounds, D.device_type_of(data))
+        return data.reshape(-1), dispatch.to_device(bounds, dispatch.device_type_of(data))
     if data.ndim == 1:
         if offsets is None:
             raise ValueError("offsets has to be a 1D Tensor but got None")
-        offsets_array = D.to_device(tensor_arg(offsets, "embedding_bag")._data, "cpu")  # checked on the host
+        offsets_array = dispatch.to_device(tensor_arg(offsets, "embedding_bag")._data, "cpu")  # checked on the host
         if offsets_array.ndim != 1:
             raise ValueError("offsets has to be a 1D Tensor")
         if offsets_array.dtype.kind not in "iu":
@@ -145,7 +145,7 @@ def _bag_bounds(input: Any, offsets: Any, include_last_offset: bool) -> tuple[np
         if np.any(np.diff(offsets_array) < 0):
             raise ValueError(f"embedding_bag: offsets must be non-decreasing, got {offsets_array.tolist()}")
     bounds = offsets_array if include_last_offset else np.append(offsets_array, data.size)
-    return data, D.to_device(np.ascontiguousarray(bounds, dtype=np.int64), D.device_type_of(data))
+    return data, dispatch.to_device(np.ascontiguousarray(bounds, dtype=np.int64), dispatch.device_type_of(data))
 
 
 def embedding_bag(input: Any, weight: Any, offsets: Any = None, max_norm: float | None = None,  # noqa: A002

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.kernels import dispatch as D
+from zgrad.kernels import dispatch
 from zgrad.kernels.dispatch import broadcast_shape
 from zgrad.ops._args import operand, tensor_arg
 from zgrad.ops.elementwise import Mul
@@ -62,9 +62,9 @@ def _class_targets(target: Any, per_row: tuple[int, ...], classes: int, ignore_i
                          f"({array.shape[0]}).")
     if array.shape != per_row:
         raise RuntimeError(f"{what}: Expected target size {list(per_row)}, got {list(array.shape)}")
-    flat = D.as_int64(array.reshape(-1))
+    flat = dispatch.as_int64(array.reshape(-1))
     if flat.size and (flat.min() < 0 or flat.max() >= classes):
-        host = D.to_device(flat, "cpu")
+        host = dispatch.to_device(flat, "cpu")
         bad = host[((host < 0) | (host >= classes)) & (host != ignore_index)]
         if bad.size:
             raise IndexError(f"Target {int(bad[0])} is out of bounds. Expected class indices in [0, {classes - 1}] "

@@ -50,7 +50,7 @@ class PeerLinks:
         copy_buffers: bool,
         routing_id: bytes,
     ):
-        self._s = sockets
+        self._sockets = sockets
         self._poller = poller
         self._outbox = outbox
         self._liveness = liveness
@@ -71,10 +71,10 @@ class PeerLinks:
             return
         try:
             peer_key = self._keys.peers[rank] if self._keys is not None else None
-            sock = open_dealer(self._s.context, endpoint, self._routing_id, self._config, self._keys, peer_key)
+            sock = open_dealer(self._sockets.context, endpoint, self._routing_id, self._config, self._keys, peer_key)
         except Exception as exc:  # a bad endpoint string from a peer must not end the loop
             raise Rejected("bad_control", f"cannot dial endpoint {endpoint!r} of rank {rank}: {exc}") from None
-        self._s.dealers[rank] = sock
+        self._sockets.dealers[rank] = sock
         self._queues[rank] = collections.deque()
 
     def send(self, dst: int, frames: list, accounted: bool) -> bool:
@@ -93,7 +93,7 @@ class PeerLinks:
     def flush(self, dst: int) -> None:
         """Hand queued messages for ``dst`` to ZeroMQ until its high-water mark is reached."""
         queue = self._queues[dst]
-        sock = self._s.dealers[dst]
+        sock = self._sockets.dealers[dst]
         moved = accounted_moved = 0
         while queue:
             frames, accounted = queue[0]
@@ -147,11 +147,11 @@ class PeerLinks:
         dropped = sum(accounted for _, accounted in queue)
         if dropped:
             self._outbox.handed_over(rank, dropped)
-        sock = self._s.dealers.get(rank)
+        sock = self._sockets.dealers.get(rank)
         if sock is not None and sock in self._blocked:
             del self._blocked[sock]
             self._poller.unregister(sock)
         if sock is not None and close:
-            del self._s.dealers[rank]
+            del self._sockets.dealers[rank]
             sock.close(linger=0)
         return dropped
