@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from zgrad.errors import ZgradError
+
 PACKAGE = Path(__file__).resolve().parent.parent / "zgrad"
 REFERENCE = re.compile(r":(?:mod|func|class|meth|data|attr|exc):`~?(zgrad(?:\.\w+)+)`")
 SOURCES = sorted(PACKAGE.rglob("*.py"))
@@ -26,7 +28,10 @@ def resolve(dotted: str) -> Any:
         except ModuleNotFoundError:
             found = False
         if found:
-            target: Any = importlib.import_module(module)
+            try:
+                target: Any = importlib.import_module(module)
+            except (ImportError, ZgradError):  # it exists but needs an optional extra or a device (CUDA)
+                return module
             for attribute in parts[split:]:
                 target = getattr(target, attribute, None)
             return target
