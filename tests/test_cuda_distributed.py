@@ -160,3 +160,33 @@ def test_a_distributed_backward_through_cuda_tensors(device_maps):
     assert c_on_cuda and grad_a[0] and grad_b[0], "results and gradients on the devices of the tensors"
     np.testing.assert_allclose(grad_a[1], c * b)
     np.testing.assert_allclose(grad_b[1], c * a)
+
+
+@pytest.mark.parametrize("as_view", [False, True], ids=["copy", "bucket_view"])
+def test_ddp_on_cuda_averages_as_on_the_cpu(as_view):
+    from zgrad.nn.parallel import DistributedDataParallel as DDP
+
+    def train(device):
+        def body(rank):
+            zgrad.manual_seed(0)
+            model = zgrad.nn.Sequential(zgrad.nn.Linear(4, 8), zgrad.nn.ReLU(), zgrad.nn.Linear(8, 2)).to(device)
+            zgrad.manual_seed(rank + 1)  # a different model per rank: DDP broadcasts rank 0's
+            for p in model.parameters():
+                p.data.mul_(rank + 1)
+            ddp = DDP(model, bucket_cap_mb=1e-4, gradient_as_bucket_view=as_view)
+            optimizer = zgrad.optim.SGD(ddp.parameters(), lr=0.1)
+            data = np.random.default_rng(rank).standard_normal((6, 4)).astype(np.float32)
+            for _ in range(2):
+                optimizer.zero_grad()
+                (ddp(zgrad.tensor(data, device=device)) ** 2).sum().backward()
+                optimizer.step()
+            return [(p.is_cuda, p.grad.is_cuda, p.detach().cpu().numpy()) for p in model.parameters()]
+        return run_ranks(2, body, "inproc")
+
+    on_cuda, on_cpu = train("cuda"), train("cpu")
+    for rank in range(2):
+        for (param_cuda, grad_cuda, value), (_, _, expected) in zip(on_cuda[rank], on_cpu[rank]):
+            assert param_cuda and grad_cuda
+            np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-6)
+    for a, b in zip(on_cuda[0], on_cuda[1]):
+        np.testing.assert_allclose(a[2], b[2], rtol=1e-6), "the ranks stay in step"

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from zgrad.kernels import dispatch
 from zgrad.tensor import Tensor
 
 __all__ = ["assign_buckets", "Bucket", "GradBucket", "FIRST_BUCKET_BYTES"]
@@ -64,14 +65,16 @@ class Bucket:
         self.index = index
         self.params = param_indices
         self._shapes = [params[i]._data.shape for i in param_indices]
-        self._dtype = params[param_indices[0]]._data.dtype
-        self._allocate(np.zeros(sum(params[i]._data.size for i in param_indices), self._dtype))
+        first = params[param_indices[0]]._data
+        self._dtype, self._device_type = first.dtype, dispatch.device_type_of(first)
+        size = sum(params[i]._data.size for i in param_indices)
+        self._allocate(dispatch.full((size,), 0, self._dtype, self._device_type))  # on the parameters' device
         self.pending = len(param_indices)
         self.future: Any = None
 
-    def _allocate(self, buffer: np.ndarray) -> None:
+    def _allocate(self, buffer: Any) -> None:
         self.buffer = buffer
-        self.views: list[np.ndarray] = []
+        self.views: list[Any] = []
         offset = 0
         for shape in self._shapes:
             size = int(np.prod(shape))
@@ -82,7 +85,8 @@ class Bucket:
     def reset(self) -> None:
         """Before an iteration: every parameter pending; new memory if the last was handed out."""
         if self.handed_out:
-            self._allocate(np.empty_like(self.buffer))  # every slot is written before it is read
+            # every slot is written before it is read
+            self._allocate(dispatch.empty(self.buffer.shape, self._dtype, self._device_type))
         self.pending = len(self.params)
         self.future = None
 
@@ -107,7 +111,7 @@ class GradBucket:
 
     def set_buffer(self, buffer: Tensor) -> None:
         """Copy ``buffer`` into the bucket's flat buffer."""
-        np.copyto(self._bucket.buffer, buffer._data.reshape(-1))
+        dispatch.copy_into(self._bucket.buffer, buffer._data.reshape(-1))
 
     def gradients(self) -> list[Tensor]:
         """One tensor per parameter, viewing its part of the buffer."""

@@ -22,6 +22,7 @@ from zgrad.distributed.collectives.state import current_world
 from zgrad.engine.grad_mode import is_grad_enabled
 from zgrad.errors import ZgradError
 from zgrad.futures import Future
+from zgrad.kernels import dispatch
 from zgrad.nn.module import Module
 from zgrad.nn.parallel.buckets import FIRST_BUCKET_BYTES, GradBucket, assign_buckets
 from zgrad.nn.parallel.join import Join, JoinConfig, check_global_requires_backward_grad_sync, notify_join_context
@@ -149,11 +150,12 @@ class DistributedDataParallel(Module):
         for t in tensors:
             by_dtype.setdefault(t.dtype, []).append(t)
         for group in by_dtype.values():
-            flat = np.concatenate([t._data.reshape(-1) for t in group])
+            flat = np.concatenate([dispatch.host_buffer(t._data).reshape(-1) for t in group])
             ops.broadcast(self.process_group, flat, root, False, [], label="ddp_sync_module_states")
             offset = 0
             for t in group:
-                t._data[...] = flat[offset:offset + t._data.size].reshape(t.shape)
+                part = flat[offset:offset + t._data.size].reshape(t.shape)
+                dispatch.copy_into(t._data, dispatch.to_device(part, dispatch.device_type_of(t._data)))
                 offset += t._data.size
 
     def sync_buffers(self) -> None:

@@ -135,7 +135,7 @@ class Reducer:
                 for i, view in zip(bucket.params, bucket.views):
                     grad = self.params[i].grad
                     if grad is not None:
-                        np.copyto(view, grad._data)
+                        dispatch.copy_into(view, grad._data)
                         self.params[i]._set_grad_array(view)
 
     def rebuild_buckets(self) -> bool:
@@ -267,8 +267,8 @@ class Reducer:
         if not isinstance(reduced, Tensor) or reduced._data.size != bucket.buffer.size:
             raise ZgradError(f"the communication hook's future for bucket {bucket.index} must hold a tensor of "
                              f"{bucket.buffer.size} elements (the bucket's buffer), got {reduced!r}")
-        if reduced._data.ctypes.data != bucket.buffer.ctypes.data:
-            np.copyto(bucket.buffer, reduced._data.reshape(-1), casting="same_kind")
+        if not _same_memory(reduced._data, bucket.buffer):
+            dispatch.copy_into(bucket.buffer, reduced._data.reshape(-1))
         for i, view in zip(bucket.params, bucket.views):
             if used is not None and not used[i]:
                 continue  # no rank used it: its gradient stays as it was
@@ -286,7 +286,7 @@ class Reducer:
                 continue
             grad = task.leaf_gradient(param)
             if grad is not None and grad is not view and grad.flags.writeable and grad.shape == view.shape:
-                np.copyto(grad, view)
+                dispatch.copy_into(grad, view)
             else:
                 task.set_leaf_gradient(param, view.copy())
 
@@ -364,3 +364,10 @@ class Reducer:
             future.wait()
         if self._local_used is not None:
             self._reduce_used(np.zeros(len(self.params), np.int32))
+
+
+def _same_memory(a: Any, b: Any) -> bool:
+    """Whether arrays ``a`` and ``b`` start at the same address (a device array: the same object)."""
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return a.ctypes.data == b.ctypes.data
+    return a is b
