@@ -168,11 +168,14 @@ def test_ddp_on_cuda_averages_as_on_the_cpu(as_view):
 
     def train(device):
         def body(rank):
-            zgrad.manual_seed(0)
-            model = zgrad.nn.Sequential(zgrad.nn.Linear(4, 8), zgrad.nn.ReLU(), zgrad.nn.Linear(8, 2)).to(device)
-            zgrad.manual_seed(rank + 1)  # a different model per rank: DDP broadcasts rank 0's
-            for p in model.parameters():
-                p.data.mul_(rank + 1)
+            model = zgrad.nn.Sequential(zgrad.nn.Linear(4, 8), zgrad.nn.ReLU(), zgrad.nn.Linear(8, 2))
+            # Values from a generator of this rank's own (the ranks are threads of one process, and
+            # zgrad's seed is the process's): a different model per rank, DDP broadcasts rank 0's.
+            rng = np.random.default_rng(10 + rank)
+            with zgrad.no_grad():
+                for p in model.parameters():
+                    p.copy_(zgrad.tensor(rng.standard_normal(p.shape).astype(np.float32)))
+            model = model.to(device)
             ddp = DDP(model, bucket_cap_mb=1e-4, gradient_as_bucket_view=as_view)
             optimizer = zgrad.optim.SGD(ddp.parameters(), lr=0.1)
             data = np.random.default_rng(rank).standard_normal((6, 4)).astype(np.float32)
