@@ -35,6 +35,12 @@ __all__ = ["DirectCaller", "DIRECT_ID", "DIRECT_MAGIC", "WAIT_SLICE_S"]
 
 DIRECT_ID = struct.Struct("!4sIQI")
 DIRECT_MAGIC = b"zgdc"
+_MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
+_LAST = int(zmq.NOBLOCK)
+_POLLIN = int(zmq.POLLIN)
+_POLLOUT = int(zmq.POLLOUT)
+# Frames at least this big go out zero-copy (as in links.py).
+_ZERO_COPY_MIN = 65536
 # Longest uninterrupted wait: how late a waiter notices a lost peer, a closed mesh or its deadline.
 WAIT_SLICE_S = 0.05
 
@@ -132,7 +138,8 @@ class DirectCaller:
                     sent = self._try_send(sock, frames)
                 now_s = time.monotonic()
                 wait_s = WAIT_SLICE_S if deadline_s is None else min(WAIT_SLICE_S, deadline_s - now_s)
-                if wait_s > 0 and sock.poll(int(wait_s * 1000) + 1, zmq.POLLIN if sent else zmq.POLLOUT):
+                # zmq_poll itself: Socket.poll builds a Poller per call
+                if wait_s > 0 and zmq.zmq_poll([(sock, _POLLIN if sent else _POLLOUT)], int(wait_s * 1000) + 1):
                     if sent:
                         reply = self._receive(sock, dst, request_id)
                         if reply is not None:
@@ -151,13 +158,13 @@ class DirectCaller:
         last = len(frames) - 1
         try:
             for i, frame in enumerate(frames):
-                sock.send(frame, zmq.NOBLOCK | (zmq.SNDMORE if i < last else 0), copy=len(frame) < 65536)
+                sock.send(frame, _MORE if i < last else _LAST, copy=len(frame) < _ZERO_COPY_MIN)
         except zmq.Again:  # only the first part can be refused (whole messages count against the HWM)
             return False
         return True
 
     def _receive(self, sock: zmq.Socket, src: int, request_id: int) -> Envelope | None:
-        parts = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+        parts = sock.recv_multipart(_LAST, copy=False)
         try:
             kind, flags, got_id, meta, buffers = fr.decode(
                 parts, valid_kinds=self._valid_kinds, max_message_bytes=self._max_bytes,

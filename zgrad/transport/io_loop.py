@@ -47,6 +47,9 @@ from zgrad.transport.stats import TransportStats
 __all__ = ["IoLoop", "ROUTING_ID", "routing_id"]
 
 ROUTING_ID = struct.Struct("!4sIQ")
+_MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
+_LAST = int(zmq.NOBLOCK)
+_ZERO_COPY_MIN = 65536
 _ROUTING_MAGIC = b"zgid"
 _MAX_POLL_MS = 1000
 # How long rank 0 keeps running after aborting start-up, so that its ABORT messages leave.
@@ -192,13 +195,14 @@ class IoLoop:
         poll = self._poller.poll
         leads = self.role.leads
         loopback = self._loopback
+        outbox = self._outbox
         while True:
             now_s = time.monotonic()
             if now_s >= self._due_s:
                 self._housekeeping(now_s)
                 if self._stop_at_s is not None and now_s >= self._stop_at_s:
                     return True
-            wait_ms = 0 if loopback or self._outbox.has_queued() else max(0, min(_MAX_POLL_MS, int((self._due_s - now_s) * 1000) + 1))
+            wait_ms = 0 if loopback or outbox.has_queued() else max(0, min(_MAX_POLL_MS, int((self._due_s - now_s) * 1000) + 1))
             events = poll(wait_ms)
             woken = False
             for sock, event in events:
@@ -210,8 +214,9 @@ class IoLoop:
                     self._zap.handle(sock)
                 elif event & zmq.POLLOUT:
                     self._links.on_writable(sock)
-            for item in self._outbox.take_all(woken):
-                self._send(*item)
+            if woken or outbox.has_queued():
+                for item in outbox.take_all(woken):
+                    self._send(*item)
             if loopback:
                 self._deliver(loopback.popleft())
                 if not leads():
@@ -457,10 +462,10 @@ class IoLoop:
         (a reply). Dropped, and counted, if that socket is gone or full: its caller has given up."""
         sock = self._sockets.inbound
         try:
-            sock.send(routing_id, zmq.NOBLOCK | zmq.SNDMORE)
+            sock.send(routing_id, _MORE)
             last = len(frames) - 1
             for i, frame in enumerate(frames):
-                sock.send(frame, zmq.NOBLOCK | (zmq.SNDMORE if i < last else 0), copy=len(frame) < 65536)
+                sock.send(frame, _MORE if i < last else _LAST, copy=len(frame) < _ZERO_COPY_MIN)
         except zmq.ZMQError:
             self._stats.add("dropped")
 

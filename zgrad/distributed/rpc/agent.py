@@ -532,7 +532,10 @@ class RpcAgent:
             except Exception as exc:  # noqa: BLE001
                 self._reply_error(envelope, exc)
 
-        value.add_done_callback(lambda done: self.pool.submit(lambda: answer(done)))
+        if value.done():  # the common case: answered by the thread that received the fetch
+            answer(value)
+        else:  # completed later by whichever thread settles the value: answer from the pool
+            value.add_done_callback(lambda done: self.pool.submit(lambda: answer(done)))
 
     # --- failures -------------------------------------------------------------------------------
 
