@@ -105,3 +105,46 @@ def test_the_watcher_sleeps_untimed_once_handlers_stop():
         loop.inbox.put(lambda: time.sleep(0.2))
         loop.inbox.put(woke.set)
         assert woke.wait(5) and loop.role.takeovers == 1
+
+
+def run_times(loop, tasks, timeout_s=10.0):
+    """Queue ``tasks`` (each ``(name, seconds to block)``); return when each finished, by name."""
+    start, done, finished = time.monotonic(), {}, threading.Event()
+
+    def task(name, seconds):
+        time.sleep(seconds)
+        done[name] = time.monotonic() - start
+        if len(done) == len(tasks):
+            finished.set()
+
+    for name, seconds in tasks:
+        loop.inbox.put(lambda n=name, s=seconds: task(n, s))
+    assert finished.wait(timeout_s)
+    return done
+
+
+def test_a_taken_over_leader_finishing_its_handler_leaves_the_new_leaders_alone():
+    # A (0.4 s) is taken over at 0.2 s; B starts on the new leader at 0.3 s and blocks 1.5 s; when
+    # A ends at 0.4 s it must not make B look idle, or C would wait for B instead of a take-over.
+    with FakeLoop() as loop:
+        loop.role._budget_s = 0.2
+        loop.inbox.put(lambda: time.sleep(0.4))
+        time.sleep(0.3)
+        done = run_times(loop, [("B", 1.5), ("C", 0.0)])
+        assert done["C"] < 0.7 and loop.role.takeovers == 2
+
+
+def test_the_next_standby_watches_when_the_watcher_leaves():
+    with FakeLoop() as loop:
+        run_times(loop, [("A", 0.2)])  # a take-over; A's thread then waits as a second standby
+        time.sleep(0.3)
+        released = threading.Event()
+
+        def hands_off():
+            loop.role.hand_off()  # the watcher leads now; A's thread, asleep as a standby, must watch
+            assert released.wait(5)
+
+        loop.inbox.put(hands_off)
+        done = run_times(loop, [("C", 1.5), ("D", 0.0)])
+        released.set()
+        assert done["D"] < 0.8  # C was taken over

@@ -180,9 +180,12 @@ class IoRole:
                     self._changed.wait(timeout_s)
                     self._watch_asleep = False
             finally:
+                was_watcher = self._standby[0] == me
                 self._standby.remove(me)
                 if not self._standby and not self._over and self.leader is not None:
                     self._spawn(None)  # there is always a standby to take over
+                elif was_watcher and self._standby:
+                    self._changed.notify_all()  # the next one watches now: it must stop its long sleep
 
     def _in_handlers(self) -> int:
         """Threads running a handler after losing the role (lock held)."""
@@ -201,8 +204,10 @@ class IoRole:
     def end_handler(self) -> bool:
         """The handler returned: whether this thread still leads (else it must leave the loop)."""
         with self.lock:
+            if self.leader != threading.get_ident():
+                return False  # taken over: busy_since_s is the new leader's now
             self.busy_since_s = None
-            return self.leader == threading.get_ident()
+            return True
 
     def leads(self) -> bool:
         """Whether the calling thread is the leader."""
