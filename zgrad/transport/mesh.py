@@ -289,6 +289,11 @@ class Mesh:
             self.close()
             raise self._loop.error
 
+    def leads(self) -> bool:
+        """Whether the calling thread holds the I/O role now (it is running ``on_message``)."""
+        loop = self._loop
+        return loop is not None and loop.role.leads()
+
     def hand_off(self) -> None:
         """Called by a thread about to block: if it is the I/O role's leader (running a handler),
         a standby takes the role now, so that inbound messages do not wait for it. Thread-safe."""
