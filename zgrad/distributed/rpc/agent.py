@@ -78,6 +78,7 @@ class RpcAgent:
         self._dead: dict[int, str] = {}
         self._names: dict[str, int] = {}
         self._targets: dict[str, Callable[..., Any]] = {}
+        self._direct_max_bytes = plan.config.transport.cma_min_kb << 10
         self._infos: list[WorkerInfo] = []
         self.sent = Counter()
         self.received = Counter()
@@ -248,10 +249,14 @@ class RpcAgent:
 
     def call_sync(self, to: Any, func: Callable[..., Any], args: Any = (), kwargs: Any = None, timeout: float = -1) -> Any:
         """Run ``func(*args, **kwargs)`` on worker ``to`` and return its result. Blocks: the calling
-        thread sends on its own socket and waits there (caller-direct; ``transport/direct.py``)."""
+        thread sends on its own socket and waits there (caller-direct; ``transport/direct.py``).
+        A call carrying ``transport.cma_min_kb`` or more of tensor data goes through the mesh
+        instead, where it (and its reply) may travel by same-host single copy."""
         info = self.worker_info(to)
         timeout_s = self.timeout_s(timeout)
         meta, buffers, what = self._call_message(info.id, func, args, kwargs, timeout_s)
+        if sum(b.nbytes for b in buffers) >= self._direct_max_bytes:
+            return self.request(info.id, Kind.CALL, meta, buffers, timeout_s, what).wait()
         return self._request_sync(info.id, Kind.CALL, meta, buffers, timeout_s, what)
 
     def _request_sync(self, dst: int, kind: int, meta: dict[str, Any], buffers: Any, timeout_s: float, what: str) -> Any:
