@@ -49,18 +49,25 @@ def worker_env() -> dict:
 
 def run_pair(script: str, framework: str, extra: dict, timeout_s: float) -> dict:
     """Start ranks 0 and 1 of ``script --worker framework``; return rank 0's RESULT json."""
+    return run_world(script, framework, extra, timeout_s, 2)
+
+
+def run_world(script: str, framework: str, extra: dict, timeout_s: float, world_size: int) -> dict:
+    """Start ranks 0 .. world_size-1 of ``script --worker framework``; return rank 0's RESULT json."""
     spec = dict(extra)
     spec["port"] = free_port()
+    spec["world_size"] = world_size
     if framework == "zgrad":
-        spec["config"] = zgrad_config()
+        spec["config"] = zgrad_config(world_size)
     procs = []
     try:
-        for rank in (0, 1):
+        for rank in range(world_size):
             procs.append(subprocess.Popen(
                 [sys.executable, script, "--worker", framework, "--rank", str(rank), "--spec", json.dumps(spec)],
                 stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL, text=True, env=worker_env()))
         out, _ = procs[0].communicate(timeout=timeout_s)
-        procs[1].wait(timeout=30)
+        for proc in procs[1:]:
+            proc.wait(timeout=30)
         if procs[0].returncode != 0:
             raise RuntimeError(f"{framework} rank 0 failed (rc {procs[0].returncode})")
         for line in out.splitlines():
@@ -79,13 +86,13 @@ def init_worker(framework: str, rank: int, spec: dict):
     sys.path.insert(0, str(ROOT))
     if framework == "zgrad":
         from zgrad.distributed import rpc
-        rpc.init_rpc(f"worker{rank}", rank=rank, world_size=2, config=spec["config"])
+        rpc.init_rpc(f"worker{rank}", rank=rank, world_size=spec.get("world_size", 2), config=spec["config"])
         return rpc
     import torch
     from torch.distributed import rpc
     torch.set_num_threads(1)
     opts = rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://127.0.0.1:{spec['port']}", rpc_timeout=120)
-    rpc.init_rpc(f"worker{rank}", rank=rank, world_size=2, rpc_backend_options=opts)
+    rpc.init_rpc(f"worker{rank}", rank=rank, world_size=spec.get("world_size", 2), rpc_backend_options=opts)
     return rpc
 
 

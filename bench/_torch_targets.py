@@ -57,3 +57,17 @@ class BatchServer:
 def make_batch_server(size):
     """An RRef to a new BatchServer, owned here (as the batch example's server makes its own)."""
     return rpc.RRef(BatchServer(size))
+
+
+def chain_add(names, a, b):
+    """``a + b`` computed at the end of a chain of RPCs through ``names`` (one hop each); the
+    result travels back through every hop, so the backward pass crosses them all again."""
+    if not names:
+        return a + b
+    return rpc.rpc_sync(names[0], chain_add, args=(names[1:], a, b))
+
+
+def cpu_seconds():
+    """CPU time of this worker process so far (user + system, every thread)."""
+    import time
+    return time.process_time()

@@ -461,3 +461,32 @@ def agent_settings():
 
     agent = current_agent()
     return [agent.config.rpc.num_worker_threads, agent.config.rpc.default_timeout_s]
+
+
+# --- the message path (caller-direct sockets, leader/follower callees) ---------------------------
+
+def spin_for(seconds):
+    """Compute in Python (holding the GIL between switches) for ``seconds``; returns the loop count."""
+    end = time.perf_counter() + seconds
+    n = 0
+    while time.perf_counter() < end:
+        n += 1
+    return n
+
+
+def bounce(path, value, sleep_s=0.0):
+    """Call along ``path`` (worker names; one may come again), each hop adding 1; the last hop
+    sleeps ``sleep_s`` and returns the total."""
+    if not path:
+        time.sleep(sleep_s)
+        return value
+    return rpc.rpc_sync(path[0], bounce, args=(path[1:], value + 1, sleep_s))
+
+
+def pass_rrefs_back(rrefs):
+    """Hold ``rrefs`` (forks arrive here) and fetch their values; the forks go when this returns."""
+    return [r.to_here() for r in rrefs]
+
+
+def transport_stats():
+    return rpc.get_debug_info()["transport"]

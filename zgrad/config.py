@@ -89,6 +89,7 @@ class TransportConfig:
     recv_pool_mb: int = 256
     cma: Literal["auto", "off"] = "auto"
     cma_min_kb: int = 256
+    inline_budget_ms: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -195,6 +196,7 @@ _POSITIVE_FIELDS = {
     "transport.chunk_mb",
     "transport.recv_pool_mb",
     "transport.cma_min_kb",
+    "transport.inline_budget_ms",
     "engine.backward_timeout_s",
     "ddp.bucket_cap_mb",
     "ddp.timeout_s",

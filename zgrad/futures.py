@@ -19,8 +19,10 @@ log = logging.getLogger("zgrad.futures")
 
 
 class BlockingHooks(threading.local):
-    """Per-thread callbacks around a blocking wait; the RPC callee pool installs them in its
-    threads so that a thread blocked in a nested wait is compensated by a new one (no deadlock)."""
+    """Per-thread callbacks around a blocking wait (no deadlock on nested waits): the RPC callee
+    pool installs them in its threads so that a blocked thread is compensated by a new one, and
+    the RPC agent in the threads of the mesh's I/O role so that a thread holding the inbound
+    socket hands it on before it blocks."""
 
     enter: Callable[[], None] | None = None
     exit: Callable[[], None] | None = None

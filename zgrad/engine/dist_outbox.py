@@ -41,7 +41,9 @@ class Messenger(Protocol):
         """The name of worker ``rank`` (unquoted)."""
 
     def submit(self, work: Callable[[], None]) -> None:
-        """Run ``work()`` on a worker thread (the callee pool), soon; never blocks."""
+        """Run ``work()`` soon, where it may take its time: now, on the thread that received the
+        message that caused it (the RPC agent's inbound thread, taken over if it runs long), or on
+        a worker thread (the callee pool); never blocks the caller on other work."""
 
 
 class Outbox:

@@ -25,6 +25,8 @@ class Envelope(NamedTuple):
             with ``defer_cma_reads``, a buffer that came by cross-memory attach is a
             :class:`~zgrad.transport.cma.RemoteRead` instead (read it or release it).
         authenticated: ``True`` when ``src`` was proven by CURVE.
+        reply_to: the routing id of the caller-direct socket the message came from
+            (``direct.py``), to answer on with :meth:`Mesh.reply`; None for the sender's link.
     """
 
     src: int
@@ -34,6 +36,7 @@ class Envelope(NamedTuple):
     meta: Any
     buffers: tuple[memoryview, ...]
     authenticated: bool = False
+    reply_to: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)

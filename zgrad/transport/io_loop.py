@@ -18,6 +18,7 @@ has arrived; only then are the sockets closed (LINGER 0 loses nothing that matte
 
 from __future__ import annotations
 
+import collections
 import logging
 import struct
 import threading
@@ -31,12 +32,14 @@ from zmq.utils.monitor import recv_monitor_message
 from zgrad.errors import TransportError
 from zgrad.transport import frames as fr
 from zgrad.transport.cma import CMA_KINDS, CmaPeers, TicketTable
+from zgrad.transport.direct import DIRECT_ID, DIRECT_MAGIC
 from zgrad.transport.envelope import Envelope, WorkerEntry
 from zgrad.transport.links import PeerLinks
 from zgrad.transport.liveness import Liveness
 from zgrad.transport.outbox import Outbox
 from zgrad.transport.pool import BufferPool
 from zgrad.transport.rendezvous import Rendezvous
+from zgrad.transport.role import IoRole
 from zgrad.transport.security import CurveKeys, ZapHandler
 from zgrad.transport.sockets import MeshSockets
 from zgrad.transport.stats import TransportStats
@@ -44,6 +47,9 @@ from zgrad.transport.stats import TransportStats
 __all__ = ["IoLoop", "ROUTING_ID", "routing_id"]
 
 ROUTING_ID = struct.Struct("!4sIQ")
+_MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
+_LAST = int(zmq.NOBLOCK)
+_ZERO_COPY_MIN = 65536
 _ROUTING_MAGIC = b"zgid"
 _MAX_POLL_MS = 1000
 # How long rank 0 keeps running after aborting start-up, so that its ABORT messages leave.
@@ -84,6 +90,8 @@ class IoLoop:
         logger: logging.Logger,
         tickets: TicketTable | None = None,
         defer_cma_reads: bool = False,
+        on_thread_start: Callable[[], None] | None = None,
+        max_in_handlers: int = 16,
     ):
         transport = config.transport
         self._defer_cma_reads = defer_cma_reads
@@ -122,6 +130,13 @@ class IoLoop:
         self.table: tuple[WorkerEntry, ...] | None = None
         self.error: BaseException | None = None
         self.settled = threading.Event()
+        self.finished = threading.Event()
+        self._loopback: collections.deque[Envelope] = collections.deque()
+        self.role = IoRole(f"zgrad-mesh-io-{me.name}", self.lead, transport.inline_budget_ms / 1000, max_in_handlers,
+                           on_thread_start, on_leader=self._on_leader, logger=logger)
+
+    def _on_leader(self, ident: int | None) -> None:
+        self._outbox.io_thread_id = ident
 
     # -- Link (used by the rendezvous) ----------------------------------------------------
 
@@ -136,9 +151,12 @@ class IoLoop:
 
     # -- the loop ---------------------------------------------------------------------------
 
-    def run(self) -> None:
-        """Run until closed and said goodbye, or start-up fails. Closes every socket on the way out."""
-        self._outbox.io_thread_id = threading.get_ident()
+    def start(self) -> threading.Thread:
+        """Start the I/O role's first thread (see ``role.py``); it runs :meth:`run`."""
+        return self.role.start(self.run)
+
+    def run(self) -> bool:
+        """Start up, then lead (see :meth:`lead`). The first leader's task."""
         self._outbox.io_rank = self._me.rank
         self._outbox.send_now = self._send_now
         self._poller.register(self._sockets.inbound, zmq.POLLIN)
@@ -147,33 +165,62 @@ class IoLoop:
         try:
             self._rendezvous.begin()
             self.table = self._rendezvous.table  # a world of one has it at once
-            self._turns()
         except BaseException as exc:
+            self._failed(exc)
+            return True
+        return self.lead()
+
+    def lead(self) -> bool:
+        """Run turns while the calling thread leads. Returns False when it handed the role on or
+        was taken over; True when the loop is over (closed and said goodbye, or failed): then
+        every socket is closed."""
+        try:
+            if not self._turns():
+                return False
+        except BaseException as exc:
+            self._failed(exc)
+            return True
+        self._teardown()
+        return True
+
+    def _failed(self, exc: BaseException) -> None:
+        try:
             self._log.exception("worker %r: the mesh I/O thread failed", self._me.name)
             self._fail_all(f"the mesh I/O thread of worker {self._me.name!r} failed: {exc!r}", exc)
         finally:
             self._teardown()
 
-    def _turns(self) -> None:
+    def _turns(self) -> bool:
         sockets = self._sockets
         poll = self._poller.poll
+        leads = self.role.leads
+        loopback = self._loopback
+        outbox = self._outbox
         while True:
             now_s = time.monotonic()
             if now_s >= self._due_s:
                 self._housekeeping(now_s)
                 if self._stop_at_s is not None and now_s >= self._stop_at_s:
-                    return
-            events = poll(max(0, min(_MAX_POLL_MS, int((self._due_s - now_s) * 1000) + 1)))
+                    return True
+            wait_ms = 0 if loopback or outbox.has_queued() else max(0, min(_MAX_POLL_MS, int((self._due_s - now_s) * 1000) + 1))
+            events = poll(wait_ms)
             woken = False
             for sock, event in events:
                 if sock is sockets.inbound:
                     woken = self._receive()
+                    if not leads():
+                        return False
                 elif sock is sockets.zap:
                     self._zap.handle(sock)
                 elif event & zmq.POLLOUT:
                     self._links.on_writable(sock)
-            for dst, frames, nbytes in self._outbox.take_all(woken):
-                self._send(dst, frames, nbytes)
+            if woken or outbox.has_queued():
+                for item in outbox.take_all(woken):
+                    self._send(*item)
+            if loopback:
+                self._deliver(loopback.popleft())
+                if not leads():
+                    return False
             if self._cma.dirty:
                 done_due_s = self._cma.flush()
                 if done_due_s is not None and done_due_s < self._due_s:
@@ -182,9 +229,9 @@ class IoLoop:
                 aborting = self._stop_at_s is not None  # let the ABORT messages leave first
                 if self._awaiting_goodbye is None and not aborting and self._tickets_returned(now_s) \
                         and not self._begin_goodbye():
-                    return
+                    return True
                 if self._awaiting_goodbye is not None and not self._awaiting_goodbye:
-                    return
+                    return True
 
     def _tickets_returned(self, now_s: float) -> bool:
         """Closing: whether every buffer this worker offered by ticket was reported done, so that
@@ -203,8 +250,8 @@ class IoLoop:
         if self.table is None:
             return False
         # The outbox refuses new messages now; what it still holds was sent before close().
-        for dst, frames, nbytes in self._outbox.take_all(woken=False):
-            self._send(dst, frames, nbytes)
+        for item in self._outbox.take_all(woken=False):
+            self._send(*item)
         live = {r for r in range(self._world_size) if r != self._me.rank and r not in self._dead}
         for rank in live:
             self.send_control(rank, fr.KIND_GOODBYE, None)
@@ -263,7 +310,7 @@ class IoLoop:
     def _on_inbound(self, parts: list) -> None:
         label = "an unknown peer"
         try:
-            rank, session = self._identify(parts)
+            rank, session, reply_to = self._identify(parts)
             label = f"rank {rank}"
             kind, flags, request_id, meta, buffers = fr.decode(
                 parts[1:], valid_kinds=self._valid_kinds, max_message_bytes=self._max_bytes, take_buffer=self.pool.take,
@@ -280,7 +327,10 @@ class IoLoop:
             else:
                 self._stats.add("messages_in")
                 self._stats.add("bytes_in", sum(b.nbytes for b in buffers))
-                self._deliver(Envelope(rank, kind, flags, request_id, meta, buffers, self._keys is not None))
+                if rank != self._me.rank:
+                    self._liveness.heard_from(rank, time.monotonic())
+                self._deliver(Envelope(rank, kind, flags, request_id, meta, buffers, self._keys is not None, reply_to))
+                return
             self._liveness.heard_from(rank, time.monotonic())
         except fr.Rejected as rejected:
             self._stats.reject(label, rejected.reason, rejected.detail)
@@ -312,12 +362,18 @@ class IoLoop:
             self._due_s = 0.0  # look at start-up progress in this turn
         self._stats.add("control_in")
 
-    def _identify(self, parts: list) -> tuple[int, int]:
+    def _identify(self, parts: list) -> tuple[int, int, bytes | None]:
+        """The sender's rank, session, and the routing id to answer on (a caller-direct socket's) or None."""
         ident = parts[0].bytes
-        if len(ident) != ROUTING_ID.size or not ident.startswith(_ROUTING_MAGIC):
+        reply_to = None
+        if len(ident) == ROUTING_ID.size and ident.startswith(_ROUTING_MAGIC):
+            _, rank, session = ROUTING_ID.unpack(ident)
+        elif len(ident) == DIRECT_ID.size and ident.startswith(DIRECT_MAGIC):
+            _, rank, session, _ = DIRECT_ID.unpack(ident)
+            reply_to = ident
+        else:
             raise fr.Rejected("unknown_peer", f"routing id {ident[:24].hex()} is not a zgrad worker's")
-        _, rank, session = ROUTING_ID.unpack(ident)
-        if rank >= self._world_size or rank == self._me.rank:
+        if rank >= self._world_size or (rank == self._me.rank and reply_to is None):
             raise fr.Rejected("unknown_peer", f"routing id claims rank {rank}; peers are ranks 0..{self._world_size - 1} but {self._me.rank}")
         if self._keys is not None:
             try:
@@ -328,14 +384,22 @@ class IoLoop:
                 raise fr.Rejected("unauthenticated", f"routing id claims rank {rank} but the CURVE key is rank {user_id}'s")
         if self.table is not None and self.table[rank].session != session:
             raise fr.Rejected("unknown_peer", f"rank {rank} session {session:#x} is not the one in the worker table (a stale process?)")
-        return rank, session
+        if reply_to is not None and self.table is None:
+            raise fr.Rejected("not_ready", "a caller-direct message before this worker has the worker table")
+        return rank, session, reply_to
 
     def _deliver(self, envelope: Envelope) -> None:
+        """Run ``on_message`` on this thread, the leader, which may be taken over meanwhile:
+        afterwards, the caller leaves the loop unless ``role.leads()``."""
+        role = self.role
+        role.begin_handler(time.monotonic())
         try:
             self._on_message(envelope)
         except Exception as exc:
             self._stats.add("callback_errors")
             self._log.error("worker %r: on_message raised %r for kind %#x from rank %d", self._me.name, exc, envelope.kind, envelope.src, exc_info=True)
+        finally:
+            role.end_handler()
 
     def _drain_monitor(self) -> None:
         while True:
@@ -353,12 +417,17 @@ class IoLoop:
 
     # -- outbound -----------------------------------------------------------------------------
 
-    def _send(self, dst: int, frames: list, nbytes: int, accounted: bool = True) -> None:
-        """Send one message (to a peer, or delivered here if ``dst`` is us). ``accounted``: it
-        came through the outbox queue, which is told when it leaves."""
+    def _send(self, dst: int, frames: list, nbytes: int, route: bytes | None = None, accounted: bool = True) -> None:
+        """Send one message (to a peer, or delivered here if ``dst`` is us). ``route``: the
+        routing id of the caller-direct socket of ``dst`` it answers, sent on the inbound socket.
+        ``accounted``: it came through the outbox queue, which is told when it leaves."""
         self._stats.add("messages_out")
         self._stats.add("bytes_out", nbytes)
-        if dst == self._me.rank:
+        if route is not None:
+            self.route(route, frames)
+            if accounted:
+                self._outbox.handed_over(dst)
+        elif dst == self._me.rank:
             if accounted:
                 self._outbox.handed_over(dst)
             kind, flags, request_id, meta, buffers = fr.decode(
@@ -368,19 +437,37 @@ class IoLoop:
             self._stats.add("loopback")
             self._stats.add("messages_in")
             self._stats.add("bytes_in", nbytes)
-            self._deliver(Envelope(dst, kind, flags, request_id, meta, buffers, True))
+            # Delivered by the turn loop, which leaves it if the handler cost this thread the role.
+            self._loopback.append(Envelope(dst, kind, flags, request_id, meta, buffers, True))
         elif not self._links.send(dst, frames, accounted=accounted):  # lost since it was queued
             self._stats.add("dropped")
             if accounted:
                 self._outbox.handed_over(dst)
 
-    def _send_now(self, dst: int, item: tuple) -> None:
-        """A message the I/O thread itself sends to a peer: after what the queue already holds."""
-        if self._outbox.has_queued():
-            for queued in self._outbox.take_all(woken=False):
-                self._send(*queued)
-        _, frames, nbytes = item
-        self._send(dst, frames, nbytes, accounted=False)
+    def _send_now(self, dst: int, item: tuple) -> bool:
+        """A message the leader sends from a handler: after what the queue already holds. Under
+        the role's lock, so that it is not taken over meanwhile; False if it no longer leads."""
+        with self.role.lock:
+            if not self.role.leads():
+                return False
+            if self._outbox.has_queued():
+                for queued in self._outbox.take_all(woken=False):
+                    self._send(*queued)
+            _, frames, nbytes, route = item
+            self._send(dst, frames, nbytes, route, accounted=False)
+        return True
+
+    def route(self, routing_id: bytes, frames: list) -> None:
+        """Send ``frames`` on the inbound socket to the caller-direct socket ``routing_id``
+        (a reply). Dropped, and counted, if that socket is gone or full: its caller has given up."""
+        sock = self._sockets.inbound
+        try:
+            sock.send(routing_id, _MORE)
+            last = len(frames) - 1
+            for i, frame in enumerate(frames):
+                sock.send(frame, _MORE if i < last else _LAST, copy=len(frame) < _ZERO_COPY_MIN)
+        except zmq.ZMQError:
+            self._stats.add("dropped")
 
     # -- loss and shutdown ----------------------------------------------------------------------
 
@@ -423,3 +510,4 @@ class IoLoop:
         self._cma.close()
         self.pool.clear()
         self._release()
+        self.finished.set()

@@ -31,6 +31,7 @@ from zgrad.errors import ConfigError, TransportError, ZgradTimeoutError
 from zgrad.transport import frames as fr
 from zgrad.transport.base import EndpointRequest, Transport
 from zgrad.transport.cma import TicketTable, make_ticket_table
+from zgrad.transport.direct import DirectCaller
 from zgrad.transport.envelope import Envelope, WorkerEntry
 from zgrad.transport.io_loop import IoLoop
 from zgrad.transport.outbox import Outbox
@@ -62,6 +63,8 @@ def create_mesh(
     master_port: int | None = None,
     registry: TransportRegistry | None = None,
     defer_cma_reads: bool = False,
+    on_thread_start: Callable[[], None] | None = None,
+    max_in_handlers: int = 16,
 ) -> Mesh:
     """Create (but do not start) this worker's mesh. Opens no socket and starts no thread.
 
@@ -70,9 +73,12 @@ def create_mesh(
         rank: this worker's rank, ``0 <= rank < world_size``.
         world_size: number of workers in the job.
         name: this worker's unique name (must equal ``workers[rank].name`` if the config lists workers).
-        on_message: called on the I/O thread with each inbound :class:`Envelope`; must return
-            quickly (hand work to a pool). May be called before :meth:`Mesh.start` returns, as soon
-            as this worker has the worker table. Exceptions are logged and counted, not raised.
+        on_message: called with each inbound :class:`Envelope` on the thread that received it,
+            the I/O role's leader (see ``role.py``). It may run a call itself; before it blocks it
+            should call :meth:`Mesh.hand_off`, and if it runs past ``transport.inline_budget_ms``
+            a standby thread takes the role over. May be called before :meth:`Mesh.start`
+            returns, as soon as this worker has the worker table. Exceptions are logged and
+            counted, not raised.
         on_peer_lost: called on the I/O thread with ``(rank, reason)`` once per peer that died,
             went silent past ``heartbeat_timeout_s``, or was lost when the I/O thread failed.
         valid_kinds: the message kinds the layer above sends and accepts, each in
@@ -84,6 +90,10 @@ def create_mesh(
         defer_cma_reads: hand buffers that arrive by cross-memory attach to ``on_message``
             unread, as :class:`~zgrad.transport.cma.RemoteRead` handles that the consumer reads
             (on its own thread, into their destination) or releases; see ``docs/transport.md``.
+        on_thread_start: called first in every thread of the I/O role (e.g. to bind the layer
+            above to it).
+        max_in_handlers: how many ``on_message`` calls that ran past the budget may go on in
+            threads of their own (beyond that, inbound messages wait for them).
 
     Returns:
         A :class:`Mesh` in the created state.
@@ -120,7 +130,8 @@ def create_mesh(
             f"worker {name!r} (rank {rank}) cannot find rank 0 over {transport.name!r}: pass master_addr and "
             "master_port (MASTER_ADDR / MASTER_PORT) or list every worker with a port in [[workers]]"
         )
-    return Mesh(config, request, world_size, transport, keys, rank0_endpoint, kinds, on_message, on_peer_lost, defer_cma_reads)
+    return Mesh(config, request, world_size, transport, keys, rank0_endpoint, kinds, on_message, on_peer_lost,
+                defer_cma_reads, on_thread_start, max_in_handlers)
 
 
 class Mesh:
@@ -142,8 +153,12 @@ class Mesh:
         on_message: Callable[[Envelope], None],
         on_peer_lost: Callable[[int, str], None],
         defer_cma_reads: bool = False,
+        on_thread_start: Callable[[], None] | None = None,
+        max_in_handlers: int = 16,
     ):
         self._config = config
+        self._on_thread_start = on_thread_start
+        self._max_in_handlers = max_in_handlers
         self._defer_cma_reads = defer_cma_reads
         self._request = request
         self.rank = request.rank
@@ -165,6 +180,7 @@ class Mesh:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._tickets: TicketTable | None = None
+        self._direct: DirectCaller | None = None
         self._stats = TransportStats(self.name, _log)
         self._outbox = Outbox(config.transport.high_water_mark, config.transport.send_timeout_s, self.describe)
 
@@ -238,6 +254,11 @@ class Mesh:
             sockets = self._sockets
             self._outbox.attach(sockets.wake_tx)
             self._tickets = make_ticket_table(t, self.transport.shares_memory)
+            self._direct = DirectCaller(
+                sockets.context, t, self._keys, self.rank, self._session,
+                endpoint_of=lambda rank: self._loop.table[rank].endpoint, dead_reason=self._outbox.dead_reason,
+                valid_kinds=self._valid_kinds, before_wait=self.hand_off,
+            )
             self._loop = IoLoop(
                 sockets=sockets,
                 me=me,
@@ -257,9 +278,10 @@ class Mesh:
                 logger=_log,
                 tickets=self._tickets,
                 defer_cma_reads=self._defer_cma_reads,
+                on_thread_start=self._on_thread_start,
+                max_in_handlers=self._max_in_handlers,
             )
-            self._thread = threading.Thread(target=self._loop.run, name=f"zgrad-mesh-io-{self.name}", daemon=True)
-            self._thread.start()
+            self._thread = self._loop.start()
         if not self._loop.settled.wait(t.connect_timeout_s + _SETTLE_GRACE_S):
             self.close()
             raise ZgradTimeoutError(f"worker {self.name!r}: the mesh I/O thread did not finish start-up in time")
@@ -267,7 +289,21 @@ class Mesh:
             self.close()
             raise self._loop.error
 
+    def leads(self) -> bool:
+        """Whether the calling thread holds the I/O role now (it is running ``on_message``)."""
+        loop = self._loop
+        return loop is not None and loop.role.leads()
+
+    def hand_off(self) -> None:
+        """Called by a thread about to block: if it is the I/O role's leader (running a handler),
+        a standby takes the role now, so that inbound messages do not wait for it. Thread-safe."""
+        loop = self._loop
+        if loop is not None:
+            loop.role.hand_off()
+
     def _release(self, sockets: MeshSockets) -> None:
+        if self._direct is not None:
+            self._direct.close(f"the mesh of worker {self.name!r} is closed")
         self.transport.release_context(sockets.context)
         self.transport.cleanup(sockets.bound_endpoint)
 
@@ -328,11 +364,63 @@ class Mesh:
             if tickets is not None and views:
                 views, issued = tickets.attach(dst_rank, views)
             frames = fr.encode(kind, flags, request_id, meta_bytes, views, self._chunk_bytes)
-            self._outbox.put(dst_rank, (dst_rank, frames, nbytes))
+            self._outbox.put(dst_rank, (dst_rank, frames, nbytes, None))
         except BaseException:
             if issued:
                 tickets.cancel(issued)
             raise
+
+    def _frames(self, dst_rank: int, kind: int, request_id: int, meta: Any, buffers: Sequence[Any]) -> tuple[list, int]:
+        """Check and encode one message that goes without cross-memory attach; (frames, buffer bytes)."""
+        if kind not in self._valid_kinds:
+            raise ValueError(f"message kind {kind!r} is not in this mesh's valid_kinds {sorted(self._valid_kinds)}")
+        if not 0 <= dst_rank < self.world_size:
+            raise ValueError(f"dst_rank {dst_rank!r} is out of range 0..{self.world_size - 1}")
+        if self._direct is None or self._loop.table is None:
+            raise TransportError(f"the mesh of worker {self.name!r} is not started: call start() first")
+        views = [fr.as_byte_view(b) for b in buffers]
+        meta_bytes = fr.encode_meta(meta)
+        nbytes = sum(v.nbytes for v in views)
+        if nbytes + len(meta_bytes) > self._max_bytes:
+            raise TransportError(
+                f"message to {self.describe(dst_rank)} is {nbytes + len(meta_bytes)} bytes; the cap is "
+                f"{self._max_bytes} (transport.max_message_mb): split it or raise the cap on every worker"
+            )
+        return fr.encode(kind, 0, request_id, meta_bytes, views, self._chunk_bytes), nbytes
+
+    def request(self, dst_rank: int, kind: int, request_id: int, meta: Any, buffers: Sequence[Any],
+                timeout_s: float) -> Envelope:
+        """Send one request on the calling thread's own socket to ``dst_rank`` and wait there for
+        its reply (caller-direct; see ``direct.py``). Blocks. Thread-safe.
+
+        The callee answers with :meth:`reply`. Requests sent this way are not ordered with the
+        messages of :meth:`send` (they travel on another connection).
+
+        Args:
+            dst_rank, kind, request_id, meta, buffers: as for :meth:`send`.
+            timeout_s: longest wait for the reply; 0 waits as long as the peer lives.
+
+        Returns:
+            The reply, an :class:`Envelope` with the same ``request_id``.
+
+        Raises:
+            WorkerUnavailableError: ``dst_rank`` is (or, while waiting, was declared) lost.
+            ZgradTimeoutError: no reply within ``timeout_s`` (a later reply is dropped and counted).
+            TransportError: the mesh is not started or closed, or the message is over the cap.
+        """
+        frames, _ = self._frames(dst_rank, kind, request_id, meta, buffers)
+        deadline_s = time.monotonic() + timeout_s if timeout_s > 0 else None
+        return self._direct.request(dst_rank, request_id, frames, deadline_s, self.describe(dst_rank))
+
+    def reply(self, to: Envelope, kind: int, meta: Any = None, buffers: Sequence[Any] = ()) -> None:
+        """Answer the message ``to`` where its sender waits: on the caller-direct socket it came
+        from, else as :meth:`send` to its sender (with ``to.request_id``). Thread-safe; raises as
+        :meth:`send` does."""
+        if to.reply_to is None:
+            self.send(to.src, kind, to.request_id, meta, buffers)
+            return
+        frames, nbytes = self._frames(to.src, kind, to.request_id, meta, buffers)
+        self._outbox.put(to.src, (to.src, frames, nbytes, to.reply_to))
 
     def close(self, timeout_s: float | None = None) -> None:
         """Say goodbye to every live peer, stop the I/O thread and close every socket (LINGER 0).
@@ -358,11 +446,11 @@ class Mesh:
             if thread is None and sockets is not None:
                 sockets.close()
                 self._release(sockets)
-        if thread is not None and thread is not threading.current_thread():
+        if thread is not None and not loop.role.is_role_thread():
             join_s = loop.close_timeout_s + _JOIN_GRACE_S
-            thread.join(join_s)
-            if thread.is_alive():
+            if not loop.finished.wait(join_s):
                 _log.error("worker %r: the mesh I/O thread did not stop within %s s", self.name, join_s)
+            loop.role.join(_JOIN_GRACE_S)  # the standbys end at once; a thread still in a handler is left
 
     @property
     def workers(self) -> tuple[WorkerEntry, ...]:
@@ -400,7 +488,8 @@ class Mesh:
         ``loopback``), ``heartbeats_out``, ``heartbeats_in``, ``control_in`` (start-up messages
         accepted), ``peers_lost``, ``dropped``
         (messages to a lost peer), ``callback_errors``, ``handshake_failed``, ``auth_denied``,
-        ``cma_sent``/``cma_bytes_out`` (buffers sent by ticket), ``cma_received``/``cma_bytes_in``
+        ``direct_requests`` and ``late_replies`` (caller-direct requests made here, and replies
+        to them that came after their caller gave up), ``cma_sent``/``cma_bytes_out`` (buffers sent by ticket), ``cma_received``/``cma_bytes_in``
         (buffers read from peers), ``cma_no_ticket`` (big buffers sent inline: the table was
         full or ``high_water_mark`` tickets were open to that peer), ``cma_peers_readable``
         (peers this worker reads); always present: ``rejected`` (reason -> count),
@@ -415,6 +504,10 @@ class Mesh:
         if tickets is not None:
             for key, value in (("cma_sent", tickets.sent), ("cma_bytes_out", tickets.bytes_out),
                                ("cma_no_ticket", tickets.no_ticket)):
+                if value:
+                    out[key] = value
+        if self._direct is not None:
+            for key, value in (("direct_requests", self._direct.requests), ("late_replies", self._direct.late_replies)):
                 if value:
                     out[key] = value
         pool = self._loop.pool if self._loop is not None else None

@@ -55,7 +55,7 @@ class Outbox:
         self._wake_pending = False
         self._blocked_senders = 0
         self.io_thread_id: int | None = None
-        self.send_now: Callable[[int, Any], None] | None = None
+        self.send_now: Callable[[int, Any], bool] | None = None
         self.io_rank: int | None = None
 
     def attach(self, wake: zmq.Socket) -> None:
@@ -78,8 +78,9 @@ class Outbox:
         if on_io_thread and self.send_now is not None and dst != self.io_rank:
             # Only the I/O thread marks peers dead, and a closed outbox stays closed: no lock needed.
             self._check(dst)
-            self.send_now(dst, item)
-            return
+            if self.send_now(dst, item):
+                return
+            on_io_thread = False  # the role moved on meanwhile: queue it for the new leader
         with self._lock:
             deadline_s = None
             while True:

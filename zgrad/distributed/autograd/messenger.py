@@ -36,11 +36,16 @@ class _Pool(Protocol):
     def submit(self, work: Callable[[], None]) -> None: ...
 
 
+class _Mesh(Protocol):
+    def leads(self) -> bool: ...
+
+
 class MessengerAgent(Protocol):
     """What the messenger needs from the RPC agent."""
 
     rank: int
     pool: _Pool
+    mesh: _Mesh
 
     def send(self, dst: int, kind: int, meta: Any, buffers: Any = (), request_id: int = 0) -> None: ...
 
@@ -79,7 +84,13 @@ class RpcMessenger:
         self.agent.send(dst, ENGINE_KINDS[kind], meta, buffers)
 
     def submit(self, work: Any) -> None:
-        self.agent.pool.submit(work)
+        """Run engine work where the message that caused it arrived (the thread holding the
+        inbound socket: engine work never waits, and one that computes long is taken over there,
+        see ``transport/role.py``); from any other thread, on the callee pool."""
+        if self.agent.mesh.leads():
+            work()
+        else:
+            self.agent.pool.submit(work)
 
     def worker_name(self, rank: int) -> str:
         try:

@@ -1,9 +1,14 @@
 """The RPC agent of one worker: the mesh, pending calls, the callee pool, timeouts, RRefs.
 
-Threads (ARCHITECTURE.md): the mesh's I/O thread calls :meth:`RpcAgent._on_message`, which does
-only cheap, order-sensitive work itself (completing futures, RRef fork accounting) and hands
-everything else to the callee pool; caller threads wait on futures; the timer thread fails calls
-that run past their timeout.
+Threads (ARCHITECTURE.md): the thread holding the mesh's inbound socket (the I/O role's leader,
+``transport/role.py``) calls :meth:`RpcAgent._on_message` and runs the handler itself: a call's
+target, RRef accounting, completing futures, engine messages. Before a handler blocks in a wait
+the role passes to a standby thread (``blocking_hooks``); one that runs long is taken over. A
+thread that calls ``rpc_sync`` or ``to_here`` sends on its own socket and waits there for the
+reply (``transport/direct.py``): no timer entry, its own deadline. ``rpc_async`` and ``remote``
+go through the mesh; their futures are completed where the reply lands and the timer thread fails
+those that run past their timeout. The callee pool runs the engine's background work and calls
+that arrive before the agent has started.
 
 A layer built on RPC (distributed autograd) extends the agent through three declared points:
 message handlers for its own kinds (:meth:`RpcAgent.register_handler`), listeners for lost peers
@@ -32,8 +37,8 @@ from zgrad.distributed.rpc.shutdown import ShutdownBarrier
 from zgrad.distributed.rpc.targets import resolve_target, target_name
 from zgrad.distributed.rpc.timer import DeadlineTimer
 from zgrad.distributed.rpc.worker_info import WorkerInfo
-from zgrad.errors import ProtocolError, WorkerUnavailableError, ZgradError, ZgradTimeoutError
-from zgrad.futures import Future
+from zgrad.errors import ProtocolError, TransportError, WorkerUnavailableError, ZgradError, ZgradTimeoutError
+from zgrad.futures import Future, blocking_hooks
 from zgrad.transport import Envelope, create_mesh
 
 __all__ = ["RpcAgent"]
@@ -41,12 +46,16 @@ __all__ = ["RpcAgent"]
 log = logging.getLogger("zgrad.rpc")
 
 Handler = Callable[[Envelope], None]
+# Call targets remembered per agent (a peer naming ever new ones must not grow memory).
+_TARGET_CACHE_SIZE = 4096
 
 
 class _Pending:
+    """A call in flight. ``future`` is None for a caller-direct one (its thread waits for the reply)."""
+
     __slots__ = ("future", "dst", "what", "timer", "decode", "context")
 
-    def __init__(self, future: Future, dst: int, what: str, decode: bool, context: int | None) -> None:
+    def __init__(self, future: Future | None, dst: int, what: str, decode: bool, context: int | None) -> None:
         self.future, self.dst, self.what, self.decode, self.context = future, dst, what, decode, context
         self.timer: int | None = None
 
@@ -65,9 +74,14 @@ class RpcAgent:
         self._lock = threading.Lock()
         self._no_pending = threading.Condition(self._lock)
         self._request_ids = itertools.count(1)
+        # Calls running here: started minus finished (two C-level counters: no lock per call).
+        self._calls_started = itertools.count()
+        self._calls_finished = itertools.count()
         self._pending: dict[int, _Pending] = {}
         self._dead: dict[int, str] = {}
         self._names: dict[str, int] = {}
+        self._targets: dict[str, Callable[..., Any]] = {}
+        self._direct_max_bytes = plan.config.transport.cma_min_kb << 10
         self._infos: list[WorkerInfo] = []
         self.sent = Counter()
         self.received = Counter()
@@ -78,6 +92,7 @@ class RpcAgent:
         self._inline_kinds: set[int] = set()
         self._peer_lost_listeners: list[Callable[[int, str], None]] = []
         self._closed = False
+        self._started = False
         self.call_hooks: CallHooks = NoCallHooks()
         self.pool = CalleePool(f"zgrad-{plan.name}", plan.config.rpc.num_worker_threads, on_thread_start=self._bind_thread)
         self.timer = DeadlineTimer(f"zgrad-{plan.name}")
@@ -87,6 +102,7 @@ class RpcAgent:
             plan.config, plan.rank, plan.world_size, plan.name,
             on_message=self._on_message, on_peer_lost=self._on_peer_lost,
             valid_kinds=VALID_KINDS, master_addr=plan.master_addr, master_port=plan.master_port,
+            on_thread_start=self._bind_io_thread, max_in_handlers=plan.config.rpc.num_worker_threads,
         )
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -95,6 +111,12 @@ class RpcAgent:
         from zgrad.distributed.rpc.state import bind_thread
 
         bind_thread(self)
+
+    def _bind_io_thread(self) -> None:
+        """A thread of the mesh's I/O role runs calls itself: bind it, and let it hand the role
+        on before any future's wait (nested calls and waits never hold up inbound messages)."""
+        self._bind_thread()
+        blocking_hooks.enter = self.mesh.hand_off
 
     def start(self) -> None:
         """Join the mesh (bounded by ``connect_timeout_s``), then start serving.
@@ -112,6 +134,7 @@ class RpcAgent:
         self._infos = [WorkerInfo(entry.name, entry.rank) for entry in self.mesh.workers]
         self._names = {info.name: info.id for info in self._infos}
         self.pool.start()
+        self._started = True
 
     def close(self) -> None:
         """Stop everything this agent started; pending calls fail. Idempotent."""
@@ -121,7 +144,8 @@ class RpcAgent:
             self._closed = True
             pending, self._pending = self._pending, {}
         for p in pending.values():
-            p.future.set_exception(ZgradError(f"RPC agent of {self.name!r} shut down before {p.what} completed"))
+            if p.future is not None:
+                p.future.set_exception(ZgradError(f"RPC agent of {self.name!r} shut down before {p.what} completed"))
         self.mesh.close()
         self.timer.stop()
         self.pool.close()
@@ -130,8 +154,11 @@ class RpcAgent:
     # --- extension points (distributed autograd, the shutdown barrier) --------------------------
 
     def register_handler(self, kind: int, handler: Handler, inline: bool = False) -> None:
-        """Route messages of ``kind`` to ``handler``: on the pool, or on the I/O thread if ``inline``
-        (only for cheap work that must keep the per-pair order). Call before :meth:`start`."""
+        """Route messages of ``kind`` to ``handler``, which runs on the thread that received the
+        message (the mesh's I/O leader; see ``transport/role.py``). Until this agent has
+        started, messages of a kind not ``inline`` wait for it on the callee pool; ``inline``
+        is for cheap work that must keep the per-pair order from the first message on. Call
+        before :meth:`start`."""
         self._handlers[kind] = handler
         if inline:
             self._inline_kinds.add(kind)
@@ -204,19 +231,77 @@ class RpcAgent:
             self._finish(request_id, error=exc)
         return future
 
+    def _call_message(self, dst: int, func: Callable[..., Any], args: Any, kwargs: Any, timeout_s: float,
+                      rref: tuple[int, int] | None = None) -> tuple[dict[str, Any], Any, str]:
+        """The metadata and buffers of a CALL of ``func`` to ``dst``, and the call's description."""
+        target = target_name(func)
+        encoded = encode_value([list(args), dict(kwargs or {})], encode_rref=self._encode_rref,
+                               device_map=self._device_maps.get(self._infos[dst].name))
+        meta: dict[str, Any] = {"target": target, "payload": encoded.payload, "timeout_s": timeout_s}
+        if rref is not None:
+            meta["rref"], meta["fork"] = rref
+        meta.update(self.call_hooks.outgoing_call(dst, encoded.tensors))
+        return meta, encoded.buffers, f"RPC to {self._infos[dst].name!r} calling {target!r}"
+
     def call(self, to: Any, func: Callable[..., Any], args: Any = (), kwargs: Any = None, timeout: float = -1,
              rref: tuple[int, int] | None = None) -> Future:
         """Start ``func(*args, **kwargs)`` on worker ``to``; the future holds its result."""
         info = self.worker_info(to)
-        target = target_name(func)
-        encoded = encode_value([list(args), dict(kwargs or {})], encode_rref=self._encode_rref,
-                               device_map=self._device_maps.get(info.name))
         timeout_s = self.timeout_s(timeout)
-        meta: dict[str, Any] = {"target": target, "payload": encoded.payload, "timeout_s": timeout_s}
-        if rref is not None:
-            meta["rref"], meta["fork"] = rref
-        meta.update(self.call_hooks.outgoing_call(info.id, encoded.tensors))
-        return self.request(info.id, Kind.CALL, meta, encoded.buffers, timeout_s, f"RPC to {info.name!r} calling {target!r}")
+        meta, buffers, what = self._call_message(info.id, func, args, kwargs, timeout_s, rref)
+        return self.request(info.id, Kind.CALL, meta, buffers, timeout_s, what)
+
+    def call_sync(self, to: Any, func: Callable[..., Any], args: Any = (), kwargs: Any = None, timeout: float = -1) -> Any:
+        """Run ``func(*args, **kwargs)`` on worker ``to`` and return its result. Blocks: the calling
+        thread sends on its own socket and waits there (caller-direct; ``transport/direct.py``).
+        A call carrying ``transport.cma_min_kb`` or more of tensor data goes through the mesh
+        instead, where it (and its reply) may travel by same-host single copy."""
+        info = self.worker_info(to)
+        timeout_s = self.timeout_s(timeout)
+        meta, buffers, what = self._call_message(info.id, func, args, kwargs, timeout_s)
+        if sum(b.nbytes for b in buffers) >= self._direct_max_bytes:
+            return self.request(info.id, Kind.CALL, meta, buffers, timeout_s, what).wait()
+        return self._request_sync(info.id, Kind.CALL, meta, buffers, timeout_s, what)
+
+    def _request_sync(self, dst: int, kind: int, meta: dict[str, Any], buffers: Any, timeout_s: float, what: str) -> Any:
+        """Send a request on this thread's own socket to ``dst`` and return its decoded reply."""
+        request_id = next(self._request_ids)
+        context = meta.get("context")
+        with self._lock:
+            if self._closed:
+                raise ZgradError(f"RPC agent of {self.name!r} is shut down; call init_rpc again")
+            dead = self._dead.get(dst)
+            if dead is None:
+                self._pending[request_id] = _Pending(None, dst, what, True, context)
+        if dead is not None:
+            raise self._unavailable(dst, dead)
+        hooks = blocking_hooks
+        if hooks.enter is not None:
+            hooks.enter()
+        try:
+            self.sent[kind] += 1
+            envelope = self.mesh.request(dst, kind, request_id, meta, buffers, timeout_s)
+        except ZgradTimeoutError:
+            raise ZgradTimeoutError(f"{what} ran past {timeout_s:g} seconds") from None
+        except TransportError as exc:
+            if self._closed:
+                raise ZgradError(f"RPC agent of {self.name!r} shut down before {what} completed") from None
+            raise ZgradError(f"{what} failed: {exc}") from exc
+        finally:
+            if hooks.exit is not None:
+                hooks.exit()
+            self._forget(request_id)
+        self.received[envelope.kind] += 1
+        if envelope.kind not in (Kind.RESULT, Kind.ERROR):
+            raise ProtocolError(f"the reply to {what} has kind {KIND_NAMES.get(envelope.kind, envelope.kind)}; expected RESULT or ERROR")
+        check_meta(envelope.kind, envelope.meta)
+        return self._reply_value(envelope, True, context, what)
+
+    def _forget(self, request_id: int) -> None:
+        with self._lock:
+            self._pending.pop(request_id, None)
+            if not self._pending:
+                self._no_pending.notify_all()
 
     def remote(self, to: Any, func: Callable[..., Any], args: Any = (), kwargs: Any = None, timeout: float = -1) -> RRef:
         """Start ``func`` on ``to`` and return an RRef (owned by ``to``) to its result."""
@@ -225,17 +310,23 @@ class RpcAgent:
         created = self.call(info.id, func, args, kwargs, timeout, rref=(rref_id, fork_id))
         return RRef(_agent=self, _rref_id=rref_id, _owner=info.id, _fork_id=fork_id, _created=created)
 
-    def fetch_rref(self, rref: RRef, timeout: float) -> Future:
+    def fetch_rref(self, rref: RRef, timeout: float) -> Any:
+        """The value of ``rref`` fetched from its owner (``to_here``). Blocks, caller-direct."""
         owner = self.worker_info(rref._owner)
         timeout_s = self.timeout_s(timeout)
         meta: dict[str, Any] = {"rref": rref.rref_id}
         meta.update(self.call_hooks.outgoing_call(owner.id, ()))
-        return self.request(owner.id, Kind.RREF_FETCH, meta, (), timeout_s,
-                            f"to_here() of an RRef owned by {owner.name!r}")
+        return self._request_sync(owner.id, Kind.RREF_FETCH, meta, (), timeout_s,
+                                  f"to_here() of an RRef owned by {owner.name!r}")
 
     # --- RRef forks -----------------------------------------------------------------------------
 
     def _encode_rref(self, rref: RRef) -> list:
+        """A new fork of ``rref``, registered now if owned here, else announced to the owner by
+        RREF_FORK on the link. A caller-direct call carrying it may reach the owner first: a
+        delete of the fork that comes before its RREF_FORK is remembered (``OwnerTable``), and
+        the value stays owned meanwhile, as the sender's own RRef lives until the call is over
+        and its RREF_DELETE follows the RREF_FORK on the same link."""
         fork_id = self.rrefs.new_id()
         if rref._owner == self.rank:
             self.rrefs.add_fork(rref.rref_id, fork_id)
@@ -295,12 +386,12 @@ class RpcAgent:
             if kind in (Kind.CALL, Kind.RREF_FETCH) and envelope.request_id:
                 self._reply_error(envelope, exc)
             return
-        if kind in self._inline_kinds:
+        if kind == Kind.CALL and envelope.meta.get("rref") is not None:
+            # Register the creator's fork now, in arrival order, before any DELETE from it.
+            self.rrefs.add_fork(envelope.meta["rref"], envelope.meta["fork"])
+        if self._started or kind in self._inline_kinds:
             self._run_handler(handler, envelope)
         else:
-            if kind == Kind.CALL and envelope.meta.get("rref") is not None:
-                # Register the creator's fork now, in arrival order, before any DELETE from it.
-                self.rrefs.add_fork(envelope.meta["rref"], envelope.meta["fork"])
             self.pool.submit(lambda: self._run_handler(handler, envelope))
 
     def _run_handler(self, handler: Handler, envelope: Envelope) -> None:
@@ -314,26 +405,31 @@ class RpcAgent:
     def _on_reply(self, envelope: Envelope) -> None:
         with self._lock:
             pending = self._pending.get(envelope.request_id)
-            if pending is None or pending.dst != envelope.src:
+            if pending is None or pending.dst != envelope.src or pending.future is None:
                 pending = None
         if pending is None:
             self.rejected["late or unknown reply"] += 1
             return
-        if envelope.kind == Kind.ERROR:
-            self._finish(envelope.request_id, error=remote_error_from_meta(envelope.meta))
-            return
         try:
-            if pending.decode:
-                decoded = decode_value(envelope.meta["payload"], envelope.buffers, self._decode_rref, self._resolve_name,
-                                       self._reply_map(envelope.src))
-                self.call_hooks.incoming_result(pending.context, envelope.src, envelope.meta, decoded.tensors)
-                value = decoded.value
-            else:
-                value = envelope
-        except ZgradError as exc:
-            self._finish(envelope.request_id, error=ProtocolError(f"the reply to {pending.what} is malformed: {exc}"))
+            value = self._reply_value(envelope, pending.decode, pending.context, pending.what)
+        except Exception as exc:  # noqa: BLE001 - a remote error, or a malformed reply: the caller's to see
+            self._finish(envelope.request_id, error=exc)
             return
         self._finish(envelope.request_id, value=value)
+
+    def _reply_value(self, envelope: Envelope, decode: bool, context: int | None, what: str) -> Any:
+        """The value a RESULT carries (the envelope itself unless ``decode``), or raise what an ERROR carries."""
+        if envelope.kind == Kind.ERROR:
+            raise remote_error_from_meta(envelope.meta)
+        if not decode:
+            return envelope
+        try:
+            decoded = decode_value(envelope.meta["payload"], envelope.buffers, self._decode_rref, self._resolve_name,
+                                   self._reply_map(envelope.src))
+            self.call_hooks.incoming_result(context, envelope.src, envelope.meta, decoded.tensors)
+        except ZgradError as exc:
+            raise ProtocolError(f"the reply to {what} is malformed: {exc}") from None
+        return decoded.value
 
     def _reply_map(self, peer: int) -> dict[str, str] | None:
         """Where tensors in ``peer``'s replies land: the inverse of this worker's map for it."""
@@ -364,14 +460,17 @@ class RpcAgent:
             self._finish(request_id, error=ZgradTimeoutError(f"{pending.what} ran past {timeout_s:g} seconds"))
 
     def _reply(self, envelope: Envelope, value: Any, context: Any = None) -> None:
+        src = envelope.src
         encoded = encode_value(value, encode_rref=self._encode_rref)
         meta: dict[str, Any] = {"payload": encoded.payload}
-        meta.update(self.call_hooks.result_meta(context, envelope.src, encoded.tensors))
-        self.send(envelope.src, Kind.RESULT, meta, encoded.buffers, envelope.request_id)
+        meta.update(self.call_hooks.result_meta(context, src, encoded.tensors))
+        self.mesh.reply(envelope, Kind.RESULT, meta, encoded.buffers)
+        self.sent[Kind.RESULT] += 1
 
     def _reply_error(self, envelope: Envelope, exc: BaseException) -> None:
         try:
-            self.send(envelope.src, Kind.ERROR, error_meta(exc, self.name), (), envelope.request_id)
+            self.mesh.reply(envelope, Kind.ERROR, error_meta(exc, self.name))
+            self.sent[Kind.ERROR] += 1
         except ZgradError:
             pass  # the caller is gone; nobody is waiting
 
@@ -379,12 +478,28 @@ class RpcAgent:
         """A function or class named in a received value, under this worker's allow-list."""
         return resolve_target(name, self.config.rpc.allowed_modules, self.name, what)
 
+    def _resolve_call_target(self, name: Any) -> Callable[..., Any]:
+        """A CALL's target, resolved once per name (a name that failed is checked again each time)."""
+        func = self._targets.get(name) if isinstance(name, str) else None
+        if func is None:
+            func = resolve_target(name, self.config.rpc.allowed_modules, self.name)
+            if len(self._targets) < _TARGET_CACHE_SIZE:
+                self._targets[name] = func
+        return func
+
     def _on_call(self, envelope: Envelope) -> None:
+        next(self._calls_started)
+        try:
+            self._run_call(envelope)
+        finally:
+            next(self._calls_finished)
+
+    def _run_call(self, envelope: Envelope) -> None:
         meta = envelope.meta
         target = meta["target"]
         context = None
         try:
-            func = resolve_target(target, self.config.rpc.allowed_modules, self.name)
+            func = self._resolve_call_target(target)
             try:
                 decoded = decode_value(meta["payload"], envelope.buffers, self._decode_rref, self._resolve_name)
             except ProtocolError as exc:
@@ -435,7 +550,10 @@ class RpcAgent:
             except Exception as exc:  # noqa: BLE001
                 self._reply_error(envelope, exc)
 
-        value.add_done_callback(lambda done: self.pool.submit(lambda: answer(done)))
+        if value.done():  # the common case: answered by the thread that received the fetch
+            answer(value)
+        else:  # completed later by whichever thread settles the value: answer from the pool
+            value.add_done_callback(lambda done: self.pool.submit(lambda: answer(done)))
 
     # --- failures -------------------------------------------------------------------------------
 
@@ -446,7 +564,7 @@ class RpcAgent:
     def _on_peer_lost(self, rank: int, reason: str) -> None:
         with self._lock:
             self._dead[rank] = reason
-            lost = [rid for rid, p in self._pending.items() if p.dst == rank]
+            lost = [rid for rid, p in self._pending.items() if p.dst == rank and p.future is not None]
         for request_id in lost:
             self._finish(request_id, error=self._unavailable(rank, reason))
         for listener in self._peer_lost_listeners:
@@ -454,6 +572,10 @@ class RpcAgent:
                 listener(rank, reason)
             except Exception:  # noqa: BLE001
                 log.exception("a peer-lost listener raised")
+
+    def _calls_running(self) -> int:
+        finished = self._calls_finished.__reduce__()[1][0]  # read without counting
+        return self._calls_started.__reduce__()[1][0] - finished
 
     def dead_workers(self) -> dict[int, str]:
         with self._lock:
@@ -474,7 +596,7 @@ class RpcAgent:
             "name": self.name,
             "rank": self.rank,
             "calls_in_flight": self.pending_count(),
-            "callee_tasks_in_flight": self.pool.in_flight(),
+            "callee_tasks_in_flight": self.pool.in_flight() + self._calls_running(),
             "callee_threads_peak": self.pool.peak_threads,
             "messages_sent": {KIND_NAMES.get(k, str(k)): n for k, n in self.sent.items()},
             "messages_received": {KIND_NAMES.get(k, str(k)): n for k, n in self.received.items()},

@@ -132,7 +132,7 @@ def rpc_sync(to: WorkerRef, func: Callable[..., Any], args: tuple = (), kwargs: 
         ZgradTimeoutError: no result within ``timeout`` seconds (-1 = the configured default).
         WorkerUnavailableError: ``to`` died or is unreachable.
     """
-    return rpc_async(to, func, args, kwargs, timeout).wait()
+    return current_agent().call_sync(to, func, args, kwargs, timeout)
 
 
 def remote(to: WorkerRef, func: Callable[..., Any], args: tuple = (), kwargs: dict | None = None,

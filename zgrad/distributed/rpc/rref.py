@@ -199,7 +199,7 @@ class RRef:
         """
         if self.is_owner():
             return self._agent.rrefs.read(self.rref_id).wait()
-        return self._agent.fetch_rref(self, timeout).wait()
+        return self._agent.fetch_rref(self, timeout)
 
     def _get_future(self) -> Future:
         """The future of the creating call (for ``remote``)."""
@@ -239,8 +239,9 @@ class _Proxy:
             params = (rref, method, list(args), dict(kwargs))
             if how == "remote":
                 return agent.remote(rref._owner, invoke_method, params, None, timeout)
-            future = agent.call(rref._owner, invoke_method, params, None, timeout)
-            return future.wait() if how == "rpc_sync" else future
+            if how == "rpc_sync":
+                return agent.call_sync(rref._owner, invoke_method, params, None, timeout)
+            return agent.call(rref._owner, invoke_method, params, None, timeout)
 
         return call
 

@@ -1,0 +1,152 @@
+"""The message path (ARCHITECTURE.md, threading): callers send on sockets of their own and wait
+there; the thread holding a worker's inbound socket runs calls itself and hands the socket on
+before it blocks, or is taken over when a call runs long. Over every built-in transport."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import rpc_targets as T
+import zgrad
+from rpc_harness import TRANSPORTS, join_threads, make_config, peer_process, poll, run_workers
+from zgrad.distributed import autograd as dist_autograd
+from zgrad.distributed import rpc
+from zgrad.errors import WorkerUnavailableError, ZgradTimeoutError
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_nested_calls_that_come_back_20_deep_over_4_workers(transport, tmp_path):
+    # worker0 -> 1 -> 0 -> 1 -> 2 -> 1 -> ... : every worker is called back while its own calls wait.
+    names = [f"worker{r}" for r in (1, 0, 1, 2, 1, 3, 2, 3, 0, 2, 0, 3, 1, 2, 3, 0, 1, 0, 2, 1)]
+
+    def body(rank):
+        if rank == 0:
+            return rpc.rpc_sync(names[0], T.bounce, args=(names[1:], 1))
+        return None
+
+    assert run_workers(4, make_config(transport, 4, tmp_path), body)[0] == len(names)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_64_threads_calling_at_once(transport, tmp_path):
+    def body(rank):
+        if rank != 0:
+            return None
+        results: dict[int, list] = {}
+
+        def caller(i):
+            rpc.bind_worker("worker0")  # workers are threads of this process here
+            results[i] = [rpc.rpc_sync(f"worker{1 + (i + k) % 2}", T.add, args=(i, k)) for k in range(10)]
+
+        join_threads([threading.Thread(target=caller, args=(i,)) for i in range(64)], 60)
+        assert results == {i: [i + k for k in range(10)] for i in range(64)}
+        return rpc.get_debug_info()["transport"]
+
+    stats = run_workers(3, make_config(transport, 3, tmp_path), body)[0]
+    assert stats["direct_requests"] >= 640 and stats.get("late_replies", 0) == 0
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_callee_computing_2_s_holds_up_no_call_heartbeat_or_backward(transport, tmp_path):
+    config = make_config(transport, 2, tmp_path)
+    config["transport"].update(heartbeat_interval_s=0.1, heartbeat_timeout_s=1.0)
+
+    def body(rank):
+        if rank != 0:
+            return None
+        spinning = rpc.rpc_async("worker1", T.spin_for, args=(2.0,))
+        time.sleep(0.1)  # the spin runs on worker1's leader, which is taken over
+        slowest_s = 0.0
+        while not spinning.done():
+            start = time.monotonic()
+            assert rpc.rpc_sync("worker1", T.add, args=(1, 2)) == 3
+            a, b = (zgrad.tensor(np.full((3, 3), v), requires_grad=True) for v in (2.0, 3.0))
+            with dist_autograd.context() as context_id:
+                loss = rpc.rpc_sync("worker1", T.mul, args=(a, b)).sum()
+                dist_autograd.backward(context_id, [loss])
+                grads = dist_autograd.get_gradients(context_id)
+            np.testing.assert_allclose(grads[a].numpy(), b.numpy())
+            slowest_s = max(slowest_s, time.monotonic() - start)
+        assert spinning.wait() > 0
+        assert slowest_s < 1.0  # each round waited at most a few switch intervals, not for the spin
+        return rpc.get_debug_info(), rpc.rpc_sync("worker1", T.transport_stats)
+
+    info, stats1 = run_workers(2, config, body)[0]
+    assert info["dead_workers"] == [] and stats1.get("peers_lost", 0) == 0
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_caller_that_times_out_drops_the_late_reply(transport, tmp_path):
+    def body(rank):
+        if rank != 0:
+            return None
+        start = time.monotonic()
+        with pytest.raises(ZgradTimeoutError, match="ran past 0.2 seconds"):
+            rpc.rpc_sync("worker1", T.sleep_then, args=(0.6, "late"), timeout=0.2)
+        assert time.monotonic() - start < 0.5
+        time.sleep(0.6)  # the late reply reaches this thread's socket
+        assert rpc.rpc_sync("worker1", T.echo, args=("on time",)) == "on time"
+        return rpc.get_debug_info()
+
+    info = run_workers(2, make_config(transport, 2, tmp_path), body)[0]
+    assert info["transport"]["late_replies"] == 1 and info["calls_in_flight"] == 0
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_rref_forks_and_deletes_stay_ordered_under_load(transport, tmp_path):
+    def body(rank):
+        def churn(i):
+            rpc.bind_worker(f"worker{rank}")
+            for k in range(15):
+                owner = f"worker{(rank + i + k) % 3}"
+                rrefs = [rpc.remote(owner, T.add, args=(i, k)) for _ in range(3)]
+                # forks to the owner (inside a caller-direct call) and to a third worker
+                assert rpc.rpc_sync(owner, T.pass_rrefs_back, args=(rrefs,)) == [i + k] * 3
+                third = f"worker{(rank + i + k + 1) % 3}"
+                assert rpc.rpc_async(third, T.pass_rrefs_back, args=(rrefs[:1],)).wait() == [i + k]
+                del rrefs
+
+        join_threads([threading.Thread(target=churn, args=(i,)) for i in range(6)], 90)
+        return None
+
+    def settled(rank):
+        return poll(lambda: [rpc.rpc_sync(f"worker{r}", T.rrefs_owned) for r in range(3)],
+                    lambda owned: owned == [0, 0, 0])
+
+    config = make_config(transport, 3, tmp_path)
+    owned = run_workers(3, config, lambda rank: (body(rank), settled(rank))[1])
+    assert owned == [[0, 0, 0]] * 3
+
+
+@pytest.mark.parametrize("kind", ["tcp", "ipc"])
+def test_a_peer_killed_while_the_inbound_socket_is_handed_over(kind, tmp_path):
+    config = make_config(kind, 2, tmp_path)
+    config["transport"].update(heartbeat_interval_s=0.1, heartbeat_timeout_s=1.0)
+    with peer_process(config, 1, 2) as peer:
+        rpc.init_rpc("worker0", rank=0, world_size=2, config=config)
+        try:
+            assert rpc.rpc_sync("worker1", T.add, args=(1, 2)) == 3
+            # worker1 calls back here; this worker's leader runs that call, which calls worker1
+            # again and so hands its socket on; worker1's leader did the same; then worker1 dies.
+            pending = rpc.rpc_async("worker1", T.bounce, args=(["worker0", "worker1"], 0, 30.0), timeout=0)
+            time.sleep(0.3)
+            peer.send_signal(signal.SIGKILL)
+            start = time.monotonic()
+            with pytest.raises(WorkerUnavailableError, match="worker1"):
+                pending.wait()
+            with pytest.raises(WorkerUnavailableError, match="worker1"):
+                rpc.rpc_sync("worker1", T.add, args=(1, 2))
+            assert time.monotonic() - start < 1.0 + 2.0
+            # this worker still answers (itself), on whichever thread holds its socket now
+            assert rpc.rpc_sync("worker0", T.bounce, args=(["worker0"] * 3, 0)) == 3
+            assert rpc.get_debug_info()["transport"]["peers_lost"] == 1
+        finally:
+            with pytest.raises(WorkerUnavailableError, match="worker1"):
+                rpc.shutdown(timeout=5.0)

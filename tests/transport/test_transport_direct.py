@@ -1,0 +1,93 @@
+"""Caller-direct requests (``Mesh.request`` / ``Mesh.reply``): over every transport, under CURVE
+with per-thread sockets authenticated like the worker's own, late replies dropped, impostors and
+garbage on a direct routing id rejected while the worker keeps serving."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import zmq
+from test_transport_curve import a_message, curve_world, raw_client, wait_for
+
+from zgrad.errors import WorkerUnavailableError, ZgradTimeoutError
+from zgrad.transport import generate_keys
+from zgrad.transport.direct import DIRECT_ID, DIRECT_MAGIC
+from zgrad.transport.security import load_curve_keys
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def echo_handler(rank, worker):
+    """Rank 1 answers kind 1 with its meta doubled, after ``meta["sleep_s"]``; kind 2 is only queued."""
+    def on_message(env):
+        if env.kind == 1:
+            time.sleep(env.meta.get("sleep_s", 0))
+            worker.mesh.reply(env, 3, {"twice": env.meta["n"] * 2, "auth": env.authenticated}, env.buffers)
+        else:
+            worker.inbox.put(env)
+    return on_message
+
+
+def test_requests_from_many_threads_get_their_own_replies(worlds, transport):
+    workers = worlds.world(transport, 2, on_message=echo_handler)
+    got: dict[int, list] = {}
+
+    def caller(i):
+        got[i] = [workers[0].mesh.request(1, 1, 1000 * i + k, {"n": k}, [bytes([i])], 10.0) for k in range(5)]
+
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    for i, replies in got.items():
+        assert [(r.kind, r.request_id, r.meta["twice"], bytes(r.buffers[0])) for r in replies] == \
+            [(3, 1000 * i + k, 2 * k, bytes([i])) for k in range(5)]
+    assert workers[0].mesh.stats()["direct_requests"] == 40
+
+
+def test_a_late_reply_is_dropped_and_counted(worlds, transport):
+    workers = worlds.world(transport, 2, on_message=echo_handler)
+    mesh = workers[0].mesh
+    with pytest.raises(ZgradTimeoutError):
+        mesh.request(1, 1, 1, {"n": 1, "sleep_s": 0.5}, [], 0.1)
+    time.sleep(0.6)
+    assert mesh.request(1, 1, 2, {"n": 2}, [], 5.0).meta["twice"] == 4
+    assert mesh.stats()["late_replies"] == 1
+
+
+def test_a_request_to_a_lost_peer_fails_at_once(worlds):
+    workers = worlds.world("tcp", 2, on_message=echo_handler)
+    workers[1].mesh.close()
+    assert workers[0].lost.get(timeout=10)[0] == 1
+    with pytest.raises(WorkerUnavailableError, match="rank 1"):
+        workers[0].mesh.request(1, 1, 1, {"n": 1}, [], 5.0)
+
+
+@pytest.mark.parametrize("kind", ["tcp", "ipc"])
+def test_direct_requests_are_authenticated_under_curve(worlds, tmp_path, kind):
+    generate_keys(tmp_path, 2)
+    config = worlds.config(kind, security={"curve": True, "key_dir": str(tmp_path)})
+    workers = worlds.workers(config, 2, on_message=echo_handler)
+    worlds.start(workers)
+    reply = workers[0].mesh.request(1, 1, 9, {"n": 21}, [b"x"], 10.0)
+    assert reply.authenticated and reply.meta == {"twice": 42, "auth": True}
+
+
+def test_a_direct_routing_id_cannot_claim_another_rank_or_send_garbage(worlds, tmp_path):
+    generate_keys(tmp_path, 3)
+    workers = curve_world(worlds, "tcp", 3, tmp_path)
+    rank2 = load_curve_keys(tmp_path, 2, 3)
+    ctx, impostor = raw_client(workers[0].mesh.endpoint, rank2.peers[0], (rank2.public, rank2.secret),
+                               identity=DIRECT_ID.pack(DIRECT_MAGIC, 1, workers[1].mesh.workers[1].session, 1))
+    try:
+        impostor.send_multipart(a_message())
+        for garbage in ([b"\x00"], [b"zgrad", b""], [b"x" * 40, b"\xc1"]):
+            impostor.send_multipart(garbage, zmq.NOBLOCK)
+        wait_for(lambda: workers[0].mesh.stats()["rejected"].get("unauthenticated", 0) == 4)
+        workers[1].mesh.send(0, 2, 1, "still serving")
+        assert workers[0].get().meta == "still serving"
+    finally:
+        impostor.close(0), ctx.term()

@@ -1,0 +1,150 @@
+"""The I/O role (leader/follower) alone: a queue stands in for the inbound socket."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+
+import pytest
+
+from zgrad.transport.role import IoRole
+
+pytestmark = pytest.mark.timeout(30)
+BUDGET_S = 0.005
+
+
+class FakeLoop:
+    """Leads by taking one task at a time from ``inbox`` and running it as a handler."""
+
+    def __init__(self, max_in_handlers: int = 16) -> None:
+        self.inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.leaders: list[int | None] = []
+        self.role = IoRole("test-role", self.lead, BUDGET_S, max_in_handlers, None, self.leaders.append,
+                           logging.getLogger("test"))
+
+    def lead(self) -> bool:
+        while True:
+            try:
+                task = self.inbox.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if task is None:
+                return True
+            self.role.begin_handler(time.monotonic())
+            try:
+                task()
+            finally:
+                still = self.role.end_handler()
+            if not still:
+                return False
+
+    def __enter__(self) -> "FakeLoop":
+        self.role.start(self.lead)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.inbox.put(None)
+        assert not self.role.join(5.0)
+
+
+def test_a_handler_that_runs_long_is_taken_over():
+    long_thread, quick_thread, quick_done = [], [], threading.Event()
+    with FakeLoop() as loop:
+        loop.inbox.put(lambda: (long_thread.append(threading.get_ident()), time.sleep(0.5)))
+        time.sleep(0.05)
+        start = time.monotonic()
+        loop.inbox.put(lambda: (quick_thread.append(threading.get_ident()), quick_done.set()))
+        assert quick_done.wait(5)
+        assert time.monotonic() - start < 0.3  # not after the 0.5 s handler
+        assert quick_thread != long_thread and loop.role.takeovers == 1
+
+
+def test_a_handler_about_to_block_hands_the_role_on():
+    released = threading.Event()
+
+    def blocks():
+        loop.role.hand_off()
+        assert released.wait(5)  # set by the next task, which another thread runs meanwhile
+
+    with FakeLoop() as loop:
+        loop.role._budget_s = 60.0  # no take-over: only the hand-off can let the next task run
+        loop.inbox.put(blocks)
+        loop.inbox.put(released.set)
+        assert released.wait(5)
+        assert loop.role.handoffs == 1 and loop.role.takeovers == 0
+
+
+def test_no_take_over_beyond_max_in_handlers():
+    gate = threading.Event()
+    ran = []
+    with FakeLoop(max_in_handlers=1) as loop:
+        loop.inbox.put(lambda: gate.wait(5))
+        loop.inbox.put(lambda: gate.wait(5))
+        loop.inbox.put(lambda: ran.append(1))
+        time.sleep(0.3)
+        assert loop.role.takeovers == 1 and ran == []  # the second blocked handler holds the leader
+        gate.set()
+        deadline = time.monotonic() + 5
+        while not ran and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ran == [1]
+
+
+def test_the_watcher_sleeps_untimed_once_handlers_stop():
+    with FakeLoop() as loop:
+        done = threading.Event()
+        loop.inbox.put(done.set)
+        assert done.wait(5)
+        deadline = time.monotonic() + 5
+        while not loop.role._watch_asleep and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert loop.role._watch_asleep  # no more looks until the next handler starts
+        woke = threading.Event()
+        loop.inbox.put(lambda: time.sleep(0.2))
+        loop.inbox.put(woke.set)
+        assert woke.wait(5) and loop.role.takeovers == 1
+
+
+def run_times(loop, tasks, timeout_s=10.0):
+    """Queue ``tasks`` (each ``(name, seconds to block)``); return when each finished, by name."""
+    start, done, finished = time.monotonic(), {}, threading.Event()
+
+    def task(name, seconds):
+        time.sleep(seconds)
+        done[name] = time.monotonic() - start
+        if len(done) == len(tasks):
+            finished.set()
+
+    for name, seconds in tasks:
+        loop.inbox.put(lambda n=name, s=seconds: task(n, s))
+    assert finished.wait(timeout_s)
+    return done
+
+
+def test_a_taken_over_leader_finishing_its_handler_leaves_the_new_leaders_alone():
+    # A (0.4 s) is taken over at 0.2 s; B starts on the new leader at 0.3 s and blocks 1.5 s; when
+    # A ends at 0.4 s it must not make B look idle, or C would wait for B instead of a take-over.
+    with FakeLoop() as loop:
+        loop.role._budget_s = 0.2
+        loop.inbox.put(lambda: time.sleep(0.4))
+        time.sleep(0.3)
+        done = run_times(loop, [("B", 1.5), ("C", 0.0)])
+        assert done["C"] < 0.7 and loop.role.takeovers == 2
+
+
+def test_the_next_standby_watches_when_the_watcher_leaves():
+    with FakeLoop() as loop:
+        run_times(loop, [("A", 0.2)])  # a take-over; A's thread then waits as a second standby
+        time.sleep(0.3)
+        released = threading.Event()
+
+        def hands_off():
+            loop.role.hand_off()  # the watcher leads now; A's thread, asleep as a standby, must watch
+            assert released.wait(5)
+
+        loop.inbox.put(hands_off)
+        done = run_times(loop, [("C", 1.5), ("D", 0.0)])
+        released.set()
+        assert done["D"] < 0.8  # C was taken over

@@ -1,0 +1,189 @@
+"""Caller-direct sockets: a thread that waits for a reply sends its request and waits on its own socket.
+
+Each thread that makes a synchronous request gets, lazily, one DEALER per peer, connected to
+the peer's inbound ROUTER like the I/O thread's own link (the same CURVE keys, so the peer's
+ZAP handler binds it to this worker's rank), with a routing id of its own (:data:`DIRECT_ID`:
+magic, rank, session, a serial number). The callee answers on its inbound socket to that
+routing id, so the reply arrives on the socket the caller waits on: no thread hand-off on
+either side of the caller (ARCHITECTURE.md, "Callers talk directly").
+
+The caller waits in slices of at most :data:`WAIT_SLICE_S`, between which it looks whether the
+peer was declared lost, the mesh closed or the deadline passed. A reply whose request id is not
+the one awaited (the answer to a call that was abandoned at its deadline) is dropped and
+counted (``late_replies``). Sockets stay open until the mesh closes them all (:meth:`close`):
+each is used under its own lock, held by its thread for one slice at a time, so that closing
+waits for the slice instead of pulling the socket from under a waiter.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+
+from zgrad.errors import TransportError, WorkerUnavailableError, ZgradTimeoutError
+from zgrad.transport import frames as fr
+from zgrad.transport.envelope import Envelope
+from zgrad.transport.security import CurveKeys
+from zgrad.transport.sockets import open_dealer
+
+__all__ = ["DirectCaller", "DIRECT_ID", "DIRECT_MAGIC", "WAIT_SLICE_S"]
+
+DIRECT_ID = struct.Struct("!4sIQI")
+DIRECT_MAGIC = b"zgdc"
+_MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
+_LAST = int(zmq.NOBLOCK)
+_POLLIN = int(zmq.POLLIN)
+_POLLOUT = int(zmq.POLLOUT)
+# Frames at least this big go out zero-copy (as in links.py).
+_ZERO_COPY_MIN = 65536
+# Longest uninterrupted wait: how late a waiter notices a lost peer, a closed mesh or its deadline.
+WAIT_SLICE_S = 0.05
+
+
+class _Direct:
+    __slots__ = ("sock", "lock", "closed")
+
+    def __init__(self, sock: zmq.Socket) -> None:
+        self.sock = sock
+        self.lock = threading.Lock()
+        self.closed = False
+
+
+class DirectCaller:
+    """The caller-direct sockets of one mesh, per thread and per peer.
+
+    Args:
+        context: the mesh's ZeroMQ context.
+        config: ``[transport]``.
+        keys: this worker's CURVE keys, or None.
+        rank, session: this worker's rank and session (in the routing ids).
+        endpoint_of: rank -> the endpoint its inbound socket is bound at.
+        dead_reason: rank -> why it was declared lost, or None.
+        valid_kinds: the kinds a reply may have (checked by ``frames.decode``).
+        before_wait: called once before each wait (the leader hands its role on; see ``role.py``).
+    """
+
+    def __init__(self, context: zmq.Context, config: Any, keys: CurveKeys | None, rank: int, session: int,
+                 endpoint_of: Callable[[int], str], dead_reason: Callable[[int], str | None],
+                 valid_kinds: frozenset[int], before_wait: Callable[[], None]) -> None:
+        self._context = context
+        self._config = config
+        self._keys = keys
+        self._rank = rank
+        self._session = session
+        self._endpoint_of = endpoint_of
+        self._dead_reason = dead_reason
+        self._valid_kinds = valid_kinds
+        self._before_wait = before_wait
+        self._max_bytes = config.max_message_mb << 20
+        self._chunk_bytes = config.chunk_mb << 20
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._all: list[_Direct] = []
+        self._serial = 0
+        self._closed_reason: str | None = None
+        self.late_replies = 0
+        self.requests = 0
+
+    def _socket(self, dst: int) -> _Direct:
+        mine = getattr(self._local, "sockets", None)
+        if mine is None:
+            mine = self._local.sockets = {}
+        direct = mine.get(dst)
+        if direct is None or direct.closed:
+            with self._lock:
+                if self._closed_reason is not None:
+                    raise TransportError(self._closed_reason)
+                self._serial += 1
+                ident = DIRECT_ID.pack(DIRECT_MAGIC, self._rank, self._session, self._serial)
+                peer_key = self._keys.peers[dst] if self._keys is not None else None
+                sock = open_dealer(self._context, self._endpoint_of(dst), ident, self._config, self._keys, peer_key)
+                direct = mine[dst] = _Direct(sock)
+                self._all.append(direct)
+        return direct
+
+    def request(self, dst: int, request_id: int, frames: list, deadline_s: float | None, describe: str) -> Envelope:
+        """Send ``frames`` (one encoded message) to ``dst`` and return its reply. Blocks.
+
+        Args:
+            dst: the peer.
+            request_id: the request id inside ``frames``; replies with another one are dropped.
+            frames: from ``frames.encode``.
+            deadline_s: ``time.monotonic()`` value to give up at; None waits as long as the peer lives.
+            describe: the peer, for error messages.
+
+        Raises:
+            WorkerUnavailableError: ``dst`` was (or is, while waiting) declared lost.
+            ZgradTimeoutError: ``deadline_s`` passed first.
+            TransportError: the mesh is closed.
+        """
+        reason = self._dead_reason(dst)
+        if reason is not None:
+            raise WorkerUnavailableError(f"{describe} is unavailable: {reason}")
+        direct = self._socket(dst)
+        self._before_wait()
+        self.requests += 1
+        sent = False
+        while True:
+            with direct.lock:
+                if direct.closed:
+                    raise TransportError(self._closed_reason or "the mesh is closed")
+                sock = direct.sock
+                if not sent:
+                    sent = self._try_send(sock, frames)
+                now_s = time.monotonic()
+                wait_s = WAIT_SLICE_S if deadline_s is None else min(WAIT_SLICE_S, deadline_s - now_s)
+                # zmq_poll itself: Socket.poll builds a Poller per call
+                if wait_s > 0 and zmq.zmq_poll([(sock, _POLLIN if sent else _POLLOUT)], int(wait_s * 1000) + 1):
+                    if sent:
+                        reply = self._receive(sock, dst, request_id)
+                        if reply is not None:
+                            return reply
+                    continue
+            reason = self._dead_reason(dst)
+            if reason is not None:
+                raise WorkerUnavailableError(f"{describe} is unavailable: {reason}")
+            if self._closed_reason is not None:
+                raise TransportError(self._closed_reason)
+            if deadline_s is not None and time.monotonic() >= deadline_s:
+                raise ZgradTimeoutError(f"no reply from {describe} in time")
+
+    @staticmethod
+    def _try_send(sock: zmq.Socket, frames: list) -> bool:
+        last = len(frames) - 1
+        try:
+            for i, frame in enumerate(frames):
+                sock.send(frame, _MORE if i < last else _LAST, copy=len(frame) < _ZERO_COPY_MIN)
+        except zmq.Again:  # only the first part can be refused (whole messages count against the HWM)
+            return False
+        return True
+
+    def _receive(self, sock: zmq.Socket, src: int, request_id: int) -> Envelope | None:
+        parts = sock.recv_multipart(_LAST, copy=False)
+        try:
+            kind, flags, got_id, meta, buffers = fr.decode(
+                parts, valid_kinds=self._valid_kinds, max_message_bytes=self._max_bytes,
+                take_buffer=lambda n: memoryview(bytearray(n)),
+            )
+        except fr.Rejected:
+            self.late_replies += 1  # malformed: counted with the dropped ones
+            return None
+        if got_id != request_id:
+            self.late_replies += 1
+            return None
+        return Envelope(src, kind, flags, got_id, meta, buffers, self._keys is not None)
+
+    def close(self, reason: str) -> None:
+        """Close every direct socket (waiters raise TransportError(``reason``) after their slice)."""
+        with self._lock:
+            self._closed_reason = reason
+            sockets, self._all = self._all, []
+        for direct in sockets:
+            with direct.lock:
+                direct.closed = True
+                direct.sock.close(linger=0)

@@ -1,0 +1,247 @@
+"""Leader/follower: which thread holds the mesh's sockets and runs its I/O loop now.
+
+One thread at a time, the *leader*, holds the role: it polls the inbound socket, runs the
+I/O loop's turns and hands each inbound message to ``on_message`` itself, so a cheap call is
+answered by the thread that received it, on the socket it holds, with no hand-off between
+threads (ARCHITECTURE.md, "Callees answer where the call lands"). Standby threads wait for the
+role. The leader gives it up:
+
+- explicitly, before it blocks in a handler (a nested call, a future's wait): :meth:`hand_off`;
+- or, when a handler runs longer than ``inline_budget_s`` (user code computing, or blocked on a
+  lock), the first standby, which watches the leader while handlers run, takes the role over.
+
+Either way a standby becomes the leader and inbound traffic, heartbeats and calls back into
+this worker go on; the old leader finishes its handler as an ordinary thread (its sends go
+through the outbox to the new leader) and then waits as a standby, or ends if enough do.
+
+Moving the sockets between threads goes through :attr:`lock`, the memory barrier ZeroMQ asks
+for: the role changes hands under it, and a handler that sends on the leader's sockets
+(:meth:`locked_if_leader`) holds it, so a take-over never lands in the middle of a send. The
+leader's own turns run without it: the role is only taken over while a handler runs.
+
+The watching standby sleeps without a timeout while no handler has run for ``_WATCH_IDLE_S``;
+the leader wakes it when the next handler starts. While handlers run it looks every
+``inline_budget_s``: no busy polling.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+__all__ = ["IoRole"]
+
+# How long the watcher keeps looking after the last handler, before it sleeps until woken.
+_WATCH_IDLE_S = 1.0
+# Longest sleep of a thread that is not watching (it looks whether the loop is over).
+_STANDBY_SLEEP_S = 30.0
+# The leader until the first thread has claimed the role (no thread has id 0).
+_STARTING = 0
+# Standby threads kept; more end when they lose the role.
+_MAX_STANDBY = 2
+# How often the watcher looks while no take-over is allowed (max_in_handlers threads are busy).
+_CAPPED_LOOK_S = 0.05
+
+
+class IoRole:
+    """The leader role of one mesh and the threads that take turns at it.
+
+    Args:
+        name: prefix of the thread names.
+        lead: runs the I/O loop's turns on the calling thread while it leads; returns True when
+            the loop is over for good, False when the role was handed off or taken over.
+        inline_budget_s: how long a handler may run on the leader before a standby takes over.
+        max_in_handlers: no take-over while this many threads that lost the role still run their
+            handlers (then the leader's handler holds up inbound messages, and back-pressure
+            reaches the senders); an explicit :meth:`hand_off` (a thread about to block in a
+            wait) is never refused, so nested calls cannot deadlock.
+        on_thread_start: called first in every thread of the role (e.g. to bind an RPC agent).
+        on_leader: called under :attr:`lock` with the new leader's thread id (None: no leader).
+        logger: where a failing thread is logged.
+    """
+
+    def __init__(self, name: str, lead: Callable[[], bool], inline_budget_s: float, max_in_handlers: int,
+                 on_thread_start: Callable[[], None] | None, on_leader: Callable[[int | None], None],
+                 logger: logging.Logger) -> None:
+        self._name = name
+        self._lead = lead
+        self._budget_s = inline_budget_s
+        self._max_in_handlers = max_in_handlers
+        self._on_thread_start = on_thread_start
+        self._on_leader = on_leader
+        self._log = logger
+        self.lock = threading.Lock()
+        self._changed = threading.Condition(self.lock)
+        self.leader: int | None = None
+        self.busy_since_s: float | None = None  # set by the leader while a handler runs
+        self._handlers_run = 0
+        self._watch_asleep = False
+        self._standby: list[int] = []  # idle threads, the watcher first
+        self._threads: set[threading.Thread] = set()
+        self._serial = 0
+        self._over = False
+        self.handoffs = 0
+        self.takeovers = 0
+
+    # -- threads ----------------------------------------------------------------------------
+
+    def start(self, first: Callable[[], bool]) -> threading.Thread:
+        """Start the first thread, the leader from the outset: it runs ``first()`` (start-up, then
+        turns; same contract as ``lead``), then serves as any thread of the role."""
+        with self.lock:
+            self.leader = _STARTING  # held for the first thread: the standby must not take it
+            thread = self._spawn(first)
+            self._spawn(None)  # the first standby, which watches the leader
+            return thread
+
+    def _spawn(self, first: Callable[[], bool] | None) -> threading.Thread:
+        self._serial += 1
+        thread = threading.Thread(target=self._serve, args=(first,), name=f"{self._name}-{self._serial}", daemon=True)
+        self._threads.add(thread)
+        thread.start()
+        return thread
+
+    def _serve(self, first: Callable[[], bool] | None) -> None:
+        me = threading.current_thread()
+        try:
+            if self._on_thread_start is not None:
+                self._on_thread_start()
+            if first is not None:
+                with self.lock:
+                    self._take(threading.get_ident())
+                if first():
+                    self._finish()
+                    return
+            while self._await_role():
+                if self._lead():
+                    self._finish()
+                    return
+        except BaseException:  # noqa: BLE001 - logged; the role passes on
+            self._log.exception("thread %s of the mesh I/O role failed", me.name)
+            self.hand_off()
+        finally:
+            with self.lock:
+                self._threads.discard(me)
+
+    def _take(self, ident: int) -> None:
+        self.leader = ident
+        self.busy_since_s = None
+        self._on_leader(ident)
+
+    def _finish(self) -> None:
+        with self.lock:
+            self._over = True
+            self.leader = None
+            self._on_leader(None)
+            self._changed.notify_all()
+
+    def _await_role(self) -> bool:
+        """Wait as a standby until this thread leads (True) or should end (False)."""
+        me = threading.get_ident()
+        seen = -1
+        quiet_since_s = time.monotonic()
+        with self.lock:
+            self._standby.append(me)
+            try:
+                while True:
+                    if self._over:
+                        return False
+                    if self.leader is None:
+                        self._take(me)
+                        return True
+                    if self._standby[0] != me:
+                        if len(self._standby) > _MAX_STANDBY:
+                            return False
+                        self._changed.wait(_STANDBY_SLEEP_S)
+                        continue
+                    now_s = time.monotonic()
+                    since_s = self.busy_since_s
+                    capped = self._in_handlers() >= self._max_in_handlers
+                    if since_s is not None and now_s - since_s >= self._budget_s and not capped:
+                        self.takeovers += 1
+                        self._take(me)
+                        return True
+                    if self._handlers_run != seen:
+                        seen, quiet_since_s = self._handlers_run, now_s
+                    if since_s is not None:
+                        timeout_s = _CAPPED_LOOK_S if capped else max(since_s + self._budget_s - now_s, 0.0005)
+                    elif now_s - quiet_since_s < _WATCH_IDLE_S:
+                        timeout_s = self._budget_s
+                    else:
+                        # Asleep until a handler starts (begin_handler wakes us); the flag is
+                        # set before busy_since_s is read again, so one of the two sees the other.
+                        self._watch_asleep = True
+                        if self.busy_since_s is not None:
+                            self._watch_asleep = False
+                            continue
+                        timeout_s = _STANDBY_SLEEP_S
+                    self._changed.wait(timeout_s)
+                    self._watch_asleep = False
+            finally:
+                was_watcher = self._standby[0] == me
+                self._standby.remove(me)
+                if not self._standby and not self._over and self.leader is not None:
+                    self._spawn(None)  # there is always a standby to take over
+                elif was_watcher and self._standby:
+                    self._changed.notify_all()  # the next one watches now: it must stop its long sleep
+
+    def _in_handlers(self) -> int:
+        """Threads running a handler after losing the role (lock held)."""
+        return len(self._threads) - len(self._standby) - (self.leader is not None)
+
+    # -- the leader -------------------------------------------------------------------------
+
+    def begin_handler(self, now_s: float) -> None:
+        """The leader starts a handler (which may run long or block): from now on it may be taken over."""
+        self._handlers_run += 1
+        self.busy_since_s = now_s
+        if self._watch_asleep:
+            with self.lock:
+                self._changed.notify_all()
+
+    def end_handler(self) -> bool:
+        """The handler returned: whether this thread still leads (else it must leave the loop)."""
+        with self.lock:
+            if self.leader != threading.get_ident():
+                return False  # taken over: busy_since_s is the new leader's now
+            self.busy_since_s = None
+            return True
+
+    def leads(self) -> bool:
+        """Whether the calling thread is the leader."""
+        return self.leader == threading.get_ident()
+
+    def hand_off(self) -> None:
+        """If the calling thread leads, give the role to a standby now (before it blocks). Any thread."""
+        me = threading.get_ident()
+        if self.leader != me:
+            return
+        with self.lock:
+            if self.leader != me:
+                return
+            self.handoffs += 1
+            self.leader = None
+            self.busy_since_s = None
+            self._on_leader(None)
+            if self._standby:
+                self._changed.notify_all()
+            elif not self._over:
+                self._spawn(None)
+
+    def join(self, timeout_s: float) -> list[threading.Thread]:
+        """Once the loop is over: wait for the standby threads (not the calling one) to end, and
+        return those still alive. Threads still running a handler end when it returns."""
+        deadline_s = time.monotonic() + timeout_s
+        with self.lock:
+            self._changed.notify_all()
+            idle = set(self._standby)
+            threads = [t for t in self._threads if t.ident in idle and t is not threading.current_thread()]
+        for thread in threads:
+            thread.join(max(0.0, deadline_s - time.monotonic()))
+        return [t for t in threads if t.is_alive()]
+
+    def is_role_thread(self) -> bool:
+        """Whether the calling thread is one of the role's."""
+        return threading.current_thread() in self._threads
