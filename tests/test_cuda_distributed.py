@@ -193,3 +193,17 @@ def test_ddp_on_cuda_averages_as_on_the_cpu(as_view):
             np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-6)
     for a, b in zip(on_cuda[0], on_cuda[1]):
         np.testing.assert_allclose(a[2], b[2], rtol=1e-6), "the ranks stay in step"
+
+
+def test_a_cuda_tensor_at_a_worker_without_cuda_fails_that_call_and_the_worker_keeps_serving(monkeypatch):
+    def body(rank):
+        if rank != 0:
+            return None
+        a = zgrad.ones(2, device="cuda")
+        # From here no worker of this process "has" a CUDA device: worker1 cannot place a.
+        monkeypatch.setattr(dispatch, "backend_available", lambda device_type: device_type == "cpu")
+        with pytest.raises(Exception, match="received a tensor on cuda:0, but this worker has no CUDA device"):
+            rpc.rpc_sync("worker1", T.add, args=(a, a))
+        return rpc.rpc_sync("worker1", T.add, args=(zgrad.ones(2), zgrad.ones(2))).tolist()
+
+    assert run_workers(2, make_config("inproc", 2), body)[0] == [2.0, 2.0]

@@ -20,7 +20,7 @@ import numpy as np
 import zgrad
 import zgrad.distributed as dist
 import zgrad.nn.functional as F
-from zgrad.demo import TARGET_ACCURACY, accuracy, build_model
+from zgrad.demo import accuracy, build_model, report_final
 from zgrad.launch.data import spirals
 from zgrad.launch.worker import init_process_group
 from zgrad.nn.parallel import DistributedDataParallel as DDP
@@ -60,11 +60,7 @@ def train(args: argparse.Namespace, rank: int, world_size: int) -> int:
     dist.broadcast(check, 0)
     if check.item() != final:
         raise SystemExit(f"worker {rank}'s model diverged from worker 0's (accuracy {final} vs {check.item()})")
-    if rank == 0:
-        verdict = "reached" if final >= TARGET_ACCURACY else "MISSED"
-        print(f"done: test accuracy {final:.1%} ({verdict} the {TARGET_ACCURACY:.0%} target) "
-              f"in {time.perf_counter() - started:.1f} s", flush=True)
-    return 0 if final >= TARGET_ACCURACY or not args.require_target else 1
+    return report_final(final, started, args.require_target, show=rank == 0)
 
 
 def main(argv: list[str] | None = None) -> int:

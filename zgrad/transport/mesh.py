@@ -344,20 +344,8 @@ class Mesh:
             ValueError: bad ``dst_rank``, ``kind``, ``request_id`` or ``flags``.
             TypeError: ``meta`` is not msgpack-serializable or a buffer is not a contiguous buffer.
         """
-        if kind not in self._valid_kinds:
-            raise ValueError(f"message kind {kind!r} is not in this mesh's valid_kinds {sorted(self._valid_kinds)}")
-        if not 0 <= dst_rank < self.world_size:
-            raise ValueError(f"dst_rank {dst_rank!r} is out of range 0..{self.world_size - 1}")
-        if self._loop is None or self._loop.table is None:
-            raise TransportError(f"the mesh of worker {self.name!r} is not started: call start() first")
-        views = [fr.as_byte_view(b) for b in buffers]
-        meta_bytes = fr.encode_meta(meta)
-        nbytes = sum(v.nbytes for v in views)
-        if nbytes + len(meta_bytes) > self._max_bytes:
-            raise TransportError(
-                f"message to {self.describe(dst_rank)} is {nbytes + len(meta_bytes)} bytes; the cap is "
-                f"{self._max_bytes} (transport.max_message_mb): split it or raise the cap on every worker"
-            )
+        started = self._loop is not None and self._loop.table is not None
+        views, meta_bytes, nbytes = self._checked(dst_rank, kind, meta, buffers, started)
         tickets = self._tickets
         issued = None
         try:
@@ -372,11 +360,18 @@ class Mesh:
 
     def _frames(self, dst_rank: int, kind: int, request_id: int, meta: Any, buffers: Sequence[Any]) -> tuple[list, int]:
         """Check and encode one message that goes without cross-memory attach; (frames, buffer bytes)."""
+        started = self._direct is not None and self._loop.table is not None
+        views, meta_bytes, nbytes = self._checked(dst_rank, kind, meta, buffers, started)
+        return fr.encode(kind, 0, request_id, meta_bytes, views, self._chunk_bytes), nbytes
+
+    def _checked(self, dst_rank: int, kind: int, meta: Any, buffers: Sequence[Any],
+                 started: bool) -> tuple[list, bytes, int]:
+        """Check a message to send and encode its metadata: (buffer views, meta bytes, buffer bytes)."""
         if kind not in self._valid_kinds:
             raise ValueError(f"message kind {kind!r} is not in this mesh's valid_kinds {sorted(self._valid_kinds)}")
         if not 0 <= dst_rank < self.world_size:
             raise ValueError(f"dst_rank {dst_rank!r} is out of range 0..{self.world_size - 1}")
-        if self._direct is None or self._loop.table is None:
+        if not started:
             raise TransportError(f"the mesh of worker {self.name!r} is not started: call start() first")
         views = [fr.as_byte_view(b) for b in buffers]
         meta_bytes = fr.encode_meta(meta)
@@ -386,7 +381,7 @@ class Mesh:
                 f"message to {self.describe(dst_rank)} is {nbytes + len(meta_bytes)} bytes; the cap is "
                 f"{self._max_bytes} (transport.max_message_mb): split it or raise the cap on every worker"
             )
-        return fr.encode(kind, 0, request_id, meta_bytes, views, self._chunk_bytes), nbytes
+        return views, meta_bytes, nbytes
 
     def request(self, dst_rank: int, kind: int, request_id: int, meta: Any, buffers: Sequence[Any],
                 timeout_s: float) -> Envelope:
