@@ -130,34 +130,41 @@ def col2im(cols, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_
                             dest[iw] += row[ow]
 
 
-@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+# pad_planes and crop_planes are serial: as flat loops over rows they copy at close to memcpy's
+# speed (0.14 and 0.08 ms for 9x64 planes of 32x32, against 0.3-0.6 ms as a prange of per-plane
+# slices),
+# and a parallel region right after a BLAS product waits on cores OpenBLAS's threads still spin on.
+@kernel
 def pad_planes(x, top, left, width, plane, out):
     """out[c, n*plane:(n+1)*plane] = plane n of channel c padded: zeros, with x[n, c] written at
     (top, left) in rows of ``width``; out[c] past the last plane (the spare tail) = 0."""
     batch, channels, height, in_width = x.shape
+    source, dest, row_length = x.reshape(x.size), out.reshape(out.size), out.shape[1]
     zero = out.dtype.type(0)
-    for task in prange(batch * channels):
-        n, c = task // channels, task % channels
-        dest, src = out[c, n * plane:(n + 1) * plane], x[n, c]
-        dest[:] = zero
-        for h in range(height):
-            start = (h + top) * width + left
-            dest[start:start + in_width] = src[h]
-        if n == batch - 1:
-            out[c, batch * plane:] = zero
+    for c in range(channels):
+        dest[c * row_length:(c + 1) * row_length] = zero  # one pass of zeros beats zeroing the borders
+        for n in range(batch):
+            corner = dest[c * row_length + n * plane + top * width + left:]
+            planar = source[(n * channels + c) * height * in_width:(n * channels + c + 1) * height * in_width]
+            for h in range(height):
+                row, src = corner[h * width:h * width + in_width], planar[h * in_width:(h + 1) * in_width]
+                for w in range(in_width):
+                    row[w] = src[w]
 
 
-@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+@kernel
 def crop_planes(x, top, left, width, plane, bias, out):
     """out[n, c, h, w] = x[c, n*plane + (h + top)*width + w + left] (+ bias[c] unless ``bias`` is
     empty): the inverse of :func:`pad_planes`."""
     batch, channels, height, out_width = out.shape
-    for task in prange(batch * channels):
-        n, c = task // channels, task % channels
-        dest, src = out[n, c], x[c, n * plane:(n + 1) * plane]
-        shift = bias[c] if bias.size else out.dtype.type(0)
-        for h in range(height):
-            start = (h + top) * width + left
-            row = dest[h]
-            for w in range(out_width):
-                row[w] = src[start + w] + shift
+    source, dest, row_length = x.reshape(x.size), out.reshape(out.size), x.shape[1]
+    for n in range(batch):
+        for c in range(channels):
+            shift = bias[c] if bias.size else out.dtype.type(0)
+            corner = c * row_length + n * plane + top * width + left
+            planar = dest[(n * channels + c) * height * out_width:(n * channels + c + 1) * height * out_width]
+            for h in range(height):
+                src = source[corner + h * width:corner + h * width + out_width]
+                row = planar[h * out_width:(h + 1) * out_width]
+                for w in range(out_width):
+                    row[w] = src[w] + shift
