@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from zgrad.kernels.cpu_common import kernel_module
+from zgrad.kernels.scratch import Workspace, workspace
 from zgrad.kernels.dispatch_layers import PADDING_MODES
 
 __all__ = [
@@ -73,7 +74,7 @@ class _Shifted:
     """The stride-1, zero-padding path (see :mod:`cpu_conv`): padded planes of a chunk of samples
     laid end to end per channel, one product per kernel tap reading them in place."""
 
-    def __init__(self, x, weight_shape, padding, dilation, out_h: int, out_w: int) -> None:
+    def __init__(self, x, weight_shape, padding, dilation, out_h: int, out_w: int, scratch: Workspace) -> None:
         kernel_h, kernel_w = weight_shape[2], weight_shape[3]
         reach_h, reach_w = (kernel_h - 1) * dilation[0], (kernel_w - 1) * dilation[1]
         self.x, self.padding = x, padding
@@ -85,7 +86,7 @@ class _Shifted:
         channels = x.shape[1]
         per_sample = 3 * max(channels, weight_shape[0]) * self.plane * x.itemsize  # padded input, 2 products
         self.chunk = _chunk(x.shape[0], per_sample)
-        self._padded = np.empty(channels * (self.chunk * self.plane + self.tail), x.dtype)
+        self._padded = scratch.take("padded", channels * (self.chunk * self.plane + self.tail), x.dtype)
 
     def chunks(self):
         """(start, stop) of each chunk of samples."""
@@ -133,101 +134,107 @@ def conv2d(x, weight, bias, stride, padding, dilation, groups, padding_mode, out
     batch, out_channels, out_h, out_w = out.shape
     per_group = out_channels // groups
     rows = weight.shape[1] * weight.shape[2] * weight.shape[3]  # column rows per group
-    conv = kernel_module("cpu_conv")
     if _is_pointwise(weight.shape, stride, padding):
         np.matmul(weight.reshape(groups, per_group, rows), x.reshape(batch, groups, rows, out_h * out_w),
                   out=out.reshape(batch, groups, per_group, out_h * out_w))
     elif _is_shifted(stride, padding_mode):
-        shifted = _Shifted(x, weight.shape, padding, dilation, out_h, out_w)
-        taps = _tap_weights(weight, groups)
-        total, product = np.empty((2, out_channels * shifted.chunk * shifted.plane), x.dtype)
-        for start, stop in shifted.chunks():
-            m = stop - start
-            padded = shifted.padded(m, x[start:stop])
-            total_m, product_m = (_leading(a, (groups, per_group, m * shifted.plane)) for a in (total, product))
-            for k, (i, j, offset) in enumerate(shifted.taps):
-                np.matmul(taps[i, j], shifted.view(padded, groups, offset, m), out=product_m if k else total_m)
-                if k:
-                    np.add(total_m, product_m, out=total_m)
-            shifted.crop(total_m, (0, 0), bias, out[start:stop])
+        with workspace() as scratch:
+            _forward_shifted(x, weight, bias, padding, dilation, groups, out, scratch)
         return out
     else:
-        window = _window_args(weight.shape, stride, padding, dilation, padding_mode)
-        chunk = _chunk(batch, groups * rows * out_h * out_w * x.itemsize)
-        cols = np.empty((chunk, groups, rows, out_h * out_w), x.dtype)
-        w_matrix = weight.reshape(groups, per_group, rows)
-        out_matrix = out.reshape(batch, groups, per_group, out_h * out_w)
-        for start in range(0, batch, chunk):
-            stop = min(start + chunk, batch)
-            part = cols[:stop - start]
-            conv.im2col(x[start:stop], *window, part.reshape(stop - start, groups * rows, out_h, out_w))
-            np.matmul(w_matrix, part, out=out_matrix[start:stop])
+        with workspace() as scratch:
+            _forward_columns(x, weight, stride, padding, dilation, groups, padding_mode, out, scratch)
     if bias is not None:
         np.add(out, bias.reshape(-1, 1, 1), out=out)
     return out
 
 
-def _backward_shifted(grad, x, weight, padding, dilation, groups, grad_x, grad_weight) -> None:
-    batch, out_channels, out_h, out_w = grad.shape
+def _forward_shifted(x, weight, bias, padding, dilation, groups, out, scratch: Workspace) -> None:
+    out_channels, out_h, out_w = out.shape[1:]
+    per_group = out_channels // groups
+    shifted = _Shifted(x, weight.shape, padding, dilation, out_h, out_w, scratch)
+    taps = _tap_weights(weight, groups)
+    total, product = scratch.take("products", (2, out_channels * shifted.chunk * shifted.plane), x.dtype)
+    for start, stop in shifted.chunks():
+        m = stop - start
+        padded = shifted.padded(m, x[start:stop])
+        total_m, product_m = (_leading(a, (groups, per_group, m * shifted.plane)) for a in (total, product))
+        for k, (i, j, offset) in enumerate(shifted.taps):
+            np.matmul(taps[i, j], shifted.view(padded, groups, offset, m), out=product_m if k else total_m)
+            if k:
+                np.add(total_m, product_m, out=total_m)
+        shifted.crop(total_m, (0, 0), bias, out[start:stop])
+
+
+def _forward_columns(x, weight, stride, padding, dilation, groups, padding_mode, out, scratch: Workspace) -> None:
+    batch, out_channels, out_h, out_w = out.shape
+    per_group, rows = out_channels // groups, weight[0].size
+    window = _window_args(weight.shape, stride, padding, dilation, padding_mode)
+    chunk = _chunk(batch, groups * rows * out_h * out_w * x.itemsize)
+    cols = scratch.take("columns", (chunk, groups, rows, out_h * out_w), x.dtype)
+    w_matrix = weight.reshape(groups, per_group, rows)
+    out_matrix = out.reshape(batch, groups, per_group, out_h * out_w)
+    for start in range(0, batch, chunk):
+        stop = min(start + chunk, batch)
+        part = cols[:stop - start]
+        kernel_module("cpu_conv").im2col(x[start:stop], *window, part.reshape(stop - start, groups * rows, out_h, out_w))
+        np.matmul(w_matrix, part, out=out_matrix[start:stop])
+
+
+def _weight_taps(shifted: _Shifted, x_chunk, g, groups: int, tap_grads, product) -> None:
+    """tap_grads[i, j] += g @ (the inputs of tap (i, j) in ``x_chunk``, m samples)^T."""
+    m = x_chunk.shape[0]
+    padded = shifted.padded(m, x_chunk)
+    for i, j, offset in shifted.taps:
+        np.matmul(g, shifted.view(padded, groups, offset, m).swapaxes(-1, -2), out=product)
+        tap_grads[i, j] += product
+
+
+def _input_taps(shifted: _Shifted, g, m: int, groups: int, taps_t, product, padding, grad_x) -> None:
+    """grad_x (m, C, H, W) = the sum over taps of (tap weights)^T @ g, laid back where each tap read."""
+    padded = shifted.padded(m)
+    product_m = _leading(product, (groups, shifted.x.shape[1] // groups, m * shifted.plane))
+    for i, j, offset in shifted.taps:
+        np.matmul(taps_t[i, j], g, out=product_m)
+        view = shifted.view(padded, groups, offset, m)
+        np.add(view, product_m, out=view)
+    shifted.crop(padded, padding, None, grad_x)
+
+
+def _backward_shifted(grad, x, weight, padding, dilation, groups, grad_x, grad_weight, scratch: Workspace) -> None:
+    out_channels, out_h, out_w = grad.shape[1:]
     channels, per_group = x.shape[1], out_channels // groups
-    shifted = _Shifted(x, weight.shape, padding, dilation, out_h, out_w)
+    shifted = _Shifted(x, weight.shape, padding, dilation, out_h, out_w, scratch)
     taps_t = _c(_tap_weights(weight, groups).swapaxes(-1, -2))  # (KH, KW, G, C/G, OC/G)
-    grad_wide = np.empty(out_channels * shifted.chunk * shifted.plane, x.dtype)
-    product_x = np.empty(channels * shifted.chunk * shifted.plane, x.dtype)
+    grad_wide = scratch.take("padded grad", out_channels * shifted.chunk * shifted.plane, x.dtype)
+    product_x = scratch.take("products", channels * shifted.chunk * shifted.plane, x.dtype)
     if grad_weight is not None:
         tap_grads = np.zeros((*weight.shape[2:], groups, per_group, channels // groups), x.dtype)
         product_w = np.empty(tap_grads.shape[2:], x.dtype)
-    conv = kernel_module("cpu_conv")
     for start, stop in shifted.chunks():
         m = stop - start
         g = _leading(grad_wide, (out_channels, m * shifted.plane))
-        conv.pad_planes(grad[start:stop], 0, 0, shifted.width, shifted.plane, g)
+        kernel_module("cpu_conv").pad_planes(grad[start:stop], 0, 0, shifted.width, shifted.plane, g)
         g = g.reshape(groups, per_group, -1)
         if grad_weight is not None:
-            padded = shifted.padded(m, x[start:stop])
-            for i, j, offset in shifted.taps:
-                np.matmul(g, shifted.view(padded, groups, offset, m).swapaxes(-1, -2), out=product_w)
-                tap_grads[i, j] += product_w
+            _weight_taps(shifted, x[start:stop], g, groups, tap_grads, product_w)
         if grad_x is not None:
-            padded = shifted.padded(m)
-            product_m = _leading(product_x, (groups, channels // groups, m * shifted.plane))
-            for i, j, offset in shifted.taps:
-                np.matmul(taps_t[i, j], g, out=product_m)
-                view = shifted.view(padded, groups, offset, m)
-                np.add(view, product_m, out=view)
-            shifted.crop(padded, padding, None, grad_x[start:stop])
+            _input_taps(shifted, g, m, groups, taps_t, product_x, padding, grad_x[start:stop])
     if grad_weight is not None:
         grad_weight[...] = tap_grads.reshape(*weight.shape[2:], out_channels, -1).transpose(2, 3, 0, 1)
 
 
-def conv2d_backward(grad, x, weight, stride, padding, dilation, groups, padding_mode, grad_x, grad_weight):
-    """The gradients of :func:`conv2d` for x and weight, into ``grad_x`` / ``grad_weight``
-    (either may be None: not computed)."""
-    grad, x, weight = _c(grad), _c(x), _c(weight)
+def _backward_columns(grad, x, weight, stride, padding, dilation, groups, padding_mode, grad_x, gw_matrix, w_t,
+                      scratch: Workspace) -> None:
     batch, out_channels, out_h, out_w = grad.shape
-    per_group = out_channels // groups
-    rows = weight.shape[1] * weight.shape[2] * weight.shape[3]
-    if _is_shifted(stride, padding_mode) and not _is_pointwise(weight.shape, stride, padding):
-        _backward_shifted(grad, x, weight, padding, dilation, groups, grad_x, grad_weight)
-        return grad_x, grad_weight
-    # The transposed weight as a contiguous copy: OpenBLAS runs a product with a transposed
-    # batched operand slower than with a plain one.
-    w_t = _c(weight.reshape(groups, per_group, rows).transpose(0, 2, 1))
-    g_matrix = grad.reshape(batch, groups, per_group, out_h * out_w)
-    gw_matrix = None if grad_weight is None else grad_weight.reshape(groups, per_group, rows)
-    _zero(gw_matrix)
-    if _is_pointwise(weight.shape, stride, padding):
-        x_matrix = x.reshape(batch, groups, rows, out_h * out_w)
-        if grad_x is not None:
-            np.matmul(w_t, g_matrix, out=grad_x.reshape(x_matrix.shape))
-        if gw_matrix is not None and batch:
-            np.add.reduce(np.matmul(g_matrix, x_matrix.swapaxes(-1, -2)), axis=0, out=gw_matrix)
-        return grad_x, grad_weight
+    per_group, rows = out_channels // groups, weight[0].size
     conv = kernel_module("cpu_conv")
+    g_matrix = grad.reshape(batch, groups, per_group, out_h * out_w)
     window = _window_args(weight.shape, stride, padding, dilation, padding_mode)
     chunk = _chunk(batch, groups * rows * out_h * out_w * x.itemsize)
-    cols = np.empty((chunk, groups, rows, out_h * out_w), x.dtype)
-    products = None if gw_matrix is None else np.empty((chunk, groups, per_group, rows), x.dtype)
+    cols = scratch.take("columns", (chunk, groups, rows, out_h * out_w), x.dtype)
+    if gw_matrix is not None:
+        products = scratch.take("products", (chunk, groups, per_group, rows), x.dtype)
     for start in range(0, batch, chunk):
         stop = min(start + chunk, batch)
         m = stop - start
@@ -239,6 +246,35 @@ def conv2d_backward(grad, x, weight, stride, padding, dilation, groups, padding_
         if grad_x is not None:
             np.matmul(w_t, g_matrix[start:stop], out=cols[:m])
             conv.col2im(flat_cols, *window, grad_x[start:stop])
+
+
+def conv2d_backward(grad, x, weight, stride, padding, dilation, groups, padding_mode, grad_x, grad_weight):
+    """The gradients of :func:`conv2d` for x and weight, into ``grad_x`` / ``grad_weight``
+    (either may be None: not computed)."""
+    grad, x, weight = _c(grad), _c(x), _c(weight)
+    batch, out_channels, out_h, out_w = grad.shape
+    per_group = out_channels // groups
+    rows = weight.shape[1] * weight.shape[2] * weight.shape[3]
+    if _is_shifted(stride, padding_mode) and not _is_pointwise(weight.shape, stride, padding):
+        with workspace() as scratch:
+            _backward_shifted(grad, x, weight, padding, dilation, groups, grad_x, grad_weight, scratch)
+        return grad_x, grad_weight
+    # The transposed weight as a contiguous copy: OpenBLAS runs a product with a transposed
+    # batched operand slower than with a plain one.
+    w_t = _c(weight.reshape(groups, per_group, rows).transpose(0, 2, 1))
+    gw_matrix = None if grad_weight is None else grad_weight.reshape(groups, per_group, rows)
+    _zero(gw_matrix)
+    if _is_pointwise(weight.shape, stride, padding):
+        g_matrix = grad.reshape(batch, groups, per_group, out_h * out_w)
+        x_matrix = x.reshape(batch, groups, rows, out_h * out_w)
+        if grad_x is not None:
+            np.matmul(w_t, g_matrix, out=grad_x.reshape(x_matrix.shape))
+        if gw_matrix is not None and batch:
+            np.add.reduce(np.matmul(g_matrix, x_matrix.swapaxes(-1, -2)), axis=0, out=gw_matrix)
+        return grad_x, grad_weight
+    with workspace() as scratch:
+        _backward_columns(grad, x, weight, stride, padding, dilation, groups, padding_mode, grad_x, gw_matrix, w_t,
+                          scratch)
     return grad_x, grad_weight
 
 
