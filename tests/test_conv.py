@@ -50,6 +50,9 @@ CASES = [
     case("same_even_kernel", lambda lib, x, w: F(lib).conv2d(x, w, padding="same"), (2, 3, 5, 6), (4, 3, 2, 4)),
     case("same_dilated", lambda lib, x, w: F(lib).conv2d(x, w, padding="same", dilation=2), (1, 2, 6, 6), (3, 2, 3, 3)),
     case("valid", lambda lib, x, w: F(lib).conv2d(x, w, padding="valid"), (2, 3, 5, 5), (2, 3, 3, 3)),
+    # padding wider than the kernel's reach: output rows and columns past the shared zero padding
+    case("padding_beyond_reach", lambda lib, x, w: F(lib).conv2d(x, w, padding=(3, 4)), (2, 2, 4, 5), (3, 2, 3, 2)),
+    case("pointwise_padded", lambda lib, x, w: F(lib).conv2d(x, w, padding=(2, 1)), (2, 3, 4, 5), (2, 3, 1, 1)),
     case("kernel_equals_input", lambda lib, x, w: F(lib).conv2d(x, w), (2, 3, 3, 3), (4, 3, 3, 3)),
     case("unbatched", lambda lib, x, w, b: F(lib).conv2d(x, w, b, padding=1), (3, 5, 6), (4, 3, 3, 3), (4,)),
     case("pointwise", lambda lib, x, w, b: F(lib).conv2d(x, w, b), (2, 4, 5, 6), (6, 4, 1, 1), (6,)),
@@ -181,8 +184,9 @@ def test_conv2d_functional_errors():
     _raises(TypeError, "argument 'input'", F(zgrad).conv2d, np.zeros((2, 4, 5, 5)), zgrad.randn(4, 4, 3, 3))
 
 
-@pytest.mark.parametrize("kwargs", [dict(padding=1), dict(padding=(2, 1), dilation=2, groups=2),
-                                    dict(stride=2, padding=1)], ids=["shifted", "shifted_grouped_dilated", "columns"])
+@pytest.mark.parametrize("kwargs", [dict(padding=1), dict(padding=(2, 1), dilation=2, groups=2), dict(padding=(0, 3)),
+                                    dict(stride=2, padding=1)],
+                         ids=["shifted", "shifted_grouped_dilated", "shifted_beyond_reach", "columns"])
 def test_conv2d_batch_in_several_chunks(monkeypatch, kwargs):
     """The backend works a few samples at a time: here 3 (shifted path) or 8 (columns) per chunk,
     the last chunk shorter."""

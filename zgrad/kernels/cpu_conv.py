@@ -13,8 +13,9 @@ plane's columns only read (and its gradient only touches) that plane, so tasks n
 Arguments are C-contiguous: ``x`` (N, C, H, W), ``cols`` (N, C*KH*KW, OH, OW).
 
 Stride-1 zero-padded convolutions need no columns at all. ``pad_planes`` lays the padded planes
-(rows of Wp = W + pad_left + pad_right) of several samples end to end, one row of the result per
-channel: (C, m * plane + tail). Output position q of that row (sample q // plane, padded position
+of several samples end to end, one row of the result per channel: (C, m * plane + tail), each
+image row followed by its zero columns and each image by its zero rows, which serve as the next
+row's left (the next image's top) padding too: rows of Wp = W + max(pad_left, pad_right). Output position q of that row (sample q // plane, padded position
 q % plane) sees through tap (i, j) of the kernel the input at q + i*dh*Wp + j*dw, so the inputs of
 one tap over all m samples are one strided (C, m * plane) matrix that BLAS reads in place: the
 backend sums one product per tap. Positions past a row's OW outputs or past a plane's OH rows are

@@ -77,9 +77,14 @@ class _Shifted:
     def __init__(self, x, weight_shape, padding, dilation, out_h: int, out_w: int, scratch: Workspace) -> None:
         kernel_h, kernel_w = weight_shape[2], weight_shape[3]
         reach_h, reach_w = (kernel_h - 1) * dilation[0], (kernel_w - 1) * dilation[1]
+        height, width = x.shape[2], x.shape[3]
+        pad_bottom, pad_right = out_h + reach_h - height - padding[0], out_w + reach_w - width - padding[1]
         self.x, self.padding = x, padding
-        self.width = out_w + reach_w  # Wp: a padded row
-        self.plane = (out_h + reach_h) * self.width  # a padded plane
+        # Neighbouring rows share their zero columns and neighbouring planes their zero rows (the
+        # right padding of a row is the left padding of the next): 33x33 planes instead of 34x34
+        # for a 32x32 image padded by 1, 6% less to multiply. Wp, the padded row:
+        self.width = max(width + max(padding[1], pad_right), out_w)
+        self.plane = max(height + max(padding[0], pad_bottom), out_h) * self.width  # a padded plane
         self.tail = reach_h * self.width + reach_w  # the farthest tap's offset
         self.taps = [(i, j, i * dilation[0] * self.width + j * dilation[1])
                      for i in range(kernel_h) for j in range(kernel_w)]
@@ -94,10 +99,10 @@ class _Shifted:
 
     def padded(self, m: int, source=None):
         """The (C, m*plane + tail) padded planes of m samples: of ``source`` (m, C, H, W) at the
-        padding offset, or zeros."""
+        padding offset, or, without ``source``, uninitialized but for a zero tail."""
         out = _leading(self._padded, (self.x.shape[1], m * self.plane + self.tail))
         if source is None:
-            out[...] = 0
+            out[:, m * self.plane:] = 0
         else:
             kernel_module("cpu_conv").pad_planes(source, *self.padding, self.width, self.plane, out)
         return out
@@ -194,10 +199,13 @@ def _input_taps(shifted: _Shifted, g, m: int, groups: int, taps_t, product, padd
     """grad_x (m, C, H, W) = the sum over taps of (tap weights)^T @ g, laid back where each tap read."""
     padded = shifted.padded(m)
     product_m = _leading(product, (groups, shifted.x.shape[1] // groups, m * shifted.plane))
-    for i, j, offset in shifted.taps:
-        np.matmul(taps_t[i, j], g, out=product_m)
+    for i, j, offset in shifted.taps:  # the first tap's offset is 0: its product covers all but the tail
         view = shifted.view(padded, groups, offset, m)
-        np.add(view, product_m, out=view)
+        if offset == 0:
+            np.matmul(taps_t[i, j], g, out=view)
+        else:
+            np.matmul(taps_t[i, j], g, out=product_m)
+            np.add(view, product_m, out=view)
     shifted.crop(padded, padding, None, grad_x)
 
 
