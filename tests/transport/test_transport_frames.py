@@ -125,6 +125,15 @@ def test_each_check_rejects_with_its_reason(parts, reason):
     assert info.value.reason == reason and info.value.detail
 
 
+def test_frame_lengths_are_checked_before_the_metadata_on_every_path():
+    for chunk in (1 << 20, 64):  # one frame per buffer; chunked
+        parts = _with_meta(encode(1, None, [b"z" * (fr.INLINE_MAX_BYTES + 1)], chunk=chunk), b"\xc1")
+        parts[-1] = parts[-1][:-1]
+        with pytest.raises(fr.Rejected) as info:
+            decode(parts)
+        assert info.value.reason == "bad_frame_length"
+
+
 def test_the_helpers_above_change_only_what_they_name():
     assert decode(_with_meta(GOOD, msgpack.packb({"a": 1})))[3] == {"a": 1}
     assert decode(_with_lengths(GOOD, 100, 2 | fr.INLINE_BIT))[3] == {"a": 1}

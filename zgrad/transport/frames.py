@@ -289,23 +289,42 @@ def decode(
             f"head frame has {head_bytes} bytes; {nbuffers} buffer lengths and {meta_bytes} bytes of metadata need {meta_end}",
         )
     lengths = struct.unpack_from(f"!{nbuffers}Q", head, HEADER.size) if nbuffers else ()
-    biggest = max(lengths) if nbuffers else 0
-    flagged = biggest >= INLINE_BIT
-    if flagged and any(n & _FLAG_BITS == _FLAG_BITS for n in lengths):
-        raise Rejected("bad_header", "a buffer length is marked both inline and remote")
-    sizes = tuple(n & _SIZE_MASK for n in lengths) if flagged else lengths
-    inline_bytes = sum(n & _SIZE_MASK for n in lengths if INLINE_BIT <= n < REMOTE_BIT) if flagged else 0
-    total = max(head_bytes - inline_bytes, meta_end) + sum(sizes)
+    described = meta_end  # bytes the header describes: frame 0, the other buffers, remote sizes
+    inline_end = meta_end
+    expected = 1
+    plain = True  # every buffer inline or in one frame of its own
+    for n in lengths:
+        if n < INLINE_BIT:
+            described += n
+            if n > chunk_bytes:
+                expected += -(-n // chunk_bytes)
+                plain = False
+            else:
+                expected += 1
+        elif n < REMOTE_BIT:
+            n &= _SIZE_MASK
+            described += n
+            inline_end += n
+        elif n & INLINE_BIT:
+            raise Rejected("bad_header", "a buffer length is marked both inline and remote")
+        else:
+            described += n & ~REMOTE_BIT
+            expected += 1
+            plain = False
+    total = described + max(0, head_bytes - inline_end)
     if total > max_message_bytes:
         raise Rejected("too_large", f"message of {total} bytes; the cap is {max_message_bytes} (transport.max_message_mb)")
-    expected = 1 + sum(_frames_for(n, chunk_bytes) for n in lengths)
     if len(parts) != expected:
         raise Rejected("bad_frame_count", f"got {len(parts)} frames; the header describes {expected}")
-    if head_bytes != meta_end + inline_bytes:
-        raise Rejected("bad_frame_length", f"head frame has {head_bytes} bytes; the header describes {meta_end + inline_bytes}")
+    if head_bytes != inline_end:
+        raise Rejected("bad_frame_length", f"head frame has {head_bytes} bytes; the header describes {inline_end}")
+    if plain:
+        views = _plain_views(parts, head, meta_end, lengths)
+        meta = _unpack_meta(head[meta_start:meta_end])
+        return kind, flags, request_id, meta, tuple(memoryview(bytearray(v)) for v in views) if copy_single else views
     _check_lengths(parts, lengths, chunk_bytes)
     deferred = None
-    if biggest >= REMOTE_BIT:
+    if any(n >= REMOTE_BIT for n in lengths):
         if remote is None:
             raise Rejected("bad_cma", "a remote buffer from a peer this worker has not agreed to read from")
         # From here on the tickets are reported done whatever happens to the message: now, or
@@ -315,6 +334,25 @@ def decode(
     meta = _unpack_meta(head[meta_start:meta_end])
     return kind, flags, request_id, meta, _buffers(parts, head, meta_end, lengths, chunk_bytes, take_buffer,
                                                    copy_single, remote, deferred)
+
+
+def _plain_views(parts: Sequence[Any], head: memoryview, offset: int, lengths: Sequence[int]) -> tuple[memoryview, ...]:
+    """Check the frame lengths of a message whose buffers are all inline or one frame each, and
+    return views of its buffers (``offset``: where the inline bytes start in ``head``)."""
+    views = []
+    index = 1
+    for n in lengths:
+        if n < INLINE_BIT:
+            view = memoryview(parts[index])
+            if view.nbytes != n:
+                raise Rejected("bad_frame_length", f"buffer frame {index} has {view.nbytes} bytes; expected {n}")
+            index += 1
+        else:
+            end = offset + (n & _SIZE_MASK)
+            view = head[offset:end]
+            offset = end
+        views.append(view)
+    return tuple(views)
 
 
 def _unpack_meta(data: memoryview) -> Any:
