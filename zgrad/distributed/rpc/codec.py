@@ -36,6 +36,7 @@ import numpy as np
 from zgrad.distributed.rpc.targets import TargetError, target_name
 from zgrad.distributed.rpc.wire_arrays import (
     ALLOWED_DTYPE_KINDS,
+    EXT_TENSOR,
     MAX_NDIM,
     CodecError,
     array_from_buffer,
@@ -54,7 +55,7 @@ __all__ = ["Encoded", "encode_value", "decode_value", "CodecError", "SAFE_TYPES_
            "ALLOWED_DTYPE_KINDS", "MAX_NDIM"]
 
 EXT_TUPLE = 1
-EXT_TENSOR = 2
+# EXT_TENSOR = 2: a tensor reference (wire_arrays.py)
 EXT_NDARRAY = 3
 EXT_RREF = 4
 EXT_WORKER_INFO = 5
@@ -135,7 +136,7 @@ class _Encoder:
             ref = tensor_ref(len(self.buffers), array, obj.requires_grad, isinstance(obj, Parameter), device)
             self.buffers.append(dispatch.host_buffer(array))  # device arrays: staged through pinned memory
             self.tensors.append(obj)
-            return msgpack.ExtType(EXT_TENSOR, ref)
+            return ref
         if isinstance(obj, np.ndarray):
             index = self._array_ref(obj)
             return msgpack.ExtType(EXT_NDARRAY, self.pack([index, obj.dtype.str, list(obj.shape)]))

@@ -1,13 +1,13 @@
 """Arrays in RPC values on the wire: which dtypes and shapes travel, rebuilding a received array,
 and the reference that stands for a tensor in an encoded value.
 
-A tensor is replaced in the value tree by an extension (``codec.EXT_TENSOR``) whose data is the
+A tensor is replaced in the value tree by an extension (:data:`EXT_TENSOR`) whose data is the
 msgpack array ``[buffer index, dtype string, shape, requires_grad]``, followed by ``is a
 Parameter`` when it is one or not on the CPU, followed by the device when not on the CPU; its
 bytes travel as a raw buffer. Packing such a reference, and unpacking and checking a received
 one, cost more than the rest of a small call's value, and a process sends and receives few
 distinct ones (an index, a dtype, a shape, two flags, a device): both ends remember them — the
-sender the packed bytes, the receiver what the bytes were checked to mean. Both memos are bounded
+sender the extension, the receiver what its bytes were checked to mean. Both memos are bounded
 (a peer naming ever new shapes costs checks, not memory).
 """
 
@@ -21,10 +21,11 @@ import numpy as np
 from zgrad.distributed.rpc.device_maps import DEVICES
 from zgrad.errors import ProtocolError, ZgradError
 
-__all__ = ["ALLOWED_DTYPE_KINDS", "MAX_NDIM", "CodecError", "TensorRef", "array_spec", "checked_dtype",
+__all__ = ["ALLOWED_DTYPE_KINDS", "MAX_NDIM", "EXT_TENSOR", "CodecError", "TensorRef", "array_spec", "checked_dtype",
            "array_from_buffer", "tensor_ref", "parse_tensor_ref"]
 
 ALLOWED_DTYPE_KINDS = frozenset("biufc")
+EXT_TENSOR = 2  # the msgpack extension code of a tensor reference (codec.py lists them all)
 MAX_NDIM = 64
 # Distinct tensor references remembered by each memo.
 _MEMO_SIZE = 4096
@@ -44,8 +45,8 @@ class CodecError(ZgradError, TypeError):
 
 # dtype strings already checked to be plain numeric dtypes (a few dozen exist at most).
 _checked_dtypes: dict[str, np.dtype] = {}
-# (index, dtype, shape, requires_grad, is a Parameter, device) -> packed reference
-_packed_refs: dict[tuple, bytes] = {}
+# (index, dtype, shape, requires_grad, is a Parameter, device) -> the extension
+_packed_refs: dict[tuple, msgpack.ExtType] = {}
 # packed reference -> what it was checked to mean
 _parsed_refs: dict[bytes, "TensorRef"] = {}
 
@@ -112,8 +113,8 @@ def array_from_buffer(buffer: memoryview, dtype_str: Any, shape: Any) -> np.ndar
     return np.frombuffer(buffer, dtype=dtype, count=count).reshape(shape)
 
 
-def tensor_ref(index: int, array: Any, requires_grad: bool, parameter: bool, device: str) -> bytes:
-    """The packed reference (the ``EXT_TENSOR`` data) of a tensor whose buffer is ``index``.
+def tensor_ref(index: int, array: Any, requires_grad: bool, parameter: bool, device: str) -> msgpack.ExtType:
+    """The reference (an ``EXT_TENSOR`` extension) of a tensor whose buffer is ``index``.
 
     Raises:
         CodecError: the array's dtype is not plain numeric.
@@ -126,7 +127,7 @@ def tensor_ref(index: int, array: Any, requires_grad: bool, parameter: bool, dev
             fields.append(parameter)
         if device != "cpu":
             fields.append(device)
-        packed = msgpack.packb(fields)
+        packed = msgpack.ExtType(EXT_TENSOR, msgpack.packb(fields))
         if len(_packed_refs) < _MEMO_SIZE:
             _packed_refs[key] = packed
     return packed
@@ -150,10 +151,11 @@ class TensorRef(NamedTuple):
             ProtocolError: the buffer's size does not match.
         """
         buffer = buffers[self.index]
-        try:
-            _check_size(buffer, self.dtype, self.shape, self.count)
-        except ProtocolError as exc:
-            raise ProtocolError(f"buffer {self.index}: {exc}") from None
+        if buffer.nbytes != self.count * self.dtype.itemsize:
+            try:
+                _check_size(buffer, self.dtype, self.shape, self.count)
+            except ProtocolError as exc:
+                raise ProtocolError(f"buffer {self.index}: {exc}") from None
         array = np.frombuffer(buffer, dtype=self.dtype, count=self.count)
         return array if len(self.shape) == 1 else array.reshape(self.shape)
 
