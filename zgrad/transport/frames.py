@@ -73,6 +73,8 @@ MAGIC = b"ZGRD"
 PROTOCOL_VERSION = 3
 HEADER = struct.Struct("!4sHHHQIII")
 _LENGTH = struct.Struct("!Q")
+# The lengths table of a message with n buffers, prebuilt for the common small n.
+_LENGTHS = tuple(struct.Struct(f"!{n}Q") for n in range(16))
 # A buffer length with this bit set describes a remote buffer of (length & ~REMOTE_BIT) bytes
 # whose frame is a DESCRIPTOR: ticket slot (u32), ticket generation (u64).
 REMOTE_BIT = 1 << 63
@@ -230,7 +232,8 @@ def encode(
                 frames.append(view)
             else:
                 frames.extend(view[i : i + chunk_bytes] for i in range(0, n, chunk_bytes))
-    frames[0] = b"".join([head, struct.pack(f"!{nbuffers}Q", *lengths), *inline])
+    table = _LENGTHS[nbuffers].pack(*lengths) if nbuffers < len(_LENGTHS) else struct.pack(f"!{nbuffers}Q", *lengths)
+    frames[0] = b"".join([head, table, *inline])
     return frames
 
 
@@ -288,7 +291,7 @@ def decode(
             "bad_header",
             f"head frame has {head_bytes} bytes; {nbuffers} buffer lengths and {meta_bytes} bytes of metadata need {meta_end}",
         )
-    lengths = struct.unpack_from(f"!{nbuffers}Q", head, HEADER.size) if nbuffers else ()
+    lengths = (_LENGTHS[nbuffers] if nbuffers < len(_LENGTHS) else struct.Struct(f"!{nbuffers}Q")).unpack_from(head, HEADER.size)
     described = meta_end  # bytes the header describes: frame 0, the other buffers, remote sizes
     inline_end = meta_end
     expected = 1

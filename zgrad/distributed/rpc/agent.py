@@ -484,7 +484,9 @@ class RpcAgent:
         src = envelope.src
         encoded = encode_value(value, encode_rref=self._encode_rref)
         meta: dict[str, Any] = {"payload": encoded.payload}
-        meta.update(self.call_hooks.result_meta(context, src, encoded.tensors))
+        extra = self.call_hooks.result_meta(context, src, encoded.tensors)
+        if extra:
+            meta.update(extra)
         self.mesh.reply(envelope, Kind.RESULT, meta, encoded.buffers)
         self.sent[Kind.RESULT] += 1
 
@@ -634,7 +636,7 @@ class RpcAgent:
 
 
 def _call_arguments(value: Any) -> tuple[list, dict]:
-    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], list) and isinstance(value[1], dict)
-            and all(isinstance(k, str) for k in value[1])):
+    if not (type(value) is list and len(value) == 2 and type(value[0]) is list and type(value[1]) is dict
+            and (not value[1] or all(type(k) is str for k in value[1]))):
         raise ProtocolError("CALL payload must be [args list, kwargs map with string keys]")
     return value[0], value[1]
