@@ -84,7 +84,7 @@ DESCRIPTOR = struct.Struct("!IQ")
 INLINE_BIT = 1 << 62
 _SIZE_MASK = INLINE_BIT - 1
 _FLAG_BITS = REMOTE_BIT | INLINE_BIT
-# Buffers up to this size go inline (measured: bench/rpc.py echo 4 KiB and rpc_sync, see docs/transport.md).
+# Buffers up to this size go inline: it paid up to 16 KiB and not at 32 KiB (docs/transport.md, Wire format).
 INLINE_MAX_BYTES = 16384
 MAX_BUFFERS = 65536
 MAX_REQUEST_ID = 2**64 - 1
