@@ -359,8 +359,8 @@ def _remote_message(meta=None, descriptor=fr.DESCRIPTOR.pack(3, 9), nbytes=100):
 def test_remote_buffers_decode_through_the_source_and_are_checked_in_order():
     source = FakeSource(os.urandom(100))
     parts = _remote_message({"m": 1})
-    header_length = fr.HEADER.size + 8
-    assert int.from_bytes(parts[0][header_length : header_length + 8], "big") == 100 | fr.REMOTE_BIT
+    second_length = fr.HEADER.size + 8  # after the inline buffer's
+    assert int.from_bytes(parts[0][second_length : second_length + 8], "big") == 100 | fr.REMOTE_BIT
     kind, _, _, meta, buffers = fr.decode(parts, valid_kinds=frozenset({1}), max_message_bytes=1 << 20,
                                           take_buffer=lambda n: memoryview(bytearray(n)), remote=source)
     assert (kind, meta, bytes(buffers[0]), bytes(buffers[1])) == (1, {"m": 1}, b"inline", source.data)
@@ -375,7 +375,8 @@ def test_remote_buffers_decode_through_the_source_and_are_checked_in_order():
     assert reason(_remote_message(descriptor=b"\0" * 11)) == "bad_frame_length"
     assert reason(_remote_message(), remote=None) == "bad_cma"
     source.released.clear()
-    assert reason([parts[0], b"\xc1", *parts[2:]]) == "bad_metadata"
+    meta_at = fr.HEADER.size + 16
+    assert reason([parts[0][:meta_at] + b"\xc1" + parts[0][meta_at + 1 :], *parts[1:]]) == "bad_metadata"
     assert source.released == [(3, 9)] and source.read_calls == 1  # released although never read
 
 

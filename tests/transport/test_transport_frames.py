@@ -34,52 +34,89 @@ def test_round_trip_of_every_buffer_shape():
     matrix = np.arange(12, dtype=np.float64).reshape(3, 4)
     buffers = [b"", b"x" * CHUNK, b"y" * (CHUNK + 1), bytearray(range(200)), array.array("d", [1.5, 2.5]), matrix]
     parts = encode(2, {"k": [1, "two", b"3"]}, buffers, flags=0xBEEF, request_id=2**64 - 1)
-    assert len(parts) == 2 + 1 + 1 + 2 + 4 + 1 + 2  # frames of 0, 64, 65, 200, 16 and 96 bytes at 64 a chunk
+    # b"" and the 64 bytes fill frame 0's room (one chunk); then frames of 65, 200, 16 and 96
+    # bytes at 64 a chunk
+    assert len(parts) == 1 + 2 + 4 + 1 + 2
     kind, flags, rid, meta, out = decode(parts)
     assert (kind, flags, rid, meta) == (2, 0xBEEF, 2**64 - 1, {"k": [1, "two", b"3"]})
     assert [bytes(b) for b in out] == [bytes(memoryview(b).cast("B")) for b in buffers]
     assert np.array_equal(np.frombuffer(out[5], dtype=np.float64).reshape(3, 4), matrix)
 
 
-def test_single_frame_buffers_are_zero_copy_and_copy_single_copies():
-    parts = encode(buffers=[bytearray(b"abc")])
-    assert decode(parts)[4][0].obj is parts[2].obj
-    copied = decode(parts, copy_single=True)[4][0]
-    assert copied.obj is not parts[2].obj and copied == b"abc"
+def test_small_buffers_travel_inside_frame_0_and_big_ones_in_frames_of_their_own():
+    small, big = b"s" * fr.INLINE_MAX_BYTES, b"b" * (fr.INLINE_MAX_BYTES + 1)
+    parts = fr.encode(1, 0, 0, fr.encode_meta(None), [memoryview(small), memoryview(big), memoryview(b"t")], 1 << 20)
+    assert len(parts) == 2 and bytes(parts[1]) == big
+    assert [bytes(b) for b in decode(parts)[4]] == [small, big, b"t"]
+
+
+def test_buffers_are_zero_copy_views_of_their_frame_and_copy_single_copies():
+    big = bytearray(fr.INLINE_MAX_BYTES + 1)
+    parts = encode(buffers=[bytearray(b"abc"), big], chunk=1 << 20)
+    inline, single = decode(parts)[4]
+    assert inline.obj is parts[0] and single.obj is parts[1].obj
+    copied = decode(parts, copy_single=True)[4]
+    assert copied[0].obj is not parts[0] and copied[0] == b"abc" and not copied[0].readonly
+    assert copied[1].obj is not parts[1].obj and copied[1] == big
 
 
 def test_header_layout_is_documented():
-    header = encode(buffers=[b"abcd"], request_id=7)[0]
-    assert struct.unpack("!4sHHHQIIQ", header) == (b"ZGRD", 2, 1, 0, 7, CHUNK, 1, 4)
+    head = encode(buffers=[b"abcd"], request_id=7)[0]
+    size = struct.calcsize("!4sHHHQIIIQ")
+    assert struct.unpack("!4sHHHQIIIQ", head[:size]) == (b"ZGRD", 3, 1, 0, 7, CHUNK, 1, 1, 4 | fr.INLINE_BIT)
+    assert head[size:] == b"\xc0abcd"  # the metadata (None), then the inline buffer
+
+
+_FIELDS = ("magic", "version", "kind", "flags", "rid", "chunk", "nbuf", "meta")
 
 
 def _with_header(parts, **changes):
-    fields = dict(zip(("magic", "version", "kind", "flags", "rid", "chunk", "nbuf"), fr.HEADER.unpack_from(parts[0])))
+    fields = dict(zip(_FIELDS, fr.HEADER.unpack_from(parts[0])))
     fields.update(changes)
     head = fr.HEADER.pack(*fields.values()) + bytes(parts[0][fr.HEADER.size:])
     return [head, *parts[1:]]
 
 
-GOOD = encode(1, {"a": 1}, [b"x" * 100, b"yz"])
+def _with_lengths(parts, *lengths):
+    fields = dict(zip(_FIELDS, fr.HEADER.unpack_from(parts[0])))
+    rest = bytes(parts[0][fr.HEADER.size + 8 * fields["nbuf"]:])
+    fields["nbuf"] = len(lengths)
+    return [fr.HEADER.pack(*fields.values()) + struct.pack(f"!{len(lengths)}Q", *lengths) + rest, *parts[1:]]
+
+
+def _with_meta(parts, meta: bytes):
+    fields = dict(zip(_FIELDS, fr.HEADER.unpack_from(parts[0])))
+    start = fr.HEADER.size + 8 * fields["nbuf"]
+    inline = bytes(parts[0][start + fields["meta"]:])
+    head = _with_header(parts, meta=len(meta))[0]
+    return [head[:start] + meta + inline, *parts[1:]]
+
+
+GOOD = encode(1, {"a": 1}, [b"x" * 100, b"yz"])  # frame 0 with b"yz" inline, then 64 + 36 bytes
 
 
 @pytest.mark.parametrize(
     "parts, reason",
     [
-        ([GOOD[0]], "short_message"),
+        ([], "short_message"),
         ([b"ZGRD", b"\xc0"], "bad_header"),
         (_with_header(GOOD, magic=b"NOPE"), "bad_magic"),
-        (_with_header(GOOD, version=1), "bad_version"),
+        (_with_header(GOOD, version=2), "bad_version"),
         (_with_header(GOOD, kind=9), "bad_kind"),
         (_with_header(GOOD, chunk=0), "bad_header"),
         (_with_header(GOOD, nbuf=fr.MAX_BUFFERS + 1), "bad_header"),
         (_with_header(GOOD, nbuf=3), "bad_header"),
+        (_with_header(GOOD, meta=1000), "bad_header"),
+        (_with_lengths(GOOD, 100, 2 | fr.INLINE_BIT | fr.REMOTE_BIT), "bad_header"),
         (GOOD[:-1], "bad_frame_count"),
         (GOOD + [b""], "bad_frame_count"),
-        ([*GOOD[:2], GOOD[2], b"y" * 37, *GOOD[4:]], "bad_frame_length"),
-        ([GOOD[0], b"\xc1", *GOOD[2:]], "bad_metadata"),
-        ([GOOD[0], b"\x92\x01", *GOOD[2:]], "bad_metadata"),
-        ([GOOD[0], msgpack.packb(1) + b"extra", *GOOD[2:]], "bad_metadata"),
+        (_with_lengths(GOOD, 100, 2), "bad_frame_count"),
+        ([GOOD[0], GOOD[1], b"y" * 37], "bad_frame_length"),
+        ([GOOD[0] + b"!", *GOOD[1:]], "bad_frame_length"),
+        (_with_lengths(GOOD, 100, 3 | fr.INLINE_BIT), "bad_frame_length"),
+        (_with_meta(GOOD, b"\xc1"), "bad_metadata"),
+        (_with_meta(GOOD, b"\x92\x01"), "bad_metadata"),
+        (_with_meta(GOOD, msgpack.packb(1) + b"extra"), "bad_metadata"),
     ],
 )
 def test_each_check_rejects_with_its_reason(parts, reason):
@@ -88,9 +125,23 @@ def test_each_check_rejects_with_its_reason(parts, reason):
     assert info.value.reason == reason and info.value.detail
 
 
-def test_size_cap_is_checked_before_anything_is_allocated():
-    claimed = struct.pack("!Q", 1 << 40)
-    parts = [_with_header(GOOD, nbuf=1)[0][: fr.HEADER.size] + claimed, b"\xc0", b""]
+def test_frame_lengths_are_checked_before_the_metadata_on_every_path():
+    for chunk in (1 << 20, 64):  # one frame per buffer; chunked
+        parts = _with_meta(encode(1, None, [b"z" * (fr.INLINE_MAX_BYTES + 1)], chunk=chunk), b"\xc1")
+        parts[-1] = parts[-1][:-1]
+        with pytest.raises(fr.Rejected) as info:
+            decode(parts)
+        assert info.value.reason == "bad_frame_length"
+
+
+def test_the_helpers_above_change_only_what_they_name():
+    assert decode(_with_meta(GOOD, msgpack.packb({"a": 1})))[3] == {"a": 1}
+    assert decode(_with_lengths(GOOD, 100, 2 | fr.INLINE_BIT))[3] == {"a": 1}
+
+
+@pytest.mark.parametrize("claimed", [1 << 40, (1 << 40) | fr.INLINE_BIT, (1 << 40) | fr.REMOTE_BIT])
+def test_size_cap_is_checked_before_anything_is_allocated(claimed):
+    parts = _with_lengths(encode(), claimed) + [b""]
     with pytest.raises(fr.Rejected) as info:
         fr.decode(parts, valid_kinds=KINDS, max_message_bytes=BIG, take_buffer=pytest.fail)
     assert info.value.reason == "too_large"

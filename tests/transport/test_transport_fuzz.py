@@ -46,12 +46,16 @@ def mutate(rng: random.Random, parts: list[bytes]) -> list[bytes]:
             del parts[rng.randrange(len(parts))]
         else:
             parts.insert(rng.randrange(len(parts) + 1), bytearray(os.urandom(rng.randrange(40))))
-    elif how == 3:  # garbage metadata
-        parts[1] = bytearray(os.urandom(rng.randint(1, 30)))
-    elif how == 4:  # claim one buffer of a wrong (often huge) length
-        parts[0][fr.HEADER.size - 4 : fr.HEADER.size] = (1).to_bytes(4, "big")
+    elif how == 3:  # garbage metadata (of the length the header gives)
+        *_, nbuffers, meta_bytes = fr.HEADER.unpack_from(parts[0])
+        start = fr.HEADER.size + 8 * nbuffers
+        parts[0][start : start + meta_bytes] = os.urandom(meta_bytes)
+    elif how == 4:  # claim one buffer of a wrong (often huge) length, inline or in a frame
+        *_, nbuffers, meta_bytes = fr.HEADER.unpack_from(parts[0])
+        meta = parts[0][fr.HEADER.size + 8 * nbuffers :][:meta_bytes]
+        parts[0][fr.HEADER.size - 8 : fr.HEADER.size - 4] = (1).to_bytes(4, "big")
         del parts[0][fr.HEADER.size:]
-        parts[0] += rng.choice([1 << 40, 3 << 30, 65]).to_bytes(8, "big")
+        parts[0] += (rng.choice([1 << 40, 3 << 30, 65]) | rng.choice([0, fr.INLINE_BIT])).to_bytes(8, "big") + meta
     elif how == 5:  # an unknown or reserved kind
         parts[0][6:8] = rng.choice([7, 0xFEFF, fr.KIND_TABLE, fr.KIND_ABORT, fr.KIND_REGISTER, 0xFFFF]).to_bytes(2, "big")
     else:  # pure noise

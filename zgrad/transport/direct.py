@@ -45,6 +45,10 @@ _ZERO_COPY_MIN = 65536
 WAIT_SLICE_S = 0.05
 
 
+def _fresh_buffer(nbytes: int) -> memoryview:
+    return memoryview(bytearray(nbytes))
+
+
 class _Direct:
     __slots__ = ("sock", "lock", "closed")
 
@@ -66,11 +70,12 @@ class DirectCaller:
         dead_reason: rank -> why it was declared lost, or None.
         valid_kinds: the kinds a reply may have (checked by ``frames.decode``).
         before_wait: called once before each wait (the leader hands its role on; see ``role.py``).
+        describe: rank -> the worker, for error messages.
     """
 
     def __init__(self, context: zmq.Context, config: Any, keys: CurveKeys | None, rank: int, session: int,
                  endpoint_of: Callable[[int], str], dead_reason: Callable[[int], str | None],
-                 valid_kinds: frozenset[int], before_wait: Callable[[], None]) -> None:
+                 valid_kinds: frozenset[int], before_wait: Callable[[], None], describe: Callable[[int], str]) -> None:
         self._context = context
         self._config = config
         self._keys = keys
@@ -80,6 +85,7 @@ class DirectCaller:
         self._dead_reason = dead_reason
         self._valid_kinds = valid_kinds
         self._before_wait = before_wait
+        self._describe = describe
         self._max_bytes = config.max_message_mb << 20
         self._chunk_bytes = config.chunk_mb << 20
         self._local = threading.local()
@@ -107,7 +113,7 @@ class DirectCaller:
                 self._all.append(direct)
         return direct
 
-    def request(self, dst: int, request_id: int, frames: list, deadline_s: float | None, describe: str) -> Envelope:
+    def request(self, dst: int, request_id: int, frames: list, deadline_s: float | None) -> Envelope:
         """Send ``frames`` (one encoded message) to ``dst`` and return its reply. Blocks.
 
         Args:
@@ -115,7 +121,6 @@ class DirectCaller:
             request_id: the request id inside ``frames``; replies with another one are dropped.
             frames: from ``frames.encode``.
             deadline_s: ``time.monotonic()`` value to give up at; None waits as long as the peer lives.
-            describe: the peer, for error messages.
 
         Raises:
             WorkerUnavailableError: ``dst`` was (or is, while waiting) declared lost.
@@ -124,7 +129,7 @@ class DirectCaller:
         """
         reason = self._dead_reason(dst)
         if reason is not None:
-            raise WorkerUnavailableError(f"{describe} is unavailable: {reason}")
+            raise WorkerUnavailableError(f"{self._describe(dst)} is unavailable: {reason}")
         direct = self._socket(dst)
         self._before_wait()
         self.requests += 1
@@ -147,28 +152,32 @@ class DirectCaller:
                     continue
             reason = self._dead_reason(dst)
             if reason is not None:
-                raise WorkerUnavailableError(f"{describe} is unavailable: {reason}")
+                raise WorkerUnavailableError(f"{self._describe(dst)} is unavailable: {reason}")
             if self._closed_reason is not None:
                 raise TransportError(self._closed_reason)
             if deadline_s is not None and time.monotonic() >= deadline_s:
-                raise ZgradTimeoutError(f"no reply from {describe} in time")
+                raise ZgradTimeoutError(f"no reply from {self._describe(dst)} in time")
 
     @staticmethod
     def _try_send(sock: zmq.Socket, frames: list) -> bool:
-        last = len(frames) - 1
         try:
-            for i, frame in enumerate(frames):
-                sock.send(frame, _MORE if i < last else _LAST, copy=len(frame) < _ZERO_COPY_MIN)
+            for frame in frames[:-1]:
+                sock.send(frame, _MORE, copy=len(frame) < _ZERO_COPY_MIN)
+            last = frames[-1]
+            sock.send(last, _LAST, copy=len(last) < _ZERO_COPY_MIN)
         except zmq.Again:  # only the first part can be refused (whole messages count against the HWM)
             return False
         return True
 
     def _receive(self, sock: zmq.Socket, src: int, request_id: int) -> Envelope | None:
-        parts = sock.recv_multipart(_LAST, copy=False)
+        frame = sock.recv(_LAST, copy=False)
+        parts = [frame]
+        while frame.more:  # the rest of a multipart message is already here (atomic delivery)
+            frame = sock.recv(_LAST, copy=False)
+            parts.append(frame)
         try:
             kind, flags, got_id, meta, buffers = fr.decode(
-                parts, valid_kinds=self._valid_kinds, max_message_bytes=self._max_bytes,
-                take_buffer=lambda n: memoryview(bytearray(n)),
+                parts, valid_kinds=self._valid_kinds, max_message_bytes=self._max_bytes, take_buffer=_fresh_buffer,
             )
         except fr.Rejected:
             self.late_replies += 1  # malformed: counted with the dropped ones

@@ -2,22 +2,27 @@
 
 A message is one ZeroMQ multipart message (atomic: all parts arrive or none)::
 
-    frame 0   header   struct ``!4sHHHQII`` + ``nbuffers`` x ``!Q``
-                       magic b"ZGRD", protocol version, kind, flags, request id,
-                       chunk size in bytes, number of buffers, then each buffer's length
-    frame 1   meta     msgpack (any msgpack-able value; ``None`` is one byte)
-    frame 2.. buffers  each buffer as ceil(length / chunk) frames of exactly ``chunk`` bytes,
-                       the last one shorter; an empty buffer is one empty frame; a *remote*
-                       buffer (its length has bit 63 set) is one descriptor frame ``!IQ`` =
-                       ticket slot, generation: the receiver reads the bytes from the sender's
-                       memory (same-host cross-memory attach, see ``cma.py``)
+    frame 0   head     struct ``!4sHHHQIII`` + ``nbuffers`` x ``!Q`` + meta + inline buffers:
+                       magic b"ZGRD", protocol version, kind, flags, request id, chunk size in
+                       bytes, number of buffers, metadata length; then each buffer's length;
+                       then the metadata (msgpack; ``None`` is one byte); then the bytes of the
+                       *inline* buffers (their length has bit 62 set), one after the other
+    frame 1..          the other buffers, in order: each as ceil(length / chunk) frames of
+                       exactly ``chunk`` bytes, the last one shorter; an empty buffer is one
+                       empty frame; a *remote* buffer (its length has bit 63 set) is one
+                       descriptor frame ``!IQ`` = ticket slot, generation: the receiver reads
+                       the bytes from the sender's memory (same-host cross-memory attach,
+                       see ``cma.py``)
+
+Small buffers (up to :data:`INLINE_MAX_BYTES`) travel inside frame 0: every ZeroMQ frame costs
+both ends a send or receive call and a message of its own, far more than copying a few KiB.
 
 On the inbound ROUTER socket a routing-id frame precedes frame 0; the mesh checks it (the
 peer) before calling :func:`decode`, which checks the rest in a fixed order — frame count,
-header length, magic, version, kind, chunk size, buffer count, total size, per-frame lengths,
-remote buffers allowed, metadata, remote reads — and raises :class:`Rejected` with a short
-reason at the first failure. Nothing is allocated for a buffer until every length has been
-checked. See ``docs/transport.md``.
+header length, magic, version, kind, chunk size, buffer count, lengths table, total size,
+frame count against the header, per-frame lengths, remote buffers allowed, metadata, remote
+reads — and raises :class:`Rejected` with a short reason at the first failure. Nothing is
+allocated for a buffer until every length has been checked. See ``docs/transport.md``.
 
 Standard library and msgpack only; buffers are anything that supports the buffer protocol.
 """
@@ -50,6 +55,8 @@ __all__ = [
     "RESERVED_KINDS",
     "REMOTE_BIT",
     "DESCRIPTOR",
+    "INLINE_BIT",
+    "INLINE_MAX_BYTES",
     "Rejected",
     "RemoteBuffer",
     "RemoteSource",
@@ -62,13 +69,23 @@ __all__ = [
 MAGIC = b"ZGRD"
 # 2: remote (cross-memory attach) buffers and the CMA_* kinds; a worker waits for its CMA
 # answers at start-up, so it cannot run with a version-1 peer.
-PROTOCOL_VERSION = 2
-HEADER = struct.Struct("!4sHHHQII")
+# 3: header, metadata and small buffers in one frame (one frame per message on the small-call path).
+PROTOCOL_VERSION = 3
+HEADER = struct.Struct("!4sHHHQIII")
 _LENGTH = struct.Struct("!Q")
+# The lengths table of a message with n buffers, prebuilt for the common small n.
+_LENGTHS = tuple(struct.Struct(f"!{n}Q") for n in range(16))
 # A buffer length with this bit set describes a remote buffer of (length & ~REMOTE_BIT) bytes
 # whose frame is a DESCRIPTOR: ticket slot (u32), ticket generation (u64).
 REMOTE_BIT = 1 << 63
 DESCRIPTOR = struct.Struct("!IQ")
+# A buffer length with this bit set describes an inline buffer of (length & ~INLINE_BIT) bytes,
+# carried in frame 0 after the metadata.
+INLINE_BIT = 1 << 62
+_SIZE_MASK = INLINE_BIT - 1
+_FLAG_BITS = REMOTE_BIT | INLINE_BIT
+# Buffers up to this size go inline: it paid up to 16 KiB and not at 32 KiB (docs/transport.md, Wire format).
+INLINE_MAX_BYTES = 16384
 MAX_BUFFERS = 65536
 MAX_REQUEST_ID = 2**64 - 1
 MAX_FLAGS = 2**16 - 1
@@ -176,10 +193,12 @@ def encode(
 ) -> list:
     """Build the frames of one message from already-flat ``views`` (see :func:`as_byte_view`).
 
-    A :class:`RemoteBuffer` in ``views`` goes as its descriptor frame, its length marked remote.
+    Buffers of at most :data:`INLINE_MAX_BYTES` are copied into frame 0 (while the inline bytes
+    add up to at most ``chunk_bytes``); a :class:`RemoteBuffer` in ``views`` goes as its
+    descriptor frame, its length marked remote; the others as frames of their own.
 
     Returns:
-        ``[header, meta, chunk, ...]``; chunks are slices of ``views`` (no copy).
+        ``[head, chunk, ...]``; chunks are slices of ``views`` (no copy).
 
     Raises:
         ValueError: ``flags``, ``request_id`` or the number of buffers is out of range.
@@ -188,26 +207,33 @@ def encode(
         raise ValueError(f"mesh flags must fit in 16 bits; got {flags}")
     if not 0 <= request_id <= MAX_REQUEST_ID:
         raise ValueError(f"mesh request_id must fit in an unsigned 64-bit integer; got {request_id}")
-    if len(views) > MAX_BUFFERS:
-        raise ValueError(f"a mesh message carries at most {MAX_BUFFERS} buffers; got {len(views)}")
-    header = bytearray(HEADER.size + _LENGTH.size * len(views))
-    HEADER.pack_into(header, 0, MAGIC, PROTOCOL_VERSION, kind, flags, request_id, chunk_bytes, len(views))
-    frames: list = [b"", meta_bytes]
-    offset = HEADER.size
+    nbuffers = len(views)
+    if nbuffers > MAX_BUFFERS:
+        raise ValueError(f"a mesh message carries at most {MAX_BUFFERS} buffers; got {nbuffers}")
+    head = HEADER.pack(MAGIC, PROTOCOL_VERSION, kind, flags, request_id, chunk_bytes, nbuffers, len(meta_bytes))
+    if not nbuffers:
+        return [head + meta_bytes]
+    lengths = []
+    inline = [meta_bytes]
+    frames: list = [b""]
+    room = chunk_bytes
     for view in views:
         n = view.nbytes
         if type(view) is RemoteBuffer:
-            _LENGTH.pack_into(header, offset, n | REMOTE_BIT)
-            offset += _LENGTH.size
+            lengths.append(n | REMOTE_BIT)
             frames.append(view.descriptor)
-            continue
-        _LENGTH.pack_into(header, offset, n)
-        offset += _LENGTH.size
-        if n <= chunk_bytes:
-            frames.append(view)
+        elif n <= INLINE_MAX_BYTES and n <= room:
+            lengths.append(n | INLINE_BIT)
+            inline.append(view)
+            room -= n
         else:
-            frames.extend(view[i : i + chunk_bytes] for i in range(0, n, chunk_bytes))
-    frames[0] = bytes(header)
+            lengths.append(n)
+            if n <= chunk_bytes:
+                frames.append(view)
+            else:
+                frames.extend(view[i : i + chunk_bytes] for i in range(0, n, chunk_bytes))
+    table = _LENGTHS[nbuffers].pack(*lengths) if nbuffers < len(_LENGTHS) else struct.pack(f"!{nbuffers}Q", *lengths)
+    frames[0] = b"".join([head, table, *inline])
     return frames
 
 
@@ -226,27 +252,28 @@ def decode(
     Args:
         parts: the frames (``zmq.Frame``, bytes or byte memoryviews) after the routing id.
         valid_kinds: kinds accepted besides the transport's reserved ones.
-        max_message_bytes: cap on the sum of all frame lengths.
+        max_message_bytes: cap on the sum of all frame lengths (and remote buffer sizes).
         take_buffer: returns a writable view of exactly ``n`` bytes to reassemble a chunked buffer.
-        copy_single: copy one-frame buffers too (for frames that alias the sender's memory).
+        copy_single: copy one-frame and inline buffers too (for frames that alias the sender's
+            memory, or must not be kept alive by the buffers).
         remote: reads this sender's remote buffers; ``None``: a remote buffer is rejected.
         defer_remote: hand remote buffers out unread, as ``remote.defer`` handles.
 
     Returns:
-        ``(kind, flags, request_id, meta, buffers)``; a one-frame buffer is a zero-copy view of
-        its frame (unless ``copy_single``), a chunked or remote one a view of a buffer from
-        ``take_buffer`` (a remote one with ``defer_remote``: a handle from ``remote.defer``).
+        ``(kind, flags, request_id, meta, buffers)``; a one-frame or inline buffer is a zero-copy
+        view of its frame (unless ``copy_single``), a chunked or remote one a view of a buffer
+        from ``take_buffer`` (a remote one with ``defer_remote``: a handle from ``remote.defer``).
 
     Raises:
         Rejected: at the first failed check.
     """
-    if len(parts) < 2:
-        raise Rejected("short_message", f"got {len(parts)} frame(s) after the routing id; expected at least 2")
-    header = parts[0]
-    header_bytes = len(header)
-    if header_bytes < HEADER.size:
-        raise Rejected("bad_header", f"header frame has {header_bytes} bytes; expected at least {HEADER.size}")
-    magic, version, kind, flags, request_id, chunk_bytes, nbuffers = HEADER.unpack_from(header)
+    if not parts:
+        raise Rejected("short_message", "got no frame after the routing id; expected at least 1")
+    head = memoryview(parts[0])
+    head_bytes = head.nbytes
+    if head_bytes < HEADER.size:
+        raise Rejected("bad_header", f"head frame has {head_bytes} bytes; expected at least {HEADER.size}")
+    magic, version, kind, flags, request_id, chunk_bytes, nbuffers, meta_bytes = HEADER.unpack_from(head)
     if magic != MAGIC:
         raise Rejected("bad_magic", f"magic {magic!r}; expected {MAGIC!r}")
     if version != PROTOCOL_VERSION:
@@ -257,68 +284,118 @@ def decode(
         raise Rejected("bad_header", "chunk size 0")
     if nbuffers > MAX_BUFFERS:
         raise Rejected("bad_header", f"{nbuffers} buffers; at most {MAX_BUFFERS} allowed")
-    if header_bytes != HEADER.size + _LENGTH.size * nbuffers:
+    meta_start = HEADER.size + _LENGTH.size * nbuffers
+    meta_end = meta_start + meta_bytes
+    if head_bytes < meta_end:
         raise Rejected(
             "bad_header",
-            f"header frame has {header_bytes} bytes; {nbuffers} buffers need {HEADER.size + _LENGTH.size * nbuffers}",
+            f"head frame has {head_bytes} bytes; {nbuffers} buffer lengths and {meta_bytes} bytes of metadata need {meta_end}",
         )
-    lengths = struct.unpack_from(f"!{nbuffers}Q", header, HEADER.size)
-    biggest = max(lengths) if nbuffers else 0
-    has_remote = biggest >= REMOTE_BIT
-    sizes = tuple(n & ~REMOTE_BIT for n in lengths) if has_remote else lengths
-    total = header_bytes + len(parts[1]) + sum(sizes)
+    lengths = (_LENGTHS[nbuffers] if nbuffers < len(_LENGTHS) else struct.Struct(f"!{nbuffers}Q")).unpack_from(head, HEADER.size)
+    described = meta_end  # bytes the header describes: frame 0, the other buffers, remote sizes
+    inline_end = meta_end
+    expected = 1
+    plain = True  # every buffer inline or in one frame of its own
+    for n in lengths:
+        if n < INLINE_BIT:
+            described += n
+            if n > chunk_bytes:
+                expected += -(-n // chunk_bytes)
+                plain = False
+            else:
+                expected += 1
+        elif n < REMOTE_BIT:
+            n &= _SIZE_MASK
+            described += n
+            inline_end += n
+        elif n & INLINE_BIT:
+            raise Rejected("bad_header", "a buffer length is marked both inline and remote")
+        else:
+            described += n & ~REMOTE_BIT
+            expected += 1
+            plain = False
+    total = described + max(0, head_bytes - inline_end)
     if total > max_message_bytes:
         raise Rejected("too_large", f"message of {total} bytes; the cap is {max_message_bytes} (transport.max_message_mb)")
-    chunked = has_remote or biggest > chunk_bytes
-    expected = 2 + (sum(_frames_for(n, chunk_bytes) for n in lengths) if chunked else nbuffers)
     if len(parts) != expected:
         raise Rejected("bad_frame_count", f"got {len(parts)} frames; the header describes {expected}")
+    if head_bytes != inline_end:
+        raise Rejected("bad_frame_length", f"head frame has {head_bytes} bytes; the header describes {inline_end}")
+    if plain:
+        views = _plain_views(parts, head, meta_end, lengths)
+        meta = _unpack_meta(head[meta_start:meta_end])
+        return kind, flags, request_id, meta, tuple(memoryview(bytearray(v)) for v in views) if copy_single else views
     _check_lengths(parts, lengths, chunk_bytes)
     deferred = None
-    if has_remote:
+    if any(n >= REMOTE_BIT for n in lengths):
         if remote is None:
             raise Rejected("bad_cma", "a remote buffer from a peer this worker has not agreed to read from")
         # From here on the tickets are reported done whatever happens to the message: now, or
         # (deferred) by their handles, when read, released or dropped.
         deferred = _defer_remote(parts, lengths, chunk_bytes, remote) if defer_remote else \
             _release_remote(parts, lengths, chunk_bytes, remote)
+    meta = _unpack_meta(head[meta_start:meta_end])
+    return kind, flags, request_id, meta, _buffers(parts, head, meta_end, lengths, chunk_bytes, take_buffer,
+                                                   copy_single, remote, deferred)
+
+
+def _plain_views(parts: Sequence[Any], head: memoryview, offset: int, lengths: Sequence[int]) -> tuple[memoryview, ...]:
+    """Check the frame lengths of a message whose buffers are all inline or one frame each, and
+    return views of its buffers (``offset``: where the inline bytes start in ``head``)."""
+    views = []
+    index = 1
+    for n in lengths:
+        if n < INLINE_BIT:
+            view = memoryview(parts[index])
+            if view.nbytes != n:
+                raise Rejected("bad_frame_length", f"buffer frame {index} has {view.nbytes} bytes; expected {n}")
+            index += 1
+        else:
+            end = offset + (n & _SIZE_MASK)
+            view = head[offset:end]
+            offset = end
+        views.append(view)
+    return tuple(views)
+
+
+def _unpack_meta(data: memoryview) -> Any:
     try:
-        meta = msgpack.unpackb(parts[1], raw=False, strict_map_key=False)
+        return msgpack.unpackb(data, raw=False, strict_map_key=False)
     except Exception as exc:  # msgpack raises many types on malformed input; all mean the same here
-        raise Rejected("bad_metadata", f"metadata frame is not valid msgpack ({type(exc).__name__}: {exc})") from None
-    if not chunked:
-        if copy_single:
-            return kind, flags, request_id, meta, tuple(memoryview(bytearray(memoryview(p))) for p in parts[2:])
-        return kind, flags, request_id, meta, tuple(memoryview(p) for p in parts[2:])
-    return kind, flags, request_id, meta, _reassemble(parts, lengths, chunk_bytes, take_buffer, copy_single, remote, deferred)
+        raise Rejected("bad_metadata", f"metadata is not valid msgpack ({type(exc).__name__}: {exc})") from None
 
 
 def _frames_for(length: int, chunk_bytes: int) -> int:
+    """How many frames after frame 0 a buffer of header length ``length`` takes."""
     if length >= REMOTE_BIT:
         return 1
+    if length >= INLINE_BIT:
+        return 0
     return max(1, -(-length // chunk_bytes))
 
 
 def _check_lengths(parts: Sequence[Any], lengths: Sequence[int], chunk_bytes: int) -> None:
-    index = 2
+    index = 1
     for n in lengths:
         if n >= REMOTE_BIT:
             got = len(parts[index])
             if got != DESCRIPTOR.size:
-                raise Rejected("bad_frame_length", f"remote buffer descriptor {index - 2} has {got} bytes; expected {DESCRIPTOR.size}")
+                raise Rejected("bad_frame_length", f"remote buffer descriptor {index} has {got} bytes; expected {DESCRIPTOR.size}")
             index += 1
+            continue
+        if n >= INLINE_BIT:
             continue
         for start in range(0, max(n, 1), chunk_bytes):
             want = min(chunk_bytes, n - start)
             got = len(parts[index])
             if got != want:
-                raise Rejected("bad_frame_length", f"buffer frame {index - 2} has {got} bytes; expected {want}")
+                raise Rejected("bad_frame_length", f"buffer frame {index} has {got} bytes; expected {want}")
             index += 1
 
 
 def _release_remote(parts: Sequence[Any], lengths: Sequence[int], chunk_bytes: int, remote: RemoteSource) -> None:
     """Hand every descriptor of a well-formed message back for release, before anything can fail."""
-    index = 2
+    index = 1
     for n in lengths:
         if n >= REMOTE_BIT:
             remote.release(*DESCRIPTOR.unpack(parts[index]))
@@ -329,7 +406,7 @@ def _defer_remote(parts: Sequence[Any], lengths: Sequence[int], chunk_bytes: int
     """A read-later handle per remote buffer of a well-formed message (before anything can fail:
     a handle dropped unread releases its ticket)."""
     handles = []
-    index = 2
+    index = 1
     for n in lengths:
         if n >= REMOTE_BIT:
             slot, generation = DESCRIPTOR.unpack(parts[index])
@@ -338,8 +415,10 @@ def _defer_remote(parts: Sequence[Any], lengths: Sequence[int], chunk_bytes: int
     return handles
 
 
-def _reassemble(
+def _buffers(
     parts: Sequence[Any],
+    head: memoryview,
+    offset: int,
     lengths: Sequence[int],
     chunk_bytes: int,
     take_buffer: Callable[[int], memoryview],
@@ -347,8 +426,9 @@ def _reassemble(
     remote: RemoteSource | None,
     deferred: list[Any] | None,
 ) -> tuple[memoryview, ...]:
+    """The buffers of a checked message; ``offset``: where the inline bytes start in ``head``."""
     buffers = []
-    index = 2
+    index = 1
     handles = iter(deferred or ())
     for n in lengths:
         if n >= REMOTE_BIT:
@@ -358,15 +438,20 @@ def _reassemble(
                 slot, generation = DESCRIPTOR.unpack(parts[index])
                 buffers.append(remote.read(slot, generation, n & ~REMOTE_BIT, take_buffer))
             index += 1
-            continue
-        if n <= chunk_bytes:
-            buffers.append(memoryview(bytearray(memoryview(parts[index]))) if copy_single else memoryview(parts[index]))
+        elif n >= INLINE_BIT:
+            end = offset + (n & _SIZE_MASK)
+            view = head[offset:end]
+            buffers.append(memoryview(bytearray(view)) if copy_single else view)
+            offset = end
+        elif n <= chunk_bytes:
+            view = memoryview(parts[index])
+            buffers.append(memoryview(bytearray(view)) if copy_single else view)
             index += 1
-            continue
-        out = take_buffer(n)
-        for start in range(0, n, chunk_bytes):
-            part = parts[index]
-            out[start : start + len(part)] = memoryview(part)
-            index += 1
-        buffers.append(out)
+        else:
+            out = take_buffer(n)
+            for start in range(0, n, chunk_bytes):
+                part = parts[index]
+                out[start : start + len(part)] = memoryview(part)
+                index += 1
+            buffers.append(out)
     return tuple(buffers)

@@ -325,8 +325,10 @@ class IoLoop:
             elif self.table is None:
                 raise fr.Rejected("not_ready", f"message kind {kind:#x} before this worker has the worker table")
             else:
-                self._stats.add("messages_in")
-                self._stats.add("bytes_in", sum(b.nbytes for b in buffers))
+                nbytes = 0
+                for buffer in buffers:
+                    nbytes += buffer.nbytes
+                self._stats.add_message("messages_in", "bytes_in", nbytes)
                 if rank != self._me.rank:
                     self._liveness.heard_from(rank, time.monotonic())
                 self._deliver(Envelope(rank, kind, flags, request_id, meta, buffers, self._keys is not None, reply_to))
@@ -421,8 +423,7 @@ class IoLoop:
         """Send one message (to a peer, or delivered here if ``dst`` is us). ``route``: the
         routing id of the caller-direct socket of ``dst`` it answers, sent on the inbound socket.
         ``accounted``: it came through the outbox queue, which is told when it leaves."""
-        self._stats.add("messages_out")
-        self._stats.add("bytes_out", nbytes)
+        self._stats.add_message("messages_out", "bytes_out", nbytes)
         if route is not None:
             self.route(route, frames)
             if accounted:
@@ -435,8 +436,7 @@ class IoLoop:
                 take_buffer=self.pool.take, copy_single=True,
             )
             self._stats.add("loopback")
-            self._stats.add("messages_in")
-            self._stats.add("bytes_in", nbytes)
+            self._stats.add_message("messages_in", "bytes_in", nbytes)
             # Delivered by the turn loop, which leaves it if the handler cost this thread the role.
             self._loopback.append(Envelope(dst, kind, flags, request_id, meta, buffers, True))
         elif not self._links.send(dst, frames, accounted=accounted):  # lost since it was queued
@@ -457,15 +457,31 @@ class IoLoop:
             self._send(dst, frames, nbytes, route, accounted=False)
         return True
 
+    def reply_now(self, dst: int, routing_id: bytes, frames: list, nbytes: int) -> bool:
+        """Send a reply to the caller-direct socket ``routing_id`` of ``dst`` at once, if the
+        calling thread leads (under the role's lock, so that it is not taken over meanwhile);
+        False if it does not. It skips the outbox: it is not ordered with the link's messages,
+        as it goes to another socket of the peer."""
+        role = self.role
+        if role.leader != threading.get_ident():
+            return False
+        with role.lock:
+            if not role.leads():
+                return False
+            self._stats.add_message("messages_out", "bytes_out", nbytes)
+            self.route(routing_id, frames)
+        return True
+
     def route(self, routing_id: bytes, frames: list) -> None:
         """Send ``frames`` on the inbound socket to the caller-direct socket ``routing_id``
         (a reply). Dropped, and counted, if that socket is gone or full: its caller has given up."""
         sock = self._sockets.inbound
         try:
             sock.send(routing_id, _MORE)
-            last = len(frames) - 1
-            for i, frame in enumerate(frames):
-                sock.send(frame, _MORE if i < last else _LAST, copy=len(frame) < _ZERO_COPY_MIN)
+            for frame in frames[:-1]:
+                sock.send(frame, _MORE, copy=len(frame) < _ZERO_COPY_MIN)
+            last = frames[-1]
+            sock.send(last, _LAST, copy=len(last) < _ZERO_COPY_MIN)
         except zmq.ZMQError:
             self._stats.add("dropped")
 

@@ -257,7 +257,7 @@ class Mesh:
             self._direct = DirectCaller(
                 sockets.context, t, self._keys, self.rank, self._session,
                 endpoint_of=lambda rank: self._loop.table[rank].endpoint, dead_reason=self._outbox.dead_reason,
-                valid_kinds=self._valid_kinds, before_wait=self.hand_off,
+                valid_kinds=self._valid_kinds, before_wait=self.hand_off, describe=self.describe,
             )
             self._loop = IoLoop(
                 sockets=sockets,
@@ -373,9 +373,13 @@ class Mesh:
             raise ValueError(f"dst_rank {dst_rank!r} is out of range 0..{self.world_size - 1}")
         if not started:
             raise TransportError(f"the mesh of worker {self.name!r} is not started: call start() first")
-        views = [fr.as_byte_view(b) for b in buffers]
+        views = []
+        nbytes = 0
+        for buffer in buffers:
+            view = fr.as_byte_view(buffer)
+            views.append(view)
+            nbytes += view.nbytes
         meta_bytes = fr.encode_meta(meta)
-        nbytes = sum(v.nbytes for v in views)
         if nbytes + len(meta_bytes) > self._max_bytes:
             raise TransportError(
                 f"message to {self.describe(dst_rank)} is {nbytes + len(meta_bytes)} bytes; the cap is "
@@ -405,7 +409,7 @@ class Mesh:
         """
         frames, _ = self._frames(dst_rank, kind, request_id, meta, buffers)
         deadline_s = time.monotonic() + timeout_s if timeout_s > 0 else None
-        return self._direct.request(dst_rank, request_id, frames, deadline_s, self.describe(dst_rank))
+        return self._direct.request(dst_rank, request_id, frames, deadline_s)
 
     def reply(self, to: Envelope, kind: int, meta: Any = None, buffers: Sequence[Any] = ()) -> None:
         """Answer the message ``to`` where its sender waits: on the caller-direct socket it came
@@ -415,7 +419,9 @@ class Mesh:
             self.send(to.src, kind, to.request_id, meta, buffers)
             return
         frames, nbytes = self._frames(to.src, kind, to.request_id, meta, buffers)
-        self._outbox.put(to.src, (to.src, frames, nbytes, to.reply_to))
+        self._outbox.check(to.src)
+        if not self._loop.reply_now(to.src, to.reply_to, frames, nbytes):
+            self._outbox.put(to.src, (to.src, frames, nbytes, to.reply_to))
 
     def close(self, timeout_s: float | None = None) -> None:
         """Say goodbye to every live peer, stop the I/O thread and close every socket (LINGER 0).

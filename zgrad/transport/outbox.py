@@ -77,14 +77,14 @@ class Outbox:
         on_io_thread = threading.get_ident() == self.io_thread_id
         if on_io_thread and self.send_now is not None and dst != self.io_rank:
             # Only the I/O thread marks peers dead, and a closed outbox stays closed: no lock needed.
-            self._check(dst)
+            self.check(dst)
             if self.send_now(dst, item):
                 return
             on_io_thread = False  # the role moved on meanwhile: queue it for the new leader
         with self._lock:
             deadline_s = None
             while True:
-                self._check(dst)
+                self.check(dst)
                 if on_io_thread or self._waiting[dst] < self._limit:
                     break
                 now_s = time.monotonic()
@@ -124,7 +124,13 @@ class Outbox:
             if self._wake is not None:
                 self._wake.send(b"", zmq.NOBLOCK)
 
-    def _check(self, dst: int) -> None:
+    def check(self, dst: int) -> None:
+        """Raise if nothing can be sent to ``dst``. Thread-safe.
+
+        Raises:
+            TransportError: the mesh is closed.
+            WorkerUnavailableError: ``dst`` was declared dead.
+        """
         if self._closed_reason is not None:
             raise TransportError(self._closed_reason)
         reason = self._dead.get(dst)
@@ -162,9 +168,9 @@ class Outbox:
             self._room.notify_all()
 
     def dead_reason(self, dst: int) -> str | None:
-        """Return why ``dst`` was declared dead, or ``None``. Thread-safe."""
-        with self._lock:
-            return self._dead.get(dst)
+        """Return why ``dst`` was declared dead, or ``None``. Thread-safe (entries are only ever
+        added, and one dict lookup is atomic: no lock)."""
+        return self._dead.get(dst)
 
     def close(self, reason: str) -> bool:
         """Refuse further sends with ``reason`` and wake the I/O thread. Returns False if already closed."""

@@ -35,6 +35,13 @@ class TransportStats:
         if n:
             self.counters[key] = self.counters.get(key, 0) + n
 
+    def add_message(self, count_key: str, bytes_key: str, nbytes: int) -> None:
+        """Count one message under ``count_key`` and its ``nbytes`` under ``bytes_key`` (the hot path's one call)."""
+        counters = self.counters
+        counters[count_key] = counters.get(count_key, 0) + 1
+        if nbytes:
+            counters[bytes_key] = counters.get(bytes_key, 0) + nbytes
+
     def warn_once(self, peer: str, reason: str, detail: str) -> None:
         """Log ``detail`` at WARNING the first time ``(peer, reason)`` is seen."""
         key = (peer, reason)

@@ -73,6 +73,7 @@ class RpcAgent:
         self._reply_maps: dict[int, dict[str, str] | None] = {}  # peer id -> the inverse, for replies
         self._lock = threading.Lock()
         self._no_pending = threading.Condition(self._lock)
+        self._no_pending_waiters = 0  # threads in wait_no_pending (the last call out wakes them)
         self._request_ids = itertools.count(1)
         # Calls running here: started minus finished (two C-level counters: no lock per call).
         self._calls_started = itertools.count()
@@ -80,7 +81,8 @@ class RpcAgent:
         self._pending: dict[int, _Pending] = {}
         self._dead: dict[int, str] = {}
         self._names: dict[str, int] = {}
-        self._targets: dict[str, Callable[..., Any]] = {}
+        self._targets: dict[str, tuple[Callable[..., Any], str]] = {}  # name -> (target, description)
+        self._call_names: dict[tuple[int, Any], tuple[str, str]] = {}  # (dst, func) -> (name, description)
         self._direct_max_bytes = plan.config.transport.cma_min_kb << 10
         self._infos: list[WorkerInfo] = []
         self.sent = Counter()
@@ -234,14 +236,30 @@ class RpcAgent:
     def _call_message(self, dst: int, func: Callable[..., Any], args: Any, kwargs: Any, timeout_s: float,
                       rref: tuple[int, int] | None = None) -> tuple[dict[str, Any], Any, str]:
         """The metadata and buffers of a CALL of ``func`` to ``dst``, and the call's description."""
-        target = target_name(func)
-        encoded = encode_value([list(args), dict(kwargs or {})], encode_rref=self._encode_rref,
-                               device_map=self._device_maps.get(self._infos[dst].name))
+        target, what = self._names_of_call(dst, func)
+        encoded = encode_value([list(args), dict(kwargs) if kwargs else {}], encode_rref=self._encode_rref,
+                               device_map=self._device_maps.get(self._infos[dst].name) if self._device_maps else None)
         meta: dict[str, Any] = {"target": target, "payload": encoded.payload, "timeout_s": timeout_s}
         if rref is not None:
             meta["rref"], meta["fork"] = rref
-        meta.update(self.call_hooks.outgoing_call(dst, encoded.tensors))
-        return meta, encoded.buffers, f"RPC to {self._infos[dst].name!r} calling {target!r}"
+        extra = self.call_hooks.outgoing_call(dst, encoded.tensors)
+        if extra:
+            meta.update(extra)
+        return meta, encoded.buffers, what
+
+    def _names_of_call(self, dst: int, func: Callable[..., Any]) -> tuple[str, str]:
+        """The wire name of ``func`` and the description of a call of it to ``dst`` (remembered)."""
+        key: tuple[int, Any] | None = (dst, func)
+        try:
+            names = self._call_names.get(key)
+        except TypeError:  # an unhashable callable: target_name says why it cannot travel
+            names, key = None, None
+        if names is None:
+            target = target_name(func)
+            names = (target, f"RPC to {self._infos[dst].name!r} calling {target!r}")
+            if key is not None and len(self._call_names) < _TARGET_CACHE_SIZE:
+                self._call_names[key] = names
+        return names
 
     def call(self, to: Any, func: Callable[..., Any], args: Any = (), kwargs: Any = None, timeout: float = -1,
              rref: tuple[int, int] | None = None) -> Future:
@@ -259,7 +277,10 @@ class RpcAgent:
         info = self.worker_info(to)
         timeout_s = self.timeout_s(timeout)
         meta, buffers, what = self._call_message(info.id, func, args, kwargs, timeout_s)
-        if sum(b.nbytes for b in buffers) >= self._direct_max_bytes:
+        nbytes = 0
+        for buffer in buffers:
+            nbytes += buffer.nbytes
+        if nbytes >= self._direct_max_bytes:
             return self.request(info.id, Kind.CALL, meta, buffers, timeout_s, what).wait()
         return self._request_sync(info.id, Kind.CALL, meta, buffers, timeout_s, what)
 
@@ -300,7 +321,7 @@ class RpcAgent:
     def _forget(self, request_id: int) -> None:
         with self._lock:
             self._pending.pop(request_id, None)
-            if not self._pending:
+            if not self._pending and self._no_pending_waiters:
                 self._no_pending.notify_all()
 
     def remote(self, to: Any, func: Callable[..., Any], args: Any = (), kwargs: Any = None, timeout: float = -1) -> RRef:
@@ -442,7 +463,7 @@ class RpcAgent:
     def _finish(self, request_id: int, value: Any = None, error: BaseException | None = None) -> None:
         with self._lock:
             pending = self._pending.pop(request_id, None)
-            if not self._pending:
+            if not self._pending and self._no_pending_waiters:
                 self._no_pending.notify_all()
         if pending is None:
             return
@@ -463,7 +484,9 @@ class RpcAgent:
         src = envelope.src
         encoded = encode_value(value, encode_rref=self._encode_rref)
         meta: dict[str, Any] = {"payload": encoded.payload}
-        meta.update(self.call_hooks.result_meta(context, src, encoded.tensors))
+        extra = self.call_hooks.result_meta(context, src, encoded.tensors)
+        if extra:
+            meta.update(extra)
         self.mesh.reply(envelope, Kind.RESULT, meta, encoded.buffers)
         self.sent[Kind.RESULT] += 1
 
@@ -478,14 +501,15 @@ class RpcAgent:
         """A function or class named in a received value, under this worker's allow-list."""
         return resolve_target(name, self.config.rpc.allowed_modules, self.name, what)
 
-    def _resolve_call_target(self, name: Any) -> Callable[..., Any]:
-        """A CALL's target, resolved once per name (a name that failed is checked again each time)."""
-        func = self._targets.get(name) if isinstance(name, str) else None
-        if func is None:
-            func = resolve_target(name, self.config.rpc.allowed_modules, self.name)
+    def _resolve_call_target(self, name: Any) -> tuple[Callable[..., Any], str]:
+        """A CALL's target and its description, resolved once per name (a name that failed is
+        checked again each time)."""
+        resolved = self._targets.get(name) if isinstance(name, str) else None
+        if resolved is None:
+            resolved = (resolve_target(name, self.config.rpc.allowed_modules, self.name), f"RPC target {name!r}")
             if len(self._targets) < _TARGET_CACHE_SIZE:
-                self._targets[name] = func
-        return func
+                self._targets[name] = resolved
+        return resolved
 
     def _on_call(self, envelope: Envelope) -> None:
         next(self._calls_started)
@@ -496,10 +520,9 @@ class RpcAgent:
 
     def _run_call(self, envelope: Envelope) -> None:
         meta = envelope.meta
-        target = meta["target"]
         context = None
         try:
-            func = self._resolve_call_target(target)
+            func, described = self._resolve_call_target(meta["target"])
             try:
                 decoded = decode_value(meta["payload"], envelope.buffers, self._decode_rref, self._resolve_name)
             except ProtocolError as exc:
@@ -508,7 +531,7 @@ class RpcAgent:
             args, kwargs = _call_arguments(decoded.value)
             context = self.call_hooks.incoming_call(envelope.src, meta, decoded.tensors)
             result = self.call_hooks.run_in_context(context, func, args, kwargs)
-            deferred = deferred_future(func, result, f"RPC target {target!r}")
+            deferred = deferred_future(func, result, described)
         except BaseException as exc:  # noqa: BLE001 - travels back to the caller as data
             self._answer_call(envelope, context, error=exc)
             return
@@ -588,7 +611,11 @@ class RpcAgent:
     def wait_no_pending(self, timeout_s: float) -> bool:
         """Block until none of this worker's calls is in flight (at most ``timeout_s``)."""
         with self._no_pending:
-            return self._no_pending.wait_for(lambda: not self._pending, timeout_s)
+            self._no_pending_waiters += 1
+            try:
+                return self._no_pending.wait_for(lambda: not self._pending, timeout_s)
+            finally:
+                self._no_pending_waiters -= 1
 
     def debug_info(self) -> dict[str, Any]:
         """Counters of this worker: calls in flight, messages by kind, rejects, RRefs owned."""
@@ -609,7 +636,7 @@ class RpcAgent:
 
 
 def _call_arguments(value: Any) -> tuple[list, dict]:
-    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], list) and isinstance(value[1], dict)
-            and all(isinstance(k, str) for k in value[1])):
+    if not (type(value) is list and len(value) == 2 and type(value[0]) is list and type(value[1]) is dict
+            and (not value[1] or all(type(k) is str for k in value[1]))):
         raise ProtocolError("CALL payload must be [args list, kwargs map with string keys]")
     return value[0], value[1]

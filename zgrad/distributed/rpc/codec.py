@@ -33,17 +33,29 @@ import types
 import msgpack
 import numpy as np
 
-from zgrad.distributed.rpc.device_maps import DEVICES
 from zgrad.distributed.rpc.targets import TargetError, target_name
+from zgrad.distributed.rpc.wire_arrays import (
+    ALLOWED_DTYPE_KINDS,
+    EXT_TENSOR,
+    MAX_NDIM,
+    CodecError,
+    array_from_buffer,
+    array_spec,
+    checked_dtype,
+    parse_tensor_ref,
+    tensor_ref,
+)
+from zgrad.distributed.rpc.worker_info import WorkerInfo
 from zgrad.errors import ProtocolError, RemoteError, ZgradError
 from zgrad.kernels import dispatch
 from zgrad.nn.module import Parameter
 from zgrad.tensor import Tensor
 
-__all__ = ["Encoded", "encode_value", "decode_value", "CodecError", "SAFE_TYPES_HELP", "array_spec", "array_from_buffer"]
+__all__ = ["Encoded", "encode_value", "decode_value", "CodecError", "SAFE_TYPES_HELP", "array_spec", "array_from_buffer",
+           "ALLOWED_DTYPE_KINDS", "MAX_NDIM"]
 
 EXT_TUPLE = 1
-EXT_TENSOR = 2
+# EXT_TENSOR = 2: a tensor reference (wire_arrays.py)
 EXT_NDARRAY = 3
 EXT_RREF = 4
 EXT_WORKER_INFO = 5
@@ -53,9 +65,7 @@ EXT_OBJECT = 8  # [class "module:qualname", attribute map]
 EXT_DTYPE = 9  # a numeric numpy dtype, by its dtype string
 EXT_SET = 10  # [frozen, items]
 
-ALLOWED_DTYPE_KINDS = frozenset("biufc")
 _PACK_BUFFER = 1024
-MAX_NDIM = 64
 
 SAFE_TYPES_HELP = (
     "RPC values may be None, bool, int, float, str, bytes, list, tuple, dict, set, zgrad.Tensor, "
@@ -63,70 +73,6 @@ SAFE_TYPES_HELP = (
     "of module-level classes with a __dict__ of such values (nested freely)"
 )
 _FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, type)
-
-
-class CodecError(ZgradError, TypeError):
-    """A value cannot be sent with the safe codec; the message names it and says what is allowed."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-        self.path: list[str] = []  # where in the value, outermost first, filled in while unwinding
-
-    def __str__(self) -> str:
-        return f"{self.message} (at {''.join(self.path).lstrip('.')})" if self.path else self.message
-
-
-# dtype strings already checked to be plain numeric dtypes (a few dozen exist at most).
-_checked_dtypes: dict[str, np.dtype] = {}
-
-
-def array_spec(array: np.ndarray) -> list:
-    """``[dtype string, shape]`` of an array that may travel as a raw buffer.
-
-    Raises:
-        CodecError: a dtype that is not plain numeric (objects, strings, records).
-    """
-    dtype = array.dtype
-    if dtype.kind not in ALLOWED_DTYPE_KINDS or dtype.fields is not None:
-        raise CodecError(f"cannot send an array of dtype {dtype} in an RPC: only numeric dtypes travel")
-    return [dtype.str, list(array.shape)]
-
-
-def _checked_dtype(dtype_str: Any) -> np.dtype:
-    dtype = _checked_dtypes.get(dtype_str) if isinstance(dtype_str, str) else None
-    if dtype is not None:
-        return dtype
-    if not isinstance(dtype_str, str):
-        raise ProtocolError(f"array dtype must be a string, got {type(dtype_str).__name__}")
-    try:
-        dtype = np.dtype(dtype_str)
-    except TypeError:
-        raise ProtocolError(f"unknown array dtype {dtype_str!r}") from None
-    if dtype.kind not in ALLOWED_DTYPE_KINDS or dtype.fields is not None or dtype.str != dtype_str:
-        raise ProtocolError(f"array dtype {dtype_str!r} is not a plain numeric dtype")
-    _checked_dtypes[dtype_str] = dtype
-    return dtype
-
-
-def array_from_buffer(buffer: memoryview, dtype_str: Any, shape: Any) -> np.ndarray:
-    """The array a received ``buffer`` holds, as :func:`array_spec` described it (no copy).
-
-    Raises:
-        ProtocolError: an unknown or non-numeric dtype, a malformed shape, or a size that does not
-            match the buffer's.
-    """
-    dtype = _checked_dtype(dtype_str)
-    if not isinstance(shape, list) or len(shape) > MAX_NDIM or not all(
-            type(n) is int and n >= 0 for n in shape):
-        raise ProtocolError(f"array shape {shape!r} is not a list of non-negative ints")
-    count = 1
-    for n in shape:
-        count *= n
-    if count * dtype.itemsize != buffer.nbytes:
-        raise ProtocolError(f"a buffer of {buffer.nbytes} bytes cannot hold shape {shape} of {dtype} "
-                            f"({count * dtype.itemsize} bytes)")
-    return np.frombuffer(buffer, dtype=dtype, count=count).reshape(shape)
 
 
 @dataclass
@@ -156,7 +102,14 @@ class _Encoder:
         self.buffers: list[np.ndarray] = []
         self.tensors: list[Tensor] = []
         self.objects_open: set[int] = set()  # ids of the objects being encoded (cycle check)
-        self.headers = msgpack.Packer(use_bin_type=True)
+        self._headers: msgpack.Packer | None = None
+
+    @property
+    def headers(self) -> msgpack.Packer:
+        """Packs container headers, for values encoded piece by piece (made on first use)."""
+        if self._headers is None:
+            self._headers = msgpack.Packer(use_bin_type=True)
+        return self._headers
 
     def pack(self, value: Any) -> bytes:
         # A small starting buffer (it grows as needed): packb's default 1 MiB buffer is fresh
@@ -170,8 +123,6 @@ class _Encoder:
         return len(self.buffers) - 1
 
     def default(self, obj: Any) -> Any:
-        from zgrad.distributed.rpc.worker_info import WorkerInfo
-
         kind = type(obj)
         if kind is tuple:
             return msgpack.ExtType(EXT_TUPLE, self.pack(list(obj)))
@@ -179,17 +130,13 @@ class _Encoder:
             return msgpack.ExtType(EXT_SET, self.pack([kind is frozenset, list(obj)]))
         if isinstance(obj, Tensor):
             array = obj._data
-            index = self._array_ref(array)
-            self.tensors.append(obj)
-            fields = [index, array.dtype.str, list(array.shape), obj.requires_grad]
-            device = "cpu" if dispatch.device_type_of(array) == "cpu" else "cuda:0"
+            device = "cpu" if type(array) is np.ndarray or dispatch.device_type_of(array) == "cpu" else "cuda:0"
             if self.device_map:
                 device = self.device_map.get(device, device)
-            if isinstance(obj, Parameter) or device != "cpu":
-                fields.append(isinstance(obj, Parameter))
-            if device != "cpu":
-                fields.append(device)
-            return msgpack.ExtType(EXT_TENSOR, self.pack(fields))
+            ref = tensor_ref(len(self.buffers), array, obj.requires_grad, isinstance(obj, Parameter), device)
+            self.buffers.append(dispatch.host_buffer(array))  # device arrays: staged through pinned memory
+            self.tensors.append(obj)
+            return ref
         if isinstance(obj, np.ndarray):
             index = self._array_ref(obj)
             return msgpack.ExtType(EXT_NDARRAY, self.pack([index, obj.dtype.str, list(obj.shape)]))
@@ -312,34 +259,33 @@ class _Decoder:
         return msgpack.unpackb(data, ext_hook=self.ext_hook, strict_map_key=False, raw=False, use_list=True)
 
     def _array(self, index: Any, dtype_str: Any, shape: Any) -> np.ndarray:
-        if not isinstance(index, int) or not 0 <= index < len(self.buffers):
-            raise ProtocolError(f"buffer reference {index!r} is outside the {len(self.buffers)} buffers received")
-        if self.used[index]:
-            raise ProtocolError(f"buffer {index} is referenced twice")
-        self.used[index] = True
+        self._use(index)
         try:
             return array_from_buffer(self.buffers[index], dtype_str, shape)
         except ProtocolError as exc:
             raise ProtocolError(f"buffer {index}: {exc}") from None
 
-    def _tensor(self, fields: Any) -> Tensor:
-        if (not isinstance(fields, list) or len(fields) not in (4, 5, 6) or not all(isinstance(f, bool) for f in fields[3:5])
-                or (len(fields) == 6 and fields[5] not in DEVICES)):
-            raise ProtocolError("malformed tensor reference")
-        array = self._array(*fields[:3])
-        device = fields[5] if len(fields) == 6 else "cpu"
+    def _use(self, index: Any) -> None:
+        if not isinstance(index, int) or not 0 <= index < len(self.buffers):
+            raise ProtocolError(f"buffer reference {index!r} is outside the {len(self.buffers)} buffers received")
+        if self.used[index]:
+            raise ProtocolError(f"buffer {index} is referenced twice")
+        self.used[index] = True
+
+    def _tensor(self, data: bytes) -> Tensor:
+        ref = parse_tensor_ref(data)
+        self._use(ref.index)
+        array = ref.array(self.buffers)
+        device = ref.device
         if self.device_map:
             device = self.device_map.get(device, device)
         if device != "cpu":
             array = _place(array, device)
-        requires_grad = fields[3]
-        if requires_grad and array.dtype.kind not in "fc":
-            raise ProtocolError(f"a tensor of dtype {array.dtype} cannot require grad")
-        if len(fields) >= 5 and fields[4]:
-            tensor: Tensor = Parameter(array, requires_grad=requires_grad)
+        if ref.parameter:
+            tensor: Tensor = Parameter(array, requires_grad=ref.requires_grad)
         else:
             tensor = Tensor(array)
-            if requires_grad:
+            if ref.requires_grad:
                 tensor.requires_grad_(True)
         self.tensors.append(tensor)
         return tensor
@@ -368,15 +314,13 @@ class _Decoder:
         return obj
 
     def ext_hook(self, code: int, data: bytes) -> Any:
-        from zgrad.distributed.rpc.worker_info import WorkerInfo
-
+        if code == EXT_TENSOR:
+            return self._tensor(data)
         fields = self.unpack(data)
         if code == EXT_TUPLE:
             if not isinstance(fields, list):
                 raise ProtocolError("malformed tuple")
             return tuple(fields)
-        if code == EXT_TENSOR:
-            return self._tensor(fields)
         if code == EXT_NDARRAY:
             if not isinstance(fields, list) or len(fields) != 3:
                 raise ProtocolError("malformed array reference")
@@ -398,7 +342,7 @@ class _Decoder:
         if code == EXT_OBJECT:
             return self._object(fields)
         if code == EXT_DTYPE:
-            return _checked_dtype(fields)
+            return checked_dtype(fields)
         if code == EXT_SET:
             if not (isinstance(fields, list) and len(fields) == 2 and isinstance(fields[0], bool)
                     and isinstance(fields[1], list)):

@@ -105,20 +105,21 @@ def check_meta(kind: int, meta: Any, schema: Mapping[str, tuple[tuple[type, ...]
             raise ProtocolError(
                 f"{KIND_NAMES.get(kind, kind)} metadata key {key!r} has type {type(value).__name__}; "
                 f"expected {' or '.join(t.__name__ for t in types)}")
-    for key in _required(schema):
-        if key not in meta:
-            raise ProtocolError(f"{KIND_NAMES.get(kind, kind)} metadata lacks the required key {key!r}")
+    required = _required(schema)
+    if not required <= meta.keys():
+        missing = next(key for key in schema if key in required and key not in meta)
+        raise ProtocolError(f"{KIND_NAMES.get(kind, kind)} metadata lacks the required key {missing!r}")
     return meta
 
 
-_REQUIRED: dict[int, tuple[Mapping[str, Any], tuple[str, ...]]] = {}
+_REQUIRED: dict[int, tuple[Mapping[str, Any], frozenset[str]]] = {}
 
 
-def _required(schema: Mapping[str, tuple[tuple[type, ...], bool]]) -> tuple[str, ...]:
+def _required(schema: Mapping[str, tuple[tuple[type, ...], bool]]) -> frozenset[str]:
     """The required keys of ``schema`` (cached per schema object; schemas are module constants)."""
     cached = _REQUIRED.get(id(schema))
     if cached is not None and cached[0] is schema:
         return cached[1]
-    required = tuple(key for key, (_, needed) in schema.items() if needed)
+    required = frozenset(key for key, (_, needed) in schema.items() if needed)
     _REQUIRED[id(schema)] = (schema, required)
     return required
