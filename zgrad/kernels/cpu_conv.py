@@ -15,8 +15,8 @@ Arguments are C-contiguous: ``x`` (N, C, H, W), ``cols`` (N, C*KH*KW, OH, OW).
 Stride-1 zero-padded convolutions need no columns at all. ``pad_planes`` lays the padded planes
 of several samples end to end, one row of the result per channel: (C, m * plane + tail), each
 image row followed by its zero columns and each image by its zero rows, which serve as the next
-row's left (the next image's top) padding too: rows of Wp = W + max(pad_left, pad_right). Output position q of that row (sample q // plane, padded position
-q % plane) sees through tap (i, j) of the kernel the input at q + i*dh*Wp + j*dw, so the inputs of
+row's left (the next image's top) padding too: rows of Wp = W + max(pad_left, pad_right) (or OW,
+if wider). Output position q of that row (sample q // plane, padded position q % plane) sees through tap (i, j) of the kernel the input at q + i*dh*Wp + j*dw, so the inputs of
 one tap over all m samples are one strided (C, m * plane) matrix that BLAS reads in place: the
 backend sums one product per tap. Positions past a row's OW outputs or past a plane's OH rows are
 computed and dropped by ``crop_planes`` (their gradient is set to zero by ``pad_planes``); the
@@ -133,8 +133,8 @@ def col2im(cols, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_
 
 # pad_planes and crop_planes are serial: as flat loops over rows they copy at close to memcpy's
 # speed (0.14 and 0.08 ms for 9x64 planes of 32x32, against 0.3-0.6 ms as a prange of per-plane
-# slices),
-# and a parallel region right after a BLAS product waits on cores OpenBLAS's threads still spin on.
+# slices), and a parallel region right after a BLAS product waits on cores OpenBLAS's threads
+# still spin on.
 @kernel
 def pad_planes(x, top, left, width, plane, out):
     """out[c, n*plane:(n+1)*plane] = plane n of channel c padded: zeros, with x[n, c] written at

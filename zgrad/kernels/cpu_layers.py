@@ -13,6 +13,8 @@ Convolution runs on BLAS (``np.matmul``) a chunk of samples at a time, one of th
   (one thread): the columns (9x the input) cost more to write than the sums of the taps;
 - otherwise im2col: the columns of the chunk, then one product. The backward builds the columns
   again rather than keeping them from the forward (KH*KW times the input's size).
+
+Padded planes, products and columns are scratch arrays borrowed from :mod:`scratch` for the call.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from zgrad.kernels.cpu_common import kernel_module
-from zgrad.kernels.scratch import Workspace, workspace
 from zgrad.kernels.dispatch_layers import PADDING_MODES
+from zgrad.kernels.scratch import Workspace, workspace
 
 __all__ = [
     "adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "avg_pool2d", "avg_pool2d_backward", "batch_norm",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import types
 from collections import Counter
 from typing import Any, Callable
 
@@ -248,17 +249,18 @@ class RpcAgent:
         return meta, encoded.buffers, what
 
     def _names_of_call(self, dst: int, func: Callable[..., Any]) -> tuple[str, str]:
-        """The wire name of ``func`` and the description of a call of it to ``dst`` (remembered)."""
-        key: tuple[int, Any] | None = (dst, func)
-        try:
-            names = self._call_names.get(key)
-        except TypeError:  # an unhashable callable: target_name says why it cannot travel
-            names, key = None, None
+        """The wire name of ``func`` and the description of a call of it to ``dst``.
+
+        Remembered for functions and classes only: a bound method (made anew at each attribute
+        access) would keep its object alive in the memo.
+        """
+        remembered = isinstance(func, (types.FunctionType, type))
+        names = self._call_names.get((dst, func)) if remembered else None
         if names is None:
             target = target_name(func)
             names = (target, f"RPC to {self._infos[dst].name!r} calling {target!r}")
-            if key is not None and len(self._call_names) < _TARGET_CACHE_SIZE:
-                self._call_names[key] = names
+            if remembered and len(self._call_names) < _TARGET_CACHE_SIZE:
+                self._call_names[(dst, func)] = names
         return names
 
     def call(self, to: Any, func: Callable[..., Any], args: Any = (), kwargs: Any = None, timeout: float = -1,
@@ -277,10 +279,7 @@ class RpcAgent:
         info = self.worker_info(to)
         timeout_s = self.timeout_s(timeout)
         meta, buffers, what = self._call_message(info.id, func, args, kwargs, timeout_s)
-        nbytes = 0
-        for buffer in buffers:
-            nbytes += buffer.nbytes
-        if nbytes >= self._direct_max_bytes:
+        if sum(buffer.nbytes for buffer in buffers) >= self._direct_max_bytes:
             return self.request(info.id, Kind.CALL, meta, buffers, timeout_s, what).wait()
         return self._request_sync(info.id, Kind.CALL, meta, buffers, timeout_s, what)
 
