@@ -490,3 +490,8 @@ def pass_rrefs_back(rrefs):
 
 def transport_stats():
     return rpc.get_debug_info()["transport"]
+
+
+def remote_contexts(name):
+    """The number of autograd contexts worker ``name`` holds (asked from here)."""
+    return rpc.rpc_sync(name, dist_debug_info)["num_autograd_contexts"]

@@ -331,6 +331,16 @@ class DistEngine:
         answered. Does not block."""
         self.teardown.release_context(context_id, done)
 
+    def release_here(self, context_id: int, src: int | None = None) -> set[int] | None:
+        """Release the context on this worker only (ending its passes here); returns the workers
+        it reached from here (``src`` excepted), or None if it was unknown here. The caller
+        releases it there: :meth:`broadcast_release`, or by its own means."""
+        return self.teardown.release_here(context_id, src)
+
+    def broadcast_release(self, context_id: int, targets: set[int], done: Callable[[], None]) -> None:
+        """CONTEXT_RELEASE to ``targets`` (they forward it); ``done`` once all answered. Does not block."""
+        self.teardown.broadcast_release(context_id, targets, done)
+
     def debug_info(self) -> dict[str, Any]:
         contexts = self.contexts.all()
         return {

@@ -105,23 +105,25 @@ class Teardown:
 
     def release_context(self, context_id: int, done: Callable[[], None]) -> None:
         """Release the context here and on every worker it reached, recursively; ``done`` when all answered."""
-        targets = self._release_here(context_id, None)
-        if targets is None:
-            done()
-            return
+        self.broadcast_release(context_id, self.release_here(context_id) or set(), done)
+
+    def broadcast_release(self, context_id: int, targets: set[int], done: Callable[[], None]) -> None:
+        """Send CONTEXT_RELEASE to ``targets``; ``done`` once every one answered (each after
+        forwarding it to the workers the context reached from there)."""
         self.outbox.broadcast(targets, ContextRelease(context_id), done)
 
     def on_release(self, src: int, body: dict[str, Any], _arrays: Sequence[Any]) -> None:
         """CONTEXT_RELEASE: release here, forward to the workers the context reached from here, answer."""
         release = ContextRelease.from_body(body)
-        targets = self._release_here(release.context_id, src)
-        if targets is None:
+        targets = self.release_here(release.context_id, src)
+        if not targets:
             self.outbox.reply(src, release)
             return
         self.outbox.broadcast(targets, release, lambda: self.outbox.reply(src, release))
 
-    def _release_here(self, context_id: int, src: int | None) -> set[int] | None:
-        """Release the context here; the workers to forward the release to, or None if it was unknown."""
+    def release_here(self, context_id: int, src: int | None = None) -> set[int] | None:
+        """Release the context here; the workers it reached from here (``src``, the worker that
+        asked, excepted), to release it next; None if it was unknown here."""
         ctx = self.contexts.release(context_id)
         if ctx is None:
             return None

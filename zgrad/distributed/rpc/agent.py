@@ -559,6 +559,11 @@ class RpcAgent:
             self._reply_error(envelope, exc)
 
     def _on_fetch(self, envelope: Envelope) -> None:
+        try:
+            context = self.call_hooks.incoming_call(envelope.src, envelope.meta, ())
+        except Exception as exc:  # noqa: BLE001 - e.g. a released context: the caller's to see
+            self._reply_error(envelope, exc)
+            return
         value = self.rrefs.read(envelope.meta["rref"])
 
         def answer(done: Future) -> None:
@@ -567,7 +572,6 @@ class RpcAgent:
                 self._reply_error(envelope, error)
                 return
             try:
-                context = self.call_hooks.incoming_call(envelope.src, envelope.meta, ())
                 self._reply(envelope, done.value(), context)
             except Exception as exc:  # noqa: BLE001
                 self._reply_error(envelope, exc)
@@ -598,6 +602,15 @@ class RpcAgent:
     def _calls_running(self) -> int:
         finished = self._calls_finished.__reduce__()[1][0]  # read without counting
         return self._calls_started.__reduce__()[1][0] - finished
+
+    def requests_in_flight(self, dst: int, context_id: int) -> bool:
+        """Whether a call (or fetch) to ``dst`` made in autograd context ``context_id`` awaits its reply."""
+        with self._lock:
+            return any(p.dst == dst and p.context == context_id for p in self._pending.values())
+
+    def schedule(self, delay_s: float, callback: Callable[[], None]) -> None:
+        """Run ``callback()`` on the agent's timer thread in ``delay_s`` seconds (keep it short)."""
+        self.timer.schedule(delay_s, callback)
 
     def dead_workers(self) -> dict[int, str]:
         with self._lock:

@@ -70,11 +70,11 @@ SCHEMAS: dict[int, dict[str, tuple[tuple[type, ...], bool]]] = {
     Kind.CALL: {
         "target": ((str,), True), "payload": ((bytes,), True), "timeout_s": (_NUMBER, True),
         "rref": (_OPT_INT, False), "fork": (_OPT_INT, False), "context": (_OPT_INT, False),
-        "grad_msg": (_OPT_INT, False),
+        "grad_msg": (_OPT_INT, False), "released": ((list,), False),
     },
     Kind.RESULT: {"payload": ((bytes,), True), "grad_msg": (_OPT_INT, False)},
     Kind.ERROR: {"type": ((str,), True), "message": ((str,), True), "worker": ((str,), True), "traceback": ((str,), True)},
-    Kind.RREF_FETCH: {"rref": (_INT, True), "context": (_OPT_INT, False)},
+    Kind.RREF_FETCH: {"rref": (_INT, True), "context": (_OPT_INT, False), "released": ((list,), False)},
     Kind.RREF_FORK: {"rref": (_INT, True), "fork": (_INT, True)},
     Kind.RREF_DELETE: {"rref": (_INT, True), "fork": (_INT, True)},
     Kind.SHUTDOWN_READY: {},
