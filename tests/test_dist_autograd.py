@@ -190,10 +190,14 @@ def test_a_pass_sends_nothing_after_its_gradients_and_back_to_back_passes_work(t
         with dist_autograd.context() as context_id:
             loss = (rpc.rpc_sync("worker1", T.add, args=(t1, t2)) * t4).sum()
             before = engine_messages()
-            bytes_before = rpc.get_debug_info()["transport"].get("bytes_in", 0)
+            transport_before = rpc.get_debug_info()["transport"]
             dist_autograd.backward(context_id, [loss], retain_graph=True, mode="fast")
+            transport_after = rpc.get_debug_info()["transport"]
             # add's two gradients are one array: it travels once (3x3 float64), and each leaf gets its own
-            assert rpc.get_debug_info()["transport"].get("bytes_in", 0) - bytes_before == 9 * 8
+            assert transport_after.get("bytes_in", 0) - transport_before.get("bytes_in", 0) == 9 * 8
+            # the GRAD left from this thread's own socket, and the GRAD_ACK came back there
+            assert transport_after["direct_requests"] - transport_before["direct_requests"] == 1
+            assert transport_after.get("late_replies", 0) == transport_before.get("late_replies", 0)
             grads = dist_autograd.get_gradients(context_id)
             assert not np.shares_memory(grads[t1].numpy(), grads[t2].numpy())
             assert rpc.rpc_sync("worker1", T.dist_debug_info)["num_current_backward_passes"] == 0

@@ -91,3 +91,62 @@ def test_a_direct_routing_id_cannot_claim_another_rank_or_send_garbage(worlds, t
         assert workers[0].get().meta == "still serving"
     finally:
         impostor.close(0), ctx.term()
+
+
+def test_sent_requests_are_collected_later_with_a_wake_fd(worlds, transport):
+    """``send_direct`` returns at once; ``wait_direct`` collects the replies to the ids it expects
+    (one wait may bring several), drops others, and returns early when its wake fd is written."""
+    import os
+
+    workers = worlds.world(transport, 2, on_message=echo_handler)
+    mesh = workers[0].mesh
+    wake = os.eventfd(0, os.EFD_NONBLOCK)
+    try:
+        for request_id in (11, 12):
+            mesh.send_direct(1, 1, request_id, {"n": request_id}, [b"x"])
+        expected = {1: {11, 12}}
+        replies = []
+        deadline = time.monotonic() + 10
+        while expected[1] and time.monotonic() < deadline:
+            replies += mesh.wait_direct(expected, wake, 1.0)
+        assert sorted((r.request_id, r.meta["twice"], bytes(r.buffers[0])) for r in replies) == [(11, 22, b"x"), (12, 24, b"x")]
+        assert expected == {1: set()}
+        # a reply nobody expects any more is dropped and counted
+        mesh.send_direct(1, 1, 13, {"n": 13, "sleep_s": 0.2}, [])
+        late_before = mesh.stats().get("late_replies", 0)
+        mesh.send_direct(1, 1, 14, {"n": 14, "sleep_s": 0.2}, [])
+        expected = {1: {14}}
+        while expected[1] and time.monotonic() < deadline:
+            assert all(r.request_id == 14 for r in mesh.wait_direct(expected, wake, 1.0))
+        assert mesh.stats()["late_replies"] == late_before + 1
+        # the wake fd ends a wait at once
+        mesh.send_direct(1, 1, 15, {"n": 15, "sleep_s": 1.0}, [])
+        threading.Timer(0.1, lambda: os.eventfd_write(wake, 1)).start()
+        started = time.monotonic()
+        expected = {1: {15}}
+        while time.monotonic() - started < 0.8:
+            assert mesh.wait_direct(expected, wake, 0.05) == []
+            try:
+                os.eventfd_read(wake)
+                break
+            except BlockingIOError:
+                continue
+        assert time.monotonic() - started < 0.8
+        while expected[1] and time.monotonic() < deadline:  # the slow reply still comes
+            mesh.wait_direct(expected, wake, 1.0)
+        assert expected == {1: set()}
+    finally:
+        os.close(wake)
+
+
+def test_send_direct_to_a_lost_peer_fails_at_once(worlds):
+    workers = worlds.world("inproc", 2, on_message=echo_handler)
+    workers[1].mesh.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            workers[0].mesh.send_direct(1, 1, 1, {"n": 1}, [])
+        except WorkerUnavailableError:
+            return
+        time.sleep(0.05)
+    raise AssertionError("send_direct kept accepting messages for a lost peer")

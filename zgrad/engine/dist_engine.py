@@ -39,12 +39,13 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from typing import Any, Callable, Sequence
 
 from zgrad.engine.context import ContextContainer, make_id_generator
 from zgrad.engine.dist_modes import FastMode, SmartMode
 from zgrad.engine.dist_outbox import Messenger, Outbox
-from zgrad.engine.dist_pass import Completion, PassState, TaskRun
+from zgrad.engine.dist_pass import Completion, DirectReplies, PassState, TaskRun
 from zgrad.engine.dist_protocol import ACK_KINDS, CONTEXT_RELEASE, DISCOVER, DISCOVER_ACK, FAILURE, GRAD, GRAD_ACK, \
     PASS_END, START, TRACE_KEY, Discover, Grad, Start, carries_work, crash_report, pass_id_of, root_of
 from zgrad.engine.dist_root import DISCOVERY, WORK, ReportOutcome, RootPass, RootPasses, end_verdict
@@ -87,8 +88,10 @@ class DistEngine:
 
     # --- arrivals -------------------------------------------------------------------------------
 
-    def receive(self, src: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> None:
+    def receive(self, src: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = (), reply: Any = None) -> None:
         """Handle one message from ``src`` (the messenger's inbound path, e.g. the I/O thread).
+        ``reply``: the message came from the root's thread waiting on a socket of its own (a
+        GRAD the root sent, ``Messenger.send_direct``); the task's report answers it there.
 
         Raises:
             AutogradError: an unknown kind.
@@ -102,6 +105,8 @@ class DistEngine:
         handler = self._handlers.get(kind)
         if handler is None:
             raise AutogradError(f"unknown distributed autograd message kind {kind!r}")
+        if reply is not None and kind == GRAD:
+            handler = functools.partial(self._on_grad, reply=reply)
         if kind in INLINE_KINDS and not carries_work(body):  # a GRAD_ACK with GRADs in it runs them
             handler(src, body, arrays)
             return
@@ -131,8 +136,8 @@ class DistEngine:
         for root_pass in self.roots.peer_lost(rank, error):
             self._fail(root_pass, error)
 
-    def _on_grad(self, src: int, body: dict[str, Any], arrays: Sequence[Any]) -> None:
-        self._to_root(self.runner.grad(src, Grad.from_body(body), arrays))
+    def _on_grad(self, src: int, body: dict[str, Any], arrays: Sequence[Any], reply: Any = None) -> None:
+        self._to_root(self.runner.grad(src, Grad.from_body(body), arrays), reply if root_of(body, src) == src else None)
 
     def _on_discover(self, src: int, body: dict[str, Any], _arrays: Sequence[Any]) -> None:
         self._to_root(self.runner.on_discover(src, Discover.from_body(body)))
@@ -149,13 +154,14 @@ class DistEngine:
         if outcome is not None and outcome.root_pass.state.recording is not None:
             outcome.root_pass.state.recording.span("report", f"{kind} from rank {src}", started, clock_ns())
 
-    def _to_root(self, routed: ReportForRoot) -> None:
-        """Hand a task's report to its pass's root: here, or over the network."""
+    def _to_root(self, routed: ReportForRoot, reply: Any = None) -> None:
+        """Hand a task's report to its pass's root: here, or over the network (``reply``: as the
+        answer to the GRAD the root sent from its waiting thread, see :meth:`receive`)."""
         if routed.root == self.rank:
             self._act(self.roots.report(self.rank, routed.report, routed.arrays))
             return
         try:
-            self.outbox.send(routed.root, routed.report, routed.arrays)
+            self.outbox.send(routed.root, routed.report, routed.arrays, reply)
         except Exception:  # noqa: BLE001 - the root is gone; nobody waits for this
             log.debug("worker %s: could not report %s to rank %s", self.rank, routed.report.KIND, routed.root)
 
@@ -204,6 +210,7 @@ class DistEngine:
                     break
                 seen = state.progress
         finally:
+            state.direct_thread = None
             for work in completion.stop_accepting():
                 self.messenger.submit(work)
             if recording is not None:
@@ -222,6 +229,11 @@ class DistEngine:
         if traced:
             self.recorder.note_rooted(context_id, pass_id)
         root_pass = self.roots.start(state, caller_runs_work)
+        if caller_runs_work and not pass_mode.discovers and self.outbox.direct:
+            # The waiting thread sends the GRADs of its runs from a socket of its own, and their
+            # reports come back there: no hand-off to and from the I/O thread on either side.
+            state.direct_thread = threading.get_ident()
+            root_pass.completion.also_wait_for(DirectReplies(state.direct_replies, self.outbox.wait_direct))
         run = TaskRun(state, self.runner.new_task_id(), label="run from the roots")
         root_pass.tracker.announce(WORK, run.task_id, self.rank)
         if pass_mode.discovers:

@@ -34,11 +34,15 @@ class Messenger(Protocol):
 
     rank: int
 
-    def send(self, dst: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> None:
-        """Send one message; may raise if ``dst`` is known to be unreachable."""
-
     def worker_name(self, rank: int) -> str:
         """The name of worker ``rank`` (unquoted)."""
+
+    def send(self, dst: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = (), reply: Any = None) -> None:
+        """Send one message (``reply``: a token the messenger gave with a received message, which
+        this one answers on the socket the sender waits on); may raise if ``dst`` is known to be
+        unreachable. A messenger may also offer ``send_direct(dst, kind, body, arrays) -> request
+        id | None`` and ``wait_direct(expected, wake_fd, timeout_s)``: the root's waiting thread
+        then sends its GRADs and receives their reports on a socket of its own."""
 
     def submit(self, work: Callable[[], None]) -> None:
         """Run ``work()`` soon, where it may take its time: now, on the thread that received the
@@ -63,8 +67,9 @@ class Outbox:
     def worker_name(self, rank: int) -> str:
         return self.messenger.worker_name(rank)
 
-    def send(self, dst: int, message: Message, arrays: Sequence[Any] = ()) -> None:
-        """Send ``message`` (and its gradients) to ``dst``.
+    def send(self, dst: int, message: Message, arrays: Sequence[Any] = (), reply: Any = None) -> None:
+        """Send ``message`` (and its gradients) to ``dst`` (``reply``: as the answer to the message
+        that token stands for, see :meth:`DistEngine.receive`).
 
         Raises:
             Exception: whatever the messenger raises for an unreachable ``dst``.
@@ -73,7 +78,32 @@ class Outbox:
         body = message.to_body()
         if self.recorder.recordings:
             self.recorder.sending(dst, message.KIND, body)
-        self.messenger.send(dst, message.KIND, body, arrays)
+        if reply is None:
+            self.messenger.send(dst, message.KIND, body, arrays)
+        else:
+            self.messenger.send(dst, message.KIND, body, arrays, reply=reply)
+
+    @property
+    def direct(self) -> bool:
+        """Whether the messenger sends from a waiting thread's own socket (``send_direct``)."""
+        return hasattr(self.messenger, "send_direct")
+
+    def send_direct(self, dst: int, message: Message, arrays: Sequence[Any] = ()) -> int | None:
+        """Send ``message`` from the calling thread's own socket; the id of its answer to wait for
+        with :meth:`wait_direct` (None: it went the usual way).
+
+        Raises:
+            Exception: whatever the messenger raises for an unreachable ``dst``.
+        """
+        self.sent[message.KIND] += 1
+        body = message.to_body()
+        if self.recorder.recordings:
+            self.recorder.sending(dst, message.KIND, body)
+        return self.messenger.send_direct(dst, message.KIND, body, arrays)
+
+    def wait_direct(self, expected: dict[int, set[int]], wake_fd: int, timeout_s: float) -> None:
+        """Receive answers to :meth:`send_direct` on this thread (see ``Messenger.wait_direct``)."""
+        self.messenger.wait_direct(expected, wake_fd, timeout_s)
 
     def request(self, dst: int, message: Request, on_answer: AnswerHandler) -> None:
         """Send ``message`` and hand its answer to ``on_answer`` (once). An unreachable ``dst``

@@ -18,6 +18,7 @@ reports it.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -29,7 +30,7 @@ from zgrad.engine.dist_trace import PassRecording, clock_ns
 from zgrad.engine.graph_task import GraphTask
 from zgrad.errors import AutogradError
 
-__all__ = ["PassState", "TaskRun", "Completion", "Gate", "READY_WAIT_S"]
+__all__ = ["PassState", "TaskRun", "Completion", "DirectReplies", "Gate", "READY_WAIT_S"]
 
 
 READY_WAIT_S = 60.0  # a pass's set-up is local work (counting dependencies): this is a safety bound
@@ -88,6 +89,10 @@ class PassState:
         self.active = 0  # tasks of the pass running on this worker
         self.closed = False
         self.progress = 0
+        # At the root: the thread waiting for the pass sends its GRADs from a socket of its own
+        # and gets their reports there (``direct_replies``: rank -> ids of those not back yet).
+        self.direct_thread: int | None = None
+        self.direct_replies: dict[int, set[int]] = {}
 
     def touch(self) -> None:
         self.progress += 1
@@ -205,14 +210,28 @@ class Completion:
         self._accepting = caller_runs_work
         self._done = False
         self._error: BaseException | None = None
+        self._direct: DirectReplies | None = None
+        self._wake_fd: int | None = None  # an eventfd: wakes the waiter while it polls its sockets
+        self._polling = False
+
+    def also_wait_for(self, direct: "DirectReplies") -> None:
+        """While ``direct`` has replies outstanding, the waiter waits for them and for posted work
+        at once (the root's own socket and this queue)."""
+        self._direct = direct
 
     def set_done(self, error: BaseException | None = None) -> bool:
         with self._lock:
             if self._done:
                 return False
             self._done, self._error = True, error
-        self._queue.put(_DONE)
+            self._queue.put(_DONE)
+            self._poke()
         return True
+
+    def _poke(self) -> None:
+        """Wake a waiter polling its sockets (lock held: the fd stays open meanwhile)."""
+        if self._polling and self._wake_fd is not None:
+            os.eventfd_write(self._wake_fd, 1)
 
     def done(self) -> bool:
         return self._done
@@ -223,6 +242,7 @@ class Completion:
             if not self._accepting:
                 return False
             self._queue.put(work)
+            self._poke()
             return True
 
     def wait(self, timeout_s: float | None, idle: Callable[[int, int], None] | None = None) -> bool:
@@ -235,7 +255,12 @@ class Completion:
                 return False
             waited_from = clock_ns() if idle is not None else 0
             try:
-                work = self._queue.get(timeout=remaining)
+                if self._direct is not None and self._direct.outstanding():
+                    work = self._wait_both(remaining)
+                    if work is None:
+                        continue
+                else:
+                    work = self._queue.get(timeout=remaining)
             except queue.Empty:
                 return self._done
             finally:
@@ -246,10 +271,36 @@ class Completion:
                 del work
         return True
 
+    def _wait_both(self, remaining: float | None) -> Callable[[], None] | None:
+        """Wait for posted work and for replies on the waiter's sockets (which the messenger
+        receives here, posting their work); the next work, or None."""
+        if self._wake_fd is None:
+            self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._polling = True
+        try:
+            try:
+                return self._queue.get_nowait()
+            except queue.Empty:
+                pass
+            self._direct.wait(self._wake_fd, DIRECT_WAIT_S if remaining is None else min(remaining, DIRECT_WAIT_S))
+            try:
+                os.eventfd_read(self._wake_fd)
+            except BlockingIOError:
+                pass
+            try:
+                return self._queue.get_nowait()
+            except queue.Empty:
+                return None
+        finally:
+            self._polling = False
+
     def stop_accepting(self) -> list[Callable[[], None]]:
         """The waiter leaves: later :meth:`post` calls return False; returns the work still queued."""
         with self._lock:
             self._accepting = False
+            if self._wake_fd is not None:
+                os.close(self._wake_fd)
+                self._wake_fd = None
         left = []
         while True:
             try:
@@ -266,3 +317,20 @@ class Completion:
 
 
 _DONE = object()  # queued by Completion.set_done: wakes the waiter
+DIRECT_WAIT_S = 0.05  # longest single wait on the root's sockets (the deadline is checked between)
+
+
+class DirectReplies:
+    """The reports the root's waiting thread expects on its own sockets (answers to the GRADs it
+    sent with ``send_direct``), and how to wait for them: ``receive(expected, wake_fd,
+    timeout_s)`` receives what arrived (the messenger's ``wait_direct``)."""
+
+    def __init__(self, expected: dict[int, set[int]], receive: Callable[[dict[int, set[int]], int, float], None]) -> None:
+        self.expected = expected
+        self._receive = receive
+
+    def outstanding(self) -> bool:
+        return any(self.expected.values())
+
+    def wait(self, wake_fd: int, timeout_s: float) -> None:
+        self._receive(self.expected, wake_fd, timeout_s)

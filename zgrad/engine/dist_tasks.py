@@ -16,6 +16,7 @@ module sends the messages that start tasks, never the reports, and never calls t
 
 from __future__ import annotations
 
+import threading
 from typing import Any, NamedTuple, Sequence
 
 from zgrad.engine.context import ContextContainer, DistAutogradContext, make_id_generator
@@ -116,7 +117,12 @@ class TaskRunner:
         """
         state.add_participant(dst)
         try:
-            self.outbox.send(dst, message, arrays)
+            if state.direct_thread is not None and state.direct_thread == threading.get_ident():
+                request_id = self.outbox.send_direct(dst, message, arrays)
+                if request_id is not None:
+                    state.direct_replies.setdefault(dst, set()).add(request_id)
+            else:
+                self.outbox.send(dst, message, arrays)
         except Exception as exc:  # noqa: BLE001 - the task fails with this
             raise AutogradError(f"cannot reach worker {self.outbox.worker_name(dst)!r}: {exc}") from exc
 

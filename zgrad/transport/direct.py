@@ -30,6 +30,7 @@ from zgrad.transport import frames as fr
 from zgrad.transport.envelope import Envelope
 from zgrad.transport.security import CurveKeys
 from zgrad.transport.sockets import open_dealer
+from zgrad.transport.stats import TransportStats
 
 __all__ = ["DirectCaller", "DIRECT_ID", "DIRECT_MAGIC", "WAIT_SLICE_S"]
 
@@ -71,11 +72,13 @@ class DirectCaller:
         valid_kinds: the kinds a reply may have (checked by ``frames.decode``).
         before_wait: called once before each wait (the leader hands its role on; see ``role.py``).
         describe: rank -> the worker, for error messages.
+        stats: where replies received count (``messages_in``, ``bytes_in``), or None.
     """
 
     def __init__(self, context: zmq.Context, config: Any, keys: CurveKeys | None, rank: int, session: int,
                  endpoint_of: Callable[[int], str], dead_reason: Callable[[int], str | None],
-                 valid_kinds: frozenset[int], before_wait: Callable[[], None], describe: Callable[[int], str]) -> None:
+                 valid_kinds: frozenset[int], before_wait: Callable[[], None], describe: Callable[[int], str],
+                 stats: TransportStats | None = None) -> None:
         self._context = context
         self._config = config
         self._keys = keys
@@ -86,6 +89,7 @@ class DirectCaller:
         self._valid_kinds = valid_kinds
         self._before_wait = before_wait
         self._describe = describe
+        self._stats = stats
         self._max_bytes = config.max_message_mb << 20
         self._chunk_bytes = config.chunk_mb << 20
         self._local = threading.local()
@@ -158,6 +162,66 @@ class DirectCaller:
             if deadline_s is not None and time.monotonic() >= deadline_s:
                 raise ZgradTimeoutError(f"no reply from {self._describe(dst)} in time")
 
+    def send(self, dst: int, frames: list, timeout_s: float) -> None:
+        """Send ``frames`` on the calling thread's socket to ``dst`` and return at once: the
+        answer comes back to that socket (:meth:`wait_replies`). Waits only while the socket
+        is not connected yet, at most ``timeout_s``.
+
+        Raises:
+            WorkerUnavailableError: ``dst`` was declared lost.
+            ZgradTimeoutError: the socket could not take the message within ``timeout_s``.
+            TransportError: the mesh is closed.
+        """
+        deadline_s = time.monotonic() + timeout_s
+        while True:
+            reason = self._dead_reason(dst)
+            if reason is not None:
+                raise WorkerUnavailableError(f"{self._describe(dst)} is unavailable: {reason}")
+            direct = self._socket(dst)
+            with direct.lock:
+                if direct.closed:
+                    raise TransportError(self._closed_reason or "the mesh is closed")
+                if self._try_send(direct.sock, frames):
+                    self.requests += 1
+                    return
+                wait_s = min(WAIT_SLICE_S, deadline_s - time.monotonic())
+                if wait_s > 0:
+                    zmq.zmq_poll([(direct.sock, _POLLOUT)], int(wait_s * 1000) + 1)
+            if time.monotonic() >= deadline_s:
+                raise ZgradTimeoutError(f"could not send to {self._describe(dst)} in time")
+
+    def wait_replies(self, expected: dict[int, set[int]], wake_fd: int, timeout_s: float) -> list[Envelope]:
+        """Wait on the calling thread's sockets to the peers in ``expected`` (rank -> request ids
+        sent with :meth:`send`) and on ``wake_fd``, at most ``timeout_s`` (and one slice); return
+        the replies to those requests that arrived (their ids are removed from ``expected``).
+        A reply to another request is dropped and counted (``late_replies``)."""
+        mine = getattr(self._local, "sockets", None) or {}
+        directs = [(dst, mine[dst]) for dst in sorted(expected) if dst in mine and not mine[dst].closed]
+        items: list = [(direct.sock, _POLLIN) for _, direct in directs]
+        items.append((wake_fd, _POLLIN))
+        wait_ms = int(min(max(timeout_s, 0.0), WAIT_SLICE_S) * 1000) + 1
+        replies: list[Envelope] = []
+        locks = [direct.lock for _, direct in directs]
+        for lock in locks:
+            lock.acquire()
+        try:
+            if any(direct.closed for _, direct in directs):
+                return replies
+            events = zmq.zmq_poll(items, wait_ms)
+            ready = {sock for sock, _ in events}
+            for dst, direct in directs:
+                if direct.sock not in ready:
+                    continue
+                while direct.sock.get(zmq.EVENTS) & _POLLIN:
+                    reply = self._receive_any(direct.sock, dst, expected[dst])
+                    if reply is not None:
+                        expected[dst].discard(reply.request_id)
+                        replies.append(reply)
+        finally:
+            for lock in locks:
+                lock.release()
+        return replies
+
     @staticmethod
     def _try_send(sock: zmq.Socket, frames: list) -> bool:
         try:
@@ -170,6 +234,9 @@ class DirectCaller:
         return True
 
     def _receive(self, sock: zmq.Socket, src: int, request_id: int) -> Envelope | None:
+        return self._receive_any(sock, src, (request_id,))
+
+    def _receive_any(self, sock: zmq.Socket, src: int, request_ids: Any) -> Envelope | None:
         frame = sock.recv(_LAST, copy=False)
         parts = [frame]
         while frame.more:  # the rest of a multipart message is already here (atomic delivery)
@@ -182,9 +249,11 @@ class DirectCaller:
         except fr.Rejected:
             self.late_replies += 1  # malformed: counted with the dropped ones
             return None
-        if got_id != request_id:
+        if got_id not in request_ids:
             self.late_replies += 1
             return None
+        if self._stats is not None:
+            self._stats.add_message("messages_in", "bytes_in", sum(buffer.nbytes for buffer in buffers))
         return Envelope(src, kind, flags, got_id, meta, buffers, self._keys is not None)
 
     def close(self, reason: str) -> None:

@@ -257,7 +257,7 @@ class Mesh:
             self._direct = DirectCaller(
                 sockets.context, t, self._keys, self.rank, self._session,
                 endpoint_of=lambda rank: self._loop.table[rank].endpoint, dead_reason=self._outbox.dead_reason,
-                valid_kinds=self._valid_kinds, before_wait=self.hand_off, describe=self.describe,
+                valid_kinds=self._valid_kinds, before_wait=self.hand_off, describe=self.describe, stats=self._stats,
             )
             self._loop = IoLoop(
                 sockets=sockets,
@@ -410,6 +410,19 @@ class Mesh:
         frames, _ = self._frames(dst_rank, kind, request_id, meta, buffers)
         deadline_s = time.monotonic() + timeout_s if timeout_s > 0 else None
         return self._direct.request(dst_rank, request_id, frames, deadline_s)
+
+    def send_direct(self, dst_rank: int, kind: int, request_id: int, meta: Any, buffers: Sequence[Any]) -> None:
+        """Send one request on the calling thread's own socket to ``dst_rank`` without waiting
+        for its answer, which the callee sends with :meth:`reply` and the thread collects with
+        :meth:`wait_direct`. Not ordered with :meth:`send`. Raises as :meth:`request` does."""
+        frames, _ = self._frames(dst_rank, kind, request_id, meta, buffers)
+        self._direct.send(dst_rank, frames, self._config.transport.send_timeout_s)
+
+    def wait_direct(self, expected: dict[int, set[int]], wake_fd: int, timeout_s: float) -> list[Envelope]:
+        """Collect answers to :meth:`send_direct` requests (``expected``: rank -> request ids,
+        updated) on the calling thread's sockets; returns once some arrived, ``wake_fd`` is
+        readable, or ``timeout_s`` (at most one wait slice) passed."""
+        return self._direct.wait_replies(expected, wake_fd, timeout_s)
 
     def reply(self, to: Envelope, kind: int, meta: Any = None, buffers: Sequence[Any] = ()) -> None:
         """Answer the message ``to`` where its sender waits: on the caller-direct socket it came

@@ -29,7 +29,7 @@ ENGINE_KINDS = {name: getattr(Kind, name) for name in KINDS}
 _NAMES = {kind: name for name, kind in ENGINE_KINDS.items()}
 _ENVELOPE_SCHEMA = {"body": ((dict,), True), "arrays": ((list,), False)}
 
-Receive = Callable[[int, str, dict[str, Any], list[Any]], None]
+Receive = Callable[..., None]  # (src, kind, body, arrays[, reply])
 
 
 class _Pool(Protocol):
@@ -47,7 +47,15 @@ class MessengerAgent(Protocol):
     pool: _Pool
     mesh: _Mesh
 
+    sent: Any
+    received: Any
+    direct_max_bytes: int
+
     def send(self, dst: int, kind: int, meta: Any, buffers: Any = (), request_id: int = 0) -> None: ...
+
+    def next_request_id(self) -> int: ...
+
+    def reject(self, src: int, reason: str) -> None: ...
 
     def worker_info(self, to: Any = None) -> WorkerInfo: ...
 
@@ -65,23 +73,39 @@ class RpcMessenger:
         for kind in ENGINE_KINDS.values():
             agent.register_handler(kind, self._on_message, inline=True)
 
-    def send(self, dst: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> None:
-        meta: dict[str, Any] = {"body": body}
-        buffers: list[np.ndarray] = []
-        if arrays:
-            specs: list[Any] = []
-            sent: dict[int, int] = {}  # id of an array already in ``buffers`` -> its index there
-            for a in arrays:
-                index = sent.get(id(a))
-                if index is not None:  # the same array again (``add``'s two gradients): its memory goes once
-                    specs.append(index)
-                    continue
-                sent[id(a)] = len(buffers)
-                buffer = dispatch.host_buffer(a)  # a CUDA gradient is staged through pinned memory
-                specs.append(array_spec(buffer))
-                buffers.append(buffer)
-            meta["arrays"] = specs
+    def send(self, dst: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = (), reply: Any = None) -> None:
+        """Send one engine message; ``reply`` (from :meth:`_on_message`'s ``receive``) answers the
+        message that came from ``dst``'s thread waiting on its own socket, there."""
+        meta, buffers = _encode(body, arrays)
+        if reply is not None:
+            self.agent.mesh.reply(reply, ENGINE_KINDS[kind], meta, buffers)
+            self.agent.sent[ENGINE_KINDS[kind]] += 1
+            return
         self.agent.send(dst, ENGINE_KINDS[kind], meta, buffers)
+
+    def send_direct(self, dst: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> int | None:
+        """Send one engine message on the calling thread's own socket to ``dst``; its answer comes
+        back there, for :meth:`wait_direct`. Returns the request id to wait for, or None when it
+        went the usual way instead (gradients big enough for single-copy transfer)."""
+        meta, buffers = _encode(body, arrays)
+        if sum(buffer.nbytes for buffer in buffers) >= self.agent.direct_max_bytes:
+            self.agent.send(dst, ENGINE_KINDS[kind], meta, buffers)
+            return None
+        request_id = self.agent.next_request_id()
+        self.agent.mesh.send_direct(dst, ENGINE_KINDS[kind], request_id, meta, buffers)
+        self.agent.sent[ENGINE_KINDS[kind]] += 1
+        return request_id
+
+    def wait_direct(self, expected: dict[int, set[int]], wake_fd: int, timeout_s: float) -> None:
+        """Wait for answers to :meth:`send_direct` messages (``expected``: rank -> request ids,
+        updated) and receive them on this thread, until some arrived, ``wake_fd`` is readable or
+        ``timeout_s`` (at most one wait slice) passed."""
+        for envelope in self.agent.mesh.wait_direct(expected, wake_fd, timeout_s):
+            self.agent.received[envelope.kind] += 1
+            try:
+                self._on_message(envelope)
+            except ProtocolError as exc:
+                self.agent.reject(envelope.src, str(exc))
 
     def submit(self, work: Any) -> None:
         """Run engine work where the message that caused it arrived (the thread holding the
@@ -102,7 +126,32 @@ class RpcMessenger:
         name = _NAMES[envelope.kind]
         check_meta(envelope.kind, envelope.meta, _ENVELOPE_SCHEMA)
         body = check_meta(envelope.kind, envelope.meta["body"], BODY_SCHEMAS[name])
-        self._receive(envelope.src, name, body, _arrays(name, envelope.meta.get("arrays", []), envelope.buffers))
+        arrays = _arrays(name, envelope.meta.get("arrays", []), envelope.buffers)
+        if envelope.reply_to is not None:  # from a thread waiting on its own socket: answer there
+            self._receive(envelope.src, name, body, arrays, envelope)
+        else:
+            self._receive(envelope.src, name, body, arrays)
+
+
+def _encode(body: dict[str, Any], arrays: Sequence[Any]) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """The metadata and buffers of an engine message: an array that appears twice (``add``'s two
+    gradients) travels once, its second entry being the index of its buffer."""
+    meta: dict[str, Any] = {"body": body}
+    buffers: list[np.ndarray] = []
+    if arrays:
+        specs: list[Any] = []
+        sent: dict[int, int] = {}  # id of an array already in ``buffers`` -> its index there
+        for a in arrays:
+            index = sent.get(id(a))
+            if index is not None:
+                specs.append(index)
+                continue
+            sent[id(a)] = len(buffers)
+            buffer = dispatch.host_buffer(a)  # a CUDA gradient is staged through pinned memory
+            specs.append(array_spec(buffer))
+            buffers.append(buffer)
+        meta["arrays"] = specs
+    return meta, buffers
 
 
 def _arrays(name: str, specs: list[Any], buffers: Sequence[memoryview]) -> list[Any]:

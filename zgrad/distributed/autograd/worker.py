@@ -67,8 +67,8 @@ class DistAutogradWorker:
         agent.add_peer_lost_listener(self.engine.peer_lost)
         agent.register_call_hooks(self)
 
-    def _receive(self, src: int, kind: str, body: dict[str, Any], arrays: list[Any]) -> None:
-        self.engine.receive(src, kind, body, arrays)
+    def _receive(self, src: int, kind: str, body: dict[str, Any], arrays: list[Any], reply: Any = None) -> None:
+        self.engine.receive(src, kind, body, arrays, reply)
 
     def release(self, context_id: int) -> None:
         """Release a context here at once, and in the background on every worker it reached

@@ -84,7 +84,7 @@ class RpcAgent:
         self._names: dict[str, int] = {}
         self._targets: dict[str, tuple[Callable[..., Any], str]] = {}  # name -> (target, description)
         self._call_names: dict[tuple[int, Any], tuple[str, str]] = {}  # (dst, func) -> (name, description)
-        self._direct_max_bytes = plan.config.transport.cma_min_kb << 10
+        self.direct_max_bytes = plan.config.transport.cma_min_kb << 10
         self._infos: list[WorkerInfo] = []
         self.sent = Counter()
         self.received = Counter()
@@ -205,6 +205,10 @@ class RpcAgent:
             return self.config.rpc.default_timeout_s
         return float(timeout)
 
+    def next_request_id(self) -> int:
+        """A request id unique on this worker (for a request sent outside :meth:`request`)."""
+        return next(self._request_ids)
+
     def send(self, dst: int, kind: int, meta: Any, buffers: Any = (), request_id: int = 0) -> None:
         """Send one message (no reply expected). Raises WorkerUnavailableError for a dead peer."""
         self.mesh.send(dst, kind, request_id, meta, buffers)
@@ -279,7 +283,7 @@ class RpcAgent:
         info = self.worker_info(to)
         timeout_s = self.timeout_s(timeout)
         meta, buffers, what = self._call_message(info.id, func, args, kwargs, timeout_s)
-        if sum(buffer.nbytes for buffer in buffers) >= self._direct_max_bytes:
+        if sum(buffer.nbytes for buffer in buffers) >= self.direct_max_bytes:
             return self.request(info.id, Kind.CALL, meta, buffers, timeout_s, what).wait()
         return self._request_sync(info.id, Kind.CALL, meta, buffers, timeout_s, what)
 
