@@ -91,7 +91,8 @@ class DistEngine:
     def receive(self, src: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = (), reply: Any = None) -> None:
         """Handle one message from ``src`` (the messenger's inbound path, e.g. the I/O thread).
         ``reply``: the message came from the root's thread waiting on a socket of its own (a
-        GRAD the root sent, ``Messenger.send_direct``); the task's report answers it there.
+        GRAD or DISCOVER the root sent, ``Messenger.send_direct``); the task's report answers it
+        there.
 
         Raises:
             AutogradError: an unknown kind.
@@ -105,8 +106,8 @@ class DistEngine:
         handler = self._handlers.get(kind)
         if handler is None:
             raise AutogradError(f"unknown distributed autograd message kind {kind!r}")
-        if reply is not None and kind == GRAD:
-            handler = functools.partial(self._on_grad, reply=reply)
+        if reply is not None and kind in (GRAD, DISCOVER):
+            handler = functools.partial(self._on_grad if kind == GRAD else self._on_discover, reply=reply)
         if kind in INLINE_KINDS and not carries_work(body):  # a GRAD_ACK with GRADs in it runs them
             handler(src, body, arrays)
             return
@@ -139,8 +140,8 @@ class DistEngine:
     def _on_grad(self, src: int, body: dict[str, Any], arrays: Sequence[Any], reply: Any = None) -> None:
         self._to_root(self.runner.grad(src, Grad.from_body(body), arrays), reply if root_of(body, src) == src else None)
 
-    def _on_discover(self, src: int, body: dict[str, Any], _arrays: Sequence[Any]) -> None:
-        self._to_root(self.runner.on_discover(src, Discover.from_body(body)))
+    def _on_discover(self, src: int, body: dict[str, Any], _arrays: Sequence[Any], reply: Any = None) -> None:
+        self._to_root(self.runner.on_discover(src, Discover.from_body(body)), reply if root_of(body, src) == src else None)
 
     def _on_start(self, src: int, body: dict[str, Any], _arrays: Sequence[Any]) -> None:
         report = self.runner.on_start(src, Start.from_body(body))
@@ -229,9 +230,9 @@ class DistEngine:
         if traced:
             self.recorder.note_rooted(context_id, pass_id)
         root_pass = self.roots.start(state, caller_runs_work)
-        if caller_runs_work and not pass_mode.discovers and self.outbox.direct:
-            # The waiting thread sends the GRADs of its runs from a socket of its own, and their
-            # reports come back there: no hand-off to and from the I/O thread on either side.
+        if caller_runs_work and self.outbox.direct:
+            # The waiting thread sends the GRADs and DISCOVERs of its tasks from a socket of its
+            # own, and their reports come back there: no hand-off to and from the I/O thread.
             state.direct_thread = threading.get_ident()
             root_pass.completion.also_wait_for(DirectReplies(state.direct_replies, self.outbox.wait_direct))
         run = TaskRun(state, self.runner.new_task_id(), label="run from the roots")

@@ -205,8 +205,9 @@ class DirectCaller:
         for lock in locks:
             lock.acquire()
         try:
-            if any(direct.closed for _, direct in directs):
-                return replies
+            if any(direct.closed for _, direct in directs):  # the mesh closed: only the wake fd is left
+                items = items[-1:]
+                directs = []
             events = zmq.zmq_poll(items, wait_ms)
             ready = {sock for sock, _ in events}
             for dst, direct in directs:
