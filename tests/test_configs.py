@@ -42,6 +42,7 @@ def test_defaults_bind_loopback():
         ({"rpc": {"codec": "pickle"}}, ["'rpc.codec'", "'pickle'", "'safe'"]),
         ({"rpc": {"allowed_modules": "mymodule"}}, ["'rpc.allowed_modules'", "list"]),
         ({"memory": {"keep_free_mb": 0}}, ["'memory.keep_free_mb'", "greater than 0"]),
+        ({"transport": {"direct_max_kb": 0}}, ["'transport.direct_max_kb'", "greater than 0"]),
         ({"memory": {"tune_maloc": False}}, ["memory.tune_maloc", "Did you mean 'tune_malloc'"]),
         ({"ddp": {"master_port": 70000}}, ["'ddp.master_port'", "70000", "65535"]),
         ({"ddp": {"timeout_s": 0}}, ["'ddp.timeout_s'", "greater than 0"]),

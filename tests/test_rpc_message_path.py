@@ -53,6 +53,27 @@ def test_64_threads_calling_at_once(transport, tmp_path):
     assert stats["direct_requests"] >= 640 and stats.get("late_replies", 0) == 0
 
 
+def test_a_sync_call_below_direct_max_kb_goes_direct_and_a_bigger_one_by_single_copy(tmp_path):
+    config = make_config("tcp", 2, tmp_path)
+    config["transport"]["direct_max_kb"] = 512
+
+    def body(rank):
+        if rank != 0:
+            return None
+        results = []
+        for kb in (300, 512):  # both above cma_min_kb (256); only the second reaches direct_max_kb
+            before = rpc.get_debug_info()["transport"]
+            value = zgrad.tensor(np.arange(kb * 256, dtype=np.float32))
+            echoed = rpc.rpc_sync("worker1", T.echo, args=(value,))
+            after = rpc.get_debug_info()["transport"]
+            assert np.array_equal(echoed.numpy(), value.numpy())
+            results.append((after.get("direct_requests", 0) - before.get("direct_requests", 0),
+                            after.get("cma_sent", 0) - before.get("cma_sent", 0)))
+        return results
+
+    assert run_workers(2, config, body)[0] == [(1, 0), (0, 1)]
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_callee_computing_2_s_holds_up_no_call_heartbeat_or_backward(transport, tmp_path):
     config = make_config(transport, 2, tmp_path)

@@ -72,7 +72,9 @@ class TransportConfig:
     for reassembling chunked buffers into reused pages. ``cma = "auto"`` sends each buffer of at
     least ``cma_min_kb`` to a peer on the same host by Linux cross-memory attach (the peer reads
     it from the sender's memory, one copy) wherever a start-up probe shows that works; ``"off"``
-    always sends frames.
+    always sends frames. A synchronous call (and the root's GRADs) carrying less than
+    ``direct_max_kb`` of tensor data travels in frames on the calling thread's own socket (no
+    hand-off, no single copy); a bigger one takes the link, where single copy applies.
     """
 
     kind: str = "tcp"
@@ -89,6 +91,7 @@ class TransportConfig:
     recv_pool_mb: int = 256
     cma: Literal["auto", "off"] = "auto"
     cma_min_kb: int = 256
+    direct_max_kb: int = 1024
     inline_budget_ms: float = 5.0
 
 
@@ -196,6 +199,7 @@ _POSITIVE_FIELDS = {
     "transport.chunk_mb",
     "transport.recv_pool_mb",
     "transport.cma_min_kb",
+    "transport.direct_max_kb",
     "transport.inline_budget_ms",
     "engine.backward_timeout_s",
     "ddp.bucket_cap_mb",

@@ -84,7 +84,7 @@ class RpcAgent:
         self._names: dict[str, int] = {}
         self._targets: dict[str, tuple[Callable[..., Any], str]] = {}  # name -> (target, description)
         self._call_names: dict[tuple[int, Any], tuple[str, str]] = {}  # (dst, func) -> (name, description)
-        self.direct_max_bytes = plan.config.transport.cma_min_kb << 10
+        self.direct_max_bytes = plan.config.transport.direct_max_kb << 10
         self._infos: list[WorkerInfo] = []
         self.sent = Counter()
         self.received = Counter()
@@ -278,7 +278,7 @@ class RpcAgent:
     def call_sync(self, to: Any, func: Callable[..., Any], args: Any = (), kwargs: Any = None, timeout: float = -1) -> Any:
         """Run ``func(*args, **kwargs)`` on worker ``to`` and return its result. Blocks: the calling
         thread sends on its own socket and waits there (caller-direct; ``transport/direct.py``).
-        A call carrying ``transport.cma_min_kb`` or more of tensor data goes through the mesh
+        A call carrying ``transport.direct_max_kb`` or more of tensor data goes through the mesh
         instead, where it (and its reply) may travel by same-host single copy."""
         info = self.worker_info(to)
         timeout_s = self.timeout_s(timeout)
