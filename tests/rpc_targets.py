@@ -495,3 +495,15 @@ def transport_stats():
 def remote_contexts(name):
     """The number of autograd contexts worker ``name`` holds (asked from here)."""
     return rpc.rpc_sync(name, dist_debug_info)["num_autograd_contexts"]
+
+
+def role_handoffs():
+    """How often this worker's I/O role was handed on by a thread about to block."""
+    from zgrad.distributed.rpc.state import current_agent
+
+    return current_agent().mesh._loop.role.handoffs
+
+
+def call_gated(dst, gate, value):
+    """From a handler, call ``dst`` and wait there at ``gate``."""
+    return rpc.rpc_sync(dst, wait_at_gate, args=(gate, value))

@@ -104,6 +104,32 @@ def test_a_callee_computing_2_s_holds_up_no_call_heartbeat_or_backward(transport
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_quick_nested_call_keeps_the_role_and_a_slow_one_hands_it_on(transport, tmp_path):
+    """A handler's nested call that is answered quickly, with nothing else arriving, keeps the
+    socket role (its reply goes out from the same thread, no hand-off); one that waits longer
+    hands the role on, so worker1 serves other calls while its handler still waits."""
+
+    def body(rank):
+        if rank != 0:
+            return None
+        handoffs = rpc.rpc_sync("worker1", T.role_handoffs)
+        for _ in range(20):
+            assert rpc.rpc_sync("worker1", T.nested_add, args=("worker2", 1.0, 2.0)) == 6.0
+        kept = rpc.rpc_sync("worker1", T.role_handoffs) - handoffs
+        waiting = rpc.rpc_async("worker1", T.call_gated, args=("worker2", f"nested-wait-{transport}", 5))
+        time.sleep(0.05)
+        # worker1's handler waits on worker2's gate: worker1 still answers
+        answered = [rpc.rpc_sync("worker1", T.add, args=(i, 1)) for i in range(5)]
+        assert not waiting.done()
+        T.Gates.open(f"nested-wait-{transport}")
+        return kept, answered, waiting.wait(), rpc.rpc_sync("worker1", T.role_handoffs) - handoffs
+
+    kept, answered, value, handed = run_workers(3, make_config(transport, 3, tmp_path), body)[0]
+    assert kept <= 2  # none, unless the machine stalled a nested reply past the leading wait
+    assert answered == [1, 2, 3, 4, 5] and value == 5 and handed >= kept + 1
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_caller_that_times_out_drops_the_late_reply(transport, tmp_path):
     def body(rank):
         if rank != 0:

@@ -44,6 +44,9 @@ _POLLOUT = int(zmq.POLLOUT)
 _ZERO_COPY_MIN = 65536
 # Longest uninterrupted wait: how late a waiter notices a lost peer, a closed mesh or its deadline.
 WAIT_SLICE_S = 0.05
+# Longest a leader waits for its reply before it hands its role on (it does at once when anything
+# else arrives): inbound traffic waits at most this long behind a nested call.
+LEADING_WAIT_S = 0.002
 
 
 def _fresh_buffer(nbytes: int) -> memoryview:
@@ -71,6 +74,10 @@ class DirectCaller:
         dead_reason: rank -> why it was declared lost, or None.
         valid_kinds: the kinds a reply may have (checked by ``frames.decode``).
         before_wait: called once before each wait (the leader hands its role on; see ``role.py``).
+        wait_leading: ``(socket, timeout_s) -> bool | None``: a leader first waits for its reply
+            on ``socket`` while keeping the role, as long as nothing else arrives: True if the
+            reply is there and it still leads, False if it must hand the role on first, None if
+            the calling thread does not lead (see ``IoLoop.wait_as_leader``). None: never.
         describe: rank -> the worker, for error messages.
         stats: where replies received count (``messages_in``, ``bytes_in``), or None.
     """
@@ -78,7 +85,8 @@ class DirectCaller:
     def __init__(self, context: zmq.Context, config: Any, keys: CurveKeys | None, rank: int, session: int,
                  endpoint_of: Callable[[int], str], dead_reason: Callable[[int], str | None],
                  valid_kinds: frozenset[int], before_wait: Callable[[], None], describe: Callable[[int], str],
-                 stats: TransportStats | None = None) -> None:
+                 stats: TransportStats | None = None,
+                 wait_leading: Callable[[zmq.Socket, float], bool | None] | None = None) -> None:
         self._context = context
         self._config = config
         self._keys = keys
@@ -88,6 +96,7 @@ class DirectCaller:
         self._dead_reason = dead_reason
         self._valid_kinds = valid_kinds
         self._before_wait = before_wait
+        self._wait_leading = wait_leading
         self._describe = describe
         self._stats = stats
         self._max_bytes = config.max_message_mb << 20
@@ -135,9 +144,9 @@ class DirectCaller:
         if reason is not None:
             raise WorkerUnavailableError(f"{self._describe(dst)} is unavailable: {reason}")
         direct = self._socket(dst)
-        self._before_wait()
         self.requests += 1
         sent = False
+        first = True
         while True:
             with direct.lock:
                 if direct.closed:
@@ -145,6 +154,18 @@ class DirectCaller:
                 sock = direct.sock
                 if not sent:
                     sent = self._try_send(sock, frames)
+                if first:
+                    # A leader (a handler making a nested call) keeps its role while the reply is
+                    # quick and nothing else arrives: then it answers its own caller directly.
+                    first = False
+                    if sent and self._wait_leading is not None:
+                        budget_s = LEADING_WAIT_S if deadline_s is None else min(LEADING_WAIT_S, deadline_s - time.monotonic())
+                        if budget_s > 0 and self._wait_leading(sock, budget_s):
+                            reply = self._receive(sock, dst, request_id)
+                            if reply is not None:
+                                return reply
+                    self._before_wait()
+                    continue
                 now_s = time.monotonic()
                 wait_s = WAIT_SLICE_S if deadline_s is None else min(WAIT_SLICE_S, deadline_s - now_s)
                 # zmq_poll itself: Socket.poll builds a Poller per call

@@ -472,6 +472,26 @@ class IoLoop:
             self.route(routing_id, frames)
         return True
 
+    def wait_as_leader(self, sock: zmq.Socket, timeout_s: float) -> bool | None:
+        """The calling thread is about to wait for a reply on its own socket ``sock``: if it leads,
+        wait there without giving up the role while nothing arrives on the inbound (or ZAP)
+        socket, at most ``timeout_s``. True: the reply is there and the thread still leads (it
+        answers its own caller itself, no hand-off either way); False: something arrived or time
+        is up, so it must hand the role on before it waits longer; None: it does not lead.
+
+        The role's lock is held meanwhile, so a take-over waits for the end of this wait."""
+        role = self.role
+        if role.leader != threading.get_ident():
+            return None
+        with role.lock:
+            if not role.leads():
+                return None
+            items = [(sock, zmq.POLLIN), (self._sockets.inbound, zmq.POLLIN)]
+            if self._sockets.zap is not None:
+                items.append((self._sockets.zap, zmq.POLLIN))
+            events = zmq.zmq_poll(items, max(1, int(timeout_s * 1000)))
+            return len(events) == 1 and events[0][0] is sock
+
     def route(self, routing_id: bytes, frames: list) -> None:
         """Send ``frames`` on the inbound socket to the caller-direct socket ``routing_id``
         (a reply). Dropped, and counted, if that socket is gone or full: its caller has given up."""

@@ -258,6 +258,7 @@ class Mesh:
                 sockets.context, t, self._keys, self.rank, self._session,
                 endpoint_of=lambda rank: self._loop.table[rank].endpoint, dead_reason=self._outbox.dead_reason,
                 valid_kinds=self._valid_kinds, before_wait=self.hand_off, describe=self.describe, stats=self._stats,
+                wait_leading=self._wait_leading,
             )
             self._loop = IoLoop(
                 sockets=sockets,
@@ -293,6 +294,10 @@ class Mesh:
         """Whether the calling thread holds the I/O role now (it is running ``on_message``)."""
         loop = self._loop
         return loop is not None and loop.role.leads()
+
+    def _wait_leading(self, sock: Any, timeout_s: float) -> bool | None:
+        loop = self._loop
+        return None if loop is None else loop.wait_as_leader(sock, timeout_s)
 
     def hand_off(self) -> None:
         """Called by a thread about to block: if it is the I/O role's leader (running a handler),

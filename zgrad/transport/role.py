@@ -6,7 +6,8 @@ answered by the thread that received it, on the socket it holds, with no hand-of
 threads (ARCHITECTURE.md, "Callees answer where the call lands"). Standby threads wait for the
 role. The leader gives it up:
 
-- explicitly, before it blocks in a handler (a nested call, a future's wait): :meth:`hand_off`;
+- explicitly, before it blocks in a handler (a future's wait, a nested call that is not answered
+  within a moment, see ``IoLoop.wait_as_leader``): :meth:`hand_off`;
 - or, when a handler runs longer than ``inline_budget_s`` (user code computing, or blocked on a
   lock), the first standby, which watches the leader while handlers run, takes the role over.
 

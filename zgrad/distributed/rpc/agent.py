@@ -300,7 +300,7 @@ class RpcAgent:
         if dead is not None:
             raise self._unavailable(dst, dead)
         hooks = blocking_hooks
-        if hooks.enter is not None:
+        if hooks.enter is not None and not self.mesh.leads():  # a leader hands its role on lazily (direct.py)
             hooks.enter()
         try:
             self.sent[kind] += 1
