@@ -507,3 +507,8 @@ def role_handoffs():
 def call_gated(dst, gate, value):
     """From a handler, call ``dst`` and wait there at ``gate``."""
     return rpc.rpc_sync(dst, wait_at_gate, args=(gate, value))
+
+
+def many_nested(dst, n):
+    """From a handler, make ``n`` quick nested calls to ``dst`` in a row."""
+    return sum(rpc.rpc_sync(dst, add, args=(i, 0)) for i in range(n))

@@ -129,6 +129,28 @@ def test_a_quick_nested_call_keeps_the_role_and_a_slow_one_hands_it_on(transport
     assert answered == [1, 2, 3, 4, 5] and value == 5 and handed >= kept + 1
 
 
+def test_a_handler_making_many_quick_nested_calls_is_taken_over(tmp_path):
+    """Quick nested calls keep the role one by one, but a handler making them for longer than the
+    inline budget is taken over like one that computes: heartbeats and other calls go on."""
+    config = make_config("tcp", 3, tmp_path)
+    config["transport"].update(heartbeat_interval_s=0.05, heartbeat_timeout_s=0.5)
+
+    def body(rank):
+        if rank != 0:
+            return None
+        n = 3000
+        busy = rpc.rpc_async("worker1", T.many_nested, args=("worker2", n))
+        served = 0
+        while not busy.done():
+            assert rpc.rpc_sync("worker1", T.add, args=(served, 1)) == served + 1
+            served += 1
+        assert busy.wait() == n * (n - 1) // 2
+        return served, rpc.get_debug_info(), rpc.rpc_sync("worker1", T.transport_stats)
+
+    served, info, stats1 = run_workers(3, config, body)[0]
+    assert served > 0 and info["dead_workers"] == [] and stats1.get("peers_lost", 0) == 0
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_caller_that_times_out_drops_the_late_reply(transport, tmp_path):
     def body(rank):

@@ -30,7 +30,6 @@ from zgrad.transport import frames as fr
 from zgrad.transport.envelope import Envelope
 from zgrad.transport.security import CurveKeys
 from zgrad.transport.sockets import open_dealer
-from zgrad.transport.stats import TransportStats
 
 __all__ = ["DirectCaller", "DIRECT_ID", "DIRECT_MAGIC", "WAIT_SLICE_S"]
 
@@ -79,13 +78,11 @@ class DirectCaller:
             reply is there and it still leads, False if it must hand the role on first, None if
             the calling thread does not lead (see ``IoLoop.wait_as_leader``). None: never.
         describe: rank -> the worker, for error messages.
-        stats: where replies received count (``messages_in``, ``bytes_in``), or None.
     """
 
     def __init__(self, context: zmq.Context, config: Any, keys: CurveKeys | None, rank: int, session: int,
                  endpoint_of: Callable[[int], str], dead_reason: Callable[[int], str | None],
                  valid_kinds: frozenset[int], before_wait: Callable[[], None], describe: Callable[[int], str],
-                 stats: TransportStats | None = None,
                  wait_leading: Callable[[zmq.Socket, float], bool | None] | None = None) -> None:
         self._context = context
         self._config = config
@@ -98,7 +95,9 @@ class DirectCaller:
         self._before_wait = before_wait
         self._wait_leading = wait_leading
         self._describe = describe
-        self._stats = stats
+        self._counts_lock = threading.Lock()
+        self.replies_in = 0  # replies received on these sockets, and their buffer bytes
+        self.reply_bytes_in = 0
         self._max_bytes = config.max_message_mb << 20
         self._chunk_bytes = config.chunk_mb << 20
         self._local = threading.local()
@@ -274,8 +273,10 @@ class DirectCaller:
         if got_id not in request_ids:
             self.late_replies += 1
             return None
-        if self._stats is not None:
-            self._stats.add_message("messages_in", "bytes_in", sum(buffer.nbytes for buffer in buffers))
+        nbytes = sum(buffer.nbytes for buffer in buffers)
+        with self._counts_lock:  # any thread: the transport's own counters are the I/O thread's
+            self.replies_in += 1
+            self.reply_bytes_in += nbytes
         return Envelope(src, kind, flags, got_id, meta, buffers, self._keys is not None)
 
     def close(self, reason: str) -> None:

@@ -257,7 +257,7 @@ class Mesh:
             self._direct = DirectCaller(
                 sockets.context, t, self._keys, self.rank, self._session,
                 endpoint_of=lambda rank: self._loop.table[rank].endpoint, dead_reason=self._outbox.dead_reason,
-                valid_kinds=self._valid_kinds, before_wait=self.hand_off, describe=self.describe, stats=self._stats,
+                valid_kinds=self._valid_kinds, before_wait=self.hand_off, describe=self.describe,
                 wait_leading=self._wait_leading,
             )
             self._loop = IoLoop(
@@ -504,7 +504,7 @@ class Mesh:
 
         Keys (absent until non-zero): ``messages_out``, ``bytes_out``, ``messages_in``,
         ``bytes_in`` (buffer bytes of user messages; loopback ones included, also counted in
-        ``loopback``), ``heartbeats_out``, ``heartbeats_in``, ``control_in`` (start-up messages
+        ``loopback``; replies received on caller-direct sockets included), ``heartbeats_out``, ``heartbeats_in``, ``control_in`` (start-up messages
         accepted), ``peers_lost``, ``dropped``
         (messages to a lost peer), ``callback_errors``, ``handshake_failed``, ``auth_denied``,
         ``direct_requests`` and ``late_replies`` (caller-direct requests made here, and replies
@@ -525,10 +525,14 @@ class Mesh:
                                ("cma_no_ticket", tickets.no_ticket)):
                 if value:
                     out[key] = value
-        if self._direct is not None:
-            for key, value in (("direct_requests", self._direct.requests), ("late_replies", self._direct.late_replies)):
+        direct = self._direct
+        if direct is not None:
+            for key, value in (("direct_requests", direct.requests), ("late_replies", direct.late_replies)):
                 if value:
                     out[key] = value
+            for key, value in (("messages_in", direct.replies_in), ("bytes_in", direct.reply_bytes_in)):
+                if value:
+                    out[key] = out.get(key, 0) + value
         pool = self._loop.pool if self._loop is not None else None
         out["pool_reused"] = pool.reused if pool is not None else 0
         out["pool_allocated"] = pool.allocated if pool is not None else 0
