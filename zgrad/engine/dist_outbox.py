@@ -74,10 +74,7 @@ class Outbox:
         Raises:
             Exception: whatever the messenger raises for an unreachable ``dst``.
         """
-        self.sent[message.KIND] += 1
-        body = message.to_body()
-        if self.recorder.recordings:
-            self.recorder.sending(dst, message.KIND, body)
+        body = self._outgoing(dst, message)
         if reply is None:
             self.messenger.send(dst, message.KIND, body, arrays)
         else:
@@ -95,11 +92,15 @@ class Outbox:
         Raises:
             Exception: whatever the messenger raises for an unreachable ``dst``.
         """
+        return self.messenger.send_direct(dst, message.KIND, self._outgoing(dst, message), arrays)
+
+    def _outgoing(self, dst: int, message: Message) -> dict[str, Any]:
+        """Count ``message``, show it to the recorder, and return its body."""
         self.sent[message.KIND] += 1
         body = message.to_body()
         if self.recorder.recordings:
             self.recorder.sending(dst, message.KIND, body)
-        return self.messenger.send_direct(dst, message.KIND, body, arrays)
+        return body
 
     def wait_direct(self, expected: dict[int, set[int]], wake_fd: int, timeout_s: float) -> None:
         """Receive answers to :meth:`send_direct` on this thread (see ``Messenger.wait_direct``)."""

@@ -95,9 +95,7 @@ class DirectCaller:
         self._before_wait = before_wait
         self._wait_leading = wait_leading
         self._describe = describe
-        self._counts_lock = threading.Lock()
-        self.replies_in = 0  # replies received on these sockets, and their buffer bytes
-        self.reply_bytes_in = 0
+        self._counts: list[list[int]] = []  # per thread: [replies received, their buffer bytes]
         self._max_bytes = config.max_message_mb << 20
         self._chunk_bytes = config.chunk_mb << 20
         self._local = threading.local()
@@ -112,6 +110,9 @@ class DirectCaller:
         mine = getattr(self._local, "sockets", None)
         if mine is None:
             mine = self._local.sockets = {}
+            counts = self._local.counts = [0, 0]  # this thread's own: no lock on the hot path
+            with self._lock:
+                self._counts.append(counts)
         direct = mine.get(dst)
         if direct is None or direct.closed:
             with self._lock:
@@ -181,6 +182,18 @@ class DirectCaller:
                 raise TransportError(self._closed_reason)
             if deadline_s is not None and time.monotonic() >= deadline_s:
                 raise ZgradTimeoutError(f"no reply from {self._describe(dst)} in time")
+
+    @property
+    def replies_in(self) -> int:
+        """Replies received on these sockets (every thread's)."""
+        with self._lock:
+            return sum(counts[0] for counts in self._counts)
+
+    @property
+    def reply_bytes_in(self) -> int:
+        """The buffer bytes of those replies."""
+        with self._lock:
+            return sum(counts[1] for counts in self._counts)
 
     def send(self, dst: int, frames: list, timeout_s: float) -> None:
         """Send ``frames`` on the calling thread's socket to ``dst`` and return at once: the
@@ -273,10 +286,9 @@ class DirectCaller:
         if got_id not in request_ids:
             self.late_replies += 1
             return None
-        nbytes = sum(buffer.nbytes for buffer in buffers)
-        with self._counts_lock:  # any thread: the transport's own counters are the I/O thread's
-            self.replies_in += 1
-            self.reply_bytes_in += nbytes
+        counts = self._local.counts
+        counts[0] += 1
+        counts[1] += sum(buffer.nbytes for buffer in buffers)
         return Envelope(src, kind, flags, got_id, meta, buffers, self._keys is not None)
 
     def close(self, reason: str) -> None:

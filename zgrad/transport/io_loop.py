@@ -447,14 +447,16 @@ class IoLoop:
     def _send_now(self, dst: int, item: tuple) -> bool:
         """A message the leader sends from a handler: after what the queue already holds. Under
         the role's lock, so that it is not taken over meanwhile; False if it no longer leads."""
-        with self.role.lock:
-            if not self.role.leads():
-                return False
+        if not self.role.acquire_if_leader():
+            return False
+        try:
             if self._outbox.has_queued():
                 for queued in self._outbox.take_all(woken=False):
                     self._send(*queued)
             _, frames, nbytes, route = item
             self._send(dst, frames, nbytes, route, accounted=False)
+        finally:
+            self.role.lock.release()
         return True
 
     def reply_now(self, dst: int, routing_id: bytes, frames: list, nbytes: int) -> bool:
@@ -462,14 +464,13 @@ class IoLoop:
         calling thread leads (under the role's lock, so that it is not taken over meanwhile);
         False if it does not. It skips the outbox: it is not ordered with the link's messages,
         as it goes to another socket of the peer."""
-        role = self.role
-        if role.leader != threading.get_ident():
+        if not self.role.acquire_if_leader():
             return False
-        with role.lock:
-            if not role.leads():
-                return False
+        try:
             self._stats.add_message("messages_out", "bytes_out", nbytes)
             self.route(routing_id, frames)
+        finally:
+            self.role.lock.release()
         return True
 
     def wait_as_leader(self, sock: zmq.Socket, timeout_s: float) -> bool | None:
@@ -480,17 +481,16 @@ class IoLoop:
         is up, so it must hand the role on before it waits longer; None: it does not lead.
 
         The role's lock is held meanwhile, so a take-over waits for the end of this wait."""
-        role = self.role
-        if role.leader != threading.get_ident():
+        if not self.role.acquire_if_leader():
             return None
-        with role.lock:
-            if not role.leads():
-                return None
+        try:
             items = [(sock, zmq.POLLIN), (self._sockets.inbound, zmq.POLLIN)]
             if self._sockets.zap is not None:
                 items.append((self._sockets.zap, zmq.POLLIN))
             events = zmq.zmq_poll(items, max(1, int(timeout_s * 1000)))
             return len(events) == 1 and events[0][0] is sock
+        finally:
+            self.role.lock.release()
 
     def route(self, routing_id: bytes, frames: list) -> None:
         """Send ``frames`` on the inbound socket to the caller-direct socket ``routing_id``

@@ -504,8 +504,8 @@ class Mesh:
 
         Keys (absent until non-zero): ``messages_out``, ``bytes_out``, ``messages_in``,
         ``bytes_in`` (buffer bytes of user messages; loopback ones included, also counted in
-        ``loopback``; replies received on caller-direct sockets included), ``heartbeats_out``, ``heartbeats_in``, ``control_in`` (start-up messages
-        accepted), ``peers_lost``, ``dropped``
+        ``loopback``; replies received on caller-direct sockets included), ``heartbeats_out``,
+        ``heartbeats_in``, ``control_in`` (start-up messages accepted), ``peers_lost``, ``dropped``
         (messages to a lost peer), ``callback_errors``, ``handshake_failed``, ``auth_denied``,
         ``direct_requests`` and ``late_replies`` (caller-direct requests made here, and replies
         to them that came after their caller gave up), ``cma_sent``/``cma_bytes_out`` (buffers sent by ticket), ``cma_received``/``cma_bytes_in``

@@ -17,7 +17,7 @@ through the outbox to the new leader) and then waits as a standby, or ends if en
 
 Moving the sockets between threads goes through :attr:`lock`, the memory barrier ZeroMQ asks
 for: the role changes hands under it, and a handler that sends on the leader's sockets
-(:meth:`locked_if_leader`) holds it, so a take-over never lands in the middle of a send. The
+(:meth:`acquire_if_leader`) holds it, so a take-over never lands in the middle of a send. The
 leader's own turns run without it: the role is only taken over while a handler runs.
 
 The watching standby sleeps without a timeout while no handler has run for ``_WATCH_IDLE_S``;
@@ -213,6 +213,18 @@ class IoRole:
     def leads(self) -> bool:
         """Whether the calling thread is the leader."""
         return self.leader == threading.get_ident()
+
+    def acquire_if_leader(self) -> bool:
+        """Take :attr:`lock` if the calling thread leads, and keep it (the caller releases it):
+        True; False, without the lock, if it does not lead (checked again under the lock)."""
+        me = threading.get_ident()
+        if self.leader != me:
+            return False
+        self.lock.acquire()
+        if self.leader != me:
+            self.lock.release()
+            return False
+        return True
 
     def hand_off(self) -> None:
         """If the calling thread leads, give the role to a standby now (before it blocks). Any thread."""
