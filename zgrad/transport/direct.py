@@ -147,6 +147,7 @@ class DirectCaller:
         self.requests += 1
         sent = False
         first = True
+        request_ids = (request_id,)
         while True:
             with direct.lock:
                 if direct.closed:
@@ -158,20 +159,23 @@ class DirectCaller:
                     # A leader (a handler making a nested call) keeps its role while the reply is
                     # quick and nothing else arrives: then it answers its own caller directly.
                     first = False
+                    leads: bool | None = True  # unknown: hand the role on if this thread has it
                     if sent and self._wait_leading is not None:
                         budget_s = LEADING_WAIT_S if deadline_s is None else min(LEADING_WAIT_S, deadline_s - time.monotonic())
-                        if budget_s > 0 and self._wait_leading(sock, budget_s):
-                            reply = self._receive(sock, dst, request_id)
-                            if reply is not None:
-                                return reply
-                    self._before_wait()
-                    continue
+                        if budget_s > 0:
+                            leads = self._wait_leading(sock, budget_s)
+                            if leads:
+                                reply = self._receive_any(sock, dst, request_ids)
+                                if reply is not None:
+                                    return reply
+                    if leads is not None:  # None: not the leader, nothing to hand on
+                        self._before_wait()
                 now_s = time.monotonic()
                 wait_s = WAIT_SLICE_S if deadline_s is None else min(WAIT_SLICE_S, deadline_s - now_s)
                 # zmq_poll itself: Socket.poll builds a Poller per call
                 if wait_s > 0 and zmq.zmq_poll([(sock, _POLLIN if sent else _POLLOUT)], int(wait_s * 1000) + 1):
                     if sent:
-                        reply = self._receive(sock, dst, request_id)
+                        reply = self._receive_any(sock, dst, request_ids)
                         if reply is not None:
                             return reply
                     continue
@@ -266,9 +270,6 @@ class DirectCaller:
         except zmq.Again:  # only the first part can be refused (whole messages count against the HWM)
             return False
         return True
-
-    def _receive(self, sock: zmq.Socket, src: int, request_id: int) -> Envelope | None:
-        return self._receive_any(sock, src, (request_id,))
 
     def _receive_any(self, sock: zmq.Socket, src: int, request_ids: Any) -> Envelope | None:
         frame = sock.recv(_LAST, copy=False)

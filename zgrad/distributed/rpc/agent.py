@@ -28,7 +28,7 @@ from typing import Any, Callable
 from zgrad.distributed.rpc.codec import decode_value, encode_value
 from zgrad.distributed.rpc.device_maps import inverse
 from zgrad.distributed.rpc.env import InitPlan
-from zgrad.distributed.rpc.functions import deferred_future
+from zgrad.distributed.rpc.functions import DeferredResult, deferred_future, is_async_execution
 from zgrad.distributed.rpc.hooks import CallHooks, NoCallHooks
 from zgrad.distributed.rpc.messages import KIND_NAMES, SCHEMAS, VALID_KINDS, Kind, check_meta
 from zgrad.distributed.rpc.pool import CalleePool
@@ -82,7 +82,7 @@ class RpcAgent:
         self._pending: dict[int, _Pending] = {}
         self._dead: dict[int, str] = {}
         self._names: dict[str, int] = {}
-        self._targets: dict[str, tuple[Callable[..., Any], str]] = {}  # name -> (target, description)
+        self._targets: dict[str, tuple[Callable[..., Any], str, bool]] = {}  # name -> (target, description, async)
         self._call_names: dict[tuple[int, Any], tuple[str, str]] = {}  # (dst, func) -> (name, description)
         self.direct_max_bytes = plan.config.transport.direct_max_kb << 10
         self._infos: list[WorkerInfo] = []
@@ -283,7 +283,10 @@ class RpcAgent:
         info = self.worker_info(to)
         timeout_s = self.timeout_s(timeout)
         meta, buffers, what = self._call_message(info.id, func, args, kwargs, timeout_s)
-        if sum(buffer.nbytes for buffer in buffers) >= self.direct_max_bytes:
+        nbytes = 0
+        for buffer in buffers:
+            nbytes += buffer.nbytes
+        if nbytes >= self.direct_max_bytes:
             return self.request(info.id, Kind.CALL, meta, buffers, timeout_s, what).wait()
         return self._request_sync(info.id, Kind.CALL, meta, buffers, timeout_s, what)
 
@@ -413,10 +416,15 @@ class RpcAgent:
         if kind == Kind.CALL and envelope.meta.get("rref") is not None:
             # Register the creator's fork now, in arrival order, before any DELETE from it.
             self.rrefs.add_fork(envelope.meta["rref"], envelope.meta["fork"])
-        if self._started or kind in self._inline_kinds:
-            self._run_handler(handler, envelope)
-        else:
+        if not (self._started or kind in self._inline_kinds):
             self.pool.submit(lambda: self._run_handler(handler, envelope))
+            return
+        try:  # _run_handler, inline: this is every message's path
+            handler(envelope)
+        except ProtocolError as exc:
+            self.reject(envelope.src, str(exc))
+        except Exception:  # noqa: BLE001 - a broken handler must not kill the I/O thread or pool
+            log.exception("%s: handling %s from rank %s failed", self.name, KIND_NAMES.get(kind), envelope.src)
 
     def _run_handler(self, handler: Handler, envelope: Envelope) -> None:
         try:
@@ -504,46 +512,44 @@ class RpcAgent:
         """A function or class named in a received value, under this worker's allow-list."""
         return resolve_target(name, self.config.rpc.allowed_modules, self.name, what)
 
-    def _resolve_call_target(self, name: Any) -> tuple[Callable[..., Any], str]:
-        """A CALL's target and its description, resolved once per name (a name that failed is
-        checked again each time)."""
+    def _resolve_call_target(self, name: Any) -> tuple[Callable[..., Any], str, bool]:
+        """A CALL's target, its description and whether it is ``async_execution``, resolved once
+        per name (a name that failed is checked again each time)."""
         resolved = self._targets.get(name) if isinstance(name, str) else None
         if resolved is None:
-            resolved = (resolve_target(name, self.config.rpc.allowed_modules, self.name), f"RPC target {name!r}")
+            func = resolve_target(name, self.config.rpc.allowed_modules, self.name)
+            resolved = (func, f"RPC target {name!r}", is_async_execution(func))
             if len(self._targets) < _TARGET_CACHE_SIZE:
                 self._targets[name] = resolved
         return resolved
 
     def _on_call(self, envelope: Envelope) -> None:
         next(self._calls_started)
-        try:
-            self._run_call(envelope)
-        finally:
-            next(self._calls_finished)
-
-    def _run_call(self, envelope: Envelope) -> None:
         meta = envelope.meta
         context = None
         try:
-            func, described = self._resolve_call_target(meta["target"])
             try:
-                decoded = decode_value(meta["payload"], envelope.buffers, self._decode_rref, self._resolve_name)
-            except ProtocolError as exc:
-                self.reject(envelope.src, f"undecodable CALL payload: {exc}")
-                raise
-            args, kwargs = _call_arguments(decoded.value)
-            context = self.call_hooks.incoming_call(envelope.src, meta, decoded.tensors)
-            result = self.call_hooks.run_in_context(context, func, args, kwargs)
-            deferred = deferred_future(func, result, described)
-        except BaseException as exc:  # noqa: BLE001 - travels back to the caller as data
-            self._answer_call(envelope, context, error=exc)
-            return
-        if deferred is None:
-            self._answer_call(envelope, context, value=result)
-            return
-        # async_execution: no thread waits; whoever completes the future sends the answer.
-        deferred.add_done_callback(lambda done: self._answer_call(
-            envelope, context, value=None if done.exception() else done.value(), error=done.exception()))
+                func, described, marked_async = self._resolve_call_target(meta["target"])
+                try:
+                    decoded = decode_value(meta["payload"], envelope.buffers, self._decode_rref, self._resolve_name)
+                except ProtocolError as exc:
+                    self.reject(envelope.src, f"undecodable CALL payload: {exc}")
+                    raise
+                args, kwargs = _call_arguments(decoded.value)
+                context = self.call_hooks.incoming_call(envelope.src, meta, decoded.tensors)
+                result = self.call_hooks.run_in_context(context, func, args, kwargs)
+                deferred = deferred_future(func, result, described) if marked_async or type(result) is DeferredResult else None
+            except BaseException as exc:  # noqa: BLE001 - travels back to the caller as data
+                self._answer_call(envelope, context, error=exc)
+                return
+            if deferred is None:
+                self._answer_call(envelope, context, value=result)
+                return
+            # async_execution: no thread waits; whoever completes the future sends the answer.
+            deferred.add_done_callback(lambda done: self._answer_call(
+                envelope, context, value=None if done.exception() else done.value(), error=done.exception()))
+        finally:
+            next(self._calls_finished)
 
     def _answer_call(self, envelope: Envelope, context: Any, value: Any = None, error: BaseException | None = None) -> None:
         """Reply to a CALL with its value or error; a ``remote()`` call also settles its value here."""
