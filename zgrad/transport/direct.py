@@ -289,7 +289,8 @@ class DirectCaller:
             return None
         counts = self._local.counts
         counts[0] += 1
-        counts[1] += sum(buffer.nbytes for buffer in buffers)
+        for buffer in buffers:
+            counts[1] += buffer.nbytes
         return Envelope(src, kind, flags, got_id, meta, buffers, self._keys is not None)
 
     def close(self, reason: str) -> None:

@@ -314,7 +314,7 @@ def decode(
             described += n & ~REMOTE_BIT
             expected += 1
             plain = False
-    total = described + max(0, head_bytes - inline_end)
+    total = described + head_bytes - inline_end if head_bytes > inline_end else described
     if total > max_message_bytes:
         raise Rejected("too_large", f"message of {total} bytes; the cap is {max_message_bytes} (transport.max_message_mb)")
     if len(parts) != expected:

@@ -302,16 +302,16 @@ class IoLoop:
         while frame.more:  # the rest of a multipart message is already here (atomic delivery)
             frame = recv(zmq.NOBLOCK, copy=False)
             parts.append(frame)
-        if len(parts) == 2 and parts[0].bytes == self._sockets.wake_id:
+        ident = parts[0].bytes
+        if len(parts) == 2 and ident == self._sockets.wake_id:
             return True
-        self._on_inbound(parts)
+        self._on_inbound(parts, ident)
         return False
 
-    def _on_inbound(self, parts: list) -> None:
-        label = "an unknown peer"
+    def _on_inbound(self, parts: list, ident: bytes) -> None:
+        rank = None
         try:
-            rank, session, reply_to = self._identify(parts)
-            label = f"rank {rank}"
+            rank, session, reply_to = self._identify(parts, ident)
             kind, flags, request_id, meta, buffers = fr.decode(
                 parts[1:], valid_kinds=self._valid_kinds, max_message_bytes=self._max_bytes, take_buffer=self.pool.take,
                 remote=self._cma.readers.get(rank), defer_remote=self._defer_cma_reads,
@@ -335,7 +335,7 @@ class IoLoop:
                 return
             self._liveness.heard_from(rank, time.monotonic())
         except fr.Rejected as rejected:
-            self._stats.reject(label, rejected.reason, rejected.detail)
+            self._stats.reject("an unknown peer" if rank is None else f"rank {rank}", rejected.reason, rejected.detail)
 
     def _on_control(self, rank: int, session: int, kind: int, meta: Any) -> None:
         if kind == fr.KIND_HEARTBEAT:
@@ -364,9 +364,9 @@ class IoLoop:
             self._due_s = 0.0  # look at start-up progress in this turn
         self._stats.add("control_in")
 
-    def _identify(self, parts: list) -> tuple[int, int, bytes | None]:
-        """The sender's rank, session, and the routing id to answer on (a caller-direct socket's) or None."""
-        ident = parts[0].bytes
+    def _identify(self, parts: list, ident: bytes) -> tuple[int, int, bytes | None]:
+        """The sender's rank, session, and the routing id to answer on (a caller-direct socket's) or
+        None; ``ident`` is the routing-id frame's bytes."""
         reply_to = None
         if len(ident) == ROUTING_ID.size and ident.startswith(_ROUTING_MAGIC):
             _, rank, session = ROUTING_ID.unpack(ident)
