@@ -53,12 +53,13 @@ def _fresh_buffer(nbytes: int) -> memoryview:
 
 
 class _Direct:
-    __slots__ = ("sock", "lock", "closed")
+    __slots__ = ("sock", "lock", "closed", "receive_ms")
 
     def __init__(self, sock: zmq.Socket) -> None:
         self.sock = sock
         self.lock = threading.Lock()
         self.closed = False
+        self.receive_ms = -1  # the socket's RCVTIMEO: how long a blocking receive waits
 
 
 class DirectCaller:
@@ -172,13 +173,24 @@ class DirectCaller:
                         self._before_wait()
                 now_s = time.monotonic()
                 wait_s = WAIT_SLICE_S if deadline_s is None else min(WAIT_SLICE_S, deadline_s - now_s)
-                # zmq_poll itself: Socket.poll builds a Poller per call
-                if wait_s > 0 and zmq.zmq_poll([(sock, _POLLIN if sent else _POLLOUT)], int(wait_s * 1000) + 1):
+                if wait_s > 0:
+                    wait_ms = int(wait_s * 1000) + 1
                     if sent:
-                        reply = self._receive_any(sock, dst, request_ids)
-                        if reply is not None:
-                            return reply
-                    continue
+                        # A receive that blocks at most the slice (RCVTIMEO): one call where
+                        # zmq_poll and a receive would be two.
+                        if direct.receive_ms != wait_ms:
+                            sock.rcvtimeo = direct.receive_ms = wait_ms
+                        try:
+                            reply = self._receive_any(sock, dst, request_ids, 0)
+                        except zmq.Again:
+                            pass  # the slice passed without a reply
+                        else:
+                            if reply is not None:
+                                return reply
+                            continue
+                    # zmq_poll itself: Socket.poll builds a Poller per call
+                    elif zmq.zmq_poll([(sock, _POLLOUT)], wait_ms):
+                        continue
             reason = self._dead_reason(dst)
             if reason is not None:
                 raise WorkerUnavailableError(f"{self._describe(dst)} is unavailable: {reason}")
@@ -271,8 +283,10 @@ class DirectCaller:
             return False
         return True
 
-    def _receive_any(self, sock: zmq.Socket, src: int, request_ids: Any) -> Envelope | None:
-        frame = sock.recv(_LAST, copy=False)
+    def _receive_any(self, sock: zmq.Socket, src: int, request_ids: Any, flags: int = _LAST) -> Envelope | None:
+        """Receive one message (its first frame with ``flags``: 0 blocks up to the socket's
+        RCVTIMEO, raising zmq.Again after it) and return it if it answers one of ``request_ids``."""
+        frame = sock.recv(flags, copy=False)
         parts = [frame]
         while frame.more:  # the rest of a multipart message is already here (atomic delivery)
             frame = sock.recv(_LAST, copy=False)
