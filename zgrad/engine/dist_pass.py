@@ -212,7 +212,8 @@ class Completion:
         self._error: BaseException | None = None
         self._direct: DirectReplies | None = None
         self._wake_fd: int | None = None  # an eventfd: wakes the waiter while it polls its sockets
-        self._polling = False
+        self._polling: int | None = None  # the thread polling its sockets now
+        self._poked = False  # the eventfd was written since the waiter last read it
 
     def also_wait_for(self, direct: "DirectReplies") -> None:
         """While ``direct`` has replies outstanding, the waiter waits for them and for posted work
@@ -229,8 +230,12 @@ class Completion:
         return True
 
     def _poke(self) -> None:
-        """Wake a waiter polling its sockets (lock held: the fd stays open meanwhile)."""
-        if self._polling and self._wake_fd is not None:
+        """Wake a waiter polling its sockets (lock held: the fd stays open meanwhile). Work the
+        waiter posts itself (a reply it received while polling) needs no wake-up: it looks at
+        its queue when the poll returns."""
+        if self._polling is not None and not self._poked and self._wake_fd is not None \
+                and self._polling != threading.get_ident():
+            self._poked = True
             os.eventfd_write(self._wake_fd, 1)
 
     def done(self) -> bool:
@@ -276,23 +281,18 @@ class Completion:
         receives here, posting their work); the next work, or None."""
         if self._wake_fd is None:
             self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        self._polling = True
+        self._polling = threading.get_ident()
         try:
-            try:
+            if not self._queue.empty():  # one consumer, this thread: the get cannot miss
                 return self._queue.get_nowait()
-            except queue.Empty:
-                pass
             self._direct.wait(self._wake_fd, DIRECT_WAIT_S if remaining is None else min(remaining, DIRECT_WAIT_S))
-            try:
-                os.eventfd_read(self._wake_fd)
-            except BlockingIOError:
-                pass
-            try:
-                return self._queue.get_nowait()
-            except queue.Empty:
-                return None
+            with self._lock:
+                if self._poked:
+                    self._poked = False
+                    os.eventfd_read(self._wake_fd)
+            return None if self._queue.empty() else self._queue.get_nowait()
         finally:
-            self._polling = False
+            self._polling = None
 
     def stop_accepting(self) -> list[Callable[[], None]]:
         """The waiter leaves: later :meth:`post` calls return False; returns the work still queued."""
