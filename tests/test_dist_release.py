@@ -154,3 +154,56 @@ def test_a_malformed_release_list_is_refused_with_an_error():
         return rpc.rpc_sync("worker1", T.add, args=(1, 2))
 
     assert run_workers(2, make_config("tcp", 2), body)[0] == 3
+
+
+def test_the_releases_riding_in_a_call_that_never_left_still_go(monkeypatch):
+    """A call refused before it leaves (over ``max_message_mb``) loses nothing that rode in it."""
+    monkeypatch.setattr(releases, "RELEASE_DELAY_S", 60.0)  # no flush: only the failed call could carry it
+
+    def body(rank):
+        if rank != 0:
+            return None
+        sent_before = engine_sent(0, "CONTEXT_RELEASE")
+        with dist_autograd.context():
+            rpc.rpc_sync("worker1", T.add, args=(zgrad.ones(2, requires_grad=True), 1.0))
+        too_big = zgrad.zeros(2 << 20)  # 8 MiB over a 1 MiB cap: refused here, before it leaves
+        with pytest.raises(Exception, match="max_message_mb"):
+            rpc.rpc_sync("worker1", T.echo, args=(too_big,))
+        assert poll(lambda: rpc.rpc_sync("worker1", T.dist_debug_info)["num_autograd_contexts"],
+                    lambda n: n == 0) == 0
+        assert engine_sent(0, "CONTEXT_RELEASE") == sent_before + 1
+        return settled_counters(2)
+
+    config = make_config("tcp", 2)
+    config["transport"].update(max_message_mb=1, chunk_mb=1)
+    assert_settled(run_workers(2, config, body)[0])
+
+
+def test_messages_that_arrive_before_start_run_in_arrival_order(monkeypatch):
+    """worker1's agent finishes starting late: the CALL made in a context and the context's
+    release (sent at once behind it, the call being in flight) both arrive before; they must
+    run in that order, not the release first ("already released on this worker")."""
+    from zgrad.distributed.rpc.pool import CalleePool
+
+    held_open = T.Gates.get("worker1-start-held")
+    start_pool = CalleePool.start
+
+    def late_start(pool):
+        if pool._name == "zgrad-worker1":
+            held_open.wait(20)  # worker1's agent is not started until worker0 has sent both
+        start_pool(pool)
+
+    monkeypatch.setattr(CalleePool, "start", late_start)
+
+    def body(rank):
+        if rank != 0:
+            return None
+        with dist_autograd.context():
+            future = rpc.rpc_async("worker1", T.add, args=(zgrad.ones(2, requires_grad=True), 1.0))
+        released = engine_sent(0, "CONTEXT_RELEASE")
+        held_open.set()
+        value = future.wait()  # no "already released on this worker" from worker1
+        return released, value
+
+    with pytest.raises(Exception, match="Could not find autograd context"):  # only the late result, here
+        run_workers(2, make_config("tcp", 2), body)

@@ -59,7 +59,7 @@ class MessengerAgent(Protocol):
 
     def worker_info(self, to: Any = None) -> WorkerInfo: ...
 
-    def register_handler(self, kind: int, handler: Callable[[Envelope], None], inline: bool = False) -> None: ...
+    def register_handler(self, kind: int, handler: Callable[[Envelope], None]) -> None: ...
 
 
 class RpcMessenger:
@@ -71,7 +71,7 @@ class RpcMessenger:
         self.rank = agent.rank
         self._receive = receive
         for kind in ENGINE_KINDS.values():
-            agent.register_handler(kind, self._on_message, inline=True)
+            agent.register_handler(kind, self._on_message)
 
     def send(self, dst: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = (), reply: Any = None) -> None:
         """Send one engine message; ``reply`` (from :meth:`_on_message`'s ``receive``) answers the

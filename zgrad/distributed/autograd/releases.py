@@ -7,7 +7,10 @@ CPU. So a release waits here, per worker, for the next CALL or RREF fetch this w
 there, and rides in its metadata (``"released": [context ids]``): the receiver releases those
 contexts before it runs the call, and passes each on the same way. A release that finds no call
 to ride within :data:`RELEASE_DELAY_S` goes out as a CONTEXT_RELEASE of its own (a flush), and
-``rpc.shutdown`` sends those still waiting on the worker that calls it (``drain``).
+``rpc.shutdown`` sends those still waiting on the worker that calls it (``drain``). A call that
+fails at the caller without an answer (refused before it left, e.g. over ``max_message_mb``; its
+peer lost; timed out) sends what rode in it as CONTEXT_RELEASE (``CallHooks.call_failed``): a
+release that did arrive is a no-op the second time.
 
 A release waits only where it cannot overtake a message of its own context to that worker: a
 call of the context still in flight there (an ``rpc_async`` nobody waited for) may travel on

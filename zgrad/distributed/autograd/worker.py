@@ -139,6 +139,13 @@ class DistAutogradWorker:
             extra["grad_msg"] = message_id
         return extra
 
+    def call_failed(self, dst: int, meta: dict[str, Any]) -> None:
+        """The releases that rode in a call that failed without an answer go by CONTEXT_RELEASE
+        (a release that did arrive is released again there: a no-op; a lost worker answers at once)."""
+        released = meta.get(RELEASED_KEY) if isinstance(meta, dict) else None
+        for context_id in released or ():
+            self._broadcast(context_id, {dst})
+
     def incoming_call(self, src: int, meta: dict[str, Any], tensors: Sequence[Tensor]) -> DistAutogradContext | None:
         """The context a received CALL runs in (created lazily), with its recv node recorded;
         first, the contexts released by ``src`` that ride in it are released here.

@@ -18,6 +18,7 @@ message handlers for its own kinds (:meth:`RpcAgent.register_handler`), listener
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import threading
@@ -92,7 +93,10 @@ class RpcAgent:
         self._logged_rejects: set[tuple[int, str]] = set()
         self.rrefs = OwnerTable(plan.rank, plan.name)
         self._handlers: dict[int, Handler] = {}
-        self._inline_kinds: set[int] = set()
+        # Messages received before start(), in arrival order; None once they have all run.
+        self._early: collections.deque[tuple[Handler, Envelope]] | None = collections.deque()
+        self._early_lock = threading.Lock()
+        self._early_turn = 0  # which _run_early runs them now (a newer one takes over)
         self._peer_lost_listeners: list[Callable[[int, str], None]] = []
         self._closed = False
         self._started = False
@@ -124,8 +128,8 @@ class RpcAgent:
     def start(self) -> None:
         """Join the mesh (bounded by ``connect_timeout_s``), then start serving.
 
-        The callee pool starts only once the worker table is known: calls that arrive earlier wait
-        in its queue, so no handler ever sees a half-started agent.
+        Messages that arrive before the worker table is known here wait, in arrival order, and
+        run once it is (:meth:`_hold_early`): no handler ever sees a half-started agent.
         """
         self.timer.start()
         try:
@@ -137,7 +141,12 @@ class RpcAgent:
         self._infos = [WorkerInfo(entry.name, entry.rank) for entry in self.mesh.workers]
         self._names = {info.name: info.id for info in self._infos}
         self.pool.start()
-        self._started = True
+        with self._early_lock:
+            self._started = True
+            if not self._early:
+                self._early = None
+                return
+        self.pool.submit(self._run_early)
 
     def close(self) -> None:
         """Stop everything this agent started; pending calls fail. Idempotent."""
@@ -156,15 +165,12 @@ class RpcAgent:
 
     # --- extension points (distributed autograd, the shutdown barrier) --------------------------
 
-    def register_handler(self, kind: int, handler: Handler, inline: bool = False) -> None:
+    def register_handler(self, kind: int, handler: Handler) -> None:
         """Route messages of ``kind`` to ``handler``, which runs on the thread that received the
-        message (the mesh's I/O leader; see ``transport/role.py``). Until this agent has
-        started, messages of a kind not ``inline`` wait for it on the callee pool; ``inline``
-        is for cheap work that must keep the per-pair order from the first message on. Call
-        before :meth:`start`."""
+        message (the mesh's I/O leader; see ``transport/role.py``). Messages that arrive before
+        this agent has started wait for it, every kind in one queue, and run in arrival order
+        before any later one (:meth:`_hold_early`). Call before :meth:`start`."""
         self._handlers[kind] = handler
-        if inline:
-            self._inline_kinds.add(kind)
 
     def add_peer_lost_listener(self, listener: Callable[[int, str], None]) -> None:
         """Call ``listener(rank, reason)`` (on the I/O thread) when worker ``rank`` is lost."""
@@ -236,6 +242,7 @@ class RpcAgent:
             self.send(dst, kind, meta, buffers, request_id)
         except ZgradError as exc:
             self._finish(request_id, error=exc)
+            self.call_hooks.call_failed(dst, meta)
         return future
 
     def _call_message(self, dst: int, func: Callable[..., Any], args: Any, kwargs: Any, timeout_s: float,
@@ -301,6 +308,7 @@ class RpcAgent:
             if dead is None:
                 self._pending[request_id] = _Pending(None, dst, what, True, context)
         if dead is not None:
+            self.call_hooks.call_failed(dst, meta)
             raise self._unavailable(dst, dead)
         hooks = blocking_hooks
         if hooks.enter is not None and not self.mesh.leads():  # a leader hands its role on lazily (direct.py)
@@ -309,8 +317,10 @@ class RpcAgent:
             self.sent[kind] += 1
             envelope = self.mesh.request(dst, kind, request_id, meta, buffers, timeout_s)
         except ZgradTimeoutError:
+            self.call_hooks.call_failed(dst, meta)
             raise ZgradTimeoutError(f"{what} ran past {timeout_s:g} seconds") from None
         except TransportError as exc:
+            self.call_hooks.call_failed(dst, meta)
             if self._closed:
                 raise ZgradError(f"RPC agent of {self.name!r} shut down before {what} completed") from None
             raise ZgradError(f"{what} failed: {exc}") from exc
@@ -383,12 +393,12 @@ class RpcAgent:
     # --- receiving ------------------------------------------------------------------------------
 
     def _register_rpc_handlers(self) -> None:
-        self.register_handler(Kind.RESULT, self._on_reply, inline=True)
-        self.register_handler(Kind.ERROR, self._on_reply, inline=True)
+        self.register_handler(Kind.RESULT, self._on_reply)
+        self.register_handler(Kind.ERROR, self._on_reply)
         self.register_handler(Kind.CALL, self._on_call)
-        self.register_handler(Kind.RREF_FETCH, self._on_fetch, inline=True)
-        self.register_handler(Kind.RREF_FORK, lambda e: self.rrefs.add_fork(e.meta["rref"], e.meta["fork"]), inline=True)
-        self.register_handler(Kind.RREF_DELETE, lambda e: self.rrefs.delete_fork(e.meta["rref"], e.meta["fork"]), inline=True)
+        self.register_handler(Kind.RREF_FETCH, self._on_fetch)
+        self.register_handler(Kind.RREF_FORK, lambda e: self.rrefs.add_fork(e.meta["rref"], e.meta["fork"]))
+        self.register_handler(Kind.RREF_DELETE, lambda e: self.rrefs.delete_fork(e.meta["rref"], e.meta["fork"]))
 
     def reject(self, src: int, reason: str) -> None:
         """Count and log (once per peer and reason) a message that was dropped."""
@@ -416,8 +426,7 @@ class RpcAgent:
         if kind == Kind.CALL and envelope.meta.get("rref") is not None:
             # Register the creator's fork now, in arrival order, before any DELETE from it.
             self.rrefs.add_fork(envelope.meta["rref"], envelope.meta["fork"])
-        if not (self._started or kind in self._inline_kinds):
-            self.pool.submit(lambda: self._run_handler(handler, envelope))
+        if self._early is not None and self._hold_early(handler, envelope):
             return
         try:  # _run_handler, inline: this is every message's path
             handler(envelope)
@@ -425,6 +434,49 @@ class RpcAgent:
             self.reject(envelope.src, str(exc))
         except Exception:  # noqa: BLE001 - a broken handler must not kill the I/O thread or pool
             log.exception("%s: handling %s from rank %s failed", self.name, KIND_NAMES.get(kind), envelope.src)
+
+    def _hold_early(self, handler: Handler, envelope: Envelope) -> bool:
+        """Queue a message that arrives before :meth:`start` finished, or while messages that
+        arrived before it have not all run (so that it cannot overtake them: a CONTEXT_RELEASE
+        its CALL, an RREF_DELETE its fork); False once they have all run: run it now."""
+        with self._early_lock:
+            early = self._early
+            if early is None:
+                return False
+            early.append((handler, envelope))
+            started = self._started
+        if started:
+            self._run_early()
+        return True
+
+    def _run_early(self) -> None:
+        """Run the queued early messages one at a time, in arrival order, until none is left.
+        Like the I/O leader's turns: a handler that runs past ``transport.inline_budget_ms``
+        is left to finish on its thread while a pool thread takes over the rest of the queue;
+        the newest caller is the one that goes on."""
+        budget_s = self.config.transport.inline_budget_ms / 1000
+        with self._early_lock:
+            self._early_turn += 1
+            turn = self._early_turn
+        while True:
+            with self._early_lock:
+                if self._early_turn != turn:
+                    return  # taken over
+                if not self._early:
+                    self._early = None
+                    return
+                handler, envelope = self._early.popleft()
+            timer = self.timer.schedule(budget_s, lambda: self._take_over_early(turn))
+            try:
+                self._run_handler(handler, envelope)
+            finally:
+                self.timer.cancel(timer)
+
+    def _take_over_early(self, turn: int) -> None:
+        with self._early_lock:
+            if self._early_turn != turn or not self._early:
+                return
+        self.pool.submit(self._run_early)
 
     def _run_handler(self, handler: Handler, envelope: Envelope) -> None:
         try:

@@ -20,6 +20,11 @@ class CallHooks(Protocol):
     def outgoing_call(self, dst: int, tensors: Sequence[Any]) -> dict[str, Any]:
         """Metadata to add to a CALL or RREF_FETCH the calling thread sends to ``dst``."""
 
+    def call_failed(self, dst: int, meta: dict[str, Any]) -> None:
+        """A CALL or RREF_FETCH with ``meta`` (extended by :meth:`outgoing_call`) failed at the
+        caller without an answer (refused before it left, its peer lost, or timed out): what
+        rode in it may not have arrived."""
+
     def incoming_call(self, src: int, meta: dict[str, Any], tensors: Sequence[Any]) -> Any:
         """The context a received CALL or RREF_FETCH runs in (opaque to the agent), or None."""
 
@@ -42,6 +47,9 @@ class NoCallHooks:
 
     def outgoing_call(self, dst: int, tensors: Sequence[Any]) -> dict[str, Any]:
         return {}
+
+    def call_failed(self, dst: int, meta: dict[str, Any]) -> None:
+        return None
 
     def incoming_call(self, src: int, meta: dict[str, Any], tensors: Sequence[Any]) -> Any:
         return None

@@ -61,8 +61,8 @@ class ShutdownBarrier:
         self._ready: set[int] = set()
         self._go_dead: list[str] | None = None
         self._sent_ready = False
-        agent.register_handler(Kind.SHUTDOWN_READY, self._on_ready, inline=True)
-        agent.register_handler(Kind.SHUTDOWN_GO, self._on_go, inline=True)
+        agent.register_handler(Kind.SHUTDOWN_READY, self._on_ready)
+        agent.register_handler(Kind.SHUTDOWN_GO, self._on_go)
         agent.add_peer_lost_listener(lambda rank, reason: self._wake())
 
     def _wake(self) -> None:
