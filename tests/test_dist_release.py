@@ -106,11 +106,9 @@ def test_a_release_never_overtakes_a_call_of_its_context_still_in_flight(monkeyp
         assert rpc.rpc_sync("worker1", T.echo, args=(7,)) == 7
         assert engine_sent(0, "CONTEXT_RELEASE") == sent_before + 1
         T.Gates.open("release-behind-async")
-        with pytest.raises(Exception) as info:  # noqa: PT011 - only where it failed matters
-            future.wait()
-        # it ran on worker1 in its context; only its result, arriving here after the release, is refused
-        assert "already released on this worker" not in str(info.value)
-        assert "Could not find autograd context" in str(info.value)
+        # it ran on worker1 in its context (not "already released on this worker"); its result,
+        # without gradients, is the caller's although the context is gone here
+        assert future.wait() == 5
         return settled_counters(4)
 
     assert_settled(run_workers(4, make_config("tcp", 4), body)[0])

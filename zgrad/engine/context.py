@@ -150,11 +150,15 @@ class ContextContainer:
         Raises:
             AutogradError: "Could not find autograd context with id: N".
         """
-        with self._lock:
-            ctx = self._contexts.get(context_id)
+        ctx = self.find(context_id)
         if ctx is None:
             raise unknown_context(context_id)
         return ctx
+
+    def find(self, context_id: int) -> DistAutogradContext | None:
+        """The context with ``context_id``, or None."""
+        with self._lock:
+            return self._contexts.get(context_id)
 
     def get_or_create(self, context_id: int) -> DistAutogradContext:
         """The context, created lazily when a message of a new id arrives from another worker.

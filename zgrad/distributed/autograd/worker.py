@@ -172,11 +172,23 @@ class DistAutogradWorker:
         return {} if message_id is None else {"grad_msg": message_id}
 
     def incoming_result(self, context_id: int | None, src: int, meta: dict[str, Any], tensors: Sequence[Tensor]) -> None:
-        """Record the recv node for a RESULT of a call made in ``context_id``."""
+        """Record the recv node for a RESULT of a call made in ``context_id``. A result with no
+        tensor requiring grad needs no context: it is the caller's even after the context was
+        released (an ``rpc_async`` waited for after its ``with`` block, as in PyTorch, where
+        such a reply carries no autograd metadata).
+
+        Raises:
+            AutogradError: the result carries gradients to record and the context is gone.
+        """
         if context_id is None:
             return
-        ctx = self.contexts.get(context_id)
-        record_recv(ctx, src, meta.get("grad_msg"), tensors)
+        message_id = meta.get("grad_msg")
+        if message_id is None:
+            ctx = self.contexts.find(context_id)
+            if ctx is not None:
+                ctx.add_known_worker(src)
+            return
+        record_recv(self.contexts.get(context_id), src, message_id, tensors)
 
     def run_in_context(self, context: DistAutogradContext | None, func: Callable[..., Any], args: list,
                        kwargs: dict) -> Any:
