@@ -428,12 +428,7 @@ class RpcAgent:
             self.rrefs.add_fork(envelope.meta["rref"], envelope.meta["fork"])
         if self._early is not None and self._hold_early(handler, envelope):
             return
-        try:  # _run_handler, inline: this is every message's path
-            handler(envelope)
-        except ProtocolError as exc:
-            self.reject(envelope.src, str(exc))
-        except Exception:  # noqa: BLE001 - a broken handler must not kill the I/O thread or pool
-            log.exception("%s: handling %s from rank %s failed", self.name, KIND_NAMES.get(kind), envelope.src)
+        self._run_handler(handler, envelope)
 
     def _hold_early(self, handler: Handler, envelope: Envelope) -> bool:
         """Queue a message that arrives before :meth:`start` finished, or while messages that

@@ -92,7 +92,7 @@ def check_meta(kind: int, meta: Any, schema: Mapping[str, tuple[tuple[type, ...]
         schema = SCHEMAS.get(kind)
         if schema is None:
             raise ProtocolError(f"no schema for message kind {kind}")
-    if type(meta) is not dict and not isinstance(meta, dict):
+    if not isinstance(meta, dict):
         raise ProtocolError(f"{KIND_NAMES.get(kind, kind)} metadata must be a map, got {type(meta).__name__}")
     for key, value in meta.items():
         spec = schema.get(key)  # every schema key is a str: any other key misses
@@ -105,8 +105,7 @@ def check_meta(kind: int, meta: Any, schema: Mapping[str, tuple[tuple[type, ...]
             raise ProtocolError(
                 f"{KIND_NAMES.get(kind, kind)} metadata key {key!r} has type {type(value).__name__}; "
                 f"expected {' or '.join(t.__name__ for t in types)}")
-    cached = _REQUIRED.get(id(schema))
-    required = cached[1] if cached is not None and cached[0] is schema else _required(schema)
+    required = _required(schema)
     if not required <= meta.keys():
         missing = next(key for key in schema if key in required and key not in meta)
         raise ProtocolError(f"{KIND_NAMES.get(kind, kind)} metadata lacks the required key {missing!r}")
