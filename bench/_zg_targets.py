@@ -79,3 +79,11 @@ def cpu_seconds():
     """CPU time of this worker process so far (user + system, every thread)."""
     import time
     return time.process_time()
+
+
+# bench/stream_prototype.py: the port of the callee's prototype stream listener.
+PROTOTYPE = {}
+
+
+def prototype_port():
+    return PROTOTYPE.get("port")

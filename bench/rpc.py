@@ -12,7 +12,9 @@ Measures, each framework with two worker processes on loopback tcp:
     no callee thread waits), 32 calls kept in flight.
 
 "raw" is a DEALER client (the parent process) against a ROUTER echo server (a separate process),
-the payload one frame with ``copy=False``: the floor any RPC layer on ZeroMQ pays. Every worker
+the payload one frame with ``copy=False``: the floor any RPC layer on ZeroMQ pays. Below the table,
+the round trip of the same payload over plain Python TCP sockets (TCP_NODELAY, blocking calls, no
+ZeroMQ I/O threads) shows what that floor itself costs: the two I/O-thread wake-ups per message. Every worker
 runs with NUMBA_NUM_THREADS=1, OMP_NUM_THREADS=1 (the box has few cores, two workers each) so no
 framework is penalised by oversubscription. Workers are fresh interpreters (subprocess, no fork).
 
@@ -191,6 +193,54 @@ def _raw_server() -> None:
     ctx.term()
 
 
+def _socket_server() -> None:
+    """An echo server on a plain TCP socket (the floor without ZeroMQ): prints its port."""
+    import socket
+    listener = socket.create_server(("127.0.0.1", 0))
+    print(listener.getsockname()[1], flush=True)
+    listener.settimeout(120)
+    conn, _ = listener.accept()
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    conn.settimeout(120)
+    while True:
+        data = conn.recv(65536)
+        if not data or data == b"stop":
+            break
+        conn.sendall(data)
+    conn.close()
+    listener.close()
+
+
+def _run_socket_floor(settings: dict) -> float:
+    """Median round trip (µs) of a 16-byte echo over plain TCP sockets between two processes."""
+    import socket
+    server = subprocess.Popen([sys.executable, __file__, "--socket-server"], stdout=subprocess.PIPE, text=True,
+                              env=_procs.worker_env())
+    try:
+        conn = socket.create_connection(("127.0.0.1", int(server.stdout.readline())), timeout=60)
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        payload = bytes(16)
+
+        def call(p: bytes) -> None:
+            conn.sendall(p)
+            got = 0
+            while got < len(p):
+                chunk = conn.recv(65536)
+                if not chunk:
+                    raise ConnectionError("the socket echo server closed the connection")
+                got += len(chunk)
+
+        latency = min(_latency_us(call, payload, settings["lat_iters"], lambda: 0.0)[0]
+                      for _ in range(settings["repeats"]))
+        conn.sendall(b"stop")
+        conn.close()
+        server.wait(10)
+        return latency
+    finally:
+        if server.poll() is None:
+            server.kill()
+
+
 def _process_cpu_s(pid: int) -> float:
     """CPU seconds (user + system) process ``pid`` has used, from /proc (clock-tick resolution)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -252,9 +302,12 @@ def main() -> None:
     parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     parser.add_argument("--raw-server", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--socket-server", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.raw_server:
         return _raw_server()
+    if args.socket_server:
+        return _socket_server()
     if args.worker:
         return _worker(args.worker, args.rank, json.loads(args.spec))
 
@@ -268,6 +321,7 @@ def main() -> None:
     for framework in (["zgrad", "torch"] if with_torch else ["zgrad"]):
         results[framework].update(_procs.run_pair(__file__, framework, {"settings": settings, "only": "batch"}, 600))
     results["raw"] = _run_raw(settings)
+    results["socket_floor_us"] = _run_socket_floor(settings)
 
     cols = ["zgrad", "torch", "raw"] if with_torch else ["zgrad", "raw"]
     rows = []
@@ -304,8 +358,10 @@ def main() -> None:
     for c in ("zgrad", "torch"):
         if results.get(c, {}).get("batch_error"):
             print(f"\n  {c} async_execution batching: {results[c]['batch_error']}")
+    print(f"\n  round trip without ZeroMQ (plain TCP sockets, same 16 bytes): {results['socket_floor_us']:.0f} µs "
+          f"= {results['socket_floor_us'] / results['raw']['latency_us']:.2f}x raw pyzmq's")
     cma = z.get("transport", {})
-    print(f"\n  zgrad same-host single copy (transport.cma): "
+    print("\n  zgrad same-host single copy (transport.cma): "
           + (f"on, {cma['cma_sent']} tensors sent by ticket" if cma.get("cma_sent") else "off / not used"))
 
     targets = {"rpc_sync latency <= 1.6x raw pyzmq": z["latency_us"] <= 1.6 * results["raw"]["latency_us"]}
