@@ -30,6 +30,8 @@ CASES = [
     case("abs_method", lambda lib, a: abs(a).sum(dim=0), (3, 4)),
     case("sqrt", lambda lib, a: lib.sqrt(a), (3, 4), domain=POSITIVE),
     case("sqrt_method", lambda lib, a: a.sqrt() * a, (5,), domain=POSITIVE),
+    case("square", lambda lib, a: lib.square(a), (3, 4)),
+    case("square_method", lambda lib, a: a.square().sum(dim=1), (3, 4)),
     case("clamp", lambda lib, a: lib.clamp(a, -0.5, 0.7), (3, 4)),
     case("clamp_min", lambda lib, a: a.clamp(min=-0.3), (3, 4)),
     case("clamp_max", lambda lib, a: a.clamp(max=0.2), (3, 4)),

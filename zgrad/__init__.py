@@ -19,7 +19,7 @@ from zgrad.engine.grad_mode import enable_grad, is_grad_enabled, no_grad, set_gr
 from zgrad.errors import ZgradError
 from zgrad.ops import (
     add, cat, div, exp, log, log_softmax, matmul, mean, mul, neg, permute, pow, relu, reshape, sigmoid, softmax,
-    stack, sub, sum, tanh, transpose,
+    square, stack, sub, sum, tanh, transpose,
 )
 from zgrad.ops import (
     abs, argmax, argmin, chunk, clamp, clip, eq, flatten, gather, ge, gt, index_select, le, logical_and, logical_not,
@@ -54,7 +54,7 @@ __all__ = [
     "logical_or", "logical_xor", "logsumexp", "long", "LongTensor", "lt", "manual_seed", "masked_fill",
     "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "ne", "neg", "nn", "no_grad", "ones",
     "ones_like", "optim", "permute", "pow", "rand", "rand_like", "randn", "randn_like", "relu", "remainder",
-    "reshape", "scatter", "set_default_device", "set_grad_enabled", "sigmoid", "softmax", "split", "sqrt", "squeeze", "stack", "std",
+    "reshape", "scatter", "set_default_device", "set_grad_enabled", "sigmoid", "softmax", "split", "sqrt", "square", "squeeze", "stack", "std",
     "sub", "sum", "t", "tanh", "Tensor", "tensor", "transpose", "uint8", "unsqueeze", "var", "where", "zeros",
     "zeros_like", "ZgradError",
 ]

@@ -163,6 +163,9 @@ class TensorMath:
     def pow(self, exponent: Any) -> Any:
         return zgrad.ops.pow(self, exponent)
 
+    def square(self) -> Any:
+        return zgrad.ops.square(self)
+
     def remainder(self, other: Any) -> Any:
         return zgrad.ops.remainder(self, other)
 

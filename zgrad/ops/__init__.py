@@ -24,7 +24,7 @@ from zgrad.ops.reduce import ValuesIndices, argmax, argmin, logsumexp, max, min,
 from zgrad.ops.shape import chunk, expand, flatten, split, squeeze, t, unsqueeze
 
 __all__ = [
-    "add", "sub", "mul", "div", "neg", "pow", "matmul", "exp", "log", "tanh", "sigmoid", "relu",
+    "add", "sub", "mul", "div", "neg", "pow", "square", "matmul", "exp", "log", "tanh", "sigmoid", "relu",
     "sum", "mean", "reshape", "transpose", "permute", "getitem", "stack", "cat", "clone", "cast", "to_device",
     "softmax", "log_softmax", "linear", "cross_entropy", "mse_loss",
     "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
@@ -57,6 +57,11 @@ def div(a: Any, b: Any) -> Any:
 def pow(a: Any, b: Any) -> Any:  # noqa: A001 - mirrors torch.pow
     """a ** b with broadcasting."""
     return Pow.apply(_operand(a), _operand(b))
+
+
+def square(x: Any) -> Any:
+    """x * x, element-wise (torch.square): ``x ** 2``, with its gradient ``2 x``."""
+    return Pow.apply(_tensor(x, "square"), _operand(2))
 
 
 def neg(x: Any) -> Any:
