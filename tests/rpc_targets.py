@@ -512,3 +512,24 @@ def call_gated(dst, gate, value):
 def many_nested(dst, n):
     """From a handler, make ``n`` quick nested calls to ``dst`` in a row."""
     return sum(rpc.rpc_sync(dst, add, args=(i, 0)) for i in range(n))
+
+
+KEPT = {}
+
+
+def keep(key, value):
+    """Hold ``value`` on this worker under ``key``."""
+    KEPT[key] = value
+
+
+def kept(key):
+    return KEPT[key]
+
+
+def kept_sum(key):
+    return float(KEPT[key].sum())
+
+
+def fill_kept(key, value):
+    """Overwrite the held tensor in place."""
+    KEPT[key]._data[...] = value

@@ -74,6 +74,25 @@ def test_a_sync_call_below_direct_max_kb_goes_direct_and_a_bigger_one_by_single_
     assert run_workers(2, config, body)[0] == [(1, 0), (0, 1)]
 
 
+def test_a_direct_call_over_inproc_shares_no_memory_either_way(tmp_path):
+    """Over inproc a zero-copy frame would alias the sender's memory in the receiver: the caller's
+    argument and the callee's result must arrive as copies (as over tcp, and as in PyTorch)."""
+    def body(rank):
+        if rank != 0:
+            return None
+        x = zgrad.zeros(32768)  # 128 KiB: a zero-copy frame size, below direct_max_kb (caller-direct)
+        before = rpc.get_debug_info()["transport"].get("direct_requests", 0)
+        rpc.rpc_sync("worker1", T.keep, args=("inproc-arg", x))
+        x._data[...] = 1.0  # the caller writes its own tensor afterwards
+        held_sum = rpc.rpc_sync("worker1", T.kept_sum, args=("inproc-arg",))
+        result = rpc.rpc_sync("worker1", T.kept, args=("inproc-arg",))  # the callee's own tensor, as the result
+        rpc.rpc_sync("worker1", T.fill_kept, args=("inproc-arg", 2.0))  # the callee writes it afterwards
+        direct = rpc.get_debug_info()["transport"].get("direct_requests", 0) - before
+        return held_sum, float(result.sum()), direct
+
+    assert run_workers(2, make_config("inproc", 2, tmp_path), body)[0] == (0.0, 0.0, 4)
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_callee_computing_2_s_holds_up_no_call_heartbeat_or_backward(transport, tmp_path):
     config = make_config(transport, 2, tmp_path)

@@ -74,6 +74,7 @@ class DirectCaller:
         dead_reason: rank -> why it was declared lost, or None.
         valid_kinds: the kinds a reply may have (checked by ``frames.decode``).
         before_wait: called once before each wait (the leader hands its role on; see ``role.py``).
+        copy_buffers: copy every frame on send (the transport shares memory between workers).
         wait_leading: ``(socket, timeout_s) -> bool | None``: a leader first waits for its reply
             on ``socket`` while keeping the role, as long as nothing else arrives: True if the
             reply is there and it still leads, False if it must hand the role on first, None if
@@ -84,7 +85,8 @@ class DirectCaller:
     def __init__(self, context: zmq.Context, config: Any, keys: CurveKeys | None, rank: int, session: int,
                  endpoint_of: Callable[[int], str], dead_reason: Callable[[int], str | None],
                  valid_kinds: frozenset[int], before_wait: Callable[[], None], describe: Callable[[int], str],
-                 wait_leading: Callable[[zmq.Socket, float], bool | None] | None = None) -> None:
+                 wait_leading: Callable[[zmq.Socket, float], bool | None] | None = None,
+                 copy_buffers: bool = False) -> None:
         self._context = context
         self._config = config
         self._keys = keys
@@ -96,6 +98,7 @@ class DirectCaller:
         self._before_wait = before_wait
         self._wait_leading = wait_leading
         self._describe = describe
+        self._zero_copy_min = float("inf") if copy_buffers else _ZERO_COPY_MIN
         self._counts: list[list[int]] = []  # per thread: [replies received, their buffer bytes]
         self._max_bytes = config.max_message_mb << 20
         self._chunk_bytes = config.chunk_mb << 20
@@ -272,13 +275,13 @@ class DirectCaller:
                 lock.release()
         return replies
 
-    @staticmethod
-    def _try_send(sock: zmq.Socket, frames: list) -> bool:
+    def _try_send(self, sock: zmq.Socket, frames: list) -> bool:
+        zero_copy_min = self._zero_copy_min
         try:
             for frame in frames[:-1]:
-                sock.send(frame, _MORE, copy=len(frame) < _ZERO_COPY_MIN)
+                sock.send(frame, _MORE, copy=len(frame) < zero_copy_min)
             last = frames[-1]
-            sock.send(last, _LAST, copy=len(last) < _ZERO_COPY_MIN)
+            sock.send(last, _LAST, copy=len(last) < zero_copy_min)
         except zmq.Again:  # only the first part can be refused (whole messages count against the HWM)
             return False
         return True

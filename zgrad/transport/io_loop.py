@@ -95,6 +95,8 @@ class IoLoop:
     ):
         transport = config.transport
         self._defer_cma_reads = defer_cma_reads
+        # Zero-copy frames from this size on; never where a frame would alias the sender's memory.
+        self._zero_copy_min = float("inf") if copy_buffers else _ZERO_COPY_MIN
         self._sockets = sockets
         self._me = me
         self._world_size = world_size
@@ -498,10 +500,11 @@ class IoLoop:
         sock = self._sockets.inbound
         try:
             sock.send(routing_id, _MORE)
+            zero_copy_min = self._zero_copy_min
             for frame in frames[:-1]:
-                sock.send(frame, _MORE, copy=len(frame) < _ZERO_COPY_MIN)
+                sock.send(frame, _MORE, copy=len(frame) < zero_copy_min)
             last = frames[-1]
-            sock.send(last, _LAST, copy=len(last) < _ZERO_COPY_MIN)
+            sock.send(last, _LAST, copy=len(last) < zero_copy_min)
         except zmq.ZMQError:
             self._stats.add("dropped")
 

@@ -258,7 +258,7 @@ class Mesh:
                 sockets.context, t, self._keys, self.rank, self._session,
                 endpoint_of=lambda rank: self._loop.table[rank].endpoint, dead_reason=self._outbox.dead_reason,
                 valid_kinds=self._valid_kinds, before_wait=self.hand_off, describe=self.describe,
-                wait_leading=self._wait_leading,
+                wait_leading=self._wait_leading, copy_buffers=self.transport.shares_memory,
             )
             self._loop = IoLoop(
                 sockets=sockets,
