@@ -7,8 +7,8 @@ the role passes to a standby thread (``blocking_hooks``); one that runs long is 
 thread that calls ``rpc_sync`` or ``to_here`` sends on its own socket and waits there for the
 reply (``transport/direct.py``): no timer entry, its own deadline. ``rpc_async`` and ``remote``
 go through the mesh; their futures are completed where the reply lands and the timer thread fails
-those that run past their timeout. The callee pool runs the engine's background work and calls
-that arrive before the agent has started.
+those that run past their timeout. The callee pool runs the engine's background work and, in
+arrival order, the messages that arrived before the agent had started.
 
 A layer built on RPC (distributed autograd) extends the agent through three declared points:
 message handlers for its own kinds (:meth:`RpcAgent.register_handler`), listeners for lost peers
