@@ -177,6 +177,15 @@ def test_the_releases_riding_in_a_call_that_never_left_still_go(monkeypatch):
     assert_settled(run_workers(2, config, body)[0])
 
 
+def held_before_start(name, count):
+    """Whether worker ``name`` (in this process) holds ``count`` messages that arrived before its
+    agent finished starting (polled, bounded)."""
+    from zgrad.distributed.rpc.state import _agents
+
+    agent = next(a for a in _agents.live if a.name == name)
+    return poll(lambda: len(agent._early or ()), lambda n: n >= count) >= count
+
+
 def test_messages_that_arrive_before_start_run_in_arrival_order(monkeypatch):
     """worker1's agent finishes starting late: the CALL made in a context and the context's
     release (sent at once behind it, the call being in flight) both arrive before; they must
@@ -199,9 +208,39 @@ def test_messages_that_arrive_before_start_run_in_arrival_order(monkeypatch):
         with dist_autograd.context():
             future = rpc.rpc_async("worker1", T.add, args=(zgrad.ones(2, requires_grad=True), 1.0))
         released = engine_sent(0, "CONTEXT_RELEASE")
+        assert held_before_start("worker1", 2)  # the CALL and the release both wait for the start
         held_open.set()
         value = future.wait()  # no "already released on this worker" from worker1
         return released, value
 
     with pytest.raises(Exception, match="Could not find autograd context"):  # only the late result, here
         run_workers(2, make_config("tcp", 2), body)
+
+
+def test_an_early_call_that_blocks_does_not_hold_up_the_ones_after_it(monkeypatch):
+    """Messages queued before start run in order, but one that blocks is left to finish on its
+    thread while the rest go on (as the I/O leader is taken over): no early call stalls another."""
+    from zgrad.distributed.rpc.pool import CalleePool
+
+    held_open = T.Gates.get("worker1-start-held-2")
+    start_pool = CalleePool.start
+
+    def late_start(pool):
+        if pool._name == "zgrad-worker1":
+            held_open.wait(20)
+        start_pool(pool)
+
+    monkeypatch.setattr(CalleePool, "start", late_start)
+
+    def body(rank):
+        if rank != 0:
+            return None
+        blocked = rpc.rpc_async("worker1", T.wait_at_gate, args=("early-blocker", "late"))
+        after = rpc.rpc_async("worker1", T.echo, args=("after",))
+        assert held_before_start("worker1", 2)
+        held_open.set()
+        first = after.wait(10)  # while the first early call still waits at its gate
+        T.Gates.open("early-blocker")
+        return first, blocked.wait(10)
+
+    assert run_workers(2, make_config("tcp", 2), body)[0] == ("after", "late")
