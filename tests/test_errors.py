@@ -145,6 +145,8 @@ def test_unsupported_operand():
         zgrad.ones(2) + "a"
     with raises(TypeError, "exp expects a Tensor, got float"):
         zgrad.exp(1.0)
+    with raises(TypeError, "square expects a Tensor, got str"):
+        zgrad.square("a")
 
 
 # --- shapes and dimensions ----------------------------------------------------------------------

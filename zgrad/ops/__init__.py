@@ -59,9 +59,9 @@ def pow(a: Any, b: Any) -> Any:  # noqa: A001 - mirrors torch.pow
     return Pow.apply(_operand(a), _operand(b))
 
 
-def square(x: Any) -> Any:
-    """x * x, element-wise (torch.square): ``x ** 2``, with its gradient ``2 x``."""
-    return Pow.apply(_tensor(x, "square"), _operand(2))
+def square(input: Any) -> Any:  # noqa: A002 - torch's argument name
+    """input * input, element-wise (torch.square): ``input ** 2``, with its gradient ``2 input``."""
+    return Pow.apply(_tensor(input, "square"), _operand(2))
 
 
 def neg(x: Any) -> Any:

@@ -29,18 +29,15 @@ from zgrad.errors import TransportError, WorkerUnavailableError, ZgradTimeoutErr
 from zgrad.transport import frames as fr
 from zgrad.transport.envelope import Envelope
 from zgrad.transport.security import CurveKeys
-from zgrad.transport.sockets import open_dealer
+from zgrad.transport.sockets import open_dealer, send_frames
 
 __all__ = ["DirectCaller", "DIRECT_ID", "DIRECT_MAGIC", "WAIT_SLICE_S"]
 
 DIRECT_ID = struct.Struct("!4sIQI")
 DIRECT_MAGIC = b"zgdc"
-_MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
 _LAST = int(zmq.NOBLOCK)
 _POLLIN = int(zmq.POLLIN)
 _POLLOUT = int(zmq.POLLOUT)
-# Frames at least this big go out zero-copy (as in links.py).
-_ZERO_COPY_MIN = 65536
 # Longest uninterrupted wait: how late a waiter notices a lost peer, a closed mesh or its deadline.
 WAIT_SLICE_S = 0.05
 # Longest a leader waits for its reply before it hands its role on (it does at once when anything
@@ -98,7 +95,7 @@ class DirectCaller:
         self._before_wait = before_wait
         self._wait_leading = wait_leading
         self._describe = describe
-        self._zero_copy_min = float("inf") if copy_buffers else _ZERO_COPY_MIN
+        self._copy_buffers = copy_buffers
         self._counts: list[list[int]] = []  # per thread: [replies received, their buffer bytes]
         self._max_bytes = config.max_message_mb << 20
         self._chunk_bytes = config.chunk_mb << 20
@@ -276,13 +273,9 @@ class DirectCaller:
         return replies
 
     def _try_send(self, sock: zmq.Socket, frames: list) -> bool:
-        zero_copy_min = self._zero_copy_min
         try:
-            for frame in frames[:-1]:
-                sock.send(frame, _MORE, copy=len(frame) < zero_copy_min)
-            last = frames[-1]
-            sock.send(last, _LAST, copy=len(last) < zero_copy_min)
-        except zmq.Again:  # only the first part can be refused (whole messages count against the HWM)
+            send_frames(sock, frames, self._copy_buffers)
+        except zmq.Again:
             return False
         return True
 

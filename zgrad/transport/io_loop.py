@@ -41,15 +41,13 @@ from zgrad.transport.pool import BufferPool
 from zgrad.transport.rendezvous import Rendezvous
 from zgrad.transport.role import IoRole
 from zgrad.transport.security import CurveKeys, ZapHandler
-from zgrad.transport.sockets import MeshSockets
+from zgrad.transport.sockets import MeshSockets, send_frames
 from zgrad.transport.stats import TransportStats
 
 __all__ = ["IoLoop", "ROUTING_ID", "routing_id"]
 
 ROUTING_ID = struct.Struct("!4sIQ")
 _MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
-_LAST = int(zmq.NOBLOCK)
-_ZERO_COPY_MIN = 65536
 _ROUTING_MAGIC = b"zgid"
 _MAX_POLL_MS = 1000
 # How long rank 0 keeps running after aborting start-up, so that its ABORT messages leave.
@@ -95,8 +93,7 @@ class IoLoop:
     ):
         transport = config.transport
         self._defer_cma_reads = defer_cma_reads
-        # Zero-copy frames from this size on; never where a frame would alias the sender's memory.
-        self._zero_copy_min = float("inf") if copy_buffers else _ZERO_COPY_MIN
+        self._copy_buffers = copy_buffers  # a zero-copy frame would alias the sender's memory
         self._sockets = sockets
         self._me = me
         self._world_size = world_size
@@ -500,11 +497,7 @@ class IoLoop:
         sock = self._sockets.inbound
         try:
             sock.send(routing_id, _MORE)
-            zero_copy_min = self._zero_copy_min
-            for frame in frames[:-1]:
-                sock.send(frame, _MORE, copy=len(frame) < zero_copy_min)
-            last = frames[-1]
-            sock.send(last, _LAST, copy=len(last) < zero_copy_min)
+            send_frames(sock, frames, self._copy_buffers)
         except zmq.ZMQError:
             self._stats.add("dropped")
 

@@ -17,14 +17,11 @@ from zgrad.transport.frames import Rejected
 from zgrad.transport.liveness import Liveness
 from zgrad.transport.outbox import Outbox
 from zgrad.transport.security import CurveKeys
-from zgrad.transport.sockets import MeshSockets, open_dealer
+from zgrad.transport.sockets import MeshSockets, open_dealer, send_frames
 
 __all__ = ["PeerLinks"]
 
 # Frames at least this big go out zero-copy; smaller ones are cheaper to copy (pyzmq's own rule).
-_ZERO_COPY_MIN = 65536
-_MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
-_LAST = int(zmq.NOBLOCK)
 
 
 class PeerLinks:
@@ -98,7 +95,7 @@ class PeerLinks:
         while queue:
             frames, accounted = queue[0]
             try:
-                self._send_frames(sock, frames)
+                send_frames(sock, frames, self._copy)
             except zmq.Again:
                 if sock not in self._blocked:
                     self._blocked[sock] = dst
@@ -120,22 +117,6 @@ class PeerLinks:
         dst = self._blocked.get(sock)
         if dst is not None:
             self.flush(dst)
-
-    def _send_frames(self, sock: zmq.Socket, frames: list) -> None:
-        # Once the first part is accepted, ZeroMQ accepts the rest of the message (the HWM
-        # counts whole messages), so only the first send can raise zmq.Again.
-        last = len(frames) - 1
-        copy_all = self._copy
-        for i, frame in enumerate(frames):
-            size = len(frame)
-            if size >= _ZERO_COPY_MIN and not copy_all:
-                # A whole received frame going out again (an echo, a forward) is sent as the
-                # frame itself: ZeroMQ shares its reference-counted data, with no release
-                # round-trip through pyzmq's garbage-collector thread.
-                owner = getattr(frame, "obj", None)
-                if isinstance(owner, zmq.Frame) and len(owner) == size:
-                    frame = owner
-            sock.send(frame, _MORE if i < last else _LAST, copy=copy_all or size < _ZERO_COPY_MIN)
 
     def drop(self, rank: int, close: bool) -> int:
         """Forget what is queued for ``rank`` (returns how many outbox messages that was).

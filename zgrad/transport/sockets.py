@@ -20,7 +20,7 @@ from zgrad.config import TransportConfig
 from zgrad.errors import TransportError
 from zgrad.transport.security import ZAP_DOMAIN, ZAP_ENDPOINT, CurveKeys
 
-__all__ = ["MeshSockets", "open_sockets", "open_dealer", "MONITORED_EVENTS", "WAKE_ID_PREFIX"]
+__all__ = ["MeshSockets", "open_sockets", "open_dealer", "send_frames", "MONITORED_EVENTS", "WAKE_ID_PREFIX"]
 
 MONITORED_EVENTS = (
     zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
@@ -28,6 +28,32 @@ MONITORED_EVENTS = (
 _MIB = 1 << 20
 # Wake ids never look like a worker's routing id (those start with b"zgid").
 WAKE_ID_PREFIX = b"wake"
+# Frames at least this big go out zero-copy; smaller ones are cheaper to copy.
+_ZERO_COPY_MIN = 65536
+_MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
+_LAST = int(zmq.NOBLOCK)
+
+
+def send_frames(sock: zmq.Socket, frames: list, copy_all: bool) -> None:
+    """Send ``frames`` (one message, or its rest after a ROUTER's routing-id part) without
+    blocking: frames of 64 KiB and more zero-copy unless ``copy_all`` (a transport whose
+    zero-copy frames would alias the sender's memory in the receiver).
+
+    Raises:
+        zmq.Again: the socket is full. Only the first part can be refused: once it is accepted,
+            ZeroMQ accepts the rest of the message (the high-water mark counts whole messages).
+    """
+    last = len(frames) - 1
+    for i, frame in enumerate(frames):
+        size = len(frame)
+        if size >= _ZERO_COPY_MIN and not copy_all:
+            # A whole received frame going out again (an echo, a forward) is sent as the
+            # frame itself: ZeroMQ shares its reference-counted data, with no release
+            # round-trip through pyzmq's garbage-collector thread.
+            owner = getattr(frame, "obj", None)
+            if isinstance(owner, zmq.Frame) and len(owner) == size:
+                frame = owner
+        sock.send(frame, _MORE if i < last else _LAST, copy=copy_all or size < _ZERO_COPY_MIN)
 
 
 @dataclass

@@ -290,10 +290,7 @@ class RpcAgent:
         info = self.worker_info(to)
         timeout_s = self.timeout_s(timeout)
         meta, buffers, what = self._call_message(info.id, func, args, kwargs, timeout_s)
-        nbytes = 0
-        for buffer in buffers:
-            nbytes += buffer.nbytes
-        if nbytes >= self.direct_max_bytes:
+        if sum(buffer.nbytes for buffer in buffers) >= self.direct_max_bytes:
             return self.request(info.id, Kind.CALL, meta, buffers, timeout_s, what).wait()
         return self._request_sync(info.id, Kind.CALL, meta, buffers, timeout_s, what)
 
