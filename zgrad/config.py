@@ -74,7 +74,9 @@ class TransportConfig:
     it from the sender's memory, one copy) wherever a start-up probe shows that works; ``"off"``
     always sends frames. A synchronous call (and the root's GRADs) carrying less than
     ``direct_max_kb`` of tensor data travels in frames on the calling thread's own socket (no
-    hand-off, no single copy); a bigger one takes the link, where single copy applies.
+    hand-off, no single copy); a bigger one takes the link, where single copy applies. With
+    ``direct_streams`` (and CURVE off) those sockets are plain TCP (Unix for ``ipc``) streams
+    beside the ZeroMQ endpoint, which skip ZeroMQ's I/O threads; off, they are ZeroMQ DEALERs.
     """
 
     kind: str = "tcp"
@@ -92,6 +94,7 @@ class TransportConfig:
     cma: Literal["auto", "off"] = "auto"
     cma_min_kb: int = 256
     direct_max_kb: int = 1024
+    direct_streams: bool = True
     inline_budget_ms: float = 5.0
 
 

@@ -167,7 +167,7 @@ def raw_peer_joined(mesh: Mesh, endpoint: str, name: str,
     started.start()
     try:
         raw_out.send_multipart(control(fr.KIND_REGISTER, {
-            "rank": 1, "name": name, "endpoint": raw_in.last_endpoint.decode(), "world_size": 2,
+            "rank": 1, "name": name, "endpoint": raw_in.last_endpoint.decode(), "stream": "", "world_size": 2,
             "transport": "tcp", "curve": False}))
         table = recv_kind(raw_in, fr.KIND_TABLE)
         recv_kind(raw_in, fr.KIND_HELLO)

@@ -1,11 +1,15 @@
 """Caller-direct sockets: a thread that waits for a reply sends its request and waits on its own socket.
 
-Each thread that makes a synchronous request gets, lazily, one DEALER per peer, connected to
-the peer's inbound ROUTER like the I/O thread's own link (the same CURVE keys, so the peer's
-ZAP handler binds it to this worker's rank), with a routing id of its own (:data:`DIRECT_ID`:
-magic, rank, session, a serial number). The callee answers on its inbound socket to that
-routing id, so the reply arrives on the socket the caller waits on: no thread hand-off on
-either side of the caller (ARCHITECTURE.md, "Callers talk directly").
+Each thread that makes a synchronous request gets, lazily, one socket per peer. Where the peer
+announced a stream socket (CURVE off, tcp or ipc; ``streams.py``) it is a plain stream connected
+there, whose first message is the caller's id (:data:`DIRECT_ID`: magic, rank, session, a serial
+number); the callee's leader reads it beside its ZeroMQ sockets and the reply comes back on the
+same connection. Otherwise it is a DEALER connected to the peer's inbound ROUTER like the I/O
+thread's own link (the same CURVE keys, so the peer's ZAP handler binds it to this worker's
+rank), with that id as its routing id; the callee answers on its inbound socket to that routing
+id. Either way the reply arrives on the socket the caller waits on: no thread hand-off on
+either side of the caller (ARCHITECTURE.md, "Callers talk directly"). A stream also skips
+ZeroMQ's own I/O threads, a wake-up each at both ends.
 
 The caller waits in slices of at most :data:`WAIT_SLICE_S`, between which it looks whether the
 peer was declared lost, the mesh closed or the deadline passed. A reply whose request id is not
@@ -17,6 +21,8 @@ waits for the slice instead of pulling the socket from under a waiter.
 
 from __future__ import annotations
 
+import logging
+import socket
 import struct
 import threading
 import time
@@ -30,6 +36,7 @@ from zgrad.transport import frames as fr
 from zgrad.transport.envelope import Envelope
 from zgrad.transport.security import CurveKeys
 from zgrad.transport.sockets import open_dealer, send_frames
+from zgrad.transport.streams import MAX_FRAMES, StreamReader, StreamStalled, connect, send_message, set_timeouts
 
 __all__ = ["DirectCaller", "DIRECT_ID", "DIRECT_MAGIC", "WAIT_SLICE_S"]
 
@@ -38,6 +45,8 @@ DIRECT_MAGIC = b"zgdc"
 _LAST = int(zmq.NOBLOCK)
 _POLLIN = int(zmq.POLLIN)
 _POLLOUT = int(zmq.POLLOUT)
+_DONTWAIT = socket.MSG_DONTWAIT
+_log = logging.getLogger("zgrad.transport")
 # Longest uninterrupted wait: how late a waiter notices a lost peer, a closed mesh or its deadline.
 WAIT_SLICE_S = 0.05
 # Longest a leader waits for its reply before it hands its role on (it does at once when anything
@@ -50,13 +59,25 @@ def _fresh_buffer(nbytes: int) -> memoryview:
 
 
 class _Direct:
-    __slots__ = ("sock", "lock", "closed", "receive_ms")
+    """One thread's socket to one peer: a ZeroMQ DEALER (``sock``) or a stream (``stream``)."""
 
-    def __init__(self, sock: zmq.Socket) -> None:
+    __slots__ = ("sock", "stream", "reader", "handle", "lock", "closed", "receive_ms")
+
+    def __init__(self, sock: zmq.Socket | None, stream: socket.socket | None = None, max_body_bytes: int = 0) -> None:
         self.sock = sock
+        self.stream = stream
+        self.reader = StreamReader(max_body_bytes) if stream is not None else None
+        self.handle: Any = sock if stream is None else stream.fileno()  # what zmq_poll waits on
         self.lock = threading.Lock()
         self.closed = False
-        self.receive_ms = -1  # the socket's RCVTIMEO: how long a blocking receive waits
+        self.receive_ms = -1  # the socket's receive timeout: how long a blocking receive waits
+
+    def close(self) -> None:
+        self.closed = True
+        if self.stream is not None:
+            self.stream.close()
+        else:
+            self.sock.close(linger=0)
 
 
 class DirectCaller:
@@ -77,13 +98,14 @@ class DirectCaller:
             reply is there and it still leads, False if it must hand the role on first, None if
             the calling thread does not lead (see ``IoLoop.wait_as_leader``). None: never.
         describe: rank -> the worker, for error messages.
+        stream_of: rank -> the address of its stream socket ("" if none: use ZeroMQ). None: never.
     """
 
     def __init__(self, context: zmq.Context, config: Any, keys: CurveKeys | None, rank: int, session: int,
                  endpoint_of: Callable[[int], str], dead_reason: Callable[[int], str | None],
                  valid_kinds: frozenset[int], before_wait: Callable[[], None], describe: Callable[[int], str],
-                 wait_leading: Callable[[zmq.Socket, float], bool | None] | None = None,
-                 copy_buffers: bool = False) -> None:
+                 wait_leading: Callable[[Any, float], bool | None] | None = None,
+                 copy_buffers: bool = False, stream_of: Callable[[int], str] | None = None) -> None:
         self._context = context
         self._config = config
         self._keys = keys
@@ -96,6 +118,7 @@ class DirectCaller:
         self._wait_leading = wait_leading
         self._describe = describe
         self._copy_buffers = copy_buffers
+        self._stream_of = stream_of
         self._counts: list[list[int]] = []  # per thread: [replies received, their buffer bytes]
         self._max_bytes = config.max_message_mb << 20
         self._chunk_bytes = config.chunk_mb << 20
@@ -121,11 +144,41 @@ class DirectCaller:
                     raise TransportError(self._closed_reason)
                 self._serial += 1
                 ident = DIRECT_ID.pack(DIRECT_MAGIC, self._rank, self._session, self._serial)
-                peer_key = self._keys.peers[dst] if self._keys is not None else None
-                sock = open_dealer(self._context, self._endpoint_of(dst), ident, self._config, self._keys, peer_key)
-                direct = mine[dst] = _Direct(sock)
+            address = self._stream_of(dst) if self._stream_of is not None else ""
+            stream = self._connect_stream(dst, address, ident) if address else None
+            with self._lock:
+                if self._closed_reason is not None:
+                    if stream is not None:
+                        stream.close()
+                    raise TransportError(self._closed_reason)
+                if stream is not None:
+                    direct = _Direct(None, stream, self._max_bytes + 8 * MAX_FRAMES)
+                else:
+                    peer_key = self._keys.peers[dst] if self._keys is not None else None
+                    direct = _Direct(open_dealer(self._context, self._endpoint_of(dst), ident, self._config, self._keys, peer_key))
+                mine[dst] = direct
                 self._all.append(direct)
         return direct
+
+    def _connect_stream(self, dst: int, address: str, ident: bytes) -> socket.socket | None:
+        """Connect to ``dst``'s stream socket and say who calls; None (logged) if that fails: the
+        thread then uses ZeroMQ to reach it."""
+        timeout_s = self._config.connect_timeout_s
+        try:
+            stream = connect(address, timeout_s)
+        except OSError as exc:
+            _log.warning("cannot connect to the stream socket of %s at %s (%s); calls from this thread use ZeroMQ",
+                         self._describe(dst), address, exc)
+            return None
+        try:
+            set_timeouts(stream, WAIT_SLICE_S)
+            send_message(stream, [ident], time.monotonic() + timeout_s)
+        except (OSError, StreamStalled) as exc:
+            stream.close()
+            _log.warning("the stream socket of %s at %s failed at once (%s); calls from this thread use ZeroMQ",
+                         self._describe(dst), address, exc)
+            return None
+        return stream
 
     def request(self, dst: int, request_id: int, frames: list, deadline_s: float | None) -> Envelope:
         """Send ``frames`` (one encoded message) to ``dst`` and return its reply. Blocks.
@@ -146,6 +199,8 @@ class DirectCaller:
             raise WorkerUnavailableError(f"{self._describe(dst)} is unavailable: {reason}")
         direct = self._socket(dst)
         self.requests += 1
+        if direct.stream is not None:
+            return self._stream_request(direct, dst, request_id, frames, deadline_s)
         sent = False
         first = True
         request_ids = (request_id,)
@@ -199,6 +254,90 @@ class DirectCaller:
             if deadline_s is not None and time.monotonic() >= deadline_s:
                 raise ZgradTimeoutError(f"no reply from {self._describe(dst)} in time")
 
+    def _stream_request(self, direct: _Direct, dst: int, request_id: int, frames: list,
+                        deadline_s: float | None) -> Envelope:
+        """:meth:`request` on a stream: the same waits and errors."""
+        request_ids = (request_id,)
+        with direct.lock:
+            if direct.closed:
+                raise TransportError(self._closed_reason or "the mesh is closed")
+            self._stream_send(direct, dst, frames, deadline_s)
+            leads: bool | None = True
+            if self._wait_leading is not None:
+                budget_s = LEADING_WAIT_S if deadline_s is None else min(LEADING_WAIT_S, deadline_s - time.monotonic())
+                if budget_s > 0:
+                    leads = self._wait_leading(direct.handle, budget_s)
+                    if leads:
+                        replies = self._stream_replies(direct, dst, request_ids, _DONTWAIT)
+                        if replies:
+                            return replies[0]
+            if leads is not None:
+                self._before_wait()
+        while True:
+            with direct.lock:
+                if direct.closed:
+                    raise TransportError(self._closed_reason or "the mesh is closed")
+                wait_s = WAIT_SLICE_S if deadline_s is None else min(WAIT_SLICE_S, deadline_s - time.monotonic())
+                if wait_s > 0:
+                    wait_ms = int(wait_s * 1000) + 1
+                    if direct.receive_ms != wait_ms:  # a receive that blocks at most the slice
+                        direct.stream.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                                                 struct.pack("ll", wait_ms // 1000, wait_ms % 1000 * 1000))
+                        direct.receive_ms = wait_ms
+                    replies = self._stream_replies(direct, dst, request_ids, 0)
+                    if replies:
+                        return replies[0]
+            reason = self._dead_reason(dst)
+            if reason is not None:
+                raise WorkerUnavailableError(f"{self._describe(dst)} is unavailable: {reason}")
+            if self._closed_reason is not None:
+                raise TransportError(self._closed_reason)
+            if deadline_s is not None and time.monotonic() >= deadline_s:
+                raise ZgradTimeoutError(f"no reply from {self._describe(dst)} in time")
+
+    def _stream_send(self, direct: _Direct, dst: int, frames: list, deadline_s: float | None) -> None:
+        """Write one request on ``direct``'s stream (its lock held), whole or not at all usable."""
+        if deadline_s is None:
+            deadline_s = time.monotonic() + self._config.send_timeout_s
+        try:
+            send_message(direct.stream, frames, deadline_s)
+        except StreamStalled:
+            self._drop(direct)  # partly written: the stream is out of step, a new one is made next time
+            raise ZgradTimeoutError(f"could not send to {self._describe(dst)} in time") from None
+        except OSError as exc:
+            self._drop(direct)
+            raise WorkerUnavailableError(f"{self._describe(dst)} is unavailable: its connection failed ({exc})") from None
+
+    def _stream_replies(self, direct: _Direct, dst: int, request_ids: Any, flags: int) -> list[Envelope]:
+        """Receive once from ``direct``'s stream (its lock held; ``flags``: MSG_DONTWAIT, or 0 to
+        wait up to its receive timeout) and return the replies to ``request_ids`` it completed.
+
+        Raises:
+            WorkerUnavailableError: the peer closed the connection (it shut down, or found this
+                worker lost), or sent what is not a stream of messages.
+        """
+        try:
+            messages = direct.reader.feed(direct.stream, flags)
+        except (BlockingIOError, InterruptedError):
+            return []
+        except (EOFError, OSError, fr.Rejected) as exc:
+            self._drop(direct)
+            detail = exc.detail if isinstance(exc, fr.Rejected) else str(exc) or type(exc).__name__
+            raise WorkerUnavailableError(f"{self._describe(dst)} is unavailable: the connection of this call ended ({detail})") from None
+        replies = []
+        for parts in messages:
+            reply = self._accept(parts, dst, request_ids)
+            if reply is not None:
+                replies.append(reply)
+        return replies
+
+    def _drop(self, direct: _Direct) -> None:
+        """Close one thread's unusable socket (its lock held); the thread makes a new one next time."""
+        with self._lock:
+            if direct in self._all:
+                self._all.remove(direct)
+        direct.close()
+
     @property
     def replies_in(self) -> int:
         """Replies received on these sockets (every thread's)."""
@@ -230,6 +369,10 @@ class DirectCaller:
             with direct.lock:
                 if direct.closed:
                     raise TransportError(self._closed_reason or "the mesh is closed")
+                if direct.stream is not None:
+                    self._stream_send(direct, dst, frames, deadline_s)
+                    self.requests += 1
+                    return
                 if self._try_send(direct.sock, frames):
                     self.requests += 1
                     return
@@ -246,7 +389,7 @@ class DirectCaller:
         A reply to another request is dropped and counted (``late_replies``)."""
         mine = getattr(self._local, "sockets", None) or {}
         directs = [(dst, mine[dst]) for dst in sorted(expected) if dst in mine and not mine[dst].closed]
-        items: list = [(direct.sock, _POLLIN) for _, direct in directs]
+        items: list = [(direct.handle, _POLLIN) for _, direct in directs]
         items.append((wake_fd, _POLLIN))
         wait_ms = int(min(max(timeout_s, 0.0), WAIT_SLICE_S) * 1000) + 1
         replies: list[Envelope] = []
@@ -260,7 +403,12 @@ class DirectCaller:
             events = zmq.zmq_poll(items, wait_ms)
             ready = {sock for sock, _ in events}
             for dst, direct in directs:
-                if direct.sock not in ready:
+                if direct.handle not in ready:
+                    continue
+                if direct.stream is not None:
+                    for reply in self._stream_replies(direct, dst, expected[dst], _DONTWAIT):
+                        expected[dst].discard(reply.request_id)
+                        replies.append(reply)
                     continue
                 while direct.sock.get(zmq.EVENTS) & _POLLIN:
                     reply = self._receive_any(direct.sock, dst, expected[dst])
@@ -287,6 +435,11 @@ class DirectCaller:
         while frame.more:  # the rest of a multipart message is already here (atomic delivery)
             frame = sock.recv(_LAST, copy=False)
             parts.append(frame)
+        return self._accept(parts, src, request_ids)
+
+    def _accept(self, parts: list, src: int, request_ids: Any) -> Envelope | None:
+        """Check one received message and return it if it answers one of ``request_ids``; else
+        (malformed, or the late answer to an abandoned request) drop and count it."""
         try:
             kind, flags, got_id, meta, buffers = fr.decode(
                 parts, valid_kinds=self._valid_kinds, max_message_bytes=self._max_bytes, take_buffer=_fresh_buffer,
@@ -310,5 +463,4 @@ class DirectCaller:
             sockets, self._all = self._all, []
         for direct in sockets:
             with direct.lock:
-                direct.closed = True
-                direct.sock.close(linger=0)
+                direct.close()

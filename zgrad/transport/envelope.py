@@ -25,8 +25,9 @@ class Envelope(NamedTuple):
             with ``defer_cma_reads``, a buffer that came by cross-memory attach is a
             :class:`~zgrad.transport.cma.RemoteRead` instead (read it or release it).
         authenticated: ``True`` when ``src`` was proven by CURVE.
-        reply_to: the routing id of the caller-direct socket the message came from
-            (``direct.py``), to answer on with :meth:`Mesh.reply`; None for the sender's link.
+        reply_to: where the sender waits for the answer, for :meth:`Mesh.reply`: the routing id
+            of the caller-direct socket the message came from (``direct.py``), or the stream
+            connection it came on (``stream_inbound.StreamConnection``); None for the sender's link.
     """
 
     src: int
@@ -36,7 +37,7 @@ class Envelope(NamedTuple):
     meta: Any
     buffers: tuple[memoryview, ...]
     authenticated: bool = False
-    reply_to: bytes | None = None
+    reply_to: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +50,12 @@ class WorkerEntry:
         endpoint: the ZeroMQ endpoint its inbound socket is bound at, e.g. ``tcp://10.0.0.2:29500``.
         session: a random 64-bit number identifying this run of the worker (internal: it lets
             the mesh drop messages from a stale process that claims the same rank).
+        stream: the address of its stream socket for caller-direct requests (``streams.py``),
+            e.g. ``tcp://10.0.0.2:41234``; "" when it has none (CURVE, inproc, turned off).
     """
 
     rank: int
     name: str
     endpoint: str
     session: int
+    stream: str = ""

@@ -1,9 +1,10 @@
 """The I/O thread of one mesh: the only code that touches its sockets once it runs.
 
 Each turn polls, with a timeout and never spinning, the inbound ROUTER (which also carries the
-wake-ups, see ``sockets.py``), the ZAP handler with CURVE, and the outbound DEALERs that have a
-backlog; it handles at most one inbound message, takes the outbox and sends, and does the
-liveness and start-up bookkeeping when it is due.
+wake-ups, see ``sockets.py``), the ZAP handler with CURVE, the stream listener and its
+connections (``stream_inbound.py``), and the outbound DEALERs that have a backlog; it handles at
+most one inbound message (more that one stream read completed wait for the next turns), takes
+the outbox and sends, and does the liveness and start-up bookkeeping when it is due.
 
 Inbound checks, in order: peer (routing id names a rank of this job; with CURVE the key's rank
 must be that rank; the peer is not lost; once the table is known the session must match), then
@@ -43,6 +44,8 @@ from zgrad.transport.role import IoRole
 from zgrad.transport.security import CurveKeys, ZapHandler
 from zgrad.transport.sockets import MeshSockets, send_frames
 from zgrad.transport.stats import TransportStats
+from zgrad.transport.stream_inbound import StreamConnection, StreamInbound
+from zgrad.transport.streams import MAX_FRAMES
 
 __all__ = ["IoLoop", "ROUTING_ID", "routing_id"]
 
@@ -130,7 +133,14 @@ class IoLoop:
         self.error: BaseException | None = None
         self.settled = threading.Event()
         self.finished = threading.Event()
+        # Messages ready to run, one per turn: sent to this worker itself, or read from a stream.
         self._loopback: collections.deque[Envelope] = collections.deque()
+        self._streams: StreamInbound | None = None
+        if sockets.stream_listener is not None:
+            self._streams = StreamInbound(
+                sockets.stream_listener, lambda fd: self._poller.register(fd, zmq.POLLIN), self._poller.unregister,
+                stats, self._max_bytes + 8 * MAX_FRAMES, transport.connect_timeout_s, transport.send_timeout_s,
+            )
         self.role = IoRole(f"zgrad-mesh-io-{me.name}", self.lead, transport.inline_budget_ms / 1000, max_in_handlers,
                            on_thread_start, on_leader=self._on_leader, logger=logger)
 
@@ -211,6 +221,8 @@ class IoLoop:
                         return False
                 elif sock is sockets.zap:
                     self._zap.handle(sock)
+                elif type(sock) is int:
+                    self._on_stream(sock)
                 elif event & zmq.POLLOUT:
                     self._links.on_writable(sock)
             if woken or outbox.has_queued():
@@ -274,6 +286,8 @@ class IoLoop:
                 if not backlog or silent_s > 2 * limit_s:
                     self._lose(rank, f"no message for {silent_s:.1f} s (transport.heartbeat_timeout_s = {limit_s})")
         self._drain_monitor()
+        if self._streams is not None and self._streams.connections:
+            self._streams.expire(now_s)
         if not self.settled.is_set():
             rv = self._rendezvous
             rv.check_deadline(now_s)
@@ -324,17 +338,58 @@ class IoLoop:
             elif self.table is None:
                 raise fr.Rejected("not_ready", f"message kind {kind:#x} before this worker has the worker table")
             else:
-                nbytes = 0
-                for buffer in buffers:
-                    nbytes += buffer.nbytes
-                self._stats.add_message("messages_in", "bytes_in", nbytes)
-                if rank != self._me.rank:
-                    self._liveness.heard_from(rank, time.monotonic())
-                self._deliver(Envelope(rank, kind, flags, request_id, meta, buffers, self._keys is not None, reply_to))
+                self._deliver(self._arrived(rank, kind, flags, request_id, meta, buffers, reply_to))
                 return
             self._liveness.heard_from(rank, time.monotonic())
         except fr.Rejected as rejected:
             self._stats.reject("an unknown peer" if rank is None else f"rank {rank}", rejected.reason, rejected.detail)
+
+    def _arrived(self, rank: int, kind: int, flags: int, request_id: int, meta: Any, buffers: tuple,
+                 reply_to: Any) -> Envelope:
+        """Count a checked message of the layer above and make its envelope."""
+        nbytes = 0
+        for buffer in buffers:
+            nbytes += buffer.nbytes
+        self._stats.add_message("messages_in", "bytes_in", nbytes)
+        if rank != self._me.rank:
+            self._liveness.heard_from(rank, time.monotonic())
+        return Envelope(rank, kind, flags, request_id, meta, buffers, self._keys is not None, reply_to)
+
+    def _on_stream(self, fd: int) -> None:
+        """A stream socket is readable: take new connections, or read one and queue its complete
+        messages to run (the hello first: it binds the connection to a rank, checked like a
+        routing id). Anything malformed closes the connection: a stream cannot skip a message."""
+        streams = self._streams
+        if fd == streams.listen_fd:
+            streams.accept()
+            return
+        connection, messages = streams.receive(fd)
+        for parts in messages:
+            try:
+                if connection.rank is None:
+                    self._on_hello(connection, parts)
+                    continue
+                rank = connection.rank
+                if rank in self._dead:
+                    raise fr.Rejected("dead_peer", f"rank {rank} was declared lost: {self._dead[rank]}")
+                kind, flags, request_id, meta, buffers = fr.decode(
+                    parts, valid_kinds=self._valid_kinds, max_message_bytes=self._max_bytes, take_buffer=self.pool.take,
+                )
+                if kind in fr.RESERVED_KINDS:
+                    raise fr.Rejected("bad_control", f"control message kind {kind:#x} on a stream connection")
+                self._loopback.append(self._arrived(rank, kind, flags, request_id, meta, buffers, connection))
+            except fr.Rejected as rejected:
+                streams.reject(connection, rejected)
+                return
+
+    def _on_hello(self, connection: StreamConnection, parts: list) -> None:
+        ident = bytes(parts[0]) if len(parts) == 1 else b""
+        if len(ident) != DIRECT_ID.size or not ident.startswith(DIRECT_MAGIC):
+            raise fr.Rejected("unknown_peer", f"stream hello {ident[:24].hex()} is not a zgrad worker's")
+        rank, _, _ = self._identify(parts, ident)
+        if rank in self._dead:
+            raise fr.Rejected("dead_peer", f"rank {rank} was declared lost: {self._dead[rank]}")
+        connection.rank = rank
 
     def _on_control(self, rank: int, session: int, kind: int, meta: Any) -> None:
         if kind == fr.KIND_HEARTBEAT:
@@ -474,8 +529,8 @@ class IoLoop:
 
     def wait_as_leader(self, sock: zmq.Socket, timeout_s: float) -> bool | None:
         """The calling thread is about to wait for a reply on its own socket ``sock``: if it leads,
-        wait there without giving up the role while nothing arrives on the inbound (or ZAP)
-        socket, at most ``timeout_s``. True: the reply is there and the thread still leads (it
+        wait there without giving up the role while nothing arrives on the inbound (ZAP, stream)
+        sockets, at most ``timeout_s``. ``sock``: a ZeroMQ socket or a stream's file descriptor. True: the reply is there and the thread still leads (it
         answers its own caller itself, no hand-off either way); False: something arrived or time
         is up, so it must hand the role on before it waits longer; None: it does not lead.
 
@@ -486,8 +541,12 @@ class IoLoop:
             items = [(sock, zmq.POLLIN), (self._sockets.inbound, zmq.POLLIN)]
             if self._sockets.zap is not None:
                 items.append((self._sockets.zap, zmq.POLLIN))
+            if self._streams is not None:
+                items.extend((fd, zmq.POLLIN) for fd in self._streams.poll_fds())
+            if self._loopback:
+                return False  # messages read from a stream are waiting for a leader
             events = zmq.zmq_poll(items, max(1, int(timeout_s * 1000)))
-            return len(events) == 1 and events[0][0] is sock
+            return len(events) == 1 and events[0][0] == sock
         finally:
             self.role.lock.release()
 
@@ -511,6 +570,8 @@ class IoLoop:
         self._outbox.mark_dead(rank, reason)
         self._cma.lost(rank)  # after mark_dead: no ticket for it can be issued and sent later
         self._stats.add("dropped", self._links.drop(rank, close=close_link))
+        if self._streams is not None:
+            self._streams.drop_rank(rank)
         if self._awaiting_goodbye is not None:
             self._awaiting_goodbye.discard(rank)
         self._stats.add("peers_lost")
@@ -538,6 +599,8 @@ class IoLoop:
         if not self.settled.is_set():
             self.error = self.error or TransportError(f"the mesh of worker {self._me.name!r} was closed during start-up")
             self.settled.set()
+        if self._streams is not None:
+            self._streams.close_all()
         self._sockets.close()
         self._cma.close()
         self.pool.clear()

@@ -40,6 +40,8 @@ from zgrad.transport.rendezvous import Rendezvous
 from zgrad.transport.security import CurveKeys, load_curve_keys
 from zgrad.transport.sockets import MeshSockets, open_sockets
 from zgrad.transport.stats import TransportStats
+from zgrad.transport.stream_inbound import StreamConnection
+from zgrad.transport.streams import listen, stream_address
 
 __all__ = ["Mesh", "create_mesh"]
 
@@ -228,8 +230,24 @@ class Mesh:
                     sockets.close()
                     self._release(sockets)
                     raise
+                self._open_stream_listener(sockets)
                 self._sockets = sockets
             return self._endpoint
+
+    def _open_stream_listener(self, sockets: MeshSockets) -> None:
+        """Listen for caller-direct requests on a stream socket beside the ZeroMQ endpoint
+        (``streams.py``), where one fits: CURVE off, a tcp or ipc endpoint, ``direct_streams``.
+        A failure to bind only costs speed: callers then use ZeroMQ (logged)."""
+        if self._keys is not None or not self._config.transport.direct_streams:
+            return
+        where = stream_address(sockets.bound_endpoint, self._endpoint)
+        if where is None:
+            return
+        try:
+            sockets.stream_listener, sockets.stream_address = listen(*where)
+        except OSError as exc:
+            _log.warning("worker %r: no stream socket beside %s (%s); caller-direct requests to it use ZeroMQ",
+                         self.name, self._endpoint, exc)
 
     def start(self) -> None:
         """Bind, find every peer through rank 0, connect, and start the I/O thread.
@@ -247,7 +265,7 @@ class Mesh:
             if self._loop is not None or self._closed:
                 raise TransportError(f"the mesh of worker {self.name!r} was already started; create a new one")
             t = self._config.transport
-            me = WorkerEntry(self.rank, self.name, self._endpoint, self._session)
+            me = WorkerEntry(self.rank, self.name, self._endpoint, self._session, self._sockets.stream_address)
             names = [w.name for w in self._config.workers]
             job = {"transport": self.transport.name, "curve": self._keys is not None}
             deadline_s = time.monotonic() + t.connect_timeout_s
@@ -257,6 +275,7 @@ class Mesh:
             self._direct = DirectCaller(
                 sockets.context, t, self._keys, self.rank, self._session,
                 endpoint_of=lambda rank: self._loop.table[rank].endpoint, dead_reason=self._outbox.dead_reason,
+                stream_of=lambda rank: self._loop.table[rank].stream if t.direct_streams else "",
                 valid_kinds=self._valid_kinds, before_wait=self.hand_off, describe=self.describe,
                 wait_leading=self._wait_leading, copy_buffers=self.transport.shares_memory,
             )
@@ -437,6 +456,10 @@ class Mesh:
             self.send(to.src, kind, to.request_id, meta, buffers)
             return
         frames, nbytes = self._frames(to.src, kind, to.request_id, meta, buffers)
+        if type(to.reply_to) is StreamConnection:
+            # Written by this thread, whichever it is; dropped if the caller's connection is gone.
+            to.reply_to.reply(frames)
+            return
         self._outbox.check(to.src)
         if not self._loop.reply_now(to.src, to.reply_to, frames, nbytes):
             self._outbox.put(to.src, (to.src, frames, nbytes, to.reply_to))

@@ -2,8 +2,8 @@
 
 The protocol (transport-reserved kinds, see ``frames.py``)::
 
-    rank r != 0 -> rank 0   REGISTER  {rank, name, endpoint, world_size, transport, curve}
-    rank 0 -> every rank    TABLE     {workers: [[name, endpoint, session], ...]}   (by rank)
+    rank r != 0 -> rank 0   REGISTER  {rank, name, endpoint, stream, world_size, transport, curve}
+    rank 0 -> every rank    TABLE     {workers: [[name, endpoint, session, stream], ...]}   (by rank)
                             ABORT     {reason}        (rank 0 gave up; everyone fails with it)
     every rank -> each peer HELLO     None            (sent once the table is known)
     peer -> sender          HELLO_ACK None            (sent once the peer knows the table)
@@ -11,7 +11,8 @@ The protocol (transport-reserved kinds, see ``frames.py``)::
 A worker is ready once every peer acknowledged its hello: then each link works both ways
 and every peer has the table, so traffic is peer to peer and rank 0 is an ordinary worker.
 The session of each worker (a random 64-bit number in its routing id) is recorded in the
-table, so a stale process claiming a rank is told apart.
+table, so a stale process claiming a rank is told apart. ``stream`` is the worker's stream
+socket for caller-direct requests (``streams.py``), or "" when it has none.
 
 Pure logic over a :class:`Link` (the I/O loop), so it is tested without sockets.
 """
@@ -50,6 +51,12 @@ def _field(meta: Any, key: str, tp: type, kind: str) -> Any:
     if not isinstance(value, tp) or isinstance(value, bool) and tp is not bool:
         raise Rejected("bad_control", f"{kind} field {key!r} is {value!r}; expected {tp.__name__}")
     return value
+
+
+def _stream_field(address: str, what: str) -> str:
+    if address and not address.startswith(("tcp://", "ipc://")):
+        raise Rejected("bad_control", f"{what} is {address!r}; expected tcp://host:port, ipc://path or \"\"")
+    return address
 
 
 class Rendezvous:
@@ -102,7 +109,8 @@ class Rendezvous:
             self._maybe_publish()
             return
         self._link.connect_peer(0, self._rank0_endpoint, None)
-        meta = {"rank": self._me.rank, "name": self._me.name, "endpoint": self._me.endpoint, "world_size": self._world_size}
+        meta = {"rank": self._me.rank, "name": self._me.name, "endpoint": self._me.endpoint, "stream": self._me.stream,
+                "world_size": self._world_size}
         self._link.send_control(0, KIND_REGISTER, meta | self._job)
 
     def on_control(self, src: int, session: int, kind: int, meta: Any) -> None:
@@ -136,6 +144,7 @@ class Rendezvous:
         rank = _field(meta, "rank", int, "REGISTER")
         name = _field(meta, "name", str, "REGISTER")
         endpoint = _field(meta, "endpoint", str, "REGISTER")
+        stream = _stream_field(_field(meta, "stream", str, "REGISTER"), "REGISTER field 'stream'")
         world_size = _field(meta, "world_size", int, "REGISTER")
         if rank != src:
             raise Rejected("bad_control", f"REGISTER claims rank {rank} from a connection of rank {src}")
@@ -157,14 +166,14 @@ class Rendezvous:
         if clash:
             self._fail(f"worker name {name!r} is used by rank {clash[0].rank} and rank {rank}; names must be unique", also=rank)
             return
-        self._registered[rank] = WorkerEntry(rank, name, endpoint, session)
+        self._registered[rank] = WorkerEntry(rank, name, endpoint, session, stream)
         self._maybe_publish()
 
     def _maybe_publish(self) -> None:
         if len(self._registered) < self._world_size:
             return
         table = tuple(self._registered[r] for r in range(self._world_size))
-        rows = [[e.name, e.endpoint, e.session] for e in table]
+        rows = [[e.name, e.endpoint, e.session, e.stream] for e in table]
         for rank in range(1, self._world_size):
             self._link.send_control(rank, KIND_TABLE, {"workers": rows})
         self._set_table(table)
@@ -177,10 +186,10 @@ class Rendezvous:
             raise Rejected("bad_control", f"TABLE lists {len(rows)} workers; expected {self._world_size}")
         entries = []
         for rank, row in enumerate(rows):
-            if not (isinstance(row, list) and len(row) == 3 and isinstance(row[0], str) and isinstance(row[1], str)
-                    and isinstance(row[2], int) and not isinstance(row[2], bool)):
-                raise Rejected("bad_control", f"TABLE row {rank} is {row!r}; expected [name, endpoint, session]")
-            entries.append(WorkerEntry(rank, row[0], row[1], row[2]))
+            if not (isinstance(row, list) and len(row) == 4 and isinstance(row[0], str) and isinstance(row[1], str)
+                    and isinstance(row[2], int) and not isinstance(row[2], bool) and isinstance(row[3], str)):
+                raise Rejected("bad_control", f"TABLE row {rank} is {row!r}; expected [name, endpoint, session, stream]")
+            entries.append(WorkerEntry(rank, row[0], row[1], row[2], _stream_field(row[3], f"TABLE row {rank}'s stream")))
         if entries[0].session != session or entries[self._me.rank] != self._me:
             raise Rejected("bad_control", "TABLE does not match its sender or this worker's registration")
         for entry in entries[1:]:

@@ -11,6 +11,8 @@ keeps each turn to a couple of system calls.
 
 from __future__ import annotations
 
+import os
+import socket
 import uuid
 from dataclasses import dataclass, field
 
@@ -70,6 +72,8 @@ class MeshSockets:
         zap: REP answering ZAP requests, when CURVE is on.
         bound_endpoint: what the inbound socket is bound at (``LAST_ENDPOINT``).
         dealers: the outbound DEALER to each peer, by rank (opened by the I/O thread).
+        stream_listener: the stream socket caller-direct requests come to (``streams.py``), or None.
+        stream_address: the address peers dial to reach it (``tcp://host:port``, ``ipc://path``), or "".
     """
 
     context: zmq.Context
@@ -80,12 +84,22 @@ class MeshSockets:
     zap: zmq.Socket | None
     bound_endpoint: str
     dealers: dict[int, zmq.Socket] = field(default_factory=dict)
+    stream_listener: socket.socket | None = None
+    stream_address: str = ""
 
     def close(self) -> None:
         """Close every socket with LINGER 0 (dealers included). Call on the owning thread."""
         for sock in self.dealers.values():
             sock.close(linger=0)
         self.dealers.clear()
+        if self.stream_listener is not None:
+            self.stream_listener.close()
+            self.stream_listener = None
+            if self.stream_address.startswith("ipc://"):
+                try:
+                    os.unlink(self.stream_address[6:])
+                except OSError:
+                    pass
         self.inbound.disable_monitor()
         for sock in (self.monitor, self.inbound, self.wake_tx, self.zap):
             if sock is not None:
