@@ -85,6 +85,9 @@ class DistEngine:
             START: self._on_start, PASS_END: self.teardown.on_pass_end, FAILURE: self.teardown.on_failure,
             CONTEXT_RELEASE: self.teardown.on_release,
         }
+        # The tasks a root may start from its waiting thread, whose report answers it there.
+        self._reply_handlers: dict[str, Callable[..., None]] = {GRAD: self._on_grad, DISCOVER: self._on_discover,
+                                                                 START: self._on_start}
 
     # --- arrivals -------------------------------------------------------------------------------
 
@@ -106,8 +109,8 @@ class DistEngine:
         handler = self._handlers.get(kind)
         if handler is None:
             raise AutogradError(f"unknown distributed autograd message kind {kind!r}")
-        if reply is not None and kind in (GRAD, DISCOVER):
-            handler = functools.partial(self._on_grad if kind == GRAD else self._on_discover, reply=reply)
+        if reply is not None and kind in (GRAD, DISCOVER, START):
+            handler = functools.partial(self._reply_handlers[kind], reply=reply)
         if kind in INLINE_KINDS and not carries_work(body):  # a GRAD_ACK with GRADs in it runs them
             handler(src, body, arrays)
             return
@@ -143,10 +146,10 @@ class DistEngine:
     def _on_discover(self, src: int, body: dict[str, Any], _arrays: Sequence[Any], reply: Any = None) -> None:
         self._to_root(self.runner.on_discover(src, Discover.from_body(body)), reply if root_of(body, src) == src else None)
 
-    def _on_start(self, src: int, body: dict[str, Any], _arrays: Sequence[Any]) -> None:
+    def _on_start(self, src: int, body: dict[str, Any], _arrays: Sequence[Any], reply: Any = None) -> None:
         report = self.runner.on_start(src, Start.from_body(body))
         if report is not None:
-            self._to_root(report)
+            self._to_root(report, reply)
 
     def _on_report(self, kind: str, src: int, body: dict[str, Any], arrays: Sequence[Any]) -> None:
         started = clock_ns() if self.recorder.recordings else 0
@@ -275,9 +278,9 @@ class DistEngine:
             task_id = self.runner.new_task_id()
             tracker.announce(WORK, task_id, dst)
             try:
-                self.outbox.send(dst, Start(state.ctx.context_id, state.pass_id, task_id))
-            except Exception as exc:  # noqa: BLE001 - a lost worker fails the pass
-                self._fail(root_pass, f"cannot reach worker {self.messenger.worker_name(dst)!r} to start the pass: {exc}")
+                self.runner.start_task(state, dst, Start(state.ctx.context_id, state.pass_id, task_id))
+            except Exception as exc:  # noqa: BLE001 - a lost worker fails the pass ("cannot reach worker ...")
+                self._fail(root_pass, f"{exc} (to start the pass)")
                 return
         run = TaskRun(state, release_task, label="release after discovery")
         self.runner.release_held(state)

@@ -109,8 +109,9 @@ class TaskRunner:
             state.ready.open()
         return state
 
-    def _start(self, state: PassState, dst: int, message: Message, arrays: Sequence[Any] = ()) -> None:
-        """Send a message that starts a task of ``state``'s pass on ``dst``.
+    def start_task(self, state: PassState, dst: int, message: Message, arrays: Sequence[Any] = ()) -> None:
+        """Send a message that starts a task of ``state``'s pass on ``dst`` (GRAD, DISCOVER, START):
+        from the root's waiting thread on its own socket, so that the task's report answers there.
 
         Raises:
             AutogradError: "cannot reach worker ...": the message could not be sent.
@@ -168,7 +169,7 @@ class TaskRunner:
         grad = Grad(state.ctx.context_id, state.pass_id, node.autograd_message_id, state.root, state.retain_graph,
                     state.mode.name, task_id, state.recording is not None)
         try:
-            self._start(state, node.peer, grad, grads)
+            self.start_task(state, node.peer, grad, grads)
         except AutogradError as exc:
             task.failed(str(exc))
             return
@@ -213,7 +214,7 @@ class TaskRunner:
                 for_root.append([child, msg])
             else:
                 try:
-                    self._start(state, recv.peer, Discover(state.ctx.context_id, state.pass_id, msg, state.root,
+                    self.start_task(state, recv.peer, Discover(state.ctx.context_id, state.pass_id, msg, state.root,
                                                            state.retain_graph, child, state.recording is not None))
                 except AutogradError as exc:
                     error = str(exc)

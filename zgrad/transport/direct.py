@@ -386,7 +386,9 @@ class DirectCaller:
         """Wait on the calling thread's sockets to the peers in ``expected`` (rank -> request ids
         sent with :meth:`send`) and on ``wake_fd``, at most ``timeout_s`` (and one slice); return
         the replies to those requests that arrived (their ids are removed from ``expected``).
-        A reply to another request is dropped and counted (``late_replies``)."""
+        A reply to another request is dropped and counted (``late_replies``). A stream the peer
+        closed is dropped and logged, not raised (the peer's loss reaches the waiter's pass
+        through the mesh)."""
         mine = getattr(self._local, "sockets", None) or {}
         directs = [(dst, mine[dst]) for dst in sorted(expected) if dst in mine and not mine[dst].closed]
         items: list = [(direct.handle, _POLLIN) for _, direct in directs]
@@ -406,7 +408,14 @@ class DirectCaller:
                 if direct.handle not in ready:
                     continue
                 if direct.stream is not None:
-                    for reply in self._stream_replies(direct, dst, expected[dst], _DONTWAIT):
+                    try:
+                        got = self._stream_replies(direct, dst, expected[dst], _DONTWAIT)
+                    except WorkerUnavailableError as exc:
+                        # Not raised: the waiter's pass learns of a lost peer from the mesh
+                        # (on_peer_lost) and fails as a whole; this stream is dropped.
+                        _log.warning("%s", exc)
+                        continue
+                    for reply in got:
                         expected[dst].discard(reply.request_id)
                         replies.append(reply)
                     continue

@@ -25,13 +25,15 @@ from typing import Any
 
 from zgrad.transport.frames import Rejected
 from zgrad.transport.stats import TransportStats
-from zgrad.transport.streams import StreamReader, StreamStalled, send_message
+from zgrad.transport.streams import StreamReader, StreamStalled, send_message, set_timeouts
 
 __all__ = ["StreamConnection", "StreamInbound"]
 
 # Accepted connections kept at once; more are closed as they come (each calling thread of each
 # peer holds one).
 _MAX_CONNECTIONS = 4096
+# Longest a reply's write blocks in one call (then it looks at its deadline and goes on).
+_SEND_SLICE_S = 0.05
 
 
 class StreamConnection:
@@ -116,7 +118,10 @@ class StreamInbound:
                 sock.close()
                 self._stats.reject("a stream client", "too_many_connections", f"over {_MAX_CONNECTIONS} stream connections")
                 continue
-            sock.setblocking(False)
+            # Blocking, so that a reply is written by one call that the kernel lets through as
+            # the caller reads (bounded by the send timeout); the leader reads without waiting.
+            sock.setblocking(True)
+            set_timeouts(sock, _SEND_SLICE_S)
             if sock.family != socket.AF_UNIX:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             connection = StreamConnection(sock, self._max_body, self._send_timeout_s, time.monotonic())
@@ -131,7 +136,7 @@ class StreamInbound:
         if connection is None:
             return None, []
         try:
-            return connection, connection.reader.feed(connection.sock)
+            return connection, connection.reader.feed(connection.sock, socket.MSG_DONTWAIT)
         except (BlockingIOError, InterruptedError):
             return connection, []
         except Rejected as rejected:

@@ -82,26 +82,37 @@ class StreamReader:
         """Receive once from ``sock`` (with ``flags``, e.g. ``MSG_DONTWAIT``) and return the
         messages completed by it (maybe none).
 
+        A message too big for the scratch buffer is then received on, straight into its own
+        buffer, for as long as bytes come without waiting (``flags``) or, on a blocking socket,
+        until it is complete or the socket's receive timeout passes: one message is one wake-up
+        of the reader, not one per piece the kernel hands over.
+
         Raises:
             EOFError: the peer closed the connection.
             Rejected: the bytes are not a stream of messages (the connection is unusable).
             BlockingIOError, OSError: as ``sock.recv_into`` (nothing was lost: call again).
         """
-        body = self._body
-        if body is not None:
-            n = sock.recv_into(body[self._filled:], 0, flags)
+        messages: list[list[memoryview]] = []
+        if self._body is None:
+            n = sock.recv_into(self._view[self._end:], 0, flags)
             if n == 0:
                 raise EOFError("the peer closed the connection")
-            self._filled += n
-            if self._filled < body.nbytes:
-                return []
-            self._body = None
-            return [_split(body, self._nframes)]
-        n = sock.recv_into(self._view[self._end:], 0, flags)
-        if n == 0:
-            raise EOFError("the peer closed the connection")
-        self._end += n
-        return self._parse()
+            self._end += n
+            messages = self._parse()
+            if self._body is None:
+                return messages
+        body = self._body
+        try:
+            while self._filled < body.nbytes:
+                n = sock.recv_into(body[self._filled:], 0, flags)
+                if n == 0:
+                    raise EOFError("the peer closed the connection")
+                self._filled += n
+        except (BlockingIOError, InterruptedError):
+            return messages  # the rest comes later
+        self._body = None
+        messages.append(_split(body, self._nframes))
+        return messages
 
     def _parse(self) -> list[list[memoryview]]:
         messages = []
