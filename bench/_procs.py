@@ -59,6 +59,7 @@ def run_world(script: str, framework: str, extra: dict, timeout_s: float, world_
     spec["world_size"] = world_size
     if framework == "zgrad":
         spec["config"] = zgrad_config(world_size)
+        spec["config"]["transport"].update(spec.pop("transport", {}))  # e.g. {"direct_streams": False}
     procs = []
     try:
         for rank in range(world_size):

@@ -80,10 +80,3 @@ def cpu_seconds():
     import time
     return time.process_time()
 
-
-# bench/stream_prototype.py: the port of the callee's prototype stream listener.
-PROTOTYPE = {}
-
-
-def prototype_port():
-    return PROTOTYPE.get("port")

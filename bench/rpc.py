@@ -12,9 +12,12 @@ Measures, each framework with two worker processes on loopback tcp:
     no callee thread waits), 32 calls kept in flight.
 
 "raw" is a DEALER client (the parent process) against a ROUTER echo server (a separate process),
-the payload one frame with ``copy=False``: the floor any RPC layer on ZeroMQ pays. Below the table,
-the round trip of the same payload over plain Python TCP sockets (TCP_NODELAY, blocking calls, no
-ZeroMQ I/O threads) shows what that floor itself costs: the two I/O-thread wake-ups per message. Every worker
+the payload one frame with ``copy=False``: the floor any RPC layer on ZeroMQ pays. zgrad's
+``rpc_sync`` rides its stream sockets (``[transport] direct_streams``, docs/transport.md), which
+skip ZeroMQ's I/O threads; below the table, the same calls on ZeroMQ caller-direct sockets
+(``direct_streams = false``, a third pair of workers), and the round trip of the same payload over
+plain Python TCP sockets (TCP_NODELAY, blocking calls, no ZeroMQ I/O threads), which shows what
+raw pyzmq's floor itself costs: the two I/O-thread wake-ups per message. Every worker
 runs with NUMBA_NUM_THREADS=1, OMP_NUM_THREADS=1 (the box has few cores, two workers each) so no
 framework is penalised by oversubscription. Workers are fresh interpreters (subprocess, no fork).
 
@@ -115,11 +118,13 @@ def _calls_per_s(start, wait, payload, seconds: float) -> float:
     return done / elapsed
 
 
-def _measure(sync, start, wait, make_payload, s: dict, callee_cpu_s) -> dict:
+def _measure(sync, start, wait, make_payload, s: dict, callee_cpu_s, latency_only: bool = False) -> dict:
     tiny = make_payload(16)
     latency, caller_cpu, callee_cpu = min(_latency_us(sync, tiny, s["lat_iters"], callee_cpu_s)
                                           for _ in range(s["repeats"]))
     out = {"latency_us": latency, "caller_cpu_us": caller_cpu, "callee_cpu_us": callee_cpu, "mbs": {}}
+    if latency_only:
+        return out
     for label, nbytes in SIZES:
         payload = make_payload(nbytes)
         out["mbs"][label] = max(_throughput_mbs(start, wait, payload, nbytes, s["tput_s"], s["tput_min_iters"])
@@ -169,7 +174,7 @@ def _worker(framework: str, rank: int, spec: dict) -> None:
                 _procs.emit({"batch_calls_per_s": calls, "batch_error": error})
                 return
             result = _measure(sync, start, wait, make, spec["settings"],
-                              lambda: rpc.rpc_sync("worker1", T.cpu_seconds))
+                              lambda: rpc.rpc_sync("worker1", T.cpu_seconds), spec.get("only") == "latency")
             if framework == "zgrad":  # whether big tensors took the same-host single-copy path
                 result["transport"] = {k: v for k, v in rpc.get_debug_info()["transport"].items() if k.startswith("cma")}
             _procs.emit(result)
@@ -320,6 +325,9 @@ def main() -> None:
         results["torch"] = _procs.run_pair(__file__, "torch", {"settings": settings}, 900)
     for framework in (["zgrad", "torch"] if with_torch else ["zgrad"]):
         results[framework].update(_procs.run_pair(__file__, framework, {"settings": settings, "only": "batch"}, 600))
+    # The same calls on ZeroMQ caller-direct sockets instead of zgrad's stream sockets.
+    results["zgrad_zmq"] = _procs.run_pair(__file__, "zgrad", {"settings": settings, "only": "latency",
+                                                               "transport": {"direct_streams": False}}, 600)
     results["raw"] = _run_raw(settings)
     results["socket_floor_us"] = _run_socket_floor(settings)
 
@@ -358,7 +366,11 @@ def main() -> None:
     for c in ("zgrad", "torch"):
         if results.get(c, {}).get("batch_error"):
             print(f"\n  {c} async_execution batching: {results[c]['batch_error']}")
-    print(f"\n  round trip without ZeroMQ (plain TCP sockets, same 16 bytes): {results['socket_floor_us']:.0f} µs "
+    zmq_path = results["zgrad_zmq"]
+    print(f"\n  zgrad rpc_sync on ZeroMQ caller-direct sockets ([transport] direct_streams = false): "
+          f"{zmq_path['latency_us']:.0f} µs = {zmq_path['latency_us'] / results['raw']['latency_us']:.2f}x raw pyzmq's; "
+          f"CPU per round trip {zmq_path['caller_cpu_us']:.0f} / {zmq_path['callee_cpu_us']:.0f} µs (caller / callee)")
+    print(f"  round trip without ZeroMQ (plain TCP sockets, same 16 bytes): {results['socket_floor_us']:.0f} µs "
           f"= {results['socket_floor_us'] / results['raw']['latency_us']:.2f}x raw pyzmq's")
     cma = z.get("transport", {})
     print("\n  zgrad same-host single copy (transport.cma): "

@@ -297,7 +297,11 @@ class DistEngine:
             if clean_up and state.recording is not None:
                 state.recording.hold()
             self._conclude(root_pass, None)
-            if clean_up:  # off the waiting caller's path
+            if clean_up and state.direct_thread == threading.get_ident() and self.outbox.direct:
+                # The waiter itself: a write on its own socket each costs less than waking another
+                # thread to send through the I/O role.
+                self._clean_up(root_pass, direct=True)
+            elif clean_up:  # off the waiting caller's path
                 self.messenger.submit(lambda: self._clean_up(root_pass))
             return
         others = sorted((root_pass.tracker.participants_now() | state.participants) - {self.rank})
@@ -309,12 +313,17 @@ class DistEngine:
 
         self.teardown.end_pass(state, others, ended)
 
-    def _clean_up(self, root_pass: RootPass) -> None:
-        """SMART, after success: START the workers reached that had no held nodes, so they close it."""
+    def _clean_up(self, root_pass: RootPass, direct: bool = False) -> None:
+        """SMART, after success: START the workers reached that had no held nodes, so they close it
+        (``direct``: from the root's waiting thread's own sockets; nothing answers these)."""
         state = root_pass.state
         for dst in root_pass.tracker.reached_without_held():
+            start = Start(state.ctx.context_id, state.pass_id)
             try:
-                self.outbox.send(dst, Start(state.ctx.context_id, state.pass_id))
+                if direct:
+                    self.outbox.send_direct(dst, start)
+                else:
+                    self.outbox.send(dst, start)
             except Exception:  # noqa: BLE001 - it is gone; its state went with it
                 pass
         if state.recording is not None:

@@ -171,7 +171,8 @@ class DirectCaller:
                          self._describe(dst), address, exc)
             return None
         try:
-            set_timeouts(stream, WAIT_SLICE_S)
+            slice_ms = int(WAIT_SLICE_S * 1000)
+            set_timeouts(stream, slice_ms, slice_ms)
             send_message(stream, [ident], time.monotonic() + timeout_s)
         except (OSError, StreamStalled) as exc:
             stream.close()
@@ -281,8 +282,7 @@ class DirectCaller:
                 if wait_s > 0:
                     wait_ms = int(wait_s * 1000) + 1
                     if direct.receive_ms != wait_ms:  # a receive that blocks at most the slice
-                        direct.stream.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
-                                                 struct.pack("ll", wait_ms // 1000, wait_ms % 1000 * 1000))
+                        set_timeouts(direct.stream, wait_ms)
                         direct.receive_ms = wait_ms
                     replies = self._stream_replies(direct, dst, request_ids, 0)
                     if replies:

@@ -33,7 +33,7 @@ __all__ = ["StreamConnection", "StreamInbound"]
 # peer holds one).
 _MAX_CONNECTIONS = 4096
 # Longest a reply's write blocks in one call (then it looks at its deadline and goes on).
-_SEND_SLICE_S = 0.05
+_SEND_SLICE_MS = 50
 
 
 class StreamConnection:
@@ -121,7 +121,7 @@ class StreamInbound:
             # Blocking, so that a reply is written by one call that the kernel lets through as
             # the caller reads (bounded by the send timeout); the leader reads without waiting.
             sock.setblocking(True)
-            set_timeouts(sock, _SEND_SLICE_S)
+            set_timeouts(sock, _SEND_SLICE_MS, _SEND_SLICE_MS)
             if sock.family != socket.AF_UNIX:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             connection = StreamConnection(sock, self._max_body, self._send_timeout_s, time.monotonic())

@@ -1,8 +1,8 @@
 """Plain stream sockets for caller-direct requests: the wire, the reader, the writer, the addresses.
 
 A small call over ZeroMQ wakes the sender's ZeroMQ I/O thread, the receiver's, and then the
-receiving thread: on a 2-vCPU machine those hops cost more than zgrad's own work (measured in
-``bench/stream_prototype.py``). A stream socket that the calling thread owns, and that the
+receiving thread: on a 2-vCPU machine those hops cost more than zgrad's own work (``bench/rpc.py``
+measures both paths; docs/transport.md, Performance). A stream socket that the calling thread owns, and that the
 callee's leader reads itself, costs one wake-up per direction. So when CURVE is off, each worker
 also listens on a stream socket (TCP beside a ``tcp://`` endpoint, a Unix socket beside an
 ``ipc://`` one) and announces it in the worker table; callers send their caller-direct requests
@@ -295,9 +295,11 @@ def connect(address: str, timeout_s: float) -> socket.socket:
     return sock
 
 
-def set_timeouts(sock: socket.socket, seconds: float) -> None:
-    """Bound each blocking receive and send of ``sock`` by the kernel (SO_RCVTIMEO / SO_SNDTIMEO):
-    the call then fails with EAGAIN, one system call where Python's own timeout takes two."""
-    value = struct.pack("ll", int(seconds), int((seconds % 1) * 1_000_000))
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, value)
+def set_timeouts(sock: socket.socket, receive_ms: int, send_ms: int | None = None) -> None:
+    """Bound each blocking receive (and send) of ``sock`` by the kernel (SO_RCVTIMEO, SO_SNDTIMEO;
+    at least 1 ms, as 0 means no bound): the call then fails with EAGAIN, one system call where
+    Python's own timeout takes two."""
+    for option, ms in ((socket.SO_RCVTIMEO, receive_ms), (socket.SO_SNDTIMEO, send_ms)):
+        if ms is not None:
+            ms = max(1, ms)
+            sock.setsockopt(socket.SOL_SOCKET, option, struct.pack("ll", ms // 1000, ms % 1000 * 1000))
