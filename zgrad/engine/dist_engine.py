@@ -343,10 +343,13 @@ class DistEngine:
     def _conclude(self, root_pass: RootPass, error: BaseException | None, involved: set[int] = frozenset()) -> None:
         """The pass has its outcome: its caller may return (a traced pass names every worker
         ``involved``, and every one that took part, for the collection of its recordings)."""
-        root_pass.completion.set_done(error)
         recording = root_pass.state.recording
         if recording is not None:
-            recording.participants.update(involved | root_pass.tracker.participants_now())
+            # The workers this root sent to count too: a failure reported before the root's own
+            # report (which names them to the tracker) settles the pass without them.
+            recording.participants.update(involved | root_pass.tracker.participants_now() | root_pass.state.participants)
+        root_pass.completion.set_done(error)
+        if recording is not None:
             recording.release()
 
     # --- contexts and introspection -------------------------------------------------------------
