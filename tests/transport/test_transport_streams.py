@@ -177,6 +177,21 @@ def test_a_caller_waiting_on_a_stream_learns_at_once_that_the_callee_closed(worl
     assert time.monotonic() - start < 5
 
 
+@pytest.mark.parametrize("kind", ["tcp", "inproc"])
+def test_a_thread_that_ends_closes_its_sockets(worlds, kind):
+    workers = worlds.world(kind, 2, on_message=replying)
+    a, b = workers[0].mesh, workers[1].mesh
+    threads = [threading.Thread(target=a.request, args=(1, 1, i, {}, [], 10)) for i in range(5)]
+    for thread in threads:
+        thread.start()
+        thread.join(10)
+    assert a.stats()["direct_requests"] == 5
+    wait_until(lambda: not a._direct._all)  # every socket those threads made is closed
+    if kind == "tcp":  # and the callee closed its end of each stream
+        wait_until(lambda: b.stats().get("stream_closed", 0) == 5)
+    assert a.request(1, 1, 99, {}, [], timeout_s=10).request_id == 99  # this thread makes its own
+
+
 # -- a raw peer on the stream listener -----------------------------------------------------------
 
 

@@ -14,9 +14,9 @@ ZeroMQ's own I/O threads, a wake-up each at both ends.
 The caller waits in slices of at most :data:`WAIT_SLICE_S`, between which it looks whether the
 peer was declared lost, the mesh closed or the deadline passed. A reply whose request id is not
 the one awaited (the answer to a call that was abandoned at its deadline) is dropped and
-counted (``late_replies``). Sockets stay open until the mesh closes them all (:meth:`close`):
-each is used under its own lock, held by its thread for one slice at a time, so that closing
-waits for the slice instead of pulling the socket from under a waiter.
+counted (``late_replies``). Sockets stay open until their thread ends or the mesh closes them all
+(:meth:`close`): each is used under its own lock, held by its thread for one slice at a time, so
+that closing waits for the slice instead of pulling the socket from under a waiter.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import socket
 import struct
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -78,6 +79,24 @@ class _Direct:
             self.stream.close()
         else:
             self.sock.close(linger=0)
+
+
+class _ThreadSockets(dict):
+    """One thread's sockets, by peer (a dict that a finalizer can watch: see ``DirectCaller._socket``)."""
+
+
+def _forget_thread(caller_ref: Any, owned: list[_Direct]) -> None:
+    """A thread ended: close the sockets it made (a callee would otherwise keep a connection per
+    thread that ever called it)."""
+    caller = caller_ref()
+    for direct in owned:
+        if caller is not None:
+            with caller._lock:
+                if direct in caller._all:
+                    caller._all.remove(direct)
+        with direct.lock:
+            if not direct.closed:
+                direct.close()
 
 
 class DirectCaller:
@@ -133,7 +152,10 @@ class DirectCaller:
     def _socket(self, dst: int) -> _Direct:
         mine = getattr(self._local, "sockets", None)
         if mine is None:
-            mine = self._local.sockets = {}
+            mine = self._local.sockets = _ThreadSockets()
+            self._local.owned = owned = []
+            # When the thread ends its thread-local values go, and with them ``mine``: close its sockets.
+            weakref.finalize(mine, _forget_thread, weakref.ref(self), owned).atexit = False
             counts = self._local.counts = [0, 0]  # this thread's own: no lock on the hot path
             with self._lock:
                 self._counts.append(counts)
@@ -157,6 +179,7 @@ class DirectCaller:
                     peer_key = self._keys.peers[dst] if self._keys is not None else None
                     direct = _Direct(open_dealer(self._context, self._endpoint_of(dst), ident, self._config, self._keys, peer_key))
                 mine[dst] = direct
+                self._local.owned.append(direct)
                 self._all.append(direct)
         return direct
 
@@ -332,10 +355,13 @@ class DirectCaller:
         return replies
 
     def _drop(self, direct: _Direct) -> None:
-        """Close one thread's unusable socket (its lock held); the thread makes a new one next time."""
+        """Close the calling thread's unusable socket (its lock held); it makes a new one next time."""
         with self._lock:
             if direct in self._all:
                 self._all.remove(direct)
+        owned = self._local.owned
+        if direct in owned:
+            owned.remove(direct)
         direct.close()
 
     @property
