@@ -3,8 +3,8 @@
 Each turn polls, with a timeout and never spinning, the inbound ROUTER (which also carries the
 wake-ups, see ``sockets.py``), the ZAP handler with CURVE, the stream listener and its
 connections (``stream_inbound.py``), and the outbound DEALERs that have a backlog; it handles at
-most one inbound message (more that one stream read completed wait for the next turns), takes
-the outbox and sends, and does the liveness and start-up bookkeeping when it is due.
+most one inbound message (the others one read from a stream completed wait for the next turns),
+takes the outbox and sends, and does the liveness and start-up bookkeeping when it is due.
 
 Inbound checks, in order: peer (routing id names a rank of this job; with CURVE the key's rank
 must be that rank; the peer is not lost; once the table is known the session must match), then
@@ -527,24 +527,25 @@ class IoLoop:
             self.role.lock.release()
         return True
 
-    def wait_as_leader(self, sock: zmq.Socket, timeout_s: float) -> bool | None:
-        """The calling thread is about to wait for a reply on its own socket ``sock``: if it leads,
-        wait there without giving up the role while nothing arrives on the inbound (ZAP, stream)
-        sockets, at most ``timeout_s``. ``sock``: a ZeroMQ socket or a stream's file descriptor. True: the reply is there and the thread still leads (it
-        answers its own caller itself, no hand-off either way); False: something arrived or time
-        is up, so it must hand the role on before it waits longer; None: it does not lead.
+    def wait_as_leader(self, sock: Any, timeout_s: float) -> bool | None:
+        """The calling thread is about to wait for a reply on its own socket ``sock`` (a ZeroMQ
+        socket or a stream's file descriptor): if it leads, wait there without giving up the role
+        while nothing arrives on the inbound, ZAP or stream sockets, at most ``timeout_s``. True:
+        the reply is there and the thread still leads (it answers its own caller itself, no
+        hand-off either way); False: something arrived or time is up, so it must hand the role on
+        before it waits longer; None: it does not lead.
 
         The role's lock is held meanwhile, so a take-over waits for the end of this wait."""
         if not self.role.acquire_if_leader():
             return None
         try:
+            if self._loopback:
+                return False  # messages read from a stream wait for a leader
             items = [(sock, zmq.POLLIN), (self._sockets.inbound, zmq.POLLIN)]
             if self._sockets.zap is not None:
                 items.append((self._sockets.zap, zmq.POLLIN))
             if self._streams is not None:
                 items.extend((fd, zmq.POLLIN) for fd in self._streams.poll_fds())
-            if self._loopback:
-                return False  # messages read from a stream are waiting for a leader
             events = zmq.zmq_poll(items, max(1, int(timeout_s * 1000)))
             return len(events) == 1 and events[0][0] == sock
         finally:
