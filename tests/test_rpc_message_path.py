@@ -35,6 +35,20 @@ def test_nested_calls_that_come_back_20_deep_over_4_workers(transport, tmp_path)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_handler_calls_its_own_worker_with_almost_direct_max_kb(transport, tmp_path):
+    # worker1's handler (its leader) sends 2 x 480 KB to worker1 itself on its own socket: over a
+    # stream it writes to a connection that only a leader reads; the take-over frees it.
+    def body(rank):
+        if rank != 0:
+            return None
+        a = zgrad.tensor(np.arange(120_000, dtype=np.float32))
+        out = rpc.rpc_sync("worker1", T.nested_add, args=("worker1", a, a))
+        return np.array_equal(out.numpy(), 4 * a.numpy())
+
+    assert run_workers(2, make_config(transport, 2, tmp_path), body)[0]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_64_threads_calling_at_once(transport, tmp_path):
     def body(rank):
         if rank != 0:
