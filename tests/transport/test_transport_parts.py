@@ -128,6 +128,25 @@ def test_malformed_rendezvous_messages_are_rejected(kind, meta):
     assert info.value.reason == "bad_control" and node.error is None
 
 
+_REGISTER_W1 = {"rank": 1, "name": "w1", "endpoint": "inproc://w1", "world_size": 2, "transport": "inproc", "curve": False}
+
+
+@pytest.mark.parametrize(
+    "kind, meta",
+    [
+        (fr.KIND_REGISTER, {**_REGISTER_W1, "stream": "http://evil:80"}),
+        (fr.KIND_REGISTER, _REGISTER_W1),  # no stream field at all
+        (fr.KIND_TABLE, {"workers": [["w0", "inproc://w0", 1000, ""], ["w1", "inproc://w1", 1001, "file:///etc"]]}),
+    ],
+)
+def test_a_bad_stream_address_in_the_rendezvous_is_rejected_by_name(kind, meta):
+    node = Network(2).nodes[0 if kind == fr.KIND_REGISTER else 1]
+    with pytest.raises(fr.Rejected) as info:
+        node.on_control(0 if node._me.rank == 1 else 1, 1000, kind, meta)
+    assert info.value.reason == "bad_control" and "stream" in info.value.detail and node.error is None
+    assert node.table is None  # nothing taken from it
+
+
 # -- outbox -----------------------------------------------------------------------------------
 
 
