@@ -9,7 +9,6 @@ and the time are bounded.
 from __future__ import annotations
 
 import os
-import queue
 import random
 import socket
 import time
@@ -17,10 +16,8 @@ import time
 import pytest
 import zmq
 
-from transport_world import control, raw_peer_joined, recv_kind
+from transport_world import control, target_with_raw_peer
 
-from zgrad.config import parse_config
-from zgrad.transport import create_mesh
 from zgrad.transport import frames as fr
 
 FUZZ_WITH_IDENTITY = 4000
@@ -73,12 +70,7 @@ def valid_message(rng: random.Random) -> list[bytes]:
 
 @pytest.fixture
 def worker_and_raw_peer():
-    config = parse_config({"job": {"name": "fuzz"}, "transport": {
-        "kind": "tcp", "connect_timeout_s": 10.0, "heartbeat_interval_s": 0.1, "heartbeat_timeout_s": 60.0}})
-    inbox: queue.SimpleQueue = queue.SimpleQueue()
-    mesh = create_mesh(config, 0, 2, "target", on_message=inbox.put, on_peer_lost=print, valid_kinds=KINDS)
-    endpoint = mesh.bind()
-    with raw_peer_joined(mesh, endpoint, "raw") as peer:
+    with target_with_raw_peer("fuzz", 10.0, KINDS) as (mesh, inbox, peer, endpoint):
         assert [row[0] for row in peer.table["workers"]] == ["target", "raw"]
         assert mesh.workers[1].name == "raw"
         yield mesh, inbox, peer.raw_in, peer.raw_out, peer.ctx, endpoint

@@ -10,7 +10,6 @@ peer: it closes those connections, counts each, and keeps serving. Loopback only
 from __future__ import annotations
 
 import os
-import queue
 import random
 import socket
 import struct
@@ -19,11 +18,9 @@ import time
 
 import pytest
 from test_transport_fuzz import mutate, valid_message
-from transport_world import RAW_PEER_SESSION, raw_peer_joined
+from transport_world import RAW_PEER_SESSION, target_with_raw_peer
 
-from zgrad.config import parse_config
 from zgrad.errors import WorkerUnavailableError
-from zgrad.transport import create_mesh
 from zgrad.transport import frames as fr
 from zgrad.transport.direct import DIRECT_ID, DIRECT_MAGIC
 from zgrad.transport.stream_inbound import StreamConnection
@@ -197,12 +194,7 @@ def test_a_thread_that_ends_closes_its_sockets(worlds, kind):
 
 @pytest.fixture
 def worker_and_raw_peer():
-    config = parse_config({"job": {"name": "streams"}, "transport": {
-        "kind": "tcp", "connect_timeout_s": 3.0, "heartbeat_interval_s": 0.1, "heartbeat_timeout_s": 60.0}})
-    inbox: queue.SimpleQueue = queue.SimpleQueue()
-    mesh = create_mesh(config, 0, 2, "target", on_message=inbox.put, on_peer_lost=print, valid_kinds=KINDS)
-    endpoint = mesh.bind()
-    with raw_peer_joined(mesh, endpoint, "raw") as peer:
+    with target_with_raw_peer("streams", 3.0, KINDS) as (mesh, inbox, peer, _):
         stream = peer.table["workers"][0][3]
         assert stream.startswith("tcp://127.0.0.1:")
         yield mesh, inbox, stream

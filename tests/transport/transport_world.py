@@ -185,3 +185,17 @@ def raw_peer_joined(mesh: Mesh, endpoint: str, name: str,
         raw_in.close(0)
         raw_out.close(0)
         ctx.term()
+
+
+@contextlib.contextmanager
+def target_with_raw_peer(job: str, connect_timeout_s: float,
+                         kinds: frozenset[int] = frozenset({1, 2})) -> Iterator[tuple[Mesh, queue.SimpleQueue, RawPeer, str]]:
+    """Rank 0 of a tcp world of two ("target", heartbeats every 0.1 s, no silence timeout in a
+    test's time) joined by :func:`raw_peer_joined`: ``(mesh, inbox, peer, endpoint)``."""
+    config = parse_config({"job": {"name": job}, "transport": {
+        "kind": "tcp", "connect_timeout_s": connect_timeout_s, "heartbeat_interval_s": 0.1, "heartbeat_timeout_s": 60.0}})
+    inbox: queue.SimpleQueue = queue.SimpleQueue()
+    mesh = create_mesh(config, 0, 2, "target", on_message=inbox.put, on_peer_lost=print, valid_kinds=kinds)
+    endpoint = mesh.bind()
+    with raw_peer_joined(mesh, endpoint, "raw") as peer:
+        yield mesh, inbox, peer, endpoint

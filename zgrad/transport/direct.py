@@ -270,13 +270,18 @@ class DirectCaller:
                     # zmq_poll itself: Socket.poll builds a Poller per call
                     elif zmq.zmq_poll([(sock, _POLLOUT)], wait_ms):
                         continue
-            reason = self._dead_reason(dst)
-            if reason is not None:
-                raise WorkerUnavailableError(f"{self._describe(dst)} is unavailable: {reason}")
-            if self._closed_reason is not None:
-                raise TransportError(self._closed_reason)
-            if deadline_s is not None and time.monotonic() >= deadline_s:
-                raise ZgradTimeoutError(f"no reply from {self._describe(dst)} in time")
+            self._between_slices(dst, deadline_s)
+
+    def _between_slices(self, dst: int, deadline_s: float | None) -> None:
+        """A wait slice passed without the reply: raise if the peer was lost, the mesh closed or
+        the deadline passed."""
+        reason = self._dead_reason(dst)
+        if reason is not None:
+            raise WorkerUnavailableError(f"{self._describe(dst)} is unavailable: {reason}")
+        if self._closed_reason is not None:
+            raise TransportError(self._closed_reason)
+        if deadline_s is not None and time.monotonic() >= deadline_s:
+            raise ZgradTimeoutError(f"no reply from {self._describe(dst)} in time")
 
     def _stream_request(self, direct: _Direct, dst: int, request_id: int, frames: list,
                         deadline_s: float | None) -> Envelope:
@@ -310,13 +315,7 @@ class DirectCaller:
                     replies = self._stream_replies(direct, dst, request_ids, 0)
                     if replies:
                         return replies[0]
-            reason = self._dead_reason(dst)
-            if reason is not None:
-                raise WorkerUnavailableError(f"{self._describe(dst)} is unavailable: {reason}")
-            if self._closed_reason is not None:
-                raise TransportError(self._closed_reason)
-            if deadline_s is not None and time.monotonic() >= deadline_s:
-                raise ZgradTimeoutError(f"no reply from {self._describe(dst)} in time")
+            self._between_slices(dst, deadline_s)
 
     def _stream_send(self, direct: _Direct, dst: int, frames: list, deadline_s: float | None) -> None:
         """Write one request on ``direct``'s stream (its lock held), whole or not at all usable."""

@@ -67,12 +67,17 @@ class StreamConnection:
                 send_message(self.sock, frames, time.monotonic() + self._send_timeout_s)
             except (StreamStalled, OSError):
                 self.broken = True
-                try:
-                    self.sock.shutdown(socket.SHUT_RDWR)  # the leader sees the end and closes it
-                except OSError:
-                    pass
+                self.shut_down()  # the leader sees the end and closes it
                 return False
         return True
+
+    def shut_down(self) -> None:
+        """End the connection both ways without closing its descriptor (any thread): a thread
+        blocked writing on it fails at once, and the leader reads its end."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already ended by the peer
 
 
 class StreamInbound:
@@ -156,10 +161,7 @@ class StreamInbound:
         if self.connections.pop(connection.fd, None) is None:
             return
         self._unregister(connection.fd)
-        try:
-            connection.sock.shutdown(socket.SHUT_RDWR)  # a reply blocked in another thread fails now
-        except OSError:
-            pass
+        connection.shut_down()  # a reply blocked in another thread fails now
         with connection.lock:  # then it is out of its send: the descriptor may go
             connection.broken = True
             connection.sock.close()
