@@ -68,7 +68,7 @@ class _Link:
     def __init__(self, net: Network, rank: int):
         self.net, self.rank = net, rank
 
-    def connect_peer(self, rank, endpoint, session):
+    def connect_peer(self, rank, endpoint, session, stream=""):
         self.net.dialled.setdefault(self.rank, set()).add(rank)
 
     def send_control(self, rank, kind, meta):

@@ -143,7 +143,8 @@ def test_requests_and_replies_go_over_the_announced_stream(worlds, kind):
         assert (reply.kind, reply.request_id, reply.meta) == (2, 100 + size, {"reply_bytes": size})
         assert b"".join(bytes(v) for v in reply.buffers) == (bytes(range(256)) * (size // 256) if size else b"")
         assert type(workers[1].get().reply_to) is StreamConnection
-    assert b.stats()["stream_connections"] == 1  # one per calling thread and peer, kept
+    stats = b.stats()  # one per calling thread and peer, kept, and a's link
+    assert (stats["stream_connections"], stats["stream_links"]) == (2, 1)
     paths = [entry.stream[6:] for entry in table]
     worlds.close_all()
     if kind == "ipc":
@@ -160,6 +161,7 @@ def test_no_stream_with_curve_over_inproc_or_when_turned_off(worlds, tmp_path):
     inproc = worlds.world("inproc", 2)
     for world in (curve, off, inproc):
         assert [entry.stream for entry in world[0].mesh.workers] == ["", ""]
+        assert all(w.mesh.stats().get("stream_links", 0) == 0 for w in world)  # the links are DEALERs
     reply = off[0].mesh.request(1, 1, 7, {}, [], timeout_s=10)  # the ZeroMQ direct path
     assert reply.request_id == 7 and type(off[1].get().reply_to) is bytes
 

@@ -115,7 +115,8 @@ class IoLoop:
         self._liveness = Liveness(transport.heartbeat_interval_s, transport.heartbeat_timeout_s)
         self._poller = zmq.Poller()
         self._links = PeerLinks(
-            sockets, self._poller, outbox, self._liveness, transport, keys, copy_buffers, routing_id(me.rank, me.session)
+            sockets, self._poller, outbox, self._liveness, stats, transport, keys, copy_buffers,
+            routing_id(me.rank, me.session), use_streams=transport.direct_streams,
         )
         self._dead: dict[int, str] = {}
         self._departed: set[int] = set()
@@ -149,8 +150,8 @@ class IoLoop:
 
     # -- Link (used by the rendezvous) ----------------------------------------------------
 
-    def connect_peer(self, rank: int, endpoint: str, session: int | None) -> None:
-        self._links.open(rank, endpoint)
+    def connect_peer(self, rank: int, endpoint: str, session: int | None, stream: str = "") -> None:
+        self._links.open(rank, endpoint, stream)
 
     def send_control(self, rank: int, kind: int, meta: Any) -> None:
         self._links.send(rank, self._control_frames(kind, meta), accounted=False)
@@ -222,14 +223,21 @@ class IoLoop:
                 elif sock is sockets.zap:
                     self._zap.handle(sock)
                 elif type(sock) is int:
-                    self._on_stream(sock)
+                    if self._links.owns(sock):
+                        self._links.on_writable(sock)
+                    else:
+                        self._on_stream(sock)
                 elif event & zmq.POLLOUT:
                     self._links.on_writable(sock)
             if woken or outbox.has_queued():
                 for item in outbox.take_all(woken):
                     self._send(*item)
             if loopback:
-                self._deliver(loopback.popleft())
+                item = loopback.popleft()
+                if type(item) is Envelope:
+                    self._deliver(item)
+                else:
+                    self._on_link_message(*item)
                 if not leads():
                     return False
             if self._cma.dirty:
@@ -280,7 +288,7 @@ class IoLoop:
         if silent:
             # Messages still queued in our socket may be from these peers: only declare them
             # lost once the socket is empty, or when they are silent for twice the timeout.
-            backlog = self._sockets.inbound.get(zmq.EVENTS) & zmq.POLLIN
+            backlog = self._sockets.inbound.get(zmq.EVENTS) & zmq.POLLIN or self._loopback
             limit_s = self._transport.heartbeat_timeout_s
             for rank, silent_s in silent:
                 if not backlog or silent_s > 2 * limit_s:
@@ -325,24 +333,41 @@ class IoLoop:
         rank = None
         try:
             rank, session, reply_to = self._identify(parts, ident)
-            kind, flags, request_id, meta, buffers = fr.decode(
-                parts[1:], valid_kinds=self._valid_kinds, max_message_bytes=self._max_bytes, take_buffer=self.pool.take,
-                remote=self._cma.readers.get(rank), defer_remote=self._defer_cma_reads,
-            )
-            if rank in self._dead:
-                if rank in self._departed and kind in _GOODBYE_KINDS:
-                    return  # the other half of a simultaneous goodbye
-                raise fr.Rejected("dead_peer", f"rank {rank} was declared lost: {self._dead[rank]}")
-            if kind in fr.RESERVED_KINDS:
-                self._on_control(rank, session, kind, meta)
-            elif self.table is None:
-                raise fr.Rejected("not_ready", f"message kind {kind:#x} before this worker has the worker table")
-            else:
-                self._deliver(self._arrived(rank, kind, flags, request_id, meta, buffers, reply_to))
-                return
-            self._liveness.heard_from(rank, time.monotonic())
+            self._accept(rank, session, reply_to, parts[1:])
         except fr.Rejected as rejected:
             self._stats.reject("an unknown peer" if rank is None else f"rank {rank}", rejected.reason, rejected.detail)
+
+    def _on_link_message(self, connection: StreamConnection, parts: list) -> None:
+        """A message read from a peer's stream link, in its turn: as if it came from its DEALER
+        (a bad one is dropped alone, as there: the stream itself was well formed)."""
+        try:
+            self._accept(connection.rank, connection.session, None, parts)
+        except fr.Rejected as rejected:
+            self._stats.reject(f"rank {connection.rank}", rejected.reason, rejected.detail)
+
+    def _accept(self, rank: int, session: int, reply_to: Any, frames: list) -> None:
+        """Decode and handle one message of an identified peer: control here, the layer's to
+        ``on_message``.
+
+        Raises:
+            Rejected: the frames are malformed, the peer is lost, or the message is out of place.
+        """
+        kind, flags, request_id, meta, buffers = fr.decode(
+            frames, valid_kinds=self._valid_kinds, max_message_bytes=self._max_bytes, take_buffer=self.pool.take,
+            remote=self._cma.readers.get(rank), defer_remote=self._defer_cma_reads,
+        )
+        if rank in self._dead:
+            if rank in self._departed and kind in _GOODBYE_KINDS:
+                return  # the other half of a simultaneous goodbye
+            raise fr.Rejected("dead_peer", f"rank {rank} was declared lost: {self._dead[rank]}")
+        if kind in fr.RESERVED_KINDS:
+            self._on_control(rank, session, kind, meta)
+        elif self.table is None:
+            raise fr.Rejected("not_ready", f"message kind {kind:#x} before this worker has the worker table")
+        else:
+            self._deliver(self._arrived(rank, kind, flags, request_id, meta, buffers, reply_to))
+            return
+        self._liveness.heard_from(rank, time.monotonic())
 
     def _arrived(self, rank: int, kind: int, flags: int, request_id: int, meta: Any, buffers: tuple,
                  reply_to: Any) -> Envelope:
@@ -358,7 +383,9 @@ class IoLoop:
     def _on_stream(self, fd: int) -> None:
         """A stream socket is readable: take new connections, or read one and queue its complete
         messages to run (the hello first: it binds the connection to a rank, checked like a
-        routing id). Anything malformed closes the connection: a stream cannot skip a message."""
+        routing id, and says whether it is the peer's link or a caller-direct connection). A
+        link's messages are checked in their turn, as a DEALER's; on a caller-direct connection
+        anything malformed closes it (a caller waits for its reply, which will not come)."""
         streams = self._streams
         if fd == streams.listen_fd:
             streams.accept()
@@ -368,6 +395,9 @@ class IoLoop:
             try:
                 if connection.rank is None:
                     self._on_hello(connection, parts)
+                    continue
+                if connection.link:
+                    self._loopback.append((connection, parts))
                     continue
                 rank = connection.rank
                 if rank in self._dead:
@@ -384,12 +414,17 @@ class IoLoop:
 
     def _on_hello(self, connection: StreamConnection, parts: list) -> None:
         ident = bytes(parts[0]) if len(parts) == 1 else b""
-        if len(ident) != DIRECT_ID.size or not ident.startswith(DIRECT_MAGIC):
+        if len(ident) not in (DIRECT_ID.size, ROUTING_ID.size):
             raise fr.Rejected("unknown_peer", f"stream hello {ident[:24].hex()} is not a zgrad worker's")
-        rank, _, _ = self._identify(parts, ident)
+        rank, session, reply_to = self._identify(parts, ident)
         if rank in self._dead:
             raise fr.Rejected("dead_peer", f"rank {rank} was declared lost: {self._dead[rank]}")
-        connection.rank = rank
+        link = reply_to is None
+        if link and any(c.link and c.rank == rank for c in self._streams.connections.values()):
+            raise fr.Rejected("unknown_peer", f"a second link from rank {rank} (a stale process, or another one claiming its rank?)")
+        connection.rank, connection.session, connection.link = rank, session, link
+        if link:
+            self._stats.add("stream_links")
 
     def _on_control(self, rank: int, session: int, kind: int, meta: Any) -> None:
         if kind == fr.KIND_HEARTBEAT:
@@ -602,6 +637,7 @@ class IoLoop:
             self.settled.set()
         if self._streams is not None:
             self._streams.close_all()
+        self._links.close_streams()
         self._sockets.close()
         self._cma.close()
         self.pool.clear()

@@ -12,7 +12,9 @@ A worker is ready once every peer acknowledged its hello: then each link works b
 and every peer has the table, so traffic is peer to peer and rank 0 is an ordinary worker.
 The session of each worker (a random 64-bit number in its routing id) is recorded in the
 table, so a stale process claiming a rank is told apart. ``stream`` is the worker's stream
-socket for caller-direct requests (``streams.py``), or "" when it has none.
+socket (``streams.py``), or "" when it has none: links are dialled there when it is known (rank
+0's from REGISTER, the others' from the table; a peer's link to rank 0, which carried REGISTER,
+moves there on the table), and caller-direct requests go there.
 
 Pure logic over a :class:`Link` (the I/O loop), so it is tested without sockets.
 """
@@ -39,8 +41,9 @@ __all__ = ["Link", "Rendezvous"]
 class Link(Protocol):
     """What the rendezvous needs from the I/O loop."""
 
-    def connect_peer(self, rank: int, endpoint: str, session: int | None) -> None:
-        """Open the outbound connection to ``rank`` (idempotent)."""
+    def connect_peer(self, rank: int, endpoint: str, session: int | None, stream: str = "") -> None:
+        """Open the outbound connection to ``rank`` (idempotent), on its stream socket ``stream``
+        where it has one; a link opened before the stream was known moves to it."""
 
     def send_control(self, rank: int, kind: int, meta: Any) -> None:
         """Queue a transport message to ``rank``."""
@@ -150,7 +153,7 @@ class Rendezvous:
             raise Rejected("bad_control", f"REGISTER claims rank {rank} from a connection of rank {src}")
         old = self._registered.get(rank)
         if old is None:
-            self._link.connect_peer(rank, endpoint, session)  # also lets an ABORT reach it
+            self._link.connect_peer(rank, endpoint, session, stream)  # also lets an ABORT reach it
         job = {k: meta.get(k) for k in self._job}
         if world_size != self._world_size or job != self._job:
             self._fail(
@@ -192,9 +195,9 @@ class Rendezvous:
             entries.append(WorkerEntry(rank, row[0], row[1], row[2], _stream_field(row[3], f"TABLE row {rank}'s stream")))
         if entries[0].session != session or entries[self._me.rank] != self._me:
             raise Rejected("bad_control", "TABLE does not match its sender or this worker's registration")
-        for entry in entries[1:]:
+        for entry in entries:  # rank 0's link moves to its stream: all sent on it before was answered
             if entry.rank != self._me.rank:
-                self._link.connect_peer(entry.rank, entry.endpoint, entry.session)
+                self._link.connect_peer(entry.rank, entry.endpoint, entry.session, entry.stream)
         self._set_table(tuple(entries))
 
     def _set_table(self, table: tuple[WorkerEntry, ...]) -> None:

@@ -37,20 +37,25 @@ _SEND_SLICE_MS = 50
 
 
 class StreamConnection:
-    """One accepted connection, from one calling thread of one peer.
+    """One accepted connection: a peer's link, or one calling thread of one peer.
 
     Attributes:
         rank: the peer's rank once its hello was accepted; None before.
+        session: the peer's session, from its hello.
+        link: the hello was the peer's routing id: the connection carries its link (every
+            message of the pair that is not a caller-direct request), not one thread's calls.
         broken: set when a reply could not be written; the leader then closes the connection.
     """
 
-    __slots__ = ("sock", "fd", "reader", "rank", "lock", "broken", "opened_s", "_send_timeout_s")
+    __slots__ = ("sock", "fd", "reader", "rank", "session", "link", "lock", "broken", "opened_s", "_send_timeout_s")
 
     def __init__(self, sock: socket.socket, max_body_bytes: int, send_timeout_s: float, now_s: float) -> None:
         self.sock = sock
         self.fd = sock.fileno()
         self.reader = StreamReader(max_body_bytes)
         self.rank: int | None = None
+        self.session = 0
+        self.link = False
         self.lock = threading.Lock()
         self.broken = False
         self.opened_s = now_s

@@ -22,6 +22,7 @@ Standard library only (plus ``frames.Rejected``).
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import socket
@@ -33,6 +34,7 @@ from typing import Any
 from zgrad.transport.frames import Rejected
 
 __all__ = ["STREAM_HEAD", "STREAM_MAGIC", "MAX_FRAMES", "StreamReader", "StreamStalled", "send_message",
+           "encode_message", "write_some", "connect_nonblocking",
            "stream_address", "listen", "connect", "set_timeouts"]
 
 STREAM_HEAD = struct.Struct("!4sIQ")
@@ -165,6 +167,39 @@ def _split(body: memoryview, nframes: int) -> list[memoryview]:
     return parts
 
 
+def encode_message(frames: Sequence[Any]) -> tuple[list[Any], int]:
+    """The pieces to write for one message (the frames of ``frames.encode``, or a hello) and
+    their total length: one bytes object for a small message, else the head and lengths table
+    followed by the frames themselves (not copied)."""
+    sizes = [len(f) if type(f) is bytes else memoryview(f).nbytes for f in frames]
+    nframes = len(sizes)
+    head = STREAM_HEAD.pack(STREAM_MAGIC, nframes, nframes * _LENGTH.size + sum(sizes))
+    table = _LENGTHS[nframes].pack(*sizes) if nframes < len(_LENGTHS) else struct.pack(f"!{nframes}Q", *sizes)
+    total = len(head) + len(table) + sum(sizes)
+    if total <= _JOIN_MAX_BYTES:
+        return [b"".join([head, table, *frames])], total
+    return [head + table, *frames], total
+
+
+def write_some(sock: socket.socket, pending: list[Any], total: int) -> tuple[list[Any], int]:
+    """Write as much of ``pending`` (``total`` bytes, from :func:`encode_message`) as ``sock``
+    takes now, without waiting for room; return what is left and its length (0: all written).
+
+    Raises:
+        OSError: the connection failed (reset, broken pipe).
+    """
+    while total:
+        try:
+            sent = sock.sendmsg(pending[:_MAX_IOV], (), socket.MSG_DONTWAIT) if len(pending) > 1 \
+                else sock.send(pending[0], socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            break
+        total -= sent
+        if total:
+            pending = _advance(pending, sent)
+    return pending, total
+
+
 def send_message(sock: socket.socket, frames: Sequence[Any], deadline_s: float) -> None:
     """Write one message (the frames of ``frames.encode``, or a hello) to ``sock``, whole.
 
@@ -175,15 +210,7 @@ def send_message(sock: socket.socket, frames: Sequence[Any], deadline_s: float) 
         StreamStalled: ``deadline_s`` passed with the message partly written (drop the connection).
         OSError: the connection failed (reset, broken pipe).
     """
-    sizes = [len(f) if type(f) is bytes else memoryview(f).nbytes for f in frames]
-    nframes = len(sizes)
-    head = STREAM_HEAD.pack(STREAM_MAGIC, nframes, nframes * _LENGTH.size + sum(sizes))
-    table = _LENGTHS[nframes].pack(*sizes) if nframes < len(_LENGTHS) else struct.pack(f"!{nframes}Q", *sizes)
-    total = len(head) + len(table) + sum(sizes)
-    if total <= _JOIN_MAX_BYTES:
-        pending: list[Any] = [b"".join([head, table, *frames])]
-    else:
-        pending = [head + table, *frames]
+    pending, total = encode_message(frames)
     while True:
         try:
             sent = sock.sendmsg(pending[:_MAX_IOV]) if len(pending) > 1 else sock.send(pending[0])
@@ -292,6 +319,34 @@ def connect(address: str, timeout_s: float) -> socket.socket:
     else:
         raise ValueError(f"{address!r} is not a stream address (tcp://host:port or ipc://path)")
     sock.settimeout(None)
+    return sock
+
+
+def connect_nonblocking(address: str) -> socket.socket:
+    """Start connecting to a peer's stream ``address`` without waiting: the socket comes back
+    non-blocking (TCP without delay on small writes); what is written before the connection is
+    up waits for POLLOUT like any write the kernel has no room for.
+
+    Raises:
+        OSError: the connection was refused at once (a Unix socket nobody listens on).
+        ValueError: ``address`` is not a stream address.
+    """
+    if address.startswith("tcp://"):
+        host, _, port = address[6:].rpartition(":")
+        host = host.strip("[]")
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        target: Any = (host, int(port))
+    elif address.startswith("ipc://"):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        target = address[6:]
+    else:
+        raise ValueError(f"{address!r} is not a stream address (tcp://host:port or ipc://path)")
+    sock.setblocking(False)
+    error = sock.connect_ex(target)
+    if error not in (0, errno.EINPROGRESS):
+        sock.close()
+        raise OSError(error, f"cannot connect to {address}: {os.strerror(error)}")
     return sock
 
 
