@@ -1,4 +1,4 @@
-"""Plain stream sockets for caller-direct requests: the wire, the reader, the writer, the addresses.
+"""Plain stream sockets for caller-direct requests and links: the wire, the reader, the writers, the addresses.
 
 A small call over ZeroMQ wakes the sender's ZeroMQ I/O thread, the receiver's, and then the
 receiving thread: on a 2-vCPU machine those hops cost more than zgrad's own work (``bench/rpc.py``
@@ -6,7 +6,8 @@ measures both paths; docs/transport.md, Performance). A stream socket that the c
 callee's leader reads itself, costs one wake-up per direction. So when CURVE is off, each worker
 also listens on a stream socket (TCP beside a ``tcp://`` endpoint, a Unix socket beside an
 ``ipc://`` one) and announces it in the worker table; callers send their caller-direct requests
-there (``direct.py``), the callee's leader polls it with its ZeroMQ sockets (``stream_inbound.py``).
+there (``direct.py``), workers dial it as their link to the peer (``links.py``), and the peer's
+leader polls it with its ZeroMQ sockets (``stream_inbound.py``).
 
 One message on a stream, everything big-endian::
 
@@ -14,8 +15,9 @@ One message on a stream, everything big-endian::
     body     n x !Q frame lengths, then the frames one after the other
 
 The frames are those of ``frames.encode`` (checked by ``frames.decode`` as ZeroMQ's are). The
-first message on a new connection is the caller's hello: one frame, the caller-direct id
-(``direct.DIRECT_ID``: magic, rank, session, serial), checked like a routing id.
+first message on a new connection is the hello: one frame, the caller-direct id
+(``direct.DIRECT_ID``: magic, rank, session, serial), or a link's routing id
+(``io_loop.ROUTING_ID``: magic, rank, session), checked like a routing id.
 
 Standard library only (plus ``frames.Rejected``).
 """
