@@ -184,6 +184,9 @@ def test_a_link_its_peer_closes_drops_what_is_sent_there_and_the_peer_is_lost_by
             mesh.send(1, 1, 78, "dropped", [])
             time.sleep(0.05)
         assert mesh.stats()["dropped"] > 0
+        before = mesh.stats()["heartbeats_out"]
+        time.sleep(1.0)  # a heartbeat per interval (0.1 s) still, not one per turn of a spinning loop
+        assert mesh.stats()["heartbeats_out"] - before <= 15
         rank, why = lost.get(timeout=WAIT_S)  # silence: raw_out sends nothing
         assert rank == 1 and "heartbeat_timeout_s" in why
         with pytest.raises(WorkerUnavailableError, match="raw"):

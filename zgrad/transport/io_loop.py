@@ -283,6 +283,9 @@ class IoLoop:
         """Heartbeats, silence, handshake failures, start-up progress; then set when it is due again."""
         for rank in self._liveness.heartbeats_due(now_s):
             self._links.send(rank, self._heartbeat, accounted=False)
+            # Due again in an interval even if it waits behind a backlog or its link failed
+            # (else every turn would find it due: a busy loop).
+            self._liveness.sent_to(rank, now_s)
             self._stats.add("heartbeats_out")
         silent = self._liveness.silent(now_s)
         if silent:
