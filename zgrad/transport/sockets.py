@@ -95,7 +95,7 @@ class MeshSockets:
         if self.stream_listener is not None:
             self.stream_listener.close()
             self.stream_listener = None
-            if self.stream_address.startswith("ipc://"):
+            if self.stream_address.startswith("ipc://") and not self.stream_address.startswith("ipc://@"):
                 try:
                     os.unlink(self.stream_address[6:])
                 except OSError:
