@@ -2,8 +2,9 @@
 
 Each turn polls, with a timeout and never spinning, the inbound ROUTER (which also carries the
 wake-ups, see ``sockets.py``), the ZAP handler with CURVE, the stream listener and its
-connections (``stream_inbound.py``), and the outbound DEALERs that have a backlog; it handles at
-most one inbound message (the others one read from a stream completed wait for the next turns),
+connections (``stream_inbound.py``: peers' links and caller-direct connections), and the
+outbound links (DEALERs or streams, ``links.py``) that have a backlog; it handles at most one
+inbound message (the others one read from a stream completed wait for the next turns),
 takes the outbox and sends, and does the liveness and start-up bookkeeping when it is due.
 
 Inbound checks, in order: peer (routing id names a rank of this job; with CURVE the key's rank

@@ -202,8 +202,8 @@ class PeerLinks:
 
     def _fail_stream(self, dst: int, link: _StreamLink, reason: str) -> None:
         """Stop using a stream link: what waits is dropped (counted), later sends are refused."""
-        if link.failed is None:
-            _log.warning("link to rank %d: %s; messages to it are dropped until it is declared lost", dst, reason)
+        if link.failed is None:  # info: a peer that closed after saying goodbye ends here too
+            _log.info("link to rank %d: %s; messages to it are dropped until it is declared lost", dst, reason)
         link.failed = reason
         dropped = len(link.pending)
         accounted = sum(item[2] for item in link.pending)

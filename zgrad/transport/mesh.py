@@ -235,7 +235,7 @@ class Mesh:
             return self._endpoint
 
     def _open_stream_listener(self, sockets: MeshSockets) -> None:
-        """Listen for caller-direct requests on a stream socket beside the ZeroMQ endpoint
+        """Listen for peers' links and caller-direct requests on a stream socket beside the ZeroMQ endpoint
         (``streams.py``), where one fits: CURVE off, a tcp or ipc endpoint, ``direct_streams``.
         A failure to bind only costs speed: callers then use ZeroMQ (logged)."""
         if self._keys is not None or not self._config.transport.direct_streams:
@@ -246,7 +246,7 @@ class Mesh:
         try:
             sockets.stream_listener, sockets.stream_address = listen(*where)
         except OSError as exc:
-            _log.warning("worker %r: no stream socket beside %s (%s); caller-direct requests to it use ZeroMQ",
+            _log.warning("worker %r: no stream socket beside %s (%s); links and caller-direct requests to it use ZeroMQ",
                          self.name, self._endpoint, exc)
 
     def start(self) -> None:

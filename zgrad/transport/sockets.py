@@ -72,8 +72,8 @@ class MeshSockets:
         zap: REP answering ZAP requests, when CURVE is on.
         bound_endpoint: what the inbound socket is bound at (``LAST_ENDPOINT``).
         dealers: the outbound DEALER to each peer, by rank (opened by the I/O thread).
-        stream_listener: the stream socket caller-direct requests come to (``streams.py``), or None.
-        stream_address: the address peers dial to reach it (``tcp://host:port``, ``ipc://path``), or "".
+        stream_listener: the stream socket peers' links and caller-direct requests come to (``streams.py``), or None.
+        stream_address: the address peers dial to reach it (``tcp://host:port``, ``ipc://path``, ``ipc://@name``), or "".
     """
 
     context: zmq.Context
