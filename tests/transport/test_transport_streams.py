@@ -296,3 +296,30 @@ def test_a_reply_to_a_caller_that_left_is_dropped_without_harm(worker_and_raw_pe
     mesh.reply(envelope, 2, "gone", [bytes(8 << 20)])  # nobody reads: refused or reset, not raised
     with call(stream, 2, "next") as sock:
         assert inbox.get(timeout=10).request_id == 2
+
+
+def test_a_caller_waits_for_room_in_a_full_unix_listener_backlog_up_to_its_timeout():
+    name = f"zgrad-test-{os.getpid()}-{random.getrandbits(32):x}"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind("\0" + name)
+    listener.listen(0)
+    waiting = []
+    try:
+        while True:  # fill the backlog: then the kernel refuses at once (EAGAIN), unlike TCP
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.setblocking(False)
+            waiting.append(sock)
+            if sock.connect_ex("\0" + name) != 0:
+                break
+        start = time.monotonic()
+        with pytest.raises(TimeoutError, match="took no connection"):
+            connect(f"ipc://@{name}", 0.3)
+        assert 0.25 < time.monotonic() - start < 3
+        accepting = threading.Timer(0.2, lambda: listener.accept()[0].close())
+        accepting.start()
+        connect(f"ipc://@{name}", 10).close()  # room made 0.2 s later: connected
+        accepting.join(10)
+    finally:
+        for sock in waiting:
+            sock.close()
+        listener.close()

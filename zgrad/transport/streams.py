@@ -288,7 +288,7 @@ def unix_path(address: str) -> str:
     return "\0" + path[1:] if path.startswith("@") else path
 
 
-def listen(where: tuple[str, str], announce_prefix: str, backlog: int = 128) -> tuple[socket.socket, str]:
+def listen(where: tuple[str, str], announce_prefix: str, backlog: int = socket.SOMAXCONN) -> tuple[socket.socket, str]:
     """Open the non-blocking listening socket ``where`` (from :func:`stream_address`) and return
     it with the address peers dial.
 
@@ -339,8 +339,20 @@ def connect(address: str, timeout_s: float) -> socket.socket:
     elif address.startswith("ipc://"):
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(timeout_s)
+        deadline_s = time.monotonic() + timeout_s
+        pause_s = 0.001
         try:
-            sock.connect(unix_path(address))
+            while True:
+                try:
+                    sock.connect(unix_path(address))
+                    break
+                except BlockingIOError:
+                    # A Unix socket refuses at once while its listener's backlog is full (TCP
+                    # would retry its handshake): try again until the timeout.
+                    if time.monotonic() + pause_s > deadline_s:
+                        raise TimeoutError(f"{address}: its listener took no connection within {timeout_s} s") from None
+                    time.sleep(pause_s)
+                    pause_s = min(2 * pause_s, 0.05)
         except BaseException:
             sock.close()
             raise
