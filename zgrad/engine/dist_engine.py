@@ -297,9 +297,12 @@ class DistEngine:
             if clean_up and state.recording is not None:
                 state.recording.hold()
             self._conclude(root_pass, None)
-            if clean_up and state.direct_thread == threading.get_ident() and self.outbox.direct:
+            if clean_up and state.direct_thread == threading.get_ident() and self.outbox.direct \
+                    and state.recording is None:
                 # The waiter itself: a write on its own socket each costs less than waking another
-                # thread to send through the I/O role.
+                # thread to send through the I/O role. Not for a traced pass: the root's call that
+                # collects the recordings (and the context's release riding in it) takes the link,
+                # and must not overtake the START, whose receipt the worker records.
                 self._clean_up(root_pass, direct=True)
             elif clean_up:  # off the waiting caller's path
                 self.messenger.submit(lambda: self._clean_up(root_pass))
