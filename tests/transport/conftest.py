@@ -9,8 +9,6 @@ import threading
 import pytest
 from transport_world import TRANSPORTS, WorldFactory
 
-from zgrad.transport import streams
-
 
 @pytest.fixture
 def short_tmp():
@@ -25,15 +23,6 @@ def worlds(short_tmp):
     factory = WorldFactory(short_tmp)
     yield factory
     factory.close_all()
-
-
-@pytest.fixture
-def stream_kind(request, monkeypatch) -> tuple[str, str]:
-    """Parametrize indirectly with ``transport_world.STREAM_KINDS``: (kind, announced stream prefix)."""
-    if request.param == "tcp (TCP streams)":
-        monkeypatch.setattr(streams, "_is_loopback", lambda host: False)
-        return "tcp", "tcp://127.0.0.1:"
-    return request.param, {"tcp": "ipc://@zgrad-stream-", "ipc": "ipc:///"}[request.param]
 
 
 @pytest.fixture(params=TRANSPORTS)

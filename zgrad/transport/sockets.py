@@ -73,7 +73,7 @@ class MeshSockets:
         bound_endpoint: what the inbound socket is bound at (``LAST_ENDPOINT``).
         dealers: the outbound DEALER to each peer, by rank (opened by the I/O thread).
         stream_listener: the stream socket peers' links and caller-direct requests come to (``streams.py``), or None.
-        stream_address: the address peers dial to reach it (``tcp://host:port``, ``ipc://path``, ``ipc://@name``), or "".
+        stream_address: the address peers dial to reach it (``tcp://host:port``, ``ipc://path``), or "".
     """
 
     context: zmq.Context
@@ -95,7 +95,7 @@ class MeshSockets:
         if self.stream_listener is not None:
             self.stream_listener.close()
             self.stream_listener = None
-            if self.stream_address.startswith("ipc://") and not self.stream_address.startswith("ipc://@"):
+            if self.stream_address.startswith("ipc://"):
                 try:
                     os.unlink(self.stream_address[6:])
                 except OSError:

@@ -25,14 +25,11 @@ Standard library only (plus ``frames.Rejected``).
 from __future__ import annotations
 
 import errno
-import ipaddress
 import os
 import select
 import socket
 import struct
-import sys
 import time
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,7 +37,7 @@ from zgrad.transport.frames import Rejected
 
 __all__ = ["STREAM_HEAD", "STREAM_MAGIC", "MAX_FRAMES", "StreamReader", "StreamStalled", "send_message",
            "encode_message", "write_some", "connect_nonblocking",
-           "stream_address", "unix_path", "listen", "connect", "set_timeouts"]
+           "stream_address", "listen", "connect", "set_timeouts"]
 
 STREAM_HEAD = struct.Struct("!4sIQ")
 STREAM_MAGIC = b"zgsm"
@@ -252,18 +249,12 @@ def _advance(pending: list[Any], sent: int) -> list[Any]:
 
 def stream_address(bound_endpoint: str, advertised_endpoint: str) -> tuple[Any, str] | None:
     """Where to listen beside a ZeroMQ endpoint, and the address to announce:
-    ``(("tcp", host), "tcp://<advertised host>:")`` (the port is known once bound),
-    ``(("ipc", path), "ipc://<path>")``, or, for a ``tcp://`` endpoint advertised on a loopback
-    address (on Linux), ``(("ipc", "\\0<name>"), "ipc://@<name>")``: a Unix socket in the abstract
-    namespace, which every peer that can reach the loopback address (the same host and network
-    namespace) reaches as well, at about half the cost of loopback TCP per message; None where
-    no stream socket fits (inproc, plugins, a path too long for a Unix socket)."""
+    ``(("tcp", host), "tcp://<advertised host>:")`` (the port is known once bound) or
+    ``(("ipc", path), "ipc://<path>")``; None where no stream socket fits (inproc, plugins,
+    a path too long for a Unix socket)."""
     if bound_endpoint.startswith("tcp://") and advertised_endpoint.startswith("tcp://"):
         host = bound_endpoint[6:].rpartition(":")[0]
         advertised_host = advertised_endpoint[6:].rpartition(":")[0]
-        if _is_loopback(advertised_host.strip("[]")) and sys.platform == "linux":
-            name = f"zgrad-stream-{uuid.uuid4().hex}"
-            return ("ipc", "\0" + name), f"ipc://@{name}"
         return ("tcp", host.strip("[]")), f"tcp://{advertised_host}:"
     if bound_endpoint.startswith("ipc://"):
         path = bound_endpoint[6:] + ".stream"
@@ -271,21 +262,6 @@ def stream_address(bound_endpoint: str, advertised_endpoint: str) -> tuple[Any, 
             return None
         return ("ipc", path), f"ipc://{path}"
     return None
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def unix_path(address: str) -> str:
-    """The path to bind or dial for an ``ipc://`` stream address (``@name``: abstract, ``\\0name``)."""
-    path = address[6:]
-    return "\0" + path[1:] if path.startswith("@") else path
 
 
 def listen(where: tuple[str, str], announce_prefix: str, backlog: int = socket.SOMAXCONN) -> tuple[socket.socket, str]:
@@ -308,13 +284,11 @@ def listen(where: tuple[str, str], announce_prefix: str, backlog: int = socket.S
             raise
     else:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        abstract = host_or_path.startswith("\0")  # no file: nothing to remove or protect
         try:
-            if not abstract and os.path.exists(host_or_path):
+            if os.path.exists(host_or_path):
                 os.unlink(host_or_path)  # a leftover of a process that died with this path
             sock.bind(host_or_path)
-            if not abstract:
-                os.chmod(host_or_path, 0o600)
+            os.chmod(host_or_path, 0o600)
         except BaseException:
             sock.close()
             raise
@@ -344,7 +318,7 @@ def connect(address: str, timeout_s: float) -> socket.socket:
         try:
             while True:
                 try:
-                    sock.connect(unix_path(address))
+                    sock.connect(address[6:])
                     break
                 except BlockingIOError:
                     # A Unix socket refuses at once while its listener's backlog is full (TCP
@@ -379,7 +353,7 @@ def connect_nonblocking(address: str) -> socket.socket:
         target: Any = (host, int(port))
     elif address.startswith("ipc://"):
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        target = unix_path(address)
+        target = address[6:]
     else:
         raise ValueError(f"{address!r} is not a stream address (tcp://host:port or ipc://path)")
     sock.setblocking(False)
