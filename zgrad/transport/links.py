@@ -206,14 +206,20 @@ class PeerLinks:
             _log.info("link to rank %d: %s; messages to it are dropped until it is declared lost", dst, reason)
         link.failed = reason
         dropped = len(link.pending)
-        accounted = sum(item[2] for item in link.pending)
-        link.pending.clear()
-        if accounted:
-            self._outbox.handed_over(dst, accounted)
+        self._forget_queued(dst, link.pending, 2)
         if dropped:
             self._stats.add("dropped", dropped)
         if self._stream_fds.pop(link.fd, None) is not None:
             self._poller.unregister(link.fd)
+
+    def _forget_queued(self, dst: int, queue: collections.deque, accounted_at: int) -> int:
+        """Empty ``queue`` (messages waiting for ``dst``, whose item ``accounted_at`` says whether
+        the outbox counts it); tell the outbox, and return how many it counted."""
+        accounted = sum(item[accounted_at] for item in queue)
+        queue.clear()
+        if accounted:
+            self._outbox.handed_over(dst, accounted)
+        return accounted
 
     def owns(self, fd: int) -> bool:
         """Whether ``fd`` is a stream link waiting for room (polled for POLLOUT)."""
@@ -241,18 +247,11 @@ class PeerLinks:
         link = self._streams.get(rank)
         if link is not None:
             if close:
-                dropped = sum(item[2] for item in link.pending)
-                link.pending.clear()
-                if dropped:
-                    self._outbox.handed_over(rank, dropped)
+                dropped = self._forget_queued(rank, link.pending, 2)
                 self._close_stream(rank)
             elif link.failed is None:
                 link.failed = "the peer was declared lost"
-        queue = self._queues.pop(rank, collections.deque())
-        accounted_queued = sum(accounted for _, accounted in queue)
-        if accounted_queued:
-            self._outbox.handed_over(rank, accounted_queued)
-        dropped += accounted_queued
+        dropped += self._forget_queued(rank, self._queues.pop(rank, collections.deque()), 1)
         sock = self._sockets.dealers.get(rank)
         if sock is not None and sock in self._blocked:
             del self._blocked[sock]
