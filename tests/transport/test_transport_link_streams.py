@@ -3,7 +3,8 @@ announced a stream socket is a stream connection, not a DEALER.
 
 Every link of a world rides a stream (rank 0's too, moved there on the table); the messages of
 a pair keep their order under load from many threads and from the leader itself, while both
-leaders write more than the kernel holds to each other; everything sent before a close arrives
+leaders write more than the kernel holds to each other; a thread writes a link itself when
+nothing waits there, and the leader writes what the kernel left of it; everything sent before a close arrives
 before the goodbye; a worker whose link a peer closes drops what it sends there (counted) and
 loses the peer by its silence; a raw connection that claims to be a link is checked like a
 routing id, a bad message on it is dropped alone and a second link for a rank is refused.
@@ -102,6 +103,60 @@ def test_every_link_rides_a_stream_and_keeps_its_order_while_both_leaders_write_
     for worker in workers:
         stats = worker.mesh.stats()
         assert stats["rejected_total"] == 0 and stats.get("dropped", 0) == 0, stats
+
+
+def test_a_sending_thread_writes_the_link_itself_and_what_the_kernel_leaves_the_leader_writes_in_order(worlds):
+    """A thread other than the I/O thread writes its message on the stream link itself when
+    nothing waits for that peer; what the kernel does not take waits in the link's queue for the
+    leader, and the messages sent meanwhile go behind it through the outbox, in order."""
+    release = threading.Event()
+    received: list = []
+
+    def handler(rank, worker):
+        def handle(envelope):
+            received.append((envelope.request_id, envelope.meta, digest(envelope.buffers)))
+            if envelope.meta == "hold":  # the leader keeps its role (a long budget): nobody reads
+                release.wait(WAIT_S)
+        return handle
+
+    workers = worlds.world("tcp", 2, on_message=handler, cma="off", inline_budget_ms=60_000)
+    a = workers[0].mesh
+    before = a.stats()
+    a.send(1, 1, 0, "hold", [])
+    deadline = time.monotonic() + WAIT_S
+    while not received and time.monotonic() < deadline:
+        time.sleep(0.01)
+    big = payload(1, 48 * MIB)  # more than both kernel buffers of a loopback connection hold
+    sent = {}
+
+    def send_all():
+        a.send(1, 1, 1, "big", [big])
+        for i in range(2, 22):
+            a.send(1, 1, i, "small", [payload(i, 1000)])
+        sent["done"] = True
+
+    sender = threading.Thread(target=send_all)
+    sender.start()
+    sender.join(WAIT_S)
+    assert sent == {"done": True}  # nothing blocked although the peer reads nothing
+    assert len(received) == 1
+    release.set()
+    deadline = time.monotonic() + WAIT_S
+    while len(received) < 22 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [r[0] for r in received] == list(range(22))
+    assert received[1][2] == digest([big])
+    assert all(r[2] == digest([payload(r[0], 1000)]) for r in received[2:])
+    middle = a.stats()
+    a.send(1, 1, 22, "after the backlog", [])  # the link is empty again: the thread writes it
+    deadline = time.monotonic() + WAIT_S
+    while len(received) < 23 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    after = a.stats()
+    assert middle.get("link_thread_writes", 0) >= before.get("link_thread_writes", 0) + 2  # "hold" and "big"
+    assert after["link_thread_writes"] == middle["link_thread_writes"] + 1
+    assert after["messages_out"] - before.get("messages_out", 0) == 23  # every message counted once
+    assert after.get("dropped", 0) == 0 and after["rejected_total"] == 0
 
 
 def test_everything_sent_before_a_close_arrives_before_the_goodbye(worlds):

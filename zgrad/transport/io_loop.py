@@ -170,6 +170,7 @@ class IoLoop:
         """Start up, then lead (see :meth:`lead`). The first leader's task."""
         self._outbox.io_rank = self._me.rank
         self._outbox.send_now = self._send_now
+        self._outbox.write_now = self._write_now
         self._poller.register(self._sockets.inbound, zmq.POLLIN)
         if self._sockets.zap is not None:
             self._poller.register(self._sockets.zap, zmq.POLLIN)
@@ -207,6 +208,7 @@ class IoLoop:
         leads = self.role.leads
         loopback = self._loopback
         outbox = self._outbox
+        links = self._links
         while True:
             now_s = time.monotonic()
             if now_s >= self._due_s:
@@ -233,6 +235,8 @@ class IoLoop:
             if woken or outbox.has_queued():
                 for item in outbox.take_all(woken):
                     self._send(*item)
+            if links.backlogged:
+                links.poll_backlogged()
             if loopback:
                 item = loopback.popleft()
                 if type(item) is Envelope:
@@ -551,6 +555,16 @@ class IoLoop:
         finally:
             self.role.lock.release()
         return True
+
+    def _write_now(self, dst: int, item: tuple) -> bool:
+        """A message another thread writes on the link itself, if nothing waits before it
+        (``PeerLinks.write``); False: it takes the outbox."""
+        _, frames, nbytes, route = item
+        return route is None and self._links.write(dst, frames, nbytes)
+
+    def link_thread_writes(self) -> tuple[int, int]:
+        """Messages (and buffer bytes) other threads wrote on stream links themselves. Thread-safe."""
+        return self._links.thread_writes()
 
     def reply_now(self, dst: int, routing_id: bytes, frames: list, nbytes: int) -> bool:
         """Send a reply to the caller-direct socket ``routing_id`` of ``dst`` at once, if the

@@ -8,7 +8,13 @@ Either way one link carries every message of the pair, so they arrive in the ord
 A message goes out at once when nothing is queued before it for that peer; otherwise (the
 DEALER's high-water mark is reached, the kernel has no room for the stream's bytes, or the
 connection is still being made) it waits here, in order, and the socket is polled for POLLOUT
-until it drains. Nothing here blocks. Used by the I/O thread only.
+until it drains. Nothing here blocks. Used by the I/O thread, except :meth:`PeerLinks.write`.
+
+Any thread may write a stream link itself (:meth:`PeerLinks.write`) when nothing waits for that
+peer, neither here nor in the outbox: the message then leaves without waking the I/O thread. Each
+stream link has a lock, held by whoever writes its socket or touches its queue (taken before the
+outbox's lock); what the kernel does not take of such a write waits in the link's queue, and the
+I/O thread, woken once, polls for room as for its own writes.
 
 A stream link that fails (the peer closed or reset it) drops what is queued and what is sent
 to it later, counted as dropped; the peer is then declared lost by its silence, as over ZeroMQ.
@@ -19,6 +25,7 @@ from __future__ import annotations
 import collections
 import logging
 import socket
+import threading
 import time
 from typing import Any
 
@@ -40,15 +47,21 @@ _log = logging.getLogger("zgrad.transport")
 
 class _StreamLink:
     """A link on a stream connection: the socket and the messages (encoded pieces, bytes left,
-    whether the outbox counts it) that wait for room, the first maybe partly written."""
+    whether the outbox counts it) that wait for room, the first maybe partly written; the lock
+    held by whoever writes the socket or touches ``pending``; the messages and buffer bytes that
+    threads other than the I/O thread wrote themselves."""
 
-    __slots__ = ("sock", "fd", "pending", "failed")
+    __slots__ = ("sock", "fd", "pending", "failed", "closed", "lock", "thread_writes", "thread_bytes")
 
     def __init__(self, sock: socket.socket, hello: bytes) -> None:
         self.sock = sock
         self.fd = sock.fileno()
         self.pending: collections.deque = collections.deque([(*encode_message([hello]), False)])
         self.failed: str | None = None
+        self.closed = False
+        self.lock = threading.Lock()
+        self.thread_writes = 0
+        self.thread_bytes = 0
 
 
 class PeerLinks:
@@ -92,6 +105,8 @@ class PeerLinks:
         self._blocked: dict[zmq.Socket, int] = {}
         self._streams: dict[int, _StreamLink] = {}
         self._stream_fds: dict[int, int] = {}  # fd -> rank, of the stream links polled for POLLOUT
+        self.backlogged: list[int] = []  # ranks whose link a thread left a backlog on (to poll)
+        self._closed_writes = [0, 0]  # thread_writes() of the links closed so far
 
     def open(self, rank: int, endpoint: str, stream: str = "") -> None:
         """Dial ``rank``: at its stream socket ``stream`` when there is one (and streams are
@@ -111,8 +126,10 @@ class PeerLinks:
             except (OSError, ValueError) as exc:
                 _log.warning("cannot dial the stream socket %s of rank %d (%s); its link uses ZeroMQ", stream, rank, exc)
             else:
-                link = self._streams[rank] = _StreamLink(sock, self._routing_id)
-                self._flush_stream(rank, link)
+                link = _StreamLink(sock, self._routing_id)
+                with link.lock:
+                    self._streams[rank] = link
+                    self._flush_stream(rank, link)
                 return
         if rank in self._queues:
             return
@@ -132,11 +149,12 @@ class PeerLinks:
         """
         link = self._streams.get(dst)
         if link is not None:
-            if link.failed is not None:
-                return False
-            link.pending.append((*encode_message(frames), accounted))
-            if len(link.pending) == 1:
-                self._flush_stream(dst, link)
+            with link.lock:
+                if link.failed is not None:
+                    return False
+                link.pending.append((*encode_message(frames), accounted))
+                if len(link.pending) == 1:
+                    self._flush_stream(dst, link)
             return True
         queue = self._queues.get(dst)
         if queue is None:
@@ -168,8 +186,56 @@ class PeerLinks:
             self._poller.unregister(sock)
         self._moved(dst, moved, accounted_moved)
 
+    def write(self, dst: int, frames: list, nbytes: int) -> bool:
+        """Write one message to ``dst``'s stream link from the calling thread, any thread, if
+        nothing waits for ``dst`` (here or in the outbox): True if it was written or its rest
+        waits in the link's queue (the I/O thread is woken to poll for room); False if it must
+        take the outbox (no stream link, a backlog, a failed link). ``nbytes``: its buffer bytes.
+
+        Raises:
+            WorkerUnavailableError, TransportError: as :meth:`Outbox.check`.
+        """
+        link = self._streams.get(dst)
+        if link is None:
+            return False
+        with link.lock:
+            if link.pending or link.failed is not None or link.closed or not self._outbox.nothing_waiting(dst):
+                return False
+            pieces, total = encode_message(frames)
+            try:
+                pieces, total = write_some(link.sock, pieces, total)
+            except OSError:
+                pass  # left to the I/O thread, whose own write fails the link (and counts the drop)
+            else:
+                link.thread_writes += 1
+                link.thread_bytes += nbytes
+            if total:
+                link.pending.append((pieces, total, False))
+                self.backlogged.append(dst)
+        self._liveness.sent_to(dst, time.monotonic())
+        if total:
+            self._outbox.wake()
+        return True
+
+    def poll_backlogged(self) -> None:
+        """Flush (and poll for room) the links that threads left a backlog on (I/O thread)."""
+        while self.backlogged:
+            dst = self.backlogged.pop()
+            link = self._streams.get(dst)
+            if link is not None:
+                with link.lock:
+                    if not link.closed:
+                        self._flush_stream(dst, link)
+
+    def thread_writes(self) -> tuple[int, int]:
+        """Messages, and their buffer bytes, that other threads wrote to stream links themselves."""
+        links = list(self._streams.values())
+        return (self._closed_writes[0] + sum(link.thread_writes for link in links),
+                self._closed_writes[1] + sum(link.thread_bytes for link in links))
+
     def _flush_stream(self, dst: int, link: _StreamLink) -> None:
-        """Write what waits for ``dst`` until the kernel takes no more; poll for room if some is left."""
+        """Write what waits for ``dst`` until the kernel takes no more; poll for room if some is
+        left. Under ``link.lock``."""
         pending = link.pending
         moved = accounted_moved = 0
         try:
@@ -201,7 +267,8 @@ class PeerLinks:
             self._liveness.sent_to(dst, time.monotonic())
 
     def _fail_stream(self, dst: int, link: _StreamLink, reason: str) -> None:
-        """Stop using a stream link: what waits is dropped (counted), later sends are refused."""
+        """Stop using a stream link: what waits is dropped (counted), later sends are refused.
+        Under ``link.lock``."""
         if link.failed is None:  # info: a peer that closed after saying goodbye ends here too
             _log.info("link to rank %d: %s; messages to it are dropped until it is declared lost", dst, reason)
         link.failed = reason
@@ -230,7 +297,9 @@ class PeerLinks:
         if type(sock) is int:
             dst = self._stream_fds.get(sock)
             if dst is not None:
-                self._flush_stream(dst, self._streams[dst])
+                link = self._streams[dst]
+                with link.lock:
+                    self._flush_stream(dst, link)
             return
         dst = self._blocked.get(sock)
         if dst is not None:
@@ -246,11 +315,12 @@ class PeerLinks:
         dropped = 0
         link = self._streams.get(rank)
         if link is not None:
-            if close:
-                dropped = self._forget_queued(rank, link.pending, 2)
-                self._close_stream(rank)
-            elif link.failed is None:
-                link.failed = "the peer was declared lost"
+            with link.lock:
+                if close:
+                    dropped = self._forget_queued(rank, link.pending, 2)
+                    self._close_stream(rank)
+                elif link.failed is None:
+                    link.failed = "the peer was declared lost"
         dropped += self._forget_queued(rank, self._queues.pop(rank, collections.deque()), 1)
         sock = self._sockets.dealers.get(rank)
         if sock is not None and sock in self._blocked:
@@ -262,12 +332,18 @@ class PeerLinks:
         return dropped
 
     def _close_stream(self, rank: int) -> None:
-        link = self._streams.pop(rank)
+        """Under the link's lock (so that no thread writes a closed, maybe reused, descriptor)."""
+        link = self._streams[rank]
+        link.closed = True
         if self._stream_fds.pop(link.fd, None) is not None:
             self._poller.unregister(link.fd)
         link.sock.close()
+        self._closed_writes[0] += link.thread_writes
+        self._closed_writes[1] += link.thread_bytes
+        del self._streams[rank]
 
     def close_streams(self) -> None:
         """Close every stream link (teardown; what the kernel holds still reaches the peer)."""
-        for rank in list(self._streams):
-            self._close_stream(rank)
+        for rank, link in list(self._streams.items()):
+            with link.lock:
+                self._close_stream(rank)

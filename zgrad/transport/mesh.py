@@ -531,7 +531,8 @@ class Mesh:
         ``heartbeats_in``, ``control_in`` (start-up messages accepted), ``peers_lost``, ``dropped``
         (messages to a lost peer), ``callback_errors``, ``handshake_failed``, ``auth_denied``,
         ``direct_requests`` and ``late_replies`` (caller-direct requests made here, and replies
-        to them that came after their caller gave up), ``cma_sent``/``cma_bytes_out`` (buffers sent by ticket), ``cma_received``/``cma_bytes_in``
+        to them that came after their caller gave up), ``link_thread_writes`` (messages, also in
+        ``messages_out``, that a thread other than the I/O thread wrote on a stream link itself), ``cma_sent``/``cma_bytes_out`` (buffers sent by ticket), ``cma_received``/``cma_bytes_in``
         (buffers read from peers), ``cma_no_ticket`` (big buffers sent inline: the table was
         full or ``high_water_mark`` tickets were open to that peer), ``cma_peers_readable``
         (peers this worker reads); always present: ``rejected`` (reason -> count),
@@ -556,6 +557,13 @@ class Mesh:
             for key, value in (("messages_in", direct.replies_in), ("bytes_in", direct.reply_bytes_in)):
                 if value:
                     out[key] = out.get(key, 0) + value
+        if self._loop is not None:
+            writes, nbytes = self._loop.link_thread_writes()
+            if writes:
+                out["link_thread_writes"] = writes
+                out["messages_out"] = out.get("messages_out", 0) + writes
+                if nbytes:
+                    out["bytes_out"] = out.get("bytes_out", 0) + nbytes
         pool = self._loop.pool if self._loop is not None else None
         out["pool_reused"] = pool.reused if pool is not None else 0
         out["pool_allocated"] = pool.allocated if pool is not None else 0

@@ -12,8 +12,10 @@ itself never waits (it would wait for itself) and may exceed the limit.
 
 The I/O thread's own messages to peers (replies sent from ``on_message``) skip the queue: they go
 to :attr:`Outbox.send_now`, which first sends whatever the queue holds, so the order in which
-messages took the outbox is kept. Messages to the worker itself are always queued, so that a
-handler answering itself is not re-entered.
+messages took the outbox is kept. Other threads' messages skip it too when nothing to that peer
+waits here or in front of its link: :attr:`Outbox.write_now` writes them on the link (a stream)
+from the sending thread, with no wake-up (``links.py``). Messages to the worker itself are
+always queued, so that a handler answering itself is not re-entered.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class Outbox:
         self._blocked_senders = 0
         self.io_thread_id: int | None = None
         self.send_now: Callable[[int, Any], bool] | None = None
+        self.write_now: Callable[[int, Any], bool] | None = None
         self.io_rank: int | None = None
 
     def attach(self, wake: zmq.Socket) -> None:
@@ -81,6 +84,8 @@ class Outbox:
             if self.send_now(dst, item):
                 return
             on_io_thread = False  # the role moved on meanwhile: queue it for the new leader
+        if not on_io_thread and self.write_now is not None and dst != self.io_rank and self.write_now(dst, item):
+            return
         with self._lock:
             deadline_s = None
             while True:
@@ -136,6 +141,13 @@ class Outbox:
         reason = self._dead.get(dst)
         if reason is not None:
             raise WorkerUnavailableError(f"{self._describe(dst)} is unavailable: {reason}")
+
+    def nothing_waiting(self, dst: int) -> bool:
+        """Whether no message to ``dst`` waits here or in front of its link (a message written
+        now would be in order). Thread-safe; raises as :meth:`check`."""
+        with self._lock:
+            self.check(dst)
+            return not self._waiting[dst]
 
     def take_all(self, woken: bool) -> list:
         """Return and clear the queue (I/O thread). ``woken``: one wake message was just consumed."""
