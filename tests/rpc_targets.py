@@ -526,6 +526,15 @@ def kept(key):
     return KEPT[key]
 
 
+def has_kept(key):
+    return key in KEPT
+
+
+def keep_local_value(key, rref):
+    """Hold the value of ``rref`` (owned here) under ``key``."""
+    KEPT[key] = rref.local_value()
+
+
 def kept_sum(key):
     return float(KEPT[key].sum())
 

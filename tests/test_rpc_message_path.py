@@ -4,6 +4,7 @@ before it blocks, or is taken over when a call runs long. Over every built-in tr
 
 from __future__ import annotations
 
+import gc
 import signal
 import threading
 import time
@@ -225,6 +226,67 @@ def test_rref_forks_and_deletes_stay_ordered_under_load(transport, tmp_path):
     config = make_config(transport, 3, tmp_path)
     owned = run_workers(3, config, lambda rank: (body(rank), settled(rank))[1])
     assert owned == [[0, 0, 0]] * 3
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_an_rref_passed_to_its_owner_sends_no_fork_message_and_every_fork_is_freed(transport, tmp_path):
+    # The owner registers the fork when it decodes the call (rpc_sync, rpc_async, remote, a
+    # proxy); a third worker still gets its fork announced by RREF_FORK.
+    def body(rank):
+        if rank != 0:
+            return None
+        forks = lambda: rpc.get_debug_info()["messages_sent"].get("RREF_FORK", 0)  # noqa: E731
+        before = forks()
+        values = []
+        for i in range(10):
+            rref = rpc.remote("worker1", T.add, args=(i, 1))
+            values.append(rpc.rpc_sync("worker1", T.rref_local_value, args=(rref,)))
+            values.append(rpc.rpc_async("worker1", T.rref_local_value, args=(rref,)).wait())
+            values.append(rpc.remote("worker1", T.rref_local_value, args=(rref,)).to_here())
+            values.append(rref.rpc_sync().bit_length())
+            del rref  # the caller's own fork goes at once: what it sent stays registered
+        owner_calls = forks() - before
+        rref = rpc.remote("worker1", T.add, args=(5, 5))
+        third = rpc.rpc_sync("worker2", T.pass_rrefs_back, args=([rref],))
+        return values, owner_calls, forks() - before - owner_calls, third
+
+    def settled(rank):
+        return poll(lambda: [rpc.rpc_sync(f"worker{r}", T.rrefs_owned) for r in range(3)],
+                    lambda owned: owned == [0, 0, 0])
+
+    results = run_workers(3, make_config(transport, 3, tmp_path), lambda rank: (body(rank), settled(rank)))
+    values, owner_calls, third_calls, third = results[0][0]
+    assert values == [v for i in range(10) for v in (i + 1, i + 1, i + 1, (i + 1).bit_length())]
+    assert (owner_calls, third_calls, third) == (0, 1, [10])
+    assert [owned for _, owned in results] == [[0, 0, 0]] * 3
+
+
+def test_an_rref_in_a_call_to_its_owner_that_timed_out_lives_until_the_late_reply(tmp_path):
+    # worker1 reads nothing for a while (two long calls: one handler past the budget is all
+    # num_worker_threads = 1 lets go on beside the leader), so the call carrying the RRef
+    # times out before the owner decoded it; the caller drops its own RRef at once. The fork it
+    # sent must still find the value when the call runs, and both forks go after the late reply.
+    config = make_config("tcp", 2, tmp_path, rpc={"num_worker_threads": 1})
+
+    def body(rank):
+        if rank != 0:
+            return None
+        rref = rpc.remote("worker1", T.add, args=(20, 22))
+        assert rref.to_here() == 42
+        spins = [rpc.rpc_async("worker1", T.spin_for, args=(0.8,)) for _ in range(2)]
+        time.sleep(0.1)
+        with pytest.raises(ZgradTimeoutError):
+            rpc.rpc_sync("worker1", T.keep_local_value, args=("late", rref), timeout=0.2)
+        del rref
+        gc.collect()
+        for spin in spins:
+            spin.wait()
+        late = poll(lambda: rpc.rpc_sync("worker1", T.kept, args=("late",)) if rpc.rpc_sync(
+            "worker1", T.has_kept, args=("late",)) else None, lambda value: value is not None)
+        owned = poll(lambda: rpc.rpc_sync("worker1", T.rrefs_owned), lambda n: n == 0)
+        return late, owned, rpc.get_debug_info()["transport"].get("late_replies", 0)
+
+    assert run_workers(2, config, body)[0] == (42, 0, 1)
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc"])

@@ -118,13 +118,15 @@ class DirectCaller:
             the calling thread does not lead (see ``IoLoop.wait_as_leader``). None: never.
         describe: rank -> the worker, for error messages.
         stream_of: rank -> the address of its stream socket ("" if none: use ZeroMQ). None: never.
+        on_late_reply: ``(rank, request_id)`` of a reply dropped as late (the call was abandoned).
     """
 
     def __init__(self, context: zmq.Context, config: Any, keys: CurveKeys | None, rank: int, session: int,
                  endpoint_of: Callable[[int], str], dead_reason: Callable[[int], str | None],
                  valid_kinds: frozenset[int], before_wait: Callable[[], None], describe: Callable[[int], str],
                  wait_leading: Callable[[Any, float], bool | None] | None = None,
-                 copy_buffers: bool = False, stream_of: Callable[[int], str] | None = None) -> None:
+                 copy_buffers: bool = False, stream_of: Callable[[int], str] | None = None,
+                 on_late_reply: Callable[[int, int], None] | None = None) -> None:
         self._context = context
         self._config = config
         self._keys = keys
@@ -138,6 +140,7 @@ class DirectCaller:
         self._describe = describe
         self._copy_buffers = copy_buffers
         self._stream_of = stream_of
+        self._on_late_reply = on_late_reply
         self._counts: list[list[int]] = []  # per thread: [replies received, their buffer bytes]
         self._max_bytes = config.max_message_mb << 20
         self._chunk_bytes = config.chunk_mb << 20
@@ -483,6 +486,8 @@ class DirectCaller:
             return None
         if got_id not in request_ids:
             self.late_replies += 1
+            if self._on_late_reply is not None:
+                self._on_late_reply(src, got_id)
             return None
         counts = self._local.counts
         counts[0] += 1

@@ -67,6 +67,7 @@ def create_mesh(
     defer_cma_reads: bool = False,
     on_thread_start: Callable[[], None] | None = None,
     max_in_handlers: int = 16,
+    on_late_reply: Callable[[int, int], None] | None = None,
 ) -> Mesh:
     """Create (but do not start) this worker's mesh. Opens no socket and starts no thread.
 
@@ -96,6 +97,9 @@ def create_mesh(
             above to it).
         max_in_handlers: how many ``on_message`` calls that ran past the budget may go on in
             threads of their own (beyond that, inbound messages wait for them).
+        on_late_reply: called with ``(rank, request_id)`` of each reply to a caller-direct
+            request (:meth:`Mesh.request`) that came after its caller gave up and was dropped,
+            on the thread that read it.
 
     Returns:
         A :class:`Mesh` in the created state.
@@ -133,7 +137,7 @@ def create_mesh(
             "master_port (MASTER_ADDR / MASTER_PORT) or list every worker with a port in [[workers]]"
         )
     return Mesh(config, request, world_size, transport, keys, rank0_endpoint, kinds, on_message, on_peer_lost,
-                defer_cma_reads, on_thread_start, max_in_handlers)
+                defer_cma_reads, on_thread_start, max_in_handlers, on_late_reply)
 
 
 class Mesh:
@@ -157,10 +161,12 @@ class Mesh:
         defer_cma_reads: bool = False,
         on_thread_start: Callable[[], None] | None = None,
         max_in_handlers: int = 16,
+        on_late_reply: Callable[[int, int], None] | None = None,
     ):
         self._config = config
         self._on_thread_start = on_thread_start
         self._max_in_handlers = max_in_handlers
+        self._on_late_reply = on_late_reply
         self._defer_cma_reads = defer_cma_reads
         self._request = request
         self.rank = request.rank
@@ -278,6 +284,7 @@ class Mesh:
                 stream_of=lambda rank: self._loop.table[rank].stream if t.direct_streams else "",
                 valid_kinds=self._valid_kinds, before_wait=self.hand_off, describe=self.describe,
                 wait_leading=self._wait_leading, copy_buffers=self.transport.shares_memory,
+                on_late_reply=self._on_late_reply,
             )
             self._loop = IoLoop(
                 sockets=sockets,

@@ -55,11 +55,13 @@ _TARGET_CACHE_SIZE = 4096
 class _Pending:
     """A call in flight. ``future`` is None for a caller-direct one (its thread waits for the reply)."""
 
-    __slots__ = ("future", "dst", "what", "timer", "decode", "context")
+    __slots__ = ("future", "dst", "what", "timer", "decode", "context", "pins")
 
-    def __init__(self, future: Future | None, dst: int, what: str, decode: bool, context: int | None) -> None:
+    def __init__(self, future: Future | None, dst: int, what: str, decode: bool, context: int | None,
+                 pins: list | None = None) -> None:
         self.future, self.dst, self.what, self.decode, self.context = future, dst, what, decode, context
         self.timer: int | None = None
+        self.pins = pins  # RRefs sent to their owner in this call, kept alive until it is answered
 
 
 class RpcAgent:
@@ -81,6 +83,9 @@ class RpcAgent:
         self._calls_started = itertools.count()
         self._calls_finished = itertools.count()
         self._pending: dict[int, _Pending] = {}
+        # Calls that timed out carrying RRefs to their owner: request id -> (owner, the RRefs),
+        # kept until the late reply comes or the owner is lost (see _encode_rref).
+        self._late_pins: dict[int, tuple[int, list]] = {}
         self._dead: dict[int, str] = {}
         self._names: dict[str, int] = {}
         self._targets: dict[str, tuple[Callable[..., Any], str, bool]] = {}  # name -> (target, description, async)
@@ -110,6 +115,7 @@ class RpcAgent:
             on_message=self._on_message, on_peer_lost=self._on_peer_lost,
             valid_kinds=VALID_KINDS, master_addr=plan.master_addr, master_port=plan.master_port,
             on_thread_start=self._bind_io_thread, max_in_handlers=plan.config.rpc.num_worker_threads,
+            on_late_reply=self._release_late_pins,
         )
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -155,6 +161,7 @@ class RpcAgent:
                 return
             self._closed = True
             pending, self._pending = self._pending, {}
+            self._late_pins = {}
         for p in pending.values():
             if p.future is not None:
                 p.future.set_exception(ZgradError(f"RPC agent of {self.name!r} shut down before {p.what} completed"))
@@ -221,12 +228,13 @@ class RpcAgent:
         self.sent[kind] += 1
 
     def request(self, dst: int, kind: int, meta: Any, buffers: Any, timeout_s: float, what: str,
-                decode: bool = True) -> Future:
-        """Send a message that expects RESULT or ERROR; return the future of the (decoded) reply."""
+                decode: bool = True, pins: list | None = None) -> Future:
+        """Send a message that expects RESULT or ERROR; return the future of the (decoded) reply.
+        ``pins``: objects kept alive until the reply (or a failure other than a timeout)."""
         future = Future(what)
         request_id = next(self._request_ids)
         context = meta.get("context") if isinstance(meta, dict) else None
-        pending = _Pending(future, dst, what, decode, context)
+        pending = _Pending(future, dst, what, decode, context, pins or None)
         with self._lock:
             if self._closed:
                 raise ZgradError(f"RPC agent of {self.name!r} is shut down; call init_rpc again")
@@ -246,10 +254,13 @@ class RpcAgent:
         return future
 
     def _call_message(self, dst: int, func: Callable[..., Any], args: Any, kwargs: Any, timeout_s: float,
-                      rref: tuple[int, int] | None = None) -> tuple[dict[str, Any], Any, str]:
-        """The metadata and buffers of a CALL of ``func`` to ``dst``, and the call's description."""
+                      rref: tuple[int, int] | None = None) -> tuple[dict[str, Any], Any, str, list]:
+        """The metadata and buffers of a CALL of ``func`` to ``dst``, the call's description, and
+        the RRefs it sends to their owner ``dst`` (to keep alive until it is answered)."""
         target, what = self._names_of_call(dst, func)
-        encoded = encode_value([list(args), dict(kwargs) if kwargs else {}], encode_rref=self._encode_rref,
+        pins: list = []
+        encoded = encode_value([list(args), dict(kwargs) if kwargs else {}],
+                               encode_rref=lambda rref: self._encode_rref(rref, dst, pins),
                                device_map=self._device_maps.get(self._infos[dst].name) if self._device_maps else None)
         meta: dict[str, Any] = {"target": target, "payload": encoded.payload, "timeout_s": timeout_s}
         if rref is not None:
@@ -257,7 +268,7 @@ class RpcAgent:
         extra = self.call_hooks.outgoing_call(dst, encoded.tensors)
         if extra:
             meta.update(extra)
-        return meta, encoded.buffers, what
+        return meta, encoded.buffers, what, pins
 
     def _names_of_call(self, dst: int, func: Callable[..., Any]) -> tuple[str, str]:
         """The wire name of ``func`` and the description of a call of it to ``dst``.
@@ -279,8 +290,8 @@ class RpcAgent:
         """Start ``func(*args, **kwargs)`` on worker ``to``; the future holds its result."""
         info = self.worker_info(to)
         timeout_s = self.timeout_s(timeout)
-        meta, buffers, what = self._call_message(info.id, func, args, kwargs, timeout_s, rref)
-        return self.request(info.id, Kind.CALL, meta, buffers, timeout_s, what)
+        meta, buffers, what, pins = self._call_message(info.id, func, args, kwargs, timeout_s, rref)
+        return self.request(info.id, Kind.CALL, meta, buffers, timeout_s, what, pins=pins)
 
     def call_sync(self, to: Any, func: Callable[..., Any], args: Any = (), kwargs: Any = None, timeout: float = -1) -> Any:
         """Run ``func(*args, **kwargs)`` on worker ``to`` and return its result. Blocks: the calling
@@ -289,13 +300,15 @@ class RpcAgent:
         instead, where it (and its reply) may travel by same-host single copy."""
         info = self.worker_info(to)
         timeout_s = self.timeout_s(timeout)
-        meta, buffers, what = self._call_message(info.id, func, args, kwargs, timeout_s)
+        meta, buffers, what, pins = self._call_message(info.id, func, args, kwargs, timeout_s)
         if sum(buffer.nbytes for buffer in buffers) >= self.direct_max_bytes:
-            return self.request(info.id, Kind.CALL, meta, buffers, timeout_s, what).wait()
-        return self._request_sync(info.id, Kind.CALL, meta, buffers, timeout_s, what)
+            return self.request(info.id, Kind.CALL, meta, buffers, timeout_s, what, pins=pins).wait()
+        return self._request_sync(info.id, Kind.CALL, meta, buffers, timeout_s, what, pins)
 
-    def _request_sync(self, dst: int, kind: int, meta: dict[str, Any], buffers: Any, timeout_s: float, what: str) -> Any:
-        """Send a request on this thread's own socket to ``dst`` and return its decoded reply."""
+    def _request_sync(self, dst: int, kind: int, meta: dict[str, Any], buffers: Any, timeout_s: float, what: str,
+                      pins: list | None = None) -> Any:
+        """Send a request on this thread's own socket to ``dst`` and return its decoded reply.
+        ``pins``: as for :meth:`request` (the caller's own reference keeps them until the reply)."""
         request_id = next(self._request_ids)
         context = meta.get("context")
         with self._lock:
@@ -314,6 +327,7 @@ class RpcAgent:
             self.sent[kind] += 1
             envelope = self.mesh.request(dst, kind, request_id, meta, buffers, timeout_s)
         except ZgradTimeoutError:
+            self._keep_late_pins(request_id, dst, pins)
             self.call_hooks.call_failed(dst, meta)
             raise ZgradTimeoutError(f"{what} ran past {timeout_s:g} seconds") from None
         except TransportError as exc:
@@ -355,25 +369,54 @@ class RpcAgent:
 
     # --- RRef forks -----------------------------------------------------------------------------
 
-    def _encode_rref(self, rref: RRef) -> list:
-        """A new fork of ``rref``, registered now if owned here, else announced to the owner by
-        RREF_FORK on the link. A caller-direct call carrying it may reach the owner first: a
-        delete of the fork that comes before its RREF_FORK is remembered (``OwnerTable``), and
-        the value stays owned meanwhile, as the sender's own RRef lives until the call is over
-        and its RREF_DELETE follows the RREF_FORK on the same link."""
+    def _encode_rref(self, rref: RRef, dst: int | None = None, pins: list | None = None) -> list:
+        """A new fork of ``rref`` in a message to ``dst``: registered now if owned here; in a call
+        (``pins`` given) to its owner, registered by the owner when it decodes the call, with
+        ``rref`` kept alive in ``pins`` until the call is answered (so the sender's own fork,
+        and with it the value, outlives the decoding: its RREF_DELETE may travel on another
+        path than the call); else announced to the owner by RREF_FORK on the link. A
+        caller-direct message carrying such a fork may reach the owner first: a delete of the
+        fork that comes before its RREF_FORK is remembered (``OwnerTable``), and the value stays
+        owned meanwhile, as the sender's RREF_DELETE of its own fork follows the RREF_FORK on
+        the same link."""
         fork_id = self.rrefs.new_id()
-        if rref._owner == self.rank:
+        owner = rref._owner
+        if owner == self.rank:
             self.rrefs.add_fork(rref.rref_id, fork_id)
+        elif owner == dst and pins is not None:
+            pins.append(rref)
+            return [rref.rref_id, owner, fork_id, 1]
         else:
-            self.send(rref._owner, Kind.RREF_FORK, {"rref": rref.rref_id, "fork": fork_id})
-        return [rref.rref_id, rref._owner, fork_id]
+            self.send(owner, Kind.RREF_FORK, {"rref": rref.rref_id, "fork": fork_id})
+        return [rref.rref_id, owner, fork_id]
 
     def _decode_rref(self, fields: list) -> RRef:
-        if len(fields) != 3 or not all(isinstance(f, int) and not isinstance(f, bool) for f in fields) \
-                or not 0 <= fields[1] < self.world_size:
+        """An RRef from its fields: ``[rref id, owner, fork id]``, or with a fourth field ``1``
+        when this worker owns it and registers the fork now (see :meth:`_encode_rref`)."""
+        if len(fields) not in (3, 4) or not all(isinstance(f, int) and not isinstance(f, bool) for f in fields) \
+                or not 0 <= fields[1] < self.world_size or (len(fields) == 4 and (fields[3] != 1 or fields[1] != self.rank)):
             raise ProtocolError("malformed RRef reference")
-        rref_id, owner, fork_id = fields
+        rref_id, owner, fork_id = fields[:3]
+        if len(fields) == 4:
+            self.rrefs.add_fork(rref_id, fork_id)
         return RRef(_agent=self, _rref_id=rref_id, _owner=owner, _fork_id=fork_id)
+
+    def _keep_late_pins(self, request_id: int, dst: int, pins: list | None) -> None:
+        """A call that carried RRefs to their owner ``dst`` timed out: it may still arrive and be
+        decoded there, so they stay alive until its late reply or ``dst``'s loss."""
+        if pins:
+            with self._lock:
+                if dst not in self._dead and not self._closed:
+                    self._late_pins[request_id] = (dst, pins)
+
+    def _release_late_pins(self, src: int, request_id: int) -> None:
+        """The late reply to ``request_id`` came from ``src``: the RRefs its call kept may go."""
+        with self._lock:
+            entry = self._late_pins.get(request_id)
+            if entry is None or entry[0] != src:
+                return
+            del self._late_pins[request_id]
+        del entry  # the RRefs' finalizers run here, outside the lock
 
     def release_fork(self, rref_id: int, owner: int, fork_id: int) -> None:
         """An RRef object died: drop its fork (finalizer; never blocks, never raises)."""
@@ -485,6 +528,7 @@ class RpcAgent:
                 pending = None
         if pending is None:
             self.rejected["late or unknown reply"] += 1
+            self._release_late_pins(envelope.src, envelope.request_id)
             return
         try:
             value = self._reply_value(envelope, pending.decode, pending.context, pending.what)
@@ -533,6 +577,7 @@ class RpcAgent:
         with self._lock:
             pending = self._pending.get(request_id)
         if pending is not None:
+            self._keep_late_pins(request_id, pending.dst, pending.pins)
             self._finish(request_id, error=ZgradTimeoutError(f"{pending.what} ran past {timeout_s:g} seconds"))
 
     def _reply(self, envelope: Envelope, value: Any, context: Any = None) -> None:
@@ -645,6 +690,8 @@ class RpcAgent:
         with self._lock:
             self._dead[rank] = reason
             lost = [rid for rid, p in self._pending.items() if p.dst == rank and p.future is not None]
+            unpinned = [self._late_pins.pop(rid) for rid, (dst, _) in list(self._late_pins.items()) if dst == rank]
+        del unpinned  # their owner is gone: the RRefs go, outside the lock
         for request_id in lost:
             self._finish(request_id, error=self._unavailable(rank, reason))
         for listener in self._peer_lost_listeners:

@@ -5,9 +5,13 @@ owner. The owner keeps a value while at least one fork is alive, anywhere:
 
 - ``RRef(value)`` on the owner and ``remote()`` create the first fork (``remote`` names it in
   its CALL, so the owner registers it on receipt);
-- sending an RRef to another worker creates a new fork: the owner registers it directly, and a
-  user first sends RREF_FORK to the owner, *before* the message carrying the RRef. Because
-  messages between a pair arrive in order, the owner sees that FORK before the sender's own
+- sending an RRef to another worker creates a new fork: the owner registers it directly; a
+  user calling the owner itself (``rpc_sync``, ``rpc_async``, ``remote``, a proxy's method)
+  marks the fork for the owner to register when it decodes the call, and keeps its own RRef
+  alive until the call is answered (after a timeout, until the late reply or the owner's loss),
+  so the value outlives the decoding with no message of its own; any other user first sends
+  RREF_FORK to the owner, *before* the message carrying the RRef. Because messages between a
+  pair arrive in order on its link, the owner sees that FORK before the sender's own
   RREF_DELETE, so the count never drops to zero early;
 - when an RRef object is garbage collected its fork is released (RREF_DELETE, or locally on the
   owner). A DELETE that overtakes its FORK (they travel on different pairs) is remembered and
