@@ -317,8 +317,9 @@ def test_distributed_optimizer_matches_a_local_run(transport, tmp_path):
 
 
 def test_distributed_optimizer_steps_this_workers_own_parameters_without_an_rpc(transport, tmp_path):
-    """Parameters on the caller (a local head) and on worker1: same result as a local run, and the
-    caller's own optimizer is stepped in place, not through a CALL to itself."""
+    """Parameters on the caller (a local head) and on worker1: same result as a local run, the
+    caller's own optimizer is stepped in place, not through a CALL to itself, and worker1's is
+    called from the caller's own socket."""
     from zgrad.distributed.rpc.messages import Kind
     from zgrad.distributed.rpc.state import current_agent
 
@@ -345,9 +346,13 @@ def test_distributed_optimizer_steps_this_workers_own_parameters_without_an_rpc(
             with dist_autograd.context() as context_id:
                 h = rpc.rpc_sync("worker1", T.stage_forward, args=(stage, zgrad.tensor(x_np)))
                 dist_autograd.backward(context_id, [(head.forward(h) ** 2).sum()])
-                loopback_before = agent.mesh.stats().get("loopback", 0)
+                stats_before = agent.mesh.stats()
                 opt.step(context_id)
-                assert agent.mesh.stats().get("loopback", 0) == loopback_before
+                stats = agent.mesh.stats()
+                assert stats.get("loopback", 0) == stats_before.get("loopback", 0)
+                # worker1's step leaves from this thread's own socket, its reply comes back there
+                assert stats["direct_requests"] == stats_before["direct_requests"] + 1
+                assert stats.get("messages_out", 0) == stats_before.get("messages_out", 0)
         assert agent.sent[Kind.CALL] >= 3
         return stage.rpc_sync().weights() + head.weights()
 

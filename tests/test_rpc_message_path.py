@@ -289,6 +289,64 @@ def test_an_rref_in_a_call_to_its_owner_that_timed_out_lives_until_the_late_repl
     assert run_workers(2, config, body)[0] == (42, 0, 1)
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_calls_a_thread_collects_on_its_own_sockets_end_by_reply_error_timeout_or_size(transport, tmp_path):
+    # call_direct / collect_direct (DistributedOptimizer.step's path): replies in order, a remote
+    # error, a timeout whose late reply is dropped, a call big enough for the mesh; and from a
+    # handler on a leader, calls back to its own caller do not deadlock.
+    config = make_config(transport, 3, tmp_path)
+    config["transport"]["direct_max_kb"] = 64
+
+    def body(rank):
+        if rank != 0:
+            return None
+        from zgrad.distributed.rpc.state import current_agent
+
+        agent = current_agent()
+        before = rpc.get_debug_info()["transport"]
+        big = zgrad.tensor(np.arange(32768, dtype=np.float32))  # 128 KiB: through the mesh
+        calls = [agent.call_direct("worker1", T.add, args=(1, 2)),
+                 agent.call_direct("worker2", T.raise_value_error, args=("no",)),
+                 agent.call_direct("worker2", T.sleep_then, args=(0.5, "late"), timeout=0.2),
+                 agent.call_direct("worker1", T.tensor_sum, args=(big,)),
+                 agent.call_direct("worker2", T.echo, args=("last",))]
+        results = agent.collect_direct(calls)
+        time.sleep(0.5)
+        assert rpc.rpc_sync("worker2", T.echo, args=("after",)) == "after"  # reads the late reply
+        after = rpc.get_debug_info()["transport"]
+        nested = rpc.rpc_sync("worker1", T.direct_fan_out, args=(["worker0", "worker2", "worker0"],))
+        return (results, after["direct_requests"] - before.get("direct_requests", 0),
+                after.get("late_replies", 0) - before.get("late_replies", 0), nested)
+
+    results, direct, late, nested = run_workers(3, config, body)[0]
+    assert results[0] == (3, None) and results[4] == ("last", None)
+    assert results[1][0] is None and isinstance(results[1][1], ValueError) and "worker2': no" in str(results[1][1])
+    assert results[2][0] is None and isinstance(results[2][1], ZgradTimeoutError)
+    assert results[3] == (float(np.arange(32768, dtype=np.float32).sum()), None)
+    assert (direct, late, nested) == (5, 1, [10, 11, 12])  # 4 direct calls and the echo after
+
+
+def test_a_call_collected_on_its_own_socket_fails_when_its_worker_dies(tmp_path):
+    config = make_config("tcp", 2, tmp_path)
+    config["transport"].update(heartbeat_interval_s=0.1, heartbeat_timeout_s=1.0)
+    with peer_process(config, 1, 2) as peer:
+        rpc.init_rpc("worker0", rank=0, world_size=2, config=config)
+        try:
+            from zgrad.distributed.rpc.state import current_agent
+
+            agent = current_agent()
+            assert rpc.rpc_sync("worker1", T.add, args=(1, 2)) == 3
+            call = agent.call_direct("worker1", T.sleep_then, args=(30.0, "never"), timeout=0)
+            time.sleep(0.3)
+            peer.send_signal(signal.SIGKILL)
+            start = time.monotonic()
+            [(value, error)] = agent.collect_direct([call])
+            assert value is None and isinstance(error, WorkerUnavailableError)
+            assert "worker1" in str(error) and time.monotonic() - start < 10
+        finally:
+            rpc.shutdown(graceful=False)
+
+
 @pytest.mark.parametrize("kind", ["tcp", "ipc"])
 def test_a_peer_killed_while_the_inbound_socket_is_handed_over(kind, tmp_path):
     config = make_config(kind, 2, tmp_path)

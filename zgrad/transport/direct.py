@@ -410,9 +410,9 @@ class DirectCaller:
             if time.monotonic() >= deadline_s:
                 raise ZgradTimeoutError(f"could not send to {self._describe(dst)} in time")
 
-    def wait_replies(self, expected: dict[int, set[int]], wake_fd: int, timeout_s: float) -> list[Envelope]:
+    def wait_replies(self, expected: dict[int, set[int]], wake_fd: int | None, timeout_s: float) -> list[Envelope]:
         """Wait on the calling thread's sockets to the peers in ``expected`` (rank -> request ids
-        sent with :meth:`send`) and on ``wake_fd``, at most ``timeout_s`` (and one slice); return
+        sent with :meth:`send`) and on ``wake_fd`` (if any), at most ``timeout_s`` (and one slice); return
         the replies to those requests that arrived (their ids are removed from ``expected``).
         A reply to another request is dropped and counted (``late_replies``). A stream the peer
         closed is dropped and logged, not raised (the peer's loss reaches the waiter's pass
@@ -420,7 +420,8 @@ class DirectCaller:
         mine = getattr(self._local, "sockets", None) or {}
         directs = [(dst, mine[dst]) for dst in sorted(expected) if dst in mine and not mine[dst].closed]
         items: list = [(direct.handle, _POLLIN) for _, direct in directs]
-        items.append((wake_fd, _POLLIN))
+        if wake_fd is not None:
+            items.append((wake_fd, _POLLIN))
         wait_ms = int(min(max(timeout_s, 0.0), WAIT_SLICE_S) * 1000) + 1
         replies: list[Envelope] = []
         locks = [direct.lock for _, direct in directs]
@@ -428,7 +429,7 @@ class DirectCaller:
             lock.acquire()
         try:
             if any(direct.closed for _, direct in directs):  # the mesh closed: only the wake fd is left
-                items = items[-1:]
+                items = items[len(directs):]
                 directs = []
             events = zmq.zmq_poll(items, wait_ms)
             ready = {sock for sock, _ in events}
@@ -494,6 +495,12 @@ class DirectCaller:
         for buffer in buffers:
             counts[1] += buffer.nbytes
         return Envelope(src, kind, flags, got_id, meta, buffers, self._keys is not None)
+
+    def has_socket(self, dst: int) -> bool:
+        """Whether the calling thread has an open socket to ``dst`` (one it sent on that was not
+        closed since: a reply can still come there)."""
+        direct = (getattr(self._local, "sockets", None) or {}).get(dst)
+        return direct is not None and not direct.closed
 
     def close(self, reason: str) -> None:
         """Close every direct socket (waiters raise TransportError(``reason``) after their slice)."""

@@ -449,11 +449,16 @@ class Mesh:
         frames, _ = self._frames(dst_rank, kind, request_id, meta, buffers)
         self._direct.send(dst_rank, frames, self._config.transport.send_timeout_s)
 
-    def wait_direct(self, expected: dict[int, set[int]], wake_fd: int, timeout_s: float) -> list[Envelope]:
+    def wait_direct(self, expected: dict[int, set[int]], wake_fd: int | None, timeout_s: float) -> list[Envelope]:
         """Collect answers to :meth:`send_direct` requests (``expected``: rank -> request ids,
-        updated) on the calling thread's sockets; returns once some arrived, ``wake_fd`` is
-        readable, or ``timeout_s`` (at most one wait slice) passed."""
+        updated) on the calling thread's sockets; returns once some arrived, ``wake_fd`` (if
+        not None) is readable, or ``timeout_s`` (at most one wait slice) passed."""
         return self._direct.wait_replies(expected, wake_fd, timeout_s)
+
+    def direct_open(self, dst_rank: int) -> bool:
+        """Whether the calling thread's own socket to ``dst_rank`` is open (a reply to a
+        :meth:`send_direct` request can still arrive there)."""
+        return self._direct is not None and self._direct.has_socket(dst_rank)
 
     def reply(self, to: Envelope, kind: int, meta: Any = None, buffers: Sequence[Any] = ()) -> None:
         """Answer the message ``to`` where its sender waits: on the caller-direct socket it came

@@ -100,16 +100,19 @@ class DistributedOptimizer:
     def step(self, context_id: int) -> None:
         """Step every owner's optimizer with the gradients of ``context_id``. Blocks until all are done.
 
-        The optimizer owned by this worker (if any) steps on the calling thread while the RPCs to
-        the other owners are in flight: a call to oneself would only add a round trip.
+        The optimizer owned by this worker (if any) steps on the calling thread while the calls to
+        the other owners are in flight: a call to oneself would only add a round trip. Those
+        calls leave from the calling thread's own sockets and it collects their replies there
+        (``RpcAgent.call_direct``): no hand-off to the I/O thread on this side.
 
         Raises:
             RemoteError: another owner's step failed; the error itself if this worker's failed
                 (the first error, after all have finished).
         """
-        me = current_agent().rank
-        futures = [rpc.rpc_async(opt.owner(), local_step, args=(opt, context_id))
-                   for opt in self.remote_optimizers if opt.owner().id != me]
+        agent = current_agent()
+        me = agent.rank
+        calls = [agent.call_direct(opt.owner(), local_step, args=(opt, context_id))
+                 for opt in self.remote_optimizers if opt.owner().id != me]
         errors = []
         for opt in self.remote_optimizers:
             if opt.owner().id == me:
@@ -117,10 +120,6 @@ class DistributedOptimizer:
                     opt.local_value().step(context_id)
                 except Exception as exc:  # noqa: BLE001 - raised below, after every owner finished
                     errors.append(exc)
-        for future in futures:
-            try:
-                future.wait()
-            except Exception as exc:  # noqa: BLE001 - raised below, after every owner finished
-                errors.append(exc)
+        errors += [error for _, error in agent.collect_direct(calls) if error is not None]
         if errors:
             raise errors[0]

@@ -22,6 +22,7 @@ import collections
 import itertools
 import logging
 import threading
+import time
 import types
 from collections import Counter
 from typing import Any, Callable
@@ -42,6 +43,7 @@ from zgrad.distributed.rpc.worker_info import WorkerInfo
 from zgrad.errors import ProtocolError, TransportError, WorkerUnavailableError, ZgradError, ZgradTimeoutError
 from zgrad.futures import Future, blocking_hooks
 from zgrad.transport import Envelope, create_mesh
+from zgrad.transport.direct import WAIT_SLICE_S
 
 __all__ = ["RpcAgent"]
 
@@ -62,6 +64,20 @@ class _Pending:
         self.future, self.dst, self.what, self.decode, self.context = future, dst, what, decode, context
         self.timer: int | None = None
         self.pins = pins  # RRefs sent to their owner in this call, kept alive until it is answered
+
+
+class DirectCall:
+    """A call made by :meth:`RpcAgent.call_direct`, for :meth:`RpcAgent.collect_direct`."""
+
+    __slots__ = ("dst", "what", "meta", "pins", "deadline_s", "request_id", "future", "value", "error", "finished")
+
+    def __init__(self, dst: int, what: str, meta: dict[str, Any], pins: list, deadline_s: float | None) -> None:
+        self.dst, self.what, self.meta, self.pins, self.deadline_s = dst, what, meta, pins, deadline_s
+        self.request_id = 0
+        self.future: Future | None = None  # a call too big for the direct path goes through the mesh
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.finished = False
 
 
 class RpcAgent:
@@ -305,45 +321,153 @@ class RpcAgent:
             return self.request(info.id, Kind.CALL, meta, buffers, timeout_s, what, pins=pins).wait()
         return self._request_sync(info.id, Kind.CALL, meta, buffers, timeout_s, what, pins)
 
-    def _request_sync(self, dst: int, kind: int, meta: dict[str, Any], buffers: Any, timeout_s: float, what: str,
-                      pins: list | None = None) -> Any:
-        """Send a request on this thread's own socket to ``dst`` and return its decoded reply.
-        ``pins``: as for :meth:`request` (the caller's own reference keeps them until the reply)."""
+    def _register_sync(self, dst: int, meta: dict[str, Any], what: str) -> int:
+        """The id of a request to ``dst`` whose reply the calling thread reads itself, registered
+        as in flight. Raises for a closed agent or a lost ``dst``."""
         request_id = next(self._request_ids)
-        context = meta.get("context")
         with self._lock:
             if self._closed:
                 raise ZgradError(f"RPC agent of {self.name!r} is shut down; call init_rpc again")
             dead = self._dead.get(dst)
             if dead is None:
-                self._pending[request_id] = _Pending(None, dst, what, True, context)
+                self._pending[request_id] = _Pending(None, dst, what, True, meta.get("context"))
         if dead is not None:
             self.call_hooks.call_failed(dst, meta)
             raise self._unavailable(dst, dead)
+        return request_id
+
+    def _sync_reply_value(self, envelope: Envelope, context: int | None, what: str) -> Any:
+        """The value of a reply the calling thread read itself (see :meth:`_reply_value`)."""
+        self.received[envelope.kind] += 1
+        if envelope.kind not in (Kind.RESULT, Kind.ERROR):
+            raise ProtocolError(f"the reply to {what} has kind {KIND_NAMES.get(envelope.kind, envelope.kind)}; expected RESULT or ERROR")
+        check_meta(envelope.kind, envelope.meta)
+        return self._reply_value(envelope, True, context, what)
+
+    def _request_sync(self, dst: int, kind: int, meta: dict[str, Any], buffers: Any, timeout_s: float, what: str,
+                      pins: list | None = None) -> Any:
+        """Send a request on this thread's own socket to ``dst`` and return its decoded reply.
+        ``pins``: as for :meth:`request` (the caller's own reference keeps them until the reply)."""
+        request_id = self._register_sync(dst, meta, what)
         hooks = blocking_hooks
         if hooks.enter is not None and not self.mesh.leads():  # a leader hands its role on lazily (direct.py)
             hooks.enter()
         try:
             self.sent[kind] += 1
             envelope = self.mesh.request(dst, kind, request_id, meta, buffers, timeout_s)
-        except ZgradTimeoutError:
-            self._keep_late_pins(request_id, dst, pins)
+        except (ZgradTimeoutError, TransportError) as exc:
+            if isinstance(exc, ZgradTimeoutError):
+                self._keep_late_pins(request_id, dst, pins)
             self.call_hooks.call_failed(dst, meta)
-            raise ZgradTimeoutError(f"{what} ran past {timeout_s:g} seconds") from None
-        except TransportError as exc:
-            self.call_hooks.call_failed(dst, meta)
-            if self._closed:
-                raise ZgradError(f"RPC agent of {self.name!r} shut down before {what} completed") from None
-            raise ZgradError(f"{what} failed: {exc}") from exc
+            raise self._sync_error(exc, what, timeout_s) from exc
         finally:
             if hooks.exit is not None:
                 hooks.exit()
             self._forget(request_id)
-        self.received[envelope.kind] += 1
-        if envelope.kind not in (Kind.RESULT, Kind.ERROR):
-            raise ProtocolError(f"the reply to {what} has kind {KIND_NAMES.get(envelope.kind, envelope.kind)}; expected RESULT or ERROR")
-        check_meta(envelope.kind, envelope.meta)
-        return self._reply_value(envelope, True, context, what)
+        return self._sync_reply_value(envelope, meta.get("context"), what)
+
+    def call_direct(self, to: Any, func: Callable[..., Any], args: Any = (), kwargs: Any = None,
+                    timeout: float = -1) -> "DirectCall":
+        """Start ``func(*args, **kwargs)`` on worker ``to`` from the calling thread's own socket
+        and return at once; :meth:`collect_direct`, called by the same thread, waits for the
+        results there (no hand-off to the I/O thread either way). A call carrying
+        ``transport.direct_max_kb`` or more of tensor data goes through the mesh, as with
+        :meth:`call_sync`. Raises only for a bad ``to``: a call that could not be sent carries
+        its error to :meth:`collect_direct`."""
+        info = self.worker_info(to)
+        timeout_s = self.timeout_s(timeout)
+        meta, buffers, what, pins = self._call_message(info.id, func, args, kwargs, timeout_s)
+        call = DirectCall(info.id, what, meta, pins, time.monotonic() + timeout_s if timeout_s > 0 else None)
+        if sum(buffer.nbytes for buffer in buffers) >= self.direct_max_bytes:
+            call.future = self.request(info.id, Kind.CALL, meta, buffers, timeout_s, what, pins=pins)
+            return call
+        try:
+            call.request_id = self._register_sync(info.id, meta, what)
+        except ZgradError as exc:
+            call.error, call.finished = exc, True
+            return call
+        try:
+            self.sent[Kind.CALL] += 1
+            self.mesh.send_direct(info.id, Kind.CALL, call.request_id, meta, buffers)
+        except ZgradError as exc:
+            self._fail_direct(call, self._sync_error(exc, what, timeout_s))
+        return call
+
+    def collect_direct(self, calls: "list[DirectCall]") -> list[tuple[Any, BaseException | None]]:
+        """Wait, on the calling thread's own sockets, for the results of ``calls`` (made by this
+        thread with :meth:`call_direct`); return ``(value, None)`` or ``(None, error)`` for each,
+        in order. Each ends by its reply, its timeout (the late reply is dropped), the loss of its
+        worker, or this agent's shutdown."""
+        waiting = {call.request_id: call for call in calls if call.future is None and not call.finished}
+        expected: dict[int, set[int]] = {}
+        for call in waiting.values():
+            expected.setdefault(call.dst, set()).add(call.request_id)
+        hooks = blocking_hooks
+        if waiting and hooks.enter is not None:
+            hooks.enter()
+        try:
+            while waiting:
+                deadlines = [call.deadline_s for call in waiting.values() if call.deadline_s is not None]
+                wait_s = min(deadlines) - time.monotonic() if deadlines else WAIT_SLICE_S
+                for envelope in self.mesh.wait_direct(expected, None, max(0.0, wait_s)):
+                    call = waiting.pop(envelope.request_id)
+                    try:
+                        call.value = self._sync_reply_value(envelope, call.meta.get("context"), call.what)
+                    except Exception as exc:  # noqa: BLE001 - a remote error or a malformed reply: the caller's
+                        call.error = exc
+                    call.finished = True
+                    self._forget(call.request_id)
+                self._end_stalled(waiting, expected)
+        finally:
+            if hooks.exit is not None:
+                hooks.exit()
+        results = []
+        for call in calls:
+            if call.future is not None:
+                try:
+                    call.value = call.future.wait()
+                except Exception as exc:  # noqa: BLE001 - the caller's to see
+                    call.error = exc
+            results.append((call.value, call.error))
+        return results
+
+    def _end_stalled(self, waiting: "dict[int, DirectCall]", expected: dict[int, set[int]]) -> None:
+        """End the direct calls that can no longer be answered: their worker was lost, its
+        connection ended, this agent shut down, or their deadline passed."""
+        now_s = time.monotonic()
+        for request_id, call in list(waiting.items()):
+            dead = self._dead.get(call.dst)
+            if dead is not None:
+                error: BaseException = self._unavailable(call.dst, dead)
+            elif self._closed:
+                error = ZgradError(f"RPC agent of {self.name!r} shut down before {call.what} completed")
+            elif not self.mesh.direct_open(call.dst):
+                error = WorkerUnavailableError(f"{call.what} failed: the connection of this call ended")
+            elif call.deadline_s is not None and now_s >= call.deadline_s:
+                self._keep_late_pins(request_id, call.dst, call.pins)
+                error = ZgradTimeoutError(f"{call.what} ran past {call.meta['timeout_s']:g} seconds")
+            else:
+                continue
+            del waiting[request_id]
+            expected[call.dst].discard(request_id)
+            self._fail_direct(call, error)
+
+    def _fail_direct(self, call: "DirectCall", error: BaseException) -> None:
+        call.error = error
+        call.finished = True
+        self.call_hooks.call_failed(call.dst, call.meta)
+        if call.request_id:
+            self._forget(call.request_id)
+
+    def _sync_error(self, exc: ZgradError, what: str, timeout_s: float) -> ZgradError:
+        """The error a caller sees for a request on its own socket that failed with ``exc``."""
+        if isinstance(exc, ZgradTimeoutError):
+            return ZgradTimeoutError(f"{what} ran past {timeout_s:g} seconds")
+        if isinstance(exc, TransportError):
+            if self._closed:
+                return ZgradError(f"RPC agent of {self.name!r} shut down before {what} completed")
+            return ZgradError(f"{what} failed: {exc}")
+        return exc
 
     def _forget(self, request_id: int) -> None:
         with self._lock:
