@@ -216,7 +216,12 @@ class IoLoop:
                 if self._stop_at_s is not None and now_s >= self._stop_at_s:
                     return True
             wait_ms = 0 if loopback or outbox.has_queued() else max(0, min(_MAX_POLL_MS, int((self._due_s - now_s) * 1000) + 1))
-            events = poll(wait_ms)
+            if wait_ms:
+                outbox.leader_idle = True  # while it sleeps, other threads write links themselves
+                events = poll(wait_ms)
+                outbox.leader_idle = False
+            else:
+                events = poll(0)
             woken = False
             for sock, event in events:
                 if sock is sockets.inbound:

@@ -10,8 +10,9 @@ DEALER's high-water mark is reached, the kernel has no room for the stream's byt
 connection is still being made) it waits here, in order, and the socket is polled for POLLOUT
 until it drains. Nothing here blocks. Used by the I/O thread, except :meth:`PeerLinks.write`.
 
-Any thread may write a stream link itself (:meth:`PeerLinks.write`) when nothing waits for that
-peer, neither here nor in the outbox: the message then leaves without waking the I/O thread. Each
+Any thread may write a stream link itself (:meth:`PeerLinks.write`; the outbox offers it while
+the I/O thread sleeps) when nothing waits for that peer, neither here nor in the outbox: the
+message then leaves without waking the I/O thread. Each
 stream link has a lock, held by whoever writes its socket or touches its queue (taken before the
 outbox's lock); what the kernel does not take of such a write waits in the link's queue, and the
 I/O thread, woken once, polls for room as for its own writes.
