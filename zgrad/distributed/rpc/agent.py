@@ -395,9 +395,10 @@ class RpcAgent:
 
     def collect_direct(self, calls: "list[DirectCall]") -> list[tuple[Any, BaseException | None]]:
         """Wait, on the calling thread's own sockets, for the results of ``calls`` (made by this
-        thread with :meth:`call_direct`); return ``(value, None)`` or ``(None, error)`` for each,
-        in order. Each ends by its reply, its timeout (the late reply is dropped), the loss of its
-        worker, or this agent's shutdown."""
+        thread with :meth:`call_direct`: every such call must be collected, by it); return
+        ``(value, None)`` or ``(None, error)`` for each, in order. Each ends by its reply, its
+        timeout (the late reply is dropped), the loss of its worker, the end of this thread's
+        connection to it, or this agent's shutdown."""
         waiting = {call.request_id: call for call in calls if call.future is None and not call.finished}
         expected: dict[int, set[int]] = {}
         for call in waiting.values():
@@ -494,15 +495,19 @@ class RpcAgent:
     # --- RRef forks -----------------------------------------------------------------------------
 
     def _encode_rref(self, rref: RRef, dst: int | None = None, pins: list | None = None) -> list:
-        """A new fork of ``rref`` in a message to ``dst``: registered now if owned here; in a call
-        (``pins`` given) to its owner, registered by the owner when it decodes the call, with
-        ``rref`` kept alive in ``pins`` until the call is answered (so the sender's own fork,
-        and with it the value, outlives the decoding: its RREF_DELETE may travel on another
-        path than the call); else announced to the owner by RREF_FORK on the link. A
-        caller-direct message carrying such a fork may reach the owner first: a delete of the
-        fork that comes before its RREF_FORK is remembered (``OwnerTable``), and the value stays
-        owned meanwhile, as the sender's RREF_DELETE of its own fork follows the RREF_FORK on
-        the same link."""
+        """The fields of a new fork of ``rref`` sent to ``dst``. The fork is registered:
+
+        - now, if this worker owns ``rref``;
+        - by the owner when it decodes the message, if it is a call (``pins`` given) to the owner
+          itself; ``rref`` then goes into ``pins`` and stays alive until the call is answered,
+          so this worker's own fork, and with it the value, outlives the decoding (its
+          RREF_DELETE travels on the link, maybe not on the call's path);
+        - else by RREF_FORK to the owner on the link, sent first. A caller-direct message with
+          the fork may still reach a third worker, and a delete of the fork reach the owner,
+          before that RREF_FORK: the owner remembers such a delete (``OwnerTable``), and the
+          value stays owned meanwhile, as this worker's RREF_DELETE of its own fork follows the
+          RREF_FORK on the same link.
+        """
         fork_id = self.rrefs.new_id()
         owner = rref._owner
         if owner == self.rank:
