@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -80,6 +82,95 @@ def run_world(script: str, framework: str, extra: dict, timeout_s: float, world_
             if p.poll() is None:
                 p.kill()
                 p.wait(5)
+
+
+class ServedWorld:
+    """Worker processes ``script --worker framework`` kept alive while rank 0 serves commands:
+    :meth:`ask` writes one JSON line to its stdin and returns the JSON of the ``RESULT`` line it
+    answers with (see :func:`serve`). Lets a benchmark alternate short blocks of two frameworks
+    whose worlds are up at the same time, so that the machine's slow minutes hit both alike;
+    the world that waits is stopped (:meth:`pause`, SIGSTOP): an idle TensorPipe process keeps a
+    core busy polling, which would slow the other framework's block. Every wait is bounded;
+    :meth:`close` ends the processes (killing what does not exit)."""
+
+    def __init__(self, script: str, framework: str, extra: dict, world_size: int) -> None:
+        spec = dict(extra)
+        spec["port"] = free_port()
+        spec["world_size"] = world_size
+        spec["serve"] = True
+        if framework == "zgrad":
+            spec["config"] = zgrad_config(world_size)
+            spec["config"]["transport"].update(spec.pop("transport", {}))
+        self.framework = framework
+        self.procs: list[subprocess.Popen] = []
+        try:
+            for rank in range(world_size):
+                self.procs.append(subprocess.Popen(
+                    [sys.executable, script, "--worker", framework, "--rank", str(rank), "--spec", json.dumps(spec)],
+                    stdin=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
+                    stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL, text=True, env=worker_env()))
+        except BaseException:
+            self.close()
+            raise
+
+    def ask(self, command: dict, timeout_s: float) -> dict:
+        """Send ``command`` to rank 0 and return its answer; raise if none comes in ``timeout_s``."""
+        import select
+
+        rank0 = self.procs[0]
+        rank0.stdin.write(json.dumps(command) + "\n")
+        rank0.stdin.flush()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([rank0.stdout], [], [], left)[0]:
+                raise RuntimeError(f"{self.framework} rank 0 did not answer {command} within {timeout_s} s")
+            line = rank0.stdout.readline()
+            if not line:
+                raise RuntimeError(f"{self.framework} rank 0 exited (rc {rank0.wait(5)}) while answering {command}")
+            if line.startswith("RESULT "):
+                return json.loads(line[7:])
+
+    def pause(self) -> None:
+        """Stop every process of this world (SIGSTOP) until :meth:`resume`."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Continue every process of this world (SIGCONT)."""
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, signum: int) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signum)
+
+    def close(self, timeout_s: float = 60.0) -> None:
+        """Ask rank 0 to stop, wait for every process (bounded), kill what is left."""
+        self.resume()
+        try:
+            if self.procs and self.procs[0].poll() is None:
+                self.procs[0].stdin.write(json.dumps({"exit": True}) + "\n")
+                self.procs[0].stdin.flush()
+            deadline = time.monotonic() + timeout_s
+            for p in self.procs:
+                p.wait(max(0.1, deadline - time.monotonic()))
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        finally:
+            for p in self.procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait(5)
+
+
+def serve(handle) -> None:
+    """Rank 0 of a :class:`ServedWorld`: answer each JSON command read from stdin with one
+    ``RESULT`` line (``handle(command)``), until ``{"exit": true}`` or the end of stdin."""
+    for line in sys.stdin:
+        command = json.loads(line)
+        if command.get("exit"):
+            return
+        emit(handle(command))
 
 
 def init_worker(framework: str, rank: int, spec: dict):

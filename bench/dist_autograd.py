@@ -11,7 +11,10 @@ autograd context's enter/exit included:
     addition at the far end; the result and then the gradients travel back through every hop.
 
 Targets (issue 17): zgrad FAST at most 0.7x torch's time for the 3x3 example, 0.9x for the MLP
-step, 0.8x for every chain. zgrad runs every workload in FAST and in SMART mode, alternating blocks in the same processes;
+step, 0.8x for every chain. Both frameworks' worker processes are up at the same time and each
+workload runs in blocks that alternate between them (zgrad FAST, zgrad SMART, torch; the order
+reversed every other block), so that the machine's slow minutes hit both alike; the world that
+waits is stopped (SIGSTOP: an idle torch RPC process polls a core busy);
 messages per pass are the dist-engine counters of ``get_debug_info()`` (messages_sent summed over
 both workers, and discovery_messages) differenced over a block and divided by its passes. Workers
 run with NUMBA_NUM_THREADS=1, OMP_NUM_THREADS=1 (torch: torch.set_num_threads(1) as well).
@@ -51,9 +54,9 @@ def _settings(quick: bool) -> dict:
         iters = {"example 3x3": 50, "example 1024x1024": 5, "mlp step": 5}
         iters.update({name: 50 for name in CHAINS})
         return {"blocks": 2, "iters": iters, "warmup": 3}
-    iters = {"example 3x3": 400, "example 1024x1024": 30, "mlp step": 40}
-    iters.update({name: 300 for name in CHAINS})
-    return {"blocks": 5, "iters": iters, "warmup": 10}
+    iters = {"example 3x3": 200, "example 1024x1024": 15, "mlp step": 20}
+    iters.update({name: 150 for name in CHAINS})
+    return {"blocks": 10, "iters": iters, "warmup": 10}
 
 
 # ------------------------------------------------------------------------------- workloads
@@ -196,45 +199,86 @@ def _run_block(step, mode, iters):
 
 
 def _worker(framework: str, rank: int, spec: dict) -> None:
+    """A worker of a served world: rank 0 builds the workloads and runs the blocks it is asked for."""
     rpc = _procs.init_worker(framework, rank, spec)
     try:
         if rank != 0:
             return
-        s = spec["settings"]
         chains = spec.get("only") == "chains"
         if chains:
             workloads = (_zgrad_chains if framework == "zgrad" else _torch_chains)(rpc)
         else:
             workloads = (_zgrad_workloads if framework == "zgrad" else _torch_workloads)(rpc)
-        modes = MODES if framework == "zgrad" else ("torch",)
-        out = {}
-        for name in workloads:
-            step, iters = workloads[name], s["iters"][name]
-            for mode in modes:
-                _run_block(step, mode, s["warmup"])
-            times = {m: [] for m in modes}
-            msgs = {m: collections.Counter() for m in modes}
-            disc = {m: 0 for m in modes}
-            for _ in range(s["blocks"]):
-                for mode in modes:
-                    counted = framework == "zgrad" and not chains
-                    if counted:
-                        before, d0 = _counters(rpc)
-                    times[mode] += _run_block(step, mode, iters)
-                    if counted:
-                        after, d1 = _counters(rpc)
-                        msgs[mode].update(after)
-                        msgs[mode].subtract(before)
-                        disc[mode] += d1 - d0
-            passes = s["blocks"] * iters
-            out[name] = {m: {"ms_median": statistics.median(times[m]) * 1e3,
-                             "ms_mean": statistics.fmean(times[m]) * 1e3,
-                             "messages_per_pass": {k: v / passes for k, v in msgs[m].items() if v},
-                             "messages_per_pass_total": sum(msgs[m].values()) / passes,
-                             "discovery_per_pass": disc[m] / passes} for m in modes}
-        _procs.emit(out)
+        counted = framework == "zgrad" and not chains
+
+        def handle(command: dict) -> dict:
+            step = workloads[command["run"]]
+            if counted:
+                before, d0 = _counters(rpc)
+            times = _run_block(step, command["mode"], command["iters"])
+            answer = {"times": times}
+            if counted:
+                after, d1 = _counters(rpc)
+                after.subtract(before)
+                answer.update(msgs=dict(after), discovery=d1 - d0)
+            return answer
+
+        _procs.serve(handle)
     finally:
         rpc.shutdown()
+
+
+def _alternate(worlds: dict, names: tuple, settings: dict) -> dict:
+    """Run each workload in blocks that alternate between the frameworks (and zgrad's modes),
+    whose worlds are all up: framework -> workload -> mode -> medians and messages per pass."""
+    modes = {framework: MODES if framework == "zgrad" else ("torch",) for framework in worlds}
+    out: dict = {framework: {} for framework in worlds}
+    for name in names:
+        iters = settings["iters"][name]
+        for framework, world in worlds.items():
+            _activate(worlds, framework)
+            for mode in modes[framework]:
+                world.ask({"run": name, "mode": mode, "iters": settings["warmup"]}, 600)
+        times = {f: {m: [] for m in modes[f]} for f in worlds}
+        msgs = {f: {m: collections.Counter() for m in modes[f]} for f in worlds}
+        disc = {f: {m: 0 for m in modes[f]} for f in worlds}
+        order = list(worlds)
+        for block in range(settings["blocks"]):
+            for framework in (order if block % 2 == 0 else order[::-1]):
+                _activate(worlds, framework)
+                for mode in modes[framework]:
+                    answer = worlds[framework].ask({"run": name, "mode": mode, "iters": iters}, 600)
+                    times[framework][mode] += answer["times"]
+                    msgs[framework][mode].update(answer.get("msgs", {}))
+                    disc[framework][mode] += answer.get("discovery", 0)
+        passes = settings["blocks"] * iters
+        for framework in worlds:
+            out[framework][name] = {m: {
+                "ms_median": statistics.median(times[framework][m]) * 1e3,
+                "ms_mean": statistics.fmean(times[framework][m]) * 1e3,
+                "messages_per_pass": {k: v / passes for k, v in msgs[framework][m].items() if v},
+                "messages_per_pass_total": sum(msgs[framework][m].values()) / passes,
+                "discovery_per_pass": disc[framework][m] / passes} for m in modes[framework]}
+    return out
+
+
+def _activate(worlds: dict, framework: str) -> None:
+    """Let ``framework``'s world run and stop the others (an idle torch world polls a core busy)."""
+    for other, world in worlds.items():
+        if other != framework:
+            world.pause()
+    worlds[framework].resume()
+
+
+def _served(frameworks: list, extra: dict, world_size: int, names: tuple, settings: dict) -> dict:
+    worlds = {}
+    try:
+        for framework in frameworks:
+            worlds[framework] = _procs.ServedWorld(__file__, framework, extra, world_size)
+        return _alternate(worlds, names, settings)
+    finally:
+        for world in worlds.values():
+            world.close()
 
 
 # ------------------------------------------------------------------------------- report
@@ -259,12 +303,10 @@ def main() -> None:
     print(f"dist_autograd benchmark ({'quick' if args.quick else 'full'}); 2 worker processes per framework, "
           "loopback tcp; workers run with NUMBA_NUM_THREADS=1 OMP_NUM_THREADS=1; ms per iteration (median), "
           "context enter/exit included", flush=True)
-    results = {"zgrad": _procs.run_pair(__file__, "zgrad", {"settings": settings}, 1500)}
-    if with_torch:
-        results["torch"] = _procs.run_pair(__file__, "torch", {"settings": settings}, 1500)
-    for framework in (["zgrad", "torch"] if with_torch else ["zgrad"]):
-        results[framework].update(_procs.run_world(__file__, framework, {"settings": settings, "only": "chains"},
-                                                   1500, CHAIN_WORKERS))
+    frameworks = ["zgrad", "torch"] if with_torch else ["zgrad"]
+    results = _served(frameworks, {}, 2, WORKLOADS, settings)
+    for framework, chains in _served(frameworks, {"only": "chains"}, CHAIN_WORKERS, CHAINS, settings).items():
+        results[framework].update(chains)
 
     z = results["zgrad"]
     header = ["workload", "zgrad fast ms"] + (["torch ms", "fast/torch"] if with_torch else []) \
