@@ -261,6 +261,36 @@ def test_an_rref_passed_to_its_owner_sends_no_fork_message_and_every_fork_is_fre
     assert [owned for _, owned in results] == [[0, 0, 0]] * 3
 
 
+@pytest.mark.parametrize("fields", [
+    [7, 0, 9, 1],  # the fork "for the owner to register", but the receiver (rank 1) does not own it
+    [7, 1, 9, 2],  # a fourth field that is not 1
+    [7, 1, 9, True],
+    [7, 1, 9, 1, 0],  # five fields
+    [7, 5, 9],  # no such owner
+])
+def test_a_call_with_a_bad_rref_reference_is_refused_and_registers_no_fork(fields, tmp_path):
+    import msgpack
+
+    from zgrad.distributed.rpc.codec import EXT_RREF
+    from zgrad.distributed.rpc.messages import Kind
+    from zgrad.distributed.rpc.state import current_agent
+
+    payload = msgpack.packb([[msgpack.ExtType(EXT_RREF, msgpack.packb(fields))], {}])
+
+    def body(rank):
+        if rank != 0:
+            return None
+        meta = {"target": "rpc_targets:echo", "payload": payload, "timeout_s": 5.0}
+        with pytest.raises(rpc.RemoteError, match="malformed RRef reference"):
+            current_agent().request(1, Kind.CALL, meta, (), 5.0, "a call with a bad RRef").wait()
+        owned = rpc.rpc_sync("worker1", T.rrefs_owned)  # still serving; nothing registered
+        return owned, rpc.get_debug_info("worker1")["rejects_by_reason"]
+
+    owned, rejects = run_workers(2, make_config("tcp", 2, tmp_path), body)[0]
+    assert owned == 0
+    assert any("malformed RRef reference" in reason for reason in rejects), rejects
+
+
 def test_an_rref_in_a_call_to_its_owner_that_timed_out_lives_until_the_late_reply(tmp_path):
     # worker1 reads nothing for a while (two long calls: one handler past the budget is all
     # num_worker_threads = 1 lets go on beside the leader), so the call carrying the RRef
