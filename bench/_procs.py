@@ -54,20 +54,45 @@ def run_pair(script: str, framework: str, extra: dict, timeout_s: float) -> dict
     return run_world(script, framework, extra, timeout_s, 2)
 
 
-def run_world(script: str, framework: str, extra: dict, timeout_s: float, world_size: int) -> dict:
-    """Start ranks 0 .. world_size-1 of ``script --worker framework``; return rank 0's RESULT json."""
+def _world_spec(framework: str, extra: dict, world_size: int) -> dict:
+    """The ``--spec`` of every rank of a world: ``extra`` with a rendezvous port, the world size
+    and, for zgrad, its config (``extra["transport"]`` merged into ``[transport]``)."""
     spec = dict(extra)
     spec["port"] = free_port()
     spec["world_size"] = world_size
     if framework == "zgrad":
         spec["config"] = zgrad_config(world_size)
         spec["config"]["transport"].update(spec.pop("transport", {}))  # e.g. {"direct_streams": False}
-    procs = []
+    return spec
+
+
+def _start_world(script: str, framework: str, spec: dict, rank0_stdin: int | None) -> list[subprocess.Popen]:
+    """Start every rank of ``script --worker framework``; rank 0's stdout is a pipe (its stdin
+    too when ``rank0_stdin`` is ``subprocess.PIPE``). Kills what it started if a start fails."""
+    procs: list[subprocess.Popen] = []
     try:
-        for rank in range(world_size):
+        for rank in range(spec["world_size"]):
             procs.append(subprocess.Popen(
                 [sys.executable, script, "--worker", framework, "--rank", str(rank), "--spec", json.dumps(spec)],
+                stdin=rank0_stdin if rank == 0 else subprocess.DEVNULL,
                 stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL, text=True, env=worker_env()))
+    except BaseException:
+        _kill(procs)
+        raise
+    return procs
+
+
+def _kill(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait(5)
+
+
+def run_world(script: str, framework: str, extra: dict, timeout_s: float, world_size: int) -> dict:
+    """Start ranks 0 .. world_size-1 of ``script --worker framework``; return rank 0's RESULT json."""
+    procs = _start_world(script, framework, _world_spec(framework, extra, world_size), None)
+    try:
         out, _ = procs[0].communicate(timeout=timeout_s)
         for proc in procs[1:]:
             proc.wait(timeout=30)
@@ -78,10 +103,7 @@ def run_world(script: str, framework: str, extra: dict, timeout_s: float, world_
                 return json.loads(line[7:])
         raise RuntimeError(f"{framework} rank 0 printed no RESULT")
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait(5)
+        _kill(procs)
 
 
 class ServedWorld:
@@ -94,24 +116,8 @@ class ServedWorld:
     :meth:`close` ends the processes (killing what does not exit)."""
 
     def __init__(self, script: str, framework: str, extra: dict, world_size: int) -> None:
-        spec = dict(extra)
-        spec["port"] = free_port()
-        spec["world_size"] = world_size
-        spec["serve"] = True
-        if framework == "zgrad":
-            spec["config"] = zgrad_config(world_size)
-            spec["config"]["transport"].update(spec.pop("transport", {}))
         self.framework = framework
-        self.procs: list[subprocess.Popen] = []
-        try:
-            for rank in range(world_size):
-                self.procs.append(subprocess.Popen(
-                    [sys.executable, script, "--worker", framework, "--rank", str(rank), "--spec", json.dumps(spec)],
-                    stdin=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
-                    stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL, text=True, env=worker_env()))
-        except BaseException:
-            self.close()
-            raise
+        self.procs = _start_world(script, framework, _world_spec(framework, extra, world_size), subprocess.PIPE)
 
     def ask(self, command: dict, timeout_s: float) -> dict:
         """Send ``command`` to rank 0 and return its answer; raise if none comes in ``timeout_s``."""
@@ -157,10 +163,7 @@ class ServedWorld:
         except (OSError, subprocess.TimeoutExpired):
             pass
         finally:
-            for p in self.procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait(5)
+            _kill(self.procs)
 
 
 def serve(handle) -> None:
