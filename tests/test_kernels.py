@@ -552,10 +552,32 @@ def test_serial_and_parallel_variants_are_cached_separately(tmp_path):
         stats = [K.relu_forward.serial.stats, K.relu_forward.parallel.stats]
         print(sum(len(s.cache_hits) for s in stats), sum(len(s.cache_misses) for s in stats))
     """
-    env = {"NUMBA_CACHE_DIR": str(tmp_path)}
+    env = {"NUMBA_CACHE_DIR": str(tmp_path), "NUMBA_NUM_THREADS": "2"}
     assert _run_python(code, env).split() == ["0", "2"]  # cold: both variants compile
     assert _run_python(code, env).split() == ["2", "0"]  # warm: both load, neither overwrote the other
     assert _run_python(code, env, "edited").split() == ["0", "2"]  # a sibling source changed: recompile
+
+
+def test_one_numba_thread_runs_the_serial_variant_at_every_size():
+    """With NUMBA_NUM_THREADS=1 the parallel variant would only cost (its outlined loop is not
+    vectorised: SGD's update of 2**20 floats took 1.6x the serial variant's time); big calls run
+    the serial one, compile nothing else and never start the threading layer."""
+    out = _run_python("""
+        import json
+        import numpy as np
+        from numba.np.ufunc import parallel
+        from zgrad.kernels import _jit, cpu_kernels as K
+        n = 2 * _jit.PARALLEL_MIN_SIZE
+        x = np.linspace(-1, 1, n)
+        out = np.empty_like(x)
+        K.relu_forward(x, out)
+        param, grad = np.ones(n, np.float32), np.full(n, 2, np.float32)
+        K.sgd_step(param, grad, np.empty(0, np.float32), 0.25, 0.0, 0.0, 0.0, False, True)
+        print(json.dumps({"relu": bool(np.array_equal(out, np.maximum(x, 0))), "sgd": float(param.max()),
+                          "parallel": len(K.relu_forward.parallel.signatures), "serial": len(K.relu_forward.serial.signatures),
+                          "tasks": K.relu_forward.task_count(n), "threads_started": parallel._is_initialized}))
+    """, {"NUMBA_NUM_THREADS": "1"})
+    assert json.loads(out) == {"relu": True, "sgd": 0.5, "parallel": 0, "serial": 1, "tasks": 1, "threads_started": False}
 
 
 def test_every_public_kernel_is_documented():
