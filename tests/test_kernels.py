@@ -22,7 +22,7 @@ from zgrad.kernels._jit import PARALLEL_MIN_SIZE
 
 DTYPES = [np.float32, np.float64]
 SIZES = {"small": 1001, "large": PARALLEL_MIN_SIZE + 1001}
-SHAPES = {"small": (7, 33), "large": (1031, 131)}  # 1031 * 131 > PARALLEL_MIN_SIZE
+SHAPES = {"small": (7, 33), "large": (1031, 1031)}  # 1031 * 1031 > PARALLEL_MIN_SIZE
 
 
 def assert_close(got, want, dtype, ulps=4, scale=0.0):

@@ -13,7 +13,7 @@ from zgrad.kernels._jit import PARALLEL_MIN_SIZE
 
 DTYPES = [np.float32, np.float64]
 SIZES = {"small": 1001, "large": PARALLEL_MIN_SIZE + 1001}
-ROWS = {"small": (7, 33), "large": (1031, 131)}  # 1031 * 131 > PARALLEL_MIN_SIZE
+ROWS = {"small": (7, 33), "large": (1031, 1031)}  # 1031 * 1031 > PARALLEL_MIN_SIZE
 
 
 def tolerance(dtype):

@@ -57,13 +57,16 @@ __all__ = [
 ]
 
 # From these element counts up the parallel variant runs. Measured with
-# `python bench/kernels.py --thresholds` on 2 idle cores (launch cost ~2 us): a memory-bound loop
-# (relu, activation backward, optimizer steps) wins from 2**17 elements, where its arrays outgrow
-# the per-core L2 cache; a loop that evaluates exp/log/tanh per element wins from about 2**13.
+# `python bench/kernels.py --thresholds` on 2 idle cores: the workqueue layer's threads sleep
+# between regions, so a parallel call first wakes one (40-100 us here, a thread hand-off, where
+# OpenMP's spinning threads took ~2 us). A memory-bound loop (relu, activation backward,
+# optimizer steps) wins from about 2**20 elements (relu 0.8x, sigmoid backward 1.5x, Adam 1.7x
+# there; at 2**17, where the threshold was before, 0.13-0.36x); a loop that evaluates
+# exp/log/tanh per element from about 2**18 (tanh 1.1x, softmax 1.1x; at 2**14 0.1-0.2x).
 # On a machine shared with other busy processes a parallel call can instead wait a scheduler time
 # slice (ms) for its second thread: give each process no more NUMBA_NUM_THREADS than free cores.
-PARALLEL_MIN_SIZE = 1 << 17
-PARALLEL_MIN_SIZE_HEAVY = 1 << 14
+PARALLEL_MIN_SIZE = 1 << 20
+PARALLEL_MIN_SIZE_HEAVY = 1 << 18
 
 # With one Numba thread (NUMBA_NUM_THREADS=1, read by Numba at import) the parallel variant only
 # costs: its loop, outlined for the thread pool, is not vectorised as the serial one is. Measured
