@@ -340,7 +340,11 @@ def test_distributed_optimizer_steps_this_workers_own_parameters_without_an_rpc(
         stage = rpc.remote("worker1", T.LinearStage, args=(3, 5, 21))
         stage.rpc_sync().weights()  # created before the head: inproc workers share the generator
         head = T.LinearStage(5, 2, 22)
-        opt = DistributedOptimizer(zgrad.optim.SGD, stage.rpc_sync().parameter_rrefs() + head.parameter_rrefs(), lr=0.1)
+        # Held to the end: dropped, worker1's parameter RRefs would be deleted (two RREF_DELETEs
+        # through the mesh) once the reply to the constructor's remote() call, which pins them,
+        # arrives; that may be during the first step.
+        params = stage.rpc_sync().parameter_rrefs() + head.parameter_rrefs()
+        opt = DistributedOptimizer(zgrad.optim.SGD, params, lr=0.1)
         agent = current_agent()
         for _ in range(3):
             with dist_autograd.context() as context_id:
@@ -354,6 +358,7 @@ def test_distributed_optimizer_steps_this_workers_own_parameters_without_an_rpc(
                 assert stats["direct_requests"] == stats_before["direct_requests"] + 1
                 assert stats.get("messages_out", 0) == stats_before.get("messages_out", 0)
         assert agent.sent[Kind.CALL] >= 3
+        assert len(params) == 4
         return stage.rpc_sync().weights() + head.weights()
 
     got = run_workers(2, make_config(transport, 2, tmp_path), body)[0]

@@ -696,6 +696,9 @@ class RpcAgent:
             return
         if pending.timer is not None:
             self.timer.cancel(pending.timer)
+        # Let go of the pinned RRefs first: whoever waits on the future then finds the deletes
+        # of those nobody else holds already sent, ahead of anything it sends next.
+        pending.pins = None
         if error is not None:
             pending.future.set_exception(error)
         else:
