@@ -61,8 +61,8 @@ __all__ = [
 # between regions, so a parallel call first wakes one (40-100 us here, a thread hand-off, where
 # OpenMP's spinning threads took ~2 us). A memory-bound loop (relu, activation backward,
 # optimizer steps) wins from about 2**20 elements (relu 0.8x, sigmoid backward 1.5x, Adam 1.7x
-# there; at 2**17, where the threshold was before, 0.13-0.36x); a loop that evaluates
-# exp/log/tanh per element from about 2**18 (tanh 1.1x, softmax 1.1x; at 2**14 0.1-0.2x).
+# there; at 2**17 0.13-0.36x); a loop that evaluates exp/log/tanh per element from about 2**18
+# (tanh 1.1x, softmax 1.1x; at 2**14 0.1-0.2x).
 # On a machine shared with other busy processes a parallel call can instead wait a scheduler time
 # slice (ms) for its second thread: give each process no more NUMBA_NUM_THREADS than free cores.
 PARALLEL_MIN_SIZE = 1 << 20

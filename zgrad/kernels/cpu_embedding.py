@@ -20,7 +20,7 @@ import math
 import numpy as np
 from numba import prange
 
-from zgrad.kernels._jit import kernel, parallel_kernel
+from zgrad.kernels._jit import PARALLEL_MIN_SIZE, kernel, parallel_kernel
 
 __all__ = [
     "embedding_backward",
@@ -32,9 +32,10 @@ __all__ = [
 ]
 
 MODE_SUM, MODE_MEAN, MODE_MAX = 0, 1, 2
-# Row copies are memory-bound: parallel from this many elements of the first argument, which is
-# why the forward kernels take ``out`` (the index count times D: the work) first.
-_PARALLEL_MIN_ELEMENTS = 1 << 17
+# Row copies are memory-bound: parallel from as many elements of the first argument as the other
+# memory-bound loops, which is why the forward kernels take ``out`` (the index count times D: the
+# work) first.
+_PARALLEL_MIN_ELEMENTS = PARALLEL_MIN_SIZE
 
 
 @kernel
