@@ -559,9 +559,9 @@ def test_serial_and_parallel_variants_are_cached_separately(tmp_path):
 
 
 def test_one_numba_thread_runs_the_serial_variant_at_every_size():
-    """With NUMBA_NUM_THREADS=1 the parallel variant would only cost (its outlined loop is not
-    vectorised: SGD's update of 2**20 floats took 1.6x the serial variant's time); big calls run
-    the serial one, compile nothing else and never start the threading layer."""
+    """With NUMBA_NUM_THREADS=1 the parallel variant would only cost (the loop is handed to the
+    pool's one thread and waited for: SGD's update of 2**20 floats took 1.6x the serial variant's
+    time); big calls run the serial one, compile nothing else and never start the threading layer."""
     out = _run_python("""
         import json
         import numpy as np

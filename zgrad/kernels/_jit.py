@@ -58,8 +58,8 @@ __all__ = [
 
 # From these element counts up the parallel variant runs. Measured with
 # `python bench/kernels.py --thresholds` on 2 idle cores: the workqueue layer's threads sleep
-# between regions, so a parallel call first wakes one (40-100 us here, a thread hand-off, where
-# OpenMP's spinning threads took ~2 us). A memory-bound loop (relu, activation backward,
+# between regions, so a parallel call first wakes one and then waits for it (40-150 us here, thread
+# hand-offs, where OpenMP's spinning threads took ~2 us). A memory-bound loop (relu, activation backward,
 # optimizer steps) wins from about 2**20 elements (relu 0.8x, sigmoid backward 1.5x, Adam 1.7x
 # there; at 2**17 0.13-0.36x); a loop that evaluates exp/log/tanh per element from about 2**18
 # (tanh 1.1x, softmax 1.1x; at 2**14 0.1-0.2x).
@@ -69,8 +69,9 @@ PARALLEL_MIN_SIZE = 1 << 20
 PARALLEL_MIN_SIZE_HEAVY = 1 << 18
 
 # With one Numba thread (NUMBA_NUM_THREADS=1, read by Numba at import) the parallel variant only
-# costs: its loop, outlined for the thread pool, is not vectorised as the serial one is. Measured
-# on SGD's update of 2**20 float32: 420 us parallel variant on one thread, 261 us serial.
+# costs: the calling thread still hands the loop to the pool's one thread and waits for it, two
+# thread hand-offs (120-150 us here for any size) for no parallelism. Measured on SGD's update of
+# 2**20 float32: 420 us parallel variant on one thread, 261 us serial.
 _ONE_THREAD = numba.config.NUMBA_NUM_THREADS <= 1
 
 _FASTMATH = frozenset({"contract"})
