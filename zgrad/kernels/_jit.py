@@ -58,11 +58,11 @@ __all__ = [
 
 # From these element counts up the parallel variant runs. Measured with
 # `python bench/kernels.py --thresholds` on 2 idle cores: the workqueue layer's threads sleep
-# between regions, so a parallel call first wakes one and then waits for it (40-150 us here, thread
-# hand-offs, where OpenMP's spinning threads took ~2 us). A memory-bound loop (relu, activation backward,
-# optimizer steps) wins from about 2**20 elements (relu 0.8x, sigmoid backward 1.5x, Adam 1.7x
-# there; at 2**17 0.13-0.36x); a loop that evaluates exp/log/tanh per element from about 2**18
-# (tanh 1.1x, softmax 1.1x; at 2**14 0.1-0.2x).
+# between regions, so a parallel call first wakes one and then waits for it (40-150 us here,
+# thread hand-offs, where OpenMP's spinning threads took ~2 us). A memory-bound loop (relu,
+# activation backward, optimizer steps) wins from about 2**20 elements (relu 0.8x, sigmoid
+# backward 1.5x, Adam 1.7x there; at 2**17 0.13-0.36x); a loop that evaluates exp/log/tanh per
+# element from about 2**18 (tanh 1.1x, softmax 1.1x; at 2**14 0.1-0.2x).
 # On a machine shared with other busy processes a parallel call can instead wait a scheduler time
 # slice (ms) for its second thread: give each process no more NUMBA_NUM_THREADS than free cores.
 PARALLEL_MIN_SIZE = 1 << 20
@@ -154,8 +154,12 @@ class ParallelKernel:
         self.min_size = min_size
         functools.update_wrapper(self, py_func)
 
+    def _parallel_size(self, size: int) -> bool:
+        """Whether a call whose first argument has ``size`` elements is worth the parallel variant."""
+        return size >= self.min_size and not _ONE_THREAD
+
     def __call__(self, *args: Any) -> Any:
-        if not _ONE_THREAD and args[0].size >= self.min_size and _PARALLEL_REGION.acquire(blocking=False):
+        if self._parallel_size(args[0].size) and _PARALLEL_REGION.acquire(blocking=False):
             try:
                 return self.parallel(*args)
             finally:
@@ -168,7 +172,7 @@ class ParallelKernel:
         asking Numba, which would start the threading layer), else the number of threads a
         parallel region of the calling thread uses. Read outside the kernel, which Numba could not
         cache otherwise."""
-        return numba.get_num_threads() if size >= self.min_size and not _ONE_THREAD else 1
+        return numba.get_num_threads() if self._parallel_size(size) else 1
 
     @property
     def signatures(self) -> list:

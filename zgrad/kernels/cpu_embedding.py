@@ -20,7 +20,7 @@ import math
 import numpy as np
 from numba import prange
 
-from zgrad.kernels._jit import PARALLEL_MIN_SIZE, kernel, parallel_kernel
+from zgrad.kernels._jit import kernel, parallel_kernel
 
 __all__ = [
     "embedding_backward",
@@ -32,10 +32,9 @@ __all__ = [
 ]
 
 MODE_SUM, MODE_MEAN, MODE_MAX = 0, 1, 2
-# Row copies are memory-bound: parallel from as many elements of the first argument as the other
-# memory-bound loops, which is why the forward kernels take ``out`` (the index count times D: the
+# Row copies are memory-bound: parallel from the size of the other memory-bound loops, counted in
+# the first argument, which is why the forward kernels take ``out`` (the index count times D: the
 # work) first.
-_PARALLEL_MIN_ELEMENTS = PARALLEL_MIN_SIZE
 
 
 @kernel
@@ -48,7 +47,7 @@ def _index_counts(indices, rows, enabled):
     return counts
 
 
-@parallel_kernel(min_size=_PARALLEL_MIN_ELEMENTS)
+@parallel_kernel()
 def embedding_forward(out, weight, indices):
     """out[k] = weight[indices[k]] for every k (``out`` is (len(indices), D))."""
     for k in prange(indices.size):
@@ -100,7 +99,7 @@ def embedding_renorm(weight, indices, max_norm, norm_type):
                 row[j] *= scale
 
 
-@parallel_kernel(min_size=_PARALLEL_MIN_ELEMENTS)
+@parallel_kernel()
 def embedding_bag_forward(out, weight, indices, bounds, per_sample_weights, mode, padding_idx,
                           bag_size, max_indices):
     """out[b] = the sum, mean or max of the rows of bag b (zero for an empty bag).
@@ -179,7 +178,7 @@ def embedding_bag_backward(grad, indices, bounds, per_sample_weights, mode, padd
                     dest[j] += src[j] * scale
 
 
-@parallel_kernel(min_size=_PARALLEL_MIN_ELEMENTS, reduction=True)
+@parallel_kernel(reduction=True)
 def embedding_bag_per_sample_weights_backward(grad, weight, indices, bounds, padding_idx, out):
     """out[k] = dot(grad[bag of k], weight[indices[k]]) (0 for padding entries), sum mode."""
     for b in prange(bounds.size - 1):

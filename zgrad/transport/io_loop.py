@@ -218,8 +218,10 @@ class IoLoop:
             wait_ms = 0 if loopback or outbox.has_queued() else max(0, min(_MAX_POLL_MS, int((self._due_s - now_s) * 1000) + 1))
             if wait_ms:
                 outbox.leader_idle = True  # while it sleeps, other threads write links themselves
-                events = poll(wait_ms)
-                outbox.leader_idle = False
+                try:
+                    events = poll(wait_ms)
+                finally:
+                    outbox.leader_idle = False
             else:
                 events = poll(0)
             woken = False
