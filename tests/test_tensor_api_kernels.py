@@ -162,3 +162,22 @@ def test_reduce_kernels(rng, dtype, size_name, variants):
     flat[3] = np.nan
     cpu_reduce.distribute_equal(flat, np.nan, 2.0, share)
     assert share[3] == 2.0 and share.sum() == 2.0, "a NaN maximum: the gradient goes to the NaNs"
+
+
+@pytest.mark.parametrize("size_name", SIZES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_prod_backward_kernel(rng, dtype, size_name, variants):
+    n, c = ROWS[size_name]
+    x = (1 + 0.01 * rng.standard_normal((n, c))).astype(dtype)  # products of ~1000 factors stay finite
+    x[1, 5] = 0  # one zero: only its own gradient is not zero
+    x[2, [3, 7]] = 0  # two zeros: every gradient is zero
+    g = rng.standard_normal(n).astype(dtype)
+    out = np.empty_like(x)
+    cpu_reduce.prod_backward(x, g, out)
+    x64 = x.astype(np.float64)
+    ones = np.ones((n, 1))
+    before = np.cumprod(np.concatenate([ones, x64[:, :-1]], axis=1), axis=1)
+    after = np.cumprod(np.concatenate([ones, x64[:, :0:-1]], axis=1), axis=1)[:, ::-1]
+    np.testing.assert_allclose(out, g[:, None] * before * after, rtol=4 * c * float(np.finfo(dtype).eps), atol=0)
+    assert np.count_nonzero(out[1]) == 1 and out[1, 5] != 0 and not np.any(out[2])
+    variants.assert_ran(cpu_reduce.prod_backward, size_name)

@@ -22,9 +22,9 @@ from zgrad.ops import (
     square, stack, sub, sum, tanh, transpose,
 )
 from zgrad.ops import (
-    abs, argmax, argmin, chunk, clamp, clip, eq, flatten, gather, ge, gt, index_select, le, logical_and, logical_not,
-    logical_or, logical_xor, logsumexp, lt, masked_fill, max, maximum, min, minimum, ne, remainder, scatter, split,
-    sqrt, squeeze, std, t, unsqueeze, var, where,
+    abs, argmax, argmin, chunk, clamp, clip, cumsum, eq, flatten, gather, ge, gt, index_select, le, logical_and,
+    logical_not, logical_or, logical_xor, logsumexp, lt, masked_fill, max, maximum, min, minimum, nansum, ne, prod,
+    remainder, scatter, split, sqrt, squeeze, std, t, unsqueeze, var, where,
 )
 from zgrad.random import manual_seed
 from zgrad.tensor import Tensor
@@ -47,13 +47,13 @@ __version__ = "0.1.0"
 
 __all__ = [
     "abs", "accelerator", "add", "arange", "argmax", "argmin", "autograd", "bool", "cuda", "bool_", "BoolTensor",
-    "cat", "chunk", "clamp", "clip", "device", "distributions", "div", "double", "DoubleTensor", "empty",
+    "cat", "chunk", "clamp", "clip", "cumsum", "device", "distributions", "div", "double", "DoubleTensor", "empty",
     "empty_like", "enable_grad", "eq", "exp", "flatten", "float", "float16", "float32", "float64", "FloatTensor",
     "from_dlpack", "from_numpy", "full", "full_like", "futures", "gather", "ge", "get_default_device", "gt", "index_select", "int",
     "int32", "int64", "IntTensor", "is_grad_enabled", "le", "log", "log_softmax", "logical_and", "logical_not",
     "logical_or", "logical_xor", "logsumexp", "long", "LongTensor", "lt", "manual_seed", "masked_fill",
-    "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "ne", "neg", "nn", "no_grad", "ones",
-    "ones_like", "optim", "permute", "pow", "rand", "rand_like", "randn", "randn_like", "relu", "remainder",
+    "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "nansum", "ne", "neg", "nn", "no_grad", "ones",
+    "ones_like", "optim", "permute", "pow", "prod", "rand", "rand_like", "randn", "randn_like", "relu", "remainder",
     "reshape", "scatter", "set_default_device", "set_grad_enabled", "sigmoid", "softmax", "split", "sqrt", "square", "squeeze", "stack", "std",
     "sub", "sum", "t", "tanh", "Tensor", "tensor", "transpose", "uint8", "unsqueeze", "var", "where", "zeros",
     "zeros_like", "ZgradError",

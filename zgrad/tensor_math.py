@@ -221,11 +221,20 @@ class TensorMath:
 
     # --- reductions -----------------------------------------------------------------------------
 
-    def sum(self, dim: Any = None, keepdim: bool = False) -> Any:
-        return zgrad.ops.sum(self, dim, keepdim)
+    def sum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
+        return zgrad.ops.sum(self, dim, keepdim, dtype=dtype)
 
-    def mean(self, dim: Any = None, keepdim: bool = False) -> Any:
-        return zgrad.ops.mean(self, dim, keepdim)
+    def mean(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
+        return zgrad.ops.mean(self, dim, keepdim, dtype=dtype)
+
+    def prod(self, dim: int | None = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
+        return zgrad.ops.prod(self, dim, keepdim, dtype=dtype)
+
+    def nansum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
+        return zgrad.ops.nansum(self, dim, keepdim, dtype=dtype)
+
+    def cumsum(self, dim: int, *, dtype: Any = None) -> Any:
+        return zgrad.ops.cumsum(self, dim, dtype=dtype)
 
     def max(self, dim: Any = None, keepdim: bool = False) -> Any:
         return zgrad.ops.max(self, dim, keepdim)

@@ -26,8 +26,8 @@ from zgrad.kernels.cpu_sequence import (  # noqa: F401 - embeddings, recurrences
 from zgrad.kernels.cpu_tensor_ops import (  # noqa: F401 - the tensor-API ops
     abs, add_scaled, addcdiv, addcmul, argmax, argmin, clamp, clamp_backward, compare, distribute_equal,
     extremum_backward, floor_divide, gather, index_add, logical_not, logsumexp_backward_rows, logsumexp_rows, maximum, minimum,
-    random_integers, random_normal, random_uniform, remainder, scatter, scatter_add, sign, sqrt, take,
-    var_backward_rows, var_rows, where,
+    prod_backward_rows, random_integers, random_normal, random_uniform, remainder, scatter, scatter_add, sign, sqrt,
+    take, var_backward_rows, var_rows, where,
 )
 
 DEVICE_TYPE = "cpu"
@@ -163,8 +163,27 @@ def matmul(a, b, out):
     return np.matmul(a, b, out=out)
 
 
+# The reductions accumulate in out's dtype (numpy's loop dtype for a reduction with ``out``), so an
+# int64 ``out`` sums bool and small-integer inputs without wrapping.
+
 def sum(x, axis, keepdims, out):  # noqa: A001 - op vocabulary name
     return np.add.reduce(x, axis=axis, keepdims=keepdims, out=out)  # np.sum's own wrapper costs more than a 3x3 sum
+
+
+def prod(x, axis, keepdims, out):
+    return np.multiply.reduce(x, axis=axis, keepdims=keepdims, out=out)
+
+
+def nansum(x, axis, keepdims, out):
+    return np.nansum(x, axis=axis, dtype=out.dtype, keepdims=keepdims, out=out)
+
+
+def cumsum(x, axis, reverse, out):
+    """out = the running sums of x along ``axis``, from its end when ``reverse``."""
+    if reverse:
+        np.add.accumulate(np.flip(x, axis), axis=axis, dtype=out.dtype, out=np.flip(out, axis))
+        return out
+    return np.add.accumulate(x, axis=axis, dtype=out.dtype, out=out)
 
 
 # --- layout -----------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Reduction Numba kernels of the tensor API: variance, logsumexp, and the gradient of a full max.
+"""Reduction Numba kernels of the tensor API: variance, logsumexp, and the gradients of a product
+and of a full max.
 
 Row kernels take 2-D (N, C) C-contiguous arrays and reduce each row (the caller moves the reduced
 dimensions last). Sums accumulate in float64; results are written in ``out``'s dtype.
@@ -14,7 +15,9 @@ from zgrad.kernels import cpu_math
 from zgrad.kernels._jit import PARALLEL_MIN_SIZE_HEAVY, parallel_kernel
 from zgrad.kernels.cpu_rowwise import _row_max, _sum_exp_shifted
 
-__all__ = ["distribute_equal", "logsumexp_backward", "logsumexp_forward", "var_backward", "var_forward"]
+__all__ = [
+    "distribute_equal", "logsumexp_backward", "logsumexp_forward", "prod_backward", "var_backward", "var_forward",
+]
 
 
 @parallel_kernel(reduction=True)
@@ -84,3 +87,20 @@ def distribute_equal(x, value, grad, out):
     zero = out.dtype.type(0)
     for i in prange(x.size):
         out[i] = share if x[i] == value or (nan_value and x[i] != x[i]) else zero
+
+
+@parallel_kernel()
+def prod_backward(x, grad, out):
+    """out[r, j] = grad[r] * the product of x[r, k] over every k != j: the running product from the
+    left times the one from the right, without a division, so exact where the row holds one zero
+    or several (PyTorch's prod_safe_zeros_backward)."""
+    n, c = x.shape
+    for r in prange(n):
+        before = out.dtype.type(1)
+        for j in range(c):
+            out[r, j] = before
+            before *= x[r, j]
+        after = grad[r]
+        for j in range(c - 1, -1, -1):
+            out[r, j] *= after
+            after *= x[r, j]

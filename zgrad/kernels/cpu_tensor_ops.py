@@ -17,7 +17,7 @@ __all__ = [
     "remainder", "floor_divide", "maximum", "minimum", "abs", "sign", "sqrt", "clamp", "clamp_backward", "extremum_backward",
     "compare", "logical_not", "where", "argmax", "argmin", "take", "gather", "index_add", "scatter", "scatter_add",
     "var_rows", "var_backward_rows", "logsumexp_rows", "logsumexp_backward_rows", "distribute_equal",
-    "add_scaled", "addcmul", "addcdiv", "random_uniform", "random_normal", "random_integers",
+    "prod_backward_rows", "add_scaled", "addcmul", "addcdiv", "random_uniform", "random_normal", "random_integers",
 ]
 
 _COMPARISONS = {
@@ -159,6 +159,11 @@ def logsumexp_backward_rows(grad, x, result, out):
 
 def distribute_equal(x, value, grad, out):
     kernel_module("cpu_reduce").distribute_equal(flat(x), x.dtype.type(value), float(grad), out.reshape(-1))
+    return out
+
+
+def prod_backward_rows(x, grad, out):
+    kernel_module("cpu_reduce").prod_backward(x, grad, out)
     return out
 
 

@@ -40,10 +40,10 @@ from zgrad.kernels.cuda_pointwise import (  # noqa: F401 - element-wise ops
     relu_backward, remainder, scale_copy, sigmoid, sigmoid_backward, sign, sqrt, sub, tanh, tanh_backward, where,
 )
 from zgrad.kernels.cuda_reduce import (  # noqa: F401 - reductions, rows, losses, matmul, optimizers
-    adam_step, argmax, argmin, class_loss, class_loss_backward, cross_entropy, cross_entropy_backward,
+    adam_step, argmax, argmin, class_loss, class_loss_backward, cross_entropy, cross_entropy_backward, cumsum,
     distribute_equal, extreme_value, log_softmax, log_softmax_backward, logsumexp_backward_rows, logsumexp_rows,
-    matmul, nll, nll_backward, pointwise_loss_sum, sgd_step, softmax, softmax_backward, sum, var_backward_rows,
-    var_rows,
+    matmul, nansum, nll, nll_backward, pointwise_loss_sum, prod, prod_backward_rows, sgd_step, softmax,
+    softmax_backward, sum, var_backward_rows, var_rows,
 )
 from zgrad.kernels.cuda_sequence import gru_backward, gru_forward, lstm_backward, lstm_forward  # noqa: F401
 

@@ -1,10 +1,11 @@
 """Row-wise CUDA kernels: one block per row of a C-contiguous (R, N) array (rows stride past the
 grid), the block's threads striding over the row and combining through a shared-memory tree.
 
-Reductions (sum, max/min, argmax/argmin), softmax and log-softmax with their gradients,
-logsumexp, variance, and the class losses. Accumulators stay in the output's dtype. Kernels
-only: the host side is :mod:`zgrad.kernels.cuda_reduce`. Block sizes are powers of two up to
-:data:`MAX_BLOCK`.
+Reductions (sum, product, nansum, max/min, argmax/argmin), running sums and products, softmax
+and log-softmax with their gradients, logsumexp, variance, and the class losses. Accumulators
+stay in the output's dtype (so an int64 output sums bool and small-integer rows without
+wrapping). Kernels only: the host side is :mod:`zgrad.kernels.cuda_reduce`. Block sizes are
+powers of two up to :data:`MAX_BLOCK`.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ from numba import cuda
 
 from zgrad.kernels.cuda_k_common import device, kernel, math
 
-__all__ = ["MAX_BLOCK"]
+__all__ = ["MAX_BLOCK", "SUM", "PROD", "NANSUM"]
 
 MAX_BLOCK = 256
+
+# What row_reduce computes: a sum, a product, or a sum that skips NaNs.
+SUM, PROD, NANSUM = 0, 1, 2
 
 
 @device
@@ -29,19 +33,48 @@ def _smaller(a, b):
 
 
 @device
-def _block_sum(buf, value):
+def _combine(a, b, product):
+    return a * b if product else a + b
+
+
+@device
+def _block_reduce(buf, value, product):
+    """The sum (or ``product``) of the block's values."""
     t = cuda.threadIdx.x
     buf[t] = value
     cuda.syncthreads()
     s = cuda.blockDim.x // 2
     while s > 0:
         if t < s:
-            buf[t] += buf[t + s]
+            buf[t] = _combine(buf[t], buf[t + s], product)
         cuda.syncthreads()
         s //= 2
     total = buf[0]
     cuda.syncthreads()
     return total
+
+
+@device
+def _block_sum(buf, value):
+    return _block_reduce(buf, value, False)
+
+
+@device
+def _block_scan(buf, value, product):
+    """The running sum (or ``product``) of the block's values up to this thread's, inclusive
+    (Hillis-Steele); every thread's stays in buf until the caller synchronizes."""
+    t = cuda.threadIdx.x
+    buf[t] = value
+    cuda.syncthreads()
+    offset = 1
+    while offset < cuda.blockDim.x:
+        earlier = buf[t - offset] if t >= offset else value
+        cuda.syncthreads()
+        if t >= offset:
+            buf[t] = _combine(buf[t], earlier, product)
+        cuda.syncthreads()
+        offset *= 2
+    return buf[t]
 
 
 @device
@@ -78,17 +111,44 @@ def _row_sum_exp(x, r, shift, buf, T):
 
 
 @kernel
-def row_sum(x, out):
-    """out[r] = sum(x[r, :]) in out's dtype (0 for an empty row)."""
+def row_reduce(x, op, out):
+    """out[r] = the sum (``op`` SUM), product (PROD) or sum of the non-NaN elements (NANSUM) of
+    x[r, :], accumulated in out's dtype (0, or 1 for a product, for an empty row)."""
     buf = cuda.shared.array(MAX_BLOCK, out.dtype)
     T = out.dtype.type
+    product = op == PROD
     for r in range(cuda.blockIdx.x, x.shape[0], cuda.gridDim.x):
-        acc = T(0)
+        acc = T(1) if product else T(0)
         for j in range(cuda.threadIdx.x, x.shape[1], cuda.blockDim.x):
-            acc += T(x[r, j])
-        total = _block_sum(buf, acc)
+            value = x[r, j]
+            if op != NANSUM or value == value:
+                acc = _combine(acc, T(value), product)
+        total = _block_reduce(buf, acc, product)
         if cuda.threadIdx.x == 0:
             out[r] = total
+
+
+@kernel
+def row_scan(x, product, reverse, exclusive, out):
+    """out[r, j] = the running sum (or ``product``) of x[r, :j + 1] in out's dtype; with
+    ``reverse``, of x[r, j:]; ``exclusive`` leaves x[r, j] itself out. The row goes in chunks of
+    one block, each chunk scanned in shared memory and carried into the next."""
+    buf = cuda.shared.array(MAX_BLOCK, out.dtype)
+    T = out.dtype.type
+    t, width, n = cuda.threadIdx.x, cuda.blockDim.x, x.shape[1]
+    identity = T(1) if product else T(0)
+    for r in range(cuda.blockIdx.x, x.shape[0], cuda.gridDim.x):
+        carry = identity
+        for start in range(0, n, width):
+            j = start + t
+            k = n - 1 - j if reverse else j
+            inclusive = _block_scan(buf, T(x[r, k]) if j < n else identity, product)
+            before = buf[t - 1] if t > 0 else identity
+            chunk_total = buf[width - 1]
+            cuda.syncthreads()
+            if j < n:
+                out[r, k] = _combine(carry, before if exclusive else inclusive, product)
+            carry = _combine(carry, chunk_total, product)
 
 
 @kernel
@@ -307,7 +367,8 @@ def cross_entropy_backward(probs, targets, ignore_index, scale, out):
 
 
 def ptx_signatures() -> list:
-    """(name, Python function, argument types) of every kernel here, for float32 and float64."""
+    """(name, Python function, argument types) of every kernel here, for float32 and float64, and
+    of the sums and running sums of bool and integer rows into int64."""
     from numba import types
 
     cases = []
@@ -316,7 +377,8 @@ def ptx_signatures() -> list:
         m, v = dt[:, ::1], dt[::1]
         idx = i64[::1]
         cases += [
-            ("row_sum", row_sum.py_func, (m, v)),
+            ("row_reduce", row_reduce.py_func, (m, i64, v)),
+            ("row_scan", row_scan.py_func, (m, types.boolean, types.boolean, types.boolean, m)),
             ("row_extreme", row_extreme.py_func, (m, types.boolean, v)),
             ("row_arg_extreme", row_arg_extreme.py_func, (m, types.boolean, idx)),
             ("softmax", softmax.py_func, (m, types.boolean, m)),
@@ -328,5 +390,11 @@ def ptx_signatures() -> list:
             ("nll", nll.py_func, (m, idx, v, i64, v, v)),
             ("nll_backward", nll_backward.py_func, (idx, v, i64, v, m)),
             ("cross_entropy_backward", cross_entropy_backward.py_func, (m, idx, i64, dt, m)),
+        ]
+    flag = types.boolean
+    for dt in (types.boolean, types.uint8, types.int8, types.int16, types.int32, types.int64):
+        cases += [
+            ("row_reduce", row_reduce.py_func, (dt[:, ::1], i64, i64[::1])),
+            ("row_scan", row_scan.py_func, (dt[:, ::1], flag, flag, flag, i64[:, ::1])),
         ]
     return cases

@@ -18,7 +18,8 @@ from zgrad.kernels.cuda_array import DeviceArray
 from zgrad.kernels.cuda_elementwise import binary_op, kernels, ternary_op, unary_op
 
 __all__ = [
-    "contiguous", "rows_of", "sum", "extreme_value", "argmax", "argmin", "softmax", "log_softmax",
+    "contiguous", "rows_of", "sum", "prod", "nansum", "cumsum", "prod_backward_rows", "extreme_value", "argmax",
+    "argmin", "softmax", "log_softmax",
     "softmax_backward", "log_softmax_backward", "logsumexp_rows", "logsumexp_backward_rows", "var_rows",
     "var_backward_rows", "distribute_equal", "cross_entropy", "cross_entropy_backward", "class_loss",
     "class_loss_backward", "nll", "nll_backward", "pointwise_loss_sum", "matmul", "sgd_step", "adam_step",
@@ -49,17 +50,36 @@ def _launch_rows(kernel: Any, rows: int, *args: Any) -> None:
 
 def sum(x, axis, keepdims, out):  # noqa: A001 - op vocabulary name
     """out = x summed over the axes ``axis`` (a tuple), accumulated in out's dtype."""
+    return _reduce(x, axis, out, _rows_kernels().SUM)
+
+
+def prod(x, axis, keepdims, out):
+    """out = the product of x over the axes ``axis`` (a tuple), accumulated in out's dtype."""
+    return _reduce(x, axis, out, _rows_kernels().PROD)
+
+
+def nansum(x, axis, keepdims, out):
+    """out = the sum of x's non-NaN elements over the axes ``axis``, accumulated in out's dtype."""
+    return _reduce(x, axis, out, _rows_kernels().NANSUM)
+
+
+def _identity(op: int) -> int:
+    """What the reduction ``op`` gives for no elements: 1 for a product, else 0."""
+    return 1 if op == _rows_kernels().PROD else 0
+
+
+def _reduce(x, axis, out, op: int):
     matrix = rows_of(x, tuple(axis))
     target = out if out.flags.c_contiguous else DeviceArray.empty(out.shape, out.dtype)
     flat = target.reshape(-1)
     rows, length = matrix.shape
     if length == 0:
-        unary_op("copy", 0, flat)
+        unary_op("copy", _identity(op), flat)
     elif rows <= SPLIT_MAX_ROWS and length >= SPLIT_MIN_LENGTH:
         for r in range(rows):
-            _split_row_sum(matrix[r], flat[r:r + 1])
+            _split_row_reduce(matrix[r], flat[r:r + 1], op)
     else:
-        _launch_rows(_rows_kernels().row_sum, rows, matrix.arg(), flat.arg())
+        _launch_rows(_rows_kernels().row_reduce, rows, matrix.arg(), op, flat.arg())
     return out if target is out else unary_op("copy", target, out)
 
 
@@ -71,19 +91,53 @@ SPLIT_MAX_ROWS = 16
 SPLIT_MIN_LENGTH = 1 << 16
 
 
-def _split_row_sum(row: DeviceArray, out: DeviceArray) -> None:
-    """out[0] = sum(row) for a long contiguous 1-D ``row``, in out's dtype."""
+def _split_row_reduce(row: DeviceArray, out: DeviceArray, op: int) -> None:
+    """out[0] = the ``op`` reduction of a long contiguous 1-D ``row``, in out's dtype."""
+    k = _rows_kernels()
+    # the chunks' partial results combine as a plain sum or product: a NaN that a nansum's chunk
+    # makes of inf - inf is a result, not an element to skip
+    combine = k.PROD if op == k.PROD else k.SUM
     length = row.shape[0]
     chunk = -(-length // rt.blocks_for(length))
     parts, rest = divmod(length, chunk)
     partial = DeviceArray.empty((parts + 1,), out.dtype)
-    kernel = _rows_kernels().row_sum
-    rt.launch(kernel, rt.row_launch(parts), row[:parts * chunk].reshape(parts, chunk).arg(), partial[:parts].arg())
+    rt.launch(k.row_reduce, rt.row_launch(parts), row[:parts * chunk].reshape(parts, chunk).arg(), op,
+              partial[:parts].arg())
     if rest:
-        rt.launch(kernel, rt.row_launch(1), row[parts * chunk:].reshape(1, rest).arg(), partial[parts:].arg())
+        rt.launch(k.row_reduce, rt.row_launch(1), row[parts * chunk:].reshape(1, rest).arg(), op, partial[parts:].arg())
     else:
-        unary_op("copy", 0, partial[parts:])
-    rt.launch(kernel, rt.row_launch(1), partial.reshape(1, parts + 1).arg(), out.arg())
+        unary_op("copy", _identity(op), partial[parts:])
+    rt.launch(k.row_reduce, rt.row_launch(1), partial.reshape(1, parts + 1).arg(), combine, out.arg())
+
+
+def _scan(x, axis: int, product: bool, reverse: bool, exclusive: bool, out):
+    """out = the running sums (or products) of x along ``axis``: see ``cuda_k_rows.row_scan``."""
+    matrix = rows_of(x, (axis,))
+    in_place = axis == x.ndim - 1 and out.flags.c_contiguous  # rows of out are rows of the result
+    scanned = out.reshape(matrix.shape) if in_place else DeviceArray.empty(matrix.shape, out.dtype)
+    _launch_rows(_rows_kernels().row_scan, matrix.shape[0], matrix.arg(), bool(product), bool(reverse),
+                 bool(exclusive), scanned.arg())
+    if in_place:
+        return out
+    perm = [d for d in range(x.ndim) if d != axis] + [axis]
+    moved = scanned.reshape(tuple(x.shape[d] for d in perm)).transpose(tuple(np.argsort(perm)))
+    return unary_op("copy", moved, out)
+
+
+def cumsum(x, axis, reverse, out):
+    """out = the running sums of x along ``axis`` (from its end when ``reverse``), accumulated in
+    out's dtype."""
+    return _scan(x, axis, False, reverse, False, out)
+
+
+def prod_backward_rows(x, grad, out):
+    """out[r, j] = grad[r] * the product of x[r, k] over every k != j: the exclusive running
+    products from the left and from the right multiplied, without a division (exact with zeros)."""
+    after = DeviceArray.empty(x.shape, out.dtype)
+    _scan(x, 1, True, False, True, out)
+    _scan(x, 1, True, True, True, after)
+    binary_op("mul", out, after, out)
+    return binary_op("mul", out, grad.reshape(-1, 1), out)
 
 
 def extreme_value(x: DeviceArray, largest: bool) -> Any:

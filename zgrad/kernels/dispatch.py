@@ -23,8 +23,9 @@ from zgrad.errors import ZgradError
 
 __all__ = [
     "OPS", "DEFAULT_FLOAT", "INT64", "backend", "backend_of", "backend_available", "device_type_of", "empty", "full",
-    "asarray", "float_dtype", "broadcast_shape", "sum_to", "binary", "unary", "activation_backward", "matmul",
-    "reduce_sum", "rowwise", "rowwise_backward", "bias_act", "stack", "concatenate", "slice_backward", "cast",
+    "asarray", "float_dtype", "scalar_type_name", "sum_dtype", "mean_dtype", "broadcast_shape", "sum_to", "binary",
+    "unary", "activation_backward", "matmul", "reduce_sum", "reduce_axes", "rowwise", "rowwise_backward", "bias_act", "stack",
+    "concatenate", "slice_backward", "cast",
     "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "host_buffer", "dlpack_capsule", "dlpack_device", "from_dlpack", "add_inplace", "copy_into", "REDUCE_OPS", "reduce_inplace",
     "reduce_pair", "reduce_and_copy", "divide_inplace", "scale_copy",
 ]
@@ -34,7 +35,8 @@ OPS = (
     "add", "sub", "mul", "div", "pow", "neg",
     "exp", "log", "tanh", "sigmoid", "relu",
     "relu_backward", "tanh_backward", "sigmoid_backward",
-    "matmul", "sum", "copy", "stack", "concatenate", "scatter_slice",
+    "matmul", "sum", "prod", "nansum", "cumsum", "prod_backward_rows", "copy", "stack", "concatenate",
+    "scatter_slice",
     "bias_act", "softmax", "log_softmax", "softmax_backward", "log_softmax_backward",
     "cross_entropy", "cross_entropy_backward",
     "sgd_step", "adam_step",
@@ -209,6 +211,45 @@ def float_dtype(dtype: np.dtype) -> np.dtype:
     return dtype if dtype.kind == "f" else DEFAULT_FLOAT
 
 
+_SCALAR_TYPE_NAMES = {
+    np.dtype(np.bool_): "Bool", np.dtype(np.uint8): "Byte", np.dtype(np.int8): "Char", np.dtype(np.int16): "Short",
+    np.dtype(np.int32): "Int", np.dtype(np.int64): "Long", np.dtype(np.float16): "Half",
+    np.dtype(np.float32): "Float", np.dtype(np.float64): "Double",
+}
+
+
+def scalar_type_name(dtype: np.dtype) -> str:
+    """PyTorch's name of ``dtype`` (its ScalarType name: "Float", "Long", ...), for errors worded
+    as PyTorch's."""
+    return _SCALAR_TYPE_NAMES.get(np.dtype(dtype), str(dtype))
+
+
+def sum_dtype(dtype: np.dtype, requested: Any = None) -> np.dtype:
+    """The dtype of a sum, product, cumulative sum or nansum of a ``dtype`` array: ``requested``
+    if given (the caller casts the input to it first, as PyTorch's ``dtype=``), else int64 for bool
+    and integer arrays (PyTorch's promotion: a count of a mask or a sum of bytes does not wrap),
+    else ``dtype`` itself."""
+    if requested is not None:
+        return np.dtype(requested)
+    return INT64 if dtype.kind in "biu" else dtype
+
+
+def mean_dtype(dtype: np.dtype, requested: Any = None) -> np.dtype:
+    """The dtype of a mean of a ``dtype`` array: ``requested`` if given (the caller casts the input
+    to it first), else ``dtype`` itself.
+
+    Raises:
+        RuntimeError: that dtype is not floating (PyTorch infers no dtype for the mean of integers),
+            with PyTorch's message.
+    """
+    result = dtype if requested is None else np.dtype(requested)
+    if result.kind != "f":
+        which = "Input" if requested is None else "Optional"
+        raise RuntimeError(f"mean(): could not infer output dtype. {which} dtype must be either a floating point or "
+                           f"complex dtype. Got: {scalar_type_name(result)}")
+    return result
+
+
 def _result_dtype(a: Any, b: Any) -> np.dtype:
     return np.result_type(a, b)
 
@@ -373,15 +414,18 @@ def matmul(a: Any, b: Any):
 
 
 def _normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    """``axis`` (an int, a sequence, or None for all) as sorted axes in [0, ndim); a 0-d array
+    accepts 0 and -1, as PyTorch, and has no axis to reduce."""
     if axis is None:
         return tuple(range(ndim))
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    n = max(ndim, 1)
     norm = []
     for ax in axes:
-        if not -ndim <= ax < max(ndim, 1):
-            raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got {ax})")
-        norm.append(ax % max(ndim, 1))
-    return tuple(sorted(set(norm)))
+        if not -n <= ax < n:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {ax})")
+        norm.append(ax % n)
+    return tuple(sorted(set(norm))) if ndim else ()
 
 
 def _reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
@@ -391,11 +435,22 @@ def _reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool
 
 
 def reduce_sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None):
-    """Sum over ``axis`` (None = all) into a fresh ``out``."""
+    """Sum over ``axis`` (None = all) into a fresh ``out`` of :func:`sum_dtype` (``dtype`` if given)."""
+    return reduce_axes("sum", x, axis, keepdims, dtype)
+
+
+def reduce_axes(op: str, x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None):
+    """``op`` ("sum", "prod", or "nansum", a sum that skips NaNs) over ``axis`` (an int, a tuple,
+    or None for all) into a fresh ``out`` of :func:`sum_dtype` (``dtype`` if given), accumulated
+    in that dtype.
+
+    Raises:
+        IndexError: a dimension is out of range.
+    """
     be = backend_of(x)
     axes = _normalize_axes(axis, x.ndim)
-    out = be.empty(_reduced_shape(x.shape, axes, keepdims), np.dtype(dtype) if dtype is not None else x.dtype)
-    return be.sum(x, axes, keepdims, out)
+    out = be.empty(_reduced_shape(x.shape, axes, keepdims), sum_dtype(x.dtype, dtype))
+    return getattr(be, op)(x, axes, keepdims, out)
 
 
 # --- row-wise fused ops -----------------------------------------------------------------------

@@ -13,7 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.kernels.dispatch import DEFAULT_FLOAT, INT64, as_dtype, backend_of, broadcast_shape, broadcast_to, cast
+from zgrad.kernels.dispatch import (
+    DEFAULT_FLOAT, INT64, as_dtype, backend_of, broadcast_shape, broadcast_to, cast, scalar_type_name,
+)
 
 __all__ = [
     "clamp", "clamp_dtype", "clamp_backward", "extremum_backward", "compare", "logical_not", "write", "inplace_binary",
@@ -32,7 +34,6 @@ def _bound(value: float | None, default: float) -> float:
 
 # PyTorch's names of dtypes in its casting errors: the scalar type ("Float"), and the C++ type
 # of an in-place output ("long int").
-_SCALAR_TYPE_NAMES = {np.dtype(np.float32): "Float", np.dtype(np.int64): "Long"}
 _CPP_TYPE_NAMES = {
     np.dtype(np.bool_): "bool", np.dtype(np.uint8): "unsigned char", np.dtype(np.int8): "signed char",
     np.dtype(np.int16): "short int", np.dtype(np.int32): "int", np.dtype(np.int64): "long int",
@@ -67,7 +68,7 @@ def clamp(x: Any, low: float | None, high: float | None, out: Any = None):
         x = as_dtype(x, dtype)
         out = be.empty(x.shape, dtype)
     elif dtype != out.dtype:
-        raise RuntimeError(f"result type {_SCALAR_TYPE_NAMES[dtype]} can't be cast to the desired output type "
+        raise RuntimeError(f"result type {scalar_type_name(dtype)} can't be cast to the desired output type "
                            f"{_CPP_TYPE_NAMES.get(out.dtype, str(out.dtype))}")
     return be.clamp(x, low, high, out)
 

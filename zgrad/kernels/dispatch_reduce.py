@@ -1,5 +1,6 @@
-"""Dispatch of the reductions of the tensor API: argmax/argmin, variance, logsumexp and the
-gradient of a full max/min.
+"""Dispatch of the reductions of the tensor API: argmax/argmin, variance, logsumexp, cumulative
+sums, and the gradients of a product and of a full max/min (sums, products and nansums over
+axes are :func:`zgrad.kernels.dispatch.reduce_axes`).
 
 The companion of :mod:`zgrad.kernels.dispatch` (its rules hold here). Reductions over any set of
 dimensions run as row kernels: the reduced dimensions are moved last and flattened into rows
@@ -13,9 +14,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from zgrad.kernels.dispatch import _normalize_axes, _reduced_shape, backend_of, cast, contiguous, float_dtype
+from zgrad.kernels.dispatch import (
+    _normalize_axes, _reduced_shape, backend_of, cast, contiguous, float_dtype, sum_dtype,
+)
+from zgrad.kernels.dispatch_index import normalize_dim
 
-__all__ = ["Rows", "to_rows", "argmax", "var", "var_backward", "logsumexp", "logsumexp_backward", "distribute_equal"]
+__all__ = [
+    "Rows", "to_rows", "argmax", "var", "var_backward", "logsumexp", "logsumexp_backward", "distribute_equal",
+    "cumsum", "prod_backward",
+]
 
 
 class Rows(NamedTuple):
@@ -120,3 +127,29 @@ def distribute_equal(x: Any, value: Any, grad: Any):
     gradient of a full max or min."""
     be = backend_of(x)
     return be.distribute_equal(x, value, grad, be.empty(x.shape, x.dtype))
+
+
+def cumsum(x: Any, dim: int, reverse: bool = False, dtype: Any = None):
+    """The running sums of ``x`` along ``dim`` (from its end when ``reverse``: the gradient of a
+    cumulative sum), in :func:`~zgrad.kernels.dispatch.sum_dtype` (``dtype`` if given).
+
+    Raises:
+        IndexError: ``dim`` is out of range (a 0-d array accepts 0 and -1), with PyTorch's message.
+    """
+    be = backend_of(x)
+    axis = normalize_dim(dim, x.ndim)
+    out = be.empty(x.shape, sum_dtype(x.dtype, dtype))
+    if x.ndim == 0 or x.size == 0:
+        return be.copy(x, out)
+    return be.cumsum(x, axis, reverse, out)
+
+
+def prod_backward(x: Any, grad: Any, dim: int | None):
+    """``grad`` times the product of the other elements along ``dim`` (None for all), for every
+    element of ``x``: the gradient of a product, exact where ``x`` holds zeros."""
+    be = backend_of(x, grad)
+    rows = to_rows(x, dim)
+    dtype = rows.rows.dtype
+    grad = contiguous(grad if grad.dtype == dtype else cast(grad, dtype)).reshape(-1)
+    out = be.prod_backward_rows(rows.rows, grad, be.empty(rows.rows.shape, dtype))
+    return _from_rows(rows, out)

@@ -16,16 +16,19 @@ from zgrad.ops.elementwise import Add, Cast, ToDevice, Div, Exp, Log, Mul, Neg, 
 from zgrad.ops.linalg import Linear, MatMul
 from zgrad.ops.loss import LogSoftmax, Softmax
 from zgrad.ops.loss_functions import cross_entropy, mse_loss
-from zgrad.ops.shape import Cat, GetItem, Mean, Permute, Reshape, Stack, Sum
+from zgrad.ops.shape import Cat, GetItem, Permute, Reshape, Stack
 from zgrad.ops.compare import eq, ge, gt, le, logical_and, logical_not, logical_or, logical_xor, lt, ne
 from zgrad.ops.elementwise import abs, clamp, clip, maximum, minimum, remainder, sqrt
 from zgrad.ops.indexing import gather, index_select, masked_fill, scatter, where
-from zgrad.ops.reduce import ValuesIndices, argmax, argmin, logsumexp, max, min, std, var
+from zgrad.ops.reduce import (
+    ValuesIndices, argmax, argmin, cumsum, logsumexp, max, mean, min, nansum, prod, std, sum, var,
+)
 from zgrad.ops.shape import chunk, expand, flatten, split, squeeze, t, unsqueeze
 
 __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "square", "matmul", "exp", "log", "tanh", "sigmoid", "relu",
-    "sum", "mean", "reshape", "transpose", "permute", "getitem", "stack", "cat", "clone", "cast", "to_device",
+    "sum", "mean", "prod", "nansum", "cumsum", "reshape", "transpose", "permute", "getitem", "stack", "cat", "clone",
+    "cast", "to_device",
     "softmax", "log_softmax", "linear", "cross_entropy", "mse_loss",
     "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
     "abs", "sqrt", "clamp", "clip", "maximum", "minimum", "remainder", "gather", "index_select", "scatter", "where",
@@ -91,16 +94,6 @@ def sigmoid(x: Any) -> Any:
 
 def relu(x: Any) -> Any:
     return Relu.apply(_tensor(x, "relu"))
-
-
-def sum(x: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001 - mirrors torch.sum
-    """Sum over ``dim`` (an int, a tuple, or None for all)."""
-    return Sum.apply(_tensor(x, "sum"), dim, keepdim)
-
-
-def mean(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
-    """Mean over ``dim`` (an int, a tuple, or None for all)."""
-    return Mean.apply(_tensor(x, "mean"), dim, keepdim)
 
 
 def reshape(x: Any, shape: Sequence[int]) -> Any:

@@ -18,7 +18,8 @@ from zgrad.kernels.dispatch import broadcast_shape
 from zgrad.ops._args import operand, tensor_arg
 from zgrad.ops.elementwise import Mul
 from zgrad.ops.loss import CrossEntropy, LogSoftmax, NllLoss, PointwiseLoss
-from zgrad.ops.shape import Permute, Reshape, Sum, expand
+from zgrad.ops.reduce import Sum
+from zgrad.ops.shape import Permute, Reshape, expand
 
 __all__ = ["REDUCTIONS", "cross_entropy", "l1_loss", "mse_loss", "nll_loss"]
 
@@ -149,10 +150,10 @@ def _cross_entropy_probabilities(input: Any, target: Any, weight: Any, ignore_in
         shape = [1] * input.ndim
         shape[class_dim] = classes
         target = Mul.apply(target, Reshape.apply(tensor_arg(weight, "weight"), tuple(shape)))
-    per_sample = -Sum.apply(Mul.apply(LogSoftmax.apply(input, class_dim), target), (class_dim,), False)
+    per_sample = -Sum.apply(Mul.apply(LogSoftmax.apply(input, class_dim), target), (class_dim,), False, None)
     if reduction == "none":
         return per_sample
-    total = Sum.apply(per_sample, None, False)
+    total = Sum.apply(per_sample, None, False, None)
     if reduction == "sum":
         return total
     samples = math.prod(input.shape) // classes if classes else 0

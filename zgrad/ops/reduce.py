@@ -1,4 +1,9 @@
-"""Reductions beyond sum and mean: max/min (with indices), argmax/argmin, var/std, logsumexp."""
+"""Reductions: sum, mean, prod, nansum, cumsum, max/min (with indices), argmax/argmin, var/std,
+logsumexp.
+
+Sums, products and cumulative sums of bool and integer tensors are int64, as PyTorch's (the
+rule is :func:`zgrad.kernels.dispatch.sum_dtype`); a ``dtype=`` argument casts the input first.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +11,101 @@ import builtins
 import math
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from zgrad.autograd.function import Op
 from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_index
 from zgrad.kernels import dispatch_pointwise
 from zgrad.kernels import dispatch_reduce
 from zgrad.ops._args import tensor_arg
+from zgrad.ops.elementwise import Cast, maximum, minimum
 
-__all__ = ["ValuesIndices", "max", "min", "argmax", "argmin", "var", "std", "logsumexp"]
+__all__ = [
+    "sum", "mean", "prod", "nansum", "cumsum", "ValuesIndices", "max", "min", "argmax", "argmin", "var", "std",
+    "logsumexp",
+]
+
+
+def _expand_reduced(grad, shape, axes, keepdim):
+    """Broadcast a reduced gradient back to ``shape`` (a read-only view, no copy)."""
+    if not keepdim:
+        grad = grad.reshape(tuple(1 if i in axes else n for i, n in enumerate(shape)))
+    return dispatch.broadcast_to(grad, shape)
+
+
+def _axes(dim, ndim):
+    return dispatch._normalize_axes(dim, ndim)
+
+
+class Sum(Op):
+    @staticmethod
+    def forward(ctx, x, dim, keepdim, dtype):
+        ctx.shape, ctx.axes, ctx.keepdim = x.shape, _axes(dim, x.ndim), keepdim
+        return dispatch.reduce_sum(x, ctx.axes, keepdim, dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _expand_reduced(grad, ctx.shape, ctx.axes, ctx.keepdim), None, None, None
+
+
+class Mean(Op):
+    """The mean of a floating array over ``dim``."""
+
+    @staticmethod
+    def forward(ctx, x, dim, keepdim):
+        ctx.shape, ctx.axes, ctx.keepdim = x.shape, _axes(dim, x.ndim), keepdim
+        ctx.scale = 1.0 / builtins.max(math.prod(x.shape[a] for a in ctx.axes), 1)
+        return dispatch.binary("mul", dispatch.reduce_sum(x, ctx.axes, keepdim), ctx.scale)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _expand_reduced(dispatch.binary("mul", grad, ctx.scale), ctx.shape, ctx.axes, ctx.keepdim), None, None
+
+
+class Prod(Op):
+    """The product over ``dim``; each element's gradient is the product of the others along it,
+    computed without a division so that it is right where there are zeros."""
+
+    @staticmethod
+    def forward(ctx, x, dim, keepdim, dtype):
+        ctx.dim = dim
+        ctx.save_for_backward(x)
+        return dispatch.reduce_axes("prod", x, dim, keepdim, dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return dispatch_reduce.prod_backward(x, grad, ctx.dim), None, None, None
+
+
+class NanSum(Op):
+    """The sum of the elements that are not NaN; the gradient is 0 at the NaNs."""
+
+    @staticmethod
+    def forward(ctx, x, dim, keepdim, dtype):
+        ctx.axes, ctx.keepdim = _axes(dim, x.ndim), keepdim
+        ctx.save_for_backward(x)
+        return dispatch.reduce_axes("nansum", x, ctx.axes, keepdim, dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        is_nan = dispatch_pointwise.compare("ne", x, x)
+        return dispatch_index.where(is_nan, 0, _expand_reduced(grad, x.shape, ctx.axes, ctx.keepdim)), None, None, None
+
+
+class CumSum(Op):
+    """Running sums along ``dim``; the gradient is the running sum of the gradient from the end."""
+
+    @staticmethod
+    def forward(ctx, x, dim, dtype):
+        ctx.dim = dim
+        return dispatch_reduce.cumsum(x, dim, dtype=dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return dispatch_reduce.cumsum(grad, ctx.dim, reverse=True), None, None
 
 
 class ValuesIndices(NamedTuple):
@@ -106,8 +198,65 @@ class LogSumExp(Op):
 
 # --- public functions -------------------------------------------------------------------------
 
+def _cast(input: Any, dtype: Any, name: str) -> Any:  # noqa: A002
+    """``input`` cast to ``dtype`` (differentiably; itself when it has that dtype or ``dtype`` is None)."""
+    x = tensor_arg(input, name)
+    return x if dtype is None or x.dtype == dtype else Cast.apply(x, np.dtype(dtype))
+
+
+def sum(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:  # noqa: A001,A002
+    """The sum over ``dim`` (an int, a tuple, or None for all).
+
+    Bool and integer tensors sum in int64, as PyTorch's, so ``(pred == y).sum()`` counts without
+    wrapping; floating ones keep their dtype. ``dtype`` casts the input before the sum and is the
+    result's dtype.
+    """
+    return Sum.apply(_cast(input, dtype, "sum"), dim, keepdim, dtype)
+
+
+def mean(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:  # noqa: A002
+    """The mean over ``dim`` (an int, a tuple, or None for all) of a floating tensor; ``dtype``
+    (a floating one) casts the input first, and makes the mean of an integer tensor possible.
+
+    Raises:
+        RuntimeError: the input (without ``dtype``) or ``dtype`` is not floating, with PyTorch's
+            message ("mean(): could not infer output dtype ...").
+    """
+    x = tensor_arg(input, "mean")
+    return Mean.apply(_cast(x, dispatch.mean_dtype(x.dtype, dtype), "mean"), dim, keepdim)
+
+
+def prod(input: Any, dim: int | None = None, keepdim: bool = False, *, dtype: Any = None) -> Any:  # noqa: A002
+    """The product of all elements, or along the one dimension ``dim``.
+
+    Bool and integer tensors multiply in int64, as PyTorch's; ``dtype`` casts the input first
+    and is the result's dtype. The gradient is right where the input holds zeros (one or more).
+
+    Raises:
+        TypeError: ``dim`` is not an int (PyTorch's prod takes one dimension, not a tuple).
+    """
+    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int)):
+        raise TypeError(f"prod(): dim must be one int (or None for all elements), got {type(dim).__name__}")
+    return Prod.apply(_cast(input, dtype, "prod"), dim, keepdim, dtype)
+
+
+def nansum(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:  # noqa: A002
+    """The sum over ``dim`` (an int, a tuple, or None for all) treating NaNs as zero; their
+    gradient is zero. Dtypes as :func:`sum`."""
+    return NanSum.apply(_cast(input, dtype, "nansum"), dim, keepdim, dtype)
+
+
+def cumsum(input: Any, dim: int, *, dtype: Any = None) -> Any:  # noqa: A002
+    """The running sums along ``dim``: element i is the sum of elements 0..i. Dtypes as
+    :func:`sum`.
+
+    Raises:
+        IndexError: ``dim`` is out of range.
+    """
+    return CumSum.apply(_cast(input, dtype, "cumsum"), dim, dtype)
+
+
 def _extremum(name: str, input: Any, dim: Any, keepdim: bool, largest: bool) -> Any:  # noqa: A002
-    from zgrad.ops.elementwise import maximum, minimum
     from zgrad.tensor import Tensor
 
     x = tensor_arg(input, name)

@@ -1,5 +1,5 @@
-"""Reductions and layout ops: sum, mean, reshape, permute, slicing, stack, cat, expand, split,
-and the layout functions built on them (flatten, squeeze, unsqueeze, chunk, t)."""
+"""Layout ops: reshape, permute, slicing, stack, cat, expand, split, and the layout functions
+built on them (flatten, squeeze, unsqueeze, chunk, t)."""
 
 from __future__ import annotations
 
@@ -12,42 +12,6 @@ from zgrad.autograd.function import Op
 from zgrad.kernels import dispatch
 from zgrad.kernels.dispatch_index import normalize_dim
 from zgrad.ops._args import tensor_arg
-
-
-def _expand_reduced(grad, shape, axes, keepdim):
-    """Broadcast a reduced gradient back to ``shape`` (a read-only view, no copy)."""
-    if not keepdim:
-        grad = grad.reshape(tuple(1 if i in axes else n for i, n in enumerate(shape)))
-    return dispatch.broadcast_to(grad, shape)
-
-
-def _axes(dim, ndim):
-    return dispatch._normalize_axes(dim, ndim)
-
-
-class Sum(Op):
-    @staticmethod
-    def forward(ctx, x, dim, keepdim):
-        ctx.shape, ctx.axes, ctx.keepdim = x.shape, _axes(dim, x.ndim), keepdim
-        return dispatch.reduce_sum(x, ctx.axes, keepdim)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _expand_reduced(grad, ctx.shape, ctx.axes, ctx.keepdim), None, None
-
-
-class Mean(Op):
-    @staticmethod
-    def forward(ctx, x, dim, keepdim):
-        ctx.shape, ctx.axes, ctx.keepdim = x.shape, _axes(dim, x.ndim), keepdim
-        count = int(np.prod([x.shape[a] for a in ctx.axes])) if x.ndim else 1
-        ctx.scale = 1.0 / max(count, 1)
-        total = dispatch.reduce_sum(x, ctx.axes, keepdim, dtype=dispatch.float_dtype(x.dtype))
-        return dispatch.binary("mul", total, ctx.scale)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _expand_reduced(dispatch.binary("mul", grad, ctx.scale), ctx.shape, ctx.axes, ctx.keepdim), None, None
 
 
 class Reshape(Op):
