@@ -1,6 +1,6 @@
 """Every documented error of the tensor, autograd, nn and config layers, triggered, with its message.
 
-Messages must name the thing, what was received and what was expected (STYLE.md, guideline 5).
+Messages must name the thing, what was received and what was expected (docs/architecture.md, Errors).
 """
 
 from __future__ import annotations

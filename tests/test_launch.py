@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from zgrad.config import load_config
+from zgrad.transport import generate_keys
+
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
 LAUNCH = [sys.executable, "-m", "zgrad.launch.cli"]
@@ -24,8 +27,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(*args: str, timeout: float = 60.0, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([*LAUNCH, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, **kwargs)
+def launch(*args: str, timeout: float = 60.0, cwd: Path = ROOT, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([*LAUNCH, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, **kwargs)
 
 
 def write_config(path: Path, kind: str = "tcp", workers: int = 2, extra: str = "", ports=None, nodes=None) -> Path:
@@ -244,10 +247,29 @@ def test_dry_run_prints_the_plan_and_starts_nothing():
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in CONFIGS.glob("*.toml")))
-def test_check_accepts_every_shipped_config(name):
-    result = launch("check", str(CONFIGS / name))
+def test_check_accepts_every_shipped_config(name, tmp_path):
+    config = load_config(CONFIGS / name)
+    if config.security.curve:  # its key_dir is relative to where the launcher runs: make the keys there
+        generate_keys(tmp_path / config.security.key_dir, len(config.workers))
+    result = launch("check", str(CONFIGS / name), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "config OK"
+
+
+def test_check_names_missing_curve_keys_and_how_to_make_them(tmp_path):
+    secure = str(CONFIGS / "secure.toml")
+    result = launch("check", secure, cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    for word in ["worker-0.key,", "worker-1.key,", "worker-0.key_secret", "worker-1.key_secret", str(tmp_path / "keys"),
+                 "`zgrad-launch keygen --out keys --workers 2`"]:
+        assert word in result.stderr
+    assert launch("keygen", "--out", "keys", "--workers", "2", cwd=tmp_path).returncode == 0
+    result = launch("check", secure, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "config OK"
+    (tmp_path / "keys" / "worker-1.key_secret").unlink()
+    result = launch("--config", secure, "--dry-run", cwd=tmp_path)
+    assert result.returncode == 2 and "key files worker-1.key_secret are missing" in result.stderr
 
 
 def test_check_rejects_a_bad_config(tmp_path):

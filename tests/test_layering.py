@@ -1,4 +1,4 @@
-"""The layer rules of ARCHITECTURE.md, checked on every module's imports (lazy ones included)."""
+"""The layer rules of docs/architecture.md, checked on every module's imports (lazy ones included)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def layer_of(module: str) -> str:
     parts = module.split(".")
     if parts == ["zgrad"] or parts[1] in ("launch", "demo", "multiprocessing"):
         return "launch"
-    if parts[1:3] == ["nn", "parallel"]:  # DistributedDataParallel: ARCHITECTURE.md's distributed layer
+    if parts[1:3] == ["nn", "parallel"]:  # DistributedDataParallel: the distributed layer of docs/architecture.md
         return "distributed"
     if parts[1] in ("errors", "config", "transport", "kernels", "engine", "distributed"):
         return parts[1]

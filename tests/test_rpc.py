@@ -261,8 +261,8 @@ def test_hostile_target_outside_the_allow_list_runs_nothing(transport, world_siz
 
 
 def test_hostile_target_inside_zgrad_that_is_not_an_op_runs_nothing(transport, tmp_path):
-    """ARCHITECTURE.md allows "zgrad's own ops", not every callable of the package: the launcher
-    and key tools must not be reachable from the network either."""
+    """docs/architecture.md (Security) allows zgrad's compute modules, not every callable of the
+    package: the launcher and key tools must not be reachable from the network either."""
     marker, keys = tmp_path / "pwned", tmp_path / "keys"
     script = tmp_path / "payload.py"  # stands for any Python file on the callee's disk
     script.write_text(f"open({str(marker)!r}, 'w').write('ran')\nmain = print\n")

@@ -1,6 +1,7 @@
-"""The message path (ARCHITECTURE.md, threading): callers send on sockets of their own and wait
-there; the thread holding a worker's inbound socket runs calls itself and hands the socket on
-before it blocks, or is taken over when a call runs long. Over every built-in transport."""
+"""The message path (docs/architecture.md, Threading model): callers send on sockets of their own
+and wait there; the thread holding a worker's inbound socket runs calls itself and hands the
+socket on before it blocks, or is taken over when a call runs long. Over every built-in
+transport."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ A mode answers four questions for the engine, and the engine asks no other (no m
 compared by name):
 
 * which send functions take part in a pass (its :class:`SendSelection`): FAST: every one of the
-  context (SPEC §4, PyTorch's algorithm); SMART: those that discovery marks;
+  context (PyTorch's algorithm, ``docs/smart-mode.md``); SMART: those that discovery marks;
 * what a worker counts dependencies from when the pass is created there: FAST from the roots and
   every send function; SMART from the roots only, holding the nodes that several sources reach;
 * what a GRAD for a send function changes: nothing in FAST (it was counted); in SMART the send

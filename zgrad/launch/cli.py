@@ -3,7 +3,7 @@
 Usage::
 
     zgrad-launch --config FILE [--node-rank N] [--dry-run] [--grace-s S] [-- ENTRY ARGS...]
-    zgrad-launch check FILE                  # validate a config, print the resolved plan
+    zgrad-launch check FILE                  # validate a config and its key files, print the plan
     zgrad-launch keygen --out DIR --workers N  # CURVE keys for [security] curve = true
     zgrad-launch trace FILE                  # per-worker summary of a distributed autograd trace
 
@@ -107,13 +107,26 @@ def entry_argv(entry: str, args: list[str]) -> list[str]:
     return ["-m", entry, *args]
 
 
+def missing_curve_keys(cfg: Config, ranks: list[int]) -> list[Path]:
+    """The CURVE key files that workers ``ranks`` load and ``[security] key_dir`` lacks: every
+    rank's public key ``worker-<r>.key`` and their own ``worker-<r>.key_secret`` (the layout
+    ``zgrad-launch keygen`` writes). ``key_dir`` is relative to the directory the launcher runs in,
+    as it is for its workers."""
+    from zgrad.transport import key_files
+
+    key_dir = cfg.security.key_dir
+    needed = [key_files(key_dir, r)[0] for r in range(len(cfg.workers))]
+    needed += [key_files(key_dir, r)[1] for r in ranks]
+    return [path for path in needed if not path.is_file()]
+
+
 def make_plan(config_path: str | os.PathLike, node_rank: int | None = None, cli_entry: list[str] | None = None,
               env: dict[str, str] | None = None) -> Plan:
     """Validate the config and work out the processes this node starts.
 
     Raises:
         ConfigError: the config is invalid.
-        LaunchError: the config cannot be launched as asked.
+        LaunchError: the config cannot be launched as asked (CURVE key files missing, say).
     """
     env = dict(os.environ if env is None else env)
     path = Path(config_path).resolve()
@@ -128,6 +141,15 @@ def make_plan(config_path: str | os.PathLike, node_rank: int | None = None, cli_
         raise LaunchError(f"no [[workers]] entry has node = {node_rank}; the config's nodes are {nodes}")
     if cfg.job.entry == "" and cfg.job.args:
         raise LaunchError("config key 'job.args' is set but 'job.entry' is empty")
+    if cfg.security.curve:
+        missing = missing_curve_keys(cfg, [rank for rank, _ in local])
+        if missing:
+            key_dir = cfg.security.key_dir
+            raise LaunchError(
+                f"'security.curve' is on but the CURVE key files {', '.join(path.name for path in missing)} are "
+                f"missing from 'security.key_dir' = {key_dir!r} ({Path(key_dir).resolve()}); create them with "
+                f"`{PROG} keygen --out {key_dir} --workers {len(cfg.workers)}`"
+            )
     if cli_entry:
         entry, args = cli_entry[0], list(cli_entry[1:])
     elif cfg.job.entry:
@@ -281,7 +303,10 @@ def _keygen(argv: list[str]) -> int:
 
 
 def _check(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog=f"{PROG} check", description="Validate a config and print the plan.")
+    parser = argparse.ArgumentParser(
+        prog=f"{PROG} check",
+        description="Validate a config and print the plan of every node. With CURVE, the key files of every "
+                    "node's workers must be in key_dir: run it where keygen wrote them.")
     parser.add_argument("config")
     args = parser.parse_args(argv)
     try:

@@ -1,4 +1,4 @@
-"""The broker-less ZeroMQ mesh: frames, transports, rendezvous, liveness, CURVE (SPEC §2).
+"""The broker-less ZeroMQ mesh: frames, transports, rendezvous, liveness, CURVE.
 
 See ``docs/transport.md`` for the wire format and the mesh's rules.
 """
@@ -16,7 +16,7 @@ from zgrad.transport.registry import (
     default_registry,
     get_transport,
 )
-from zgrad.transport.security import generate_keys
+from zgrad.transport.security import generate_keys, key_files
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -38,4 +38,5 @@ __all__ = [
     "default_registry",
     "generate_keys",
     "get_transport",
+    "key_files",
 ]

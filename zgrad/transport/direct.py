@@ -8,8 +8,8 @@ same connection. Otherwise it is a DEALER connected to the peer's inbound ROUTER
 thread's own link (the same CURVE keys, so the peer's ZAP handler binds it to this worker's
 rank), with that id as its routing id; the callee answers on its inbound socket to that routing
 id. Either way the reply arrives on the socket the caller waits on: no thread hand-off on
-either side of the caller (ARCHITECTURE.md, "Callers talk directly"). A stream also skips
-ZeroMQ's own I/O threads, a wake-up each at both ends.
+either side of the caller (``docs/architecture.md``, "Callers talk directly"). A stream also
+skips ZeroMQ's own I/O threads, a wake-up each at both ends.
 
 The caller waits in slices of at most :data:`WAIT_SLICE_S`, between which it looks whether the
 peer was declared lost, the mesh closed or the deadline passed. A reply whose request id is not

@@ -3,8 +3,8 @@
 One thread at a time, the *leader*, holds the role: it polls the inbound socket, runs the
 I/O loop's turns and hands each inbound message to ``on_message`` itself, so a cheap call is
 answered by the thread that received it, on the socket it holds, with no hand-off between
-threads (ARCHITECTURE.md, "Callees answer where the call lands"). Standby threads wait for the
-role. The leader gives it up:
+threads (``docs/architecture.md``, "Callees answer where the call lands"). Standby threads wait
+for the role. The leader gives it up:
 
 - explicitly, before it blocks in a handler (a future's wait, a nested call that is not answered
   within a moment, see ``IoLoop.wait_as_leader``): :meth:`hand_off`;

@@ -36,6 +36,14 @@ def _stem(rank: int) -> str:
     return f"worker-{rank}"
 
 
+def key_files(key_dir: str | os.PathLike, rank: int) -> tuple[Path, Path]:
+    """Where rank ``rank``'s CURVE keys live in ``key_dir``: its public key file
+    ``worker-<rank>.key`` (every worker needs it) and its secret key file
+    ``worker-<rank>.key_secret`` (only the host running that rank does)."""
+    stem = Path(key_dir) / _stem(rank)
+    return stem.with_name(stem.name + ".key"), stem.with_name(stem.name + ".key_secret")
+
+
 def generate_keys(out_dir: str | os.PathLike, num_workers: int) -> list[Path]:
     """Write a CURVE key pair per worker into ``out_dir`` (created if missing).
 
@@ -56,11 +64,9 @@ def generate_keys(out_dir: str | os.PathLike, num_workers: int) -> list[Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for rank in range(num_workers):
-        for suffix in (".key", ".key_secret"):
-            if (out / f"{_stem(rank)}{suffix}").exists():
-                raise FileExistsError(
-                    f"key file {out / (_stem(rank) + suffix)} already exists; remove the old keys or pick another directory"
-                )
+        for path in key_files(out, rank):
+            if path.exists():
+                raise FileExistsError(f"key file {path} already exists; remove the old keys or pick another directory")
     written: list[Path] = []
     for rank in range(num_workers):
         public, secret = zmq.auth.create_certificates(out, _stem(rank))
@@ -101,10 +107,11 @@ def load_curve_keys(key_dir: str | os.PathLike, rank: int, world_size: int) -> C
                 f"`zgrad-launch keygen --out {directory} --workers {world_size}` (zgrad.transport.generate_keys)"
             ) from None
 
-    public, secret = load(directory / f"{_stem(rank)}.key_secret")
+    secret_file = key_files(directory, rank)[1]
+    public, secret = load(secret_file)
     if secret is None:
-        raise ConfigError(f"CURVE key file {str(directory / (_stem(rank) + '.key_secret'))!r} holds no secret key")
-    peers = {r: load(directory / f"{_stem(r)}.key")[0] for r in range(world_size)}
+        raise ConfigError(f"CURVE key file {str(secret_file)!r} holds no secret key")
+    peers = {r: load(key_files(directory, r)[0])[0] for r in range(world_size)}
     return CurveKeys(public=public, secret=secret, peers=peers)
 
 

@@ -1,8 +1,8 @@
 """The RPC agent of one worker: the mesh, pending calls, the callee pool, timeouts, RRefs.
 
-Threads (ARCHITECTURE.md): the thread holding the mesh's inbound socket (the I/O role's leader,
-``transport/role.py``) calls :meth:`RpcAgent._on_message` and runs the handler itself: a call's
-target, RRef accounting, completing futures, engine messages. Before a handler blocks in a wait
+Threads (``docs/architecture.md``, Threading model): the thread holding the mesh's inbound socket
+(the I/O role's leader, ``transport/role.py``) calls :meth:`RpcAgent._on_message` and runs the
+handler itself: a call's target, RRef accounting, completing futures, engine messages. Before a handler blocks in a wait
 the role passes to a standby thread (``blocking_hooks``); one that runs long is taken over. A
 thread that calls ``rpc_sync`` or ``to_here`` sends on its own socket and waits there for the
 reply (``transport/direct.py``): no timer entry, its own deadline. ``rpc_async`` and ``remote``

@@ -4,7 +4,7 @@ A fixed number of core threads (``[rpc] num_worker_threads``) take tasks from on
 may itself make RPCs and wait for them; when a pool thread blocks in such a wait while tasks are
 queued and no thread is idle, the pool starts a compensating thread (up to ``max_threads``), so
 a chain or recursion deeper than the pool still progresses. Compensating threads exit when idle.
-This is the "grow it" choice of ARCHITECTURE.md's threading model.
+Where the pool sits among a worker's threads: ``docs/architecture.md``, Threading model.
 
 The hand-off is a ``queue.SimpleQueue``: a submit wakes exactly one idle thread, inside C, with
 no Python-level condition variable (waking every idle thread per task cost more than the task
