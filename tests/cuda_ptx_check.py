@@ -4,6 +4,11 @@ Run as a script (by tests/test_cuda_ptx.py) in a process without NUMBA_ENABLE_CU
 Numba's real CUDA target and NVVM (numba-cuda[cu13]), but no GPU and no driver. Prints one JSON
 object: {"compiled": n, "failures": [...], "f64": {name: count}, "uncovered": [kernels without a
 PTX signature]}.
+
+    python cuda_ptx_check.py [--shard I/N] [KERNEL ...]
+
+``--shard I/N`` compiles every N-th variant from the I-th (0-based), so that N processes share the
+work; KERNEL names restrict it to those kernels.
 """
 
 from __future__ import annotations
@@ -48,8 +53,14 @@ def main() -> int:
     # Device functions read the current device's compute capability when they compile; there is
     # no device here, so report the target's.
     dispatcher_module.get_current_device = lambda: types.SimpleNamespace(compute_capability=COMPUTE_CAPABILITY)
-    only = set(sys.argv[1:])
+    args = sys.argv[1:]
+    shard, shards = 0, 1
+    if args[:1] == ["--shard"]:
+        shard, shards = (int(part) for part in args[1].split("/"))
+        args = args[2:]
+    only = set(args)
     compiled, failures, f64, uncovered = 0, [], {}, []
+    index = -1
     for name in MODULES:
         module = importlib.import_module(f"zgrad.kernels.{name}")
         cases = module.ptx_signatures()
@@ -57,6 +68,9 @@ def main() -> int:
         uncovered += [f"{name}.{label}" for label, py_func in _kernels(module) if id(py_func) not in covered]
         for case, py_func, signature in cases:
             if only and case.rsplit("_", 1)[0] not in only and case not in only:
+                continue
+            index += 1
+            if index % shards != shard:
                 continue
             float32 = any("float32" in str(t) for t in signature)
             label = f"{name}.{case}[{'float32' if float32 else 'float64'}]"

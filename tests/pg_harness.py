@@ -14,15 +14,14 @@ import itertools
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import threading
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import zgrad.distributed as dist
-from rpc_harness import free_port, join_threads
+from rpc_harness import child_worker, free_port, join_threads
 
 TRANSPORTS = ("tcp", "ipc", "inproc")
 HERE = Path(__file__).resolve().parent
@@ -89,20 +88,7 @@ def leftover_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith(("zgrad-pg-", "zgrad-mesh-io"))]
 
 
-@contextlib.contextmanager
-def rank_process(config: dict, rank: int, world_size: int, port: int) -> Iterator[subprocess.Popen]:
-    """Rank ``rank`` in a process of its own (``tests/pg_peer.py``), for the tests that kill
-    it. It is killed and reaped on exit, whatever happened; a failing test shows its output."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
-    with tempfile.TemporaryFile("w+") as output:
-        peer = subprocess.Popen([sys.executable, str(HERE / "pg_peer.py"), json.dumps(config), str(rank), str(world_size),
-                                 str(port)], env=env, stdout=output, stderr=subprocess.STDOUT, text=True)
-        try:
-            yield peer
-        except BaseException as exc:
-            output.seek(0)
-            exc.add_note(f"output of rank {rank} (pid {peer.pid}):\n{output.read()[-4000:]}")
-            raise
-        finally:
-            peer.kill()
-            peer.wait(10)
+def rank_process(config: dict, rank: int, world_size: int, port: int) -> contextlib.AbstractContextManager[subprocess.Popen]:
+    """Rank ``rank`` in a process of its own (``tests/pg_peer.py``), for the tests that kill it;
+    see :func:`rpc_harness.child_worker`."""
+    return child_worker("pg_peer.py", [json.dumps(config), str(rank), str(world_size), str(port)], f"rank {rank}")

@@ -16,6 +16,7 @@ import zgrad
 import zgrad.distributed as dist
 
 if __name__ == "__main__":
+    print("imported", flush=True)
     config = json.loads(sys.argv[1])
     rank, world_size, port = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     dist.init_process_group(init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size, config=config)

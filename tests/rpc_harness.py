@@ -95,23 +95,46 @@ def poll(fetch: Callable[[], Any], done: Callable[[Any], bool], timeout_s: float
     return value
 
 
+# How long a child worker may take to import what it needs. Imports are not part of the job's
+# start-up, which connect_timeout_s bounds: on a loaded machine they can take longer than it.
+CHILD_IMPORT_TIMEOUT_S = 120.0
+
+
 @contextlib.contextmanager
-def peer_process(config: dict, rank: int, world_size: int) -> Iterator[subprocess.Popen]:
-    """Worker ``rank`` in a process of its own (``tests/rpc_peer.py``), for the tests that kill or
-    stop it. It is killed and reaped on exit, whatever happened; a failing test shows its output."""
+def child_worker(script: str, argv: Sequence[str], label: str) -> Iterator[subprocess.Popen]:
+    """Run ``tests/<script>`` with ``argv`` in a process of its own and yield it once it has
+    printed "imported" (its imports done, before it joins the job), so that a job's start-up
+    timeout is not spent importing. The process is killed and reaped on exit, whatever
+    happened; a failing test shows its output, labelled ``label``."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     with tempfile.TemporaryFile("w+") as output:
-        peer = subprocess.Popen([sys.executable, str(HERE / "rpc_peer.py"), json.dumps(config), str(rank),
-                                 str(world_size)], env=env, stdout=output, stderr=subprocess.STDOUT, text=True)
+        child = subprocess.Popen([sys.executable, str(HERE / script), *argv], env=env, stdout=output,
+                                 stderr=subprocess.STDOUT, text=True)
         try:
-            yield peer
+            deadline = time.monotonic() + CHILD_IMPORT_TIMEOUT_S
+            while True:
+                output.seek(0)
+                if "imported\n" in output.read():
+                    break
+                if child.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{label} (pid {child.pid}) exited with {child.returncode} or did not finish "
+                                       f"its imports within {CHILD_IMPORT_TIMEOUT_S:g} s")
+                time.sleep(0.02)
+            output.seek(0, os.SEEK_END)
+            yield child
         except BaseException as exc:
             output.seek(0)
-            exc.add_note(f"output of worker{rank} (pid {peer.pid}):\n{output.read()[-4000:]}")
+            exc.add_note(f"output of {label} (pid {child.pid}):\n{output.read()[-4000:]}")
             raise
         finally:
-            peer.kill()  # SIGKILL also ends a stopped (SIGSTOP) process
-            peer.wait(10)
+            child.kill()  # SIGKILL also ends a stopped (SIGSTOP) process
+            child.wait(10)
+
+
+def peer_process(config: dict, rank: int, world_size: int) -> contextlib.AbstractContextManager[subprocess.Popen]:
+    """Worker ``rank`` in a process of its own (``tests/rpc_peer.py``), for the tests that kill or
+    stop it; see :func:`child_worker`."""
+    return child_worker("rpc_peer.py", [json.dumps(config), str(rank), str(world_size)], f"worker{rank}")
 
 
 # --- distributed autograd counters ---------------------------------------------------------

@@ -297,7 +297,9 @@ def test_an_rref_in_a_call_to_its_owner_that_timed_out_lives_until_the_late_repl
     # num_worker_threads = 1 lets go on beside the leader), so the call carrying the RRef
     # times out before the owner decoded it; the caller drops its own RRef at once. The fork it
     # sent must still find the value when the call runs, and both forks go after the late reply.
-    config = make_config("tcp", 2, tmp_path, rpc={"num_worker_threads": 1})
+    # worker1 sends nothing meanwhile either, heartbeats included: on a loaded machine, where
+    # its threads wait long for a core and the GIL, that silence outlasts the harness's 3 s.
+    config = make_config("tcp", 2, tmp_path, rpc={"num_worker_threads": 1}, transport={"heartbeat_timeout_s": 30.0})
 
     def body(rank):
         if rank != 0:
@@ -403,3 +405,67 @@ def test_a_peer_killed_while_the_inbound_socket_is_handed_over(kind, tmp_path):
         finally:
             with pytest.raises(WorkerUnavailableError, match="worker1"):
                 rpc.shutdown(timeout=5.0)
+
+
+# -- arrival order: what a handler must do before the next message is handled -----------------
+
+
+def test_a_remote_whose_owner_is_slow_to_register_the_fork_is_still_freed_by_the_delete_behind_it(
+        monkeypatch, tmp_path):
+    # remote()'s CALL registers the creator's fork on arrival, and the creator's RREF_DELETE follows
+    # it on the link. The owner's thread may be descheduled before the registration (a sleep of ten
+    # inline budgets stands for it): the DELETE must still be handled after it, else it finds no
+    # fork, is dropped, and the value is never freed.
+    from zgrad.distributed.rpc.rref import OwnerTable
+
+    register = OwnerTable.add_fork
+
+    def descheduled_add_fork(self, rref_id, fork_id):
+        time.sleep(0.05)
+        register(self, rref_id, fork_id)
+
+    monkeypatch.setattr(OwnerTable, "add_fork", descheduled_add_fork)
+
+    def body(rank):
+        if rank != 0:
+            return None
+        for _ in range(5):
+            rref = rpc.remote("worker1", T.add, args=(20, 22))
+            del rref
+            gc.collect()
+        return poll(lambda: rpc.rpc_sync("worker1", T.rrefs_owned), lambda n: n == 0)
+
+    assert run_workers(2, make_config("tcp", 2, tmp_path), body)[0] == 0
+
+
+def test_a_call_whose_callee_is_slow_to_enter_its_context_runs_before_the_release_behind_it(
+        monkeypatch, tmp_path):
+    # An rpc_async left running when its dist_autograd context closes (its result needs no
+    # gradient, so it is the caller's after the context, as in PyTorch): the context's release
+    # goes to the callee as a CONTEXT_RELEASE on the link, behind the CALL. The callee's thread
+    # may be descheduled before the CALL enters the context: the release must still be handled
+    # after it, else the CALL finds its context released and fails.
+    from zgrad.distributed.autograd.worker import DistAutogradWorker
+
+    enter = DistAutogradWorker.incoming_call
+
+    def descheduled_incoming_call(self, src, meta, tensors):
+        if meta.get("context") is not None:
+            time.sleep(0.05)
+        return enter(self, src, meta, tensors)
+
+    monkeypatch.setattr(DistAutogradWorker, "incoming_call", descheduled_incoming_call)
+
+    def body(rank):
+        if rank != 0:
+            return None
+        a = zgrad.ones(3, requires_grad=True)
+        futures = []
+        for _ in range(3):
+            with dist_autograd.context():
+                futures.append(rpc.rpc_async("worker1", T.tensor_sum, args=(a,)))
+        values = [future.wait() for future in futures]
+        contexts = poll(lambda: rpc.rpc_sync("worker1", T.dist_debug_info)["num_autograd_contexts"], lambda n: n == 0)
+        return values, contexts
+
+    assert run_workers(2, make_config("tcp", 2, tmp_path), body)[0] == ([3.0] * 3, 0)

@@ -115,11 +115,11 @@ def test_a_sending_thread_writes_the_link_itself_and_what_the_kernel_leaves_the_
     def handler(rank, worker):
         def handle(envelope):
             received.append((envelope.request_id, envelope.meta, digest(envelope.buffers)))
-            if envelope.meta == "hold":  # the leader keeps its role (a long budget): nobody reads
+            if envelope.meta == "hold":  # the leader keeps its role (no allow_takeover): nobody reads
                 release.wait(WAIT_S)
         return handle
 
-    workers = worlds.world("tcp", 2, on_message=handler, cma="off", inline_budget_ms=60_000)
+    workers = worlds.world("tcp", 2, on_message=handler, cma="off")
     a = workers[0].mesh
     before = a.stats()
     a.send(1, 1, 0, "hold", [])

@@ -16,9 +16,11 @@ BUDGET_S = 0.005
 
 
 class FakeLoop:
-    """Leads by taking one task at a time from ``inbox`` and running it as a handler."""
+    """Leads by taking one task at a time from ``inbox`` and running it as a handler, which allows
+    a take-over at once (``allow_at_once``, as a call with nothing to order) or when it says so."""
 
-    def __init__(self, max_in_handlers: int = 16) -> None:
+    def __init__(self, max_in_handlers: int = 16, allow_at_once: bool = True) -> None:
+        self.allow_at_once = allow_at_once
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.leaders: list[int | None] = []
         self.role = IoRole("test-role", self.lead, BUDGET_S, max_in_handlers, None, self.leaders.append,
@@ -34,6 +36,8 @@ class FakeLoop:
                 return True
             self.role.begin_handler(time.monotonic())
             try:
+                if self.allow_at_once:
+                    self.role.allow_takeover()
                 task()
             finally:
                 still = self.role.end_handler()
@@ -59,6 +63,35 @@ def test_a_handler_that_runs_long_is_taken_over():
         assert quick_done.wait(5)
         assert time.monotonic() - start < 0.3  # not after the 0.5 s handler
         assert quick_thread != long_thread and loop.role.takeovers == 1
+
+
+def test_a_handler_is_not_taken_over_before_it_allows_it_so_the_next_waits_for_that_point():
+    # The first handler stands for one whose thread is descheduled for 0.3 s (60 budgets) before it
+    # registers what the next message refers to: the next one must not start before that point,
+    # and may start (on the standby, which takes over) once the handler allowed it.
+    events = []
+    second_done = threading.Event()
+    with FakeLoop(allow_at_once=False) as loop:
+        def first():
+            time.sleep(0.3)
+            events.append("first: ordered part done")
+            loop.role.allow_takeover()
+            assert second_done.wait(5), "no take-over after allow_takeover"
+            events.append("first: done")
+
+        loop.inbox.put(first)
+        loop.inbox.put(lambda: (events.append("second"), second_done.set()))
+        deadline = time.monotonic() + 5
+        while len(events) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert events == ["first: ordered part done", "second", "first: done"]
+        assert loop.role.takeovers == 1
+
+
+def test_allow_takeover_outside_a_handler_or_off_the_leader_does_nothing():
+    role = IoRole("test-role", lambda: True, BUDGET_S, 16, None, lambda ident: None, logging.getLogger("test"))
+    role.allow_takeover()  # no leader, no handler
+    assert role.busy_since_s is None
 
 
 def test_a_handler_about_to_block_hands_the_role_on():

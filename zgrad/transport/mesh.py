@@ -77,9 +77,12 @@ def create_mesh(
         world_size: number of workers in the job.
         name: this worker's unique name (must equal ``workers[rank].name`` if the config lists workers).
         on_message: called with each inbound :class:`Envelope` on the thread that received it,
-            the I/O role's leader (see ``role.py``). It may run a call itself; before it blocks it
-            should call :meth:`Mesh.hand_off`, and if it runs past ``transport.inline_budget_ms``
-            a standby thread takes the role over. May be called before :meth:`Mesh.start`
+            the I/O role's leader (see ``role.py``), one message at a time in arrival order (each
+            peer's messages in the order sent): the next message waits until this call returns
+            or its thread loses the role. It may run a call itself; once what must happen in
+            arrival order is done it calls :meth:`Mesh.allow_takeover`, after which a standby
+            thread takes the role over if it runs past ``transport.inline_budget_ms``; before
+            it blocks it calls :meth:`Mesh.hand_off`. May be called before :meth:`Mesh.start`
             returns, as soon as this worker has the worker table. Exceptions are logged and
             counted, not raised.
         on_peer_lost: called on the I/O thread with ``(rank, reason)`` once per peer that died,
@@ -324,6 +327,15 @@ class Mesh:
     def _wait_leading(self, sock: Any, timeout_s: float) -> bool | None:
         loop = self._loop
         return None if loop is None else loop.wait_as_leader(sock, timeout_s)
+
+    def allow_takeover(self) -> None:
+        """Called by ``on_message`` once what it must do in arrival order is done: from then on,
+        if it runs past ``transport.inline_budget_ms`` (counted from its start), a standby thread
+        takes the I/O role over and handles the next messages while it goes on, so what it does
+        afterwards is not ordered with them. No-op outside ``on_message``. Thread-safe."""
+        loop = self._loop
+        if loop is not None:
+            loop.role.allow_takeover()
 
     def hand_off(self) -> None:
         """Called by a thread about to block: if it is the I/O role's leader (running a handler),

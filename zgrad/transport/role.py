@@ -8,12 +8,20 @@ for the role. The leader gives it up:
 
 - explicitly, before it blocks in a handler (a future's wait, a nested call that is not answered
   within a moment, see ``IoLoop.wait_as_leader``): :meth:`hand_off`;
-- or, when a handler runs longer than ``inline_budget_s`` (user code computing, or blocked on a
-  lock), the first standby, which watches the leader while handlers run, takes the role over.
+- or, when a handler that allowed it (:meth:`allow_takeover`) has run longer than
+  ``inline_budget_s`` since it began (user code computing, or blocked on a lock), the first
+  standby, which watches the leader while handlers run, takes the role over.
 
 Either way a standby becomes the leader and inbound traffic, heartbeats and calls back into
 this worker go on; the old leader finishes its handler as an ordinary thread (its sends go
 through the outbox to the new leader) and then waits as a standby, or ends if enough do.
+
+Order: the leader hands out one message at a time, so handlers begin in arrival order, and a
+handler runs alone until its thread loses the role. A handler is never taken over before it
+calls :meth:`allow_takeover`: what it does before (the bookkeeping that must follow arrival
+order, such as registering what a later message refers to) is done before the next message is
+handled, however long the thread is descheduled. What it does after may overlap the handlers of
+later messages.
 
 Moving the sockets between threads goes through :attr:`lock`, the memory barrier ZeroMQ asks
 for: the role changes hands under it, and a handler that sends on the leader's sockets
@@ -21,7 +29,7 @@ for: the role changes hands under it, and a handler that sends on the leader's s
 leader's own turns run without it: the role is only taken over while a handler runs.
 
 The watching standby sleeps without a timeout while no handler has run for ``_WATCH_IDLE_S``;
-the leader wakes it when the next handler starts. While handlers run it looks every
+the leader wakes it when the next handler allows a take-over. While handlers run it looks every
 ``inline_budget_s``: no busy polling.
 """
 
@@ -76,7 +84,8 @@ class IoRole:
         self.lock = threading.Lock()
         self._changed = threading.Condition(self.lock)
         self.leader: int | None = None
-        self.busy_since_s: float | None = None  # set by the leader while a handler runs
+        self.busy_since_s: float | None = None  # set while a handler that may be taken over runs
+        self._handler_began_s: float | None = None  # when the leader's running handler began
         self._handlers_run = 0
         self._watch_asleep = False
         self._standby: list[int] = []  # idle threads, the watcher first
@@ -128,7 +137,7 @@ class IoRole:
 
     def _take(self, ident: int) -> None:
         self.leader = ident
-        self.busy_since_s = None
+        self.busy_since_s = self._handler_began_s = None
         self._on_leader(ident)
 
     def _finish(self) -> None:
@@ -171,8 +180,8 @@ class IoRole:
                     elif now_s - quiet_since_s < _WATCH_IDLE_S:
                         timeout_s = self._budget_s
                     else:
-                        # Asleep until a handler starts (begin_handler wakes us); the flag is
-                        # set before busy_since_s is read again, so one of the two sees the other.
+                        # Asleep until a handler allows a take-over (allow_takeover wakes us); the
+                        # flag is set before busy_since_s is read again, so one of the two sees the other.
                         self._watch_asleep = True
                         if self.busy_since_s is not None:
                             self._watch_asleep = False
@@ -195,10 +204,19 @@ class IoRole:
     # -- the leader -------------------------------------------------------------------------
 
     def begin_handler(self, now_s: float) -> None:
-        """The leader starts a handler (which may run long or block): from now on it may be taken over."""
+        """The leader starts a handler; it is not taken over before it calls :meth:`allow_takeover`."""
         self._handlers_run += 1
-        self.busy_since_s = now_s
-        if self._watch_asleep:
+        self._handler_began_s = now_s
+
+    def allow_takeover(self) -> None:
+        """Called by a handler running on the leader once what it must do in arrival order is
+        done: from now on a standby takes the role over when the handler has run
+        ``inline_budget_s`` since it began (at once if it already has). No-op on other threads,
+        and outside a handler."""
+        if self.leader != threading.get_ident() or self._handler_began_s is None or self.busy_since_s is not None:
+            return
+        self.busy_since_s = self._handler_began_s
+        if self._watch_asleep:  # set by the watcher before it reads busy_since_s: one sees the other
             with self.lock:
                 self._changed.notify_all()
 
@@ -206,8 +224,8 @@ class IoRole:
         """The handler returned: whether this thread still leads (else it must leave the loop)."""
         with self.lock:
             if self.leader != threading.get_ident():
-                return False  # taken over: busy_since_s is the new leader's now
-            self.busy_since_s = None
+                return False  # taken over: the handler state is the new leader's now
+            self.busy_since_s = self._handler_began_s = None
             return True
 
     def leads(self) -> bool:
@@ -236,7 +254,7 @@ class IoRole:
                 return
             self.handoffs += 1
             self.leader = None
-            self.busy_since_s = None
+            self.busy_since_s = self._handler_began_s = None
             self._on_leader(None)
             if self._standby:
                 self._changed.notify_all()

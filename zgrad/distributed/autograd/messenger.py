@@ -47,6 +47,8 @@ class MessengerAgent(Protocol):
     pool: _Pool
     mesh: _Mesh
 
+    def allow_takeover(self) -> None: ...
+
     sent: Any
     received: Any
     direct_max_bytes: int
@@ -112,6 +114,7 @@ class RpcMessenger:
         inbound socket: engine work never waits, and one that computes long is taken over there,
         see ``transport/role.py``); from any other thread, on the callee pool."""
         if self.agent.mesh.leads():
+            self.agent.allow_takeover()
             work()
         else:
             self.agent.pool.submit(work)

@@ -3,7 +3,9 @@
 Threads (``docs/architecture.md``, Threading model): the thread holding the mesh's inbound socket
 (the I/O role's leader, ``transport/role.py``) calls :meth:`RpcAgent._on_message` and runs the
 handler itself: a call's target, RRef accounting, completing futures, engine messages. Before a handler blocks in a wait
-the role passes to a standby thread (``blocking_hooks``); one that runs long is taken over. A
+the role passes to a standby thread (``blocking_hooks``); one that runs long is taken over, but
+only once it has done what must follow arrival order (:meth:`RpcAgent.allow_takeover`: before a
+call's target runs, a reply completes its future, a fetch is answered or engine work runs). A
 thread that calls ``rpc_sync`` or ``to_here`` sends on its own socket and waits there for the
 reply (``transport/direct.py``): no timer entry, its own deadline. ``rpc_async`` and ``remote``
 go through the mesh; their futures are completed where the reply lands and the timer thread fails
@@ -116,7 +118,9 @@ class RpcAgent:
         # Messages received before start(), in arrival order; None once they have all run.
         self._early: collections.deque[tuple[Handler, Envelope]] | None = collections.deque()
         self._early_lock = threading.Lock()
-        self._early_turn = 0  # which _run_early runs them now (a newer one takes over)
+        self._early_running = False  # a thread runs the queue (_run_early); others only add to it
+        self._early_turn = 0  # counts the queue's handlers run; a take-over moves it past the running one
+        self._early_runner = threading.local()  # .arm: starts the take-over clock of the early message it runs
         self._peer_lost_listeners: list[Callable[[int, str], None]] = []
         self._closed = False
         self._started = False
@@ -167,6 +171,7 @@ class RpcAgent:
             if not self._early:
                 self._early = None
                 return
+            self._early_running = True
         self.pool.submit(self._run_early)
 
     def close(self) -> None:
@@ -601,45 +606,65 @@ class RpcAgent:
     def _hold_early(self, handler: Handler, envelope: Envelope) -> bool:
         """Queue a message that arrives before :meth:`start` finished, or while messages that
         arrived before it have not all run (so that it cannot overtake them: a CONTEXT_RELEASE
-        its CALL, an RREF_DELETE its fork); False once they have all run: run it now."""
+        its CALL, an RREF_DELETE its fork); False once they have all run: run it now. Once
+        started, the calling thread runs the queue unless a thread already does."""
         with self._early_lock:
             early = self._early
             if early is None:
                 return False
             early.append((handler, envelope))
-            started = self._started
-        if started:
+            run = self._started and not self._early_running
+            if run:
+                self._early_running = True
+        if run:
             self._run_early()
         return True
 
     def _run_early(self) -> None:
-        """Run the queued early messages one at a time, in arrival order, until none is left.
-        Like the I/O leader's turns: a handler that runs past ``transport.inline_budget_ms``
-        is left to finish on its thread while a pool thread takes over the rest of the queue;
-        the newest caller is the one that goes on."""
+        """Run the queued early messages one at a time, in arrival order, until none is left (the
+        calling thread is the queue's runner). Like the I/O leader's turns: a handler that
+        allowed it (:meth:`allow_takeover`) and runs past ``transport.inline_budget_ms`` is
+        left to finish on its thread while a pool thread runs the rest of the queue."""
         budget_s = self.config.transport.inline_budget_ms / 1000
-        with self._early_lock:
-            self._early_turn += 1
-            turn = self._early_turn
         while True:
             with self._early_lock:
-                if self._early_turn != turn:
-                    return  # taken over
                 if not self._early:
-                    self._early = None
+                    self._early, self._early_running = None, False
                     return
                 handler, envelope = self._early.popleft()
-            timer = self.timer.schedule(budget_s, lambda: self._take_over_early(turn))
+                self._early_turn += 1
+                turn = self._early_turn
+            began_s, timers = time.monotonic(), []
+            self._early_runner.arm = lambda: timers.append(self.timer.schedule(
+                max(0.0, began_s + budget_s - time.monotonic()), lambda: self._take_over_early(turn)))
             try:
                 self._run_handler(handler, envelope)
             finally:
-                self.timer.cancel(timer)
+                self._early_runner.arm = None
+                for timer in timers:
+                    self.timer.cancel(timer)
+            with self._early_lock:
+                if self._early_turn != turn:
+                    return  # taken over: a pool thread runs the queue now
 
     def _take_over_early(self, turn: int) -> None:
+        """The early handler ``turn`` ran past the budget: a pool thread runs the rest of the queue."""
         with self._early_lock:
-            if self._early_turn != turn or not self._early:
-                return
+            if self._early_turn != turn:
+                return  # it has returned; its runner went on
+            self._early_turn += 1
         self.pool.submit(self._run_early)
+
+    def allow_takeover(self) -> None:
+        """Called by a message handler once what it must do in arrival order is done (a
+        context's registration, an RRef's fork, a reply's decoding): if it then runs past
+        ``transport.inline_budget_ms``, the next messages are handled meanwhile on another
+        thread (``Mesh.allow_takeover``; for the early messages, :meth:`_run_early`'s queue)."""
+        arm = getattr(self._early_runner, "arm", None)
+        if arm is not None:
+            self._early_runner.arm = None
+            arm()
+        self.mesh.allow_takeover()
 
     def _run_handler(self, handler: Handler, envelope: Envelope) -> None:
         try:
@@ -661,8 +686,10 @@ class RpcAgent:
         try:
             value = self._reply_value(envelope, pending.decode, pending.context, pending.what)
         except Exception as exc:  # noqa: BLE001 - a remote error, or a malformed reply: the caller's to see
+            self.allow_takeover()
             self._finish(envelope.request_id, error=exc)
             return
+        self.allow_takeover()  # the future's callbacks are the user's code
         self._finish(envelope.request_id, value=value)
 
     def _reply_value(self, envelope: Envelope, decode: bool, context: int | None, what: str) -> Any:
@@ -757,6 +784,7 @@ class RpcAgent:
                     raise
                 args, kwargs = _call_arguments(decoded.value)
                 context = self.call_hooks.incoming_call(envelope.src, meta, decoded.tensors)
+                self.allow_takeover()
                 result = self.call_hooks.run_in_context(context, func, args, kwargs)
                 deferred = deferred_future(func, result, described) if marked_async or type(result) is DeferredResult else None
             except BaseException as exc:  # noqa: BLE001 - travels back to the caller as data
@@ -795,6 +823,7 @@ class RpcAgent:
             self._reply_error(envelope, exc)
             return
         value = self.rrefs.read(envelope.meta["rref"])
+        self.allow_takeover()
 
         def answer(done: Future) -> None:
             error = done.exception()
