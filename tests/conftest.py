@@ -1,4 +1,5 @@
-"""Test-session setup: zgrad's CUDA backend runs in Numba's CUDA simulator.
+"""Test-session setup: zgrad's CUDA backend runs in Numba's CUDA simulator, and tests that compare
+with PyTorch carry the ``torch`` marker.
 
 ``NUMBA_ENABLE_CUDASIM`` must be set before numba is first imported, so it is set here (when
 numba-cuda is installed and no GPU run was asked for with ``ZGRAD_TEST_REAL_GPU=1``), numba.cuda
@@ -33,3 +34,17 @@ SIMULATOR = _enable_simulator()
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a real CUDA GPU (skipped without one)")
     config.addinivalue_line("markers", "cuda_full: the whole op suite in the CUDA simulator (ZGRAD_CUDA_FULL=1)")
+    config.addinivalue_line("markers", "torch: compares with PyTorch where it is installed (CI's torch step: -m torch)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> object:
+    """A test that skips because torch is missing must carry the ``torch`` marker: CI installs
+    torch and runs ``-m torch``, so an unmarked one would never be checked against PyTorch."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and isinstance(report.longrepr, tuple) and "torch" in str(report.longrepr[2]) \
+            and item.get_closest_marker("torch") is None:
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} skips without torch ({report.longrepr[2]}) but is not marked "
+                           "@pytest.mark.torch, so CI's torch step (-m torch) would never run it")

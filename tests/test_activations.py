@@ -36,6 +36,7 @@ def test_matches_torch_and_finite_differences(c):
     check(c.fn, c.shapes, domain=c.domain)
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("shape", [(5,), (3, 4), (2, 3, 4), (2, 3, 4, 5)])
 def test_softmax_modules_default_dim_as_torch(shape):
     torch = require_torch()

@@ -176,6 +176,7 @@ def test_hook_handle_remove():
     assert x.grad.item() == 2.0
 
 
+@pytest.mark.torch
 def test_hooks_match_torch():
     torch_ = pytest.importorskip("torch")
     results = []
@@ -437,6 +438,7 @@ def test_graph_task_keeps_the_error_of_a_failing_node():
         task.run()
 
 
+@pytest.mark.torch
 def test_gradients_match_torch_on_a_reused_graph():
     if torch is None:
         pytest.skip("torch is not installed")

@@ -68,6 +68,7 @@ CASES = [
 ]
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("c", CASES)
 def test_conv2d_matches_torch(c, dtype):
@@ -86,6 +87,7 @@ def _copy_module(module, reference):
             p.copy_(torch.from_numpy(q.numpy().copy()))
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("kwargs", [
     dict(kernel_size=3, padding=1),
     dict(kernel_size=(3, 2), stride=(2, 1), padding=(1, 0), dilation=(1, 2), groups=2, bias=False),
@@ -129,6 +131,7 @@ def test_conv2d_module_initialization():
     assert nn.Conv2d(2, 2, 1, dtype=np.float64).weight.dtype == np.float64
 
 
+@pytest.mark.torch
 def test_conv2d_module_repr_matches_torch():
     require_torch()
     for kwargs in (dict(kernel_size=3), dict(kernel_size=(3, 2), stride=2, padding=1, dilation=2, groups=2, bias=False,
@@ -184,6 +187,7 @@ def test_conv2d_functional_errors():
     _raises(TypeError, "argument 'input'", F(zgrad).conv2d, np.zeros((2, 4, 5, 5)), zgrad.randn(4, 4, 3, 3))
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("kwargs", [dict(padding=1), dict(padding=(2, 1), dilation=2, groups=2), dict(padding=(0, 3)),
                                     dict(stride=2, padding=1)],
                          ids=["shifted", "shifted_grouped_dilated", "shifted_beyond_reach", "columns"])

@@ -89,6 +89,7 @@ def test_copies_reach_a_fair_share_of_the_peak_bandwidth():
     assert achieved >= 0.25 * peak, f"copy moved {achieved:.0f} GB/s of a {peak:.0f} GB/s peak"
 
 
+@pytest.mark.torch
 def test_dlpack_round_trips_with_torch_without_copies():
     torch = _torch_cuda()
     x = zgrad.arange(12, dtype=zgrad.float32, device="cuda").reshape(3, 4)
@@ -108,6 +109,7 @@ def test_dlpack_round_trips_with_torch_without_copies():
     np.testing.assert_array_equal((y * 1).cpu().numpy(), source.cpu().numpy())
 
 
+@pytest.mark.torch
 def test_the_cuda_array_interface_is_read_by_torch():
     torch = _torch_cuda()
     x = zgrad.ones(5, device="cuda") * 3

@@ -84,6 +84,7 @@ def test_categorical_sample_frequencies():
     assert Categorical(logits=zgrad.zeros(3)).sample().shape == ()
 
 
+@pytest.mark.torch
 def test_reinforce_style_gradient():
     torch = require_torch()
     logits = np.array([[0.5, -1.0, 2.0], [0.0, 0.3, -0.2]], dtype=np.float32)

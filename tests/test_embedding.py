@@ -26,6 +26,7 @@ def test_embedding_matches_torch_and_finite_differences():
     check(fn(), [WEIGHT])
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("kwargs", [{"padding_idx": 4}, {"padding_idx": -3},
                                     {"scale_grad_by_freq": True, "padding_idx": 6},
                                     {"padding_idx": 0, "scale_grad_by_freq": True}], ids=str)
@@ -50,12 +51,14 @@ def test_embedding_index_shapes():
         check(lambda lib, w: lib.nn.functional.embedding(lib.tensor(indices), w), [WEIGHT])
 
 
+@pytest.mark.torch
 def test_embedding_int32_indices_and_large_table_backward():
     rng = np.random.default_rng(0)
     indices = rng.integers(0, 3000, size=(35, 20)).astype(np.int32)
     check_torch(lambda lib, w: lib.nn.functional.embedding(lib.tensor(indices), w), [(3000, 40)])
 
 
+@pytest.mark.torch
 def test_embedding_max_norm_renormalizes_looked_up_rows_in_place():
     torch = require_torch()
     weight = np.random.default_rng(1).uniform(-2, 2, WEIGHT).astype(np.float32)
@@ -135,6 +138,7 @@ def test_embedding_bag_1d_with_offsets(mode, kwargs):
     check(bag(mode, **kwargs), [WEIGHT])
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("mode", ["sum", "mean", "max"])
 def test_embedding_bag_2d_input(mode):
     check(bag(mode, offsets=None, indices=INDICES), [WEIGHT])
@@ -171,6 +175,7 @@ def test_embedding_bag_per_sample_weights_gradients():
     check(run_2d, [WEIGHT, INDICES.shape])
 
 
+@pytest.mark.torch
 def test_embedding_bag_module_matches_torch():
     torch = require_torch()
     for mode in ("sum", "mean", "max"):

@@ -417,6 +417,7 @@ def test_adam_step(config, dtype, size_name, rng, variants):
     variants.assert_ran(cpu_optim._adam_update, size_name)
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_optimizers_match_torch(dtype, rng):
     torch = pytest.importorskip("torch")

@@ -57,6 +57,7 @@ def test_buffers_are_listed_saved_and_reachable():
     assert not any(n.endswith("unused") for n in state), "a None parameter is not saved"
 
 
+@pytest.mark.torch
 def test_state_dict_keys_and_order_match_torch():
     names = list(make_block(zgrad).state_dict())
     assert names[:5] == ["body.0.scale", "body.0.running", "body.0.count", "body.0.fc.weight", "body.0.fc.bias"]
@@ -83,6 +84,7 @@ def test_load_state_dict_with_buffers_round_trip():
     np.testing.assert_array_equal(source(x).numpy(), target(x).numpy())
 
 
+@pytest.mark.torch
 def test_load_state_dict_non_strict_reports_keys():
     net = make_block(zgrad)
     state = net.state_dict()
@@ -187,6 +189,7 @@ def test_train_and_eval_reach_every_descendant():
         net.train("yes")
 
 
+@pytest.mark.torch
 def test_apply_visits_children_before_parents_like_torch():
     def visited(lib):
         order = []
@@ -263,6 +266,7 @@ def test_to_forms_and_errors():
 
 # --- repr ---------------------------------------------------------------------------------------
 
+@pytest.mark.torch
 def test_repr_matches_torch():
     def model(lib):
         return lib.nn.Sequential(
@@ -302,6 +306,7 @@ def test_sequential_indexing_slicing_and_editing():
         seq.append(3)
 
 
+@pytest.mark.torch
 def test_sequential_from_ordered_dict_keeps_names():
     seq = nn.Sequential(OrderedDict([("fc", nn.Linear(2, 3)), ("act", nn.ReLU())]))
     assert [n for n, _ in seq.named_parameters()] == ["fc.weight", "fc.bias"]
@@ -312,6 +317,7 @@ def test_sequential_from_ordered_dict_keeps_names():
         assert list(seq.state_dict()) == list(ref.state_dict())
 
 
+@pytest.mark.torch
 def test_module_list():
     layers = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)])
     assert len(layers) == 3 and len(list(layers.parameters())) == 6
@@ -359,6 +365,7 @@ def test_flatten_and_identity_layers():
     assert nn.Flatten()(zgrad.ones(5, 2, 3)).shape == (5, 6)
 
 
+@pytest.mark.torch
 def test_relu_inplace_overwrites_its_input_and_keeps_gradients():
     check(lambda lib, x: lib.nn.ReLU(inplace=True)(x * 1.5), [(3, 4)])
     x = zgrad.tensor([-1.0, 2.0, -3.0])
@@ -384,6 +391,7 @@ def test_parameter_repr_and_default():
     assert nn.Parameter().shape == (0,)
 
 
+@pytest.mark.torch
 def test_torch_module_matches_after_loading_state():
     require_torch()
     mine, ref = make_block(zgrad), make_block(torch)

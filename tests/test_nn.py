@@ -94,6 +94,7 @@ def test_load_state_dict_shape_mismatch_loads_nothing():
         np.testing.assert_array_equal(value.numpy(), before[name], err_msg=f"{name} changed by a failed load")
 
 
+@pytest.mark.torch
 def test_linear_init_bounds_like_pytorch():
     zgrad.manual_seed(0)
     layer = nn.Linear(256, 300)
@@ -140,6 +141,7 @@ def test_sequential():
         nn.Sequential(nn.ReLU(), 3)
 
 
+@pytest.mark.torch
 def test_sequential_against_torch():
     if torch is None:
         pytest.skip("torch is not installed")

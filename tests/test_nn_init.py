@@ -18,6 +18,7 @@ GAINS = [
 ]
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("nonlinearity, param", GAINS)
 def test_calculate_gain(nonlinearity, param):
     expected = {"tanh": 5 / 3, "relu": math.sqrt(2), "selu": 0.75}.get(nonlinearity, 1.0)
@@ -36,6 +37,7 @@ def test_calculate_gain_errors():
         init.calculate_gain("leaky_relu", True)
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("shape, fans", [((3, 4), (4, 3)), ((8, 3, 5, 5), (75, 200)), ((2, 3, 4), (12, 8))])
 def test_fan_in_and_fan_out(shape, fans):
     assert init._calculate_fan_in_and_fan_out(zgrad.empty(shape)) == fans
@@ -92,6 +94,7 @@ def test_fill_distributions(name, fill, kind, params, dtype):
         assert abs(values.std() - std) < 0.01 * std
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("name, fill", [(f[0], f[1]) for f in FILLS], ids=[f[0] for f in FILLS])
 def test_fills_match_torch_statistics(name, fill):
     if torch is None:

@@ -56,6 +56,7 @@ CASES = [
 ]
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("c", CASES)
 def test_norm_matches_torch(c, dtype):
@@ -68,6 +69,7 @@ def test_norm_finite_differences(c):
     check_finite_differences(c.fn, c.shapes, domain=c.domain)
 
 
+@pytest.mark.torch
 def test_batch_norm_large_mean_float32():
     """Statistics stay accurate when |mean| >> std (shifted sums, no E[x^2] - E[x]^2 cancellation)."""
     require_torch()
@@ -109,6 +111,7 @@ def _assert_same_buffers(module, reference):
         np.testing.assert_allclose(ours[name].numpy(), value.numpy(), rtol=1e-6, atol=1e-7, err_msg=name)
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("momentum", [0.1, 0.5, None], ids=["momentum0.1", "momentum0.5", "cumulative"])
 @pytest.mark.parametrize("cls, shape", [("BatchNorm2d", (4, 3, 8, 8)), ("BatchNorm2d", (4, 3, 5, 5)),
                                         ("BatchNorm1d", (8, 3)), ("BatchNorm1d", (4, 3, 6))],
@@ -131,6 +134,7 @@ def test_batch_norm_running_stats_match_torch(cls, shape, momentum):
     assert list(module.state_dict()) == list(reference.state_dict())
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("kwargs", [dict(track_running_stats=False), dict(affine=False), dict(bias=False)])
 def test_batch_norm_options_match_torch(kwargs):
     require_torch()
@@ -159,6 +163,7 @@ def test_batch_norm_eval_without_gradients():
     assert not out.requires_grad
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("module_cls, reference_args", [
     ("LayerNorm", ((5, 6),)), ("GroupNorm", (3, 6)), ("GroupNorm", (2, 6, 1e-3, True, None, None)),
 ])
@@ -171,6 +176,7 @@ def test_layer_and_group_norm_modules_match_torch(module_cls, reference_args):
     assert list(module.state_dict()) == list(reference.state_dict())
 
 
+@pytest.mark.torch
 def test_layer_norm_without_bias_matches_torch():
     require_torch()
     module, reference = _pair(nn.LayerNorm, torch.nn.LayerNorm, 6, bias=False)

@@ -157,6 +157,7 @@ CASES = [
 ]
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("op", CASES)
 def test_matches_torch(op, dtype):
@@ -176,6 +177,7 @@ BINARY = {
 }
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("name", sorted(BINARY))
 @settings(max_examples=15, deadline=None)
 @given(shapes=mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=3))
@@ -196,6 +198,7 @@ MIXED = [
 ]
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("name, fn, torch_promotes", MIXED, ids=[m[0] for m in MIXED])
 def test_mixed_precision_promotes_and_keeps_input_grad_dtypes(name, fn, torch_promotes):
     rng = np.random.default_rng(3)

@@ -109,6 +109,7 @@ def assert_histories_close(mine, reference, dtype, what):
                                        **TOLERANCE[dtype])
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("name, options", CONFIGS)
 def test_matches_torch_optim(name, options, dtype):

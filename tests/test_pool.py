@@ -49,6 +49,7 @@ CASES = [
 ]
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("c", CASES)
 def test_pool_matches_torch(c, dtype):
@@ -60,6 +61,7 @@ def test_pool_finite_differences(c):
     check_finite_differences(c.fn, c.shapes, domain=c.domain)
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("kwargs", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
                                     dict(kernel_size=(2, 3), stride=1, dilation=(2, 1))])
 def test_max_pool2d_indices_match_torch(kwargs):
@@ -73,6 +75,7 @@ def test_max_pool2d_indices_match_torch(kwargs):
     np.testing.assert_array_equal(out.numpy(), ref.numpy())
 
 
+@pytest.mark.torch
 def test_max_pool2d_with_indices_backward_and_nan():
     """Gradients flow through the values of (values, indices); a NaN in a window is its maximum."""
     require_torch()
@@ -89,6 +92,7 @@ def test_max_pool2d_with_indices_backward_and_nan():
     np.testing.assert_array_equal(zx.grad.numpy(), tx.grad.numpy())
 
 
+@pytest.mark.torch
 def test_pool_modules_match_torch():
     require_torch()
     x = np.random.default_rng(2).standard_normal((2, 3, 9, 8)).astype(np.float32)

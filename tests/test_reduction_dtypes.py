@@ -49,6 +49,7 @@ def _torch_result(fn, data: np.ndarray) -> np.ndarray:
     return fn(torch, torch.from_numpy(data)).numpy()
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype", sorted(DATA))
 @pytest.mark.parametrize("name", sorted(REDUCTIONS))
 def test_result_dtype_and_values(name, dtype):
@@ -103,6 +104,7 @@ DTYPE_ARGUMENT = {
 }
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("name", sorted(DTYPE_ARGUMENT))
 def test_the_dtype_argument_casts_the_input_first(name):
     fn, data, expected, dtype = DTYPE_ARGUMENT[name]
@@ -134,6 +136,7 @@ def test_integer_results_have_no_gradient():
 SCALAR_TYPE_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int", "int64": "Long"}
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype", sorted(SCALAR_TYPE_NAMES))
 def test_the_mean_of_an_integer_tensor_raises_as_pytorch(dtype):
     message = ("mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. "
@@ -182,6 +185,7 @@ def _gradient(fn, data: np.ndarray, upstream: np.ndarray) -> np.ndarray:
     return x.grad.numpy()
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("name", sorted(GRADIENTS))
 def test_gradients_at_zeros_and_nans(name):
     fn, data = GRADIENTS[name]

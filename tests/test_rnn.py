@@ -96,12 +96,14 @@ CONFIGS = [
 ]
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("kind, kwargs, x_shape, state_shapes", CONFIGS)
 def test_matches_torch(kind, kwargs, x_shape, state_shapes, dtype):
     compare_with_torch(kind, kwargs, x_shape, state_shapes, dtype)
 
 
+@pytest.mark.torch
 def test_larger_lstm_matches_torch():
     compare_with_torch("LSTM", dict(input_size=32, hidden_size=48, num_layers=2), (12, 7, 32), ((2, 7, 48),) * 2)
 
@@ -180,6 +182,7 @@ def test_parameters_names_shapes_and_init():
     assert nn.LSTM(3, 4, dtype=zgrad.float64).weight_hh_l0.dtype == np.float64
 
 
+@pytest.mark.torch
 def test_lstm_state_dict_loads_into_torch():
     torch = require_torch()
     lstm = nn.LSTM(4, 3, num_layers=2)

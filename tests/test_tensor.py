@@ -103,6 +103,7 @@ def test_dlpack_round_trip_through_zgrad():
     assert np.shares_memory(np.from_dlpack(t), t.numpy())
 
 
+@pytest.mark.torch
 def test_from_dlpack_of_torch_tensor():
     torch = require_torch()
     source = torch.arange(6, dtype=torch.float32).reshape(2, 3)
@@ -112,6 +113,7 @@ def test_from_dlpack_of_torch_tensor():
     assert t.numpy()[1, 2] == 100
 
 
+@pytest.mark.torch
 def test_torch_from_dlpack_of_zgrad_tensor():
     torch = require_torch()
     t = zgrad.tensor(np.arange(6, dtype=np.float64).reshape(3, 2), requires_grad=True)

@@ -142,6 +142,7 @@ def _augmented(x, y):
     return x
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("op", CASES)
 def test_matches_torch(op, dtype):
@@ -213,6 +214,7 @@ def test_clamp_abs_std_at_their_kinks_match_torch():
     assert out.numpy()[0] == 0 and np.all(grad[0] == 0), "std 0 gives gradient 0, not NaN"
 
 
+@pytest.mark.torch
 def test_nan_propagates_like_torch():
     nan = float("nan")
     values = [[1.0, nan, 3.0], [0.0, 2.0, 1.0]]
@@ -226,6 +228,7 @@ def test_nan_propagates_like_torch():
         assert t.max(dim=1).indices.tolist() == [1, 1] and torch.isnan(t.max())
 
 
+@pytest.mark.torch
 def test_logsumexp_of_infinite_rows():
     inf = float("inf")
     x = zgrad.tensor([[-inf, -inf], [inf, 1.0], [0.0, -inf]])
@@ -246,6 +249,7 @@ def test_var_of_one_element_is_nan_unbiased():
 COMPARISONS = [("eq", "__eq__"), ("ne", "__ne__"), ("lt", "__lt__"), ("le", "__le__"), ("gt", "__gt__"), ("ge", "__ge__")]
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("name, dunder", COMPARISONS)
 def test_comparisons_give_bool_tensors(name, dunder):
     rng = np.random.default_rng(0)
@@ -285,6 +289,7 @@ def test_logical_operators_on_bool_tensors():
         ~zgrad.tensor([1.0])
 
 
+@pytest.mark.torch
 def test_argmax_argmin_are_int64_like_torch():
     values = np.array([[1.0, 5.0, 5.0], [7.0, 0.0, 7.0]], dtype=np.float32)
     x = zgrad.tensor(values, requires_grad=True)
@@ -317,6 +322,7 @@ def test_max_with_dim_returns_values_and_indices():
     assert low.values.shape == (1, 3) and low.indices.tolist() == [[0, 1, 0]]
 
 
+@pytest.mark.torch
 def test_argmax_over_an_empty_tensor_like_torch():
     empty = zgrad.zeros(0, 3)
     for out in (zgrad.argmax(empty, 1), empty.argmin(dim=-1), zgrad.argmax(empty, 1, keepdim=True)):
@@ -341,6 +347,7 @@ def test_argmax_over_an_empty_tensor_like_torch():
         assert torch.argmax(torch.zeros(0, 3), 1).shape == (0,)
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("low, high, dtype", [(1.5, None, np.float32), (None, 2.5, np.float32),
                                               (0.5, 2.5, np.float32), (1, 2, np.int64)])
 def test_clamp_of_an_integer_tensor_promotes_like_torch(low, high, dtype):
@@ -356,6 +363,7 @@ def test_clamp_of_an_integer_tensor_promotes_like_torch(low, high, dtype):
     assert bools.dtype == np.float32 and bools.tolist() == [1.0, 0.5]
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype, name", [(np.int64, "long int"), (np.int32, "int"), (np.uint8, "unsigned char"),
                                          (np.bool_, "bool")])
 def test_clamp_in_place_of_an_integer_tensor_with_a_float_bound_fails_like_torch(dtype, name):
@@ -422,6 +430,7 @@ def test_inplace_result_is_the_same_tensor_and_keeps_dtype():
     assert i.tolist() == [1, -2, 3]
 
 
+@pytest.mark.torch
 def test_inplace_shape_and_dtype_errors_match_torch():
     with pytest.raises(ZgradError, match=r"output with shape \[3\] doesn't match the broadcast shape \[2, 3\]"):
         zgrad.zeros(3).add_(zgrad.zeros(2, 3))
@@ -455,6 +464,7 @@ def test_inplace_with_a_grad_operand_makes_a_plain_tensor_part_of_the_graph():
     np.testing.assert_allclose(w.grad.numpy(), 18 * np.array([1.0, 2.0]))
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("make", [
     lambda lib, x: x.exp(), lambda lib, x: x.sigmoid(), lambda lib, x: lib.tanh(x), lambda lib, x: x ** x,
     lambda lib, x: x.sqrt(), lambda lib, x: x.softmax(0),
@@ -493,6 +503,7 @@ def test_modifying_the_saved_output_of_a_custom_function_fails_backward():
         y.sum().backward()
 
 
+@pytest.mark.torch
 def test_outputs_that_torch_does_not_save_may_change_in_place():
     for lib in [zgrad] + ([torch] if torch is not None else []):
         x = lib.tensor([0.5, 1.0, 2.0], requires_grad=True)
@@ -504,6 +515,7 @@ def test_outputs_that_torch_does_not_save_may_change_in_place():
         np.testing.assert_allclose(np.asarray(x.grad.numpy()), 2 * np.array([0.5, 1.0, 2.0]) / 9 + 2, rtol=1e-6)
 
 
+@pytest.mark.torch
 def test_fill_of_graph_tensor_cuts_gradient_but_keeps_requires_grad():
     x = zgrad.ones(3, requires_grad=True)
     y = x * 2
@@ -545,6 +557,7 @@ def test_setitem_forms():
     assert i.tolist() == [0, 7]
 
 
+@pytest.mark.torch
 def test_scatter_inplace_forward_and_errors():
     x = zgrad.zeros(3, 4)
     x.scatter_(1, zgrad.tensor([[0], [3], [1]]), zgrad.tensor([[1.0], [2.0], [3.0]]))
@@ -676,6 +689,7 @@ def test_size_dim_numel():
 
 # --- creation -----------------------------------------------------------------------------------
 
+@pytest.mark.torch
 def test_typed_constructors():
     assert zgrad.LongTensor(2, 3).shape == (2, 3) and zgrad.LongTensor(2, 3).dtype == np.int64
     assert zgrad.FloatTensor(4).dtype == np.float32 and zgrad.FloatTensor(4).shape == (4,)
@@ -689,6 +703,7 @@ def test_typed_constructors():
         assert torch.LongTensor(2, 3).shape == (2, 3) and torch.LongTensor([1, 2, 3]).tolist() == [1, 2, 3]
 
 
+@pytest.mark.torch
 def test_factories_follow_torch_dtypes():
     cases = [
         (lambda lib: lib.arange(5), np.int64), (lambda lib: lib.arange(1, 4), np.int64),
@@ -766,6 +781,7 @@ def test_contiguous_and_data_setter():
     assert p.tolist() == [1.0, 1.0] and p.requires_grad and p.is_leaf
 
 
+@pytest.mark.torch
 def test_user_written_optimizer_step_matches_torch():
     require_torch()
     rng = np.random.default_rng(0)
