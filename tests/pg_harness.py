@@ -31,7 +31,9 @@ _jobs = itertools.count()
 def pg_config(kind: str, **ddp: Any) -> dict:
     """A config for a process group over ``kind``, with its own job name (ipc and inproc
     endpoints follow from it) and short heartbeats; ``ddp`` adds ``[ddp]`` keys."""
-    transport = {"kind": kind, "connect_timeout_s": 20.0, "heartbeat_interval_s": 0.2, "heartbeat_timeout_s": 3.0}
+    # heartbeat_timeout_s as the product's default: worker threads of a loaded test process can
+    # go quiet for seconds; the tests of liveness set their own.
+    transport = {"kind": kind, "connect_timeout_s": 20.0, "heartbeat_interval_s": 0.2, "heartbeat_timeout_s": 10.0}
     if kind == "ipc":
         transport["ipc_dir"] = tempfile.gettempdir()
     return {"job": {"name": f"pgt{os.getpid()}-{next(_jobs)}"}, "transport": transport, "ddp": dict(ddp)}

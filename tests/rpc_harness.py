@@ -37,7 +37,9 @@ def make_config(kind: str, world_size: int, tmp_path: Any = None, **sections: di
     """A config dict whose [[workers]] let rank 0 be found without environment variables."""
     workers = [{"name": f"worker{r}", "host": "127.0.0.1", "port": free_port() if kind == "tcp" else 0}
                for r in range(world_size)]
-    transport = {"kind": kind, "connect_timeout_s": 20.0, "heartbeat_interval_s": 0.2, "heartbeat_timeout_s": 3.0}
+    # heartbeat_timeout_s as the product's default: worker threads of a loaded test process can
+    # go quiet for seconds; the tests of liveness set their own.
+    transport = {"kind": kind, "connect_timeout_s": 20.0, "heartbeat_interval_s": 0.2, "heartbeat_timeout_s": 10.0}
     if kind == "ipc" and tmp_path is not None:
         transport["ipc_dir"] = str(tmp_path)
     config = {"transport": transport, "rpc": {"num_worker_threads": 4, "default_timeout_s": 20.0,
