@@ -251,11 +251,11 @@ def bench_optim(settings: Settings) -> list[Row]:
 
         rows += [
             compare("sgd momentum step", label,
-                    lambda: K.sgd_step(param, grad, buf, lr, momentum, 0.0, 0.0, False, False), sgd_numpy,
+                    lambda: K.sgd_step(param, grad, buf, lr, momentum, 0.0, 0.0, False, False, False), sgd_numpy,
                     FUSED_TARGET, settings),
             compare("adam step", label,
                     lambda: K.adam_step(param, grad, exp_avg, exp_avg_sq, no_max, step, lr, beta1, beta2, eps, 0.0,
-                                        False),
+                                        False, False, False),
                     adam_numpy, FUSED_TARGET, settings),
         ]
     return rows
@@ -512,7 +512,8 @@ def threshold_sweep() -> None:
         "relu_forward (cheap)": lambda n: (K.relu_forward, (data(n), data(n))),
         "sigmoid_backward (cheap)": lambda n: (K.sigmoid_backward, (data(n), data(n), data(n))),
         "adam (cheap)": lambda n: (cpu_optim._adam_update, (data(n), data(n), data(n), data(n), data(0),
-                                                             0.1, 0.999, 1e-3, 0.5, 1e-8, 0.0, False)),
+                                                             0.1, 0.999, 1e-3, 0.5, 1e-8, 0.0, 1.0, False, False,
+                                                             False)),
         "tanh_forward (heavy)": lambda n: (K.tanh_forward, (data(n), data(n))),
         "softmax_forward (heavy)": lambda n: (K.softmax_forward, (data(n // 1024, 1024), data(n // 1024, 1024))),
     }

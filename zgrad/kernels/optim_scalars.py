@@ -1,0 +1,37 @@
+"""The step-dependent scalars of the optimizer updates, shared by the CPU and CUDA backends.
+
+PyTorch computes these on the host in float64 (Python floats) from the incremented step count,
+before any tensor op; both backends take them from here and round them to the parameter's dtype.
+"""
+
+from __future__ import annotations
+
+__all__ = ["adam_bias_corrections", "adagrad_learning_rate"]
+
+
+def _checked_step(kernel_name: str, step: int) -> int:
+    step = int(step)
+    if step < 1:
+        raise ValueError(f"{kernel_name}: step must be the incremented step count (>= 1), got {step}")
+    return step
+
+
+def adam_bias_corrections(step: int, lr: float, beta1: float, beta2: float) -> tuple[float, float]:
+    """(step_size, bias_correction2_sqrt) of Adam's step ``step``: lr / (1 - beta1**step) and
+    sqrt(1 - beta2**step).
+
+    Raises:
+        ValueError: ``step`` < 1 (the state's count is incremented before the update).
+    """
+    step = _checked_step("adam_step", step)
+    return lr / (1 - beta1**step), (1 - beta2**step) ** 0.5
+
+
+def adagrad_learning_rate(step: int, lr: float, lr_decay: float) -> float:
+    """Adagrad's decayed learning rate at step ``step``: lr / (1 + (step - 1) * lr_decay).
+
+    Raises:
+        ValueError: ``step`` < 1 (the state's count is incremented before the update).
+    """
+    step = _checked_step("adagrad_step", step)
+    return lr / (1 + (step - 1) * lr_decay)
