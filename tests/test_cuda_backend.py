@@ -229,6 +229,17 @@ def test_optimizer_steps_on_cuda_match_the_cpu(name, options, dtype):
             np.testing.assert_allclose(state_cuda[key], value, **TOLERANCE[np.dtype(dtype)], err_msg=key)
 
 
+def test_optimizer_steps_on_cuda_check_sizes():
+    from zgrad.kernels import cuda as backend
+
+    param, grad = zgrad.ones(4, device="cuda")._data, zgrad.ones(4, device="cuda")._data
+    with pytest.raises(ValueError, match=r"rmsprop_step: momentum_buffer has 3 elements; expected as many as param \(4\)"):
+        backend.rmsprop_step(param, grad, zgrad.zeros(4, device="cuda")._data, zgrad.zeros(0, device="cuda")._data,
+                             zgrad.zeros(3, device="cuda")._data, 1e-2, 0.99, 1e-8, 0.0, 0.9, False, False)
+    with pytest.raises(ValueError, match="adagrad_step: step must be the incremented step count"):
+        backend.adagrad_step(param, grad, zgrad.zeros(4, device="cuda")._data, 0, 1e-2, 0.0, 0.0, 1e-10, False)
+
+
 def test_module_state_moves_between_devices():
     model = _mlp()
     state = copy.deepcopy(model.state_dict())

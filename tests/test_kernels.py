@@ -449,23 +449,30 @@ def test_optimizers_match_torch(name, options, dtype, rng):
 
 def test_optimizers_reject_mismatched_state():
     param = np.zeros(4)
-    with pytest.raises(ValueError, match="momentum_buf"):
+    with pytest.raises(ValueError, match=r"sgd_step: momentum_buf has 3 elements; expected as many as param \(4\)"):
         K.sgd_step(param, np.zeros(4), np.zeros(3), 0.1, 0.9, 0.0, 0.0, False, False, False)
-    with pytest.raises(ValueError, match="state array"):
+    K.sgd_step(param, np.zeros(4), np.zeros(0), 0.1, 0.0, 0.0, 0.0, False, False, False)  # no momentum: unused
+    with pytest.raises(ValueError, match="adam_step: exp_avg_sq has 2 elements"):
         K.adam_step(param, np.zeros(4), np.zeros(4), np.zeros(2), np.zeros(0), 1, 1e-3, 0.9, 0.999, 1e-8, 0.0, False,
+                    False, False)
+    with pytest.raises(ValueError, match="adam_step: max_exp_avg_sq has 0 elements"):
+        K.adam_step(param, np.zeros(4), np.zeros(4), np.zeros(4), np.zeros(0), 1, 1e-3, 0.9, 0.999, 1e-8, 0.0, True,
                     False, False)
     with pytest.raises(ValueError, match="adam_step: step must be"):
         K.adam_step(param, np.zeros(4), np.zeros(4), np.zeros(4), np.zeros(0), 0, 1e-3, 0.9, 0.999, 1e-8, 0.0, False,
                     False, False)
-    with pytest.raises(ValueError, match="state array"):
+    with pytest.raises(ValueError, match="rmsprop_step: grad_avg has 3 elements"):
         K.rmsprop_step(param, np.zeros(4), np.zeros(4), np.zeros(3), np.zeros(0), 1e-2, 0.99, 1e-8, 0.0, 0.0, True,
                        False)
-    with pytest.raises(ValueError, match="state_sum"):
+    with pytest.raises(ValueError, match="rmsprop_step: momentum_buffer has 0 elements"):
+        K.rmsprop_step(param, np.zeros(4), np.zeros(4), np.zeros(0), np.zeros(0), 1e-2, 0.99, 1e-8, 0.0, 0.9, False,
+                       False)
+    with pytest.raises(ValueError, match="adagrad_step: state_sum has 5 elements"):
         K.adagrad_step(param, np.zeros(4), np.zeros(5), 1, 1e-2, 0.0, 0.0, 1e-10, False)
     with pytest.raises(ValueError, match="adagrad_step: step must be"):
         K.adagrad_step(param, np.zeros(4), np.zeros(4), 0, 1e-2, 0.0, 0.0, 1e-10, False)
-    with pytest.raises(ValueError, match="state array"):
-        K.adadelta_step(param, np.zeros(4), np.zeros(4), np.zeros(0), 1.0, 0.9, 1e-6, 0.0, False)
+    with pytest.raises(ValueError, match="adadelta_step: grad has 3 elements"):
+        K.adadelta_step(param, np.zeros(3), np.zeros(4), np.zeros(4), 1.0, 0.9, 1e-6, 0.0, False)
 
 
 # --- matmul -----------------------------------------------------------------------------------

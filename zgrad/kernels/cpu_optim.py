@@ -13,7 +13,7 @@ import numpy as np
 from numba import prange
 
 from zgrad.kernels._jit import kernel, parallel_kernel
-from zgrad.kernels.optim_scalars import adagrad_learning_rate, adam_bias_corrections
+from zgrad.kernels.optim_host import adagrad_learning_rate, adam_bias_corrections, check_sizes
 
 __all__ = ["adadelta_step", "adagrad_step", "adam_step", "rmsprop_step", "sgd_step"]
 
@@ -28,8 +28,6 @@ def _lerp(start, end, weight, one_minus_weight, small_weight):
 def _sgd_update(param, grad, momentum_buf, lr, momentum, dampening, weight_decay, nesterov, first_step, maximize):
     """The element loop of :func:`sgd_step`."""
     use_momentum = momentum != 0
-    if grad.size != param.size or (use_momentum and momentum_buf.size != param.size):
-        raise ValueError("sgd_step: grad and momentum_buf must have as many elements as param")
     to_dtype = param.dtype.type
     lr_, momentum_ = to_dtype(lr), to_dtype(momentum)
     keep, weight_decay_ = to_dtype(1 - dampening), to_dtype(weight_decay)
@@ -56,6 +54,7 @@ def sgd_step(param: np.ndarray, grad: np.ndarray, momentum_buf: np.ndarray, lr: 
     Raises:
         ValueError: ``grad`` (or, with momentum, ``momentum_buf``) differs in size from ``param``.
     """
+    check_sizes("sgd_step", param, grad=grad, **({"momentum_buf": momentum_buf} if momentum != 0 else {}))
     # Plain Python scalars: one compiled specialisation per dtype, whatever numeric types come in.
     _sgd_update(param, grad, momentum_buf, float(lr), float(momentum), float(dampening), float(weight_decay),
                 bool(nesterov), bool(first_step), bool(maximize))
@@ -66,8 +65,6 @@ def _adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, lerp_weight, 
                  bias_correction2_sqrt, eps, weight_decay, decay_factor, amsgrad, maximize, decoupled):
     """The element loop of :func:`adam_step` (scalars already bias-corrected, in float64)."""
     n = param.size
-    if grad.size != n or exp_avg.size != n or exp_avg_sq.size != n or (amsgrad and max_exp_avg_sq.size != n):
-        raise ValueError("adam_step: grad and every state array must have as many elements as param")
     to_dtype = param.dtype.type
     weight = to_dtype(lerp_weight)
     one_minus_weight = to_dtype(1) - weight
@@ -117,6 +114,8 @@ def adam_step(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_avg_
         ValueError: ``step`` < 1, or an array's size differs from ``param``'s.
     """
     step_size, bias_correction2_sqrt = adam_bias_corrections(step, lr, beta1, beta2)
+    check_sizes("adam_step", param, grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq,
+                **({"max_exp_avg_sq": max_exp_avg_sq} if amsgrad else {}))
     _adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, float(1 - beta1), float(beta2),
                  float(step_size), float(bias_correction2_sqrt), float(eps), float(weight_decay),
                  float(1 - lr * weight_decay), bool(amsgrad), bool(maximize), bool(decoupled_weight_decay))
@@ -128,9 +127,6 @@ def _rmsprop_update(param, grad, square_avg, grad_avg, momentum_buffer, lr, alph
     """The element loop of :func:`rmsprop_step`."""
     n = param.size
     use_momentum = momentum > 0
-    if grad.size != n or square_avg.size != n or (centered and grad_avg.size != n) \
-            or (use_momentum and momentum_buffer.size != n):
-        raise ValueError("rmsprop_step: grad and every state array must have as many elements as param")
     to_dtype = param.dtype.type
     alpha_, lr_, eps_ = to_dtype(alpha), to_dtype(lr), to_dtype(eps)
     weight = to_dtype(1 - alpha)
@@ -170,6 +166,8 @@ def rmsprop_step(param: np.ndarray, grad: np.ndarray, square_avg: np.ndarray, gr
     Raises:
         ValueError: an array that is used differs in size from ``param``.
     """
+    check_sizes("rmsprop_step", param, grad=grad, square_avg=square_avg, **({"grad_avg": grad_avg} if centered else {}),
+                **({"momentum_buffer": momentum_buffer} if momentum > 0 else {}))
     _rmsprop_update(param, grad, square_avg, grad_avg, momentum_buffer, float(lr), float(alpha), float(eps),
                     float(weight_decay), float(momentum), bool(centered), bool(maximize))
 
@@ -178,8 +176,6 @@ def rmsprop_step(param: np.ndarray, grad: np.ndarray, square_avg: np.ndarray, gr
 def _adagrad_update(param, grad, state_sum, clr, weight_decay, eps, maximize):
     """The element loop of :func:`adagrad_step` (``clr``: the decayed learning rate)."""
     n = param.size
-    if grad.size != n or state_sum.size != n:
-        raise ValueError("adagrad_step: grad and state_sum must have as many elements as param")
     to_dtype = param.dtype.type
     clr_, weight_decay_, eps_ = to_dtype(clr), to_dtype(weight_decay), to_dtype(eps)
     for i in prange(n):
@@ -205,6 +201,7 @@ def adagrad_step(param: np.ndarray, grad: np.ndarray, state_sum: np.ndarray, ste
         ValueError: ``step`` < 1, or an array's size differs from ``param``'s.
     """
     clr = adagrad_learning_rate(step, lr, lr_decay)
+    check_sizes("adagrad_step", param, grad=grad, state_sum=state_sum)
     _adagrad_update(param, grad, state_sum, float(clr), float(weight_decay), float(eps), bool(maximize))
 
 
@@ -212,8 +209,6 @@ def adagrad_step(param: np.ndarray, grad: np.ndarray, state_sum: np.ndarray, ste
 def _adadelta_update(param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay, maximize):
     """The element loop of :func:`adadelta_step`."""
     n = param.size
-    if grad.size != n or square_avg.size != n or acc_delta.size != n:
-        raise ValueError("adadelta_step: grad and every state array must have as many elements as param")
     to_dtype = param.dtype.type
     lr_, rho_, one_minus_rho = to_dtype(lr), to_dtype(rho), to_dtype(1 - rho)
     eps_, weight_decay_ = to_dtype(eps), to_dtype(weight_decay)
@@ -240,5 +235,6 @@ def adadelta_step(param: np.ndarray, grad: np.ndarray, square_avg: np.ndarray, a
     Raises:
         ValueError: an array's size differs from ``param``'s.
     """
+    check_sizes("adadelta_step", param, grad=grad, square_avg=square_avg, acc_delta=acc_delta)
     _adadelta_update(param, grad, square_avg, acc_delta, float(lr), float(rho), float(eps), float(weight_decay),
                      bool(maximize))

@@ -1,12 +1,26 @@
-"""The step-dependent scalars of the optimizer updates, shared by the CPU and CUDA backends.
+"""What the CPU and CUDA backends' optimizer steps share on the host: the argument checks and the
+step-dependent scalars.
 
-PyTorch computes these on the host in float64 (Python floats) from the incremented step count,
-before any tensor op; both backends take them from here and round them to the parameter's dtype.
+PyTorch computes those scalars on the host in float64 (Python floats) from the incremented step
+count, before any tensor op; both backends take them from here and round them to the parameter's
+dtype. The size checks run here rather than in the kernels: in a CPU element loop, a size test of
+a state array that only some options use kept LLVM from vectorising the loop.
 """
 
 from __future__ import annotations
 
-__all__ = ["adam_bias_corrections", "adagrad_learning_rate"]
+from typing import Any
+
+__all__ = ["adam_bias_corrections", "adagrad_learning_rate", "check_sizes"]
+
+
+def check_sizes(kernel_name: str, param: Any, **arrays: Any) -> None:
+    """Raise ValueError naming the first of ``arrays`` (those the step uses) whose size is not
+    ``param``'s."""
+    for name, array in arrays.items():
+        if array.size != param.size:
+            raise ValueError(f"{kernel_name}: {name} has {array.size} elements; expected as many as param "
+                             f"({param.size})")
 
 
 def _checked_step(kernel_name: str, step: int) -> int:
