@@ -559,9 +559,9 @@ def threshold_sweep() -> None:
     cases = {
         "relu_forward (cheap)": lambda n: (K.relu_forward, (data(n), data(n))),
         "sigmoid_backward (cheap)": lambda n: (K.sigmoid_backward, (data(n), data(n), data(n))),
-        "adam (cheap)": lambda n: (cpu_optim._adam_update, (data(n), data(n), data(n), data(n), data(0),
-                                                             0.1, 0.999, 1e-3, 0.5, 1e-8, 0.0, 1.0, False, False,
-                                                             False)),
+        "adam (cheap)": lambda n: (cpu_optim._ADAM_UPDATES[False], (data(n), data(n), data(n), data(n), data(0),
+                                                                     0.1, 0.999, 1e-3, 0.5, 1e-8, 0.0, 1.0, False,
+                                                                     False)),
         "tanh_forward (heavy)": lambda n: (K.tanh_forward, (data(n), data(n))),
         "softmax_forward (heavy)": lambda n: (K.softmax_forward, (data(n // 1024, 1024), data(n // 1024, 1024))),
     }

@@ -358,8 +358,19 @@ OPTIM_CASES = [  # (optimizer, options as PyTorch's), every branch of every kern
     ("Adadelta", dict(lr=1.0)),
     ("Adadelta", dict(lr=0.5, rho=0.5, weight_decay=0.1, maximize=True)),
 ]
-ELEMENT_LOOPS = {"SGD": "_sgd_update", "Adam": "_adam_update", "AdamW": "_adam_update",
-                 "RMSprop": "_rmsprop_update", "Adagrad": "_adagrad_update", "Adadelta": "_adadelta_update"}
+
+
+def _element_loop(name, options):
+    """The ParallelKernel that zgrad.optim.<name> with ``options`` runs."""
+    if name == "SGD":
+        return cpu_optim._SGD_UPDATES[options.get("momentum", 0) != 0]
+    if name in ("Adam", "AdamW"):
+        return cpu_optim._ADAM_UPDATES[options.get("amsgrad", False)]
+    if name == "RMSprop":
+        return cpu_optim._RMSPROP_UPDATES[options.get("centered", False), options.get("momentum", 0) > 0]
+    return {"Adagrad": cpu_optim._adagrad_update, "Adadelta": cpu_optim._adadelta_update}[name]
+
+
 OPTIM_STEPS = 4
 
 
@@ -396,27 +407,31 @@ def test_optimizer_step(name, options, dtype, size_name, rng, variants):
             assert_close(got if key == "param" else state[key], expected, dtype, ulps=64,
                          scale=np.abs(expected).max(initial=0))
     assert state.get("step") == want_state.get("step")
-    variants.assert_ran(getattr(cpu_optim, ELEMENT_LOOPS[name]), size_name)
+    variants.assert_ran(_element_loop(name, options), size_name)
+
+
+# (element loop, state arrays it takes, its scalar arguments), each with its options on.
+LOOP_CALLS = {
+    "sgd momentum": (cpu_optim._SGD_UPDATES[True], 1, (0.05, 0.9, 0.1, 0.01, True, False, True)),
+    "adam amsgrad": (cpu_optim._ADAM_UPDATES[True], 3, (0.1, 0.999, 1e-3, 0.3, 1e-8, 0.1, 0.99, True, False)),
+    "adamw": (cpu_optim._ADAM_UPDATES[False], 3, (0.1, 0.999, 1e-3, 0.3, 1e-8, 0.1, 0.99, False, True)),
+    "rmsprop centered momentum": (cpu_optim._RMSPROP_UPDATES[True, True], 3, (1e-2, 0.9, 1e-8, 0.1, 0.9, True)),
+    "rmsprop": (cpu_optim._RMSPROP_UPDATES[False, False], 3, (1e-2, 0.9, 1e-8, 0.1, 0.0, False)),
+    "adagrad": (cpu_optim._adagrad_update, 1, (1e-2, 0.1, 1e-10, True)),
+    "adadelta": (cpu_optim._adadelta_update, 2, (1.0, 0.9, 1e-6, 0.1, True)),
+}
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("loop", sorted(set(ELEMENT_LOOPS.values())))
+@pytest.mark.parametrize("loop", LOOP_CALLS)
 def test_optimizer_variants_agree(loop, dtype, rng):
-    """The serial and the parallel variant of each element loop, with its options on, on the same
-    arrays agree to an ulp or two (LLVM fuses multiply-adds differently in vectorized loops)."""
-    kernel = getattr(cpu_optim, loop)
+    """The serial and the parallel variant of each element loop, on the same arrays, agree to an
+    ulp or two (LLVM fuses multiply-adds differently in vectorized loops)."""
+    kernel, arrays, scalars = LOOP_CALLS[loop]
     n = SIZES["large"]
     param, grad, *state = (rng.standard_normal(n).astype(dtype) for _ in range(5))
     state = [np.abs(s) + 1 for s in state]
     state[1] *= 0.01  # RMSprop's running mean of g well below its running mean of g*g: no sqrt of < 0
-    scalars = {
-        "_sgd_update": (0.05, 0.9, 0.1, 0.01, True, False, True),
-        "_adam_update": (0.1, 0.999, 1e-3, 0.3, 1e-8, 0.1, 0.99, True, True, False),
-        "_rmsprop_update": (1e-2, 0.9, 1e-8, 0.1, 0.9, True, True),
-        "_adagrad_update": (1e-2, 0.1, 1e-10, True),
-        "_adadelta_update": (1.0, 0.9, 1e-6, 0.1, True),
-    }[loop]
-    arrays = {"_sgd_update": 1, "_adam_update": 3, "_rmsprop_update": 3, "_adagrad_update": 1, "_adadelta_update": 2}[loop]
     results = []
     for variant in (kernel.serial, kernel.parallel):
         copies = [a.copy() for a in (param, grad, *state[:arrays])]

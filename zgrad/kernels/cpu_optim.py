@@ -5,6 +5,12 @@ The update rules and their order of operations are those of PyTorch's single-ten
 ATen's ``lerp``/``addcmul``/``addcdiv``): hyper-parameters are rounded to the parameter's dtype
 and every step is computed in that dtype, as PyTorch does for float32 and float64 tensors.
 ``maximize`` negates the gradient before anything else, as PyTorch does.
+
+The options that decide which state arrays a step writes (SGD's momentum, AMSGrad, RMSprop's
+momentum and centering) are fixed when an element loop compiles: each combination has its own
+loop (built by a ``_*_loop`` function, its options closed over as constants), a straight loop that
+LLVM vectorises. A loop that tested them per element was vectorised, or not, depending on small
+changes of its body.
 """
 
 from __future__ import annotations
@@ -24,22 +30,26 @@ def _lerp(start, end, weight, one_minus_weight, small_weight):
     return start + weight * (end - start) if small_weight else end - (end - start) * one_minus_weight
 
 
-@parallel_kernel()
-def _sgd_update(param, grad, momentum_buf, lr, momentum, dampening, weight_decay, nesterov, first_step, maximize):
-    """The element loop of :func:`sgd_step`."""
-    use_momentum = momentum != 0
-    to_dtype = param.dtype.type
-    lr_, momentum_ = to_dtype(lr), to_dtype(momentum)
-    keep, weight_decay_ = to_dtype(1 - dampening), to_dtype(weight_decay)
-    for i in prange(param.size):
-        d_p = -grad[i] if maximize else grad[i]
-        if weight_decay != 0:
-            d_p = d_p + weight_decay_ * param[i]
-        if use_momentum:
-            buf = d_p if first_step else momentum_buf[i] * momentum_ + keep * d_p
-            momentum_buf[i] = buf
-            d_p = d_p + momentum_ * buf if nesterov else buf
-        param[i] = param[i] - lr_ * d_p
+def _sgd_loop(use_momentum: bool):
+    """The element loop of :func:`sgd_step`, with or without a momentum buffer."""
+    def sgd_update(param, grad, momentum_buf, lr, momentum, dampening, weight_decay, nesterov, first_step, maximize):
+        to_dtype = param.dtype.type
+        lr_, momentum_ = to_dtype(lr), to_dtype(momentum)
+        keep, weight_decay_ = to_dtype(1 - dampening), to_dtype(weight_decay)
+        for i in prange(param.size):
+            d_p = -grad[i] if maximize else grad[i]
+            if weight_decay != 0:
+                d_p = d_p + weight_decay_ * param[i]
+            if use_momentum:
+                buf = d_p if first_step else momentum_buf[i] * momentum_ + keep * d_p
+                momentum_buf[i] = buf
+                d_p = d_p + momentum_ * buf if nesterov else buf
+            param[i] = param[i] - lr_ * d_p
+
+    return sgd_update
+
+
+_SGD_UPDATES = {use_momentum: parallel_kernel()(_sgd_loop(use_momentum)) for use_momentum in (False, True)}
 
 
 def sgd_step(param: np.ndarray, grad: np.ndarray, momentum_buf: np.ndarray, lr: float, momentum: float,
@@ -56,42 +66,48 @@ def sgd_step(param: np.ndarray, grad: np.ndarray, momentum_buf: np.ndarray, lr: 
     """
     check_sizes("sgd_step", param, grad=grad, **({"momentum_buf": momentum_buf} if momentum != 0 else {}))
     # Plain Python scalars: one compiled specialisation per dtype, whatever numeric types come in.
-    _sgd_update(param, grad, momentum_buf, float(lr), float(momentum), float(dampening), float(weight_decay),
-                bool(nesterov), bool(first_step), bool(maximize))
+    _SGD_UPDATES[bool(momentum != 0)](param, grad, momentum_buf, float(lr), float(momentum), float(dampening),
+                                float(weight_decay), bool(nesterov), bool(first_step), bool(maximize))
 
 
-@parallel_kernel()
-def _adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, lerp_weight, beta2, step_size,
-                 bias_correction2_sqrt, eps, weight_decay, decay_factor, amsgrad, maximize, decoupled):
-    """The element loop of :func:`adam_step` (scalars already bias-corrected, in float64)."""
-    n = param.size
-    to_dtype = param.dtype.type
-    weight = to_dtype(lerp_weight)
-    one_minus_weight = to_dtype(1) - weight
-    small_weight = abs(lerp_weight) < 0.5
-    beta2_, one_minus_beta2 = to_dtype(beta2), to_dtype(1 - beta2)
-    step_size_, bias_correction2_sqrt_ = to_dtype(step_size), to_dtype(bias_correction2_sqrt)
-    eps_, weight_decay_, decay_factor_ = to_dtype(eps), to_dtype(weight_decay), to_dtype(decay_factor)
-    for i in prange(n):
-        p = param[i]
-        g = -grad[i] if maximize else grad[i]
-        if weight_decay != 0:
-            if decoupled:
-                p = p * decay_factor_
-            else:
-                g = g + weight_decay_ * p
-        m = _lerp(exp_avg[i], g, weight, one_minus_weight, small_weight)
-        exp_avg[i] = m
-        v = exp_avg_sq[i] * beta2_ + one_minus_beta2 * g * g
-        exp_avg_sq[i] = v
-        if amsgrad:
-            v_max = max_exp_avg_sq[i]
-            if v > v_max or v != v:  # torch.maximum: NaN wins
-                v_max = v
-            max_exp_avg_sq[i] = v_max
-            v = v_max
-        denom = np.sqrt(v) / bias_correction2_sqrt_ + eps_
-        param[i] = p - step_size_ * m / denom
+def _adam_loop(amsgrad: bool):
+    """The element loop of :func:`adam_step` (scalars already bias-corrected, in float64), with or
+    without AMSGrad's running maximum."""
+    def adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, lerp_weight, beta2, step_size,
+                    bias_correction2_sqrt, eps, weight_decay, decay_factor, maximize, decoupled):
+        n = param.size
+        to_dtype = param.dtype.type
+        weight = to_dtype(lerp_weight)
+        one_minus_weight = to_dtype(1) - weight
+        small_weight = abs(lerp_weight) < 0.5
+        beta2_, one_minus_beta2 = to_dtype(beta2), to_dtype(1 - beta2)
+        step_size_, bias_correction2_sqrt_ = to_dtype(step_size), to_dtype(bias_correction2_sqrt)
+        eps_, weight_decay_, decay_factor_ = to_dtype(eps), to_dtype(weight_decay), to_dtype(decay_factor)
+        for i in prange(n):
+            p = param[i]
+            g = -grad[i] if maximize else grad[i]
+            if weight_decay != 0:
+                if decoupled:
+                    p = p * decay_factor_
+                else:
+                    g = g + weight_decay_ * p
+            m = _lerp(exp_avg[i], g, weight, one_minus_weight, small_weight)
+            exp_avg[i] = m
+            v = exp_avg_sq[i] * beta2_ + one_minus_beta2 * g * g
+            exp_avg_sq[i] = v
+            if amsgrad:
+                v_max = max_exp_avg_sq[i]
+                if v > v_max or v != v:  # torch.maximum: NaN wins
+                    v_max = v
+                max_exp_avg_sq[i] = v_max
+                v = v_max
+            denom = np.sqrt(v) / bias_correction2_sqrt_ + eps_
+            param[i] = p - step_size_ * m / denom
+
+    return adam_update
+
+
+_ADAM_UPDATES = {amsgrad: parallel_kernel()(_adam_loop(amsgrad)) for amsgrad in (False, True)}
 
 
 def adam_step(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_avg_sq: np.ndarray,
@@ -116,40 +132,45 @@ def adam_step(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_avg_
     step_size, bias_correction2_sqrt = adam_bias_corrections(step, lr, beta1, beta2)
     check_sizes("adam_step", param, grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq,
                 **({"max_exp_avg_sq": max_exp_avg_sq} if amsgrad else {}))
-    _adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, float(1 - beta1), float(beta2),
-                 float(step_size), float(bias_correction2_sqrt), float(eps), float(weight_decay),
-                 float(1 - lr * weight_decay), bool(amsgrad), bool(maximize), bool(decoupled_weight_decay))
+    _ADAM_UPDATES[bool(amsgrad)](param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, float(1 - beta1), float(beta2),
+                                 float(step_size), float(bias_correction2_sqrt), float(eps), float(weight_decay),
+                                 float(1 - lr * weight_decay), bool(maximize), bool(decoupled_weight_decay))
 
 
-@parallel_kernel()
-def _rmsprop_update(param, grad, square_avg, grad_avg, momentum_buffer, lr, alpha, eps, weight_decay, momentum,
-                    centered, maximize):
-    """The element loop of :func:`rmsprop_step`."""
-    n = param.size
-    use_momentum = momentum > 0
-    to_dtype = param.dtype.type
-    alpha_, lr_, eps_ = to_dtype(alpha), to_dtype(lr), to_dtype(eps)
-    weight = to_dtype(1 - alpha)
-    one_minus_weight = to_dtype(1) - weight
-    small_weight = abs(1 - alpha) < 0.5
-    weight_decay_, momentum_ = to_dtype(weight_decay), to_dtype(momentum)
-    for i in prange(n):
-        g = -grad[i] if maximize else grad[i]
-        if weight_decay != 0:
-            g = g + weight_decay_ * param[i]
-        v = square_avg[i] * alpha_ + weight * g * g
-        square_avg[i] = v
-        if centered:
-            g_avg = _lerp(grad_avg[i], g, weight, one_minus_weight, small_weight)
-            grad_avg[i] = g_avg
-            v = v - g_avg * g_avg
-        avg = np.sqrt(v) + eps_
-        if use_momentum:
-            buf = momentum_buffer[i] * momentum_ + g / avg
-            momentum_buffer[i] = buf
-            param[i] = param[i] - lr_ * buf
-        else:
-            param[i] = param[i] - lr_ * g / avg
+def _rmsprop_loop(centered: bool, use_momentum: bool):
+    """The element loop of :func:`rmsprop_step`, centered or not, with or without momentum."""
+    def rmsprop_update(param, grad, square_avg, grad_avg, momentum_buffer, lr, alpha, eps, weight_decay, momentum,
+                       maximize):
+        n = param.size
+        to_dtype = param.dtype.type
+        alpha_, lr_, eps_ = to_dtype(alpha), to_dtype(lr), to_dtype(eps)
+        weight = to_dtype(1 - alpha)
+        one_minus_weight = to_dtype(1) - weight
+        small_weight = abs(1 - alpha) < 0.5
+        weight_decay_, momentum_ = to_dtype(weight_decay), to_dtype(momentum)
+        for i in prange(n):
+            g = -grad[i] if maximize else grad[i]
+            if weight_decay != 0:
+                g = g + weight_decay_ * param[i]
+            v = square_avg[i] * alpha_ + weight * g * g
+            square_avg[i] = v
+            if centered:
+                g_avg = _lerp(grad_avg[i], g, weight, one_minus_weight, small_weight)
+                grad_avg[i] = g_avg
+                v = v - g_avg * g_avg
+            avg = np.sqrt(v) + eps_
+            if use_momentum:
+                buf = momentum_buffer[i] * momentum_ + g / avg
+                momentum_buffer[i] = buf
+                param[i] = param[i] - lr_ * buf
+            else:
+                param[i] = param[i] - lr_ * g / avg
+
+    return rmsprop_update
+
+
+_RMSPROP_UPDATES = {(centered, use_momentum): parallel_kernel()(_rmsprop_loop(centered, use_momentum))
+                    for centered in (False, True) for use_momentum in (False, True)}
 
 
 def rmsprop_step(param: np.ndarray, grad: np.ndarray, square_avg: np.ndarray, grad_avg: np.ndarray,
@@ -168,8 +189,9 @@ def rmsprop_step(param: np.ndarray, grad: np.ndarray, square_avg: np.ndarray, gr
     """
     check_sizes("rmsprop_step", param, grad=grad, square_avg=square_avg, **({"grad_avg": grad_avg} if centered else {}),
                 **({"momentum_buffer": momentum_buffer} if momentum > 0 else {}))
-    _rmsprop_update(param, grad, square_avg, grad_avg, momentum_buffer, float(lr), float(alpha), float(eps),
-                    float(weight_decay), float(momentum), bool(centered), bool(maximize))
+    update = _RMSPROP_UPDATES[bool(centered), bool(momentum > 0)]
+    update(param, grad, square_avg, grad_avg, momentum_buffer, float(lr), float(alpha), float(eps), float(weight_decay),
+           float(momentum), bool(maximize))
 
 
 @parallel_kernel()
