@@ -19,8 +19,8 @@ class Optimizer:
     ``capturable``: every update here is one fused kernel per parameter whatever they say);
     ``differentiable=True`` is refused (see :meth:`add_param_group`). :meth:`step` reads
     ``.grad``; :meth:`step_with_gradients` applies gradients given explicitly (as the distributed
-    optimizer does with a context's gradients). Steps are serialized by a lock, so concurrent callers on
-    one optimizer never interleave updates.
+    optimizer does with a context's gradients). Steps are serialized by a lock, so concurrent
+    callers on one optimizer never interleave updates.
     """
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
