@@ -30,7 +30,8 @@ time where torch has CUDA); without one it prints "no GPU".
 
 Other sections (the MLP step) add a function to ``BENCHMARKS``: it takes a :class:`Settings` and
 returns a list of :class:`Row`. Sections against torch that must run with one thread and with all
-threads (layers: Conv2d, BatchNorm2d; sequence: LSTM, Embedding) go into ``THREADED_SECTIONS``
+threads (layers: Conv2d, BatchNorm2d; sequence: LSTM, Embedding; optim: every optimizer's step
+against torch's single-tensor, foreach and fused steps) go into ``THREADED_SECTIONS``
 instead: each runs in its own interpreter per thread count, zgrad and torch alternating
 (``--section NAME --threads N`` runs one).
 """
@@ -251,11 +252,11 @@ def bench_optim(settings: Settings) -> list[Row]:
 
         rows += [
             compare("sgd momentum step", label,
-                    lambda: K.sgd_step(param, grad, buf, lr, momentum, 0.0, 0.0, False, False), sgd_numpy,
+                    lambda: K.sgd_step(param, grad, buf, lr, momentum, 0.0, 0.0, False, False, False), sgd_numpy,
                     FUSED_TARGET, settings),
             compare("adam step", label,
                     lambda: K.adam_step(param, grad, exp_avg, exp_avg_sq, no_max, step, lr, beta1, beta2, eps, 0.0,
-                                        False),
+                                        False, False, False),
                     adam_numpy, FUSED_TARGET, settings),
         ]
     return rows
@@ -378,11 +379,11 @@ def alternating_times(first: Callable[[], object], second: Callable[[], object],
 
 
 def compare_with_torch(name: str, size: str, zgrad_fn: Callable[[], object], torch_fn: Callable[[], object],
-                       settings: Settings, note: str = "") -> Row:
+                       settings: Settings, note: str = "", target: float = LAYER_TARGET) -> Row:
     """A row with torch's time in the "numpy ms" column, from alternating samples."""
     zgrad_times, torch_times = alternating_times(zgrad_fn, torch_fn, settings)
-    return Row(name, size, statistics.median(zgrad_times), statistics.median(torch_times), LAYER_TARGET,
-               min(zgrad_times), note=" ".join(filter(None, ["numpy ms column = torch ms", note])))
+    return Row(name, size, statistics.median(zgrad_times), statistics.median(torch_times), target,
+               min(zgrad_times), note="; ".join(filter(None, ["numpy ms column = torch ms", note])))
 
 
 def _training_step(module, x, upstream) -> Callable[[], None]:
@@ -472,6 +473,53 @@ def sequence_section(settings: Settings, threads: int) -> list[Row]:
 THREADED_SECTIONS["sequence"] = sequence_section
 
 
+OPTIM_TARGET = 1.0  # a zgrad optimizer step at most torch's time
+# (optimizer, options): every optimizer of zgrad.optim with its common options.
+OPTIM_CASES = [("SGD", dict(lr=1e-3, momentum=0.9)), ("Adam", dict(lr=1e-3)), ("AdamW", dict(lr=1e-3)),
+               ("RMSprop", dict(lr=1e-3)), ("Adagrad", dict(lr=1e-3)), ("Adadelta", dict(lr=1e-3))]
+# torch's implementations besides its CPU default (the single-tensor loop), where it has them.
+TORCH_IMPLEMENTATIONS = {"SGD": ("foreach", "fused"), "Adam": ("foreach", "fused"), "AdamW": ("foreach", "fused"),
+                         "RMSprop": ("foreach",), "Adagrad": ("foreach", "fused"), "Adadelta": ("foreach",)}
+
+
+def _optimizer_step(lib, name: str, options: dict, param: np.ndarray, grad: np.ndarray) -> Callable[[], object]:
+    """``optimizer.step`` of ``lib.optim.<name>`` (zgrad or torch) over one float32 parameter."""
+    tensor = lib.tensor(param.copy(), requires_grad=True)
+    tensor.grad = lib.tensor(grad)
+    return getattr(lib.optim, name)([tensor], **options).step
+
+
+def optim_section(settings: Settings, threads: int) -> list[Row]:
+    """One optimizer step (one fused kernel) of every optimizer on one float32 parameter vs
+    torch's step on the same sizes: its default on the CPU (the single-tensor loop) in the
+    ratio, its foreach and fused implementations in the note."""
+    import torch
+
+    import zgrad
+
+    torch.set_num_threads(threads)
+    rng = np.random.default_rng(7)
+    rows = []
+    for n in settings.sizes:
+        param, grad = rng.standard_normal((2, n), dtype=DTYPE)
+        label = f"{_size_label(n)}, {threads} thread{'s' if threads > 1 else ''}"
+        for name, options in OPTIM_CASES:
+            zgrad_step = _optimizer_step(zgrad, name, options, param, grad)
+            others = []
+            for implementation in TORCH_IMPLEMENTATIONS[name]:
+                theirs = _optimizer_step(torch, name, {**options, implementation: True}, param, grad)
+                zgrad_times, torch_times = alternating_times(zgrad_step, theirs, settings)
+                others.append(f"{implementation} {statistics.median(torch_times) / statistics.median(zgrad_times):.2f}x")
+            rows.append(compare_with_torch(f"{name} step (vs torch single-tensor)", label, zgrad_step,
+                                           _optimizer_step(torch, name, {**options, "foreach": False}, param, grad),
+                                           settings, note="speed-up vs torch " + ", ".join(others),
+                                           target=OPTIM_TARGET))
+    return rows
+
+
+THREADED_SECTIONS["optim"] = optim_section
+
+
 def bench_threaded_sections(settings: Settings) -> list[Row]:
     """Every threaded section with 1 thread and with all threads, each in its own interpreter."""
     try:
@@ -511,8 +559,9 @@ def threshold_sweep() -> None:
     cases = {
         "relu_forward (cheap)": lambda n: (K.relu_forward, (data(n), data(n))),
         "sigmoid_backward (cheap)": lambda n: (K.sigmoid_backward, (data(n), data(n), data(n))),
-        "adam (cheap)": lambda n: (cpu_optim._adam_update, (data(n), data(n), data(n), data(n), data(0),
-                                                             0.1, 0.999, 1e-3, 0.5, 1e-8, 0.0, False)),
+        "adam (cheap)": lambda n: (cpu_optim._ADAM_UPDATES[False], (data(n), data(n), data(n), data(n), data(0),
+                                                                     0.1, 0.999, 1e-3, 0.5, 1e-8, 0.0, 1.0, False,
+                                                                     False)),
         "tanh_forward (heavy)": lambda n: (K.tanh_forward, (data(n), data(n))),
         "softmax_forward (heavy)": lambda n: (K.softmax_forward, (data(n // 1024, 1024), data(n // 1024, 1024))),
     }

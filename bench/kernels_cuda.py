@@ -152,7 +152,7 @@ def cuda_rows(quick: bool) -> list[CudaRow]:
 
     def zgrad_adam():
         step[0] += 1
-        backend.adam_step(p, g, m, v, v, step[0], 1e-3, 0.9, 0.999, 1e-8, 0.0, False)
+        backend.adam_step(p, g, m, v, v, step[0], 1e-3, 0.9, 0.999, 1e-8, 0.0, False, False, False)
 
     torch_adam = None
     if torch:

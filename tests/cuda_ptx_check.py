@@ -20,7 +20,7 @@ import sys
 import types
 
 COMPUTE_CAPABILITY = (9, 0)
-MODULES = ("cuda_k_elementwise", "cuda_k_rows", "cuda_k_linalg", "cuda_k_index", "cuda_k_layers", "cuda_k_rnn")
+MODULES = ("cuda_k_elementwise", "cuda_k_rows", "cuda_k_linalg", "cuda_k_optim", "cuda_k_index", "cuda_k_layers", "cuda_k_rnn")
 # A float64 instruction: an f64 register, operation or conversion (.f64 / .rn.f64.f32 ...).
 F64 = re.compile(r"\.f64\b")
 

@@ -27,15 +27,26 @@ def _counted(dispatcher: Callable[..., Any], counts: dict[str, int], variant: st
     return call
 
 
+def _parallel_kernels(module: ModuleType) -> list[ParallelKernel]:
+    """The ParallelKernels of ``module``: its globals, and the values of its dicts of them (one
+    kernel per combination of options, as cpu_optim's ``_ADAM_UPDATES``)."""
+    found = []
+    for value in vars(module).values():
+        candidates = value.values() if isinstance(value, dict) else [value]
+        found += [kernel for kernel in candidates if isinstance(kernel, ParallelKernel)]
+    return found
+
+
 class VariantCalls:
     """Counts the calls that reach the serial and the parallel variant of every ParallelKernel in
-    ``modules``, for as long as ``monkeypatch`` keeps its changes (the test)."""
+    ``modules`` (globals and dicts of them), for as long as ``monkeypatch`` keeps its changes (the
+    test)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, *modules: ModuleType) -> None:
         self._counts: dict[int, dict[str, int]] = {}
         for module in modules:
-            for kernel in vars(module).values():
-                if isinstance(kernel, ParallelKernel) and id(kernel) not in self._counts:
+            for kernel in _parallel_kernels(module):
+                if id(kernel) not in self._counts:
                     counts = self._counts[id(kernel)] = {"serial": 0, "parallel": 0}
                     for variant in ("serial", "parallel"):
                         monkeypatch.setattr(kernel, variant, _counted(getattr(kernel, variant), counts, variant))

@@ -4,6 +4,7 @@ updates through views, the strict device check itself, and the errors a user mee
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 
 import zgrad
 import zgrad.nn.functional as F
-from cuda_helpers import SIMULATOR, check_device, is_device_array, requires_cuda, strict_cuda
+from cuda_helpers import SIMULATOR, TOLERANCE, check_device, is_device_array, requires_cuda, strict_cuda
 from zgrad import nn
 from zgrad.kernels import dispatch
 
@@ -184,6 +185,59 @@ def test_training_steps_on_cuda_match_the_cpu(make_optimizer):
     for (name, p_cpu), p_cuda in zip(models["cpu"].named_parameters(), models["cuda"].parameters()):
         assert p_cuda.is_cuda and is_device_array(p_cuda._data), name
         np.testing.assert_allclose(_host(p_cuda), p_cpu.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+OPTIMIZER_CASES = [  # every option that changes a kernel's math, in few cases
+    ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01, maximize=True)),
+    ("Adam", dict(lr=0.05, amsgrad=True, weight_decay=0.01, maximize=True)),
+    ("AdamW", dict(lr=0.05, betas=(0.3, 0.9), amsgrad=True)),
+    ("RMSprop", dict(lr=0.01, momentum=0.9, centered=True, weight_decay=0.1, maximize=True)),
+    ("RMSprop", dict(lr=0.01, alpha=0.3)),
+    ("Adagrad", dict(lr=0.1, lr_decay=0.1, weight_decay=0.1, initial_accumulator_value=0.5, maximize=True)),
+    ("Adadelta", dict(lr=1.0, rho=0.5, weight_decay=0.1, maximize=True)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name, options", OPTIMIZER_CASES, ids=lambda v: v if isinstance(v, str) else "")
+def test_optimizer_steps_on_cuda_match_the_cpu(name, options, dtype):
+    """Each fused kernel on CUDA (parameters and state device arrays, no CPU op on the way) gives
+    the CPU's parameters and state."""
+    rng = np.random.default_rng(3)
+    shapes = [(3, 5), (7,)]
+    params = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    grads = [[rng.standard_normal(s).astype(dtype) for s in shapes] for _ in range(3)]
+    results = {}
+    for device in ("cpu", "cuda"):
+        with strict_cuda() if device == "cuda" else contextlib.nullcontext():
+            tensors = [zgrad.tensor(p, device=device, requires_grad=True) for p in params]
+            optimizer = getattr(zgrad.optim, name)(tensors, **options)
+            for step_grads in grads:
+                for t, g in zip(tensors, step_grads):
+                    t.grad = zgrad.tensor(g, device=device)
+                optimizer.step()
+            states = [optimizer.state[t] for t in tensors]
+            if device == "cuda":
+                assert all(is_device_array(t._data) for t in tensors)
+                assert all(is_device_array(v) for state in states for k, v in state.items() if k != "step")
+        results[device] = [(t._host(), {k: v if k == "step" else dispatch.to_device(v, "cpu")
+                                        for k, v in state.items()}) for t, state in zip(tensors, states)]
+    for (p_cpu, state_cpu), (p_cuda, state_cuda) in zip(results["cpu"], results["cuda"]):
+        np.testing.assert_allclose(p_cuda, p_cpu, **TOLERANCE[np.dtype(dtype)])
+        assert sorted(state_cuda) == sorted(state_cpu)
+        for key, value in state_cpu.items():
+            np.testing.assert_allclose(state_cuda[key], value, **TOLERANCE[np.dtype(dtype)], err_msg=key)
+
+
+def test_optimizer_steps_on_cuda_check_sizes():
+    from zgrad.kernels import cuda as backend
+
+    param, grad = zgrad.ones(4, device="cuda")._data, zgrad.ones(4, device="cuda")._data
+    with pytest.raises(ValueError, match=r"rmsprop_step: momentum_buffer has 3 elements; expected as many as param \(4\)"):
+        backend.rmsprop_step(param, grad, zgrad.zeros(4, device="cuda")._data, zgrad.zeros(0, device="cuda")._data,
+                             zgrad.zeros(3, device="cuda")._data, 1e-2, 0.99, 1e-8, 0.0, 0.9, False, False)
+    with pytest.raises(ValueError, match="adagrad_step: step must be the incremented step count"):
+        backend.adagrad_step(param, grad, zgrad.zeros(4, device="cuda")._data, 0, 1e-2, 0.0, 0.0, 1e-10, False)
 
 
 def test_module_state_moves_between_devices():

@@ -366,6 +366,48 @@ def test_distributed_optimizer_steps_this_workers_own_parameters_without_an_rpc(
         np.testing.assert_allclose(g, e, rtol=1e-10)
 
 
+def test_distributed_optimizer_takes_every_optimizer_class():
+    """AdamW, RMSprop, Adagrad and Adadelta (with their options) step parameters on another worker
+    and on the caller through DistributedOptimizer as a local optimizer steps them."""
+    x_np = np.random.default_rng(2).standard_normal((4, 3))
+    optimizers = [(zgrad.optim.AdamW, dict(lr=0.05, amsgrad=True)),
+                  (zgrad.optim.RMSprop, dict(lr=0.01, momentum=0.9, centered=True)),
+                  (zgrad.optim.Adagrad, dict(lr=0.1, lr_decay=0.01, initial_accumulator_value=0.1)),
+                  (zgrad.optim.Adadelta, dict(lr=0.5, weight_decay=0.01, maximize=True))]
+
+    def local_run(cls, options):
+        body_stage, head = T.LinearStage(3, 5, 31), T.LinearStage(5, 2, 32)
+        opt = cls([*body_stage.layer.parameters(), *head.layer.parameters()], **options)
+        for _ in range(3):
+            opt.zero_grad()
+            (head.forward(body_stage.forward(zgrad.tensor(x_np))) ** 2).sum().backward()
+            opt.step()
+        return body_stage.weights() + head.weights()
+
+    def body(rank):
+        if rank != 0:
+            return None
+        weights = []
+        for cls, options in optimizers:
+            stage = rpc.remote("worker1", T.LinearStage, args=(3, 5, 31))
+            stage.rpc_sync().weights()  # created before the head: inproc workers share the generator
+            head = T.LinearStage(5, 2, 32)
+            params = stage.rpc_sync().parameter_rrefs() + head.parameter_rrefs()
+            opt = DistributedOptimizer(cls, params, **options)
+            for _ in range(3):
+                with dist_autograd.context() as context_id:
+                    h = rpc.rpc_sync("worker1", T.stage_forward, args=(stage, zgrad.tensor(x_np)))
+                    dist_autograd.backward(context_id, [(head.forward(h) ** 2).sum()])
+                    opt.step(context_id)
+            weights.append(stage.rpc_sync().weights() + head.weights())
+        return weights
+
+    got = run_workers(2, make_config("inproc", 2), body)[0]
+    for (cls, options), got_weights in zip(optimizers, got, strict=True):
+        for g, e in zip(got_weights, local_run(cls, options), strict=True):
+            np.testing.assert_allclose(g, e, rtol=1e-10, err_msg=cls.__name__)
+
+
 def test_a_pass_without_progress_fails_after_backward_timeout():
     def body(rank):
         if rank != 0:

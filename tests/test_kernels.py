@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from kernel_variants import VariantCalls
+from optim_reference import REFERENCES
 from zgrad.kernels import cpu_kernels as K, cpu_loss, cpu_math, cpu_norm, cpu_optim
 from zgrad.kernels._jit import PARALLEL_MIN_SIZE
 
@@ -337,120 +338,159 @@ def test_cross_entropy_rejects_targets_out_of_range(bad_target):
 
 
 # --- optimizers -------------------------------------------------------------------------------
+# Each fused kernel runs under its optimizer (zgrad.optim), whose state has PyTorch's names, as
+# tests/optim_reference.py's does: every state entry is compared by name.
 
-def _sgd_reference(param, grad, buf, lr, momentum, dampening, weight_decay, nesterov, first_step):
-    """torch/optim/sgd.py _single_tensor_sgd, written with numpy in the param dtype."""
-    dt = param.dtype.type
-    d_p = grad + dt(weight_decay) * param if weight_decay != 0 else grad.copy()
-    if momentum != 0:
-        if first_step:
-            buf[...] = d_p
-        else:
-            buf[...] = buf * dt(momentum) + dt(1 - dampening) * d_p
-        d_p = d_p + dt(momentum) * buf if nesterov else buf
-    param -= dt(lr) * d_p
-
-
-def _adam_reference(param, grad, m, v, v_max, step, lr, beta1, beta2, eps, weight_decay, amsgrad):
-    """torch/optim/adam.py _single_tensor_adam, written with numpy in the param dtype."""
-    dt = param.dtype.type
-    g = grad + dt(weight_decay) * param if weight_decay != 0 else grad
-    w = dt(1 - beta1)
-    m[...] = m + w * (g - m) if abs(1 - beta1) < 0.5 else g - (g - m) * (dt(1) - w)
-    v[...] = v * dt(beta2) + dt(1 - beta2) * g * g
-    step_size = lr / (1 - beta1**step)
-    bc2_sqrt = (1 - beta2**step) ** 0.5
-    if amsgrad:
-        np.maximum(v_max, v, out=v_max)
-    denom = np.sqrt(v_max if amsgrad else v) / dt(bc2_sqrt) + dt(eps)
-    param -= dt(step_size) * m / denom
-
-
-SGD_CONFIGS = [
-    dict(momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False),
-    dict(momentum=0.9, dampening=0.0, weight_decay=0.0, nesterov=False),
-    dict(momentum=0.9, dampening=0.1, weight_decay=1e-2, nesterov=False),
-    dict(momentum=0.9, dampening=0.0, weight_decay=1e-2, nesterov=True),
+OPTIM_CASES = [  # (optimizer, options as PyTorch's), every branch of every kernel
+    ("SGD", dict(lr=0.05)),
+    ("SGD", dict(lr=0.05, momentum=0.9)),
+    ("SGD", dict(lr=0.05, momentum=0.9, dampening=0.1, weight_decay=1e-2)),
+    ("SGD", dict(lr=0.05, momentum=0.9, weight_decay=1e-2, nesterov=True, maximize=True)),
+    ("Adam", dict(lr=1e-3)),
+    ("Adam", dict(lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1, amsgrad=True, maximize=True)),
+    ("Adam", dict(lr=1e-3, betas=(0.3, 0.999), amsgrad=True)),  # lerp weight >= 0.5
+    ("AdamW", dict(lr=1e-3, weight_decay=0.1, amsgrad=True)),
+    ("RMSprop", dict(lr=1e-2)),
+    ("RMSprop", dict(lr=1e-2, alpha=0.9, momentum=0.9, centered=True, weight_decay=0.1, maximize=True)),
+    ("RMSprop", dict(lr=1e-2, alpha=0.3, centered=True)),  # lerp weight >= 0.5
+    ("Adagrad", dict(lr=1e-2)),
+    ("Adagrad", dict(lr=1e-2, lr_decay=0.1, weight_decay=0.1, initial_accumulator_value=0.5, maximize=True)),
+    ("Adadelta", dict(lr=1.0)),
+    ("Adadelta", dict(lr=0.5, rho=0.5, weight_decay=0.1, maximize=True)),
 ]
 
-ADAM_CONFIGS = [
-    dict(beta1=0.9, beta2=0.999, weight_decay=0.0, amsgrad=False),
-    dict(beta1=0.9, beta2=0.99, weight_decay=0.1, amsgrad=True),
-    dict(beta1=0.3, beta2=0.999, weight_decay=0.0, amsgrad=True),  # lerp weight >= 0.5
-]
+
+def _element_loop(name, options):
+    """The ParallelKernel that zgrad.optim.<name> with ``options`` runs."""
+    if name == "SGD":
+        return cpu_optim._SGD_UPDATES[options.get("momentum", 0) != 0]
+    if name in ("Adam", "AdamW"):
+        return cpu_optim._ADAM_UPDATES[options.get("amsgrad", False)]
+    if name == "RMSprop":
+        return cpu_optim._RMSPROP_UPDATES[options.get("centered", False), options.get("momentum", 0) > 0]
+    return {"Adagrad": cpu_optim._adagrad_update, "Adadelta": cpu_optim._adadelta_update}[name]
+
+
+OPTIM_STEPS = 4
+
+
+def _optimizer_run(name, options, param, grads):
+    """``param`` (a copy) and its state after zgrad.optim.<name> applied ``grads`` one by one."""
+    import zgrad
+
+    tensor = zgrad.tensor(param.copy())
+    optimizer = getattr(zgrad.optim, name)([tensor], **options)
+    for grad in grads:
+        optimizer.step_with_gradients({tensor: grad})
+    return tensor.numpy(), optimizer.state[tensor]
 
 
 @pytest.mark.parametrize("size_name", SIZES)
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("config", SGD_CONFIGS, ids=str)
-def test_sgd_step(config, dtype, size_name, rng, variants):
+@pytest.mark.parametrize("name, options", OPTIM_CASES, ids=lambda v: v if isinstance(v, str) else str(v))
+def test_optimizer_step(name, options, dtype, size_name, rng, variants):
     n = SIZES[size_name]
     param = rng.standard_normal(n).astype(dtype)
-    buf = np.empty(n if config["momentum"] else 0, dtype=dtype)
-    want_param, want_buf = param.copy(), buf.copy()
-    for step in range(4):
-        grad = rng.standard_normal(n).astype(dtype)
-        grad_before = grad.copy()
-        K.sgd_step(param, grad, buf, 0.05, first_step=step == 0, **config)
-        _sgd_reference(want_param, grad, want_buf, 0.05, first_step=step == 0, **config)
-        np.testing.assert_array_equal(grad, grad_before)
-    assert_close(param, want_param, dtype, scale=np.abs(want_param).max())
-    assert_close(buf, want_buf, dtype, scale=np.abs(want_buf).max(initial=0))
-    variants.assert_ran(cpu_optim._sgd_update, size_name)
+    grads = [rng.standard_normal(n).astype(dtype) for _ in range(OPTIM_STEPS)]
+    grads_before = [g.copy() for g in grads]
+    got, state = _optimizer_run(name, options, param, grads)
+    want, want_state = param.copy(), {}
+    for grad in grads:
+        REFERENCES[name](want, grad, want_state, **options)
+    for g, before in zip(grads, grads_before):
+        np.testing.assert_array_equal(g, before)
+    assert sorted(state) == sorted(want_state)
+    # Four steps of recurrences in which g = ±grad + wd*param may cancel, where a fused multiply-add
+    # of the kernel rounds once and numpy twice: a few of a million elements drift by tens of ulps.
+    for key, expected in [("param", want), *want_state.items()]:
+        if key != "step":
+            assert_close(got if key == "param" else state[key], expected, dtype, ulps=64,
+                         scale=np.abs(expected).max(initial=0))
+    assert state.get("step") == want_state.get("step")
+    variants.assert_ran(_element_loop(name, options), size_name)
 
 
-@pytest.mark.parametrize("size_name", SIZES)
+# (element loop, state arrays it takes, its scalar arguments), each with its options on.
+LOOP_CALLS = {
+    "sgd momentum": (cpu_optim._SGD_UPDATES[True], 1, (0.05, 0.9, 0.1, 0.01, True, False, True)),
+    "adam amsgrad": (cpu_optim._ADAM_UPDATES[True], 3, (0.1, 0.999, 1e-3, 0.3, 1e-8, 0.1, 0.99, True, False)),
+    "adamw": (cpu_optim._ADAM_UPDATES[False], 3, (0.1, 0.999, 1e-3, 0.3, 1e-8, 0.1, 0.99, False, True)),
+    "rmsprop centered momentum": (cpu_optim._RMSPROP_UPDATES[True, True], 3, (1e-2, 0.9, 1e-8, 0.1, 0.9, True)),
+    "rmsprop": (cpu_optim._RMSPROP_UPDATES[False, False], 3, (1e-2, 0.9, 1e-8, 0.1, 0.0, False)),
+    "adagrad": (cpu_optim._adagrad_update, 1, (1e-2, 0.1, 1e-10, True)),
+    "adadelta": (cpu_optim._adadelta_update, 2, (1.0, 0.9, 1e-6, 0.1, True)),
+}
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("config", ADAM_CONFIGS, ids=str)
-def test_adam_step(config, dtype, size_name, rng, variants):
-    n = SIZES[size_name]
-    param = rng.standard_normal(n).astype(dtype)
-    m, v = np.zeros(n, dtype), np.zeros(n, dtype)
-    v_max = np.zeros(n if config["amsgrad"] else 0, dtype)
-    want = [a.copy() for a in (param, m, v, v_max)]
-    for step in range(1, 5):
-        grad = rng.standard_normal(n).astype(dtype)
-        K.adam_step(param, grad, m, v, v_max, step, 1e-3, eps=1e-8, **config)
-        _adam_reference(*want[:1], grad, *want[1:], step, 1e-3, eps=1e-8, **config)
-    for got, expected in zip((param, m, v, v_max), want):
-        assert_close(got, expected, dtype, scale=np.abs(expected).max(initial=0))
-    variants.assert_ran(cpu_optim._adam_update, size_name)
+@pytest.mark.parametrize("loop", LOOP_CALLS)
+def test_optimizer_variants_agree(loop, dtype, rng):
+    """The serial and the parallel variant of each element loop, on the same arrays, agree to an
+    ulp or two (LLVM fuses multiply-adds differently in vectorized loops)."""
+    kernel, arrays, scalars = LOOP_CALLS[loop]
+    n = SIZES["large"]
+    param, grad, *state = (rng.standard_normal(n).astype(dtype) for _ in range(5))
+    state = [np.abs(s) + 1 for s in state]
+    state[1] *= 0.01  # RMSprop's running mean of g well below its running mean of g*g: no sqrt of < 0
+    results = []
+    for variant in (kernel.serial, kernel.parallel):
+        copies = [a.copy() for a in (param, grad, *state[:arrays])]
+        variant(*copies, *scalars)
+        results.append(copies)
+    for serial, parallel in zip(*results):
+        assert np.isfinite(serial).all()
+        assert_close(parallel, serial, dtype, scale=np.abs(serial).max())
 
 
 @pytest.mark.torch
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_optimizers_match_torch(dtype, rng):
+@pytest.mark.parametrize("name, options", OPTIM_CASES, ids=lambda v: v if isinstance(v, str) else str(v))
+def test_optimizers_match_torch(name, options, dtype, rng):
     torch = pytest.importorskip("torch")
     n = 4099
-    for config in SGD_CONFIGS:
-        param = rng.standard_normal(n).astype(dtype)
-        buf = np.empty(n if config["momentum"] else 0, dtype=dtype)
-        t_param = torch.tensor(param, requires_grad=True)
-        opt = torch.optim.SGD([t_param], lr=0.05, **config)
-        for step in range(3):
-            grad = rng.standard_normal(n).astype(dtype)
-            t_param.grad = torch.tensor(grad)
-            opt.step()
-            K.sgd_step(param, grad, buf, 0.05, first_step=step == 0, **config)
-        assert_close(param, t_param.detach().numpy(), dtype, scale=np.abs(param).max())
-    for config in ADAM_CONFIGS:
-        param = rng.standard_normal(n).astype(dtype)
-        m, v = np.zeros(n, dtype), np.zeros(n, dtype)
-        v_max = np.zeros(n if config["amsgrad"] else 0, dtype)
-        t_param = torch.tensor(param, requires_grad=True)
-        beta1, beta2 = config["beta1"], config["beta2"]
-        opt = torch.optim.Adam([t_param], lr=1e-3, betas=(beta1, beta2), eps=1e-8, foreach=False,
-                               weight_decay=config["weight_decay"], amsgrad=config["amsgrad"])
-        for step in range(1, 4):
-            grad = rng.standard_normal(n).astype(dtype)
-            t_param.grad = torch.tensor(grad)
-            opt.step()
-            K.adam_step(param, grad, m, v, v_max, step, 1e-3, eps=1e-8, **config)
-        state = opt.state[t_param]
-        for got, want in ((param, t_param), (m, state["exp_avg"]), (v, state["exp_avg_sq"])):
+    param = rng.standard_normal(n).astype(dtype)
+    grads = [rng.standard_normal(n).astype(dtype) for _ in range(3)]
+    got, state = _optimizer_run(name, options, param, grads)
+    t_param = torch.tensor(param, requires_grad=True)
+    opt = getattr(torch.optim, name)([t_param], foreach=False, **options)
+    for grad in grads:
+        t_param.grad = torch.tensor(grad)
+        opt.step()
+    for key, want in [("param", t_param), *opt.state[t_param].items()]:
+        if key != "step":
             want = want.detach().numpy()
-            assert_close(got, want, dtype, scale=np.abs(want).max())
+            assert_close(got if key == "param" else state[key], want, dtype, scale=np.abs(want).max())
 
+
+def test_optimizers_reject_mismatched_state():
+    param = np.zeros(4)
+    with pytest.raises(ValueError, match=r"sgd_step: momentum_buf has 3 elements; expected as many as param \(4\)"):
+        K.sgd_step(param, np.zeros(4), np.zeros(3), 0.1, 0.9, 0.0, 0.0, False, False, False)
+    K.sgd_step(param, np.zeros(4), np.zeros(0), 0.1, 0.0, 0.0, 0.0, False, False, False)  # no momentum: unused
+    with pytest.raises(ValueError, match="adam_step: exp_avg_sq has 2 elements"):
+        K.adam_step(param, np.zeros(4), np.zeros(4), np.zeros(2), np.zeros(0), 1, 1e-3, 0.9, 0.999, 1e-8, 0.0, False,
+                    False, False)
+    with pytest.raises(ValueError, match="adam_step: max_exp_avg_sq has 0 elements"):
+        K.adam_step(param, np.zeros(4), np.zeros(4), np.zeros(4), np.zeros(0), 1, 1e-3, 0.9, 0.999, 1e-8, 0.0, True,
+                    False, False)
+    with pytest.raises(ValueError, match="adam_step: step must be"):
+        K.adam_step(param, np.zeros(4), np.zeros(4), np.zeros(4), np.zeros(0), 0, 1e-3, 0.9, 0.999, 1e-8, 0.0, False,
+                    False, False)
+    with pytest.raises(ValueError, match="rmsprop_step: grad_avg has 3 elements"):
+        K.rmsprop_step(param, np.zeros(4), np.zeros(4), np.zeros(3), np.zeros(0), 1e-2, 0.99, 1e-8, 0.0, 0.0, True,
+                       False)
+    with pytest.raises(ValueError, match="rmsprop_step: momentum_buffer has 0 elements"):
+        K.rmsprop_step(param, np.zeros(4), np.zeros(4), np.zeros(0), np.zeros(0), 1e-2, 0.99, 1e-8, 0.0, 0.9, False,
+                       False)
+    with pytest.raises(ValueError, match="adagrad_step: state_sum has 5 elements"):
+        K.adagrad_step(param, np.zeros(4), np.zeros(5), 1, 1e-2, 0.0, 0.0, 1e-10, False)
+    with pytest.raises(ValueError, match="adagrad_step: step must be"):
+        K.adagrad_step(param, np.zeros(4), np.zeros(4), 0, 1e-2, 0.0, 0.0, 1e-10, False)
+    with pytest.raises(ValueError, match="adadelta_step: grad has 3 elements"):
+        K.adadelta_step(param, np.zeros(3), np.zeros(4), np.zeros(4), 1.0, 0.9, 1e-6, 0.0, False)
+
+
+# --- matmul -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("m, k, n, b_transposed", [
     (64, 256, 1024, True),   # the swapped case: short A times a transposed B
@@ -467,16 +507,6 @@ def test_cpu_matmul_layouts_agree_with_numpy(m, k, n, b_transposed, rng):
     assert cpu.matmul(a, b, out) is out
     assert out.flags.c_contiguous
     np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-3)
-
-
-def test_optimizers_reject_mismatched_state():
-    param = np.zeros(4)
-    with pytest.raises(ValueError, match="momentum_buf"):
-        K.sgd_step(param, np.zeros(4), np.zeros(3), 0.1, 0.9, 0.0, 0.0, False, False)
-    with pytest.raises(ValueError, match="state array"):
-        K.adam_step(param, np.zeros(4), np.zeros(4), np.zeros(2), np.zeros(0), 1, 1e-3, 0.9, 0.999, 1e-8, 0.0, False)
-    with pytest.raises(ValueError, match="step must be"):
-        K.adam_step(param, np.zeros(4), np.zeros(4), np.zeros(4), np.zeros(0), 0, 1e-3, 0.9, 0.999, 1e-8, 0.0, False)
 
 
 # --- compilation and import behaviour ---------------------------------------------------------
@@ -573,7 +603,7 @@ def test_one_numba_thread_runs_the_serial_variant_at_every_size():
         out = np.empty_like(x)
         K.relu_forward(x, out)
         param, grad = np.ones(n, np.float32), np.full(n, 2, np.float32)
-        K.sgd_step(param, grad, np.empty(0, np.float32), 0.25, 0.0, 0.0, 0.0, False, True)
+        K.sgd_step(param, grad, np.empty(0, np.float32), 0.25, 0.0, 0.0, 0.0, False, True, False)
         print(json.dumps({"relu": bool(np.array_equal(out, np.maximum(x, 0))), "sgd": float(param.max()),
                           "parallel": len(K.relu_forward.parallel.signatures), "serial": len(K.relu_forward.serial.signatures),
                           "tasks": K.relu_forward.task_count(n), "threads_started": parallel._is_initialized}))

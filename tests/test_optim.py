@@ -1,108 +1,106 @@
-"""SGD and Adam, step by step, against torch.optim and a plain numpy implementation of the formulas."""
+"""Every optimizer over 50 steps with two parameter groups of different options, against
+torch.optim (float64 to 1e-12, float32 within float32 rounding) and, without torch, against
+PyTorch's update rules written with numpy (tests/optim_reference.py); the base class's behaviour,
+the signatures and the argument errors."""
 
 from __future__ import annotations
+
+import inspect
+import itertools
 
 import numpy as np
 import pytest
 
 import zgrad
-from helpers import torch
+from helpers import require_torch, torch
+from optim_reference import REFERENCES
 
-SHAPES = [(3, 4), (5,)]
-STEPS = 6
+SHAPES = [(3, 4), (5,), (2, 3), (4,)]  # the first two in group 0, the others in group 1
+STEPS = 50
+NAMES = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta"]
+TOLERANCE = {np.float32: dict(rtol=2e-5, atol=1e-6), np.float64: dict(rtol=1e-12, atol=1e-15)}
 
-CONFIGS = [
-    pytest.param("SGD", dict(lr=0.1), id="sgd"),
-    pytest.param("SGD", dict(lr=0.1, momentum=0.9), id="sgd_momentum"),
-    pytest.param("SGD", dict(lr=0.05, momentum=0.9, dampening=0.3), id="sgd_dampening"),
-    pytest.param("SGD", dict(lr=0.05, momentum=0.8, nesterov=True), id="sgd_nesterov"),
-    pytest.param("SGD", dict(lr=0.1, weight_decay=0.05), id="sgd_weight_decay"),
-    pytest.param("SGD", dict(lr=0.1, momentum=0.5, weight_decay=0.1, nesterov=True), id="sgd_all"),
-    pytest.param("Adam", dict(lr=0.01), id="adam"),
-    pytest.param("Adam", dict(lr=0.02, weight_decay=0.1), id="adam_weight_decay"),
-    pytest.param("Adam", dict(lr=0.01, betas=(0.8, 0.99), amsgrad=True), id="adam_amsgrad"),
-    pytest.param("Adam", dict(lr=0.01, eps=1e-6, weight_decay=0.05, amsgrad=True), id="adam_all"),
-]
-TOLERANCE = {np.float32: dict(rtol=1e-5, atol=1e-7), np.float64: dict(rtol=1e-10, atol=1e-13)}
+
+def _options(**choices):
+    """Every combination of the option values given (the product, in a fixed order)."""
+    keys = list(choices)
+    return [dict(zip(keys, values)) for values in itertools.product(*choices.values())]
+
+
+def _momentum(momentum, dampening, nesterov):
+    return dict(momentum=momentum, dampening=dampening, nesterov=nesterov)
+
+
+# Per optimizer: constructor arguments, the second group's own lr, and every combination of the
+# options that change the math. Consecutive combinations become one case's two groups.
+COMBINATIONS = {
+    "SGD": (dict(lr=0.05), 0.02, [
+        {**_momentum(*m), **o} for m in [(0, 0, False), (0.9, 0, False), (0.8, 0.3, False), (0.9, 0, True)]
+        for o in _options(weight_decay=[0, 0.1], maximize=[False, True])]),
+    "Adam": (dict(lr=0.01), 0.03, _options(amsgrad=[False, True], maximize=[False, True], weight_decay=[0, 0.1],
+                                           betas=[(0.9, 0.999), (0.3, 0.9)])),
+    "AdamW": (dict(lr=0.01), 0.03, _options(amsgrad=[False, True], maximize=[False, True], weight_decay=[1e-2, 0.2])),
+    "RMSprop": (dict(lr=0.01), 0.003, _options(momentum=[0, 0.9], centered=[False, True], maximize=[False, True],
+                                               weight_decay=[0, 0.1])),
+    "Adagrad": (dict(lr=0.1), 0.3, _options(initial_accumulator_value=[0, 0.5], lr_decay=[0, 0.05],
+                                            weight_decay=[0, 0.1], maximize=[False, True])),
+    "Adadelta": (dict(lr=1.0), 0.5, _options(weight_decay=[0, 0.1], maximize=[False, True], rho=[0.9, 0.5])),
+}
+
+
+def _cases():
+    for name, (options, second_lr, combinations) in COMBINATIONS.items():
+        for i in range(0, len(combinations), 2):
+            first, second = (dict(c) for c in combinations[i:i + 2])
+            constructor = dict(options)
+            if name == "Adagrad":  # PyTorch takes the accumulator's start from the constructor only
+                constructor["initial_accumulator_value"] = first.pop("initial_accumulator_value")
+                assert second.pop("initial_accumulator_value") == constructor["initial_accumulator_value"]
+            yield pytest.param(name, constructor, [first, {**second, "lr": second_lr}], id=f"{name}-{i // 2}")
+
+
+CASES = list(_cases())
 
 
 def problem(dtype, seed=0):
     """Initial parameters and a gradient sequence whose scale varies (so AMSGrad's max matters)."""
     rng = np.random.default_rng(seed)
     params = [rng.standard_normal(s).astype(dtype) for s in SHAPES]
-    scales = [1.0, 3.0, 0.2, 0.5, 2.0, 0.1, 1.0, 0.7][:STEPS]
-    grads = [[(rng.standard_normal(s) * k).astype(dtype) for s in SHAPES] for k in scales]
+    grads = [[(rng.standard_normal(s) * k).astype(dtype) for s in SHAPES] for k in rng.uniform(0.1, 3.0, STEPS)]
     return params, grads
 
 
-def run_zgrad(name, options, params, grads):
-    tensors = [zgrad.tensor(p, requires_grad=True) for p in params]
-    optimizer = getattr(zgrad.optim, name)(tensors, **options)
+def run(lib, name, options, groups, params, grads):
+    """Every step's parameters of ``lib.optim.<name>`` (zgrad or torch) over ``grads``."""
+    tensors = [lib.tensor(p, requires_grad=True) for p in params]
+    half = len(tensors) // 2
+    optimizer = getattr(lib.optim, name)([{"params": tensors[:half], **groups[0]},
+                                          {"params": tensors[half:], **groups[1]}], **options)
     history = []
     for step_grads in grads:
         optimizer.zero_grad()
         for t, g in zip(tensors, step_grads):
-            t.grad = zgrad.tensor(g)
-        optimizer.step()
-        history.append([t.numpy().copy() for t in tensors])
-    return history
-
-
-def run_torch(name, options, params, grads):
-    tensors = [torch.tensor(p, requires_grad=True) for p in params]
-    optimizer = getattr(torch.optim, name)(tensors, **options)
-    history = []
-    for step_grads in grads:
-        optimizer.zero_grad()
-        for t, g in zip(tensors, step_grads):
-            t.grad = torch.tensor(g)
+            t.grad = lib.tensor(g)
         optimizer.step()
         history.append([t.detach().numpy().copy() for t in tensors])
     return history
 
 
-def sgd_reference(params, grads, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
-    params = [p.astype(np.float64) for p in params]
-    buffers = [None] * len(params)
+def run_reference(name, options, groups, params, grads):
+    """Every step's parameters under the numpy rules of tests/optim_reference.py."""
+    params = [p.copy() for p in params]
+    states = [{} for _ in params]
+    half = len(params) // 2
     history = []
     for step_grads in grads:
-        for i, g in enumerate(step_grads):
-            d = g.astype(np.float64) + weight_decay * params[i]
-            if momentum:
-                buffers[i] = d.copy() if buffers[i] is None else momentum * buffers[i] + (1 - dampening) * d
-                d = d + momentum * buffers[i] if nesterov else buffers[i]
-            params[i] = params[i] - lr * d
+        for i, (p, g) in enumerate(zip(params, step_grads)):
+            REFERENCES[name](p, g, states[i], **{**options, **groups[i >= half]})
         history.append([p.copy() for p in params])
     return history
-
-
-def adam_reference(params, grads, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False):
-    beta1, beta2 = betas
-    params = [p.astype(np.float64) for p in params]
-    m = [np.zeros_like(p) for p in params]
-    v = [np.zeros_like(p) for p in params]
-    v_max = [np.zeros_like(p) for p in params]
-    history = []
-    for step, step_grads in enumerate(grads, start=1):
-        for i, g in enumerate(step_grads):
-            g = g.astype(np.float64) + weight_decay * params[i]
-            m[i] = beta1 * m[i] + (1 - beta1) * g
-            v[i] = beta2 * v[i] + (1 - beta2) * g * g
-            if amsgrad:
-                v_max[i] = np.maximum(v_max[i], v[i])
-            second = v_max[i] if amsgrad else v[i]
-            m_hat = m[i] / (1 - beta1 ** step)
-            v_hat = second / (1 - beta2 ** step)
-            params[i] = params[i] - lr * m_hat / (np.sqrt(v_hat) + eps)
-        history.append([p.copy() for p in params])
-    return history
-
-
-REFERENCES = {"SGD": sgd_reference, "Adam": adam_reference}
 
 
 def assert_histories_close(mine, reference, dtype, what):
-    for step, (got, expected) in enumerate(zip(mine, reference), start=1):
+    for step, (got, expected) in enumerate(zip(mine, reference, strict=True), start=1):
         for i, (p, q) in enumerate(zip(got, expected)):
             assert p.dtype == dtype
             np.testing.assert_allclose(p, q, err_msg=f"param {i} after step {step} differs from {what}",
@@ -111,36 +109,80 @@ def assert_histories_close(mine, reference, dtype, what):
 
 @pytest.mark.torch
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
-@pytest.mark.parametrize("name, options", CONFIGS)
-def test_matches_torch_optim(name, options, dtype):
-    if torch is None:
-        pytest.skip("torch is not installed")
+@pytest.mark.parametrize("name, options, groups", CASES)
+def test_matches_torch_optim(name, options, groups, dtype):
+    require_torch()
     params, grads = problem(dtype)
-    assert_histories_close(run_zgrad(name, options, params, grads), run_torch(name, options, params, grads),
-                           dtype, "torch.optim")
+    assert_histories_close(run(zgrad, name, options, groups, params, grads),
+                           run(torch, name, options, groups, params, grads), dtype, "torch.optim")
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
-@pytest.mark.parametrize("name, options", CONFIGS)
-def test_matches_numpy_formulas(name, options, dtype):
-    params, grads = problem(dtype)
-    mine = run_zgrad(name, options, params, grads)
-    reference = REFERENCES[name](params, grads, **options)
-    tolerance = TOLERANCE[np.float64] if dtype == np.float64 else dict(rtol=2e-5, atol=1e-6)
-    for step, (got, expected) in enumerate(zip(mine, reference), start=1):
-        for p, q in zip(got, expected):
-            np.testing.assert_allclose(p, q, err_msg=f"step {step}", **tolerance)
+@pytest.mark.parametrize("name, options, groups", CASES)
+def test_matches_numpy_reference(name, options, groups):
+    params, grads = problem(np.float64)
+    assert_histories_close(run(zgrad, name, options, groups, params, grads),
+                           run_reference(name, options, groups, params, grads), np.float64, "the numpy reference")
 
 
-@pytest.mark.parametrize("name, options", CONFIGS)
-def test_params_without_grad_are_unchanged(name, options):
-    a, b = zgrad.ones(3, requires_grad=True), zgrad.ones(2, requires_grad=True)
-    optimizer = getattr(zgrad.optim, name)([a, b], **options)
-    for _ in range(3):
-        a.grad = zgrad.ones(3)
+@pytest.mark.torch
+@pytest.mark.parametrize("name", NAMES)
+def test_signatures_match_torch(name):
+    require_torch()
+
+    def described(cls):
+        return [(p.name, p.kind, p.default) for p in inspect.signature(cls).parameters.values()]
+
+    assert described(getattr(zgrad.optim, name)) == described(getattr(torch.optim, name))
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", NAMES)
+def test_state_and_groups_have_torchs_keys(name):
+    require_torch()
+    options, _, combinations = COMBINATIONS[name]
+    ours, theirs = {}, {}
+    for lib, found in ((zgrad, ours), (torch, theirs)):
+        params = [lib.ones(3, requires_grad=True) for _ in combinations]
+        optimizer = getattr(lib.optim, name)([{"params": [p], **c} for p, c in zip(params, combinations)
+                                              if name != "Adagrad" or not c["initial_accumulator_value"]], **options)
+        for p in params:
+            p.grad = lib.ones(3)
         optimizer.step()
-    assert np.all(b.numpy() == 1) and not np.all(a.numpy() == 1)
-    assert b not in optimizer.state or not optimizer.state[b]
+        found["groups"] = [sorted(g) for g in optimizer.param_groups]
+        found["state"] = [sorted(optimizer.state.get(p, {})) for p in params]
+    assert ours == theirs
+
+
+def test_params_without_grad_are_unchanged():
+    for name in NAMES:
+        a, b = zgrad.ones(3, requires_grad=True), zgrad.ones(2, requires_grad=True)
+        optimizer = getattr(zgrad.optim, name)([a, b], **COMBINATIONS[name][0])
+        for _ in range(3):
+            a.grad = zgrad.ones(3)
+            optimizer.step()
+        assert np.all(b.numpy() == 1) and not np.all(a.numpy() == 1), name
+        if name == "Adagrad":  # built with the optimizer, as in PyTorch, and left alone
+            assert optimizer.state[b]["step"] == 0 and np.all(optimizer.state[b]["sum"] == 0)
+        else:
+            assert b not in optimizer.state or not optimizer.state[b], name
+
+
+def test_adagrad_accumulator_starts_at_the_constructors_value():
+    a, b = zgrad.ones(2, requires_grad=True), zgrad.ones(2, requires_grad=True)
+    optimizer = zgrad.optim.Adagrad([{"params": [a], "initial_accumulator_value": 5.0}], initial_accumulator_value=0.5)
+    optimizer.add_param_group({"params": [b]})
+    assert np.all(optimizer.state[a]["sum"] == 0.5) and optimizer.state[a]["step"] == 0
+    assert b not in optimizer.state
+    b.grad = zgrad.ones(2)
+    optimizer.step()
+    np.testing.assert_array_equal(optimizer.state[b]["sum"], [1.5, 1.5])
+
+
+def test_implementation_options_change_nothing():
+    params, grads = problem(np.float64)
+    plain = run(zgrad, "AdamW", {}, [{}, {}], params, grads[:3])
+    for options in (dict(foreach=True), dict(fused=True), dict(capturable=True), dict(foreach=False, fused=False)):
+        assert_histories_close(run(zgrad, "AdamW", options, [{}, {}], params, grads[:3]), plain, np.float64, options)
 
 
 def test_zero_grad():
@@ -197,17 +239,35 @@ def test_gradient_of_another_dtype_is_cast():
     np.testing.assert_allclose(a.numpy(), [0.9, 0.9], rtol=1e-6)
 
 
+O = zgrad.optim
 INVALID = [
-    (zgrad.optim.SGD, dict(lr=-0.1), "Invalid learning rate: -0.1"),
-    (zgrad.optim.SGD, dict(lr=0.1, momentum=-1), "Invalid momentum value: -1"),
-    (zgrad.optim.SGD, dict(lr=0.1, weight_decay=-1), "Invalid weight_decay value: -1"),
-    (zgrad.optim.SGD, dict(lr=0.1, nesterov=True), "Nesterov momentum requires a momentum and zero dampening"),
-    (zgrad.optim.SGD, dict(lr=0.1, momentum=0.9, dampening=0.1, nesterov=True), "Nesterov momentum requires"),
-    (zgrad.optim.Adam, dict(lr=-1e-3), "Invalid learning rate: -0.001"),
-    (zgrad.optim.Adam, dict(eps=-1.0), "Invalid epsilon value: -1.0"),
-    (zgrad.optim.Adam, dict(betas=(1.0, 0.999)), "Invalid beta parameter at index 0: 1.0"),
-    (zgrad.optim.Adam, dict(betas=(0.9, -0.1)), "Invalid beta parameter at index 1: -0.1"),
-    (zgrad.optim.Adam, dict(weight_decay=-0.5), "Invalid weight_decay value: -0.5"),
+    (O.SGD, dict(lr=-0.1), "Invalid learning rate: -0.1"),
+    (O.SGD, dict(lr=0.1, momentum=-1), "Invalid momentum value: -1"),
+    (O.SGD, dict(lr=0.1, weight_decay=-1), "Invalid weight_decay value: -1"),
+    (O.SGD, dict(lr=0.1, nesterov=True), "Nesterov momentum requires a momentum and zero dampening"),
+    (O.SGD, dict(lr=0.1, momentum=0.9, dampening=0.1, nesterov=True), "Nesterov momentum requires"),
+    (O.Adam, dict(lr=-1e-3), "Invalid learning rate: -0.001"),
+    (O.Adam, dict(eps=-1.0), "Invalid epsilon value: -1.0"),
+    (O.Adam, dict(betas=(1.0, 0.999)), "Invalid beta parameter at index 0: 1.0"),
+    (O.Adam, dict(betas=(0.9, -0.1)), "Invalid beta parameter at index 1: -0.1"),
+    (O.Adam, dict(weight_decay=-0.5), "Invalid weight_decay value: -0.5"),
+    (O.AdamW, dict(lr=-1e-3), "Invalid learning rate: -0.001"),
+    (O.AdamW, dict(betas=(0.9, 1.5)), "Invalid beta parameter at index 1: 1.5"),
+    (O.AdamW, dict(weight_decay=-0.01), "Invalid weight_decay value: -0.01"),
+    (O.RMSprop, dict(lr=-0.01), "Invalid learning rate: -0.01"),
+    (O.RMSprop, dict(eps=-1e-8), "Invalid epsilon value: -1e-08"),
+    (O.RMSprop, dict(momentum=-0.9), "Invalid momentum value: -0.9"),
+    (O.RMSprop, dict(weight_decay=-1), "Invalid weight_decay value: -1"),
+    (O.RMSprop, dict(alpha=-0.5), "Invalid alpha value: -0.5"),
+    (O.Adagrad, dict(lr=-0.01), "Invalid learning rate: -0.01"),
+    (O.Adagrad, dict(lr_decay=-1), "Invalid lr_decay value: -1"),
+    (O.Adagrad, dict(weight_decay=-1), "Invalid weight_decay value: -1"),
+    (O.Adagrad, dict(initial_accumulator_value=-0.1), "Invalid initial_accumulator_value value: -0.1"),
+    (O.Adagrad, dict(eps=-1.0), "Invalid epsilon value: -1.0"),
+    (O.Adadelta, dict(lr=-1.0), "Invalid learning rate: -1.0"),
+    (O.Adadelta, dict(rho=1.5), "Invalid rho value: 1.5"),
+    (O.Adadelta, dict(eps=-1e-6), "Invalid epsilon value: -1e-06"),
+    (O.Adadelta, dict(weight_decay=-1), "Invalid weight_decay value: -1"),
 ]
 
 
@@ -215,6 +275,21 @@ INVALID = [
 def test_invalid_hyper_parameters(cls, options, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         cls([zgrad.ones(2, requires_grad=True)], **options)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_differentiable_is_refused(name):
+    p = zgrad.ones(2, requires_grad=True)
+    with pytest.raises(NotImplementedError, match=f"{name}: differentiable=True is not supported.*differentiable=False"):
+        getattr(zgrad.optim, name)([p], differentiable=True)
+    with pytest.raises(NotImplementedError, match="differentiable=True is not supported"):
+        getattr(zgrad.optim, name)([{"params": [p], "differentiable": True}])
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "Adagrad"])
+def test_fused_and_foreach_together_are_refused(name):
+    with pytest.raises(RuntimeError, match="`fused` and `foreach` cannot be `True` together."):
+        getattr(zgrad.optim, name)([zgrad.ones(2, requires_grad=True)], fused=True, foreach=True)
 
 
 def test_invalid_parameter_lists():

@@ -258,18 +258,37 @@ def cross_entropy_backward(probs, targets, ignore_index: int, scale: float, out)
 
 # --- optimizer updates (in place on contiguous parameters) ------------------------------------
 
-def sgd_step(param, grad, momentum_buf, lr, momentum, dampening, weight_decay, nesterov, first_step):
+def sgd_step(param, grad, momentum_buf, lr, momentum, dampening, weight_decay, nesterov, first_step, maximize):
     _fused().sgd_step(
         param.reshape(-1), flat(grad), momentum_buf.reshape(-1),
-        lr, momentum, dampening, weight_decay, nesterov, first_step,
+        lr, momentum, dampening, weight_decay, nesterov, first_step, maximize,
     )
 
 
-def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay, amsgrad):
+def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay, amsgrad,
+              maximize, decoupled_weight_decay):
     _fused().adam_step(
         param.reshape(-1), flat(grad), exp_avg.reshape(-1), exp_avg_sq.reshape(-1), max_exp_avg_sq.reshape(-1),
-        step, lr, beta1, beta2, eps, weight_decay, amsgrad,
+        step, lr, beta1, beta2, eps, weight_decay, amsgrad, maximize, decoupled_weight_decay,
     )
+
+
+def rmsprop_step(param, grad, square_avg, grad_avg, momentum_buffer, lr, alpha, eps, weight_decay, momentum,
+                 centered, maximize):
+    _fused().rmsprop_step(
+        param.reshape(-1), flat(grad), square_avg.reshape(-1), grad_avg.reshape(-1), momentum_buffer.reshape(-1),
+        lr, alpha, eps, weight_decay, momentum, centered, maximize,
+    )
+
+
+def adagrad_step(param, grad, state_sum, step, lr, lr_decay, weight_decay, eps, maximize):
+    _fused().adagrad_step(param.reshape(-1), flat(grad), state_sum.reshape(-1), step, lr, lr_decay, weight_decay,
+                          eps, maximize)
+
+
+def adadelta_step(param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay, maximize):
+    _fused().adadelta_step(param.reshape(-1), flat(grad), square_avg.reshape(-1), acc_delta.reshape(-1), lr, rho,
+                           eps, weight_decay, maximize)
 
 
 # --- collective reductions (1-D C-contiguous arrays, in place) --------------------------------

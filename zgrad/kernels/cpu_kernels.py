@@ -21,7 +21,7 @@ from zgrad.kernels.cpu_elementwise import (
     tanh_backward,
     tanh_forward,
 )
-from zgrad.kernels.cpu_optim import adam_step, sgd_step
+from zgrad.kernels.cpu_optim import adadelta_step, adagrad_step, adam_step, rmsprop_step, sgd_step
 from zgrad.kernels.cpu_rowwise import (
     bias_act_forward,
     cross_entropy_backward,
@@ -33,6 +33,8 @@ from zgrad.kernels.cpu_rowwise import (
 )
 
 __all__ = [
+    "adadelta_step",
+    "adagrad_step",
     "adam_step",
     "bias_act_forward",
     "cross_entropy_backward",
@@ -43,6 +45,7 @@ __all__ = [
     "log_softmax_forward",
     "relu_backward",
     "relu_forward",
+    "rmsprop_step",
     "sgd_step",
     "sigmoid_backward",
     "sigmoid_forward",

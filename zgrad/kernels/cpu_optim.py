@@ -1,9 +1,16 @@
 """Fused optimizer updates: one pass over parameter, gradient and state, in place.
 
-The update rules and their order of operations are those of PyTorch's single-tensor SGD and Adam
-(``torch/optim/sgd.py``, ``torch/optim/adam.py``, and ATen's ``lerp``/``addcmul``/``addcdiv``):
-hyper-parameters are rounded to the parameter's dtype and every step is computed in that dtype,
-as PyTorch does for float32 and float64 tensors.
+The update rules and their order of operations are those of PyTorch's single-tensor optimizers
+(``torch/optim/sgd.py``, ``adam.py``, ``rmsprop.py``, ``adagrad.py``, ``adadelta.py``, and
+ATen's ``lerp``/``addcmul``/``addcdiv``): hyper-parameters are rounded to the parameter's dtype
+and every step is computed in that dtype, as PyTorch does for float32 and float64 tensors.
+``maximize`` negates the gradient before anything else, as PyTorch does.
+
+The options that decide which state arrays a step writes (SGD's momentum, AMSGrad, RMSprop's
+momentum and centering) are fixed when an element loop compiles: each combination has its own
+loop (built by a ``_*_loop`` function, its options closed over as constants), a straight loop that
+LLVM vectorises. A loop that tested them per element was vectorised, or not, depending on small
+changes of its body.
 """
 
 from __future__ import annotations
@@ -11,36 +18,45 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from zgrad.kernels._jit import parallel_kernel
+from zgrad.kernels._jit import kernel, parallel_kernel
+from zgrad.kernels.optim_host import adagrad_learning_rate, adam_bias_corrections, check_sizes
 
-__all__ = ["adam_step", "sgd_step"]
+__all__ = ["adadelta_step", "adagrad_step", "adam_step", "rmsprop_step", "sgd_step"]
 
 
-@parallel_kernel()
-def _sgd_update(param, grad, momentum_buf, lr, momentum, dampening, weight_decay, nesterov, first_step):
-    """The element loop of :func:`sgd_step`."""
-    use_momentum = momentum != 0
-    if grad.size != param.size or (use_momentum and momentum_buf.size != param.size):
-        raise ValueError("sgd_step: grad and momentum_buf must have as many elements as param")
-    to_dtype = param.dtype.type
-    lr_, momentum_ = to_dtype(lr), to_dtype(momentum)
-    keep, weight_decay_ = to_dtype(1 - dampening), to_dtype(weight_decay)
-    for i in prange(param.size):
-        d_p = grad[i]
-        if weight_decay != 0:
-            d_p = d_p + weight_decay_ * param[i]
-        if use_momentum:
-            buf = d_p if first_step else momentum_buf[i] * momentum_ + keep * d_p
-            momentum_buf[i] = buf
-            d_p = d_p + momentum_ * buf if nesterov else buf
-        param[i] = param[i] - lr_ * d_p
+@kernel
+def _lerp(start, end, weight, one_minus_weight, small_weight):
+    """ATen's ``lerp``: from ``start`` while |weight| < 0.5, from ``end`` beyond (fewer roundings)."""
+    return start + weight * (end - start) if small_weight else end - (end - start) * one_minus_weight
+
+
+def _sgd_loop(use_momentum: bool):
+    """The element loop of :func:`sgd_step`, with or without a momentum buffer."""
+    def sgd_update(param, grad, momentum_buf, lr, momentum, dampening, weight_decay, nesterov, first_step, maximize):
+        to_dtype = param.dtype.type
+        lr_, momentum_ = to_dtype(lr), to_dtype(momentum)
+        keep, weight_decay_ = to_dtype(1 - dampening), to_dtype(weight_decay)
+        for i in prange(param.size):
+            d_p = -grad[i] if maximize else grad[i]
+            if weight_decay != 0:
+                d_p = d_p + weight_decay_ * param[i]
+            if use_momentum:
+                buf = d_p if first_step else momentum_buf[i] * momentum_ + keep * d_p
+                momentum_buf[i] = buf
+                d_p = d_p + momentum_ * buf if nesterov else buf
+            param[i] = param[i] - lr_ * d_p
+
+    return sgd_update
+
+
+_SGD_UPDATES = {use_momentum: parallel_kernel()(_sgd_loop(use_momentum)) for use_momentum in (False, True)}
 
 
 def sgd_step(param: np.ndarray, grad: np.ndarray, momentum_buf: np.ndarray, lr: float, momentum: float,
-             dampening: float, weight_decay: float, nesterov: bool, first_step: bool) -> None:
+             dampening: float, weight_decay: float, nesterov: bool, first_step: bool, maximize: bool) -> None:
     """One SGD step on 1-D ``param`` in place (and on ``momentum_buf``, unless momentum == 0).
 
-    d_p = grad + weight_decay * param; buf = d_p on the first step, else
+    d_p = ±grad + weight_decay * param; buf = d_p on the first step, else
     momentum * buf + (1 - dampening) * d_p; d_p = d_p + momentum * buf if nesterov else buf;
     param -= lr * d_p. ``grad`` is not modified; with momentum == 0 ``momentum_buf`` is not
     touched (it may be empty).
@@ -48,55 +64,64 @@ def sgd_step(param: np.ndarray, grad: np.ndarray, momentum_buf: np.ndarray, lr: 
     Raises:
         ValueError: ``grad`` (or, with momentum, ``momentum_buf``) differs in size from ``param``.
     """
+    check_sizes("sgd_step", param, grad=grad, **({"momentum_buf": momentum_buf} if momentum != 0 else {}))
     # Plain Python scalars: one compiled specialisation per dtype, whatever numeric types come in.
-    _sgd_update(param, grad, momentum_buf, float(lr), float(momentum), float(dampening), float(weight_decay),
-                bool(nesterov), bool(first_step))
+    _SGD_UPDATES[bool(momentum != 0)](param, grad, momentum_buf, float(lr), float(momentum), float(dampening),
+                                float(weight_decay), bool(nesterov), bool(first_step), bool(maximize))
 
 
-@parallel_kernel()
-def _adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, lerp_weight, beta2, step_size,
-                 bias_correction2_sqrt, eps, weight_decay, amsgrad):
-    """The element loop of :func:`adam_step` (scalars already bias-corrected, in float64)."""
-    n = param.size
-    if grad.size != n or exp_avg.size != n or exp_avg_sq.size != n or (amsgrad and max_exp_avg_sq.size != n):
-        raise ValueError("adam_step: grad and every state array must have as many elements as param")
-    to_dtype = param.dtype.type
-    one = to_dtype(1)
-    weight = to_dtype(lerp_weight)
-    one_minus_weight = one - weight
-    small_weight = abs(lerp_weight) < 0.5  # ATen's lerp switches formula at |weight| = 0.5
-    beta2_, one_minus_beta2 = to_dtype(beta2), to_dtype(1 - beta2)
-    step_size_, bias_correction2_sqrt_ = to_dtype(step_size), to_dtype(bias_correction2_sqrt)
-    eps_, weight_decay_ = to_dtype(eps), to_dtype(weight_decay)
-    for i in prange(n):
-        g = grad[i]
-        if weight_decay != 0:
-            g = g + weight_decay_ * param[i]
-        m = exp_avg[i]
-        m = m + weight * (g - m) if small_weight else g - (g - m) * one_minus_weight
-        exp_avg[i] = m
-        v = exp_avg_sq[i] * beta2_ + one_minus_beta2 * g * g
-        exp_avg_sq[i] = v
-        if amsgrad:
-            v_max = max_exp_avg_sq[i]
-            if v > v_max or v != v:  # torch.maximum: NaN wins
-                v_max = v
-            max_exp_avg_sq[i] = v_max
-            v = v_max
-        denom = np.sqrt(v) / bias_correction2_sqrt_ + eps_
-        param[i] = param[i] - step_size_ * m / denom
+def _adam_loop(amsgrad: bool):
+    """The element loop of :func:`adam_step` (scalars already bias-corrected, in float64), with or
+    without AMSGrad's running maximum."""
+    def adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, lerp_weight, beta2, step_size,
+                    bias_correction2_sqrt, eps, weight_decay, decay_factor, maximize, decoupled):
+        n = param.size
+        to_dtype = param.dtype.type
+        weight = to_dtype(lerp_weight)
+        one_minus_weight = to_dtype(1) - weight
+        small_weight = abs(lerp_weight) < 0.5
+        beta2_, one_minus_beta2 = to_dtype(beta2), to_dtype(1 - beta2)
+        step_size_, bias_correction2_sqrt_ = to_dtype(step_size), to_dtype(bias_correction2_sqrt)
+        eps_, weight_decay_, decay_factor_ = to_dtype(eps), to_dtype(weight_decay), to_dtype(decay_factor)
+        for i in prange(n):
+            p = param[i]
+            g = -grad[i] if maximize else grad[i]
+            if weight_decay != 0:
+                if decoupled:
+                    p = p * decay_factor_
+                else:
+                    g = g + weight_decay_ * p
+            m = _lerp(exp_avg[i], g, weight, one_minus_weight, small_weight)
+            exp_avg[i] = m
+            v = exp_avg_sq[i] * beta2_ + one_minus_beta2 * g * g
+            exp_avg_sq[i] = v
+            if amsgrad:
+                v_max = max_exp_avg_sq[i]
+                if v > v_max or v != v:  # torch.maximum: NaN wins
+                    v_max = v
+                max_exp_avg_sq[i] = v_max
+                v = v_max
+            denom = np.sqrt(v) / bias_correction2_sqrt_ + eps_
+            param[i] = p - step_size_ * m / denom
+
+    return adam_update
+
+
+_ADAM_UPDATES = {amsgrad: parallel_kernel()(_adam_loop(amsgrad)) for amsgrad in (False, True)}
 
 
 def adam_step(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_avg_sq: np.ndarray,
               max_exp_avg_sq: np.ndarray, step: int, lr: float, beta1: float, beta2: float, eps: float,
-              weight_decay: float, amsgrad: bool) -> None:
-    """One Adam step on 1-D ``param`` and its state arrays, in place.
+              weight_decay: float, amsgrad: bool, maximize: bool, decoupled_weight_decay: bool) -> None:
+    """One Adam (or AdamW) step on 1-D ``param`` and its state arrays, in place.
 
     Args:
         step: the step count after incrementing (>= 1), as in ``state["step"]``.
         max_exp_avg_sq: updated only when ``amsgrad``; may be empty otherwise.
+        decoupled_weight_decay: AdamW's decay, param *= 1 - lr * weight_decay, instead of adding
+            weight_decay * param to the gradient.
 
-    g = grad + weight_decay * param; exp_avg.lerp_(g, 1 - beta1);
+    g = ±grad (+ weight_decay * param); exp_avg.lerp_(g, 1 - beta1);
     exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * g * g; param -= step_size * exp_avg / denom
     with step_size = lr / (1 - beta1**step) and
     denom = sqrt(exp_avg_sq (or its running max)) / sqrt(1 - beta2**step) + eps.
@@ -104,12 +129,134 @@ def adam_step(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_avg_
     Raises:
         ValueError: ``step`` < 1, or an array's size differs from ``param``'s.
     """
-    step = int(step)
-    if step < 1:
-        raise ValueError(f"adam_step: step must be the incremented step count (>= 1), got {step}")
-    bias_correction1 = 1 - beta1**step
-    bias_correction2 = 1 - beta2**step
-    step_size = lr / bias_correction1
-    bias_correction2_sqrt = bias_correction2**0.5
-    _adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, float(1 - beta1), float(beta2),
-                 float(step_size), float(bias_correction2_sqrt), float(eps), float(weight_decay), bool(amsgrad))
+    step_size, bias_correction2_sqrt = adam_bias_corrections(step, lr, beta1, beta2)
+    check_sizes("adam_step", param, grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq,
+                **({"max_exp_avg_sq": max_exp_avg_sq} if amsgrad else {}))
+    _ADAM_UPDATES[bool(amsgrad)](param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, float(1 - beta1), float(beta2),
+                                 float(step_size), float(bias_correction2_sqrt), float(eps), float(weight_decay),
+                                 float(1 - lr * weight_decay), bool(maximize), bool(decoupled_weight_decay))
+
+
+def _rmsprop_loop(centered: bool, use_momentum: bool):
+    """The element loop of :func:`rmsprop_step`, centered or not, with or without momentum."""
+    def rmsprop_update(param, grad, square_avg, grad_avg, momentum_buffer, lr, alpha, eps, weight_decay, momentum,
+                       maximize):
+        n = param.size
+        to_dtype = param.dtype.type
+        alpha_, lr_, eps_ = to_dtype(alpha), to_dtype(lr), to_dtype(eps)
+        weight = to_dtype(1 - alpha)
+        one_minus_weight = to_dtype(1) - weight
+        small_weight = abs(1 - alpha) < 0.5
+        weight_decay_, momentum_ = to_dtype(weight_decay), to_dtype(momentum)
+        for i in prange(n):
+            g = -grad[i] if maximize else grad[i]
+            if weight_decay != 0:
+                g = g + weight_decay_ * param[i]
+            v = square_avg[i] * alpha_ + weight * g * g
+            square_avg[i] = v
+            if centered:
+                g_avg = _lerp(grad_avg[i], g, weight, one_minus_weight, small_weight)
+                grad_avg[i] = g_avg
+                v = v - g_avg * g_avg
+            avg = np.sqrt(v) + eps_
+            if use_momentum:
+                buf = momentum_buffer[i] * momentum_ + g / avg
+                momentum_buffer[i] = buf
+                param[i] = param[i] - lr_ * buf
+            else:
+                param[i] = param[i] - lr_ * g / avg
+
+    return rmsprop_update
+
+
+_RMSPROP_UPDATES = {(centered, use_momentum): parallel_kernel()(_rmsprop_loop(centered, use_momentum))
+                    for centered in (False, True) for use_momentum in (False, True)}
+
+
+def rmsprop_step(param: np.ndarray, grad: np.ndarray, square_avg: np.ndarray, grad_avg: np.ndarray,
+                 momentum_buffer: np.ndarray, lr: float, alpha: float, eps: float, weight_decay: float,
+                 momentum: float, centered: bool, maximize: bool) -> None:
+    """One RMSprop step on 1-D ``param`` and its state arrays, in place.
+
+    g = ±grad + weight_decay * param; square_avg = alpha * square_avg + (1 - alpha) * g * g;
+    avg = sqrt(square_avg - grad_avg**2) + eps with grad_avg.lerp_(g, 1 - alpha) if centered,
+    else sqrt(square_avg) + eps; with momentum > 0 buf = momentum * buf + g / avg and
+    param -= lr * buf, else param -= lr * g / avg. ``grad_avg`` (not centered) and
+    ``momentum_buffer`` (momentum == 0) are not touched and may be empty.
+
+    Raises:
+        ValueError: an array that is used differs in size from ``param``.
+    """
+    check_sizes("rmsprop_step", param, grad=grad, square_avg=square_avg, **({"grad_avg": grad_avg} if centered else {}),
+                **({"momentum_buffer": momentum_buffer} if momentum > 0 else {}))
+    update = _RMSPROP_UPDATES[bool(centered), bool(momentum > 0)]
+    update(param, grad, square_avg, grad_avg, momentum_buffer, float(lr), float(alpha), float(eps), float(weight_decay),
+           float(momentum), bool(maximize))
+
+
+@parallel_kernel()
+def _adagrad_update(param, grad, state_sum, clr, weight_decay, eps, maximize):
+    """The element loop of :func:`adagrad_step` (``clr``: the decayed learning rate)."""
+    n = param.size
+    to_dtype = param.dtype.type
+    clr_, weight_decay_, eps_ = to_dtype(clr), to_dtype(weight_decay), to_dtype(eps)
+    for i in prange(n):
+        g = -grad[i] if maximize else grad[i]
+        if weight_decay != 0:
+            g = g + weight_decay_ * param[i]
+        s = state_sum[i] + g * g
+        state_sum[i] = s
+        param[i] = param[i] - clr_ * g / (np.sqrt(s) + eps_)
+
+
+def adagrad_step(param: np.ndarray, grad: np.ndarray, state_sum: np.ndarray, step: int, lr: float,
+                 lr_decay: float, weight_decay: float, eps: float, maximize: bool) -> None:
+    """One Adagrad step on 1-D ``param`` and its ``state_sum``, in place.
+
+    Args:
+        step: the step count after incrementing (>= 1), as in ``state["step"]``.
+
+    g = ±grad + weight_decay * param; state_sum += g * g;
+    param -= clr * g / (sqrt(state_sum) + eps) with clr = lr / (1 + (step - 1) * lr_decay).
+
+    Raises:
+        ValueError: ``step`` < 1, or an array's size differs from ``param``'s.
+    """
+    clr = adagrad_learning_rate(step, lr, lr_decay)
+    check_sizes("adagrad_step", param, grad=grad, state_sum=state_sum)
+    _adagrad_update(param, grad, state_sum, float(clr), float(weight_decay), float(eps), bool(maximize))
+
+
+@parallel_kernel()
+def _adadelta_update(param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay, maximize):
+    """The element loop of :func:`adadelta_step`."""
+    n = param.size
+    to_dtype = param.dtype.type
+    lr_, rho_, one_minus_rho = to_dtype(lr), to_dtype(rho), to_dtype(1 - rho)
+    eps_, weight_decay_ = to_dtype(eps), to_dtype(weight_decay)
+    for i in prange(n):
+        g = -grad[i] if maximize else grad[i]
+        if weight_decay != 0:
+            g = g + weight_decay_ * param[i]
+        v = square_avg[i] * rho_ + one_minus_rho * g * g
+        square_avg[i] = v
+        acc = acc_delta[i]
+        delta = np.sqrt(acc + eps_) / np.sqrt(v + eps_) * g
+        acc_delta[i] = acc * rho_ + one_minus_rho * delta * delta
+        param[i] = param[i] - lr_ * delta
+
+
+def adadelta_step(param: np.ndarray, grad: np.ndarray, square_avg: np.ndarray, acc_delta: np.ndarray, lr: float,
+                  rho: float, eps: float, weight_decay: float, maximize: bool) -> None:
+    """One Adadelta step on 1-D ``param`` and its state arrays, in place.
+
+    g = ±grad + weight_decay * param; square_avg = rho * square_avg + (1 - rho) * g * g;
+    delta = sqrt(acc_delta + eps) / sqrt(square_avg + eps) * g;
+    acc_delta = rho * acc_delta + (1 - rho) * delta * delta; param -= lr * delta.
+
+    Raises:
+        ValueError: an array's size differs from ``param``'s.
+    """
+    check_sizes("adadelta_step", param, grad=grad, square_avg=square_avg, acc_delta=acc_delta)
+    _adadelta_update(param, grad, square_avg, acc_delta, float(lr), float(rho), float(eps), float(weight_decay),
+                     bool(maximize))

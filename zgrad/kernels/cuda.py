@@ -5,9 +5,9 @@ Imported by dispatch on the first CUDA use; importing it checks that CUDA work c
 GPU, or Numba's simulator with ``NUMBA_ENABLE_CUDASIM=1``) and raises
 :class:`~zgrad.kernels.cuda_runtime.CudaUnavailableError` otherwise. Every function writes into
 ``out`` and returns it; kernels are compiled on their first launch. The groups live in
-``cuda_pointwise`` (element-wise), ``cuda_reduce`` (reductions, rows, losses, matmul, optimizer
-steps), ``cuda_index`` (indexing, embeddings), ``cuda_layers`` (convolution, pooling,
-normalization) and ``cuda_sequence`` (LSTM, GRU).
+``cuda_pointwise`` (element-wise), ``cuda_reduce`` (reductions, rows, losses, matmul),
+``cuda_optim`` (the fused optimizer steps), ``cuda_index`` (indexing, embeddings), ``cuda_layers``
+(convolution, pooling, normalization) and ``cuda_sequence`` (LSTM, GRU).
 
 Kernels run on the calling thread's stream: a device array produced on one thread and read on
 another needs :func:`synchronize` on the producer first (the RPC and collectives' staging does
@@ -39,10 +39,13 @@ from zgrad.kernels.cuda_pointwise import (  # noqa: F401 - element-wise ops
     pow, random_integers, random_normal, random_uniform, reduce_and_copy, reduce_inplace, reduce_pair, relu,
     relu_backward, remainder, scale_copy, sigmoid, sigmoid_backward, sign, sqrt, sub, tanh, tanh_backward, where,
 )
-from zgrad.kernels.cuda_reduce import (  # noqa: F401 - reductions, rows, losses, matmul, optimizers
-    adam_step, argmax, argmin, class_loss, class_loss_backward, cross_entropy, cross_entropy_backward, cumsum,
+from zgrad.kernels.cuda_optim import (  # noqa: F401 - the fused optimizer steps
+    adadelta_step, adagrad_step, adam_step, rmsprop_step, sgd_step,
+)
+from zgrad.kernels.cuda_reduce import (  # noqa: F401 - reductions, rows, losses, matmul
+    argmax, argmin, class_loss, class_loss_backward, cross_entropy, cross_entropy_backward, cumsum,
     distribute_equal, extreme_value, log_softmax, log_softmax_backward, logsumexp_backward_rows, logsumexp_rows,
-    matmul, nansum, nll, nll_backward, pointwise_loss_sum, prod, prod_backward_rows, sgd_step, softmax,
+    matmul, nansum, nll, nll_backward, pointwise_loss_sum, prod, prod_backward_rows, softmax,
     softmax_backward, sum, var_backward_rows, var_rows,
 )
 from zgrad.kernels.cuda_sequence import gru_backward, gru_forward, lstm_backward, lstm_forward  # noqa: F401

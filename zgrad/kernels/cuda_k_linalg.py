@@ -1,4 +1,4 @@
-"""CUDA kernels of the dense linear algebra and the fused optimizer updates.
+"""CUDA kernels of the dense linear algebra.
 
 ``matmul`` is a classic shared-memory tiled product over (batch, M, K) @ (batch, K, N): each
 block loads a TILE x TILE tile of each operand per step of K, so every element read from global
@@ -6,18 +6,16 @@ memory is used TILE times. Blocks stride over the output's tiles, so a small gri
 size. A tuned Numba kernel of this kind reaches roughly 20-40% of cuBLAS's float32 throughput on
 large square products (no register tiling, no tensor cores); cuBLAS is not in reach from Numba.
 TILE is 16 on a GPU and 4 in the simulator, where each CUDA thread is a Python thread.
-
-The optimizer kernels follow :mod:`zgrad.kernels.cpu_optim` (PyTorch's order of operations, every
-step in the parameter's dtype, hyper-parameters rounded to it by the host). Kernels only.
+Kernels only: the host side is :func:`zgrad.kernels.cuda_reduce.matmul`.
 """
 
 from __future__ import annotations
 
 from numba import cuda
 
-from zgrad.kernels.cuda_k_common import SIMULATOR, kernel, math
+from zgrad.kernels.cuda_k_common import SIMULATOR, kernel
 
-__all__ = ["TILE", "matmul", "sgd_step", "adam_step"]
+__all__ = ["TILE", "matmul"]
 
 TILE = 4 if SIMULATOR else 16
 
@@ -50,61 +48,12 @@ def matmul(a, b, out):
             out[z, row, col] = acc
 
 
-@kernel
-def sgd_step(param, grad, momentum_buf, lr, momentum, keep, weight_decay, nesterov, first_step):
-    """One SGD step on flat ``param`` in place (see :func:`zgrad.kernels.cpu_optim.sgd_step`);
-    ``keep`` = 1 - dampening; every scalar already in param's dtype."""
-    T = param.dtype.type
-    use_momentum = momentum != T(0)
-    for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
-        d_p = grad[i]
-        if weight_decay != T(0):
-            d_p = d_p + weight_decay * param[i]
-        if use_momentum:
-            buf = d_p if first_step else momentum_buf[i] * momentum + keep * d_p
-            momentum_buf[i] = buf
-            d_p = d_p + momentum * buf if nesterov else buf
-        param[i] = param[i] - lr * d_p
-
-
-@kernel
-def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, weight, small_weight, beta2, step_size,
-              bias_correction2_sqrt, eps, weight_decay, amsgrad):
-    """One Adam step on flat ``param`` and its state in place (see
-    :func:`zgrad.kernels.cpu_optim.adam_step`); scalars bias-corrected and in param's dtype."""
-    T = param.dtype.type
-    one_minus_weight = T(1) - weight
-    one_minus_beta2 = T(1) - beta2
-    for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
-        g = grad[i]
-        if weight_decay != T(0):
-            g = g + weight_decay * param[i]
-        m = exp_avg[i]
-        m = m + weight * (g - m) if small_weight else g - (g - m) * one_minus_weight
-        exp_avg[i] = m
-        v = exp_avg_sq[i] * beta2 + one_minus_beta2 * g * g
-        exp_avg_sq[i] = v
-        if amsgrad:
-            v_max = max_exp_avg_sq[i]
-            if v > v_max or v != v:
-                v_max = v
-            max_exp_avg_sq[i] = v_max
-            v = v_max
-        denom = math.sqrt(v) / bias_correction2_sqrt + eps
-        param[i] = param[i] - step_size * m / denom
-
-
 def ptx_signatures() -> list:
     """(name, Python function, argument types) of every kernel here, for float32 and float64."""
     from numba import types
 
     cases = []
-    b = types.boolean
     for dt in (types.float32, types.float64):
-        v, t3 = dt[::1], dt[:, :, :]
-        cases += [
-            ("matmul", matmul.py_func, (t3, t3, t3)),
-            ("sgd_step", sgd_step.py_func, (v, v, v, dt, dt, dt, dt, b, b)),
-            ("adam_step", adam_step.py_func, (v, v, v, v, v, dt, b, dt, dt, dt, dt, dt, b)),
-        ]
+        t3 = dt[:, :, :]
+        cases.append(("matmul", matmul.py_func, (t3, t3, t3)))
     return cases

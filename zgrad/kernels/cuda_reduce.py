@@ -1,5 +1,5 @@
-"""The CUDA backend's reductions, row-wise ops, losses over rows, matrix product and optimizer
-steps (host side of :mod:`cuda_k_rows` and :mod:`cuda_k_linalg`).
+"""The CUDA backend's reductions, row-wise ops, losses over rows and matrix product (host side of
+:mod:`cuda_k_rows` and :mod:`cuda_k_linalg`).
 
 Reductions over any axes move the reduced axes last into a C-contiguous (kept, reduced) matrix
 (one strided copy unless they already are last) and run one block per row. Part of
@@ -22,7 +22,7 @@ __all__ = [
     "argmin", "softmax", "log_softmax",
     "softmax_backward", "log_softmax_backward", "logsumexp_rows", "logsumexp_backward_rows", "var_rows",
     "var_backward_rows", "distribute_equal", "cross_entropy", "cross_entropy_backward", "class_loss",
-    "class_loss_backward", "nll", "nll_backward", "pointwise_loss_sum", "matmul", "sgd_step", "adam_step",
+    "class_loss_backward", "nll", "nll_backward", "pointwise_loss_sum", "matmul",
 ]
 
 
@@ -301,7 +301,7 @@ def pointwise_loss_sum(a, b, squared: bool) -> float:
     return float(total.item())
 
 
-# --- matrix product and optimizer steps ----------------------------------------------------------
+# --- matrix product ------------------------------------------------------------------------------
 
 def _as_3d(a: DeviceArray, batch: tuple[int, ...]) -> DeviceArray:
     """``a`` (..., m, k) broadcast to ``batch`` + (m, k), its batch dims merged into one (a view
@@ -336,29 +336,3 @@ def matmul(a, b, out):
         rt.launch(linalg.matmul, (rt.blocks_for(tiles), (linalg.TILE, linalg.TILE)), _as_3d(a2, batch).arg(),
                   _as_3d(b2, batch).arg(), _as_3d(result, batch).arg())
     return out if result._base is out._base else unary_op("copy", result.reshape(out.shape), out)
-
-
-def sgd_step(param, grad, momentum_buf, lr, momentum, dampening, weight_decay, nesterov, first_step):
-    t = param.dtype.type
-    if param.size:
-        rt.launch(kernels("cuda_k_linalg").sgd_step, rt.grid_1d(param.size), param.reshape(-1).arg(),
-                  contiguous(grad).reshape(-1).arg(), momentum_buf.reshape(-1).arg(), t(lr), t(momentum),
-                  t(1 - dampening), t(weight_decay), bool(nesterov), bool(first_step))
-
-
-def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay, amsgrad):
-    """One Adam step (see :func:`zgrad.kernels.cpu_optim.adam_step`).
-
-    Raises:
-        ValueError: ``step`` < 1.
-    """
-    step = int(step)
-    if step < 1:
-        raise ValueError(f"adam_step: step must be the incremented step count (>= 1), got {step}")
-    t = param.dtype.type
-    weight = 1 - beta1
-    if param.size:
-        rt.launch(kernels("cuda_k_linalg").adam_step, rt.grid_1d(param.size), param.reshape(-1).arg(),
-                  contiguous(grad).reshape(-1).arg(), exp_avg.reshape(-1).arg(), exp_avg_sq.reshape(-1).arg(),
-                  max_exp_avg_sq.reshape(-1).arg(), t(weight), abs(weight) < 0.5, t(beta2),
-                  t(lr / (1 - beta1 ** step)), t((1 - beta2 ** step) ** 0.5), t(eps), t(weight_decay), bool(amsgrad))

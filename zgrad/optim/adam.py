@@ -1,10 +1,11 @@
-"""Adam, PyTorch's update rule (L2 weight decay, optional AMSGrad), on one fused kernel."""
+"""Adam, PyTorch's update rule (L2 or decoupled weight decay, AMSGrad), on one fused kernel."""
 
 from __future__ import annotations
 
 from typing import Any, Iterable
 
 from zgrad.kernels import dispatch
+from zgrad.optim._state import full_like, unused
 from zgrad.optim.optimizer import Optimizer
 from zgrad.tensor import Tensor
 
@@ -12,32 +13,48 @@ __all__ = ["Adam"]
 
 
 class Adam(Optimizer):
-    """Adam as in ``torch.optim.Adam`` (not AdamW: weight decay is added to the gradient)."""
+    """Adam as ``torch.optim.Adam``: weight decay is added to the gradient (L2), unless
+    ``decoupled_weight_decay=True``, which makes it :class:`~zgrad.optim.AdamW`.
+
+    State: ``step`` (an int), ``exp_avg``, ``exp_avg_sq``, and ``max_exp_avg_sq`` with AMSGrad.
+    ``maximize`` ascends the objective. ``foreach``, ``capturable`` and ``fused`` are accepted and
+    change nothing (one fused kernel per parameter); ``differentiable=True`` raises
+    NotImplementedError.
+
+    Raises:
+        ValueError: a negative ``lr``, ``eps`` or ``weight_decay``, or a beta outside [0, 1)
+            (PyTorch's messages).
+    """
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False) -> None:
-        if lr < 0:
+                 eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *, foreach: bool | None = None,
+                 maximize: bool = False, capturable: bool = False, differentiable: bool = False,
+                 fused: bool | None = None, decoupled_weight_decay: bool = False) -> None:
+        if not 0.0 <= lr:
             raise ValueError(f"Invalid learning rate: {lr}")
-        if eps < 0:
+        if not 0.0 <= eps:
             raise ValueError(f"Invalid epsilon value: {eps}")
         for i, beta in enumerate(betas):
             if not 0.0 <= beta < 1.0:
                 raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
-        if weight_decay < 0:
+        if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad))
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                                      maximize=maximize, foreach=foreach, capturable=capturable,
+                                      differentiable=differentiable, fused=fused,
+                                      decoupled_weight_decay=decoupled_weight_decay))
 
     def _update(self, param: Tensor, grad: Any, group: dict[str, Any], state: dict[str, Any]) -> None:
         if not state:
-            state["step"] = 0
-            device = dispatch.device_type_of(param._data)
-            state["exp_avg"] = dispatch.full(param.shape, 0, param.dtype, device)
-            state["exp_avg_sq"] = dispatch.full(param.shape, 0, param.dtype, device)
-            state["max_exp_avg_sq"] = dispatch.full(param.shape if group["amsgrad"] else (0,), 0, param.dtype, device)
+            state.update(step=0, exp_avg=full_like(param), exp_avg_sq=full_like(param))
+        amsgrad = bool(group["amsgrad"])
+        if amsgrad and "max_exp_avg_sq" not in state:
+            state["max_exp_avg_sq"] = full_like(param)
         state["step"] += 1
         beta1, beta2 = group["betas"]
         dispatch.backend_of(param._data).adam_step(
-            param._data, grad, state["exp_avg"], state["exp_avg_sq"], state["max_exp_avg_sq"], state["step"],
-            float(group["lr"]), float(beta1), float(beta2), float(group["eps"]), float(group["weight_decay"]),
-            bool(group["amsgrad"]),
+            param._data, grad, state["exp_avg"], state["exp_avg_sq"],
+            state["max_exp_avg_sq"] if amsgrad else unused(param), state["step"], float(group["lr"]), float(beta1),
+            float(beta2), float(group["eps"]), float(group["weight_decay"]), amsgrad, bool(group["maximize"]),
+            bool(group["decoupled_weight_decay"]),
         )

@@ -14,10 +14,13 @@ class Optimizer:
     """Base of local optimizers.
 
     ``params`` is an iterable of tensors, or of dicts ``{"params": [...], **group_options}``.
-    Subclasses implement :meth:`_update` for one parameter. :meth:`step` reads ``.grad``;
-    :meth:`step_with_gradients` applies gradients given explicitly (as the distributed optimizer
-    does with a context's gradients). Steps are serialized by a lock, so concurrent callers on
-    one optimizer never interleave updates.
+    Subclasses implement :meth:`_update` for one parameter, with one fused kernel. PyTorch's
+    implementation options are accepted where PyTorch has them (``foreach``, ``fused``,
+    ``capturable``: every update here is one fused kernel per parameter whatever they say);
+    ``differentiable=True`` is refused (see :meth:`add_param_group`). :meth:`step` reads
+    ``.grad``; :meth:`step_with_gradients` applies gradients given explicitly (as the distributed
+    optimizer does with a context's gradients). Steps are serialized by a lock, so concurrent
+    callers on one optimizer never interleave updates.
     """
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
@@ -33,7 +36,15 @@ class Optimizer:
             self.add_param_group(group)
 
     def add_param_group(self, group: dict[str, Any]) -> None:
-        """Add a group of parameters with its own options (missing ones from the defaults)."""
+        """Add a group of parameters with its own options (missing ones from the defaults).
+
+        Raises:
+            TypeError: a parameter is not a Tensor.
+            ValueError: a parameter is not a C-contiguous leaf, or an option is unknown.
+            NotImplementedError: ``differentiable=True``: the fused kernels update parameters in
+                place outside autograd, so a step cannot be differentiated through.
+            RuntimeError: ``fused=True`` together with ``foreach=True`` (PyTorch's error).
+        """
         params = list(group["params"])
         for i, p in enumerate(params):
             if not isinstance(p, Tensor):
@@ -45,7 +56,15 @@ class Optimizer:
         unknown = set(group) - set(self.defaults) - {"params"}
         if unknown:
             raise ValueError(f"unknown optimizer option(s) {sorted(unknown)}; allowed: {sorted(self.defaults)}")
-        self.param_groups.append({**self.defaults, **group, "params": params})
+        group = {**self.defaults, **group, "params": params}
+        if group.get("differentiable"):
+            raise NotImplementedError(
+                f"{type(self).__name__}: differentiable=True is not supported: zgrad updates parameters in place "
+                "with a fused kernel outside autograd, so a step cannot be differentiated through; pass "
+                "differentiable=False (the default)")
+        if group.get("fused") and group.get("foreach"):
+            raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+        self.param_groups.append(group)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear the ``.grad`` of every parameter (set to None, or zero it in place)."""
