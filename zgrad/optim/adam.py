@@ -28,16 +28,19 @@ class Adam(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad))
 
     def _update(self, param: Tensor, grad: Any, group: dict[str, Any], state: dict[str, Any]) -> None:
+        device = dispatch.device_type_of(param._data)
         if not state:
             state["step"] = 0
-            device = dispatch.device_type_of(param._data)
             state["exp_avg"] = dispatch.full(param.shape, 0, param.dtype, device)
             state["exp_avg_sq"] = dispatch.full(param.shape, 0, param.dtype, device)
-            state["max_exp_avg_sq"] = dispatch.full(param.shape if group["amsgrad"] else (0,), 0, param.dtype, device)
+        if group["amsgrad"] and "max_exp_avg_sq" not in state:
+            state["max_exp_avg_sq"] = dispatch.full(param.shape, 0, param.dtype, device)
         state["step"] += 1
         beta1, beta2 = group["betas"]
+        # without AMSGrad the kernel reads no maximum, and PyTorch's state has none
+        max_exp_avg_sq = state["max_exp_avg_sq"] if group["amsgrad"] else dispatch.empty((0,), param.dtype, device)
         dispatch.backend_of(param._data).adam_step(
-            param._data, grad, state["exp_avg"], state["exp_avg_sq"], state["max_exp_avg_sq"], state["step"],
+            param._data, grad, state["exp_avg"], state["exp_avg_sq"], max_exp_avg_sq, state["step"],
             float(group["lr"]), float(beta1), float(beta2), float(group["eps"]), float(group["weight_decay"]),
             bool(group["amsgrad"]),
         )
