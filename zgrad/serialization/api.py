@@ -22,7 +22,7 @@ from zgrad.serialization.files import is_path, open_source, write_atomically, wr
 from zgrad.serialization.layout import (
     ARRAY_DTYPES, TENSOR_DTYPES, Entry, decode_header, encode_header, header_length,
 )
-from zgrad.serialization.structure import FORMAT_VERSION, flatten, host_array, rebuild
+from zgrad.serialization.structure import FORMAT_VERSION, flatten, rebuild
 from zgrad.tensor import Tensor
 
 __all__ = ["load", "save"]
@@ -56,7 +56,7 @@ def save(obj: Any, f: Any) -> None:
     metadata = {FORMAT_KEY: str(FORMAT_VERSION),
                 STRUCTURE_KEY: json.dumps(flat.tree, separators=(",", ":"), allow_nan=False)}
     header, order = encode_header([(n, flat.arrays[n].dtype, flat.arrays[n].shape) for n in names], metadata)
-    data = (_bytes_of(host_array(flat.arrays[names[i]])) for i in order)  # staged one at a time
+    data = (_file_bytes(flat.arrays[names[i]]) for i in order)  # a CUDA tensor staged one at a time
     chunks = itertools.chain([header], data)
     if is_path(f):
         write_atomically(f, chunks)
@@ -119,8 +119,13 @@ def load(f: Any, map_location: Any = None, *, weights_only: bool | None = True) 
     return rebuild(tree, make_tensor, lambda n: _array(arrays, n, name), name)
 
 
-def _bytes_of(array: np.ndarray) -> np.ndarray:
-    return array.reshape(-1).view(np.uint8)
+def _file_bytes(array: Any) -> np.ndarray:
+    """``array``'s bytes as the file holds them (C order, little-endian): a view of its own memory
+    when it already is so, else a copy (a CUDA array through the backend's pinned staging buffer)."""
+    host = dispatch.host_buffer(array)
+    if host.dtype.byteorder == ">":
+        host = host.astype(host.dtype.newbyteorder("<"))
+    return host.reshape(-1).view(np.uint8)
 
 
 def _structure(metadata: dict[str, str], name: str) -> Any:
@@ -165,7 +170,7 @@ def _ndarray_names(tree: Any) -> set[str]:
 
 def _read_array(source: Any, entry: Entry) -> np.ndarray:
     array = dispatch.empty(entry.shape, entry.dtype, "cpu")
-    got = source.read_into(memoryview(_bytes_of(array)))
+    got = source.read_into(memoryview(array.reshape(-1).view(np.uint8)))
     if got < entry.end - entry.begin:
         raise CheckpointError(f"{source.name} is truncated: tensor {entry.name!r} should have "
                               f"{entry.end - entry.begin} bytes, the file ends after {got}")

@@ -69,13 +69,9 @@ def dtype_name(dtype: np.dtype) -> str | None:
 
 def encode_header(arrays: Sequence[tuple[str, np.dtype, tuple[int, ...]]],
                   metadata: dict[str, str]) -> tuple[bytes, list[int]]:
-    """The length prefix and padded header of a file holding ``arrays`` (name, dtype, shape),
-    and the order their data must follow: 8-byte items first, then 4, 2 and 1, each group in
-    the given order.
-
-    Raises:
-        TypeError: a dtype the format cannot hold (the caller checks dtypes first and names the value).
-    """
+    """The length prefix and padded header of a file holding ``arrays`` (name, dtype, shape; each
+    dtype one :func:`dtype_name` knows), and the order their data must follow: 8-byte items
+    first, then 4, 2 and 1, each group in the given order."""
     order = sorted(range(len(arrays)), key=lambda i: -arrays[i][1].itemsize)
     header: dict[str, Any] = {"__metadata__": metadata} if metadata else {}
     offset = 0

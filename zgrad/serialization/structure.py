@@ -29,7 +29,6 @@ from typing import Any, Callable
 import numpy as np
 
 from zgrad.errors import CheckpointError
-from zgrad.kernels import dispatch
 from zgrad.serialization.layout import dtype_name
 from zgrad.tensor import Tensor
 
@@ -200,11 +199,3 @@ class _SupplierError(Exception):
     """Carries an error of ``make_tensor``/``make_ndarray`` (a bad ``map_location``, no CUDA) out
     of :func:`rebuild` untouched, past the handler that reports malformed nodes."""
 
-
-def host_array(array: Any) -> np.ndarray:
-    """``array`` as C-contiguous little-endian host memory, the bytes a file holds: itself when it
-    already is, else a copy (a device array through the CUDA backend's staging buffer)."""
-    host = dispatch.host_buffer(array)
-    if host.dtype.byteorder == ">":
-        host = host.astype(host.dtype.newbyteorder("<"))
-    return host
