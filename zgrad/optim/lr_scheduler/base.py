@@ -21,7 +21,8 @@ from typing import Any
 
 from zgrad.optim.optimizer import Optimizer
 
-__all__ = ["EPOCH_DEPRECATION_WARNING", "LRScheduler", "check_optimizer", "format_param", "group_values", "_LRScheduler"]
+__all__ = ["EPOCH_DEPRECATION_WARNING", "LRScheduler", "TemporaryFlag", "check_optimizer", "format_param", "group_values",
+           "_LRScheduler"]
 
 EPOCH_DEPRECATION_WARNING = (
     "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where possible. Please use "
@@ -74,7 +75,7 @@ def _track_optimizer_steps(optimizer: Any) -> None:
     optimizer.step = wrapper
 
 
-class _Flag:
+class TemporaryFlag:
     """Set a boolean attribute of a scheduler for the duration of a ``with`` block."""
 
     def __init__(self, scheduler: "LRScheduler", attribute: str) -> None:
@@ -125,7 +126,7 @@ class LRScheduler:
     def _initial_step(self) -> None:
         """The step taken at construction (and by SequentialLR when a scheduler's turn comes)."""
         self._step_count = 0
-        with _Flag(self, "_is_initial"):
+        with TemporaryFlag(self, "_is_initial"):
             self.step()
 
     def state_dict(self) -> dict[str, Any]:
@@ -167,7 +168,7 @@ class LRScheduler:
         self._update_lr(epoch)
 
     def _update_lr(self, epoch: int | None = None) -> None:
-        with _Flag(self, "_get_lr_called_within_step"):
+        with TemporaryFlag(self, "_get_lr_called_within_step"):
             if epoch is None:
                 self.last_epoch += 1
                 values = self.get_lr()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from zgrad.optim.lr_scheduler.base import LRScheduler, _Flag, group_values
+from zgrad.optim.lr_scheduler.base import LRScheduler, TemporaryFlag, group_values
 
 __all__ = ["CosineAnnealingLR", "CosineAnnealingWarmRestarts"]
 
@@ -95,7 +95,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 self.T_i = self.T_0
                 self.T_cur = epoch
         self.last_epoch = math.floor(epoch)
-        with _Flag(self, "_get_lr_called_within_step"):
+        with TemporaryFlag(self, "_get_lr_called_within_step"):
             for group, lr in zip(self.optimizer.param_groups, self.get_lr(), strict=True):
                 group["lr"] = lr
         self._last_lr = group_values(self.optimizer, "lr")

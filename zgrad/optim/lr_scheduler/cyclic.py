@@ -15,7 +15,7 @@ from zgrad.optim.lr_scheduler.base import LRScheduler, check_optimizer, format_p
 __all__ = ["CyclicLR", "OneCycleLR"]
 
 
-def _momentum_key(optimizer: Any) -> bool:
+def _uses_beta1(optimizer: Any) -> bool:
     """Whether the optimizer's momentum is ``betas[0]`` (else ``momentum``).
 
     Raises:
@@ -70,7 +70,7 @@ class CyclicLR(LRScheduler):
         self._init_scale_fn()
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
-            self.use_beta1 = _momentum_key(optimizer)
+            self.use_beta1 = _uses_beta1(optimizer)
             self.base_momentums = format_param("base_momentum", optimizer, base_momentum)
             self.max_momentums = format_param("max_momentum", optimizer, max_momentum)
             if last_epoch == -1:
@@ -189,7 +189,7 @@ class OneCycleLR(LRScheduler):
                 group["min_lr"] = group["initial_lr"] / final_div_factor
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
-            self.use_beta1 = _momentum_key(optimizer)
+            self.use_beta1 = _uses_beta1(optimizer)
             max_momentums = format_param("max_momentum", optimizer, max_momentum)
             base_momentums = format_param("base_momentum", optimizer, base_momentum)
             if last_epoch == -1:
