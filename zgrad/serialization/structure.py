@@ -29,6 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from zgrad.errors import CheckpointError
+from zgrad.nn.module import Parameter
 from zgrad.serialization.layout import dtype_name
 from zgrad.tensor import Tensor
 
@@ -118,7 +119,7 @@ class _Flattener:
                 node["device"] = str(value.device)
             if value.requires_grad:
                 node["requires_grad"] = True
-            if type(value).__name__ == "Parameter":
+            if isinstance(value, Parameter):
                 node["parameter"] = True
         self.seen[id(value)] = node
         return node
