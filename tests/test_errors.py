@@ -13,7 +13,7 @@ import pytest
 import zgrad
 from zgrad import nn
 from zgrad.config import load_config
-from zgrad.errors import AutogradError, ConfigError, ZgradError
+from zgrad.errors import AutogradError, CheckpointError, ConfigError, ZgradError
 
 F = zgrad.nn.functional
 
@@ -232,6 +232,13 @@ def test_linear_feature_mismatch():
 def test_mse_loss_shape_mismatch():
     with raises(ValueError, "shapes [2, 3] and [4] cannot be broadcast together"):
         F.mse_loss(zgrad.ones(2, 3), zgrad.ones(4))
+
+
+def test_loading_a_file_that_is_not_a_checkpoint(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("plain text, not tensors\n")
+    with raises(CheckpointError, "notes.txt", "is not a safetensors checkpoint", "header"):
+        zgrad.load(path)
 
 
 def test_load_state_dict_errors():

@@ -27,6 +27,7 @@ from zgrad.ops import (
     remainder, scatter, split, sqrt, squeeze, std, t, unsqueeze, var, where,
 )
 from zgrad.random import manual_seed
+from zgrad.serialization import load, save
 from zgrad.tensor import Tensor
 
 float16 = _np.dtype(_np.float16)
@@ -51,10 +52,10 @@ __all__ = [
     "empty_like", "enable_grad", "eq", "exp", "flatten", "float", "float16", "float32", "float64", "FloatTensor",
     "from_dlpack", "from_numpy", "full", "full_like", "futures", "gather", "ge", "get_default_device", "gt", "index_select", "int",
     "int32", "int64", "IntTensor", "is_grad_enabled", "le", "log", "log_softmax", "logical_and", "logical_not",
-    "logical_or", "logical_xor", "logsumexp", "long", "LongTensor", "lt", "manual_seed", "masked_fill",
+    "logical_or", "logical_xor", "logsumexp", "long", "LongTensor", "load", "lt", "manual_seed", "masked_fill",
     "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "nansum", "ne", "neg", "nn", "no_grad", "ones",
     "ones_like", "optim", "permute", "pow", "prod", "rand", "rand_like", "randn", "randn_like", "relu", "remainder",
-    "reshape", "scatter", "set_default_device", "set_grad_enabled", "sigmoid", "softmax", "split", "sqrt", "square", "squeeze", "stack", "std",
+    "reshape", "save", "scatter", "set_default_device", "set_grad_enabled", "sigmoid", "softmax", "split", "sqrt", "square", "squeeze", "stack", "std",
     "sub", "sum", "t", "tanh", "Tensor", "tensor", "transpose", "uint8", "unsqueeze", "var", "where", "zeros",
     "zeros_like", "ZgradError",
 ]

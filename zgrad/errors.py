@@ -19,6 +19,7 @@ __all__ = [
     "RemoteError",
     "AutogradError",
     "CollectiveError",
+    "CheckpointError",
 ]
 
 
@@ -74,3 +75,8 @@ class AutogradError(ZgradError):
 class CollectiveError(ZgradError):
     """A collective failed: ranks called different collectives, or another rank of the group
     failed one. The group is unusable afterwards (``destroy_process_group``, then init again)."""
+
+
+class CheckpointError(ZgradError):
+    """A file given to ``zgrad.load`` is not a safetensors checkpoint, is truncated or damaged, or
+    holds a dtype zgrad has no tensors of; the message names the file and what is wrong."""

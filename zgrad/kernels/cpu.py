@@ -27,7 +27,7 @@ from zgrad.kernels.cpu_tensor_ops import (  # noqa: F401 - the tensor-API ops
     abs, add_scaled, addcdiv, addcmul, argmax, argmin, clamp, clamp_backward, compare, distribute_equal,
     extremum_backward, floor_divide, gather, index_add, logical_not, logsumexp_backward_rows, logsumexp_rows, maximum, minimum,
     prod_backward_rows, random_integers, random_normal, random_uniform, remainder, scatter, scatter_add, sign, sqrt,
-    take, var_backward_rows, var_rows, where,
+    take, var_backward_rows, var_rows, vector_norm, where,
 )
 
 DEVICE_TYPE = "cpu"

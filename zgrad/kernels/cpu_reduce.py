@@ -1,5 +1,5 @@
-"""Reduction Numba kernels of the tensor API: variance, logsumexp, and the gradients of a product
-and of a full max.
+"""Reduction Numba kernels of the tensor API: variance, logsumexp, vector norms, and the gradients
+of a product and of a full max.
 
 Row kernels take 2-D (N, C) C-contiguous arrays and reduce each row (the caller moves the reduced
 dimensions last). Sums accumulate in float64; results are written in ``out``'s dtype.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from numba import prange
 
 from zgrad.kernels import cpu_math
@@ -17,6 +18,7 @@ from zgrad.kernels.cpu_rowwise import _row_max, _sum_exp_shifted
 
 __all__ = [
     "distribute_equal", "logsumexp_backward", "logsumexp_forward", "prod_backward", "var_backward", "var_forward",
+    "vector_norm",
 ]
 
 
@@ -104,3 +106,47 @@ def prod_backward(x, grad, out):
         for j in range(c - 1, -1, -1):
             out[r, j] *= after
             after *= x[r, j]
+
+
+@parallel_kernel(reduction=True)
+def vector_norm(x, order, out):
+    """out[0] = the ``order``-norm of the 1-D ``x``, in one pass accumulated in float64: the largest
+    (order inf) or smallest (-inf) absolute value, the count of non-zeros (0), else
+    (sum |x|**order) ** (1 / order), with orders 1 and 2 computed without a power. A NaN gives NaN."""
+    n = x.size
+    nans = 0
+    if order == math.inf:
+        largest = 0.0
+        for i in prange(n):
+            value = abs(np.float64(x[i]))
+            nans += 1 if value != value else 0
+            largest = max(largest, value)
+        out[0] = math.nan if nans else largest
+        return
+    if order == -math.inf:
+        smallest = math.inf
+        for i in prange(n):
+            value = abs(np.float64(x[i]))
+            nans += 1 if value != value else 0
+            smallest = min(smallest, value)
+        out[0] = math.nan if nans else smallest
+        return
+    total = 0.0
+    if order == 2.0:
+        for i in prange(n):
+            value = np.float64(x[i])
+            total += value * value
+        out[0] = math.sqrt(total)
+    elif order == 1.0:
+        for i in prange(n):
+            total += abs(np.float64(x[i]))
+        out[0] = total
+    elif order == 0.0:
+        for i in prange(n):
+            value = x[i]
+            total += 1.0 if value != 0 else 0.0
+        out[0] = total
+    else:
+        for i in prange(n):
+            total += abs(np.float64(x[i])) ** order
+        out[0] = total ** (1.0 / order)

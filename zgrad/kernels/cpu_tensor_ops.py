@@ -17,7 +17,7 @@ __all__ = [
     "remainder", "floor_divide", "maximum", "minimum", "abs", "sign", "sqrt", "clamp", "clamp_backward", "extremum_backward",
     "compare", "logical_not", "where", "argmax", "argmin", "take", "gather", "index_add", "scatter", "scatter_add",
     "var_rows", "var_backward_rows", "logsumexp_rows", "logsumexp_backward_rows", "distribute_equal",
-    "prod_backward_rows", "add_scaled", "addcmul", "addcdiv", "random_uniform", "random_normal", "random_integers",
+    "prod_backward_rows", "vector_norm", "add_scaled", "addcmul", "addcdiv", "random_uniform", "random_normal", "random_integers",
 ]
 
 _COMPARISONS = {
@@ -164,6 +164,12 @@ def distribute_equal(x, value, grad, out):
 
 def prod_backward_rows(x, grad, out):
     kernel_module("cpu_reduce").prod_backward(x, grad, out)
+    return out
+
+
+def vector_norm(x, order, out):
+    """out (0-d) = the ``order``-norm of every element of ``x``, in one pass."""
+    kernel_module("cpu_reduce").vector_norm(flat(x), float(order), out.reshape(1))
     return out
 
 

@@ -46,7 +46,7 @@ from zgrad.kernels.cuda_reduce import (  # noqa: F401 - reductions, rows, losses
     argmax, argmin, class_loss, class_loss_backward, cross_entropy, cross_entropy_backward, cumsum,
     distribute_equal, extreme_value, log_softmax, log_softmax_backward, logsumexp_backward_rows, logsumexp_rows,
     matmul, nansum, nll, nll_backward, pointwise_loss_sum, prod, prod_backward_rows, softmax,
-    softmax_backward, sum, var_backward_rows, var_rows,
+    softmax_backward, sum, var_backward_rows, var_rows, vector_norm,
 )
 from zgrad.kernels.cuda_sequence import gru_backward, gru_forward, lstm_backward, lstm_forward  # noqa: F401
 

@@ -1,7 +1,7 @@
 """Row-wise CUDA kernels: one block per row of a C-contiguous (R, N) array (rows stride past the
 grid), the block's threads striding over the row and combining through a shared-memory tree.
 
-Reductions (sum, product, nansum, max/min, argmax/argmin), running sums and products, softmax
+Reductions (sum, product, nansum, max/min, argmax/argmin, vector norms), running sums and products, softmax
 and log-softmax with their gradients, logsumexp, variance, and the class losses. Accumulators
 stay in the output's dtype (so an int64 output sums bool and small-integer rows without
 wrapping). Kernels only: the host side is :mod:`zgrad.kernels.cuda_reduce`. Block sizes are
@@ -126,6 +126,42 @@ def row_reduce(x, op, out):
         total = _block_reduce(buf, acc, product)
         if cuda.threadIdx.x == 0:
             out[r] = total
+
+
+@kernel
+def row_norm(x, order, power, out):
+    """out[r] = (the sum over j of |x[r, j]| ** ``order``) ** ``power`` in out's dtype: squares for
+    order 2 and absolute values for order 1 without a power, the count of non-zeros for order 0;
+    for order inf (-inf) the largest (smallest) |x[r, j]| of the non-empty row, NaN winning, and no
+    power. ``power`` 1 / order gives each row's norm, 1 the partial sums of a longer reduction.
+    ``order`` and ``power`` come in out's dtype (a float32 kernel computes in float32)."""
+    buf = cuda.shared.array(MAX_BLOCK, out.dtype)
+    T = out.dtype.type
+    largest = order > T(0)
+    n = x.shape[1]
+    for r in range(cuda.blockIdx.x, x.shape[0], cuda.gridDim.x):
+        if math.isinf(order):
+            m = T(math.fabs(x[r, min(cuda.threadIdx.x, n - 1)]))
+            for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
+                a = T(math.fabs(x[r, j]))
+                m = _larger(m, a) if largest else _smaller(m, a)
+            result = _block_extreme(buf, m, largest)
+        else:
+            acc = T(0)
+            for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
+                a = T(math.fabs(x[r, j]))
+                if order == T(2):
+                    acc += a * a
+                elif order == T(1):
+                    acc += a
+                elif order == T(0):
+                    acc += T(1) if a != T(0) else T(0)
+                else:
+                    acc += math.pow(a, order)
+            total = _block_sum(buf, acc)
+            result = total if power == T(1) else math.pow(total, power)
+        if cuda.threadIdx.x == 0:
+            out[r] = result
 
 
 @kernel
@@ -380,6 +416,7 @@ def ptx_signatures() -> list:
             ("row_reduce", row_reduce.py_func, (m, i64, v)),
             ("row_scan", row_scan.py_func, (m, types.boolean, types.boolean, types.boolean, m)),
             ("row_extreme", row_extreme.py_func, (m, types.boolean, v)),
+            ("row_norm", row_norm.py_func, (m, dt, dt, v)),
             ("row_arg_extreme", row_arg_extreme.py_func, (m, types.boolean, idx)),
             ("softmax", softmax.py_func, (m, types.boolean, m)),
             ("softmax_backward", softmax_backward.py_func, (m, m, types.boolean, m)),

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["exp", "log", "tanh", "sqrt", "erf", "inf", "nan", "isnan", "fabs", "pow", "floor"]
+__all__ = ["exp", "log", "tanh", "sqrt", "erf", "inf", "nan", "isinf", "isnan", "fabs", "pow", "floor"]
 
 inf = float("inf")
 nan = float("nan")
@@ -36,6 +36,10 @@ floor = _quiet(np.floor)
 
 def isnan(x: Any) -> bool:
     return bool(np.isnan(x))
+
+
+def isinf(x: Any) -> bool:
+    return bool(np.isinf(x))
 
 
 def erf(x: Any) -> Any:

@@ -21,7 +21,7 @@ __all__ = [
     "contiguous", "rows_of", "sum", "prod", "nansum", "cumsum", "prod_backward_rows", "extreme_value", "argmax",
     "argmin", "softmax", "log_softmax",
     "softmax_backward", "log_softmax_backward", "logsumexp_rows", "logsumexp_backward_rows", "var_rows",
-    "var_backward_rows", "distribute_equal", "cross_entropy", "cross_entropy_backward", "class_loss",
+    "var_backward_rows", "distribute_equal", "vector_norm", "cross_entropy", "cross_entropy_backward", "class_loss",
     "class_loss_backward", "nll", "nll_backward", "pointwise_loss_sum", "matmul",
 ]
 
@@ -97,17 +97,45 @@ def _split_row_reduce(row: DeviceArray, out: DeviceArray, op: int) -> None:
     # the chunks' partial results combine as a plain sum or product: a NaN that a nansum's chunk
     # makes of inf - inf is a result, not an element to skip
     combine = k.PROD if op == k.PROD else k.SUM
+    _two_passes(row, out, _identity(op), lambda m, o: _launch_rows(k.row_reduce, m.shape[0], m.arg(), op, o.arg()),
+                lambda m, o: _launch_rows(k.row_reduce, 1, m.arg(), combine, o.arg()))
+
+
+def _two_passes(row: DeviceArray, out: DeviceArray, identity: Any, reduce_rows: Any, reduce_partials: Any) -> None:
+    """out[0] = a long contiguous 1-D ``row`` reduced in two launches: ``reduce_rows(matrix,
+    results)`` over chunks of the row (a block each), then ``reduce_partials(matrix, out)`` over the
+    (1, chunks + 1) matrix of their results, the last slot ``identity`` when the chunks divide it."""
     length = row.shape[0]
     chunk = -(-length // rt.blocks_for(length))
     parts, rest = divmod(length, chunk)
     partial = DeviceArray.empty((parts + 1,), out.dtype)
-    rt.launch(k.row_reduce, rt.row_launch(parts), row[:parts * chunk].reshape(parts, chunk).arg(), op,
-              partial[:parts].arg())
+    reduce_rows(row[:parts * chunk].reshape(parts, chunk), partial[:parts])
     if rest:
-        rt.launch(k.row_reduce, rt.row_launch(1), row[parts * chunk:].reshape(1, rest).arg(), op, partial[parts:].arg())
+        reduce_rows(row[parts * chunk:].reshape(1, rest), partial[parts:])
     else:
-        unary_op("copy", _identity(op), partial[parts:])
-    rt.launch(k.row_reduce, rt.row_launch(1), partial.reshape(1, parts + 1).arg(), combine, out.arg())
+        unary_op("copy", identity, partial[parts:])
+    reduce_partials(partial.reshape(1, parts + 1), out)
+
+
+def vector_norm(x, order, out):
+    """out (0-d) = the ``order``-norm of every element of x (``cuda_k_rows.row_norm``): one block,
+    or for a long array blocks over chunks and one block over their partial results."""
+    k = _rows_kernels()
+    t = out.dtype.type
+    flat = contiguous(x).reshape(-1)
+    target = out.reshape(1)
+    root = t(1.0 if math.isinf(order) or order == 0 else 1.0 / order)
+    empty = math.inf if order == -math.inf else 0
+    if flat.size == 0:
+        unary_op("copy", empty, target)
+    elif flat.size < SPLIT_MIN_LENGTH:
+        _launch_rows(k.row_norm, 1, flat.reshape(1, -1).arg(), t(order), root, target.arg())
+    else:  # partial sums of |x| ** order add up (order 1), partial extremes compare (inf, -inf)
+        combine = t(order if math.isinf(order) else 1.0)
+        _two_passes(flat, target, empty,
+                    lambda m, o: _launch_rows(k.row_norm, m.shape[0], m.arg(), t(order), t(1.0), o.arg()),
+                    lambda m, o: _launch_rows(k.row_norm, 1, m.arg(), combine, root, o.arg()))
+    return out
 
 
 def _scan(x, axis: int, product: bool, reverse: bool, exclusive: bool, out):

@@ -45,7 +45,7 @@ OPS = (
     "group_norm", "group_norm_backward",
     "remainder", "floor_divide", "maximum", "minimum", "abs", "sign", "sqrt", "clamp", "clamp_backward", "extremum_backward",
     "compare", "logical_not", "where", "argmax", "argmin", "take", "gather", "index_add", "scatter", "scatter_add",
-    "var_rows", "var_backward_rows", "logsumexp_rows", "logsumexp_backward_rows", "distribute_equal",
+    "var_rows", "var_backward_rows", "logsumexp_rows", "logsumexp_backward_rows", "distribute_equal", "vector_norm",
     "add_scaled", "addcmul", "addcdiv", "random_uniform", "random_normal", "random_integers",
     "zeros", "embedding", "embedding_backward", "embedding_renorm", "embedding_bag", "embedding_bag_backward",
     "embedding_bag_per_sample_weights_backward", "lstm_forward", "lstm_backward", "gru_forward", "gru_backward",

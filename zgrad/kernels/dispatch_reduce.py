@@ -1,5 +1,5 @@
 """Dispatch of the reductions of the tensor API: argmax/argmin, variance, logsumexp, cumulative
-sums, and the gradients of a product and of a full max/min (sums, products and nansums over
+sums, vector norms, and the gradients of a product and of a full max/min (sums, products and nansums over
 axes are :func:`zgrad.kernels.dispatch.reduce_axes`).
 
 The companion of :mod:`zgrad.kernels.dispatch` (its rules hold here). Reductions over any set of
@@ -21,7 +21,7 @@ from zgrad.kernels.dispatch_index import normalize_dim
 
 __all__ = [
     "Rows", "to_rows", "argmax", "var", "var_backward", "logsumexp", "logsumexp_backward", "distribute_equal",
-    "cumsum", "prod_backward",
+    "cumsum", "prod_backward", "vector_norm",
 ]
 
 
@@ -153,3 +153,14 @@ def prod_backward(x: Any, grad: Any, dim: int | None):
     grad = contiguous(grad if grad.dtype == dtype else cast(grad, dtype)).reshape(-1)
     out = be.prod_backward_rows(rows.rows, grad, be.empty(rows.rows.shape, dtype))
     return _from_rows(rows, out)
+
+
+def vector_norm(x: Any, order: float):
+    """The ``order``-norm of all of ``x``'s elements as a 0-d array in its floating dtype, in one
+    pass: max |x| (order inf), min |x| (-inf), the count of non-zeros (0), else
+    (sum |x|**order) ** (1 / order). An empty ``x`` gives 0 (inf for order -inf); NaN propagates."""
+    be = backend_of(x)
+    dtype = float_dtype(x.dtype)
+    if x.dtype != dtype:
+        x = cast(x, dtype)
+    return be.vector_norm(x, float(order), be.empty((), dtype))

@@ -1,4 +1,4 @@
-"""``zgrad.optim``: local optimizers with fused update kernels."""
+"""``zgrad.optim``: local optimizers with fused update kernels, and learning-rate schedulers."""
 
 from zgrad.optim.adadelta import Adadelta
 from zgrad.optim.adagrad import Adagrad
@@ -7,5 +7,6 @@ from zgrad.optim.adamw import AdamW
 from zgrad.optim.optimizer import Optimizer
 from zgrad.optim.rmsprop import RMSprop
 from zgrad.optim.sgd import SGD
+from zgrad.optim import lr_scheduler
 
-__all__ = ["Adadelta", "Adagrad", "Adam", "AdamW", "Optimizer", "RMSprop", "SGD"]
+__all__ = ["Adadelta", "Adagrad", "Adam", "AdamW", "Optimizer", "RMSprop", "SGD", "lr_scheduler"]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import threading
+import warnings
 from typing import Any, Callable, Iterable, Mapping
 
+from zgrad.optim import state_dict as _state_dict
 from zgrad.tensor import Tensor
 
 __all__ = ["Optimizer"]
@@ -24,6 +26,9 @@ class Optimizer:
     """
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
+                            f"but got {type(params).__name__}")
         self.defaults = defaults
         self.state: dict[Tensor, dict[str, Any]] = {}
         self.param_groups: list[dict[str, Any]] = []
@@ -35,36 +40,88 @@ class Optimizer:
         for group in groups:
             self.add_param_group(group)
 
-    def add_param_group(self, group: dict[str, Any]) -> None:
-        """Add a group of parameters with its own options (missing ones from the defaults).
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group of parameters with its own options, as ``torch.optim.Optimizer``'s: options
+        it lacks come from the defaults, other keys are kept (schedulers and users store their
+        own), ``(name, tensor)`` pairs record ``param_names``. The dict itself is added.
 
         Raises:
-            TypeError: a parameter is not a Tensor.
-            ValueError: a parameter is not a C-contiguous leaf, or an option is unknown.
+            TypeError: ``param_group`` is not a dict, its params are a set (unordered) or hold
+                something other than tensors.
+            ValueError: a non-leaf or non-C-contiguous tensor, a parameter already in another
+                group, names for some parameters only, or groups with and without names.
             NotImplementedError: ``differentiable=True``: the fused kernels update parameters in
                 place outside autograd, so a step cannot be differentiated through.
             RuntimeError: ``fused=True`` together with ``foreach=True`` (PyTorch's error).
         """
-        params = list(group["params"])
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, (set, frozenset)):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering of "
+                            "tensors in sets will change between runs. Please use a list instead.")
+        params = list(params)
+        names = [p[0] for p in params if isinstance(p, tuple)]
+        params = [p[1] if isinstance(p, tuple) else p for p in params]
+        if names:
+            if len(names) != len(params):
+                raise ValueError("all optimizer params should be with/without names. Some param names are missing")
+            param_group["param_names"] = names
         for i, p in enumerate(params):
             if not isinstance(p, Tensor):
-                raise TypeError(f"optimizer can only optimize Tensors, got {type(p).__name__} at index {i}")
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__} "
+                                f"(at index {i})")
             if not p.is_leaf:
                 raise ValueError("can't optimize a non-leaf Tensor")
-            if not p._data.flags.c_contiguous:
+            if not p.is_contiguous():
                 raise ValueError(f"optimizer needs C-contiguous parameters; parameter {i} of shape {list(p.shape)} is not")
-        unknown = set(group) - set(self.defaults) - {"params"}
-        if unknown:
-            raise ValueError(f"unknown optimizer option(s) {sorted(unknown)}; allowed: {sorted(self.defaults)}")
-        group = {**self.defaults, **group, "params": params}
-        if group.get("differentiable"):
+        param_group["params"] = params
+        for name, default in self.defaults.items():
+            param_group.setdefault(name, default)
+        if param_group.get("differentiable"):
             raise NotImplementedError(
                 f"{type(self).__name__}: differentiable=True is not supported: zgrad updates parameters in place "
                 "with a fused kernel outside autograd, so a step cannot be differentiated through; pass "
                 "differentiable=False (the default)")
-        if group.get("fused") and group.get("foreach"):
+        if param_group.get("fused") and param_group.get("foreach"):
             raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
-        self.param_groups.append(group)
+        if len(params) != len(set(params)):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in future, this will cause "
+                          "an error; see github.com/pytorch/pytorch/issues/40967 for more information", stacklevel=3)
+        existing: set[Tensor] = set()
+        for group in self.param_groups:
+            existing.update(group["params"])
+            if ("param_names" in param_group) != ("param_names" in group):
+                which = "with names" if "param_names" in param_group else "without names"
+                raise ValueError("all optimizer param groups should be with/without names. "
+                                 f"cannot add param group {which} to the optimizer")
+        if not existing.isdisjoint(params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(param_group)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The optimizer's state in PyTorch's layout: ``{"state": {index: {...}}, "param_groups":
+        [{..., "params": [indices]}]}``, state arrays as tensors sharing their memory, ``step`` as a
+        0-d float32 tensor (:mod:`zgrad.optim.state_dict`)."""
+        with self._lock:
+            return _state_dict.pack(self)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Take the options and state of ``state_dict`` (from :meth:`state_dict`, or PyTorch's of
+        the same optimizer converted by name): state goes to this optimizer's parameters by
+        position, copied into each parameter's dtype and device.
+
+        Raises:
+            ValueError: the groups or their sizes differ from this optimizer's (PyTorch's
+                messages), a state array's shape differs from its parameter's, or a group turns
+                on an option this optimizer does not implement.
+        """
+        state, groups = _state_dict.unpack(self, state_dict)
+        with self._lock:
+            self.state = state
+            self.param_groups = groups
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear the ``.grad`` of every parameter (set to None, or zero it in place)."""
