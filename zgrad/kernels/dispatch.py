@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -26,7 +26,7 @@ __all__ = [
     "asarray", "float_dtype", "scalar_type_name", "sum_dtype", "mean_dtype", "broadcast_shape", "sum_to", "binary",
     "unary", "activation_backward", "matmul", "reduce_sum", "reduce_axes", "rowwise", "rowwise_backward", "bias_act", "stack",
     "concatenate", "slice_backward", "cast",
-    "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "host_buffer", "dlpack_capsule", "dlpack_device", "from_dlpack", "add_inplace", "copy_into", "REDUCE_OPS", "reduce_inplace",
+    "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "host_buffer", "dlpack_capsule", "dlpack_device", "from_dlpack", "pin_memory", "add_inplace", "copy_into", "REDUCE_OPS", "reduce_inplace",
     "reduce_pair", "reduce_and_copy", "divide_inplace", "scale_copy",
 ]
 
@@ -131,6 +131,19 @@ def host_buffer(array: Any) -> np.ndarray:
     if isinstance(array, np.ndarray):
         return np.ascontiguousarray(array)
     return backend(device_type_of(array)).staged_to_host(array)
+
+
+def pin_memory(array: Any):
+    """A copy of host ``array`` in page-locked memory of the CUDA backend's pool, from which
+    copies to the device are faster (the DataLoader's ``pin_memory=True``); a device array as it
+    is. Blocks until copied.
+
+    Raises:
+        ZgradError: the CUDA backend cannot load here.
+    """
+    if device_type_of(array) != "cpu":
+        return array
+    return backend("cuda").pinned_copy(array)
 
 
 def dlpack_capsule(array: Any, **kwargs: Any) -> Any:
@@ -485,7 +498,9 @@ def bias_act(x: Any, bias: Any, activation: str):
 
 # --- layout -----------------------------------------------------------------------------------
 
-def stack(arrays: Sequence[Any], axis: int):
+def stack(arrays: Sequence[Any], axis: int, empty: Callable[[tuple[int, ...], np.dtype], Any] | None = None):
+    """Join same-shaped arrays along a new ``axis``; ``empty(shape, dtype)``, when given, allocates
+    the result (a DataLoader worker's shared memory) instead of the backend."""
     be = backend_of(*arrays)
     first = arrays[0]
     for i, a in enumerate(arrays):
@@ -497,7 +512,7 @@ def stack(arrays: Sequence[Any], axis: int):
     axis %= ndim
     dtype = np.result_type(*arrays)
     shape = first.shape[:axis] + (len(arrays),) + first.shape[axis:]
-    return be.stack(arrays, axis, be.empty(shape, dtype))
+    return be.stack(arrays, axis, (be.empty if empty is None else empty)(shape, dtype))
 
 
 def concatenate(arrays: Sequence[Any], axis: int):
