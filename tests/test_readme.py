@@ -57,7 +57,8 @@ def run_script(path: Path, timeout_s: float) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(proc.args, proc.returncode, output)
 
 
-@pytest.mark.parametrize("module", ["zgrad.nn", "zgrad.nn.functional", "zgrad.distributions"])
+@pytest.mark.parametrize("module", ["zgrad.nn", "zgrad.nn.functional", "zgrad.distributions", "zgrad.utils.data",
+                                    "zgrad.utils.data.distributed"])
 def test_api_table_lists_every_export(module):
     row = api_row(module)
     listed = set(re.findall(r"`(\w+)", row))

@@ -32,7 +32,7 @@ class BaseDataLoaderIter:
         self._pin_memory = loader.pin_memory and accelerator_available()
         if loader.pin_memory and not self._pin_memory:
             warnings.warn("'pin_memory' argument is set as true but no accelerator is found, then device pinned "
-                          "memory won't be used.", stacklevel=3)
+                          "memory won't be used.", stacklevel=5)  # the loop that iterates the loader
         self._base_seed = draw_seed(loader.generator)
         BaseDataLoaderIter._reset(self, loader)
 

@@ -1,0 +1,47 @@
+"""pytorch/examples ``distributed/ddp-tutorial-series`` ported by renaming ``torch`` to ``zgrad``
+(``examples/ddp_tutorial/``), run to the end as a user runs them: ``single_gpu.py`` in one
+process, ``multigpu.py`` on two ranks started with ``mp.spawn``."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(300)
+
+REPO = Path(__file__).resolve().parent.parent
+TUTORIAL = REPO / "examples" / "ddp_tutorial"
+
+
+def run(*args: str) -> str:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, *args], cwd=TUTORIAL, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, f"{args[0]} exited with {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_single_gpu():
+    out = run("single_gpu.py", "2", "1").splitlines()
+    assert out == ["[GPUcpu] Epoch 0 | Batch size: 32 | Steps: 64", "Epoch 0 | Training checkpoint saved at checkpoint.pt",
+                   "[GPUcpu] Epoch 1 | Batch size: 32 | Steps: 64", "Epoch 1 | Training checkpoint saved at checkpoint.pt"]
+
+
+def test_multigpu_with_mp_spawn():
+    out = run("multigpu.py", "2", "1", "--batch_size", "16", "--port", str(free_port())).splitlines()
+    for rank in (0, 1):
+        for epoch in (0, 1):  # each rank loads half of the 2048 samples: 64 batches of 16
+            assert f"[GPU{rank}] Epoch {epoch} | Batch size: 16 | Steps: 64" in out
+    assert [line for line in out if "checkpoint" in line] == ["Epoch 0 | Training checkpoint saved at checkpoint.pt",
+                                                              "Epoch 1 | Training checkpoint saved at checkpoint.pt"]
