@@ -501,11 +501,13 @@ def bias_act(x: Any, bias: Any, activation: str):
 def stack(arrays: Sequence[Any], axis: int, empty: Callable[[tuple[int, ...], np.dtype], Any] | None = None):
     """Join same-shaped arrays along a new ``axis``; ``empty(shape, dtype)``, when given, allocates
     the result (a DataLoader worker's shared memory) instead of the backend."""
-    be = backend_of(*arrays)
+    # One array per type decides the device as well as all of them (a collated batch stacks
+    # dozens of samples: their checks run per sample, so they stay cheap).
+    be = backend_of(*{type(a): a for a in arrays}.values())
     first = arrays[0]
-    for i, a in enumerate(arrays):
-        if a.shape != first.shape:
-            raise ValueError(f"stack expects each tensor to be equal size, but got {list(first.shape)} at entry 0 and {list(a.shape)} at entry {i}")
+    if len({a.shape for a in arrays}) > 1:
+        i, a = next((i, a) for i, a in enumerate(arrays) if a.shape != first.shape)
+        raise ValueError(f"stack expects each tensor to be equal size, but got {list(first.shape)} at entry 0 and {list(a.shape)} at entry {i}")
     ndim = first.ndim + 1
     if not -ndim <= axis < ndim:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got {axis})")

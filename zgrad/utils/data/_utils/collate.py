@@ -129,7 +129,7 @@ def collate_tensor_fn(batch: list, *, collate_fn_map: CollateFnMap | None = None
     """Stack same-shaped tensors along a new first dimension, into one array allocated first: in
     a DataLoader worker, the shared memory the batch travels in. Tensors that require grad go
     through ``zgrad.stack``, which records the graph (as ``torch.stack`` does)."""
-    if any(t.requires_grad for t in batch):
+    if any(t._requires_grad for t in batch):
         return stack(batch, 0)
     arrays = [t._data for t in batch]
     allocate = batch_allocator() if dispatch.device_type_of(arrays[0]) == "cpu" else None
