@@ -24,6 +24,7 @@ import zgrad
 from helpers import require_torch
 from zgrad.errors import ZgradError, ZgradTimeoutError
 from zgrad.utils.data import DataLoader, TensorDataset
+from zgrad.utils.data._utils.shared_memory import SPARE_SEGMENTS
 from zgrad.utils.data._utils.worker import numpy_seed_state
 
 pytestmark = pytest.mark.timeout(180)
@@ -60,6 +61,11 @@ def shared_memory_fds() -> int:
         except OSError:
             pass
     return count
+
+
+def shared_memory_maps() -> int:
+    """This process's mappings of DataLoader shared-memory segments."""
+    return sum("memfd:zgrad-dataloader" in line for line in Path("/proc/self/maps").read_text().splitlines())
 
 
 def plain(value):
@@ -110,9 +116,29 @@ def test_batches_travel_in_shared_memory():
         base = tensor.numpy()
         while isinstance(base, np.ndarray):
             base = base.base
-        assert type(base).__name__ == "_Mapping", "the batch was copied, not mapped"
+        assert type(base).__name__ == "_BatchView", "the batch was copied, not mapped"
     images += 1  # writable, like any tensor
     assert shared_memory_fds() == 0  # the mapping is all that holds the memory
+    assert shared_memory_maps() == 1
+    del images, labels, tensor, base
+    assert shared_memory_maps() == 0
+
+
+def test_segments_are_reused_and_follow_what_the_program_holds():
+    def epoch(loader):
+        return sum(x.shape == (4, 8) for (x,) in loader)
+
+    loader = DataLoader(TensorDataset(zgrad.rand(400, 8)), batch_size=4, num_workers=2, persistent_workers=True)
+    assert [epoch(loader) for _ in range(3)] == [100] * 3
+    assert shared_memory_maps() <= 2 * (SPARE_SEGMENTS + 2 + 2)  # per worker: spares, in flight, held
+    held = [x for (x,) in loader]  # every batch of an epoch kept: a segment each
+    assert len(held) == 100 and shared_memory_maps() >= 100 and shared_memory_fds() == 0
+    del held
+    assert epoch(loader) == 100  # its requests tell the workers, who drop what is beyond their spares
+    assert shared_memory_maps() <= 2 * (SPARE_SEGMENTS + 2 + 2)
+    del loader
+    gc.collect()
+    assert shared_memory_maps() == 0
 
 
 def test_worker_exceptions_are_raised_with_the_workers_traceback():
@@ -190,6 +216,7 @@ def test_no_worker_or_segment_is_left_behind(how):
     assert wait_until(lambda: not any(alive(pid) for pid in workers)), f"workers left running ({how})"
     assert kept[0].shape == (4, 16) and shared_memory_fds() == 0
     del kept
+    assert shared_memory_maps() == 0
     if os.path.isdir("/dev/shm"):
         assert set(os.listdir("/dev/shm")) - shm_before == set()
 

@@ -4,16 +4,22 @@ msgpack messages, each with the file descriptors of its shared-memory segments.
 Framing: a header (payload length, number of descriptors), sent with the descriptors attached
 (``SCM_RIGHTS``), then the payload. Messages (trees of :mod:`.codec`, ``fds``: the segments):
 
-========================================  ==========================================================
+=============================================  =====================================================
 main -> worker
-``[FETCH, task, index]``                  fetch the batch for the sampler's ``index`` (a tree)
-``[RESUME]``                              a new epoch (persistent workers): restart the dataset
+``[FETCH, task, index, segments, freed,        fetch the batch for the sampler's ``index`` (a tree;
+dropped]``                                     ``segments``: ``[id, used bytes]`` of its one-off
+                                               segments, ``fds`` theirs); ``freed``: the worker's
+                                               segments whose batches are gone, to fill again;
+                                               ``dropped``: those to let go
+``[RESUME]``                                   a new epoch (persistent workers): restart the dataset
 worker -> main
-``[BATCH, task, batch, sizes]``           the batch (a tree); ``sizes``: used bytes of each segment
-``[ERROR, task, type, where, traceback]`` the fetch raised: ``type`` as ``"module:qualname"``
-``[END, task]``                           the worker's ``IterableDataset`` is exhausted
-``[RESUMED]``                             the dataset restarted
-========================================  ==========================================================
+``[BATCH, task, batch, segments, new]``        the batch (a tree); ``segments``: ``[id, used
+                                               bytes]`` of each it uses; ``new``: the ids of those
+                                               sent for the first time, ``fds`` theirs in order
+``[ERROR, task, type, where, traceback]``      the fetch raised: ``type`` as ``"module:qualname"``
+``[END, task]``                                the worker's ``IterableDataset`` is exhausted
+``[RESUMED]``                                  the dataset restarted
+=============================================  =====================================================
 
 A worker ends when its socket closes; the main process learns of a worker's death from its
 process sentinel (or end of file on the socket).

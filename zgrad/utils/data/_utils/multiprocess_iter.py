@@ -21,7 +21,7 @@ from zgrad.utils.data._utils.channel import BATCH, END, ERROR, FETCH, RESUME, RE
 from zgrad.utils.data._utils.codec import decode, encode
 from zgrad.utils.data._utils.exceptions import reraise
 from zgrad.utils.data._utils.loader_iter import BaseDataLoaderIter
-from zgrad.utils.data._utils.shared_memory import BatchArena, map_segment
+from zgrad.utils.data._utils.shared_memory import BatchArena
 from zgrad.utils.data._utils.worker import WorkerSpec
 from zgrad.utils.data._utils.worker_pool import WorkerPool
 
@@ -66,8 +66,11 @@ class _MultiProcessingDataLoaderIter(BaseDataLoaderIter):
                 self._pool.send(worker_id, [RESUME])
             resumed = 0
             while resumed < self._num_workers:
-                _, message, fds = self._receive()
-                _close(fds)
+                worker_id, message, fds = self._receive()
+                if message[0] == BATCH:  # its segments are mapped here, and free again at once
+                    self._pool.segments[worker_id].receive(message[3], message[4], fds)
+                else:
+                    _close(fds)
                 resumed += message[0] == RESUMED
         for _ in range(self._prefetch_factor * self._num_workers):
             self._try_put_index()
@@ -95,7 +98,7 @@ class _MultiProcessingDataLoaderIter(BaseDataLoaderIter):
             raise
         kind, task = message[0], message[1]
         if kind == BATCH:
-            return task, decode(message[2], [map_segment(fd, n) for fd, n in zip(fds, message[3])])
+            return task, decode(message[2], self._pool.segments[worker_id].receive(message[3], message[4], fds))
         _close(fds)
         if kind == ERROR:
             return task, _WorkerFailure(*message[2:5])
@@ -153,13 +156,16 @@ class _MultiProcessingDataLoaderIter(BaseDataLoaderIter):
                 break
         else:
             return
-        arena = BatchArena()  # holds only the arrays an index may contain (usually none)
+        arena = BatchArena()  # one-off segments for the arrays an index may hold (usually none)
         try:
             tree = encode(index, arena)
-            fds, sizes = arena.export()
-            self._pool.send(worker_id, [FETCH, self._send_idx, tree, sizes], fds)
-        finally:
-            arena.close()
+            segments, _, fds = arena.export()
+            released, dropped = self._pool.segments[worker_id].collect()
+            self._pool.send(worker_id, [FETCH, self._send_idx, tree, segments, released, dropped], fds)
+        except BaseException:
+            arena.unsent()
+            raise
+        arena.sent()
         self._task_info[self._send_idx] = (worker_id,)
         self._workers_num_tasks[worker_id] += 1
         self._tasks_outstanding += 1

@@ -22,7 +22,7 @@ from zgrad.utils.data._utils.channel import BATCH, END, ERROR, FETCH, RESUME, RE
 from zgrad.utils.data._utils.codec import decode, encode
 from zgrad.utils.data._utils.exceptions import capture
 from zgrad.utils.data._utils.fetch import create_fetcher
-from zgrad.utils.data._utils.shared_memory import BatchArena, map_segment
+from zgrad.utils.data._utils.shared_memory import BatchArena, SegmentPool, map_segment
 from zgrad.utils.data._utils.worker_info import WorkerInfo, set_batch_allocator, set_worker_state
 from zgrad.utils.data.dataset import IterableDataset
 from zgrad.utils.orphans import follow_parent
@@ -116,6 +116,7 @@ def _serve(channel: Channel, spec: WorkerSpec) -> None:
         init_error = capture(exc, where)
     iterable = isinstance(spec.dataset, IterableDataset)
     iteration_end = False
+    pool = SegmentPool()
     while True:
         message, fds = channel.recv()
         if message[0] == RESUME:
@@ -126,21 +127,23 @@ def _serve(channel: Channel, spec: WorkerSpec) -> None:
             continue
         if message[0] != FETCH:
             raise EOFError(f"unexpected message kind {message[0]!r} from the main process")
-        _, task, index_tree, sizes = message
-        index = decode(index_tree, [map_segment(fd, n) for fd, n in zip(fds, sizes)])
+        _, task, index_tree, index_segments, released, dropped = message
+        pool.release(released)
+        pool.drop(dropped)
+        index = decode(index_tree, [map_segment(fd, used) for fd, (_, used) in zip(fds, index_segments)])
         if iteration_end:
             continue  # the main process skips what it asked of an exhausted worker
         if init_error is not None:
             channel.send([ERROR, task, *init_error])
             continue
-        arena = BatchArena()
+        arena = BatchArena(pool)
         try:
             set_batch_allocator(arena.empty)
             try:
                 batch = fetcher.fetch(index)  # type: ignore[union-attr]
             finally:
                 set_batch_allocator(None)
-            reply = [BATCH, task, encode(batch, arena)]
+            reply = [BATCH, task, encode(batch, arena), *arena.export()]
         except StopIteration as exc:
             if not iterable:
                 reply = [ERROR, task, *capture(exc, where)]
@@ -149,10 +152,9 @@ def _serve(channel: Channel, spec: WorkerSpec) -> None:
         except Exception as exc:  # noqa: BLE001 - raised again in the main process
             reply = [ERROR, task, *capture(exc, where)]
         batch = None  # the worker's views of the segments go before they are handed over
-        segment_fds, segment_sizes = arena.export()
         if reply[0] == BATCH:
-            reply.append(segment_sizes)
-            channel.send(reply, segment_fds)
+            channel.send(reply[:5], reply[5])
+            arena.sent()
         else:
+            arena.unsent()
             channel.send(reply)
-        arena.close()

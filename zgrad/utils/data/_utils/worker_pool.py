@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 from zgrad.errors import ZgradError
 from zgrad.utils.data._utils.channel import Channel, channel_pair
+from zgrad.utils.data._utils.shared_memory import ReceivedSegments
 from zgrad.utils.data._utils.worker import WorkerSpec, worker_loop
 
 __all__ = ["WorkerPool", "WORKER_EXIT_GRACE_S", "death_message"]
@@ -57,6 +58,8 @@ class WorkerPool:
         self._closed = False
         self.channels: list[Channel] = []
         self.processes: list[Any] = []
+        # the main process's side of each worker's shared-memory segments
+        self.segments = [ReceivedSegments() for _ in specs]
         _live_pools.add(self)
         try:
             for spec in specs:
@@ -125,6 +128,8 @@ class WorkerPool:
         self._closed = True
         for channel in self.channels:
             channel.close()
+        for segments in self.segments:
+            segments.close()
         deadline = time.monotonic() + grace_s
         for process in self.processes:
             process.join(max(0.0, deadline - time.monotonic()))
