@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import collections.abc
 import sys
+import types
 from typing import Any
 
 import numpy as np
@@ -109,11 +110,11 @@ def encode(value: Any, arena: BatchArena, path: tuple = ()) -> Any:
         return head
     if isinstance(value, (list, tuple)):
         return [LIST if isinstance(value, list) else TUPLE, *(encode(v, arena, (*path, i)) for i, v in enumerate(value))]
-    if hasattr(value, "__dict__") and not isinstance(value, type):
+    if hasattr(value, "__dict__") and not callable(value) and not isinstance(value, types.ModuleType):
         return [OBJECT, _class_ref(kind, path), encode(dict(vars(value)), arena, path)]
     raise TypeError(f"DataLoader: {_where(path)} is a {kind.__qualname__}, which cannot travel between processes "
                     "(tensors, numpy arrays, numbers, strings, bytes, None, lists, tuples, dicts, namedtuples and "
-                    "objects with a __dict__ can)")
+                    "objects with a __dict__ that are not callable can)")
 
 
 def _encode_tensor(value: Tensor, arena: BatchArena, path: tuple) -> list:

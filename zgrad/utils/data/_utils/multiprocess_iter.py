@@ -16,7 +16,7 @@ import os
 import weakref
 from typing import Any
 
-from zgrad.errors import ZgradTimeoutError
+from zgrad.errors import ProtocolError, ZgradError, ZgradTimeoutError
 from zgrad.utils.data._utils.channel import BATCH, END, ERROR, FETCH, RESUME, RESUMED
 from zgrad.utils.data._utils.codec import decode, encode
 from zgrad.utils.data._utils.exceptions import reraise
@@ -57,9 +57,7 @@ class _MultiProcessingDataLoaderIter(BaseDataLoaderIter):
         self._send_idx = 0
         self._rcvd_idx = 0
         self._task_info: dict[int, tuple] = {}
-        self._tasks_outstanding = 0
         self._workers_status = [True] * self._num_workers
-        self._workers_num_tasks = [0] * self._num_workers
         self._worker_queue_idx_cycle = itertools.cycle(range(self._num_workers))
         if not first_iter:  # persistent workers, a new epoch: what the last one left in flight is dropped
             for worker_id in range(self._num_workers):
@@ -87,14 +85,18 @@ class _MultiProcessingDataLoaderIter(BaseDataLoaderIter):
             raise ZgradTimeoutError(f"DataLoader timed out after {self._timeout} seconds")
         return received
 
+    def _abort(self) -> None:
+        """Stop the workers at once after a failure of the link (a dead worker, a timeout, an
+        interrupt): the iterator cannot go on, and a worker may be stuck."""
+        self._finalizer.detach()
+        self._pool.shutdown(grace_s=0)
+
     def _get_data(self) -> tuple[int, Any]:
-        """(task, result) of the next task any worker finished; stops the workers on a failure
-        of the link (a dead worker, a timeout): the iterator cannot go on."""
+        """(task, result) of the next task any worker finished."""
         try:
             worker_id, message, fds = self._receive()
         except BaseException:
-            self._finalizer.detach()
-            self._pool.shutdown(grace_s=0)
+            self._abort()
             raise
         kind, task = message[0], message[1]
         if kind == BATCH:
@@ -104,7 +106,8 @@ class _MultiProcessingDataLoaderIter(BaseDataLoaderIter):
             return task, _WorkerFailure(*message[2:5])
         if kind == END:
             return task, _Exhausted(worker_id)
-        raise RuntimeError(f"DataLoader worker {worker_id} sent message kind {kind!r} out of turn")
+        raise ProtocolError(f"DataLoader worker {worker_id} sent a message of kind {kind!r} where a batch, an error "
+                            "or the end of its dataset was expected")
 
     @property
     def workers_running(self) -> bool:
@@ -132,7 +135,6 @@ class _MultiProcessingDataLoaderIter(BaseDataLoaderIter):
                 self._rcvd_idx += 1
                 return self._process_data(data, worker_id)
             task, data = self._get_data()
-            self._tasks_outstanding -= 1
             if isinstance(data, _Exhausted):
                 self._workers_status[data.worker_id] = False
                 self._try_put_index()
@@ -162,17 +164,18 @@ class _MultiProcessingDataLoaderIter(BaseDataLoaderIter):
             segments, _, fds = arena.export()
             released, dropped = self._pool.segments[worker_id].collect()
             self._pool.send(worker_id, [FETCH, self._send_idx, tree, segments, released, dropped], fds)
+        except ZgradError:  # the worker is gone
+            arena.unsent()
+            self._abort()
+            raise
         except BaseException:
             arena.unsent()
             raise
         arena.sent()
         self._task_info[self._send_idx] = (worker_id,)
-        self._workers_num_tasks[worker_id] += 1
-        self._tasks_outstanding += 1
         self._send_idx += 1
 
     def _process_data(self, data: Any, worker_id: int) -> Any:
-        self._workers_num_tasks[worker_id] -= 1
         self._try_put_index()
         if isinstance(data, _WorkerFailure):
             reraise(data.ref, data.where, data.text)

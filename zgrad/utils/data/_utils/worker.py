@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from zgrad.random import manual_seed
-from zgrad.utils.data._utils.channel import BATCH, END, ERROR, FETCH, RESUME, RESUMED, Channel
+from zgrad.utils.data._utils.channel import BATCH, END, ERROR, RESUME, RESUMED, Channel
 from zgrad.utils.data._utils.codec import decode, encode
 from zgrad.utils.data._utils.exceptions import capture
 from zgrad.utils.data._utils.fetch import create_fetcher
@@ -90,7 +90,14 @@ def worker_loop(sock: socket.socket, spec: WorkerSpec) -> None:
     follow_parent(spec.parent_pid)
     channel = Channel(sock)
     try:
-        _serve(channel, spec)
+        worker = _Worker(spec)
+        while True:
+            message, fds = channel.recv()
+            if message[0] == RESUME:
+                worker.resume()
+                channel.send([RESUMED])
+            else:
+                worker.answer(channel, message, fds)
     except KeyboardInterrupt:
         pass  # Ctrl-C reaches the whole process group: the main process reports it
     except (EOFError, BrokenPipeError, ConnectionResetError):
@@ -99,62 +106,72 @@ def worker_loop(sock: socket.socket, spec: WorkerSpec) -> None:
         channel.close()
 
 
-def _serve(channel: Channel, spec: WorkerSpec) -> None:
-    seed = spec.base_seed + spec.worker_id
-    random.seed(seed)
-    manual_seed(seed)
-    np.random.seed(numpy_seed_state(spec.base_seed, spec.worker_id))
-    set_worker_state(WorkerInfo(id=spec.worker_id, num_workers=spec.num_workers, seed=seed, dataset=spec.dataset))
-    where = f"in DataLoader worker process {spec.worker_id}"
-    init_error: list[str] | None = None
-    fetcher = None
-    try:
-        if spec.worker_init_fn is not None:
-            spec.worker_init_fn(spec.worker_id)
-        fetcher = create_fetcher(spec.dataset, spec.auto_collation, spec.collate_fn, spec.drop_last)
-    except Exception as exc:  # noqa: BLE001 - reported with the first batch asked for
-        init_error = capture(exc, where)
-    iterable = isinstance(spec.dataset, IterableDataset)
-    iteration_end = False
-    pool = SegmentPool()
-    while True:
-        message, fds = channel.recv()
-        if message[0] == RESUME:
-            if init_error is None:
-                fetcher = create_fetcher(spec.dataset, spec.auto_collation, spec.collate_fn, spec.drop_last)
-            iteration_end = False
-            channel.send([RESUMED])
-            continue
-        if message[0] != FETCH:
-            raise EOFError(f"unexpected message kind {message[0]!r} from the main process")
-        _, task, index_tree, index_segments, released, dropped = message
-        pool.release(released)
-        pool.drop(dropped)
-        index = decode(index_tree, [map_segment(fd, used) for fd, (_, used) in zip(fds, index_segments)])
-        if iteration_end:
-            continue  # the main process skips what it asked of an exhausted worker
-        if init_error is not None:
-            channel.send([ERROR, task, *init_error])
-            continue
-        arena = BatchArena(pool)
+class _Worker:
+    """A worker's state: its dataset's fetcher (or the error that prevented it), whether its
+    ``IterableDataset`` ended, and its shared-memory segments."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        self.spec = spec
+        seed = spec.base_seed + spec.worker_id
+        random.seed(seed)
+        manual_seed(seed)
+        np.random.seed(numpy_seed_state(spec.base_seed, spec.worker_id))
+        set_worker_state(WorkerInfo(id=spec.worker_id, num_workers=spec.num_workers, seed=seed, dataset=spec.dataset))
+        self.where = f"in DataLoader worker process {spec.worker_id}"
+        self.iterable = isinstance(spec.dataset, IterableDataset)
+        self.iteration_end = False
+        self.pool = SegmentPool()
+        self.init_error: list[str] | None = None
         try:
-            set_batch_allocator(arena.empty)
-            try:
-                batch = fetcher.fetch(index)  # type: ignore[union-attr]
-            finally:
-                set_batch_allocator(None)
-            reply = [BATCH, task, encode(batch, arena), *arena.export()]
-        except StopIteration as exc:
-            if not iterable:
-                reply = [ERROR, task, *capture(exc, where)]
-            else:
-                reply, iteration_end = [END, task], True
-        except Exception as exc:  # noqa: BLE001 - raised again in the main process
-            reply = [ERROR, task, *capture(exc, where)]
-        batch = None  # the worker's views of the segments go before they are handed over
-        if reply[0] == BATCH:
-            channel.send(reply[:5], reply[5])
-            arena.sent()
-        else:
+            if spec.worker_init_fn is not None:
+                spec.worker_init_fn(spec.worker_id)
+            self.resume()
+        except Exception as exc:  # noqa: BLE001 - reported with the first batch asked for
+            self.init_error = capture(exc, self.where)
+
+    def resume(self) -> None:
+        """Start the dataset over (a new epoch of persistent workers)."""
+        if self.init_error is None:
+            self.fetcher = create_fetcher(self.spec.dataset, self.spec.auto_collation, self.spec.collate_fn,
+                                          self.spec.drop_last)
+        self.iteration_end = False
+
+    def answer(self, channel: Channel, message: list, fds: list[int]) -> None:
+        """Fetch the batch a FETCH message asks for and send it back (or its error, or the end
+        of the dataset); an exhausted worker sends nothing, as in PyTorch."""
+        _, task, index_tree, index_segments, freed, dropped = message
+        self.pool.release(freed)
+        self.pool.drop(dropped)
+        index_memory = [map_segment(fd, used) for fd, (_, used) in zip(fds, index_segments)]
+        if self.iteration_end:
+            return
+        if self.init_error is not None:
+            channel.send([ERROR, task, *self.init_error])
+            return
+        arena = BatchArena(self.pool)
+        reply = self._fetch(task, index_tree, index_memory, arena)
+        if reply[0] != BATCH:
             arena.unsent()
             channel.send(reply)
+            return
+        channel.send(reply[:5], reply[5])
+        arena.sent()
+
+    def _fetch(self, task: int, index_tree: Any, index_memory: list, arena: BatchArena) -> list:
+        """The reply to a FETCH: the batch built in ``arena`` (with the segments' descriptors
+        appended), its error, or the end of the dataset."""
+        try:
+            index = decode(index_tree, index_memory)
+            set_batch_allocator(arena.empty)
+            try:
+                batch = self.fetcher.fetch(index)
+            finally:
+                set_batch_allocator(None)
+            return [BATCH, task, encode(batch, arena), *arena.export()]
+        except StopIteration as exc:
+            if not self.iterable:
+                return [ERROR, task, *capture(exc, self.where)]
+            self.iteration_end = True
+            return [END, task]
+        except Exception as exc:  # noqa: BLE001 - raised again in the main process
+            return [ERROR, task, *capture(exc, self.where)]
