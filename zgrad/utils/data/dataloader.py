@@ -12,15 +12,12 @@ through ``multiprocessing``'s own pickling, as in PyTorch (they are the program'
 from __future__ import annotations
 
 import math
-import multiprocessing
-import multiprocessing.context
 import os
 import warnings
 from typing import Any, Callable, Generic, Iterable, TypeVar
 
 from zgrad.utils.data._utils.collate import default_collate, default_convert
 from zgrad.utils.data._utils.loader_iter import BaseDataLoaderIter, _SingleProcessDataLoaderIter
-from zgrad.utils.data._utils.multiprocess_iter import _MultiProcessingDataLoaderIter
 from zgrad.utils.data._utils.worker_info import get_worker_info
 from zgrad.utils.data.dataset import Dataset, IterableDataset
 from zgrad.utils.data.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
@@ -162,7 +159,7 @@ class DataLoader(Generic[T_co]):
         self.persistent_workers = persistent_workers
         self.__initialized = True
         self._IterableDataset_len_called: int | None = None
-        self._iterator: _MultiProcessingDataLoaderIter | None = None
+        self._iterator: Any = None  # the persistent workers' iterator
         self.check_worker_number_rationality()
 
     @property
@@ -172,6 +169,8 @@ class DataLoader(Generic[T_co]):
     @multiprocessing_context.setter
     def multiprocessing_context(self, context: Any) -> None:
         if context is not None:
+            import multiprocessing.context  # on use, as the workers' machinery: importing zgrad stays light
+
             if self.num_workers <= 0:
                 raise ValueError(f"multiprocessing_context can only be used with multi-process loading "
                                  f"(num_workers > 0), but got num_workers={self.num_workers}")
@@ -204,6 +203,10 @@ class DataLoader(Generic[T_co]):
         if self.num_workers == 0:
             return _SingleProcessDataLoaderIter(self)
         self.check_worker_number_rationality()
+        # Imported on first use (multiprocessing, sockets, shared memory): a third of importing
+        # zgrad.utils.data otherwise, for programs that never start a worker.
+        from zgrad.utils.data._utils.multiprocess_iter import _MultiProcessingDataLoaderIter
+
         return _MultiProcessingDataLoaderIter(self)
 
     def __iter__(self) -> BaseDataLoaderIter:
