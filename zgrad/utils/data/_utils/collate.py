@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections.abc
 import copy
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -88,7 +88,7 @@ def _rebuild_sequence(like: collections.abc.Sequence, items: list) -> Any:
         return items
 
 
-def collate(batch: list, *, collate_fn_map: CollateFnMap | None = None) -> Any:
+def collate(batch: Sequence[Any], *, collate_fn_map: CollateFnMap | None = None) -> Any:
     """Collate ``batch`` (a list of samples) by the type of its first element.
 
     Args:
@@ -125,7 +125,7 @@ def collate(batch: list, *, collate_fn_map: CollateFnMap | None = None) -> Any:
     raise TypeError(default_collate_err_msg_format.format(elem_type))
 
 
-def collate_tensor_fn(batch: list, *, collate_fn_map: CollateFnMap | None = None) -> Tensor:
+def collate_tensor_fn(batch: Sequence[Any], *, collate_fn_map: CollateFnMap | None = None) -> Tensor:
     """Stack same-shaped tensors along a new first dimension, into one array allocated first: in
     a DataLoader worker, the shared memory the batch travels in. Tensors that require grad go
     through ``zgrad.stack``, which records the graph (as ``torch.stack`` does)."""
@@ -136,25 +136,25 @@ def collate_tensor_fn(batch: list, *, collate_fn_map: CollateFnMap | None = None
     return Tensor(dispatch.stack(arrays, 0, empty=allocate))
 
 
-def _collate_numpy_array(batch: list, *, collate_fn_map: CollateFnMap | None = None) -> Any:
+def _collate_numpy_array(batch: Sequence[Any], *, collate_fn_map: CollateFnMap | None = None) -> Any:
     if np_str_obj_array_pattern.search(batch[0].dtype.str) is not None:
         raise TypeError(default_collate_err_msg_format.format(batch[0].dtype))
     return collate([from_numpy(np.asarray(b)) for b in batch], collate_fn_map=collate_fn_map)
 
 
-def _collate_numpy_scalar(batch: list, *, collate_fn_map: CollateFnMap | None = None) -> Tensor:
+def _collate_numpy_scalar(batch: Sequence[Any], *, collate_fn_map: CollateFnMap | None = None) -> Tensor:
     return from_numpy(np.asarray(batch))
 
 
-def _collate_float(batch: list, *, collate_fn_map: CollateFnMap | None = None) -> Tensor:
+def _collate_float(batch: Sequence[Any], *, collate_fn_map: CollateFnMap | None = None) -> Tensor:
     return tensor(batch, dtype=np.float64)
 
 
-def _collate_int(batch: list, *, collate_fn_map: CollateFnMap | None = None) -> Tensor:
+def _collate_int(batch: Sequence[Any], *, collate_fn_map: CollateFnMap | None = None) -> Tensor:
     return tensor(batch)  # int64, or bool for bools
 
 
-def _collate_str(batch: list, *, collate_fn_map: CollateFnMap | None = None) -> list:
+def _collate_str(batch: Sequence[Any], *, collate_fn_map: CollateFnMap | None = None) -> Sequence[Any]:
     return batch
 
 
@@ -169,7 +169,7 @@ default_collate_fn_map: CollateFnMap = {
 }
 
 
-def default_collate(batch: list) -> Any:
+def default_collate(batch: Sequence[Any]) -> Any:
     """Stack a list of samples into a batch, as PyTorch's ``default_collate``.
 
     Tensors and numpy arrays are stacked into a tensor with a new first dimension; Python floats
