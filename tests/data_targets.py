@@ -153,3 +153,14 @@ def shard_in_init(worker_id):
 
 def failing_init(worker_id):
     raise RuntimeError(f"init of worker {worker_id} failed")
+
+
+class Sized(Range):
+    """A :class:`Range` that reports a length of ``reported``."""
+
+    def __init__(self, start, end, reported, split=True):
+        super().__init__(start, end, split)
+        self.reported = reported
+
+    def __len__(self):
+        return self.reported

@@ -41,6 +41,8 @@ class _MultiProcessingDataLoaderIter(BaseDataLoaderIter):
     def __init__(self, loader: Any) -> None:
         super().__init__(loader)
         self._prefetch_factor = loader.prefetch_factor
+        if self._prefetch_factor <= 0:  # the loader accepts 0; PyTorch's iterator refuses it so
+            raise AssertionError("prefetch_factor must be greater than 0 for MultiProcessingDataLoaderIter")
         context = loader.multiprocessing_context or multiprocessing.get_context()
         parent_pid = None if context.get_start_method() == "forkserver" else os.getpid()
         specs = [WorkerSpec(self._dataset, self._auto_collation, self._collate_fn, self._drop_last, self._base_seed,
