@@ -39,9 +39,10 @@ def test_single_gpu():
 
 
 def test_multigpu_with_mp_spawn():
-    out = run("multigpu.py", "2", "1", "--batch_size", "16", "--port", str(free_port())).splitlines()
+    out = run("multigpu.py", "2", "1", "--batch_size", "16", "--port", str(free_port()))
+    # the ranks share stdout, and their buffered lines may interleave: count, do not split
     for rank in (0, 1):
         for epoch in (0, 1):  # each rank loads half of the 2048 samples: 64 batches of 16
-            assert f"[GPU{rank}] Epoch {epoch} | Batch size: 16 | Steps: 64" in out
-    assert [line for line in out if "checkpoint" in line] == ["Epoch 0 | Training checkpoint saved at checkpoint.pt",
-                                                              "Epoch 1 | Training checkpoint saved at checkpoint.pt"]
+            assert out.count(f"[GPU{rank}] Epoch {epoch} | Batch size: 16 | Steps: 64") == 1
+    assert out.count("Training checkpoint saved") == 2  # by rank 0 only, every epoch
+    assert all(out.count(f"Epoch {epoch} | Training checkpoint saved at checkpoint.pt") == 1 for epoch in (0, 1))
