@@ -230,7 +230,7 @@ def test_workers_die_with_their_process(tmp_path, ending):
         from zgrad.utils.data import DataLoader, TensorDataset
         loader = DataLoader(TensorDataset(zgrad.rand(64, 4)), batch_size=4, num_workers=2, persistent_workers=True)
         it = iter(loader)
-        next(it)
+        kept = next(it)  # a batch still held at exit, in shared memory
         print(*it._pool.pids, flush=True)
         if {ending == "is killed"!r}:
             time.sleep(120)
@@ -242,7 +242,7 @@ def test_workers_die_with_their_process(tmp_path, ending):
         assert len(workers) == 2
         if ending == "is killed":
             proc.kill()
-        proc.wait(60)
+        assert proc.wait(60) == (-signal.SIGKILL if ending == "is killed" else 0)
         assert wait_until(lambda: not any(alive(pid) for pid in workers)), f"workers outlived a process that {ending}"
     finally:
         proc.kill()

@@ -77,7 +77,9 @@ class _Mapping:
         if address == _MAP_FAILED:
             errno = ctypes.get_errno()
             raise OSError(errno, f"cannot map {nbytes} bytes of a DataLoader's shared memory: {os.strerror(errno)}")
-        weakref.finalize(self, _libc.munmap, address, nbytes)
+        # Not at interpreter exit, when arrays on this memory may still be read by late
+        # finalizers: the process's end unmaps it anyway.
+        weakref.finalize(self, _libc.munmap, address, nbytes).atexit = False
         self.address = address
         self.__array_interface__ = {"data": (address, False), "shape": (nbytes,), "typestr": "|u1", "version": 3}
 
@@ -246,7 +248,7 @@ class ReceivedSegments:
         for segment_id, used in segments:
             self._spare.discard(segment_id)
             view = _BatchView(self._mapped[segment_id], used)
-            weakref.finalize(view, self._freed.append, segment_id)
+            weakref.finalize(view, self._freed.append, segment_id).atexit = False
             views.append(np.asarray(view))
         return views
 
