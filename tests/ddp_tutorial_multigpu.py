@@ -3,32 +3,28 @@
 exists), ported to zgrad for ``tests/test_ddp_tutorial_snapshot.py``.
 
 The port: ``torch`` renamed to ``zgrad``, "nccl" to "gloo", the GPU ids to "cpu", two processes
-instead of one per GPU, ``map_location="cpu"``; and, until ``zgrad.utils.data`` lands (another
-part of issue 30), ``ShardedBatches`` yields what ``DataLoader(dataset, batch_size, shuffle=False,
-sampler=DistributedSampler(dataset))`` would: this rank's share of a permutation that depends only
-on (seed, epoch), padded to a multiple of the world size, in batches stacked along a new first
-dimension. Two more changes: ``MASTER_PORT`` is taken from the environment when set (the test
-picks a free port), and ``load_train_objs`` seeds zgrad's generator: PyTorch's default generator
-starts from a fixed seed, so every rank of the original builds the same random dataset; zgrad's
-starts from the operating system's entropy.
+instead of one per GPU, ``map_location="cpu"``. Two more changes: ``MASTER_PORT`` is taken from
+the environment when set (the test picks a free port), and ``load_train_objs`` seeds zgrad's
+generator: PyTorch's default generator starts from a fixed seed, so every rank of the original
+builds the same random dataset; zgrad's starts from the operating system's entropy.
 
     python tests/ddp_tutorial_multigpu.py TOTAL_EPOCHS SAVE_EVERY [--batch_size N] [--snapshot_path P]
 """
 
 import os
 
-import numpy as np
-
 import zgrad
 import zgrad.multiprocessing as mp
 import zgrad.nn.functional as F
 from zgrad.distributed import destroy_process_group, init_process_group
 from zgrad.nn.parallel import DistributedDataParallel as DDP
+from zgrad.utils.data import DataLoader, Dataset
+from zgrad.utils.data.distributed import DistributedSampler
 
 DATASET_SIZE = 256  # the tutorial's 2048, smaller
 
 
-class MyTrainDataset:
+class MyTrainDataset(Dataset):
     """datautils.MyTrainDataset: ``size`` pairs of a random 20-vector and a random 1-vector."""
 
     def __init__(self, size):
@@ -40,36 +36,6 @@ class MyTrainDataset:
 
     def __getitem__(self, index):
         return self.data[index]
-
-
-class ShardedBatches:
-    """This rank's batches, as DataLoader with a DistributedSampler (shuffle=True, seed 0) gives them."""
-
-    def __init__(self, dataset, batch_size, rank, world_size, seed=0):
-        self.dataset, self.batch_size, self.rank, self.world_size, self.seed = dataset, batch_size, rank, world_size, seed
-        self.epoch = 0
-        self.num_samples = -(-len(dataset) // world_size)
-
-    def set_epoch(self, epoch):
-        self.epoch = epoch
-
-    @property
-    def sampler(self):
-        return self
-
-    def indices(self):
-        order = np.random.default_rng(self.seed + self.epoch).permutation(len(self.dataset)).tolist()
-        order += order[:self.num_samples * self.world_size - len(order)]
-        return order[self.rank::self.world_size]
-
-    def __len__(self):
-        return -(-self.num_samples // self.batch_size)
-
-    def __iter__(self):
-        indices = self.indices()
-        for start in range(0, len(indices), self.batch_size):
-            samples = [self.dataset[i] for i in indices[start:start + self.batch_size]]
-            yield zgrad.stack([s for s, _ in samples]), zgrad.stack([t for _, t in samples])
 
 
 def ddp_setup(rank, world_size):
@@ -142,14 +108,20 @@ def load_train_objs():
     return train_set, model, optimizer
 
 
-def prepare_dataloader(dataset, batch_size, rank, world_size):
-    return ShardedBatches(dataset, batch_size, rank, world_size)
+def prepare_dataloader(dataset, batch_size):
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        pin_memory=True,
+        shuffle=False,
+        sampler=DistributedSampler(dataset)
+    )
 
 
 def main(rank, world_size, save_every, total_epochs, batch_size, snapshot_path):
     ddp_setup(rank, world_size)
     dataset, model, optimizer = load_train_objs()
-    train_data = prepare_dataloader(dataset, batch_size, rank, world_size)
+    train_data = prepare_dataloader(dataset, batch_size)
     trainer = Trainer(model, train_data, optimizer, rank, save_every, snapshot_path)
     trainer.train(total_epochs)
     destroy_process_group()

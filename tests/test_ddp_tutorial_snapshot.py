@@ -58,10 +58,11 @@ def reference_weights(epochs: list[int], batch_size: int) -> dict[str, np.ndarra
     finally:
         sys.path.remove(str(HERE))
     dataset, model, optimizer = tutorial.load_train_objs()
-    shards = [tutorial.ShardedBatches(dataset, batch_size, rank, 2) for rank in range(2)]
+    shards = [tutorial.DataLoader(dataset, batch_size, sampler=tutorial.DistributedSampler(dataset, 2, rank))
+              for rank in range(2)]
     for epoch in epochs:
         for shard in shards:
-            shard.set_epoch(epoch)
+            shard.sampler.set_epoch(epoch)
         for (x0, y0), (x1, y1) in zip(*shards):
             optimizer.zero_grad()
             F.cross_entropy(model(zgrad.cat([x0, x1])), zgrad.cat([y0, y1])).backward()

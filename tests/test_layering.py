@@ -32,6 +32,8 @@ def layer_of(module: str) -> str:
         return "launch"
     if parts[1:3] == ["nn", "parallel"]:  # DistributedDataParallel: the distributed layer of docs/architecture.md
         return "distributed"
+    if parts[1:4] == ["utils", "data", "distributed"]:  # DistributedSampler reads the process group
+        return "distributed"
     if parts[1] in ("errors", "config", "transport", "kernels", "engine", "distributed"):
         return parts[1]
     return "core"
@@ -89,6 +91,14 @@ def test_nn_parallel_is_distributed_and_nn_does_not_import_it():
     assert layer_of("zgrad.nn.parallel.distributed") == "distributed"
     assert layer_of("zgrad.nn.layers") == "core"
     assert not any(i.startswith("zgrad.nn.parallel") for i in imports_of(PACKAGE / "nn" / "__init__.py"))
+
+
+def test_distributed_sampler_is_distributed_and_utils_data_does_not_import_it():
+    assert layer_of("zgrad.utils.data.distributed") == "distributed"
+    assert layer_of("zgrad.utils.data.dataloader") == "core"
+    package = PACKAGE / "utils" / "data"
+    assert not any(i.startswith("zgrad.utils.data.distributed") for p in package.rglob("*.py")
+                   if p.name != "distributed.py" for i in imports_of(p))
 
 
 def test_checker_catches_a_forbidden_edge(tmp_path):

@@ -7,6 +7,7 @@ Importing zgrad opens no socket, starts no thread and compiles nothing; Numba ke
 import numpy as _np
 
 from zgrad import accelerator, autograd, cuda, distributions, futures, nn, optim
+from zgrad import utils
 from zgrad.creation import (
     arange, empty, from_dlpack, from_numpy, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like,
 )
@@ -56,6 +57,6 @@ __all__ = [
     "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "nansum", "ne", "neg", "nn", "no_grad", "ones",
     "ones_like", "optim", "permute", "pow", "prod", "rand", "rand_like", "randn", "randn_like", "relu", "remainder",
     "reshape", "save", "scatter", "set_default_device", "set_grad_enabled", "sigmoid", "softmax", "split", "sqrt", "square", "squeeze", "stack", "std",
-    "sub", "sum", "t", "tanh", "Tensor", "tensor", "transpose", "uint8", "unsqueeze", "var", "where", "zeros",
+    "sub", "sum", "t", "tanh", "Tensor", "tensor", "transpose", "uint8", "unsqueeze", "utils", "var", "where", "zeros",
     "zeros_like", "ZgradError",
 ]

@@ -194,6 +194,11 @@ def copy(x, out):
 
 
 def stack(arrays, axis, out):
+    if axis == 0 and arrays[0].ndim and out.flags.c_contiguous:
+        # Stacking along a new first axis lays the arrays end to end, which is concatenating them
+        # along their own first axis: numpy does that without np.stack's per-array expand_dims.
+        np.concatenate(arrays, axis=0, out=out.reshape(-1, *arrays[0].shape[1:]))
+        return out
     return np.stack(arrays, axis=axis, out=out)
 
 

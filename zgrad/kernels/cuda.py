@@ -97,6 +97,14 @@ def to_host(x: DeviceArray) -> np.ndarray:
     return x.to_host()
 
 
+def pinned_copy(x: np.ndarray) -> np.ndarray:
+    """A copy of host array ``x`` in a pinned buffer of the pool (page-locked: the device reads it
+    by DMA), given back to the pool once the copy and every view of it are gone."""
+    host = rt.pinned_pool().lease(x.shape, x.dtype)
+    np.copyto(host, x)
+    return host
+
+
 def staged_to_host(x: DeviceArray) -> np.ndarray:
     """A C-contiguous host copy of ``x`` in a pinned buffer of the pool, copied on the calling
     thread's stream (blocks until it is there); the buffer goes back to the pool once the copy and

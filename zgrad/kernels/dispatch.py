@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -26,7 +26,7 @@ __all__ = [
     "asarray", "float_dtype", "scalar_type_name", "sum_dtype", "mean_dtype", "broadcast_shape", "sum_to", "binary",
     "unary", "activation_backward", "matmul", "reduce_sum", "reduce_axes", "rowwise", "rowwise_backward", "bias_act", "stack",
     "concatenate", "slice_backward", "cast",
-    "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "host_buffer", "dlpack_capsule", "dlpack_device", "from_dlpack", "add_inplace", "copy_into", "REDUCE_OPS", "reduce_inplace",
+    "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "host_buffer", "dlpack_capsule", "dlpack_device", "from_dlpack", "pin_memory", "add_inplace", "copy_into", "REDUCE_OPS", "reduce_inplace",
     "reduce_pair", "reduce_and_copy", "divide_inplace", "scale_copy",
 ]
 
@@ -131,6 +131,19 @@ def host_buffer(array: Any) -> np.ndarray:
     if isinstance(array, np.ndarray):
         return np.ascontiguousarray(array)
     return backend(device_type_of(array)).staged_to_host(array)
+
+
+def pin_memory(array: Any):
+    """A copy of host ``array`` in page-locked memory of the CUDA backend's pool, from which
+    copies to the device are faster (the DataLoader's ``pin_memory=True``); a device array as it
+    is. Blocks until copied.
+
+    Raises:
+        ZgradError: the CUDA backend cannot load here.
+    """
+    if device_type_of(array) != "cpu":
+        return array
+    return backend("cuda").pinned_copy(array)
 
 
 def dlpack_capsule(array: Any, **kwargs: Any) -> Any:
@@ -485,19 +498,23 @@ def bias_act(x: Any, bias: Any, activation: str):
 
 # --- layout -----------------------------------------------------------------------------------
 
-def stack(arrays: Sequence[Any], axis: int):
-    be = backend_of(*arrays)
+def stack(arrays: Sequence[Any], axis: int, empty: Callable[[tuple[int, ...], np.dtype], Any] | None = None):
+    """Join same-shaped arrays along a new ``axis``; ``empty(shape, dtype)``, when given, allocates
+    the result (a DataLoader worker's shared memory) instead of the backend."""
+    # One array per type decides the device as well as all of them (a collated batch stacks
+    # dozens of samples: their checks run per sample, so they stay cheap).
+    be = backend_of(*{type(a): a for a in arrays}.values())
     first = arrays[0]
-    for i, a in enumerate(arrays):
-        if a.shape != first.shape:
-            raise ValueError(f"stack expects each tensor to be equal size, but got {list(first.shape)} at entry 0 and {list(a.shape)} at entry {i}")
+    if len({a.shape for a in arrays}) > 1:
+        i, a = next((i, a) for i, a in enumerate(arrays) if a.shape != first.shape)
+        raise ValueError(f"stack expects each tensor to be equal size, but got {list(first.shape)} at entry 0 and {list(a.shape)} at entry {i}")
     ndim = first.ndim + 1
     if not -ndim <= axis < ndim:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got {axis})")
     axis %= ndim
     dtype = np.result_type(*arrays)
     shape = first.shape[:axis] + (len(arrays),) + first.shape[axis:]
-    return be.stack(arrays, axis, be.empty(shape, dtype))
+    return be.stack(arrays, axis, (be.empty if empty is None else empty)(shape, dtype))
 
 
 def concatenate(arrays: Sequence[Any], axis: int):

@@ -15,7 +15,7 @@ With ``transport.kind = "inproc"`` one process runs every worker as a thread
 (:mod:`zgrad.launch.inproc_runner`). Output lines are prefixed with ``[name]``. The launcher
 exits with the status of the first worker that failed, after stopping the others; SIGINT and
 SIGTERM stop every worker (SIGTERM, then SIGKILL after the grace period). If the launcher itself
-is killed, its workers are killed too (Linux; :mod:`zgrad.launch.orphans`).
+is killed, its workers are killed too (Linux; :mod:`zgrad.utils.orphans`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from zgrad.config import Config, load_config
 from zgrad.errors import ConfigError
-from zgrad.launch.orphans import die_with_parent
+from zgrad.utils.orphans import die_with_parent
 
 __all__ = ["main", "Plan", "make_plan"]
 

@@ -21,7 +21,7 @@ import time
 import traceback
 from typing import Any, Callable
 
-from zgrad.launch.orphans import follow_parent
+from zgrad.utils.orphans import follow_parent
 
 __all__ = ["spawn", "start_processes", "ProcessContext", "ProcessException", "ProcessRaisedException",
            "ProcessExitedException"]

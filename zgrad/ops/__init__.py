@@ -11,7 +11,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from zgrad.ops._args import index_key as _index, operand as _operand, tensor_arg as _tensor
+from zgrad.engine.grad_mode import is_grad_enabled
+from zgrad.ops._args import _tensor_class, index_key as _index, operand as _operand, tensor_arg as _tensor
 from zgrad.ops.elementwise import Add, Cast, ToDevice, Div, Exp, Log, Mul, Neg, Pow, Relu, Sigmoid, Sub, Tanh
 from zgrad.ops.linalg import Linear, MatMul
 from zgrad.ops.loss import LogSoftmax, Softmax
@@ -118,7 +119,12 @@ def transpose(x: Any, dim0: int, dim1: int) -> Any:
 
 def getitem(x: Any, index: Any) -> Any:
     """Indexing and slicing, ``x[index]`` (basic slicing, integers, and integer arrays)."""
-    return GetItem.apply(_tensor(x, "getitem"), _index(index))
+    x, index = _tensor(x, "getitem"), _index(index)
+    if x.requires_grad and is_grad_enabled():
+        return GetItem.apply(x, index)
+    # Nothing to record: the result alone, without the backward node that would be most of the
+    # cost (a data loader indexes its samples this way, tens of thousands of times an epoch).
+    return _tensor_class()(GetItem.select(x._data, index))
 
 
 def stack(tensors: Sequence[Any], dim: int = 0) -> Any:

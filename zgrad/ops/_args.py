@@ -10,9 +10,17 @@ __all__ = ["operand", "tensor_arg", "index_arg", "index_key", "scalar_arg"]
 
 
 def _tensor_class() -> type:
-    from zgrad.tensor import Tensor  # imported on use: zgrad.tensor imports zgrad.ops
+    """``zgrad.tensor.Tensor``, imported on first use (zgrad.tensor imports zgrad.ops) and kept:
+    an import statement on every call would cost about a third of indexing a tensor."""
+    global _tensor_type
+    if _tensor_type is None:
+        from zgrad.tensor import Tensor
 
-    return Tensor
+        _tensor_type = Tensor
+    return _tensor_type
+
+
+_tensor_type: type | None = None
 
 
 def operand(x: Any) -> Any:

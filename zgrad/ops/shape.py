@@ -45,6 +45,11 @@ class GetItem(Op):
     @staticmethod
     def forward(ctx, x, index):
         ctx.shape, ctx.dtype, ctx.index = x.shape, x.dtype, index
+        return GetItem.select(x, index)
+
+    @staticmethod
+    def select(x, index):
+        """``x[index]``: a view for basic indices, a copy for integer arrays."""
         out = x[index]
         if isinstance(out, np.generic):
             # A full integer index gives a numpy scalar; with a trailing Ellipsis numpy gives a 0-d

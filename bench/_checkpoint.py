@@ -1,5 +1,5 @@
-"""Checkpoint benchmark: ``zgrad.save``/``zgrad.load`` against ``torch.save``/``torch.load`` in one
-run, on a state dict of about 100 MB.
+"""The checkpoint section of ``bench/data.py``: ``zgrad.save``/``zgrad.load`` against
+``torch.save``/``torch.load`` in one run, on a state dict of about 100 MB.
 
 The state dict is a model's: 24 float32 weights of 1024 x 1024 and their biases (100.8 MB), the
 same values for both frameworks. Each round saves to, then loads from, a file in one temporary
@@ -16,13 +16,11 @@ Target (issue 30): zgrad's time <= torch's for save and for load.
 
 Prints a table of ratios measured in this run and writes ``bench/results/checkpoint.json``.
 
-    python bench/checkpoint.py            # full run
-    python bench/checkpoint.py --quick    # smoke run
+    python bench/data.py --section checkpoint [--quick]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -58,11 +56,10 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a short run (3 rounds)")
-    args = parser.parse_args()
-    rounds = 3 if args.quick else 9
+def run(quick: bool) -> None:
+    """Run the checkpoint benchmark (3 rounds when ``quick``, else 9), print its table and write
+    ``bench/results/checkpoint.json``."""
+    rounds = 3 if quick else 9
 
     import zgrad
     arrays = state_arrays()
@@ -96,7 +93,7 @@ def main() -> None:
 
             cases["torch save + fsync"] = torch_save_durably
             cases["torch load"] = lambda: torch.load(torch_path, weights_only=True)
-        print(f"checkpoint benchmark ({'quick' if args.quick else 'full'}): a {nbytes / 1e6:.1f} MB state dict "
+        print(f"checkpoint benchmark ({'quick' if quick else 'full'}): a {nbytes / 1e6:.1f} MB state dict "
               f"({2 * LAYERS} float32 tensors), {rounds} alternating rounds, median", flush=True)
         for fn in cases.values():  # warm-up: imports, first-touch of the page cache
             fn()
@@ -131,10 +128,6 @@ def main() -> None:
         for name, ok in targets.items():
             print(f"  target {name}: {'MET' if ok else 'MISSED'}")
     out = results / "checkpoint.json"
-    out.write_text(json.dumps({"quick": args.quick, "bytes": nbytes, "rounds": rounds, "python": platform.python_version(),
+    out.write_text(json.dumps({"quick": quick, "bytes": nbytes, "rounds": rounds, "python": platform.python_version(),
                                "times_s": times, "median_s": median, "targets": targets}, indent=2) + "\n")
     print(f"\nwrote {out}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,10 +1,11 @@
-"""Workers die with their launcher, even when it is killed with SIGKILL and cannot stop them.
+"""Child processes die with their parent, even when it is killed with SIGKILL and cannot stop them.
 
-On Linux each worker asks the kernel, between fork and exec, for SIGKILL when its parent exits
-(``prctl(PR_SET_PDEATHSIG)``, which survives exec). SIGKILL rather than SIGTERM: a worker that
-ignores SIGTERM (as a stuck one may) must not outlive the job, and a launcher that was killed can
-no longer apply its grace period. Elsewhere nothing is set up and :func:`die_with_parent`
-returns None.
+Used by the launcher's workers, ``zgrad.multiprocessing.spawn``'s children and DataLoader
+workers. On Linux each child asks the kernel for SIGKILL when its parent exits
+(``prctl(PR_SET_PDEATHSIG)``, which survives exec; a launcher's workers ask between fork and
+exec). SIGKILL rather than SIGTERM: a child that ignores SIGTERM (as a stuck one may) must not
+outlive the job, and a parent that was killed can no longer apply its grace period. Elsewhere
+nothing is set up and :func:`die_with_parent` returns None.
 """
 
 from __future__ import annotations

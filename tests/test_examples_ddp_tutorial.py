@@ -1,0 +1,59 @@
+"""pytorch/examples ``distributed/ddp-tutorial-series`` ported by renaming ``torch`` to ``zgrad``
+(``examples/ddp_tutorial/``), run to the end as a user runs them: ``single_gpu.py`` in one
+process, ``multigpu.py`` on two ranks started with ``mp.spawn``."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import zgrad
+
+pytestmark = pytest.mark.timeout(300)
+
+REPO = Path(__file__).resolve().parent.parent
+TUTORIAL = REPO / "examples" / "ddp_tutorial"
+
+
+def run(cwd: Path, script: str, *args: str) -> str:
+    """Run the tutorial's ``script`` to its end in ``cwd`` (where it writes its checkpoint)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    args = (str(TUTORIAL / script), *args)
+    done = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, f"{args[0]} exited with {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def assert_checkpoint(path: Path, names: list[str]) -> None:
+    state = zgrad.load(path)
+    assert sorted(state) == sorted(names) and all(isinstance(v, zgrad.Tensor) for v in state.values())
+
+
+def test_single_gpu(tmp_path):
+    out = run(tmp_path, "single_gpu.py", "2", "1").splitlines()
+    assert out == ["[GPUcpu] Epoch 0 | Batch size: 32 | Steps: 64", "Epoch 0 | Training checkpoint saved at checkpoint.pt",
+                   "[GPUcpu] Epoch 1 | Batch size: 32 | Steps: 64", "Epoch 1 | Training checkpoint saved at checkpoint.pt"]
+    assert_checkpoint(tmp_path / "checkpoint.pt", ["weight", "bias"])
+
+
+def test_multigpu_with_mp_spawn(tmp_path):
+    out = run(tmp_path, "multigpu.py", "2", "1", "--batch_size", "16", "--port", str(free_port()))
+    # the ranks share stdout, and their buffered lines may interleave: count, do not split
+    for rank in (0, 1):
+        for epoch in (0, 1):  # each rank loads half of the 2048 samples: 64 batches of 16
+            assert out.count(f"[GPU{rank}] Epoch {epoch} | Batch size: 16 | Steps: 64") == 1
+    assert out.count("Training checkpoint saved") == 2  # by rank 0 only, every epoch
+    assert all(out.count(f"Epoch {epoch} | Training checkpoint saved at checkpoint.pt") == 1 for epoch in (0, 1))
+    assert_checkpoint(tmp_path / "checkpoint.pt", ["weight", "bias"])  # the module's, not DDP's
