@@ -13,7 +13,7 @@ import pytest
 
 import zgrad
 import zgrad.nn.functional as F
-from helpers import torch
+from helpers import require_torch, torch
 from pg_harness import run_ranks
 from zgrad import nn
 from zgrad.kernels import cuda_reduce, dispatch
@@ -57,6 +57,7 @@ TOLERANCES = {np.float64: dict(rtol=1e-12, atol=0), np.float32: dict(rtol=2e-6, 
 @pytest.mark.parametrize("norm_type", NORM_TYPES)
 @pytest.mark.parametrize("max_norm", [0.5, 1e6])
 def test_clip_grad_norm_equals_torch_s(norm_type, max_norm, dtype):
+    require_torch()
     grads = gradients(dtype)
     ours, theirs = zgrad_params(grads), torch_params(grads)
     total = clip_grad_norm_(ours, max_norm, norm_type=norm_type)
@@ -74,6 +75,7 @@ def test_clip_grad_norm_equals_torch_s(norm_type, max_norm, dtype):
 @pytest.mark.parametrize("bad", [math.inf, math.nan])
 @pytest.mark.parametrize("norm_type", [1, 2, math.inf])
 def test_non_finite_norms_as_torch(bad, norm_type):
+    require_torch()
     grads = gradients(np.float64)
     grads[1][0] = bad
     with pytest.raises(RuntimeError, match=f"The total norm of order {float(norm_type)} for gradients from "
@@ -90,6 +92,7 @@ def test_non_finite_norms_as_torch(bad, norm_type):
 
 @pytest.mark.torch
 def test_get_total_norm_and_clip_grads_with_norm_and_clip_grad_value_equal_torch_s():
+    require_torch()
     grads = gradients(np.float64, seed=1, scale=3.0)
     ours, theirs = zgrad_params(grads), torch_params(grads)
     total = get_total_norm([p.grad for p in ours[:-1]], 2.0)
@@ -128,6 +131,7 @@ def test_a_gradient_exactly_at_the_limit_is_left_alone():
 
 @pytest.mark.torch
 def test_parameters_and_vectors_as_torch():
+    require_torch()
     model = nn.Linear(3, 2, dtype=zgrad.float64)
     reference = torch.nn.Linear(3, 2, dtype=torch.float64)
     with torch.no_grad():

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import zgrad
-from helpers import torch
+from helpers import require_torch, torch
 
 STEPS = 200
 
@@ -133,6 +133,7 @@ def run(lib, case, steps=STEPS, start=0, optimizer=None, scheduler=None):
 @pytest.mark.torch
 @pytest.mark.parametrize("case", SCHEDULERS)
 def test_learning_rates_equal_torch_s_at_every_step(case):
+    require_torch()
     want = run(torch, case)
     got = run(zgrad, case)
     for step, (g, w) in enumerate(zip(got, want)):
@@ -142,6 +143,7 @@ def test_learning_rates_equal_torch_s_at_every_step(case):
 @pytest.mark.torch
 @pytest.mark.parametrize("case", SCHEDULERS)
 def test_state_dict_has_torch_s_keys_and_values(case):
+    require_torch()
     optimizer, scheduler = make(zgrad, case)
     torch_optimizer, torch_scheduler = make(torch, case)
     for step in range(7):
@@ -178,6 +180,7 @@ def test_a_schedule_resumed_from_a_checkpoint_continues_exactly(case):
 
 @pytest.mark.torch
 def test_closed_forms_with_the_deprecated_epoch_argument_equal_torch_s():
+    require_torch()
     for name, kwargs in [("StepLR", dict(step_size=3, gamma=0.5)), ("MultiStepLR", dict(milestones=[2, 5, 5])),
                          ("ConstantLR", dict(factor=0.25, total_iters=4)), ("LinearLR", dict(total_iters=6)),
                          ("ExponentialLR", dict(gamma=0.9)), ("PolynomialLR", dict(total_iters=8, power=0.5)),

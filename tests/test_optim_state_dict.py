@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import zgrad
-from helpers import torch
+from helpers import require_torch, torch
 from zgrad.kernels import dispatch
 
 SHAPES = [(3, 4), (4,), (2, 2)]
@@ -97,6 +97,7 @@ def as_torch(state_dict):
 @pytest.mark.torch
 @pytest.mark.parametrize("name, options, group_options", CONFIGS)
 def test_equal_to_torch_after_50_steps_with_a_state_dict_round_trip_in_the_middle(name, options, group_options):
+    require_torch()
     params, grads = problem(1)
     want, _ = torch_run(name, options, group_options, params, grads)
     middle, optimizer = zgrad_run(name, options, group_options, params, grads, stop=MIDDLE)
@@ -109,6 +110,7 @@ def test_equal_to_torch_after_50_steps_with_a_state_dict_round_trip_in_the_middl
 @pytest.mark.torch
 @pytest.mark.parametrize("name, options, group_options", CONFIGS)
 def test_torch_state_dicts_load_into_zgrad_and_zgrad_state_dicts_into_torch(name, options, group_options):
+    require_torch()
     params, grads = problem(2)
     want, _ = torch_run(name, options, group_options, params, grads)
     torch_middle, torch_optimizer = torch_run(name, options, group_options, params, grads, stop=MIDDLE)
@@ -125,6 +127,7 @@ def test_torch_state_dicts_load_into_zgrad_and_zgrad_state_dicts_into_torch(name
 @pytest.mark.torch
 @pytest.mark.parametrize("name, options, group_options", CONFIGS)
 def test_the_layout_is_torch_s(name, options, group_options):
+    require_torch()
     params, grads = problem(3)
     _, zgrad_optimizer = zgrad_run(name, options, group_options, params, grads, stop=3)
     _, torch_optimizer = torch_run(name, options, group_options, params, grads, stop=3)

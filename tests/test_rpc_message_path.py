@@ -165,7 +165,9 @@ def test_a_quick_nested_call_keeps_the_role_and_a_slow_one_hands_it_on(transport
         T.Gates.open(f"nested-wait-{transport}")
         return kept, answered, waiting.wait(), rpc.rpc_sync("worker1", T.role_handoffs) - handoffs
 
-    config = make_config(transport, 3, tmp_path, transport={"inline_budget_ms": 10_000.0})
+    # and no heartbeat may arrive during a nested wait (it makes the leader hand the role on)
+    config = make_config(transport, 3, tmp_path, transport={"inline_budget_ms": 10_000.0, "heartbeat_interval_s": 30.0,
+                                                            "heartbeat_timeout_s": 120.0})
     kept, answered, value, handed = run_workers(3, config, body)[0]
     assert kept == 0
     assert answered == [1, 2, 3, 4, 5] and value == 5 and handed >= 1
