@@ -9,10 +9,12 @@ so the traffic is real (big buffers take the same-host single copy, as between p
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -26,6 +28,9 @@ from rpc_harness import child_worker, free_port, join_threads
 TRANSPORTS = ("tcp", "ipc", "inproc")
 HERE = Path(__file__).resolve().parent
 _jobs = itertools.count()
+# Socket files of ipc groups go here, not loose in /tmp: a rank that a test kills cannot unlink its own.
+_IPC_DIR = tempfile.mkdtemp(prefix="zgpg")
+atexit.register(shutil.rmtree, _IPC_DIR, ignore_errors=True)
 
 
 def pg_config(kind: str, **ddp: Any) -> dict:
@@ -35,7 +40,7 @@ def pg_config(kind: str, **ddp: Any) -> dict:
     # go quiet for seconds; the tests of liveness set their own.
     transport = {"kind": kind, "connect_timeout_s": 20.0, "heartbeat_interval_s": 0.2, "heartbeat_timeout_s": 10.0}
     if kind == "ipc":
-        transport["ipc_dir"] = tempfile.gettempdir()
+        transport["ipc_dir"] = _IPC_DIR
     return {"job": {"name": f"pgt{os.getpid()}-{next(_jobs)}"}, "transport": transport, "ddp": dict(ddp)}
 
 
