@@ -478,3 +478,33 @@ def test_a_call_whose_callee_is_slow_to_enter_its_context_runs_before_the_releas
         return values, contexts
 
     assert run_workers(2, make_config("tcp", 2, tmp_path), body)[0] == ([3.0] * 3, 0)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_peer_lost_while_its_messages_wait_in_the_early_queue_is_lost_after_them(transport, monkeypatch, tmp_path):
+    # What reaches a worker before its agent has started waits in one queue and runs in arrival
+    # order. A peer's loss (its GOODBYE, seen at once on the I/O thread) must take its turn behind
+    # that peer's messages still waiting there: else rank 0's SHUTDOWN_GO, queued while the
+    # queue's runner is descheduled, is overtaken by the goodbye that follows it, and worker1's
+    # shutdown says rank 0 died before releasing the barrier.
+    from zgrad.distributed.rpc.agent import RpcAgent
+    from zgrad.distributed.rpc.messages import Kind
+    from zgrad.distributed.rpc.pool import CalleePool
+
+    start_pool, run_handler = CalleePool.start, RpcAgent._run_handler
+
+    def late_start(self):
+        if "worker1" in self._name:  # worker1's agent starts late: rank 0's call waits in its queue
+            time.sleep(0.5)
+        start_pool(self)
+
+    def descheduled_after_a_call(self, handler, envelope):
+        run_handler(self, handler, envelope)
+        if self.rank == 1 and envelope.kind == Kind.CALL:  # the queue's runner, descheduled after answering
+            time.sleep(0.5)
+
+    monkeypatch.setattr(CalleePool, "start", late_start)
+    monkeypatch.setattr(RpcAgent, "_run_handler", descheduled_after_a_call)
+    results = run_workers(2, make_config(transport, 2, tmp_path), lambda rank: rpc.rpc_sync("worker1", T.add, args=(1, 2))
+                          if rank == 0 else None)
+    assert results == [3, None]

@@ -115,8 +115,8 @@ class RpcAgent:
         self._logged_rejects: set[tuple[int, str]] = set()
         self.rrefs = OwnerTable(plan.rank, plan.name)
         self._handlers: dict[int, Handler] = {}
-        # Messages received before start(), in arrival order; None once they have all run.
-        self._early: collections.deque[tuple[Handler, Envelope]] | None = collections.deque()
+        # Messages received before start() (and peers lost meanwhile), in arrival order; None once they have all run.
+        self._early: collections.deque[Callable[[], None]] | None = collections.deque()
         self._early_lock = threading.Lock()
         self._early_running = False  # a thread runs the queue (_run_early); others only add to it
         self._early_turn = 0  # counts the queue's handlers run; a take-over moves it past the running one
@@ -599,20 +599,21 @@ class RpcAgent:
         if kind == Kind.CALL and envelope.meta.get("rref") is not None:
             # Register the creator's fork now, in arrival order, before any DELETE from it.
             self.rrefs.add_fork(envelope.meta["rref"], envelope.meta["fork"])
-        if self._early is not None and self._hold_early(handler, envelope):
+        if self._early is not None and self._hold_early(lambda: self._run_handler(handler, envelope)):
             return
         self._run_handler(handler, envelope)
 
-    def _hold_early(self, handler: Handler, envelope: Envelope) -> bool:
-        """Queue a message that arrives before :meth:`start` finished, or while messages that
-        arrived before it have not all run (so that it cannot overtake them: a CONTEXT_RELEASE
-        its CALL, an RREF_DELETE its fork); False once they have all run: run it now. Once
-        started, the calling thread runs the queue unless a thread already does."""
+    def _hold_early(self, step: Callable[[], None]) -> bool:
+        """Queue a message's handling (or a peer's loss) that arrives before :meth:`start`
+        finished, or while messages that arrived before it have not all run (so that it cannot
+        overtake them: a CONTEXT_RELEASE its CALL, an RREF_DELETE its fork, a peer's loss its
+        SHUTDOWN_GO); False once they have all run: run it now. Once started, the calling
+        thread runs the queue unless a thread already does."""
         with self._early_lock:
             early = self._early
             if early is None:
                 return False
-            early.append((handler, envelope))
+            early.append(step)
             run = self._started and not self._early_running
             if run:
                 self._early_running = True
@@ -631,14 +632,14 @@ class RpcAgent:
                 if not self._early:
                     self._early, self._early_running = None, False
                     return
-                handler, envelope = self._early.popleft()
+                step = self._early.popleft()
                 self._early_turn += 1
                 turn = self._early_turn
             began_s, timers = time.monotonic(), []
             self._early_runner.arm = lambda: timers.append(self.timer.schedule(
                 max(0.0, began_s + budget_s - time.monotonic()), lambda: self._take_over_early(turn)))
             try:
-                self._run_handler(handler, envelope)
+                step()
             finally:
                 self._early_runner.arm = None
                 for timer in timers:
@@ -847,6 +848,13 @@ class RpcAgent:
         return WorkerUnavailableError(f"worker {name!r} (rank {rank}) is unavailable: {reason}")
 
     def _on_peer_lost(self, rank: int, reason: str) -> None:
+        """The mesh lost ``rank`` (on the I/O thread). A loss comes after that peer's messages:
+        those still waiting in the early queue run first."""
+        if self._early is not None and self._hold_early(lambda: self._peer_lost(rank, reason)):
+            return
+        self._peer_lost(rank, reason)
+
+    def _peer_lost(self, rank: int, reason: str) -> None:
         with self._lock:
             self._dead[rank] = reason
             lost = [rid for rid, p in self._pending.items() if p.dst == rank and p.future is not None]
