@@ -163,6 +163,19 @@ def test_close_delivers_what_was_sent_before_and_peers_learn_it(worlds, transpor
         workers[1].mesh.send(0, 1, 0)
 
 
+def test_a_close_while_another_thread_closes_returns_when_the_mesh_is_closed(worlds):
+    # A second close() (a fixture's, a shutdown path's) used to return at once while the first
+    # was still saying goodbye: its caller went on with the mesh's I/O threads still running.
+    workers = worlds.world("tcp", 2)
+    a = workers[0].mesh
+    first = threading.Thread(target=a.close, kwargs={"timeout_s": 5.0})
+    first.start()
+    a.close()
+    running = [t.name for t in threading.enumerate() if t.name.startswith("zgrad-mesh-io-w0-")]
+    first.join(10)
+    assert running == []
+
+
 @pytest.mark.timeout(30)
 def test_inbound_kinds_outside_valid_kinds_are_rejected(worlds, transport):
     config = worlds.config(transport)

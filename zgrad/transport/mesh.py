@@ -497,24 +497,25 @@ class Mesh:
         at most ``timeout_s`` (default ``transport.heartbeat_timeout_s``). Peers report this
         worker to their ``on_peer_lost`` with a reason saying it shut down.
 
-        Idempotent; thread-safe. Blocks until the I/O thread is done (bounded); called from
-        ``on_message`` it only asks the thread to stop. Sends after ``close`` raise
-        TransportError. A new mesh may be created in the same process afterwards.
+        Idempotent; thread-safe. Blocks until the I/O thread is done (bounded), whichever call
+        began the closing: a second ``close`` while another thread's is under way waits for it
+        too. Called from ``on_message`` it only asks the thread to stop. Sends after ``close``
+        raise TransportError. A new mesh may be created in the same process afterwards.
         """
         with self._lock:
-            if self._closed:
-                return
+            already_closing = self._closed
             self._closed = True
             thread, sockets, loop = self._thread, self._sockets, self._loop
-            if loop is not None and timeout_s is not None:
-                loop.close_timeout_s = timeout_s
-            self._outbox.close(f"the mesh of worker {self.name!r} is closed")
-            if thread is None and sockets is not None:
-                sockets.close()
-                self._release(sockets)
+            if not already_closing:
+                if loop is not None and timeout_s is not None:
+                    loop.close_timeout_s = timeout_s
+                self._outbox.close(f"the mesh of worker {self.name!r} is closed")
+                if thread is None and sockets is not None:
+                    sockets.close()
+                    self._release(sockets)
         if thread is not None and not loop.role.is_role_thread():
             join_s = loop.close_timeout_s + _JOIN_GRACE_S
-            if not loop.finished.wait(join_s):
+            if not loop.finished.wait(join_s) and not already_closing:
                 _log.error("worker %r: the mesh I/O thread did not stop within %s s", self.name, join_s)
             loop.role.join(_JOIN_GRACE_S)  # the standbys end at once; a thread still in a handler is left
 
