@@ -129,6 +129,41 @@ def test_inproc_failing_worker_is_named(tmp_path):
     assert "worker worker1 failed with exit status 1" in result.stdout
 
 
+INPROC_PLAIN_SCRIPT = """
+import argparse
+
+from zgrad.distributed import rpc
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--n", type=int, default=1)
+args = parser.parse_args()
+
+
+def square(x):
+    return x * x
+
+
+def main():
+    rpc.init_rpc()
+    if rpc.get_worker_info().id == 0:
+        print("square", rpc.rpc_sync("worker1", square, args=(args.n,)))
+    rpc.shutdown()
+"""
+
+
+@pytest.mark.timeout(60)
+def test_an_inproc_script_reads_its_arguments_calls_its_own_functions_and_uses_plain_init_rpc(tmp_path):
+    # Three things a script under configs/inproc.toml does as it would under one process per
+    # worker: argparse at module level sees [script, args...], a function defined in the script
+    # is an RPC target (the script is __main__), and rpc.init_rpc() finds who the thread is.
+    script = tmp_path / "job.py"
+    script.write_text(INPROC_PLAIN_SCRIPT)
+    result = launch("--config", str(write_config(tmp_path / "c.toml", "inproc")), "--", str(script), "--n", "7",
+                    timeout=50, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[worker0] square 49" in result.stdout
+
+
 STUBBORN = """
 import os, signal, sys, time
 from pathlib import Path

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from zgrad.config import Config, load_config
+from zgrad.distributed.identity import thread_identity
 from zgrad.distributed.rpc.options import TensorPipeRpcBackendOptions, apply_backend_options, rendezvous_of
 from zgrad.errors import ConfigError
 
@@ -72,6 +73,12 @@ def resolve_init(name: str | None, rank: int | None, world_size: int | None, con
         ConfigError: a value is missing everywhere, or values disagree.
     """
     env = os.environ if env is None else env
+    me = thread_identity()  # a worker thread of an inproc job: the runner said who it is
+    if me is not None:
+        name = name if name is not None else me.name
+        rank = rank if rank is not None and rank >= 0 else me.rank
+        world_size = world_size if world_size is not None else me.world_size
+        config = config if config is not None else me.config
     if config is None:
         path = _env_str(env, "ZGRAD_CONFIG")
         config = load_config(path) if path else load_config(None)
