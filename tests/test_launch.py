@@ -265,11 +265,27 @@ def test_multi_node_needs_a_fixed_rendezvous_port(tmp_path):
     assert result.returncode == 2 and "workers[0].port" in result.stderr
 
 
-def test_node_rank_from_slurm(tmp_path):
+SRUN_TASK_1_OF_2_ON_ONE_MACHINE = {"SLURM_JOB_ID": "5", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_NTASKS": "2",
+                                   "SLURM_LOCALID": "1", "SLURM_NODEID": "0", "SLURM_NNODES": "1",
+                                   "SLURM_TASKS_PER_NODE": "2", "SLURM_JOB_NODELIST": "vm"}
+
+
+def test_the_node_of_each_srun_task_is_its_task_rank_when_tasks_share_a_machine(tmp_path):
+    # srun -n 2 on one machine: both tasks have SLURM_NODEID=0; task 1 is the config's node 1.
     cfg = write_config(tmp_path / "c.toml", ports=[free_port(), free_port()], nodes=[0, 1])
-    result = launch("--config", str(cfg), "--dry-run", env={**os.environ, "SLURM_NODEID": "1"})
+    result = launch("--config", str(cfg), "--dry-run", env={**os.environ, **SRUN_TASK_1_OF_2_ON_ONE_MACHINE})
     assert result.returncode == 0, result.stderr
     assert "[worker1]" in result.stdout and "[worker0]" not in result.stdout
+
+
+def test_one_srun_task_per_worker_runs_that_worker_and_a_mismatch_is_explained(tmp_path):
+    cfg = write_config(tmp_path / "c.toml", workers=2, ports=[free_port(), free_port()])
+    result = launch("--config", str(cfg), "--dry-run", env={**os.environ, **SRUN_TASK_1_OF_2_ON_ONE_MACHINE})
+    assert result.returncode == 0 and "[worker1]" in result.stdout and "[worker0]" not in result.stdout, result.stderr
+    cfg = write_config(tmp_path / "c.toml", workers=3, ports=[free_port(), free_port(), free_port()])
+    result = launch("--config", str(cfg), "--dry-run", env={**os.environ, **SRUN_TASK_1_OF_2_ON_ONE_MACHINE})
+    assert result.returncode == 2
+    assert "SLURM started 2 task(s), but the config has 1 node(s) and 3 worker(s)" in result.stderr
 
 
 def test_dry_run_prints_the_plan_and_starts_nothing():

@@ -17,6 +17,7 @@ import pytest
 
 import zgrad
 from helpers import require_torch
+from netns import two_hosts  # noqa: F401 - a fixture
 from run_harness import HERE, REPO, Launch, launcher_env, launches, wait_gone
 
 pytestmark = pytest.mark.timeout(300)
@@ -307,3 +308,33 @@ def test_backend_queries_answer_as_pytorchs(monkeypatch):
     assert not dist.is_torchelastic_launched()
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job")
     assert dist.is_torchelastic_launched()
+
+
+def test_two_launchers_on_two_hosts_joined_by_a_veth_pair_train_together(tmp_path, two_hosts):
+    (names, addresses), port = two_hosts, free_port()
+    config = write(tmp_path / "hosts.toml", '[transport]\nkind = "tcp"\nbind_address = "0.0.0.0"\ncma = "off"\n'
+                   'connect_timeout_s = 30.0\n')
+    args = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+            f"{addresses[0]}:{port}", "--config", str(config), str(HERE / "elastic_trainer.py"), "3", "snap.pt", "final.pt"]
+    nodes = [subprocess.Popen(["ip", "netns", "exec", name, sys.executable, "-m", "zgrad.distributed.run", *args],
+                              cwd=tmp_path, env=launcher_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for name in names]
+    try:
+        outputs = [node.communicate(timeout=150)[0] for node in nodes]
+    finally:
+        for node in nodes:
+            if node.poll() is None:
+                node.kill()
+                node.wait(10)
+    assert [node.returncode for node in nodes] == [0, 0], outputs
+    # c10d gives group ranks in join order: either host may hold rank 0
+    assert sorted(next(line for line in out.splitlines() if line.endswith("epoch 2")) for out in outputs) == \
+        ["rank 0 epoch 2", "rank 1 epoch 2"]
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    code, output = run(["--standalone", "--nproc-per-node", "2", str(HERE / "elastic_trainer.py"), "3", "snap.pt",
+                        "final.pt"], plain)
+    assert code == 0, output
+    want, got = final_weights(plain / "final.pt"), final_weights(tmp_path / "final.pt")
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])

@@ -36,13 +36,13 @@ from zgrad.config import Config, load_config
 from zgrad.errors import ConfigError
 from zgrad.launch.elastic import AgentSpec, RoundInfo, run_agent
 from zgrad.launch.rendezvous import RendezvousSettings
+from zgrad.launch.scheduler import detect_scheduler
 from zgrad.launch.summary import format_failures
 from zgrad.launch.workers import OutputPolicy, WorkerFailure, WorkerSpec
 
 __all__ = ["main", "Plan", "make_plan", "run_plan"]
 
 DEMO_ENTRY = "zgrad.launch.demo"
-NODE_RANK_VARS = ("SLURM_NODEID", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
 PROG = "zgrad-launch"
 
 
@@ -103,15 +103,23 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def node_rank_from_env(env: dict[str, str] | os._Environ) -> int:
-    for var in NODE_RANK_VARS:
-        raw = env.get(var)
-        if raw:
-            try:
-                return int(raw)
-            except ValueError:
-                raise LaunchError(f"environment variable {var}={raw!r} is not an integer node rank") from None
-    return 0
+def place_from_scheduler(cfg: Config, env: dict[str, str]) -> tuple[int, int | None]:
+    """This launcher's node, and the one worker it runs when the scheduler started one task per
+    worker (else None): ``srun``/``mpirun`` tasks are matched to the config's nodes when there
+    are as many tasks as nodes (several may share a machine), else to its workers."""
+    task = detect_scheduler(env)
+    nodes = sorted({w.node for w in cfg.workers})
+    if task is None or task.size == 1:
+        return nodes[0] if nodes else 0, None
+    if task.size == len(nodes):
+        return nodes[task.rank], None
+    if task.size == len(cfg.workers):
+        return cfg.workers[task.rank].node, task.rank
+    raise LaunchError(
+        f"{task.scheduler} started {task.size} task(s), but the config has {len(nodes)} node(s) and "
+        f"{len(cfg.workers)} worker(s): start one task per node ({len(nodes)} tasks, e.g. srun --ntasks-per-node=1) "
+        f"or one per worker ({len(cfg.workers)} tasks)"
+    )
 
 
 def entry_argv(entry: str, args: list[str]) -> list[str]:
@@ -149,10 +157,12 @@ def make_plan(config_path: str | os.PathLike, node_rank: int | None = None, cli_
     cfg = load_config(path)
     if not cfg.workers:
         raise LaunchError(f"config {path} lists no [[workers]]; add one [[workers]] table per worker")
+    only_worker = None
     if node_rank is None:
-        node_rank = node_rank_from_env(env)
+        node_rank, only_worker = place_from_scheduler(cfg, env)
     nodes = sorted({w.node for w in cfg.workers})
-    local = [(rank, w) for rank, w in enumerate(cfg.workers) if w.node == node_rank]
+    local = [(rank, w) for rank, w in enumerate(cfg.workers) if w.node == node_rank
+             and only_worker in (None, rank)]
     if not local:
         raise LaunchError(f"no [[workers]] entry has node = {node_rank}; the config's nodes are {nodes}")
     if cfg.job.entry == "" and cfg.job.args:
@@ -191,6 +201,8 @@ def make_plan(config_path: str | os.PathLike, node_rank: int | None = None, cli_
         base["ZGRAD_PG_MASTER_ADDR"] = master_addr
         base["ZGRAD_PG_MASTER_PORT"] = str(cfg.ddp.master_port or free_port())
     inproc = cfg.transport.kind == "inproc"
+    if inproc and only_worker is not None:
+        raise LaunchError("transport 'inproc' runs every worker in one process: start one task, not one per worker")
     if inproc and len(nodes) > 1:
         raise LaunchError("transport 'inproc' runs every worker in one process: all [[workers]] must share one node")
     num_procs = 1 if inproc else len(local)
@@ -326,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
                "Anything after '--' is the entry (module or script) and its arguments.")
     parser.add_argument("--config", required=True, help="the job's TOML config")
     parser.add_argument("--node-rank", type=int, default=None,
-                        help=f"this node's rank (default: {', '.join(NODE_RANK_VARS)}, else 0)")
+                        help="this node's rank (default: from srun's or mpirun's task variables, else 0)")
     parser.add_argument("--dry-run", action="store_true", help="print what would start, start nothing")
     parser.add_argument("--grace-s", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL when stopping")
     parser.add_argument("--max-restarts", type=int, default=0,

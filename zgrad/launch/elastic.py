@@ -42,6 +42,7 @@ class RoundInfo:
     master_port: int
     pg_master_port: int
     restart_count: int
+    local_addr: str  # the address the other nodes reach this one at
 
 
 @dataclass(frozen=True)
@@ -249,7 +250,8 @@ class _Agent:
                 answered = True
                 if op == "round":
                     self.round = int(message["round"])
-                    return RoundInfo(**{k: message[k] for k in RoundInfo.__dataclass_fields__})
+                    return RoundInfo(**{k: message[k] for k in RoundInfo.__dataclass_fields__ if k != "local_addr"},
+                                     local_addr=self.channel.addr)
                 if op in ("stop", "refused", "finished"):
                     return self._verdict(message)
             if self.signals.received is not None:

@@ -27,6 +27,7 @@ from zgrad.config import load_config
 from zgrad.errors import ConfigError
 from zgrad.launch.elastic import AgentSpec, RoundInfo, run_agent
 from zgrad.launch.rendezvous import RendezvousSettings
+from zgrad.launch.scheduler import detect_scheduler
 from zgrad.launch.summary import format_failures
 from zgrad.launch.workers import OutputPolicy, WorkerSpec
 from zgrad.transport.control import load_agent_keys
@@ -191,10 +192,9 @@ def worker_argv(args: argparse.Namespace) -> list[str]:
     return [sys.executable, "-u", script, *rest]
 
 
-def worker_env(info: RoundInfo, local_rank: int, local_world_size: int, role: str, run_id: str,
+def worker_env(info: RoundInfo, rank: int, local_rank: int, local_world_size: int, role: str, run_id: str,
                max_restarts: int, threads: str | None, config: str | None) -> dict[str, str]:
     """torchrun's variables for one worker, then zgrad's."""
-    rank = info.rank_offset + local_rank
     env = {
         "RANK": rank, "LOCAL_RANK": local_rank, "WORLD_SIZE": info.world_size, "LOCAL_WORLD_SIZE": local_world_size,
         "GROUP_RANK": info.group_rank, "GROUP_WORLD_SIZE": info.group_world_size, "ROLE_RANK": rank,
@@ -203,7 +203,7 @@ def worker_env(info: RoundInfo, local_rank: int, local_world_size: int, role: st
         "TORCHELASTIC_MAX_RESTARTS": max_restarts, "TORCHELASTIC_RUN_ID": run_id,
         "ZGRAD_RANK": rank, "ZGRAD_WORLD_SIZE": info.world_size, "ZGRAD_MASTER_ADDR": info.master_addr,
         "ZGRAD_MASTER_PORT": info.master_port, "ZGRAD_PG_MASTER_ADDR": info.master_addr,
-        "ZGRAD_PG_MASTER_PORT": info.pg_master_port,
+        "ZGRAD_PG_MASTER_PORT": info.pg_master_port, "ZGRAD_ADVERTISE_ADDRESS": info.local_addr,
     }
     if threads is not None:
         env["OMP_NUM_THREADS"] = env["NUMBA_NUM_THREADS"] = threads
@@ -274,27 +274,48 @@ def make_spec(args: argparse.Namespace, env: dict[str, str] | None = None) -> Ag
             endpoint = None
     else:
         raise UsageError(f"--rdzv-backend {backend!r} is not supported; use 'c10d' or 'static'")
+    node_rank, local_offset, local_size = args.node_rank, 0, nproc
+    task = detect_scheduler(env)
+    if task is not None and task.size > 1 and endpoint is None and not args.standalone:
+        # Started by srun/mpirun with no rendezvous flags: each task finds its place from the
+        # scheduler's variables, as one launcher per node or one per worker.
+        backend, static = "static", True
+        if run_id == "none":
+            run_id = task.job_key
+        endpoint = (task.first_host or args.master_addr, task.rendezvous_port())
+        if task.one_per_node:
+            min_nodes = max_nodes = task.num_nodes
+            node_rank = task.node_rank
+        else:
+            if args.nproc_per_node not in ("1", "auto", "cpu", "gpu"):
+                raise UsageError(f"{task.scheduler} started {task.local_size} tasks on this node: each runs one "
+                                 f"worker, so --nproc-per-node {args.nproc_per_node} does not apply; start one task "
+                                 "per node to have zgrad-run start the node's workers")
+            nproc, local_offset, local_size = 1, task.local_rank, task.local_size
+            min_nodes = max_nodes = task.size
+            node_rank = task.rank
     static = backend == "static"
-    if static and not 0 <= args.node_rank < max_nodes:
-        raise UsageError(f"--node-rank {args.node_rank} is outside 0..{max_nodes - 1} (--nnodes {args.nnodes})")
+    if static and not 0 <= node_rank < max_nodes:
+        raise UsageError(f"--node-rank {node_rank} is outside 0..{max_nodes - 1} (--nnodes {args.nnodes})")
     settings = RendezvousSettings(
         run_id=run_id, min_nodes=min_nodes, max_nodes=max_nodes, static=static, max_restarts=args.max_restarts,
         join_timeout_s=conf["join_timeout"], last_call_timeout_s=conf["last_call_timeout"],
         node_timeout_s=conf["keep_alive_interval"] * conf["keep_alive_max_attempt"])
     argv = worker_argv(args)
-    threads = "1" if nproc > 1 and "OMP_NUM_THREADS" not in env else None
+    threads = "1" if local_size > 1 and "OMP_NUM_THREADS" not in env else None
     if threads:
-        print(f"{PROG}: setting OMP_NUM_THREADS and NUMBA_NUM_THREADS to 1 for each of the {nproc} workers of this "
-              "node (they share its cores); set OMP_NUM_THREADS to choose otherwise", file=sys.stderr)
+        print(f"{PROG}: setting OMP_NUM_THREADS and NUMBA_NUM_THREADS to 1 for each of the {local_size} workers of "
+              "this node (they share its cores); set OMP_NUM_THREADS to choose otherwise", file=sys.stderr)
 
     def build_workers(info: RoundInfo) -> list[WorkerSpec]:
-        return [WorkerSpec(f"{args.role}{lr}", info.rank_offset + lr, lr, argv,
-                           worker_env(info, lr, nproc, args.role, run_id, args.max_restarts, threads, config_path))
+        return [WorkerSpec(f"{args.role}{local_offset + lr}", info.rank_offset + lr, lr, argv,
+                           worker_env(info, info.rank_offset + lr, local_offset + lr, local_size, args.role, run_id,
+                                      args.max_restarts, threads, config_path))
                 for lr in range(nproc)]
 
     return AgentSpec(prog=PROG, local_world_size=nproc, build_workers=build_workers,
                      output=_output(args, nproc, run_id), settings=settings, endpoint=endpoint,
-                     node_rank=args.node_rank if static else -1, local_addr=args.local_addr,
+                     node_rank=node_rank if static else -1, local_addr=args.local_addr,
                      monitor_interval_s=args.monitor_interval, shutdown_grace_s=args.shutdown_timeout,
                      keep_alive_interval_s=conf["keep_alive_interval"], keys=keys)
 

@@ -31,7 +31,7 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from zgrad.config import Config, load_config
+from zgrad.config import Config, load_config, with_launcher_address
 from zgrad.distributed.identity import thread_identity
 from zgrad.distributed.collectives.work import timeout_seconds
 from zgrad.errors import ConfigError
@@ -122,6 +122,7 @@ def resolve_pg_init(init_method: str | None, timeout: Any, world_size: int, rank
         config = load_config(env.get("ZGRAD_CONFIG") or None)
     else:
         config = load_config(config)
+    config = with_launcher_address(config, env)
     host, port, query = _parse_init_method(init_method)
     if rank is None or rank < 0:
         rank = int(query["rank"]) if "rank" in query else _env_int(env, "ZGRAD_RANK", "RANK")

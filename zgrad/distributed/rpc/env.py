@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from zgrad.config import Config, load_config
+from zgrad.config import Config, load_config, with_launcher_address
 from zgrad.distributed.identity import thread_identity
 from zgrad.distributed.rpc.options import TensorPipeRpcBackendOptions, apply_backend_options, rendezvous_of
 from zgrad.errors import ConfigError
@@ -84,7 +84,7 @@ def resolve_init(name: str | None, rank: int | None, world_size: int | None, con
         config = load_config(path) if path else load_config(None)
     else:
         config = load_config(config)
-    config = apply_backend_options(config, options)
+    config = with_launcher_address(apply_backend_options(config, options), env)
     if rank is not None and rank < 0:
         rank = None
     name = name or _env_str(env, "ZGRAD_WORKER_NAME")
