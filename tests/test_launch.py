@@ -332,6 +332,7 @@ def test_keygen_writes_keys(tmp_path):
     result = launch("keygen", "--out", str(tmp_path / "keys"), "--workers", "2")
     assert result.returncode == 0, result.stderr
     names = sorted(p.name for p in (tmp_path / "keys").iterdir())
-    assert names == ["worker-0.key", "worker-0.key_secret", "worker-1.key", "worker-1.key_secret"]
+    assert names == ["agent.key", "agent.key_secret", "worker-0.key", "worker-0.key_secret", "worker-1.key",
+                     "worker-1.key_secret"]
     again = launch("keygen", "--out", str(tmp_path / "keys"), "--workers", "2")
     assert again.returncode == 2 and "already exists" in again.stderr

@@ -338,3 +338,20 @@ def test_two_launchers_on_two_hosts_joined_by_a_veth_pair_train_together(tmp_pat
     want, got = final_weights(plain / "final.pt"), final_weights(tmp_path / "final.pt")
     for name in want:
         np.testing.assert_array_equal(got[name], want[name])
+
+
+def test_a_curve_job_rendezvous_and_trains_with_the_agents_key_pair(tmp_path):
+    from zgrad.transport import generate_keys
+
+    generate_keys(tmp_path / "keys", 2)
+    config = write(tmp_path / "secure.toml", '[security]\ncurve = true\nkey_dir = "keys"\n')
+    script = write(tmp_path / "env.py", ENV_SCRIPT.format(keys=["RANK"]))
+    common = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+              f"127.0.0.1:{free_port()}", "--config", str(config)]
+    nodes = [Launch([*common, str(script)], tmp_path) for _ in range(2)]
+    with launches(*nodes):
+        assert [node.finish() for node in nodes] == [0, 0], [node.output for node in nodes]
+    assert [e["RANK"] for e in environments("\n".join(node.output for node in nodes))] == ["0", "1"]
+    (tmp_path / "keys" / "agent.key_secret").unlink()
+    code, output = run([*common[:-2], "--config", str(config), str(script)], tmp_path)
+    assert code == 2 and "agent.key_secret" in output and "zgrad-launch keygen" in output

@@ -281,7 +281,8 @@ def _keygen(argv: list[str]) -> int:
         return 2
     for path in written:
         print(path)
-    print(f"wrote {len(written) // 2} key pair(s) to {args.out}; set [security] curve = true, key_dir = {str(args.out)!r}")
+    print(f"wrote {args.workers} worker key pair(s) and the launcher agents' pair to {args.out}; set [security] "
+          f"curve = true, key_dir = {str(args.out)!r}")
     return 0
 
 

@@ -28,11 +28,11 @@ import zmq
 import zmq.auth
 
 from zgrad.errors import ConfigError, TransportError
+from zgrad.transport.security import AGENT_KEY_STEM
 
 __all__ = ["AGENT_KEY_STEM", "AgentKeys", "ControlClient", "ControlPoller", "ControlServer", "load_agent_keys",
            "local_address_towards"]
 
-AGENT_KEY_STEM = "agent"
 _MAX_MESSAGE_BYTES = 1 << 20
 _ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 _log = logging.getLogger(__name__)
