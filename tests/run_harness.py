@@ -35,9 +35,10 @@ def launcher_env(**extra: str) -> dict[str, str]:
 class Launch:
     """A running launcher: its merged output as lines, waitable; killed with its session on exit."""
 
-    def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None, module: str = "zgrad.distributed.run",
-                 python: str = sys.executable):
-        self.argv = [python, "-m", module, *args]
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None,
+                 module: str = "zgrad.distributed.run", argv: list[str] | None = None):
+        """Start ``python -m module args...`` (or ``argv`` as given: srun, mpirun)."""
+        self.argv = argv or [sys.executable, "-m", module, *args]
         self.proc = subprocess.Popen(self.argv, cwd=cwd, env=env or launcher_env(), stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, start_new_session=True)
         self.lines: list[str] = []

@@ -41,6 +41,7 @@ if rank == 1 and attempt < int(sys.argv[1]):
     raise ValueError(f"boom on attempt {attempt}")
 time.sleep(0.5)
 """
+SLEEPER = "import os, time\nprint('up', os.environ['RANK'], flush=True)\ntime.sleep(300)\n"
 
 
 def free_port() -> int:
@@ -208,7 +209,7 @@ def wait_listening(port: int, timeout_s: float = 60.0) -> None:
 
 @pytest.mark.parametrize("dies", ["joining node", "hosting node"])
 def test_a_node_whose_agent_dies_is_noticed_by_the_other(tmp_path, dies):
-    script = write(tmp_path / "sleep.py", "import os, time\nprint('up', os.environ['RANK'], flush=True)\ntime.sleep(300)\n")
+    script = write(tmp_path / "sleep.py", SLEEPER)
     port = free_port()
     common = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
               f"127.0.0.1:{port}", "--rdzv-conf", "keep_alive_interval=0.5,keep_alive_max_attempt=4",
@@ -230,27 +231,17 @@ def test_a_node_whose_agent_dies_is_noticed_by_the_other(tmp_path, dies):
     assert len(workers) == 2 and wait_gone(workers) == []
 
 
-def test_sigterm_stops_every_worker_and_exits_with_128_plus_the_signal(tmp_path):
-    script = write(tmp_path / "sleep.py", "import os, time\nprint('up', os.environ['RANK'], flush=True)\ntime.sleep(300)\n")
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
+def test_a_signalled_launcher_stops_every_worker_and_a_sigkilled_one_leaves_none_behind(tmp_path, signum):
+    script = write(tmp_path / "sleep.py", SLEEPER)
     launch = Launch(["--standalone", "--nproc-per-node", "2", str(script)], tmp_path)
     with launches(launch):
         launch.wait_for(r"up 0")
         launch.wait_for(r"up 1")
         workers = list(launch.workers().values())
-        launch.proc.send_signal(signal.SIGTERM)
-        assert launch.finish() == 128 + signal.SIGTERM
-    assert len(workers) == 2 and wait_gone(workers) == []
-
-
-def test_a_sigkilled_launcher_leaves_no_worker_behind(tmp_path):
-    script = write(tmp_path / "sleep.py", "import os, time\nprint('up', os.environ['RANK'], flush=True)\ntime.sleep(300)\n")
-    launch = Launch(["--standalone", "--nproc-per-node", "2", str(script)], tmp_path)
-    with launches(launch):
-        launch.wait_for(r"up 0")
-        launch.wait_for(r"up 1")
-        workers = list(launch.workers().values())
-        launch.proc.kill()
-        launch.finish()
+        launch.proc.send_signal(signum)
+        code = launch.finish()
+    assert code == (-signal.SIGKILL if signum == signal.SIGKILL else 128 + signum)
     assert len(workers) == 2 and wait_gone(workers) == []
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import zgrad
-from run_harness import HERE, launcher_env
+from run_harness import HERE, Launch, launcher_env, launches
 from zgrad.launch.scheduler import detect_scheduler, expand_hostlist
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("schedulers")]
@@ -62,17 +62,12 @@ def free_port() -> int:
 
 
 def run(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float = 180.0) -> str:
-    """Run to the end in a session of its own (killed whole on a timeout); fail on a non-zero status."""
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    try:
-        output, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        pytest.fail(f"{argv[0]} ran past {timeout_s:g} s:\n{output[-4000:]}")
-    assert proc.returncode == 0, f"{' '.join(argv)} exited with {proc.returncode}:\n{output[-4000:]}"
-    return output
+    """Run ``argv`` to its end (killed with its session on a timeout); fail on a non-zero status."""
+    launch = Launch([], cwd, env, argv=argv)
+    with launches(launch):
+        code = launch.finish(timeout_s)
+    assert code == 0, f"{' '.join(argv)} exited with {code}:\n{launch.output[-4000:]}"
+    return launch.output
 
 
 def weights(path: Path) -> dict[str, np.ndarray]:

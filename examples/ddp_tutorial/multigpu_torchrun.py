@@ -1,5 +1,4 @@
 import zgrad
-import zgrad.nn.functional as F
 from zgrad.utils.data import Dataset, DataLoader
 from datautils import MyTrainDataset
 
