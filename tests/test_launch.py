@@ -129,6 +129,41 @@ def test_inproc_failing_worker_is_named(tmp_path):
     assert "worker worker1 failed with exit status 1" in result.stdout
 
 
+INPROC_PLAIN_SCRIPT = """
+import argparse
+
+from zgrad.distributed import rpc
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--n", type=int, default=1)
+args = parser.parse_args()
+
+
+def square(x):
+    return x * x
+
+
+def main():
+    rpc.init_rpc()
+    if rpc.get_worker_info().id == 0:
+        print("square", rpc.rpc_sync("worker1", square, args=(args.n,)))
+    rpc.shutdown()
+"""
+
+
+@pytest.mark.timeout(60)
+def test_an_inproc_script_reads_its_arguments_calls_its_own_functions_and_uses_plain_init_rpc(tmp_path):
+    # Three things a script under configs/inproc.toml does as it would under one process per
+    # worker: argparse at module level sees [script, args...], a function defined in the script
+    # is an RPC target (the script is __main__), and rpc.init_rpc() finds who the thread is.
+    script = tmp_path / "job.py"
+    script.write_text(INPROC_PLAIN_SCRIPT)
+    result = launch("--config", str(write_config(tmp_path / "c.toml", "inproc")), "--", str(script), "--n", "7",
+                    timeout=50, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[worker0] square 49" in result.stdout
+
+
 STUBBORN = """
 import os, signal, sys, time
 from pathlib import Path
@@ -230,11 +265,27 @@ def test_multi_node_needs_a_fixed_rendezvous_port(tmp_path):
     assert result.returncode == 2 and "workers[0].port" in result.stderr
 
 
-def test_node_rank_from_slurm(tmp_path):
+SRUN_TASK_1_OF_2_ON_ONE_MACHINE = {"SLURM_JOB_ID": "5", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_NTASKS": "2",
+                                   "SLURM_LOCALID": "1", "SLURM_NODEID": "0", "SLURM_NNODES": "1",
+                                   "SLURM_TASKS_PER_NODE": "2", "SLURM_JOB_NODELIST": "vm"}
+
+
+def test_the_node_of_each_srun_task_is_its_task_rank_when_tasks_share_a_machine(tmp_path):
+    # srun -n 2 on one machine: both tasks have SLURM_NODEID=0; task 1 is the config's node 1.
     cfg = write_config(tmp_path / "c.toml", ports=[free_port(), free_port()], nodes=[0, 1])
-    result = launch("--config", str(cfg), "--dry-run", env={**os.environ, "SLURM_NODEID": "1"})
+    result = launch("--config", str(cfg), "--dry-run", env={**os.environ, **SRUN_TASK_1_OF_2_ON_ONE_MACHINE})
     assert result.returncode == 0, result.stderr
     assert "[worker1]" in result.stdout and "[worker0]" not in result.stdout
+
+
+def test_one_srun_task_per_worker_runs_that_worker_and_a_mismatch_is_explained(tmp_path):
+    cfg = write_config(tmp_path / "c.toml", workers=2, ports=[free_port(), free_port()])
+    result = launch("--config", str(cfg), "--dry-run", env={**os.environ, **SRUN_TASK_1_OF_2_ON_ONE_MACHINE})
+    assert result.returncode == 0 and "[worker1]" in result.stdout and "[worker0]" not in result.stdout, result.stderr
+    cfg = write_config(tmp_path / "c.toml", workers=3, ports=[free_port(), free_port(), free_port()])
+    result = launch("--config", str(cfg), "--dry-run", env={**os.environ, **SRUN_TASK_1_OF_2_ON_ONE_MACHINE})
+    assert result.returncode == 2
+    assert "SLURM started 2 task(s), but the config has 1 node(s) and 3 worker(s)" in result.stderr
 
 
 def test_dry_run_prints_the_plan_and_starts_nothing():
@@ -281,6 +332,7 @@ def test_keygen_writes_keys(tmp_path):
     result = launch("keygen", "--out", str(tmp_path / "keys"), "--workers", "2")
     assert result.returncode == 0, result.stderr
     names = sorted(p.name for p in (tmp_path / "keys").iterdir())
-    assert names == ["worker-0.key", "worker-0.key_secret", "worker-1.key", "worker-1.key_secret"]
+    assert names == ["agent.key", "agent.key_secret", "worker-0.key", "worker-0.key_secret", "worker-1.key",
+                     "worker-1.key_secret"]
     again = launch("keygen", "--out", str(tmp_path / "keys"), "--workers", "2")
     assert again.returncode == 2 and "already exists" in again.stderr

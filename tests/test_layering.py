@@ -30,6 +30,8 @@ def layer_of(module: str) -> str:
     parts = module.split(".")
     if parts == ["zgrad"] or parts[1] in ("launch", "demo", "multiprocessing"):
         return "launch"
+    if parts[1:3] == ["distributed", "run"]:  # torchrun's module name for the launcher's front end
+        return "launch"
     if parts[1:3] == ["nn", "parallel"]:  # DistributedDataParallel: the distributed layer of docs/architecture.md
         return "distributed"
     if parts[1:4] == ["utils", "data", "distributed"]:  # DistributedSampler reads the process group

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from zgrad.errors import ConfigError
 
 __all__ = [
+    "with_launcher_address",
     "Config",
     "JobConfig",
     "RpcConfig",
@@ -374,3 +375,13 @@ def load_config(config: str | os.PathLike | Mapping[str, Any] | Config | None = 
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from exc
     return parse_config(raw, source=str(path))
+
+
+def with_launcher_address(config: Config, env: Mapping[str, str]) -> Config:
+    """``config`` with ``transport.advertise_address`` taken from ``ZGRAD_ADVERTISE_ADDRESS`` (the
+    address ``zgrad-run`` found this node at) when the config leaves it unset: a worker bound to
+    every interface is then dialled at its node's address."""
+    address = env.get("ZGRAD_ADVERTISE_ADDRESS", "")
+    if not address or config.transport.advertise_address:
+        return config
+    return dataclasses.replace(config, transport=dataclasses.replace(config.transport, advertise_address=address))

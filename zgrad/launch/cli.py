@@ -2,7 +2,7 @@
 
 Usage::
 
-    zgrad-launch --config FILE [--node-rank N] [--dry-run] [--grace-s S] [-- ENTRY ARGS...]
+    zgrad-launch --config FILE [--node-rank N] [--dry-run] [--grace-s S] [--max-restarts N] [-- ENTRY ARGS...]
     zgrad-launch check FILE                  # validate a config and its key files, print the plan
     zgrad-launch keygen --out DIR --workers N  # CURVE keys for [security] curve = true
     zgrad-launch trace FILE                  # per-worker summary of a distributed autograd trace
@@ -15,7 +15,10 @@ With ``transport.kind = "inproc"`` one process runs every worker as a thread
 (:mod:`zgrad.launch.inproc_runner`). Output lines are prefixed with ``[name]``. The launcher
 exits with the status of the first worker that failed, after stopping the others; SIGINT and
 SIGTERM stop every worker (SIGTERM, then SIGKILL after the grace period). If the launcher itself
-is killed, its workers are killed too (Linux; :mod:`zgrad.utils.orphans`).
+is killed, its workers are killed too (Linux; :mod:`zgrad.utils.orphans`). With ``--max-restarts N``
+the workers of a failed round are stopped and all started again, up to N times (one-node jobs;
+over several nodes, ``zgrad-run`` coordinates the rounds). Starting, watching and stopping are
+:mod:`zgrad.launch.elastic`'s, shared with ``zgrad-run``.
 """
 
 from __future__ import annotations
@@ -25,21 +28,21 @@ import os
 import shlex
 import signal
 import socket
-import subprocess
 import sys
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from zgrad.config import Config, load_config
 from zgrad.errors import ConfigError
-from zgrad.utils.orphans import die_with_parent
+from zgrad.launch.elastic import AgentSpec, RoundInfo, run_agent
+from zgrad.launch.rendezvous import RendezvousSettings
+from zgrad.launch.scheduler import detect_scheduler
+from zgrad.launch.summary import format_failures
+from zgrad.launch.workers import OutputPolicy, WorkerFailure, WorkerSpec
 
-__all__ = ["main", "Plan", "make_plan"]
+__all__ = ["main", "Plan", "make_plan", "run_plan"]
 
 DEMO_ENTRY = "zgrad.launch.demo"
-NODE_RANK_VARS = ("SLURM_NODEID", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
 PROG = "zgrad-launch"
 
 
@@ -53,8 +56,6 @@ class Proc:
     rank: int | None
     argv: list[str]
     env: dict[str, str]  # only the variables the launcher sets
-    popen: subprocess.Popen | None = None
-    reader: threading.Thread | None = None
 
 
 @dataclass
@@ -65,7 +66,22 @@ class Plan:
     entry_argv: list[str]
     master_addr: str
     master_port: int
+    fixed_master_port: bool = False
     procs: list[Proc] = field(default_factory=list)
+    _ports: dict[int, list[int]] = field(default_factory=dict)
+
+    def round_ports(self, restart: int, used: set[int]) -> list[int]:
+        """Two rendezvous ports for restarted round ``restart`` (RPC, process group), free now
+        and never used by an earlier round of this launcher."""
+        if restart not in self._ports:
+            ports = []
+            while len(ports) < 2:
+                port = free_port()
+                if port not in used:
+                    used.add(port)
+                    ports.append(port)
+            self._ports[restart] = ports
+        return self._ports[restart]
 
     def describe(self) -> str:
         cfg = self.config
@@ -87,15 +103,23 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def node_rank_from_env(env: dict[str, str] | os._Environ) -> int:
-    for var in NODE_RANK_VARS:
-        raw = env.get(var)
-        if raw:
-            try:
-                return int(raw)
-            except ValueError:
-                raise LaunchError(f"environment variable {var}={raw!r} is not an integer node rank") from None
-    return 0
+def place_from_scheduler(cfg: Config, env: dict[str, str]) -> tuple[int, int | None]:
+    """This launcher's node, and the one worker it runs when the scheduler started one task per
+    worker (else None): ``srun``/``mpirun`` tasks are matched to the config's nodes when there
+    are as many tasks as nodes (several may share a machine), else to its workers."""
+    task = detect_scheduler(env)
+    nodes = sorted({w.node for w in cfg.workers})
+    if task is None or task.size == 1:
+        return nodes[0] if nodes else 0, None
+    if task.size == len(nodes):
+        return nodes[task.rank], None
+    if task.size == len(cfg.workers):
+        return cfg.workers[task.rank].node, task.rank
+    raise LaunchError(
+        f"{task.scheduler} started {task.size} task(s), but the config has {len(nodes)} node(s) and "
+        f"{len(cfg.workers)} worker(s): start one task per node ({len(nodes)} tasks, e.g. srun --ntasks-per-node=1) "
+        f"or one per worker ({len(cfg.workers)} tasks)"
+    )
 
 
 def entry_argv(entry: str, args: list[str]) -> list[str]:
@@ -133,10 +157,12 @@ def make_plan(config_path: str | os.PathLike, node_rank: int | None = None, cli_
     cfg = load_config(path)
     if not cfg.workers:
         raise LaunchError(f"config {path} lists no [[workers]]; add one [[workers]] table per worker")
+    only_worker = None
     if node_rank is None:
-        node_rank = node_rank_from_env(env)
+        node_rank, only_worker = place_from_scheduler(cfg, env)
     nodes = sorted({w.node for w in cfg.workers})
-    local = [(rank, w) for rank, w in enumerate(cfg.workers) if w.node == node_rank]
+    local = [(rank, w) for rank, w in enumerate(cfg.workers) if w.node == node_rank
+             and only_worker in (None, rank)]
     if not local:
         raise LaunchError(f"no [[workers]] entry has node = {node_rank}; the config's nodes are {nodes}")
     if cfg.job.entry == "" and cfg.job.args:
@@ -166,7 +192,7 @@ def make_plan(config_path: str | os.PathLike, node_rank: int | None = None, cli_
         )
     else:
         master_addr, master_port = "127.0.0.1", free_port()
-    plan = Plan(cfg, path, node_rank, [], master_addr, master_port)
+    plan = Plan(cfg, path, node_rank, [], master_addr, master_port, fixed_master_port=bool(w0.port))
     base = {"ZGRAD_WORLD_SIZE": str(len(cfg.workers)), "ZGRAD_CONFIG": str(path),
             "ZGRAD_MASTER_ADDR": master_addr, "ZGRAD_MASTER_PORT": str(master_port)}
     # The process group (init_process_group) has a mesh of its own: rank 0 listens at another port,
@@ -175,6 +201,8 @@ def make_plan(config_path: str | os.PathLike, node_rank: int | None = None, cli_
         base["ZGRAD_PG_MASTER_ADDR"] = master_addr
         base["ZGRAD_PG_MASTER_PORT"] = str(cfg.ddp.master_port or free_port())
     inproc = cfg.transport.kind == "inproc"
+    if inproc and only_worker is not None:
+        raise LaunchError("transport 'inproc' runs every worker in one process: start one task, not one per worker")
     if inproc and len(nodes) > 1:
         raise LaunchError("transport 'inproc' runs every worker in one process: all [[workers]] must share one node")
     num_procs = 1 if inproc else len(local)
@@ -193,95 +221,50 @@ def make_plan(config_path: str | os.PathLike, node_rank: int | None = None, cli_
     return plan
 
 
-class Launcher:
-    def __init__(self, plan: Plan, grace_s: float):
-        self.plan = plan
-        self.grace_s = grace_s
-        self.out_lock = threading.Lock()
-        self.signalled: int | None = None
+def _round_env(plan: Plan, proc: Proc, info: RoundInfo, used: set[int]) -> dict[str, str]:
+    """A worker's variables in round ``info``: a restarted round gets fresh rendezvous ports
+    (unless the config pins them), so that no worker dials an address of the dead round."""
+    env = {**proc.env, "TORCHELASTIC_RESTART_COUNT": str(info.restart_count), "ZGRAD_RESTART_COUNT": str(info.restart_count)}
+    if info.restart_count and not plan.fixed_master_port:
+        env["ZGRAD_MASTER_PORT"] = str(plan.round_ports(info.restart_count, used)[0])
+    if info.restart_count and "ZGRAD_PG_MASTER_PORT" in env and not plan.config.ddp.master_port:
+        env["ZGRAD_PG_MASTER_PORT"] = str(plan.round_ports(info.restart_count, used)[1])
+    return env
 
-    def emit(self, line: str) -> None:
-        with self.out_lock:
-            sys.stdout.write(line)
-            sys.stdout.flush()
 
-    def _pump(self, proc: Proc) -> None:
-        prefix = "" if proc.rank is None else f"[{proc.name}] "  # the inproc runner prefixes itself
-        for raw in iter(proc.popen.stdout.readline, b""):
-            text = raw.decode(errors="replace")
-            if not text.endswith("\n"):
-                text += "\n"
-            self.emit(prefix + text)
+def run_plan(plan: Plan, grace_s: float, max_restarts: int = 0) -> int:
+    """Start this node's workers and watch them to the end (blocks); return the exit status:
+    0, the first failed worker's status (128 + signal for a signal), or 128 + the signal that
+    stopped the launcher."""
+    used: set[int] = {plan.master_port}
 
-    def start(self) -> None:
-        # Every worker is started before any reader thread: ``die_with_parent`` runs between
-        # fork and exec, which is only safe while this process has a single thread.
-        preexec = die_with_parent()
-        for proc in self.plan.procs:
-            env = {**os.environ, "PYTHONUNBUFFERED": "1", **proc.env}
-            proc.popen = subprocess.Popen(proc.argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                          stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=preexec)
-        for proc in self.plan.procs:
-            proc.reader = threading.Thread(target=self._pump, args=(proc,), daemon=True)
-            proc.reader.start()
+    def build_workers(info: RoundInfo) -> list[WorkerSpec]:
+        return [WorkerSpec(p.name, p.rank, i, p.argv, _round_env(plan, p, info, used)) for i, p in enumerate(plan.procs)]
 
-    def stop_all(self) -> None:
-        alive = [p for p in self.plan.procs if p.popen is not None and p.popen.poll() is None]
-        for p in alive:
-            try:
-                p.popen.terminate()
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + self.grace_s
-        for p in alive:
-            try:
-                p.popen.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.popen.kill()
-                p.popen.wait()
-
-    def _on_signal(self, signum, frame) -> None:
-        if self.signalled is None:
-            self.signalled = signum
-
-    def run(self) -> int:
-        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            self.start()
-            failed: Proc | None = None
-            while self.signalled is None:
-                running = False
-                for p in self.plan.procs:
-                    code = p.popen.poll()
-                    if code is None:
-                        running = True
-                    elif code != 0 and failed is None:
-                        failed = p
-                if failed is not None or not running:
-                    break
-                time.sleep(0.05)
-            self.stop_all()
-        finally:
-            for p in self.plan.procs:
-                if p.popen is not None and p.popen.poll() is None:  # an exception above: leave nothing behind
-                    p.popen.kill()
-                    p.popen.wait()
-            for s, handler in previous.items():
-                signal.signal(s, handler)
-        for p in self.plan.procs:
-            if p.reader is not None:
-                p.reader.join(5.0)
-        if self.signalled is not None and failed is None:
-            name = signal.Signals(self.signalled).name
-            self.emit(f"{PROG}: received {name}; stopped all {len(self.plan.procs)} worker process(es)\n")
-            return 128 + self.signalled
-        if failed is not None:
-            code = failed.popen.returncode
-            status = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
-            self.emit(f"{PROG}: worker {failed.name} failed with {status}; stopped the other workers\n")
-            return 128 - code if code < 0 else code
-        self.emit(f"{PROG}: all {len(self.plan.procs)} worker process(es) finished\n")
+    inproc = plan.procs[0].rank is None  # the inproc runner prefixes its lines itself
+    output = OutputPolicy(merge_stderr=True, prefix="" if inproc else "[{name}] ")
+    settings = RendezvousSettings(run_id=plan.config.job.name, min_nodes=1, max_nodes=1, static=False,
+                                  max_restarts=max_restarts, join_timeout_s=60.0, last_call_timeout_s=0.0,
+                                  node_timeout_s=60.0)
+    outcome = run_agent(AgentSpec(prog=PROG, local_world_size=len(plan.procs), build_workers=build_workers,
+                                  output=lambda info: output, settings=settings, shutdown_grace_s=grace_s))
+    count = len(plan.procs)
+    if outcome.signalled is not None:
+        print(f"{PROG}: received {signal.Signals(outcome.signalled).name}; stopped all {count} worker process(es)", flush=True)
+        return outcome.code
+    if outcome.code == 0:
+        print(f"{PROG}: all {count} worker process(es) finished", flush=True)
         return 0
+    failure = next((f for f in reversed(outcome.failures) if isinstance(f, WorkerFailure)), None)
+    print(format_failures(f"{PROG} job {plan.config.job.name!r}", list(outcome.failures), outcome.reason),
+          file=sys.stderr, flush=True)
+    if failure is None:
+        print(f"{PROG}: {outcome.reason}", flush=True)
+        return 1
+    code = failure.exitcode
+    status = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+    print(f"{PROG}: worker {failure.name} failed with {status}; stopped the other workers", flush=True)
+    return 128 - code if code < 0 else code
 
 
 def _keygen(argv: list[str]) -> int:
@@ -298,7 +281,8 @@ def _keygen(argv: list[str]) -> int:
         return 2
     for path in written:
         print(path)
-    print(f"wrote {len(written) // 2} key pair(s) to {args.out}; set [security] curve = true, key_dir = {str(args.out)!r}")
+    print(f"wrote {args.workers} worker key pair(s) and the launcher agents' pair to {args.out}; set [security] "
+          f"curve = true, key_dir = {str(args.out)!r}")
     return 0
 
 
@@ -355,20 +339,27 @@ def main(argv: list[str] | None = None) -> int:
                "Anything after '--' is the entry (module or script) and its arguments.")
     parser.add_argument("--config", required=True, help="the job's TOML config")
     parser.add_argument("--node-rank", type=int, default=None,
-                        help=f"this node's rank (default: {', '.join(NODE_RANK_VARS)}, else 0)")
+                        help="this node's rank (default: from srun's or mpirun's task variables, else 0)")
     parser.add_argument("--dry-run", action="store_true", help="print what would start, start nothing")
     parser.add_argument("--grace-s", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL when stopping")
+    parser.add_argument("--max-restarts", type=int, default=0,
+                        help="when a worker fails, restart this node's workers up to this many times")
     args = parser.parse_args(argv)
     try:
         plan = make_plan(args.config, args.node_rank, entry)
     except (ConfigError, LaunchError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
+    if args.max_restarts and len({w.node for w in plan.config.workers}) > 1:
+        print(f"{PROG}: --max-restarts over several nodes needs their launchers to agree on each round; start "
+              f"the job with `zgrad-run --nnodes N --rdzv-backend c10d --rdzv-endpoint HOST:PORT --config "
+              f"{args.config} ENTRY` instead", file=sys.stderr)
+        return 2
     if args.dry_run:
         print(plan.describe())
         print(f"{PROG}: dry run, nothing started")
         return 0
-    return Launcher(plan, args.grace_s).run()
+    return run_plan(plan, args.grace_s, args.max_restarts)
 
 
 if __name__ == "__main__":

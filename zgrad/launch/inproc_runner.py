@@ -2,8 +2,8 @@
 
 Usage: ``python -m zgrad.launch.inproc_runner ENTRY ARGS...`` with ``ZGRAD_CONFIG`` set, where
 ENTRY is ``-m MODULE`` or a script path. The entry must define ``main(argv)`` (or ``main()``)
-and join the mesh with :func:`zgrad.launch.worker.init_rpc`, which picks up the identity this
-runner gives each thread. Output lines are prefixed with ``[worker name]``. The exit status is
+and join the mesh with ``rpc.init_rpc()`` (or :func:`zgrad.launch.worker.init_rpc`), which picks
+up the identity this runner gives each thread (:mod:`zgrad.distributed.identity`). Output lines are prefixed with ``[worker name]``. The exit status is
 that of the first worker that failed (an exception counts as 1).
 """
 
@@ -17,9 +17,10 @@ import runpy
 import sys
 import threading
 import traceback
+import types
 
 from zgrad.config import load_config
-from zgrad.launch.worker import WorkerIdentity, set_thread_identity
+from zgrad.distributed.identity import WorkerIdentity, set_thread_identity
 
 GRACE_S = 5.0
 
@@ -51,11 +52,20 @@ class PrefixedStream(io.TextIOBase):
 
 
 def load_main(argv: list[str]):
+    """Import the entry as ``python`` would run it, without running its ``__main__`` block: a
+    module for ``-m MODULE``; a script as ``__main__`` (as multiprocessing's spawn loads it in a
+    child: its functions and classes are RPC targets the allow-list admits, and ``sys.argv`` is
+    ``[script, args...]`` for argparse at module level). Return its ``main`` and the arguments."""
     if argv[:1] == ["-m"]:
+        sys.argv = [argv[1], *argv[2:]]
         return importlib.import_module(argv[1]).main, argv[2:]
-    namespace = runpy.run_path(argv[0], run_name="__zgrad_inproc__")
+    sys.argv = list(argv)
+    namespace = runpy.run_path(argv[0], run_name="__mp_main__")
     if "main" not in namespace:
         raise SystemExit(f"inproc entry {argv[0]!r} defines no main(argv) function")
+    script = types.ModuleType("__mp_main__")
+    script.__dict__.update(namespace)
+    sys.modules["__main__"] = sys.modules["__mp_main__"] = script
     return namespace["main"], argv[1:]
 
 

@@ -11,34 +11,14 @@ in both modes.
 from __future__ import annotations
 
 import dataclasses
-import threading
-from dataclasses import dataclass
 from typing import Sequence
 
 import zgrad.distributed as dist
-from zgrad.config import Config
 from zgrad.distributed import rpc
+from zgrad.distributed.identity import WorkerIdentity, set_thread_identity, thread_identity
 from zgrad.distributed.rpc.env import resolve_init
 
 __all__ = ["WorkerIdentity", "identity", "init_process_group", "init_rpc", "set_thread_identity"]
-
-
-@dataclass(frozen=True)
-class WorkerIdentity:
-    """Who a worker of a launched job is, and the job's config."""
-
-    name: str
-    rank: int
-    world_size: int
-    config: Config
-
-
-_local = threading.local()
-
-
-def set_thread_identity(identity: WorkerIdentity | None) -> None:
-    """Give the calling thread a worker identity (used by the inproc runner)."""
-    _local.identity = identity
 
 
 def identity() -> WorkerIdentity:
@@ -47,7 +27,7 @@ def identity() -> WorkerIdentity:
     Raises:
         ConfigError: neither is set (not started by ``zgrad-launch``).
     """
-    found = getattr(_local, "identity", None)
+    found = thread_identity()
     if found is None:
         plan = resolve_init(None, None, None, None)
         found = WorkerIdentity(plan.name, plan.rank, plan.world_size, plan.config)

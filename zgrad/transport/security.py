@@ -5,6 +5,7 @@ Key layout in ``[security] key_dir`` (written by :func:`generate_keys`, the help
 
     worker-<rank>.key          public key (ZPL certificate); every host needs all of them
     worker-<rank>.key_secret   public + secret key; only the host running that rank needs it
+    agent.key, agent.key_secret  the pair every launcher agent (zgrad-run) holds for the rendezvous
 
 Worker ``r`` serves CURVE with its own secret key, dials each peer with that peer's public key
 from ``key_dir``, and its ZAP handler admits exactly the public keys ``worker-*.key`` of ranks
@@ -28,6 +29,7 @@ from zgrad.errors import ConfigError
 __all__ = ["CurveKeys", "ZAP_DOMAIN", "ZapHandler", "generate_keys", "load_curve_keys"]
 
 ZAP_DOMAIN = b"zgrad"
+AGENT_KEY_STEM = "agent"  # the key pair launcher agents share (zgrad.transport.control)
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 _log = logging.getLogger(__name__)
 
@@ -45,15 +47,16 @@ def key_files(key_dir: str | os.PathLike, rank: int) -> tuple[Path, Path]:
 
 
 def generate_keys(out_dir: str | os.PathLike, num_workers: int) -> list[Path]:
-    """Write a CURVE key pair per worker into ``out_dir`` (created if missing).
+    """Write a CURVE key pair per worker into ``out_dir`` (created if missing), and the pair the
+    launchers' agents share for their rendezvous (``agent.key``, ``agent.key_secret``).
 
     Args:
         out_dir: directory to write ``worker-<rank>.key`` and ``worker-<rank>.key_secret`` into.
         num_workers: how many workers (ranks ``0 .. num_workers - 1``).
 
     Returns:
-        The paths written, public and secret file of each rank in rank order. Secret files are
-        readable by the owner only.
+        The paths written, public and secret file of each rank in rank order, then the agents'.
+        Secret files are readable by the owner only.
 
     Raises:
         ValueError: ``num_workers`` is smaller than 1.
@@ -63,13 +66,14 @@ def generate_keys(out_dir: str | os.PathLike, num_workers: int) -> list[Path]:
         raise ValueError(f"generate_keys needs num_workers >= 1; got {num_workers}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for rank in range(num_workers):
-        for path in key_files(out, rank):
+    stems = [_stem(rank) for rank in range(num_workers)] + [AGENT_KEY_STEM]
+    for stem in stems:
+        for path in (out / f"{stem}.key", out / f"{stem}.key_secret"):
             if path.exists():
                 raise FileExistsError(f"key file {path} already exists; remove the old keys or pick another directory")
     written: list[Path] = []
-    for rank in range(num_workers):
-        public, secret = zmq.auth.create_certificates(out, _stem(rank))
+    for stem in stems:
+        public, secret = zmq.auth.create_certificates(out, stem)
         os.chmod(secret, 0o600)
         written += [Path(public), Path(secret)]
     return written

@@ -31,7 +31,8 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from zgrad.config import Config, load_config
+from zgrad.config import Config, load_config, with_launcher_address
+from zgrad.distributed.identity import thread_identity
 from zgrad.distributed.collectives.work import timeout_seconds
 from zgrad.errors import ConfigError
 
@@ -112,10 +113,16 @@ def resolve_pg_init(init_method: str | None, timeout: Any, world_size: int, rank
         ValueError: an unsupported ``init_method``.
     """
     env = os.environ if env is None else env
+    me = thread_identity()  # a worker thread of an inproc job: the runner said who it is
+    if me is not None:
+        rank = rank if rank is not None and rank >= 0 else me.rank
+        world_size = world_size if world_size is not None and world_size >= 0 else me.world_size
+        config = config if config is not None else me.config
     if config is None:
         config = load_config(env.get("ZGRAD_CONFIG") or None)
     else:
         config = load_config(config)
+    config = with_launcher_address(config, env)
     host, port, query = _parse_init_method(init_method)
     if rank is None or rank < 0:
         rank = int(query["rank"]) if "rank" in query else _env_int(env, "ZGRAD_RANK", "RANK")
@@ -155,3 +162,8 @@ def debug_detail(env: Mapping[str, str] | None = None) -> bool:
     DETAIL, as PyTorch reads it): DDP's errors then name parameters, not only their indices."""
     env = os.environ if env is None else env
     return any(env.get(name, "").upper() in ("INFO", "DETAIL") for name in ("ZGRAD_DISTRIBUTED_DEBUG", "TORCH_DISTRIBUTED_DEBUG"))
+
+
+def launched_by_torchelastic(env: Mapping[str, str] | None = None) -> bool:
+    """Whether ``TORCHELASTIC_RUN_ID`` is set (``zgrad-run`` and torchrun set it in every worker)."""
+    return (os.environ if env is None else env).get("TORCHELASTIC_RUN_ID") is not None

@@ -20,7 +20,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from zgrad.config import Config, load_config
+from zgrad.config import Config, load_config, with_launcher_address
+from zgrad.distributed.identity import thread_identity
 from zgrad.distributed.rpc.options import TensorPipeRpcBackendOptions, apply_backend_options, rendezvous_of
 from zgrad.errors import ConfigError
 
@@ -72,12 +73,18 @@ def resolve_init(name: str | None, rank: int | None, world_size: int | None, con
         ConfigError: a value is missing everywhere, or values disagree.
     """
     env = os.environ if env is None else env
+    me = thread_identity()  # a worker thread of an inproc job: the runner said who it is
+    if me is not None:
+        name = name if name is not None else me.name
+        rank = rank if rank is not None and rank >= 0 else me.rank
+        world_size = world_size if world_size is not None else me.world_size
+        config = config if config is not None else me.config
     if config is None:
         path = _env_str(env, "ZGRAD_CONFIG")
         config = load_config(path) if path else load_config(None)
     else:
         config = load_config(config)
-    config = apply_backend_options(config, options)
+    config = with_launcher_address(apply_backend_options(config, options), env)
     if rank is not None and rank < 0:
         rank = None
     name = name or _env_str(env, "ZGRAD_WORKER_NAME")
