@@ -192,7 +192,8 @@ def test_pool_reuses_buffers_nobody_views_any_more():
 
 def test_generate_keys_writes_a_private_key_pair_per_worker(tmp_path):
     paths = generate_keys(tmp_path / "keys", 3)
-    assert sorted(p.name for p in paths) == sorted(f"worker-{r}.key{s}" for r in range(3) for s in ("", "_secret"))
+    assert sorted(p.name for p in paths) == sorted(f"{stem}.key{s}" for stem in ("worker-0", "worker-1", "worker-2", "agent")
+                                                   for s in ("", "_secret"))
     secret = tmp_path / "keys" / "worker-1.key_secret"
     assert stat.S_IMODE(os.stat(secret).st_mode) == 0o600
     keys = load_curve_keys(tmp_path / "keys", 1, 3)
