@@ -30,11 +30,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 REPO = ROOT.parent
 LAUNCHERS = {"zgrad-run": "zgrad.distributed.run", "torchrun": "torch.distributed.run"}
-WORKER = """import time
-print("FIRST", time.time(), flush=True)
-import os, sys
+# One write(2) per line: torchrun's workers share its stdout, and print()'s pieces interleave.
+WORKER = """import os, time
+os.write(1, f"FIRST {time.time()}\\n".encode())
+import sys
 if sys.argv[1:] == ["fail"] and os.environ.get("TORCHELASTIC_RESTART_COUNT") == "0" and os.environ["LOCAL_RANK"] == "1":
-    print("DYING", time.time(), flush=True)
+    os.write(1, f"DYING {time.time()}\\n".encode())
     sys.exit(1)
 """
 
