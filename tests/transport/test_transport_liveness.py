@@ -82,3 +82,20 @@ def test_a_dead_or_frozen_peer_is_reported_within_the_timeout(how):
     finally:
         mesh.close(timeout_s=1.0)
         reap(children)
+
+
+@pytest.mark.parametrize("kind", ["tcp", "ipc"])
+def test_a_worker_whose_process_was_frozen_past_the_timeout_loses_no_live_peer(worlds, kind):
+    # A C extension that holds the GIL (LLVM compiling a Numba kernel on a loaded machine, say)
+    # freezes every thread of its process, the mesh's I/O threads too. What the peers sent
+    # meanwhile waits unread: the silence is this worker's own, not its peers'. (Both meshes
+    # live in this process, so both are frozen; each used to declare the other lost on waking.)
+    import ctypes
+
+    workers = worlds.world(kind, 2, heartbeat_interval_s=0.1, heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S)
+    ctypes.PyDLL(None).sleep(3)  # PyDLL: the call keeps the GIL, three timeouts long
+    time.sleep(2 * HEARTBEAT_TIMEOUT_S)  # the loops run again, past another timeout
+    assert [w.mesh.is_alive(1 - r) for r, w in enumerate(workers)] == [True, True]
+    assert workers[0].lost.empty() and workers[1].lost.empty()
+    workers[0].mesh.send(1, 1, 7)
+    assert workers[1].get().request_id == 7

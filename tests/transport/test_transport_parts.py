@@ -230,3 +230,13 @@ def test_importing_the_transport_opens_nothing_and_starts_no_thread():
         "assert threading.active_count() == 1, threading.enumerate()"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_stall_of_this_worker_moves_every_peer_clock_on():
+    live = Liveness(heartbeat_interval_s=0.1, heartbeat_timeout_s=1.0)
+    live.heard_from(1, 0.0)
+    live.heard_from(2, 0.5)
+    live.stalled(5.0)  # this worker was frozen from about 0.6 s to 5.6 s
+    assert live.silent(5.6) == []
+    assert [r for r, _ in live.silent(6.2)] == [1]
+    assert [r for r, _ in live.silent(6.6)] == [1, 2]

@@ -127,6 +127,7 @@ class IoLoop:
         self._cma = CmaPeers(self.send_control, tickets, me, stats, logger, wake=outbox.wake)
         self._stop_at_s: float | None = None
         self._due_s = 0.0
+        self._housekept_s: float | None = None  # when housekeeping last ran
         self._awaiting_goodbye: set[int] | None = None
         self._tickets = tickets
         self._drain_until_s: float | None = None
@@ -293,6 +294,13 @@ class IoLoop:
 
     def _housekeeping(self, now_s: float) -> None:
         """Heartbeats, silence, handshake failures, start-up progress; then set when it is due again."""
+        # Housekeeping comes round at least every _MAX_POLL_MS in a loop that runs: a longer gap
+        # is time this worker was not listening (what its peers sent meanwhile is still unread),
+        # so their silence is judged as it stood at the last housekeeping.
+        expected_s = _MAX_POLL_MS / 1000 + self._transport.heartbeat_interval_s
+        if self._housekept_s is not None and now_s - self._housekept_s > expected_s:
+            self._liveness.stalled(now_s - self._housekept_s)
+        self._housekept_s = now_s
         for rank in self._liveness.heartbeats_due(now_s):
             self._links.send(rank, self._heartbeat, accounted=False)
             # Due again in an interval even if it waits behind a backlog or its link failed

@@ -2,7 +2,8 @@
 
 Pure bookkeeping with the clock passed in, so it is tested without sockets or sleeps. A peer
 is watched from the first valid message it sends; it is silent when nothing valid has arrived
-from it for ``heartbeat_timeout_s`` (the I/O loop decides when silence means lost). A heartbeat goes to a peer only when nothing else
+from it for ``heartbeat_timeout_s`` of the time this worker was listening (the I/O loop
+reports its own stalls, :meth:`Liveness.stalled`, and decides when silence means lost). A heartbeat goes to a peer only when nothing else
 was sent to it for ``heartbeat_interval_s``.
 """
 
@@ -44,6 +45,14 @@ class Liveness:
     def silent(self, now_s: float) -> list[tuple[int, float]]:
         """Return ``(rank, silent_s)`` for each watched peer silent past the timeout."""
         return [(r, now_s - t) for r, t in self._heard_s.items() if now_s - t > self.heartbeat_timeout_s]
+
+    def stalled(self, stall_s: float) -> None:
+        """This worker did not listen for ``stall_s`` (its process was frozen, or starved by a
+        thread that held the GIL): silence in that time says nothing of the peers, so every
+        watched peer's clock moves on by it. A peer that died meanwhile is lost one timeout
+        after this worker listens again."""
+        for rank in self._heard_s:
+            self._heard_s[rank] += stall_s
 
     def lose(self, rank: int) -> None:
         """Stop watching ``rank`` for good."""
