@@ -114,23 +114,30 @@ def child_worker(script: str, argv: Sequence[str], label: str) -> Iterator[subpr
                                  stderr=subprocess.STDOUT, text=True)
         try:
             deadline = time.monotonic() + CHILD_IMPORT_TIMEOUT_S
-            while True:
-                output.seek(0)
-                if "imported\n" in output.read():
-                    break
+            while "imported\n" not in _written(output):
                 if child.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"{label} (pid {child.pid}) exited with {child.returncode} or did not finish "
                                        f"its imports within {CHILD_IMPORT_TIMEOUT_S:g} s")
                 time.sleep(0.02)
-            output.seek(0, os.SEEK_END)
             yield child
         except BaseException as exc:
-            output.seek(0)
-            exc.add_note(f"output of {label} (pid {child.pid}):\n{output.read()[-4000:]}")
+            exc.add_note(f"output of {label} (pid {child.pid}):\n{_written(output)[-4000:]}")
             raise
         finally:
             child.kill()  # SIGKILL also ends a stopped (SIGSTOP) process
             child.wait(10)
+
+
+def _written(output) -> str:
+    """What the child has written to ``output`` so far. Read with pread: the child writes through
+    the same open file, so a seek here would move the offset its next write lands at (under
+    PYTHONUNBUFFERED, print's text and its newline are two writes, and a seek between them put
+    the newline over the text's first letter)."""
+    chunks, offset = [], 0
+    while chunk := os.pread(output.fileno(), 1 << 16, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks).decode(errors="replace")
 
 
 def peer_process(config: dict, rank: int, world_size: int) -> contextlib.AbstractContextManager[subprocess.Popen]:
