@@ -31,10 +31,26 @@ def _enable_simulator() -> bool:
 SIMULATOR = _enable_simulator()
 
 
+# The README's test command runs every path once; ZGRAD_TEST_FULL=1 (CI's last step, `-m full`)
+# also runs the tests marked ``full``: the further variants of a path already run (the CUDA
+# simulator's whole op suite, float64's parallel CPU kernels, every dtype's PTX).
+FULL = os.environ.get("ZGRAD_TEST_FULL") == "1"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a real CUDA GPU (skipped without one)")
-    config.addinivalue_line("markers", "cuda_full: the whole op suite in the CUDA simulator (ZGRAD_CUDA_FULL=1)")
+    config.addinivalue_line("markers", "full: a further variant of a path the default run covers; runs with "
+                                       "ZGRAD_TEST_FULL=1 (CI: ZGRAD_TEST_FULL=1 pytest -m full)")
     config.addinivalue_line("markers", "torch: compares with PyTorch where it is installed (CI's torch step: -m torch)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if FULL:
+        return
+    skip = pytest.mark.skip(reason="a further variant: ZGRAD_TEST_FULL=1 runs it (CI's full step)")
+    for item in items:
+        if item.get_closest_marker("full") is not None:
+            item.add_marker(skip)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -5,10 +5,11 @@ Numba's real CUDA target and NVVM (numba-cuda[cu13]), but no GPU and no driver. 
 object: {"compiled": n, "failures": [...], "f64": {name: count}, "uncovered": [kernels without a
 PTX signature]}.
 
-    python cuda_ptx_check.py [--shard I/N] [KERNEL ...]
+    python cuda_ptx_check.py [--shard I/N] [--float64 only|skip] [KERNEL ...]
 
 ``--shard I/N`` compiles every N-th variant from the I-th (0-based), so that N processes share the
-work; KERNEL names restrict it to those kernels.
+work; ``--float64 only`` compiles just the float64 variants, ``--float64 skip`` every other one
+(float32, integer); KERNEL names restrict it to those kernels.
 """
 
 from __future__ import annotations
@@ -54,9 +55,12 @@ def main() -> int:
     # no device here, so report the target's.
     dispatcher_module.get_current_device = lambda: types.SimpleNamespace(compute_capability=COMPUTE_CAPABILITY)
     args = sys.argv[1:]
-    shard, shards = 0, 1
-    if args[:1] == ["--shard"]:
-        shard, shards = (int(part) for part in args[1].split("/"))
+    shard, shards, float64 = 0, 1, None
+    while args[:1] in (["--shard"], ["--float64"]):
+        if args[0] == "--shard":
+            shard, shards = (int(part) for part in args[1].split("/"))
+        else:
+            float64 = args[1] == "only"
         args = args[2:]
     only = set(args)
     compiled, failures, f64, uncovered = 0, [], {}, []
@@ -69,10 +73,12 @@ def main() -> int:
         for case, py_func, signature in cases:
             if only and case.rsplit("_", 1)[0] not in only and case not in only:
                 continue
+            float32 = any("float32" in str(t) for t in signature)
+            if float64 is not None and float64 != (not float32 and any("float64" in str(t) for t in signature)):
+                continue
             index += 1
             if index % shards != shard:
                 continue
-            float32 = any("float32" in str(t) for t in signature)
             label = f"{name}.{case}[{'float32' if float32 else 'float64'}]"
             try:
                 ptx, _ = cuda.compile_ptx(py_func, signature, cc=COMPUTE_CAPABILITY)

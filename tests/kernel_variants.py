@@ -8,15 +8,26 @@ check that the call went through the variant its size selects must look at the c
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
+import numpy as np
 import pytest
 
 from zgrad.kernels._jit import ParallelKernel
 
-__all__ = ["VariantCalls"]
+__all__ = ["VariantCalls", "dtypes_and_sizes"]
 
 VARIANT_OF_SIZE = {"small": "serial", "large": "parallel"}
+
+
+def dtypes_and_sizes(sizes: Iterable[str]) -> pytest.MarkDecorator:
+    """``parametrize("dtype, size_name")``: float32 and float64 at each of ``sizes``. float64 at
+    the parallel size compiles the same prange source as float32 once more: it carries the
+    ``full`` marker (CI's full step runs it; the README's command runs the other three)."""
+    params = [pytest.param(dtype, size, id=f"{dtype.__name__}-{size}",
+                           marks=(pytest.mark.full,) if dtype is np.float64 and VARIANT_OF_SIZE[size] == "parallel" else ())
+              for size in sizes for dtype in (np.float32, np.float64)]
+    return pytest.mark.parametrize("dtype, size_name", params)
 
 
 def _counted(dispatcher: Callable[..., Any], counts: dict[str, int], variant: str) -> Callable[..., Any]:

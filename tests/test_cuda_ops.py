@@ -2,13 +2,11 @@
 simulator here) with a strict device check, output and gradients compared with the CPU backend.
 
 The simulator runs one Python thread per CUDA thread, so the whole suite takes minutes: by default
-a representative subset runs (every kernel family at least once); ``ZGRAD_CUDA_FULL=1`` runs
-every case.
+a representative subset runs (every kernel family at least once); the others carry the ``full``
+marker (``ZGRAD_TEST_FULL=1`` runs them: CI's full step).
 """
 
 from __future__ import annotations
-
-import os
 
 import numpy as np
 import pytest
@@ -23,8 +21,6 @@ import test_tensor_api
 from cuda_helpers import check_device, requires_cuda
 
 pytestmark = requires_cuda
-
-FULL = os.environ.get("ZGRAD_CUDA_FULL") == "1"
 
 SOURCES = {
     "ops": test_ops.CASES, "tensor_api": test_tensor_api.CASES, "conv": test_conv.CASES, "norm": test_norm.CASES,
@@ -42,21 +38,16 @@ SUBSET = {
 }
 
 
-def _params(full: bool) -> list:
+def _params() -> list:
     params = []
     for source, cases in SOURCES.items():
         for param in cases:
             c = param.values[0]
-            if c.name in SUBSET.get(source, ()):
-                marks = ()
-            elif full:
-                marks = (pytest.mark.cuda_full,)  # CI's step `ZGRAD_CUDA_FULL=1 pytest -m cuda_full` runs these
-            else:
-                marks = (pytest.mark.cuda_full, pytest.mark.skipif(True, reason="ZGRAD_CUDA_FULL=1 runs it"))
+            marks = () if c.name in SUBSET.get(source, ()) else (pytest.mark.full,)
             params.append(pytest.param(c, id=f"{source}-{c.name}", marks=marks))
     return params
 
 
-@pytest.mark.parametrize("c", _params(FULL))
+@pytest.mark.parametrize("c", _params())
 def test_case_on_cuda_matches_cpu(c):
     check_device(c.fn, c.shapes, domain=c.domain)

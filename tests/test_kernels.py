@@ -1,7 +1,8 @@
 """The Numba CPU kernels against numpy (and PyTorch's optimizers where torch is installed).
 
 Every kernel runs in float32 and float64 at a small size (serial variant) and a size above its
-parallel threshold (prange variant). Compilation happens here, once per variant and dtype, so the
+parallel threshold (prange variant; float64's carries the ``full`` marker, see
+:func:`kernel_variants.dtypes_and_sizes`). Compilation happens here, once per variant and dtype, so the
 first run of this file on a fresh checkout also measures the cold compile time of the kernels.
 """
 
@@ -16,7 +17,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from kernel_variants import VariantCalls
+from kernel_variants import VariantCalls, dtypes_and_sizes
 from optim_reference import REFERENCES
 from zgrad.kernels import cpu_kernels as K, cpu_loss, cpu_math, cpu_norm, cpu_optim
 from zgrad.kernels._jit import PARALLEL_MIN_SIZE
@@ -77,8 +78,7 @@ BACKWARD = {
 }
 
 
-@pytest.mark.parametrize("size_name", SIZES)
-@pytest.mark.parametrize("dtype", DTYPES)
+@dtypes_and_sizes(SIZES)
 @pytest.mark.parametrize("name", UNARY)
 def test_unary_forward(name, dtype, size_name, rng, variants):
     x = _unary_input(rng, name, SIZES[size_name], dtype)
@@ -90,8 +90,7 @@ def test_unary_forward(name, dtype, size_name, rng, variants):
     variants.assert_ran(kernel, size_name)
 
 
-@pytest.mark.parametrize("size_name", SIZES)
-@pytest.mark.parametrize("dtype", DTYPES)
+@dtypes_and_sizes(SIZES)
 @pytest.mark.parametrize("name", BACKWARD)
 def test_activation_backward(name, dtype, size_name, rng, variants):
     n = SIZES[size_name]
@@ -175,8 +174,7 @@ def test_vector_math_is_numba_only():
         cpu_math.exp(1.0)
 
 
-@pytest.mark.parametrize("size_name", SIZES)
-@pytest.mark.parametrize("dtype", DTYPES)
+@dtypes_and_sizes(SIZES)
 @pytest.mark.parametrize("squared", [True, False], ids=["squared", "absolute"])
 def test_pointwise_loss(squared, dtype, size_name, rng, variants):
     n = SIZES[size_name]
@@ -215,8 +213,7 @@ def _log_softmax(x):
 ACTIVATIONS = {0: lambda v: v, 1: lambda v: np.maximum(v, 0), 2: np.tanh, 3: lambda v: 1 / (1 + np.exp(-v))}
 
 
-@pytest.mark.parametrize("size_name", SHAPES)
-@pytest.mark.parametrize("dtype", DTYPES)
+@dtypes_and_sizes(SHAPES)
 @pytest.mark.parametrize("act", ACTIVATIONS)
 def test_bias_act_forward(act, dtype, size_name, rng, variants):
     x = (rng.standard_normal(SHAPES[size_name]) * 3).astype(dtype)
@@ -236,8 +233,7 @@ def test_bias_act_rejects_unknown_activation():
         K.bias_act_forward(x, np.zeros(3), 4, x)
 
 
-@pytest.mark.parametrize("size_name", SHAPES)
-@pytest.mark.parametrize("dtype", DTYPES)
+@dtypes_and_sizes(SHAPES)
 def test_softmax_and_log_softmax(dtype, size_name, rng, variants):
     x = (rng.standard_normal(SHAPES[size_name]) * 5).astype(dtype)
     for kernel, reference in ((K.softmax_forward, _softmax), (K.log_softmax_forward, _log_softmax)):
@@ -250,8 +246,7 @@ def test_softmax_and_log_softmax(dtype, size_name, rng, variants):
         assert_close(aliased, out, dtype, ulps=8, scale=1)  # the row sum may be vectorised differently
 
 
-@pytest.mark.parametrize("size_name", SHAPES)
-@pytest.mark.parametrize("dtype", DTYPES)
+@dtypes_and_sizes(SHAPES)
 def test_softmax_backwards(dtype, size_name, rng, variants):
     x = rng.standard_normal(SHAPES[size_name]).astype(dtype)
     grad = rng.standard_normal(x.shape).astype(dtype)
@@ -295,8 +290,7 @@ def test_softmax_family_propagates_nan(dtype):
         assert np.isfinite(out[2]).all(), kernel.__name__
 
 
-@pytest.mark.parametrize("size_name", SHAPES)
-@pytest.mark.parametrize("dtype", DTYPES)
+@dtypes_and_sizes(SHAPES)
 @pytest.mark.parametrize("ignore_index", [-100, 3])
 def test_cross_entropy(ignore_index, dtype, size_name, rng, variants):
     logits = (rng.standard_normal(SHAPES[size_name]) * 4).astype(dtype)
@@ -385,8 +379,7 @@ def _optimizer_run(name, options, param, grads):
     return tensor.numpy(), optimizer.state[tensor]
 
 
-@pytest.mark.parametrize("size_name", SIZES)
-@pytest.mark.parametrize("dtype", DTYPES)
+@dtypes_and_sizes(SIZES)
 @pytest.mark.parametrize("name, options", OPTIM_CASES, ids=lambda v: v if isinstance(v, str) else str(v))
 def test_optimizer_step(name, options, dtype, size_name, rng, variants):
     n = SIZES[size_name]

@@ -1,13 +1,13 @@
 """The Numba kernels of the tensor-API ops (cpu_pointwise, cpu_gather, cpu_reduce) against numpy,
 in float32 and float64, at a small size (serial variant) and above the parallel threshold
-(prange variant)."""
+(prange variant; float64's carries the ``full`` marker: :func:`kernel_variants.dtypes_and_sizes`)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kernel_variants import VariantCalls
+from kernel_variants import VariantCalls, dtypes_and_sizes
 from zgrad.kernels import cpu_gather, cpu_pointwise, cpu_reduce
 from zgrad.kernels._jit import PARALLEL_MIN_SIZE
 
@@ -45,8 +45,7 @@ def test_variant_check_fails_when_the_other_variant_ran(variants):
     variants.assert_ran(cpu_pointwise.clamp_forward, "large")
 
 
-@pytest.mark.parametrize("size_name", SIZES)
-@pytest.mark.parametrize("dtype", DTYPES)
+@dtypes_and_sizes(SIZES)
 def test_pointwise_kernels(rng, dtype, size_name, variants):
     n = SIZES[size_name]
     grad, a, b = (rng.standard_normal(n).astype(dtype) for _ in range(3))
@@ -121,8 +120,7 @@ def test_gather_scatter_kernels(rng, dtype, inner):
     np.testing.assert_allclose(summed, expected, **tolerance(dtype))
 
 
-@pytest.mark.parametrize("size_name", SIZES)
-@pytest.mark.parametrize("dtype", DTYPES)
+@dtypes_and_sizes(SIZES)
 def test_reduce_kernels(rng, dtype, size_name, variants):
     n, c = ROWS[size_name]
     x = (rng.standard_normal((n, c)) * 3 + 100).astype(dtype)  # an offset the one-pass formula would lose
@@ -164,8 +162,7 @@ def test_reduce_kernels(rng, dtype, size_name, variants):
     assert share[3] == 2.0 and share.sum() == 2.0, "a NaN maximum: the gradient goes to the NaNs"
 
 
-@pytest.mark.parametrize("size_name", SIZES)
-@pytest.mark.parametrize("dtype", DTYPES)
+@dtypes_and_sizes(SIZES)
 def test_prod_backward_kernel(rng, dtype, size_name, variants):
     n, c = ROWS[size_name]
     x = (1 + 0.01 * rng.standard_normal((n, c))).astype(dtype)  # products of ~1000 factors stay finite
