@@ -69,3 +69,41 @@ def test_a_missing_agent_key_names_the_file_and_the_fix(tmp_path):
 
     with pytest.raises(ConfigError, match=r"agent\.key_secret.*zgrad-launch keygen --out"):
         load_agent_keys(tmp_path)
+
+
+class _RefusingSocket:
+    """A client socket that has no way to the server for its first ``refusals`` sends (between
+    reconnects after a refused handshake, or with a full queue)."""
+
+    def __init__(self, socket: zmq.Socket, refusals: int):
+        self._socket, self.refusals = socket, refusals
+
+    def send(self, data: bytes, flags: int = 0) -> None:
+        if self.refusals:
+            self.refusals -= 1
+            raise zmq.Again()
+        self._socket.send(data, flags)
+
+    def __getattr__(self, name: str):
+        return getattr(self._socket, name)
+
+
+def test_a_message_the_socket_cannot_take_yet_goes_out_later_in_order():
+    server = ControlServer("127.0.0.1", 0)
+    client = ControlClient("127.0.0.1", server.port)
+    real = client.socket
+    client.socket = _RefusingSocket(real, refusals=3)
+    try:
+        client.send({"op": "join", "n": 1})  # refused: kept
+        client.send({"op": "beat", "n": 2})  # refused: kept behind the first
+        assert [message for _, message in server.receive(0.3)] == []
+        client.receive(0)  # refused once more
+        client.receive(0)  # both go out
+        got, deadline = [], time.monotonic() + 10.0
+        while len(got) < 2 and time.monotonic() < deadline:
+            got += server.receive(0.05)
+        assert [message["n"] for _, message in got] == [1, 2]
+    finally:
+        client.socket = real
+        client.close()
+        server.close()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,13 +28,14 @@ import msgpack
 import zmq
 import zmq.auth
 
-from zgrad.errors import ConfigError, TransportError
+from zgrad.errors import ConfigError
 from zgrad.transport.security import AGENT_KEY_STEM
 
 __all__ = ["AGENT_KEY_STEM", "AgentKeys", "ControlClient", "ControlPoller", "ControlServer", "load_agent_keys",
            "local_address_towards"]
 
 _MAX_MESSAGE_BYTES = 1 << 20
+_MAX_UNSENT = 256
 _ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 _log = logging.getLogger(__name__)
 
@@ -182,16 +184,29 @@ class ControlClient:
         self.socket.setsockopt(zmq.RECONNECT_IVL, 100)
         self.socket.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
         self.socket.connect(_endpoint(host, port))
+        # Messages the socket could not take yet; the oldest are dropped past the bound (the
+        # agents' messages are joins and periodic beats: a newer one says what an old one did).
+        self._unsent: deque[bytes] = deque(maxlen=_MAX_UNSENT)
 
     def send(self, message: dict[str, Any]) -> None:
-        """Queue ``message`` for the server (sent once connected)."""
-        try:
-            self.socket.send(msgpack.packb(message, use_bin_type=True), zmq.NOBLOCK)
-        except zmq.Again:
-            raise TransportError("the rendezvous server is not taking messages (its queue is full)") from None
+        """Queue ``message`` for the server (sent once connected). While the socket has no way to
+        the server (between reconnects after the server refused a handshake) or its queue is full,
+        the message waits here and goes out with a later :meth:`send` or :meth:`receive`; a
+        server that never takes it shows as one that does not answer."""
+        self._unsent.append(msgpack.packb(message, use_bin_type=True))
+        self._flush()
+
+    def _flush(self) -> None:
+        while self._unsent:
+            try:
+                self.socket.send(self._unsent[0], zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self._unsent.popleft()
 
     def receive(self, timeout_s: float) -> list[dict]:
         """Wait up to ``timeout_s`` for messages; return every one waiting."""
+        self._flush()
         received: list[dict] = []
         if timeout_s > 0 and not self.socket.poll(int(timeout_s * 1000), zmq.POLLIN):
             return received
