@@ -180,9 +180,9 @@ def test_the_releases_riding_in_a_call_that_never_left_still_go(monkeypatch):
 def held_before_start(name, count):
     """Whether worker ``name`` (in this process) holds ``count`` messages that arrived before its
     agent finished starting (polled, bounded)."""
-    from zgrad.distributed.rpc.state import _agents
+    from zgrad.distributed.rpc.state import agent_named
 
-    agent = next(a for a in _agents.live if a.name == name)
+    agent = agent_named(name)
     return poll(lambda: len(agent._early or ()), lambda n: n >= count) >= count
 
 

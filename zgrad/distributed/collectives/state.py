@@ -1,16 +1,12 @@
-"""Which process group world a thread works with (mirrors ``zgrad/distributed/rpc/state.py``).
-
-A process normally runs one rank, so one world (one ``init_process_group``). With several ranks
-as threads of one process (the ``inproc`` transport, tests) each world is bound to the thread
-that created it, to its groups' threads, and, while they run hooks, to DDP's reducer threads. A
-thread bound to none uses the process's only world.
-"""
+"""Which process-group world a thread works with (:class:`~zgrad.distributed.binding.ThreadBinding`):
+each world is bound to the thread that created it, to its groups' threads and, while they run
+hooks, to DDP's reducer threads."""
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING
 
+from zgrad.distributed.binding import ThreadBinding
 from zgrad.errors import ZgradError
 
 if TYPE_CHECKING:
@@ -25,43 +21,25 @@ NOT_INITIALIZED = (
 )
 
 
-class _Binding(threading.local):
-    world: "World | None" = None
-
-
-class _Worlds:
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.live: list["World"] = []
-        self.local = _Binding()
-
-
-_worlds = _Worlds()
+_worlds: ThreadBinding["World"] = ThreadBinding(lambda world: not world.destroyed)
 
 
 def bind_thread(world: "World | None") -> "World | None":
     """Make ``world`` the calling thread's (None unbinds); returns the previous binding."""
-    previous, _worlds.local.world = _worlds.local.world, world
-    return previous
+    return _worlds.bind(world)
 
 
 def bound_world() -> "World | None":
     """The world bound to the calling thread, if any (not the fallback)."""
-    return _worlds.local.world
+    return _worlds.bound()
 
 
 def register_world(world: "World") -> None:
-    with _worlds.lock:
-        _worlds.live.append(world)
-    bind_thread(world)
+    _worlds.register(world)
 
 
 def unregister_world(world: "World") -> None:
-    with _worlds.lock:
-        if world in _worlds.live:
-            _worlds.live.remove(world)
-    if _worlds.local.world is world:
-        bind_thread(None)
+    _worlds.unregister(world)
 
 
 def current_world(required: bool = True) -> "World | None":
@@ -71,15 +49,9 @@ def current_world(required: bool = True) -> "World | None":
         ZgradError: none is initialized (PyTorch's text, plus how to fix it), or several run in
             this process and the thread is bound to none (with ``required``; else None).
     """
-    bound = _worlds.local.world
-    if bound is not None and not bound.destroyed:
-        return bound
-    with _worlds.lock:
-        live = list(_worlds.live)
-    if len(live) == 1:
-        return live[0]
-    if not required:
-        return None
+    world, live = _worlds.current()
+    if world is not None or not required:
+        return world
     if not live:
         raise ZgradError(NOT_INITIALIZED)
     raise ZgradError(f"{len(live)} process groups run in this process and this thread is bound to none: use the "

@@ -1,15 +1,11 @@
-"""Which RPC agent a thread talks through.
-
-Normally a process runs one worker and so one agent. With the ``inproc`` transport several
-workers run as threads of one process; each agent is then bound to the thread that called
-``init_rpc`` and to its own pool threads. A thread bound to none uses the process's only agent.
-"""
+"""Which RPC agent a thread talks through (:class:`~zgrad.distributed.binding.ThreadBinding`):
+each agent is bound to the thread that called ``init_rpc`` and to its own pool threads."""
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING
 
+from zgrad.distributed.binding import ThreadBinding
 from zgrad.errors import ZgradError
 
 if TYPE_CHECKING:
@@ -23,41 +19,24 @@ NOT_INITIALIZED = (
 )
 
 
-class _Registry(threading.local):
-    bound: "RpcAgent | None" = None
-
-
-class _Agents:
-    """The live agents of this process and each thread's binding."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.live: list["RpcAgent"] = []
-        self.local = _Registry()
-
-
-_agents = _Agents()
+_agents: ThreadBinding["RpcAgent"] = ThreadBinding(lambda agent: not agent._closed)
 
 
 def bind_thread(agent: "RpcAgent | None") -> None:
     """Make ``agent`` the one the calling thread's RPC calls go through (None unbinds)."""
-    _agents.local.bound = agent
+    _agents.bind(agent)
 
 
 def register_agent(agent: "RpcAgent") -> None:
-    with _agents.lock:
-        if any(a.name == agent.name for a in _agents.live):
+    def unique(live: list["RpcAgent"]) -> None:
+        if any(a.name == agent.name for a in live):
             raise ZgradError(f"an RPC agent named {agent.name!r} already runs in this process; call shutdown() first")
-        _agents.live.append(agent)
-    bind_thread(agent)
+
+    _agents.register(agent, unique)
 
 
 def unregister_agent(agent: "RpcAgent") -> None:
-    with _agents.lock:
-        if agent in _agents.live:
-            _agents.live.remove(agent)
-    if _agents.local.bound is agent:
-        bind_thread(None)
+    _agents.unregister(agent)
 
 
 def current_agent() -> "RpcAgent":
@@ -67,13 +46,9 @@ def current_agent() -> "RpcAgent":
         ZgradError: RPC is not initialized (the message says how to fix it), or several agents
             run in this process and this thread is bound to none of them.
     """
-    bound = _agents.local.bound
-    if bound is not None and not bound._closed:
-        return bound
-    with _agents.lock:
-        live = list(_agents.live)
-    if len(live) == 1:
-        return live[0]
+    agent, live = _agents.current()
+    if agent is not None:
+        return agent
     if not live:
         raise ZgradError(NOT_INITIALIZED)
     raise ZgradError(
@@ -83,8 +58,7 @@ def current_agent() -> "RpcAgent":
 
 
 def agent_named(name: str) -> "RpcAgent":
-    with _agents.lock:
-        for agent in _agents.live:
-            if agent.name == name:
-                return agent
+    for agent in _agents.live():
+        if agent.name == name:
+            return agent
     raise ZgradError(f"no RPC agent named {name!r} runs in this process")
