@@ -19,7 +19,7 @@ SIZES = [0, 1, 7, 1001]  # 1001 elements > one chunk at chunk_kb = 1 (256 float3
 OPS = {dist.ReduceOp.SUM: np.add, dist.ReduceOp.PRODUCT: np.multiply, dist.ReduceOp.MIN: np.minimum,
        dist.ReduceOp.MAX: np.maximum, dist.ReduceOp.AVG: None}
 # ring everywhere in pieces of 1 KiB; or the one-hop path for everything up to 64 KiB
-SETTINGS = {"ring": {"chunk_kb": 1, "small_tensor_kb": 0}, "direct": {"chunk_kb": 1, "small_tensor_kb": 64}}
+SETTINGS = {"ring": {"chunk_kb": 1, "small_tensor_kb": 0}, "one_hop": {"chunk_kb": 1, "small_tensor_kb": 64}}
 
 
 @pytest.fixture(autouse=True)

@@ -33,9 +33,9 @@ def no_leftover_threads():
 # --- ranks that disagree ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", ["direct", "ring"])
+@pytest.mark.parametrize("path", ["one_hop", "ring"])
 def test_different_collectives_fail_on_every_rank_naming_what_each_called(path):
-    config = pg_config("tcp", chunk_kb=1, small_tensor_kb=64 if path == "direct" else 0)
+    config = pg_config("tcp", chunk_kb=1, small_tensor_kb=64 if path == "one_hop" else 0)
 
     def body(rank: int) -> None:
         t = zgrad.ones(1000)
@@ -68,9 +68,9 @@ def test_dtype_shape_or_reduction_mismatch_fails_every_rank_and_the_group_stays_
         assert isinstance(error, CollectiveError) and MISMATCH in str(error), error
 
 
-@pytest.mark.parametrize("path", ["direct", "ring"])
+@pytest.mark.parametrize("path", ["one_hop", "ring"])
 def test_one_odd_rank_out_of_three_fails_all_three(path):
-    config = pg_config("tcp", chunk_kb=1, small_tensor_kb=64 if path == "direct" else 0)
+    config = pg_config("tcp", chunk_kb=1, small_tensor_kb=64 if path == "one_hop" else 0)
 
     def body(rank: int) -> None:
         dist.all_reduce(zgrad.ones(500 if rank != 2 else 400))
@@ -98,7 +98,7 @@ def test_different_settings_are_a_mismatch_not_a_hang():
             dist.destroy_process_group()
 
     join_threads([threading.Thread(target=rank_thread, args=(r,)) for r in range(2)], 60)
-    assert all(isinstance(e, CollectiveError) and "Algorithm=direct" in str(e) and "Algorithm=ring/256" in str(e)
+    assert all(isinstance(e, CollectiveError) and "Algorithm=one_hop" in str(e) and "Algorithm=ring/256" in str(e)
                for e in errors), errors
 
 
@@ -223,9 +223,9 @@ def test_malformed_messages_are_counted_and_dropped_and_the_rank_keeps_serving()
     sent = threading.Event()
     bad_meta = [
         "not a list", [0, 1, 2], [0, 1, 2, ["all_reduce", "SUM", "float32", [4], -1]],  # short fingerprint
-        [-1, 1, 0, ["all_reduce", "SUM", "float32", [4], -1, "direct"]],  # negative group
-        [0, 1, 0, ["all_reduce", "SUM", "float32", [4] * 100, -1, "direct"]],  # too many dims
-        [0, 1, 0, ["all_reduce", "SUM", "float32", "4", -1, "direct"]],  # shape not a list
+        [-1, 1, 0, ["all_reduce", "SUM", "float32", [4], -1, "one_hop"]],  # negative group
+        [0, 1, 0, ["all_reduce", "SUM", "float32", [4] * 100, -1, "one_hop"]],  # too many dims
+        [0, 1, 0, ["all_reduce", "SUM", "float32", "4", -1, "one_hop"]],  # shape not a list
     ]
 
     def body(rank: int) -> dict:
@@ -233,7 +233,7 @@ def test_malformed_messages_are_counted_and_dropped_and_the_rank_keeps_serving()
         if rank == 1:
             for meta in bad_meta:
                 mesh.send(0, KIND_DATA, 0, meta)
-            mesh.send(0, KIND_DATA, 0, [0, 1, 0, ["all_reduce", "SUM", "float32", [1], -1, "direct"]], [b"a", b"b"])
+            mesh.send(0, KIND_DATA, 0, [0, 1, 0, ["all_reduce", "SUM", "float32", [1], -1, "one_hop"]], [b"a", b"b"])
             mesh.send(0, KIND_ABORT, 0, {"group": 0, "seq": 1})  # a key missing
             sent.set()
         else:
@@ -252,7 +252,7 @@ def test_a_message_for_a_group_from_a_non_member_is_dropped():
     def body(rank: int) -> dict:
         group = dist.new_group([0, 1])
         if rank == 2:
-            current_world().comm.mesh.send(0, KIND_DATA, 0, [1, 1, 0, ["all_reduce", "SUM", "float32", [1], -1, "direct"]])
+            current_world().comm.mesh.send(0, KIND_DATA, 0, [1, 1, 0, ["all_reduce", "SUM", "float32", [1], -1, "one_hop"]])
         else:
             t = zgrad.ones(1)
             dist.all_reduce(t, group=group)

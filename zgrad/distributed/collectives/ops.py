@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.distributed.collectives import direct, ring
+from zgrad.distributed.collectives import one_hop, ring
 from zgrad.distributed.collectives.channel import Channel
 from zgrad.distributed.collectives.fingerprint import Fingerprint, ReduceOp
 from zgrad.distributed.collectives.process_group import ProcessGroup
@@ -77,7 +77,7 @@ def all_reduce(pg: ProcessGroup, x: np.ndarray, op: ReduceOp, async_op: bool, re
     flat, writeback = _flat(x)
     reduce_op, average = _reduction(op)
     if flat.nbytes <= pg.world.config.ddp.small_tensor_kb << 10:
-        algorithm, how = (lambda ch: direct.small_all_reduce(ch, flat, reduce_op, average)), "direct"
+        algorithm, how = (lambda ch: one_hop.small_all_reduce(ch, flat, reduce_op, average)), "one_hop"
     else:
         chunk = _chunk_elems(pg, flat.dtype)
         algorithm, how = (lambda ch: ring.ring_all_reduce(ch, flat, reduce_op, average, chunk)), f"ring/{chunk}"
@@ -91,7 +91,7 @@ def broadcast(pg: ProcessGroup, x: np.ndarray, root: int, async_op: bool, result
     flat, writeback = _flat(x)
     chunk = _chunk_elems(pg, flat.dtype)
     fingerprint = Fingerprint(label, "", _name(x.dtype), x.shape, root, f"chain/{chunk}")
-    return pg.run(fingerprint, _with_writeback(lambda ch: direct.chain_broadcast(ch, flat, root, chunk), [writeback]),
+    return pg.run(fingerprint, _with_writeback(lambda ch: one_hop.chain_broadcast(ch, flat, root, chunk), [writeback]),
                   result, async_op)
 
 
@@ -101,7 +101,7 @@ def reduce(pg: ProcessGroup, x: np.ndarray, root: int, op: ReduceOp, async_op: b
     reduce_op, average = _reduction(op)
     chunk = _chunk_elems(pg, flat.dtype)
     fingerprint = Fingerprint("reduce", op.name, _name(x.dtype), x.shape, root, f"chain/{chunk}")
-    algorithm = lambda ch: direct.chain_reduce(ch, flat, root, reduce_op, average, chunk)  # noqa: E731
+    algorithm = lambda ch: one_hop.chain_reduce(ch, flat, root, reduce_op, average, chunk)  # noqa: E731
     return pg.run(fingerprint, _with_writeback(algorithm, [writeback]), result, async_op)
 
 
@@ -130,16 +130,16 @@ def reduce_scatter(pg: ProcessGroup, out: np.ndarray, inputs: Sequence[np.ndarra
 
 def barrier(pg: ProcessGroup, async_op: bool) -> Work | None:
     """Every rank of ``pg`` has entered the barrier when this returns."""
-    return pg.run(Fingerprint("barrier", "", "", (), -1, "direct"), direct.barrier, [], async_op)
+    return pg.run(Fingerprint("barrier", "", "", (), -1, "one_hop"), one_hop.barrier, [], async_op)
 
 
 def marker(pg: ProcessGroup, label: str) -> None:
     """A barrier whose fingerprint is ``label``: a rank tells the others, at this point of the
     sequence, what it runs instead of what they expect (DDP: a bucket it cannot reduce). Blocks."""
-    pg.run(Fingerprint(label, "", "", (), -1, "direct"), direct.barrier, [], False)
+    pg.run(Fingerprint(label, "", "", (), -1, "one_hop"), one_hop.barrier, [], False)
 
 
 def monitored_barrier(pg: ProcessGroup, timeout_s: float, wait_all_ranks: bool) -> None:
     """Rank 0 of ``pg`` waits for the others at most ``timeout_s`` and names the missing ones."""
-    fingerprint = Fingerprint("monitored_barrier", "", "", (), 0, "direct")
-    pg.run(fingerprint, lambda ch: direct.monitored_barrier(ch, timeout_s, wait_all_ranks), [], False, timeout_s)
+    fingerprint = Fingerprint("monitored_barrier", "", "", (), 0, "one_hop")
+    pg.run(fingerprint, lambda ch: one_hop.monitored_barrier(ch, timeout_s, wait_all_ranks), [], False, timeout_s)
