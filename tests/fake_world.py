@@ -16,8 +16,8 @@ import numpy as np
 import zgrad
 from zgrad.autograd.function import gradient_edge
 from zgrad.distributed.autograd.recording import record_recv, record_send
-from zgrad.engine.context import ContextContainer
-from zgrad.engine.dist_engine import DistEngine
+from zgrad.engine.dist.context import ContextContainer
+from zgrad.engine.dist.engine import DistEngine
 from zgrad.kernels import dispatch
 
 

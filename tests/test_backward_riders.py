@@ -8,7 +8,7 @@ import pytest
 
 import zgrad
 from zgrad import nn
-from zgrad.engine.context import DistAutogradContext
+from zgrad.engine.dist.context import DistAutogradContext
 from zgrad.engine.graph_task import GraphTask, current_graph_task
 from zgrad.errors import AutogradError
 

@@ -386,7 +386,7 @@ def test_the_context_keeps_a_gradient_nothing_else_holds_and_copies_the_others()
     buffer. Whatever was kept or copied, gradients never alias each other or anything else."""
     import weakref
 
-    from zgrad.engine.context import ContextContainer
+    from zgrad.engine.dist.context import ContextContainer
     from zgrad.engine.graph import Edge
     from zgrad.engine.graph_task import GraphTask
 
@@ -501,7 +501,7 @@ def test_a_malformed_report_is_refused_before_it_counts(field, value):
 
 def test_completion_runs_posted_work_on_the_waiter_and_hands_back_what_is_left():
 
-    from zgrad.engine.dist_pass import Completion, Gate
+    from zgrad.engine.dist.passes import Completion, Gate
 
     completion = Completion(caller_runs_work=True)
     ran = []

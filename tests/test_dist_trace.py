@@ -24,8 +24,8 @@ from rpc_harness import make_config, run_workers
 from zgrad.distributed import autograd as dist_autograd
 from zgrad.distributed import rpc
 from zgrad.distributed.autograd.timeline import WorkerTrace, chrome_trace
-from zgrad.engine.dist_graph import describe_context, to_dot
-from zgrad.engine.dist_trace import clock_ns
+from zgrad.engine.dist.graph import describe_context, to_dot
+from zgrad.engine.dist.trace import clock_ns
 from zgrad.errors import AutogradError
 from zgrad.launch.cli import main as launch_main
 from zgrad.launch.trace_summary import summarize

@@ -6,7 +6,7 @@
   worker, each node at the depth of its longest path from the top of its worker's graph, and a
   dashed arrow from every recv node to the send node it feeds on the peer.
 
-Only the DOT this project writes (``zgrad/engine/dist_graph.py``) is parsed, not DOT in general.
+Only the DOT this project writes (``zgrad/engine/dist/graph.py``) is parsed, not DOT in general.
 """
 
 from __future__ import annotations

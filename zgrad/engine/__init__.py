@@ -1,4 +1,4 @@
-"""The autograd engine: graph nodes, local graph tasks, and the distributed engine (``dist_*`` modules, contexts)."""
+"""The autograd engine: graph nodes, local graph tasks, grad mode; the distributed engine in :mod:`zgrad.engine.dist`."""
 
 from zgrad.engine.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from zgrad.engine.graph import AccumulateGrad, Edge, GraphRoot, InputMetadata, Node

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from zgrad.distributed.autograd.worker import current_worker
-from zgrad.engine.dist_graph import describe_context, to_dot
+from zgrad.engine.dist.graph import describe_context, to_dot
 from zgrad.errors import AutogradError
 
 __all__ = ["graph", "describe_graph"]

@@ -5,7 +5,7 @@ in the metadata (``{"body": ..., "arrays": ...}``), its gradients as raw buffers
 ``arrays`` (``[dtype, shape]`` each, checked like the safe codec's arrays; gradients are always
 plain arrays, so they need none of its value tree). An array that appears twice in one message
 (``add``'s two gradients) travels once: its second entry is the index of its buffer. Inbound
-messages are checked (envelope, then the body's schema from ``dist_protocol``, then the arrays)
+messages are checked (envelope, then the body's schema from ``zgrad.engine.dist.protocol``, then the arrays)
 on the agent's I/O thread before the engine sees them.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 from zgrad.distributed.rpc.codec import array_from_buffer, array_spec
 from zgrad.distributed.rpc.messages import Kind, check_meta
 from zgrad.distributed.rpc.worker_info import WorkerInfo
-from zgrad.engine.dist_protocol import BODY_SCHEMAS, KINDS
+from zgrad.engine.dist.protocol import BODY_SCHEMAS, KINDS
 from zgrad.errors import ProtocolError
 from zgrad.kernels import dispatch
 from zgrad.transport import Envelope
@@ -65,7 +65,7 @@ class MessengerAgent(Protocol):
 
 
 class RpcMessenger:
-    """The engine's :class:`~zgrad.engine.dist_outbox.Messenger` over the RPC agent."""
+    """The engine's :class:`~zgrad.engine.dist.messaging.Messenger` over the RPC agent."""
 
     def __init__(self, agent: MessengerAgent, receive: Receive) -> None:
         """Route every engine kind the agent receives, checked, to ``receive(src, kind, body, arrays)``."""

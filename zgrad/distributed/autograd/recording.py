@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from zgrad.autograd.function import gradient_edge
-from zgrad.engine.context import ContextContainer, DistAutogradContext
+from zgrad.engine.dist.context import ContextContainer, DistAutogradContext
 from zgrad.engine.grad_mode import is_grad_enabled
 from zgrad.engine.graph import InputMetadata
 from zgrad.engine.send_recv import RecvNode, SendNode

@@ -1,6 +1,6 @@
 """One timeline from the recordings of every worker: clocks aligned, written as a Chrome trace.
 
-Each worker records its share of a traced pass on its own clock (``dist_trace.py``). The workers'
+Each worker records its share of a traced pass on its own clock (``dist/trace.py``). The workers'
 clocks are aligned to the root's from the messages themselves: a message that leaves worker ``a``
 at ``sent`` (``a``'s clock) and arrives at ``b`` at ``received`` (``b``'s clock) cannot arrive
 before it left, so ``offset_b - offset_a <= received - sent`` (an offset is a worker's clock

@@ -1,7 +1,7 @@
 """``dist_autograd.trace``: a timeline of the distributed backward passes a worker roots.
 
 Inside ``with dist_autograd.trace("pass.json"):`` every distributed backward pass this worker
-roots (from any thread) is recorded on every worker that takes part (``zgrad/engine/dist_trace.py``:
+roots (from any thread) is recorded on every worker that takes part (``zgrad/engine/dist/trace.py``:
 node runs, tasks, every message of the pass sent and received, the root's waits). On exit the
 root collects the recordings from those workers (an RPC to each), aligns their clocks from the
 messages' round trips and writes one Chrome trace JSON file (``timeline.py``): open it in
@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 from zgrad.distributed.autograd.timeline import WorkerTrace, chrome_trace
 from zgrad.distributed.autograd.worker import DistAutogradWorker, current_worker
-from zgrad.engine.dist_trace import TraceSession, clock_ns
+from zgrad.engine.dist.trace import TraceSession, clock_ns
 from zgrad.errors import ZgradError
 
 __all__ = ["trace", "trace_job", "collect_recordings", "write_trace", "SETTLE_S"]

@@ -28,8 +28,8 @@ from zgrad.distributed.autograd.releases import RELEASED_KEY, PendingReleases, r
 from zgrad.distributed.rpc.hooks import CallHooks
 from zgrad.config import Config
 from zgrad.distributed.rpc.state import current_agent
-from zgrad.engine.context import ContextContainer, DistAutogradContext
-from zgrad.engine.dist_engine import DistEngine
+from zgrad.engine.dist.context import ContextContainer, DistAutogradContext
+from zgrad.engine.dist.engine import DistEngine
 from zgrad.errors import AutogradError
 from zgrad.tensor import Tensor
 

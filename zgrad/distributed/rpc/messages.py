@@ -18,7 +18,7 @@ RREF_DELETE             rref, fork (that user reference is gone)                
 SHUTDOWN_READY          - (to rank 0: no call of mine is in flight)                   -
 SHUTDOWN_GO             dead (names of workers that died before the barrier)          -
 GRAD, GRAD_ACK,         owned by distributed autograd: meta is ``body`` (kinds,         -
-DISCOVER, DISCOVER_ACK, records and schemas in ``zgrad/engine/dist_protocol.py``) and
+DISCOVER, DISCOVER_ACK, records and schemas in ``zgrad/engine/dist/protocol.py``) and
 START, PASS_END(_ACK),  ``arrays`` ([dtype, shape] of each gradient buffer, or the index
 FAILURE(_ACK),          of a buffer sent already; ``zgrad/distributed/autograd/messenger.py``)
 CONTEXT_RELEASE(_ACK)
