@@ -37,8 +37,8 @@ import numba
 from numba.core.caching import FunctionCache
 
 # Threading layer. OpenMP's threads spin after a parallel region and starve the BLAS threads that
-# run the next matmul: on 2 cores an MLP training step ran 5-8x slower than with one Numba thread.
-# The workqueue layer does not spin (measured: the step then beats PyTorch's), but it aborts the
+# run the next matmul: an MLP training step ran several times slower than with one Numba thread.
+# The workqueue layer does not spin, but it aborts the
 # process when two threads launch parallel kernels at once, and zgrad runs ops from many threads
 # (callee pool, concurrent contexts). So one parallel region runs at a time in the process:
 # a thread that finds it busy runs the serial variant instead, which also avoids oversubscribing
@@ -56,13 +56,12 @@ __all__ = [
     "parallel_kernel",
 ]
 
-# From these element counts up the parallel variant runs. Measured with
-# `python bench/kernels.py --thresholds` on 2 idle cores: the workqueue layer's threads sleep
-# between regions, so a parallel call first wakes one and then waits for it (40-150 us here,
-# thread hand-offs, where OpenMP's spinning threads took ~2 us). A memory-bound loop (relu,
-# activation backward, optimizer steps) wins from about 2**20 elements (relu 0.8x, sigmoid
-# backward 1.5x, Adam 1.7x there; at 2**17 0.13-0.36x); a loop that evaluates exp/log/tanh per
-# element from about 2**18 (tanh 1.1x, softmax 1.1x; at 2**14 0.1-0.2x).
+# From these element counts up the parallel variant runs (`python bench/kernels.py --thresholds`;
+# figures: bench/README.md, Design figures): the workqueue layer's threads sleep between regions,
+# so a parallel call first wakes one and then waits for it (two thread hand-offs, where OpenMP's
+# spinning threads take almost nothing). A memory-bound loop (relu, activation backward,
+# optimizer steps) wins from about 2**20 elements; a loop that evaluates exp/log/tanh per element
+# from about 2**18.
 # On a machine shared with other busy processes a parallel call can instead wait a scheduler time
 # slice (ms) for its second thread: give each process no more NUMBA_NUM_THREADS than free cores.
 PARALLEL_MIN_SIZE = 1 << 20
@@ -70,8 +69,7 @@ PARALLEL_MIN_SIZE_HEAVY = 1 << 18
 
 # With one Numba thread (NUMBA_NUM_THREADS=1, read by Numba at import) the parallel variant only
 # costs: the calling thread still hands the loop to the pool's one thread and waits for it, two
-# thread hand-offs (120-150 us here for any size) for no parallelism. Measured on SGD's update of
-# 2**20 float32: 420 us parallel variant on one thread, 261 us serial.
+# thread hand-offs at any size for no parallelism (figures: bench/README.md, Design figures).
 _ONE_THREAD = numba.config.NUMBA_NUM_THREADS <= 1
 
 _FASTMATH = frozenset({"contract"})

@@ -141,8 +141,8 @@ def sigmoid_backward(grad, y, out):
 
 # numpy's bundled OpenBLAS runs a float32 product A·Bᵀ (B a transposed C-order matrix, as in
 # ``x @ weight.T``) slowly when A has few rows. Computing (B·Aᵀ)ᵀ instead and copying it into
-# ``out`` measured 1.2-1.9x faster where n >= 8·m (64x1024 @ 1024x1024: 1.87 -> 1.44 ms; 16x512 @
-# 512x2048: 0.85 -> 0.45 ms), and within ±5% or slower elsewhere, so only that case is swapped.
+# ``out`` measured faster where n >= 8·m, and no faster or slower elsewhere, so only that case is
+# swapped (figures: bench/README.md, Design figures).
 _SWAP_MIN_RATIO = 8
 _SWAP_MIN_FLOPS = 1 << 18
 

@@ -8,7 +8,7 @@ work, by the length S of a (sample, channel) run:
 - S >= ``SHORT_RUN`` (images): one task per channel. Its statistics pass reads the channel once
   and its output pass finds it still in cache (a channel of the 32x64x32x32 benchmark is 128 KB).
 - shorter runs ((N, C) features): a loop per run would cost more in set-up than in arithmetic
-  (measured 14 ms against 1 ms on 4096x512), so tasks take blocks of samples and sweep all
+  (bench/README.md, Design figures), so tasks take blocks of samples and sweep all
   channels at once, vectorized over C, keeping per-task partial sums; a second pass writes the
   output.
 """

@@ -132,9 +132,8 @@ def col2im(cols, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_
 
 
 # pad_planes and crop_planes are serial: as flat loops over rows they copy at close to memcpy's
-# speed (0.14 and 0.08 ms for 9x64 planes of 32x32, against 0.3-0.6 ms as a prange of per-plane
-# slices), and a parallel region right after a BLAS product waits on cores OpenBLAS's threads
-# still spin on.
+# speed (a prange of per-plane slices measured slower: bench/README.md, Design figures), and a
+# parallel region right after a BLAS product waits on cores OpenBLAS's threads still spin on.
 @kernel
 def pad_planes(x, top, left, width, plane, out):
     """out[c, n*plane:(n+1)*plane] = plane n of channel c padded: zeros, with x[n, c] written at

@@ -8,9 +8,9 @@ Convolution runs on BLAS (``np.matmul``) a chunk of samples at a time, one of th
 
 - a 1x1 kernel without stride or padding: one product with the input as it is;
 - stride 1 and zero padding (the common 3x3 layer): the input is padded once and each kernel tap
-  is one product reading it in place (see :mod:`cpu_conv`), summed. On the benchmark's 3x3
-  64->64 layer forward+backward took 125 ms this way against 150 ms with im2col + one product
-  (one thread): the columns (9x the input) cost more to write than the sums of the taps;
+  is one product reading it in place (see :mod:`cpu_conv`), summed. The columns of im2col (9x
+  the input) cost more to write than the sums of the taps (figures: bench/README.md, Design
+  figures);
 - otherwise im2col: the columns of the chunk, then one product. The backward builds the columns
   again rather than keeping them from the forward (KH*KW times the input's size).
 

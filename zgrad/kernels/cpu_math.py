@@ -1,7 +1,8 @@
 """Scalar exp, log, tanh, sigmoid, relu and maximum that LLVM can vectorise inside Numba loops.
 
 Without Intel SVML, Numba lowers ``math.exp`` and friends to one libm call per element, which
-no loop vectoriser can widen; numpy's own SIMD ufuncs are then 4-20x faster than a Numba loop.
+no loop vectoriser can widen; numpy's own SIMD ufuncs are then several times faster than a
+Numba loop.
 These versions are plain arithmetic (Cephes/fdlibm range reduction + polynomial, with the
 exponent handled through bit casts), so a loop that calls them becomes AVX-512/AVX2 code.
 exp, log and tanh are within 2 ulp of the correctly rounded result, sigmoid within 3 (checked by

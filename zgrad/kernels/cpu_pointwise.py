@@ -19,7 +19,7 @@ __all__ = ["add_scaled", "addcdiv", "addcmul", "clamp_backward", "clamp_forward"
 def clamp_forward(x, low, high, out):
     """out = min(max(x, low), high): NaN stays NaN, and low > high gives high (as PyTorch).
 
-    One pass where numpy's clip measured 2x PyTorch's time (1M float32: 110 vs 47 us).
+    One pass, where numpy's clip measured twice PyTorch's time.
     """
     low_, high_ = out.dtype.type(low), out.dtype.type(high)
     for i in prange(out.size):

@@ -9,17 +9,15 @@ Layouts, per step (B = batch, H = hidden size, gate blocks in PyTorch's order):
 
 - ``gates_x`` (B, G*H): the input projection x_t @ W_ih.T of this step, rows contiguous;
 - ``gates_h_t`` (G*H, B): the recurrent product W_hh @ h_prev.T, *transposed*. OpenBLAS computes
-  this M=G*H, N=B product 1.4x faster than h_prev @ W_hh.T for small batches (measured: 20x256 by
-  256x1024 in 140 vs 200 us), which pays for the strided read here;
+  this M=G*H, N=B product faster than h_prev @ W_hh.T for small batches, which pays for the
+  strided read here;
 - states and their gradients (B, H); saved activations (B, G*H), or (B, 4H) for the GRU (r, z, n
   and the recurrent candidate term W_hn h + b_hn).
 
 Gate blocks are processed in separate loops, one nonlinearity each, so that every inner loop
-vectorises. The kernels run on the caller's thread: a step is ~50 us of work (batch 20, hidden
-256), about what a parallel launch costs on 2 cores when another process holds one (measured
-28-50 us for an empty prange loop under load), and a prange version of the forward step measured
-87-100 us against 47 us serial (1 and 2 Numba threads, same load). The recurrent products (BLAS)
-are where threads help.
+vectorises. The kernels run on the caller's thread: a step is about as much work as a parallel
+launch costs, and a prange version of the forward step measured slower than the serial one
+(figures: bench/README.md, Design figures). The recurrent products (BLAS) are where threads help.
 Arguments never overlap, except the in-place state gradients named in each docstring, which are
 read and written at the same position only.
 """

@@ -3,8 +3,8 @@
 glibc serves blocks above a sliding threshold (128 KiB at start) with ``mmap`` and returns them
 with ``munmap`` when freed, and it trims the heap top once more than 128 KiB is free. A worker
 that allocates and frees the same megabyte-sized arrays every step (activations, gradients,
-received tensors) therefore touches fresh zeroed pages every step: about 3 µs per 4 KiB page on
-the VMs we measure, or 3 ms for one 4 MiB tensor, often more than the arithmetic on it.
+received tensors) therefore touches fresh zeroed pages every step, which often costs more than
+the arithmetic on them (figures: bench/README.md, Design figures).
 
 ``tune_host_allocator`` fixes the mmap threshold at glibc's largest (32 MiB), so smaller blocks
 come from the heap and are reused, and lets up to ``keep_free_mb`` of freed memory stay with the

@@ -1,8 +1,8 @@
 """Scratch arrays that kernels reuse from call to call instead of allocating them each time.
 
-A fresh array pays for its pages on first touch: about 3 µs per 4 KiB on the VMs we measure,
-8 ms a step for the scratch of the benchmark's 3x3 convolution once glibc hands freed blocks
-back to the kernel, more than the copies that fill it. A :class:`Workspace` keeps the largest
+A fresh array pays for its pages on first touch: for the scratch of a convolution, once glibc
+hands freed blocks back to the kernel, more than the copies that fill it (figures:
+bench/README.md, Design figures). A :class:`Workspace` keeps the largest
 array it handed out under each name. :func:`workspace` lends one per call from a shared free
 list, so concurrent calls never share arrays and the memory held is the peak concurrency times
 one call's scratch (not a copy per thread that ever ran a kernel).

@@ -1,8 +1,8 @@
 """Same-host single-copy transfer of large buffers: tickets read with Linux cross-memory attach.
 
-Loopback TCP and Unix sockets copy every byte twice through the kernel and top out around
-3 GB/s here; ``process_vm_readv`` copies once, from the sender's memory into the receiver's,
-several times faster. The receiver must be allowed to read the sender (same host, same pid
+Loopback TCP and Unix sockets copy every byte twice through the kernel; ``process_vm_readv``
+copies once, from the sender's memory into the receiver's, several times faster
+(``bench/transport.py``). The receiver must be allowed to read the sender (same host, same pid
 namespace, ptrace permission); whether it is, is found out at start-up, per pair and per
 direction, and anything that fails keeps the normal frames.
 

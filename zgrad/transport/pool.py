@@ -1,7 +1,7 @@
 """Reused receive buffers for reassembling chunked messages.
 
-A fresh multi-megabyte allocation costs a page fault per 4 KiB page on first touch (~3 µs each
-here), which halves the receive rate of large buffers. The pool keeps the pages of buffers the
+A fresh multi-megabyte allocation costs a page fault per 4 KiB page on first touch, which
+halves the receive rate of large buffers. The pool keeps the pages of buffers the
 layer above has let go of and hands them out again.
 
 A buffer is handed out only as a ``memoryview``; while any view of it (or an array built over

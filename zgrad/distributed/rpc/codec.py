@@ -113,7 +113,7 @@ class _Encoder:
 
     def pack(self, value: Any) -> bytes:
         # A small starting buffer (it grows as needed): packb's default 1 MiB buffer is fresh
-        # memory for every nested pack (extension payloads), ~12 us of page faults each.
+        # memory for every nested pack (extension payloads), paid for in page faults each time.
         packer = msgpack.Packer(default=self.default, strict_types=True, use_bin_type=True, buf_size=_PACK_BUFFER)
         return packer.pack(value)
 

@@ -8,10 +8,9 @@ uses it (``SCM_RIGHTS``, :mod:`.channel`); each side maps it (``mmap(2)`` throug
 ``mmap`` module would keep a duplicate descriptor per mapping) and closes the descriptor. No
 segment has a name that could be left behind: its memory goes with the last mapping.
 
-Segments are reused. Writing fresh shared memory costs a page fault per 4 KiB (about 2.6 ms for
-a batch of 64 images of 32x32x3 on the machines zgrad is measured on, more than building the
-batch), so a worker keeps its segments (:class:`SegmentPool`) and the main process keeps its
-mappings of them (:class:`ReceivedSegments`): the arrays of a batch are views of a per-batch
+Segments are reused. Writing fresh shared memory costs a page fault per 4 KiB, more than
+building a batch of small images, so a worker keeps its segments (:class:`SegmentPool`) and
+the main process keeps its mappings of them (:class:`ReceivedSegments`): the arrays of a batch are views of a per-batch
 owner, and when the program drops the batch's last array the owner's finalizer marks the
 segment free; the main process tells the worker with its next request, and the worker fills the
 segment again. Beyond :data:`SPARE_SEGMENTS` free ones per worker, a freed segment is dropped on
