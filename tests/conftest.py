@@ -1,5 +1,10 @@
-"""Test-session setup: zgrad's CUDA backend runs in Numba's CUDA simulator, and tests that compare
-with PyTorch carry the ``torch`` marker.
+"""Test-session setup: the helpers' directory on the import path, zgrad's CUDA backend in Numba's
+CUDA simulator, the ``full`` marker, and tests that compare with PyTorch carry the ``torch``
+marker.
+
+The tests mirror the packages (``kernels/``, ``rpc/``, ``engine/``, ...); their shared helpers
+live in ``support/``, and tests import them, and each other's case tables, by module name: the
+helper directory and every test directory are on ``sys.path`` (test module names are unique).
 
 ``NUMBA_ENABLE_CUDASIM`` must be set before numba is first imported, so it is set here (when
 numba-cuda is installed and no GPU run was asked for with ``ZGRAD_TEST_REAL_GPU=1``), numba.cuda
@@ -11,8 +16,15 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
+from pathlib import Path
 
 import pytest
+
+_TESTS = Path(__file__).resolve().parent
+for _directory in [_TESTS / "support", *sorted(p for p in _TESTS.iterdir() if p.is_dir() and p.name != "support")]:
+    if _directory.name not in ("__pycache__", "plugins") and str(_directory) not in sys.path:
+        sys.path.insert(0, str(_directory))
 
 
 def _enable_simulator() -> bool:

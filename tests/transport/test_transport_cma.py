@@ -20,7 +20,6 @@ import threading
 import time
 import uuid
 import weakref
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,8 +29,9 @@ from zgrad.config import parse_config
 from zgrad.errors import ConfigError
 from zgrad.transport import cma, cma_sys, create_mesh
 from zgrad.transport import frames as fr
+from paths import SUPPORT
 
-PEER = Path(__file__).resolve().parent / "peer_process.py"
+PEER = SUPPORT / "peer_process.py"
 MIB = 1 << 20
 MIN = 256 << 10  # the default transport.cma_min_kb, in bytes
 

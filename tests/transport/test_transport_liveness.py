@@ -13,15 +13,15 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
 from zgrad.config import parse_config
 from zgrad.errors import WorkerUnavailableError
 from zgrad.transport import create_mesh
+from paths import SUPPORT
 
-PEER = Path(__file__).resolve().parent / "peer_process.py"
+PEER = SUPPORT / "peer_process.py"
 HEARTBEAT_TIMEOUT_S = 1.0
 # Detection may lag the timeout by one housekeeping turn (a heartbeat interval) plus scheduling.
 SLACK_S = 1.0

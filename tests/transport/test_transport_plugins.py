@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import queue
-from pathlib import Path
 
 import pytest
 from transport_world import start_all
@@ -18,8 +17,9 @@ from zgrad.transport import (
     get_transport,
 )
 from zgrad.transport.builtin import InprocTransport, IpcTransport, TcpTransport
+from paths import SUPPORT
 
-PLUGINS = Path(__file__).resolve().parent.parent / "plugins"
+PLUGINS = SUPPORT / "plugins"
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ Numba loop.
 These versions are plain arithmetic (Cephes/fdlibm range reduction + polynomial, with the
 exponent handled through bit casts), so a loop that calls them becomes AVX-512/AVX2 code.
 exp, log and tanh are within 2 ulp of the correctly rounded result, sigmoid within 3 (checked by
-tests/test_kernels.py); NaN, +-inf, +-0 and subnormal results are handled like numpy.
+tests/kernels/test_kernels.py); NaN, +-inf, +-0 and subnormal results are handled like numpy.
 
 ``maximum`` is LLVM's NaN-propagating ``llvm.maximum`` (numpy's ``np.maximum`` semantics): unlike
 an ``if x > m`` loop it lets LLVM vectorise a max reduction without assuming the data has no NaN.

@@ -32,7 +32,7 @@ else:
     import math  # noqa: F401 - re-exported for the kernel modules
 
 # (name, kernel's Python function, argument types) for every kernel and every dtype it supports:
-# what tests/test_cuda_ptx.py compiles for sm_90.
+# what tests/kernels/test_cuda_ptx.py compiles for sm_90.
 PTX_CASES: list[tuple[str, Callable, tuple]] = []
 
 

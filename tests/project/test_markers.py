@@ -10,8 +10,8 @@ import ast
 from pathlib import Path
 
 import pytest
+from paths import TESTS
 
-TESTS = Path(__file__).resolve().parent
 TORCH_NAMES = {"torch", "require_torch"}
 
 

@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,9 +19,10 @@ import zgrad.nn.functional as F
 from cuda_helpers import SIMULATOR, TOLERANCE, check_device, is_device_array, requires_cuda, strict_cuda
 from zgrad import nn
 from zgrad.kernels import dispatch
+from paths import REPO
 
 pytestmark = requires_cuda
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 
 
 def _host(t):

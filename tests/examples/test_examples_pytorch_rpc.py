@@ -12,16 +12,15 @@ import os
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 import zgrad
 import zgrad.nn
+from paths import REPO
 
 pytestmark = pytest.mark.timeout(600)
 
-REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples" / "pytorch_rpc"
 LAYERS = ("Embedding", "EmbeddingBag", "LSTM", "Dropout", "Dropout2d", "Conv2d", "BatchNorm2d", "MaxPool2d",
           "AdaptiveAvgPool2d", "CrossEntropyLoss", "MSELoss")

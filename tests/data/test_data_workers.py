@@ -26,11 +26,11 @@ from zgrad.errors import ZgradError, ZgradTimeoutError
 from zgrad.utils.data import DataLoader, TensorDataset
 from zgrad.utils.data._utils.shared_memory import SPARE_SEGMENTS
 from zgrad.utils.data._utils.worker import numpy_seed_state
+from paths import REPO, SUPPORT
 
 pytestmark = pytest.mark.timeout(180)
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
+HERE = SUPPORT  # data_targets, the workers' functions, is a helper
 FORK = multiprocessing.get_context("fork")
 
 

@@ -333,7 +333,7 @@ def test_cross_entropy_rejects_targets_out_of_range(bad_target):
 
 # --- optimizers -------------------------------------------------------------------------------
 # Each fused kernel runs under its optimizer (zgrad.optim), whose state has PyTorch's names, as
-# tests/optim_reference.py's does: every state entry is compared by name.
+# tests/support/optim_reference.py's does: every state entry is compared by name.
 
 OPTIM_CASES = [  # (optimizer, options as PyTorch's), every branch of every kernel
     ("SGD", dict(lr=0.05)),

@@ -96,6 +96,6 @@ def leftover_threads() -> list[str]:
 
 
 def rank_process(config: dict, rank: int, world_size: int, port: int) -> contextlib.AbstractContextManager[subprocess.Popen]:
-    """Rank ``rank`` in a process of its own (``tests/pg_peer.py``), for the tests that kill it;
+    """Rank ``rank`` in a process of its own (``tests/support/pg_peer.py``), for the tests that kill it;
     see :func:`rpc_harness.child_worker`."""
     return child_worker("pg_peer.py", [json.dumps(config), str(rank), str(world_size), str(port)], f"rank {rank}")

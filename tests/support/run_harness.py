@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from paths import REPO, SUPPORT
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
+HERE = SUPPORT
 WAIT_S = 120.0
 
 

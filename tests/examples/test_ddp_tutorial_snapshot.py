@@ -1,4 +1,4 @@
-"""The DDP tutorial's multi-process program (``tests/ddp_tutorial_multigpu.py``: pytorch/examples
+"""The DDP tutorial's multi-process program (``tests/support/ddp_tutorial_multigpu.py``: pytorch/examples
 ``ddp-tutorial-series/multigpu.py`` with ``multigpu_torchrun.py``'s snapshots, ported to zgrad) runs
 as a user runs it (``mp.spawn``, two ranks), saves a snapshot with ``zgrad.save``, stops, and a
 second run resumes from it; the snapshots hold what single-process training on both ranks'
@@ -19,8 +19,9 @@ import pytest
 
 import zgrad
 import zgrad.nn.functional as F
+from paths import REPO, SUPPORT
 
-HERE = Path(__file__).resolve().parent
+HERE = SUPPORT  # the ported tutorial program is a helper
 SCRIPT = HERE / "ddp_tutorial_multigpu.py"
 RUN_TIMEOUT_S = 240
 
@@ -36,7 +37,7 @@ def free_port() -> int:
 def run_tutorial(cwd: Path, *args: str) -> str:
     """Run the program to its end; on a timeout kill its whole session (the spawned ranks too) and fail."""
     env = {name: value for name, value in os.environ.items() if not name.startswith("ZGRAD_")}
-    env.update(MASTER_PORT=str(free_port()), PYTHONPATH=str(HERE.parent), NUMBA_NUM_THREADS="1")
+    env.update(MASTER_PORT=str(free_port()), PYTHONPATH=str(REPO), NUMBA_NUM_THREADS="1")
     proc = subprocess.Popen([sys.executable, str(SCRIPT), *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:

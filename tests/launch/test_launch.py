@@ -14,8 +14,9 @@ import pytest
 
 from zgrad.config import load_config
 from zgrad.transport import generate_keys
+from paths import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 CONFIGS = ROOT / "configs"
 LAUNCH = [sys.executable, "-m", "zgrad.launch.cli"]
 SHORT = ["--", "zgrad.launch.demo", "--epochs", "2", "--samples", "1000", "--no-target"]

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 import zgrad
+from paths import REPO
 
 pytestmark = pytest.mark.timeout(300)
 
-REPO = Path(__file__).resolve().parent.parent
 TUTORIAL = REPO / "examples" / "ddp_tutorial"
 
 

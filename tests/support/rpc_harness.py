@@ -141,7 +141,7 @@ def _written(output) -> str:
 
 
 def peer_process(config: dict, rank: int, world_size: int) -> contextlib.AbstractContextManager[subprocess.Popen]:
-    """Worker ``rank`` in a process of its own (``tests/rpc_peer.py``), for the tests that kill or
+    """Worker ``rank`` in a process of its own (``tests/support/rpc_peer.py``), for the tests that kill or
     stop it; see :func:`child_worker`."""
     return child_worker("rpc_peer.py", [json.dumps(config), str(rank), str(world_size)], f"worker{rank}")
 

@@ -8,8 +8,9 @@ import pytest
 
 from zgrad.config import Config, load_config
 from zgrad.errors import ConfigError
+from paths import CONFIGS as CONFIG_DIR
 
-CONFIGS = sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.toml"))
+CONFIGS = sorted(CONFIG_DIR.glob("*.toml"))
 
 
 def test_configs_are_shipped():

@@ -3,7 +3,6 @@ kind, and an RPC layer that knows nothing of the launcher."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -11,8 +10,8 @@ from test_layering import import_circles, runtime_import_graph
 from zgrad.distributed.rpc.messages import check_meta
 from zgrad.distributed.rpc.targets import ZGRAD_ENTRY_POINTS
 from zgrad.engine.dist import protocol
+from paths import PACKAGE
 
-PACKAGE = Path(__file__).resolve().parent.parent / "zgrad"
 
 
 def test_no_import_circle_runs_through_the_distributed_engine_or_the_rpc_seam():

@@ -4,7 +4,7 @@ launch configuration reaches, DLPack and the CUDA Array Interface with another f
 Marked ``gpu`` and skipped without a GPU (and in Numba's simulator). On a machine with one, run
 the whole CUDA suite on the device instead of the simulator with::
 
-    ZGRAD_TEST_REAL_GPU=1 python -m pytest tests/test_cuda_*.py
+    ZGRAD_TEST_REAL_GPU=1 python -m pytest tests/kernels/test_cuda_*.py
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
   examples/ lead to files of this repository, and their anchors to headings of the target.
 * File names in docs, docstrings, comments and configs name files of this repository: paths
   from its root (``docs/config.md``, ``configs/secure.toml``, ``zgrad/kernels/cpu.py``, globs such
-  as ``tests/test_cuda_*.py``) and any ``*.md`` file, with or without its folder. Planning notes
+  as ``tests/kernels/test_cuda_*.py``) and any ``*.md`` file, with or without its folder. Planning notes
   kept outside the repository are not cited, by name or by section number.
 """
 
@@ -26,8 +26,9 @@ from typing import Any
 import pytest
 
 from zgrad.errors import ZgradError
+from paths import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 PACKAGE = ROOT / "zgrad"
 REFERENCE = re.compile(r":(?:mod|func|class|meth|data|attr|exc):`~?(zgrad(?:\.\w+)+)`")
 SOURCES = sorted(PACKAGE.rglob("*.py"))
@@ -154,7 +155,7 @@ def test_files_named_in_prose_exist(path: Path):
 
 def test_checkers_find_what_is_missing(tmp_path):
     text = ("See ARCHITECTURE.md, STYLE.md (guideline 5), SPEC.md and SPEC §4; docs/transport.md, "
-            "`docs/nowhere.md`, configs/none.toml, bench/gone.py, tests/test_cuda_*.py, "
+            "`docs/nowhere.md`, configs/none.toml, bench/gone.py, tests/kernels/test_cuda_*.py, "
             "zgrad/kernels/cpu_recurrent.py and https://example.com/NOTES.md.")
     assert missing_files(text) == ["docs/nowhere.md", "configs/none.toml", "bench/gone.py", "zgrad/kernels/cpu_recurrent.py",
                                    "ARCHITECTURE.md", "STYLE.md", "SPEC.md", "SPEC §4"]

@@ -12,12 +12,11 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from paths import REPO, SUPPORT
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+HERE, ROOT = SUPPORT, REPO  # the PTX check script is a helper
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None,
                                 reason="numba-cuda is not installed (pip install 'zgrad[cuda]')")

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 import zgrad
+from paths import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 ELEMENTS = 16 << 20  # 128 MiB of float64 per checkpoint: a save takes long enough to be caught in the middle
 STARTUP_TIMEOUT_S = 120.0
 MID_WRITE_TIMEOUT_S = 60.0

@@ -1,6 +1,6 @@
 """A data-parallel training program that resumes exactly, for zgrad-run's restart tests.
 
-    zgrad-run ... tests/elastic_trainer.py EPOCHS SNAPSHOT FINAL
+    zgrad-run ... tests/support/elastic_trainer.py EPOCHS SNAPSHOT FINAL
 
 Every rank trains a small regression model with DDP on its shard; after each epoch rank 0
 writes a snapshot (model, optimizer, the next epoch) with ``zgrad.save``; a restarted round

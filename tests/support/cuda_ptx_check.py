@@ -1,6 +1,6 @@
 """Compile every CUDA kernel of zgrad for sm_90 and report float64 use in float32 kernels.
 
-Run as a script (by tests/test_cuda_ptx.py) in a process without NUMBA_ENABLE_CUDASIM: it needs
+Run as a script (by tests/kernels/test_cuda_ptx.py) in a process without NUMBA_ENABLE_CUDASIM: it needs
 Numba's real CUDA target and NVVM (numba-cuda[cu13]), but no GPU and no driver. Prints one JSON
 object: {"compiled": n, "failures": [...], "f64": {name: count}, "uncovered": [kernels without a
 PTX signature]}.

@@ -1,6 +1,6 @@
 """Every optimizer over 50 steps with two parameter groups of different options, against
 torch.optim (float64 to 1e-12, float32 within float32 rounding) and, without torch, against
-PyTorch's update rules written with numpy (tests/optim_reference.py); the base class's behaviour,
+PyTorch's update rules written with numpy (tests/support/optim_reference.py); the base class's behaviour,
 the signatures and the argument errors."""
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def run(lib, name, options, groups, params, grads):
 
 
 def run_reference(name, options, groups, params, grads):
-    """Every step's parameters under the numpy rules of tests/optim_reference.py."""
+    """Every step's parameters under the numpy rules of tests/support/optim_reference.py."""
     params = [p.copy() for p in params]
     states = [{} for _ in params]
     half = len(params) // 2

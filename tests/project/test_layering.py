@@ -6,8 +6,8 @@ import ast
 from pathlib import Path
 
 import pytest
+from paths import PACKAGE
 
-PACKAGE = Path(__file__).resolve().parent.parent / "zgrad"
 
 # Which zgrad layers each layer may import (lower never imports higher).
 ALLOWED = {

@@ -1,6 +1,6 @@
 """pytorch/examples ``distributed/ddp-tutorial-series/multigpu.py`` with the snapshots of its
 ``multigpu_torchrun.py`` (save every ``save_every`` epochs, resume from the snapshot when one
-exists), ported to zgrad for ``tests/test_ddp_tutorial_snapshot.py``.
+exists), ported to zgrad for ``tests/examples/test_ddp_tutorial_snapshot.py``.
 
 The port: ``torch`` renamed to ``zgrad``, "nccl" to "gloo", the GPU ids to "cpu", two processes
 instead of one per GPU, ``map_location="cpu"``. Two more changes: ``MASTER_PORT`` is taken from
@@ -8,7 +8,7 @@ the environment when set (the test picks a free port), and ``load_train_objs`` s
 generator: PyTorch's default generator starts from a fixed seed, so every rank of the original
 builds the same random dataset; zgrad's starts from the operating system's entropy.
 
-    python tests/ddp_tutorial_multigpu.py TOTAL_EPOCHS SAVE_EVERY [--batch_size N] [--snapshot_path P]
+    python tests/support/ddp_tutorial_multigpu.py TOTAL_EPOCHS SAVE_EVERY [--batch_size N] [--snapshot_path P]
 """
 
 import os

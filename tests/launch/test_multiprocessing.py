@@ -17,11 +17,11 @@ import pytest
 import spawn_targets as S
 import zgrad.multiprocessing as mp
 from rpc_harness import free_port
+from paths import REPO, SUPPORT
 
 pytestmark = pytest.mark.timeout(120)
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
+HERE = SUPPORT  # spawn_targets, the children's functions, is a helper
 
 
 def alive(pid: int) -> bool:
