@@ -1,4 +1,4 @@
-"""The CPU backend: the op vocabulary of :mod:`zgrad.kernels.dispatch` on numpy arrays.
+"""The CPU backend: the op vocabulary (:mod:`zgrad.kernels.vocabulary`) on numpy arrays.
 
 Every function writes into ``out`` and returns it. Single-pass numpy ufuncs and BLAS are used
 as they are (they already run at memory or FLOP speed); fused kernels, where one Numba loop
@@ -13,6 +13,7 @@ from types import ModuleType
 import numpy as np
 
 from zgrad.kernels.cpu_common import flat, kernel_module
+from zgrad.kernels.vocabulary import ACTIVATION_CODES
 from zgrad.kernels.cpu_layers import (  # noqa: F401 - convolution, pooling and normalization ops
     adaptive_avg_pool2d, adaptive_avg_pool2d_backward, avg_pool2d, avg_pool2d_backward, batch_norm,
     batch_norm_backward, conv2d, conv2d_backward, group_norm, group_norm_backward, max_pool2d, max_pool2d_backward,
@@ -31,8 +32,6 @@ from zgrad.kernels.cpu_tensor_ops import (  # noqa: F401 - the tensor-API ops
 )
 
 DEVICE_TYPE = "cpu"
-
-ACTIVATION_CODES = {"identity": 0, "relu": 1, "tanh": 2, "sigmoid": 3}
 
 
 def _fused() -> ModuleType:
@@ -62,6 +61,18 @@ def asarray(data, dtype: np.dtype | None = None) -> np.ndarray:
 
 def to_host(x: np.ndarray) -> np.ndarray:
     return x
+
+
+def to_dlpack(x: np.ndarray, **kwargs):
+    return x.__dlpack__(**kwargs)
+
+
+def dlpack_device(x: np.ndarray) -> tuple[int, int]:
+    return x.__dlpack_device__()
+
+
+def from_dlpack(obj) -> np.ndarray:
+    return np.from_dlpack(obj)
 
 
 # --- element-wise -----------------------------------------------------------------------------

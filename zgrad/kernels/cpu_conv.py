@@ -28,11 +28,10 @@ from __future__ import annotations
 from numba import prange
 
 from zgrad.kernels._jit import PARALLEL_MIN_SIZE_HEAVY, kernel, parallel_kernel
+from zgrad.kernels.vocabulary import PAD_CIRCULAR, PAD_REFLECT, PAD_REPLICATE, PAD_ZEROS  # noqa: F401 - PAD_CIRCULAR: the fall-through
 
 __all__ = ["col2im", "crop_planes", "im2col", "pad_planes"]
 
-# The padding modes by their position in zgrad.kernels.dispatch_layers.PADDING_MODES.
-PAD_ZEROS, PAD_REFLECT, PAD_REPLICATE, PAD_CIRCULAR = range(4)
 
 
 @kernel

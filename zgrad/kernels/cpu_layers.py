@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from zgrad.kernels.cpu_common import kernel_module
-from zgrad.kernels.dispatch_layers import PADDING_MODES
+from zgrad.kernels.vocabulary import PADDING_MODES
 from zgrad.kernels.scratch import Workspace, workspace
 
 __all__ = [

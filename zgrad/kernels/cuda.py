@@ -1,4 +1,4 @@
-"""The CUDA backend: the op vocabulary of :mod:`zgrad.kernels.dispatch` on device arrays
+"""The CUDA backend: the op vocabulary (:mod:`zgrad.kernels.vocabulary`) on device arrays
 (:class:`~zgrad.kernels.cuda_array.DeviceArray`), every op on Numba CUDA kernels.
 
 Imported by dispatch on the first CUDA use; importing it checks that CUDA work can run here (a
@@ -22,6 +22,7 @@ import numpy as np
 
 from zgrad.kernels import cuda_runtime as rt
 from zgrad.kernels.cuda_array import DeviceArray
+from zgrad.kernels.cuda_dlpack import dlpack_device, from_dlpack, to_dlpack  # noqa: F401 - DLPack
 from zgrad.kernels.cuda_elementwise import unary_op, upload
 from zgrad.kernels.cuda_index import (  # noqa: F401 - the indexing and embedding ops
     concatenate, embedding, embedding_backward, embedding_bag, embedding_bag_backward,

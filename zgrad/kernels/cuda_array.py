@@ -258,5 +258,5 @@ def _reshaped(size: int, shape: tuple[Any, ...]) -> tuple[int, ...]:
 
 
 def _backend() -> Any:
-    from zgrad.kernels import cuda
-    return cuda
+    from zgrad.kernels import dispatch
+    return dispatch.backend("cuda")

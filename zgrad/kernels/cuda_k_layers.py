@@ -13,13 +13,13 @@ from __future__ import annotations
 from numba import cuda
 
 from zgrad.kernels.cuda_k_common import device, kernel
+from zgrad.kernels.vocabulary import PAD_REFLECT, PAD_REPLICATE, PAD_ZEROS
 
 __all__ = [
     "im2col", "col2im", "max_pool", "max_pool_backward", "avg_pool", "avg_pool_backward", "adaptive_avg_pool",
     "adaptive_avg_pool_backward",
 ]
 
-PAD_ZEROS, PAD_REFLECT, PAD_REPLICATE = 0, 1, 2
 
 
 @device

@@ -19,7 +19,7 @@ from zgrad.kernels.cuda_array import DeviceArray
 from zgrad.kernels.cuda_elementwise import binary_op, kernels, ternary_op, unary_op, upload
 from zgrad.kernels.cuda_reduce import contiguous, matmul, rows_of
 from zgrad.kernels.cuda_reduce import sum as reduce_sum
-from zgrad.kernels.dispatch_layers import PADDING_MODES
+from zgrad.kernels.vocabulary import PADDING_MODES
 
 __all__ = [
     "conv2d", "conv2d_backward", "max_pool2d", "max_pool2d_backward", "avg_pool2d", "avg_pool2d_backward",

@@ -1,9 +1,11 @@
 """One dispatch for every array op: picks the backend by device, owns allocation, broadcasting
 and dtype rules, and calls the backend's kernel with a freshly allocated ``out``.
 
-Ops above this layer call these functions and never name a device-specific one. A backend is a
-module implementing :data:`OPS`; the CPU backend is :mod:`zgrad.kernels.cpu`, a CUDA backend
-plugs in under ``"cuda"`` and is imported only on first CUDA use.
+Ops above this layer call these functions and never name a device-specific one, nor does
+dispatch (DLPack included). A backend is a module implementing the op vocabulary
+(:data:`~zgrad.kernels.vocabulary.OPS`, checked when it loads); the CPU backend is
+:mod:`zgrad.kernels.cpu`, a CUDA backend plugs in under ``"cuda"`` and is imported only on first
+CUDA use.
 
 Groups of ops have companion modules under the same rules: ``dispatch_pointwise`` (clamp,
 comparisons, in-place updates), ``dispatch_index``, ``dispatch_reduce``, ``dispatch_sequence``
@@ -20,6 +22,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from zgrad.errors import ZgradError
+from zgrad.kernels.vocabulary import OPS
 
 __all__ = [
     "OPS", "DEFAULT_FLOAT", "INT64", "backend", "backend_of", "backend_available", "device_type_of", "empty", "full",
@@ -29,31 +32,6 @@ __all__ = [
     "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "host_buffer", "dlpack_capsule", "dlpack_device", "from_dlpack", "pin_memory", "add_inplace", "copy_into", "REDUCE_OPS", "reduce_inplace",
     "reduce_pair", "reduce_and_copy", "divide_inplace", "scale_copy",
 ]
-
-OPS = (
-    "empty", "full", "asarray", "to_host",
-    "add", "sub", "mul", "div", "pow", "neg",
-    "exp", "log", "tanh", "sigmoid", "relu",
-    "relu_backward", "tanh_backward", "sigmoid_backward",
-    "matmul", "sum", "prod", "nansum", "cumsum", "prod_backward_rows", "copy", "stack", "concatenate",
-    "scatter_slice",
-    "bias_act", "softmax", "log_softmax", "softmax_backward", "log_softmax_backward",
-    "cross_entropy", "cross_entropy_backward",
-    "sgd_step", "adam_step", "rmsprop_step", "adagrad_step", "adadelta_step",
-    "conv2d", "conv2d_backward", "max_pool2d", "max_pool2d_backward", "avg_pool2d", "avg_pool2d_backward",
-    "adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "batch_norm", "batch_norm_backward",
-    "group_norm", "group_norm_backward",
-    "remainder", "floor_divide", "maximum", "minimum", "abs", "sign", "sqrt", "clamp", "clamp_backward", "extremum_backward",
-    "compare", "logical_not", "where", "argmax", "argmin", "take", "gather", "index_add", "scatter", "scatter_add",
-    "var_rows", "var_backward_rows", "logsumexp_rows", "logsumexp_backward_rows", "distribute_equal", "vector_norm",
-    "add_scaled", "addcmul", "addcdiv", "random_uniform", "random_normal", "random_integers",
-    "zeros", "embedding", "embedding_backward", "embedding_renorm", "embedding_bag", "embedding_bag_backward",
-    "embedding_bag_per_sample_weights_backward", "lstm_forward", "lstm_backward", "gru_forward", "gru_backward",
-    "dropout", "dropout_backward", "gelu", "gelu_backward", "leaky_relu", "leaky_relu_backward",
-    "class_loss", "class_loss_backward", "nll", "nll_backward", "pointwise_loss", "pointwise_loss_sum",
-    "pointwise_loss_backward",
-    "reduce_inplace", "reduce_pair", "reduce_and_copy", "divide_inplace", "scale_copy",
-)
 
 _BACKEND_MODULES = {"cpu": "zgrad.kernels.cpu", "cuda": "zgrad.kernels.cuda"}
 _loaded: dict[str, ModuleType] = {}
@@ -153,18 +131,12 @@ def dlpack_capsule(array: Any, **kwargs: Any) -> Any:
     Raises:
         BufferError: a device array in the CUDA simulator, or a dtype DLPack cannot name.
     """
-    if isinstance(array, np.ndarray):
-        return array.__dlpack__(**kwargs)
-    from zgrad.kernels import cuda_dlpack
-    return cuda_dlpack.to_dlpack(array, **kwargs)
+    return backend_of(array).to_dlpack(array, **kwargs)
 
 
 def dlpack_device(array: Any) -> tuple[int, int]:
     """(DLPack device type, device index) of ``array``."""
-    if isinstance(array, np.ndarray):
-        return array.__dlpack_device__()
-    from zgrad.kernels import cuda_dlpack
-    return cuda_dlpack.dlpack_device(array)
+    return backend_of(array).dlpack_device(array)
 
 
 def from_dlpack(obj: Any) -> Any:
@@ -176,12 +148,10 @@ def from_dlpack(obj: Any) -> Any:
     """
     device_type = obj.__dlpack_device__()[0] if hasattr(obj, "__dlpack_device__") else 1
     if device_type in (1, 3):  # kDLCPU, kDLCUDAHost
-        return np.from_dlpack(obj)
+        return backend("cpu").from_dlpack(obj)
     if device_type != 2:
         raise BufferError(f"from_dlpack: DLPack device type {device_type} is neither the CPU nor CUDA")
-    backend("cuda")  # the clear "no CUDA device" error where there is none
-    from zgrad.kernels import cuda_dlpack
-    return cuda_dlpack.from_dlpack(obj)
+    return backend("cuda").from_dlpack(obj)  # the clear "no CUDA device" error where there is none
 
 
 def backend_of(*arrays: Any) -> ModuleType:

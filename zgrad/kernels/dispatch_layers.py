@@ -14,15 +14,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from zgrad.kernels.dispatch import backend_of
+from zgrad.kernels.vocabulary import PADDING_MODES
 
 __all__ = [
     "PADDING_MODES", "adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "avg_pool2d", "avg_pool2d_backward",
     "batch_norm", "batch_norm_backward", "conv2d", "conv2d_backward", "group_norm", "group_norm_backward",
     "max_pool2d", "max_pool2d_backward",
 ]
-
-# The padding modes of conv2d; a backend's kernels number them by their position here.
-PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
 def conv2d(x: Any, weight: Any, bias: Any, stride, padding, dilation, groups: int, padding_mode: str, out_size):
