@@ -9,11 +9,11 @@ imported (and so numba with it) only on the first call that needs it.
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
 from zgrad.kernels.cpu_common import flat, kernel_module
-from zgrad.kernels.vocabulary import ACTIVATION_CODES
 from zgrad.kernels.cpu_layers import (  # noqa: F401 - convolution, pooling and normalization ops
     adaptive_avg_pool2d, adaptive_avg_pool2d_backward, avg_pool2d, avg_pool2d_backward, batch_norm,
     batch_norm_backward, conv2d, conv2d_backward, group_norm, group_norm_backward, max_pool2d, max_pool2d_backward,
@@ -30,6 +30,7 @@ from zgrad.kernels.cpu_tensor_ops import (  # noqa: F401 - the tensor-API ops
     prod_backward_rows, random_integers, random_normal, random_uniform, remainder, scatter, scatter_add, sign, sqrt,
     take, var_backward_rows, var_rows, vector_norm, where,
 )
+from zgrad.kernels.vocabulary import ACTIVATION_CODES
 
 DEVICE_TYPE = "cpu"
 
@@ -63,7 +64,7 @@ def to_host(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def to_dlpack(x: np.ndarray, **kwargs):
+def to_dlpack(x: np.ndarray, **kwargs: Any) -> Any:
     return x.__dlpack__(**kwargs)
 
 
@@ -71,7 +72,7 @@ def dlpack_device(x: np.ndarray) -> tuple[int, int]:
     return x.__dlpack_device__()
 
 
-def from_dlpack(obj) -> np.ndarray:
+def from_dlpack(obj: Any) -> np.ndarray:
     return np.from_dlpack(obj)
 
 

@@ -125,8 +125,8 @@ def pin_memory(array: Any):
 
 
 def dlpack_capsule(array: Any, **kwargs: Any) -> Any:
-    """A DLPack capsule of ``array``'s memory: numpy's for a host array, the CUDA backend's
-    (``cuda_dlpack``) for a device array.
+    """A DLPack capsule of ``array``'s memory, made by the backend ``array`` lives on (numpy's
+    for a host array).
 
     Raises:
         BufferError: a device array in the CUDA simulator, or a dtype DLPack cannot name.
