@@ -68,6 +68,19 @@ def shared_memory_maps() -> int:
     return sum("memfd:zgrad-dataloader" in line for line in Path("/proc/self/maps").read_text().splitlines())
 
 
+@pytest.fixture(autouse=True)
+def no_segment_mapped_around_each_test(request):
+    """Each test starts and ends with no DataLoader segment mapped here. An earlier test's batches
+    may still be alive in a reference cycle until the collector runs (``pytest.raises`` keeps one:
+    the test's frame holds the ExceptionInfo whose traceback holds the frame), and counts of
+    mappings would see them: collected first, so each test counts its own."""
+    gc.collect()
+    assert shared_memory_maps() == 0, "DataLoader shared memory was still mapped before the test"
+    yield
+    gc.collect()
+    assert shared_memory_maps() == 0, f"{request.node.name} left DataLoader shared memory mapped after a collection"
+
+
 def plain(value):
     """A batch as comparable Python values (tensors and arrays by dtype and contents)."""
     if isinstance(value, (zgrad.Tensor, np.ndarray)):
@@ -155,6 +168,29 @@ def test_worker_exceptions_are_raised_with_the_workers_traceback():
     with pytest.raises(ZgradError, match=r"Caught TwoArgumentError in DataLoader worker process 1\.\nOriginal") as info:
         next(it)
     assert next(it).tolist() == [8, 9]  # loading goes on after an error, as in PyTorch
+
+
+def test_an_iterator_that_raised_a_workers_error_goes_with_its_last_reference():
+    """Without the cyclic collector: the raised error must not hold the iterator's frames in a
+    cycle, or its workers and its batches' shared memory outlive it."""
+    pids = FORK.Queue()
+
+    def fail_once():
+        it = iter(DataLoader(T.Failing(), batch_size=2, num_workers=2, worker_init_fn=T.report_pid(pids)))
+        next(it)
+        try:
+            next(it)
+        except ValueError:
+            pass
+
+    gc.disable()
+    try:
+        fail_once()
+        assert shared_memory_maps() == 0
+    finally:
+        gc.enable()
+    workers = [pids.get(timeout=T.WAIT_S)[1] for _ in range(2)]
+    assert wait_until(lambda: not any(alive(pid) for pid in workers))
 
 
 def test_an_error_in_worker_init_fn_is_raised_for_the_first_batch():

@@ -98,7 +98,10 @@ class ProcessGroup:
         finally:
             self._executor.done_inline()
         if error is not None:
-            raise error
+            try:
+                raise error
+            finally:
+                del error  # else this frame and the error's traceback would hold each other
         return None
 
     def _execute(self, seq: int, fingerprint: Fingerprint, algorithm: Algorithm, timeout_s: float) -> BaseException | None:

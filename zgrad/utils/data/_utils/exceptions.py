@@ -52,4 +52,10 @@ def reraise(ref: str, where: str, text: str) -> NoReturn:
         exception = None
     if exception is None:
         raise ZgradError(message) from None
-    raise exception
+    try:
+        raise exception
+    finally:
+        # The exception's traceback holds this frame: a local naming the exception would make a
+        # cycle that keeps the frames above alive (the iterator, its workers, the batches'
+        # shared memory) until the cyclic collector runs.
+        del exception
