@@ -34,8 +34,9 @@ from zmq.utils.monitor import recv_monitor_message
 from zgrad.errors import TransportError
 from zgrad.transport import frames as fr
 from zgrad.transport.cma import CMA_KINDS, CmaPeers, TicketTable
-from zgrad.transport.direct import DIRECT_ID, DIRECT_MAGIC
+from zgrad.transport.caller_sockets import DIRECT_ID, DIRECT_MAGIC
 from zgrad.transport.envelope import Envelope, WorkerEntry
+from zgrad.transport.link_replies import LinkReplies
 from zgrad.transport.links import PeerLinks
 from zgrad.transport.liveness import Liveness
 from zgrad.transport.outbox import Outbox
@@ -94,6 +95,7 @@ class IoLoop:
         defer_cma_reads: bool = False,
         on_thread_start: Callable[[], None] | None = None,
         max_in_handlers: int = 16,
+        link_replies: LinkReplies | None = None,
     ):
         transport = config.transport
         self._defer_cma_reads = defer_cma_reads
@@ -105,6 +107,7 @@ class IoLoop:
         self._keys = keys
         self._valid_kinds = valid_kinds
         self._on_message = on_message
+        self._link_replies = link_replies if link_replies is not None else LinkReplies(frozenset())
         self._on_peer_lost = on_peer_lost
         self._outbox = outbox
         self._stats = stats
@@ -504,7 +507,11 @@ class IoLoop:
 
     def _deliver(self, envelope: Envelope) -> None:
         """Run ``on_message`` on this thread, the leader, which may be taken over meanwhile:
-        afterwards, the caller leaves the loop unless ``role.leads()``."""
+        afterwards, the caller leaves the loop unless ``role.leads()``. A reply awaited by a
+        thread of this worker (``link_replies.py``) goes to that thread instead."""
+        replies = self._link_replies
+        if envelope.kind in replies.kinds and envelope.reply_to is None and replies.deliver(envelope):
+            return  # the reply to a request that went over the link: its thread waits for it
         role = self.role
         role.begin_handler(time.monotonic())
         try:
