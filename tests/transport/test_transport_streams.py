@@ -23,7 +23,7 @@ from transport_world import RAW_PEER_SESSION, target_with_raw_peer
 from zgrad.errors import WorkerUnavailableError
 from zgrad.transport import frames as fr
 from zgrad.transport.caller_sockets import DIRECT_ID, DIRECT_MAGIC
-from zgrad.transport.stream_inbound import StreamConnection
+from zgrad.transport.loop.stream_inbound import StreamConnection
 from zgrad.transport.streams import (STREAM_HEAD, STREAM_MAGIC, StreamReader, StreamStalled, connect,
                                      send_message, stream_address)
 

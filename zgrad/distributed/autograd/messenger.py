@@ -117,7 +117,7 @@ class RpcMessenger:
     def submit(self, work: Any) -> None:
         """Run engine work where the message that caused it arrived (the thread holding the
         inbound socket: engine work never waits, and one that computes long is taken over there,
-        see ``transport/role.py``); from any other thread, on the callee pool."""
+        see ``transport/loop/role.py``); from any other thread, on the callee pool."""
         if self.agent.mesh.role.leads():
             self.agent.allow_takeover()
             work()

@@ -1,7 +1,7 @@
 """The RPC agent of one worker: the mesh, pending calls, the callee pool, timeouts, RRefs.
 
 Threads (``docs/architecture.md``, Threading model): the thread holding the mesh's inbound socket
-(the I/O role's leader, ``transport/role.py``) calls :meth:`RpcAgent._on_message` and runs the
+(the I/O role's leader, ``transport/loop/role.py``) calls :meth:`RpcAgent._on_message` and runs the
 handler itself: a call's target, RRef accounting, completing futures, engine messages. Before a handler blocks in a wait
 the role passes to a standby thread (``blocking_hooks``); one that runs long is taken over, but
 only once it has done what must follow arrival order (:meth:`RpcAgent.allow_takeover`: before a
@@ -192,7 +192,7 @@ class RpcAgent:
 
     def register_handler(self, kind: int, handler: Handler) -> None:
         """Route messages of ``kind`` to ``handler``, which runs on the thread that received the
-        message (the mesh's I/O leader; see ``transport/role.py``). Messages that arrive before
+        message (the mesh's I/O leader; see ``transport/loop/role.py``). Messages that arrive before
         this agent has started wait for it, every kind in one queue, and run in arrival order
         before any later one (:meth:`_hold_early`). Call before :meth:`start`."""
         self._handlers[kind] = handler
