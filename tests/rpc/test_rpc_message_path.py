@@ -146,9 +146,9 @@ def test_a_quick_nested_call_keeps_the_role_and_a_slow_one_hands_it_on(transport
     handler still waits. The leading wait is 2 ms, within the inline budget of 5 ms; a loaded
     machine stalls a reply longer than that now and then, so here they are 1 s and 10 s: which
     path is taken then depends on what arrives, not on the machine's speed."""
-    from zgrad.transport import direct
+    from zgrad.transport import caller_sockets
 
-    monkeypatch.setattr(direct, "LEADING_WAIT_S", 1.0)
+    monkeypatch.setattr(caller_sockets, "LEADING_WAIT_S", 1.0)
 
     def body(rank):
         if rank != 0:

@@ -20,10 +20,11 @@ import zmq
 from zgrad.config import Config, parse_config
 from zgrad.transport import Envelope, Mesh, create_mesh
 from zgrad.transport import frames as fr
-from zgrad.transport.io_loop import routing_id
+from zgrad.transport.loop.io_loop import routing_id
 
 TRANSPORTS = ("tcp", "ipc", "inproc")
 KINDS = frozenset({1, 2, 3})
+REPLY_KINDS = frozenset({3})  # the tests' replies (``Mesh.reply``): routed to a waiting thread
 WAIT_S = 10.0
 
 
@@ -73,6 +74,7 @@ class WorldFactory:
                 config, rank, world_size, f"w{rank}", on_message=handler,
                 on_peer_lost=lambda r, why, w=worker: w.lost.put((r, why)), valid_kinds=kinds,
                 master_addr="127.0.0.1" if port else None, master_port=port, defer_cma_reads=defer_cma_reads,
+                reply_kinds=REPLY_KINDS & kinds,
             )
             self.meshes.append(worker.mesh)
             if rank == 0 and config.transport.kind == "tcp":

@@ -1,4 +1,4 @@
-"""Caller-direct requests (``Mesh.request`` / ``Mesh.reply``): over every transport, under CURVE
+"""Caller-direct requests (``Mesh.call`` / ``Mesh.reply``): over every transport, under CURVE
 with per-thread sockets authenticated like the worker's own, late replies dropped, impostors and
 garbage on a direct routing id rejected while the worker keeps serving."""
 
@@ -13,7 +13,7 @@ from test_transport_curve import a_message, curve_world, raw_client, wait_for
 
 from zgrad.errors import WorkerUnavailableError, ZgradTimeoutError
 from zgrad.transport import generate_keys
-from zgrad.transport.direct import DIRECT_ID, DIRECT_MAGIC
+from zgrad.transport.caller_sockets import DIRECT_ID, DIRECT_MAGIC
 from zgrad.transport.security import load_curve_keys
 
 pytestmark = pytest.mark.timeout(30)
@@ -35,7 +35,7 @@ def test_requests_from_many_threads_get_their_own_replies(worlds, transport):
     got: dict[int, list] = {}
 
     def caller(i):
-        got[i] = [workers[0].mesh.request(1, 1, 1000 * i + k, {"n": k}, [bytes([i])], 10.0) for k in range(5)]
+        got[i] = [workers[0].mesh.call(1, 1, 1000 * i + k, {"n": k}, [bytes([i])], 10.0) for k in range(5)]
 
     threads = [threading.Thread(target=caller, args=(i,)) for i in range(8)]
     for t in threads:
@@ -52,9 +52,9 @@ def test_a_late_reply_is_dropped_and_counted(worlds, transport):
     workers = worlds.world(transport, 2, on_message=echo_handler)
     mesh = workers[0].mesh
     with pytest.raises(ZgradTimeoutError):
-        mesh.request(1, 1, 1, {"n": 1, "sleep_s": 0.5}, [], 0.1)
+        mesh.call(1, 1, 1, {"n": 1, "sleep_s": 0.5}, [], 0.1)
     time.sleep(0.6)
-    assert mesh.request(1, 1, 2, {"n": 2}, [], 5.0).meta["twice"] == 4
+    assert mesh.call(1, 1, 2, {"n": 2}, [], 5.0).meta["twice"] == 4
     assert mesh.stats()["late_replies"] == 1
 
 
@@ -63,7 +63,7 @@ def test_a_request_to_a_lost_peer_fails_at_once(worlds):
     workers[1].mesh.close()
     assert workers[0].lost.get(timeout=10)[0] == 1
     with pytest.raises(WorkerUnavailableError, match="rank 1"):
-        workers[0].mesh.request(1, 1, 1, {"n": 1}, [], 5.0)
+        workers[0].mesh.call(1, 1, 1, {"n": 1}, [], 5.0)
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc"])
@@ -72,7 +72,7 @@ def test_direct_requests_are_authenticated_under_curve(worlds, tmp_path, kind):
     config = worlds.config(kind, security={"curve": True, "key_dir": str(tmp_path)})
     workers = worlds.workers(config, 2, on_message=echo_handler)
     worlds.start(workers)
-    reply = workers[0].mesh.request(1, 1, 9, {"n": 21}, [b"x"], 10.0)
+    reply = workers[0].mesh.call(1, 1, 9, {"n": 21}, [b"x"], 10.0)
     assert reply.authenticated and reply.meta == {"twice": 42, "auth": True}
 
 
@@ -94,7 +94,7 @@ def test_a_direct_routing_id_cannot_claim_another_rank_or_send_garbage(worlds, t
 
 
 def test_sent_requests_are_collected_later_with_a_wake_fd(worlds, transport):
-    """``send_direct`` returns at once; ``wait_direct`` collects the replies to the ids it expects
+    """``post`` returns at once; ``collect`` collects the replies to the ids it expects
     (one wait may bring several), drops others, and returns early when its wake fd is written."""
     import os
 
@@ -103,29 +103,29 @@ def test_sent_requests_are_collected_later_with_a_wake_fd(worlds, transport):
     wake = os.eventfd(0, os.EFD_NONBLOCK)
     try:
         for request_id in (11, 12):
-            mesh.send_direct(1, 1, request_id, {"n": request_id}, [b"x"])
+            mesh.post(1, 1, request_id, {"n": request_id}, [b"x"])
         expected = {1: {11, 12}}
         replies = []
         deadline = time.monotonic() + 10
         while expected[1] and time.monotonic() < deadline:
-            replies += mesh.wait_direct(expected, wake, 1.0)
+            replies += mesh.collect(expected, wake, 1.0)
         assert sorted((r.request_id, r.meta["twice"], bytes(r.buffers[0])) for r in replies) == [(11, 22, b"x"), (12, 24, b"x")]
         assert expected == {1: set()}
         # a reply nobody expects any more is dropped and counted
-        mesh.send_direct(1, 1, 13, {"n": 13, "sleep_s": 0.2}, [])
+        mesh.post(1, 1, 13, {"n": 13, "sleep_s": 0.2}, [])
         late_before = mesh.stats().get("late_replies", 0)
-        mesh.send_direct(1, 1, 14, {"n": 14, "sleep_s": 0.2}, [])
+        mesh.post(1, 1, 14, {"n": 14, "sleep_s": 0.2}, [])
         expected = {1: {14}}
         while expected[1] and time.monotonic() < deadline:
-            assert all(r.request_id == 14 for r in mesh.wait_direct(expected, wake, 1.0))
+            assert all(r.request_id == 14 for r in mesh.collect(expected, wake, 1.0))
         assert mesh.stats()["late_replies"] == late_before + 1
         # the wake fd ends a wait at once
-        mesh.send_direct(1, 1, 15, {"n": 15, "sleep_s": 1.0}, [])
+        mesh.post(1, 1, 15, {"n": 15, "sleep_s": 1.0}, [])
         threading.Timer(0.1, lambda: os.eventfd_write(wake, 1)).start()
         started = time.monotonic()
         expected = {1: {15}}
         while time.monotonic() - started < 0.8:
-            assert mesh.wait_direct(expected, wake, 0.05) == []
+            assert mesh.collect(expected, wake, 0.05) == []
             try:
                 os.eventfd_read(wake)
                 break
@@ -133,20 +133,47 @@ def test_sent_requests_are_collected_later_with_a_wake_fd(worlds, transport):
                 continue
         assert time.monotonic() - started < 0.8
         while expected[1] and time.monotonic() < deadline:  # the slow reply still comes
-            mesh.wait_direct(expected, wake, 1.0)
+            mesh.collect(expected, wake, 1.0)
         assert expected == {1: set()}
     finally:
         os.close(wake)
 
 
-def test_send_direct_to_a_lost_peer_fails_at_once(worlds):
+def test_post_to_a_lost_peer_fails_at_once(worlds):
     workers = worlds.world("inproc", 2, on_message=echo_handler)
     workers[1].mesh.close()
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
-            workers[0].mesh.send_direct(1, 1, 1, {"n": 1}, [])
+            workers[0].mesh.post(1, 1, 1, {"n": 1}, [])
         except WorkerUnavailableError:
             return
         time.sleep(0.05)
-    raise AssertionError("send_direct kept accepting messages for a lost peer")
+    raise AssertionError("post kept accepting messages for a lost peer")
+
+
+@pytest.mark.parametrize("transport", ["tcp", "inproc"])
+def test_a_big_request_takes_the_link_and_its_reply_still_comes_to_the_caller(worlds, transport):
+    """With ``direct_max_kb`` of buffers or more, ``call`` and ``post`` send on the link (no
+    caller-direct socket is made) and the reply, read by the I/O leader, is handed to the waiting
+    thread; the layer above sees no difference but the route. A late one goes to nobody."""
+    workers = worlds.world(transport, 2, on_message=echo_handler, direct_max_kb=64)
+    mesh = workers[0].mesh
+    big = bytes(range(256)) * 256  # exactly 64 KiB: the threshold takes the link
+    reply = mesh.call(1, 1, 1, {"n": 5}, [big], 10.0)
+    assert (reply.request_id, reply.kind, reply.meta["twice"], bytes(reply.buffers[0])) == (1, 3, 10, big)
+    assert mesh.stats().get("direct_requests", 0) == 0
+    for request_id in (2, 3):
+        mesh.post(1, 1, request_id, {"n": request_id}, [big])
+    mesh.post(1, 1, 4, {"n": 4}, [b"small"])  # caller-direct, collected with the others
+    expected = {1: {2, 3, 4}}
+    replies = []
+    deadline = time.monotonic() + 10
+    while expected[1] and time.monotonic() < deadline:
+        assert all(mesh.awaits(1, i) for i in expected[1])
+        replies += mesh.collect(expected, None, 1.0)
+    assert sorted((r.request_id, r.meta["twice"]) for r in replies) == [(2, 4), (3, 6), (4, 8)]
+    assert mesh.stats()["direct_requests"] == 1
+    with pytest.raises(ZgradTimeoutError):
+        mesh.call(1, 1, 5, {"n": 5, "sleep_s": 0.5}, [big], 0.1)
+    assert workers[0].get().request_id == 5  # the late reply reaches on_message, as any message

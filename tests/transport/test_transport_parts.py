@@ -17,7 +17,7 @@ from zgrad.transport import frames as fr
 from zgrad.transport import generate_keys
 from zgrad.transport.envelope import WorkerEntry
 from zgrad.transport.liveness import Liveness
-from zgrad.transport.outbox import Outbox
+from zgrad.transport.loop.outbox import Outbox
 from zgrad.transport.pool import BufferPool
 from zgrad.transport.rendezvous import Rendezvous
 from zgrad.transport.security import load_curve_keys
@@ -226,7 +226,7 @@ def test_transport_and_security_config_validation():
 
 def test_importing_the_transport_opens_nothing_and_starts_no_thread():
     code = (
-        "import threading, zgrad.transport, zgrad.transport.mesh, zgrad.transport.io_loop;"
+        "import threading, zgrad.transport, zgrad.transport.mesh, zgrad.transport.loop.io_loop;"
         "assert threading.active_count() == 1, threading.enumerate()"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

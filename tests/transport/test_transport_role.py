@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from zgrad.transport.role import IoRole
+from zgrad.transport.loop.role import IoRole
 
 pytestmark = pytest.mark.timeout(30)
 BUDGET_S = 0.005

@@ -22,8 +22,8 @@ from transport_world import RAW_PEER_SESSION, target_with_raw_peer
 
 from zgrad.errors import WorkerUnavailableError
 from zgrad.transport import frames as fr
-from zgrad.transport.direct import DIRECT_ID, DIRECT_MAGIC
-from zgrad.transport.stream_inbound import StreamConnection
+from zgrad.transport.caller_sockets import DIRECT_ID, DIRECT_MAGIC
+from zgrad.transport.loop.stream_inbound import StreamConnection
 from zgrad.transport.streams import (STREAM_HEAD, STREAM_MAGIC, StreamReader, StreamStalled, connect,
                                      send_message, stream_address)
 
@@ -144,7 +144,7 @@ def test_requests_and_replies_go_over_the_announced_stream(worlds, kind):
     assert all(entry.stream.startswith(f"{kind}://") for entry in table)
     a, b = workers[0].mesh, workers[1].mesh
     for size in (0, 4096, 3 << 20):  # the 3 MiB reply goes as three chunks
-        reply = a.request(1, 1, 100 + size, {"reply_bytes": size}, [b"x" * 10], timeout_s=10)
+        reply = a.call(1, 1, 100 + size, {"reply_bytes": size}, [b"x" * 10], timeout_s=10)
         assert (reply.kind, reply.request_id, reply.meta) == (2, 100 + size, {"reply_bytes": size})
         assert b"".join(bytes(v) for v in reply.buffers) == (bytes(range(256)) * (size // 256) if size else b"")
         assert type(workers[1].get().reply_to) is StreamConnection
@@ -167,7 +167,7 @@ def test_no_stream_with_curve_over_inproc_or_when_turned_off(worlds, tmp_path):
     for world in (curve, off, inproc):
         assert [entry.stream for entry in world[0].mesh.workers] == ["", ""]
         assert all(w.mesh.stats().get("stream_links", 0) == 0 for w in world)  # the links are DEALERs
-    reply = off[0].mesh.request(1, 1, 7, {}, [], timeout_s=10)  # the ZeroMQ direct path
+    reply = off[0].mesh.call(1, 1, 7, {}, [], timeout_s=10)  # the ZeroMQ direct path
     assert reply.request_id == 7 and type(off[1].get().reply_to) is bytes
 
 
@@ -177,7 +177,7 @@ def test_a_caller_waiting_on_a_stream_learns_at_once_that_the_callee_closed(worl
     threading.Timer(0.5, b.close, kwargs={"timeout_s": 1.0}).start()
     start = time.monotonic()
     with pytest.raises(WorkerUnavailableError, match="w1"):
-        a.request(1, 1, 1, {}, [], timeout_s=30)  # never answered: w1 queues it and closes
+        a.call(1, 1, 1, {}, [], timeout_s=30)  # never answered: w1 queues it and closes
     assert time.monotonic() - start < 5
 
 
@@ -185,15 +185,15 @@ def test_a_caller_waiting_on_a_stream_learns_at_once_that_the_callee_closed(worl
 def test_a_thread_that_ends_closes_its_sockets(worlds, kind):
     workers = worlds.world(kind, 2, on_message=replying)
     a, b = workers[0].mesh, workers[1].mesh
-    threads = [threading.Thread(target=a.request, args=(1, 1, i, {}, [], 10)) for i in range(5)]
+    threads = [threading.Thread(target=a.call, args=(1, 1, i, {}, [], 10)) for i in range(5)]
     for thread in threads:
         thread.start()
         thread.join(10)
     assert a.stats()["direct_requests"] == 5
-    wait_until(lambda: not a._direct._all)  # every socket those threads made is closed
+    wait_until(lambda: not a._callers._all)  # every socket those threads made is closed
     if kind == "tcp":  # and the callee closed its end of each stream
         wait_until(lambda: b.stats().get("stream_closed", 0) == 5)
-    assert a.request(1, 1, 99, {}, [], timeout_s=10).request_id == 99  # this thread makes its own
+    assert a.call(1, 1, 99, {}, [], timeout_s=10).request_id == 99  # this thread makes its own
 
 
 # -- a raw peer on the stream listener -----------------------------------------------------------

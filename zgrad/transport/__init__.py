@@ -8,7 +8,8 @@ from zgrad.transport.builtin import InprocTransport, IpcTransport, TcpTransport
 from zgrad.transport.cma import RemoteRead
 from zgrad.transport.envelope import Envelope, WorkerEntry
 from zgrad.transport.frames import MAX_USER_KIND, PROTOCOL_VERSION, RESERVED_KINDS
-from zgrad.transport.mesh import Mesh, create_mesh
+from zgrad.transport.create import create_mesh
+from zgrad.transport.mesh import Mesh
 from zgrad.transport.registry import (
     ENTRY_POINT_GROUP,
     TransportRegistry,

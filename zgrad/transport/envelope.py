@@ -26,7 +26,7 @@ class Envelope(NamedTuple):
             :class:`~zgrad.transport.cma.RemoteRead` instead (read it or release it).
         authenticated: ``True`` when ``src`` was proven by CURVE.
         reply_to: where the sender waits for the answer, for :meth:`Mesh.reply`: the routing id
-            of the caller-direct socket the message came from (``direct.py``), or the stream
+            of the caller-direct socket the message came from (``caller_sockets.py``), or the stream
             connection it came on (``stream_inbound.StreamConnection``); None for the sender's link.
     """
 

@@ -36,8 +36,18 @@ class _Pool(Protocol):
     def submit(self, work: Callable[[], None]) -> None: ...
 
 
-class _Mesh(Protocol):
+class _Role(Protocol):
     def leads(self) -> bool: ...
+
+
+class _Mesh(Protocol):
+    role: _Role
+
+    def reply(self, to: Envelope, kind: int, meta: Any = None, buffers: Sequence[Any] = ()) -> None: ...
+
+    def post(self, dst_rank: int, kind: int, request_id: int, meta: Any, buffers: Sequence[Any]) -> None: ...
+
+    def collect(self, expected: dict[int, set[int]], wake_fd: int | None, timeout_s: float) -> list[Envelope]: ...
 
 
 class MessengerAgent(Protocol):
@@ -51,7 +61,6 @@ class MessengerAgent(Protocol):
 
     sent: Any
     received: Any
-    direct_max_bytes: int
 
     def send(self, dst: int, kind: int, meta: Any, buffers: Any = (), request_id: int = 0) -> None: ...
 
@@ -77,7 +86,7 @@ class RpcMessenger:
 
     def send(self, dst: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = (), reply: Any = None) -> None:
         """Send one engine message; ``reply`` (from :meth:`_on_message`'s ``receive``) answers the
-        message that came from ``dst``'s thread waiting on its own socket, there."""
+        message that ``dst``'s thread posted (``Mesh.reply``: where that thread waits)."""
         meta, buffers = _encode(body, arrays)
         if reply is not None:
             self.agent.mesh.reply(reply, ENGINE_KINDS[kind], meta, buffers)
@@ -85,24 +94,20 @@ class RpcMessenger:
             return
         self.agent.send(dst, ENGINE_KINDS[kind], meta, buffers)
 
-    def send_direct(self, dst: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> int | None:
-        """Send one engine message on the calling thread's own socket to ``dst``; its answer comes
-        back there, for :meth:`wait_direct`. Returns the request id to wait for, or None when it
-        went the usual way instead (gradients big enough for single-copy transfer)."""
+    def post(self, dst: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> int:
+        """Send one engine message to ``dst`` whose answer comes back to the calling thread, for
+        :meth:`collect` (``Mesh.post``, which picks the route). Returns the request id to wait for."""
         meta, buffers = _encode(body, arrays)
-        if sum(buffer.nbytes for buffer in buffers) >= self.agent.direct_max_bytes:
-            self.agent.send(dst, ENGINE_KINDS[kind], meta, buffers)
-            return None
         request_id = self.agent.next_request_id()
-        self.agent.mesh.send_direct(dst, ENGINE_KINDS[kind], request_id, meta, buffers)
+        self.agent.mesh.post(dst, ENGINE_KINDS[kind], request_id, meta, buffers)
         self.agent.sent[ENGINE_KINDS[kind]] += 1
         return request_id
 
-    def wait_direct(self, expected: dict[int, set[int]], wake_fd: int, timeout_s: float) -> None:
-        """Wait for answers to :meth:`send_direct` messages (``expected``: rank -> request ids,
+    def collect(self, expected: dict[int, set[int]], wake_fd: int, timeout_s: float) -> None:
+        """Wait for answers to :meth:`post` messages (``expected``: rank -> request ids,
         updated) and receive them on this thread, until some arrived, ``wake_fd`` is readable or
         ``timeout_s`` (at most one wait slice) passed."""
-        for envelope in self.agent.mesh.wait_direct(expected, wake_fd, timeout_s):
+        for envelope in self.agent.mesh.collect(expected, wake_fd, timeout_s):
             self.agent.received[envelope.kind] += 1
             try:
                 self._on_message(envelope)
@@ -112,8 +117,8 @@ class RpcMessenger:
     def submit(self, work: Any) -> None:
         """Run engine work where the message that caused it arrived (the thread holding the
         inbound socket: engine work never waits, and one that computes long is taken over there,
-        see ``transport/role.py``); from any other thread, on the callee pool."""
-        if self.agent.mesh.leads():
+        see ``transport/loop/role.py``); from any other thread, on the callee pool."""
+        if self.agent.mesh.role.leads():
             self.agent.allow_takeover()
             work()
         else:
@@ -130,7 +135,7 @@ class RpcMessenger:
         check_meta(envelope.kind, envelope.meta, _ENVELOPE_SCHEMA)
         body = check_meta(envelope.kind, envelope.meta["body"], BODY_SCHEMAS[name])
         arrays = _arrays(name, envelope.meta.get("arrays", []), envelope.buffers)
-        if envelope.reply_to is not None:  # from a thread waiting on its own socket: answer there
+        if envelope.request_id:  # posted by a thread that collects its answer (Mesh.post): answer it
             self._receive(envelope.src, name, body, arrays, envelope)
         else:
             self._receive(envelope.src, name, body, arrays)

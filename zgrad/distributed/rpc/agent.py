@@ -1,13 +1,13 @@
 """The RPC agent of one worker: the mesh, pending calls, the callee pool, timeouts, RRefs.
 
 Threads (``docs/architecture.md``, Threading model): the thread holding the mesh's inbound socket
-(the I/O role's leader, ``transport/role.py``) calls :meth:`RpcAgent._on_message` and runs the
+(the I/O role's leader, ``transport/loop/role.py``) calls :meth:`RpcAgent._on_message` and runs the
 handler itself: a call's target, RRef accounting, completing futures, engine messages. Before a handler blocks in a wait
 the role passes to a standby thread (``blocking_hooks``); one that runs long is taken over, but
 only once it has done what must follow arrival order (:meth:`RpcAgent.allow_takeover`: before a
 call's target runs, a reply completes its future, a fetch is answered or engine work runs). A
 thread that calls ``rpc_sync`` or ``to_here`` sends on its own socket and waits there for the
-reply (``transport/direct.py``): no timer entry, its own deadline. ``rpc_async`` and ``remote``
+reply (``Mesh.call``): no timer entry, its own deadline. ``rpc_async`` and ``remote``
 go through the mesh; their futures are completed where the reply lands and the timer thread fails
 those that run past their timeout. The callee pool runs the engine's background work and, in
 arrival order, the messages that arrived before the agent had started.
@@ -34,7 +34,7 @@ from zgrad.distributed.rpc.device_maps import inverse
 from zgrad.distributed.rpc.env import InitPlan
 from zgrad.distributed.rpc.functions import DeferredResult, deferred_future, is_async_execution
 from zgrad.distributed.rpc.hooks import CallHooks, NoCallHooks
-from zgrad.distributed.rpc.messages import KIND_NAMES, SCHEMAS, VALID_KINDS, Kind, check_meta
+from zgrad.distributed.rpc.messages import KIND_NAMES, REPLY_KINDS, SCHEMAS, VALID_KINDS, Kind, check_meta
 from zgrad.distributed.rpc.pool import CalleePool
 from zgrad.distributed.rpc.remote_errors import error_meta, remote_error_from_meta
 from zgrad.distributed.rpc.rref import OwnerTable, RRef
@@ -70,12 +70,11 @@ class _Pending:
 class DirectCall:
     """A call made by :meth:`RpcAgent.call_direct`, for :meth:`RpcAgent.collect_direct`."""
 
-    __slots__ = ("dst", "what", "meta", "pins", "deadline_s", "request_id", "future", "value", "error", "finished")
+    __slots__ = ("dst", "what", "meta", "pins", "deadline_s", "request_id", "value", "error", "finished")
 
     def __init__(self, dst: int, what: str, meta: dict[str, Any], pins: list, deadline_s: float | None) -> None:
         self.dst, self.what, self.meta, self.pins, self.deadline_s = dst, what, meta, pins, deadline_s
         self.request_id = 0
-        self.future: Future | None = None  # a call too big for the direct path goes through the mesh
         self.value: Any = None
         self.error: BaseException | None = None
         self.finished = False
@@ -107,7 +106,6 @@ class RpcAgent:
         self._names: dict[str, int] = {}
         self._targets: dict[str, tuple[Callable[..., Any], str, bool]] = {}  # name -> (target, description, async)
         self._call_names: dict[tuple[int, Any], tuple[str, str]] = {}  # (dst, func) -> (name, description)
-        self.direct_max_bytes = plan.config.transport.direct_max_kb << 10
         self._infos: list[WorkerInfo] = []
         self.sent = Counter()
         self.received = Counter()
@@ -134,7 +132,7 @@ class RpcAgent:
             on_message=self._on_message, on_peer_lost=self._on_peer_lost,
             valid_kinds=VALID_KINDS, master_addr=plan.master_addr, master_port=plan.master_port,
             on_thread_start=self._bind_io_thread, max_in_handlers=plan.config.rpc.num_worker_threads,
-            on_late_reply=self._release_late_pins,
+            on_late_reply=self._release_late_pins, reply_kinds=REPLY_KINDS,
         )
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -148,7 +146,7 @@ class RpcAgent:
         """A thread of the mesh's I/O role runs calls itself: bind it, and let it hand the role
         on before any future's wait (nested calls and waits never hold up inbound messages)."""
         self._bind_thread()
-        blocking_hooks.enter = self.mesh.hand_off
+        blocking_hooks.enter = self.mesh.role.hand_off
 
     def start(self) -> None:
         """Join the mesh (bounded by ``connect_timeout_s``), then start serving.
@@ -194,7 +192,7 @@ class RpcAgent:
 
     def register_handler(self, kind: int, handler: Handler) -> None:
         """Route messages of ``kind`` to ``handler``, which runs on the thread that received the
-        message (the mesh's I/O leader; see ``transport/role.py``). Messages that arrive before
+        message (the mesh's I/O leader; see ``transport/loop/role.py``). Messages that arrive before
         this agent has started wait for it, every kind in one queue, and run in arrival order
         before any later one (:meth:`_hold_early`). Call before :meth:`start`."""
         self._handlers[kind] = handler
@@ -315,14 +313,10 @@ class RpcAgent:
 
     def call_sync(self, to: Any, func: Callable[..., Any], args: Any = (), kwargs: Any = None, timeout: float = -1) -> Any:
         """Run ``func(*args, **kwargs)`` on worker ``to`` and return its result. Blocks: the calling
-        thread sends on its own socket and waits there (caller-direct; ``transport/direct.py``).
-        A call carrying ``transport.direct_max_kb`` or more of tensor data goes through the mesh
-        instead, where it (and its reply) may travel by same-host single copy."""
+        thread waits for the reply itself (``Mesh.call``, which picks the route)."""
         info = self.worker_info(to)
         timeout_s = self.timeout_s(timeout)
         meta, buffers, what, pins = self._call_message(info.id, func, args, kwargs, timeout_s)
-        if sum(buffer.nbytes for buffer in buffers) >= self.direct_max_bytes:
-            return self.request(info.id, Kind.CALL, meta, buffers, timeout_s, what, pins=pins).wait()
         return self._request_sync(info.id, Kind.CALL, meta, buffers, timeout_s, what, pins)
 
     def _register_sync(self, dst: int, meta: dict[str, Any], what: str) -> int:
@@ -350,15 +344,15 @@ class RpcAgent:
 
     def _request_sync(self, dst: int, kind: int, meta: dict[str, Any], buffers: Any, timeout_s: float, what: str,
                       pins: list | None = None) -> Any:
-        """Send a request on this thread's own socket to ``dst`` and return its decoded reply.
+        """Send a request to ``dst`` and return its decoded reply, read by this thread (``Mesh.call``).
         ``pins``: as for :meth:`request` (the caller's own reference keeps them until the reply)."""
         request_id = self._register_sync(dst, meta, what)
         hooks = blocking_hooks
-        if hooks.enter is not None and not self.mesh.leads():  # a leader hands its role on lazily (direct.py)
+        if hooks.enter is not None and not self.mesh.role.leads():  # a leader hands its role on lazily (Mesh.call)
             hooks.enter()
         try:
             self.sent[kind] += 1
-            envelope = self.mesh.request(dst, kind, request_id, meta, buffers, timeout_s)
+            envelope = self.mesh.call(dst, kind, request_id, meta, buffers, timeout_s)
         except (ZgradTimeoutError, TransportError) as exc:
             if isinstance(exc, ZgradTimeoutError):
                 self._keep_late_pins(request_id, dst, pins)
@@ -372,19 +366,15 @@ class RpcAgent:
 
     def call_direct(self, to: Any, func: Callable[..., Any], args: Any = (), kwargs: Any = None,
                     timeout: float = -1) -> "DirectCall":
-        """Start ``func(*args, **kwargs)`` on worker ``to`` from the calling thread's own socket
-        and return at once; :meth:`collect_direct`, called by the same thread, waits for the
-        results there (no hand-off to the I/O thread either way). A call carrying
-        ``transport.direct_max_kb`` or more of tensor data goes through the mesh, as with
-        :meth:`call_sync`. Raises only for a bad ``to``: a call that could not be sent carries
-        its error to :meth:`collect_direct`."""
+        """Start ``func(*args, **kwargs)`` on worker ``to`` and return at once; :meth:`collect_direct`,
+        called by the same thread, waits for the results there (``Mesh.post`` and ``Mesh.collect``,
+        which pick the route: no hand-off to the I/O thread on this side for a small call).
+        Raises only for a bad ``to``: a call that could not be sent carries its error to
+        :meth:`collect_direct`."""
         info = self.worker_info(to)
         timeout_s = self.timeout_s(timeout)
         meta, buffers, what, pins = self._call_message(info.id, func, args, kwargs, timeout_s)
         call = DirectCall(info.id, what, meta, pins, time.monotonic() + timeout_s if timeout_s > 0 else None)
-        if sum(buffer.nbytes for buffer in buffers) >= self.direct_max_bytes:
-            call.future = self.request(info.id, Kind.CALL, meta, buffers, timeout_s, what, pins=pins)
-            return call
         try:
             call.request_id = self._register_sync(info.id, meta, what)
         except ZgradError as exc:
@@ -392,18 +382,18 @@ class RpcAgent:
             return call
         try:
             self.sent[Kind.CALL] += 1
-            self.mesh.send_direct(info.id, Kind.CALL, call.request_id, meta, buffers)
+            self.mesh.post(info.id, Kind.CALL, call.request_id, meta, buffers)
         except ZgradError as exc:
             self._fail_direct(call, self._sync_error(exc, what, timeout_s))
         return call
 
     def collect_direct(self, calls: "list[DirectCall]") -> list[tuple[Any, BaseException | None]]:
-        """Wait, on the calling thread's own sockets, for the results of ``calls`` (made by this
+        """Wait, on the calling thread, for the results of ``calls`` (made by this
         thread with :meth:`call_direct`: every such call must be collected, by it); return
         ``(value, None)`` or ``(None, error)`` for each, in order. Each ends by its reply, its
         timeout (the late reply is dropped), the loss of its worker, the end of this thread's
         connection to it, or this agent's shutdown."""
-        waiting = {call.request_id: call for call in calls if call.future is None and not call.finished}
+        waiting = {call.request_id: call for call in calls if not call.finished}
         expected: dict[int, set[int]] = {}
         for call in waiting.values():
             expected.setdefault(call.dst, set()).add(call.request_id)
@@ -414,7 +404,7 @@ class RpcAgent:
             while waiting:
                 deadlines = [call.deadline_s for call in waiting.values() if call.deadline_s is not None]
                 wait_s = min(deadlines) - time.monotonic() if deadlines else float("inf")  # one slice at most
-                for envelope in self.mesh.wait_direct(expected, None, max(0.0, wait_s)):
+                for envelope in self.mesh.collect(expected, None, max(0.0, wait_s)):
                     call = waiting.pop(envelope.request_id)
                     try:
                         call.value = self._sync_reply_value(envelope, call.meta.get("context"), call.what)
@@ -426,15 +416,7 @@ class RpcAgent:
         finally:
             if hooks.exit is not None:
                 hooks.exit()
-        results = []
-        for call in calls:
-            if call.future is not None:
-                try:
-                    call.value = call.future.wait()
-                except Exception as exc:  # noqa: BLE001 - the caller's to see
-                    call.error = exc
-            results.append((call.value, call.error))
-        return results
+        return [(call.value, call.error) for call in calls]
 
     def _end_stalled(self, waiting: "dict[int, DirectCall]", expected: dict[int, set[int]]) -> None:
         """End the direct calls that can no longer be answered: their worker was lost, its
@@ -446,7 +428,7 @@ class RpcAgent:
                 error: BaseException = self._unavailable(call.dst, dead)
             elif self._closed:
                 error = ZgradError(f"RPC agent of {self.name!r} shut down before {call.what} completed")
-            elif not self.mesh.direct_open(call.dst):
+            elif not self.mesh.awaits(call.dst, request_id):
                 error = WorkerUnavailableError(f"{call.what} failed: the connection of this call ended")
             elif call.deadline_s is not None and now_s >= call.deadline_s:
                 self._keep_late_pins(request_id, call.dst, call.pins)
@@ -665,7 +647,7 @@ class RpcAgent:
         if arm is not None:
             self._early_runner.arm = None
             arm()
-        self.mesh.allow_takeover()
+        self.mesh.role.allow_takeover()
 
     def _run_handler(self, handler: Handler, envelope: Envelope) -> None:
         try:

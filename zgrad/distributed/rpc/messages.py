@@ -60,6 +60,9 @@ class Kind:
 
 KIND_NAMES = {value: name for name, value in vars(Kind).items() if name.isupper()}
 VALID_KINDS = frozenset(KIND_NAMES)
+# Kinds that only ever answer a request (``Mesh.reply``): the mesh hands such a reply that came
+# over the link to the thread waiting for it (``Mesh.call``, ``Mesh.collect``).
+REPLY_KINDS = frozenset({Kind.RESULT, Kind.ERROR, Kind.GRAD_ACK, Kind.DISCOVER_ACK})
 
 _INT = (int,)
 _OPT_INT = (int, type(None))

@@ -94,9 +94,8 @@ class DistEngine:
 
     def receive(self, src: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = (), reply: Any = None) -> None:
         """Handle one message from ``src`` (the messenger's inbound path, e.g. the I/O thread).
-        ``reply``: the message came from the root's thread waiting on a socket of its own (a
-        GRAD or DISCOVER the root sent, ``Messenger.send_direct``); the task's report answers it
-        there.
+        ``reply``: the message came from the root's waiting thread as a request (a GRAD or
+        DISCOVER the root sent, ``Messenger.post``); the task's report answers it there.
 
         Raises:
             AutogradError: an unknown kind.
@@ -238,7 +237,7 @@ class DistEngine:
             # The waiting thread sends the GRADs and DISCOVERs of its tasks from a socket of its
             # own, and their reports come back there: no hand-off to and from the I/O thread.
             state.direct_thread = threading.get_ident()
-            root_pass.completion.also_wait_for(DirectReplies(state.direct_replies, self.courier.wait_direct))
+            root_pass.completion.also_wait_for(DirectReplies(state.direct_replies, self.courier.collect))
         run = TaskRun(state, self.runner.new_task_id(), label="run from the roots")
         root_pass.tracker.announce(WORK, run.task_id, self.rank)
         if pass_mode.discovers:
@@ -325,7 +324,7 @@ class DistEngine:
             start = Start(state.ctx.context_id, state.pass_id)
             try:
                 if direct:
-                    self.courier.send_direct(dst, start)
+                    self.courier.post(dst, start)
                 else:
                     self.courier.send(dst, start)
             except Exception:  # noqa: BLE001 - it is gone; its state went with it

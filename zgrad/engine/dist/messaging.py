@@ -40,9 +40,10 @@ class Messenger(Protocol):
     def send(self, dst: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = (), reply: Any = None) -> None:
         """Send one message (``reply``: a token the messenger gave with a received message, which
         this one answers on the socket the sender waits on); may raise if ``dst`` is known to be
-        unreachable. A messenger may also offer ``send_direct(dst, kind, body, arrays) -> request
-        id | None`` and ``wait_direct(expected, wake_fd, timeout_s)``: the root's waiting thread
-        then sends its GRADs and receives their reports on a socket of its own."""
+        unreachable. A messenger may also offer ``post(dst, kind, body, arrays) -> request id``
+        and ``collect(expected, wake_fd, timeout_s)``: the root's waiting thread then sends its
+        GRADs as requests and receives their reports itself (on a socket of its own, for all
+        but big gradients)."""
 
     def submit(self, work: Callable[[], None]) -> None:
         """Run ``work()`` soon, where it may take its time: now, on the thread that received the
@@ -82,17 +83,17 @@ class Courier:
 
     @property
     def direct(self) -> bool:
-        """Whether the messenger sends from a waiting thread's own socket (``send_direct``)."""
-        return hasattr(self.messenger, "send_direct")
+        """Whether the messenger lets a waiting thread collect the answers itself (``post``)."""
+        return hasattr(self.messenger, "post")
 
-    def send_direct(self, dst: int, message: Message, arrays: Sequence[Any] = ()) -> int | None:
-        """Send ``message`` from the calling thread's own socket; the id of its answer to wait for
-        with :meth:`wait_direct` (None: it went the usual way).
+    def post(self, dst: int, message: Message, arrays: Sequence[Any] = ()) -> int:
+        """Send ``message`` as a request whose answer comes back to the calling thread; the id to
+        wait for with :meth:`collect`.
 
         Raises:
             Exception: whatever the messenger raises for an unreachable ``dst``.
         """
-        return self.messenger.send_direct(dst, message.KIND, self._outgoing(dst, message), arrays)
+        return self.messenger.post(dst, message.KIND, self._outgoing(dst, message), arrays)
 
     def _outgoing(self, dst: int, message: Message) -> dict[str, Any]:
         """Count ``message``, show it to the recorder, and return its body."""
@@ -102,9 +103,9 @@ class Courier:
             self.recorder.sending(dst, message.KIND, body)
         return body
 
-    def wait_direct(self, expected: dict[int, set[int]], wake_fd: int, timeout_s: float) -> None:
-        """Receive answers to :meth:`send_direct` on this thread (see ``Messenger.wait_direct``)."""
-        self.messenger.wait_direct(expected, wake_fd, timeout_s)
+    def collect(self, expected: dict[int, set[int]], wake_fd: int, timeout_s: float) -> None:
+        """Receive answers to :meth:`post` on this thread (see ``Messenger.collect``)."""
+        self.messenger.collect(expected, wake_fd, timeout_s)
 
     def request(self, dst: int, message: Request, on_answer: AnswerHandler) -> None:
         """Send ``message`` and hand its answer to ``on_answer`` (once). An unreachable ``dst``

@@ -330,8 +330,8 @@ DIRECT_WAIT_S = 0.05  # longest single wait on the root's sockets (the deadline 
 
 class DirectReplies:
     """The reports the root's waiting thread expects on its own sockets (answers to the GRADs it
-    sent with ``send_direct``), and how to wait for them: ``receive(expected, wake_fd,
-    timeout_s)`` receives what arrived (the messenger's ``wait_direct``)."""
+    posted, ``Courier.post``), and how to wait for them: ``receive(expected, wake_fd,
+    timeout_s)`` receives what arrived (the messenger's ``collect``)."""
 
     def __init__(self, expected: dict[int, set[int]], receive: Callable[[dict[int, set[int]], int, float], None]) -> None:
         self.expected = expected

@@ -111,7 +111,8 @@ class TaskRunner:
 
     def start_task(self, state: PassState, dst: int, message: Message, arrays: Sequence[Any] = ()) -> None:
         """Send a message that starts a task of ``state``'s pass on ``dst`` (GRAD, DISCOVER, START):
-        from the root's waiting thread on its own socket, so that the task's report answers there.
+        from the root's waiting thread as a request (``Courier.post``), so that the task's report
+        answers it there.
 
         Raises:
             AutogradError: "cannot reach worker ...": the message could not be sent.
@@ -119,9 +120,7 @@ class TaskRunner:
         state.add_participant(dst)
         try:
             if state.direct_thread is not None and state.direct_thread == threading.get_ident():
-                request_id = self.courier.send_direct(dst, message, arrays)
-                if request_id is not None:
-                    state.direct_replies.setdefault(dst, set()).add(request_id)
+                state.direct_replies.setdefault(dst, set()).add(self.courier.post(dst, message, arrays))
             else:
                 self.courier.send(dst, message, arrays)
         except Exception as exc:  # noqa: BLE001 - the task fails with this

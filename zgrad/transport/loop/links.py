@@ -35,7 +35,7 @@ import zmq
 from zgrad.config import TransportConfig
 from zgrad.transport.frames import Rejected
 from zgrad.transport.liveness import Liveness
-from zgrad.transport.outbox import Outbox
+from zgrad.transport.loop.outbox import Outbox
 from zgrad.transport.security import CurveKeys
 from zgrad.transport.stats import TransportStats
 from zgrad.transport.sockets import MeshSockets, open_dealer, send_frames

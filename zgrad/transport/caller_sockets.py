@@ -1,5 +1,10 @@
 """Caller-direct sockets: a thread that waits for a reply sends its request and waits on its own socket.
 
+"Caller-direct" (``direct`` in config keys and stats: ``direct_max_kb``, ``direct_streams``,
+``direct_requests``) always means this path: the calling thread's own socket to the callee's
+leader and back, no I/O thread on the caller's side. The mesh (``mesh.py``) decides which
+requests take it.
+
 Each thread that makes a synchronous request gets, lazily, one socket per peer. Where the peer
 announced a stream socket (CURVE off, tcp or ipc; ``streams.py``) it is a plain stream connected
 there, whose first message is the caller's id (:data:`DIRECT_ID`: magic, rank, session, a serial
@@ -39,7 +44,7 @@ from zgrad.transport.security import CurveKeys
 from zgrad.transport.sockets import open_dealer, send_frames
 from zgrad.transport.streams import MAX_FRAMES, StreamReader, StreamStalled, connect, send_message, set_timeouts
 
-__all__ = ["DirectCaller", "DIRECT_ID", "DIRECT_MAGIC", "WAIT_SLICE_S"]
+__all__ = ["CallerSockets", "DIRECT_ID", "DIRECT_MAGIC", "WAIT_SLICE_S"]
 
 DIRECT_ID = struct.Struct("!4sIQI")
 DIRECT_MAGIC = b"zgdc"
@@ -82,7 +87,7 @@ class _Direct:
 
 
 class _ThreadSockets(dict):
-    """One thread's sockets, by peer (a dict that a finalizer can watch: see ``DirectCaller._socket``)."""
+    """One thread's sockets, by peer (a dict that a finalizer can watch: see ``CallerSockets._socket``)."""
 
 
 def _forget_thread(caller_ref: Any, owned: list[_Direct]) -> None:
@@ -99,7 +104,7 @@ def _forget_thread(caller_ref: Any, owned: list[_Direct]) -> None:
                 direct.close()
 
 
-class DirectCaller:
+class CallerSockets:
     """The caller-direct sockets of one mesh, per thread and per peer.
 
     Args:
@@ -207,7 +212,7 @@ class DirectCaller:
             return None
         return stream
 
-    def request(self, dst: int, request_id: int, frames: list, deadline_s: float | None) -> Envelope:
+    def call(self, dst: int, request_id: int, frames: list, deadline_s: float | None) -> Envelope:
         """Send ``frames`` (one encoded message) to ``dst`` and return its reply. Blocks.
 
         Args:
@@ -273,11 +278,11 @@ class DirectCaller:
                     # zmq_poll itself: Socket.poll builds a Poller per call
                     elif zmq.zmq_poll([(sock, _POLLOUT)], wait_ms):
                         continue
-            self._between_slices(dst, deadline_s)
+            self.check_waiting(dst, deadline_s)
 
-    def _between_slices(self, dst: int, deadline_s: float | None) -> None:
-        """A wait slice passed without the reply: raise if the peer was lost, the mesh closed or
-        the deadline passed."""
+    def check_waiting(self, dst: int, deadline_s: float | None) -> None:
+        """A wait slice passed without the reply to a request to ``dst``: raise if the peer was
+        lost, the mesh closed or the deadline passed (also for a reply routed from the link)."""
         reason = self._dead_reason(dst)
         if reason is not None:
             raise WorkerUnavailableError(f"{self._describe(dst)} is unavailable: {reason}")
@@ -288,7 +293,7 @@ class DirectCaller:
 
     def _stream_request(self, direct: _Direct, dst: int, request_id: int, frames: list,
                         deadline_s: float | None) -> Envelope:
-        """:meth:`request` on a stream: the same waits and errors."""
+        """:meth:`call` on a stream: the same waits and errors."""
         request_ids = (request_id,)
         with direct.lock:
             if direct.closed:
@@ -318,7 +323,7 @@ class DirectCaller:
                     replies = self._stream_replies(direct, dst, request_ids, 0)
                     if replies:
                         return replies[0]
-            self._between_slices(dst, deadline_s)
+            self.check_waiting(dst, deadline_s)
 
     def _stream_send(self, direct: _Direct, dst: int, frames: list, deadline_s: float | None) -> None:
         """Write one request on ``direct``'s stream (its lock held), whole or not at all usable."""
@@ -378,9 +383,9 @@ class DirectCaller:
         with self._lock:
             return sum(counts[1] for counts in self._counts)
 
-    def send(self, dst: int, frames: list, timeout_s: float) -> None:
+    def post(self, dst: int, frames: list, timeout_s: float) -> None:
         """Send ``frames`` on the calling thread's socket to ``dst`` and return at once: the
-        answer comes back to that socket (:meth:`wait_replies`). Waits only while the socket
+        answer comes back to that socket (:meth:`collect`). Waits only while the socket
         is not connected yet, at most ``timeout_s``.
 
         Raises:
@@ -410,9 +415,9 @@ class DirectCaller:
             if time.monotonic() >= deadline_s:
                 raise ZgradTimeoutError(f"could not send to {self._describe(dst)} in time")
 
-    def wait_replies(self, expected: dict[int, set[int]], wake_fd: int | None, timeout_s: float) -> list[Envelope]:
+    def collect(self, expected: dict[int, set[int]], wake_fds: list[int], timeout_s: float) -> list[Envelope]:
         """Wait on the calling thread's sockets to the peers in ``expected`` (rank -> request ids
-        sent with :meth:`send`) and on ``wake_fd`` (if any), at most ``timeout_s`` (and one slice); return
+        sent with :meth:`post`) and on ``wake_fds``, at most ``timeout_s`` (and one slice); return
         the replies to those requests that arrived (their ids are removed from ``expected``).
         A reply to another request is dropped and counted (``late_replies``). A stream the peer
         closed is dropped and logged, not raised (the peer's loss reaches the waiter's pass
@@ -420,15 +425,14 @@ class DirectCaller:
         mine = getattr(self._local, "sockets", None) or {}
         directs = [(dst, mine[dst]) for dst in sorted(expected) if dst in mine and not mine[dst].closed]
         items: list = [(direct.handle, _POLLIN) for _, direct in directs]
-        if wake_fd is not None:
-            items.append((wake_fd, _POLLIN))
+        items.extend((fd, _POLLIN) for fd in wake_fds)
         wait_ms = int(min(max(timeout_s, 0.0), WAIT_SLICE_S) * 1000) + 1
         replies: list[Envelope] = []
         locks = [direct.lock for _, direct in directs]
         for lock in locks:
             lock.acquire()
         try:
-            if any(direct.closed for _, direct in directs):  # the mesh closed: only the wake fd is left
+            if any(direct.closed for _, direct in directs):  # the mesh closed: only the wake fds are left
                 items = items[len(directs):]
                 directs = []
             events = zmq.zmq_poll(items, wait_ms)

@@ -1,4 +1,13 @@
-"""The I/O thread of one mesh: the only code that touches its sockets once it runs.
+"""The I/O loop of one mesh: the turns of the I/O role's leader (``role.py``).
+
+Once the loop runs, the leader is the only thread that polls, reads, accepts, connects or closes
+the mesh's sockets: the inbound ROUTER, the ZAP handler, the peers' DEALERs, the stream listener
+and every stream connection. Other threads write, never read, and only where a lock makes the
+write theirs for a moment: a stream link (``links.py``, ``PeerLinks.write``: its lock, when
+nothing waits for that peer), the reply on a caller-direct stream connection (``stream_inbound.py``,
+``StreamConnection.reply``: the connection's lock), the inproc wake-up socket (``outbox.py``: its
+lock), and a handler that sends on the leader's sockets holds the role's lock (``role.py``). The
+calling threads' own caller-direct sockets are theirs (``caller_sockets.py``), not the loop's.
 
 Each turn polls, with a timeout and never spinning, the inbound ROUTER (which also carries the
 wake-ups, see ``sockets.py``), the ZAP handler with CURVE, the stream listener and its
@@ -34,18 +43,19 @@ from zmq.utils.monitor import recv_monitor_message
 from zgrad.errors import TransportError
 from zgrad.transport import frames as fr
 from zgrad.transport.cma import CMA_KINDS, CmaPeers, TicketTable
-from zgrad.transport.direct import DIRECT_ID, DIRECT_MAGIC
+from zgrad.transport.caller_sockets import DIRECT_ID, DIRECT_MAGIC
 from zgrad.transport.envelope import Envelope, WorkerEntry
-from zgrad.transport.links import PeerLinks
+from zgrad.transport.link_replies import LinkReplies
+from zgrad.transport.loop.links import PeerLinks
 from zgrad.transport.liveness import Liveness
-from zgrad.transport.outbox import Outbox
+from zgrad.transport.loop.outbox import Outbox
 from zgrad.transport.pool import BufferPool
 from zgrad.transport.rendezvous import Rendezvous
-from zgrad.transport.role import IoRole
+from zgrad.transport.loop.role import IoRole
 from zgrad.transport.security import CurveKeys, ZapHandler
 from zgrad.transport.sockets import MeshSockets, send_frames
 from zgrad.transport.stats import TransportStats
-from zgrad.transport.stream_inbound import StreamConnection, StreamInbound
+from zgrad.transport.loop.stream_inbound import StreamConnection, StreamInbound
 from zgrad.transport.streams import MAX_FRAMES
 
 __all__ = ["IoLoop", "ROUTING_ID", "routing_id"]
@@ -94,6 +104,7 @@ class IoLoop:
         defer_cma_reads: bool = False,
         on_thread_start: Callable[[], None] | None = None,
         max_in_handlers: int = 16,
+        link_replies: LinkReplies | None = None,
     ):
         transport = config.transport
         self._defer_cma_reads = defer_cma_reads
@@ -105,6 +116,7 @@ class IoLoop:
         self._keys = keys
         self._valid_kinds = valid_kinds
         self._on_message = on_message
+        self._link_replies = link_replies if link_replies is not None else LinkReplies(frozenset())
         self._on_peer_lost = on_peer_lost
         self._outbox = outbox
         self._stats = stats
@@ -504,7 +516,11 @@ class IoLoop:
 
     def _deliver(self, envelope: Envelope) -> None:
         """Run ``on_message`` on this thread, the leader, which may be taken over meanwhile:
-        afterwards, the caller leaves the loop unless ``role.leads()``."""
+        afterwards, the caller leaves the loop unless ``role.leads()``. A reply awaited by a
+        thread of this worker (``link_replies.py``) goes to that thread instead."""
+        replies = self._link_replies
+        if envelope.kind in replies.kinds and envelope.reply_to is None and replies.deliver(envelope):
+            return  # the reply to a request that went over the link: its thread waits for it
         role = self.role
         role.begin_handler(time.monotonic())
         try:

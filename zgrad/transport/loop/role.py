@@ -40,7 +40,7 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["IoRole"]
+__all__ = ["IoRole", "MeshRole"]
 
 # How long the watcher keeps looking after the last handler, before it sleeps until woken.
 _WATCH_IDLE_S = 1.0
@@ -276,3 +276,40 @@ class IoRole:
     def is_role_thread(self) -> bool:
         """Whether the calling thread is one of the role's."""
         return threading.current_thread() in self._threads
+
+
+class MeshRole:
+    """The I/O role as the layer above sees it (``Mesh.role``): whether the calling thread
+    leads, and the two things a handler tells the role. Not about sending: the mesh's verbs
+    are ``send``, ``call``, ``post``/``collect`` and ``reply``. Every method is thread-safe
+    and a no-op (or False) before the mesh started."""
+
+    __slots__ = ("_role",)
+
+    def __init__(self) -> None:
+        self._role: IoRole | None = None
+
+    def bind(self, role: IoRole) -> None:
+        """Act on ``role`` from now on (the mesh, when it starts its loop)."""
+        self._role = role
+
+    def leads(self) -> bool:
+        """Whether the calling thread holds the I/O role now (it is running ``on_message``)."""
+        role = self._role
+        return role is not None and role.leader == threading.get_ident()
+
+    def hand_off(self) -> None:
+        """Called by a thread about to block: if it is the I/O role's leader (running a handler),
+        a standby takes the role now, so that inbound messages do not wait for it."""
+        role = self._role
+        if role is not None:
+            role.hand_off()
+
+    def allow_takeover(self) -> None:
+        """Called by ``on_message`` once what it must do in arrival order is done: from then on,
+        if it runs past ``transport.inline_budget_ms`` (counted from its start), a standby thread
+        takes the I/O role over and handles the next messages while it goes on, so what it does
+        afterwards is not ordered with them. No-op outside ``on_message``."""
+        role = self._role
+        if role is not None:
+            role.allow_takeover()
