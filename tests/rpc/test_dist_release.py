@@ -183,7 +183,7 @@ def held_before_start(name, count):
     from zgrad.distributed.rpc.state import agent_named
 
     agent = agent_named(name)
-    return poll(lambda: len(agent._early or ()), lambda n: n >= count) >= count
+    return poll(lambda: len(agent.callee._early or ()), lambda n: n >= count) >= count
 
 
 def test_messages_that_arrive_before_start_run_in_arrival_order(monkeypatch):

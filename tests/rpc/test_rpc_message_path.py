@@ -425,7 +425,7 @@ def test_a_remote_whose_owner_is_slow_to_register_the_fork_is_still_freed_by_the
     # it on the link. The owner's thread may be descheduled before the registration (a sleep of ten
     # inline budgets stands for it): the DELETE must still be handled after it, else it finds no
     # fork, is dropped, and the value is never freed.
-    from zgrad.distributed.rpc.rref import OwnerTable
+    from zgrad.distributed.rpc.rref_context import OwnerTable
 
     register = OwnerTable.add_fork
 
@@ -487,11 +487,11 @@ def test_a_peer_lost_while_its_messages_wait_in_the_early_queue_is_lost_after_th
     # that peer's messages still waiting there: else rank 0's SHUTDOWN_GO, queued while the
     # queue's runner is descheduled, is overtaken by the goodbye that follows it, and worker1's
     # shutdown says rank 0 died before releasing the barrier.
-    from zgrad.distributed.rpc.agent import RpcAgent
+    from zgrad.distributed.rpc.callee import Callee
     from zgrad.distributed.rpc.messages import Kind
     from zgrad.distributed.rpc.pool import CalleePool
 
-    start_pool, run_handler = CalleePool.start, RpcAgent._run_handler
+    start_pool, run_handler = CalleePool.start, Callee._run_handler
 
     def late_start(self):
         if "worker1" in self._name:  # worker1's agent starts late: rank 0's call waits in its queue
@@ -500,11 +500,11 @@ def test_a_peer_lost_while_its_messages_wait_in_the_early_queue_is_lost_after_th
 
     def descheduled_after_a_call(self, handler, envelope):
         run_handler(self, handler, envelope)
-        if self.rank == 1 and envelope.kind == Kind.CALL:  # the queue's runner, descheduled after answering
+        if self.name == "worker1" and envelope.kind == Kind.CALL:  # the queue's runner, descheduled after answering
             time.sleep(0.5)
 
     monkeypatch.setattr(CalleePool, "start", late_start)
-    monkeypatch.setattr(RpcAgent, "_run_handler", descheduled_after_a_call)
+    monkeypatch.setattr(Callee, "_run_handler", descheduled_after_a_call)
     results = run_workers(2, make_config(transport, 2, tmp_path), lambda rank: rpc.rpc_sync("worker1", T.add, args=(1, 2))
                           if rank == 0 else None)
     assert results == [3, None]

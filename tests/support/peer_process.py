@@ -6,7 +6,7 @@ Joins the tcp mesh whose rank 0 listens on 127.0.0.1:MASTER_PORT with short hear
 optional JSON object overrides ``[transport]`` keys, e.g. ``{"kind": "ipc", "ipc_dir": ...}``),
 prints READY, echoes every message of kind 1 back to its sender, answers kind 2 with its
 ``mesh.stats()`` as metadata, and exits when rank 0 goes or after 60 s at the latest. Its
-handler never calls ``mesh.allow_takeover()``, so it is never taken over: the echoes leave in
+handler never calls ``mesh.role.allow_takeover()``, so it is never taken over: the echoes leave in
 the order the messages arrived (docs/transport.md, Order).
 """
 

@@ -47,9 +47,9 @@ def create_mesh(
             the I/O role's leader (see ``role.py``), one message at a time in arrival order (each
             peer's messages in the order sent): the next message waits until this call returns
             or its thread loses the role. It may run a call itself; once what must happen in
-            arrival order is done it calls :meth:`Mesh.allow_takeover`, after which a standby
+            arrival order is done it calls ``mesh.role.allow_takeover()``, after which a standby
             thread takes the role over if it runs past ``transport.inline_budget_ms``; before
-            it blocks it calls :meth:`Mesh.hand_off`. May be called before :meth:`Mesh.start`
+            it blocks it calls ``mesh.role.hand_off()``. May be called before :meth:`Mesh.start`
             returns, as soon as this worker has the worker table. Exceptions are logged and
             counted, not raised.
         on_peer_lost: called on the I/O thread with ``(rank, reason)`` once per peer that died,

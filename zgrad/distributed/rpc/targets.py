@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable
 
 from zgrad.errors import ZgradError
 
-__all__ = ["TargetError", "target_name", "resolve_target", "ALWAYS_ALLOWED", "ZGRAD_ENTRY_POINTS"]
+__all__ = ["TargetError", "target_name", "resolve_target", "name_resolver", "NAMES_REMEMBERED", "ALWAYS_ALLOWED", "ZGRAD_ENTRY_POINTS"]
 
 ALWAYS_ALLOWED = ("__main__", "zgrad.ops", "zgrad.creation", "zgrad.nn", "zgrad.optim")
 # The module name a script has in a child started by multiprocessing's spawn or forkserver.
@@ -50,6 +50,8 @@ ZGRAD_ENTRY_POINTS = frozenset({
     "zgrad.distributed.autograd.graph_view:describe_graph",
 })
 MAX_TARGET_LENGTH = 512
+# Names remembered per worker, resolved or to call (a peer naming ever new ones must not grow memory).
+NAMES_REMEMBERED = 4096
 
 
 class TargetError(ZgradError):
@@ -152,3 +154,14 @@ def resolve_target(name: Any, allowed_modules: Iterable[str], worker: str, what:
             f"{defined_in!r}, not in {module_name!r}; only callables defined in an allowed module resolve"
         )
     return obj
+
+
+def name_resolver(allowed_modules: Iterable[str], worker: str) -> Callable[[Any, str], Callable[..., Any]]:
+    """``resolve(name, what)``: :func:`resolve_target` under one worker's allow-list (what the
+    codec takes to rebuild functions and classes, and a callee to find a call's target)."""
+    allowed = tuple(allowed_modules)
+
+    def resolve(name: Any, what: str) -> Callable[..., Any]:
+        return resolve_target(name, allowed, worker, what)
+
+    return resolve
