@@ -6,6 +6,9 @@ Importing zgrad opens no socket, starts no thread and compiles nothing; Numba ke
 
 import numpy as _np
 
+# First: these bind Tensor's op-backed methods (operators, math, layout, to, in-place updates)
+# onto zgrad.tensor.Tensor, before any other module of zgrad can hold a tensor.
+from zgrad import tensor_inplace, tensor_math  # noqa: F401
 from zgrad import accelerator, autograd, cuda, distributions, futures, nn, optim
 from zgrad import utils
 from zgrad.creation import (

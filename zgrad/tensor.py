@@ -4,28 +4,28 @@ A tensor wraps an array (a numpy array on CPU) and, when it requires grad, eithe
 (gradients accumulate into ``.grad``) or has a ``grad_fn``: the backward node of the op that made
 it. Tensors hash by identity, so they can be dictionary keys (``get_gradients`` relies on it).
 
-This module holds what a tensor is (attributes, conversions, autograd); the math and layout
-methods come from :class:`~zgrad.tensor_math.TensorMath` and the in-place ones from
-:class:`~zgrad.tensor_inplace.TensorInplace`.
+This module holds what a tensor is (storage, attributes, conversions to Python and numpy,
+autograd) and knows no op. The methods that run ops (operators, math, layout, ``to``, in-place
+updates) are defined over the ops by :mod:`zgrad.tensor_math` and :mod:`zgrad.tensor_inplace`,
+which bind them onto :class:`Tensor` with :func:`tensor_methods` when ``zgrad`` is imported: the
+ops make tensors, so they come after this module, and the methods after the ops.
 """
 
 from __future__ import annotations
 
+from types import FunctionType
 from typing import Any, Callable
 
 import numpy as np
 
-from zgrad.autograd.function import gradient_edge
-from zgrad.device import CPU, Device, as_device, check_supported
-from zgrad.engine.graph import AccumulateGrad, InputMetadata
+from zgrad.device import CPU, Device, as_device
+from zgrad.engine.graph import AccumulateGrad, Edge, InputMetadata
 from zgrad.engine.graph_task import run_backward
 from zgrad.engine.versions import mark_leaf_memory
 from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch
-from zgrad.tensor_inplace import TensorInplace
-from zgrad.tensor_math import TensorMath
 
-__all__ = ["Tensor", "RemovableHandle", "parse_to_args"]
+__all__ = ["Tensor", "RemovableHandle", "parse_to_args", "gradient_edge", "tensor_methods"]
 
 # dtypes a tensor's repr leaves out, as PyTorch leaves out its defaults
 _REPR_DEFAULT_DTYPES = (np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_))
@@ -68,7 +68,7 @@ def parse_to_args(*args: Any, device: Any = None, dtype: Any = None,
     return (None if device is None else as_device(device)), (None if dtype is None else np.dtype(dtype))
 
 
-class Tensor(TensorMath, TensorInplace):
+class Tensor:
     """An n-d array that can record the operations applied to it for automatic differentiation.
 
     Create tensors with :func:`zgrad.tensor`, :func:`zgrad.zeros`, :func:`zgrad.from_numpy` and
@@ -244,62 +244,6 @@ class Tensor(TensorMath, TensorInplace):
         """A tensor sharing this one's memory that does not require grad and has no history."""
         return Tensor(self._data)
 
-    def clone(self) -> "Tensor":
-        return _ops.clone(self)
-
-    def contiguous(self) -> "Tensor":
-        """Self if its memory is C-contiguous, else a differentiable contiguous copy."""
-        return self if self._data.flags.c_contiguous else _ops.clone(self)
-
-    def to(self, *args: Any, copy: bool = False, **kwargs: Any) -> "Tensor":
-        """This tensor in another dtype or on another device: ``to(dtype)``, ``to(device)``,
-        ``to(device, dtype)``, ``to(other)``; self when nothing changes (unless ``copy``).
-        A dtype change is differentiable.
-
-        A device change copies (blocking until a copy to the host has arrived) and is
-        differentiable: the gradient flows back to this tensor's device.
-
-        Raises:
-            ZgradError: a CUDA device where none can be used (the message names the simulator).
-        """
-        device, dtype = parse_to_args(*args, **kwargs)
-        result = self
-        if device is not None and device != self.device:
-            result = _ops.to_device(self, check_supported(device).type)
-        if dtype is not None and dtype != self.dtype:
-            return _ops.cast(result, dtype)
-        return _ops.clone(result) if copy and result is self else result
-
-    def cpu(self) -> "Tensor":
-        """This tensor on the host: self on CPU, else a copy."""
-        return self.to("cpu")
-
-    def cuda(self, device: Any = None) -> "Tensor":
-        """This tensor on a CUDA device (``device``: an index, "cuda:N" or None for the current).
-
-        Raises:
-            ZgradError: no CUDA device can be used here.
-        """
-        return self.to("cuda" if device is None else device if isinstance(device, str) else f"cuda:{int(device)}")
-
-    def type_as(self, other: "Tensor") -> "Tensor":
-        return self.to(other.dtype)
-
-    def float(self) -> "Tensor":
-        return self.to(np.float32)
-
-    def double(self) -> "Tensor":
-        return self.to(np.float64)
-
-    def long(self) -> "Tensor":
-        return self.to(np.int64)
-
-    def int(self) -> "Tensor":
-        return self.to(np.int32)
-
-    def bool(self) -> "Tensor":
-        return self.to(np.bool_)
-
     def __dlpack__(self, **kwargs: Any) -> Any:
         """A DLPack capsule of the tensor's data, without a copy (a CUDA tensor's on a GPU; the
         CUDA simulator has none).
@@ -421,4 +365,28 @@ class Tensor(TensorMath, TensorInplace):
         return f"tensor({body}{extra})"
 
 
-from zgrad import ops as _ops  # noqa: E402  (ops need Tensor defined first)
+def gradient_edge(tensor: Tensor) -> Edge:
+    """The edge a gradient for ``tensor`` flows along: its grad_fn, or its leaf accumulator."""
+    if tensor.grad_fn is not None:
+        return Edge(tensor.grad_fn, tensor._output_nr)
+    return Edge(tensor._grad_accumulator(), 0)
+
+
+def tensor_methods(namespace: type) -> type:
+    """Class decorator that makes the functions and properties defined in the body of
+    ``namespace`` attributes of :class:`Tensor`, as if they were written in its class body: the
+    same objects (a call costs what it would there), named ``Tensor.<name>`` in tracebacks and
+    error messages. ``namespace`` is a plain holder, never instantiated.
+
+    Raises:
+        TypeError: a name :class:`Tensor` already defines (each method has one definition).
+    """
+    for name, value in vars(namespace).items():
+        if isinstance(value, (FunctionType, property)):
+            if name in vars(Tensor):
+                raise TypeError(f"Tensor.{name} is defined twice: in {namespace.__module__}.{namespace.__qualname__} "
+                                f"and before it; keep one definition")
+            function = value.fget if isinstance(value, property) else value
+            function.__qualname__ = f"Tensor.{function.__name__}"
+            setattr(Tensor, name, value)
+    return namespace

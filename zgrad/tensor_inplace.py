@@ -22,12 +22,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-import zgrad
+from zgrad import ops
 from zgrad.engine.grad_mode import is_grad_enabled
 from zgrad.engine.versions import bump, leaf_owning
-from zgrad.errors import AutogradError
+from zgrad.errors import AutogradError, ZgradError
 from zgrad.kernels import dispatch, dispatch_index, dispatch_pointwise
+from zgrad.ops import _args, elementwise, indexing
 from zgrad.random import default_generator
+from zgrad.tensor import Tensor, tensor_methods
 
 __all__ = ["TensorInplace", "LEAF_INPLACE_ERROR", "VIEW_OF_LEAF_INPLACE_ERROR"]
 
@@ -41,25 +43,17 @@ VIEW_OF_LEAF_INPLACE_ERROR = ("a view of a leaf Variable that requires grad is b
 _FLOAT_INTEGER_DIGITS = {np.dtype(np.float16): 11, np.dtype(np.float32): 24, np.dtype(np.float64): 53}
 
 
-def _tensor(*args: Any, **kwargs: Any) -> Any:
-    """A new ``zgrad.Tensor`` (imported on use: zgrad.tensor imports this module)."""
-    from zgrad.tensor import Tensor
-
-    return Tensor(*args, **kwargs)
-
-
 def _array(x: Any) -> Any:
-    return x._data if isinstance(x, TensorInplace) else x
+    return x._data if isinstance(x, Tensor) else x
 
 
 def _requires_grad(x: Any) -> bool:
-    return isinstance(x, TensorInplace) and x._requires_grad
+    return isinstance(x, Tensor) and x._requires_grad
 
 
+@tensor_methods
 class TensorInplace:
-    """Mixin of :class:`zgrad.Tensor`: the in-place methods."""
-
-    __slots__ = ()
+    """The in-place methods of :class:`zgrad.Tensor` (bound onto it; never instantiated)."""
 
     # --- the machinery --------------------------------------------------------------------------
 
@@ -88,8 +82,8 @@ class TensorInplace:
         for a in arrays:
             other_shape = getattr(a, "shape", ())
             if other_shape != shape and dispatch.broadcast_shape(shape, other_shape) != shape:
-                raise zgrad.ZgradError(f"output with shape {list(shape)} doesn't match the broadcast shape "
-                                       f"{list(dispatch.broadcast_shape(shape, other_shape))}")
+                raise ZgradError(f"output with shape {list(shape)} doesn't match the broadcast shape "
+                                 f"{list(dispatch.broadcast_shape(shape, other_shape))}")
 
     def _check_operands(self, *others: Any, true_division: bool = False) -> None:
         """PyTorch's checks of an in-place arithmetic op: the operands broadcast to self's shape,
@@ -106,7 +100,7 @@ class TensorInplace:
         if true_division:
             result = dispatch.float_dtype(result)
         if not np.can_cast(result, self.dtype, casting="same_kind"):
-            raise zgrad.ZgradError(f"result type {result} can't be cast to the desired output type {self.dtype}")
+            raise ZgradError(f"result type {result} can't be cast to the desired output type {self.dtype}")
 
     def _inplace(self, write: Callable[[], Any], record: Callable[[Any], Any], *others: Any) -> Any:
         """Run ``write()`` on self's memory, or, when the op must be recorded, adopt ``record(old)``:
@@ -115,11 +109,11 @@ class TensorInplace:
             write()
             bump(self._data)
             return self
-        old = _tensor(dispatch.cast(self._data, self.dtype), self._requires_grad, _grad_fn=self.grad_fn,
-                      _output_nr=self._output_nr)
+        old = Tensor(dispatch.cast(self._data, self.dtype), self._requires_grad, _grad_fn=self.grad_fn,
+                     _output_nr=self._output_nr)
         result = record(old)
         if result.shape != self.shape:
-            raise zgrad.ZgradError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(result.shape)}")
+            raise ZgradError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(result.shape)}")
         dispatch_pointwise.write(self._data, result._data)
         bump(self._data)
         self.grad_fn, self._output_nr, self._requires_grad = result.grad_fn, result._output_nr, result._requires_grad
@@ -135,14 +129,14 @@ class TensorInplace:
         device = dispatch.device_type_of(self._data)
         fresh = dispatch.empty(self.shape, self.dtype, device)
         fill(fresh)
-        new, true = _tensor(fresh), _tensor(dispatch.full((), True, np.bool_, device))
-        return self._inplace(lambda: None, lambda old: zgrad.ops.where(true, new, old))
+        new, true = Tensor(fresh), Tensor(dispatch.full((), True, np.bool_, device))
+        return self._inplace(lambda: None, lambda old: ops.where(true, new, old))
 
     # --- fills and copies -----------------------------------------------------------------------
 
     def fill_(self, value: Any) -> Any:
         """Set every element to ``value`` (a number or a one-element tensor)."""
-        value = zgrad.ops._args.scalar_arg(value, "fill_")
+        value = _args.scalar_arg(value, "fill_")
         return self._overwrite(lambda a: dispatch_pointwise.write(a, value))
 
     def zero_(self) -> Any:
@@ -154,7 +148,7 @@ class TensorInplace:
         self._check_shapes([_array(src)])
         return self._inplace(
             lambda: dispatch_pointwise.write(self._data, _array(src)),
-            lambda old: zgrad.ops.expand(src.to(self.dtype), self.shape), src)
+            lambda old: ops.expand(src.to(self.dtype), self.shape), src)
 
     def uniform_(self, a: float = 0.0, b: float = 1.0) -> Any:
         """Fill with samples of U[a, b) from the default generator (see ``zgrad.manual_seed``)."""
@@ -187,33 +181,33 @@ class TensorInplace:
     def scatter_(self, dim: int, index: Any, src: Any = None, *, value: Any = None) -> Any:
         """self[..., index[..., j, ...], ...] = src[..., j, ...] along ``dim`` (or ``value`` everywhere
         ``index`` points); ``scatter_(dim, index, 2.0)`` passes a number as ``src``."""
-        src = zgrad.ops.indexing.scatter_source(src, value)
-        index_array = zgrad.ops._args.index_arg(index, "scatter_")
+        src = indexing.scatter_source(src, value)
+        index_array = _args.index_arg(index, "scatter_")
         return self._inplace(
             lambda: dispatch_index.scatter(self._data, dim, index_array, _array(src)),
-            lambda old: zgrad.ops.scatter(old, dim, index, src), src)
+            lambda old: ops.scatter(old, dim, index, src), src)
 
     def masked_fill_(self, mask: Any, value: Any) -> Any:
         """Set the elements where ``mask`` (a bool tensor broadcast to self) is True to ``value``."""
-        mask_array = zgrad.ops.indexing.mask_arg(mask, "masked_fill_")
+        mask_array = indexing.mask_arg(mask, "masked_fill_")
         self._check_shapes([mask_array])
         return self._inplace(
             lambda: dispatch_index.masked_fill_(self._data, mask_array, _array(value)),
-            lambda old: zgrad.ops.masked_fill(old, mask, value), value)
+            lambda old: ops.masked_fill(old, mask, value), value)
 
     def __setitem__(self, index: Any, value: Any) -> None:
         """``x[index] = value`` (basic, integer-array or mask indexing; ``value`` a number or a
         tensor broadcast to ``x[index]``), differentiable with respect to ``x`` and ``value``."""
-        key = zgrad.ops._args.index_key(index)
+        key = _args.index_key(index)
         self._inplace(lambda: self._data.__setitem__(key, _array(value)),
-                      lambda old: zgrad.ops.indexing.index_put(old, key, value), value)
+                      lambda old: indexing.index_put(old, key, value), value)
 
     # --- arithmetic -----------------------------------------------------------------------------
 
     def _binary_(self, op: str, other: Any) -> Any:
         self._check_operands(other, true_division=op == "div")
         return self._inplace(lambda: dispatch_pointwise.inplace_binary(op, self._data, _array(other)),
-                             lambda old: getattr(zgrad.ops, op)(old, other), other)
+                             lambda old: getattr(ops, op)(old, other), other)
 
     def add_(self, other: Any, *, alpha: float = 1) -> Any:
         """self += alpha * other."""
@@ -221,7 +215,7 @@ class TensorInplace:
             return self._binary_("add", other)
         self._check_operands(other)
         return self._inplace(lambda: dispatch_pointwise.add_scaled_(self._data, _array(other), alpha),
-                             lambda old: zgrad.ops.add(old, zgrad.ops.mul(other, alpha)), other)
+                             lambda old: ops.add(old, ops.mul(other, alpha)), other)
 
     def sub_(self, other: Any, *, alpha: float = 1) -> Any:
         """self -= alpha * other."""
@@ -238,27 +232,27 @@ class TensorInplace:
         self._check_operands(tensor1, tensor2)
         return self._inplace(
             lambda: dispatch_pointwise.addcmul_(self._data, _array(tensor1), _array(tensor2), value),
-            lambda old: zgrad.ops.add(old, zgrad.ops.mul(zgrad.ops.mul(tensor1, tensor2), value)), tensor1, tensor2)
+            lambda old: ops.add(old, ops.mul(ops.mul(tensor1, tensor2), value)), tensor1, tensor2)
 
     def addcdiv_(self, tensor1: Any, tensor2: Any, *, value: float = 1) -> Any:
         """self += value * tensor1 / tensor2."""
         self._check_operands(tensor1, tensor2, true_division=True)
         return self._inplace(
             lambda: dispatch_pointwise.addcdiv_(self._data, _array(tensor1), _array(tensor2), value),
-            lambda old: zgrad.ops.add(old, zgrad.ops.mul(zgrad.ops.div(tensor1, tensor2), value)), tensor1, tensor2)
+            lambda old: ops.add(old, ops.mul(ops.div(tensor1, tensor2), value)), tensor1, tensor2)
 
     def clamp_(self, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - torch's argument names
         """Clamp every element into [min, max] in place."""
-        low, high = zgrad.ops.elementwise.clamp_bounds(min, max)
+        low, high = elementwise.clamp_bounds(min, max)
         return self._inplace(lambda: dispatch_pointwise.clamp(self._data, low, high, out=self._data),
-                             lambda old: zgrad.ops.clamp(old, low, high))
+                             lambda old: ops.clamp(old, low, high))
 
     clip_ = clamp_
 
     def relu_(self) -> Any:
         """max(self, 0) in place (what ``nn.ReLU(inplace=True)`` runs)."""
         return self._inplace(lambda: dispatch_pointwise.unary_inplace("relu", self._data),
-                             lambda old: zgrad.ops.relu(old))
+                             lambda old: ops.relu(old))
 
     def __iadd__(self, other: Any) -> Any:
         return self.add_(other)

@@ -1,8 +1,11 @@
-"""The math, comparison and layout methods and operators of :class:`zgrad.Tensor`.
+"""The math, comparison and layout methods and operators of :class:`zgrad.Tensor`, and its
+copies and conversions (``clone``, ``contiguous``, ``to``, ``cpu``, ``float``, ...).
 
-Each one is the ``zgrad.ops`` function of the same name applied to the tensor, so a method and
-its function can never disagree. ``zgrad.ops`` is looked up at call time: its modules need
-``Tensor`` defined first.
+Each math, comparison and layout method is the ``zgrad.ops`` function of the same name applied
+to the tensor, so a method and its function can never disagree. The ops make tensors, so
+``zgrad.tensor`` comes before them and these methods after them:
+:func:`~zgrad.tensor.tensor_methods` binds them onto ``Tensor`` when this module is imported
+(``zgrad/__init__.py`` imports it first).
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ from typing import Any
 
 import numpy as np
 
-import zgrad
+from zgrad import ops
+from zgrad.device import check_supported
+from zgrad.tensor import Tensor, parse_to_args, tensor_methods
 
 __all__ = ["TensorMath"]
 
@@ -33,285 +38,343 @@ def _bool_operand(operator: str, x: Any) -> Any:
                     f"implemented); got {getattr(x, 'dtype', type(x).__name__)}")
 
 
+@tensor_methods
 class TensorMath:
-    """Mixin of :class:`zgrad.Tensor`: operators and out-of-place methods."""
-
-    __slots__ = ()
+    """The operators and out-of-place methods of :class:`zgrad.Tensor` (bound onto it; never
+    instantiated)."""
 
     # --- arithmetic operators -------------------------------------------------------------------
 
     def __add__(self, other: Any) -> Any:
-        return zgrad.ops.add(self, other)
+        return ops.add(self, other)
 
     def __radd__(self, other: Any) -> Any:
-        return zgrad.ops.add(other, self)
+        return ops.add(other, self)
 
     def __sub__(self, other: Any) -> Any:
-        return zgrad.ops.sub(self, other)
+        return ops.sub(self, other)
 
     def __rsub__(self, other: Any) -> Any:
-        return zgrad.ops.sub(other, self)
+        return ops.sub(other, self)
 
     def __mul__(self, other: Any) -> Any:
-        return zgrad.ops.mul(self, other)
+        return ops.mul(self, other)
 
     def __rmul__(self, other: Any) -> Any:
-        return zgrad.ops.mul(other, self)
+        return ops.mul(other, self)
 
     def __truediv__(self, other: Any) -> Any:
-        return zgrad.ops.div(self, other)
+        return ops.div(self, other)
 
     def __rtruediv__(self, other: Any) -> Any:
-        return zgrad.ops.div(other, self)
+        return ops.div(other, self)
 
     def __mod__(self, other: Any) -> Any:
-        return zgrad.ops.remainder(self, other)
+        return ops.remainder(self, other)
 
     def __rmod__(self, other: Any) -> Any:
-        return zgrad.ops.remainder(other, self)
+        return ops.remainder(other, self)
 
     def __matmul__(self, other: Any) -> Any:
-        return zgrad.ops.matmul(self, other)
+        return ops.matmul(self, other)
 
     def __rmatmul__(self, other: Any) -> Any:
-        return zgrad.ops.matmul(other, self)
+        return ops.matmul(other, self)
 
     def __pow__(self, other: Any) -> Any:
-        return zgrad.ops.pow(self, other)
+        return ops.pow(self, other)
 
     def __rpow__(self, other: Any) -> Any:
-        return zgrad.ops.pow(other, self)
+        return ops.pow(other, self)
 
     def __neg__(self) -> Any:
-        return zgrad.ops.neg(self)
+        return ops.neg(self)
 
     def __abs__(self) -> Any:
-        return zgrad.ops.abs(self)
+        return ops.abs(self)
 
     def __getitem__(self, index: Any) -> Any:
-        return zgrad.ops.getitem(self, index)
+        return ops.getitem(self, index)
 
     # --- comparisons (bool results, no gradient) ------------------------------------------------
 
     def __eq__(self, other: Any) -> Any:  # type: ignore[override]
-        return zgrad.ops.eq(self, other)
+        return ops.eq(self, other)
 
     def __ne__(self, other: Any) -> Any:  # type: ignore[override]
-        return zgrad.ops.ne(self, other)
+        return ops.ne(self, other)
 
     def __lt__(self, other: Any) -> Any:
-        return zgrad.ops.lt(self, other)
+        return ops.lt(self, other)
 
     def __le__(self, other: Any) -> Any:
-        return zgrad.ops.le(self, other)
+        return ops.le(self, other)
 
     def __gt__(self, other: Any) -> Any:
-        return zgrad.ops.gt(self, other)
+        return ops.gt(self, other)
 
     def __ge__(self, other: Any) -> Any:
-        return zgrad.ops.ge(self, other)
+        return ops.ge(self, other)
 
     def __invert__(self) -> Any:
-        return zgrad.ops.logical_not(_bool_operand("~", self))
+        return ops.logical_not(_bool_operand("~", self))
 
     def __and__(self, other: Any) -> Any:
-        return zgrad.ops.logical_and(_bool_operand("&", self), _bool_operand("&", other))
+        return ops.logical_and(_bool_operand("&", self), _bool_operand("&", other))
 
     def __or__(self, other: Any) -> Any:
-        return zgrad.ops.logical_or(_bool_operand("|", self), _bool_operand("|", other))
+        return ops.logical_or(_bool_operand("|", self), _bool_operand("|", other))
 
     def __xor__(self, other: Any) -> Any:
-        return zgrad.ops.logical_xor(_bool_operand("^", self), _bool_operand("^", other))
+        return ops.logical_xor(_bool_operand("^", self), _bool_operand("^", other))
 
     __rand__, __ror__, __rxor__ = __and__, __or__, __xor__
 
     def eq(self, other: Any) -> Any:
-        return zgrad.ops.eq(self, other)
+        return ops.eq(self, other)
 
     def ne(self, other: Any) -> Any:
-        return zgrad.ops.ne(self, other)
+        return ops.ne(self, other)
 
     def lt(self, other: Any) -> Any:
-        return zgrad.ops.lt(self, other)
+        return ops.lt(self, other)
 
     def le(self, other: Any) -> Any:
-        return zgrad.ops.le(self, other)
+        return ops.le(self, other)
 
     def gt(self, other: Any) -> Any:
-        return zgrad.ops.gt(self, other)
+        return ops.gt(self, other)
 
     def ge(self, other: Any) -> Any:
-        return zgrad.ops.ge(self, other)
+        return ops.ge(self, other)
 
     def logical_not(self) -> Any:
-        return zgrad.ops.logical_not(self)
+        return ops.logical_not(self)
 
     # --- element-wise math ----------------------------------------------------------------------
 
     def add(self, other: Any, alpha: float = 1) -> Any:
-        return zgrad.ops.add(self, other if alpha == 1 else zgrad.ops.mul(other, alpha))
+        return ops.add(self, other if alpha == 1 else ops.mul(other, alpha))
 
     def sub(self, other: Any, alpha: float = 1) -> Any:
-        return zgrad.ops.sub(self, other if alpha == 1 else zgrad.ops.mul(other, alpha))
+        return ops.sub(self, other if alpha == 1 else ops.mul(other, alpha))
 
     def mul(self, other: Any) -> Any:
-        return zgrad.ops.mul(self, other)
+        return ops.mul(self, other)
 
     def div(self, other: Any) -> Any:
-        return zgrad.ops.div(self, other)
+        return ops.div(self, other)
 
     def pow(self, exponent: Any) -> Any:
-        return zgrad.ops.pow(self, exponent)
+        return ops.pow(self, exponent)
 
     def square(self) -> Any:
-        return zgrad.ops.square(self)
+        return ops.square(self)
 
     def remainder(self, other: Any) -> Any:
-        return zgrad.ops.remainder(self, other)
+        return ops.remainder(self, other)
 
     def matmul(self, other: Any) -> Any:
-        return zgrad.ops.matmul(self, other)
+        return ops.matmul(self, other)
 
     def neg(self) -> Any:
-        return zgrad.ops.neg(self)
+        return ops.neg(self)
 
     def exp(self) -> Any:
-        return zgrad.ops.exp(self)
+        return ops.exp(self)
 
     def log(self) -> Any:
-        return zgrad.ops.log(self)
+        return ops.log(self)
 
     def tanh(self) -> Any:
-        return zgrad.ops.tanh(self)
+        return ops.tanh(self)
 
     def sigmoid(self) -> Any:
-        return zgrad.ops.sigmoid(self)
+        return ops.sigmoid(self)
 
     def relu(self) -> Any:
-        return zgrad.ops.relu(self)
+        return ops.relu(self)
 
     def abs(self) -> Any:
-        return zgrad.ops.abs(self)
+        return ops.abs(self)
 
     def sqrt(self) -> Any:
-        return zgrad.ops.sqrt(self)
+        return ops.sqrt(self)
 
     def clamp(self, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - torch's argument names
-        return zgrad.ops.clamp(self, min, max)
+        return ops.clamp(self, min, max)
 
     clip = clamp
 
     def maximum(self, other: Any) -> Any:
-        return zgrad.ops.maximum(self, other)
+        return ops.maximum(self, other)
 
     def minimum(self, other: Any) -> Any:
-        return zgrad.ops.minimum(self, other)
+        return ops.minimum(self, other)
 
     def where(self, condition: Any, other: Any) -> Any:
-        return zgrad.ops.where(condition, self, other)
+        return ops.where(condition, self, other)
 
     def masked_fill(self, mask: Any, value: Any) -> Any:
-        return zgrad.ops.masked_fill(self, mask, value)
+        return ops.masked_fill(self, mask, value)
 
     def softmax(self, dim: int = -1) -> Any:
-        return zgrad.ops.softmax(self, dim)
+        return ops.softmax(self, dim)
 
     def log_softmax(self, dim: int = -1) -> Any:
-        return zgrad.ops.log_softmax(self, dim)
+        return ops.log_softmax(self, dim)
 
     # --- reductions -----------------------------------------------------------------------------
 
     def sum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
-        return zgrad.ops.sum(self, dim, keepdim, dtype=dtype)
+        return ops.sum(self, dim, keepdim, dtype=dtype)
 
     def mean(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
-        return zgrad.ops.mean(self, dim, keepdim, dtype=dtype)
+        return ops.mean(self, dim, keepdim, dtype=dtype)
 
     def prod(self, dim: int | None = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
-        return zgrad.ops.prod(self, dim, keepdim, dtype=dtype)
+        return ops.prod(self, dim, keepdim, dtype=dtype)
 
     def nansum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
-        return zgrad.ops.nansum(self, dim, keepdim, dtype=dtype)
+        return ops.nansum(self, dim, keepdim, dtype=dtype)
 
     def cumsum(self, dim: int, *, dtype: Any = None) -> Any:
-        return zgrad.ops.cumsum(self, dim, dtype=dtype)
+        return ops.cumsum(self, dim, dtype=dtype)
 
     def max(self, dim: Any = None, keepdim: bool = False) -> Any:
-        return zgrad.ops.max(self, dim, keepdim)
+        return ops.max(self, dim, keepdim)
 
     def min(self, dim: Any = None, keepdim: bool = False) -> Any:
-        return zgrad.ops.min(self, dim, keepdim)
+        return ops.min(self, dim, keepdim)
 
     def argmax(self, dim: int | None = None, keepdim: bool = False) -> Any:
-        return zgrad.ops.argmax(self, dim, keepdim)
+        return ops.argmax(self, dim, keepdim)
 
     def argmin(self, dim: int | None = None, keepdim: bool = False) -> Any:
-        return zgrad.ops.argmin(self, dim, keepdim)
+        return ops.argmin(self, dim, keepdim)
 
     def var(self, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
             correction: float | None = None) -> Any:
-        return zgrad.ops.var(self, dim, unbiased, keepdim, correction=correction)
+        return ops.var(self, dim, unbiased, keepdim, correction=correction)
 
     def std(self, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
             correction: float | None = None) -> Any:
-        return zgrad.ops.std(self, dim, unbiased, keepdim, correction=correction)
+        return ops.std(self, dim, unbiased, keepdim, correction=correction)
 
     def logsumexp(self, dim: Any, keepdim: bool = False) -> Any:
-        return zgrad.ops.logsumexp(self, dim, keepdim)
+        return ops.logsumexp(self, dim, keepdim)
 
     # --- layout ---------------------------------------------------------------------------------
 
     def reshape(self, *shape: Any) -> Any:
-        return zgrad.ops.reshape(self, _dims(shape))
+        return ops.reshape(self, _dims(shape))
 
     def view(self, *shape: Any) -> Any:
-        return zgrad.ops.shape.view(self, _dims(shape))
+        return ops.shape.view(self, _dims(shape))
 
     def view_as(self, other: Any) -> Any:
-        return zgrad.ops.shape.view(self, other.shape)
+        return ops.shape.view(self, other.shape)
 
     def reshape_as(self, other: Any) -> Any:
-        return zgrad.ops.reshape(self, other.shape)
+        return ops.reshape(self, other.shape)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Any:
-        return zgrad.ops.flatten(self, start_dim, end_dim)
+        return ops.flatten(self, start_dim, end_dim)
 
     def unsqueeze(self, dim: int) -> Any:
-        return zgrad.ops.unsqueeze(self, dim)
+        return ops.unsqueeze(self, dim)
 
     def squeeze(self, dim: Any = None) -> Any:
-        return zgrad.ops.squeeze(self, dim)
+        return ops.squeeze(self, dim)
 
     def expand(self, *sizes: Any) -> Any:
-        return zgrad.ops.expand(self, _dims(sizes))
+        return ops.expand(self, _dims(sizes))
 
     def expand_as(self, other: Any) -> Any:
-        return zgrad.ops.expand(self, other.shape)
+        return ops.expand(self, other.shape)
 
     def split(self, split_size_or_sections: Any, dim: int = 0) -> Any:
-        return zgrad.ops.split(self, split_size_or_sections, dim)
+        return ops.split(self, split_size_or_sections, dim)
 
     def chunk(self, chunks: int, dim: int = 0) -> Any:
-        return zgrad.ops.chunk(self, chunks, dim)
+        return ops.chunk(self, chunks, dim)
 
     def transpose(self, dim0: int, dim1: int) -> Any:
-        return zgrad.ops.transpose(self, dim0, dim1)
+        return ops.transpose(self, dim0, dim1)
 
     def permute(self, *dims: Any) -> Any:
-        return zgrad.ops.permute(self, _dims(dims))
+        return ops.permute(self, _dims(dims))
 
     def t(self) -> Any:
-        return zgrad.ops.t(self)
+        return ops.t(self)
 
     @property
     def T(self) -> Any:
-        return zgrad.ops.permute(self, tuple(reversed(range(self.ndim))))
+        return ops.permute(self, tuple(reversed(range(self.ndim))))
 
     def gather(self, dim: int, index: Any) -> Any:
-        return zgrad.ops.gather(self, dim, index)
+        return ops.gather(self, dim, index)
 
     def index_select(self, dim: int, index: Any) -> Any:
-        return zgrad.ops.index_select(self, dim, index)
+        return ops.index_select(self, dim, index)
 
     def scatter(self, dim: int, index: Any, src: Any = None, *, value: Any = None) -> Any:
-        return zgrad.ops.scatter(self, dim, index, src, value=value)
+        return ops.scatter(self, dim, index, src, value=value)
+
+    # --- copies and conversions ----------------------------------------------------------------
+
+    def clone(self) -> Tensor:
+        return ops.clone(self)
+
+    def contiguous(self) -> Tensor:
+        """Self if its memory is C-contiguous, else a differentiable contiguous copy."""
+        return self if self._data.flags.c_contiguous else ops.clone(self)
+
+    def to(self, *args: Any, copy: bool = False, **kwargs: Any) -> Tensor:
+        """This tensor in another dtype or on another device: ``to(dtype)``, ``to(device)``,
+        ``to(device, dtype)``, ``to(other)``; self when nothing changes (unless ``copy``).
+        A dtype change is differentiable.
+
+        A device change copies (blocking until a copy to the host has arrived) and is
+        differentiable: the gradient flows back to this tensor's device.
+
+        Raises:
+            ZgradError: a CUDA device where none can be used (the message names the simulator).
+        """
+        device, dtype = parse_to_args(*args, **kwargs)
+        result = self
+        if device is not None and device != self.device:
+            result = ops.to_device(self, check_supported(device).type)
+        if dtype is not None and dtype != self.dtype:
+            return ops.cast(result, dtype)
+        return ops.clone(result) if copy and result is self else result
+
+    def cpu(self) -> Tensor:
+        """This tensor on the host: self on CPU, else a copy."""
+        return self.to("cpu")
+
+    def cuda(self, device: Any = None) -> Tensor:
+        """This tensor on a CUDA device (``device``: an index, "cuda:N" or None for the current).
+
+        Raises:
+            ZgradError: no CUDA device can be used here.
+        """
+        return self.to("cuda" if device is None else device if isinstance(device, str) else f"cuda:{int(device)}")
+
+    def type_as(self, other: Tensor) -> Tensor:
+        return self.to(other.dtype)
+
+    def float(self) -> Tensor:
+        return self.to(np.float32)
+
+    def double(self) -> Tensor:
+        return self.to(np.float64)
+
+    def long(self) -> Tensor:
+        return self.to(np.int64)
+
+    def int(self) -> Tensor:
+        return self.to(np.int32)
+
+    def bool(self) -> Tensor:
+        return self.to(np.bool_)

@@ -14,11 +14,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 import zgrad
-from zgrad.autograd.function import gradient_edge
 from zgrad.distributed.autograd.recording import record_recv, record_send
 from zgrad.engine.dist.context import ContextContainer
 from zgrad.engine.dist.engine import DistEngine
 from zgrad.kernels import dispatch
+from zgrad.tensor import gradient_edge
 
 
 class FakeMessenger:

@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 
 from zgrad.engine.grad_mode import is_grad_enabled, no_grad
-from zgrad.engine.graph import Edge, InputMetadata, Node, raise_freed
+from zgrad.engine.graph import InputMetadata, Node, raise_freed
 from zgrad.engine.versions import snapshot, verify
 from zgrad.errors import AutogradError
+from zgrad.tensor import Tensor, gradient_edge
 
 __all__ = ["Function", "Op", "FunctionCtx"]
 
@@ -62,8 +63,6 @@ class FunctionCtx(Node):
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         if self.fn._tensor_api:
-            from zgrad.tensor import Tensor
-
             with no_grad():
                 result = self.fn.backward(self, *(Tensor(g) for g in grads))
             result = result if isinstance(result, tuple) else (result,)
@@ -73,8 +72,6 @@ class FunctionCtx(Node):
 
 
 def _unwrap_gradient(node: Node, index: int, value: Any) -> Any:
-    from zgrad.tensor import Tensor
-
     if value is None or isinstance(value, np.ndarray):
         return value
     if isinstance(value, Tensor):
@@ -83,13 +80,6 @@ def _unwrap_gradient(node: Node, index: int, value: Any) -> Any:
         f"Function {node.name} returned an invalid gradient at index {index} - expected a Tensor or None, "
         f"got {type(value).__name__}"
     )
-
-
-def gradient_edge(tensor: Any) -> Edge:
-    """The edge a gradient for ``tensor`` flows along: its grad_fn, or its leaf accumulator."""
-    if tensor.grad_fn is not None:
-        return Edge(tensor.grad_fn, tensor._output_nr)
-    return Edge(tensor._grad_accumulator(), 0)
 
 
 class Function:
@@ -127,8 +117,6 @@ class Function:
     @classmethod
     def apply(cls, *args: Any) -> Any:
         """Run ``forward`` and, if any argument requires grad, record the backward node."""
-        from zgrad.tensor import Tensor
-
         needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         record = is_grad_enabled() and any(needs)
         ctx = FunctionCtx(cls, needs)
@@ -152,8 +140,6 @@ class Function:
 
 
 def _output_arrays(cls: type, raw: Any) -> tuple[Any, ...]:
-    from zgrad.tensor import Tensor
-
     items = raw if isinstance(raw, tuple) else (raw,)
     arrays = []
     for i, item in enumerate(items):
@@ -174,12 +160,11 @@ class Op(Function):
     @classmethod
     def apply(cls, *args: Any) -> Any:
         """:meth:`Function.apply` for array ops, written out flat: it runs for every op of a model."""
-        tensor = _tensor_class()
         arrays = []
         needs = []
         record = False
         for a in args:
-            if isinstance(a, tensor):
+            if isinstance(a, Tensor):
                 arrays.append(a._data)
                 needs.append(a._requires_grad)
                 record = record or a._requires_grad
@@ -191,24 +176,12 @@ class Op(Function):
         single = not isinstance(raw, tuple)
         outputs = (raw,) if single else raw
         if not (record and is_grad_enabled()):
-            wrapped = [tensor(o) for o in outputs]
+            wrapped = [Tensor(o) for o in outputs]
         else:
             ctx.next_edges = [gradient_edge(a) if need else None for a, need in zip(args, needs)]
             ctx.input_metadata = [InputMetadata.of(o) for o in outputs]
             if ctx._saved:
                 ctx._versions = snapshot(ctx._saved)
-            wrapped = [tensor(o, o.dtype.kind == "f", _grad_fn=ctx, _output_nr=i) for i, o in enumerate(outputs)]
+            wrapped = [Tensor(o, o.dtype.kind == "f", _grad_fn=ctx, _output_nr=i) for i, o in enumerate(outputs)]
         return wrapped[0] if single else tuple(wrapped)
 
-
-_tensor_type: Any = None
-
-
-def _tensor_class() -> Any:
-    """``zgrad.tensor.Tensor`` (imported on first use: that module imports this one)."""
-    global _tensor_type
-    if _tensor_type is None:
-        from zgrad.tensor import Tensor
-
-        _tensor_type = Tensor
-    return _tensor_type

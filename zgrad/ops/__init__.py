@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from zgrad.engine.grad_mode import is_grad_enabled
-from zgrad.ops._args import _tensor_class, index_key as _index, operand as _operand, tensor_arg as _tensor
+from zgrad.ops._args import index_key as _index, operand as _operand, tensor_arg as _tensor
 from zgrad.ops.elementwise import Add, Cast, ToDevice, Div, Exp, Log, Mul, Neg, Pow, Relu, Sigmoid, Sub, Tanh
 from zgrad.ops.linalg import Linear, MatMul
 from zgrad.ops.loss import LogSoftmax, Softmax
@@ -25,6 +25,7 @@ from zgrad.ops.reduce import (
     ValuesIndices, argmax, argmin, cumsum, logsumexp, max, mean, min, nansum, prod, std, sum, var,
 )
 from zgrad.ops.shape import chunk, expand, flatten, split, squeeze, t, unsqueeze
+from zgrad.tensor import Tensor
 
 __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "square", "matmul", "exp", "log", "tanh", "sigmoid", "relu",
@@ -124,7 +125,7 @@ def getitem(x: Any, index: Any) -> Any:
         return GetItem.apply(x, index)
     # Nothing to record: the result alone, without the backward node that would be most of the
     # cost (a data loader indexes its samples this way, tens of thousands of times an epoch).
-    return _tensor_class()(GetItem.select(x._data, index))
+    return Tensor(GetItem.select(x._data, index))
 
 
 def stack(tensors: Sequence[Any], dim: int = 0) -> Any:

@@ -6,21 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from zgrad.tensor import Tensor
+
 __all__ = ["operand", "tensor_arg", "index_arg", "index_key", "scalar_arg"]
-
-
-def _tensor_class() -> type:
-    """``zgrad.tensor.Tensor``, imported on first use (zgrad.tensor imports zgrad.ops) and kept:
-    an import statement on every call would cost about a third of indexing a tensor."""
-    global _tensor_type
-    if _tensor_type is None:
-        from zgrad.tensor import Tensor
-
-        _tensor_type = Tensor
-    return _tensor_type
-
-
-_tensor_type: type | None = None
 
 
 def operand(x: Any) -> Any:
@@ -29,15 +17,14 @@ def operand(x: Any) -> Any:
     Raises:
         TypeError: anything else.
     """
-    tensor = _tensor_class()
     if isinstance(x, np.generic):  # checked first: np.float64 is also a Python float
         return x.item()
-    if isinstance(x, (tensor, bool, int, float)):
+    if isinstance(x, (Tensor, bool, int, float)):
         return x
     if isinstance(x, np.ndarray):
-        return tensor(x)
+        return Tensor(x)
     if isinstance(x, (list, tuple)):
-        return tensor(np.asarray(x))
+        return Tensor(np.asarray(x))
     raise TypeError(f"unsupported operand of type {type(x).__name__}; expected a Tensor, a number or an array")
 
 
@@ -48,7 +35,7 @@ def tensor_arg(x: Any, what: object, argument: str | None = None) -> Any:
         TypeError: anything else, naming the function or layer ``what`` (any object whose str()
             names it, formatted only then) and, if given, the ``argument``.
     """
-    if not isinstance(x, _tensor_class()):
+    if not isinstance(x, Tensor):
         where = what if argument is None else f"{what}: argument '{argument}'"
         raise TypeError(f"{where} expects a Tensor, got {type(x).__name__}")
     return x
@@ -60,7 +47,7 @@ def index_arg(index: Any, what: str) -> np.ndarray:
     Raises:
         TypeError: a non-integer index.
     """
-    array = index._data if isinstance(index, _tensor_class()) else np.asarray(index)
+    array = index._data if isinstance(index, Tensor) else np.asarray(index)
     if array.dtype.kind not in "iu":
         raise TypeError(f"{what}(): Expected dtype int64 for index, got {array.dtype}")
     return array
@@ -68,7 +55,7 @@ def index_arg(index: Any, what: str) -> np.ndarray:
 
 def index_key(index: Any) -> Any:
     """An indexing key (``x[key]``) with tensors in it replaced by their arrays."""
-    if isinstance(index, _tensor_class()):
+    if isinstance(index, Tensor):
         return index._data
     if isinstance(index, tuple):
         return tuple(index_key(i) for i in index)
@@ -85,6 +72,6 @@ def scalar_arg(value: Any, what: str) -> Any:
         return value
     if isinstance(value, np.generic):
         return value.item()
-    if isinstance(value, _tensor_class()) and value.numel() == 1:
+    if isinstance(value, Tensor) and value.numel() == 1:
         return value.item()
     raise TypeError(f"{what} expects a number, got {type(value).__name__}")

@@ -10,13 +10,12 @@ from typing import Any
 
 from zgrad.kernels import dispatch_pointwise
 from zgrad.ops._args import operand, tensor_arg
+from zgrad.tensor import Tensor
 
 __all__ = ["eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not"]
 
 
 def _compare(op: str, a: Any, b: Any) -> Any:
-    from zgrad.tensor import Tensor
-
     a, b = operand(a), operand(b)
     return Tensor(dispatch_pointwise.compare(op, a._data if isinstance(a, Tensor) else a,
                                              b._data if isinstance(b, Tensor) else b))
@@ -69,6 +68,4 @@ def logical_xor(input: Any, other: Any) -> Any:  # noqa: A002
 
 def logical_not(input: Any) -> Any:  # noqa: A002
     """Element-wise NOT of the truth values; ``~a`` on a bool tensor."""
-    from zgrad.tensor import Tensor
-
     return Tensor(dispatch_pointwise.logical_not(tensor_arg(input, "logical_not")._data))

@@ -20,6 +20,7 @@ from zgrad.kernels import dispatch_pointwise
 from zgrad.kernels import dispatch_reduce
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.elementwise import Cast, maximum, minimum
+from zgrad.tensor import Tensor
 
 __all__ = [
     "sum", "mean", "prod", "nansum", "cumsum", "ValuesIndices", "max", "min", "argmax", "argmin", "var", "std",
@@ -257,8 +258,6 @@ def cumsum(input: Any, dim: int, *, dtype: Any = None) -> Any:  # noqa: A002
 
 
 def _extremum(name: str, input: Any, dim: Any, keepdim: bool, largest: bool) -> Any:  # noqa: A002
-    from zgrad.tensor import Tensor
-
     x = tensor_arg(input, name)
     if isinstance(dim, Tensor):  # max(input, other): the element-wise form
         return maximum(x, dim) if largest else minimum(x, dim)
@@ -284,15 +283,11 @@ def min(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A00
 
 def argmax(input: Any, dim: int | None = None, keepdim: bool = False) -> Any:  # noqa: A002
     """int64 index of the largest element (into the flattened tensor when ``dim`` is None)."""
-    from zgrad.tensor import Tensor
-
     return Tensor(dispatch_reduce.argmax(tensor_arg(input, "argmax")._data, dim, keepdim, True))
 
 
 def argmin(input: Any, dim: int | None = None, keepdim: bool = False) -> Any:  # noqa: A002
     """int64 index of the smallest element (into the flattened tensor when ``dim`` is None)."""
-    from zgrad.tensor import Tensor
-
     return Tensor(dispatch_reduce.argmax(tensor_arg(input, "argmin")._data, dim, keepdim, False))
 
 

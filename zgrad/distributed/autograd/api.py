@@ -6,12 +6,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from zgrad.autograd.function import gradient_edge
 from zgrad.distributed.autograd.worker import current_worker
 from zgrad.distributed.rpc.state import current_agent
 from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch
-from zgrad.tensor import Tensor
+from zgrad.tensor import Tensor, gradient_edge
 
 __all__ = ["context", "backward", "get_gradients", "get_debug_info"]
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from zgrad.autograd.function import gradient_edge
 from zgrad.engine.dist.context import ContextContainer, DistAutogradContext
 from zgrad.engine.grad_mode import is_grad_enabled
 from zgrad.engine.graph import InputMetadata
 from zgrad.engine.send_recv import RecvNode, SendNode
 from zgrad.errors import ProtocolError
-from zgrad.tensor import Tensor
+from zgrad.tensor import Tensor, gradient_edge
 
 __all__ = ["record_send", "record_recv"]
 
