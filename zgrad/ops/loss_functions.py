@@ -176,10 +176,7 @@ def mse_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = No
     Raises:
         ValueError: an unknown ``reduction``, shapes that do not broadcast.
     """
-    _check_legacy(size_average, reduce)
-    _check_reduction(reduction)
-    input, target = _same_shape(input, target)
-    return PointwiseLoss.apply(input, target, True, reduction)
+    return _pointwise_loss(input, target, size_average, reduce, reduction, squared=True)
 
 
 def l1_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = None,  # noqa: A002
@@ -189,10 +186,15 @@ def l1_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = Non
     Raises:
         ValueError: an unknown ``reduction``, shapes that do not broadcast.
     """
+    return _pointwise_loss(input, target, size_average, reduce, reduction, squared=False)
+
+
+def _pointwise_loss(input: Any, target: Any, size_average: Any, reduce: Any, reduction: str,  # noqa: A002
+                    squared: bool) -> Any:
     _check_legacy(size_average, reduce)
     _check_reduction(reduction)
     input, target = _same_shape(input, target)
-    return PointwiseLoss.apply(input, target, False, reduction)
+    return PointwiseLoss.apply(input, target, squared, reduction)
 
 
 def _check_legacy(size_average: Any, reduce: Any) -> None:

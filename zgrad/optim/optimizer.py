@@ -9,7 +9,22 @@ from typing import Any, Callable, Iterable, Mapping
 from zgrad.optim import state_dict as _state_dict
 from zgrad.tensor import Tensor
 
-__all__ = ["Optimizer"]
+__all__ = ["Optimizer", "check_non_negative"]
+
+# How PyTorch's optimizers name their hyperparameters in "Invalid ..." errors.
+_LABELS = {"lr": "learning rate", "eps": "epsilon value"}
+
+
+def check_non_negative(**values: float) -> None:
+    """Check hyperparameters that must be at least 0, in the order given (NaN fails too).
+
+    Raises:
+        ValueError: the first that is not, with PyTorch's message ("Invalid learning rate: -1",
+            "Invalid momentum value: -1").
+    """
+    for name, value in values.items():
+        if not 0.0 <= value:
+            raise ValueError(f"Invalid {_LABELS.get(name, name + ' value')}: {value}")
 
 
 class Optimizer:
