@@ -6,7 +6,8 @@ that matrix, ``col2im`` adds a matrix of the same layout back onto the image pos
 from (the gradient of ``im2col``). The product itself is BLAS, called by the backend.
 
 Padded positions read zero (``PAD_ZEROS``) or, for the other padding modes, the image position
-that PyTorch's ``reflect`` / ``replicate`` / ``circular`` padding copies there; ``col2im`` sends
+that PyTorch's ``reflect`` / ``replicate`` / ``circular`` padding copies there
+(:func:`zgrad.kernels.vocabulary.padding_source`, shared with the CUDA kernels); ``col2im`` sends
 their gradient to that same position. Both kernels run one (sample, channel) plane per task: a
 plane's columns only read (and its gradient only touches) that plane, so tasks never share output.
 
@@ -28,28 +29,11 @@ from __future__ import annotations
 from numba import prange
 
 from zgrad.kernels._jit import PARALLEL_MIN_SIZE_HEAVY, kernel, parallel_kernel
-from zgrad.kernels.vocabulary import PAD_CIRCULAR, PAD_REFLECT, PAD_REPLICATE, PAD_ZEROS  # noqa: F401 - PAD_CIRCULAR: the fall-through
+from zgrad.kernels.vocabulary import padding_source
 
 __all__ = ["col2im", "crop_planes", "im2col", "pad_planes"]
 
-
-
-@kernel
-def _source(i, size, mode):
-    """The image index that padded index ``i`` reads, or -1 where it reads a zero.
-
-    Reflection needs padding < size and circular padding <= size (checked by the caller), so one
-    reflection or wrap is enough.
-    """
-    if 0 <= i < size:
-        return i
-    if mode == PAD_ZEROS:
-        return -1
-    if mode == PAD_REFLECT:
-        return -i if i < 0 else 2 * (size - 1) - i
-    if mode == PAD_REPLICATE:
-        return 0 if i < 0 else size - 1
-    return i + size if i < 0 else i - size
+_source = kernel(padding_source)
 
 
 @kernel

@@ -13,27 +13,14 @@ from __future__ import annotations
 from numba import cuda
 
 from zgrad.kernels.cuda.kernels.common import device, kernel
-from zgrad.kernels.vocabulary import PAD_REFLECT, PAD_REPLICATE, PAD_ZEROS
+from zgrad.kernels.vocabulary import padding_source
 
 __all__ = [
     "im2col", "col2im", "max_pool", "max_pool_backward", "avg_pool", "avg_pool_backward", "adaptive_avg_pool",
     "adaptive_avg_pool_backward",
 ]
 
-
-
-@device
-def _source(i, size, mode):
-    """The image index padded index ``i`` reads, or -1 for a zero (one reflection or wrap is enough)."""
-    if 0 <= i < size:
-        return i
-    if mode == PAD_ZEROS:
-        return -1
-    if mode == PAD_REFLECT:
-        return -i if i < 0 else 2 * (size - 1) - i
-    if mode == PAD_REPLICATE:
-        return 0 if i < 0 else size - 1
-    return i + size if i < 0 else i - size
+_source = device(padding_source)
 
 
 @device
