@@ -1,4 +1,5 @@
-"""The CPU backend's convolution, pooling and normalization ops (re-exported by :mod:`cpu`).
+"""The CPU backend's convolution, pooling and normalization ops (re-exported by
+:mod:`zgrad.kernels.cpu.backend`).
 
 Each function writes into the ``out`` arrays the dispatch layer allocated and returns them. The
 Numba kernels (:mod:`kernels.conv`, :mod:`kernels.pool`, :mod:`kernels.norm`, :mod:`kernels.batch_norm`) are

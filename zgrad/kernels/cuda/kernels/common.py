@@ -1,4 +1,4 @@
-"""What the CUDA kernel modules (this package's) share: the one ``cuda.jit`` wrapper with zgrad's
+"""What the CUDA kernel modules of this package share: the one ``cuda.jit`` wrapper with zgrad's
 options, the math module kernels call, and the registry the PTX test compiles from.
 
 Options, and why:
