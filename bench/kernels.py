@@ -54,7 +54,8 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from zgrad.kernels import _jit, cpu_kernels as K, cpu_loss, cpu_optim  # noqa: E402
+from zgrad.kernels import _jit  # noqa: E402
+from zgrad.kernels.cpu import kernels  # noqa: E402
 
 FUSED_TARGET = 3.0
 SINGLE_OP_TARGET = 1.0
@@ -151,27 +152,27 @@ def bench_elementwise(settings: Settings) -> list[Row]:
         upstream = np.array([0.25], DTYPE)  # one broadcast gradient: out = 2 * 0.25 * (x - y)
 
         def mse(out):
-            cpu_loss.pointwise_loss_sum(x, y, True)
-            cpu_loss.pointwise_loss_backward(x, y, upstream, True, out)
+            kernels.loss.pointwise_loss_sum(x, y, True)
+            kernels.loss.pointwise_loss_backward(x, y, upstream, True, out)
 
         def mse_numpy():
             np.sum((x - y) ** 2, dtype=np.float64)
             DTYPE(0.5) * (x - y)
 
         cases = [
-            ("sigmoid_backward  g*y*(1-y)", lambda out: K.sigmoid_backward(g, y, out),
+            ("sigmoid_backward  g*y*(1-y)", lambda out: kernels.elementwise.sigmoid_backward(g, y, out),
              lambda: g * y * (1 - y), FUSED_TARGET),
-            ("tanh_backward  g*(1-y*y)", lambda out: K.tanh_backward(g, y, out),
+            ("tanh_backward  g*(1-y*y)", lambda out: kernels.elementwise.tanh_backward(g, y, out),
              lambda: g * (1 - y * y), FUSED_TARGET),
-            ("relu_backward  g*(x>0)", lambda out: K.relu_backward(g, x, out),
+            ("relu_backward  g*(x>0)", lambda out: kernels.elementwise.relu_backward(g, x, out),
              lambda: g * (x > 0), FUSED_TARGET),
-            ("sigmoid_forward  1/(1+exp(-x))", lambda out: K.sigmoid_forward(x, out),
+            ("sigmoid_forward  1/(1+exp(-x))", lambda out: kernels.elementwise.sigmoid_forward(x, out),
              lambda: 1 / (1 + np.exp(-x)), FUSED_TARGET),
             ("mse fwd+bwd  sum((a-b)**2), s*(a-b)", mse, mse_numpy, FUSED_TARGET),
-            ("exp", lambda out: K.exp_forward(x, out), lambda: np.exp(x), SINGLE_OP_TARGET),
-            ("log", lambda out: K.log_forward(positive, out), lambda: np.log(positive), SINGLE_OP_TARGET),
-            ("tanh", lambda out: K.tanh_forward(x, out), lambda: np.tanh(x), SINGLE_OP_TARGET),
-            ("relu  max(x,0)", lambda out: K.relu_forward(x, out), lambda: np.maximum(x, 0), SINGLE_OP_TARGET),
+            ("exp", lambda out: kernels.elementwise.exp_forward(x, out), lambda: np.exp(x), SINGLE_OP_TARGET),
+            ("log", lambda out: kernels.elementwise.log_forward(positive, out), lambda: np.log(positive), SINGLE_OP_TARGET),
+            ("tanh", lambda out: kernels.elementwise.tanh_forward(x, out), lambda: np.tanh(x), SINGLE_OP_TARGET),
+            ("relu  max(x,0)", lambda out: kernels.elementwise.relu_forward(x, out), lambda: np.maximum(x, 0), SINGLE_OP_TARGET),
         ]
         for name, zgrad_call, numpy_fn, target in cases:
             preallocated, allocating = into_out(zgrad_call, x)
@@ -193,8 +194,8 @@ def bench_rowwise(settings: Settings) -> list[Row]:
         scale = 1.0 / x.shape[0]
 
         def softmax_cross_entropy(probs):
-            K.cross_entropy_forward(x, targets, -100, probs)
-            K.cross_entropy_backward(probs, targets, -100, scale, probs)
+            kernels.rowwise.cross_entropy_forward(x, targets, -100, probs)
+            kernels.rowwise.cross_entropy_backward(probs, targets, -100, scale, probs)
 
         def softmax_cross_entropy_numpy():
             shifted = x - x.max(axis=1, keepdims=True)
@@ -210,12 +211,12 @@ def bench_rowwise(settings: Settings) -> list[Row]:
             shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
 
         cases = [
-            ("bias+relu  max(x+b,0)", lambda out: K.bias_act_forward(x, bias, 1, out),
+            ("bias+relu  max(x+b,0)", lambda out: kernels.rowwise.bias_act_forward(x, bias, 1, out),
              lambda: np.maximum(x + bias, 0), FUSED_TARGET),
-            ("bias+tanh  tanh(x+b)", lambda out: K.bias_act_forward(x, bias, 2, out),
+            ("bias+tanh  tanh(x+b)", lambda out: kernels.rowwise.bias_act_forward(x, bias, 2, out),
              lambda: np.tanh(x + bias), FUSED_TARGET),
             ("softmax+cross_entropy fwd+bwd", softmax_cross_entropy, softmax_cross_entropy_numpy, FUSED_TARGET),
-            ("log_softmax", lambda out: K.log_softmax_forward(x, out), log_softmax_numpy, FUSED_TARGET),
+            ("log_softmax", lambda out: kernels.rowwise.log_softmax_forward(x, out), log_softmax_numpy, FUSED_TARGET),
         ]
         for name, zgrad_call, numpy_fn, target in cases:
             preallocated, allocating = into_out(zgrad_call, x)
@@ -252,10 +253,10 @@ def bench_optim(settings: Settings) -> list[Row]:
 
         rows += [
             compare("sgd momentum step", label,
-                    lambda: K.sgd_step(param, grad, buf, lr, momentum, 0.0, 0.0, False, False, False), sgd_numpy,
+                    lambda: kernels.optim.sgd_step(param, grad, buf, lr, momentum, 0.0, 0.0, False, False, False), sgd_numpy,
                     FUSED_TARGET, settings),
             compare("adam step", label,
-                    lambda: K.adam_step(param, grad, exp_avg, exp_avg_sq, no_max, step, lr, beta1, beta2, eps, 0.0,
+                    lambda: kernels.optim.adam_step(param, grad, exp_avg, exp_avg_sq, no_max, step, lr, beta1, beta2, eps, 0.0,
                                         False, False, False),
                     adam_numpy, FUSED_TARGET, settings),
         ]
@@ -557,13 +558,13 @@ def threshold_sweep() -> None:
         return rng.random(shape, dtype=DTYPE)
 
     cases = {
-        "relu_forward (cheap)": lambda n: (K.relu_forward, (data(n), data(n))),
-        "sigmoid_backward (cheap)": lambda n: (K.sigmoid_backward, (data(n), data(n), data(n))),
-        "adam (cheap)": lambda n: (cpu_optim._ADAM_UPDATES[False], (data(n), data(n), data(n), data(n), data(0),
+        "relu_forward (cheap)": lambda n: (kernels.elementwise.relu_forward, (data(n), data(n))),
+        "sigmoid_backward (cheap)": lambda n: (kernels.elementwise.sigmoid_backward, (data(n), data(n), data(n))),
+        "adam (cheap)": lambda n: (kernels.optim._ADAM_UPDATES[False], (data(n), data(n), data(n), data(n), data(0),
                                                                      0.1, 0.999, 1e-3, 0.5, 1e-8, 0.0, 1.0, False,
                                                                      False)),
-        "tanh_forward (heavy)": lambda n: (K.tanh_forward, (data(n), data(n))),
-        "softmax_forward (heavy)": lambda n: (K.softmax_forward, (data(n // 1024, 1024), data(n // 1024, 1024))),
+        "tanh_forward (heavy)": lambda n: (kernels.elementwise.tanh_forward, (data(n), data(n))),
+        "softmax_forward (heavy)": lambda n: (kernels.rowwise.softmax_forward, (data(n // 1024, 1024), data(n // 1024, 1024))),
     }
     settings = Settings(sizes=(), matmul_sizes=(), repeats=25, min_sampling_s=0.0, warmup=2)
     print(f"current thresholds: cheap {_jit.PARALLEL_MIN_SIZE}, heavy {_jit.PARALLEL_MIN_SIZE_HEAVY}")

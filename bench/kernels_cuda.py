@@ -56,7 +56,7 @@ def gpu_status() -> str | None:
         import zgrad
         if not zgrad.cuda.is_available():
             return f"{NO_GPU} (CUDA backend unavailable here)"
-        from zgrad.kernels import cuda_runtime
+        from zgrad.kernels.cuda import runtime as cuda_runtime
     except Exception as exc:  # noqa: BLE001 - any failure to load means: nothing to measure
         return f"{NO_GPU} ({type(exc).__name__}: {exc})"
     if cuda_runtime.SIMULATOR:
@@ -66,7 +66,7 @@ def gpu_status() -> str | None:
 
 def _events_ms(fn: Callable[[], object], repeat: int, samples: int = 5) -> float:
     """Median over ``samples`` of the event-timed mean of ``repeat`` back-to-back calls."""
-    from zgrad.kernels import cuda_runtime as rt
+    from zgrad.kernels.cuda import runtime as rt
     for _ in range(2):
         fn()
     rt.synchronize()
@@ -104,8 +104,8 @@ def _torch():
 
 def cuda_rows(quick: bool) -> list[CudaRow]:
     """Time the CUDA kernels (a real GPU must be present: see :func:`gpu_status`)."""
-    from zgrad.kernels import cuda as backend
-    from zgrad.kernels.cuda_array import DeviceArray
+    from zgrad.kernels.cuda import backend
+    from zgrad.kernels.cuda.array import DeviceArray
     props = backend.device_properties()
     peak_gb_s, peak_gflop_s = props["peak_gb_s"], props["peak_gflop_s"]
     torch = _torch()
@@ -177,7 +177,7 @@ def cuda_rows(quick: bool) -> list[CudaRow]:
         lambda: backend.conv2d(cx, cw, None, (1, 1), (1, 1), (1, 1), 1, "zeros", cout),
         lambda: torch.nn.functional.conv2d(tcx, tcw, padding=1), repeat=5)
 
-    from zgrad.kernels import cuda_runtime as rt
+    from zgrad.kernels.cuda import runtime as rt
     host = rt.pinned_pool().lease((n,), f32)
     host[:] = 1.0
     row("host->device (pinned)", label, "GB/s", 4 * n, lambda: DeviceArray.from_host(host), repeat=5)
@@ -205,7 +205,7 @@ def run(quick: bool) -> dict:
     status = gpu_status()
     if status is not None:
         return {"status": status}
-    from zgrad.kernels import cuda as backend
+    from zgrad.kernels.cuda import backend
     props = backend.device_properties()
     device = (f"{props['name']}, sm_{props['compute_capability'][0]}{props['compute_capability'][1]}, "
               f"{props['multiprocessors']} SMs")

@@ -17,7 +17,8 @@ from rpc_harness import make_config, run_workers
 from zgrad.distributed import rpc
 from zgrad.distributed.rpc.codec import decode_value, encode_value
 from zgrad.errors import ProtocolError, ZgradError
-from zgrad.kernels import cuda_runtime, dispatch
+from zgrad.kernels import dispatch
+from zgrad.kernels.cuda import runtime as cuda_runtime
 
 pytestmark = requires_cuda
 

@@ -234,7 +234,7 @@ LONG_ROWS = {
 @requires_cuda
 @pytest.mark.parametrize("name", sorted(LONG_ROWS))
 def test_cuda_long_rows_reduce_in_chunks(monkeypatch, name):
-    from zgrad.kernels import cuda_reduce
+    from zgrad.kernels.cuda import reduce as cuda_reduce
     monkeypatch.setattr(cuda_reduce, "SPLIT_MIN_LENGTH", 64)
     op, data = LONG_ROWS[name]
     with strict_cuda():

@@ -1,4 +1,4 @@
-"""The collectives' reduction kernels (``zgrad/kernels/cpu_collectives.py``, through dispatch) against numpy."""
+"""The collectives' reduction kernels (``zgrad/kernels/cpu/kernels/collectives.py``, through dispatch) against numpy."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ def test_a_device_array_refuses_numpy():
 
 
 def test_check_device_fails_when_cuda_and_cpu_disagree(monkeypatch):
-    from zgrad.kernels import cuda as backend
+    from zgrad.kernels.cuda import backend
     monkeypatch.setattr(backend, "exp", backend.tanh)
     with pytest.raises(AssertionError, match="CUDA forward differs"):
         check_device(lambda lib, a: a.exp(), [(4,)])
@@ -143,7 +143,7 @@ def test_inplace_updates_write_through_views():
 
 @pytest.mark.parametrize("shape, axis", [((203,), None), ((3, 150), 1), ((2, 64), (0, 1))])
 def test_long_rows_are_summed_in_chunks(monkeypatch, shape, axis):
-    from zgrad.kernels import cuda_reduce
+    from zgrad.kernels.cuda import reduce as cuda_reduce
     monkeypatch.setattr(cuda_reduce, "SPLIT_MIN_LENGTH", 64)
     data = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
     with strict_cuda():
@@ -230,7 +230,7 @@ def test_optimizer_steps_on_cuda_match_the_cpu(name, options, dtype):
 
 
 def test_optimizer_steps_on_cuda_check_sizes():
-    from zgrad.kernels import cuda as backend
+    from zgrad.kernels.cuda import backend
 
     param, grad = zgrad.ones(4, device="cuda")._data, zgrad.ones(4, device="cuda")._data
     with pytest.raises(ValueError, match=r"rmsprop_step: momentum_buffer has 3 elements; expected as many as param \(4\)"):
@@ -338,7 +338,7 @@ def test_ops_from_many_threads_run_one_launch_at_a_time():
 
 
 def test_pinned_pool_reuses_buffers_by_size_class_and_bounds_its_cache():
-    from zgrad.kernels.cuda_runtime import PinnedPool
+    from zgrad.kernels.cuda.runtime import PinnedPool
     pool = PinnedPool(max_cached_bytes=8192)
     a = pool.take(100)
     assert a.nbytes == 4096 and a.dtype == np.uint8
@@ -352,7 +352,7 @@ def test_pinned_pool_reuses_buffers_by_size_class_and_bounds_its_cache():
 
 
 def test_events_time_work_on_this_threads_stream():
-    from zgrad.kernels.cuda_runtime import elapsed_ms
+    from zgrad.kernels.cuda.runtime import elapsed_ms
     x = zgrad.ones(16, device="cuda")
     assert elapsed_ms(lambda: (x * 2).sum(), repeat=2) >= 0.0
 

@@ -19,11 +19,13 @@ import pytest
 
 from kernel_variants import VariantCalls, dtypes_and_sizes
 from optim_reference import REFERENCES
-from zgrad.kernels import cpu_kernels as K, cpu_loss, cpu_math, cpu_norm, cpu_optim
 from zgrad.kernels._jit import PARALLEL_MIN_SIZE
+from zgrad.kernels.cpu import kernels
 
 DTYPES = [np.float32, np.float64]
 SIZES = {"small": 1001, "large": PARALLEL_MIN_SIZE + 1001}
+# The kernel modules the CPU backend calls directly (the fused element-wise, row-wise and optimizer kernels).
+PUBLIC_KERNEL_MODULES = (kernels.elementwise, kernels.rowwise, kernels.optim)
 SHAPES = {"small": (7, 33), "large": (1031, 1031)}  # 1031 * 1031 > PARALLEL_MIN_SIZE
 
 
@@ -48,7 +50,7 @@ def rng():
 
 @pytest.fixture
 def variants(monkeypatch):
-    return VariantCalls(monkeypatch, K, cpu_loss, cpu_optim)
+    return VariantCalls(monkeypatch, kernels.elementwise, kernels.rowwise, kernels.loss, kernels.optim)
 
 
 # --- element-wise -----------------------------------------------------------------------------
@@ -83,7 +85,7 @@ BACKWARD = {
 def test_unary_forward(name, dtype, size_name, rng, variants):
     x = _unary_input(rng, name, SIZES[size_name], dtype)
     out = np.empty_like(x)
-    kernel = getattr(K, name)
+    kernel = getattr(kernels.elementwise, name)
     assert kernel(x, out) is None
     with np.errstate(over="ignore"):
         assert_close(out, UNARY[name](*f64(x)), dtype)
@@ -97,7 +99,7 @@ def test_activation_backward(name, dtype, size_name, rng, variants):
     grad = rng.standard_normal(n).astype(dtype)
     saved = _unary_input(rng, name, n, dtype)
     out = np.empty_like(grad)
-    kernel = getattr(K, name)
+    kernel = getattr(kernels.elementwise, name)
     kernel(grad, saved, out)
     assert_close(out, BACKWARD[name](*f64(grad, saved)), dtype, scale=np.abs(grad).max())
     variants.assert_ran(kernel, size_name)
@@ -109,25 +111,25 @@ def test_activation_edge_values(dtype):
     x = np.array([-np.inf, -big, -1000, -100, -20, -0.0, 0.0, 20, 100, 1000, big, np.inf], dtype=dtype)
     out = np.empty_like(x)
     with np.errstate(all="raise"):  # a kernel never goes through numpy's FP error machinery
-        K.sigmoid_forward(x, out)
+        kernels.elementwise.sigmoid_forward(x, out)
         np.testing.assert_array_equal(out[:3], 0)
         assert out[3] == pytest.approx(np.exp(-100.0), rel=1e-5)  # subnormal in float32
         np.testing.assert_array_equal(out[5:7], 0.5)
         np.testing.assert_array_equal(out[-4:], 1)
-        K.tanh_forward(x, out)
+        kernels.elementwise.tanh_forward(x, out)
         np.testing.assert_array_equal(out[:5], -1)
         np.testing.assert_array_equal(out[5:7], 0)
         np.testing.assert_array_equal(out[-5:], 1)
-        K.relu_forward(x, out)
+        kernels.elementwise.relu_forward(x, out)
         np.testing.assert_array_equal(out, np.maximum(x, 0))
         grad = np.ones_like(x)
-        K.relu_backward(grad, x, out)
+        kernels.elementwise.relu_backward(grad, x, out)
         np.testing.assert_array_equal(out, (x > 0).astype(dtype))  # x == 0 passes no gradient
 
     nan = np.array([np.nan], dtype=dtype)
     one = np.empty_like(nan)
     for name in UNARY:
-        getattr(K, name)(nan, one)
+        getattr(kernels.elementwise, name)(nan, one)
         assert np.isnan(one[0]), f"{name}(nan) must be nan"
 
 
@@ -138,9 +140,9 @@ def test_exp_log_special_values(dtype):
                   1000.0, -1000.0, np.log(info.max) * 0.999, np.log(info.tiny) - 5], dtype=dtype)
     out = np.empty_like(x)
     with np.errstate(all="ignore"):
-        K.exp_forward(x, out)
+        kernels.elementwise.exp_forward(x, out)
         np.testing.assert_allclose(out, np.exp(x), rtol=4 * info.eps, atol=4 * info.smallest_subnormal)
-        K.log_forward(x, out)
+        kernels.elementwise.log_forward(x, out)
         np.testing.assert_allclose(out, np.log(x), rtol=4 * info.eps)
 
 
@@ -156,22 +158,22 @@ def _max_ulp_error(kernel, x, reference):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_vector_math_accuracy(dtype):
-    """cpu_math's exp/log/tanh are within 2 ulp (sigmoid 3) over their whole range."""
+    """kernels.vector_math's exp/log/tanh are within 2 ulp (sigmoid 3) over their whole range."""
     info = np.finfo(dtype)
     log_max = float(np.log(info.max))
     with np.errstate(all="ignore"):
         spread = np.linspace(-log_max * 1.05, log_max * 1.01, 400_001).astype(dtype)
-        assert _max_ulp_error(K.exp_forward, spread, np.exp) <= 2
+        assert _max_ulp_error(kernels.elementwise.exp_forward, spread, np.exp) <= 2
         positive = np.exp(np.linspace(np.log(info.smallest_subnormal), log_max, 400_001)).astype(dtype)
-        assert _max_ulp_error(K.log_forward, positive[positive > 0], np.log) <= 2
+        assert _max_ulp_error(kernels.elementwise.log_forward, positive[positive > 0], np.log) <= 2
         around_zero = np.concatenate([np.linspace(-25, 25, 200_001), np.geomspace(1e-30, 0.7, 1000)]).astype(dtype)
-        assert _max_ulp_error(K.tanh_forward, around_zero, np.tanh) <= 2
-        assert _max_ulp_error(K.sigmoid_forward, around_zero * 4, lambda x: 1 / (1 + np.exp(-x))) <= 3
+        assert _max_ulp_error(kernels.elementwise.tanh_forward, around_zero, np.tanh) <= 2
+        assert _max_ulp_error(kernels.elementwise.sigmoid_forward, around_zero * 4, lambda x: 1 / (1 + np.exp(-x))) <= 3
 
 
 def test_vector_math_is_numba_only():
     with pytest.raises(TypeError, match="Numba-compiled"):
-        cpu_math.exp(1.0)
+        kernels.vector_math.exp(1.0)
 
 
 @dtypes_and_sizes(SIZES)
@@ -182,20 +184,20 @@ def test_pointwise_loss(squared, dtype, size_name, rng, variants):
     b[::5] = a[::5]  # d = 0: the sign's gradient is 0
     d64 = (a - b).astype(np.float64)  # the difference in the data's dtype, then squared or summed in float64
     want = np.square(d64) if squared else np.abs(d64)
-    total = cpu_loss.pointwise_loss_sum(a, b, squared)
+    total = kernels.loss.pointwise_loss_sum(a, b, squared)
     assert type(total) is float
     assert total == pytest.approx(float(np.sum(want)), rel=1e-12)
-    variants.assert_ran(cpu_loss.pointwise_loss_sum, size_name)
+    variants.assert_ran(kernels.loss.pointwise_loss_sum, size_name)
     out = np.empty_like(a)
-    cpu_loss.pointwise_loss_forward(a, b, squared, out)
+    kernels.loss.pointwise_loss_forward(a, b, squared, out)
     assert_close(out, want, dtype)
-    variants.assert_ran(cpu_loss.pointwise_loss_forward, size_name)
+    variants.assert_ran(kernels.loss.pointwise_loss_forward, size_name)
     grad = rng.standard_normal(n).astype(dtype)
     slope = 2 * d64 if squared else np.sign(d64)
     for upstream in (grad, np.array([0.5 / n], dtype)):  # one gradient per element, or one broadcast
-        cpu_loss.pointwise_loss_backward(a, b, upstream, squared, out)
+        kernels.loss.pointwise_loss_backward(a, b, upstream, squared, out)
         assert_close(out, upstream.astype(np.float64) * slope, dtype, scale=np.abs(upstream).max())
-    variants.assert_ran(cpu_loss.pointwise_loss_backward, size_name)
+    variants.assert_ran(kernels.loss.pointwise_loss_backward, size_name)
 
 
 # --- row-wise ---------------------------------------------------------------------------------
@@ -220,23 +222,23 @@ def test_bias_act_forward(act, dtype, size_name, rng, variants):
     bias = rng.standard_normal(x.shape[1]).astype(dtype)
     want = ACTIVATIONS[act](*f64(x + bias))
     out = np.empty_like(x)
-    K.bias_act_forward(x, bias, act, out)
+    kernels.rowwise.bias_act_forward(x, bias, act, out)
     assert_close(out, want, dtype)
-    variants.assert_ran(K.bias_act_forward, size_name)
-    K.bias_act_forward(x, bias, act, x)  # in place
+    variants.assert_ran(kernels.rowwise.bias_act_forward, size_name)
+    kernels.rowwise.bias_act_forward(x, bias, act, x)  # in place
     np.testing.assert_array_equal(x, out)
 
 
 def test_bias_act_rejects_unknown_activation():
     x = np.zeros((2, 3))
     with pytest.raises(ValueError, match="act must be"):
-        K.bias_act_forward(x, np.zeros(3), 4, x)
+        kernels.rowwise.bias_act_forward(x, np.zeros(3), 4, x)
 
 
 @dtypes_and_sizes(SHAPES)
 def test_softmax_and_log_softmax(dtype, size_name, rng, variants):
     x = (rng.standard_normal(SHAPES[size_name]) * 5).astype(dtype)
-    for kernel, reference in ((K.softmax_forward, _softmax), (K.log_softmax_forward, _log_softmax)):
+    for kernel, reference in ((kernels.rowwise.softmax_forward, _softmax), (kernels.rowwise.log_softmax_forward, _log_softmax)):
         out = np.empty_like(x)
         kernel(x, out)
         assert_close(out, reference(*f64(x)), dtype, ulps=8, scale=np.abs(x).max())
@@ -252,29 +254,29 @@ def test_softmax_backwards(dtype, size_name, rng, variants):
     grad = rng.standard_normal(x.shape).astype(dtype)
     y = _softmax(x)
     out = np.empty_like(x)
-    K.softmax_backward(grad, y, out)
+    kernels.rowwise.softmax_backward(grad, y, out)
     g64, y64 = f64(grad, y)
     assert_close(out, y64 * (g64 - (g64 * y64).sum(axis=1, keepdims=True)), dtype, scale=np.abs(grad).max())
-    variants.assert_ran(K.softmax_backward, size_name)
+    variants.assert_ran(kernels.rowwise.softmax_backward, size_name)
     log_y = _log_softmax(x)
-    K.log_softmax_backward(grad, log_y, out)
+    kernels.rowwise.log_softmax_backward(grad, log_y, out)
     g64, log_y64 = f64(grad, log_y)
     want = g64 - np.exp(log_y64) * g64.sum(axis=1, keepdims=True)
     assert_close(out, want, dtype, ulps=8, scale=np.abs(g64).sum(axis=1).max())
-    variants.assert_ran(K.log_softmax_backward, size_name)
+    variants.assert_ran(kernels.rowwise.log_softmax_backward, size_name)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_softmax_family_is_stable_for_large_logits(dtype):
     x = np.array([[1000, 1000, -1000], [-1e4, -1e4 + 1, -1e4 + 2], [3e4, 0, -3e4]], dtype=dtype)
     out = np.empty_like(x)
-    K.softmax_forward(x, out)
+    kernels.rowwise.softmax_forward(x, out)
     assert np.isfinite(out).all()
     assert_close(out, _softmax(x.astype(np.float64)), dtype, scale=1)
-    K.log_softmax_forward(x, out)
+    kernels.rowwise.log_softmax_forward(x, out)
     assert np.isfinite(out).all()
     assert_close(out, _log_softmax(x.astype(np.float64)), dtype, scale=1)
-    loss, counted = K.cross_entropy_forward(x, np.array([2, 0, 2]), -100, np.empty_like(x))
+    loss, counted = kernels.rowwise.cross_entropy_forward(x, np.array([2, 0, 2]), -100, np.empty_like(x))
     assert np.isfinite(loss) and counted == 3  # -log p of a probability that underflows to 0 in float32/64
     want_loss = -np.mean(_log_softmax(x.astype(np.float64))[np.arange(3), [2, 0, 2]])
     assert loss / counted == pytest.approx(want_loss, rel=1e-6)
@@ -283,7 +285,7 @@ def test_softmax_family_is_stable_for_large_logits(dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_softmax_family_propagates_nan(dtype):
     x = np.array([[0.0, np.nan, 1.0], [np.nan, 0.0, 1.0], [0.0, 1.0, 2.0]], dtype=dtype)
-    for kernel in (K.softmax_forward, K.log_softmax_forward):
+    for kernel in (kernels.rowwise.softmax_forward, kernels.rowwise.log_softmax_forward):
         out = np.empty_like(x)
         kernel(x, out)
         assert np.isnan(out[:2]).all(), kernel.__name__
@@ -299,12 +301,12 @@ def test_cross_entropy(ignore_index, dtype, size_name, rng, variants):
     targets[::4] = 3  # ignored where ignore_index is 3
     counted = targets != ignore_index
     probs = np.empty_like(logits)
-    loss, count = K.cross_entropy_forward(logits, targets, ignore_index, probs)
+    loss, count = kernels.rowwise.cross_entropy_forward(logits, targets, ignore_index, probs)
     assert type(loss) is float and count == counted.sum()
     want_loss = -np.sum(_log_softmax(logits.astype(np.float64))[np.arange(n), targets][counted])
     assert loss == pytest.approx(want_loss, rel=8 * float(np.finfo(dtype).eps))
     assert_close(probs, _softmax(*f64(logits)), dtype, ulps=8, scale=1)
-    variants.assert_ran(K.cross_entropy_forward, size_name)
+    variants.assert_ran(kernels.rowwise.cross_entropy_forward, size_name)
 
     scale = 1.0 / count
     want_grad = probs.copy()
@@ -312,10 +314,10 @@ def test_cross_entropy(ignore_index, dtype, size_name, rng, variants):
     want_grad *= dtype(scale)
     want_grad[~counted] = 0
     out = np.empty_like(probs)
-    K.cross_entropy_backward(probs, targets, ignore_index, scale, out)
+    kernels.rowwise.cross_entropy_backward(probs, targets, ignore_index, scale, out)
     assert_close(out, want_grad, dtype, scale=scale)
-    variants.assert_ran(K.cross_entropy_backward, size_name)
-    K.cross_entropy_backward(probs, targets, ignore_index, scale, probs)  # out aliases probs
+    variants.assert_ran(kernels.rowwise.cross_entropy_backward, size_name)
+    kernels.rowwise.cross_entropy_backward(probs, targets, ignore_index, scale, probs)  # out aliases probs
     np.testing.assert_array_equal(probs, out)
 
 
@@ -324,10 +326,10 @@ def test_cross_entropy_rejects_targets_out_of_range(bad_target):
     logits = np.zeros((2, 5))
     targets = np.array([0, bad_target])
     with pytest.raises(IndexError, match="outside"):
-        K.cross_entropy_forward(logits, targets, -100, np.empty_like(logits))
+        kernels.rowwise.cross_entropy_forward(logits, targets, -100, np.empty_like(logits))
     with pytest.raises(IndexError, match="outside"):
-        K.cross_entropy_backward(logits, targets, -100, 1.0, np.empty_like(logits))
-    total, counted = K.cross_entropy_forward(logits, targets, bad_target, np.empty_like(logits))  # ignored: fine
+        kernels.rowwise.cross_entropy_backward(logits, targets, -100, 1.0, np.empty_like(logits))
+    total, counted = kernels.rowwise.cross_entropy_forward(logits, targets, bad_target, np.empty_like(logits))  # ignored: fine
     assert counted == 1 and total == pytest.approx(np.log(5))
 
 
@@ -357,12 +359,12 @@ OPTIM_CASES = [  # (optimizer, options as PyTorch's), every branch of every kern
 def _element_loop(name, options):
     """The ParallelKernel that zgrad.optim.<name> with ``options`` runs."""
     if name == "SGD":
-        return cpu_optim._SGD_UPDATES[options.get("momentum", 0) != 0]
+        return kernels.optim._SGD_UPDATES[options.get("momentum", 0) != 0]
     if name in ("Adam", "AdamW"):
-        return cpu_optim._ADAM_UPDATES[options.get("amsgrad", False)]
+        return kernels.optim._ADAM_UPDATES[options.get("amsgrad", False)]
     if name == "RMSprop":
-        return cpu_optim._RMSPROP_UPDATES[options.get("centered", False), options.get("momentum", 0) > 0]
-    return {"Adagrad": cpu_optim._adagrad_update, "Adadelta": cpu_optim._adadelta_update}[name]
+        return kernels.optim._RMSPROP_UPDATES[options.get("centered", False), options.get("momentum", 0) > 0]
+    return {"Adagrad": kernels.optim._adagrad_update, "Adadelta": kernels.optim._adadelta_update}[name]
 
 
 OPTIM_STEPS = 4
@@ -405,13 +407,13 @@ def test_optimizer_step(name, options, dtype, size_name, rng, variants):
 
 # (element loop, state arrays it takes, its scalar arguments), each with its options on.
 LOOP_CALLS = {
-    "sgd momentum": (cpu_optim._SGD_UPDATES[True], 1, (0.05, 0.9, 0.1, 0.01, True, False, True)),
-    "adam amsgrad": (cpu_optim._ADAM_UPDATES[True], 3, (0.1, 0.999, 1e-3, 0.3, 1e-8, 0.1, 0.99, True, False)),
-    "adamw": (cpu_optim._ADAM_UPDATES[False], 3, (0.1, 0.999, 1e-3, 0.3, 1e-8, 0.1, 0.99, False, True)),
-    "rmsprop centered momentum": (cpu_optim._RMSPROP_UPDATES[True, True], 3, (1e-2, 0.9, 1e-8, 0.1, 0.9, True)),
-    "rmsprop": (cpu_optim._RMSPROP_UPDATES[False, False], 3, (1e-2, 0.9, 1e-8, 0.1, 0.0, False)),
-    "adagrad": (cpu_optim._adagrad_update, 1, (1e-2, 0.1, 1e-10, True)),
-    "adadelta": (cpu_optim._adadelta_update, 2, (1.0, 0.9, 1e-6, 0.1, True)),
+    "sgd momentum": (kernels.optim._SGD_UPDATES[True], 1, (0.05, 0.9, 0.1, 0.01, True, False, True)),
+    "adam amsgrad": (kernels.optim._ADAM_UPDATES[True], 3, (0.1, 0.999, 1e-3, 0.3, 1e-8, 0.1, 0.99, True, False)),
+    "adamw": (kernels.optim._ADAM_UPDATES[False], 3, (0.1, 0.999, 1e-3, 0.3, 1e-8, 0.1, 0.99, False, True)),
+    "rmsprop centered momentum": (kernels.optim._RMSPROP_UPDATES[True, True], 3, (1e-2, 0.9, 1e-8, 0.1, 0.9, True)),
+    "rmsprop": (kernels.optim._RMSPROP_UPDATES[False, False], 3, (1e-2, 0.9, 1e-8, 0.1, 0.0, False)),
+    "adagrad": (kernels.optim._adagrad_update, 1, (1e-2, 0.1, 1e-10, True)),
+    "adadelta": (kernels.optim._adadelta_update, 2, (1.0, 0.9, 1e-6, 0.1, True)),
 }
 
 
@@ -458,29 +460,29 @@ def test_optimizers_match_torch(name, options, dtype, rng):
 def test_optimizers_reject_mismatched_state():
     param = np.zeros(4)
     with pytest.raises(ValueError, match=r"sgd_step: momentum_buf has 3 elements; expected as many as param \(4\)"):
-        K.sgd_step(param, np.zeros(4), np.zeros(3), 0.1, 0.9, 0.0, 0.0, False, False, False)
-    K.sgd_step(param, np.zeros(4), np.zeros(0), 0.1, 0.0, 0.0, 0.0, False, False, False)  # no momentum: unused
+        kernels.optim.sgd_step(param, np.zeros(4), np.zeros(3), 0.1, 0.9, 0.0, 0.0, False, False, False)
+    kernels.optim.sgd_step(param, np.zeros(4), np.zeros(0), 0.1, 0.0, 0.0, 0.0, False, False, False)  # no momentum: unused
     with pytest.raises(ValueError, match="adam_step: exp_avg_sq has 2 elements"):
-        K.adam_step(param, np.zeros(4), np.zeros(4), np.zeros(2), np.zeros(0), 1, 1e-3, 0.9, 0.999, 1e-8, 0.0, False,
+        kernels.optim.adam_step(param, np.zeros(4), np.zeros(4), np.zeros(2), np.zeros(0), 1, 1e-3, 0.9, 0.999, 1e-8, 0.0, False,
                     False, False)
     with pytest.raises(ValueError, match="adam_step: max_exp_avg_sq has 0 elements"):
-        K.adam_step(param, np.zeros(4), np.zeros(4), np.zeros(4), np.zeros(0), 1, 1e-3, 0.9, 0.999, 1e-8, 0.0, True,
+        kernels.optim.adam_step(param, np.zeros(4), np.zeros(4), np.zeros(4), np.zeros(0), 1, 1e-3, 0.9, 0.999, 1e-8, 0.0, True,
                     False, False)
     with pytest.raises(ValueError, match="adam_step: step must be"):
-        K.adam_step(param, np.zeros(4), np.zeros(4), np.zeros(4), np.zeros(0), 0, 1e-3, 0.9, 0.999, 1e-8, 0.0, False,
+        kernels.optim.adam_step(param, np.zeros(4), np.zeros(4), np.zeros(4), np.zeros(0), 0, 1e-3, 0.9, 0.999, 1e-8, 0.0, False,
                     False, False)
     with pytest.raises(ValueError, match="rmsprop_step: grad_avg has 3 elements"):
-        K.rmsprop_step(param, np.zeros(4), np.zeros(4), np.zeros(3), np.zeros(0), 1e-2, 0.99, 1e-8, 0.0, 0.0, True,
+        kernels.optim.rmsprop_step(param, np.zeros(4), np.zeros(4), np.zeros(3), np.zeros(0), 1e-2, 0.99, 1e-8, 0.0, 0.0, True,
                        False)
     with pytest.raises(ValueError, match="rmsprop_step: momentum_buffer has 0 elements"):
-        K.rmsprop_step(param, np.zeros(4), np.zeros(4), np.zeros(0), np.zeros(0), 1e-2, 0.99, 1e-8, 0.0, 0.9, False,
+        kernels.optim.rmsprop_step(param, np.zeros(4), np.zeros(4), np.zeros(0), np.zeros(0), 1e-2, 0.99, 1e-8, 0.0, 0.9, False,
                        False)
     with pytest.raises(ValueError, match="adagrad_step: state_sum has 5 elements"):
-        K.adagrad_step(param, np.zeros(4), np.zeros(5), 1, 1e-2, 0.0, 0.0, 1e-10, False)
+        kernels.optim.adagrad_step(param, np.zeros(4), np.zeros(5), 1, 1e-2, 0.0, 0.0, 1e-10, False)
     with pytest.raises(ValueError, match="adagrad_step: step must be"):
-        K.adagrad_step(param, np.zeros(4), np.zeros(4), 0, 1e-2, 0.0, 0.0, 1e-10, False)
+        kernels.optim.adagrad_step(param, np.zeros(4), np.zeros(4), 0, 1e-2, 0.0, 0.0, 1e-10, False)
     with pytest.raises(ValueError, match="adadelta_step: grad has 3 elements"):
-        K.adadelta_step(param, np.zeros(3), np.zeros(4), np.zeros(4), 1.0, 0.9, 1e-6, 0.0, False)
+        kernels.optim.adadelta_step(param, np.zeros(3), np.zeros(4), np.zeros(4), 1.0, 0.9, 1e-6, 0.0, False)
 
 
 # --- matmul -----------------------------------------------------------------------------------
@@ -492,7 +494,7 @@ def test_optimizers_reject_mismatched_state():
     (256, 256, 512, True),   # not swapped: A is not short enough
 ])
 def test_cpu_matmul_layouts_agree_with_numpy(m, k, n, b_transposed, rng):
-    from zgrad.kernels import cpu
+    from zgrad.kernels.cpu import backend as cpu
 
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((n, k)).astype(np.float32).T if b_transposed else rng.standard_normal((k, n)).astype(np.float32)
@@ -519,16 +521,17 @@ def test_import_compiles_nothing_and_starts_no_threads():
         import numba
         from numba.core.dispatcher import Dispatcher
         from numba.np.ufunc import parallel
-        from zgrad.kernels import _jit, cpu_elementwise, cpu_kernels, cpu_optim, cpu_rowwise
+        from zgrad.kernels import _jit
+        from zgrad.kernels.cpu.kernels import elementwise, optim, rowwise
         kernels = {}
-        for module in (cpu_elementwise, cpu_optim, cpu_rowwise):
+        for module in (elementwise, optim, rowwise):
             for name, value in vars(module).items():
                 if isinstance(value, (Dispatcher, _jit.ParallelKernel)):
                     kernels[module.__name__ + "." + name] = len(value.signatures)
         print(json.dumps({"kernels": kernels, "threads_started": parallel._is_initialized}))
     """)
     report = json.loads(out)
-    assert len(report["kernels"]) >= len(K.__all__)
+    assert len(report["kernels"]) >= sum(len(m.__all__) for m in PUBLIC_KERNEL_MODULES)
     assert not any(report["kernels"].values()), report["kernels"]
     assert report["threads_started"] is False
 
@@ -551,7 +554,7 @@ def test_small_layers_do_not_start_the_threading_layer():
 
 
 def test_task_count_is_one_below_the_parallel_threshold():
-    kernel = cpu_norm.group_norm_backward
+    kernel = kernels.norm.group_norm_backward
     assert kernel.task_count(kernel.min_size - 1) == 1
     assert kernel.task_count(kernel.min_size) >= 1
 
@@ -565,15 +568,16 @@ def test_serial_and_parallel_variants_are_cached_separately(tmp_path):
     code = """
         import sys
         import numpy as np
-        from zgrad.kernels import _jit, cpu_kernels as K
-        if sys.argv[1:] == ["edited"]:  # as if a helper module such as cpu_math.py had changed
+        from zgrad.kernels import _jit
+        from zgrad.kernels.cpu import kernels
+        if sys.argv[1:] == ["edited"]:  # as if a helper module such as vector_math.py had changed
             _jit._kernel_sources_digest = lambda: "edited"
         for n in (10, _jit.PARALLEL_MIN_SIZE):
             x = np.linspace(-1, 1, n)
             out = np.empty_like(x)
-            K.relu_forward(x, out)
+            kernels.elementwise.relu_forward(x, out)
             assert np.array_equal(out, np.maximum(x, 0))
-        stats = [K.relu_forward.serial.stats, K.relu_forward.parallel.stats]
+        stats = [kernels.elementwise.relu_forward.serial.stats, kernels.elementwise.relu_forward.parallel.stats]
         print(sum(len(s.cache_hits) for s in stats), sum(len(s.cache_misses) for s in stats))
     """
     env = {"NUMBA_CACHE_DIR": str(tmp_path), "NUMBA_NUM_THREADS": "2"}
@@ -590,20 +594,22 @@ def test_one_numba_thread_runs_the_serial_variant_at_every_size():
         import json
         import numpy as np
         from numba.np.ufunc import parallel
-        from zgrad.kernels import _jit, cpu_kernels as K
+        from zgrad.kernels import _jit
+        from zgrad.kernels.cpu import kernels
         n = 2 * _jit.PARALLEL_MIN_SIZE
         x = np.linspace(-1, 1, n)
         out = np.empty_like(x)
-        K.relu_forward(x, out)
+        kernels.elementwise.relu_forward(x, out)
         param, grad = np.ones(n, np.float32), np.full(n, 2, np.float32)
-        K.sgd_step(param, grad, np.empty(0, np.float32), 0.25, 0.0, 0.0, 0.0, False, True, False)
+        kernels.optim.sgd_step(param, grad, np.empty(0, np.float32), 0.25, 0.0, 0.0, 0.0, False, True, False)
         print(json.dumps({"relu": bool(np.array_equal(out, np.maximum(x, 0))), "sgd": float(param.max()),
-                          "parallel": len(K.relu_forward.parallel.signatures), "serial": len(K.relu_forward.serial.signatures),
-                          "tasks": K.relu_forward.task_count(n), "threads_started": parallel._is_initialized}))
+                          "parallel": len(kernels.elementwise.relu_forward.parallel.signatures), "serial": len(kernels.elementwise.relu_forward.serial.signatures),
+                          "tasks": kernels.elementwise.relu_forward.task_count(n), "threads_started": parallel._is_initialized}))
     """, {"NUMBA_NUM_THREADS": "1"})
     assert json.loads(out) == {"relu": True, "sgd": 0.5, "parallel": 0, "serial": 1, "tasks": 1, "threads_started": False}
 
 
 def test_every_public_kernel_is_documented():
-    for name in K.__all__:
-        assert getattr(K, name).__doc__, name
+    for module in PUBLIC_KERNEL_MODULES:
+        for name in module.__all__:
+            assert getattr(module, name).__doc__, f"{module.__name__}.{name}"

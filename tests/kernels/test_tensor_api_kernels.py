@@ -1,4 +1,4 @@
-"""The Numba kernels of the tensor-API ops (cpu_pointwise, cpu_gather, cpu_reduce) against numpy,
+"""The Numba kernels of the tensor-API ops (pointwise, gather, reduce of zgrad.kernels.cpu.kernels) against numpy,
 in float32 and float64, at a small size (serial variant) and above the parallel threshold
 (prange variant; float64's carries the ``full`` marker: :func:`kernel_variants.dtypes_and_sizes`)."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from kernel_variants import VariantCalls, dtypes_and_sizes
-from zgrad.kernels import cpu_gather, cpu_pointwise, cpu_reduce
 from zgrad.kernels._jit import PARALLEL_MIN_SIZE
+from zgrad.kernels.cpu import kernels
 
 DTYPES = [np.float32, np.float64]
 SIZES = {"small": 1001, "large": PARALLEL_MIN_SIZE + 1001}
@@ -27,7 +27,7 @@ def rng():
 
 @pytest.fixture
 def variants(monkeypatch):
-    return VariantCalls(monkeypatch, cpu_gather, cpu_pointwise, cpu_reduce)
+    return VariantCalls(monkeypatch, kernels.gather, kernels.pointwise, kernels.reduce)
 
 
 def test_variant_check_fails_when_the_other_variant_ran(variants):
@@ -35,14 +35,14 @@ def test_variant_check_fails_when_the_other_variant_ran(variants):
     passed for any size once both variants had compiled)."""
     n = SIZES["small"]
     a, out = np.linspace(-1, 1, n), np.empty(n)
-    cpu_pointwise.clamp_forward(a, -0.5, 0.5, out)
+    kernels.pointwise.clamp_forward(a, -0.5, 0.5, out)
     with pytest.raises(AssertionError, match="the large calls ran"):
-        variants.assert_ran(cpu_pointwise.clamp_forward, "large")
+        variants.assert_ran(kernels.pointwise.clamp_forward, "large")
     with pytest.raises(AssertionError, match="the small calls ran"):
-        variants.assert_ran(cpu_pointwise.clamp_forward, "small")  # counts restart at each check
+        variants.assert_ran(kernels.pointwise.clamp_forward, "small")  # counts restart at each check
     a, out = np.linspace(-1, 1, SIZES["large"]), np.empty(SIZES["large"])
-    cpu_pointwise.clamp_forward(a, -0.5, 0.5, out)
-    variants.assert_ran(cpu_pointwise.clamp_forward, "large")
+    kernels.pointwise.clamp_forward(a, -0.5, 0.5, out)
+    variants.assert_ran(kernels.pointwise.clamp_forward, "large")
 
 
 @dtypes_and_sizes(SIZES)
@@ -52,24 +52,24 @@ def test_pointwise_kernels(rng, dtype, size_name, variants):
     b[::7] = a[::7]  # ties
     a[5] = np.nan
     out = np.empty(n, dtype)
-    cpu_pointwise.clamp_forward(a, -0.5, 0.5, out)
+    kernels.pointwise.clamp_forward(a, -0.5, 0.5, out)
     np.testing.assert_array_equal(out, np.clip(a, dtype(-0.5), dtype(0.5)))
     assert np.isnan(out[5]), "NaN stays NaN"
-    variants.assert_ran(cpu_pointwise.clamp_forward, size_name)
-    cpu_pointwise.clamp_forward(a, 1.0, -1.0, out)
+    variants.assert_ran(kernels.pointwise.clamp_forward, size_name)
+    kernels.pointwise.clamp_forward(a, 1.0, -1.0, out)
     assert np.all(out[~np.isnan(a)] == -1), "low > high gives high"
-    cpu_pointwise.clamp_backward(grad, a, -0.5, 0.5, out)
+    kernels.pointwise.clamp_backward(grad, a, -0.5, 0.5, out)
     np.testing.assert_array_equal(out, np.where((a >= -0.5) & (a <= 0.5), grad, 0))
-    variants.assert_ran(cpu_pointwise.clamp_backward, size_name)
+    variants.assert_ran(kernels.pointwise.clamp_backward, size_name)
     for take_max in (True, False):
         out_a, out_b = np.empty(n, dtype), np.empty(n, dtype)
-        cpu_pointwise.extremum_backward(grad, a, b, take_max, out_a, out_b)
+        kernels.pointwise.extremum_backward(grad, a, b, take_max, out_a, out_b)
         a_loses, b_loses = (a < b, a > b) if take_max else (a > b, a < b)
         shared = np.where(a == b, grad * dtype(0.5), grad)
         np.testing.assert_array_equal(out_a, np.where(a_loses, 0, shared))
         np.testing.assert_array_equal(out_b, np.where(b_loses, 0, shared))
         assert out_a[5] == grad[5] and out_b[5] == grad[5], "NaN: both get the gradient"
-    variants.assert_ran(cpu_pointwise.extremum_backward, size_name)
+    variants.assert_ran(kernels.pointwise.extremum_backward, size_name)
     c = rng.uniform(0.5, 2, n).astype(dtype)
     for name, expected in [
         ("add_scaled", lambda o: o + dtype(-0.3) * grad),
@@ -78,7 +78,7 @@ def test_pointwise_kernels(rng, dtype, size_name, variants):
     ]:
         target = b.copy()
         want = expected(b.copy())
-        kernel = getattr(cpu_pointwise, name)
+        kernel = getattr(kernels.pointwise, name)
         kernel(target, grad, -0.3) if name == "add_scaled" else kernel(target, grad, c, 0.7)
         np.testing.assert_allclose(target, want, **tolerance(dtype))
         variants.assert_ran(kernel, size_name)
@@ -91,12 +91,12 @@ def test_gather_scatter_kernels(rng, dtype, inner):
     x = rng.standard_normal((outer, size, inner)).astype(dtype)
     index = rng.integers(0, size, (outer, k, inner))
     out = np.empty((outer, k, inner), dtype)
-    cpu_gather.gather(x, index, out)
+    kernels.gather.gather(x, index, out)
     np.testing.assert_array_equal(out, np.take_along_axis(x, index, axis=1))
 
     src = rng.standard_normal((outer, k, inner)).astype(dtype)
     added = np.zeros_like(x)
-    cpu_gather.scatter_add(index, src, added)
+    kernels.gather.scatter_add(index, src, added)
     expected = np.zeros_like(x)
     o, _, i = np.indices(index.shape)
     np.add.at(expected, (o, index, i), src)
@@ -104,17 +104,17 @@ def test_gather_scatter_kernels(rng, dtype, inner):
 
     unique = np.stack([rng.permutation(size)[:k] for _ in range(outer)])[:, :, None].repeat(inner, axis=2)
     written = x.copy()
-    cpu_gather.scatter(unique, src, written)
+    kernels.gather.scatter(unique, src, written)
     expected = x.copy()
     np.put_along_axis(expected, unique, src, axis=1)
     np.testing.assert_array_equal(written, expected)
     value = np.broadcast_to(np.asarray(2.5, dtype), unique.shape)  # a scalar source has zero strides
-    cpu_gather.scatter(unique, value, written)
+    kernels.gather.scatter(unique, value, written)
     np.testing.assert_array_equal(np.take_along_axis(written, unique, axis=1), value)
 
     rows = rng.integers(0, size, k)
     summed = np.zeros_like(x)
-    cpu_gather.index_add(rows, src, summed)
+    kernels.gather.index_add(rows, src, summed)
     expected = np.zeros_like(x)
     np.add.at(expected, (slice(None), rows), src)
     np.testing.assert_allclose(summed, expected, **tolerance(dtype))
@@ -125,40 +125,40 @@ def test_reduce_kernels(rng, dtype, size_name, variants):
     n, c = ROWS[size_name]
     x = (rng.standard_normal((n, c)) * 3 + 100).astype(dtype)  # an offset the one-pass formula would lose
     mean, var = np.empty(n, dtype), np.empty(n, dtype)
-    cpu_reduce.var_forward(x, 1.0, mean, var)
+    kernels.reduce.var_forward(x, 1.0, mean, var)
     x64 = x.astype(np.float64)
     np.testing.assert_allclose(mean, x64.mean(axis=1), **tolerance(dtype))
     np.testing.assert_allclose(var, x64.var(axis=1, ddof=1), rtol=64 * float(np.finfo(dtype).eps))
-    variants.assert_ran(cpu_reduce.var_forward, size_name)
+    variants.assert_ran(kernels.reduce.var_forward, size_name)
     coef = rng.standard_normal(n).astype(dtype)
     out = np.empty_like(x)
-    cpu_reduce.var_backward(x, mean, coef, out)
+    kernels.reduce.var_backward(x, mean, coef, out)
     np.testing.assert_allclose(out, coef[:, None] * (x - mean[:, None]), **tolerance(dtype))
 
     y = rng.standard_normal((n, c)).astype(dtype) * 5
     y[0, :] = -np.inf
     lse = np.empty(n, dtype)
-    cpu_reduce.logsumexp_forward(y, lse)
+    kernels.reduce.logsumexp_forward(y, lse)
     with np.errstate(invalid="ignore", divide="ignore"):
         peak = y.astype(np.float64).max(axis=1, keepdims=True)
         want = np.log(np.exp(y - np.where(np.isinf(peak), 0, peak)).sum(axis=1)) + np.where(np.isinf(peak), 0, peak)[:, 0]
     np.testing.assert_allclose(lse, want, rtol=4 * float(np.finfo(dtype).eps))
-    variants.assert_ran(cpu_reduce.logsumexp_forward, size_name)
+    variants.assert_ran(kernels.reduce.logsumexp_forward, size_name)
     g = rng.standard_normal(n).astype(dtype)
     grad = np.empty_like(y)
-    cpu_reduce.logsumexp_backward(g[1:], y[1:], lse[1:], grad[1:])
+    kernels.reduce.logsumexp_backward(g[1:], y[1:], lse[1:], grad[1:])
     np.testing.assert_allclose(grad[1:], g[1:, None] * np.exp(y[1:].astype(np.float64) - lse[1:, None]),
                                rtol=8 * float(np.finfo(dtype).eps), atol=8 * float(np.finfo(dtype).eps))
 
     flat = x.reshape(-1).copy()
     flat[::97] = flat.max()
     share = np.empty_like(flat)
-    cpu_reduce.distribute_equal(flat, flat.max(), 3.0, share)
+    kernels.reduce.distribute_equal(flat, flat.max(), 3.0, share)
     ties = flat == flat.max()
     np.testing.assert_allclose(share, np.where(ties, dtype(3.0 / ties.sum()), 0), **tolerance(dtype))
-    variants.assert_ran(cpu_reduce.distribute_equal, size_name)
+    variants.assert_ran(kernels.reduce.distribute_equal, size_name)
     flat[3] = np.nan
-    cpu_reduce.distribute_equal(flat, np.nan, 2.0, share)
+    kernels.reduce.distribute_equal(flat, np.nan, 2.0, share)
     assert share[3] == 2.0 and share.sum() == 2.0, "a NaN maximum: the gradient goes to the NaNs"
 
 
@@ -170,11 +170,11 @@ def test_prod_backward_kernel(rng, dtype, size_name, variants):
     x[2, [3, 7]] = 0  # two zeros: every gradient is zero
     g = rng.standard_normal(n).astype(dtype)
     out = np.empty_like(x)
-    cpu_reduce.prod_backward(x, g, out)
+    kernels.reduce.prod_backward(x, g, out)
     x64 = x.astype(np.float64)
     ones = np.ones((n, 1))
     before = np.cumprod(np.concatenate([ones, x64[:, :-1]], axis=1), axis=1)
     after = np.cumprod(np.concatenate([ones, x64[:, :0:-1]], axis=1), axis=1)[:, ::-1]
     np.testing.assert_allclose(out, g[:, None] * before * after, rtol=4 * c * float(np.finfo(dtype).eps), atol=0)
     assert np.count_nonzero(out[1]) == 1 and out[1, 5] != 0 and not np.any(out[2])
-    variants.assert_ran(cpu_reduce.prod_backward, size_name)
+    variants.assert_ran(kernels.reduce.prod_backward, size_name)

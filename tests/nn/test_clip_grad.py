@@ -16,7 +16,8 @@ import zgrad.nn.functional as F
 from helpers import require_torch, torch
 from pg_harness import run_ranks
 from zgrad import nn
-from zgrad.kernels import cuda_reduce, dispatch
+from zgrad.kernels import dispatch
+from zgrad.kernels.cuda import reduce as cuda_reduce
 from zgrad.nn.parallel import DistributedDataParallel as DDP
 from zgrad.nn.utils import (
     clip_grad_norm, clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm, parameters_to_vector,

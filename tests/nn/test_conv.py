@@ -12,7 +12,7 @@ import pytest
 import zgrad
 from helpers import case, check_finite_differences, check_torch, require_torch, torch
 from zgrad import nn
-from zgrad.kernels import cpu_layers
+from zgrad.kernels.cpu import layers as cpu_layers
 from zgrad.ops.conv import conv2d_layer
 
 # torch warns that 'same' padding with an even kernel copies its input; the result is what counts
@@ -212,13 +212,15 @@ def test_conv2d_batch_in_several_chunks(monkeypatch, kwargs):
 
 
 def test_padding_modes_are_named_once():
-    """One tuple of padding-mode names serves the layer, the op and the CPU kernels (which number
-    the modes by their position in it)."""
-    from zgrad.kernels import cpu_conv, dispatch_layers
+    """One tuple of padding-mode names serves the layer, the op and the kernels (which number the
+    modes by their position in it, and read padded positions through one function)."""
+    from zgrad.kernels import dispatch_layers, vocabulary
+    from zgrad.kernels.cpu.kernels import conv as cpu_conv
     from zgrad.ops import conv as conv_ops
 
     assert conv_ops.PADDING_MODES is dispatch_layers.PADDING_MODES
-    codes = (cpu_conv.PAD_ZEROS, cpu_conv.PAD_REFLECT, cpu_conv.PAD_REPLICATE, cpu_conv.PAD_CIRCULAR)
+    assert cpu_conv._source.py_func is vocabulary.padding_source
+    codes = (vocabulary.PAD_ZEROS, vocabulary.PAD_REFLECT, vocabulary.PAD_REPLICATE, vocabulary.PAD_CIRCULAR)
     assert [dispatch_layers.PADDING_MODES[code] for code in codes] == ["zeros", "reflect", "replicate", "circular"]
     with pytest.raises(ValueError, match=r"padding_mode must be one of .*, but got padding_mode='mirror'"):
         nn.Conv2d(1, 1, 3, padding_mode="mirror")

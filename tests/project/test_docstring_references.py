@@ -1,11 +1,11 @@
 """References in the docs and the code point at something that exists.
 
-* Docstrings' roles (``:mod:`zgrad.kernels.cpu_sequence```, ``:func:`zgrad.ops.conv.conv2d```,
+* Docstrings' roles (``:mod:`zgrad.kernels.cpu.sequence```, ``:func:`zgrad.ops.conv.conv2d```,
   ...) name objects of zgrad.
 * Markdown links (``[text](path)``, ``[text](path#anchor)``) of README.md, docs/, bench/ and
   examples/ lead to files of this repository, and their anchors to headings of the target.
 * File names in docs, docstrings, comments and configs name files of this repository: paths
-  from its root (``docs/config.md``, ``configs/secure.toml``, ``zgrad/kernels/cpu.py``, globs such
+  from its root (``docs/config.md``, ``configs/secure.toml``, ``zgrad/kernels/cpu/backend.py``, globs such
   as ``tests/kernels/test_cuda_*.py``) and any ``*.md`` file, with or without its folder. Planning notes
   kept outside the repository are not cited, by name or by section number.
 """
@@ -135,9 +135,9 @@ def test_docstring_references_resolve(path: Path):
 
 
 def test_resolver_finds_a_missing_module():
-    assert resolve("zgrad.kernels.cpu_sequence.lstm_forward") is not None
+    assert resolve("zgrad.kernels.cpu.sequence.lstm_forward") is not None
     assert resolve("zgrad.kernels.cpu_recurrent") is None
-    assert resolve("zgrad.kernels.cpu_norm.task_count") is None
+    assert resolve("zgrad.kernels.cpu.kernels.norm.task_count") is None
 
 
 @pytest.mark.parametrize("path", DOCS, ids=label)

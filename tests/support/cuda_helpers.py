@@ -42,7 +42,7 @@ class _CpuGuard(types.ModuleType):
 def strict_cuda() -> Iterator[None]:
     """Make factories create on CUDA and any use of the CPU backend raise AssertionError."""
     cpu = dispatch.backend("cpu")
-    dispatch._loaded["cpu"] = _CpuGuard("zgrad.kernels.cpu (guarded)")
+    dispatch._loaded["cpu"] = _CpuGuard("zgrad.kernels.cpu.backend (guarded)")
     zgrad.set_default_device("cuda")
     try:
         yield

@@ -21,7 +21,7 @@ import sys
 import types
 
 COMPUTE_CAPABILITY = (9, 0)
-MODULES = ("cuda_k_elementwise", "cuda_k_rows", "cuda_k_linalg", "cuda_k_optim", "cuda_k_index", "cuda_k_layers", "cuda_k_rnn")
+MODULES = ("elementwise", "rows", "linalg", "optim", "index", "layers", "rnn")  # of zgrad.kernels.cuda.kernels
 # A float64 instruction: an f64 register, operation or conversion (.f64 / .rn.f64.f32 ...).
 F64 = re.compile(r"\.f64\b")
 
@@ -66,7 +66,7 @@ def main() -> int:
     compiled, failures, f64, uncovered = 0, [], {}, []
     index = -1
     for name in MODULES:
-        module = importlib.import_module(f"zgrad.kernels.{name}")
+        module = importlib.import_module(f"zgrad.kernels.cuda.kernels.{name}")
         cases = module.ptx_signatures()
         covered = {id(py_func) for _, py_func, _ in cases}
         uncovered += [f"{name}.{label}" for label, py_func in _kernels(module) if id(py_func) not in covered]

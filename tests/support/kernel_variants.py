@@ -40,7 +40,7 @@ def _counted(dispatcher: Callable[..., Any], counts: dict[str, int], variant: st
 
 def _parallel_kernels(module: ModuleType) -> list[ParallelKernel]:
     """The ParallelKernels of ``module``: its globals, and the values of its dicts of them (one
-    kernel per combination of options, as cpu_optim's ``_ADAM_UPDATES``)."""
+    kernel per combination of options, as the CPU optim kernels' ``_ADAM_UPDATES``)."""
     found = []
     for value in vars(module).values():
         candidates = value.values() if isinstance(value, dict) else [value]

@@ -1,4 +1,4 @@
-"""Every Numba option zgrad uses, in one place (the numbagg pattern).
+"""Every Numba option of zgrad's CPU kernels, in one place (the numbagg pattern).
 
 Kernels are decorated with :func:`kernel` (one serial variant) or :func:`parallel_kernel` (a
 serial and a ``parallel=True`` variant, picked per call by the size of the first argument; with
@@ -6,8 +6,9 @@ serial and a ``parallel=True`` variant, picked per call by the size of the first
 Either way nothing compiles at import: dispatchers carry no signatures and compile on their first
 call, one specialisation per dtype, cached on disk (``cache=True``; set ``NUMBA_CACHE_DIR`` to move
 the cache). Importing this module does not start Numba's threading layer, so a process may still
-fork safely after ``import zgrad.kernels.cpu_kernels``; the layer starts on the first parallel call
-and uses ``NUMBA_NUM_THREADS`` threads (Numba reads it; zgrad never overrides it).
+fork safely after importing a kernel module of :mod:`zgrad.kernels.cpu.kernels`; the layer starts
+on the first parallel call and uses ``NUMBA_NUM_THREADS`` threads (Numba reads it; zgrad never
+overrides it).
 
 Options, and why:
 
@@ -18,8 +19,9 @@ Options, and why:
 - ``fastmath={"contract"}``: lets LLVM fuse a*b+c into one FMA (one rounding instead of two, as
   PyTorch's vectorised CPU kernels do). No ``nnan``/``ninf``: NaN and inf propagate exactly.
 - Reductions add ``"reassoc"`` so LLVM may split a running sum into vector lanes. It is given only
-  to kernels whose reductions tolerate reordering; helper math (:mod:`cpu_math`) is compiled
-  separately without it, so range reductions such as ``x - n*ln2_hi - n*ln2_lo`` stay exact.
+  to kernels whose reductions tolerate reordering; helper math
+  (:mod:`zgrad.kernels.cpu.kernels.vector_math`) is compiled separately without it, so range
+  reductions such as ``x - n*ln2_hi - n*ln2_lo`` stay exact.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ _ONE_THREAD = numba.config.NUMBA_NUM_THREADS <= 1
 _FASTMATH = frozenset({"contract"})
 _FASTMATH_REDUCTION = frozenset({"contract", "reassoc"})
 
-# Options for the scalar helpers of cpu_math (compiled by numba.extending.overload).
+# Options for the scalar helpers of vector_math (compiled by numba.extending.overload).
 MATH_OPTIONS = {"fastmath": set(_FASTMATH), "error_model": "numpy"}
 
 
@@ -83,16 +85,17 @@ MATH_OPTIONS = {"fastmath": set(_FASTMATH), "error_model": "numpy"}
 def _kernel_sources_digest() -> str:
     """A hash of the kernel sources (computed on the first compile, not at import)."""
     digest = hashlib.sha256()
-    for path in sorted(pathlib.Path(__file__).parent.glob("*.py")):
+    for path in sorted(pathlib.Path(__file__).parent.rglob("*.py")):
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
 class _KernelCache(FunctionCache):
-    """Numba's on-disk cache, also keyed on every source file of this package.
+    """Numba's on-disk cache, also keyed on every source file of zgrad.kernels (subpackages
+    included).
 
     Numba invalidates a cached kernel only when the kernel's own file changes, but kernels inline
-    helpers from sibling modules (cpu_math.py); without this an edit there would keep serving
+    helpers from sibling modules (vector_math.py); without this an edit there would keep serving
     stale machine code.
     """
 

@@ -4,7 +4,7 @@ and dtype rules, and calls the backend's kernel with a freshly allocated ``out``
 Ops above this layer call these functions and never name a device-specific one, nor does
 dispatch (DLPack included). A backend is a module implementing the op vocabulary
 (:data:`~zgrad.kernels.vocabulary.OPS`, checked when it loads); the CPU backend is
-:mod:`zgrad.kernels.cpu`, a CUDA backend plugs in under ``"cuda"`` and is imported only on first
+:mod:`zgrad.kernels.cpu.backend`, a CUDA backend plugs in under ``"cuda"`` and is imported only on first
 CUDA use.
 
 Groups of ops have companion modules under the same rules: ``dispatch_pointwise`` (clamp,
@@ -33,7 +33,7 @@ __all__ = [
     "reduce_pair", "reduce_and_copy", "divide_inplace", "scale_copy",
 ]
 
-_BACKEND_MODULES = {"cpu": "zgrad.kernels.cpu", "cuda": "zgrad.kernels.cuda"}
+_BACKEND_MODULES = {"cpu": "zgrad.kernels.cpu.backend", "cuda": "zgrad.kernels.cuda.backend"}
 _loaded: dict[str, ModuleType] = {}
 
 DEFAULT_FLOAT = np.dtype(np.float32)

@@ -110,7 +110,7 @@ def embedding_bag_backward(grad: Any, weight: Any, indices: Any, bounds: Any, pe
 
 def lstm_forward(gates_x: Any, w_hh: Any, bias: Any, h0: Any, c0: Any, reverse: bool):
     """Run an LSTM layer over (T, B, 4H) input projections: (hs, cs, acts), see
-    :func:`zgrad.kernels.cpu_sequence.lstm_forward`."""
+    :func:`zgrad.kernels.cpu.sequence.lstm_forward`."""
     be = backend_of(gates_x, w_hh)
     steps, batch, gates = gates_x.shape
     hidden, dtype = w_hh.shape[1], gates_x.dtype

@@ -1,11 +1,15 @@
 """The op vocabulary of the kernel layer, declared once: the ops every backend implements (checked
-when dispatch loads one) and the codes its kernels number their options by. Imported by dispatch
-and by both backends; imports nothing.
+when dispatch loads one), the codes its kernels number their options by, and the index rule of
+each padding mode (one Python function both backends' kernels compile). Imported by dispatch and
+by both backends; imports nothing.
 """
 
 from __future__ import annotations
 
-__all__ = ["ACTIVATION_CODES", "OPS", "PADDING_MODES", "PAD_CIRCULAR", "PAD_REFLECT", "PAD_REPLICATE", "PAD_ZEROS"]
+__all__ = [
+    "ACTIVATION_CODES", "OPS", "PADDING_MODES", "PAD_CIRCULAR", "PAD_REFLECT", "PAD_REPLICATE", "PAD_ZEROS",
+    "padding_source",
+]
 
 OPS = (
     "empty", "full", "asarray", "to_host",
@@ -36,6 +40,25 @@ OPS = (
 # The padding modes of conv2d; kernels number them by their position here.
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 PAD_ZEROS, PAD_REFLECT, PAD_REPLICATE, PAD_CIRCULAR = range(len(PADDING_MODES))
+
+
+def padding_source(i: int, size: int, mode: int) -> int:
+    """The image index that padded index ``i`` reads along a dimension of ``size``, or -1 where it
+    reads a zero, for padding ``mode`` (a code above).
+
+    Plain Python, compiled by each backend's kernels where they call it (a Numba CPU kernel, a
+    CUDA device function). Reflection needs padding < size and circular padding <= size (checked
+    by :mod:`zgrad.ops.conv`), so one reflection or wrap is enough.
+    """
+    if 0 <= i < size:
+        return i
+    if mode == PAD_ZEROS:
+        return -1
+    if mode == PAD_REFLECT:
+        return -i if i < 0 else 2 * (size - 1) - i
+    if mode == PAD_REPLICATE:
+        return 0 if i < 0 else size - 1
+    return i + size if i < 0 else i - size  # PAD_CIRCULAR
 
 # The activations fused after a bias (``bias_act``), by the code kernels take.
 ACTIVATION_CODES = {"identity": 0, "relu": 1, "tanh": 2, "sigmoid": 3}

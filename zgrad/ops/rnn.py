@@ -1,7 +1,7 @@
 """One direction of one LSTM or GRU layer over a whole sequence, as one differentiable op.
 
 Forward: the input projection of every time step is one matrix product; the time loop then runs
-one recurrent product and one fused gate kernel per step (:mod:`zgrad.kernels.cpu_rnn`). Backward
+one recurrent product and one fused gate kernel per step (:mod:`zgrad.kernels.cpu.kernels.rnn`). Backward
 runs the loop in reverse to get every step's gate gradients, then forms the weight and input
 gradients as one matrix product each over all steps. Layers, directions and dropout between
 layers are composed from these ops by :mod:`zgrad.nn.rnn`.

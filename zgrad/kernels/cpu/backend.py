@@ -1,0 +1,355 @@
+"""The CPU backend: the op vocabulary (:mod:`zgrad.kernels.vocabulary`) on numpy arrays.
+
+Every function writes into ``out`` and returns it. Single-pass numpy ufuncs and BLAS are used
+as they are (they already run at memory or FLOP speed); fused kernels, where one Numba loop
+replaces several numpy temporaries, come from the modules of :mod:`zgrad.kernels.cpu.kernels`, each
+imported (and so numba with it) only on the first call that needs it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from zgrad.kernels.cpu import kernels
+from zgrad.kernels.cpu.common import flat
+from zgrad.kernels.cpu.layers import (  # noqa: F401 - convolution, pooling and normalization ops
+    adaptive_avg_pool2d, adaptive_avg_pool2d_backward, avg_pool2d, avg_pool2d_backward, batch_norm,
+    batch_norm_backward, conv2d, conv2d_backward, group_norm, group_norm_backward, max_pool2d, max_pool2d_backward,
+)
+from zgrad.kernels.cpu.sequence import (  # noqa: F401 - embeddings, recurrences, dropout, activations, losses
+    class_loss, class_loss_backward, dropout, dropout_backward, embedding, embedding_backward, embedding_bag,
+    embedding_bag_backward, embedding_bag_per_sample_weights_backward, embedding_renorm, gelu, gelu_backward,
+    gru_backward, gru_forward, leaky_relu, leaky_relu_backward, lstm_backward, lstm_forward, nll, nll_backward,
+    pointwise_loss, pointwise_loss_backward, pointwise_loss_sum, zeros,
+)
+from zgrad.kernels.cpu.tensor_ops import (  # noqa: F401 - the tensor-API ops
+    abs, add_scaled, addcdiv, addcmul, argmax, argmin, clamp, clamp_backward, compare, distribute_equal,
+    extremum_backward, floor_divide, gather, index_add, logical_not, logsumexp_backward_rows, logsumexp_rows, maximum, minimum,
+    prod_backward_rows, random_integers, random_normal, random_uniform, remainder, scatter, scatter_add, sign, sqrt,
+    take, var_backward_rows, var_rows, vector_norm, where,
+)
+from zgrad.kernels.vocabulary import ACTIVATION_CODES
+
+DEVICE_TYPE = "cpu"
+
+
+def _rows(a: np.ndarray) -> np.ndarray:
+    """A 2-D (rows, last axis) C-contiguous view (or copy) of ``a``."""
+    a = np.ascontiguousarray(a)
+    return a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
+
+
+# --- allocation -------------------------------------------------------------------------------
+
+def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    return np.empty(shape, dtype=dtype)
+
+
+def full(shape: tuple[int, ...], value: float, dtype: np.dtype) -> np.ndarray:
+    return np.full(shape, value, dtype=dtype)
+
+
+def asarray(data, dtype: np.dtype | None = None) -> np.ndarray:
+    return np.asarray(data, dtype=dtype)
+
+
+def to_host(x: np.ndarray) -> np.ndarray:
+    return x
+
+
+def to_dlpack(x: np.ndarray, **kwargs: Any) -> Any:
+    return x.__dlpack__(**kwargs)
+
+
+def dlpack_device(x: np.ndarray) -> tuple[int, int]:
+    return x.__dlpack_device__()
+
+
+def from_dlpack(obj: Any) -> np.ndarray:
+    return np.from_dlpack(obj)
+
+
+# --- element-wise -----------------------------------------------------------------------------
+
+def add(a, b, out):
+    return np.add(a, b, out=out)
+
+
+def sub(a, b, out):
+    return np.subtract(a, b, out=out)
+
+
+def mul(a, b, out):
+    return np.multiply(a, b, out=out)
+
+
+def div(a, b, out):
+    return np.true_divide(a, b, out=out)
+
+
+def pow(a, b, out):  # noqa: A001 - op vocabulary name
+    return np.power(a, b, out=out)
+
+
+def neg(x, out):
+    return np.negative(x, out=out)
+
+
+def _unary_fused(name: str, x, out):
+    if x.size == 0:
+        return out
+    flat_out = out.reshape(-1)
+    getattr(kernels.elementwise, name)(flat(x), flat_out)
+    return out
+
+
+def exp(x, out):
+    return _unary_fused("exp_forward", x, out)
+
+
+def log(x, out):
+    return _unary_fused("log_forward", x, out)
+
+
+def tanh(x, out):
+    return np.tanh(x, out=out)  # numpy's SIMD tanh beats a portable Numba loop; fused uses stay in Numba
+
+
+def sigmoid(x, out):
+    return _unary_fused("sigmoid_forward", x, out)
+
+
+def relu(x, out):
+    return _unary_fused("relu_forward", x, out)
+
+
+def _backward_fused(name: str, grad, saved, out):
+    if out.size == 0:
+        return out
+    getattr(kernels.elementwise, name)(flat(grad), flat(saved), out.reshape(-1))
+    return out
+
+
+def relu_backward(grad, x, out):
+    return _backward_fused("relu_backward", grad, x, out)
+
+
+def tanh_backward(grad, y, out):
+    return _backward_fused("tanh_backward", grad, y, out)
+
+
+def sigmoid_backward(grad, y, out):
+    return _backward_fused("sigmoid_backward", grad, y, out)
+
+
+# --- linear algebra and reductions ------------------------------------------------------------
+
+# numpy's bundled OpenBLAS runs a float32 product A·Bᵀ (B a transposed C-order matrix, as in
+# ``x @ weight.T``) slowly when A has few rows. Computing (B·Aᵀ)ᵀ instead and copying it into
+# ``out`` measured faster where n >= 8·m, and no faster or slower elsewhere, so only that case is
+# swapped (figures: bench/README.md, Design figures).
+_SWAP_MIN_RATIO = 8
+_SWAP_MIN_FLOPS = 1 << 18
+
+
+def _short_times_transposed(a: np.ndarray, b: np.ndarray) -> bool:
+    return (
+        a.ndim == 2 and b.ndim == 2 and a.dtype == np.float32 and b.dtype == np.float32
+        and b.flags.f_contiguous and not b.flags.c_contiguous
+        and a.shape[0] * _SWAP_MIN_RATIO <= b.shape[1]
+        and a.shape[0] * a.shape[1] * b.shape[1] >= _SWAP_MIN_FLOPS
+    )
+
+
+def matmul(a, b, out):
+    if _short_times_transposed(a, b):
+        np.copyto(out, np.matmul(b.T, a.T).T)
+        return out
+    return np.matmul(a, b, out=out)
+
+
+# The reductions accumulate in out's dtype (numpy's loop dtype for a reduction with ``out``), so an
+# int64 ``out`` sums bool and small-integer inputs without wrapping.
+
+def sum(x, axis, keepdims, out):  # noqa: A001 - op vocabulary name
+    return np.add.reduce(x, axis=axis, keepdims=keepdims, out=out)  # np.sum's own wrapper costs more than a 3x3 sum
+
+
+def prod(x, axis, keepdims, out):
+    return np.multiply.reduce(x, axis=axis, keepdims=keepdims, out=out)
+
+
+def nansum(x, axis, keepdims, out):
+    return np.nansum(x, axis=axis, dtype=out.dtype, keepdims=keepdims, out=out)
+
+
+def cumsum(x, axis, reverse, out):
+    """out = the running sums of x along ``axis``, from its end when ``reverse``."""
+    if reverse:
+        np.add.accumulate(np.flip(x, axis), axis=axis, dtype=out.dtype, out=np.flip(out, axis))
+        return out
+    return np.add.accumulate(x, axis=axis, dtype=out.dtype, out=out)
+
+
+# --- layout -----------------------------------------------------------------------------------
+
+def copy(x, out):
+    np.copyto(out, x, casting="unsafe")
+    return out
+
+
+def stack(arrays, axis, out):
+    if axis == 0 and arrays[0].ndim and out.flags.c_contiguous:
+        # Stacking along a new first axis lays the arrays end to end, which is concatenating them
+        # along their own first axis: numpy does that without np.stack's per-array expand_dims.
+        np.concatenate(arrays, axis=0, out=out.reshape(-1, *arrays[0].shape[1:]))
+        return out
+    return np.stack(arrays, axis=axis, out=out)
+
+
+def concatenate(arrays, axis, out):
+    return np.concatenate(arrays, axis=axis, out=out)
+
+
+def _is_advanced(index) -> bool:
+    parts = index if isinstance(index, tuple) else (index,)
+    return any(isinstance(p, (list, np.ndarray)) for p in parts)
+
+
+def scatter_slice(index, values, out):
+    """out[index] += values (the backward of indexing; ``out`` starts zeroed).
+
+    Integer-array indices may repeat a position; ``np.add.at`` adds every occurrence, where
+    ``out[index] += values`` would keep only the last one.
+    """
+    if _is_advanced(index):
+        np.add.at(out, index, values)
+    else:
+        out[index] += values
+    return out
+
+
+# --- row-wise fused kernels (last axis) -------------------------------------------------------
+
+def bias_act(x, bias, activation: str, out):
+    kernels.rowwise.bias_act_forward(_rows(x), flat(bias), ACTIVATION_CODES[activation], out.reshape(-1, out.shape[-1]))
+    return out
+
+
+def softmax(x, out):
+    kernels.rowwise.softmax_forward(_rows(x), out.reshape(-1, out.shape[-1]))
+    return out
+
+
+def log_softmax(x, out):
+    kernels.rowwise.log_softmax_forward(_rows(x), out.reshape(-1, out.shape[-1]))
+    return out
+
+
+def softmax_backward(grad, y, out):
+    kernels.rowwise.softmax_backward(_rows(grad), _rows(y), out.reshape(-1, out.shape[-1]))
+    return out
+
+
+def log_softmax_backward(grad, y, out):
+    kernels.rowwise.log_softmax_backward(_rows(grad), _rows(y), out.reshape(-1, out.shape[-1]))
+    return out
+
+
+def cross_entropy(logits, targets, ignore_index: int, probs_out) -> tuple[float, int]:
+    """(sum of the counted rows' losses, counted rows); softmax into ``probs_out``."""
+    return kernels.rowwise.cross_entropy_forward(_rows(logits), targets, ignore_index, probs_out)
+
+
+def cross_entropy_backward(probs, targets, ignore_index: int, scale: float, out):
+    kernels.rowwise.cross_entropy_backward(probs, targets, ignore_index, scale, out)
+    return out
+
+
+# --- optimizer updates (in place on contiguous parameters) ------------------------------------
+
+def sgd_step(param, grad, momentum_buf, lr, momentum, dampening, weight_decay, nesterov, first_step, maximize):
+    kernels.optim.sgd_step(
+        param.reshape(-1), flat(grad), momentum_buf.reshape(-1),
+        lr, momentum, dampening, weight_decay, nesterov, first_step, maximize,
+    )
+
+
+def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay, amsgrad,
+              maximize, decoupled_weight_decay):
+    kernels.optim.adam_step(
+        param.reshape(-1), flat(grad), exp_avg.reshape(-1), exp_avg_sq.reshape(-1), max_exp_avg_sq.reshape(-1),
+        step, lr, beta1, beta2, eps, weight_decay, amsgrad, maximize, decoupled_weight_decay,
+    )
+
+
+def rmsprop_step(param, grad, square_avg, grad_avg, momentum_buffer, lr, alpha, eps, weight_decay, momentum,
+                 centered, maximize):
+    kernels.optim.rmsprop_step(
+        param.reshape(-1), flat(grad), square_avg.reshape(-1), grad_avg.reshape(-1), momentum_buffer.reshape(-1),
+        lr, alpha, eps, weight_decay, momentum, centered, maximize,
+    )
+
+
+def adagrad_step(param, grad, state_sum, step, lr, lr_decay, weight_decay, eps, maximize):
+    kernels.optim.adagrad_step(param.reshape(-1), flat(grad), state_sum.reshape(-1), step, lr, lr_decay, weight_decay,
+                          eps, maximize)
+
+
+def adadelta_step(param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay, maximize):
+    kernels.optim.adadelta_step(param.reshape(-1), flat(grad), square_avg.reshape(-1), acc_delta.reshape(-1), lr, rho,
+                           eps, weight_decay, maximize)
+
+
+# --- collective reductions (1-D C-contiguous arrays, in place) --------------------------------
+
+_REDUCE_CODES = {"sum": 0, "product": 1, "min": 2, "max": 3}
+_REDUCE_UFUNCS = {"sum": np.add, "product": np.multiply, "min": np.minimum, "max": np.maximum}
+# dtypes the Numba reduction kernels compile for; others (float16) take numpy's ufuncs.
+_KERNEL_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64))
+
+
+def _reduce(kernel: str, op: str, out, numpy_fallback, *arrays) -> None:
+    if out.dtype in _KERNEL_DTYPES:
+        getattr(kernels.collectives, kernel)(out, *arrays, _REDUCE_CODES[op])
+    else:
+        numpy_fallback(_REDUCE_UFUNCS[op])
+
+
+def reduce_inplace(out, src, op: str):
+    _reduce("reduce_inplace", op, out, lambda ufunc: ufunc(out, src, out=out), src)
+    return out
+
+
+def reduce_pair(out, a, b, op: str):
+    _reduce("reduce_pair", op, out, lambda ufunc: ufunc(a, b, out=out), a, b)
+    return out
+
+
+def reduce_and_copy(out, copy_out, src, op: str):
+    def fallback(ufunc):
+        ufunc(out, src, out=out)
+        np.copyto(copy_out, out)
+
+    _reduce("reduce_and_copy", op, out, fallback, copy_out, src)
+    return out
+
+
+def divide_inplace(out, divisor: int):
+    if out.dtype not in _KERNEL_DTYPES:
+        np.true_divide(out, divisor, out=out, casting="unsafe")
+    elif out.dtype.kind == "f":
+        kernels.collectives.divide_inplace(out, divisor)
+    else:
+        kernels.collectives.divide_inplace_trunc(out, divisor)
+    return out
+
+
+def scale_copy(out, src, divisor: int):
+    if out.dtype in _KERNEL_DTYPES and src.dtype == out.dtype:
+        kernels.collectives.scale_copy(out, src, divisor)
+    else:
+        np.true_divide(src, divisor, out=out, casting="unsafe")
+    return out

@@ -1,0 +1,115 @@
+"""Element-wise Numba kernels with a parameter: GELU, leaky ReLU, and dropout's masking.
+
+Arrays are 1-D C-contiguous (the caller ravels), except dropout's data, which is 2-D (R, S) with
+one mask value per row. Computation is in the arrays'
+dtype, with PyTorch's formulas.
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import prange
+
+from zgrad.kernels.cpu.kernels import vector_math
+from zgrad.kernels._jit import PARALLEL_MIN_SIZE_HEAVY, parallel_kernel
+
+__all__ = [
+    "dropout_backward",
+    "dropout_forward",
+    "gelu_backward",
+    "gelu_forward",
+    "leaky_relu_backward",
+    "leaky_relu_forward",
+]
+
+_SQRT_HALF = math.sqrt(0.5)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_TANH_BETA = math.sqrt(2.0 / math.pi)  # PyTorch's kBeta = M_SQRT2 * M_2_SQRTPI * 0.5
+_TANH_KAPPA = 0.044715
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def gelu_forward(x, tanh_approximation, out):
+    """out = x * Phi(x), or its tanh approximation 0.5 x (1 + tanh(beta (x + kappa x^3)))."""
+    F = out.dtype.type
+    half, one = F(0.5), F(1)
+    if tanh_approximation:
+        beta, kappa = F(_TANH_BETA), F(_TANH_KAPPA)
+        for i in prange(x.size):
+            v = x[i]
+            out[i] = half * v * (one + vector_math.tanh(beta * (v + kappa * v * v * v)))
+    else:
+        sqrt_half = F(_SQRT_HALF)
+        for i in prange(x.size):
+            v = x[i]
+            out[i] = v * half * (one + math.erf(v * sqrt_half))
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def gelu_backward(grad, x, tanh_approximation, out):
+    """out = grad * d gelu(x) / dx."""
+    F = out.dtype.type
+    half, one = F(0.5), F(1)
+    if tanh_approximation:
+        beta, kappa = F(_TANH_BETA), F(_TANH_KAPPA)
+        for i in prange(x.size):
+            v = x[i]
+            v_sq = v * v
+            t = vector_math.tanh(beta * (v + kappa * v_sq * v))
+            left_derivative = half * (one + t)
+            right_derivative = half * v * (one - t * t) * beta * (one + F(3) * kappa * v_sq)
+            out[i] = grad[i] * (left_derivative + right_derivative)
+    else:
+        sqrt_half, inv_sqrt_2pi = F(_SQRT_HALF), F(_INV_SQRT_2PI)
+        for i in prange(x.size):
+            v = x[i]
+            cdf = half * (one + math.erf(v * sqrt_half))
+            pdf = vector_math.exp(-half * v * v) * inv_sqrt_2pi
+            out[i] = grad[i] * (cdf + v * pdf)
+
+
+@parallel_kernel()
+def leaky_relu_forward(x, negative_slope, out):
+    """out = x if x > 0 else x * negative_slope."""
+    slope, zero = out.dtype.type(negative_slope), out.dtype.type(0)
+    for i in prange(x.size):
+        v = x[i]
+        out[i] = v if v > zero else v * slope
+
+
+@parallel_kernel()
+def leaky_relu_backward(grad, x, negative_slope, out):
+    """out = grad if x > 0 else grad * negative_slope."""
+    slope, zero = out.dtype.type(negative_slope), out.dtype.type(0)
+    for i in prange(x.size):
+        out[i] = grad[i] if x[i] > zero else grad[i] * slope
+
+
+@parallel_kernel()
+def dropout_forward(x, noise, p, keep, out):
+    """keep[r] = noise[r] >= p; out[r] = x[r] * keep[r] / (1 - p), for each row r of (R, S) ``x``.
+
+    One mask value covers a row: rows are single elements for ``dropout`` and whole channels for
+    ``dropout2d``.
+    """
+    F = out.dtype.type
+    threshold = noise.dtype.type(p)
+    scale, zero = F(1.0 / (1.0 - p)) if p < 1.0 else F(0), F(0)
+    for r in prange(x.shape[0]):
+        kept = noise[r] >= threshold
+        keep[r] = kept
+        factor = scale if kept else zero
+        for s in range(x.shape[1]):
+            out[r, s] = x[r, s] * factor
+
+
+@parallel_kernel()
+def dropout_backward(grad, keep, p, out):
+    """out[r] = grad[r] * keep[r] / (1 - p), ``keep`` as saved by :func:`dropout_forward`."""
+    F = out.dtype.type
+    scale, zero = F(1.0 / (1.0 - p)) if p < 1.0 else F(0), F(0)
+    for r in prange(grad.shape[0]):
+        factor = scale if keep[r] else zero
+        for s in range(grad.shape[1]):
+            out[r, s] = grad[r, s] * factor

@@ -1,0 +1,153 @@
+"""Numba kernels of 2-D convolution: ``im2col`` and its adjoint ``col2im``.
+
+A convolution is a matrix product once every receptive field is laid out as a column:
+``cols[n, (c, i, j), oh, ow] = x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]``. ``im2col`` builds
+that matrix, ``col2im`` adds a matrix of the same layout back onto the image positions it came
+from (the gradient of ``im2col``). The product itself is BLAS, called by the backend.
+
+Padded positions read zero (``PAD_ZEROS``) or, for the other padding modes, the image position
+that PyTorch's ``reflect`` / ``replicate`` / ``circular`` padding copies there
+(:func:`zgrad.kernels.vocabulary.padding_source`, shared with the CUDA kernels); ``col2im`` sends
+their gradient to that same position. Both kernels run one (sample, channel) plane per task: a
+plane's columns only read (and its gradient only touches) that plane, so tasks never share output.
+
+Arguments are C-contiguous: ``x`` (N, C, H, W), ``cols`` (N, C*KH*KW, OH, OW).
+
+Stride-1 zero-padded convolutions need no columns at all. ``pad_planes`` lays the padded planes
+of several samples end to end, one row of the result per channel: (C, m * plane + tail), each
+image row followed by its zero columns and each image by its zero rows, which serve as the next
+row's left (the next image's top) padding too: rows of Wp = W + max(pad_left, pad_right) (or OW,
+if wider). Output position q of that row (sample q // plane, padded position q % plane) sees through tap (i, j) of the kernel the input at q + i*dh*Wp + j*dw, so the inputs of
+one tap over all m samples are one strided (C, m * plane) matrix that BLAS reads in place: the
+backend sums one product per tap. Positions past a row's OW outputs or past a plane's OH rows are
+computed and dropped by ``crop_planes`` (their gradient is set to zero by ``pad_planes``); the
+tail of (KH-1)*dh*Wp + (KW-1)*dw zeros keeps the last sample's reads inside the array.
+"""
+
+from __future__ import annotations
+
+from numba import prange
+
+from zgrad.kernels._jit import PARALLEL_MIN_SIZE_HEAVY, kernel, parallel_kernel
+from zgrad.kernels.vocabulary import padding_source
+
+__all__ = ["col2im", "crop_planes", "im2col", "pad_planes"]
+
+_source = kernel(padding_source)
+
+
+@kernel
+def _inside(offset, stride, size, count):
+    """The range [lo, hi) of ``o`` in [0, count) with 0 <= o*stride + offset < size."""
+    lo = 0 if offset >= 0 else (-offset + stride - 1) // stride
+    last = size - 1 - offset
+    hi = 0 if last < 0 else last // stride + 1
+    lo, hi = min(lo, count), min(hi, count)
+    return lo, max(lo, hi)
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def im2col(x, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, mode, cols):
+    """cols[n, (c, i, j), oh, ow] = padded x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]."""
+    batch, channels, height, width = x.shape
+    out_h, out_w = cols.shape[2], cols.shape[3]
+    zero = cols.dtype.type(0)
+    for task in prange(batch * channels):
+        n, c = task // channels, task % channels
+        plane = x[n, c]
+        for i in range(kernel_h):
+            for j in range(kernel_w):
+                dest = cols[n, (c * kernel_h + i) * kernel_w + j]
+                offset = j * dilation_w - pad_w
+                lo, hi = _inside(offset, stride_w, width, out_w)
+                for oh in range(out_h):
+                    row = dest[oh]
+                    ih = _source(oh * stride_h - pad_h + i * dilation_h, height, mode)
+                    if ih < 0:
+                        row[:] = zero
+                        continue
+                    src = plane[ih]
+                    for ow in range(lo):
+                        iw = _source(ow * stride_w + offset, width, mode)
+                        row[ow] = src[iw] if iw >= 0 else zero
+                    if stride_w == 1:
+                        row[lo:hi] = src[lo + offset:hi + offset]
+                    else:
+                        for ow in range(lo, hi):
+                            row[ow] = src[ow * stride_w + offset]
+                    for ow in range(hi, out_w):
+                        iw = _source(ow * stride_w + offset, width, mode)
+                        row[ow] = src[iw] if iw >= 0 else zero
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def col2im(cols, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, mode, x):
+    """x = 0, then x[n, c, source position] += cols[n, (c, i, j), oh, ow]: the adjoint of im2col."""
+    batch, channels, height, width = x.shape
+    out_h, out_w = cols.shape[2], cols.shape[3]
+    for task in prange(batch * channels):
+        n, c = task // channels, task % channels
+        plane = x[n, c]
+        plane[:, :] = 0
+        for i in range(kernel_h):
+            for j in range(kernel_w):
+                src = cols[n, (c * kernel_h + i) * kernel_w + j]
+                offset = j * dilation_w - pad_w
+                lo, hi = _inside(offset, stride_w, width, out_w)
+                for oh in range(out_h):
+                    ih = _source(oh * stride_h - pad_h + i * dilation_h, height, mode)
+                    if ih < 0:
+                        continue
+                    row, dest = src[oh], plane[ih]
+                    for ow in range(lo):
+                        iw = _source(ow * stride_w + offset, width, mode)
+                        if iw >= 0:
+                            dest[iw] += row[ow]
+                    if stride_w == 1:
+                        dest[lo + offset:hi + offset] += row[lo:hi]
+                    else:
+                        for ow in range(lo, hi):
+                            dest[ow * stride_w + offset] += row[ow]
+                    for ow in range(hi, out_w):
+                        iw = _source(ow * stride_w + offset, width, mode)
+                        if iw >= 0:
+                            dest[iw] += row[ow]
+
+
+# pad_planes and crop_planes are serial: as flat loops over rows they copy at close to memcpy's
+# speed (a prange of per-plane slices measured slower: bench/README.md, Design figures), and a
+# parallel region right after a BLAS product waits on cores OpenBLAS's threads still spin on.
+@kernel
+def pad_planes(x, top, left, width, plane, out):
+    """out[c, n*plane:(n+1)*plane] = plane n of channel c padded: zeros, with x[n, c] written at
+    (top, left) in rows of ``width``; out[c] past the last plane (the spare tail) = 0."""
+    batch, channels, height, in_width = x.shape
+    source, dest, row_length = x.reshape(x.size), out.reshape(out.size), out.shape[1]
+    zero = out.dtype.type(0)
+    for c in range(channels):
+        dest[c * row_length:(c + 1) * row_length] = zero  # one pass of zeros beats zeroing the borders
+        for n in range(batch):
+            corner = dest[c * row_length + n * plane + top * width + left:]
+            planar = source[(n * channels + c) * height * in_width:(n * channels + c + 1) * height * in_width]
+            for h in range(height):
+                row, src = corner[h * width:h * width + in_width], planar[h * in_width:(h + 1) * in_width]
+                for w in range(in_width):
+                    row[w] = src[w]
+
+
+@kernel
+def crop_planes(x, top, left, width, plane, bias, out):
+    """out[n, c, h, w] = x[c, n*plane + (h + top)*width + w + left] (+ bias[c] unless ``bias`` is
+    empty): the inverse of :func:`pad_planes`."""
+    batch, channels, height, out_width = out.shape
+    source, dest, row_length = x.reshape(x.size), out.reshape(out.size), x.shape[1]
+    for n in range(batch):
+        for c in range(channels):
+            shift = bias[c] if bias.size else out.dtype.type(0)
+            corner = c * row_length + n * plane + top * width + left
+            planar = dest[(n * channels + c) * height * out_width:(n * channels + c + 1) * height * out_width]
+            for h in range(height):
+                src = source[corner + h * width:corner + h * width + out_width]
+                row = planar[h * out_width:(h + 1) * out_width]
+                for w in range(out_width):
+                    row[w] = src[w] + shift

@@ -1,0 +1,244 @@
+"""The CPU backend of the tensor-API ops: comparisons, clamp, maximum/minimum, selection by index
+or mask, reductions with indices, variance, logsumexp, in-place updates and random fills.
+
+Part of :mod:`zgrad.kernels.cpu.backend` (which re-exports every function here); the same contract holds:
+each function writes into ``out`` and returns it. Single numpy calls are used where they already
+run at memory speed; the Numba kernels of :mod:`kernels.pointwise`, :mod:`kernels.gather` and
+:mod:`kernels.reduce` are imported (with numba) on the first call that needs them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from zgrad.kernels.cpu import kernels
+from zgrad.kernels.cpu.common import flat
+
+__all__ = [
+    "remainder", "floor_divide", "maximum", "minimum", "abs", "sign", "sqrt", "clamp", "clamp_backward", "extremum_backward",
+    "compare", "logical_not", "where", "argmax", "argmin", "take", "gather", "index_add", "scatter", "scatter_add",
+    "var_rows", "var_backward_rows", "logsumexp_rows", "logsumexp_backward_rows", "distribute_equal",
+    "prod_backward_rows", "vector_norm", "add_scaled", "addcmul", "addcdiv", "random_uniform", "random_normal", "random_integers",
+]
+
+_COMPARISONS = {
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+    "ge": np.greater_equal, "logical_and": np.logical_and, "logical_or": np.logical_or,
+    "logical_xor": np.logical_xor,
+}
+
+
+# --- element-wise -----------------------------------------------------------------------------
+
+def remainder(a, b, out):
+    return np.remainder(a, b, out=out)  # Python's sign rule (the divisor's), as torch.remainder
+
+
+def floor_divide(a, b, out):
+    return np.floor_divide(a, b, out=out)
+
+
+def maximum(a, b, out):
+    return np.maximum(a, b, out=out)
+
+
+def minimum(a, b, out):
+    return np.minimum(a, b, out=out)
+
+
+def abs(x, out):  # noqa: A001 - op vocabulary name
+    return np.absolute(x, out=out)
+
+
+def sign(x, out):
+    return np.sign(x, out=out)
+
+
+def sqrt(x, out):
+    return np.sqrt(x, out=out)
+
+
+def clamp(x, low, high, out):
+    """out = x clamped to [low, high] (None: open); ``out`` may be ``x``."""
+    if out.dtype.kind != "f" or not out.flags.c_contiguous:
+        return np.clip(x, low, high, out=out)
+    kernels.pointwise.clamp_forward(
+        flat(x), -np.inf if low is None else low, np.inf if high is None else high, out.reshape(-1)
+    )
+    return out
+
+
+def clamp_backward(grad, x, low, high, out):
+    kernels.pointwise.clamp_backward(flat(grad), flat(x), low, high, out.reshape(-1))
+    return out
+
+
+def extremum_backward(grad, a, b, take_max, out_a, out_b):
+    """Gradients of maximum/minimum for same-shaped ``grad``, ``a``, ``b``, into ``out_a``/``out_b``."""
+    kernels.pointwise.extremum_backward(
+        flat(grad), flat(a), flat(b), take_max, out_a.reshape(-1), out_b.reshape(-1)
+    )
+    return out_a, out_b
+
+
+def compare(op, a, b, out):
+    """``op`` in eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_xor, into a bool ``out``."""
+    return _COMPARISONS[op](a, b, out=out)
+
+
+def logical_not(x, out):
+    return np.logical_not(x, out=out)
+
+
+def where(cond, a, b, out):
+    """out = a where cond else b (all broadcast to ``out``); ``b`` may be ``out`` itself."""
+    if b is not out:
+        np.copyto(out, b, casting="unsafe")
+    np.copyto(out, a, casting="unsafe", where=cond)
+    return out
+
+
+# --- selection --------------------------------------------------------------------------------
+
+def argmax(x, axis, keepdims, out):
+    return np.argmax(x, axis=axis, out=out, keepdims=keepdims)
+
+
+def argmin(x, axis, keepdims, out):
+    return np.argmin(x, axis=axis, out=out, keepdims=keepdims)
+
+
+def take(x, index, axis, out):
+    return np.take(x, index, axis=axis, out=out)
+
+
+def gather(x, index, out):
+    """3-D gather (see :mod:`kernels.gather`); ``out`` is a fresh (outer, k, inner) array."""
+    kernels.gather.gather(x, index, out)
+    return out
+
+
+def scatter(index, src, out):
+    """3-D scatter (see :mod:`kernels.gather`) into a C-contiguous (outer, size, inner) ``out``."""
+    kernels.gather.scatter(index, src, out)
+    return out
+
+
+def index_add(index, src, out):
+    """out[o, index[j], i] += src[o, j, i] into a C-contiguous (outer, size, inner) ``out``."""
+    kernels.gather.index_add(index, src, out)
+    return out
+
+
+def scatter_add(index, src, out):
+    """3-D scatter-add (see :mod:`kernels.gather`) into a C-contiguous (outer, size, inner) ``out``."""
+    kernels.gather.scatter_add(index, src, out)
+    return out
+
+
+# --- row reductions ---------------------------------------------------------------------------
+
+def var_rows(x, correction, mean_out, var_out):
+    kernels.reduce.var_forward(x, float(correction), mean_out, var_out)
+    return var_out
+
+
+def var_backward_rows(x, mean, coef, out):
+    kernels.reduce.var_backward(x, mean, coef, out)
+    return out
+
+
+def logsumexp_rows(x, out):
+    kernels.reduce.logsumexp_forward(x, out)
+    return out
+
+
+def logsumexp_backward_rows(grad, x, result, out):
+    kernels.reduce.logsumexp_backward(grad, x, result, out)
+    return out
+
+
+def distribute_equal(x, value, grad, out):
+    kernels.reduce.distribute_equal(flat(x), x.dtype.type(value), float(grad), out.reshape(-1))
+    return out
+
+
+def prod_backward_rows(x, grad, out):
+    kernels.reduce.prod_backward(x, grad, out)
+    return out
+
+
+def vector_norm(x, order, out):
+    """out (0-d) = the ``order``-norm of every element of ``x``, in one pass."""
+    kernels.reduce.vector_norm(flat(x), float(order), out.reshape(1))
+    return out
+
+
+# --- in-place updates -------------------------------------------------------------------------
+
+def _fusable(out, *others) -> bool:
+    return out.flags.c_contiguous and all(
+        isinstance(o, np.ndarray) and o.shape == out.shape and o.dtype == out.dtype for o in others
+    )
+
+
+def add_scaled(out, other, alpha):
+    """out += alpha * other (``other`` broadcast to ``out``)."""
+    if _fusable(out, other):
+        kernels.pointwise.add_scaled(out.reshape(-1), flat(other), alpha)
+    else:
+        np.add(out, np.multiply(other, alpha), out=out, casting="same_kind")
+    return out
+
+
+def addcmul(out, t1, t2, value):
+    """out += value * t1 * t2."""
+    if _fusable(out, t1, t2):
+        kernels.pointwise.addcmul(out.reshape(-1), flat(t1), flat(t2), value)
+    else:
+        np.add(out, np.multiply(np.multiply(t1, t2), value), out=out, casting="same_kind")
+    return out
+
+
+def addcdiv(out, t1, t2, value):
+    """out += value * t1 / t2."""
+    if _fusable(out, t1, t2):
+        kernels.pointwise.addcdiv(out.reshape(-1), flat(t1), flat(t2), value)
+    else:
+        np.add(out, np.multiply(np.true_divide(t1, t2), value), out=out, casting="same_kind")
+    return out
+
+
+# --- random fills (from a numpy Generator) ----------------------------------------------------
+
+def _fill_from(out, draw):
+    """Fill ``out`` with ``draw(target)``, through a contiguous buffer where ``out`` is a strided view."""
+    target = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
+    draw(target)
+    if target is not out:
+        np.copyto(out, target)
+    return out
+
+
+def random_uniform(generator, low, high, out):
+    """out = U[low, high): ``low + (high - low) * U[0, 1)`` in ``out``'s float dtype."""
+    def draw(target):
+        generator.random(out=target, dtype=target.dtype)
+        target *= target.dtype.type(high - low)
+        target += target.dtype.type(low)
+    return _fill_from(out, draw)
+
+
+def random_normal(generator, mean, std, out):
+    """out = N(mean, std^2) in ``out``'s float dtype."""
+    def draw(target):
+        generator.standard_normal(out=target, dtype=target.dtype)
+        target *= target.dtype.type(std)
+        target += target.dtype.type(mean)
+    return _fill_from(out, draw)
+
+
+def random_integers(generator, low, high, out):
+    """out = integers uniform in [low, high), stored in ``out``'s dtype."""
+    np.copyto(out, generator.integers(low, high, size=out.shape, dtype=np.int64), casting="unsafe")
+    return out

@@ -1,0 +1,262 @@
+"""``DeviceArray``: an n-d array in CUDA device memory with the numpy array interface zgrad's
+dispatch and ops use (shape, dtype, strides, flags, basic indexing as views, reshape, transpose,
+broadcast views), and nothing that would compute on the host behind the caller's back.
+
+A DeviceArray is a strided view (shape, byte strides, byte offset) of a 1-D device allocation.
+Layout arithmetic is numpy's own, run on a *layout dummy*: a numpy array placed at a fake address
+that is never read, so every basic index, transpose and broadcast gets numpy's exact rules.
+``arg()`` gives the view kernels take: a numba device array on a GPU, a simulator array over a
+numpy view in the simulator.
+
+There is deliberately no ``__array__``: numpy refuses a DeviceArray, so a CUDA op that would
+fall back to a numpy function fails loudly instead of silently computing on the host.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from zgrad.kernels.cuda import runtime as rt
+
+__all__ = ["DeviceArray", "is_basic_index"]
+
+_FAKE_ADDRESS = 1 << 44  # where layout dummies "live"; never dereferenced
+
+
+class _Interface:
+    def __init__(self, interface: dict) -> None:
+        self.__array_interface__ = interface
+
+
+def _layout(shape: tuple[int, ...], strides: tuple[int, ...], dtype: np.dtype, offset: int) -> np.ndarray:
+    return np.asarray(_Interface({"data": (_FAKE_ADDRESS + offset, False), "shape": tuple(shape),
+                                  "strides": tuple(strides), "typestr": dtype.str, "descr": dtype.descr,
+                                  "version": 3}))
+
+
+def _offset_of(layout: np.ndarray) -> int:
+    return layout.__array_interface__["data"][0] - _FAKE_ADDRESS
+
+
+def is_basic_index(index: Any) -> bool:
+    """Whether ``index`` selects a view (ints, slices, None, Ellipsis) rather than a gather."""
+    parts = index if isinstance(index, tuple) else (index,)
+    return all(p is None or p is Ellipsis or isinstance(p, (slice, int, np.integer)) and not isinstance(p, bool)
+               for p in parts)
+
+
+def _allocate(size: int, dtype: np.dtype) -> Any:
+    if rt.SIMULATOR:
+        return rt.cuda.to_device(np.empty(max(size, 1), dtype))
+    return rt.cuda.device_array(max(size, 1), dtype=dtype, stream=rt.current_stream())
+
+
+class DeviceArray:
+    """An n-d strided view of CUDA device memory (see the module docstring)."""
+
+    __slots__ = ("_base", "_layout", "_arg")
+    zgrad_device_type = "cuda"  # what dispatch.device_type_of reports
+
+    def __init__(self, base: Any, layout: np.ndarray) -> None:
+        self._base = base
+        self._layout = layout
+        self._arg = None
+
+    # --- making ---------------------------------------------------------------------------------
+
+    @classmethod
+    def empty(cls, shape: tuple[int, ...], dtype: np.dtype) -> "DeviceArray":
+        """Uninitialised C-contiguous device memory of ``shape`` and ``dtype``."""
+        dtype = np.dtype(dtype)
+        size = math.prod(shape)
+        strides = _c_strides(shape, dtype.itemsize)
+        return cls(_allocate(size, dtype), _layout(tuple(shape), strides, dtype, 0))
+
+    @classmethod
+    def from_host(cls, array: np.ndarray) -> "DeviceArray":
+        """A device copy of host ``array`` (copied on this thread's stream; returns once the host
+        memory may be reused)."""
+        array = array if array.flags.c_contiguous else array.copy()  # ascontiguousarray would make 0-d 1-d
+        out = cls.empty(array.shape, array.dtype)
+        if array.size:
+            if rt.SIMULATOR:
+                out._base._ary[: array.size] = array.reshape(-1)
+            else:
+                stream = rt.current_stream()
+                out._base[: array.size].copy_to_device(array.reshape(-1), stream=stream)
+                stream.synchronize()
+        return out
+
+    def _view(self, layout: np.ndarray) -> "DeviceArray":
+        return DeviceArray(self._base, layout)
+
+    # --- what kernels take ----------------------------------------------------------------------
+
+    def arg(self) -> Any:
+        """This view as the device array a kernel takes (cached)."""
+        if self._arg is None:
+            layout, dtype = self._layout, self._layout.dtype
+            offset = _offset_of(layout)
+            if rt.SIMULATOR:
+                host = self._base._ary.view(np.uint8)[offset:].view(dtype)
+                self._arg = rt.simulator_array(np.lib.stride_tricks.as_strided(host, layout.shape, layout.strides))
+            else:
+                from numba.cuda.cudadrv.devicearray import DeviceNDArray
+                self._arg = DeviceNDArray(layout.shape, layout.strides, dtype, stream=rt.current_stream(),
+                                          gpu_data=self._base.gpu_data.view(offset))
+        return self._arg
+
+    def to_host(self, out: np.ndarray | None = None) -> np.ndarray:
+        """A host (numpy) copy, into ``out`` (C-contiguous, this shape and dtype) when given;
+        blocks until this thread's queued work and the copy are done."""
+        source = self if self.flags.c_contiguous else self.copy()
+        out = np.empty(self.shape, self.dtype) if out is None else out
+        if out.size:
+            if rt.SIMULATOR:
+                out.reshape(-1)[:] = source.arg().copy_to_host().reshape(-1)
+            else:
+                stream = rt.current_stream()
+                source.arg().copy_to_host(out, stream=stream)
+                stream.synchronize()
+        return out
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """The CUDA Array Interface of this view (on a GPU; the simulator has none)."""
+        if rt.SIMULATOR:
+            raise AttributeError("the CUDA simulator's arrays have no __cuda_array_interface__")
+        return self.arg().__cuda_array_interface__
+
+    def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
+        raise TypeError("can't convert a cuda device array to numpy implicitly: copy it to the host first "
+                        "(Tensor.cpu(), or .to_host() on the array)")
+
+    # --- the numpy array interface ----------------------------------------------------------------
+
+    shape = property(lambda self: self._layout.shape)
+    strides = property(lambda self: self._layout.strides)
+    dtype = property(lambda self: self._layout.dtype)
+    ndim = property(lambda self: self._layout.ndim)
+    size = property(lambda self: self._layout.size)
+    itemsize = property(lambda self: self._layout.itemsize)
+    nbytes = property(lambda self: self._layout.nbytes)
+    flags = property(lambda self: self._layout.flags)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"DeviceArray(shape={self.shape}, dtype={self.dtype})"
+
+    @property
+    def T(self) -> "DeviceArray":  # noqa: N802 - numpy's name
+        return self.transpose()
+
+    def transpose(self, *axes: Any) -> "DeviceArray":
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+            axes = axes[0]
+        return self._view(self._layout.transpose(axes or None))
+
+    def squeeze(self, axis: Any = None) -> "DeviceArray":
+        return self._view(self._layout.squeeze(axis))
+
+    def swapaxes(self, a: int, b: int) -> "DeviceArray":
+        return self._view(self._layout.swapaxes(a, b))
+
+    def broadcast_to(self, shape: tuple[int, ...]) -> "DeviceArray":
+        """A read-only broadcast view to ``shape`` (numpy's rules and errors)."""
+        return self._view(np.broadcast_to(self._layout, tuple(shape)))
+
+    def reshape(self, *shape: Any, copy: bool | None = None) -> "DeviceArray":
+        """numpy's reshape: a view where the strides allow one, else (unless ``copy`` is False,
+        which raises ValueError then) a contiguous copy reshaped."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        new_shape = _reshaped(self.size, shape)
+        if not copy:
+            try:
+                return self._view(self._layout.reshape(new_shape, copy=False))
+            except ValueError:
+                if copy is False:
+                    raise
+        source = self.copy()
+        return DeviceArray(source._base, _layout(new_shape, _c_strides(new_shape, source.itemsize), source.dtype, 0))
+
+    def __getitem__(self, index: Any) -> "DeviceArray":
+        if is_basic_index(index):
+            parts = index if isinstance(index, tuple) else (index,)
+            if not any(p is Ellipsis for p in parts):
+                parts = parts + (Ellipsis,)  # a 0-d view, never a scalar read from the (fake) memory
+            return self._view(self._layout[parts])
+        return _backend().take_positions(self, index)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        target = self[index] if is_basic_index(index) else None
+        if target is None:
+            _backend().put_positions(self, index, value)
+        else:
+            _backend().copy(value, target)
+
+    # --- copies and reductions (on the device) --------------------------------------------------
+
+    def copy(self) -> "DeviceArray":
+        return _backend().copy(self, DeviceArray.empty(self.shape, self.dtype))
+
+    def astype(self, dtype: Any, copy: bool = True) -> "DeviceArray":
+        dtype = np.dtype(dtype)
+        if dtype == self.dtype and not copy:
+            return self
+        return _backend().copy(self, DeviceArray.empty(self.shape, dtype))
+
+    def min(self) -> Any:
+        return _backend().extreme_value(self, largest=False)
+
+    def max(self) -> Any:
+        return _backend().extreme_value(self, largest=True)
+
+    def item(self) -> Any:
+        if self.size != 1:
+            raise ValueError("can only convert an array of size 1 to a Python scalar")
+        return self.to_host().reshape(()).item()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def tolist(self) -> Any:
+        return self.to_host().tolist()
+
+
+def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    strides, step = [], itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _reshaped(size: int, shape: tuple[Any, ...]) -> tuple[int, ...]:
+    """``shape`` with a -1 resolved, checked against ``size`` (numpy's error text)."""
+    shape = tuple(int(n) for n in shape)
+    if shape.count(-1) > 1:
+        raise ValueError("can only specify one unknown dimension")
+    known = math.prod(n for n in shape if n != -1)
+    if -1 in shape:
+        if known == 0 or size % known:
+            raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
+        shape = tuple(size // known if n == -1 else n for n in shape)
+    if math.prod(shape) != size:
+        raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
+    return shape
+
+
+def _backend() -> Any:
+    from zgrad.kernels import dispatch
+    return dispatch.backend("cuda")

@@ -1,0 +1,114 @@
+"""The CUDA backend: the op vocabulary (:mod:`zgrad.kernels.vocabulary`) on device arrays
+(:class:`~zgrad.kernels.cuda.array.DeviceArray`), every op on Numba CUDA kernels.
+
+Imported by dispatch on the first CUDA use; importing it checks that CUDA work can run here (a
+GPU, or Numba's simulator with ``NUMBA_ENABLE_CUDASIM=1``) and raises
+:class:`~zgrad.kernels.cuda.runtime.CudaUnavailableError` otherwise. Every function writes into
+``out`` and returns it; kernels are compiled on their first launch. The groups live in
+``pointwise`` (element-wise), ``reduce`` (reductions, rows, losses, matmul), ``optim`` (the fused
+optimizer steps), ``index`` (indexing, embeddings), ``layers`` (convolution, pooling,
+normalization) and ``sequence`` (LSTM, GRU), modules of this package.
+
+Kernels run on the calling thread's stream: a device array produced on one thread and read on
+another needs :func:`synchronize` on the producer first (the RPC and collectives' staging does
+this).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from zgrad.kernels.cuda import runtime as rt
+from zgrad.kernels.cuda.array import DeviceArray
+from zgrad.kernels.cuda.dlpack import dlpack_device, from_dlpack, to_dlpack  # noqa: F401 - DLPack
+from zgrad.kernels.cuda.elementwise import unary_op, upload
+from zgrad.kernels.cuda.index import (  # noqa: F401 - the indexing and embedding ops
+    concatenate, embedding, embedding_backward, embedding_bag, embedding_bag_backward,
+    embedding_bag_per_sample_weights_backward, embedding_renorm, gather, index_add, put_positions, scatter,
+    scatter_add, scatter_slice, stack, take, take_positions,
+)
+from zgrad.kernels.cuda.layers import (  # noqa: F401 - convolution, pooling and normalization
+    adaptive_avg_pool2d, adaptive_avg_pool2d_backward, avg_pool2d, avg_pool2d_backward, batch_norm,
+    batch_norm_backward, conv2d, conv2d_backward, group_norm, group_norm_backward, max_pool2d, max_pool2d_backward,
+)
+from zgrad.kernels.cuda.pointwise import (  # noqa: F401 - element-wise ops
+    abs, add, add_scaled, addcdiv, addcmul, bias_act, clamp, clamp_backward, compare, copy, div, divide_inplace,
+    dropout, dropout_backward, exp, extremum_backward, floor_divide, gelu, gelu_backward, leaky_relu,
+    leaky_relu_backward, log, logical_not, maximum, minimum, mul, neg, pointwise_loss, pointwise_loss_backward,
+    pow, random_integers, random_normal, random_uniform, reduce_and_copy, reduce_inplace, reduce_pair, relu,
+    relu_backward, remainder, scale_copy, sigmoid, sigmoid_backward, sign, sqrt, sub, tanh, tanh_backward, where,
+)
+from zgrad.kernels.cuda.optim import (  # noqa: F401 - the fused optimizer steps
+    adadelta_step, adagrad_step, adam_step, rmsprop_step, sgd_step,
+)
+from zgrad.kernels.cuda.reduce import (  # noqa: F401 - reductions, rows, losses, matmul
+    argmax, argmin, class_loss, class_loss_backward, cross_entropy, cross_entropy_backward, cumsum,
+    distribute_equal, extreme_value, log_softmax, log_softmax_backward, logsumexp_backward_rows, logsumexp_rows,
+    matmul, nansum, nll, nll_backward, pointwise_loss_sum, prod, prod_backward_rows, softmax,
+    softmax_backward, sum, var_backward_rows, var_rows, vector_norm,
+)
+from zgrad.kernels.cuda.sequence import gru_backward, gru_forward, lstm_backward, lstm_forward  # noqa: F401
+
+DEVICE_TYPE = "cuda"
+
+rt.require_device()
+
+
+def device_count() -> int:
+    """How many CUDA devices this process can use."""
+    return rt.device_count()
+
+
+def device_properties() -> dict[str, Any]:
+    """Name, compute capability, multiprocessors and peak GB/s and GFLOP/s of the device."""
+    return rt.device_properties()
+
+
+def synchronize() -> None:
+    """Wait for the calling thread's queued kernels and copies."""
+    rt.synchronize()
+
+
+# --- allocation and transfer ----------------------------------------------------------------------
+
+def empty(shape: tuple[int, ...], dtype: np.dtype) -> DeviceArray:
+    return DeviceArray.empty(shape, dtype)
+
+
+def full(shape: tuple[int, ...], value: Any, dtype: np.dtype) -> DeviceArray:
+    return unary_op("copy", value, DeviceArray.empty(shape, dtype))
+
+
+def zeros(shape: tuple[int, ...], dtype: np.dtype) -> DeviceArray:
+    return full(shape, 0, dtype)
+
+
+def asarray(data: Any, dtype: np.dtype | None = None) -> DeviceArray:
+    """``data`` on the device: a DeviceArray as it is (cast when ``dtype`` differs), anything
+    numpy takes copied up."""
+    if isinstance(data, DeviceArray):
+        return data if dtype is None or data.dtype == dtype else data.astype(dtype)
+    return upload(data, dtype)
+
+
+def to_host(x: DeviceArray) -> np.ndarray:
+    """A host copy of ``x`` (blocks until it is there)."""
+    return x.to_host()
+
+
+def pinned_copy(x: np.ndarray) -> np.ndarray:
+    """A copy of host array ``x`` in a pinned buffer of the pool (page-locked: the device reads it
+    by DMA), given back to the pool once the copy and every view of it are gone."""
+    host = rt.pinned_pool().lease(x.shape, x.dtype)
+    np.copyto(host, x)
+    return host
+
+
+def staged_to_host(x: DeviceArray) -> np.ndarray:
+    """A C-contiguous host copy of ``x`` in a pinned buffer of the pool, copied on the calling
+    thread's stream (blocks until it is there); the buffer goes back to the pool once the copy and
+    every view of it are gone."""
+    host = rt.pinned_pool().lease(x.shape, x.dtype)
+    return x.to_host(out=host)

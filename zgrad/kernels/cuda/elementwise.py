@@ -1,0 +1,109 @@
+"""Host side of the element-wise CUDA ops: operands made kernel-ready (scalars, broadcasting,
+strided views collapsed to at most 4-D), then one launch of a kernel of
+:mod:`zgrad.kernels.cuda.kernels.elementwise`.
+
+Part of the CUDA backend (:mod:`zgrad.kernels.cuda.backend` re-exports the op functions); every function
+writes into ``out`` and returns it.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Sequence
+
+import numpy as np
+
+from zgrad.kernels.cuda import kernels
+from zgrad.kernels.cuda import runtime as rt
+from zgrad.kernels.cuda.array import DeviceArray
+
+__all__ = ["device_operand", "unary_op", "binary_op", "ternary_op", "upload"]
+
+_ND = 4  # the rank of the strided kernels
+
+
+def upload(value: Any, dtype: Any = None) -> DeviceArray:
+    """A host array (or nested lists) copied to the device."""
+    return DeviceArray.from_host(np.asarray(value, dtype=dtype))
+
+
+@functools.lru_cache(maxsize=1024)
+def _scalar(value: Any, dtype: np.dtype) -> DeviceArray:
+    return upload(value, dtype)
+
+
+def device_operand(x: Any, like: Sequence[Any]) -> DeviceArray:
+    """``x`` as a DeviceArray: itself, or a Python/numpy scalar in the dtype numpy gives it
+    next to the array operands ``like`` (a 0-d device array, cached), or a host array uploaded."""
+    if isinstance(x, DeviceArray):
+        return x
+    if isinstance(x, np.ndarray) and x.ndim:
+        return upload(x)
+    value = x.item() if isinstance(x, (np.ndarray, np.generic)) else x
+    arrays = [a.dtype for a in like if isinstance(a, DeviceArray)]
+    dtype = np.result_type(*arrays, value) if arrays else np.asarray(value).dtype
+    return _scalar(value, np.dtype(dtype))
+
+
+def _collapse(shape: tuple[int, ...], strides: list[tuple[int, ...]]) -> tuple[list[int], list[list[int]]]:
+    """Merge dimensions every operand walks contiguously and drop those of size 1."""
+    dims: list[int] = []
+    steps: list[list[int]] = [[] for _ in strides]
+    for d, n in enumerate(shape):
+        if n == 1:
+            continue
+        if dims and all(s[-1] == st[d] * n for s, st in zip(steps, strides)):
+            dims[-1] *= n
+            for s, st in zip(steps, strides):
+                s[-1] = st[d]
+        else:
+            dims.append(n)
+            for s, st in zip(steps, strides):
+                s.append(st[d])
+    return dims, steps
+
+
+def _as_nd(views: list[DeviceArray], dims: list[int], steps: list[list[int]]) -> list[Any]:
+    pad = _ND - len(dims)
+    shape = (1,) * pad + tuple(dims)
+    args = []
+    for view, st in zip(views, steps):
+        layout = np.lib.stride_tricks.as_strided(view._layout, shape, (0,) * pad + tuple(st))
+        args.append(DeviceArray(view._base, layout).arg())
+    return args
+
+
+def _run(table: dict, name: str, out: DeviceArray, operands: list[Any], p: Any, q: Any) -> DeviceArray:
+    if out.size == 0:
+        return out
+    flat_kernel, nd_kernel = table[name]
+    ops = [device_operand(o, operands + [out]) for o in operands]
+    ptype = (ops[0].dtype if out.dtype.kind == "b" else out.dtype).type
+    params = (ptype(p), ptype(q))
+    config = rt.grid_1d(out.size)
+    if out.flags.c_contiguous and all(o.shape == out.shape and o.flags.c_contiguous for o in ops):
+        rt.launch(flat_kernel, config, *(o.reshape(-1).arg() for o in ops), *params, out.reshape(-1).arg())
+        return out
+    views = [o if o.shape == out.shape else o.broadcast_to(out.shape) for o in ops] + [out]
+    dims, steps = _collapse(out.shape, [v.strides for v in views])
+    if len(dims) > _ND:  # rare: split the leading dimension into launches of lower rank
+        for i in range(out.shape[0]):
+            _run(table, name, out[i], [v[i] for v in views[:-1]], p, q)
+        return out
+    rt.launch(nd_kernel, config, *_as_nd(views[:-1], dims, steps[:-1]), *params, *_as_nd([out], dims, steps[-1:]))
+    return out
+
+
+def unary_op(name: str, x: Any, out: DeviceArray, p: Any = 0, q: Any = 0) -> DeviceArray:
+    """out = name(x) element-wise (``x`` broadcast to out)."""
+    return _run(kernels.elementwise.UNARY, name, out, [x], p, q)
+
+
+def binary_op(name: str, a: Any, b: Any, out: DeviceArray, p: Any = 0, q: Any = 0) -> DeviceArray:
+    """out = name(a, b) element-wise, numpy-broadcast; scalars allowed."""
+    return _run(kernels.elementwise.BINARY, name, out, [a, b], p, q)
+
+
+def ternary_op(name: str, a: Any, b: Any, c: Any, out: DeviceArray, p: Any = 0, q: Any = 0) -> DeviceArray:
+    """out = name(a, b, c) element-wise, numpy-broadcast; scalars allowed."""
+    return _run(kernels.elementwise.TERNARY, name, out, [a, b, c], p, q)

@@ -1,0 +1,52 @@
+"""What the CUDA kernel modules of this package share: the one ``cuda.jit`` wrapper with zgrad's
+options, the math module kernels call, and the registry the PTX test compiles from.
+
+Options, and why:
+
+- no ``fastmath``: it flushes denormals and assumes no NaN/inf, which breaks the NaN and inf rules
+  the CPU backend follows (and the op tests check);
+- float constants inside kernels are typed with the output's dtype (``T = out.dtype.type``,
+  ``T(0.5)``): a Python float literal would make a float32 kernel compute in float64.
+
+In the simulator (``NUMBA_ENABLE_CUDASIM=1``) kernels run as Python, where ``math.exp(1000.0)``
+raises and ``math.log(-1.0)`` raises; :mod:`simulator_math` stands in for ``math``
+there with numpy's IEEE results (inf, NaN), as a GPU gives them, in the argument's own dtype.
+
+Kernels are decorated when their module is imported, which compiles nothing: Numba compiles a
+kernel on its first launch for the argument types it gets.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from numba import cuda
+
+__all__ = ["SIMULATOR", "math", "kernel", "device", "PTX_CASES", "ptx_case"]
+
+SIMULATOR = cuda.jit.__module__.startswith("numba.cuda.simulator")  # what numba.cuda became at import
+
+if SIMULATOR:
+    from zgrad.kernels.cuda.kernels import simulator_math as math
+else:
+    import math  # noqa: F401 - re-exported for the kernel modules
+
+# (name, kernel's Python function, argument types) for every kernel and every dtype it supports:
+# what tests/kernels/test_cuda_ptx.py compiles for sm_90.
+PTX_CASES: list[tuple[str, Callable, tuple]] = []
+
+
+def kernel(py_func: Callable) -> Any:
+    """A CUDA kernel with zgrad's options (see the module docstring)."""
+    return cuda.jit(py_func)
+
+
+def device(py_func: Callable) -> Any:
+    """A CUDA device function with zgrad's options."""
+    return cuda.jit(py_func, device=True)
+
+
+def ptx_case(name: str, dispatcher: Any, *signatures: tuple) -> None:
+    """Register ``dispatcher``'s kernel for the PTX test under ``name``, once per signature."""
+    for signature in signatures:
+        PTX_CASES.append((name, dispatcher.py_func, tuple(signature)))

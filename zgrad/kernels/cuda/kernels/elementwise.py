@@ -1,0 +1,481 @@
+"""Element-wise CUDA kernels: one device function per op, and per arity a grid-stride kernel over
+flat contiguous arrays and one over 4-D strided views (broadcast operands have zero strides).
+
+Every op function takes its operands, two parameters ``p`` and ``q`` (typed by the host as the
+output's dtype) and ``T``, the output's scalar type, for typed constants. Kernels only: the host
+side is :mod:`zgrad.kernels.cuda.elementwise`.
+"""
+
+from __future__ import annotations
+
+from numba import cuda
+
+from zgrad.kernels.cuda.kernels.common import device, kernel, math
+
+__all__ = ["UNARY", "BINARY", "TERNARY"]
+
+_TANH_BETA = 0.7978845608028654  # sqrt(2 / pi)
+_TANH_KAPPA = 0.044715
+_SQRT_HALF = 0.7071067811865476
+_INV_SQRT_2PI = 0.3989422804014327
+
+
+# --- unary: f(x, p, q, T) ------------------------------------------------------------------------
+
+@device
+def _copy(x, p, q, T):
+    return x
+
+
+@device
+def _neg(x, p, q, T):
+    return -x
+
+
+@device
+def _exp(x, p, q, T):
+    return math.exp(x)
+
+
+@device
+def _log(x, p, q, T):
+    return math.log(x)
+
+
+@device
+def _tanh(x, p, q, T):
+    return math.tanh(x)
+
+
+@device
+def _sigmoid(x, p, q, T):
+    if x >= T(0):
+        return T(1) / (T(1) + math.exp(-x))
+    e = math.exp(x)
+    return e / (T(1) + e)
+
+
+@device
+def _relu(x, p, q, T):
+    return T(0) if x < T(0) else x
+
+
+@device
+def _abs(x, p, q, T):
+    return abs(x)
+
+
+@device
+def _sign(x, p, q, T):
+    if x > T(0):
+        return T(1)
+    if x < T(0):
+        return -T(1)
+    return x
+
+
+@device
+def _sqrt(x, p, q, T):
+    return math.sqrt(x)
+
+
+@device
+def _logical_not(x, p, q, T):
+    return not x
+
+
+@device
+def _gelu_exact(x, p, q, T):
+    return x * T(0.5) * (T(1) + math.erf(x * T(_SQRT_HALF)))
+
+
+@device
+def _gelu_tanh(x, p, q, T):
+    return T(0.5) * x * (T(1) + math.tanh(T(_TANH_BETA) * (x + T(_TANH_KAPPA) * x * x * x)))
+
+
+@device
+def _leaky_relu(x, p, q, T):
+    return x if x > T(0) else x * p
+
+
+@device
+def _clamp(x, p, q, T):
+    v = x
+    if v < p:
+        v = p
+    if v > q:
+        v = q
+    return v
+
+
+@device
+def _scale_div(x, p, q, T):
+    return x / p
+
+
+@device
+def _trunc_div(x, p, q, T):
+    r = abs(x) // abs(p)
+    return r if (x < T(0)) == (p < T(0)) else -r
+
+
+@device
+def _fill_scale_shift(x, p, q, T):
+    return x * p + q
+
+
+@device
+def _rsqrt_shift(x, p, q, T):
+    return T(1) / math.sqrt(x + p)
+
+
+# --- binary: f(a, b, p, q, T) --------------------------------------------------------------------
+
+@device
+def _add(a, b, p, q, T):
+    return a + b
+
+
+@device
+def _sub(a, b, p, q, T):
+    return a - b
+
+
+@device
+def _mul(a, b, p, q, T):
+    return a * b
+
+
+@device
+def _div(a, b, p, q, T):
+    return a / b
+
+
+@device
+def _pow(a, b, p, q, T):
+    return a ** b
+
+
+@device
+def _remainder(a, b, p, q, T):
+    return a % b
+
+
+@device
+def _floor_divide(a, b, p, q, T):
+    return a // b
+
+
+@device
+def _maximum(a, b, p, q, T):
+    return a if (a > b or a != a) else b
+
+
+@device
+def _minimum(a, b, p, q, T):
+    return a if (a < b or a != a) else b
+
+
+@device
+def _eq(a, b, p, q, T):
+    return a == b
+
+
+@device
+def _ne(a, b, p, q, T):
+    return a != b
+
+
+@device
+def _lt(a, b, p, q, T):
+    return a < b
+
+
+@device
+def _le(a, b, p, q, T):
+    return a <= b
+
+
+@device
+def _gt(a, b, p, q, T):
+    return a > b
+
+
+@device
+def _ge(a, b, p, q, T):
+    return a >= b
+
+
+@device
+def _logical_and(a, b, p, q, T):
+    return bool(a) and bool(b)
+
+
+@device
+def _logical_or(a, b, p, q, T):
+    return bool(a) or bool(b)
+
+
+@device
+def _logical_xor(a, b, p, q, T):
+    return bool(a) != bool(b)
+
+
+@device
+def _add_scaled(a, b, p, q, T):
+    return a + p * b
+
+
+@device
+def _relu_backward(g, x, p, q, T):
+    return g if x > T(0) else T(0)
+
+
+@device
+def _tanh_backward(g, y, p, q, T):
+    return g * (T(1) - y * y)
+
+
+@device
+def _sigmoid_backward(g, y, p, q, T):
+    return g * y * (T(1) - y)
+
+
+@device
+def _leaky_relu_backward(g, x, p, q, T):
+    return g if x > T(0) else g * p
+
+
+@device
+def _gelu_exact_backward(g, x, p, q, T):
+    cdf = T(0.5) * (T(1) + math.erf(x * T(_SQRT_HALF)))
+    pdf = T(_INV_SQRT_2PI) * math.exp(-T(0.5) * x * x)
+    return g * (cdf + x * pdf)
+
+
+@device
+def _gelu_tanh_backward(g, x, p, q, T):
+    x_sq = x * x
+    t = math.tanh(T(_TANH_BETA) * (x + T(_TANH_KAPPA) * x_sq * x))
+    left = T(0.5) * (T(1) + t)
+    right = T(0.5) * x * (T(1) - t * t) * T(_TANH_BETA) * (T(1) + T(3) * T(_TANH_KAPPA) * x_sq)
+    return g * (left + right)
+
+
+@device
+def _clamp_backward(g, x, p, q, T):
+    return g if (p <= x and x <= q) else T(0)
+
+
+@device
+def _squared_error(a, b, p, q, T):
+    d = a - b
+    return d * d
+
+
+@device
+def _absolute_error(a, b, p, q, T):
+    return abs(a - b)
+
+
+@device
+def _bias_identity(x, b, p, q, T):
+    return x + b
+
+
+@device
+def _bias_relu(x, b, p, q, T):
+    v = x + b
+    return T(0) if v < T(0) else v
+
+
+@device
+def _bias_tanh(x, b, p, q, T):
+    return math.tanh(x + b)
+
+
+@device
+def _bias_sigmoid(x, b, p, q, T):
+    return _sigmoid(x + b, p, q, T)
+
+
+@device
+def _masked_scale(x, keep, p, q, T):
+    return x * p if keep else T(0)
+
+
+@device
+def _running_update(r, stat, p, q, T):
+    return (T(1) - p) * r + p * q * stat
+
+
+# --- ternary: f(a, b, c, p, q, T) ----------------------------------------------------------------
+
+@device
+def _where(c, a, b, p, q, T):
+    return a if c else b
+
+
+@device
+def _addcmul(o, a, b, p, q, T):
+    return o + p * a * b
+
+
+@device
+def _addcdiv(o, a, b, p, q, T):
+    return o + p * a / b
+
+
+@device
+def _extremum_a(g, a, b, p, q, T):
+    """The gradient of a in maximum(a, b) (p != 0) or minimum(a, b); ties split, NaN passes."""
+    if a == b:
+        return T(0.5) * g
+    loses = a < b if p != T(0) else a > b
+    return T(0) if loses else g
+
+
+@device
+def _extremum_b(g, a, b, p, q, T):
+    if a == b:
+        return T(0.5) * g
+    loses = a > b if p != T(0) else a < b
+    return T(0) if loses else g
+
+
+@device
+def _pointwise_loss_backward(a, b, g, p, q, T):
+    d = a - b
+    if p != T(0):
+        return T(2) * g * d
+    return g * _sign(d, p, q, T)
+
+
+@device
+def _muladd(a, b, c, p, q, T):
+    return a * b + c
+
+
+@device
+def _centered_scale(x, mean, coef, p, q, T):
+    return coef * (x - mean)
+
+
+@device
+def _exp_shifted_scale(x, shift, g, p, q, T):
+    return g * math.exp(x - shift)
+
+
+UNARY_OPS = {
+    "copy": _copy, "neg": _neg, "exp": _exp, "log": _log, "tanh": _tanh, "sigmoid": _sigmoid, "relu": _relu,
+    "abs": _abs, "sign": _sign, "sqrt": _sqrt, "logical_not": _logical_not, "gelu_exact": _gelu_exact,
+    "gelu_tanh": _gelu_tanh, "leaky_relu": _leaky_relu, "clamp": _clamp, "scale_div": _scale_div,
+    "trunc_div": _trunc_div, "scale_shift": _fill_scale_shift,
+    "rsqrt_shift": _rsqrt_shift,
+}
+BINARY_OPS = {
+    "add": _add, "sub": _sub, "mul": _mul, "div": _div, "pow": _pow, "remainder": _remainder,
+    "floor_divide": _floor_divide, "maximum": _maximum, "minimum": _minimum, "eq": _eq, "ne": _ne, "lt": _lt,
+    "le": _le, "gt": _gt, "ge": _ge, "logical_and": _logical_and, "logical_or": _logical_or,
+    "logical_xor": _logical_xor, "add_scaled": _add_scaled, "relu_backward": _relu_backward,
+    "tanh_backward": _tanh_backward, "sigmoid_backward": _sigmoid_backward,
+    "leaky_relu_backward": _leaky_relu_backward, "gelu_exact_backward": _gelu_exact_backward,
+    "gelu_tanh_backward": _gelu_tanh_backward, "clamp_backward": _clamp_backward,
+    "squared_error": _squared_error, "absolute_error": _absolute_error, "bias_identity": _bias_identity,
+    "bias_relu": _bias_relu, "bias_tanh": _bias_tanh, "bias_sigmoid": _bias_sigmoid, "masked_scale": _masked_scale,
+    "running_update": _running_update,
+}
+TERNARY_OPS = {
+    "where": _where, "addcmul": _addcmul, "addcdiv": _addcdiv, "extremum_a": _extremum_a,
+    "extremum_b": _extremum_b, "pointwise_loss_backward": _pointwise_loss_backward,
+    "centered_scale": _centered_scale, "muladd": _muladd, "exp_shifted_scale": _exp_shifted_scale,
+}
+
+
+# --- kernel factories ----------------------------------------------------------------------------
+# The 4-D kernels unravel a flat index over out's shape; host code collapses and pads every
+# operand to 4-D views of out's shape first.
+
+def _unary_kernels(fn):
+    def flat(x, p, q, out):
+        T = out.dtype.type
+        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+            out[i] = fn(x[i], p, q, T)
+
+    def nd(x, p, q, out):
+        T = out.dtype.type
+        n1, n2, n3 = out.shape[1], out.shape[2], out.shape[3]
+        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+            i3, r = i % n3, i // n3
+            i2, r = r % n2, r // n2
+            i1, i0 = r % n1, r // n1
+            out[i0, i1, i2, i3] = fn(x[i0, i1, i2, i3], p, q, T)
+
+    return kernel(flat), kernel(nd)
+
+
+def _binary_kernels(fn):
+    def flat(a, b, p, q, out):
+        T = out.dtype.type
+        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+            out[i] = fn(a[i], b[i], p, q, T)
+
+    def nd(a, b, p, q, out):
+        T = out.dtype.type
+        n1, n2, n3 = out.shape[1], out.shape[2], out.shape[3]
+        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+            i3, r = i % n3, i // n3
+            i2, r = r % n2, r // n2
+            i1, i0 = r % n1, r // n1
+            out[i0, i1, i2, i3] = fn(a[i0, i1, i2, i3], b[i0, i1, i2, i3], p, q, T)
+
+    return kernel(flat), kernel(nd)
+
+
+def _ternary_kernels(fn):
+    def flat(a, b, c, p, q, out):
+        T = out.dtype.type
+        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+            out[i] = fn(a[i], b[i], c[i], p, q, T)
+
+    def nd(a, b, c, p, q, out):
+        T = out.dtype.type
+        n1, n2, n3 = out.shape[1], out.shape[2], out.shape[3]
+        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+            i3, r = i % n3, i // n3
+            i2, r = r % n2, r // n2
+            i1, i0 = r % n1, r // n1
+            out[i0, i1, i2, i3] = fn(a[i0, i1, i2, i3], b[i0, i1, i2, i3], c[i0, i1, i2, i3], p, q, T)
+
+    return kernel(flat), kernel(nd)
+
+
+UNARY = {name: _unary_kernels(fn) for name, fn in UNARY_OPS.items()}
+BINARY = {name: _binary_kernels(fn) for name, fn in BINARY_OPS.items()}
+TERNARY = {name: _ternary_kernels(fn) for name, fn in TERNARY_OPS.items()}
+
+_BOOL_OUT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not"}
+_BOOL_FIRST = {"where"}
+_BOOL_SECOND = {"masked_scale"}
+
+
+def ptx_signatures() -> list:
+    """(name, Python function, argument types) of every kernel here, for float32 and float64."""
+    from numba import types
+
+    cases = []
+    for dt in (types.float32, types.float64):
+        for kinds, table in ((1, UNARY), (2, BINARY), (3, TERNARY)):
+            for name, (flat, nd) in table.items():
+                for layout, variant in (("flat", flat), ("nd", nd)):
+                    array = dt[::1] if layout == "flat" else dt[:, :, :, :]
+                    boolean = types.boolean[::1] if layout == "flat" else types.boolean[:, :, :, :]
+                    operands = [array] * kinds
+                    if name in _BOOL_FIRST:
+                        operands[0] = boolean
+                    if name in _BOOL_SECOND:
+                        operands[1] = boolean
+                    out = boolean if name in _BOOL_OUT else array
+                    cases.append((f"{name}_{layout}", variant.py_func, (*operands, dt, dt, out)))
+    return cases

@@ -1,0 +1,143 @@
+"""CUDA kernels of the fused optimizer updates: one grid-stride pass over a flat parameter, its
+gradient and its state, in place.
+
+Each follows its CPU twin in :mod:`zgrad.kernels.cpu.kernels.optim` (PyTorch's order of operations, every
+step in the parameter's dtype). The host (:mod:`zgrad.kernels.cuda.optim`) rounds every
+hyper-parameter to that dtype and folds the step-dependent ones (bias corrections, Adagrad's
+decayed rate) before the launch, so no kernel computes in float64 for a float32 parameter.
+Kernels only.
+"""
+
+from __future__ import annotations
+
+from numba import cuda
+
+from zgrad.kernels.cuda.kernels.common import device, kernel, math
+
+__all__ = ["sgd_step", "adam_step", "rmsprop_step", "adagrad_step", "adadelta_step"]
+
+
+@device
+def _lerp(start, end, weight, one_minus_weight, small_weight):
+    """ATen's ``lerp`` (see :func:`zgrad.kernels.cpu.kernels.optim._lerp`)."""
+    return start + weight * (end - start) if small_weight else end - (end - start) * one_minus_weight
+
+
+@kernel
+def sgd_step(param, grad, momentum_buf, lr, momentum, keep, weight_decay, nesterov, first_step, maximize):
+    """One SGD step (see :func:`zgrad.kernels.cpu.kernels.optim.sgd_step`); ``keep`` = 1 - dampening."""
+    T = param.dtype.type
+    use_momentum = momentum != T(0)
+    for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
+        d_p = -grad[i] if maximize else grad[i]
+        if weight_decay != T(0):
+            d_p = d_p + weight_decay * param[i]
+        if use_momentum:
+            buf = d_p if first_step else momentum_buf[i] * momentum + keep * d_p
+            momentum_buf[i] = buf
+            d_p = d_p + momentum * buf if nesterov else buf
+        param[i] = param[i] - lr * d_p
+
+
+@kernel
+def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, weight, small_weight, beta2, step_size,
+              bias_correction2_sqrt, eps, weight_decay, decay_factor, amsgrad, maximize, decoupled):
+    """One Adam or AdamW step (see :func:`zgrad.kernels.cpu.kernels.optim.adam_step`); scalars
+    bias-corrected, ``decay_factor`` = 1 - lr * weight_decay."""
+    T = param.dtype.type
+    one_minus_weight = T(1) - weight
+    one_minus_beta2 = T(1) - beta2
+    for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
+        p = param[i]
+        g = -grad[i] if maximize else grad[i]
+        if weight_decay != T(0):
+            if decoupled:
+                p = p * decay_factor
+            else:
+                g = g + weight_decay * p
+        m = _lerp(exp_avg[i], g, weight, one_minus_weight, small_weight)
+        exp_avg[i] = m
+        v = exp_avg_sq[i] * beta2 + one_minus_beta2 * g * g
+        exp_avg_sq[i] = v
+        if amsgrad:
+            v_max = max_exp_avg_sq[i]
+            if v > v_max or v != v:
+                v_max = v
+            max_exp_avg_sq[i] = v_max
+            v = v_max
+        denom = math.sqrt(v) / bias_correction2_sqrt + eps
+        param[i] = p - step_size * m / denom
+
+
+@kernel
+def rmsprop_step(param, grad, square_avg, grad_avg, momentum_buffer, lr, alpha, weight, small_weight, eps,
+                 weight_decay, momentum, centered, maximize):
+    """One RMSprop step (see :func:`zgrad.kernels.cpu.kernels.optim.rmsprop_step`); ``weight`` = 1 - alpha."""
+    T = param.dtype.type
+    one_minus_weight = T(1) - weight
+    use_momentum = momentum > T(0)
+    for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
+        g = -grad[i] if maximize else grad[i]
+        if weight_decay != T(0):
+            g = g + weight_decay * param[i]
+        v = square_avg[i] * alpha + weight * g * g
+        square_avg[i] = v
+        if centered:
+            g_avg = _lerp(grad_avg[i], g, weight, one_minus_weight, small_weight)
+            grad_avg[i] = g_avg
+            v = v - g_avg * g_avg
+        avg = math.sqrt(v) + eps
+        if use_momentum:
+            buf = momentum_buffer[i] * momentum + g / avg
+            momentum_buffer[i] = buf
+            param[i] = param[i] - lr * buf
+        else:
+            param[i] = param[i] - lr * g / avg
+
+
+@kernel
+def adagrad_step(param, grad, state_sum, clr, weight_decay, eps, maximize):
+    """One Adagrad step (see :func:`zgrad.kernels.cpu.kernels.optim.adagrad_step`); ``clr`` the decayed rate."""
+    T = param.dtype.type
+    for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
+        g = -grad[i] if maximize else grad[i]
+        if weight_decay != T(0):
+            g = g + weight_decay * param[i]
+        s = state_sum[i] + g * g
+        state_sum[i] = s
+        param[i] = param[i] - clr * g / (math.sqrt(s) + eps)
+
+
+@kernel
+def adadelta_step(param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay, maximize):
+    """One Adadelta step (see :func:`zgrad.kernels.cpu.kernels.optim.adadelta_step`)."""
+    T = param.dtype.type
+    one_minus_rho = T(1) - rho
+    for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
+        g = -grad[i] if maximize else grad[i]
+        if weight_decay != T(0):
+            g = g + weight_decay * param[i]
+        v = square_avg[i] * rho + one_minus_rho * g * g
+        square_avg[i] = v
+        acc = acc_delta[i]
+        delta = math.sqrt(acc + eps) / math.sqrt(v + eps) * g
+        acc_delta[i] = acc * rho + one_minus_rho * delta * delta
+        param[i] = param[i] - lr * delta
+
+
+def ptx_signatures() -> list:
+    """(name, Python function, argument types) of every kernel here, for float32 and float64."""
+    from numba import types
+
+    cases = []
+    b = types.boolean
+    for dt in (types.float32, types.float64):
+        v = dt[::1]
+        cases += [
+            ("sgd_step", sgd_step.py_func, (v, v, v, dt, dt, dt, dt, b, b, b)),
+            ("adam_step", adam_step.py_func, (v, v, v, v, v, dt, b, dt, dt, dt, dt, dt, dt, b, b, b)),
+            ("rmsprop_step", rmsprop_step.py_func, (v, v, v, v, v, dt, dt, dt, b, dt, dt, dt, b, b)),
+            ("adagrad_step", adagrad_step.py_func, (v, v, v, dt, dt, dt, b)),
+            ("adadelta_step", adadelta_step.py_func, (v, v, v, v, dt, dt, dt, dt, b)),
+        ]
+    return cases

@@ -1,0 +1,437 @@
+"""Row-wise CUDA kernels: one block per row of a C-contiguous (R, N) array (rows stride past the
+grid), the block's threads striding over the row and combining through a shared-memory tree.
+
+Reductions (sum, product, nansum, max/min, argmax/argmin, vector norms), running sums and products, softmax
+and log-softmax with their gradients, logsumexp, variance, and the class losses. Accumulators
+stay in the output's dtype (so an int64 output sums bool and small-integer rows without
+wrapping). Kernels only: the host side is :mod:`zgrad.kernels.cuda.reduce`. Block sizes are
+powers of two up to :data:`MAX_BLOCK`.
+"""
+
+from __future__ import annotations
+
+from numba import cuda
+
+from zgrad.kernels.cuda.kernels.common import device, kernel, math
+
+__all__ = ["MAX_BLOCK", "SUM", "PROD", "NANSUM"]
+
+MAX_BLOCK = 256
+
+# What row_reduce computes: a sum, a product, or a sum that skips NaNs.
+SUM, PROD, NANSUM = 0, 1, 2
+
+
+@device
+def _larger(a, b):
+    return a if (a > b or a != a) else b  # NaN wins, as numpy's max
+
+
+@device
+def _smaller(a, b):
+    return a if (a < b or a != a) else b
+
+
+@device
+def _combine(a, b, product):
+    return a * b if product else a + b
+
+
+@device
+def _block_reduce(buf, value, product):
+    """The sum (or ``product``) of the block's values."""
+    t = cuda.threadIdx.x
+    buf[t] = value
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if t < s:
+            buf[t] = _combine(buf[t], buf[t + s], product)
+        cuda.syncthreads()
+        s //= 2
+    total = buf[0]
+    cuda.syncthreads()
+    return total
+
+
+@device
+def _block_sum(buf, value):
+    return _block_reduce(buf, value, False)
+
+
+@device
+def _block_scan(buf, value, product):
+    """The running sum (or ``product``) of the block's values up to this thread's, inclusive
+    (Hillis-Steele); every thread's stays in buf until the caller synchronizes."""
+    t = cuda.threadIdx.x
+    buf[t] = value
+    cuda.syncthreads()
+    offset = 1
+    while offset < cuda.blockDim.x:
+        earlier = buf[t - offset] if t >= offset else value
+        cuda.syncthreads()
+        if t >= offset:
+            buf[t] = _combine(buf[t], earlier, product)
+        cuda.syncthreads()
+        offset *= 2
+    return buf[t]
+
+
+@device
+def _block_extreme(buf, value, largest):
+    t = cuda.threadIdx.x
+    buf[t] = value
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if t < s:
+            buf[t] = _larger(buf[t], buf[t + s]) if largest else _smaller(buf[t], buf[t + s])
+        cuda.syncthreads()
+        s //= 2
+    result = buf[0]
+    cuda.syncthreads()
+    return result
+
+
+@device
+def _row_max(x, r, buf):
+    n = x.shape[1]
+    m = x[r, min(cuda.threadIdx.x, n - 1)]
+    for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
+        m = _larger(m, x[r, j])
+    return _block_extreme(buf, m, True)
+
+
+@device
+def _row_sum_exp(x, r, shift, buf, T):
+    acc = T(0)
+    for j in range(cuda.threadIdx.x, x.shape[1], cuda.blockDim.x):
+        acc += math.exp(x[r, j] - shift)
+    return _block_sum(buf, acc)
+
+
+@kernel
+def row_reduce(x, op, out):
+    """out[r] = the sum (``op`` SUM), product (PROD) or sum of the non-NaN elements (NANSUM) of
+    x[r, :], accumulated in out's dtype (0, or 1 for a product, for an empty row)."""
+    buf = cuda.shared.array(MAX_BLOCK, out.dtype)
+    T = out.dtype.type
+    product = op == PROD
+    for r in range(cuda.blockIdx.x, x.shape[0], cuda.gridDim.x):
+        acc = T(1) if product else T(0)
+        for j in range(cuda.threadIdx.x, x.shape[1], cuda.blockDim.x):
+            value = x[r, j]
+            if op != NANSUM or value == value:
+                acc = _combine(acc, T(value), product)
+        total = _block_reduce(buf, acc, product)
+        if cuda.threadIdx.x == 0:
+            out[r] = total
+
+
+@kernel
+def row_norm(x, order, power, out):
+    """out[r] = (the sum over j of |x[r, j]| ** ``order``) ** ``power`` in out's dtype: squares for
+    order 2 and absolute values for order 1 without a power, the count of non-zeros for order 0;
+    for order inf (-inf) the largest (smallest) |x[r, j]| of the non-empty row, NaN winning, and no
+    power. ``power`` 1 / order gives each row's norm, 1 the partial sums of a longer reduction.
+    ``order`` and ``power`` come in out's dtype (a float32 kernel computes in float32)."""
+    buf = cuda.shared.array(MAX_BLOCK, out.dtype)
+    T = out.dtype.type
+    largest = order > T(0)
+    n = x.shape[1]
+    for r in range(cuda.blockIdx.x, x.shape[0], cuda.gridDim.x):
+        if math.isinf(order):
+            m = T(math.fabs(x[r, min(cuda.threadIdx.x, n - 1)]))
+            for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
+                a = T(math.fabs(x[r, j]))
+                m = _larger(m, a) if largest else _smaller(m, a)
+            result = _block_extreme(buf, m, largest)
+        else:
+            acc = T(0)
+            for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
+                a = T(math.fabs(x[r, j]))
+                if order == T(2):
+                    acc += a * a
+                elif order == T(1):
+                    acc += a
+                elif order == T(0):
+                    acc += T(1) if a != T(0) else T(0)
+                else:
+                    acc += math.pow(a, order)
+            total = _block_sum(buf, acc)
+            result = total if power == T(1) else math.pow(total, power)
+        if cuda.threadIdx.x == 0:
+            out[r] = result
+
+
+@kernel
+def row_scan(x, product, reverse, exclusive, out):
+    """out[r, j] = the running sum (or ``product``) of x[r, :j + 1] in out's dtype; with
+    ``reverse``, of x[r, j:]; ``exclusive`` leaves x[r, j] itself out. The row goes in chunks of
+    one block, each chunk scanned in shared memory and carried into the next."""
+    buf = cuda.shared.array(MAX_BLOCK, out.dtype)
+    T = out.dtype.type
+    t, width, n = cuda.threadIdx.x, cuda.blockDim.x, x.shape[1]
+    identity = T(1) if product else T(0)
+    for r in range(cuda.blockIdx.x, x.shape[0], cuda.gridDim.x):
+        carry = identity
+        for start in range(0, n, width):
+            j = start + t
+            k = n - 1 - j if reverse else j
+            inclusive = _block_scan(buf, T(x[r, k]) if j < n else identity, product)
+            before = buf[t - 1] if t > 0 else identity
+            chunk_total = buf[width - 1]
+            cuda.syncthreads()
+            if j < n:
+                out[r, k] = _combine(carry, before if exclusive else inclusive, product)
+            carry = _combine(carry, chunk_total, product)
+
+
+@kernel
+def row_extreme(x, largest, out):
+    """out[r] = max (``largest``) or min of the non-empty row x[r]; NaN wins."""
+    buf = cuda.shared.array(MAX_BLOCK, x.dtype)
+    n = x.shape[1]
+    for r in range(cuda.blockIdx.x, x.shape[0], cuda.gridDim.x):
+        m = x[r, min(cuda.threadIdx.x, n - 1)]
+        for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
+            m = _larger(m, x[r, j]) if largest else _smaller(m, x[r, j])
+        result = _block_extreme(buf, m, largest)
+        if cuda.threadIdx.x == 0:
+            out[r] = result
+
+
+@device
+def _better(v, i, w, k, largest):
+    """Whether (v, i) beats (w, k): NaN first, then the larger (smaller) value, then the lower index."""
+    if v != v or w != w:
+        return (v != v and (w == w or i < k))
+    if v == w:
+        return i < k
+    return v > w if largest else v < w
+
+
+@kernel
+def row_arg_extreme(x, largest, out):
+    """out[r] = the index of the max (``largest``) or min of x[r]: first on ties, a NaN's if any."""
+    values = cuda.shared.array(MAX_BLOCK, x.dtype)
+    index = cuda.shared.array(MAX_BLOCK, out.dtype)
+    t = cuda.threadIdx.x
+    n = x.shape[1]
+    for r in range(cuda.blockIdx.x, x.shape[0], cuda.gridDim.x):
+        best_i = min(t, n - 1)
+        best = x[r, best_i]
+        for j in range(t, n, cuda.blockDim.x):
+            if _better(x[r, j], j, best, best_i, largest):
+                best, best_i = x[r, j], j
+        values[t] = best
+        index[t] = best_i
+        cuda.syncthreads()
+        s = cuda.blockDim.x // 2
+        while s > 0:
+            if t < s and _better(values[t + s], index[t + s], values[t], index[t], largest):
+                values[t] = values[t + s]
+                index[t] = index[t + s]
+            cuda.syncthreads()
+            s //= 2
+        if t == 0:
+            out[r] = index[0]
+        cuda.syncthreads()
+
+
+@kernel
+def softmax(x, log, out):
+    """out[r] = softmax(x[r]) or, with ``log``, log_softmax(x[r]), max-shifted."""
+    buf = cuda.shared.array(MAX_BLOCK, out.dtype)
+    T = out.dtype.type
+    for r in range(cuda.blockIdx.x, x.shape[0], cuda.gridDim.x):
+        peak = _row_max(x, r, buf)
+        total = _row_sum_exp(x, r, peak, buf, T)
+        log_total = math.log(total)
+        for j in range(cuda.threadIdx.x, x.shape[1], cuda.blockDim.x):
+            shifted = x[r, j] - peak
+            out[r, j] = shifted - log_total if log else math.exp(shifted) / total
+
+
+@kernel
+def softmax_backward(grad, y, log, out):
+    """Softmax: out = y * (g - sum(g * y)); log-softmax: out = g - exp(y) * sum(g), per row."""
+    buf = cuda.shared.array(MAX_BLOCK, out.dtype)
+    T = out.dtype.type
+    for r in range(cuda.blockIdx.x, y.shape[0], cuda.gridDim.x):
+        acc = T(0)
+        for j in range(cuda.threadIdx.x, y.shape[1], cuda.blockDim.x):
+            acc += grad[r, j] if log else grad[r, j] * y[r, j]
+        total = _block_sum(buf, acc)
+        for j in range(cuda.threadIdx.x, y.shape[1], cuda.blockDim.x):
+            if log:
+                out[r, j] = grad[r, j] - math.exp(y[r, j]) * total
+            else:
+                out[r, j] = y[r, j] * (grad[r, j] - total)
+
+
+@kernel
+def logsumexp(x, out):
+    """out[r] = log(sum(exp(x[r]))), max-shifted; rows with an infinite max give it."""
+    buf = cuda.shared.array(MAX_BLOCK, out.dtype)
+    T = out.dtype.type
+    for r in range(cuda.blockIdx.x, x.shape[0], cuda.gridDim.x):
+        peak = _row_max(x, r, buf)
+        if peak == T(math.inf) or peak == -T(math.inf):
+            total = T(1)
+        else:
+            total = _row_sum_exp(x, r, peak, buf, T)
+        if cuda.threadIdx.x == 0:
+            out[r] = peak if (peak == T(math.inf) or peak == -T(math.inf)) else math.log(total) + peak
+
+
+@kernel
+def variance(x, correction, mean_out, var_out):
+    """Two-pass mean and variance of each row, divisor max(N - correction, 0)."""
+    buf = cuda.shared.array(MAX_BLOCK, var_out.dtype)
+    T = var_out.dtype.type
+    n = x.shape[1]
+    for r in range(cuda.blockIdx.x, x.shape[0], cuda.gridDim.x):
+        acc = T(0)
+        for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
+            acc += x[r, j]
+        mean = _block_sum(buf, acc) / T(n)
+        acc = T(0)
+        for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
+            d = x[r, j] - mean
+            acc += d * d
+        squares = _block_sum(buf, acc)
+        if cuda.threadIdx.x == 0:
+            mean_out[r] = mean
+            var_out[r] = squares / max(T(n) - correction, T(0))
+
+
+@device
+def _class_weight(weight, target, T):
+    return weight[target] if weight.size > 0 else T(1)
+
+
+@kernel
+def class_loss(logits, targets, weight, ignore_index, smoothing, probs_out, loss_out, weight_out):
+    """probs_out = softmax(logits); per-row smoothed, weighted cross-entropy (PyTorch's form) into
+    loss_out, w[target] into weight_out (0 and 0 on ignored rows)."""
+    buf = cuda.shared.array(MAX_BLOCK, loss_out.dtype)
+    T = loss_out.dtype.type
+    c = logits.shape[1]
+    for r in range(cuda.blockIdx.x, logits.shape[0], cuda.gridDim.x):
+        peak = _row_max(logits, r, buf)
+        total = _row_sum_exp(logits, r, peak, buf, T)
+        shift = peak + math.log(total)  # log_softmax = x - shift
+        smooth = T(0)
+        for j in range(cuda.threadIdx.x, c, cuda.blockDim.x):
+            probs_out[r, j] = math.exp(logits[r, j] - peak) / total
+            smooth += _class_weight(weight, j, T) * (shift - logits[r, j])
+        smooth = _block_sum(buf, smooth)
+        if cuda.threadIdx.x == 0:
+            target = targets[r]
+            if target == ignore_index:
+                loss_out[r] = T(0)
+                weight_out[r] = T(0)
+            else:
+                w = _class_weight(weight, target, T)
+                loss_out[r] = (T(1) - smoothing) * w * (shift - logits[r, target]) + smoothing / T(c) * smooth
+                weight_out[r] = w
+
+
+@kernel
+def class_loss_backward(probs, targets, weight, ignore_index, smoothing, row_grad, out):
+    """out = g (1-eps) w_t (p - onehot(t)) + g eps/C (sum(w) p - w) per row; 0 on ignored rows."""
+    buf = cuda.shared.array(MAX_BLOCK, out.dtype)
+    T = out.dtype.type
+    c = probs.shape[1]
+    acc = T(0)
+    for j in range(cuda.threadIdx.x, c, cuda.blockDim.x):
+        acc += _class_weight(weight, j, T)
+    weight_sum = _block_sum(buf, acc)
+    for r in range(cuda.blockIdx.x, probs.shape[0], cuda.gridDim.x):
+        target = targets[r]
+        g = row_grad[0] if row_grad.size == 1 else row_grad[r]
+        hard = g * (T(1) - smoothing) * (T(0) if target == ignore_index else _class_weight(weight, target, T))
+        soft = g * smoothing / T(c)
+        for j in range(cuda.threadIdx.x, c, cuda.blockDim.x):
+            if target == ignore_index:
+                out[r, j] = T(0)
+            else:
+                value = hard * probs[r, j] + soft * weight_sum * probs[r, j] - soft * _class_weight(weight, j, T)
+                out[r, j] = value - hard if j == target else value
+
+
+@kernel
+def nll(log_probs, targets, weight, ignore_index, loss_out, weight_out):
+    """loss_out[i] = -w[t_i] * log_probs[i, t_i]; weight_out[i] = w[t_i] (0 and 0 when ignored)."""
+    T = loss_out.dtype.type
+    for i in range(cuda.grid(1), targets.size, cuda.gridsize(1)):
+        target = targets[i]
+        if target == ignore_index:
+            loss_out[i] = T(0)
+            weight_out[i] = T(0)
+        else:
+            w = _class_weight(weight, target, T)
+            loss_out[i] = -w * log_probs[i, target]
+            weight_out[i] = w
+
+
+@kernel
+def nll_backward(targets, weight, ignore_index, row_grad, out):
+    """out = -g_i * w[t_i] at (i, t_i), 0 elsewhere and on ignored rows."""
+    T = out.dtype.type
+    c = out.shape[1]
+    for k in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        i, j = k // c, k % c
+        target = targets[i]
+        g = row_grad[0] if row_grad.size == 1 else row_grad[i]
+        out[i, j] = -g * _class_weight(weight, target, T) if (j == target and target != ignore_index) else T(0)
+
+
+@kernel
+def cross_entropy_backward(probs, targets, ignore_index, scale, out):
+    """out = scale * (probs - onehot(targets)), 0 on rows whose target is ``ignore_index``."""
+    T = out.dtype.type
+    c = out.shape[1]
+    for k in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        i, j = k // c, k % c
+        target = targets[i]
+        if target == ignore_index:
+            out[i, j] = T(0)
+        else:
+            out[i, j] = scale * (probs[i, j] - (T(1) if j == target else T(0)))
+
+
+def ptx_signatures() -> list:
+    """(name, Python function, argument types) of every kernel here, for float32 and float64, and
+    of the sums and running sums of bool and integer rows into int64."""
+    from numba import types
+
+    cases = []
+    i64 = types.int64
+    for dt in (types.float32, types.float64):
+        m, v = dt[:, ::1], dt[::1]
+        idx = i64[::1]
+        cases += [
+            ("row_reduce", row_reduce.py_func, (m, i64, v)),
+            ("row_scan", row_scan.py_func, (m, types.boolean, types.boolean, types.boolean, m)),
+            ("row_extreme", row_extreme.py_func, (m, types.boolean, v)),
+            ("row_norm", row_norm.py_func, (m, dt, dt, v)),
+            ("row_arg_extreme", row_arg_extreme.py_func, (m, types.boolean, idx)),
+            ("softmax", softmax.py_func, (m, types.boolean, m)),
+            ("softmax_backward", softmax_backward.py_func, (m, m, types.boolean, m)),
+            ("logsumexp", logsumexp.py_func, (m, v)),
+            ("variance", variance.py_func, (m, dt, v, v)),
+            ("class_loss", class_loss.py_func, (m, idx, v, i64, dt, m, v, v)),
+            ("class_loss_backward", class_loss_backward.py_func, (m, idx, v, i64, dt, v, m)),
+            ("nll", nll.py_func, (m, idx, v, i64, v, v)),
+            ("nll_backward", nll_backward.py_func, (idx, v, i64, v, m)),
+            ("cross_entropy_backward", cross_entropy_backward.py_func, (m, idx, i64, dt, m)),
+        ]
+    flag = types.boolean
+    for dt in (types.boolean, types.uint8, types.int8, types.int16, types.int32, types.int64):
+        cases += [
+            ("row_reduce", row_reduce.py_func, (dt[:, ::1], i64, i64[::1])),
+            ("row_scan", row_scan.py_func, (dt[:, ::1], flag, flag, flag, i64[:, ::1])),
+        ]
+    return cases

@@ -1,0 +1,82 @@
+"""The CUDA backend's fused optimizer steps (host side of :mod:`kernels.optim`).
+
+Each function takes the arguments of its CPU twin in :mod:`zgrad.kernels.cpu.kernels.optim` and raises
+the same errors: it checks the sizes and takes the step-dependent scalars with
+:mod:`zgrad.kernels.optim_host`, rounds every scalar to the parameter's dtype and launches one
+kernel over the flat parameter, updating it and its state in place. Part of
+:mod:`zgrad.kernels.cuda.backend`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from zgrad.kernels.cuda import runtime as rt
+from zgrad.kernels.cuda import kernels
+from zgrad.kernels.cuda.reduce import contiguous
+from zgrad.kernels.optim_host import adagrad_learning_rate, adam_bias_corrections, check_sizes
+
+__all__ = ["sgd_step", "adam_step", "rmsprop_step", "adagrad_step", "adadelta_step"]
+
+
+def _launch(name: str, param: Any, grad: Any, state: Sequence[Any], *scalars: Any) -> None:
+    """Launch kernel ``name`` on (param, grad, *state, *scalars), arrays flattened; nothing for an
+    empty ``param``. State arrays are updated in place, so they must be C-contiguous (the
+    optimizers allocate them so); ``grad`` may be strided."""
+    if param.size:
+        arrays = [param, contiguous(grad), *state]
+        rt.launch(getattr(kernels.optim, name), rt.grid_1d(param.size),
+                  *(a.reshape(-1).arg() for a in arrays), *scalars)
+
+
+def sgd_step(param, grad, momentum_buf, lr, momentum, dampening, weight_decay, nesterov, first_step, maximize):
+    check_sizes("sgd_step", param, grad=grad, **({"momentum_buf": momentum_buf} if momentum != 0 else {}))
+    t = param.dtype.type
+    _launch("sgd_step", param, grad, [momentum_buf], t(lr), t(momentum), t(1 - dampening), t(weight_decay),
+            bool(nesterov), bool(first_step), bool(maximize))
+
+
+def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay, amsgrad,
+              maximize, decoupled_weight_decay):
+    """One Adam or AdamW step (see :func:`zgrad.kernels.cpu.kernels.optim.adam_step`).
+
+    Raises:
+        ValueError: ``step`` < 1, or an array's size differs from ``param``'s.
+    """
+    step_size, bias_correction2_sqrt = adam_bias_corrections(step, lr, beta1, beta2)
+    check_sizes("adam_step", param, grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq,
+                **({"max_exp_avg_sq": max_exp_avg_sq} if amsgrad else {}))
+    t = param.dtype.type
+    weight = 1 - beta1
+    _launch("adam_step", param, grad, [exp_avg, exp_avg_sq, max_exp_avg_sq], t(weight), abs(weight) < 0.5,
+            t(beta2), t(step_size), t(bias_correction2_sqrt), t(eps), t(weight_decay), t(1 - lr * weight_decay),
+            bool(amsgrad), bool(maximize), bool(decoupled_weight_decay))
+
+
+def rmsprop_step(param, grad, square_avg, grad_avg, momentum_buffer, lr, alpha, eps, weight_decay, momentum,
+                 centered, maximize):
+    check_sizes("rmsprop_step", param, grad=grad, square_avg=square_avg, **({"grad_avg": grad_avg} if centered else {}),
+                **({"momentum_buffer": momentum_buffer} if momentum > 0 else {}))
+    t = param.dtype.type
+    weight = 1 - alpha
+    _launch("rmsprop_step", param, grad, [square_avg, grad_avg, momentum_buffer], t(lr), t(alpha), t(weight),
+            abs(weight) < 0.5, t(eps), t(weight_decay), t(momentum), bool(centered), bool(maximize))
+
+
+def adagrad_step(param, grad, state_sum, step, lr, lr_decay, weight_decay, eps, maximize):
+    """One Adagrad step (see :func:`zgrad.kernels.cpu.kernels.optim.adagrad_step`).
+
+    Raises:
+        ValueError: ``step`` < 1, or an array's size differs from ``param``'s.
+    """
+    check_sizes("adagrad_step", param, grad=grad, state_sum=state_sum)
+    t = param.dtype.type
+    _launch("adagrad_step", param, grad, [state_sum], t(adagrad_learning_rate(step, lr, lr_decay)),
+            t(weight_decay), t(eps), bool(maximize))
+
+
+def adadelta_step(param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay, maximize):
+    check_sizes("adadelta_step", param, grad=grad, square_avg=square_avg, acc_delta=acc_delta)
+    t = param.dtype.type
+    _launch("adadelta_step", param, grad, [square_avg, acc_delta], t(lr), t(rho), t(eps), t(weight_decay),
+            bool(maximize))

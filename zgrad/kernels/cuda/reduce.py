@@ -1,0 +1,363 @@
+"""The CUDA backend's reductions, row-wise ops, losses over rows and matrix product (host side of
+:mod:`kernels.rows` and :mod:`kernels.linalg`).
+
+Reductions over any axes move the reduced axes last into a C-contiguous (kept, reduced) matrix
+(one strided copy unless they already are last) and run one block per row. Part of
+:mod:`zgrad.kernels.cuda.backend`; each function writes into ``out`` and returns it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from zgrad.kernels.cuda import kernels
+from zgrad.kernels.cuda import runtime as rt
+from zgrad.kernels.cuda.array import DeviceArray
+from zgrad.kernels.cuda.elementwise import binary_op, ternary_op, unary_op
+
+__all__ = [
+    "contiguous", "rows_of", "sum", "prod", "nansum", "cumsum", "prod_backward_rows", "extreme_value", "argmax",
+    "argmin", "softmax", "log_softmax",
+    "softmax_backward", "log_softmax_backward", "logsumexp_rows", "logsumexp_backward_rows", "var_rows",
+    "var_backward_rows", "distribute_equal", "vector_norm", "cross_entropy", "cross_entropy_backward", "class_loss",
+    "class_loss_backward", "nll", "nll_backward", "pointwise_loss_sum", "matmul",
+]
+
+
+def contiguous(x: DeviceArray) -> DeviceArray:
+    """``x`` if C-contiguous, else a C-contiguous copy."""
+    return x if x.flags.c_contiguous else unary_op("copy", x, DeviceArray.empty(x.shape, x.dtype))
+
+
+def rows_of(x: DeviceArray, axes: tuple[int, ...]) -> DeviceArray:
+    """``x`` with ``axes`` moved last, as a C-contiguous (kept, reduced) matrix."""
+    perm = [d for d in range(x.ndim) if d not in axes] + list(axes)
+    count = math.prod(x.shape[d] for d in axes)
+    moved = contiguous(x.transpose(perm))
+    return moved.reshape(-1, count) if count else moved.reshape(moved.size, 0)
+
+
+def _launch_rows(kernel: Any, rows: int, *args: Any) -> None:
+    if rows:
+        rt.launch(kernel, rt.row_launch(rows), *args)
+
+
+def sum(x, axis, keepdims, out):  # noqa: A001 - op vocabulary name
+    """out = x summed over the axes ``axis`` (a tuple), accumulated in out's dtype."""
+    return _reduce(x, axis, out, kernels.rows.SUM)
+
+
+def prod(x, axis, keepdims, out):
+    """out = the product of x over the axes ``axis`` (a tuple), accumulated in out's dtype."""
+    return _reduce(x, axis, out, kernels.rows.PROD)
+
+
+def nansum(x, axis, keepdims, out):
+    """out = the sum of x's non-NaN elements over the axes ``axis``, accumulated in out's dtype."""
+    return _reduce(x, axis, out, kernels.rows.NANSUM)
+
+
+def _identity(op: int) -> int:
+    """What the reduction ``op`` gives for no elements: 1 for a product, else 0."""
+    return 1 if op == kernels.rows.PROD else 0
+
+
+def _reduce(x, axis, out, op: int):
+    matrix = rows_of(x, tuple(axis))
+    target = out if out.flags.c_contiguous else DeviceArray.empty(out.shape, out.dtype)
+    flat = target.reshape(-1)
+    rows, length = matrix.shape
+    if length == 0:
+        unary_op("copy", _identity(op), flat)
+    elif rows <= SPLIT_MAX_ROWS and length >= SPLIT_MIN_LENGTH:
+        for r in range(rows):
+            _split_row_reduce(matrix[r], flat[r:r + 1], op)
+    else:
+        _launch_rows(kernels.rows.row_reduce, rows, matrix.arg(), op, flat.arg())
+    return out if target is out else unary_op("copy", target, out)
+
+
+# A row sum runs one block per row: a few long rows (a loss's .sum(), a full reduction) would leave
+# all but a few multiprocessors idle (one block summed 64M floats at 0.3% of the memory's peak on
+# an H100). Such rows are summed in two launches: blocks over chunks of the row, then one block
+# over the chunks' sums.
+SPLIT_MAX_ROWS = 16
+SPLIT_MIN_LENGTH = 1 << 16
+
+
+def _split_row_reduce(row: DeviceArray, out: DeviceArray, op: int) -> None:
+    """out[0] = the ``op`` reduction of a long contiguous 1-D ``row``, in out's dtype."""
+    k = kernels.rows
+    # the chunks' partial results combine as a plain sum or product: a NaN that a nansum's chunk
+    # makes of inf - inf is a result, not an element to skip
+    combine = k.PROD if op == k.PROD else k.SUM
+    _two_passes(row, out, _identity(op), lambda m, o: _launch_rows(k.row_reduce, m.shape[0], m.arg(), op, o.arg()),
+                lambda m, o: _launch_rows(k.row_reduce, 1, m.arg(), combine, o.arg()))
+
+
+def _two_passes(row: DeviceArray, out: DeviceArray, identity: Any, reduce_rows: Any, reduce_partials: Any) -> None:
+    """out[0] = a long contiguous 1-D ``row`` reduced in two launches: ``reduce_rows(matrix,
+    results)`` over chunks of the row (a block each), then ``reduce_partials(matrix, out)`` over the
+    (1, chunks + 1) matrix of their results, the last slot ``identity`` when the chunks divide it."""
+    length = row.shape[0]
+    chunk = -(-length // rt.blocks_for(length))
+    parts, rest = divmod(length, chunk)
+    partial = DeviceArray.empty((parts + 1,), out.dtype)
+    reduce_rows(row[:parts * chunk].reshape(parts, chunk), partial[:parts])
+    if rest:
+        reduce_rows(row[parts * chunk:].reshape(1, rest), partial[parts:])
+    else:
+        unary_op("copy", identity, partial[parts:])
+    reduce_partials(partial.reshape(1, parts + 1), out)
+
+
+def vector_norm(x, order, out):
+    """out (0-d) = the ``order``-norm of every element of x (``kernels.rows.row_norm``): one block,
+    or for a long array blocks over chunks and one block over their partial results."""
+    k = kernels.rows
+    t = out.dtype.type
+    flat = contiguous(x).reshape(-1)
+    target = out.reshape(1)
+    root = t(1.0 if math.isinf(order) or order == 0 else 1.0 / order)
+    empty = math.inf if order == -math.inf else 0
+    if flat.size == 0:
+        unary_op("copy", empty, target)
+    elif flat.size < SPLIT_MIN_LENGTH:
+        _launch_rows(k.row_norm, 1, flat.reshape(1, -1).arg(), t(order), root, target.arg())
+    else:  # partial sums of |x| ** order add up (order 1), partial extremes compare (inf, -inf)
+        combine = t(order if math.isinf(order) else 1.0)
+        _two_passes(flat, target, empty,
+                    lambda m, o: _launch_rows(k.row_norm, m.shape[0], m.arg(), t(order), t(1.0), o.arg()),
+                    lambda m, o: _launch_rows(k.row_norm, 1, m.arg(), combine, root, o.arg()))
+    return out
+
+
+def _scan(x, axis: int, product: bool, reverse: bool, exclusive: bool, out):
+    """out = the running sums (or products) of x along ``axis``: see ``kernels.rows.row_scan``."""
+    matrix = rows_of(x, (axis,))
+    in_place = axis == x.ndim - 1 and out.flags.c_contiguous  # rows of out are rows of the result
+    scanned = out.reshape(matrix.shape) if in_place else DeviceArray.empty(matrix.shape, out.dtype)
+    _launch_rows(kernels.rows.row_scan, matrix.shape[0], matrix.arg(), bool(product), bool(reverse),
+                 bool(exclusive), scanned.arg())
+    if in_place:
+        return out
+    perm = [d for d in range(x.ndim) if d != axis] + [axis]
+    moved = scanned.reshape(tuple(x.shape[d] for d in perm)).transpose(tuple(np.argsort(perm)))
+    return unary_op("copy", moved, out)
+
+
+def cumsum(x, axis, reverse, out):
+    """out = the running sums of x along ``axis`` (from its end when ``reverse``), accumulated in
+    out's dtype."""
+    return _scan(x, axis, False, reverse, False, out)
+
+
+def prod_backward_rows(x, grad, out):
+    """out[r, j] = grad[r] * the product of x[r, k] over every k != j: the exclusive running
+    products from the left and from the right multiplied, without a division (exact with zeros)."""
+    after = DeviceArray.empty(x.shape, out.dtype)
+    _scan(x, 1, True, False, True, out)
+    _scan(x, 1, True, True, True, after)
+    binary_op("mul", out, after, out)
+    return binary_op("mul", out, grad.reshape(-1, 1), out)
+
+
+def extreme_value(x: DeviceArray, largest: bool) -> Any:
+    """The max (``largest``) or min of a non-empty array, as a Python number (blocks)."""
+    matrix = contiguous(x).reshape(1, -1)
+    out = DeviceArray.empty((1,), x.dtype)
+    _launch_rows(kernels.rows.row_extreme, 1, matrix.arg(), bool(largest), out.arg())
+    return out.item()
+
+
+def _arg_extreme(x, axis, keepdims, out, largest: bool):
+    if axis is None:
+        matrix = contiguous(x).reshape(1, -1)
+    else:
+        matrix = rows_of(x, (axis,))
+    flat = DeviceArray.empty((matrix.shape[0],), np.dtype(np.int64))
+    _launch_rows(kernels.rows.row_arg_extreme, matrix.shape[0], matrix.arg(), bool(largest), flat.arg())
+    return unary_op("copy", flat.reshape(out.shape), out)
+
+
+def argmax(x, axis, keepdims, out):
+    return _arg_extreme(x, axis, keepdims, out, True)
+
+
+def argmin(x, axis, keepdims, out):
+    return _arg_extreme(x, axis, keepdims, out, False)
+
+
+def _last_axis_rows(a: DeviceArray) -> DeviceArray:
+    a = contiguous(a)
+    return a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
+
+
+def _softmax(x, out, log: bool):
+    rows = _last_axis_rows(x)
+    _launch_rows(kernels.rows.softmax, rows.shape[0], rows.arg(), log, out.reshape(rows.shape).arg())
+    return out
+
+
+def softmax(x, out):
+    return _softmax(x, out, False)
+
+
+def log_softmax(x, out):
+    return _softmax(x, out, True)
+
+
+def _softmax_backward(grad, y, out, log: bool):
+    g, rows = _last_axis_rows(grad), _last_axis_rows(y)
+    _launch_rows(kernels.rows.softmax_backward, rows.shape[0], g.arg(), rows.arg(), log,
+                 out.reshape(rows.shape).arg())
+    return out
+
+
+def softmax_backward(grad, y, out):
+    return _softmax_backward(grad, y, out, False)
+
+
+def log_softmax_backward(grad, y, out):
+    return _softmax_backward(grad, y, out, True)
+
+
+def logsumexp_rows(x, out):
+    _launch_rows(kernels.rows.logsumexp, x.shape[0], x.arg(), out.arg())
+    return out
+
+
+def logsumexp_backward_rows(grad, x, result, out):
+    return ternary_op("exp_shifted_scale", x, result.reshape(-1, 1), grad.reshape(-1, 1), out)
+
+
+def var_rows(x, correction, mean_out, var_out):
+    _launch_rows(kernels.rows.variance, x.shape[0], x.arg(), x.dtype.type(correction), mean_out.arg(),
+                 var_out.arg())
+    return var_out
+
+
+def var_backward_rows(x, mean, coef, out):
+    return ternary_op("centered_scale", x, mean.reshape(-1, 1), coef.reshape(-1, 1), out)
+
+
+def distribute_equal(x, value, grad, out):
+    """``grad`` split evenly over the elements of x equal to ``value`` (over the NaNs when it is
+    NaN), 0 elsewhere."""
+    mask = DeviceArray.empty(x.shape, np.dtype(np.bool_))
+    if value != value:
+        binary_op("ne", x, x, mask)
+    else:
+        binary_op("eq", x, value, mask)
+    count = DeviceArray.empty((), np.dtype(np.int64))
+    sum(mask, tuple(range(x.ndim)), False, count)
+    return ternary_op("where", mask, x.dtype.type(grad) / x.dtype.type(max(count.item(), 1)), 0, out)
+
+
+# --- losses over rows ---------------------------------------------------------------------------
+
+def _or_weight(weight: Any, dtype: np.dtype) -> DeviceArray:
+    return weight if weight.size else DeviceArray.empty((0,), dtype)
+
+
+def cross_entropy(logits, targets, ignore_index: int, probs_out) -> tuple[float, int]:
+    """(sum of the counted rows' losses, counted rows); softmax into ``probs_out``."""
+    rows, dtype = logits.shape[0], logits.dtype
+    loss, row_weight = DeviceArray.empty((rows,), dtype), DeviceArray.empty((rows,), dtype)
+    class_loss(logits, targets, DeviceArray.empty((0,), dtype), ignore_index, 0.0, probs_out, loss, row_weight)
+    totals = DeviceArray.empty((2,), dtype)
+    sum(_stack_rows(loss, row_weight), (1,), False, totals)
+    total, counted = totals.to_host()
+    return float(total), int(round(float(counted)))
+
+
+def _stack_rows(a: DeviceArray, b: DeviceArray) -> DeviceArray:
+    out = DeviceArray.empty((2, a.size), a.dtype)
+    unary_op("copy", a, out[0])
+    unary_op("copy", b, out[1])
+    return out
+
+
+def cross_entropy_backward(probs, targets, ignore_index: int, scale: float, out):
+    if out.size:
+        rt.launch(kernels.rows.cross_entropy_backward, rt.grid_1d(out.size), probs.arg(), targets.arg(),
+                  int(ignore_index), probs.dtype.type(scale), out.arg())
+    return out
+
+
+def class_loss(logits, targets, weight, ignore_index: int, smoothing: float, probs_out, loss_out, weight_out):
+    logits = contiguous(logits)
+    _launch_rows(kernels.rows.class_loss, logits.shape[0], logits.arg(), targets.arg(),
+                 _or_weight(weight, logits.dtype).arg(), int(ignore_index), logits.dtype.type(smoothing),
+                 probs_out.arg(), loss_out.arg(), weight_out.arg())
+    return loss_out
+
+
+def class_loss_backward(probs, targets, weight, ignore_index: int, smoothing: float, row_grad, out):
+    _launch_rows(kernels.rows.class_loss_backward, probs.shape[0], probs.arg(), targets.arg(),
+                 _or_weight(weight, probs.dtype).arg(), int(ignore_index), probs.dtype.type(smoothing),
+                 contiguous(row_grad).reshape(-1).arg(), out.arg())
+    return out
+
+
+def nll(log_probs, targets, weight, ignore_index: int, loss_out, weight_out):
+    if targets.size:
+        rt.launch(kernels.rows.nll, rt.grid_1d(targets.size), contiguous(log_probs).arg(), targets.arg(),
+                  _or_weight(weight, log_probs.dtype).arg(), int(ignore_index), loss_out.arg(), weight_out.arg())
+    return loss_out
+
+
+def nll_backward(targets, weight, ignore_index: int, row_grad, out):
+    if out.size:
+        rt.launch(kernels.rows.nll_backward, rt.grid_1d(out.size), targets.arg(),
+                  _or_weight(weight, out.dtype).arg(), int(ignore_index), contiguous(row_grad).reshape(-1).arg(),
+                  out.arg())
+    return out
+
+
+def pointwise_loss_sum(a, b, squared: bool) -> float:
+    """sum((a - b)**2) or sum(|a - b|) as a Python float (blocks)."""
+    errors = binary_op("squared_error" if squared else "absolute_error", a, b, DeviceArray.empty(a.shape, a.dtype))
+    total = DeviceArray.empty((), a.dtype)
+    sum(errors, tuple(range(a.ndim)), False, total)
+    return float(total.item())
+
+
+# --- matrix product ------------------------------------------------------------------------------
+
+def _as_3d(a: DeviceArray, batch: tuple[int, ...]) -> DeviceArray:
+    """``a`` (..., m, k) broadcast to ``batch`` + (m, k), its batch dims merged into one (a view
+    when they collapse, else a copy)."""
+    full = a.broadcast_to(batch + a.shape[-2:]) if a.shape[:-2] != batch else a
+    if not batch:
+        return full.reshape(1, *a.shape[-2:]) if full.flags.c_contiguous else full[None]
+    if len(batch) == 1:
+        return full
+    merged = np.lib.stride_tricks.as_strided
+    strides = full.strides
+    if all(strides[d] == strides[d + 1] * full.shape[d + 1] for d in range(len(batch) - 1)):
+        layout = merged(full._layout, (int(np.prod(batch)),) + a.shape[-2:], (strides[len(batch) - 1],) + strides[-2:])
+        return DeviceArray(full._base, layout)
+    return contiguous(full).reshape(-1, *a.shape[-2:])
+
+
+def matmul(a, b, out):
+    """numpy's matmul of device arrays (vectors promoted and dropped, batch broadcast)."""
+    if out.size == 0:
+        return out
+    a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
+    b2 = b.reshape(b.shape[0], 1) if b.ndim == 1 else b
+    batch = tuple(np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2]))
+    m, n = a2.shape[-2], b2.shape[-1]
+    result = out.reshape(batch + (m, n)) if out.flags.c_contiguous else DeviceArray.empty(batch + (m, n), out.dtype)
+    if a2.shape[-1] == 0:
+        unary_op("copy", 0, result)
+    else:
+        linalg = kernels.linalg
+        tiles = -(-m // linalg.TILE) * -(-n // linalg.TILE) * max(1, int(np.prod(batch)))
+        rt.launch(linalg.matmul, (rt.blocks_for(tiles), (linalg.TILE, linalg.TILE)), _as_3d(a2, batch).arg(),
+                  _as_3d(b2, batch).arg(), _as_3d(result, batch).arg())
+    return out if result._base is out._base else unary_op("copy", result.reshape(out.shape), out)
