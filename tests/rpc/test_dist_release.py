@@ -148,7 +148,7 @@ def test_a_malformed_release_list_is_refused_with_an_error():
         meta = {"target": "rpc_targets:add", "payload": encode_value([[1, 2], {}]).payload, "timeout_s": 5.0,
                 "released": ["x"]}
         with pytest.raises(RemoteError, match="'released' must be a list of autograd context ids"):
-            current_agent().request(1, Kind.CALL, meta, (), 5.0, "bad release list").wait()
+            current_agent().caller.request(1, Kind.CALL, meta, (), 5.0, "bad release list").wait()
         return rpc.rpc_sync("worker1", T.add, args=(1, 2))
 
     assert run_workers(2, make_config("tcp", 2), body)[0] == 3

@@ -39,7 +39,7 @@ def hostile_call(dst, target, args):
 
     meta = {"target": target, "payload": encode_value([list(args), {}]).payload, "timeout_s": 5.0}
     with pytest.raises(RemoteError) as info:
-        current_agent().request(dst, Kind.CALL, meta, (), 5.0, "hostile call").wait()
+        current_agent().caller.request(dst, Kind.CALL, meta, (), 5.0, "hostile call").wait()
     return str(info.value)
 
 
@@ -306,9 +306,9 @@ def test_malformed_messages_are_counted_and_the_worker_keeps_serving(transport, 
         agent, peer = current_agent(), (rank + 1) % world_size
         for meta in bad_calls:
             with pytest.raises(RemoteError):
-                agent.request(peer, Kind.CALL, meta, (), 5.0, "bad call").wait()
+                agent.caller.request(peer, Kind.CALL, meta, (), 5.0, "bad call").wait()
         for kind, meta, buffers in bad_messages:
-            agent.send(peer, kind, meta, buffers)
+            agent.caller.send(peer, kind, meta, buffers)
         # Only this rank sends to its neighbour; some rejects happen on its pool, so poll (bounded).
         info = poll(lambda: rpc.get_debug_info(peer), lambda i: i["rejects"] >= expected_rejects)
         return info, rpc.rpc_sync(peer, T.add, args=(2, 3))

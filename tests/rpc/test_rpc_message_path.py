@@ -292,7 +292,7 @@ def test_a_call_with_a_bad_rref_reference_is_refused_and_registers_no_fork(field
             return None
         meta = {"target": "rpc_targets:echo", "payload": payload, "timeout_s": 5.0}
         with pytest.raises(rpc.RemoteError, match="malformed RRef reference"):
-            current_agent().request(1, Kind.CALL, meta, (), 5.0, "a call with a bad RRef").wait()
+            current_agent().caller.request(1, Kind.CALL, meta, (), 5.0, "a call with a bad RRef").wait()
         owned = rpc.rpc_sync("worker1", T.rrefs_owned)  # still serving; nothing registered
         return owned, rpc.get_debug_info("worker1")["rejects_by_reason"]
 
@@ -333,7 +333,7 @@ def test_an_rref_in_a_call_to_its_owner_that_timed_out_lives_until_the_late_repl
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_calls_a_thread_collects_on_its_own_sockets_end_by_reply_error_timeout_or_size(transport, tmp_path):
-    # call_direct / collect_direct (DistributedOptimizer.step's path): replies in order, a remote
+    # start_call / collect (DistributedOptimizer.step's path): replies in order, a remote
     # error, a timeout whose late reply is dropped, a call big enough for the mesh; and from a
     # handler on a leader, calls back to its own caller do not deadlock.
     config = make_config(transport, 3, tmp_path)
@@ -347,12 +347,12 @@ def test_calls_a_thread_collects_on_its_own_sockets_end_by_reply_error_timeout_o
         agent = current_agent()
         before = rpc.get_debug_info()["transport"]
         big = zgrad.tensor(np.arange(32768, dtype=np.float32))  # 128 KiB: through the mesh
-        calls = [agent.call_direct("worker1", T.add, args=(1, 2)),
-                 agent.call_direct("worker2", T.raise_value_error, args=("no",)),
-                 agent.call_direct("worker2", T.sleep_then, args=(0.5, "late"), timeout=0.2),
-                 agent.call_direct("worker1", T.tensor_sum, args=(big,)),
-                 agent.call_direct("worker2", T.echo, args=("last",))]
-        results = agent.collect_direct(calls)
+        calls = [agent.caller.start_call("worker1", T.add, args=(1, 2)),
+                 agent.caller.start_call("worker2", T.raise_value_error, args=("no",)),
+                 agent.caller.start_call("worker2", T.sleep_then, args=(0.5, "late"), timeout=0.2),
+                 agent.caller.start_call("worker1", T.tensor_sum, args=(big,)),
+                 agent.caller.start_call("worker2", T.echo, args=("last",))]
+        results = agent.caller.collect(calls)
         time.sleep(0.5)
         assert rpc.rpc_sync("worker2", T.echo, args=("after",)) == "after"  # reads the late reply
         after = rpc.get_debug_info()["transport"]
@@ -378,11 +378,11 @@ def test_a_call_collected_on_its_own_socket_fails_when_its_worker_dies(tmp_path)
 
             agent = current_agent()
             assert rpc.rpc_sync("worker1", T.add, args=(1, 2)) == 3
-            call = agent.call_direct("worker1", T.sleep_then, args=(30.0, "never"), timeout=0)
+            call = agent.caller.start_call("worker1", T.sleep_then, args=(30.0, "never"), timeout=0)
             time.sleep(0.3)
             peer.send_signal(signal.SIGKILL)
             start = time.monotonic()
-            [(value, error)] = agent.collect_direct([call])
+            [(value, error)] = agent.caller.collect([call])
             assert value is None and isinstance(error, WorkerUnavailableError)
             assert "worker1" in str(error) and time.monotonic() - start < 10
         finally:

@@ -532,8 +532,8 @@ def direct_fan_out(names):
     from zgrad.distributed.rpc.state import current_agent
 
     agent = current_agent()
-    calls = [agent.call_direct(name, add, args=(i, 10)) for i, name in enumerate(names)]
-    return [value for value, _ in agent.collect_direct(calls)]
+    calls = [agent.caller.start_call(name, add, args=(i, 10)) for i, name in enumerate(names)]
+    return [value for value, _ in agent.caller.collect(calls)]
 
 
 def has_kept(key):

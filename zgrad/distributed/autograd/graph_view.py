@@ -29,7 +29,7 @@ def graph(context_id: int) -> str:
     pending = set(shares[agent.rank]["known_workers"]) - {agent.rank}
     while pending:
         rank = pending.pop()
-        share = agent.call(rank, describe_graph, args=(context_id,)).wait()
+        share = agent.caller.call(rank, describe_graph, args=(context_id,)).wait()
         if share is None:
             continue  # released there already
         shares[rank] = share

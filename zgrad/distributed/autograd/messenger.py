@@ -50,21 +50,24 @@ class _Mesh(Protocol):
     def collect(self, expected: dict[int, set[int]], wake_fd: int | None, timeout_s: float) -> list[Envelope]: ...
 
 
+class _Caller(Protocol):
+    def send(self, dst: int, kind: int, meta: Any, buffers: Any = (), request_id: int = 0) -> None: ...
+
+    def next_request_id(self) -> int: ...
+
+
 class MessengerAgent(Protocol):
     """What the messenger needs from the RPC agent."""
 
     rank: int
     pool: _Pool
     mesh: _Mesh
+    caller: _Caller
 
     def allow_takeover(self) -> None: ...
 
     sent: Any
     received: Any
-
-    def send(self, dst: int, kind: int, meta: Any, buffers: Any = (), request_id: int = 0) -> None: ...
-
-    def next_request_id(self) -> int: ...
 
     def reject(self, src: int, reason: str) -> None: ...
 
@@ -92,13 +95,13 @@ class RpcMessenger:
             self.agent.mesh.reply(reply, ENGINE_KINDS[kind], meta, buffers)
             self.agent.sent[ENGINE_KINDS[kind]] += 1
             return
-        self.agent.send(dst, ENGINE_KINDS[kind], meta, buffers)
+        self.agent.caller.send(dst, ENGINE_KINDS[kind], meta, buffers)
 
     def post(self, dst: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> int:
         """Send one engine message to ``dst`` whose answer comes back to the calling thread, for
         :meth:`collect` (``Mesh.post``, which picks the route). Returns the request id to wait for."""
         meta, buffers = _encode(body, arrays)
-        request_id = self.agent.next_request_id()
+        request_id = self.agent.caller.next_request_id()
         self.agent.mesh.post(dst, ENGINE_KINDS[kind], request_id, meta, buffers)
         self.agent.sent[ENGINE_KINDS[kind]] += 1
         return request_id

@@ -97,7 +97,7 @@ def _collect(worker: DistAutogradWorker, keys: Sequence[tuple[int, int]]) -> lis
     for rank in participants:
         before = clock_ns()
         try:
-            answer = agent.call(rank, collect_recordings, args=([list(key) for key in keys],)).wait()
+            answer = agent.caller.call(rank, collect_recordings, args=([list(key) for key in keys],)).wait()
         except ZgradError as exc:
             log.warning("trace: the recordings of worker %s are missing: %s", agent.worker_info(rank).name, exc)
             continue

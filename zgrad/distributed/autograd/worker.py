@@ -36,19 +36,26 @@ from zgrad.tensor import Tensor
 __all__ = ["DistAutogradWorker", "current_worker"]
 
 
+class AutogradCaller(Protocol):
+    """What distributed autograd needs from the agent's caller side (as well as the messenger's)."""
+
+    def send(self, dst: int, kind: int, meta: Any, buffers: Any = (), request_id: int = 0) -> None: ...
+
+    def next_request_id(self) -> int: ...
+
+    def call(self, to: Any, func: Callable[..., Any], args: Any = (), kwargs: Any = None, timeout: float = -1) -> Any: ...
+
+
 class AutogradAgent(MessengerAgent, Protocol):
     """What distributed autograd needs from the RPC agent."""
 
     name: str
     config: Config
-
-    def call(self, to: Any, func: Callable[..., Any], args: Any = (), kwargs: Any = None, timeout: float = -1) -> Any: ...
+    caller: AutogradCaller
 
     def add_peer_lost_listener(self, listener: Callable[[int, str], None]) -> None: ...
 
     def register_call_hooks(self, hooks: CallHooks) -> None: ...
-
-    def requests_in_flight(self, dst: int, context_id: int) -> bool: ...
 
     def schedule(self, delay_s: float, callback: Callable[[], None]) -> None: ...
 
@@ -83,7 +90,7 @@ class DistAutogradWorker:
         """Release ``context_id`` on ``targets``: waiting for a call to ride in where it may."""
         now = set()
         for dst in targets:
-            if self.agent.requests_in_flight(dst, context_id):
+            if self.agent.caller.requests_in_flight(dst, context_id):
                 now.add(dst)
                 continue
             self._count_releases(+1)

@@ -103,7 +103,7 @@ class DistributedOptimizer:
         The optimizer owned by this worker (if any) steps on the calling thread while the calls to
         the other owners are in flight: a call to oneself would only add a round trip. Those
         calls leave from the calling thread's own sockets and it collects their replies there
-        (``RpcAgent.call_direct``): no hand-off to the I/O thread on this side.
+        (``Caller.start_call`` and ``Caller.collect``): no hand-off to the I/O thread on this side.
 
         Raises:
             RemoteError: another owner's step failed; the error itself if this worker's failed
@@ -111,7 +111,7 @@ class DistributedOptimizer:
         """
         agent = current_agent()
         me = agent.rank
-        calls = [agent.call_direct(opt.owner(), local_step, args=(opt, context_id))
+        calls = [agent.caller.start_call(opt.owner(), local_step, args=(opt, context_id))
                  for opt in self.remote_optimizers if opt.owner().id != me]
         errors = []
         for opt in self.remote_optimizers:
@@ -120,6 +120,6 @@ class DistributedOptimizer:
                     opt.local_value().step(context_id)
                 except Exception as exc:  # noqa: BLE001 - raised below, after every owner finished
                     errors.append(exc)
-        errors += [error for _, error in agent.collect_direct(calls) if error is not None]
+        errors += [error for _, error in agent.caller.collect(calls) if error is not None]
         if errors:
             raise errors[0]

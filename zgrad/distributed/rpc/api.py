@@ -120,7 +120,7 @@ def rpc_async(to: WorkerRef, func: Callable[..., Any], args: tuple = (), kwargs:
     Raises:
         CodecError / TargetError: an argument or ``func`` cannot be sent (at once, at the caller).
     """
-    return current_agent().call(to, func, args, kwargs, timeout)
+    return current_agent().caller.call(to, func, args, kwargs, timeout)
 
 
 def rpc_sync(to: WorkerRef, func: Callable[..., Any], args: tuple = (), kwargs: dict | None = None,
@@ -132,13 +132,13 @@ def rpc_sync(to: WorkerRef, func: Callable[..., Any], args: tuple = (), kwargs: 
         ZgradTimeoutError: no result within ``timeout`` seconds (-1 = the configured default).
         WorkerUnavailableError: ``to`` died or is unreachable.
     """
-    return current_agent().call_sync(to, func, args, kwargs, timeout)
+    return current_agent().caller.call_sync(to, func, args, kwargs, timeout)
 
 
 def remote(to: WorkerRef, func: Callable[..., Any], args: tuple = (), kwargs: dict | None = None,
            timeout: float = -1) -> RRef:
     """Run ``func`` on ``to`` and return at once an :class:`RRef` (owned by ``to``) to its result."""
-    return current_agent().remote(to, func, args, kwargs, timeout)
+    return current_agent().caller.remote(to, func, args, kwargs, timeout)
 
 
 def get_worker_info(name: str | None = None) -> WorkerInfo:
@@ -152,7 +152,7 @@ def get_debug_info(to: WorkerRef | None = None) -> dict[str, Any]:
     agent = current_agent()
     if to is None or agent.worker_info(to).id == agent.rank:
         return agent.debug_info()
-    return agent.call(to, collect_debug_info).wait()
+    return agent.caller.call(to, collect_debug_info).wait()
 
 
 def collect_debug_info() -> dict[str, Any]:

@@ -3,7 +3,7 @@
 Threads (``docs/architecture.md``, Threading model): the thread holding the mesh's inbound socket
 (the I/O role's leader, ``transport/loop/role.py``) calls :meth:`Callee.on_message` and runs the
 handler itself: a call's target, an RRef fetch, RRef accounting, completing a reply's future
-(the agent's handler), engine messages. Before a handler blocks in a wait the role passes to a
+(the caller side's handler), engine messages. Before a handler blocks in a wait the role passes to a
 standby thread (the agent's ``blocking_hooks``); one that runs long is taken over, but only once
 it has done what must follow arrival order (:meth:`Callee.allow_takeover`: before a call's
 target runs, a reply completes its future, a fetch is answered or engine work runs).

@@ -82,7 +82,7 @@ class RRef:
         """
         if self.is_owner():
             return self._context.owned.read(self.rref_id).wait()
-        return self._context.caller.fetch_rref(self, timeout)
+        return self._context.caller.fetch(self, timeout)
 
     def _get_future(self) -> Future:
         """The future of the creating call (for ``remote``)."""

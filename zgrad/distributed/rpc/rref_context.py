@@ -147,12 +147,12 @@ class OwnerTable:
 
 
 class RRefCaller(Protocol):
-    """The requests an RRef makes through its worker's caller side (the ``RpcAgent``): fetching
+    """The requests an RRef makes through its worker's caller side (``caller.py``): fetching
     its value, calls on its owner (proxies), and naming workers."""
 
     def worker_info(self, to: Any = None) -> WorkerInfo: ...
 
-    def fetch_rref(self, rref: RRef, timeout: float) -> Any: ...
+    def fetch(self, rref: RRef, timeout: float) -> Any: ...
 
     def call(self, to: Any, func: Callable[..., Any], args: Any = (), kwargs: Any = None, timeout: float = -1) -> Future: ...
 

@@ -29,17 +29,8 @@ from zgrad.transport import Envelope
 __all__ = ["ShutdownBarrier"]
 
 
-class BarrierAgent(Protocol):
-    """What the barrier needs from its agent (the ``RpcAgent`` that builds it)."""
-
-    name: str
-    rank: int
-    world_size: int
-    call_hooks: CallHooks
-
-    def register_handler(self, kind: int, handler: Callable[[Envelope], None], inline: bool = False) -> None: ...
-
-    def add_peer_lost_listener(self, listener: Callable[[int, str], None]) -> None: ...
+class BarrierCaller(Protocol):
+    """What the barrier needs from its agent's caller side (``Caller``)."""
 
     def send(self, dst: int, kind: int, meta: Any, buffers: Any = (), request_id: int = 0) -> None: ...
 
@@ -48,6 +39,20 @@ class BarrierAgent(Protocol):
     def pending_count(self) -> int: ...
 
     def dead_workers(self) -> dict[int, str]: ...
+
+
+class BarrierAgent(Protocol):
+    """What the barrier needs from its agent (the ``RpcAgent`` that builds it)."""
+
+    name: str
+    rank: int
+    world_size: int
+    call_hooks: CallHooks
+    caller: BarrierCaller
+
+    def register_handler(self, kind: int, handler: Callable[[Envelope], None], inline: bool = False) -> None: ...
+
+    def add_peer_lost_listener(self, listener: Callable[[int, str], None]) -> None: ...
 
     def worker_info(self, to: Any = None) -> WorkerInfo: ...
 
@@ -100,9 +105,9 @@ class ShutdownBarrier:
         def left() -> float | None:
             return None if deadline is None else max(0.0, deadline - time.monotonic())
 
-        if not agent.wait_no_pending(left()):
+        if not agent.caller.wait_no_pending(left()):
             raise ZgradTimeoutError(
-                    f"shutdown of {agent.name!r}: {agent.pending_count()} call(s) still in flight after {timeout_s:g} s")
+                    f"shutdown of {agent.name!r}: {agent.caller.pending_count()} call(s) still in flight after {timeout_s:g} s")
         if not agent.call_hooks.drain(left()):
             raise ZgradTimeoutError(
                 f"shutdown of {agent.name!r}: releasing autograd contexts on the workers they reached took more than {timeout_s:g} s")
@@ -110,11 +115,11 @@ class ShutdownBarrier:
             with self._cond:
                 self._sent_ready = True
             try:
-                agent.send(0, Kind.SHUTDOWN_READY, {})
+                agent.caller.send(0, Kind.SHUTDOWN_READY, {})
             except WorkerUnavailableError as exc:
                 raise WorkerUnavailableError(f"shutdown of {agent.name!r}: rank 0 is gone: {exc}") from exc
             with self._cond:
-                done = self._cond.wait_for(lambda: self._go_dead is not None or 0 in agent.dead_workers(), left())
+                done = self._cond.wait_for(lambda: self._go_dead is not None or 0 in agent.caller.dead_workers(), left())
                 if self._go_dead is not None:
                     return self._go_dead
             if not done:
@@ -122,8 +127,8 @@ class ShutdownBarrier:
             raise WorkerUnavailableError(f"shutdown of {agent.name!r}: rank 0 died before releasing the barrier")
         others = set(range(1, agent.world_size))
         with self._cond:
-            complete = self._cond.wait_for(lambda: others <= self._ready | set(agent.dead_workers()), left())
-        dead = agent.dead_workers()
+            complete = self._cond.wait_for(lambda: others <= self._ready | set(agent.caller.dead_workers()), left())
+        dead = agent.caller.dead_workers()
         if not complete:
             missing = sorted(others - self._ready - set(dead))
             names = ", ".join(agent.worker_info(r).name for r in missing)
@@ -131,7 +136,7 @@ class ShutdownBarrier:
         dead_names = [agent.worker_info(r).name for r in sorted(dead)]
         for rank in sorted(others - set(dead)):
             try:
-                agent.send(rank, Kind.SHUTDOWN_GO, {"dead": dead_names})
+                agent.caller.send(rank, Kind.SHUTDOWN_GO, {"dead": dead_names})
             except WorkerUnavailableError:
                 dead_names.append(agent.worker_info(rank).name)
         return dead_names

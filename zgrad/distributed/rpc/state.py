@@ -19,7 +19,7 @@ NOT_INITIALIZED = (
 )
 
 
-_agents: ThreadBinding["RpcAgent"] = ThreadBinding(lambda agent: not agent._closed)
+_agents: ThreadBinding["RpcAgent"] = ThreadBinding(lambda agent: not agent.caller.closed)
 
 
 def bind_thread(agent: "RpcAgent | None") -> None:
