@@ -1,4 +1,4 @@
-"""Links on stream sockets (``links.py``): when CURVE is off, each worker's link to a peer that
+"""Links on stream sockets (``links/stream.py``): when CURVE is off, each worker's link to a peer that
 announced a stream socket is a stream connection, not a DEALER.
 
 Every link of a world rides a stream (rank 0's too, moved there on the table); the messages of

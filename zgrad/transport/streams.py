@@ -6,8 +6,9 @@ measures both paths; docs/transport.md, Performance). A stream socket that the c
 callee's leader reads itself, costs one wake-up per direction. So when CURVE is off, each worker
 also listens on a stream socket (TCP beside a ``tcp://`` endpoint, a Unix socket beside an
 ``ipc://`` one) and announces it in the worker table; callers send their caller-direct requests
-there (``caller_sockets.py``), workers dial it as their link to the peer (``links.py``), and the peer's
-leader polls it with its ZeroMQ sockets (``stream_inbound.py``).
+there (``caller_sockets.py``), workers dial it as their link to the peer
+(``links/stream.py``), and the peer's leader polls it with its ZeroMQ sockets
+(``stream_inbound.py``).
 
 One message on a stream, everything big-endian::
 

@@ -1,3 +1,3 @@
 """The I/O loop of a mesh and what only it drives: the turns (``io_loop.py``), the I/O role's
-threads (``role.py``), the outbox (``outbox.py``), the outbound links (``links.py``) and the
+threads (``role.py``), the outbox (``outbox.py``), the outbound links (``links/``) and the
 inbound stream connections (``stream_inbound.py``). See ``docs/transport.md``, Threading model."""

@@ -3,7 +3,7 @@
 Once the loop runs, the leader is the only thread that polls, reads, accepts, connects or closes
 the mesh's sockets: the inbound ROUTER, the ZAP handler, the peers' DEALERs, the stream listener
 and every stream connection. Other threads write, never read, and only where a lock makes the
-write theirs for a moment: a stream link (``links.py``, ``PeerLinks.write``: its lock, when
+write theirs for a moment: a stream link (``links/stream.py``, ``StreamLink.write``: its lock, when
 nothing waits for that peer), the reply on a caller-direct stream connection (``stream_inbound.py``,
 ``StreamConnection.reply``: the connection's lock), the inproc wake-up socket (``outbox.py``: its
 lock), and a handler that sends on the leader's sockets holds the role's lock (``role.py``). The
@@ -12,7 +12,7 @@ calling threads' own caller-direct sockets are theirs (``caller_sockets.py``), n
 Each turn polls, with a timeout and never spinning, the inbound ROUTER (which also carries the
 wake-ups, see ``sockets.py``), the ZAP handler with CURVE, the stream listener and its
 connections (``stream_inbound.py``: peers' links and caller-direct connections), and the
-outbound links (DEALERs or streams, ``links.py``) that have a backlog; it handles at most one
+outbound links (DEALERs or streams, ``links/``) that have a backlog; it handles at most one
 inbound message (the others one read from a stream completed wait for the next turns),
 takes the outbox and sends, and does the liveness and start-up bookkeeping when it is due.
 
@@ -246,12 +246,10 @@ class IoLoop:
                 elif sock is sockets.zap:
                     self._zap.handle(sock)
                 elif type(sock) is int:
-                    if self._links.owns(sock):
-                        self._links.on_writable(sock)
-                    else:
+                    if not links.on_writable(sock):
                         self._on_stream(sock)
                 elif event & zmq.POLLOUT:
-                    self._links.on_writable(sock)
+                    links.on_writable(sock)
             if woken or outbox.has_queued():
                 for item in outbox.take_all(woken):
                     self._send(*item)
@@ -589,7 +587,7 @@ class IoLoop:
 
     def _write_now(self, dst: int, item: tuple) -> bool:
         """A message another thread writes on the link itself, if nothing waits before it
-        (``PeerLinks.write``); False: it takes the outbox."""
+        (``Link.write``); False: it takes the outbox."""
         _, frames, nbytes, route = item
         return route is None and self._links.write(dst, frames, nbytes)
 
@@ -686,7 +684,7 @@ class IoLoop:
             self.settled.set()
         if self._streams is not None:
             self._streams.close_all()
-        self._links.close_streams()
+        self._links.close_all()
         self._sockets.close()
         self._cma.close()
         self.pool.clear()
