@@ -28,7 +28,7 @@ from zgrad.config import parse_config
 from zgrad.errors import WorkerUnavailableError
 from zgrad.transport import create_mesh
 from zgrad.transport import frames as fr
-from zgrad.transport.loop.io_loop import routing_id
+from zgrad.transport.loop.inbound import routing_id
 from zgrad.transport.streams import StreamReader, connect, send_message
 
 pytestmark = pytest.mark.timeout(90)

@@ -18,7 +18,7 @@ One message on a stream, everything big-endian::
 The frames are those of ``frames.encode`` (checked by ``frames.decode`` as ZeroMQ's are). The
 first message on a new connection is the hello: one frame, the caller-direct id
 (``caller_sockets.DIRECT_ID``: magic, rank, session, serial), or a link's routing id
-(``io_loop.ROUTING_ID``: magic, rank, session), checked like a routing id.
+(``inbound.ROUTING_ID``: magic, rank, session), checked like a routing id.
 
 Standard library only (plus ``frames.Rejected``).
 """

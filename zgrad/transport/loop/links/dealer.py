@@ -19,7 +19,8 @@ class DealerLink(Link):
 
     __slots__ = ("sock", "queue", "refused", "_sockets", "_copy")
 
-    def __init__(self, rank: int, shared: LinkShared, sockets: MeshSockets, sock: zmq.Socket, copy_buffers: bool) -> None:
+    def __init__(self, rank: int, shared: LinkShared, sockets: MeshSockets, sock: zmq.Socket,
+                 copy_buffers: bool) -> None:
         super().__init__(rank, shared)
         self.sock = sock
         self.queue: collections.deque = collections.deque()  # (frames, accounted)

@@ -93,7 +93,7 @@ class PeerLinks:
                 link = StreamLink(rank, self._shared, sock, self._routing_id)
                 if current is not None:
                     self._superseded[rank] = current
-                self._links[rank] = link  # a thread's write finds the hello waiting, and takes the outbox
+                self._links[rank] = link  # a thread's write finds the hello waiting: it takes the outbox
                 link.on_writable()  # write the hello
                 return
         if current is not None:
