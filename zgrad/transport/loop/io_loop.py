@@ -33,7 +33,8 @@ from typing import Any
 import zmq
 
 from zgrad.transport import frames as fr
-from zgrad.transport.cma import CmaPeers, TicketTable
+from zgrad.transport.cma import CmaPeers
+from zgrad.transport.cma_tickets import TicketTable
 from zgrad.transport.envelope import Envelope, WorkerEntry
 from zgrad.transport.link_replies import LinkReplies
 from zgrad.transport.liveness import Liveness
