@@ -20,7 +20,7 @@ import zmq
 from zgrad.config import Config, parse_config
 from zgrad.transport import Envelope, Mesh, create_mesh
 from zgrad.transport import frames as fr
-from zgrad.transport.loop.io_loop import routing_id
+from zgrad.transport.loop.inbound import routing_id
 
 TRANSPORTS = ("tcp", "ipc", "inproc")
 KINDS = frozenset({1, 2, 3})

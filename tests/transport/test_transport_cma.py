@@ -27,7 +27,7 @@ from transport_world import WAIT_S, control, raw_peer_joined, recv_kind, start_a
 
 from zgrad.config import parse_config
 from zgrad.errors import ConfigError
-from zgrad.transport import cma, cma_sys, create_mesh
+from zgrad.transport import cma_sys, cma_tickets, create_mesh
 from zgrad.transport import frames as fr
 from paths import SUPPORT
 
@@ -224,7 +224,7 @@ def _failing_reader(hold_gil: bool = False):
 
 
 def _wrong_nonce(self):
-    return {"pid": self.pid, "table": self.address, "slots": self.slots, "nonce": bytes(cma.NONCE_BYTES)}
+    return {"pid": self.pid, "table": self.address, "slots": self.slots, "nonce": bytes(cma_tickets.NONCE_BYTES)}
 
 
 @pytest.mark.parametrize("how", ["eperm", "wrong_nonce", "unsupported", "one_side_off"])
@@ -232,7 +232,7 @@ def test_a_failed_probe_falls_back_to_frames_at_once(worlds, monkeypatch, how):
     if how == "eperm":
         monkeypatch.setattr(cma_sys, "libc_reader", _failing_reader)
     elif how == "wrong_nonce":
-        monkeypatch.setattr(cma.TicketTable, "offer", _wrong_nonce)
+        monkeypatch.setattr(cma_tickets.TicketTable, "offer", _wrong_nonce)
     elif how == "unsupported":
         monkeypatch.setattr(cma_sys, "libc_reader", lambda hold_gil=False: None)
     if how == "one_side_off":
@@ -277,7 +277,7 @@ def worker_and_forger():
     inbox: queue.SimpleQueue = queue.SimpleQueue()
     mesh = create_mesh(config, 0, 2, "target", on_message=inbox.put, on_peer_lost=print, valid_kinds={1})
     endpoint = mesh.bind()
-    tickets = cma.TicketTable(min_bytes=1, per_peer=100)
+    tickets = cma_tickets.TicketTable(min_bytes=1, per_peer=100)
 
     def offer_own_tickets(raw_in, raw_out):
         raw_out.send_multipart(control(fr.KIND_CMA_OFFER, tickets.offer()))
@@ -383,7 +383,7 @@ def test_remote_buffers_decode_through_the_source_and_are_checked_in_order():
 
 
 def test_ticket_table_issues_within_limits_and_takes_back_only_what_it_issued():
-    table = cma.TicketTable(min_bytes=1000, per_peer=2, slots=3)
+    table = cma_tickets.TicketTable(min_bytes=1000, per_peer=2, slots=3)
     small, big = memoryview(b"s" * 10), memoryview(bytearray(4000))
     assert table.attach(1, [big]) == ([big], None)  # rank 1 never said it reads us
     table.readers.update({1: 11, 2: 22})

@@ -10,7 +10,7 @@ from transport_world import WAIT_S
 
 from zgrad.transport import generate_keys
 from zgrad.transport import frames as fr
-from zgrad.transport.loop.io_loop import routing_id
+from zgrad.transport.loop.inbound import routing_id
 from zgrad.transport.security import load_curve_keys
 
 

@@ -1,4 +1,4 @@
-"""Links on stream sockets (``links.py``): when CURVE is off, each worker's link to a peer that
+"""Links on stream sockets (``links/stream.py``): when CURVE is off, each worker's link to a peer that
 announced a stream socket is a stream connection, not a DEALER.
 
 Every link of a world rides a stream (rank 0's too, moved there on the table); the messages of
@@ -28,7 +28,7 @@ from zgrad.config import parse_config
 from zgrad.errors import WorkerUnavailableError
 from zgrad.transport import create_mesh
 from zgrad.transport import frames as fr
-from zgrad.transport.loop.io_loop import routing_id
+from zgrad.transport.loop.inbound import routing_id
 from zgrad.transport.streams import StreamReader, connect, send_message
 
 pytestmark = pytest.mark.timeout(90)

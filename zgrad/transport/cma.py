@@ -16,8 +16,10 @@ Protocol (transport-reserved kinds, see ``frames.py``), once both sides have the
     B -> A  CMA_DONE   [slot, generation, ...]     the tickets B is done with, batched: at once
                                                    from 16 tickets or 8 MiB, else within 1 ms
 
-The ticket table lives in the sender's memory: a nonce, then ``slots`` tickets of ``=QQQQII``
-(address, length, generation, receiver session, receiver rank, state). Before sending, A writes
+The ticket table (``cma_tickets.py``) lives in the sender's memory: a nonce, then ``slots``
+tickets of ``=QQQQII`` (address, length, generation, receiver session, receiver rank, state). This
+module is the rest: the probe (CMA_OFFER, CMA_READY), the reads and the done reports
+(:class:`CmaPeers`, :class:`PeerReader`, :class:`RemoteRead`). Before sending, A writes
 a ticket naming B and keeps a reference to the buffer; B reads the ticket from A's memory and
 accepts it only if it is issued, of the descriptor's generation and length, and names B (rank
 and session). A peer can therefore make B read only memory the real sender offered to B: a
@@ -44,29 +46,21 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
-import secrets
-import struct
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from zgrad.errors import TransportError
 from zgrad.transport import cma_sys
 from zgrad.transport import frames as fr
+from zgrad.transport.cma_tickets import MAX_SLOTS, NONCE_BYTES, TICKET, TICKET_ISSUED, TicketTable
 from zgrad.transport.envelope import WorkerEntry
 from zgrad.transport.stats import TransportStats
 
-__all__ = ["TicketTable", "CmaPeers", "PeerReader", "RemoteRead", "make_ticket_table", "CMA_KINDS"]
+__all__ = ["CmaPeers", "PeerReader", "RemoteRead", "CMA_KINDS"]
 
 CMA_KINDS = frozenset({fr.KIND_CMA_OFFER, fr.KIND_CMA_READY, fr.KIND_CMA_DONE})
-NONCE_BYTES = 16
-TICKET = struct.Struct("=QQQQII")  # address, nbytes, generation, receiver session, receiver rank, state
-_ISSUED = 1
-_FREE_TICKET = bytes(TICKET.size)
-DEFAULT_SLOTS = 4096
-MAX_SLOTS = 1 << 20
 _MAX_PID = 1 << 31
 # CMA_DONE batching: each one costs both I/O threads a message, as much as reading a 64 KiB
 # buffer, so a peer is told at once only when this many tickets or bytes are pending, and
@@ -74,154 +68,6 @@ _MAX_PID = 1 << 31
 DONE_BATCH_TICKETS = 16
 DONE_BATCH_BYTES = 8 << 20
 DONE_DELAY_S = 0.001
-
-
-class TicketTable:
-    """This worker's offers to its readers: a table in its own memory, and the buffers it names.
-
-    A descriptor is a few bytes, so ZeroMQ's and the kernel's buffers no longer bound how many
-    big buffers wait for a slow peer; ``per_peer`` does: beyond it, buffers go inline again and
-    meet the usual back-pressure.
-
-    Args:
-        min_bytes: buffers at least this big go by ticket (``transport.cma_min_kb``).
-        per_peer: most tickets open to one peer (``transport.high_water_mark``).
-        slots: tickets in the table; beyond them buffers go inline.
-    """
-
-    def __init__(self, min_bytes: int, per_peer: int, slots: int = DEFAULT_SLOTS):
-        self.min_bytes = min_bytes
-        self.per_peer = per_peer
-        self.slots = slots
-        self._memory = (ctypes.c_char * (NONCE_BYTES + slots * TICKET.size))()
-        self._view = memoryview(self._memory).cast("B")
-        self.address = ctypes.addressof(self._memory)
-        self.nonce = secrets.token_bytes(NONCE_BYTES)
-        self._view[:NONCE_BYTES] = self.nonce
-        self.pid = os.getpid()
-        self._lock = threading.Lock()
-        self._free = list(range(slots - 1, -1, -1))
-        self._held: list[tuple[memoryview, int] | None] = [None] * slots
-        self._generation = [0] * slots
-        self._open_to: dict[int, int] = {}
-        # rank -> session of the peers that said they read this table (written by the I/O thread).
-        self.readers: dict[int, int] = {}
-        self.sent = 0
-        self.bytes_out = 0
-        self.no_ticket = 0
-
-    def offer(self) -> dict:
-        """Return the CMA_OFFER metadata: where a peer finds this table and how to check it."""
-        return {"pid": self.pid, "table": self.address, "slots": self.slots, "nonce": self.nonce}
-
-    @property
-    def open_count(self) -> int:
-        """Tickets issued and not yet taken back."""
-        return self.slots - len(self._free)
-
-    def attach(self, dst: int, views: Sequence[Any]) -> tuple[Sequence[Any], list[int] | None]:
-        """Replace each big view in ``views`` by a ticket for ``dst`` (any thread).
-
-        Returns:
-            ``(views, slots)``: ``views`` with :class:`frames.RemoteBuffer` in place of the buffers
-            now offered by ticket, and the slots issued (``None`` if none; pass them to
-            :meth:`cancel` if the message is not sent after all).
-        """
-        session = self.readers.get(dst)
-        if session is None:
-            return views, None
-        out = None
-        issued: list[int] = []
-        for i, view in enumerate(views):
-            nbytes = view.nbytes
-            if nbytes < self.min_bytes:
-                continue
-            ticket = self._issue(dst, session, view)
-            if ticket is None:
-                break
-            if out is None:
-                out = list(views)
-            out[i] = fr.RemoteBuffer(nbytes, fr.DESCRIPTOR.pack(*ticket))
-            issued.append(ticket[0])
-        return (views, None) if out is None else (out, issued)
-
-    def _issue(self, dst: int, session: int, view: memoryview) -> tuple[int, int] | None:
-        address = cma_sys.buffer_address(view)
-        with self._lock:
-            open_to = self._open_to.get(dst, 0)
-            if not self._free or open_to >= self.per_peer:
-                self.no_ticket += 1
-                return None
-            self._open_to[dst] = open_to + 1
-            slot = self._free.pop()
-            generation = self._generation[slot] + 1
-            self._generation[slot] = generation
-            self._held[slot] = (view, dst)
-            where = NONCE_BYTES + slot * TICKET.size
-            TICKET.pack_into(self._view, where, address, view.nbytes, generation, session, dst, _ISSUED)
-            self.sent += 1
-            self.bytes_out += view.nbytes
-        return slot, generation
-
-    def cancel(self, slots: Sequence[int]) -> None:
-        """Take back tickets whose message was never handed to the transport (any thread)."""
-        with self._lock:
-            dropped = [self._clear(slot) for slot in slots]
-        del dropped  # the buffers are let go outside the lock
-
-    def release(self, src: int, pairs: Sequence[int]) -> int:
-        """Take back the tickets ``[slot, generation, ...]`` that ``src`` is done with (I/O thread).
-
-        Returns:
-            how many pairs did not name a ticket issued to ``src`` (ignored).
-        """
-        bad = 0
-        dropped = []
-        with self._lock:
-            for i in range(0, len(pairs), 2):
-                slot, generation = pairs[i], pairs[i + 1]
-                held = self._held[slot] if 0 <= slot < self.slots else None
-                if held is None or held[1] != src or self._generation[slot] != generation:
-                    bad += 1
-                    continue
-                dropped.append(self._clear(slot))
-        del dropped
-        return bad
-
-    def release_rank(self, rank: int) -> None:
-        """Take back every ticket issued to ``rank`` (lost or gone)."""
-        self.readers.pop(rank, None)
-        with self._lock:
-            dropped = [self._clear(s) for s, held in enumerate(self._held) if held is not None and held[1] == rank]
-        del dropped
-
-    def release_all(self) -> None:
-        """Take back every ticket (the mesh closed)."""
-        self.readers.clear()
-        with self._lock:
-            dropped = [self._clear(s) for s, held in enumerate(self._held) if held is not None]
-        del dropped
-
-    def _clear(self, slot: int) -> Any:
-        # The ticket is wiped before the buffer is let go, so a reader that checks the ticket
-        # again after reading knows whether the memory was still held throughout.
-        start = NONCE_BYTES + slot * TICKET.size
-        self._view[start : start + TICKET.size] = _FREE_TICKET
-        held, self._held[slot] = self._held[slot], None
-        self._free.append(slot)
-        self._open_to[held[1]] -= 1
-        return held
-
-
-def make_ticket_table(config: Any, shares_memory: bool) -> TicketTable | None:
-    """Return this worker's ticket table, or ``None`` when cross-memory attach is not to be used.
-
-    Off with ``[transport] cma = "off"``, for transports whose workers share one process
-    (inproc), and where the system has no ``process_vm_readv``.
-    """
-    if config.cma == "off" or shares_memory or cma_sys.libc_reader() is None:
-        return None
-    return TicketTable(config.cma_min_kb << 10, config.high_water_mark)
 
 
 class PeerReader:
@@ -289,7 +135,7 @@ class PeerReader:
         where = self._table + NONCE_BYTES + slot * TICKET.size
         ticket = self._ticket(where)
         address, length, issued_generation, session, rank, state = ticket
-        if state != _ISSUED or issued_generation != generation or rank != self._rank or session != self._session:
+        if state != TICKET_ISSUED or issued_generation != generation or rank != self._rank or session != self._session:
             raise fr.Rejected("bad_cma", f"ticket {slot} generation {generation} is not one the sender issued to this worker")
         if length != nbytes:
             raise fr.Rejected("bad_cma", f"ticket {slot} offers {length} bytes; the message says {nbytes}")

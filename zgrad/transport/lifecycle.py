@@ -18,7 +18,7 @@ from zgrad.config import Config
 from zgrad.errors import TransportError, ZgradTimeoutError
 from zgrad.transport.base import EndpointRequest, Transport
 from zgrad.transport.caller_sockets import CallerSockets
-from zgrad.transport.cma import TicketTable, make_ticket_table
+from zgrad.transport.cma_tickets import TicketTable, make_ticket_table
 from zgrad.transport.envelope import Envelope, WorkerEntry
 from zgrad.transport.link_replies import LinkReplies
 from zgrad.transport.loop.io_loop import IoLoop

@@ -31,7 +31,7 @@ its reply                     the callee's ROUTER to that            the callee'
 ``send``; a request of        the outbox and the peer's link         the sending thread on an      the peer's I/O leader       as for the link's kind; to a
 ``direct_max_kb`` or more;    (stream or DEALER)                     idle stream link with         (``on_message``)            peer on this host, buffers of
 a reply to a message that                                            nothing waiting                                           ``cma_min_kb`` or more: one
-came on a link                                                       (``PeerLinks.write``), else                               (the reader's
+came on a link                                                       (``StreamLink.write``), else                              (the reader's
                                                                      the I/O leader                                            ``process_vm_readv``), none on
                                                                                                                            the socket
 the reply to a request that   the callee's link back                 as ``send``                   this worker's leader, which as above

@@ -6,8 +6,9 @@ measures both paths; docs/transport.md, Performance). A stream socket that the c
 callee's leader reads itself, costs one wake-up per direction. So when CURVE is off, each worker
 also listens on a stream socket (TCP beside a ``tcp://`` endpoint, a Unix socket beside an
 ``ipc://`` one) and announces it in the worker table; callers send their caller-direct requests
-there (``caller_sockets.py``), workers dial it as their link to the peer (``links.py``), and the peer's
-leader polls it with its ZeroMQ sockets (``stream_inbound.py``).
+there (``caller_sockets.py``), workers dial it as their link to the peer
+(``links/stream.py``), and the peer's leader polls it with its ZeroMQ sockets
+(``stream_inbound.py``).
 
 One message on a stream, everything big-endian::
 
@@ -17,7 +18,7 @@ One message on a stream, everything big-endian::
 The frames are those of ``frames.encode`` (checked by ``frames.decode`` as ZeroMQ's are). The
 first message on a new connection is the hello: one frame, the caller-direct id
 (``caller_sockets.DIRECT_ID``: magic, rank, session, serial), or a link's routing id
-(``io_loop.ROUTING_ID``: magic, rank, session), checked like a routing id.
+(``inbound.ROUTING_ID``: magic, rank, session), checked like a routing id.
 
 Standard library only (plus ``frames.Rejected``).
 """

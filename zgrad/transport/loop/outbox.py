@@ -15,8 +15,8 @@ to :attr:`Outbox.send_now`, which first sends whatever the queue holds, so the o
 messages took the outbox is kept. Other threads' messages skip it too while the I/O thread
 sleeps in its poll and nothing to that peer waits here or in front of its link:
 :attr:`Outbox.write_now` writes them on the link (a stream) from the sending thread, which
-saves waking it (``links.py``); while it is awake anyway, queueing is cheaper for the sender and
-a burst leaves in one turn. Messages to the worker itself are always queued, so that a handler
+saves waking it (``links/stream.py``); while it is awake anyway, queueing is cheaper for the
+sender and a burst leaves in one turn. Messages to the worker itself are always queued, so that a handler
 answering itself is not re-entered.
 """
 

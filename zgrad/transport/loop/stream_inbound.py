@@ -2,8 +2,8 @@
 
 The leader of the I/O role (``role.py``) polls the listener and every connection beside its
 ZeroMQ sockets and calls :meth:`StreamInbound.receive` for each that is readable; it gets back
-the complete messages, which it checks and runs as it does ZeroMQ's (``io_loop.py``). A
-connection is either a peer's link (``links.py``) or one calling thread's caller-direct
+the complete messages, which it checks and runs as it does ZeroMQ's (``inbound.py``). A
+connection is either a peer's link (``links/stream.py``) or one calling thread's caller-direct
 connection, told apart by its hello. A reply
 goes back on the connection its request came from, written by whichever thread answers, under
 the connection's lock (:meth:`StreamConnection.reply`): a thread that lost the role needs no
