@@ -110,41 +110,41 @@ def ones(*size: Any, dtype: Any = None, requires_grad: bool = False, device: Any
     return _finish(np.ones(_shape(size), dtype=dtype or DEFAULT_DTYPE), requires_grad, device)
 
 
+def _like(make: Any, input: Tensor, dtype: Any, requires_grad: bool, device: Any, *args: Any) -> Tensor:  # noqa: A002
+    """``make(input.shape, *args)`` with ``input``'s dtype and device unless given."""
+    return make(input.shape, *args, dtype=dtype or input.dtype, requires_grad=requires_grad,
+                device=input.device if device is None else device)
+
+
 def zeros_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:  # noqa: A002
     """Zeros of ``input``'s shape (and dtype and device, unless given)."""
-    return zeros(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad,
-                 device=input.device if device is None else device)
+    return _like(zeros, input, dtype, requires_grad, device)
 
 
 def ones_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:  # noqa: A002
     """Ones of ``input``'s shape (and dtype and device, unless given)."""
-    return ones(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad,
-                 device=input.device if device is None else device)
+    return _like(ones, input, dtype, requires_grad, device)
 
 
 def full_like(input: Tensor, fill_value: Any, dtype: Any = None, requires_grad: bool = False,  # noqa: A002
               device: Any = None) -> Tensor:
     """``fill_value`` in ``input``'s shape (and dtype and device, unless given)."""
-    return full(input.shape, fill_value, dtype=dtype or input.dtype, requires_grad=requires_grad,
-                 device=input.device if device is None else device)
+    return _like(full, input, dtype, requires_grad, device, fill_value)
 
 
 def empty_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:  # noqa: A002
     """An uninitialized tensor of ``input``'s shape (and dtype and device, unless given)."""
-    return empty(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad,
-                 device=input.device if device is None else device)
+    return _like(empty, input, dtype, requires_grad, device)
 
 
 def rand_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:  # noqa: A002
     """U[0, 1) samples in ``input``'s shape (and dtype and device, unless given)."""
-    return rand(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad,
-                 device=input.device if device is None else device)
+    return _like(rand, input, dtype, requires_grad, device)
 
 
 def randn_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:  # noqa: A002
     """Standard normal samples in ``input``'s shape (and dtype and device, unless given)."""
-    return randn(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad,
-                 device=input.device if device is None else device)
+    return _like(randn, input, dtype, requires_grad, device)
 
 
 def rand(*size: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:

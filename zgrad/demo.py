@@ -30,14 +30,26 @@ def accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray) -> float:
     return float((logits.argmax(axis=1) == y).mean())
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=12)
-    parser.add_argument("--batch-size", type=int, default=64)
+def demo_parser(description: str, epochs: int, batch_size_help: str | None = None,
+                launched: bool = False) -> argparse.ArgumentParser:
+    """The arguments the demos share: ``--epochs``, ``--batch-size``, ``--hidden``, ``--lr`` and
+    ``--seed``; a launched demo (data from :func:`spirals`, a target accuracy) also takes
+    ``--samples`` and ``--no-target``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--epochs", type=int, default=epochs)
+    parser.add_argument("--batch-size", type=int, default=64, help=batch_size_help)
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    if launched:
+        parser.add_argument("--samples", type=int, default=3000)
+        parser.add_argument("--no-target", dest="require_target", action="store_false",
+                            help="exit 0 even if the target accuracy is missed (short runs)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = demo_parser(__doc__.splitlines()[0], epochs=12).parse_args(argv)
 
     zgrad.manual_seed(args.seed)
     x_train, y_train = spirals(3000, seed=args.seed)

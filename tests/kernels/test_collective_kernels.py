@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from zgrad.kernels import dispatch
+from zgrad.kernels import dispatch, dispatch_collectives
 
 DTYPES = [np.float32, np.float64, np.int32, np.int64, np.float16]
 UFUNCS = {"sum": np.add, "product": np.multiply, "min": np.minimum, "max": np.maximum}
@@ -33,15 +33,15 @@ def test_reductions_match_numpy(rng, dtype, op, n):
     want = UFUNCS[op](a, b)
 
     out = a.copy()
-    dispatch.reduce_inplace(out, b, op)
+    dispatch_collectives.reduce_inplace(out, b, op)
     np.testing.assert_array_equal(out, want)
 
     out = np.empty_like(a)
-    dispatch.reduce_pair(out, a, b, op)
+    dispatch_collectives.reduce_pair(out, a, b, op)
     np.testing.assert_array_equal(out, want)
 
     out, copy = a.copy(), np.empty_like(a)
-    dispatch.reduce_and_copy(out, copy, b, op)
+    dispatch_collectives.reduce_and_copy(out, copy, b, op)
     np.testing.assert_array_equal(out, want)
     np.testing.assert_array_equal(copy, want)
 
@@ -51,14 +51,14 @@ def test_min_max_propagate_nan_like_numpy(op):
     a = np.array([np.nan, 1.0, 2.0, np.nan], np.float32)
     b = np.array([1.0, np.nan, 3.0, np.nan], np.float32)
     out = a.copy()
-    dispatch.reduce_inplace(out, b, op)
+    dispatch_collectives.reduce_inplace(out, b, op)
     np.testing.assert_array_equal(out, UFUNCS[op](a, b))
 
 
 def test_integer_sum_wraps_like_numpy():
     big = np.array([np.iinfo(np.int32).max], np.int32)
     out = big.copy()
-    dispatch.reduce_inplace(out, np.array([1], np.int32), "sum")
+    dispatch_collectives.reduce_inplace(out, np.array([1], np.int32), "sum")
     assert out[0] == np.iinfo(np.int32).min
 
 
@@ -66,7 +66,7 @@ def test_integer_sum_wraps_like_numpy():
 def test_divide_is_a_true_division_not_a_multiplication_by_the_inverse(rng, dtype):
     x = sample(rng, 4097, dtype)
     out = x.copy()
-    dispatch.divide_inplace(out, 3)
+    dispatch_collectives.divide_inplace(out, 3)
     np.testing.assert_array_equal(out, (x / dtype(3)).astype(dtype))
     if dtype != np.float16:  # at this size some x * (1/3) rounds differently from x / 3
         assert not np.array_equal(out, (x * dtype(1 / 3)).astype(dtype))
@@ -75,7 +75,7 @@ def test_divide_is_a_true_division_not_a_multiplication_by_the_inverse(rng, dtyp
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_integer_divide_truncates_toward_zero(dtype):
     x = np.array([7, -7, 6, -6, 1, -1, 0], dtype)
-    dispatch.divide_inplace(x, 2)
+    dispatch_collectives.divide_inplace(x, 2)
     np.testing.assert_array_equal(x, np.array([3, -3, 3, -3, 0, 0, 0], dtype))
 
 
@@ -83,7 +83,7 @@ def test_integer_divide_truncates_toward_zero(dtype):
 def test_scale_copy(rng, dtype):
     src = sample(rng, 999, dtype).reshape(27, 37)
     out = np.empty(src.size, dtype)
-    dispatch.scale_copy(out, src, 4)
+    dispatch_collectives.scale_copy(out, src, 4)
     np.testing.assert_array_equal(out, (src / dtype(4)).reshape(-1))
 
 
@@ -92,18 +92,18 @@ def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match=r"copy_into: out has shape \[4\], the source \[5\]"):
         dispatch.copy_into(a, np.zeros(5))
     with pytest.raises(ValueError, match="unknown reduction 'avg'"):
-        dispatch.reduce_inplace(a, a, "avg")
+        dispatch_collectives.reduce_inplace(a, a, "avg")
     with pytest.raises(ValueError, match="1-D C-contiguous arrays of one dtype"):
-        dispatch.reduce_inplace(a, np.zeros(4, np.float64), "sum")
+        dispatch_collectives.reduce_inplace(a, np.zeros(4, np.float64), "sum")
     with pytest.raises(ValueError, match="1-D C-contiguous"):
-        dispatch.reduce_inplace(a, np.zeros(5, np.float32), "sum")
+        dispatch_collectives.reduce_inplace(a, np.zeros(5, np.float32), "sum")
 
 
 def test_a_reduction_releases_the_gil():
     """Another Python thread keeps running while a large reduction runs (the mesh's threads move
     data beside it)."""
     out, src = np.ones(1 << 25, np.float32), np.ones(1 << 25, np.float32)
-    dispatch.reduce_inplace(out[:8], src[:8], "sum")  # compile first
+    dispatch_collectives.reduce_inplace(out[:8], src[:8], "sum")  # compile first
     ticks = []
     stop = threading.Event()
 
@@ -117,7 +117,7 @@ def test_a_reduction_releases_the_gil():
     try:
         time.sleep(0.01)
         start = time.perf_counter()
-        dispatch.reduce_inplace(out, src, "max")  # one call: a GIL held throughout would stop the ticker
+        dispatch_collectives.reduce_inplace(out, src, "max")  # one call: a GIL held throughout would stop the ticker
         end = time.perf_counter()
     finally:
         stop.set()

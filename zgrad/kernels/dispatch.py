@@ -9,8 +9,9 @@ CUDA use.
 
 Groups of ops have companion modules under the same rules: ``dispatch_pointwise`` (clamp,
 comparisons, in-place updates), ``dispatch_index``, ``dispatch_reduce``, ``dispatch_sequence``
-(embeddings, recurrences, dropout), ``dispatch_loss`` and ``dispatch_layers`` (convolution,
-pooling, normalization).
+(embeddings, recurrences, dropout), ``dispatch_loss``, ``dispatch_layers`` (convolution,
+pooling, normalization) and ``dispatch_collectives`` (the element-wise reductions of
+collectives and DDP's buckets).
 """
 
 from __future__ import annotations
@@ -29,8 +30,7 @@ __all__ = [
     "asarray", "float_dtype", "scalar_type_name", "sum_dtype", "mean_dtype", "broadcast_shape", "sum_to", "binary",
     "unary", "activation_backward", "matmul", "reduce_sum", "reduce_axes", "rowwise", "rowwise_backward", "bias_act", "stack",
     "concatenate", "slice_backward", "cast",
-    "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "host_buffer", "dlpack_capsule", "dlpack_device", "from_dlpack", "pin_memory", "add_inplace", "copy_into", "REDUCE_OPS", "reduce_inplace",
-    "reduce_pair", "reduce_and_copy", "divide_inplace", "scale_copy",
+    "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "host_buffer", "dlpack_capsule", "dlpack_device", "from_dlpack", "pin_memory", "add_inplace", "copy_into",
 ]
 
 _BACKEND_MODULES = {"cpu": "zgrad.kernels.cpu.backend", "cuda": "zgrad.kernels.cuda.backend"}
@@ -508,58 +508,3 @@ def slice_backward(grad: Any, index: Any, shape: tuple[int, ...], dtype: Any):
     """A zero array of ``shape`` with ``grad`` added at ``index``."""
     be = backend_of(grad)
     return be.scatter_slice(index, grad, be.full(shape, 0, np.dtype(dtype)))
-
-
-# --- collective reductions ---------------------------------------------------------------------
-# The collectives and DDP's buckets work on flat, C-contiguous arrays of one dtype that they
-# allocated themselves (or that received data viewed with np.frombuffer): these check only
-# what a wrong caller could get wrong without noticing.
-
-REDUCE_OPS = ("sum", "product", "min", "max")
-
-
-def _same_flat(*arrays: Any) -> None:
-    first = arrays[0]
-    for a in arrays:
-        if a.ndim != 1 or not a.flags.c_contiguous or a.dtype != first.dtype or a.size != first.size:
-            raise ValueError(f"collective kernels take 1-D C-contiguous arrays of one dtype and size; got "
-                             f"{[(x.shape, str(x.dtype)) for x in arrays]}")
-
-
-def _check_op(op: str) -> None:
-    if op not in REDUCE_OPS:
-        raise ValueError(f"unknown reduction {op!r}; expected one of {', '.join(REDUCE_OPS)}")
-
-
-def reduce_inplace(out: Any, src: Any, op: str):
-    """out = op(out, src) element-wise, ``op`` in :data:`REDUCE_OPS`; returns ``out``."""
-    _check_op(op)
-    _same_flat(out, src)
-    return backend_of(out, src).reduce_inplace(out, src, op)
-
-
-def reduce_pair(out: Any, a: Any, b: Any, op: str):
-    """out = op(a, b) element-wise (``out`` may be ``a`` or ``b``); returns ``out``."""
-    _check_op(op)
-    _same_flat(out, a, b)
-    return backend_of(out, a, b).reduce_pair(out, a, b, op)
-
-
-def reduce_and_copy(out: Any, copy_out: Any, src: Any, op: str):
-    """out = op(out, src) and copy_out = out, in one pass; returns ``out``."""
-    _check_op(op)
-    _same_flat(out, copy_out, src)
-    return backend_of(out, copy_out, src).reduce_and_copy(out, copy_out, src, op)
-
-
-def divide_inplace(out: Any, divisor: int):
-    """out = out / divisor (integers truncate toward zero); returns ``out``."""
-    _same_flat(out)
-    return backend_of(out).divide_inplace(out, int(divisor))
-
-
-def scale_copy(out: Any, src: Any, divisor: int):
-    """out = src / divisor, ``src`` of ``out``'s size (any dtype, cast); returns ``out``."""
-    if src.size != out.size or out.ndim != 1 or not out.flags.c_contiguous:
-        raise ValueError(f"scale_copy: out must be 1-D C-contiguous with src's {src.size} elements, got {out.shape}")
-    return backend_of(out, src).scale_copy(out, src.reshape(-1), int(divisor))

@@ -20,7 +20,7 @@ import numpy as np
 import zgrad
 import zgrad.distributed as dist
 import zgrad.nn.functional as F
-from zgrad.demo import accuracy, build_model, report_final
+from zgrad.demo import accuracy, build_model, demo_parser, report_final
 from zgrad.launch.data import spirals
 from zgrad.launch.worker import init_process_group
 from zgrad.nn.parallel import DistributedDataParallel as DDP
@@ -64,16 +64,8 @@ def train(args: argparse.Namespace, rank: int, world_size: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=12)
-    parser.add_argument("--samples", type=int, default=3000)
-    parser.add_argument("--batch-size", type=int, default=64, help="global batch, split over the workers")
-    parser.add_argument("--hidden", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=0.01)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-target", dest="require_target", action="store_false",
-                        help="exit 0 even if the target accuracy is missed (short runs)")
-    args = parser.parse_args(argv)
+    args = demo_parser(__doc__.splitlines()[0], epochs=12, batch_size_help="global batch, split over the workers",
+                       launched=True).parse_args(argv)
 
     me = init_process_group()
     try:

@@ -20,7 +20,7 @@ import zgrad
 import zgrad.distributed.autograd as dist_autograd
 import zgrad.nn.functional as F
 from zgrad.distributed import rpc
-from zgrad.demo import report_final
+from zgrad.demo import demo_parser, report_final
 from zgrad.distributed.optim import DistributedOptimizer
 from zgrad.launch import demo_model
 from zgrad.launch.data import spirals
@@ -67,16 +67,8 @@ def train(args: argparse.Namespace, world_size: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=15)
-    parser.add_argument("--samples", type=int, default=3000)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--hidden", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=0.01)
+    parser = demo_parser(__doc__.splitlines()[0], epochs=15, launched=True)
     parser.add_argument("--noise", type=float, default=0.4)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-target", dest="require_target", action="store_false",
-                        help="exit 0 even if the target accuracy is missed (short runs)")
     args = parser.parse_args(argv)
 
     me = init_rpc(allowed_modules=[demo_model.__name__])  # the stages' module: the demo's RPC targets

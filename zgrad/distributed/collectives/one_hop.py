@@ -13,7 +13,7 @@ import numpy as np
 from zgrad.distributed.collectives.channel import Channel, as_array
 from zgrad.distributed.collectives.ring import DONE, chunk_ranges, receive_chunk, tag
 from zgrad.errors import ZgradTimeoutError
-from zgrad.kernels import dispatch
+from zgrad.kernels import dispatch_collectives
 
 __all__ = ["small_all_reduce", "chain_broadcast", "chain_reduce", "barrier", "monitored_barrier"]
 
@@ -30,11 +30,11 @@ def small_all_reduce(ch: Channel, x: np.ndarray, op: str, average: bool) -> None
         ch.send(p, 0, (sent,))
     got = ch.gather(peers, 0, x.nbytes)
     parts = [sent if p == r else as_array(got[p], x.dtype, x.size) for p in range(n)]
-    dispatch.reduce_pair(x, parts[0], parts[1], op)
+    dispatch_collectives.reduce_pair(x, parts[0], parts[1], op)
     for part in parts[2:]:
-        dispatch.reduce_inplace(x, part, op)
+        dispatch_collectives.reduce_inplace(x, part, op)
     if average:
-        dispatch.divide_inplace(x, n)
+        dispatch_collectives.divide_inplace(x, n)
 
 
 def chain_broadcast(ch: Channel, x: np.ndarray, root: int, chunk_elems: int) -> None:
@@ -65,7 +65,7 @@ def chain_reduce(ch: Channel, x: np.ndarray, root: int, op: str, average: bool, 
     n, r = ch.size, ch.rank
     if n == 1:
         if average:
-            dispatch.divide_inplace(x, n)
+            dispatch_collectives.divide_inplace(x, n)
         return
     right, left = (r + 1) % n, (r - 1) % n
     position = (r - root - 1) % n  # 0: the chain's first rank; n - 1: the root
@@ -80,14 +80,14 @@ def chain_reduce(ch: Channel, x: np.ndarray, root: int, op: str, average: bool, 
         received = ch.recv_array(left, tag(0, c), x.dtype, b - a, scratch)
         if position < n - 1:
             partial = np.empty(b - a, x.dtype)
-            dispatch.reduce_pair(partial, received, x[a:b], op)
+            dispatch_collectives.reduce_pair(partial, received, x[a:b], op)
             ch.send(right, tag(0, c), (partial,))
         else:
-            dispatch.reduce_pair(x[a:b], received, x[a:b], op)
+            dispatch_collectives.reduce_pair(x[a:b], received, x[a:b], op)
     if position == 1:
         ch.send(left, DONE)
     if position == n - 1 and average:
-        dispatch.divide_inplace(x, n)
+        dispatch_collectives.divide_inplace(x, n)
 
 
 def barrier(ch: Channel) -> None:

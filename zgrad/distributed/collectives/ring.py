@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from zgrad.distributed.collectives.channel import Channel
-from zgrad.kernels import dispatch
+from zgrad.kernels import dispatch_collectives
 
 __all__ = ["DONE", "chunk_ranges", "segment_bounds", "tag", "finish", "ring_all_reduce", "ring_reduce_scatter",
            "ring_all_gather", "receive_chunk"]
@@ -78,7 +78,7 @@ def receive_chunk(ch: Channel, out: np.ndarray, tag_in: int, tag_on: int | None)
 
 
 def ring_all_reduce(ch: Channel, x: np.ndarray, op: str, average: bool, chunk_elems: int) -> None:
-    """Reduce the flat array ``x`` in place across the group (``op`` in ``dispatch.REDUCE_OPS``;
+    """Reduce the flat array ``x`` in place across the group (``op`` in ``dispatch_collectives.REDUCE_OPS``;
     ``average`` divides the sum by the group size). Every rank ends with identical values."""
     n, r = ch.size, ch.rank
     if n == 1:
@@ -92,9 +92,9 @@ def ring_all_reduce(ch: Channel, x: np.ndarray, op: str, average: bool, chunk_el
     for s in range(n - 1):  # reduce-scatter: at step s, segment r-s-1 arrives and is reduced
         for c, (a, b) in enumerate(chunks[(r - s - 1) % n]):
             mine = x[a:b]
-            dispatch.reduce_inplace(mine, ch.recv_array(left, tag(s, c), x.dtype, b - a, scratch), op)
+            dispatch_collectives.reduce_inplace(mine, ch.recv_array(left, tag(s, c), x.dtype, b - a, scratch), op)
             if average and s == n - 2:
-                dispatch.divide_inplace(mine, n)
+                dispatch_collectives.divide_inplace(mine, n)
             ch.send(right, tag(s + 1, c), (mine,))  # the last step's is all-gather step 0
     for s in range(n - 1):  # all-gather: at step s, finished segment r-s arrives
         for c, (a, b) in enumerate(chunks[(r - s) % n]):
@@ -122,13 +122,13 @@ def ring_reduce_scatter(ch: Channel, out: np.ndarray, inputs: Sequence[np.ndarra
                 received = ch.recv_array(left, tag(s, c), dtype, b - a, scratch)
                 if s < n - 2:
                     partial = np.empty(b - a, dtype)  # a new buffer: inputs stay as they are
-                    dispatch.reduce_pair(partial, received, inputs[seg][a:b], op)
+                    dispatch_collectives.reduce_pair(partial, received, inputs[seg][a:b], op)
                     ch.send(right, tag(s + 1, c), (partial,))
                 else:
-                    dispatch.reduce_pair(out[a:b], received, inputs[r][a:b], op)
+                    dispatch_collectives.reduce_pair(out[a:b], received, inputs[r][a:b], op)
         finish(ch)
     if average:
-        dispatch.divide_inplace(out, n)
+        dispatch_collectives.divide_inplace(out, n)
 
 
 def ring_all_gather(ch: Channel, outs: Sequence[np.ndarray], x: np.ndarray, chunk_elems: int) -> None:

@@ -43,7 +43,7 @@ from zgrad.engine.graph import AccumulateGrad
 from zgrad.engine.graph_task import GraphTask, current_graph_task
 from zgrad.errors import CollectiveError, ZgradError
 from zgrad.futures import Future
-from zgrad.kernels import dispatch
+from zgrad.kernels import dispatch, dispatch_collectives
 from zgrad.nn.parallel.buckets import Bucket, GradBucket, assign_buckets
 from zgrad.tensor import Tensor
 
@@ -207,9 +207,9 @@ class Reducer:
             if grad is not view:
                 dispatch.copy_into(view, grad)
         elif grad is view:
-            dispatch.divide_inplace(view.reshape(-1), self.divide_by)
+            dispatch_collectives.divide_inplace(view.reshape(-1), self.divide_by)
         else:
-            dispatch.scale_copy(view.reshape(-1), grad, self.divide_by)
+            dispatch_collectives.scale_copy(view.reshape(-1), grad, self.divide_by)
         with self._lock:  # buckets are launched under the lock: in index order whatever thread marks
             self._ready[index] = True
             if not self.has_rebuilt:

@@ -397,6 +397,14 @@ TERNARY_OPS = {
 # The 4-D kernels unravel a flat index over out's shape; host code collapses and pads every
 # operand to 4-D views of out's shape first.
 
+@device
+def _unravel4(i, n1, n2, n3):
+    """The index of flat element ``i`` of a C-ordered 4-D array of shape (any, n1, n2, n3)."""
+    i3, r = i % n3, i // n3
+    i2, r = r % n2, r // n2
+    return r // n1, r % n1, i2, i3
+
+
 def _unary_kernels(fn):
     def flat(x, p, q, out):
         T = out.dtype.type
@@ -407,9 +415,7 @@ def _unary_kernels(fn):
         T = out.dtype.type
         n1, n2, n3 = out.shape[1], out.shape[2], out.shape[3]
         for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-            i3, r = i % n3, i // n3
-            i2, r = r % n2, r // n2
-            i1, i0 = r % n1, r // n1
+            i0, i1, i2, i3 = _unravel4(i, n1, n2, n3)
             out[i0, i1, i2, i3] = fn(x[i0, i1, i2, i3], p, q, T)
 
     return kernel(flat), kernel(nd)
@@ -425,9 +431,7 @@ def _binary_kernels(fn):
         T = out.dtype.type
         n1, n2, n3 = out.shape[1], out.shape[2], out.shape[3]
         for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-            i3, r = i % n3, i // n3
-            i2, r = r % n2, r // n2
-            i1, i0 = r % n1, r // n1
+            i0, i1, i2, i3 = _unravel4(i, n1, n2, n3)
             out[i0, i1, i2, i3] = fn(a[i0, i1, i2, i3], b[i0, i1, i2, i3], p, q, T)
 
     return kernel(flat), kernel(nd)
@@ -443,9 +447,7 @@ def _ternary_kernels(fn):
         T = out.dtype.type
         n1, n2, n3 = out.shape[1], out.shape[2], out.shape[3]
         for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-            i3, r = i % n3, i // n3
-            i2, r = r % n2, r // n2
-            i1, i0 = r % n1, r // n1
+            i0, i1, i2, i3 = _unravel4(i, n1, n2, n3)
             out[i0, i1, i2, i3] = fn(a[i0, i1, i2, i3], b[i0, i1, i2, i3], c[i0, i1, i2, i3], p, q, T)
 
     return kernel(flat), kernel(nd)
