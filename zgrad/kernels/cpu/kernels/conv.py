@@ -13,6 +13,10 @@ plane's columns only read (and its gradient only touches) that plane, so tasks n
 
 Arguments are C-contiguous: ``x`` (N, C, H, W), ``cols`` (N, C*KH*KW, OH, OW).
 
+Rows are copied by index loops over two views, not by slice assignment: Numba compiles an array
+slice assignment into its general broadcasting copy, which took most of a conv's first-call
+compile time, and an index loop that starts at zero vectorises (no negative-index wrap check).
+
 Stride-1 zero-padded convolutions need no columns at all. ``pad_planes`` lays the padded planes
 of several samples end to end, one row of the result per channel: (C, m * plane + tail), each
 image row followed by its zero columns and each image by its zero rows, which serve as the next
@@ -71,7 +75,9 @@ def im2col(x, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, 
                         iw = _source(ow * stride_w + offset, width, mode)
                         row[ow] = src[iw] if iw >= 0 else zero
                     if stride_w == 1:
-                        row[lo:hi] = src[lo + offset:hi + offset]
+                        inside, source = row[lo:hi], src[lo + offset:hi + offset]
+                        for k in range(hi - lo):
+                            inside[k] = source[k]
                     else:
                         for ow in range(lo, hi):
                             row[ow] = src[ow * stride_w + offset]
@@ -104,7 +110,9 @@ def col2im(cols, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_
                         if iw >= 0:
                             dest[iw] += row[ow]
                     if stride_w == 1:
-                        dest[lo + offset:hi + offset] += row[lo:hi]
+                        inside, target = row[lo:hi], dest[lo + offset:hi + offset]
+                        for k in range(hi - lo):
+                            target[k] += inside[k]
                     else:
                         for ow in range(lo, hi):
                             dest[ow * stride_w + offset] += row[ow]
