@@ -14,7 +14,8 @@ thread's own link (the same CURVE keys, so the peer's ZAP handler binds it to th
 rank), with that id as its routing id; the callee answers on its inbound socket to that routing
 id. Either way the reply arrives on the socket the caller waits on: no thread hand-off on
 either side of the caller (``docs/architecture.md``, "Callers talk directly"). A stream also
-skips ZeroMQ's own I/O threads, a wake-up each at both ends.
+skips ZeroMQ's own I/O threads, a wake-up each at both ends. The two kinds sit behind one
+interface (``caller_socket.py``), so the waits below are written once.
 
 The caller waits in slices of at most :data:`WAIT_SLICE_S`, between which it looks whether the
 peer was declared lost, the mesh closed or the deadline passed. A reply whose request id is not
@@ -39,19 +40,17 @@ import zmq
 
 from zgrad.errors import TransportError, WorkerUnavailableError, ZgradTimeoutError
 from zgrad.transport import frames as fr
+from zgrad.transport.caller_socket import CallerSocket, ConnectionEnded, DealerSocket, StreamSocket, StreamStalled
 from zgrad.transport.envelope import Envelope
 from zgrad.transport.security import CurveKeys
-from zgrad.transport.sockets import open_dealer, send_frames
-from zgrad.transport.streams import MAX_FRAMES, StreamReader, StreamStalled, connect, send_message, set_timeouts
+from zgrad.transport.sockets import open_dealer
+from zgrad.transport.streams import connect, send_message, set_timeouts
 
 __all__ = ["CallerSockets", "DIRECT_ID", "DIRECT_MAGIC", "WAIT_SLICE_S"]
 
 DIRECT_ID = struct.Struct("!4sIQI")
 DIRECT_MAGIC = b"zgdc"
-_LAST = int(zmq.NOBLOCK)
 _POLLIN = int(zmq.POLLIN)
-_POLLOUT = int(zmq.POLLOUT)
-_DONTWAIT = socket.MSG_DONTWAIT
 _log = logging.getLogger("zgrad.transport")
 # Longest uninterrupted wait: how late a waiter notices a lost peer, a closed mesh or its deadline.
 WAIT_SLICE_S = 0.05
@@ -64,44 +63,22 @@ def _fresh_buffer(nbytes: int) -> memoryview:
     return memoryview(bytearray(nbytes))
 
 
-class _Direct:
-    """One thread's socket to one peer: a ZeroMQ DEALER (``sock``) or a stream (``stream``)."""
-
-    __slots__ = ("sock", "stream", "reader", "handle", "lock", "closed", "receive_ms")
-
-    def __init__(self, sock: zmq.Socket | None, stream: socket.socket | None = None, max_body_bytes: int = 0) -> None:
-        self.sock = sock
-        self.stream = stream
-        self.reader = StreamReader(max_body_bytes) if stream is not None else None
-        self.handle: Any = sock if stream is None else stream.fileno()  # what zmq_poll waits on
-        self.lock = threading.Lock()
-        self.closed = False
-        self.receive_ms = -1  # the socket's receive timeout: how long a blocking receive waits
-
-    def close(self) -> None:
-        self.closed = True
-        if self.stream is not None:
-            self.stream.close()
-        else:
-            self.sock.close(linger=0)
-
-
 class _ThreadSockets(dict):
     """One thread's sockets, by peer (a dict that a finalizer can watch: see ``CallerSockets._socket``)."""
 
 
-def _forget_thread(caller_ref: Any, owned: list[_Direct]) -> None:
+def _forget_thread(caller_ref: Any, owned: list[CallerSocket]) -> None:
     """A thread ended: close the sockets it made (a callee would otherwise keep a connection per
     thread that ever called it)."""
     caller = caller_ref()
-    for direct in owned:
+    for sock in owned:
         if caller is not None:
             with caller._lock:
-                if direct in caller._all:
-                    caller._all.remove(direct)
-        with direct.lock:
-            if not direct.closed:
-                direct.close()
+                if sock in caller._all:
+                    caller._all.remove(sock)
+        with sock.lock:
+            if not sock.closed:
+                sock.close()
 
 
 class CallerSockets:
@@ -148,16 +125,15 @@ class CallerSockets:
         self._on_late_reply = on_late_reply
         self._counts: list[list[int]] = []  # per thread: [replies received, their buffer bytes]
         self._max_bytes = config.max_message_mb << 20
-        self._chunk_bytes = config.chunk_mb << 20
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._all: list[_Direct] = []
+        self._all: list[CallerSocket] = []
         self._serial = 0
         self._closed_reason: str | None = None
         self.late_replies = 0
         self.requests = 0
 
-    def _socket(self, dst: int) -> _Direct:
+    def _socket(self, dst: int) -> CallerSocket:
         mine = getattr(self._local, "sockets", None)
         if mine is None:
             mine = self._local.sockets = _ThreadSockets()
@@ -167,8 +143,8 @@ class CallerSockets:
             counts = self._local.counts = [0, 0]  # this thread's own: no lock on the hot path
             with self._lock:
                 self._counts.append(counts)
-        direct = mine.get(dst)
-        if direct is None or direct.closed:
+        sock = mine.get(dst)
+        if sock is None or sock.closed:
             with self._lock:
                 if self._closed_reason is not None:
                     raise TransportError(self._closed_reason)
@@ -182,14 +158,15 @@ class CallerSockets:
                         stream.close()
                     raise TransportError(self._closed_reason)
                 if stream is not None:
-                    direct = _Direct(None, stream, self._max_bytes + 8 * MAX_FRAMES)
+                    sock = StreamSocket(stream, self._max_bytes)
                 else:
                     peer_key = self._keys.peers[dst] if self._keys is not None else None
-                    direct = _Direct(open_dealer(self._context, self._endpoint_of(dst), ident, self._config, self._keys, peer_key))
-                mine[dst] = direct
-                self._local.owned.append(direct)
-                self._all.append(direct)
-        return direct
+                    dealer = open_dealer(self._context, self._endpoint_of(dst), ident, self._config, self._keys, peer_key)
+                    sock = DealerSocket(dealer, self._copy_buffers)
+                mine[dst] = sock
+                self._local.owned.append(sock)
+                self._all.append(sock)
+        return sock
 
     def _connect_stream(self, dst: int, address: str, ident: bytes) -> socket.socket | None:
         """Connect to ``dst``'s stream socket and say who calls; None (logged) if that fails: the
@@ -229,20 +206,18 @@ class CallerSockets:
         reason = self._dead_reason(dst)
         if reason is not None:
             raise WorkerUnavailableError(f"{self._describe(dst)} is unavailable: {reason}")
-        direct = self._socket(dst)
+        sock = self._socket(dst)
         self.requests += 1
-        if direct.stream is not None:
-            return self._stream_request(direct, dst, request_id, frames, deadline_s)
+        request_ids = (request_id,)
+        send_deadline_s = time.monotonic() + self._config.send_timeout_s if deadline_s is None else deadline_s
         sent = False
         first = True
-        request_ids = (request_id,)
         while True:
-            with direct.lock:
-                if direct.closed:
+            with sock.lock:
+                if sock.closed:
                     raise TransportError(self._closed_reason or "the mesh is closed")
-                sock = direct.sock
                 if not sent:
-                    sent = self._try_send(sock, frames)
+                    sent = self._send(sock, dst, frames, send_deadline_s)
                 if first:
                     # A leader (a handler making a nested call) keeps its role while the reply is
                     # quick and nothing else arrives: then it answers its own caller directly.
@@ -251,33 +226,22 @@ class CallerSockets:
                     if sent and self._wait_leading is not None:
                         budget_s = LEADING_WAIT_S if deadline_s is None else min(LEADING_WAIT_S, deadline_s - time.monotonic())
                         if budget_s > 0:
-                            leads = self._wait_leading(sock, budget_s)
+                            leads = self._wait_leading(sock.handle, budget_s)
                             if leads:
-                                reply = self._receive_any(sock, dst, request_ids)
-                                if reply is not None:
-                                    return reply
+                                replies = self._receive(sock, dst, request_ids, None)
+                                if replies:
+                                    return replies[0]
                     if leads is not None:  # None: not the leader, nothing to hand on
                         self._before_wait()
-                now_s = time.monotonic()
-                wait_s = WAIT_SLICE_S if deadline_s is None else min(WAIT_SLICE_S, deadline_s - now_s)
+                wait_s = WAIT_SLICE_S if deadline_s is None else min(WAIT_SLICE_S, deadline_s - time.monotonic())
                 if wait_s > 0:
                     wait_ms = int(wait_s * 1000) + 1
                     if sent:
-                        # A receive that blocks at most the slice (RCVTIMEO): one call where
-                        # zmq_poll and a receive would be two.
-                        if direct.receive_ms != wait_ms:
-                            sock.rcvtimeo = direct.receive_ms = wait_ms
-                        try:
-                            reply = self._receive_any(sock, dst, request_ids, 0)
-                        except zmq.Again:
-                            pass  # the slice passed without a reply
-                        else:
-                            if reply is not None:
-                                return reply
-                            continue
-                    # zmq_poll itself: Socket.poll builds a Poller per call
-                    elif zmq.zmq_poll([(sock, _POLLOUT)], wait_ms):
-                        continue
+                        replies = self._receive(sock, dst, request_ids, wait_ms)
+                        if replies:
+                            return replies[0]
+                    else:
+                        sock.wait_writable(wait_ms)
             self.check_waiting(dst, deadline_s)
 
     def check_waiting(self, dst: int, deadline_s: float | None) -> None:
@@ -291,69 +255,32 @@ class CallerSockets:
         if deadline_s is not None and time.monotonic() >= deadline_s:
             raise ZgradTimeoutError(f"no reply from {self._describe(dst)} in time")
 
-    def _stream_request(self, direct: _Direct, dst: int, request_id: int, frames: list,
-                        deadline_s: float | None) -> Envelope:
-        """:meth:`call` on a stream: the same waits and errors."""
-        request_ids = (request_id,)
-        with direct.lock:
-            if direct.closed:
-                raise TransportError(self._closed_reason or "the mesh is closed")
-            self._stream_send(direct, dst, frames, deadline_s)
-            leads: bool | None = True
-            if self._wait_leading is not None:
-                budget_s = LEADING_WAIT_S if deadline_s is None else min(LEADING_WAIT_S, deadline_s - time.monotonic())
-                if budget_s > 0:
-                    leads = self._wait_leading(direct.handle, budget_s)
-                    if leads:
-                        replies = self._stream_replies(direct, dst, request_ids, _DONTWAIT)
-                        if replies:
-                            return replies[0]
-            if leads is not None:
-                self._before_wait()
-        while True:
-            with direct.lock:
-                if direct.closed:
-                    raise TransportError(self._closed_reason or "the mesh is closed")
-                wait_s = WAIT_SLICE_S if deadline_s is None else min(WAIT_SLICE_S, deadline_s - time.monotonic())
-                if wait_s > 0:
-                    wait_ms = int(wait_s * 1000) + 1
-                    if direct.receive_ms != wait_ms:  # a receive that blocks at most the slice
-                        set_timeouts(direct.stream, wait_ms)
-                        direct.receive_ms = wait_ms
-                    replies = self._stream_replies(direct, dst, request_ids, 0)
-                    if replies:
-                        return replies[0]
-            self.check_waiting(dst, deadline_s)
-
-    def _stream_send(self, direct: _Direct, dst: int, frames: list, deadline_s: float | None) -> None:
-        """Write one request on ``direct``'s stream (its lock held), whole or not at all usable."""
-        if deadline_s is None:
-            deadline_s = time.monotonic() + self._config.send_timeout_s
+    def _send(self, sock: CallerSocket, dst: int, frames: list, deadline_s: float) -> bool:
+        """Send one message on ``sock`` (its lock held); False if it cannot go now. A stream that
+        failed is closed (the calling thread makes a new one next time)."""
         try:
-            send_message(direct.stream, frames, deadline_s)
+            return sock.try_send(frames, deadline_s)
         except StreamStalled:
-            self._drop(direct)  # partly written: the stream is out of step, a new one is made next time
+            self._drop(sock)  # partly written: the stream is out of step
             raise ZgradTimeoutError(f"could not send to {self._describe(dst)} in time") from None
         except OSError as exc:
-            self._drop(direct)
+            self._drop(sock)
             raise WorkerUnavailableError(f"{self._describe(dst)} is unavailable: its connection failed ({exc})") from None
 
-    def _stream_replies(self, direct: _Direct, dst: int, request_ids: Any, flags: int) -> list[Envelope]:
-        """Receive once from ``direct``'s stream (its lock held; ``flags``: MSG_DONTWAIT, or 0 to
-        wait up to its receive timeout) and return the replies to ``request_ids`` it completed.
+    def _receive(self, sock: CallerSocket, dst: int, request_ids: Any, wait_ms: int | None) -> list[Envelope]:
+        """Receive on ``sock`` (its lock held; see :meth:`CallerSocket.receive`) and return the
+        replies to ``request_ids`` among what came; the rest is dropped and counted.
 
         Raises:
-            WorkerUnavailableError: the peer closed the connection (it shut down, or found this
-                worker lost), or sent what is not a stream of messages.
+            WorkerUnavailableError: the peer closed the stream (it shut down, or found this worker
+                lost), or sent what is not a stream of messages.
         """
         try:
-            messages = direct.reader.feed(direct.stream, flags)
-        except (BlockingIOError, InterruptedError):
-            return []
-        except (EOFError, OSError, fr.Rejected) as exc:
-            self._drop(direct)
-            detail = exc.detail if isinstance(exc, fr.Rejected) else str(exc) or type(exc).__name__
-            raise WorkerUnavailableError(f"{self._describe(dst)} is unavailable: the connection of this call ended ({detail})") from None
+            messages = sock.receive(wait_ms)
+        except ConnectionEnded as exc:
+            self._drop(sock)
+            raise WorkerUnavailableError(
+                f"{self._describe(dst)} is unavailable: the connection of this call ended ({exc.detail})") from None
         replies = []
         for parts in messages:
             reply = self._accept(parts, dst, request_ids)
@@ -361,15 +288,15 @@ class CallerSockets:
                 replies.append(reply)
         return replies
 
-    def _drop(self, direct: _Direct) -> None:
+    def _drop(self, sock: CallerSocket) -> None:
         """Close the calling thread's unusable socket (its lock held); it makes a new one next time."""
         with self._lock:
-            if direct in self._all:
-                self._all.remove(direct)
+            if sock in self._all:
+                self._all.remove(sock)
         owned = self._local.owned
-        if direct in owned:
-            owned.remove(direct)
-        direct.close()
+        if sock in owned:
+            owned.remove(sock)
+        sock.close()
 
     @property
     def replies_in(self) -> int:
@@ -398,20 +325,16 @@ class CallerSockets:
             reason = self._dead_reason(dst)
             if reason is not None:
                 raise WorkerUnavailableError(f"{self._describe(dst)} is unavailable: {reason}")
-            direct = self._socket(dst)
-            with direct.lock:
-                if direct.closed:
+            sock = self._socket(dst)
+            with sock.lock:
+                if sock.closed:
                     raise TransportError(self._closed_reason or "the mesh is closed")
-                if direct.stream is not None:
-                    self._stream_send(direct, dst, frames, deadline_s)
-                    self.requests += 1
-                    return
-                if self._try_send(direct.sock, frames):
+                if self._send(sock, dst, frames, deadline_s):
                     self.requests += 1
                     return
                 wait_s = min(WAIT_SLICE_S, deadline_s - time.monotonic())
                 if wait_s > 0:
-                    zmq.zmq_poll([(direct.sock, _POLLOUT)], int(wait_s * 1000) + 1)
+                    sock.wait_writable(int(wait_s * 1000) + 1)
             if time.monotonic() >= deadline_s:
                 raise ZgradTimeoutError(f"could not send to {self._describe(dst)} in time")
 
@@ -423,61 +346,37 @@ class CallerSockets:
         closed is dropped and logged, not raised (the peer's loss reaches the waiter's pass
         through the mesh)."""
         mine = getattr(self._local, "sockets", None) or {}
-        directs = [(dst, mine[dst]) for dst in sorted(expected) if dst in mine and not mine[dst].closed]
-        items: list = [(direct.handle, _POLLIN) for _, direct in directs]
+        socks = [(dst, mine[dst]) for dst in sorted(expected) if dst in mine and not mine[dst].closed]
+        items: list = [(sock.handle, _POLLIN) for _, sock in socks]
         items.extend((fd, _POLLIN) for fd in wake_fds)
         wait_ms = int(min(max(timeout_s, 0.0), WAIT_SLICE_S) * 1000) + 1
         replies: list[Envelope] = []
-        locks = [direct.lock for _, direct in directs]
+        locks = [sock.lock for _, sock in socks]
         for lock in locks:
             lock.acquire()
         try:
-            if any(direct.closed for _, direct in directs):  # the mesh closed: only the wake fds are left
-                items = items[len(directs):]
-                directs = []
+            if any(sock.closed for _, sock in socks):  # the mesh closed: only the wake fds are left
+                items = items[len(socks):]
+                socks = []
             events = zmq.zmq_poll(items, wait_ms)
-            ready = {sock for sock, _ in events}
-            for dst, direct in directs:
-                if direct.handle not in ready:
+            ready = {handle for handle, _ in events}
+            for dst, sock in socks:
+                if sock.handle not in ready:
                     continue
-                if direct.stream is not None:
-                    try:
-                        got = self._stream_replies(direct, dst, expected[dst], _DONTWAIT)
-                    except WorkerUnavailableError as exc:
-                        # Not raised: the waiter's pass learns of a lost peer from the mesh
-                        # (on_peer_lost) and fails as a whole; this stream is dropped.
-                        _log.warning("%s", exc)
-                        continue
-                    for reply in got:
-                        expected[dst].discard(reply.request_id)
-                        replies.append(reply)
+                try:
+                    got = self._receive(sock, dst, expected[dst], None)
+                except WorkerUnavailableError as exc:
+                    # Not raised: the waiter's pass learns of a lost peer from the mesh
+                    # (on_peer_lost) and fails as a whole; this stream is dropped.
+                    _log.warning("%s", exc)
                     continue
-                while direct.sock.get(zmq.EVENTS) & _POLLIN:
-                    reply = self._receive_any(direct.sock, dst, expected[dst])
-                    if reply is not None:
-                        expected[dst].discard(reply.request_id)
-                        replies.append(reply)
+                for reply in got:
+                    expected[dst].discard(reply.request_id)
+                    replies.append(reply)
         finally:
             for lock in locks:
                 lock.release()
         return replies
-
-    def _try_send(self, sock: zmq.Socket, frames: list) -> bool:
-        try:
-            send_frames(sock, frames, self._copy_buffers)
-        except zmq.Again:
-            return False
-        return True
-
-    def _receive_any(self, sock: zmq.Socket, src: int, request_ids: Any, flags: int = _LAST) -> Envelope | None:
-        """Receive one message (its first frame with ``flags``: 0 blocks up to the socket's
-        RCVTIMEO, raising zmq.Again after it) and return it if it answers one of ``request_ids``."""
-        frame = sock.recv(flags, copy=False)
-        parts = [frame]
-        while frame.more:  # the rest of a multipart message is already here (atomic delivery)
-            frame = sock.recv(_LAST, copy=False)
-            parts.append(frame)
-        return self._accept(parts, src, request_ids)
 
     def _accept(self, parts: list, src: int, request_ids: Any) -> Envelope | None:
         """Check one received message and return it if it answers one of ``request_ids``; else
@@ -503,14 +402,14 @@ class CallerSockets:
     def has_socket(self, dst: int) -> bool:
         """Whether the calling thread has an open socket to ``dst`` (one it sent on that was not
         closed since: a reply can still come there)."""
-        direct = (getattr(self._local, "sockets", None) or {}).get(dst)
-        return direct is not None and not direct.closed
+        sock = (getattr(self._local, "sockets", None) or {}).get(dst)
+        return sock is not None and not sock.closed
 
     def close(self, reason: str) -> None:
-        """Close every direct socket (waiters raise TransportError(``reason``) after their slice)."""
+        """Close every caller socket (waiters raise TransportError(``reason``) after their slice)."""
         with self._lock:
             self._closed_reason = reason
             sockets, self._all = self._all, []
-        for direct in sockets:
-            with direct.lock:
-                direct.close()
+        for sock in sockets:
+            with sock.lock:
+                sock.close()
