@@ -43,17 +43,17 @@ class _Role(Protocol):
 class _Mesh(Protocol):
     role: _Role
 
-    def reply(self, to: Envelope, kind: int, meta: Any = None, buffers: Sequence[Any] = ()) -> None: ...
-
-    def post(self, dst_rank: int, kind: int, request_id: int, meta: Any, buffers: Sequence[Any]) -> None: ...
-
-    def collect(self, expected: dict[int, set[int]], wake_fd: int | None, timeout_s: float) -> list[Envelope]: ...
-
 
 class _Caller(Protocol):
     def send(self, dst: int, kind: int, meta: Any, buffers: Any = (), request_id: int = 0) -> None: ...
 
-    def next_request_id(self) -> int: ...
+    def post(self, dst: int, kind: int, meta: Any, buffers: Any = ()) -> int: ...
+
+    def collect_posted(self, expected: dict[int, set[int]], wake_fd: int | None, timeout_s: float) -> list[Envelope]: ...
+
+
+class _Callee(Protocol):
+    def reply(self, envelope: Envelope, kind: int, meta: Any, buffers: Any = ()) -> None: ...
 
 
 class MessengerAgent(Protocol):
@@ -63,11 +63,9 @@ class MessengerAgent(Protocol):
     pool: _Pool
     mesh: _Mesh
     caller: _Caller
+    callee: _Callee
 
     def allow_takeover(self) -> None: ...
-
-    sent: Any
-    received: Any
 
     def reject(self, src: int, reason: str) -> None: ...
 
@@ -92,26 +90,21 @@ class RpcMessenger:
         message that ``dst``'s thread posted (``Mesh.reply``: where that thread waits)."""
         meta, buffers = _encode(body, arrays)
         if reply is not None:
-            self.agent.mesh.reply(reply, ENGINE_KINDS[kind], meta, buffers)
-            self.agent.sent[ENGINE_KINDS[kind]] += 1
-            return
-        self.agent.caller.send(dst, ENGINE_KINDS[kind], meta, buffers)
+            self.agent.callee.reply(reply, ENGINE_KINDS[kind], meta, buffers)
+        else:
+            self.agent.caller.send(dst, ENGINE_KINDS[kind], meta, buffers)
 
     def post(self, dst: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> int:
         """Send one engine message to ``dst`` whose answer comes back to the calling thread, for
         :meth:`collect` (``Mesh.post``, which picks the route). Returns the request id to wait for."""
         meta, buffers = _encode(body, arrays)
-        request_id = self.agent.caller.next_request_id()
-        self.agent.mesh.post(dst, ENGINE_KINDS[kind], request_id, meta, buffers)
-        self.agent.sent[ENGINE_KINDS[kind]] += 1
-        return request_id
+        return self.agent.caller.post(dst, ENGINE_KINDS[kind], meta, buffers)
 
     def collect(self, expected: dict[int, set[int]], wake_fd: int, timeout_s: float) -> None:
         """Wait for answers to :meth:`post` messages (``expected``: rank -> request ids,
         updated) and receive them on this thread, until some arrived, ``wake_fd`` is readable or
         ``timeout_s`` (at most one wait slice) passed."""
-        for envelope in self.agent.mesh.collect(expected, wake_fd, timeout_s):
-            self.agent.received[envelope.kind] += 1
+        for envelope in self.agent.caller.collect_posted(expected, wake_fd, timeout_s):
             try:
                 self._on_message(envelope)
             except ProtocolError as exc:

@@ -65,7 +65,7 @@ class RpcAgent:
         self._resolve_name = name_resolver(plan.config.rpc.allowed_modules, plan.name)
         self.caller = Caller(plan.name, plan.config.rpc.default_timeout_s, plan.config.rpc.device_maps, self.workers,
                              self.timer, self._resolve_name, self.sent, self.received, self.rejected)
-        self.rref_context = RRefContext(plan.rank, plan.name, plan.world_size, send=self.caller.send, caller=self.caller)
+        self.rref_context = RRefContext(plan.rank, plan.name, plan.world_size, self.caller, self.sent)
         self.callee = Callee(plan.name, plan.config.transport.inline_budget_ms / 1000, self.pool, self.timer,
                              self.rref_context, self._resolve_name, self.sent, self.received, self.rejected)
         self.callee.register_handler(Kind.RESULT, self.caller.on_reply)
@@ -79,6 +79,7 @@ class RpcAgent:
             on_late_reply=self.rref_context.release_late_pins, reply_kinds=REPLY_KINDS,
         )
         self.callee.attach(self.mesh)
+        self.rref_context.attach(self.mesh)
         self.caller.attach(self.mesh, self.rref_context, self.callee.allow_takeover)
 
     # --- lifecycle ------------------------------------------------------------------------------

@@ -310,6 +310,12 @@ class Callee:
         else:  # completed later by whichever thread settles the value: answer from the pool
             value.add_done_callback(lambda done: self._pool.submit(lambda: answer(done)))
 
+    def reply(self, envelope: Envelope, kind: int, meta: Any, buffers: Any = ()) -> None:
+        """Answer ``envelope`` where its sender waits (``Mesh.reply``). Raises ``ZgradError`` if
+        the sender is gone."""
+        self._mesh.reply(envelope, kind, meta, buffers)
+        self._sent[kind] += 1
+
     def _reply(self, envelope: Envelope, value: Any, context: Any = None) -> None:
         src = envelope.src
         encoded = encode_value(value, encode_rref=self._rrefs.encode)
@@ -317,13 +323,11 @@ class Callee:
         extra = self.call_hooks.result_meta(context, src, encoded.tensors)
         if extra:
             meta.update(extra)
-        self._mesh.reply(envelope, Kind.RESULT, meta, encoded.buffers)
-        self._sent[Kind.RESULT] += 1
+        self.reply(envelope, Kind.RESULT, meta, encoded.buffers)
 
     def _reply_error(self, envelope: Envelope, exc: BaseException) -> None:
         try:
-            self._mesh.reply(envelope, Kind.ERROR, error_meta(exc, self.name))
-            self._sent[Kind.ERROR] += 1
+            self.reply(envelope, Kind.ERROR, error_meta(exc, self.name))
         except ZgradError:
             pass  # the caller is gone; nobody is waiting
 

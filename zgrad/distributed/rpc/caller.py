@@ -196,6 +196,23 @@ class Caller:
         self._mesh.send(dst, kind, request_id, meta, buffers)
         self._sent[kind] += 1
 
+    def post(self, dst: int, kind: int, meta: Any, buffers: Any = ()) -> int:
+        """Send one message whose answer comes back to the calling thread (``Mesh.post``, which
+        picks the route), for :meth:`collect_posted`; the request id to wait for."""
+        request_id = self._calls.next_id()
+        self._mesh.post(dst, kind, request_id, meta, buffers)
+        self._sent[kind] += 1
+        return request_id
+
+    def collect_posted(self, expected: dict[int, set[int]], wake_fd: int | None, timeout_s: float) -> list[Envelope]:
+        """The answers to :meth:`post` messages that arrived (``expected``: rank -> request ids,
+        updated), waiting on this thread until some did, ``wake_fd`` is readable or ``timeout_s``
+        (at most one wait slice) passed."""
+        answers = self._mesh.collect(expected, wake_fd, timeout_s)
+        for envelope in answers:
+            self._received[envelope.kind] += 1
+        return answers
+
     def worker_info(self, to: "str | int | WorkerInfo | None" = None) -> WorkerInfo:
         """Resolve a worker name, rank or WorkerInfo (None = this worker); see :meth:`WorkerTable.resolve`."""
         return self._workers.resolve(to)
@@ -205,10 +222,6 @@ class Caller:
         if timeout is None or timeout < 0:
             return self._default_timeout_s
         return float(timeout)
-
-    def next_request_id(self) -> int:
-        """A request id unique on this worker (for a request sent outside :meth:`request`)."""
-        return self._calls.next_id()
 
     # --- the calls in flight --------------------------------------------------------------------
 

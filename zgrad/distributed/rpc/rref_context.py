@@ -33,6 +33,7 @@ import itertools
 import logging
 import threading
 from dataclasses import dataclass, field
+from collections import Counter
 from typing import Any, Callable, Protocol
 
 from zgrad.distributed.rpc.messages import Kind
@@ -40,7 +41,7 @@ from zgrad.distributed.rpc.rref import RRef
 from zgrad.distributed.rpc.worker_info import WorkerInfo
 from zgrad.errors import ProtocolError, ZgradError
 from zgrad.futures import Future
-from zgrad.transport import Envelope
+from zgrad.transport import Envelope, Mesh
 
 __all__ = ["RRefContext", "RRefCaller", "OwnerTable"]
 
@@ -48,7 +49,6 @@ log = logging.getLogger("zgrad.rpc")
 
 _ID_BITS = 48
 
-Send = Callable[..., None]  # send(dst, kind, meta): one message, no reply expected
 
 
 @dataclass
@@ -166,24 +166,36 @@ class RRefContext:
 
     Args:
         rank, name, world_size: this worker and its job's size.
-        send: ``send(dst, kind, meta)`` one message on the link to ``dst`` (RREF_FORK, RREF_DELETE);
-            raises ``ZgradError`` for a lost peer or a closed agent.
-        caller: where an RRef's own requests go (``to_here``, proxies).
+        caller: where an RRef's own requests go (``to_here``, proxies). The context only hands it
+            to its RRefs; its own messages (RREF_FORK, RREF_DELETE) go straight to the mesh
+            given to :meth:`attach`, so the caller side, which encodes RRefs here, is never
+            called back.
+        sent: the agent's count of messages sent, by kind.
     """
 
-    def __init__(self, rank: int, name: str, world_size: int, send: Send, caller: RRefCaller) -> None:
+    def __init__(self, rank: int, name: str, world_size: int, caller: RRefCaller, sent: Counter) -> None:
         self.rank = rank
         self.name = name
         self.world_size = world_size
         self.caller = caller
         self.owned = OwnerTable(rank, name)
-        self._send = send
+        self._sent = sent
+        self._mesh: Mesh | None = None
         self._lock = threading.Lock()
         # Calls that timed out carrying RRefs to their owner: request id -> (owner, the RRefs),
         # kept until the late reply comes or the owner is lost (see encode).
         self._late_pins: dict[int, tuple[int, list]] = {}
         self._lost: set[int] = set()
         self._closed = False
+
+    def attach(self, mesh: Mesh) -> None:
+        """Send forks and deletes through ``mesh`` (built after this context: its handlers are ours)."""
+        self._mesh = mesh
+
+    def _send(self, dst: int, kind: int, meta: dict[str, Any]) -> None:
+        """One message on the link to ``dst``; raises ``ZgradError`` for a lost peer or a closed mesh."""
+        self._mesh.send(dst, kind, 0, meta, ())
+        self._sent[kind] += 1
 
     def __len__(self) -> int:
         """How many values this worker owns."""

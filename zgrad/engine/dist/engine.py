@@ -29,11 +29,14 @@ the root's :meth:`_on_report` counts it (:meth:`RootPasses.on_report`) and acts 
 (:meth:`_act`): it runs the GRADs for the root that rode in the report, and finishes or fails the
 pass once every task reported.
 
-Threads: every message is received on the messenger's inbound thread (the agent's I/O thread).
-Acknowledgements, reports without riding gradients and PASS_END are handled right there (cheap,
-never block). The rest runs graph work or may free a context: it goes to the pool, or, for a
-pass rooted here, to the thread waiting for it in :meth:`run_backward` (see
-:class:`~zgrad.engine.dist.passes.Completion`), which saves a hand-off on every hop of a pass.
+Threads: a message is received on the messenger's inbound path: the agent's I/O leader, or, for
+the answers to what the root's waiting thread posted (``Messenger.post``), that thread itself
+(``Messenger.collect``). Acknowledgements, reports without riding gradients and PASS_END are
+handled right there (cheap, never block). The rest runs graph work or may free a context: it goes
+to ``Messenger.submit`` (run where it arrived, which the RPC agent lets a standby take over from
+if it runs long), or, for a pass rooted here, to the thread waiting for it in
+:meth:`run_backward` (see :class:`~zgrad.engine.dist.passes.Completion`), which saves a hand-off
+on every hop of a pass.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from typing import Any, Callable, Sequence
 from zgrad.engine.dist.context import ContextContainer, make_id_generator
 from zgrad.engine.dist.modes import FastMode, SmartMode
 from zgrad.engine.dist.messaging import Messenger, Courier
-from zgrad.engine.dist.passes import Completion, DirectReplies, PassState, TaskRun
+from zgrad.engine.dist.passes import Completion, PostedReplies, PassState, TaskRun
 from zgrad.engine.dist.protocol import ACK_KINDS, CONTEXT_RELEASE, DISCOVER, DISCOVER_ACK, FAILURE, GRAD, GRAD_ACK, \
     PASS_END, START, TRACE_KEY, Discover, Grad, Start, carries_work, crash_report, pass_id_of, root_of
 from zgrad.engine.dist.root import DISCOVERY, WORK, ReportOutcome, RootPass, RootPasses, end_verdict
@@ -214,7 +217,7 @@ class DistEngine:
                     break
                 seen = state.progress
         finally:
-            state.direct_thread = None
+            state.posting_thread = None
             for work in completion.stop_accepting():
                 self.messenger.submit(work)
             if recording is not None:
@@ -233,11 +236,11 @@ class DistEngine:
         if traced:
             self.recorder.note_rooted(context_id, pass_id)
         root_pass = self.roots.start(state, caller_runs_work)
-        if caller_runs_work and self.courier.direct:
+        if caller_runs_work and self.courier.can_post:
             # The waiting thread sends the GRADs and DISCOVERs of its tasks from a socket of its
             # own, and their reports come back there: no hand-off to and from the I/O thread.
-            state.direct_thread = threading.get_ident()
-            root_pass.completion.also_wait_for(DirectReplies(state.direct_replies, self.courier.collect))
+            state.posting_thread = threading.get_ident()
+            root_pass.completion.also_wait_for(PostedReplies(state.posted_replies, self.courier.collect))
         run = TaskRun(state, self.runner.new_task_id(), label="run from the roots")
         root_pass.tracker.announce(WORK, run.task_id, self.rank)
         if pass_mode.discovers:
@@ -297,13 +300,13 @@ class DistEngine:
             if clean_up and state.recording is not None:
                 state.recording.hold()
             self._conclude(root_pass, None)
-            if clean_up and state.direct_thread == threading.get_ident() and self.courier.direct \
+            if clean_up and state.posting_thread == threading.get_ident() and self.courier.can_post \
                     and state.recording is None:
                 # The waiter itself: a write on its own socket each costs less than waking another
                 # thread to send through the I/O role. Not for a traced pass: the root's call that
                 # collects the recordings (and the context's release riding in it) takes the link,
                 # and must not overtake the START, whose receipt the worker records.
-                self._clean_up(root_pass, direct=True)
+                self._clean_up(root_pass, posted=True)
             elif clean_up:  # off the waiting caller's path
                 self.messenger.submit(lambda: self._clean_up(root_pass))
             return
@@ -316,14 +319,14 @@ class DistEngine:
 
         self.teardown.end_pass(state, others, ended)
 
-    def _clean_up(self, root_pass: RootPass, direct: bool = False) -> None:
+    def _clean_up(self, root_pass: RootPass, posted: bool = False) -> None:
         """SMART, after success: START the workers reached that had no held nodes, so they close it
-        (``direct``: from the root's waiting thread's own sockets; nothing answers these)."""
+        (``posted``: from the root's waiting thread's own sockets; nothing answers these)."""
         state = root_pass.state
         for dst in root_pass.tracker.reached_without_held():
             start = Start(state.ctx.context_id, state.pass_id)
             try:
-                if direct:
+                if posted:
                     self.courier.post(dst, start)
                 else:
                     self.courier.send(dst, start)

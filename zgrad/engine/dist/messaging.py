@@ -82,7 +82,7 @@ class Courier:
             self.messenger.send(dst, message.KIND, body, arrays, reply=reply)
 
     @property
-    def direct(self) -> bool:
+    def can_post(self) -> bool:
         """Whether the messenger lets a waiting thread collect the answers itself (``post``)."""
         return hasattr(self.messenger, "post")
 

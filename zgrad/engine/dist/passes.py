@@ -38,7 +38,7 @@ from zgrad.errors import AutogradError
 if TYPE_CHECKING:
     from zgrad.engine.dist.context import DistAutogradContext
 
-__all__ = ["PassState", "PassTable", "TablePass", "TaskRun", "Completion", "DirectReplies", "Gate", "READY_WAIT_S"]
+__all__ = ["PassState", "PassTable", "TablePass", "TaskRun", "Completion", "PostedReplies", "Gate", "READY_WAIT_S"]
 
 
 READY_WAIT_S = 60.0  # a pass's set-up is local work (counting dependencies): this is a safety bound
@@ -98,9 +98,9 @@ class PassState:
         self.closed = False
         self.progress = 0
         # At the root: the thread waiting for the pass sends its GRADs from a socket of its own
-        # and gets their reports there (``direct_replies``: rank -> ids of those not back yet).
-        self.direct_thread: int | None = None
-        self.direct_replies: dict[int, set[int]] = {}
+        # and gets their reports there (``posted_replies``: rank -> ids of those not back yet).
+        self.posting_thread: int | None = None
+        self.posted_replies: dict[int, set[int]] = {}
 
     def touch(self) -> None:
         self.progress += 1
@@ -218,15 +218,15 @@ class Completion:
         self._accepting = caller_runs_work
         self._done = False
         self._error: BaseException | None = None
-        self._direct: DirectReplies | None = None
+        self._posted: PostedReplies | None = None
         self._wake_fd: int | None = None  # an eventfd: wakes the waiter while it polls its sockets
         self._polling: int | None = None  # the thread polling its sockets now
         self._poked = False  # the eventfd was written since the waiter last read it
 
-    def also_wait_for(self, direct: "DirectReplies") -> None:
-        """While ``direct`` has replies outstanding, the waiter waits for them and for posted work
+    def also_wait_for(self, posted: "PostedReplies") -> None:
+        """While ``posted`` has replies outstanding, the waiter waits for them and for posted work
         at once (the root's own socket and this queue)."""
-        self._direct = direct
+        self._posted = posted
 
     def set_done(self, error: BaseException | None = None) -> bool:
         with self._lock:
@@ -268,7 +268,7 @@ class Completion:
                 return False
             waited_from = clock_ns() if idle is not None else 0
             try:
-                if self._direct is not None and self._direct.outstanding():
+                if self._posted is not None and self._posted.outstanding():
                     work = self._wait_both(remaining)
                     if work is None:
                         continue
@@ -293,7 +293,7 @@ class Completion:
         try:
             if not self._queue.empty():  # one consumer, this thread: the get cannot miss
                 return self._queue.get_nowait()
-            self._direct.wait(self._wake_fd, DIRECT_WAIT_S if remaining is None else min(remaining, DIRECT_WAIT_S))
+            self._posted.wait(self._wake_fd, POSTED_WAIT_S if remaining is None else min(remaining, POSTED_WAIT_S))
             with self._lock:
                 if self._poked:
                     self._poked = False
@@ -325,10 +325,10 @@ class Completion:
 
 
 _DONE = object()  # queued by Completion.set_done: wakes the waiter
-DIRECT_WAIT_S = 0.05  # longest single wait on the root's sockets (the deadline is checked between)
+POSTED_WAIT_S = 0.05  # longest single wait on the root's sockets (the deadline is checked between)
 
 
-class DirectReplies:
+class PostedReplies:
     """The reports the root's waiting thread expects on its own sockets (answers to the GRADs it
     posted, ``Courier.post``), and how to wait for them: ``receive(expected, wake_fd,
     timeout_s)`` receives what arrived (the messenger's ``collect``)."""

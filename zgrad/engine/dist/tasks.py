@@ -119,8 +119,8 @@ class TaskRunner:
         """
         state.add_participant(dst)
         try:
-            if state.direct_thread is not None and state.direct_thread == threading.get_ident():
-                state.direct_replies.setdefault(dst, set()).add(self.courier.post(dst, message, arrays))
+            if state.posting_thread is not None and state.posting_thread == threading.get_ident():
+                state.posted_replies.setdefault(dst, set()).add(self.courier.post(dst, message, arrays))
             else:
                 self.courier.send(dst, message, arrays)
         except Exception as exc:  # noqa: BLE001 - the task fails with this
