@@ -23,7 +23,7 @@ ALLOWED = {
 # Third-party packages only one layer may import.
 EXCLUSIVE = {"numba": "kernels", "cuda": "kernels", "zmq": "transport"}
 FORBIDDEN_IN = {"transport": {"numpy"}, "errors": {"numpy"}, "config": {"numpy"}}
-NEVER = {"torch", "pickle"}  # torch is a test/benchmark reference only; pickle only behind an explicit opt-in
+NEVER = {"torch", "pickle"}  # torch is a test/benchmark reference only; nothing is unpickled
 
 
 def layer_of(module: str) -> str:

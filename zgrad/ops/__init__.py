@@ -1,31 +1,22 @@
-"""Differentiable functions on tensors (``zgrad.add``, ``zgrad.matmul``, ...).
-
-Each function validates and normalizes its arguments, then applies one op class from the
-modules beside this one.
+"""Differentiable functions on tensors (``zgrad.add``, ``zgrad.matmul``, ...), gathered from the
+modules of this package: each function validates and normalizes its arguments, then applies one
+op class (``functions.py`` holds those whose class has no function beside it).
 """
 
 from __future__ import annotations
 
-import builtins
-from typing import Any, Sequence
-
-import numpy as np
-
-from zgrad.engine.grad_mode import is_grad_enabled
-from zgrad.ops._args import index_key as _index, operand as _operand, tensor_arg as _tensor
-from zgrad.ops.elementwise import Add, Cast, ToDevice, Div, Exp, Log, Mul, Neg, Pow, Relu, Sigmoid, Sub, Tanh
-from zgrad.ops.linalg import Linear, MatMul
-from zgrad.ops.loss import LogSoftmax, Softmax
-from zgrad.ops.loss_functions import cross_entropy, mse_loss
-from zgrad.ops.shape import Cat, GetItem, Permute, Reshape, Stack
 from zgrad.ops.compare import eq, ge, gt, le, logical_and, logical_not, logical_or, logical_xor, lt, ne
 from zgrad.ops.elementwise import abs, clamp, clip, maximum, minimum, remainder, sqrt
+from zgrad.ops.functions import (
+    add, cast, cat, clone, div, exp, getitem, linear, log, log_softmax, matmul, mul, neg, permute, pow, relu,
+    reshape, sigmoid, softmax, square, stack, sub, tanh, to_device, transpose,
+)
 from zgrad.ops.indexing import gather, index_select, masked_fill, scatter, where
+from zgrad.ops.loss_functions import cross_entropy, mse_loss
 from zgrad.ops.reduce import (
     ValuesIndices, argmax, argmin, cumsum, logsumexp, max, mean, min, nansum, prod, std, sum, var,
 )
 from zgrad.ops.shape import chunk, expand, flatten, split, squeeze, t, unsqueeze
-from zgrad.tensor import Tensor
 
 __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "square", "matmul", "exp", "log", "tanh", "sigmoid", "relu",
@@ -37,133 +28,3 @@ __all__ = [
     "masked_fill", "ValuesIndices", "max", "min", "argmax", "argmin", "var", "std", "logsumexp",
     "flatten", "unsqueeze", "squeeze", "expand", "split", "chunk", "t",
 ]
-
-
-def add(a: Any, b: Any) -> Any:
-    """a + b with broadcasting."""
-    return Add.apply(_operand(a), _operand(b))
-
-
-def sub(a: Any, b: Any) -> Any:
-    """a - b with broadcasting."""
-    return Sub.apply(_operand(a), _operand(b))
-
-
-def mul(a: Any, b: Any) -> Any:
-    """a * b with broadcasting."""
-    return Mul.apply(_operand(a), _operand(b))
-
-
-def div(a: Any, b: Any) -> Any:
-    """a / b with broadcasting (true division)."""
-    return Div.apply(_operand(a), _operand(b))
-
-
-def pow(a: Any, b: Any) -> Any:  # noqa: A001 - mirrors torch.pow
-    """a ** b with broadcasting."""
-    return Pow.apply(_operand(a), _operand(b))
-
-
-def square(input: Any) -> Any:  # noqa: A002 - torch's argument name
-    """input * input, element-wise (torch.square): ``input ** 2``, with its gradient ``2 input``."""
-    return Pow.apply(_tensor(input, "square"), _operand(2))
-
-
-def neg(x: Any) -> Any:
-    return Neg.apply(_tensor(x, "neg"))
-
-
-def matmul(a: Any, b: Any) -> Any:
-    """Matrix product with numpy semantics: vectors, matrices and broadcast batches."""
-    return MatMul.apply(_operand(a), _operand(b))
-
-
-def exp(x: Any) -> Any:
-    return Exp.apply(_tensor(x, "exp"))
-
-
-def log(x: Any) -> Any:
-    return Log.apply(_tensor(x, "log"))
-
-
-def tanh(x: Any) -> Any:
-    return Tanh.apply(_tensor(x, "tanh"))
-
-
-def sigmoid(x: Any) -> Any:
-    return Sigmoid.apply(_tensor(x, "sigmoid"))
-
-
-def relu(x: Any) -> Any:
-    return Relu.apply(_tensor(x, "relu"))
-
-
-def reshape(x: Any, shape: Sequence[int]) -> Any:
-    return Reshape.apply(_tensor(x, "reshape"), tuple(shape))
-
-
-def permute(x: Any, dims: Sequence[int]) -> Any:
-    return Permute.apply(_tensor(x, "permute"), tuple(dims))
-
-
-def transpose(x: Any, dim0: int, dim1: int) -> Any:
-    """Swap two dimensions."""
-    x = _tensor(x, "transpose")
-    n = builtins.max(x.ndim, 1)
-    for d in (dim0, dim1):
-        if not -n <= d < n:
-            raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})")
-    dims = list(range(x.ndim))
-    dims[dim0], dims[dim1] = dims[dim1], dims[dim0]
-    return Permute.apply(x, tuple(dims))
-
-
-def getitem(x: Any, index: Any) -> Any:
-    """Indexing and slicing, ``x[index]`` (basic slicing, integers, and integer arrays)."""
-    x, index = _tensor(x, "getitem"), _index(index)
-    if x.requires_grad and is_grad_enabled():
-        return GetItem.apply(x, index)
-    # Nothing to record: the result alone, without the backward node that would be most of the
-    # cost (a data loader indexes its samples this way, tens of thousands of times an epoch).
-    return Tensor(GetItem.select(x._data, index))
-
-
-def stack(tensors: Sequence[Any], dim: int = 0) -> Any:
-    """Join same-shaped tensors along a new dimension."""
-    if not tensors:
-        raise ValueError("stack expects a non-empty sequence of tensors")
-    return Stack.apply(dim, *(_tensor(t, "stack") for t in tensors))
-
-
-def cat(tensors: Sequence[Any], dim: int = 0) -> Any:
-    """Join tensors along an existing dimension."""
-    if not tensors:
-        raise ValueError("cat expects a non-empty sequence of tensors")
-    return Cat.apply(dim, *(_tensor(t, "cat") for t in tensors))
-
-
-def cast(x: Any, dtype: Any) -> Any:
-    return Cast.apply(_tensor(x, "cast"), np.dtype(dtype))
-
-
-def to_device(x: Any, device_type: str) -> Any:
-    """``x`` copied to ``device_type`` ("cpu" or "cuda"), differentiably."""
-    return ToDevice.apply(_tensor(x, "to"), device_type)
-
-
-def clone(x: Any) -> Any:
-    return Cast.apply(_tensor(x, "clone"), x.dtype)
-
-
-def softmax(x: Any, dim: int = -1) -> Any:
-    return Softmax.apply(_tensor(x, "softmax"), dim)
-
-
-def log_softmax(x: Any, dim: int = -1) -> Any:
-    return LogSoftmax.apply(_tensor(x, "log_softmax"), dim)
-
-
-def linear(x: Any, weight: Any, bias: Any = None) -> Any:
-    """x @ weight.T + bias."""
-    args = (_tensor(x, "linear"), _tensor(weight, "linear"))
-    return Linear.apply(*args) if bias is None else Linear.apply(*args, _tensor(bias, "linear"))

@@ -1,4 +1,6 @@
-"""The CUDA runtime of zgrad: the one place that imports numba.cuda (and cuda-python), device
+"""The CUDA runtime of zgrad: numba.cuda and cuda-python for the host code (besides it only the
+kernel modules of :mod:`zgrad.kernels.cuda.kernels`, which compile with numba.cuda, and
+``DeviceArray.arg``, which wraps device memory as Numba's device array, import numba.cuda), device
 discovery, launch configuration, a stream per thread, events for timing, a pinned host buffer pool.
 
 Imported only on the first CUDA use (by :mod:`zgrad.kernels.cuda.backend`). Two modes:
