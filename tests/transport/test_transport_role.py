@@ -181,3 +181,19 @@ def test_the_next_standby_watches_when_the_watcher_leaves():
         done = run_times(loop, [("C", 1.5), ("D", 0.0)])
         released.set()
         assert done["D"] < 0.8  # C was taken over
+
+
+def test_join_waits_for_the_thread_that_ended_the_loop_and_for_a_standby_not_yet_started():
+    # A mesh's close() returns after join: no thread of the role may outlive it. Under load the
+    # thread that ran the last turn is still leaving, and the first standby may not have reached
+    # its wait yet (here: slowed down at its start).
+    def on_thread_start():
+        if threading.current_thread().name.endswith("-2"):
+            time.sleep(0.3)
+
+    role = IoRole("test-join", lambda: True, BUDGET_S, 16, on_thread_start, lambda leader: None,
+                  logging.getLogger("test"))
+    first = role.start(lambda: True)  # the loop is over at once
+    assert role.join(5.0) == []
+    leftover = [t.name for t in threading.enumerate() if t.name.startswith("test-join")]
+    assert leftover == [] and not first.is_alive()

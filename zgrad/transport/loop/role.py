@@ -90,6 +90,9 @@ class IoRole:
         self._watch_asleep = False
         self._standby: list[int] = []  # idle threads, the watcher first
         self._threads: set[threading.Thread] = set()
+        self._fresh: set[threading.Thread] = set()  # started, not yet leading or waiting as a standby
+        self._spawned: list[threading.Thread] = []  # every thread of the role that may still run
+        self._ended_by: threading.Thread | None = None  # the thread that ran the loop's last turn
         self._serial = 0
         self._over = False
         self.handoffs = 0
@@ -110,6 +113,9 @@ class IoRole:
         self._serial += 1
         thread = threading.Thread(target=self._serve, args=(first,), name=f"{self._name}-{self._serial}", daemon=True)
         self._threads.add(thread)
+        self._fresh.add(thread)
+        self._spawned = [t for t in self._spawned if t.is_alive()]
+        self._spawned.append(thread)
         thread.start()
         return thread
 
@@ -120,6 +126,7 @@ class IoRole:
                 self._on_thread_start()
             if first is not None:
                 with self.lock:
+                    self._fresh.discard(me)
                     self._take(threading.get_ident())
                 if first():
                     self._finish()
@@ -143,6 +150,7 @@ class IoRole:
     def _finish(self) -> None:
         with self.lock:
             self._over = True
+            self._ended_by = threading.current_thread()
             self.leader = None
             self._on_leader(None)
             self._changed.notify_all()
@@ -153,6 +161,7 @@ class IoRole:
         seen = -1
         quiet_since_s = time.monotonic()
         with self.lock:
+            self._fresh.discard(threading.current_thread())
             self._standby.append(me)
             try:
                 while True:
@@ -262,13 +271,21 @@ class IoRole:
                 self._spawn(None)
 
     def join(self, timeout_s: float) -> list[threading.Thread]:
-        """Once the loop is over: wait for the standby threads (not the calling one) to end, and
-        return those still alive. Threads still running a handler end when it returns."""
+        """Once the loop is over: wait for the threads that are not running a handler (not the
+        calling one) to end — the one that ran the loop's last turn, the standbys and those that
+        were just started — and return those still alive. Threads still running a handler end
+        when it returns."""
         deadline_s = time.monotonic() + timeout_s
         with self.lock:
+            # The loop's last turn is over before its thread leaves the role: wait for that.
+            while not self._over and (remaining_s := deadline_s - time.monotonic()) > 0:
+                self._changed.wait(remaining_s)
             self._changed.notify_all()
             idle = set(self._standby)
-            threads = [t for t in self._threads if t.ident in idle and t is not threading.current_thread()]
+            in_handlers = {t for t in self._threads
+                           if t.ident not in idle and t not in self._fresh and t is not self._ended_by}
+            me = threading.current_thread()
+            threads = [t for t in self._spawned if t not in in_handlers and t is not me]
         for thread in threads:
             thread.join(max(0.0, deadline_s - time.monotonic()))
         return [t for t in threads if t.is_alive()]
