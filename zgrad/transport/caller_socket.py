@@ -4,7 +4,7 @@ connected to the peer's inbound ROUTER, or a plain stream connected to the peer'
 Both kinds offer the same four operations to the waits of :class:`CallerSockets`: send a message
 (:meth:`try_send`), wait until one can be sent (:meth:`wait_writable`), receive what arrived
 (:meth:`receive`, whole messages as lists of frames), and close. A stream's failures come out as
-:class:`StreamStalled` (a send that could not finish) or :class:`ConnectionEnded`; a DEALER's
+``streams.StreamStalled`` (a send that could not finish) or :class:`ConnectionEnded`; a DEALER's
 peer loss is found by the mesh, not by its socket. Each socket is used under its own ``lock``.
 """
 
@@ -18,9 +18,9 @@ import zmq
 
 from zgrad.transport import frames as fr
 from zgrad.transport.sockets import send_frames
-from zgrad.transport.streams import MAX_FRAMES, StreamReader, StreamStalled, send_message, set_timeouts
+from zgrad.transport.streams import MAX_FRAMES, StreamReader, send_message, set_timeouts
 
-__all__ = ["CallerSocket", "ConnectionEnded", "DealerSocket", "StreamSocket", "StreamStalled"]
+__all__ = ["CallerSocket", "ConnectionEnded", "DealerSocket", "StreamSocket"]
 
 _NOBLOCK = int(zmq.NOBLOCK)
 _POLLIN = int(zmq.POLLIN)
@@ -137,7 +137,7 @@ class StreamSocket(CallerSocket):
         """Write the whole message, waiting up to ``deadline_s`` (a stream has no queue to refuse).
 
         Raises:
-            StreamStalled: not all of it went in time (the stream is out of step: close it).
+            streams.StreamStalled: not all of it went in time (the stream is out of step: close it).
             OSError: the connection failed.
         """
         send_message(self.stream, frames, deadline_s)

@@ -40,11 +40,11 @@ import zmq
 
 from zgrad.errors import TransportError, WorkerUnavailableError, ZgradTimeoutError
 from zgrad.transport import frames as fr
-from zgrad.transport.caller_socket import CallerSocket, ConnectionEnded, DealerSocket, StreamSocket, StreamStalled
+from zgrad.transport.caller_socket import CallerSocket, ConnectionEnded, DealerSocket, StreamSocket
 from zgrad.transport.envelope import Envelope
 from zgrad.transport.security import CurveKeys
 from zgrad.transport.sockets import open_dealer
-from zgrad.transport.streams import connect, send_message, set_timeouts
+from zgrad.transport.streams import StreamStalled, connect, send_message, set_timeouts
 
 __all__ = ["CallerSockets", "DIRECT_ID", "DIRECT_MAGIC", "WAIT_SLICE_S"]
 

@@ -96,7 +96,7 @@ class RpcMessenger:
 
     def post(self, dst: int, kind: str, body: dict[str, Any], arrays: Sequence[Any] = ()) -> int:
         """Send one engine message to ``dst`` whose answer comes back to the calling thread, for
-        :meth:`collect` (``Mesh.post``, which picks the route). Returns the request id to wait for."""
+        :meth:`collect` (``Caller.post``; the mesh picks the route). Returns the request id to wait for."""
         meta, buffers = _encode(body, arrays)
         return self.agent.caller.post(dst, ENGINE_KINDS[kind], meta, buffers)
 
