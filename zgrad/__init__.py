@@ -20,6 +20,7 @@ from zgrad.creation import (
 )
 from zgrad.device import Device as device
 from zgrad.engine.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from zgrad.kernels.promotion import can_cast, get_default_dtype, promote_types, result_type, set_default_dtype
 from zgrad.errors import ZgradError
 from zgrad.ops import (
     add, cat, div, exp, log, log_softmax, matmul, mean, mul, neg, permute, pow, relu, reshape, sigmoid, softmax,
@@ -39,6 +40,8 @@ float32 = _np.dtype(_np.float32)
 float64 = _np.dtype(_np.float64)
 int64 = _np.dtype(_np.int64)
 int32 = _np.dtype(_np.int32)
+int16 = _np.dtype(_np.int16)
+int8 = _np.dtype(_np.int8)
 bool_ = _np.dtype(_np.bool_)
 uint8 = _np.dtype(_np.uint8)
 # PyTorch's dtype aliases (zgrad.float shadows the builtin only as an attribute of this module)
@@ -46,13 +49,16 @@ float = float32  # noqa: A001
 double = float64
 long = int64
 int = int32  # noqa: A001
+short = int16
+half = float16
 bool = bool_  # noqa: A001
 
 __version__ = "0.1.0"
 
 __all__ = [
     "abs", "accelerator", "add", "arange", "argmax", "argmin", "autograd", "bool", "cuda", "bool_", "BoolTensor",
-    "cat", "chunk", "clamp", "clip", "cumsum", "device", "distributions", "div", "double", "DoubleTensor", "empty",
+    "can_cast", "get_default_dtype", "half", "int8", "int16", "promote_types", "result_type", "set_default_dtype",
+    "short", "cat", "chunk", "clamp", "clip", "cumsum", "device", "distributions", "div", "double", "DoubleTensor", "empty",
     "empty_like", "enable_grad", "eq", "exp", "flatten", "float", "float16", "float32", "float64", "FloatTensor",
     "from_dlpack", "from_numpy", "full", "full_like", "futures", "gather", "ge", "get_default_device", "gt", "index_select", "int",
     "int32", "int64", "IntTensor", "is_grad_enabled", "le", "log", "log_softmax", "logical_and", "logical_not",

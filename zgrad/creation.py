@@ -11,15 +11,13 @@ import numpy as np
 
 from zgrad.device import CPU, Device, check_supported
 from zgrad.kernels import dispatch
+from zgrad.kernels.promotion import get_default_dtype
 from zgrad.random import default_generator
 from zgrad.tensor import Tensor
 
 __all__ = ["tensor", "zeros", "ones", "full", "empty", "rand", "randn", "zeros_like", "ones_like", "full_like",
            "empty_like", "rand_like", "randn_like", "from_numpy", "from_dlpack", "set_default_device", "get_default_device", "arange", "FloatTensor",
            "DoubleTensor", "LongTensor", "IntTensor", "BoolTensor"]
-
-DEFAULT_DTYPE = np.dtype(np.float32)
-
 
 def _shape(size: tuple[Any, ...]) -> tuple[int, ...]:
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
@@ -76,12 +74,12 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False, device: An
     else:
         array = np.array(data)
         if array.dtype == np.float64:
-            array = array.astype(DEFAULT_DTYPE)
+            array = array.astype(get_default_dtype())
     return _finish(array, requires_grad, device)
 
 
 def empty(*size: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
-    return _finish(np.empty(_shape(size), dtype=dtype or DEFAULT_DTYPE), requires_grad, device)
+    return _finish(np.empty(_shape(size), dtype=dtype or get_default_dtype()), requires_grad, device)
 
 
 def _scalar_dtype(value: Any) -> np.dtype:
@@ -90,7 +88,7 @@ def _scalar_dtype(value: Any) -> np.dtype:
         return np.dtype(np.bool_)
     if isinstance(value, (int, np.integer)):
         return np.dtype(np.int64)
-    return DEFAULT_DTYPE
+    return get_default_dtype()
 
 
 def full(size: Any, fill_value: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
@@ -102,12 +100,12 @@ def full(size: Any, fill_value: Any, dtype: Any = None, requires_grad: bool = Fa
 
 def zeros(*size: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """A tensor of zeros; ``size`` as ints or one tuple."""
-    return _finish(np.zeros(_shape(size), dtype=dtype or DEFAULT_DTYPE), requires_grad, device)
+    return _finish(np.zeros(_shape(size), dtype=dtype or get_default_dtype()), requires_grad, device)
 
 
 def ones(*size: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """A tensor of ones; ``size`` as ints or one tuple."""
-    return _finish(np.ones(_shape(size), dtype=dtype or DEFAULT_DTYPE), requires_grad, device)
+    return _finish(np.ones(_shape(size), dtype=dtype or get_default_dtype()), requires_grad, device)
 
 
 def _like(make: Any, input: Tensor, dtype: Any, requires_grad: bool, device: Any, *args: Any) -> Tensor:  # noqa: A002
@@ -149,13 +147,13 @@ def randn_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, de
 
 def rand(*size: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """Uniform samples in [0, 1) from the default generator (see ``manual_seed``)."""
-    dtype = np.dtype(dtype or DEFAULT_DTYPE)
+    dtype = np.dtype(dtype or get_default_dtype())
     return _finish(default_generator().random(_shape(size), dtype=dtype), requires_grad, device)
 
 
 def randn(*size: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """Standard normal samples from the default generator (see ``manual_seed``)."""
-    dtype = np.dtype(dtype or DEFAULT_DTYPE)
+    dtype = np.dtype(dtype or get_default_dtype())
     return _finish(default_generator().standard_normal(_shape(size), dtype=dtype), requires_grad, device)
 
 
@@ -173,7 +171,7 @@ def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None, requir
         raise ValueError("arange: step must be nonzero")
     if dtype is None:
         integral = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (start, end, step))
-        dtype = np.int64 if integral else DEFAULT_DTYPE
+        dtype = np.int64 if integral else get_default_dtype()
     # Floating ranges are computed in float64 and then rounded, as PyTorch does.
     array = np.arange(start, end, step, dtype=np.float64 if np.dtype(dtype).kind == "f" else None)
     return _finish(array.astype(dtype, copy=False), requires_grad, device)

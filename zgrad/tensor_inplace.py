@@ -27,6 +27,7 @@ from zgrad.engine.grad_mode import is_grad_enabled
 from zgrad.engine.versions import bump, leaf_owning
 from zgrad.errors import AutogradError, ZgradError
 from zgrad.kernels import dispatch, dispatch_index, dispatch_pointwise
+from zgrad.kernels.promotion import can_cast, result_type
 from zgrad.ops import _args, elementwise, indexing
 from zgrad.random import default_generator
 from zgrad.tensor import Tensor, tensor_methods
@@ -96,11 +97,12 @@ class TensorInplace:
         self._check_shapes(arrays)
         if self.dtype.kind == "f" and not any(getattr(a, "dtype", None) is not None and a.dtype.kind == "c" for a in arrays):
             return  # every real operand casts to a floating tensor (the check costs more than the op on small tensors)
-        result = np.result_type(self._data, *arrays)
+        result = result_type(self._data, *arrays)
         if true_division:
             result = dispatch.float_dtype(result)
-        if not np.can_cast(result, self.dtype, casting="same_kind"):
-            raise ZgradError(f"result type {result} can't be cast to the desired output type {self.dtype}")
+        if not can_cast(result, self.dtype):
+            raise ZgradError(f"result type {dispatch.scalar_type_name(result)} can't be cast to the desired output "
+                             f"type {dispatch.scalar_type_name(self.dtype)}")
 
     def _inplace(self, write: Callable[[], Any], record: Callable[[Any], Any], *others: Any) -> Any:
         """Run ``write()`` on self's memory, or, when the op must be recorded, adopt ``record(old)``:

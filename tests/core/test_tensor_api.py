@@ -434,15 +434,21 @@ def test_inplace_result_is_the_same_tensor_and_keeps_dtype():
 def test_inplace_shape_and_dtype_errors_match_torch():
     with pytest.raises(ZgradError, match=r"output with shape \[3\] doesn't match the broadcast shape \[2, 3\]"):
         zgrad.zeros(3).add_(zgrad.zeros(2, 3))
-    with pytest.raises(ZgradError, match="result type float64 can't be cast to the desired output type int64"):
+    with pytest.raises(ZgradError, match="^result type Float can't be cast to the desired output type Long$"):
         zgrad.zeros(3, dtype=zgrad.int64).add_(1.5)
-    with pytest.raises(ZgradError, match="result type float32 can't be cast to the desired output type int64"):
+    with pytest.raises(ZgradError, match="^result type Float can't be cast to the desired output type Long$"):
         zgrad.zeros(3, dtype=zgrad.int64).div_(2)
+    with pytest.raises(ZgradError, match="^result type Double can't be cast to the desired output type Int$"):
+        zgrad.zeros(3, dtype=zgrad.int32).add_(zgrad.zeros((), dtype=zgrad.float64))
     if torch is not None:
         with pytest.raises(RuntimeError, match=r"output with shape \[3\] doesn't match the broadcast shape \[2, 3\]"):
             torch.zeros(3).add_(torch.zeros(2, 3))
-        with pytest.raises(RuntimeError, match="can't be cast to the desired output type Long"):
+        with pytest.raises(RuntimeError, match="^result type Float can't be cast to the desired output type Long$"):
             torch.zeros(3, dtype=torch.long).add_(1.5)
+        with pytest.raises(RuntimeError, match="^result type Float can't be cast to the desired output type Long$"):
+            torch.zeros(3, dtype=torch.long).div_(2)
+        with pytest.raises(RuntimeError, match="^result type Double can't be cast to the desired output type Int$"):
+            torch.zeros(3, dtype=torch.int32).add_(torch.zeros((), dtype=torch.float64))
 
 
 def test_inplace_on_graph_tensor_rebases_its_history():

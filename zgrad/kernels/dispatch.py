@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from zgrad.errors import ZgradError
+from zgrad.kernels.promotion import get_default_dtype, result_type
 from zgrad.kernels.vocabulary import OPS
 
 __all__ = [
@@ -190,8 +191,9 @@ def asarray(data: Any, dtype: Any = None, device_type: str = "cpu"):
 
 
 def float_dtype(dtype: np.dtype) -> np.dtype:
-    """The floating dtype an op on ``dtype`` computes in: itself if floating, else float32."""
-    return dtype if dtype.kind == "f" else DEFAULT_FLOAT
+    """The floating dtype an op on ``dtype`` computes in: itself if floating, else the default
+    dtype (float32 unless ``zgrad.set_default_dtype`` changed it)."""
+    return dtype if dtype.kind == "f" else get_default_dtype()
 
 
 _SCALAR_TYPE_NAMES = {
@@ -234,7 +236,7 @@ def mean_dtype(dtype: np.dtype, requested: Any = None) -> np.dtype:
 
 
 def _result_dtype(a: Any, b: Any) -> np.dtype:
-    return np.result_type(a, b)
+    return result_type(a, b)
 
 
 def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -482,7 +484,7 @@ def stack(arrays: Sequence[Any], axis: int, empty: Callable[[tuple[int, ...], np
     if not -ndim <= axis < ndim:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got {axis})")
     axis %= ndim
-    dtype = np.result_type(*arrays)
+    dtype = result_type(*arrays)
     shape = first.shape[:axis] + (len(arrays),) + first.shape[axis:]
     return be.stack(arrays, axis, (be.empty if empty is None else empty)(shape, dtype))
 
@@ -501,7 +503,7 @@ def concatenate(arrays: Sequence[Any], axis: int):
                 f"Sizes of tensors must match except in dimension {axis}: got {list(first.shape)} at entry 0 and {list(a.shape)} at entry {i}"
             )
     shape = first.shape[:axis] + (sum(a.shape[axis] for a in arrays),) + first.shape[axis + 1:]
-    return be.concatenate(arrays, axis, be.empty(shape, np.result_type(*arrays)))
+    return be.concatenate(arrays, axis, be.empty(shape, result_type(*arrays)))
 
 
 def slice_backward(grad: Any, index: Any, shape: tuple[int, ...], dtype: Any):

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from zgrad.kernels.dispatch import as_int64, backend_of, broadcast_shape, cast, contiguous
+from zgrad.kernels.promotion import result_type
 
 __all__ = [
     "normalize_dim", "check_index_range", "gather", "scatter", "scatter_add", "index_select",
@@ -166,10 +167,10 @@ def index_select_backward(grad: Any, shape: tuple[int, ...], dim: int, index: An
 
 
 def where(cond: Any, a: Any, b: Any):
-    """a where ``cond`` else b, all broadcast together; dtype as numpy promotes a and b."""
+    """a where ``cond`` else b, all broadcast together; dtype as PyTorch promotes a and b."""
     be = backend_of(cond, a, b)
     shape = broadcast_shape(broadcast_shape(getattr(cond, "shape", ()), getattr(a, "shape", ())), getattr(b, "shape", ()))
-    return be.where(cond, a, b, be.empty(shape, np.result_type(a, b)))
+    return be.where(cond, a, b, be.empty(shape, result_type(a, b)))
 
 
 def masked_fill_(out: Any, mask: Any, value: Any):

@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.kernels.dispatch import (
-    DEFAULT_FLOAT, INT64, as_dtype, backend_of, broadcast_shape, broadcast_to, cast, scalar_type_name,
-)
+from zgrad.kernels.dispatch import as_dtype, backend_of, broadcast_shape, broadcast_to, cast, scalar_type_name
+from zgrad.kernels.promotion import result_type
 
 __all__ = [
     "clamp", "clamp_dtype", "clamp_backward", "extremum_backward", "compare", "logical_not", "write", "inplace_binary",
@@ -40,18 +39,11 @@ _CPP_TYPE_NAMES = {
 }
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def clamp_dtype(dtype: np.dtype, low: float | None, high: float | None) -> np.dtype:
-    """The dtype of a clamp of a ``dtype`` tensor by Python-number bounds, by PyTorch's promotion:
-    an integer or bool tensor with a float bound gives float32, a bool one with an int bound int64."""
-    if dtype.kind in "biu" and (isinstance(low, float) or isinstance(high, float)):
-        return DEFAULT_FLOAT
-    if dtype.kind == "b" and (_is_int(low) or _is_int(high)):
-        return INT64
-    return dtype
+def clamp_dtype(x: Any, low: float | None, high: float | None) -> np.dtype:
+    """The dtype of a clamp of array ``x`` by Python-number bounds, by PyTorch's promotion: an
+    integer or bool array with a float bound gives the default dtype, a bool one with an int bound
+    int64, any other the array's own."""
+    return result_type(x, *(bound for bound in (low, high) if bound is not None))
 
 
 def clamp(x: Any, low: float | None, high: float | None, out: Any = None):
@@ -63,7 +55,7 @@ def clamp(x: Any, low: float | None, high: float | None, out: Any = None):
             can't be cast to the desired output type long int").
     """
     be = backend_of(x)
-    dtype = clamp_dtype(x.dtype, low, high)
+    dtype = clamp_dtype(x, low, high)
     if out is None:
         x = as_dtype(x, dtype)
         out = be.empty(x.shape, dtype)

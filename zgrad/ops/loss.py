@@ -8,6 +8,7 @@ import numpy as np
 from zgrad.autograd.function import Op
 from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_loss as DL
+from zgrad.kernels.promotion import result_type
 
 
 def _to_last(x, dim):
@@ -59,7 +60,7 @@ class LogSoftmax(_RowwiseOp):
 
 
 def _common_float(a, b):
-    dtype = dispatch.float_dtype(np.result_type(a, b))
+    dtype = dispatch.float_dtype(result_type(a, b))
     return dispatch.as_dtype(a, dtype), dispatch.as_dtype(b, dtype)
 
 

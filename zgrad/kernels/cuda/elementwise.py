@@ -16,6 +16,7 @@ import numpy as np
 from zgrad.kernels.cuda import kernels
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda.array import DeviceArray
+from zgrad.kernels.promotion import result_type
 
 __all__ = ["device_operand", "unary_op", "binary_op", "ternary_op", "upload"]
 
@@ -33,15 +34,16 @@ def _scalar(value: Any, dtype: np.dtype) -> DeviceArray:
 
 
 def device_operand(x: Any, like: Sequence[Any]) -> DeviceArray:
-    """``x`` as a DeviceArray: itself, or a Python/numpy scalar in the dtype numpy gives it
-    next to the array operands ``like`` (a 0-d device array, cached), or a host array uploaded."""
+    """``x`` as a DeviceArray: itself, or a Python/numpy scalar in the dtype PyTorch's promotion
+    gives it next to the array operands ``like`` (a 0-d device array, cached), or a host array
+    uploaded."""
     if isinstance(x, DeviceArray):
         return x
     if isinstance(x, np.ndarray) and x.ndim:
         return upload(x)
     value = x.item() if isinstance(x, (np.ndarray, np.generic)) else x
-    arrays = [a.dtype for a in like if isinstance(a, DeviceArray)]
-    dtype = np.result_type(*arrays, value) if arrays else np.asarray(value).dtype
+    arrays = [a for a in like if isinstance(a, DeviceArray)]
+    dtype = result_type(*arrays, value) if arrays else np.asarray(value).dtype
     return _scalar(value, np.dtype(dtype))
 
 

@@ -1,0 +1,124 @@
+"""PyTorch's type promotion on arrays and Python numbers (``torch.result_type``,
+``promote_types``, ``can_cast``), and the default floating dtype.
+
+Dtypes fall in three categories, bool < integer < floating. Two dtypes promote
+(:func:`promote_types`) to the wider of their category when they share one (int8 and uint8 to
+int16; float16 and bfloat16 to float32), else to the one of the higher category: an integer with
+float16 is float16, not numpy's float64.
+
+An op's operands weigh in three kinds, strongest first: arrays with dimensions, 0-dim arrays
+(a tensor's ``item``-sized value), and Python numbers (a Python float counts as the default
+dtype, an int as int64). Each kind's dtypes promote among themselves; a weaker kind changes the
+result only when its category is higher than the stronger kinds' (:func:`_combine`). So a
+float32 array plus a float64 0-dim array stays float32, an int64 array plus 2.5 is float32 (the
+default dtype), a uint8 array plus 1000 stays uint8, and a bool array plus 1 is int64.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["can_cast", "get_default_dtype", "promote_types", "result_type", "set_default_dtype"]
+
+_BOOL = np.dtype(np.bool_)
+_INT64 = np.dtype(np.int64)
+_FLOAT32 = np.dtype(np.float32)
+_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "V": 2}  # "V": bfloat16 (ml_dtypes) is a floating dtype
+_default_dtype = [_FLOAT32]
+
+
+def get_default_dtype() -> np.dtype:
+    """The dtype of floating tensors made without one (``zgrad.tensor([1.0])``) and of Python
+    floats in promotion; float32 unless :func:`set_default_dtype` changed it."""
+    return _default_dtype[0]
+
+
+def set_default_dtype(dtype: Any) -> None:
+    """Make ``dtype`` (a floating dtype) the default, process-wide.
+
+    Raises:
+        TypeError: ``dtype`` is not floating (PyTorch's message).
+    """
+    dtype = np.dtype(dtype)
+    if _category(dtype) != 2:
+        raise TypeError("only floating-point types are supported as the default type")
+    _default_dtype[0] = dtype
+
+
+def _category(dtype: np.dtype) -> int:
+    try:
+        return _CATEGORY[dtype.kind]
+    except KeyError:
+        raise TypeError(f"zgrad has no type promotion for dtype {dtype}") from None
+
+
+def promote_types(a: Any, b: Any) -> np.dtype:
+    """The smallest dtype both ``a`` and ``b`` convert to without leaving their category (PyTorch's
+    table: an integer with a floating dtype gives that floating dtype)."""
+    a, b = np.dtype(a), np.dtype(b)
+    if a == b:
+        return a
+    ca, cb = _category(a), _category(b)
+    if ca != cb:
+        return a if ca > cb else b
+    if ca == 2 and (a.kind == "V" or b.kind == "V" or a.itemsize == b.itemsize):
+        return _FLOAT32 if max(a.itemsize, b.itemsize) <= 4 else np.dtype(np.float64)  # float16 with bfloat16
+    return np.promote_types(a, b)
+
+
+def can_cast(from_: Any, to: Any) -> bool:
+    """Whether an op may write a ``from_`` result into a ``to`` tensor (PyTorch's ``can_cast``:
+    never to a lower category; any width within one)."""
+    return _category(np.dtype(from_)) <= _category(np.dtype(to))
+
+
+def _scalar_dtype(value: Any) -> np.dtype:
+    if isinstance(value, (bool, np.bool_)):
+        return _BOOL
+    if isinstance(value, (int, np.integer)):
+        return _INT64
+    if isinstance(value, (float, np.floating)):
+        return get_default_dtype()
+    raise TypeError(f"type promotion: unsupported operand of type {type(value).__name__}")
+
+
+def _promote_all(dtypes: Iterable[np.dtype]) -> np.dtype | None:
+    result = None
+    for dtype in dtypes:
+        result = dtype if result is None else promote_types(result, dtype)
+    return result
+
+
+def _combine(higher: np.dtype | None, lower: np.dtype | None) -> np.dtype | None:
+    """A stronger kind's dtype ``higher`` with a weaker kind's ``lower``: ``lower`` counts only if
+    it is of a higher category."""
+    if higher is None:
+        return lower
+    if lower is None or _category(higher) >= _category(lower):
+        return higher
+    return promote_types(higher, lower)
+
+
+def result_type(*operands: Any) -> np.dtype:
+    """The dtype of an op on ``operands`` (arrays — anything with ``dtype`` and ``ndim`` —,
+    Python numbers and numpy scalars), as PyTorch's ``result_type``.
+
+    Raises:
+        TypeError: no operand, or one that is neither an array nor a number.
+    """
+    dimensioned, zero_dim, numbers = [], [], []
+    for operand in operands:
+        ndim = getattr(operand, "ndim", None)
+        if ndim is None or isinstance(operand, np.generic):
+            numbers.append(_scalar_dtype(operand))
+        elif ndim:
+            dimensioned.append(operand.dtype)
+        else:
+            zero_dim.append(operand.dtype)
+    result = _combine(_promote_all(dimensioned), _combine(_promote_all(zero_dim), _promote_all(numbers)))
+    if result is None:
+        raise TypeError("result_type() needs at least one operand")
+    return result
