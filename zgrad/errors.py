@@ -20,6 +20,8 @@ __all__ = [
     "AutogradError",
     "CollectiveError",
     "CheckpointError",
+    "ShapeError",
+    "DTypeError",
 ]
 
 
@@ -29,6 +31,16 @@ class ZgradError(RuntimeError):
 
 class ConfigError(ZgradError, ValueError):
     """A configuration key, type or value is wrong; the message names the key and what is allowed."""
+
+
+class ShapeError(ZgradError, ValueError):
+    """Tensor shapes do not fit an op (a broadcast, a matmul, a dim or size argument); raised where
+    PyTorch raises ``RuntimeError`` for the same input, with its wording where practical."""
+
+
+class DTypeError(ZgradError, TypeError):
+    """A tensor's dtype does not fit an op (an integer tensor where a floating one is needed, a
+    result type an in-place op cannot hold); raised where PyTorch raises ``RuntimeError``."""
 
 
 class ProtocolError(ZgradError):
