@@ -31,6 +31,7 @@ from zgrad.ops import (
     logical_not, logical_or, logical_xor, logsumexp, lt, masked_fill, max, maximum, min, minimum, nansum, ne, prod,
     remainder, scatter, split, sqrt, squeeze, std, t, unsqueeze, var, where,
 )
+from zgrad.ops import floor_divide
 from zgrad.random import manual_seed
 from zgrad.serialization import load, save
 from zgrad.tensor import Tensor
@@ -59,7 +60,7 @@ __all__ = [
     "abs", "accelerator", "add", "arange", "argmax", "argmin", "autograd", "bool", "cuda", "bool_", "BoolTensor",
     "can_cast", "get_default_dtype", "half", "int8", "int16", "promote_types", "result_type", "set_default_dtype",
     "short", "cat", "chunk", "clamp", "clip", "cumsum", "device", "distributions", "div", "double", "DoubleTensor", "empty",
-    "empty_like", "enable_grad", "eq", "exp", "flatten", "float", "float16", "float32", "float64", "FloatTensor",
+    "empty_like", "enable_grad", "eq", "exp", "flatten", "float", "float16", "float32", "float64", "floor_divide", "FloatTensor",
     "from_dlpack", "from_numpy", "full", "full_like", "futures", "gather", "ge", "get_default_device", "gt", "index_select", "int",
     "int32", "int64", "IntTensor", "is_grad_enabled", "le", "log", "log_softmax", "logical_and", "logical_not",
     "logical_or", "logical_xor", "logsumexp", "long", "LongTensor", "load", "lt", "manual_seed", "masked_fill",

@@ -25,7 +25,7 @@ import numpy as np
 from zgrad import ops
 from zgrad.engine.grad_mode import is_grad_enabled
 from zgrad.engine.versions import bump, leaf_owning
-from zgrad.errors import AutogradError, ZgradError
+from zgrad.errors import AutogradError, DTypeError, ShapeError
 from zgrad.kernels import dispatch, dispatch_index, dispatch_pointwise
 from zgrad.kernels.promotion import can_cast, result_type
 from zgrad.ops import _args, elementwise, indexing
@@ -77,13 +77,13 @@ class TensorInplace:
         """PyTorch's check that the operands broadcast to self's shape.
 
         Raises:
-            ZgradError: a broadcast that would change self's shape.
+            ShapeError: a broadcast that would change self's shape.
         """
         shape = self.shape
         for a in arrays:
             other_shape = getattr(a, "shape", ())
             if other_shape != shape and dispatch.broadcast_shape(shape, other_shape) != shape:
-                raise ZgradError(f"output with shape {list(shape)} doesn't match the broadcast shape "
+                raise ShapeError(f"output with shape {list(shape)} doesn't match the broadcast shape "
                                  f"{list(dispatch.broadcast_shape(shape, other_shape))}")
 
     def _check_operands(self, *others: Any, true_division: bool = False) -> None:
@@ -91,7 +91,8 @@ class TensorInplace:
         and the result type casts to self's dtype.
 
         Raises:
-            ZgradError: a broadcast that would change self's shape, or a result type self cannot hold.
+            ShapeError: a broadcast that would change self's shape. DTypeError: a result type self
+                cannot hold.
         """
         arrays = [_array(o) for o in others]
         self._check_shapes(arrays)
@@ -101,7 +102,7 @@ class TensorInplace:
         if true_division:
             result = dispatch.float_dtype(result)
         if not can_cast(result, self.dtype):
-            raise ZgradError(f"result type {dispatch.scalar_type_name(result)} can't be cast to the desired output "
+            raise DTypeError(f"result type {dispatch.scalar_type_name(result)} can't be cast to the desired output "
                              f"type {dispatch.scalar_type_name(self.dtype)}")
 
     def _inplace(self, write: Callable[[], Any], record: Callable[[Any], Any], *others: Any) -> Any:
@@ -115,7 +116,7 @@ class TensorInplace:
                      _output_nr=self._output_nr)
         result = record(old)
         if result.shape != self.shape:
-            raise ZgradError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(result.shape)}")
+            raise ShapeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(result.shape)}")
         dispatch_pointwise.write(self._data, result._data)
         bump(self._data)
         self.grad_fn, self._output_nr, self._requires_grad = result.grad_fn, result._output_nr, result._requires_grad
@@ -226,8 +227,18 @@ class TensorInplace:
     def mul_(self, other: Any) -> Any:
         return self._binary_("mul", other)
 
-    def div_(self, other: Any) -> Any:
-        return self._binary_("div", other)
+    def div_(self, other: Any, *, rounding_mode: str | None = None) -> Any:
+        """self /= other, or self = div(self, other, rounding_mode=...) (see :func:`zgrad.div`)."""
+        if rounding_mode is None:
+            return self._binary_("div", other)
+        self._check_operands(other)
+        return self._inplace(
+            lambda: dispatch_pointwise.write(self._data, ops.div(Tensor(self._data), other, rounding_mode=rounding_mode)._data),
+            lambda old: ops.div(old, other, rounding_mode=rounding_mode), other)
+
+    def floor_divide_(self, other: Any) -> Any:
+        """self //= other (see :func:`zgrad.floor_divide`)."""
+        return self.div_(other, rounding_mode="floor")
 
     def addcmul_(self, tensor1: Any, tensor2: Any, *, value: float = 1) -> Any:
         """self += value * tensor1 * tensor2."""
@@ -267,6 +278,9 @@ class TensorInplace:
 
     def __itruediv__(self, other: Any) -> Any:
         return self.div_(other)
+
+    def __ifloordiv__(self, other: Any) -> Any:
+        return self.floor_divide_(other)
 
     # --- history --------------------------------------------------------------------------------
 

@@ -69,6 +69,12 @@ class TensorMath:
     def __rtruediv__(self, other: Any) -> Any:
         return ops.div(other, self)
 
+    def __floordiv__(self, other: Any) -> Any:
+        return ops.floor_divide(self, other)
+
+    def __rfloordiv__(self, other: Any) -> Any:
+        return ops.floor_divide(other, self)
+
     def __mod__(self, other: Any) -> Any:
         return ops.remainder(self, other)
 
@@ -153,17 +159,20 @@ class TensorMath:
 
     # --- element-wise math ----------------------------------------------------------------------
 
-    def add(self, other: Any, alpha: float = 1) -> Any:
-        return ops.add(self, other if alpha == 1 else ops.mul(other, alpha))
+    def add(self, other: Any, *, alpha: Any = 1) -> Any:
+        return ops.add(self, other, alpha=alpha)
 
-    def sub(self, other: Any, alpha: float = 1) -> Any:
-        return ops.sub(self, other if alpha == 1 else ops.mul(other, alpha))
+    def sub(self, other: Any, *, alpha: Any = 1) -> Any:
+        return ops.sub(self, other, alpha=alpha)
 
     def mul(self, other: Any) -> Any:
         return ops.mul(self, other)
 
-    def div(self, other: Any) -> Any:
-        return ops.div(self, other)
+    def div(self, other: Any, *, rounding_mode: str | None = None) -> Any:
+        return ops.div(self, other, rounding_mode=rounding_mode)
+
+    def floor_divide(self, other: Any) -> Any:
+        return ops.floor_divide(self, other)
 
     def pow(self, exponent: Any) -> Any:
         return ops.pow(self, exponent)
@@ -218,11 +227,11 @@ class TensorMath:
     def masked_fill(self, mask: Any, value: Any) -> Any:
         return ops.masked_fill(self, mask, value)
 
-    def softmax(self, dim: int = -1) -> Any:
-        return ops.softmax(self, dim)
+    def softmax(self, dim: int, dtype: Any = None) -> Any:
+        return ops.softmax(self, dim, dtype)
 
-    def log_softmax(self, dim: int = -1) -> Any:
-        return ops.log_softmax(self, dim)
+    def log_softmax(self, dim: int, dtype: Any = None) -> Any:
+        return ops.log_softmax(self, dim, dtype)
 
     # --- reductions -----------------------------------------------------------------------------
 

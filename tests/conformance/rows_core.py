@@ -32,7 +32,6 @@ def _binary(op: str, domain: str = "real", second_domain: str | None = None, gra
 ROWS = [
     *_binary("add"), *_binary("sub"), *_binary("mul"),
     *_binary("div", second_domain="nonzero"),
-    *_binary("floor_divide", second_domain="nonzero", grad=False),
     *_binary("remainder", second_domain="nonzero", grad=False),
     *_binary("pow", domain="positive", second_domain="positive"),
     *_binary("maximum"), *_binary("minimum"),
@@ -73,4 +72,11 @@ ROWS = [
     Row("logsumexp", (T(), Lit(1))),
     Row("max", domain="distinct"), Row("min", domain="distinct"),
     Row("argmax", domain="distinct"), Row("argmin", (T(), Lit(1)), domain="distinct"),
+]
+ROWS += [
+    *_binary("floor_divide", second_domain="nonzero"),
+    Row("Tensor.__rfloordiv__", (T(domain="nonzero"), Lit(7))),
+    Row("Tensor.div_", (T(), T(domain="nonzero")), {"rounding_mode": Lit("trunc")}, name="trunc"),
+    Row("Tensor.floor_divide_", (T(), Lit(2))),
+    Row("Tensor.__floordiv__", (T(), T(shape=(4,), domain="nonzero")), name="tensor"),
 ]

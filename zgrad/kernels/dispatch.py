@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from zgrad.errors import ZgradError
+from zgrad.errors import DTypeError, ZgradError
 from zgrad.kernels.promotion import get_default_dtype, result_type
 from zgrad.kernels.vocabulary import OPS
 
@@ -281,17 +281,23 @@ def _shape_of(a: Any) -> tuple[int, ...]:
     return getattr(a, "shape", ())
 
 
+# Binary ops PyTorch does not define on bool operands (its "not implemented for 'Bool'").
+_NOT_FOR_BOOL = frozenset({"floor_divide", "remainder", "pow"})
+
+
 def binary(op: str, a: Any, b: Any, dtype: Any = None):
     """``op`` ("add", "sub", "mul", "div", "pow") of two arrays or an array and a scalar, broadcast."""
     be = backend_of(a, b)
     if dtype is None and type(a) is np.ndarray and type(b) is np.ndarray and a.shape == b.shape \
-            and a.dtype == b.dtype and (op != "div" or a.dtype.kind == "f"):
+            and a.dtype == b.dtype and (op != "div" or a.dtype.kind == "f") and a.dtype.kind != "b":
         return getattr(be, op)(a, b, be.empty(a.shape, a.dtype))  # same shape and dtype: nothing to work out
     shape = broadcast_shape(_shape_of(a), _shape_of(b))
     if dtype is None:
         dtype = _result_dtype(a, b)
         if op == "div":
             dtype = float_dtype(dtype)
+    if dtype.kind == "b" and op in _NOT_FOR_BOOL:
+        raise DTypeError(f"\"{op}\" not implemented for 'Bool'")
     out = be.empty(shape, dtype)
     return getattr(be, op)(a, b, out)
 

@@ -41,11 +41,6 @@ class LeakyReLU(Module):
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
 
-def _legacy_softmax_dim(ndim: int) -> int:
-    """PyTorch's choice when ``dim`` is None: 0 for 0-, 1- and 3-D input, else 1."""
-    return 0 if ndim in (0, 1, 3) else 1
-
-
 class Softmax(Module):
     """Softmax over ``dim`` (None: PyTorch's legacy choice, 0 for 0/1/3-D input, else 1)."""
 
@@ -54,7 +49,7 @@ class Softmax(Module):
         self.dim = dim
 
     def forward(self, input: Any) -> Any:  # noqa: A002
-        return ops.softmax(input, _legacy_softmax_dim(input.ndim) if self.dim is None else self.dim)
+        return ops.softmax(input, self.dim)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
@@ -68,7 +63,7 @@ class LogSoftmax(Module):
         self.dim = dim
 
     def forward(self, input: Any) -> Any:  # noqa: A002
-        return ops.log_softmax(input, _legacy_softmax_dim(input.ndim) if self.dim is None else self.dim)
+        return ops.log_softmax(input, self.dim)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from zgrad.ops.compare import eq, ge, gt, le, logical_and, logical_not, logical_or, logical_xor, lt, ne
 from zgrad.ops.elementwise import abs, clamp, clip, maximum, minimum, remainder, sqrt
+from zgrad.ops.rounding_division import floor_divide
 from zgrad.ops.functions import (
     add, cast, cat, clone, div, exp, getitem, linear, log, log_softmax, matmul, mul, neg, permute, pow, relu,
     reshape, sigmoid, softmax, square, stack, sub, tanh, to_device, transpose,
@@ -24,7 +25,7 @@ __all__ = [
     "cast", "to_device",
     "softmax", "log_softmax", "linear", "cross_entropy", "mse_loss",
     "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
-    "abs", "sqrt", "clamp", "clip", "maximum", "minimum", "remainder", "gather", "index_select", "scatter", "where",
+    "abs", "sqrt", "floor_divide", "clamp", "clip", "maximum", "minimum", "remainder", "gather", "index_select", "scatter", "where",
     "masked_fill", "ValuesIndices", "max", "min", "argmax", "argmin", "var", "std", "logsumexp",
     "flatten", "unsqueeze", "squeeze", "expand", "split", "chunk", "t",
 ]

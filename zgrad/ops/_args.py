@@ -6,9 +6,11 @@ from typing import Any
 
 import numpy as np
 
+from zgrad.errors import DTypeError
+from zgrad.kernels.dispatch import scalar_type_name
 from zgrad.tensor import Tensor
 
-__all__ = ["operand", "tensor_arg", "index_arg", "index_key", "scalar_arg"]
+__all__ = ["operand", "tensor_arg", "index_arg", "index_key", "scalar_arg", "require_kinds"]
 
 
 def operand(x: Any) -> Any:
@@ -38,6 +40,18 @@ def tensor_arg(x: Any, what: object, argument: str | None = None) -> Any:
     if not isinstance(x, Tensor):
         where = what if argument is None else f"{what}: argument '{argument}'"
         raise TypeError(f"{where} expects a Tensor, got {type(x).__name__}")
+    return x
+
+
+def require_kinds(x: Any, what: str, kinds: str) -> Any:
+    """``x`` if its dtype's kind is one of ``kinds`` (numpy's letters: "b" bool, "iu" integers,
+    "f" floating).
+
+    Raises:
+        DTypeError: another dtype, in PyTorch's words (``"softmax" not implemented for 'Long'``).
+    """
+    if x.dtype.kind not in kinds:
+        raise DTypeError(f"\"{what}\" not implemented for '{scalar_type_name(x.dtype)}'")
     return x
 
 

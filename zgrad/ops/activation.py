@@ -6,18 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from zgrad.autograd.function import Op
-from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_pointwise, dispatch_sequence as DS
-from zgrad.ops._args import tensor_arg
-from zgrad.ops.elementwise import Relu
+from zgrad.ops._args import require_kinds, tensor_arg
+from zgrad.ops import functions
 
 __all__ = ["Gelu", "LeakyRelu", "gelu", "leaky_relu", "relu"]
 
 GELU_APPROXIMATIONS = ("none", "tanh")
-
-
-def _floating(x):
-    return x if x.dtype.kind == "f" else dispatch.cast(x, dispatch.float_dtype(x.dtype))
 
 
 class Gelu(Op):
@@ -25,7 +20,6 @@ class Gelu(Op):
 
     @staticmethod
     def forward(ctx, x, tanh_approximation):
-        x = _floating(x)
         ctx.save_for_backward(x)
         ctx.tanh_approximation = tanh_approximation
         return DS.gelu(x, tanh_approximation)
@@ -41,7 +35,6 @@ class LeakyRelu(Op):
 
     @staticmethod
     def forward(ctx, x, negative_slope):
-        x = _floating(x)
         ctx.save_for_backward(x)
         ctx.negative_slope = negative_slope
         return DS.leaky_relu(x, negative_slope)
@@ -56,7 +49,7 @@ def relu(input: Any, inplace: bool = False) -> Any:  # noqa: A002 - torch's argu
     """max(x, 0), as ``torch.nn.functional.relu``; ``inplace`` writes into ``input`` (``relu_``,
     under PyTorch's in-place rules)."""
     tensor_arg(input, "relu")
-    return input.relu_() if inplace else Relu.apply(input)
+    return input.relu_() if inplace else functions.relu(input)
 
 
 def gelu(input: Any, approximate: str = "none") -> Any:  # noqa: A002 - torch's argument name
@@ -67,12 +60,12 @@ def gelu(input: Any, approximate: str = "none") -> Any:  # noqa: A002 - torch's 
     """
     if approximate not in GELU_APPROXIMATIONS:
         raise RuntimeError("approximate argument must be either none or tanh.")
-    return Gelu.apply(tensor_arg(input, "gelu"), approximate == "tanh")
+    return Gelu.apply(require_kinds(tensor_arg(input, "gelu"), "gelu", "f"), approximate == "tanh")
 
 
 def leaky_relu(input: Any, negative_slope: float = 0.01, inplace: bool = False) -> Any:  # noqa: A002
     """max(0, x) + negative_slope * min(0, x); ``inplace`` writes into ``input`` (recorded)."""
-    tensor_arg(input, "leaky_relu")
+    require_kinds(tensor_arg(input, "leaky_relu"), "leaky_relu", "f")
     slope = float(negative_slope)
     if not inplace:
         return LeakyRelu.apply(input, slope)

@@ -9,8 +9,9 @@ import numpy as np
 
 from zgrad.autograd.function import Op
 from zgrad.kernels import dispatch
-from zgrad.kernels import dispatch_pointwise
-from zgrad.ops._args import operand, scalar_arg, tensor_arg
+from zgrad.kernels import dispatch_index, dispatch_pointwise
+from zgrad.ops._args import operand, require_kinds, scalar_arg, tensor_arg
+from zgrad.tensor import Tensor
 
 
 class Add(Op):
@@ -236,6 +237,35 @@ class Clamp(Op):
         return dispatch_pointwise.clamp_backward(grad, x, ctx.low, ctx.high), None, None
 
 
+class ClampTensor(Op):
+    """min(max(x, low), high) with tensor bounds (either may be None), broadcast and promoted; the
+    gradient goes to x where low <= x <= high, to low where x < low < high, and to high where
+    x > high or high < low (the bound that wins when they cross), as PyTorch's."""
+
+    @staticmethod
+    def forward(ctx, x, low, high):
+        ctx.save_for_backward(x, low, high)
+        out = x if low is None else dispatch.binary("maximum", x, low)
+        return out if high is None else dispatch.binary("minimum", out, high)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, low, high = ctx.saved_tensors
+        compare = dispatch_pointwise.compare
+
+        def where(condition):
+            return dispatch_index.where(condition, grad, 0)
+
+        if high is None:
+            return where(compare("ge", x, low)), where(compare("lt", x, low)), None
+        if low is None:
+            return where(compare("le", x, high)), None, where(compare("gt", x, high))
+        inside = compare("logical_and", compare("ge", x, low), compare("le", x, high))
+        below = compare("logical_and", compare("lt", x, low), compare("lt", low, high))
+        above = compare("logical_or", compare("gt", x, high), compare("lt", high, low))
+        return where(inside), where(below), where(above)
+
+
 class _Extremum(Op):
     """Element-wise maximum or minimum of two tensors; a tie splits the gradient in halves."""
 
@@ -268,8 +298,12 @@ def remainder(input: Any, other: Any) -> Any:  # noqa: A002 - torch's argument n
 
 
 def abs(input: Any) -> Any:  # noqa: A001,A002 - mirrors torch.abs
-    """|input|; its gradient is sign(input) (0 at 0)."""
-    return Abs.apply(tensor_arg(input, "abs"))
+    """|input|; its gradient is sign(input) (0 at 0).
+
+    Raises:
+        DTypeError: a bool tensor (PyTorch refuses it too).
+    """
+    return Abs.apply(require_kinds(tensor_arg(input, "abs"), "abs", "iuf"))
 
 
 def sqrt(input: Any) -> Any:  # noqa: A002
@@ -289,8 +323,20 @@ def clamp_bounds(min: Any, max: Any) -> tuple[Any, Any]:  # noqa: A002
 
 
 def clamp(input: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002
-    """Each element clamped into [min, max] (a missing bound is open); if min > max, all become max."""
-    return Clamp.apply(tensor_arg(input, "clamp"), *clamp_bounds(min, max))
+    """Each element clamped into [min, max] (a missing bound is open); if min > max, all become
+    max. Bounds are numbers or tensors (broadcast, and promoted with ``input`` as PyTorch does).
+
+    Raises:
+        ValueError: both bounds are None. TypeError: a tensor bound beside a number bound.
+    """
+    x = tensor_arg(input, "clamp")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        if min is None and max is None:
+            raise ValueError("clamp: At least one of 'min' or 'max' must not be None")
+        if not all(b is None or isinstance(b, Tensor) for b in (min, max)):
+            raise TypeError("clamp(): expected min and max to be both tensors or both numbers (either may be None)")
+        return ClampTensor.apply(x, min, max)
+    return Clamp.apply(x, *clamp_bounds(min, max))
 
 
 clip = clamp

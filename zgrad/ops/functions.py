@@ -6,15 +6,20 @@ its op class.
 from __future__ import annotations
 
 import builtins
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from zgrad.engine.grad_mode import is_grad_enabled
+from zgrad.errors import DTypeError, ZgradError
+from zgrad.kernels.promotion import result_type
 from zgrad.ops._args import index_key as _index
 from zgrad.ops._args import operand as _operand
+from zgrad.ops._args import require_kinds as _require_kinds
 from zgrad.ops._args import tensor_arg as _tensor
+from zgrad.ops.rounding_division import rounded_division
 from zgrad.ops.elementwise import Add, Cast, Div, Exp, Log, Mul, Neg, Pow, Relu, Sigmoid, Sub, Tanh, ToDevice
 from zgrad.ops.linalg import Linear, MatMul
 from zgrad.ops.loss import LogSoftmax, Softmax
@@ -28,14 +33,48 @@ __all__ = [
 ]
 
 
-def add(a: Any, b: Any) -> Any:
-    """a + b with broadcasting."""
-    return Add.apply(_operand(a), _operand(b))
+def _is_bool(x: Any) -> bool:
+    return isinstance(x, bool) or (isinstance(x, Tensor) and x.dtype.kind == "b")
 
 
-def sub(a: Any, b: Any) -> Any:
-    """a - b with broadcasting."""
-    return Sub.apply(_operand(a), _operand(b))
+def _is_floating(x: Any) -> bool:
+    return isinstance(x, float) or (isinstance(x, Tensor) and x.dtype.kind == "f")
+
+
+def _plus_scaled(op: type, input: Any, other: Any, alpha: Any) -> Any:  # noqa: A002 - torch's argument name
+    """``op`` (Add or Sub) of ``input`` and ``alpha * other`` in the dtype of ``input`` and
+    ``other`` (``alpha`` does not take part in the promotion), checked as PyTorch checks ``alpha``.
+
+    Raises:
+        DTypeError: a float alpha with integer operands, or a bool alpha with a non-bool result.
+    """
+    input, other = _operand(input), _operand(other)
+    if isinstance(alpha, bool) and not (_is_bool(input) and _is_bool(other)):
+        raise DTypeError("Boolean alpha only supported for Boolean results.")
+    if isinstance(alpha, float) and not (_is_floating(input) or _is_floating(other)):
+        raise DTypeError("For integral input tensors, argument alpha must not be a floating point number.")
+    if alpha is True or (not isinstance(alpha, bool) and alpha == 1):
+        return op.apply(input, other)
+    out = op.apply(input, Mul.apply(other, alpha))
+    dtype = result_type(*(x._data if isinstance(x, Tensor) else x for x in (input, other)))
+    return out if out.dtype == dtype else cast(out, dtype)
+
+
+def add(input: Any, other: Any, *, alpha: Any = 1) -> Any:  # noqa: A002 - torch's argument name
+    """input + alpha * other, broadcast, in PyTorch's promoted dtype."""
+    return _plus_scaled(Add, input, other, alpha)
+
+
+def sub(input: Any, other: Any, *, alpha: Any = 1) -> Any:  # noqa: A002 - torch's argument name
+    """input - alpha * other, broadcast, in PyTorch's promoted dtype.
+
+    Raises:
+        DTypeError: either operand is bool (PyTorch refuses; ``~``/``logical_not`` invert a mask).
+    """
+    if _is_bool(input) or _is_bool(other):
+        raise DTypeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
+                         "to invert a mask, use the `~` or `logical_not()` operator instead.")
+    return _plus_scaled(Sub, input, other, alpha)
 
 
 def mul(a: Any, b: Any) -> Any:
@@ -43,9 +82,20 @@ def mul(a: Any, b: Any) -> Any:
     return Mul.apply(_operand(a), _operand(b))
 
 
-def div(a: Any, b: Any) -> Any:
-    """a / b with broadcasting (true division)."""
-    return Div.apply(_operand(a), _operand(b))
+def div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Any:  # noqa: A002
+    """input / other, broadcast: true division (integers give the default float dtype), or with
+    ``rounding_mode`` "trunc" (toward zero) or "floor" the rounded quotient in the promoted dtype
+    (integers stay integers), whose gradient is zero, as PyTorch's.
+
+    Raises:
+        ZgradError: another ``rounding_mode`` (PyTorch's message).
+    """
+    if rounding_mode is None:
+        return Div.apply(_operand(input), _operand(other))
+    if rounding_mode not in ("trunc", "floor"):
+        raise ZgradError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                         f"'{rounding_mode}'")
+    return rounded_division(_operand(input), _operand(other), rounding_mode)
 
 
 def pow(a: Any, b: Any) -> Any:  # noqa: A001 - mirrors torch.pow
@@ -58,8 +108,17 @@ def square(input: Any) -> Any:  # noqa: A002 - torch's argument name
     return Pow.apply(_tensor(input, "square"), _operand(2))
 
 
-def neg(x: Any) -> Any:
-    return Neg.apply(_tensor(x, "neg"))
+def neg(input: Any) -> Any:  # noqa: A002 - torch's argument name
+    """-input.
+
+    Raises:
+        DTypeError: a bool tensor (PyTorch refuses; ``~``/``logical_not`` invert a mask).
+    """
+    x = _tensor(input, "neg")
+    if x.dtype.kind == "b":
+        raise DTypeError("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
+                         "invert a mask, use the `~` or `logical_not()` operator instead.")
+    return Neg.apply(x)
 
 
 def matmul(a: Any, b: Any) -> Any:
@@ -83,8 +142,16 @@ def sigmoid(x: Any) -> Any:
     return Sigmoid.apply(_tensor(x, "sigmoid"))
 
 
-def relu(x: Any) -> Any:
-    return Relu.apply(_tensor(x, "relu"))
+def relu(input: Any) -> Any:  # noqa: A002 - torch's argument name
+    """max(input, 0), in the input's dtype (integers too).
+
+    Raises:
+        DTypeError: a bool tensor (PyTorch refuses it too).
+    """
+    x = _tensor(input, "relu")
+    if x.dtype.kind == "b":
+        raise DTypeError("Boolean inputs not supported for relu")
+    return Relu.apply(x)
 
 
 def reshape(x: Any, shape: Sequence[int]) -> Any:
@@ -144,12 +211,34 @@ def clone(x: Any) -> Any:
     return Cast.apply(_tensor(x, "clone"), x.dtype)
 
 
-def softmax(x: Any, dim: int = -1) -> Any:
-    return Softmax.apply(_tensor(x, "softmax"), dim)
+def _softmax_input(name: str, input: Any, dim: int | None, dtype: Any) -> tuple[Any, int]:  # noqa: A002
+    """The floating input of a softmax (cast to ``dtype`` first if given) and its dim; without a
+    dim, PyTorch's legacy implicit choice (0 for 0, 1 and 3 dims, else 1) with its warning."""
+    x = _tensor(input, name)
+    if dtype is not None:
+        x = cast(x, dtype)
+    _require_kinds(x, name, "f")
+    if dim is None:
+        dim = 0 if x.ndim in (0, 1, 3) else 1
+        warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include "
+                      f"dim=X as an argument.", UserWarning, stacklevel=3)
+    return x, dim
 
 
-def log_softmax(x: Any, dim: int = -1) -> Any:
-    return LogSoftmax.apply(_tensor(x, "log_softmax"), dim)
+def softmax(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # noqa: A002
+    """exp(x) / sum(exp(x)) along ``dim``, computed in ``dtype`` if given (the input is cast first).
+
+    Raises:
+        DTypeError: a non-floating input without a floating ``dtype`` (PyTorch refuses it too).
+    """
+    x, dim = _softmax_input("softmax", input, dim, dtype)
+    return Softmax.apply(x, dim)
+
+
+def log_softmax(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # noqa: A002
+    """log(softmax(x)) along ``dim``, computed stably; ``dtype`` and errors as :func:`softmax`."""
+    x, dim = _softmax_input("log_softmax", input, dim, dtype)
+    return LogSoftmax.apply(x, dim)
 
 
 def linear(x: Any, weight: Any, bias: Any = None) -> Any:

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from zgrad.autograd.function import Op
+from zgrad.errors import DTypeError
 from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_index
 from zgrad.kernels import dispatch_pointwise
@@ -282,13 +283,25 @@ def min(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A00
 
 
 def argmax(input: Any, dim: int | None = None, keepdim: bool = False) -> Any:  # noqa: A002
-    """int64 index of the largest element (into the flattened tensor when ``dim`` is None)."""
-    return Tensor(dispatch_reduce.argmax(tensor_arg(input, "argmax")._data, dim, keepdim, True))
+    """int64 index of the largest element (into the flattened tensor when ``dim`` is None).
+
+    Raises:
+        DTypeError: a bool tensor (PyTorch refuses it too).
+    """
+    return Tensor(dispatch_reduce.argmax(_not_bool(input, "argmax")._data, dim, keepdim, True))
 
 
 def argmin(input: Any, dim: int | None = None, keepdim: bool = False) -> Any:  # noqa: A002
-    """int64 index of the smallest element (into the flattened tensor when ``dim`` is None)."""
-    return Tensor(dispatch_reduce.argmax(tensor_arg(input, "argmin")._data, dim, keepdim, False))
+    """int64 index of the smallest element (into the flattened tensor when ``dim`` is None; a bool
+    tensor raises as :func:`argmax`)."""
+    return Tensor(dispatch_reduce.argmax(_not_bool(input, "argmin")._data, dim, keepdim, False))
+
+
+def _not_bool(input: Any, name: str) -> Any:  # noqa: A002
+    x = tensor_arg(input, name)
+    if x.dtype.kind == "b":
+        raise DTypeError(f"{name}(): does not support bool input")
+    return x
 
 
 def _correction(dim: Any, unbiased: bool | None, correction: float | None) -> tuple[Any, float]:
@@ -305,7 +318,7 @@ def _var(name: str, input: Any, dim: Any, unbiased: bool | None, keepdim: bool, 
          correction: float | None, take_sqrt: bool) -> Any:
     x = tensor_arg(input, name)
     if x.dtype.kind != "f":
-        raise TypeError(f"{name}(): only supports floating point dtypes, got {x.dtype}")
+        raise DTypeError("std and var only support floating point and complex dtypes")
     dim, correction = _correction(dim, unbiased, correction)
     return Var.apply(x, dim, correction, keepdim, take_sqrt)
 

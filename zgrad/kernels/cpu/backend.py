@@ -122,6 +122,8 @@ def sigmoid(x, out):
 
 
 def relu(x, out):
+    if x.dtype.kind != "f":  # integer relu (PyTorch keeps the dtype); the fused kernel is for floats
+        return np.maximum(x, 0, out=out)
     return _unary_fused("relu_forward", x, out)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import types
 import warnings
-from typing import Any, Iterable
+from typing import Iterable
 
 import numpy as np
 
