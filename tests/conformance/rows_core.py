@@ -74,9 +74,9 @@ ROWS = [
     Row("argmax", domain="distinct"), Row("argmin", (T(), Lit(1)), domain="distinct"),
 ]
 ROWS += [
-    *_binary("floor_divide", second_domain="nonzero"),
-    Row("Tensor.__rfloordiv__", (T(domain="nonzero"), Lit(7))),
+    *_binary("floor_divide", second_domain="nonzero", grad=False),
+    Row("Tensor.__rfloordiv__", (T(domain="nonzero"), Lit(7)), grad=False),
     Row("Tensor.div_", (T(), T(domain="nonzero")), {"rounding_mode": Lit("trunc")}, name="trunc"),
     Row("Tensor.floor_divide_", (T(), Lit(2))),
-    Row("Tensor.__floordiv__", (T(), T(shape=(4,), domain="nonzero")), name="tensor"),
+    Row("Tensor.__floordiv__", (T(), T(shape=(4,), domain="nonzero")), name="tensor", grad=False),
 ]
