@@ -12,6 +12,7 @@ from zgrad.ops.padding import pad
 from zgrad.ops.resample import interpolate, pixel_shuffle, pixel_unshuffle
 from zgrad.ops.vector import cosine_similarity, normalize, one_hot, pairwise_distance
 from zgrad.ops.conv import conv2d
+from zgrad.ops.conv_transpose import conv_transpose2d
 from zgrad.ops.norm import batch_norm, group_norm, layer_norm
 from zgrad.ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 
@@ -21,3 +22,4 @@ __all__ += ["adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "conv2d", "group_
 __all__ += ["binary_cross_entropy", "binary_cross_entropy_with_logits", "huber_loss", "kl_div", "pad", "smooth_l1_loss"]
 __all__ += ["cosine_similarity", "elu", "interpolate", "normalize", "one_hot", "pairwise_distance", "pixel_shuffle",
             "pixel_unshuffle", "prelu"]
+__all__ += ["conv_transpose2d"]
