@@ -12,7 +12,7 @@ from zgrad.nn.loss import (
 from zgrad.nn.rnn import GRU, GRUCell, LSTM, LSTMCell
 from zgrad.nn.sparse import Embedding, EmbeddingBag
 from zgrad.nn.conv import Conv2d, ConvTranspose2d
-from zgrad.nn.norm import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm
+from zgrad.nn.norm import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d, LayerNorm
 from zgrad.nn.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from zgrad.nn.distance import CosineSimilarity, PairwiseDistance
 from zgrad.nn.padding import (
@@ -29,7 +29,7 @@ __all__ += ["CrossEntropyLoss", "Dropout", "Dropout2d", "Embedding", "EmbeddingB
             "LSTM", "LSTMCell", "LeakyReLU", "LogSoftmax", "MSELoss", "NLLLoss", "Softmax"]
 __all__ += ["AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Conv2d", "GroupNorm", "LayerNorm",
             "MaxPool2d"]
-__all__ += ["BCELoss", "BCEWithLogitsLoss", "ConvTranspose2d", "CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d",
+__all__ += ["BCELoss", "BCEWithLogitsLoss", "ConvTranspose2d", "InstanceNorm1d", "InstanceNorm2d", "CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d",
             "ConstantPad2d", "ConstantPad3d", "CosineSimilarity", "ELU", "HuberLoss", "KLDivLoss", "PReLU",
             "PairwiseDistance", "PixelShuffle", "PixelUnshuffle", "ReflectionPad1d", "ReflectionPad2d",
             "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "SmoothL1Loss",

@@ -13,7 +13,7 @@ from zgrad.ops.resample import interpolate, pixel_shuffle, pixel_unshuffle
 from zgrad.ops.vector import cosine_similarity, normalize, one_hot, pairwise_distance
 from zgrad.ops.conv import conv2d
 from zgrad.ops.conv_transpose import conv_transpose2d
-from zgrad.ops.norm import batch_norm, group_norm, layer_norm
+from zgrad.ops.norm import batch_norm, group_norm, instance_norm, layer_norm
 from zgrad.ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 
 __all__ = ["cross_entropy", "linear", "log_softmax", "mse_loss", "relu", "sigmoid", "softmax", "tanh"]
@@ -23,3 +23,4 @@ __all__ += ["binary_cross_entropy", "binary_cross_entropy_with_logits", "huber_l
 __all__ += ["cosine_similarity", "elu", "interpolate", "normalize", "one_hot", "pairwise_distance", "pixel_shuffle",
             "pixel_unshuffle", "prelu"]
 __all__ += ["conv_transpose2d"]
+__all__ += ["instance_norm"]
