@@ -10,6 +10,7 @@ from zgrad.nn.loss import (
     BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss,
 )
 from zgrad.nn.rnn import GRU, GRUCell, LSTM, LSTMCell
+from zgrad.nn.rnn_elman import RNN, RNNCell
 from zgrad.nn.sparse import Embedding, EmbeddingBag
 from zgrad.nn.conv import Conv2d, ConvTranspose2d
 from zgrad.nn.norm import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d, LayerNorm
@@ -31,7 +32,7 @@ __all__ += ["AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Con
             "MaxPool2d"]
 __all__ += ["BCELoss", "BCEWithLogitsLoss", "ConvTranspose2d", "InstanceNorm1d", "InstanceNorm2d", "CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d",
             "ConstantPad2d", "ConstantPad3d", "CosineSimilarity", "ELU", "HuberLoss", "KLDivLoss", "PReLU",
-            "PairwiseDistance", "PixelShuffle", "PixelUnshuffle", "ReflectionPad1d", "ReflectionPad2d",
+            "PairwiseDistance", "PixelShuffle", "RNN", "RNNCell", "PixelUnshuffle", "ReflectionPad1d", "ReflectionPad2d",
             "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "SmoothL1Loss",
             "Unflatten", "Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d", "ZeroPad1d", "ZeroPad2d",
             "ZeroPad3d"]
