@@ -23,6 +23,7 @@ from zgrad.nn.padding import (
 )
 from zgrad.nn.pixelshuffle import PixelShuffle, PixelUnshuffle
 from zgrad.nn.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
+from zgrad.nn import modules  # after the classes it re-exports
 
 __all__ = ["Linear", "Module", "Parameter", "ReLU", "Sequential", "Sigmoid", "Tanh", "functional"]
 __all__ += ["Flatten", "Identity", "ModuleDict", "ModuleList", "init", "utils"]
@@ -30,9 +31,9 @@ __all__ += ["CrossEntropyLoss", "Dropout", "Dropout2d", "Embedding", "EmbeddingB
             "LSTM", "LSTMCell", "LeakyReLU", "LogSoftmax", "MSELoss", "NLLLoss", "Softmax"]
 __all__ += ["AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Conv2d", "GroupNorm", "LayerNorm",
             "MaxPool2d"]
-__all__ += ["BCELoss", "BCEWithLogitsLoss", "ConvTranspose2d", "InstanceNorm1d", "InstanceNorm2d", "CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d",
-            "ConstantPad2d", "ConstantPad3d", "CosineSimilarity", "ELU", "HuberLoss", "KLDivLoss", "PReLU",
-            "PairwiseDistance", "PixelShuffle", "RNN", "RNNCell", "PixelUnshuffle", "ReflectionPad1d", "ReflectionPad2d",
-            "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "SmoothL1Loss",
-            "Unflatten", "Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d", "ZeroPad1d", "ZeroPad2d",
-            "ZeroPad3d"]
+__all__ += ["BCELoss", "BCEWithLogitsLoss", "CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d",
+            "ConstantPad2d", "ConstantPad3d", "ConvTranspose2d", "CosineSimilarity", "ELU", "HuberLoss",
+            "InstanceNorm1d", "InstanceNorm2d", "KLDivLoss", "PReLU", "PairwiseDistance", "PixelShuffle",
+            "PixelUnshuffle", "RNN", "RNNCell", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d",
+            "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "SmoothL1Loss", "Unflatten", "Upsample",
+            "UpsamplingBilinear2d", "UpsamplingNearest2d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "modules"]
