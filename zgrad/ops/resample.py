@@ -133,7 +133,8 @@ def interpolate(input: Any, size: Any = None, scale_factor: Any = None, mode: st
     Raises:
         ValueError: neither or both of ``size`` and ``scale_factor``, sizes of the wrong length,
             ``align_corners`` with a nearest mode.
-        NotImplementedError: an unknown mode, a linear mode on an input of the wrong rank, ``antialias``.
+        NotImplementedError: an unknown mode, a linear mode on an input of the wrong rank or an
+            integer input, ``antialias``.
     """
     x = tensor_arg(input, "interpolate")
     if mode not in INTERPOLATE_MODES:
@@ -151,6 +152,9 @@ def interpolate(input: Any, size: Any = None, scale_factor: Any = None, mode: st
                                   f"(got {mode})")
     if linear and x.ndim != _LINEAR_RANK[mode]:
         raise NotImplementedError(f"Got {x.ndim}D input, but {mode} mode needs {_LINEAR_RANK[mode]}D input")
+    if linear and x.dtype.kind != "f":
+        raise NotImplementedError(f"interpolate: {mode} mode is not implemented for '{x.dtype}' input; expected a "
+                                  f"floating point input")
     sizes, scales = _output_sizes(x, size, scale_factor, recompute_scale_factor)
     device = dispatch.device_type_of(x._data)
     for dim, (n, out, scale) in enumerate(zip(x.shape[2:], sizes, scales), start=2):
