@@ -75,7 +75,8 @@ LOSS_CASES = [
     case(f"{name}_{reduction}", (lambda f, r: lambda lib, *xs: f(lib, *xs, r))(fn, reduction), *shapes)
     for reduction in ("mean", "sum", "none")
     for name, fn, shapes in (
-        ("bce", lambda lib, x, t, r: F(lib).binary_cross_entropy(lib.sigmoid(x), lib.sigmoid(t), reduction=r), ((3, 4), (3, 4))),
+        ("bce", lambda lib, x, t, r: F(lib).binary_cross_entropy(lib.sigmoid(x), lib.sigmoid(t), reduction=r),
+         ((3, 4), (3, 4))),
         ("bce_weight", lambda lib, x, t, w, r: F(lib).binary_cross_entropy(
             lib.sigmoid(x), lib.sigmoid(t), weight=w.detach(), reduction=r), ((3, 4), (3, 4), (4,))),
         ("bce_logits", lambda lib, x, t, r: F(lib).binary_cross_entropy_with_logits(x * 20, lib.sigmoid(t),

@@ -18,8 +18,8 @@ from zgrad.kernels.vocabulary import PADDING_MODES
 
 __all__ = [
     "PADDING_MODES", "adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "avg_pool2d", "avg_pool2d_backward",
-    "batch_norm", "batch_norm_backward", "conv2d", "conv2d_backward", "conv_transpose2d", "group_norm", "group_norm_backward",
-    "max_pool2d", "max_pool2d_backward",
+    "batch_norm", "batch_norm_backward", "conv2d", "conv2d_backward", "conv_transpose2d", "group_norm",
+    "group_norm_backward", "max_pool2d", "max_pool2d_backward",
 ]
 
 

@@ -21,7 +21,9 @@ from zgrad.ops.loss import CrossEntropy, LogSoftmax, NllLoss, PointwiseLoss
 from zgrad.ops.reduce import Sum
 from zgrad.ops.shape import Permute, Reshape, expand
 
-__all__ = ["REDUCTIONS", "check_legacy", "check_reduction", "cross_entropy", "l1_loss", "mse_loss", "nll_loss", "same_shape"]
+__all__ = [
+    "REDUCTIONS", "check_legacy", "check_reduction", "cross_entropy", "l1_loss", "mse_loss", "nll_loss", "same_shape",
+]
 
 REDUCTIONS = ("none", "mean", "sum")
 

@@ -9,7 +9,7 @@ from the sizes alone, with PyTorch's source-index rules.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -86,7 +86,8 @@ def _output_sizes(x: Any, size: Any, scale_factor: Any, recompute_scale_factor: 
                              f"input tensor in (N, C, d1, d2, ...,dK) format and output size in (o1, o2, ...,oK) "
                              f"format.")
         return sizes, [None] * spatial
-    scales = [float(s) for s in scale_factor] if isinstance(scale_factor, (tuple, list)) else [float(scale_factor)] * spatial
+    several = isinstance(scale_factor, (tuple, list))
+    scales = [float(s) for s in scale_factor] if several else [float(scale_factor)] * spatial
     if len(scales) != spatial:
         raise ValueError(f"Input and scale_factor must have the same number of spatial dimensions, but got input with "
                          f"spatial dimensions of {list(x.shape[2:])} and scale_factor of shape {scales}. Please "
