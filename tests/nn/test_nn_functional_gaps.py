@@ -45,6 +45,7 @@ RESAMPLE_CASES = [
 ] + [
     case("interpolate_linear", lambda lib, x: F(lib).interpolate(x, scale_factor=2, mode="linear"), (2, 3, 5)),
     case("interpolate_nearest_1d", lambda lib, x: F(lib).interpolate(x, size=7), (2, 3, 5)),
+    case("interpolate_area", lambda lib, x: F(lib).interpolate(x, size=(3, 2), mode="area"), (2, 3, 7, 5)),
     case("interpolate_trilinear", lambda lib, x: F(lib).interpolate(x, size=(3, 2, 4), mode="trilinear",
                                                                     align_corners=True), (1, 2, 2, 3, 3)),
 ]

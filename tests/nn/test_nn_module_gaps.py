@@ -158,6 +158,14 @@ def test_instance_norm_input_checks():
         nn.InstanceNorm2d(3)(zgrad.randn(2, 4, 3, 3))
 
 
+def test_flatten_parameters_is_a_no_op():
+    lstm = nn.LSTM(3, 4)
+    before = [p.numpy().copy() for p in lstm.parameters()]
+    assert lstm.flatten_parameters() is None
+    for old, p in zip(before, lstm.parameters()):
+        np.testing.assert_array_equal(old, p.numpy())
+
+
 def test_rnn_errors():
     with pytest.raises(ValueError, match="Unknown nonlinearity 'foo'"):
         nn.RNN(3, 4, nonlinearity="foo")

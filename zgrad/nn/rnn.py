@@ -161,6 +161,9 @@ class _RNNBase(_Recurrent):
             return ops.squeeze(output, 1), [ops.squeeze(s, 1) for s in states]
         return (ops.transpose(output, 0, 1) if self.batch_first else output), states
 
+    def flatten_parameters(self) -> None:
+        """Nothing to do: PyTorch compacts the weights for cuDNN here; zgrad's kernels read them as they are."""
+
     def extra_repr(self) -> str:
         text = f"{self.input_size}, {self.hidden_size}"
         if self.num_layers != 1:

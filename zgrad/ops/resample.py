@@ -17,11 +17,12 @@ from zgrad import ops
 from zgrad.kernels import dispatch
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.indexing import IndexSelect
+from zgrad.ops.pool import adaptive_avg_pool2d
 from zgrad.tensor import Tensor
 
 __all__ = ["INTERPOLATE_MODES", "interpolate", "pixel_shuffle", "pixel_unshuffle"]
 
-INTERPOLATE_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "trilinear")
+INTERPOLATE_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "area")
 _LINEAR_RANK = {"linear": 3, "bilinear": 4, "trilinear": 5}
 
 
@@ -125,7 +126,7 @@ def interpolate(input: Any, size: Any = None, scale_factor: Any = None, mode: st
 
     Args:
         mode: ``'nearest'`` (PyTorch's floor rule), ``'nearest-exact'``, or ``'linear'`` (3-D input),
-            ``'bilinear'`` (4-D), ``'trilinear'`` (5-D).
+            ``'bilinear'`` (4-D), ``'trilinear'`` (5-D), or ``'area'`` (4-D: adaptive average pooling).
         align_corners: linear modes only: True maps the corner pixels' centers onto each other,
             False (the default) their edges.
         recompute_scale_factor: True computes source indices from the sizes rather than from
@@ -135,7 +136,7 @@ def interpolate(input: Any, size: Any = None, scale_factor: Any = None, mode: st
         ValueError: neither or both of ``size`` and ``scale_factor``, sizes of the wrong length,
             ``align_corners`` with a nearest mode.
         NotImplementedError: an unknown mode, a linear mode on an input of the wrong rank or an
-            integer input, ``antialias``.
+            integer input, ``'area'`` on an input that is not 4-D, ``antialias``.
     """
     x = tensor_arg(input, "interpolate")
     if mode not in INTERPOLATE_MODES:
@@ -157,6 +158,10 @@ def interpolate(input: Any, size: Any = None, scale_factor: Any = None, mode: st
         raise NotImplementedError(f"interpolate: {mode} mode is not implemented for '{x.dtype}' input; expected a "
                                   f"floating point input")
     sizes, scales = _output_sizes(x, size, scale_factor, recompute_scale_factor)
+    if mode == "area":
+        if x.ndim != 4:
+            raise NotImplementedError(f"interpolate: zgrad supports mode 'area' on 4D input only, got {x.ndim}D input")
+        return adaptive_avg_pool2d(x, sizes)
     device = dispatch.device_type_of(x._data)
     for dim, (n, out, scale) in enumerate(zip(x.shape[2:], sizes, scales), start=2):
         if not linear:
