@@ -32,6 +32,8 @@ ROWS = [
           shape=(2, 3, 4, 5), dtypes=FLOAT_DTYPES, name=f"bilinear-align{ac}") for ac in (False, True)),
     Row(F + "interpolate", (T(),), {"scale_factor": Lit(2), "mode": Lit("linear")}, shape=(2, 3, 5),
         dtypes=FLOAT_DTYPES, name="linear"),
+    Row(F + "interpolate", (T(),), {"size": Lit((3, 2)), "mode": Lit("area")}, shape=(2, 3, 7, 5),
+        dtypes=FLOAT_DTYPES, name="area"),
     # activations
     Row(F + "elu", (T(),), {"alpha": Lit(0.5)}),
     Row(F + "elu", (T(),), {"inplace": Lit(True)}, name="inplace", grad=False),

@@ -19,8 +19,6 @@ from zgrad.ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 __all__ = ["cross_entropy", "linear", "log_softmax", "mse_loss", "relu", "sigmoid", "softmax", "tanh"]
 __all__ += ["dropout", "dropout2d", "embedding", "embedding_bag", "gelu", "l1_loss", "leaky_relu", "nll_loss"]
 __all__ += ["adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "conv2d", "group_norm", "layer_norm", "max_pool2d"]
-__all__ += ["binary_cross_entropy", "binary_cross_entropy_with_logits", "huber_loss", "kl_div", "pad", "smooth_l1_loss"]
-__all__ += ["cosine_similarity", "elu", "interpolate", "normalize", "one_hot", "pairwise_distance", "pixel_shuffle",
-            "pixel_unshuffle", "prelu"]
-__all__ += ["conv_transpose2d"]
-__all__ += ["instance_norm"]
+__all__ += ["binary_cross_entropy", "binary_cross_entropy_with_logits", "conv_transpose2d", "cosine_similarity", "elu",
+            "huber_loss", "instance_norm", "interpolate", "kl_div", "normalize", "one_hot", "pad", "pairwise_distance",
+            "pixel_shuffle", "pixel_unshuffle", "prelu", "smooth_l1_loss"]
