@@ -54,7 +54,9 @@ class RNN(_RNNBase):
         self._check_state_dims((hx,), "hx", batched)
         steps, batch = x.shape[0], x.shape[1]
         h0 = self._initial_state(hx, batch, batched, "hidden", x)
-        outputs, (h_n,) = run_steps(self, [x[t] for t in range(steps)], [batch] * steps, [h0])
+        # split (whose gradient is one concatenation), not x[t] (a full-size gradient per step)
+        xs = [ops.squeeze(piece, 0) for piece in ops.split(x, 1, 0)] if steps else []
+        outputs, (h_n,) = run_steps(self, xs, [batch] * steps, [h0])
         output = ops.stack(outputs, 0)
         if not batched:
             return ops.squeeze(output, 1), ops.squeeze(h_n, 1)
