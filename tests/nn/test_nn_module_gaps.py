@@ -285,3 +285,18 @@ def test_module_paths_re_export_the_classes():
             assert name in getattr(torch.nn.modules, sub).__all__, f"torch.nn.modules.{sub} has no {name}"
     from zgrad.nn.modules.linear import Linear
     assert Linear is nn.Linear and nn.modules.Linear is nn.Linear
+
+
+@pytest.mark.torch
+def test_top_level_forms_match_torch():
+    x, w = RNG.standard_normal((2, 4, 3, 3)), RNG.standard_normal((4, 2, 3, 3))
+    a, b = RNG.standard_normal((3, 5)), RNG.standard_normal((3, 5))
+    for name, args in (("conv_transpose2d", (x, w)), ("cosine_similarity", (a, b)), ("pairwise_distance", (a, b)),
+                       ("pixel_shuffle", (x, 2)), ("pixel_unshuffle", (RNG.standard_normal((1, 2, 4, 4)), 2)),
+                       ("prelu", (x, np.array([0.1, 0.2, 0.3, 0.4])))):
+        results = [getattr(lib, name)(*(lib.tensor(v) if isinstance(v, np.ndarray) else v for v in args)).numpy()
+                   for lib in (torch, zgrad)]
+        np.testing.assert_allclose(results[1], results[0], rtol=1e-10, atol=1e-12, err_msg=name)
+    slopes = np.array([0.1, 0.2, 0.3, 0.4])
+    np.testing.assert_allclose(zgrad.tensor(x).prelu(zgrad.tensor(slopes)).numpy(),
+                               torch.tensor(x).prelu(torch.tensor(slopes)).numpy(), rtol=1e-12)
