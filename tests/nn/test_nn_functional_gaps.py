@@ -221,3 +221,9 @@ def test_instance_norm_running_statistics_match_torch():
         means[lib.__name__], variances[lib.__name__] = running_mean.numpy(), running_var.numpy()
     np.testing.assert_allclose(means["zgrad"], means["torch"], rtol=1e-12)
     np.testing.assert_allclose(variances["zgrad"], variances["torch"], rtol=1e-12)
+
+
+def test_kl_div_mean_warns_as_torch():
+    x = zgrad.tensor([[0.2, 0.8]]).log()
+    with pytest.warns(UserWarning, match="'batchmean' divides only by the batch size"):
+        F(zgrad).kl_div(x, zgrad.tensor([[0.5, 0.5]]))

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from zgrad import ops
@@ -127,7 +128,7 @@ def kl_div(input: Any, target: Any, size_average: Any = None, reduce: Any = None
     (0 where target is 0); with ``log_target`` the target is given as log-probabilities too.
 
     ``reduction='batchmean'`` divides the sum by the batch size (the mathematically right KL
-    divergence); 'mean' divides by the number of elements, as PyTorch.
+    divergence); 'mean' divides by the number of elements and warns, as PyTorch.
 
     Raises:
         ValueError: an unknown ``reduction``.
@@ -135,6 +136,11 @@ def kl_div(input: Any, target: Any, size_average: Any = None, reduce: Any = None
     check_legacy(size_average, reduce)
     if reduction != "batchmean":
         check_reduction(reduction)
+    if reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
+                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                      stacklevel=2)
     x, t = same_shape(tensor_arg(input, "kl_div"), target)
     if log_target:
         loss = ops.exp(t) * (t - x)
