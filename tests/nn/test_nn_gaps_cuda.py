@@ -68,3 +68,29 @@ def _rnn(lib, x, *params):
 def test_rnn_on_cuda_matches_cpu():
     shapes = [(4, 2, 3), (2, 3), (2, 2), (2,), (2,), (2, 2), (2, 2), (2,), (2,)]
     check_device(_rnn, shapes)
+
+
+def _modules_run() -> list:
+    """InstanceNorm2d (running statistics, then evaluation), ConvTranspose2d, Upsample and a packed
+    round trip on the current default device: the host copies of every result."""
+    zgrad.manual_seed(0)
+    x = zgrad.tensor(np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32), requires_grad=True)
+    norm = zgrad.nn.InstanceNorm2d(3, affine=True, track_running_stats=True)
+    deconv = zgrad.nn.ConvTranspose2d(3, 2, 3, stride=2)
+    deconv.load_state_dict({k: zgrad.full(v.shape, 0.1) for k, v in deconv.state_dict().items()})
+    y = zgrad.nn.Upsample(scale_factor=2, mode="bilinear")(deconv(norm(x)))
+    y.sum().backward()
+    norm.eval()
+    evaluated = norm(x.detach())
+    rnn_utils = zgrad.nn.utils.rnn
+    packed = rnn_utils.pack_sequence([x.detach()[0, 0], x.detach()[0, 1, :2]], enforce_sorted=False)
+    padded, _ = rnn_utils.pad_packed_sequence(packed, batch_first=True)
+    return [t._host() for t in (y.detach(), x.grad, norm.running_mean, norm.running_var, evaluated, padded)]
+
+
+def test_modules_on_cuda_match_cpu():
+    expected = _modules_run()
+    with strict_cuda():
+        results = _modules_run()
+    for got, want in zip(results, expected):
+        np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
