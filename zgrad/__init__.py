@@ -32,6 +32,9 @@ from zgrad.ops import (
     remainder, scatter, split, sqrt, squeeze, std, t, unsqueeze, var, where,
 )
 from zgrad.ops import floor_divide
+from zgrad.nn.functional import (
+    conv_transpose2d, cosine_similarity, pairwise_distance, pixel_shuffle, pixel_unshuffle, prelu,
+)
 from zgrad.random import manual_seed
 from zgrad.serialization import load, save
 from zgrad.tensor import Tensor
@@ -70,3 +73,5 @@ __all__ = [
     "sub", "sum", "t", "tanh", "Tensor", "tensor", "transpose", "uint8", "unsqueeze", "utils", "var", "where", "zeros",
     "zeros_like", "ZgradError",
 ]
+# torch.<name> forms of nn.functional ops (same signatures)
+__all__ += ["conv_transpose2d", "cosine_similarity", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu"]

@@ -16,6 +16,7 @@ import numpy as np
 
 from zgrad import ops
 from zgrad.device import check_supported
+from zgrad.ops.activation import prelu
 from zgrad.tensor import Tensor, parse_to_args, tensor_methods
 
 __all__ = ["TensorMath"]
@@ -203,6 +204,10 @@ class TensorMath:
 
     def relu(self) -> Any:
         return ops.relu(self)
+
+    def prelu(self, weight: Any) -> Any:
+        """max(0, x) + weight * min(0, x), one slope or one per channel (``zgrad.nn.functional.prelu``)."""
+        return prelu(self, weight)
 
     def abs(self) -> Any:
         return ops.abs(self)

@@ -18,8 +18,8 @@ from zgrad.kernels.vocabulary import PADDING_MODES
 
 __all__ = [
     "PADDING_MODES", "adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "avg_pool2d", "avg_pool2d_backward",
-    "batch_norm", "batch_norm_backward", "conv2d", "conv2d_backward", "group_norm", "group_norm_backward",
-    "max_pool2d", "max_pool2d_backward",
+    "batch_norm", "batch_norm_backward", "conv2d", "conv2d_backward", "conv_transpose2d", "group_norm",
+    "group_norm_backward", "max_pool2d", "max_pool2d_backward",
 ]
 
 
@@ -38,6 +38,16 @@ def conv2d_backward(grad: Any, x: Any, weight: Any, stride, padding, dilation, g
     grad_x = be.empty(x.shape, x.dtype) if needs_x else None
     grad_weight = be.empty(weight.shape, weight.dtype) if needs_weight else None
     return be.conv2d_backward(grad, x, weight, stride, padding, dilation, groups, padding_mode, grad_x, grad_weight)
+
+
+def conv_transpose2d(x: Any, weight: Any, bias: Any, stride, padding, dilation, groups: int, out_size):
+    """Transposed convolution of (N, C, H, W) ``x`` with (C, OC/groups, KH, KW) ``weight``, plus
+    ``bias`` (OC,) unless None: (N, OC, *out_size). It is the input gradient of :func:`conv2d`
+    with that weight, whose backend kernel reads only the shape of conv2d's input (``out``)."""
+    be = backend_of(x, weight)
+    out = be.empty((x.shape[0], weight.shape[1] * groups, *out_size), x.dtype)
+    be.conv2d_backward(x, out, weight, stride, padding, dilation, groups, "zeros", out, None)
+    return out if bias is None else be.add(out, bias.reshape(-1, 1, 1), out)
 
 
 def max_pool2d(x: Any, kernel_size, stride, padding, dilation, out_size):

@@ -2,16 +2,28 @@
 
 from zgrad.nn import functional, init, utils
 from zgrad.nn.containers import ModuleDict, ModuleList, Sequential
-from zgrad.nn.layers import Flatten, Identity, Linear, ReLU, Sigmoid, Tanh
+from zgrad.nn.layers import Flatten, Identity, Linear, ReLU, Sigmoid, Tanh, Unflatten
 from zgrad.nn.module import Module, Parameter
-from zgrad.nn.activation import GELU, LeakyReLU, LogSoftmax, Softmax
+from zgrad.nn.activation import ELU, GELU, LeakyReLU, LogSoftmax, PReLU, Softmax
 from zgrad.nn.dropout import Dropout, Dropout2d
-from zgrad.nn.loss import CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from zgrad.nn.loss import (
+    BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss,
+)
 from zgrad.nn.rnn import GRU, GRUCell, LSTM, LSTMCell
+from zgrad.nn.rnn_elman import RNN, RNNCell
 from zgrad.nn.sparse import Embedding, EmbeddingBag
-from zgrad.nn.conv import Conv2d
-from zgrad.nn.norm import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm
+from zgrad.nn.conv import Conv2d, ConvTranspose2d
+from zgrad.nn.norm import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d, LayerNorm
 from zgrad.nn.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
+from zgrad.nn.distance import CosineSimilarity, PairwiseDistance
+from zgrad.nn.padding import (
+    CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
+    ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d, ZeroPad1d, ZeroPad2d,
+    ZeroPad3d,
+)
+from zgrad.nn.pixelshuffle import PixelShuffle, PixelUnshuffle
+from zgrad.nn.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
+from zgrad.nn import modules  # after the classes it re-exports
 
 __all__ = ["Linear", "Module", "Parameter", "ReLU", "Sequential", "Sigmoid", "Tanh", "functional"]
 __all__ += ["Flatten", "Identity", "ModuleDict", "ModuleList", "init", "utils"]
@@ -19,3 +31,9 @@ __all__ += ["CrossEntropyLoss", "Dropout", "Dropout2d", "Embedding", "EmbeddingB
             "LSTM", "LSTMCell", "LeakyReLU", "LogSoftmax", "MSELoss", "NLLLoss", "Softmax"]
 __all__ += ["AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Conv2d", "GroupNorm", "LayerNorm",
             "MaxPool2d"]
+__all__ += ["BCELoss", "BCEWithLogitsLoss", "CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d",
+            "ConstantPad2d", "ConstantPad3d", "ConvTranspose2d", "CosineSimilarity", "ELU", "HuberLoss",
+            "InstanceNorm1d", "InstanceNorm2d", "KLDivLoss", "PReLU", "PairwiseDistance", "PixelShuffle",
+            "PixelUnshuffle", "RNN", "RNNCell", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d",
+            "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "SmoothL1Loss", "Unflatten", "Upsample",
+            "UpsamplingBilinear2d", "UpsamplingNearest2d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "modules"]

@@ -1,14 +1,17 @@
-"""Activation modules with a parameter: ``GELU``, ``LeakyReLU``, ``Softmax``, ``LogSoftmax``."""
+"""Activation modules with a parameter: ``GELU``, ``LeakyReLU``, ``ELU``, ``PReLU``, ``Softmax``,
+``LogSoftmax``."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from zgrad import ops
-from zgrad.nn.module import Module
-from zgrad.ops.activation import GELU_APPROXIMATIONS, gelu, leaky_relu
+from zgrad.creation import empty
+from zgrad.nn.init import constant_
+from zgrad.nn.module import Module, Parameter
+from zgrad.ops.activation import GELU_APPROXIMATIONS, elu, gelu, leaky_relu, prelu
 
-__all__ = ["GELU", "LeakyReLU", "LogSoftmax", "Softmax"]
+__all__ = ["ELU", "GELU", "LeakyReLU", "LogSoftmax", "PReLU", "Softmax"]
 
 
 class GELU(Module):
@@ -67,3 +70,38 @@ class LogSoftmax(Module):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
+
+
+class ELU(Module):
+    """x if x > 0 else alpha * (exp(x) - 1)."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.alpha, self.inplace = alpha, inplace
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        return elu(input, self.alpha, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class PReLU(Module):
+    """max(0, x) + weight * min(0, x) with a learnable slope: one (``num_parameters=1``) or one per
+    channel (dimension 1 of the input); ``weight`` starts at ``init``."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        self.num_parameters, self.init = num_parameters, init
+        self.weight = Parameter(empty(num_parameters, dtype=dtype, device=device))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Set every slope to ``init``."""
+        constant_(self.weight, self.init)
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        return prelu(input, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"

@@ -1,4 +1,4 @@
-"""Convolution layers: ``Conv2d``."""
+"""Convolution layers: ``Conv2d`` and ``ConvTranspose2d``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from zgrad.creation import empty
 from zgrad.nn import init
 from zgrad.nn.module import Module, Parameter
 from zgrad.ops.conv import PADDING_MODES, conv2d_layer, pair
+from zgrad.ops.conv_transpose import conv_transpose2d_layer, transposed_output_size
 
-__all__ = ["Conv2d"]
+__all__ = ["Conv2d", "ConvTranspose2d"]
 
 
 class Conv2d(Module):
@@ -81,4 +82,80 @@ class Conv2d(Module):
             text += ", bias=False"
         if self.padding_mode != "zeros":
             text += f", padding_mode={self.padding_mode}"
+        return text
+
+
+class ConvTranspose2d(Module):
+    """2-D transposed convolution over (N, C, H, W) or (C, H, W) input, as ``torch.nn.ConvTranspose2d``.
+
+    Args:
+        in_channels, out_channels: channel counts, both divisible by ``groups``.
+        kernel_size, stride, padding, output_padding, dilation: an int or an (h, w) pair.
+        groups: connections from input to output channels are split into this many groups.
+        bias: add a learnable bias per output channel.
+        padding_mode: ``'zeros'`` only, as PyTorch.
+        device, dtype: of the parameters (float32 by default).
+
+    The weight (in_channels, out_channels / groups, kH, kW) starts as PyTorch's:
+    ``kaiming_uniform_(a=sqrt(5))`` with fan_in from its second dimension, the bias
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)). ``forward(input, output_size=None)``: an ``output_size``
+    (its last two entries are used) picks the output padding that reaches it.
+
+    Raises:
+        ValueError: channels not divisible by ``groups``, a padding mode other than 'zeros', an
+            ``output_size`` out of reach.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
+                 output_padding: Any = 0, groups: int = 1, bias: bool = True, dilation: Any = 1,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        if not isinstance(groups, int) or groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups:
+            raise ValueError("out_channels must be divisible by groups")
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
+        self.in_channels, self.out_channels, self.groups, self.padding_mode = (in_channels, out_channels, groups,
+                                                                               padding_mode)
+        self.kernel_size, self.stride = pair(kernel_size, "kernel_size"), pair(stride, "stride")
+        self.padding, self.dilation = pair(padding, "padding"), pair(dilation, "dilation")
+        self.output_padding = pair(output_padding, "output_padding")
+        shape = (in_channels, out_channels // groups, *self.kernel_size)
+        self.weight = Parameter(empty(*shape, dtype=dtype, device=device))
+        self.bias = Parameter(empty(out_channels, dtype=dtype, device=device)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw the weight and bias again, as PyTorch initializes them."""
+        init.default_layer_init_(self.weight, self.bias)
+
+    def _output_padding(self, input: Any, output_size: Any) -> tuple[int, int]:  # noqa: A002
+        if output_size is None:
+            return self.output_padding
+        wanted = [int(s) for s in output_size][-2:]
+        smallest = transposed_output_size(tuple(input.shape[-2:]), self.kernel_size, self.stride, self.padding,
+                                          self.dilation, (0, 0))
+        for want, low, s in zip(wanted, smallest, self.stride):
+            if not low <= want < low + s:
+                raise ValueError(f"requested an output size of {wanted}, but valid sizes range from {list(smallest)} "
+                                 f"to {[n + t - 1 for n, t in zip(smallest, self.stride)]} (for an input of "
+                                 f"{list(input.shape[-2:])})")
+        return tuple(want - low for want, low in zip(wanted, smallest))  # type: ignore[return-value]
+
+    def forward(self, input: Any, output_size: Any = None) -> Any:  # noqa: A002
+        return conv_transpose2d_layer(self, input, self.weight, self.bias, self.stride, self.padding,
+                                      self._output_padding(input, output_size), self.groups, self.dilation)
+
+    def extra_repr(self) -> str:
+        text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        for name, default in (("padding", (0, 0)), ("dilation", (1, 1)), ("output_padding", (0, 0))):
+            if getattr(self, name) != default:
+                text += f", {name}={getattr(self, name)}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
+        if self.bias is None:
+            text += ", bias=False"
         return text

@@ -1,14 +1,24 @@
 """``zgrad.nn.functional``: stateless layer functions and losses."""
 
 from zgrad.ops import cross_entropy, linear, log_softmax, mse_loss, sigmoid, softmax, tanh
-from zgrad.ops.activation import gelu, leaky_relu, relu
+from zgrad.ops.activation import elu, gelu, leaky_relu, prelu, relu
 from zgrad.ops.dropout import dropout, dropout2d
 from zgrad.ops.embedding import embedding, embedding_bag
 from zgrad.ops.loss_functions import l1_loss, nll_loss
+from zgrad.ops.loss_pointwise import (
+    binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, kl_div, smooth_l1_loss,
+)
+from zgrad.ops.padding import pad
+from zgrad.ops.resample import interpolate, pixel_shuffle, pixel_unshuffle
+from zgrad.ops.vector import cosine_similarity, normalize, one_hot, pairwise_distance
 from zgrad.ops.conv import conv2d
-from zgrad.ops.norm import batch_norm, group_norm, layer_norm
+from zgrad.ops.conv_transpose import conv_transpose2d
+from zgrad.ops.norm import batch_norm, group_norm, instance_norm, layer_norm
 from zgrad.ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 
 __all__ = ["cross_entropy", "linear", "log_softmax", "mse_loss", "relu", "sigmoid", "softmax", "tanh"]
 __all__ += ["dropout", "dropout2d", "embedding", "embedding_bag", "gelu", "l1_loss", "leaky_relu", "nll_loss"]
 __all__ += ["adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "conv2d", "group_norm", "layer_norm", "max_pool2d"]
+__all__ += ["binary_cross_entropy", "binary_cross_entropy_with_logits", "conv_transpose2d", "cosine_similarity", "elu",
+            "huber_loss", "instance_norm", "interpolate", "kl_div", "normalize", "one_hot", "pad", "pairwise_distance",
+            "pixel_shuffle", "pixel_unshuffle", "prelu", "smooth_l1_loss"]

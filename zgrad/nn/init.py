@@ -11,12 +11,16 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
+
+import numpy as np
+
+from zgrad.creation import empty
 from zgrad.engine.grad_mode import no_grad
 from zgrad.tensor import Tensor
 
 __all__ = [
     "calculate_gain", "uniform_", "normal_", "constant_", "ones_", "zeros_", "xavier_uniform_", "xavier_normal_",
-    "kaiming_uniform_", "kaiming_normal_", "default_layer_init_",
+    "kaiming_uniform_", "kaiming_normal_", "default_layer_init_", "orthogonal_", "trunc_normal_",
 ]
 
 _LINEAR_FNS = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
@@ -143,3 +147,79 @@ def default_layer_init_(weight: Tensor, bias: Tensor | None = None) -> None:
         fan_in, _ = _calculate_fan_in_and_fan_out(weight)
         bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
         uniform_(bias, -bound, bound)
+
+
+def _host_samples(shape: tuple[int, ...], fill: str, *args: float) -> np.ndarray:
+    """float64 samples drawn on the CPU from zgrad's default generator (``fill`` is a Tensor
+    method: "uniform_" or "normal_")."""
+    samples = empty(*shape, dtype=np.float64, device="cpu")
+    getattr(samples, fill)(*args)
+    return samples.numpy()
+
+
+def _write(tensor: Tensor, values: np.ndarray) -> Tensor:
+    with no_grad():
+        return tensor.copy_(Tensor(values.reshape(tensor.shape).astype(tensor.dtype)))
+
+
+def orthogonal_(tensor: Tensor, gain: float = 1, generator: object = None) -> Tensor:
+    """Fill ``tensor`` with a (semi-)orthogonal matrix times ``gain``: the Q factor of a standard
+    normal (rows, cols) matrix, rows = size(0) and cols the product of the other sizes, its signs
+    fixed by R's diagonal (as PyTorch).
+
+    Raises:
+        ValueError: fewer than 2 dimensions.
+        NotImplementedError: a ``generator`` (zgrad draws from its default generator).
+    """
+    if generator is not None:
+        raise NotImplementedError("orthogonal_: generator= is not supported by zgrad; seed with zgrad.manual_seed")
+    if tensor.ndim < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    flat = _host_samples((rows, cols), "normal_", 0.0, 1.0)
+    q, r = np.linalg.qr(flat.T if rows < cols else flat)
+    q = q * np.sign(np.diag(r))
+    return _write(tensor, (q.T if rows < cols else q) * gain)
+
+
+def _normal_quantile(p: np.ndarray) -> np.ndarray:
+    """The standard normal's inverse CDF by Acklam's rational approximation (relative error below
+    1.2e-9), vectorized; p in (0, 1)."""
+    a = (-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02, 1.383577518672690e+02,
+         -3.066479806614716e+01, 2.506628277459239e+00)
+    b = (-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02, 6.680131188771972e+01,
+         -1.328068155288572e+01)
+    c = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00, -2.549732539343734e+00,
+         4.374664141464968e+00, 2.938163982698783e+00)
+    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00)
+    low = 0.02425
+    tail = np.sqrt(-2 * np.log(np.where(p < 0.5, p, 1 - p)))
+    tails = (((((c[0] * tail + c[1]) * tail + c[2]) * tail + c[3]) * tail + c[4]) * tail + c[5]) / \
+        ((((d[0] * tail + d[1]) * tail + d[2]) * tail + d[3]) * tail + 1)
+    q = p - 0.5
+    q2 = q * q
+    central = (((((a[0] * q2 + a[1]) * q2 + a[2]) * q2 + a[3]) * q2 + a[4]) * q2 + a[5]) * q / \
+        (((((b[0] * q2 + b[1]) * q2 + b[2]) * q2 + b[3]) * q2 + b[4]) * q2 + 1)
+    return np.where(p < low, tails, np.where(p > 1 - low, -tails, central))
+
+
+def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0,
+                  generator: object = None) -> Tensor:
+    """Fill ``tensor`` with samples of N(mean, std^2) truncated to [a, b] (bounds in the values'
+    units, as PyTorch): uniform samples between the bounds' CDFs through the normal's inverse CDF.
+
+    Raises:
+        NotImplementedError: a ``generator`` (zgrad draws from its default generator).
+    """
+    if generator is not None:
+        raise NotImplementedError("trunc_normal_: generator= is not supported by zgrad; seed with zgrad.manual_seed")
+    if mean < a - 2 * std or mean > b + 2 * std:
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The distribution of values may "
+                      "be incorrect.", stacklevel=2)
+    cdf_low, cdf_high = ((1 + math.erf((bound - mean) / (std * math.sqrt(2)))) / 2 for bound in (a, b))
+    tiny = np.finfo(np.float64).tiny
+    uniform = np.clip(_host_samples(tuple(tensor.shape), "uniform_", cdf_low, cdf_high), tiny, 1 - 1e-16)
+    return _write(tensor, np.clip(mean + std * _normal_quantile(uniform), a, b))

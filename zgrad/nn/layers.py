@@ -1,4 +1,4 @@
-"""Layers: ``Linear``, ``Identity``, ``Flatten`` and the activations ``ReLU``, ``Tanh``, ``Sigmoid``."""
+"""Layers: ``Linear``, ``Identity``, ``Flatten``, ``Unflatten`` and the activations ``ReLU``, ``Tanh``, ``Sigmoid``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from zgrad.device import check_supported
 from zgrad.nn import init
 from zgrad.nn.module import Module, Parameter
 
-__all__ = ["Linear", "Identity", "Flatten", "ReLU", "Tanh", "Sigmoid"]
+__all__ = ["Linear", "Identity", "Flatten", "Unflatten", "ReLU", "Tanh", "Sigmoid"]
 
 
 class Linear(Module):
@@ -67,6 +67,23 @@ class Flatten(Module):
 
     def extra_repr(self) -> str:
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """Splits dimension ``dim`` into ``unflattened_size`` (whose product is its size; one entry may be -1)."""
+
+    def __init__(self, dim: int, unflattened_size: Any) -> None:
+        super().__init__()
+        if not isinstance(unflattened_size, (tuple, list)):
+            raise TypeError(f"unflattened_size must be tuple or list, but found type {type(unflattened_size).__name__}")
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, input: Any) -> Any:  # noqa: A002 - torch's name
+        dim = self.dim % input.ndim
+        return ops.reshape(input, (*input.shape[:dim], *self.unflattened_size, *input.shape[dim + 1:]))
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
 class ReLU(Module):

@@ -1,4 +1,5 @@
-"""Loss modules: ``CrossEntropyLoss``, ``NLLLoss``, ``MSELoss``, ``L1Loss``, as PyTorch's."""
+"""Loss modules: ``CrossEntropyLoss``, ``NLLLoss``, ``MSELoss``, ``L1Loss``, ``BCELoss``,
+``BCEWithLogitsLoss``, ``SmoothL1Loss``, ``HuberLoss``, ``KLDivLoss``, as PyTorch's."""
 
 from __future__ import annotations
 
@@ -6,8 +7,12 @@ from typing import Any
 
 from zgrad.nn.module import Module
 from zgrad.ops.loss_functions import cross_entropy, l1_loss, mse_loss, nll_loss
+from zgrad.ops.loss_pointwise import (
+    binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, kl_div, smooth_l1_loss,
+)
 
-__all__ = ["CrossEntropyLoss", "L1Loss", "MSELoss", "NLLLoss"]
+__all__ = ["BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "HuberLoss", "KLDivLoss", "L1Loss", "MSELoss",
+           "NLLLoss", "SmoothL1Loss"]
 
 
 class _Loss(Module):
@@ -78,3 +83,60 @@ class L1Loss(_Loss):
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
         return l1_loss(input, target, reduction=self.reduction)
+
+
+class BCELoss(_WeightedLoss):
+    """Binary cross-entropy of probabilities; ``weight`` rescales each element (a buffer)."""
+
+    def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+        return binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
+
+
+class BCEWithLogitsLoss(_WeightedLoss):
+    """Binary cross-entropy of ``sigmoid(input)`` computed from the logits; ``weight`` and
+    ``pos_weight`` (the weight of positives, per class) are buffers."""
+
+    def __init__(self, weight: Any = None, size_average: Any = None, reduce: Any = None, reduction: str = "mean",
+                 pos_weight: Any = None) -> None:
+        super().__init__(weight, size_average, reduce, reduction)
+        self.register_buffer("pos_weight", pos_weight)
+
+    def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+        return binary_cross_entropy_with_logits(input, target, self.weight, pos_weight=self.pos_weight,
+                                                reduction=self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    """Squared error below ``beta`` (halved, over beta), absolute error above."""
+
+    def __init__(self, size_average: Any = None, reduce: Any = None, reduction: str = "mean",
+                 beta: float = 1.0) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.beta = beta
+
+    def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+        return smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+
+class HuberLoss(_Loss):
+    """Squared error below ``delta`` (halved), ``delta`` times absolute error above."""
+
+    def __init__(self, reduction: str = "mean", delta: float = 1.0) -> None:
+        super().__init__(reduction=reduction)
+        self.delta = delta
+
+    def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+        return huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+
+class KLDivLoss(_Loss):
+    """The KL divergence of log-probabilities ``input`` from ``target`` ('batchmean' is the true
+    divergence per sample); ``log_target`` when the target is given as log-probabilities."""
+
+    def __init__(self, size_average: Any = None, reduce: Any = None, reduction: str = "mean",
+                 log_target: bool = False) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.log_target = log_target
+
+    def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+        return kl_div(input, target, reduction=self.reduction, log_target=self.log_target)

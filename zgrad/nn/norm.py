@@ -1,17 +1,21 @@
-"""Normalization layers: ``BatchNorm1d``, ``BatchNorm2d``, ``LayerNorm``, ``GroupNorm``."""
+"""Normalization layers: ``BatchNorm1d``, ``BatchNorm2d``, ``InstanceNorm1d``, ``InstanceNorm2d``,
+``LayerNorm``, ``GroupNorm``."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
 
+from zgrad import ops
 from zgrad.creation import empty, ones, tensor, zeros
 from zgrad.nn import init
 from zgrad.nn.module import Module, Parameter
-from zgrad.ops.norm import batch_norm_layer, group_norm_layer, layer_norm_layer
+from zgrad.ops._args import tensor_arg
+from zgrad.ops.norm import batch_norm_layer, group_norm_layer, instance_norm, layer_norm_layer
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "LayerNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "LayerNorm"]
 
 
 def _reset_affine(weight: Any, bias: Any) -> None:
@@ -159,3 +163,51 @@ class GroupNorm(Module):
     def extra_repr(self) -> str:
         return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
                 f"bias={self.bias is not None}")
+
+
+class _InstanceNorm(_BatchNorm):
+    """Instance norm over the spatial dimensions of each (sample, channel), as PyTorch's: no affine
+    parameters and no running statistics by default. With ``track_running_stats``, training
+    updates them (``num_batches_tracked`` stays 0, as PyTorch) and evaluation normalizes with them."""
+
+    unbatched_dims = 0
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = False,
+                 track_running_stats: bool = False, device: Any = None, dtype: Any = None) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+
+    def _check_input(self, input: Any) -> None:
+        if input.ndim not in (self.unbatched_dims, self.unbatched_dims + 1):
+            raise ValueError(f"expected {self.unbatched_dims}D or {self.unbatched_dims + 1}D input (got "
+                             f"{input.ndim}D input)")
+        channels = input.shape[-self.unbatched_dims]
+        if channels == self.num_features:
+            return
+        if self.affine:
+            raise ValueError(f"expected input's size at dim={input.ndim - self.unbatched_dims} to match num_features "
+                             f"({self.num_features}), but got: {channels}.")
+        warnings.warn(f"input's size at dim={input.ndim - self.unbatched_dims} does not match num_features. You can "
+                      f"silence this warning by not passing in num_features, which is not used because affine=False",
+                      stacklevel=3)
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        tensor_arg(input, self, "input")
+        self._check_input(input)
+        unbatched = input.ndim == self.unbatched_dims
+        x = ops.unsqueeze(input, 0) if unbatched else input
+        out = instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                            self.training or not self.track_running_stats,
+                            0.0 if self.momentum is None else self.momentum, self.eps)
+        return ops.squeeze(out, 0) if unbatched else out
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance norm of (N, C, L) or unbatched (C, L) input, as ``torch.nn.InstanceNorm1d``."""
+
+    unbatched_dims = 2
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance norm of (N, C, H, W) or unbatched (C, H, W) input, as ``torch.nn.InstanceNorm2d``."""
+
+    unbatched_dims = 3

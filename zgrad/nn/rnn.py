@@ -1,5 +1,6 @@
 """Recurrent layers: ``LSTM``, ``GRU`` (stacked, optionally bidirectional) and ``LSTMCell``,
-``GRUCell``, as PyTorch's: the same parameter names, gate order, initialization and shapes.
+``GRUCell``, as PyTorch's: the same parameter names, gate order, initialization and shapes. On a
+``PackedSequence`` they run step by step (:mod:`zgrad.nn.rnn_steps`).
 
 Each layer and direction runs as one op over the whole sequence (:mod:`zgrad.ops.rnn`); this
 module checks the arguments, stacks layers and directions, and applies dropout between layers.
@@ -16,11 +17,13 @@ from zgrad.creation import empty, zeros
 from zgrad.nn import init
 from zgrad.nn.module import Module, Parameter
 from zgrad.ops.dropout import dropout as dropout_fn
+from zgrad.nn.rnn_steps import run_packed
+from zgrad.nn.utils.rnn import PackedSequence
 from zgrad.ops.rnn import GRULayer, LSTMLayer
 
 __all__ = ["GRU", "GRUCell", "LSTM", "LSTMCell"]
 
-_GATES = {"LSTM": 4, "GRU": 3}
+_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 
 
 def _check_size(name: str, value: Any) -> None:
@@ -95,6 +98,14 @@ class _RNNBase(_Recurrent):
         """``input`` as (T, B, I), and whether it was batched."""
         if input.ndim not in (2, 3):
             raise ValueError(f"{self!r}: Expected input to be 2D or 3D, got {input.ndim}D instead")
+        self._check_features(input)
+        batched = input.ndim == 3
+        if not batched:
+            return ops.unsqueeze(input, 1), False
+        return (ops.transpose(input, 0, 1) if self.batch_first else input), True
+
+    def _check_features(self, input: Any) -> None:  # noqa: A002
+        """The last dimension must be ``input_size`` and the dtype the parameters' (PyTorch's texts)."""
         if input.shape[-1] != self.input_size:
             raise RuntimeError(f"{self!r}: input.size(-1) must be equal to input_size. "
                                f"Expected {self.input_size}, got {input.shape[-1]}")
@@ -103,10 +114,6 @@ class _RNNBase(_Recurrent):
             raise ValueError(f"{self!r}: RNN input dtype ({input.dtype}) does not match weight dtype ({weight.dtype}). "
                              f"Convert input: input.to(zgrad.{weight.dtype}), or convert model: "
                              f"model.to(zgrad.{input.dtype})")
-        batched = input.ndim == 3
-        if not batched:
-            return ops.unsqueeze(input, 1), False
-        return (ops.transpose(input, 0, 1) if self.batch_first else input), True
 
     def _check_state_dims(self, states: tuple[Any, ...], names: str, batched: bool) -> None:
         """Given states must be 3-D for batched input, 2-D for unbatched (PyTorch's texts)."""
@@ -123,7 +130,7 @@ class _RNNBase(_Recurrent):
         checked) checked against it."""
         expected = (self.num_layers * self.num_directions, batch, self.hidden_size)
         if state is None:
-            return zeros(*expected, dtype=like.dtype)
+            return zeros(*expected, dtype=like.dtype, device=like.device)
         if not batched:
             state = ops.unsqueeze(state, 1)
         if tuple(state.shape) != expected:
@@ -154,6 +161,9 @@ class _RNNBase(_Recurrent):
             return ops.squeeze(output, 1), [ops.squeeze(s, 1) for s in states]
         return (ops.transpose(output, 0, 1) if self.batch_first else output), states
 
+    def flatten_parameters(self) -> None:
+        """Nothing to do: PyTorch compacts the weights for cuDNN here; zgrad's kernels read them as they are."""
+
     def extra_repr(self) -> str:
         text = f"{self.input_size}, {self.hidden_size}"
         if self.num_layers != 1:
@@ -181,12 +191,18 @@ class LSTM(_RNNBase):
         NotImplementedError: ``proj_size`` != 0.
     """
 
-    mode = "LSTM"
+    mode, num_states = "LSTM", 2
 
     def _layer(self, x: Any, initial: list[Any], weights: tuple[Any, ...], reverse: bool) -> tuple[Any, ...]:
         return LSTMLayer.apply(x, *initial, *weights, reverse)
 
+    def _step(self, x: Any, states: list[Any], weights: tuple[Any, ...]) -> list[Any]:
+        _, h, c = LSTMLayer.apply(ops.unsqueeze(x, 0), *states, *weights, False)
+        return [h, c]
+
     def forward(self, input: Any, hx: Any = None) -> tuple[Any, tuple[Any, Any]]:  # noqa: A002
+        if isinstance(input, PackedSequence):
+            return run_packed(self, input, hx)
         x, batched = self._check_input(input)
         batch = x.shape[1]
         h0, c0 = (None, None) if hx is None else hx
@@ -206,12 +222,17 @@ class GRU(_RNNBase):
     state.
     """
 
-    mode = "GRU"
+    mode, num_states = "GRU", 1
 
     def _layer(self, x: Any, initial: list[Any], weights: tuple[Any, ...], reverse: bool) -> tuple[Any, ...]:
         return GRULayer.apply(x, *initial, *weights, reverse)
 
+    def _step(self, x: Any, states: list[Any], weights: tuple[Any, ...]) -> list[Any]:
+        return [GRULayer.apply(ops.unsqueeze(x, 0), *states, *weights, False)[1]]
+
     def forward(self, input: Any, hx: Any = None) -> tuple[Any, Any]:  # noqa: A002
+        if isinstance(input, PackedSequence):
+            return run_packed(self, input, hx)
         x, batched = self._check_input(input)
         self._check_state_dims((hx,), "hx", batched)
         h0 = self._initial_state(hx, x.shape[1], batched, "hidden", x)
@@ -254,7 +275,7 @@ class _CellBase(_Recurrent):
         """A (B, H) state: zeros, or ``state`` checked with PyTorch's texts (``which`` is its
         argument's name, hx[0] or hidden; PyTorch's kernel calls it hidden0, hidden1)."""
         if state is None:
-            return zeros(batch, self.hidden_size, dtype=like.dtype)
+            return zeros(batch, self.hidden_size, dtype=like.dtype, device=like.device)
         if state.ndim not in (1, 2):
             raise ValueError(f"{self!r}: Expected {which} to be 1D or 2D, got {state.ndim}D instead")
         if state.ndim != (2 if batched else 1):

@@ -1,16 +1,17 @@
-"""Activations with a parameter: GELU (exact or tanh approximation), leaky ReLU, and the
-functional ReLU with ``inplace``."""
+"""Activations with a parameter: GELU (exact or tanh approximation), leaky ReLU, ELU, PReLU, and
+the functional ReLU with ``inplace``."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from zgrad.autograd.function import Op
+from zgrad import ops
 from zgrad.kernels import dispatch_pointwise, dispatch_sequence as DS
 from zgrad.ops._args import require_kinds, tensor_arg
 from zgrad.ops import functions
 
-__all__ = ["Gelu", "LeakyRelu", "gelu", "leaky_relu", "relu"]
+__all__ = ["Gelu", "LeakyRelu", "elu", "gelu", "leaky_relu", "prelu", "relu"]
 
 GELU_APPROXIMATIONS = ("none", "tanh")
 
@@ -71,3 +72,39 @@ def leaky_relu(input: Any, negative_slope: float = 0.01, inplace: bool = False) 
         return LeakyRelu.apply(input, slope)
     return input._inplace(lambda: dispatch_pointwise.write(input._data, DS.leaky_relu(input._data, slope)),
                           lambda old: LeakyRelu.apply(old, slope))
+
+
+def _elu(x: Any, alpha: float) -> Any:
+    """x where x > 0, else alpha * (exp(x) - 1); exp reads min(x, 0), so a large x gives no inf
+    (whose zero gradient would turn into NaN)."""
+    return ops.where(x > 0, x, (ops.exp(ops.clamp(x, max=0)) - 1) * alpha)
+
+
+def elu(input: Any, alpha: float = 1.0, inplace: bool = False) -> Any:  # noqa: A002
+    """The exponential linear unit: x if x > 0 else alpha * (exp(x) - 1); ``inplace`` writes into
+    ``input`` (recorded in the graph where it must be).
+
+    Raises:
+        DTypeError: a non-floating input.
+    """
+    x = require_kinds(tensor_arg(input, "elu"), "elu", "f")
+    alpha = float(alpha)
+    if not inplace:
+        return _elu(x, alpha)
+    return x._inplace(lambda: dispatch_pointwise.write(x._data, _elu(x.detach(), alpha)._data),
+                      lambda old: _elu(old, alpha))
+
+
+def prelu(input: Any, weight: Any) -> Any:  # noqa: A002
+    """max(0, x) + weight * min(0, x), ``weight`` one slope or one per channel (dimension 1).
+
+    Raises:
+        RuntimeError: a weight that is neither one element nor one per channel (PyTorch's message).
+    """
+    x, w = tensor_arg(input, "prelu", "input"), tensor_arg(weight, "prelu", "weight")
+    channels = x.shape[1] if x.ndim >= 2 else 1
+    if w.numel() != 1 and w.numel() != channels:
+        raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
+                           f"{w.numel()} and channel size = {channels}.")
+    w = ops.reshape(w, (w.numel(),) + (1,) * (x.ndim - 2) if x.ndim >= 2 else ())
+    return ops.where(x > 0, x, w * x)

@@ -21,12 +21,14 @@ from zgrad.ops.loss import CrossEntropy, LogSoftmax, NllLoss, PointwiseLoss
 from zgrad.ops.reduce import Sum
 from zgrad.ops.shape import Permute, Reshape, expand
 
-__all__ = ["REDUCTIONS", "cross_entropy", "l1_loss", "mse_loss", "nll_loss"]
+__all__ = [
+    "REDUCTIONS", "check_legacy", "check_reduction", "cross_entropy", "l1_loss", "mse_loss", "nll_loss", "same_shape",
+]
 
 REDUCTIONS = ("none", "mean", "sum")
 
 
-def _check_reduction(reduction: str) -> None:
+def check_reduction(reduction: str) -> None:
     if reduction not in REDUCTIONS:
         raise ValueError(f"{reduction} is not a valid value for reduction")
 
@@ -97,8 +99,8 @@ def nll_loss(input: Any, target: Any, weight: Any = None, size_average: Any = No
         NotImplementedError: an integer ``input``.
         IndexError: a target class out of range ("Target 7 is out of bounds. ...").
     """
-    _check_legacy(size_average, reduce)
-    _check_reduction(reduction)
+    check_legacy(size_average, reduce)
+    check_reduction(reduction)
     rows, classes, per_row = _class_rows(tensor_arg(input, "nll_loss"), "nll_loss")
     targets = _class_targets(target, per_row, classes, ignore_index, "nll_loss")
     return NllLoss.apply(rows, targets, _class_weight(weight, classes, input.dtype), ignore_index, reduction, per_row)
@@ -120,8 +122,8 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, size_average: Any
         NotImplementedError: an integer ``input`` with class-index targets.
         IndexError: a target class out of range.
     """
-    _check_legacy(size_average, reduce)
-    _check_reduction(reduction)
+    check_legacy(size_average, reduce)
+    check_reduction(reduction)
     tensor_arg(input, "cross_entropy")
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
@@ -160,7 +162,7 @@ def _cross_entropy_probabilities(input: Any, target: Any, weight: Any, ignore_in
     return total / samples if samples else total * float("nan")
 
 
-def _same_shape(input: Any, target: Any) -> tuple[Any, Any]:  # noqa: A002
+def same_shape(input: Any, target: Any) -> tuple[Any, Any]:  # noqa: A002
     """Both broadcast to one shape (PyTorch warns and broadcasts)."""
     input, target = operand(input), operand(target)
     if input.shape != target.shape:
@@ -191,13 +193,13 @@ def l1_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = Non
 
 def _pointwise_loss(input: Any, target: Any, size_average: Any, reduce: Any, reduction: str,  # noqa: A002
                     squared: bool) -> Any:
-    _check_legacy(size_average, reduce)
-    _check_reduction(reduction)
-    input, target = _same_shape(input, target)
+    check_legacy(size_average, reduce)
+    check_reduction(reduction)
+    input, target = same_shape(input, target)
     return PointwiseLoss.apply(input, target, squared, reduction)
 
 
-def _check_legacy(size_average: Any, reduce: Any) -> None:
+def check_legacy(size_average: Any, reduce: Any) -> None:
     if size_average is not None or reduce is not None:
         raise NotImplementedError("size_average and reduce are deprecated in PyTorch and not supported by zgrad; "
                                   "use reduction='none' | 'mean' | 'sum'")

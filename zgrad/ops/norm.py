@@ -1,4 +1,4 @@
-"""Normalization: ``batch_norm``, ``layer_norm`` and ``group_norm`` on fused kernels.
+"""Normalization: ``batch_norm``, ``layer_norm``, ``group_norm`` and ``instance_norm`` on fused kernels.
 
 Layer norm runs as group norm: its input is viewed as (rows, normalized size, 1) with one group,
 so one pair of kernels (statistics and output in one task, all three gradients in one backward)
@@ -12,13 +12,14 @@ import math
 from typing import Any, Sequence
 
 from zgrad.autograd.function import Op
+from zgrad.engine.grad_mode import no_grad
 from zgrad.kernels import dispatch_layers
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.conv import check_floating
 
 __all__ = [
-    "BatchNorm", "GroupNorm", "batch_norm", "batch_norm_layer", "group_norm", "group_norm_layer", "layer_norm",
-    "layer_norm_layer",
+    "BatchNorm", "GroupNorm", "batch_norm", "batch_norm_layer", "group_norm", "group_norm_layer", "instance_norm",
+    "layer_norm", "layer_norm_layer",
 ]
 
 
@@ -180,3 +181,38 @@ def layer_norm(input: Any, normalized_shape: Sequence[int], weight: Any = None, 
         RuntimeError: the input's trailing dimensions are not ``normalized_shape``.
     """
     return layer_norm_layer("layer_norm", input, normalized_shape, weight, bias, eps)
+
+
+def instance_norm(input: Any, running_mean: Any = None, running_var: Any = None, weight: Any = None,  # noqa: A002
+                  bias: Any = None, use_input_stats: bool = True, momentum: float = 0.1, eps: float = 1e-5) -> Any:
+    """Instance normalization, as ``torch.nn.functional.instance_norm``: each (sample, channel) of
+    (N, C, *) input normalized over its own spatial positions (group norm with one group per
+    channel), then scaled by ``weight`` and shifted by ``bias`` per channel.
+
+    With ``use_input_stats`` given ``running_mean`` / ``running_var`` are updated in place by the
+    batch average of the instances' statistics (the variance unbiased); without it the input is
+    normalized with them instead, as batch norm in evaluation mode.
+
+    Raises:
+        ValueError: one spatial element per instance with ``use_input_stats``.
+        RuntimeError: affine parameters or statistics whose size is not the channel count, or no
+            statistics without ``use_input_stats``.
+    """
+    x = tensor_arg(input, "instance_norm", "input")
+    if not use_input_stats:
+        return batch_norm_layer("instance_norm", x, running_mean, running_var, weight, bias, False, momentum, eps)
+    if x.ndim >= 2 and math.prod(x.shape[2:]) <= 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size {list(x.shape)}")
+    out = group_norm_layer("instance_norm", x, x.shape[1] if x.ndim >= 2 else 0, weight, bias, eps)
+    if running_mean is not None or running_var is not None:
+        _update_instance_stats(x, running_mean, running_var, momentum)
+    return out
+
+
+def _update_instance_stats(x: Any, running_mean: Any, running_var: Any, momentum: float) -> None:
+    """r = (1 - momentum) * r + momentum * (the batch mean of each instance's statistic)."""
+    with no_grad():
+        rows = x.detach().reshape(x.shape[0], x.shape[1], -1)
+        for running, stat in ((running_mean, rows.mean(2)), (running_var, rows.var(2, unbiased=True))):
+            if running is not None:
+                running.mul_(1 - momentum).add_(stat.mean(0) * momentum)

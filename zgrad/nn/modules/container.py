@@ -1,0 +1,6 @@
+"""``zgrad.nn.modules.container``: PyTorch's module path for these classes of :mod:`zgrad.nn`
+(re-exported: the same objects)."""
+
+from zgrad.nn.containers import ModuleDict, ModuleList, Sequential
+
+__all__ = ["ModuleDict", "ModuleList", "Sequential"]

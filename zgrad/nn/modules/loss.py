@@ -1,0 +1,11 @@
+"""``zgrad.nn.modules.loss``: PyTorch's module path for these classes of :mod:`zgrad.nn`
+(re-exported: the same objects)."""
+
+from zgrad.nn.loss import (
+    BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss,
+)
+
+__all__ = [
+    "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "HuberLoss", "KLDivLoss", "L1Loss", "MSELoss", "NLLLoss",
+    "SmoothL1Loss",
+]

@@ -1,0 +1,121 @@
+"""2-D transposed convolution (``conv_transpose2d``): the adjoint of :func:`zgrad.ops.conv.conv2d`
+with the same weight, so its forward is conv2d's input gradient and its input gradient is conv2d.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zgrad.autograd.function import Op
+from zgrad.kernels import dispatch, dispatch_layers
+from zgrad.ops._args import tensor_arg
+from zgrad.ops.conv import check_floating, pair
+
+__all__ = ["ConvTranspose2d", "conv_transpose2d", "conv_transpose2d_layer", "transposed_output_size"]
+
+
+class ConvTranspose2d(Op):
+    """y = conv_transpose(x, weight) + bias; the window is (stride, (top, left) padding, dilation, groups)."""
+
+    @staticmethod
+    def forward(ctx, window, out_size, x, weight, bias=None):
+        ctx.unbatched = x.ndim == 3
+        x = x[None] if ctx.unbatched else x
+        ctx.window = window
+        ctx.save_for_backward(x, weight)
+        out = dispatch_layers.conv_transpose2d(x, weight, bias, *window, out_size)
+        return out[0] if ctx.unbatched else out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        grad = grad[None] if ctx.unbatched else grad
+        stride, padding, dilation, groups = ctx.window
+        grad_x = grad_weight = None
+        if needs[2]:
+            grad_x = dispatch_layers.conv2d(grad, weight, None, stride, padding, dilation, groups, "zeros",
+                                            x.shape[2:])
+            grad_x = grad_x[0] if ctx.unbatched else grad_x
+        if needs[3]:
+            _, grad_weight = dispatch_layers.conv2d_backward(x, grad, weight, stride, padding, dilation, groups,
+                                                             "zeros", False, True)
+        grad_bias = dispatch.reduce_sum(grad, (0, 2, 3)) if len(needs) > 4 and needs[4] else None
+        return (None, None, grad_x, grad_weight) + ((grad_bias,) if len(needs) > 4 else ())
+
+
+def transposed_output_size(in_size: tuple[int, int], kernel: tuple[int, int], stride: tuple[int, int],
+                           padding: tuple[int, int], dilation: tuple[int, int],
+                           output_padding: tuple[int, int]) -> tuple[int, int]:
+    """(H - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1, per dimension."""
+    return tuple((n - 1) * s - 2 * p + d * (k - 1) + op + 1  # type: ignore[return-value]
+                 for n, k, s, p, d, op in zip(in_size, kernel, stride, padding, dilation, output_padding))
+
+
+def conv_transpose2d_layer(name: object, input: Any, weight: Any, bias: Any = None, stride: Any = 1,  # noqa: A002
+                           padding: Any = 0, output_padding: Any = 0, groups: int = 1, dilation: Any = 1) -> Any:
+    """:func:`conv_transpose2d` with error messages that start with ``name``."""
+    x = tensor_arg(input, name, "input")
+    w = tensor_arg(weight, name, "weight")
+    b = None if bias is None else tensor_arg(bias, name, "bias")
+    if x.ndim not in (3, 4):
+        raise RuntimeError(f"{name}: Expected 3D (unbatched) or 4D (batched) input to conv_transpose2d, but got "
+                           f"input of size: {list(x.shape)}")
+    if w.ndim != 4:
+        raise RuntimeError(f"{name}: weight should have 4 dimensions (in_channels, out_channels/groups, kH, kW), "
+                           f"got weight of size {list(w.shape)}")
+    if not isinstance(groups, int) or groups <= 0:
+        raise RuntimeError(f"{name}: non-positive groups is not supported, got groups={groups}")
+    if x.shape[-3] != w.shape[0] or w.shape[0] % groups:
+        raise RuntimeError(f"{name}: Given transposed=1, weight of size {list(w.shape)}, expected input "
+                           f"{list(x.shape)} to have {w.shape[0]} channels, but got {x.shape[-3]} channels instead")
+    if b is not None and b.shape != (w.shape[1] * groups,):
+        raise RuntimeError(f"{name}: Given transposed=1, weight of size {list(w.shape)}, expected bias to be "
+                           f"1-dimensional with {w.shape[1] * groups} elements, but got bias of size "
+                           f"{list(b.shape)} instead")
+    check_floating(name, x, ("weight", w), ("bias", b))
+    stride, dilation = pair(stride, "stride"), pair(dilation, "dilation")
+    padding, output_padding = pair(padding, "padding"), pair(output_padding, "output_padding")
+    if min(stride) <= 0:
+        raise RuntimeError(f"{name}: non-positive stride is not supported, got stride={stride}")
+    if min(dilation) <= 0:
+        raise RuntimeError(f"{name}: dilation should be greater than zero, got dilation={dilation}")
+    if min(padding) < 0 or min(output_padding) < 0:
+        raise RuntimeError(f"{name}: negative padding is not supported, got padding={padding}, "
+                           f"output_padding={output_padding}")
+    if any(op >= s and op >= d for op, s, d in zip(output_padding, stride, dilation)):
+        raise RuntimeError(f"output padding must be smaller than either stride or dilation, but got "
+                           f"output_padding_height: {output_padding[0]} output_padding_width: {output_padding[1]} "
+                           f"stride_height: {stride[0]} stride_width: {stride[1]} dilation_height: {dilation[0]} "
+                           f"dilation_width: {dilation[1]}")
+    kernel = (w.shape[2], w.shape[3])
+    out_size = transposed_output_size(tuple(x.shape[-2:]), kernel, stride, padding, dilation, output_padding)
+    if min(out_size) <= 0:
+        raise RuntimeError(f"{name}: Given input size per channel: ({x.shape[-2]} x {x.shape[-1]}). Calculated "
+                           f"output size per channel: ({out_size[0]} x {out_size[1]}). Output size is too small")
+    args = (x, w) if b is None else (x, w, b)
+    return ConvTranspose2d.apply((stride, padding, dilation, groups), out_size, *args)
+
+
+def conv_transpose2d(input: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,  # noqa: A002
+                     output_padding: Any = 0, groups: int = 1, dilation: Any = 1) -> Any:
+    """2-D transposed convolution ("deconvolution"), as ``torch.nn.functional.conv_transpose2d``.
+
+    Args:
+        input: (N, C, H, W) or unbatched (C, H, W).
+        weight: (C, out_channels / groups, kH, kW).
+        bias: optional (out_channels,).
+        stride, padding, dilation: an int or an (h, w) pair, as the conv2d this is the transpose of.
+        output_padding: extra rows/columns added on the bottom/right, smaller than stride or dilation.
+        groups: channels split into this many groups, each transposed-convolved separately.
+
+    Returns:
+        (N, out_channels, OH, OW), OH = (H - 1) * stride - 2 * padding + dilation * (kH - 1) +
+        output_padding + 1.
+
+    Raises:
+        RuntimeError: shapes that do not fit, mixed dtypes, non-positive stride, output padding
+            not smaller than stride or dilation, an empty output.
+    """
+    return conv_transpose2d_layer("conv_transpose2d", input, weight, bias, stride, padding, output_padding, groups,
+                                  dilation)
