@@ -54,7 +54,7 @@ ROWS = [
     Row("Tensor.sub_", (T(), T(dtype="float64")), name="float64"),
     Row("neg"), Row("abs"), Row("square"),
     Row("exp"), Row("log", domain="positive"), Row("sqrt", domain="positive"), Row("tanh"), Row("sigmoid"),
-    Row("relu"), Row("nn.functional.relu"), Row("nn.functional.gelu"),
+    Row("relu"),
     Row("clamp", (T(), Lit(-1), Lit(1))), Row("clamp", (T(), Lit(-0.5), Lit(1.5)), name="float_bounds"),
     Row("clamp", (T(),), {"min": T(), "max": T(shape=(4,), domain="above1")}, name="tensor_bounds"),
     Row("where", (T(dtype="bool"), T(), T(dtype="float64")), name="mixed"),

@@ -9,14 +9,19 @@ from __future__ import annotations
 import pytest
 
 from conformance_cells import run_cell, torch, zgrad_has_dtype
-from conformance_table import TESTED_DTYPES, cells
+from conformance_table import KNOWN_GAPS, TESTED_DTYPES, cells
 from cuda_helpers import requires_cuda
 
 pytestmark = [pytest.mark.torch, pytest.mark.skipif(torch is None, reason="torch is not installed")]
 
 
 def _params(dtypes: tuple[str, ...], device: str) -> list:
-    return [pytest.param(row, dtype, id=f"{row.id}-{dtype}") for row, dtype in cells(dtypes, device)]
+    params = []
+    for row, dtype in cells(dtypes, device):
+        gap = KNOWN_GAPS.get((row.id, dtype))
+        marks = (pytest.mark.xfail(reason=gap, strict=True),) if gap else ()
+        params.append(pytest.param(row, dtype, id=f"{row.id}-{dtype}", marks=marks))
+    return params
 
 
 @pytest.mark.parametrize(("row", "dtype"), _params(TESTED_DTYPES, "cpu"))
