@@ -31,6 +31,13 @@ from zgrad.ops import (
     logical_not, logical_or, logical_xor, logsumexp, lt, masked_fill, max, maximum, min, minimum, nansum, ne, prod,
     remainder, scatter, split, sqrt, squeeze, std, t, unsqueeze, var, where,
 )
+from zgrad.ops import (
+    addbmm, addmm, addmv, baddbmm, bmm, cdist, cross, dot, einsum, ger, inner, kron, mm, mv, outer, tensordot, vdot,
+)
+from zgrad import linalg
+from zgrad.linalg import det, slogdet
+from zgrad.linalg import inv as inverse
+from zgrad.linalg.norms import legacy_norm as norm
 from zgrad.random import manual_seed
 from zgrad.serialization import load, save
 from zgrad.tensor import Tensor
@@ -68,4 +75,6 @@ __all__ = [
     "reshape", "save", "scatter", "set_default_device", "set_grad_enabled", "sigmoid", "softmax", "split", "sqrt", "square", "squeeze", "stack", "std",
     "sub", "sum", "t", "tanh", "Tensor", "tensor", "transpose", "uint8", "unsqueeze", "utils", "var", "where", "zeros",
     "zeros_like", "ZgradError",
+    "addbmm", "addmm", "addmv", "baddbmm", "bmm", "cdist", "cross", "det", "dot", "einsum", "ger", "inner", "inverse",
+    "kron", "linalg", "mm", "mv", "norm", "outer", "slogdet", "tensordot", "vdot",
 ]

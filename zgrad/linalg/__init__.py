@@ -1,0 +1,15 @@
+"""``zgrad.linalg``: PyTorch's ``torch.linalg`` (real matrices). Products and norms run on every
+backend; factorizations and solves run on the CPU (LAPACK) and raise an error naming the fix on
+CUDA. Every function is differentiable with PyTorch's gradient formulas.
+"""
+
+from zgrad.errors import LinAlgError
+from zgrad.linalg.decompositions import cholesky, eigh, eigvalsh, qr, svd, svdvals
+from zgrad.linalg.norms import matrix_norm, norm, vector_norm
+from zgrad.linalg.products import cross, matmul, vecdot
+from zgrad.linalg.solvers import det, inv, lstsq, pinv, slogdet, solve
+
+__all__ = [
+    "LinAlgError", "cholesky", "cross", "det", "eigh", "eigvalsh", "inv", "lstsq", "matmul", "matrix_norm", "norm",
+    "pinv", "qr", "slogdet", "solve", "svd", "svdvals", "vecdot", "vector_norm",
+]
