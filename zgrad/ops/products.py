@@ -11,16 +11,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from zgrad.errors import DTypeError, ShapeError
 from zgrad.kernels import dispatch
 from zgrad.kernels.dispatch_index import normalize_dim
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.contraction import tensordot
 from zgrad.ops.elementwise import Cast
+from zgrad.ops.indexing import where
 from zgrad.ops.functions import add, getitem, matmul, mul, reshape, stack, sub
 from zgrad.ops.reduce import sum as _sum
 from zgrad.ops.shape import expand, unsqueeze
 from zgrad.ops.vector_norm import vector_norm
+from zgrad.tensor import Tensor
 
 __all__ = ["mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm", "addbmm", "addmv", "kron",
            "cdist", "cross"]
@@ -146,10 +150,18 @@ def _add_scaled_product(name: str, input: Any, product: Any, beta: Any, alpha: A
     """beta * input + alpha * product, in the product's dtype, with ``input`` broadcast to the
     product's shape; ``input`` is ignored (NaNs included) when beta is 0, as PyTorch."""
     x = tensor_arg(input, name)
-    if dispatch.broadcast_shape(x.shape, product.shape) != product.shape:
+    try:
+        fits = dispatch.broadcast_shape(x.shape, product.shape) == product.shape
+    except ValueError:
+        fits = False
+    if not fits:
         raise ShapeError(f"The expanded size of the tensor must match the existing size: {name} cannot broadcast "
                          f"input of shape {list(x.shape)} to the product's shape {list(product.shape)}")
-    result = _scaled(product, alpha) if beta == 0 else add(_scaled(x, beta), _scaled(product, alpha))
+    if beta == 0:  # input takes part with a zero gradient, its values (NaNs too) unread
+        ignore = Tensor(dispatch.full((), True, np.bool_, dispatch.device_type_of(x._data)))
+        result = where(ignore, _scaled(product, alpha), x)
+    else:
+        result = add(_scaled(x, beta), _scaled(product, alpha))
     return result if result.dtype == product.dtype else Cast.apply(result, product.dtype)
 
 
