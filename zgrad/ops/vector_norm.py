@@ -21,17 +21,23 @@ __all__ = ["vector_norm"]
 
 def _extreme_abs(absx, axes, largest: bool):
     """max (``largest``) or min of ``absx`` over ``axes``, keeping them as size 1."""
-    rows = dispatch_reduce.to_rows(absx, axes)
-    if rows.rows.shape[1] == 0:
+    if any(absx.shape[d] == 0 for d in axes):
         raise RuntimeError("linalg.vector_norm cannot compute the inf norm on an empty tensor because the operation "
                            "does not have an identity")
+    rows = dispatch_reduce.to_rows(absx, axes)
     index = dispatch_reduce.argmax(rows.rows, 1, True, largest)
     return dispatch_index.gather(rows.rows, 1, index).reshape(tuple(1 if i in axes else n for i, n in enumerate(absx.shape)))
 
 
-def _not_zero(norm, value):
-    """``value`` where ``norm`` is not 0, else 0 (PyTorch's masked_fill of a norm's gradient)."""
-    return dispatch_index.where(dispatch_pointwise.compare("eq", norm, 0), 0, value)
+def _where_zero(x, value, otherwise):
+    """``value`` where ``x`` is 0, else ``otherwise``."""
+    return dispatch_index.where(dispatch_pointwise.compare("eq", x, 0), value, otherwise)
+
+
+def _over_norm(grad, norm, power):
+    """grad / norm**power, 0 where the norm is 0 (PyTorch's masked_fill of a norm's gradient)."""
+    safe = _where_zero(norm, 1, norm)
+    return _where_zero(norm, 0, dispatch.binary("div", grad, safe if power == 1 else dispatch.binary("pow", safe, power)))
 
 
 class VectorNorm(Op):
@@ -73,16 +79,15 @@ class VectorNorm(Op):
             share = dispatch.binary("div", grad, dispatch.reduce_sum(mask, ctx.axes, True))
             return dispatch.binary("mul", dispatch.binary("mul", sign, mask), share), None, None, None
         if p == 2:
-            return dispatch.binary("mul", x, _not_zero(norm, dispatch.binary("div", grad, norm))), None, None, None
+            return dispatch.binary("mul", x, _over_norm(grad, norm, 1)), None, None, None
         absx = dispatch.unary("abs", x)
-        if p < 1:
-            scaled = dispatch.binary("mul", sign, _not_zero(x, dispatch.binary("pow", absx, p - 1)))
-            return dispatch.binary("mul", scaled, dispatch.binary("mul", grad, dispatch.binary("pow", norm, 1 - p))), \
-                None, None, None
+        if p < 1:  # |x|**(p - 1) is infinite at 0, where PyTorch takes 0
+            powered = _where_zero(x, 0, dispatch.binary("pow", _where_zero(x, 1, absx), p - 1))
+            scale = dispatch.binary("mul", grad, dispatch.binary("pow", norm, 1 - p))
+            return dispatch.binary("mul", dispatch.binary("mul", sign, powered), scale), None, None, None
         scaled = dispatch.binary("mul", sign, dispatch.binary("pow", absx, p - 1)) if p < 2 else \
             dispatch.binary("mul", x, dispatch.binary("pow", absx, p - 2))
-        scale = _not_zero(norm, dispatch.binary("div", grad, dispatch.binary("pow", norm, p - 1)))
-        return dispatch.binary("mul", scaled, scale), None, None, None
+        return dispatch.binary("mul", scaled, _over_norm(grad, norm, p - 1)), None, None, None
 
 
 def vector_norm(x: Any, ord: float = 2, dim: Any = None, keepdim: bool = False, *,  # noqa: A002
