@@ -54,6 +54,7 @@ EINSUM = [
     ("ij,kj->ik", [(1, 3), (4, 3)]), ("iij->j", [(3, 3, 2)]), ("ab,b->a", [(2, 1), (4,)]),
     ("b i d, b j d -> b i j", [(2, 3, 4), (2, 5, 4)]),
 ]
+EINSUM_CASES = [case(f"einsum {eq}", lambda lib, *xs, eq=eq: lib.einsum(eq, *xs), *shapes) for eq, shapes in EINSUM]
 
 
 @pytest.mark.torch
@@ -63,9 +64,9 @@ def test_products_match_torch(c):
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("equation, shapes", EINSUM, ids=[e for e, _ in EINSUM])
-def test_einsum_matches_torch(equation, shapes):
-    check(lambda lib, *xs: lib.einsum(equation, *xs), shapes)
+@pytest.mark.parametrize("c", EINSUM_CASES)
+def test_einsum_matches_torch(c):
+    check(c.fn, c.shapes, domain=c.domain)
 
 
 def test_einsum_takes_a_list_of_operands():
