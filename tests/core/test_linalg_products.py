@@ -80,7 +80,9 @@ def test_integer_and_half_products_keep_their_dtype(dtype):
     a = np.arange(6).reshape(2, 3).astype(dtype)
     b = np.arange(12).reshape(3, 4).astype(dtype)
     for fn in (lambda lib, x, y: lib.mm(x, y), lambda lib, x, y: lib.einsum("ij,jk->ik", x, y),
-               lambda lib, x, y: lib.addmm(lib.mm(x, y), x, y)):
+               lambda lib, x, y: lib.addmm(lib.mm(x, y), x, y), lambda lib, x, y: lib.einsum("ii->i", x[:, :2]),
+               lambda lib, x, y: lib.einsum("ij->", y), lambda lib, x, y: lib.addbmm(x, x[None], y[None, :, :3]),
+               lambda lib, x, y: lib.einsum("i,j", x[0], y[0])):
         out = fn(zgrad, zgrad.tensor(a), zgrad.tensor(b))
         ref = fn(torch, torch.tensor(a), torch.tensor(b))
         assert str(out.dtype) == str(ref.dtype).replace("torch.", "")
@@ -112,6 +114,15 @@ def test_products_refuse_mixed_dtypes_as_torch(name, fn, message):
 def test_bool_matmul_is_refused_as_torch():
     with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
         zgrad.mm(zgrad.ones(2, 2, dtype=zgrad.bool), zgrad.ones(2, 2, dtype=zgrad.bool))
+    with pytest.raises(NotImplementedError, match="\"cdist\" not implemented for 'Half'"):
+        zgrad.cdist(zgrad.ones(2, 2, dtype=zgrad.float16), zgrad.ones(2, 2, dtype=zgrad.float16))
+    with pytest.raises(DTypeError, match="linalg.vecdot: Expected a floating point or complex tensor as input. Got Long"):
+        zgrad.linalg.vecdot(zgrad.ones(2, dtype=zgrad.int64), zgrad.ones(2, dtype=zgrad.int64))
+
+
+def test_einsum_outer_product_of_bools_as_torch():
+    a = zgrad.tensor([True, False])
+    assert zgrad.einsum("i,j->ij", a, a).tolist() == [[True, False], [False, False]]
 
 
 SHAPE_ERRORS = [

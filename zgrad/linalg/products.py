@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from zgrad.errors import DTypeError
+from zgrad.kernels import dispatch
 from zgrad.linalg._checks import same_dtype
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.functions import matmul, mul
@@ -27,8 +29,12 @@ def vecdot(x: Any, y: Any, *, dim: int = -1) -> Any:
     """The dot product of ``x`` and ``y`` along ``dim`` (broadcast): ``(x * y).sum(dim)``.
 
     Raises:
-        DTypeError: the dtypes differ, with PyTorch's message.
+        DTypeError: a tensor is not floating, or the dtypes differ, with PyTorch's messages.
     """
     x, y = tensor_arg(x, "linalg.vecdot", "x"), tensor_arg(y, "linalg.vecdot", "y")
+    for t in (x, y):
+        if t.dtype.kind != "f":
+            raise DTypeError("linalg.vecdot: Expected a floating point or complex tensor as input. Got "
+                             f"{dispatch.scalar_type_name(t.dtype)}")
     same_dtype("linalg.vecdot", x, y, ("x", "y"))
     return _sum(mul(x, y), dim)

@@ -42,7 +42,7 @@ def _diagonal(x: Any, labels: Labels) -> tuple[Any, Labels]:
         eye_shape = [1] * x.ndim
         eye_shape[i] = eye_shape[j] = n
         eye = dispatch.asarray(np.eye(n, dtype=x.dtype).reshape(eye_shape), None, dispatch.device_type_of(x._data))
-        x = _sum(mul(x, Tensor(eye)), i)
+        x = _sum(mul(x, Tensor(eye)), i, dtype=x.dtype)  # a diagonal keeps the dtype (a sum would not)
         labels = labels[:i] + labels[i + 1:]
     return x, labels
 
@@ -64,6 +64,12 @@ def _contract(a: Any, la: Labels, b: Any, lb: Labels, keep: set[str]) -> tuple[A
     left = [label for label in la if label not in lb]
     right = [label for label in lb if label not in la]
     a_sizes, b_sizes = dict(zip(la, a.shape)), dict(zip(lb, b.shape))
+    if not inner:  # nothing to sum: a broadcast product (an outer product, bool included, as PyTorch's)
+        a_part = permute(a, [la.index(k) for k in batch + left])
+        b_part = permute(b, [lb.index(k) for k in batch + right])
+        a_part = reshape(a_part, a_part.shape + (1,) * len(right))
+        b_part = reshape(b_part, b_part.shape[:len(batch)] + (1,) * len(left) + b_part.shape[len(batch):])
+        return mul(a_part, b_part), batch + left + right
     inner_a, inner_b = math.prod(a_sizes[k] for k in inner), math.prod(b_sizes[k] for k in inner)
     if inner_a != inner_b:
         raise ShapeError(f"contracted dimensions need to match, but first has sizes {[a_sizes[k] for k in inner]} and "

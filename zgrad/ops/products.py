@@ -194,7 +194,8 @@ def addbmm(input: Any, batch1: Any, batch2: Any, *, beta: float = 1, alpha: floa
     """beta * input + alpha * (the sum over the batch of bmm(batch1, batch2))."""
     a, b = tensor_arg(batch1, "addbmm"), tensor_arg(batch2, "addbmm")
     _input_dtype("addbmm", input, a, b)
-    return _add_scaled_product("addbmm", input, _sum(bmm(a, b), 0), beta, alpha)
+    product = bmm(a, b)
+    return _add_scaled_product("addbmm", input, _sum(product, 0, dtype=product.dtype), beta, alpha)
 
 
 def addmv(input: Any, mat: Any, vec: Any, *, beta: float = 1, alpha: float = 1) -> Any:  # noqa: A002
@@ -238,6 +239,8 @@ def cdist(x1: Any, x2: Any, p: float = 2.0, compute_mode: str = "use_mm_for_eucl
         raise ShapeError(f"X1 and X2 must have the same number of columns. X1: {a.shape[-1]} X2: {b.shape[-1]}")
     if p < 0:
         raise ValueError("cdist only supports non-negative p values")
+    if a.dtype == np.float16:
+        raise NotImplementedError("\"cdist\" not implemented for 'Half'")
     _same_dtype(a, b, "expected scalar type {a} but found {b}")
     return vector_norm(sub(unsqueeze(a, -2), unsqueeze(b, -3)), p, -1)
 
