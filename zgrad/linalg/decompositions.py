@@ -42,6 +42,10 @@ def _sub(a: Any, b: Any) -> Any:
     return dispatch.binary("sub", a, b)
 
 
+def _skew(x: Any) -> Any:
+    return _sub(x, mT(x))
+
+
 def _solve_right(b: Any, r: Any) -> Any:
     """B R^-1 for square R."""
     return mT(dispatch_linalg.solve(mT(r), mT(b)))
@@ -102,13 +106,12 @@ class QR(Op):
 def _svd_backward(u, s, vh, grad_u, grad_s, grad_vh):
     """PyTorch's gradient of A = U diag(S) Vh (real), reduced U (m, k), Vh (k, n)."""
     m, n = u.shape[-2], vh.shape[-1]
-    skew = lambda x: _sub(x, mT(x))  # noqa: E731
     row, col = s.reshape(s.shape[:-1] + (1, -1)), s.reshape(s.shape + (1,))
     s2 = dispatch.binary("mul", s, s)
     e = _sub(s2.reshape(row.shape), s2.reshape(col.shape))  # E[j, k] = S_k^2 - S_j^2, 1 on the diagonal
     e = dispatch.binary("add", e, diag_embed(dispatch.full(s.shape, 1, s.dtype, dispatch.device_type_of(s))))
-    middle = dispatch.binary("add", dispatch.binary("mul", skew(mm(mT(u), grad_u)), row),
-                             dispatch.binary("mul", col, skew(mm(vh, mT(grad_vh)))))
+    middle = dispatch.binary("add", dispatch.binary("mul", _skew(mm(mT(u), grad_u)), row),
+                             dispatch.binary("mul", col, _skew(mm(vh, mT(grad_vh)))))
     grad = dispatch.binary("add", dispatch.binary("div", middle, e), diag_embed(grad_s))
     if m > n:
         grad = mm(u, grad)

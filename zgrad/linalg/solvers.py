@@ -43,6 +43,17 @@ def _scalar_per_matrix(x: Any) -> Any:
     return x.reshape(x.shape + (1, 1))
 
 
+def _neg(x: Any) -> Any:
+    return dispatch.unary("neg", x)
+
+
+def _add(*arrays: Any) -> Any:
+    result = arrays[0]
+    for x in arrays[1:]:
+        result = dispatch.binary("add", result, x)
+    return result
+
+
 class Inv(Op):
     @staticmethod
     def forward(ctx, a):
@@ -53,7 +64,7 @@ class Inv(Op):
     @staticmethod
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors
-        return dispatch.unary("neg", mm(mT(out), grad, mT(out)))
+        return _neg(mm(mT(out), grad, mT(out)))
 
 
 class Det(Op):
@@ -102,7 +113,7 @@ class Solve(Op):
     def backward(ctx, grad):
         a, x = ctx.saved_tensors
         grad_b = dispatch_linalg.solve(mT(a), grad)
-        grad_a = dispatch.unary("neg", mm(grad_b, mT(x))) if ctx.needs_input_grad[0] else None
+        grad_a = _neg(mm(grad_b, mT(x))) if ctx.needs_input_grad[0] else None
         shape_a, shape_b = ctx.shapes
         return (None if grad_a is None else dispatch.sum_to(grad_a, shape_a),
                 dispatch.sum_to(grad_b, shape_b) if ctx.needs_input_grad[1] else None)
@@ -126,27 +137,18 @@ class Pinv(Op):
     @staticmethod
     def backward(ctx, grad):
         a, p = ctx.saved_tensors
-        neg = lambda x: dispatch.unary("neg", x)  # noqa: E731
-        add = lambda *xs: _add(*xs)  # noqa: E731
         m, n = a.shape[-2:]
         if m <= n:
             k = mm(mT(grad), p)
             k_ph = mm(k, mT(p))
-            grad_a = add(neg(mT(mm(p, k))), k_ph, neg(mm(a, p, k_ph)),
-                         mm(mT(p), p, dispatch.binary("sub", mT(grad), mm(k, a))))
+            grad_a = _add(_neg(mT(mm(p, k))), k_ph, _neg(mm(a, p, k_ph)),
+                          mm(mT(p), p, dispatch.binary("sub", mT(grad), mm(k, a))))
         else:
             k = mm(p, mT(grad))
             ph_k = mm(mT(p), k)
-            grad_a = add(neg(mT(mm(k, p))), mm(dispatch.binary("sub", mT(grad), mm(a, k)), p, mT(p)), ph_k,
-                         neg(mm(ph_k, p, a)))
+            grad_a = _add(_neg(mT(mm(k, p))), mm(dispatch.binary("sub", mT(grad), mm(a, k)), p, mT(p)), ph_k,
+                          _neg(mm(ph_k, p, a)))
         return grad_a, None, None
-
-
-def _add(*arrays: Any) -> Any:
-    result = arrays[0]
-    for x in arrays[1:]:
-        result = dispatch.binary("add", result, x)
-    return result
 
 
 # --- public functions -------------------------------------------------------------------------
