@@ -94,4 +94,10 @@ ROWS = [
     Row("linalg.pinv", (T((4, 3)),), dtypes=FLOAT_DTYPES),
     Row("linalg.pinv", (T((2, 3, 5)),), dtypes=FLOAT_DTYPES, name="wide"),
     Row("linalg.lstsq", (T((5, 3)), T((5, 2))), dtypes=FLOAT_DTYPES, grad=False),
+    Row("linalg.solve_triangular", (T(SQUARE), T((3, 2))), {"upper": Lit(True)}, dtypes=FLOAT_DTYPES),
+    Row("linalg.solve_triangular", (T(SQUARE), T((2, 3))), {"upper": Lit(False), "left": Lit(False),
+                                                          "unitriangular": Lit(True)}, dtypes=FLOAT_DTYPES, name="unit"),
+    Row("linalg.matrix_power", (T((2, 3, 3)), Lit(3))),
+    Row("linalg.matrix_power", (T(SQUARE), Lit(-2)), dtypes=FLOAT_DTYPES, name="inverse"),
+    Row("linalg.matrix_rank", (T((4, 3)),), dtypes=FLOAT_DTYPES, grad=False),
 ]

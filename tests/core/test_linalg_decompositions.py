@@ -72,6 +72,15 @@ CASES = [
     case("pinv-tall", lambda lib, a: lib.linalg.pinv(a), (4, 3)),
     case("pinv-wide", lambda lib, a: lib.linalg.pinv(a), (2, 3, 5)),
     case("lstsq", lambda lib, a, b: lib.linalg.lstsq(a, b).solution, (5, 3), (5, 2)),
+    case("solve_triangular", lambda lib, a, b: lib.linalg.solve_triangular(_regular(lib, a), b, upper=True),
+         (2, 3, 3), (3, 2)),
+    case("solve_triangular-unit-right", lambda lib, a, b: lib.linalg.solve_triangular(
+        a, b, upper=False, left=False, unitriangular=True), (3, 3), (2, 3)),
+    case("matrix_power", lambda lib, a: lib.linalg.matrix_power(a, 5), (2, 3, 3)),
+    case("matrix_power-negative", lambda lib, a: lib.linalg.matrix_power(_regular(lib, a), -2), (3, 3)),
+    case("matrix_power-0", lambda lib, a: lib.linalg.matrix_power(a, 0) * a, (3, 3)),
+    case("multi_dot", lambda lib, a, b, c, d: lib.linalg.multi_dot([a, b, c, d]), (3,), (3, 4), (4, 2), (2,)),
+    case("multi_dot-matrices", lambda lib, a, b: lib.linalg.multi_dot([a, b]), (2, 3), (3, 4)),
 ]
 
 
@@ -109,6 +118,19 @@ def test_result_tuples_match_torch():
     assert zgrad.linalg.slogdet(zgrad.tensor(square)).sign.requires_grad is False
 
 
+@pytest.mark.torch
+def test_matrix_rank_and_integer_powers_match_torch():
+    rng = np.random.default_rng(2)
+    low_rank = rng.standard_normal((2, 4, 2)) @ rng.standard_normal((2, 2, 3))
+    for kwargs in ({}, {"atol": 1.0}, {"rtol": 0.5}, {"hermitian": False}):
+        ours = zgrad.linalg.matrix_rank(zgrad.tensor(low_rank), **kwargs)
+        ref = torch.linalg.matrix_rank(torch.tensor(low_rank), **kwargs)
+        assert ours.dtype == np.int64 and ours.tolist() == ref.tolist()
+    ints = np.arange(4).reshape(2, 2)
+    power = zgrad.linalg.matrix_power(zgrad.tensor(ints), 3)
+    assert power.dtype == np.int64 and power.tolist() == torch.linalg.matrix_power(torch.tensor(ints), 3).tolist()
+
+
 def test_singular_and_indefinite_matrices_raise_linalg_error():
     assert issubclass(zgrad.linalg.LinAlgError, RuntimeError)
     with pytest.raises(LinAlgError, match="linalg.inv: .*singular"):
@@ -138,6 +160,16 @@ ARGUMENT_ERRORS = [
      "qr received unrecognized mode 'x' but expected one of 'reduced' (default), 'r', or 'complete'"),
     ("eigh-uplo", ValueError, lambda: zgrad.linalg.eigh(zgrad.ones(2, 2), UPLO="X"),
      "Expected UPLO argument to be 'L' or 'U', but got X"),
+    ("solve_triangular-vector", ShapeError, lambda: zgrad.linalg.solve_triangular(zgrad.ones(2, 2), zgrad.ones(2), upper=True),
+     "linalg.solve_triangular: The input tensor B must have at least 2 dimensions."),
+    ("matrix_power-shape", ShapeError, lambda: zgrad.linalg.matrix_power(zgrad.ones(2, 3), 2),
+     "linalg.matrix_power: A must be batches of square matrices, but they are 2x3 matrices"),
+    ("matrix_power-int-inverse", DTypeError, lambda: zgrad.linalg.matrix_power(zgrad.ones(2, 2, dtype=zgrad.int64), -1),
+     "linalg.inv: Expected a floating point or complex tensor as input. Got Long"),
+    ("multi_dot-one", ValueError, lambda: zgrad.linalg.multi_dot([zgrad.ones(3)]),
+     "multi_dot(): expected at least 2 tensors but got 1"),
+    ("matrix_rank-int", DTypeError, lambda: zgrad.linalg.matrix_rank(zgrad.ones(2, 2, dtype=zgrad.int64)),
+     "This function doesn't handle types other than float and double"),
     ("lstsq-driver", ValueError, lambda: zgrad.linalg.lstsq(zgrad.ones(2, 2), zgrad.ones(2, 2), driver="x"),
      "parameter `driver` should be one of (gels, gelsy, gelsd, gelss), but got x"),
 ]
