@@ -1,5 +1,5 @@
 """The matrix-product family of ``torch``: ``mm``, ``bmm``, ``mv``, ``dot``, ``vdot``, ``inner``,
-``outer``/``ger``, ``addmm``, ``baddbmm``, ``addbmm``, ``addmv``, ``kron``, ``cdist``.
+``outer``/``ger``, ``addmm``, ``baddbmm``, ``addbmm``, ``addmv``, ``kron``, ``cdist``, ``cross``.
 
 Each checks its arguments as PyTorch does (ranks, sizes, one dtype for both factors: PyTorch
 promotes none in a product) and composes differentiable ops (``matmul``, ``mul``, ``add``,
@@ -166,10 +166,8 @@ def _add_scaled_product(name: str, input: Any, product: Any, beta: Any, alpha: A
 
 
 def _input_dtype(name: str, input: Any, first: Any, second: Any) -> None:  # noqa: A002
-    x = tensor_arg(input, name)
-    if x.dtype != second.dtype:
+    for x in (tensor_arg(input, name), first):
         _same_dtype(x, second, "self and mat2 must have the same dtype, but got {a} and {b}")
-    _same_dtype(first, second, "self and mat2 must have the same dtype, but got {a} and {b}")
 
 
 def addmm(input: Any, mat1: Any, mat2: Any, *, beta: float = 1, alpha: float = 1) -> Any:  # noqa: A002
