@@ -36,6 +36,7 @@ from zgrad.ops import (
 )
 from zgrad import linalg
 from zgrad.linalg import det, slogdet
+from zgrad.linalg.solvers import logdet
 from zgrad.linalg import inv as inverse
 from zgrad.linalg.norms import legacy_norm as norm
 from zgrad.random import manual_seed
@@ -76,5 +77,5 @@ __all__ = [
     "sub", "sum", "t", "tanh", "Tensor", "tensor", "transpose", "uint8", "unsqueeze", "utils", "var", "where", "zeros",
     "zeros_like", "ZgradError",
     "addbmm", "addmm", "addmv", "baddbmm", "bmm", "cdist", "cross", "det", "dot", "einsum", "ger", "inner", "inverse",
-    "kron", "linalg", "mm", "mv", "norm", "outer", "slogdet", "tensordot", "vdot",
+    "kron", "linalg", "logdet", "mm", "mv", "norm", "outer", "slogdet", "tensordot", "vdot",
 ]

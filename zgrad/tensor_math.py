@@ -16,6 +16,7 @@ import numpy as np
 
 from zgrad import linalg, ops
 from zgrad.linalg.norms import legacy_norm
+from zgrad.linalg.solvers import logdet
 from zgrad.device import check_supported
 from zgrad.tensor import Tensor, parse_to_args, tensor_methods
 
@@ -279,6 +280,9 @@ class TensorMath:
 
     def inverse(self) -> Any:
         return linalg.inv(self)
+
+    def logdet(self) -> Any:
+        return logdet(self)
 
     # --- reductions -----------------------------------------------------------------------------
 

@@ -80,6 +80,7 @@ ROWS = [
     Row("linalg.det", (T((2, 3, 3)),), dtypes=FLOAT_DTYPES),
     Row("Tensor.det", (T(SQUARE),), dtypes=FLOAT_DTYPES),
     Row("linalg.slogdet", (T(SQUARE),), dtypes=FLOAT_DTYPES),
+    Row("logdet", (T(SQUARE),), dtypes=FLOAT_DTYPES),
     Row("linalg.solve", (T(SQUARE), T((3, 2))), dtypes=FLOAT_DTYPES),
     Row("linalg.solve", (T((2, 3, 3)), T((2, 3))), dtypes=FLOAT_DTYPES, name="vector"),
     Row("linalg.solve", (T(SQUARE), T((2, 3))), {"left": Lit(False)}, dtypes=FLOAT_DTYPES, name="right"),

@@ -53,6 +53,8 @@ CASES = [
     case("Tensor.det", lambda lib, a: _regular(lib, a).det(), (3, 3)),
     case("det-singular", lambda lib, u, v: lib.linalg.det(u @ v), (2, 1), (1, 2)),
     case("slogdet", lambda lib, a: lib.linalg.slogdet(a).logabsdet, (2, 3, 3)),
+    case("logdet", lambda lib, a: lib.logdet(_spd(lib, a)), (2, 3, 3)),
+    case("Tensor.logdet", lambda lib, a: _spd(lib, a).logdet(), (3, 3)),
     case("solve", lambda lib, a, b: lib.linalg.solve(_regular(lib, a), b), (3, 3), (3, 2)),
     case("solve-vector", lambda lib, a, b: lib.linalg.solve(_regular(lib, a), b), (2, 3, 3), (2, 3)),
     case("solve-broadcast", lambda lib, a, b: lib.linalg.solve(_regular(lib, a), b), (2, 3, 3), (3, 1)),
@@ -119,13 +121,15 @@ def test_result_tuples_match_torch():
 
 
 @pytest.mark.torch
-def test_matrix_rank_and_integer_powers_match_torch():
+def test_matrix_rank_integer_powers_and_negative_logdet_match_torch():
     rng = np.random.default_rng(2)
     low_rank = rng.standard_normal((2, 4, 2)) @ rng.standard_normal((2, 2, 3))
     for kwargs in ({}, {"atol": 1.0}, {"rtol": 0.5}, {"hermitian": False}):
         ours = zgrad.linalg.matrix_rank(zgrad.tensor(low_rank), **kwargs)
         ref = torch.linalg.matrix_rank(torch.tensor(low_rank), **kwargs)
         assert ours.dtype == np.int64 and ours.tolist() == ref.tolist()
+    negative = zgrad.logdet(zgrad.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    assert np.isnan(negative.item()) and np.isnan(torch.logdet(torch.tensor([[1.0, 2.0], [3.0, 4.0]])).item())
     ints = np.arange(4).reshape(2, 2)
     power = zgrad.linalg.matrix_power(zgrad.tensor(ints), 3)
     assert power.dtype == np.int64 and power.tolist() == torch.linalg.matrix_power(torch.tensor(ints), 3).tolist()

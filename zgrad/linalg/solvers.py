@@ -19,7 +19,7 @@ from zgrad.ops.functions import matmul, transpose
 from zgrad.ops.shape import squeeze, unsqueeze
 from zgrad.tensor import Tensor
 
-__all__ = ["SlogdetResult", "LstsqResult", "inv", "det", "slogdet", "solve", "pinv", "lstsq"]
+__all__ = ["SlogdetResult", "LstsqResult", "inv", "det", "slogdet", "logdet", "solve", "pinv", "lstsq"]
 
 
 class SlogdetResult(NamedTuple):
@@ -174,6 +174,13 @@ def slogdet(A: Any) -> SlogdetResult:  # noqa: N803
     logabsdet -inf for a singular one. The gradient flows through ``logabsdet``."""
     sign, logabsdet = Slogdet.apply(square_matrices(A, "linalg.slogdet"))
     return SlogdetResult(sign.detach_(), logabsdet)
+
+
+def logdet(input: Any) -> Any:  # noqa: A002 - torch's argument name
+    """``torch.logdet``: log det of each square matrix: NaN where the determinant is negative,
+    -inf where it is 0; the gradient is that of :func:`slogdet`'s ``logabsdet``."""
+    sign, logabsdet = slogdet(square_matrices(input, "logdet", "input"))
+    return logabsdet + sign.log()
 
 
 def solve(A: Any, B: Any, *, left: bool = True) -> Any:  # noqa: N803
