@@ -81,7 +81,8 @@ class Det(Op):
     def backward(ctx, grad):
         (a,) = ctx.saved_tensors
         u, s, vh = dispatch_linalg.svd(a, False)
-        others = dispatch_reduce.prod_backward(s, dispatch.full(s.shape[:-1], 1, s.dtype, dispatch.device_type_of(s)), -1)
+        ones = dispatch.full(s.shape[:-1], 1, s.dtype, dispatch.device_type_of(s))
+        others = dispatch_reduce.prod_backward(s, ones, -1)  # the product of the other singular values
         signs = dispatch.binary("mul", dispatch_linalg.det(u), dispatch_linalg.det(vh))
         scale = _scalar_per_matrix(dispatch.binary("mul", grad, signs))
         return dispatch.binary("mul", scale, mm(u, diag_embed(others), vh))

@@ -84,7 +84,8 @@ def mv(input: Any, vec: Any) -> Any:  # noqa: A002
     if a.ndim != 2 or v.ndim != 1:
         raise ShapeError(f"vector + matrix @ vector expected, got 1, {a.ndim}, {v.ndim}")
     if a.shape[1] != v.shape[0]:
-        raise ShapeError(f"size mismatch, got input ({a.shape[0]}), mat ({a.shape[0]}x{a.shape[1]}), vec ({v.shape[0]})")
+        raise ShapeError(f"size mismatch, got input ({a.shape[0]}), mat ({a.shape[0]}x{a.shape[1]}), "
+                         f"vec ({v.shape[0]})")
     _same_dtype(a, v, "addmv input tensors must have the same dtype, but got {a}, {a}, and {b}")
     return matmul(a, v)
 
@@ -230,7 +231,8 @@ def cdist(x1: Any, x2: Any, p: float = 2.0, compute_mode: str = "use_mm_for_eucl
     a, b = tensor_arg(x1, "cdist"), tensor_arg(x2, "cdist")
     for x, what in ((a, "X1"), (b, "X2")):
         if x.dtype.kind != "f":
-            raise DTypeError(f"cdist only supports floating-point dtypes, {what} got: {dispatch.scalar_type_name(x.dtype)}")
+            raise DTypeError(f"cdist only supports floating-point dtypes, {what} got: "
+                             f"{dispatch.scalar_type_name(x.dtype)}")
         if x.ndim < 2:
             raise ShapeError(f"cdist only supports at least 2D tensors, {what} got: {x.ndim}D")
     if a.shape[-1] != b.shape[-1]:

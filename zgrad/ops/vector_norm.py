@@ -26,7 +26,8 @@ def _extreme_abs(absx, axes, largest: bool):
                            "does not have an identity")
     rows = dispatch_reduce.to_rows(absx, axes)
     index = dispatch_reduce.argmax(rows.rows, 1, True, largest)
-    return dispatch_index.gather(rows.rows, 1, index).reshape(tuple(1 if i in axes else n for i, n in enumerate(absx.shape)))
+    kept = tuple(1 if i in axes else n for i, n in enumerate(absx.shape))
+    return dispatch_index.gather(rows.rows, 1, index).reshape(kept)
 
 
 def _where_zero(x, value, otherwise):
@@ -37,7 +38,8 @@ def _where_zero(x, value, otherwise):
 def _over_norm(grad, norm, power):
     """grad / norm**power, 0 where the norm is 0 (PyTorch's masked_fill of a norm's gradient)."""
     safe = _where_zero(norm, 1, norm)
-    return _where_zero(norm, 0, dispatch.binary("div", grad, safe if power == 1 else dispatch.binary("pow", safe, power)))
+    divisor = safe if power == 1 else dispatch.binary("pow", safe, power)
+    return _where_zero(norm, 0, dispatch.binary("div", grad, divisor))
 
 
 class VectorNorm(Op):
