@@ -121,6 +121,7 @@ def test_result_tuples_match_torch():
 
 
 @pytest.mark.torch
+@pytest.mark.skipif(torch is None, reason="torch is not installed")
 def test_matrix_rank_integer_powers_and_negative_logdet_match_torch():
     rng = np.random.default_rng(2)
     low_rank = rng.standard_normal((2, 4, 2)) @ rng.standard_normal((2, 2, 3))

@@ -48,6 +48,7 @@ def test_norms_match_torch(c):
 
 
 @pytest.mark.torch
+@pytest.mark.skipif(torch is None, reason="torch is not installed")
 @pytest.mark.parametrize("order", [2, 1, 3, 0.5, INF, 0])
 def test_gradient_at_zeros_and_ties_is_torchs(order):
     data = np.array([[0.0, 0.0, 0.0], [1.0, -3.0, 3.0]])
@@ -63,6 +64,7 @@ def test_gradient_at_zeros_and_ties_is_torchs(order):
 
 
 @pytest.mark.torch
+@pytest.mark.skipif(torch is None, reason="torch is not installed")
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 def test_norm_keeps_a_floating_dtype(dtype):
     data = np.arange(6.0).reshape(2, 3).astype(dtype)

@@ -75,6 +75,7 @@ def test_einsum_takes_a_list_of_operands():
 
 
 @pytest.mark.torch
+@pytest.mark.skipif(torch is None, reason="torch is not installed")
 @pytest.mark.parametrize("dtype", ["int64", "int32", "float16"])
 def test_integer_and_half_products_keep_their_dtype(dtype):
     a = np.arange(6).reshape(2, 3).astype(dtype)
