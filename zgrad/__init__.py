@@ -32,10 +32,11 @@ from zgrad.ops import (
     remainder, scatter, split, sqrt, squeeze, std, t, unsqueeze, var, where,
 )
 from zgrad.ops import (
-    addbmm, addmm, addmv, baddbmm, bmm, cdist, cross, dot, einsum, ger, inner, kron, mm, mv, outer, tensordot, vdot,
+    addbmm, addmm, addmv, addr, baddbmm, bmm, cdist, cross, dot, einsum, ger, inner, kron, mm, mv, outer, tensordot, vdot,
 )
 from zgrad import linalg
 from zgrad.linalg import det, slogdet
+from zgrad.linalg.matrix_functions import cholesky_solve
 from zgrad.linalg.solvers import logdet
 from zgrad.linalg import inv as inverse
 from zgrad.linalg.norms import legacy_norm as norm
@@ -76,6 +77,6 @@ __all__ = [
     "reshape", "save", "scatter", "set_default_device", "set_grad_enabled", "sigmoid", "softmax", "split", "sqrt", "square", "squeeze", "stack", "std",
     "sub", "sum", "t", "tanh", "Tensor", "tensor", "transpose", "uint8", "unsqueeze", "utils", "var", "where", "zeros",
     "zeros_like", "ZgradError",
-    "addbmm", "addmm", "addmv", "baddbmm", "bmm", "cdist", "cross", "det", "dot", "einsum", "ger", "inner", "inverse",
+    "addbmm", "addmm", "addmv", "addr", "baddbmm", "bmm", "cdist", "cholesky_solve", "cross", "det", "dot", "einsum", "ger", "inner", "inverse",
     "kron", "linalg", "logdet", "mm", "mv", "norm", "outer", "slogdet", "tensordot", "vdot",
 ]

@@ -281,6 +281,10 @@ class TensorInplace:
         """self = beta * self + alpha * (mat @ vec), in place."""
         return self._product_(ops.addmv, mat, vec, beta=beta, alpha=alpha)
 
+    def addr_(self, vec1: Any, vec2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+        """self = beta * self + alpha * outer(vec1, vec2), in place."""
+        return self._product_(ops.addr, vec1, vec2, beta=beta, alpha=alpha)
+
     def __iadd__(self, other: Any) -> Any:
         return self.add_(other)
 

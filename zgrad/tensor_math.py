@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from zgrad import linalg, ops
+from zgrad.linalg.matrix_functions import cholesky_solve
 from zgrad.linalg.norms import legacy_norm
 from zgrad.linalg.solvers import logdet
 from zgrad.device import check_supported
@@ -263,8 +264,14 @@ class TensorMath:
     def addmv(self, mat: Any, vec: Any, *, beta: float = 1, alpha: float = 1) -> Any:
         return ops.addmv(self, mat, vec, beta=beta, alpha=alpha)
 
+    def addr(self, vec1: Any, vec2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+        return ops.addr(self, vec1, vec2, beta=beta, alpha=alpha)
+
     def kron(self, other: Any) -> Any:
         return ops.kron(self, other)
+
+    def cholesky_solve(self, input2: Any, upper: bool = False) -> Any:
+        return cholesky_solve(self, input2, upper)
 
     def cross(self, other: Any, dim: int | None = None) -> Any:
         return ops.cross(self, other, dim)

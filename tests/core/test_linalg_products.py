@@ -30,6 +30,8 @@ PRODUCTS = [
     case("baddbmm", lambda lib, c, a, b: lib.baddbmm(c, a, b, alpha=-1), (2, 3, 4), (2, 3, 5), (2, 5, 4)),
     case("addbmm", lambda lib, c, a, b: lib.addbmm(c, a, b, beta=2), (3, 4), (2, 3, 5), (2, 5, 4)),
     case("addmv", lambda lib, c, a, b: lib.addmv(c, a, b, alpha=3), (2,), (2, 3), (3,)),
+    case("addr", lambda lib, c, a, b: lib.addr(c, a, b, beta=0.5, alpha=2), (3,), (2,), (3,)),
+    case("Tensor.addr", lambda lib, c, a, b: c.addr(a, b), (2, 3), (2,), (3,)),
     case("kron", lambda lib, a, b: lib.kron(a, b), (2, 3), (4, 2, 2)),
     case("Tensor.kron", lambda lib, a, b: a.kron(b), (2,), (3,)),
     case("cdist", lambda lib, a, b: lib.cdist(a, b), (2, 3, 4), (2, 5, 4)),
@@ -136,6 +138,8 @@ SHAPE_ERRORS = [
     ("mv-sizes", lambda: zgrad.mv(zgrad.ones(2, 2), zgrad.ones(3)), "size mismatch, got input (2), mat (2x2), vec (3)"),
     ("dot-rank", lambda: zgrad.dot(zgrad.ones(2, 2), zgrad.ones(2, 2)), "1D tensors expected, but got 2D and 2D tensors"),
     ("dot-sizes", lambda: zgrad.dot(zgrad.ones(2), zgrad.ones(3)), "inconsistent tensor size"),
+    ("addr-rank", lambda: zgrad.addr(zgrad.ones(2, 3), zgrad.ones(2, 2), zgrad.ones(3)),
+     "addr: Expected 1-D argument vec1, but got 2-D"),
     ("outer-rank", lambda: zgrad.outer(zgrad.ones(2, 2), zgrad.ones(2)), "outer: Expected 1-D argument self, but got 2-D"),
     ("inner-sizes", lambda: zgrad.inner(zgrad.ones(2, 2), zgrad.ones(3)),
      "inner() the last dimension must match on both input tensors but got shapes [2, 2] and [3]"),
@@ -176,11 +180,12 @@ def test_argument_errors():
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("name", ["addmm_", "baddbmm_", "addbmm_", "addmv_"])
+@pytest.mark.parametrize("name", ["addmm_", "baddbmm_", "addbmm_", "addmv_", "addr_"])
 def test_inplace_products_match_torch(name):
     require = pytest.importorskip("torch")
     shapes = {"addmm_": [(2, 4), (2, 3), (3, 4)], "baddbmm_": [(2, 3, 4), (2, 3, 5), (2, 5, 4)],
-              "addbmm_": [(3, 4), (2, 3, 5), (2, 5, 4)], "addmv_": [(2,), (2, 3), (3,)]}[name]
+              "addbmm_": [(3, 4), (2, 3, 5), (2, 5, 4)], "addmv_": [(2,), (2, 3), (3,)],
+              "addr_": [(2, 3), (2,), (3,)]}[name]
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal(s) for s in shapes]
     results = []

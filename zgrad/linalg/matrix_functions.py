@@ -1,5 +1,6 @@
-"""Functions of ``zgrad.linalg`` composed of the others: ``solve_triangular``, ``matrix_power``,
-``multi_dot``, ``matrix_rank``; each differentiates through what it is made of."""
+"""Functions of ``zgrad.linalg`` composed of the others: ``solve_triangular``, ``cholesky_solve``
+(``torch.cholesky_solve``), ``matrix_power``, ``multi_dot``, ``matrix_rank``; each differentiates
+through what it is made of."""
 
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ from zgrad.linalg._checks import matrices, square_matrices
 from zgrad.linalg.decompositions import svdvals
 from zgrad.linalg.solvers import inv, solve
 from zgrad.ops._args import tensor_arg
-from zgrad.ops.functions import add, matmul, mul
+from zgrad.ops.functions import add, matmul, mul, transpose
 from zgrad.ops.reduce import sum as _sum
 from zgrad.ops.shape import expand, squeeze, unsqueeze
 from zgrad.tensor import Tensor
 
-__all__ = ["solve_triangular", "matrix_power", "multi_dot", "matrix_rank"]
+__all__ = ["solve_triangular", "cholesky_solve", "matrix_power", "multi_dot", "matrix_rank"]
 
 
 def _like(value: np.ndarray, x: Any) -> Tensor:
@@ -48,6 +49,21 @@ def solve_triangular(A: Any, B: Any, *, upper: bool, left: bool = True,  # noqa:
     if unitriangular:
         a = add(a, _like(np.eye(n), a))
     return solve(a, b, left=left)
+
+
+def cholesky_solve(input: Any, input2: Any, upper: bool = False) -> Any:  # noqa: A002 - torch's names
+    """X with A X = ``input`` given the Cholesky factor ``input2`` of A (lower L with A = L L^T,
+    or upper U with A = U^T U when ``upper``), as ``torch.cholesky_solve``; batch dims broadcast.
+
+    Raises:
+        ShapeError: ``input`` has fewer than 2 dimensions.
+    """
+    b, factor = tensor_arg(input, "cholesky_solve"), tensor_arg(input2, "cholesky_solve", "input2")
+    if b.ndim < 2:
+        raise ShapeError(f"b should have at least 2 dimensions, but has {b.ndim} dimensions instead")
+    factor_t = transpose(factor, -2, -1)
+    lower, upper_factor = (factor_t, factor) if upper else (factor, factor_t)
+    return solve_triangular(upper_factor, solve_triangular(lower, b, upper=False), upper=True)
 
 
 def matrix_power(A: Any, n: int) -> Any:  # noqa: N803

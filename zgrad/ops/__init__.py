@@ -15,7 +15,7 @@ from zgrad.ops.functions import (
 from zgrad.ops.indexing import gather, index_select, masked_fill, scatter, where
 from zgrad.ops.loss_functions import cross_entropy, mse_loss
 from zgrad.ops.products import (
-    addbmm, addmm, addmv, baddbmm, bmm, cdist, cross, dot, ger, inner, kron, mm, mv, outer, vdot,
+    addbmm, addmm, addmv, addr, baddbmm, bmm, cdist, cross, dot, ger, inner, kron, mm, mv, outer, vdot,
 )
 from zgrad.ops.reduce import (
     ValuesIndices, argmax, argmin, cumsum, logsumexp, max, mean, min, nansum, prod, std, sum, var,
@@ -33,5 +33,5 @@ __all__ = [
     "masked_fill", "ValuesIndices", "max", "min", "argmax", "argmin", "var", "std", "logsumexp",
     "flatten", "unsqueeze", "squeeze", "expand", "split", "chunk", "t",
     "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm", "addbmm", "addmv", "kron", "cdist",
-    "cross", "einsum", "tensordot", "vector_norm",
+    "cross", "einsum", "addr", "tensordot", "vector_norm",
 ]

@@ -1,5 +1,5 @@
 """The matrix-product family of ``torch``: ``mm``, ``bmm``, ``mv``, ``dot``, ``vdot``, ``inner``,
-``outer``/``ger``, ``addmm``, ``baddbmm``, ``addbmm``, ``addmv``, ``kron``, ``cdist``, ``cross``.
+``outer``/``ger``, ``addmm``, ``baddbmm``, ``addbmm``, ``addmv``, ``addr``, ``kron``, ``cdist``, ``cross``.
 
 Each checks its arguments as PyTorch does (ranks, sizes, one dtype for both factors: PyTorch
 promotes none in a product) and composes differentiable ops (``matmul``, ``mul``, ``add``,
@@ -26,8 +26,8 @@ from zgrad.ops.shape import expand, unsqueeze
 from zgrad.ops.vector_norm import vector_norm
 from zgrad.tensor import Tensor
 
-__all__ = ["mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm", "addbmm", "addmv", "kron",
-           "cdist", "cross"]
+__all__ = ["mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm", "addbmm", "addmv", "addr",
+           "kron", "cdist", "cross"]
 
 
 def _same_dtype(a: Any, b: Any, message: str) -> None:
@@ -147,9 +147,11 @@ def _scaled(x: Any, factor: Any) -> Any:
     return x if factor == 1 else mul(x, factor)
 
 
-def _add_scaled_product(name: str, input: Any, product: Any, beta: Any, alpha: Any) -> Any:  # noqa: A002
-    """beta * input + alpha * product, in the product's dtype, with ``input`` broadcast to the
-    product's shape; ``input`` is ignored (NaNs included) when beta is 0, as PyTorch."""
+def _add_scaled_product(name: str, input: Any, product: Any, beta: Any, alpha: Any,  # noqa: A002
+                        promote: bool = False) -> Any:
+    """beta * input + alpha * product, in the product's dtype (in the promoted dtype of both when
+    ``promote``), with ``input`` broadcast to the product's shape; ``input`` is ignored (NaNs
+    included) when beta is 0, as PyTorch."""
     x = tensor_arg(input, name)
     try:
         fits = dispatch.broadcast_shape(x.shape, product.shape) == product.shape
@@ -163,7 +165,7 @@ def _add_scaled_product(name: str, input: Any, product: Any, beta: Any, alpha: A
         result = where(ignore, _scaled(product, alpha), x)
     else:
         result = add(_scaled(x, beta), _scaled(product, alpha))
-    return result if result.dtype == product.dtype else Cast.apply(result, product.dtype)
+    return result if promote or result.dtype == product.dtype else Cast.apply(result, product.dtype)
 
 
 def _input_dtype(name: str, input: Any, first: Any, second: Any) -> None:  # noqa: A002
@@ -205,6 +207,19 @@ def addmv(input: Any, mat: Any, vec: Any, *, beta: float = 1, alpha: float = 1) 
         raise DTypeError(f"addmv input tensors must have the same dtype, but got {names}, and "
                          f"{dispatch.scalar_type_name(v.dtype)}")
     return _add_scaled_product("addmv", x, mv(a, v), beta, alpha)
+
+
+def addr(input: Any, vec1: Any, vec2: Any, *, beta: float = 1, alpha: float = 1) -> Any:  # noqa: A002
+    """beta * input + alpha * outer(vec1, vec2); dtypes promote, as PyTorch's.
+
+    Raises:
+        ShapeError: a vector is not 1-D, or ``input`` does not broadcast to (len(vec1), len(vec2)).
+    """
+    v1, v2 = tensor_arg(vec1, "addr"), tensor_arg(vec2, "addr")
+    for v, what in ((v1, "vec1"), (v2, "vec2")):
+        if v.ndim != 1:
+            raise ShapeError(f"addr: Expected 1-D argument {what}, but got {v.ndim}-D")
+    return _add_scaled_product("addr", input, outer(v1, v2), beta, alpha, promote=True)
 
 
 def kron(input: Any, other: Any) -> Any:  # noqa: A002
