@@ -35,6 +35,15 @@ from zgrad.ops import floor_divide
 from zgrad.nn.functional import (
     conv_transpose2d, cosine_similarity, pairwise_distance, pixel_shuffle, pixel_unshuffle, prelu,
 )
+from zgrad.ops import (
+    addbmm, addmm, addmv, addr, baddbmm, bmm, cdist, cross, dot, einsum, ger, inner, kron, mm, mv, outer, tensordot, vdot,
+)
+from zgrad import linalg
+from zgrad.linalg import det, slogdet
+from zgrad.linalg.matrix_functions import cholesky_solve
+from zgrad.linalg.solvers import logdet
+from zgrad.linalg import inv as inverse
+from zgrad.linalg.norms import legacy_norm as norm
 from zgrad.random import manual_seed
 from zgrad.serialization import load, save
 from zgrad.tensor import Tensor
@@ -72,6 +81,8 @@ __all__ = [
     "reshape", "save", "scatter", "set_default_device", "set_grad_enabled", "sigmoid", "softmax", "split", "sqrt", "square", "squeeze", "stack", "std",
     "sub", "sum", "t", "tanh", "Tensor", "tensor", "transpose", "uint8", "unsqueeze", "utils", "var", "where", "zeros",
     "zeros_like", "ZgradError",
+    "addbmm", "addmm", "addmv", "addr", "baddbmm", "bmm", "cdist", "cholesky_solve", "cross", "det", "dot", "einsum", "ger", "inner", "inverse",
+    "kron", "linalg", "logdet", "mm", "mv", "norm", "outer", "slogdet", "tensordot", "vdot",
 ]
 # torch.<name> forms of nn.functional ops (same signatures)
 __all__ += ["conv_transpose2d", "cosine_similarity", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu"]

@@ -22,6 +22,7 @@ __all__ = [
     "CheckpointError",
     "ShapeError",
     "DTypeError",
+    "LinAlgError",
 ]
 
 
@@ -92,3 +93,9 @@ class CollectiveError(ZgradError):
 class CheckpointError(ZgradError):
     """A file given to ``zgrad.load`` is not a safetensors checkpoint, is truncated or damaged, or
     holds a dtype zgrad has no tensors of; the message names the file and what is wrong."""
+
+
+class LinAlgError(ZgradError):
+    """A matrix factorization or solve could not complete (a singular matrix, one that is not
+    positive-definite, an algorithm that did not converge); ``zgrad.linalg.LinAlgError``, as
+    ``torch.linalg.LinAlgError``."""

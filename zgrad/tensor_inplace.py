@@ -267,6 +267,35 @@ class TensorInplace:
         return self._inplace(lambda: dispatch_pointwise.unary_inplace("relu", self._data),
                              lambda old: ops.relu(old))
 
+    def _product_(self, op: Any, *factors: Any, beta: float, alpha: float) -> Any:
+        """self = op(self, *factors, beta=beta, alpha=alpha) (a scaled product added to self)."""
+        def write() -> None:
+            result = op(self.detach(), *factors, beta=beta, alpha=alpha)
+            self._check_shapes([result._data])
+            dispatch_pointwise.write(self._data, result._data)
+
+        return self._inplace(write, lambda old: op(old, *factors, beta=beta, alpha=alpha), *factors)
+
+    def addmm_(self, mat1: Any, mat2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+        """self = beta * self + alpha * (mat1 @ mat2), in place."""
+        return self._product_(ops.addmm, mat1, mat2, beta=beta, alpha=alpha)
+
+    def baddbmm_(self, batch1: Any, batch2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+        """self = beta * self + alpha * bmm(batch1, batch2), in place."""
+        return self._product_(ops.baddbmm, batch1, batch2, beta=beta, alpha=alpha)
+
+    def addbmm_(self, batch1: Any, batch2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+        """self = beta * self + alpha * (the batch sum of bmm(batch1, batch2)), in place."""
+        return self._product_(ops.addbmm, batch1, batch2, beta=beta, alpha=alpha)
+
+    def addmv_(self, mat: Any, vec: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+        """self = beta * self + alpha * (mat @ vec), in place."""
+        return self._product_(ops.addmv, mat, vec, beta=beta, alpha=alpha)
+
+    def addr_(self, vec1: Any, vec2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+        """self = beta * self + alpha * outer(vec1, vec2), in place."""
+        return self._product_(ops.addr, vec1, vec2, beta=beta, alpha=alpha)
+
     def __iadd__(self, other: Any) -> Any:
         return self.add_(other)
 

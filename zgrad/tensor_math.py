@@ -14,7 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from zgrad import ops
+from zgrad import linalg, ops
+from zgrad.linalg.matrix_functions import cholesky_solve
+from zgrad.linalg.norms import legacy_norm
+from zgrad.linalg.solvers import logdet
 from zgrad.device import check_supported
 from zgrad.ops.activation import prelu
 from zgrad.tensor import Tensor, parse_to_args, tensor_methods
@@ -237,6 +240,70 @@ class TensorMath:
 
     def log_softmax(self, dim: int, dtype: Any = None) -> Any:
         return ops.log_softmax(self, dim, dtype)
+
+    # --- linear algebra -------------------------------------------------------------------------
+
+    def mm(self, mat2: Any) -> Any:
+        return ops.mm(self, mat2)
+
+    def bmm(self, mat2: Any) -> Any:
+        return ops.bmm(self, mat2)
+
+    def mv(self, vec: Any) -> Any:
+        return ops.mv(self, vec)
+
+    def dot(self, other: Any) -> Any:
+        return ops.dot(self, other)
+
+    def vdot(self, other: Any) -> Any:
+        return ops.vdot(self, other)
+
+    def inner(self, other: Any) -> Any:
+        return ops.inner(self, other)
+
+    def outer(self, vec2: Any) -> Any:
+        return ops.outer(self, vec2)
+
+    ger = outer
+
+    def addmm(self, mat1: Any, mat2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+        return ops.addmm(self, mat1, mat2, beta=beta, alpha=alpha)
+
+    def baddbmm(self, batch1: Any, batch2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+        return ops.baddbmm(self, batch1, batch2, beta=beta, alpha=alpha)
+
+    def addbmm(self, batch1: Any, batch2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+        return ops.addbmm(self, batch1, batch2, beta=beta, alpha=alpha)
+
+    def addmv(self, mat: Any, vec: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+        return ops.addmv(self, mat, vec, beta=beta, alpha=alpha)
+
+    def addr(self, vec1: Any, vec2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+        return ops.addr(self, vec1, vec2, beta=beta, alpha=alpha)
+
+    def kron(self, other: Any) -> Any:
+        return ops.kron(self, other)
+
+    def cholesky_solve(self, input2: Any, upper: bool = False) -> Any:
+        return cholesky_solve(self, input2, upper)
+
+    def cross(self, other: Any, dim: int | None = None) -> Any:
+        return ops.cross(self, other, dim)
+
+    def norm(self, p: Any = "fro", dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Any:
+        return legacy_norm(self, p, dim, keepdim, dtype)
+
+    def det(self) -> Any:
+        return linalg.det(self)
+
+    def slogdet(self) -> Any:
+        return linalg.slogdet(self)
+
+    def inverse(self) -> Any:
+        return linalg.inv(self)
+
+    def logdet(self) -> Any:
+        return logdet(self)
 
     # --- reductions -----------------------------------------------------------------------------
 

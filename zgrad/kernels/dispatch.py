@@ -28,7 +28,7 @@ from zgrad.kernels.vocabulary import OPS
 
 __all__ = [
     "OPS", "DEFAULT_FLOAT", "INT64", "backend", "backend_of", "backend_available", "device_type_of", "empty", "full",
-    "asarray", "float_dtype", "scalar_type_name", "sum_dtype", "mean_dtype", "broadcast_shape", "sum_to", "binary",
+    "asarray", "float_dtype", "scalar_type_name", "cpp_type_name", "sum_dtype", "mean_dtype", "broadcast_shape", "sum_to", "binary",
     "unary", "activation_backward", "matmul", "reduce_sum", "reduce_axes", "rowwise", "rowwise_backward", "bias_act", "stack",
     "concatenate", "slice_backward", "cast",
     "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "host_buffer", "dlpack_capsule", "dlpack_device", "from_dlpack", "pin_memory", "add_inplace", "copy_into",
@@ -207,6 +207,18 @@ def scalar_type_name(dtype: np.dtype) -> str:
     """PyTorch's name of ``dtype`` (its ScalarType name: "Float", "Long", ...), for errors worded
     as PyTorch's."""
     return _SCALAR_TYPE_NAMES.get(np.dtype(dtype), str(dtype))
+
+
+_CPP_TYPE_NAMES = {
+    np.dtype(np.bool_): "bool", np.dtype(np.uint8): "unsigned char", np.dtype(np.int8): "signed char",
+    np.dtype(np.int16): "short int", np.dtype(np.int32): "int", np.dtype(np.int64): "long int",
+    np.dtype(np.float16): "c10::Half", np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+}
+
+
+def cpp_type_name(dtype: np.dtype) -> str:
+    """PyTorch's C++ name of ``dtype`` ("float", "long int", ...), which some of its errors use."""
+    return _CPP_TYPE_NAMES.get(np.dtype(dtype), str(dtype))
 
 
 def sum_dtype(dtype: np.dtype, requested: Any = None) -> np.dtype:
@@ -389,19 +401,22 @@ def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def matmul(a: Any, b: Any):
-    """numpy's matmul (batched and vector cases included) into a fresh ``out``.
+    """numpy's matmul (batched and vector cases included) into a fresh ``out``, of the dtype both
+    arrays share (PyTorch promotes none in its products).
 
     Raises:
         ValueError: the inner dimensions do not match, naming both shapes.
+        DTypeError: the dtypes differ, with PyTorch's message.
+        NotImplementedError: bool arrays, as PyTorch.
     """
     be = backend_of(a, b)
     shape = _matmul_shape(a.shape, b.shape)
-    dtype = _result_dtype(a, b)
-    if a.dtype != dtype:
-        a = cast(a, dtype)
-    if b.dtype != dtype:
-        b = cast(b, dtype)
-    return be.matmul(a, b, be.empty(shape, dtype))
+    if a.dtype != b.dtype:
+        raise DTypeError(f"expected m1 and m2 to have the same dtype, but got: {cpp_type_name(a.dtype)} != "
+                         f"{cpp_type_name(b.dtype)}")
+    if a.dtype == np.bool_:
+        raise NotImplementedError('"addmm_impl_cpu_" not implemented for \'Bool\'')
+    return be.matmul(a, b, be.empty(shape, a.dtype))
 
 
 def _normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:

@@ -13,7 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.kernels.dispatch import as_dtype, backend_of, broadcast_shape, broadcast_to, cast, scalar_type_name
+from zgrad.kernels.dispatch import (
+    as_dtype, backend_of, broadcast_shape, broadcast_to, cast, cpp_type_name, scalar_type_name,
+)
 from zgrad.kernels.promotion import result_type
 
 __all__ = [
@@ -29,14 +31,6 @@ def _shape_of(a: Any) -> tuple[int, ...]:
 
 def _bound(value: float | None, default: float) -> float:
     return default if value is None else value
-
-
-# PyTorch's names of dtypes in its casting errors: the scalar type ("Float"), and the C++ type
-# of an in-place output ("long int").
-_CPP_TYPE_NAMES = {
-    np.dtype(np.bool_): "bool", np.dtype(np.uint8): "unsigned char", np.dtype(np.int8): "signed char",
-    np.dtype(np.int16): "short int", np.dtype(np.int32): "int", np.dtype(np.int64): "long int",
-}
 
 
 def clamp_dtype(x: Any, low: float | None, high: float | None) -> np.dtype:
@@ -61,7 +55,7 @@ def clamp(x: Any, low: float | None, high: float | None, out: Any = None):
         out = be.empty(x.shape, dtype)
     elif dtype != out.dtype:
         raise RuntimeError(f"result type {scalar_type_name(dtype)} can't be cast to the desired output type "
-                           f"{_CPP_TYPE_NAMES.get(out.dtype, str(out.dtype))}")
+                           f"{cpp_type_name(out.dtype)}")
     return be.clamp(x, low, high, out)
 
 

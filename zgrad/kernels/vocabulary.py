@@ -35,6 +35,8 @@ OPS = (
     "pointwise_loss_backward",
     "reduce_inplace", "reduce_pair", "reduce_and_copy", "divide_inplace", "scale_copy",
     "to_dlpack", "dlpack_device", "from_dlpack",
+    "linalg_solve", "linalg_inv", "linalg_det", "linalg_slogdet", "linalg_cholesky", "linalg_qr", "linalg_svd",
+    "linalg_eigh",
 )
 
 # The padding modes of conv2d; kernels number them by their position here.

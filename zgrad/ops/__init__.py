@@ -5,6 +5,7 @@ op class (``functions.py`` holds those whose class has no function beside it).
 
 from __future__ import annotations
 
+from zgrad.ops.contraction import einsum, tensordot
 from zgrad.ops.compare import eq, ge, gt, le, logical_and, logical_not, logical_or, logical_xor, lt, ne
 from zgrad.ops.elementwise import abs, clamp, clip, maximum, minimum, remainder, sqrt
 from zgrad.ops.rounding_division import floor_divide
@@ -14,10 +15,14 @@ from zgrad.ops.functions import (
 )
 from zgrad.ops.indexing import gather, index_select, masked_fill, scatter, where
 from zgrad.ops.loss_functions import cross_entropy, mse_loss
+from zgrad.ops.products import (
+    addbmm, addmm, addmv, addr, baddbmm, bmm, cdist, cross, dot, ger, inner, kron, mm, mv, outer, vdot,
+)
 from zgrad.ops.reduce import (
     ValuesIndices, argmax, argmin, cumsum, logsumexp, max, mean, min, nansum, prod, std, sum, var,
 )
 from zgrad.ops.shape import chunk, expand, flatten, split, squeeze, t, unsqueeze
+from zgrad.ops.vector_norm import vector_norm
 
 __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "square", "matmul", "exp", "log", "tanh", "sigmoid", "relu",
@@ -28,4 +33,6 @@ __all__ = [
     "abs", "sqrt", "floor_divide", "clamp", "clip", "maximum", "minimum", "remainder", "gather", "index_select", "scatter", "where",
     "masked_fill", "ValuesIndices", "max", "min", "argmax", "argmin", "var", "std", "logsumexp",
     "flatten", "unsqueeze", "squeeze", "expand", "split", "chunk", "t",
+    "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm", "addbmm", "addmv", "kron", "cdist",
+    "cross", "einsum", "addr", "tensordot", "vector_norm",
 ]

@@ -1,8 +1,10 @@
-"""Matrix products: ``matmul`` with numpy semantics and the fused ``linear``."""
+"""Matrix products: ``matmul`` with numpy semantics and the fused ``linear``; both factors must
+have one dtype, as PyTorch's (the family built on them: :mod:`zgrad.ops.products`)."""
 
 from __future__ import annotations
 
 from zgrad.autograd.function import Op
+from zgrad.errors import DTypeError
 from zgrad.kernels import dispatch
 
 
@@ -45,6 +47,9 @@ class Linear(Op):
                 f"linear: input has {x.shape[-1]} features in its last dimension but the weight "
                 f"{list(weight.shape)} expects {weight.shape[-1]}"
             )
+        if x.dtype != weight.dtype:
+            raise DTypeError(f"mat1 and mat2 must have the same dtype, but got {dispatch.scalar_type_name(x.dtype)} and "
+                             f"{dispatch.scalar_type_name(weight.dtype)}")
         ctx.save_for_backward(x, weight)
         out = dispatch.matmul(x, weight.T)
         if bias is not None:
