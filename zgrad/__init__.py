@@ -8,9 +8,9 @@ import numpy as _np
 
 # First: these bind Tensor's op-backed methods (operators, math, layout, to, in-place updates)
 # onto zgrad.tensor.Tensor, before any other module of zgrad can hold a tensor.
-from zgrad import tensor_inplace, tensor_math  # noqa: F401
+from zgrad import tensor_inplace, tensor_math, tensor_reduce  # noqa: F401
 from zgrad import accelerator, autograd, cuda, distributions, futures, nn, optim
-from zgrad import utils
+from zgrad import return_types, utils
 from zgrad.creation import (
     arange, empty, from_dlpack, from_numpy, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like,
 )
@@ -30,6 +30,10 @@ from zgrad.ops import (
     abs, argmax, argmin, chunk, clamp, clip, cumsum, eq, flatten, gather, ge, gt, index_select, le, logical_and,
     logical_not, logical_or, logical_xor, logsumexp, lt, masked_fill, max, maximum, min, minimum, nansum, ne, prod,
     remainder, scatter, split, sqrt, squeeze, std, t, unsqueeze, var, where,
+)
+from zgrad.ops import (
+    all, allclose, amax, amin, aminmax, any, count_nonzero, cummax, cummin, cumprod, equal, isclose, logcumsumexp,
+    median, mode, nanmean, nanmedian, nanquantile, quantile, std_mean, var_mean,
 )
 from zgrad.random import manual_seed
 from zgrad.serialization import load, save
@@ -68,4 +72,7 @@ __all__ = [
     "reshape", "save", "scatter", "set_default_device", "set_grad_enabled", "sigmoid", "softmax", "split", "sqrt", "square", "squeeze", "stack", "std",
     "sub", "sum", "t", "tanh", "Tensor", "tensor", "transpose", "uint8", "unsqueeze", "utils", "var", "where", "zeros",
     "zeros_like", "ZgradError",
+    "all", "allclose", "amax", "amin", "aminmax", "any", "count_nonzero", "cummax", "cummin", "cumprod", "equal",
+    "isclose", "logcumsumexp", "median", "mode", "nanmean", "nanmedian", "nanquantile", "quantile", "return_types",
+    "std_mean", "var_mean",
 ]

@@ -16,6 +16,10 @@ from zgrad.ops.loss_functions import cross_entropy, mse_loss
 from zgrad.ops.reduce import (
     ValuesIndices, argmax, argmin, cumsum, logsumexp, max, mean, min, nansum, prod, std, sum, var,
 )
+from zgrad.ops.reduce_logical import all, allclose, any, count_nonzero, equal, isclose
+from zgrad.ops.reduce_order import median, mode, nanmedian, nanquantile, quantile
+from zgrad.ops.reduce_scan import cummax, cummin, cumprod, logcumsumexp
+from zgrad.ops.reduce_stats import amax, amin, aminmax, nanmean, std_mean, var_mean
 from zgrad.ops.shape import chunk, expand, flatten, split, squeeze, t, unsqueeze
 
 __all__ = [
@@ -27,4 +31,6 @@ __all__ = [
     "abs", "sqrt", "clamp", "clip", "maximum", "minimum", "remainder", "gather", "index_select", "scatter", "where",
     "masked_fill", "ValuesIndices", "max", "min", "argmax", "argmin", "var", "std", "logsumexp",
     "flatten", "unsqueeze", "squeeze", "expand", "split", "chunk", "t",
+    "all", "any", "count_nonzero", "isclose", "allclose", "equal", "median", "nanmedian", "quantile", "nanquantile",
+    "mode", "cumprod", "cummax", "cummin", "logcumsumexp", "amax", "amin", "aminmax", "nanmean", "var_mean", "std_mean",
 ]

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from zgrad.autograd.function import Op
+from zgrad.errors import DTypeError
 from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_index
 from zgrad.kernels import dispatch_pointwise
@@ -305,7 +306,7 @@ def _var(name: str, input: Any, dim: Any, unbiased: bool | None, keepdim: bool, 
          correction: float | None, take_sqrt: bool) -> Any:
     x = tensor_arg(input, name)
     if x.dtype.kind != "f":
-        raise TypeError(f"{name}(): only supports floating point dtypes, got {x.dtype}")
+        raise DTypeError("std and var only support floating point and complex dtypes")
     dim, correction = _correction(dim, unbiased, correction)
     return Var.apply(x, dim, correction, keepdim, take_sqrt)
 
