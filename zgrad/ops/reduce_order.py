@@ -88,7 +88,7 @@ def nanmedian(input: Any, dim: int | None = None, keepdim: bool = False) -> Any:
     return _median("nanmedian", input, dim, keepdim, True)
 
 
-def _quantiles(q: Any, dtype: np.dtype) -> tuple[np.ndarray, bool]:
+def _quantiles(name: str, q: Any, dtype: np.dtype) -> tuple[np.ndarray, bool]:
     """(the quantiles ``q`` as a 1-D float64 host array, whether ``q`` was a scalar).
 
     Raises:
@@ -98,15 +98,15 @@ def _quantiles(q: Any, dtype: np.dtype) -> tuple[np.ndarray, bool]:
     """
     if isinstance(q, Tensor):
         if q.dtype != dtype:
-            raise DTypeError("quantile() q tensor must be same dtype as the input tensor")
+            raise DTypeError(f"{name}() q tensor must be same dtype as the input tensor")
         if q.ndim > 1:
-            raise RuntimeError("quantile() q must be a scalar or 1D tensor")
+            raise RuntimeError(f"{name}() q must be a scalar or 1D tensor")
         values, scalar = np.asarray(q.cpu()._data, np.float64).reshape(-1), q.ndim == 0
     else:
         values, scalar = np.asarray([float(q)]), True
     bad = values[(values < 0) | (values > 1) | np.isnan(values)]
     if bad.size:
-        raise RuntimeError(f"quantile() q must be in the range [0, 1] but got {bad[0]:g}")
+        raise RuntimeError(f"{name}() q must be in the range [0, 1] but got {bad[0]:g}")
     return values, scalar
 
 
@@ -118,7 +118,7 @@ def _quantile(name: str, input: Any, q: Any, dim: int | None, keepdim: bool,  # 
     if interpolation not in dispatch_scan.INTERPOLATIONS:
         raise RuntimeError(f"{name}() interpolation must be one of linear, lower, higher, midpoint or nearest, "
                          f"but got {interpolation}")
-    values, scalar = _quantiles(q, x.dtype)
+    values, scalar = _quantiles(name, q, x.dtype)
     if x.numel() == 0:
         raise RuntimeError(f"{name}() input tensor must be non-empty")
     source, _, rows, order = _rows_of(name, x, dim)

@@ -98,17 +98,34 @@ def nanmean(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = 
     return nansum(x, dim, keepdim) / sum(counted, dim, keepdim)
 
 
-def _mean_dim(dim: Any) -> Any:
+def _mean_dim(name: str, input: Any, dim: Any) -> Any:  # noqa: A002
+    """The ``dim`` of the mean beside a variance.
+
+    Raises:
+        DTypeError: ``input`` is not floating (PyTorch's message).
+    """
+    if tensor_arg(input, name).dtype.kind != "f":
+        raise DTypeError(f"{name} only support floating point and complex dtypes")
     return None if isinstance(dim, bool) else dim  # var(input, unbiased): the legacy positional form
 
 
 def var_mean(input: Any, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,  # noqa: A002
              correction: float | None = None) -> tuple[Any, Any]:
-    """``(var, mean)`` over ``dim``: :func:`~zgrad.ops.reduce.var` (same arguments) and the mean."""
-    return var(input, dim, unbiased, keepdim, correction=correction), mean(input, _mean_dim(dim), keepdim)
+    """``(var, mean)`` over ``dim``: :func:`~zgrad.ops.reduce.var` (same arguments) and the mean.
+
+    Raises:
+        DTypeError: a non-floating input (PyTorch's message).
+    """
+    dim_of_mean = _mean_dim("var_mean", input, dim)
+    return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim_of_mean, keepdim)
 
 
 def std_mean(input: Any, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,  # noqa: A002
              correction: float | None = None) -> tuple[Any, Any]:
-    """``(std, mean)`` over ``dim``: :func:`~zgrad.ops.reduce.std` (same arguments) and the mean."""
-    return std(input, dim, unbiased, keepdim, correction=correction), mean(input, _mean_dim(dim), keepdim)
+    """``(std, mean)`` over ``dim``: :func:`~zgrad.ops.reduce.std` (same arguments) and the mean.
+
+    Raises:
+        DTypeError: a non-floating input (PyTorch's message).
+    """
+    dim_of_mean = _mean_dim("std_mean", input, dim)
+    return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim_of_mean, keepdim)
