@@ -1,6 +1,6 @@
 """The reduction methods of :class:`zgrad.Tensor` beyond the everyday ones of
 :mod:`zgrad.tensor_math` (sum, mean, max, ...): truth reductions, closeness tests, order
-statistics, running reductions, amax/amin and nanmean.
+statistics, running reductions (cumsum_ and cumprod_ in place too), amax/amin and nanmean.
 
 Each method is the ``zgrad.ops`` function of the same name applied to the tensor, bound onto
 ``Tensor`` when this module is imported (``zgrad/__init__.py`` imports it first).
@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from zgrad import ops
+from zgrad.kernels import dispatch_pointwise, dispatch_reduce, dispatch_scan
 from zgrad.tensor import tensor_methods
 
 __all__ = ["TensorReduce"]
@@ -69,6 +70,18 @@ class TensorReduce:
 
     def cumprod(self, dim: int, *, dtype: Any = None) -> Any:
         return ops.cumprod(self, dim, dtype=dtype)
+
+    def cumsum_(self, dim: int, *, dtype: Any = None) -> Any:
+        """The running sums along ``dim`` in place (in self's dtype); differentiable."""
+        return self._inplace(
+            lambda: dispatch_pointwise.write(self._data, dispatch_reduce.cumsum(self._data, dim, dtype=dtype)),
+            lambda old: ops.cumsum(old, dim, dtype=dtype).to(self.dtype))
+
+    def cumprod_(self, dim: int, *, dtype: Any = None) -> Any:
+        """The running products along ``dim`` in place (in self's dtype); differentiable."""
+        return self._inplace(
+            lambda: dispatch_pointwise.write(self._data, dispatch_scan.cumprod(self._data, dim, dtype)),
+            lambda old: ops.cumprod(old, dim, dtype=dtype).to(self.dtype))
 
     def cummax(self, dim: int) -> Any:
         return ops.cummax(self, dim)

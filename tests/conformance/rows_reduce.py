@@ -22,6 +22,8 @@ ROWS = [
     Row("Tensor.cumsum", (T(), Lit(0)), name="dim0"),
     Row("cumprod", (T(), Lit(1)), domain="nonzero"),
     Row("Tensor.cumprod", (T(), Lit(0)), name="dim0"),
+    Row("Tensor.cumsum_", (T(), Lit(1))),
+    Row("Tensor.cumprod_", (T(), Lit(0)), domain="nonzero"),
     Row("logcumsumexp", (T(), Lit(1))),
     Row("Tensor.logcumsumexp", (T(), Lit(0)), name="dim0"),
     Row("logsumexp", (T(), Lit(1))),

@@ -207,3 +207,22 @@ def test_named_results_and_integer_indices():
     low, high = x.aminmax()
     assert (low.item(), high.item()) == (0.0, 5.0)
     assert type(x.median(1)).__name__ == "median" and zgrad.return_types.median is type(x.median(1))
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", ["cumsum_", "cumprod_"])
+def test_inplace_running_reductions_match_torch(name):
+    require_torch()
+    array = np.array([[1.5, -2.0, 0.0], [3.0, 0.5, 2.0]])
+    results = []
+    for lib in (zgrad, torch):
+        x = lib.tensor(array, requires_grad=True)
+        y = x * 1
+        assert getattr(y, name)(1) is y
+        y.backward(lib.tensor(array[::-1].copy()))
+        ints = lib.tensor([[3, 1, 2]], dtype=lib.int32)
+        getattr(ints, name)(1)
+        results.append((y.detach().numpy(), x.grad.numpy(), ints.numpy()))
+    for ours, theirs in zip(*results):
+        assert ours.dtype == theirs.dtype
+        np.testing.assert_allclose(ours, theirs)
