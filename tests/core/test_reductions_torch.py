@@ -170,6 +170,8 @@ ERRORS = {
     "median_empty_dim": (lambda lib: lib.zeros(2, 0).median(1), IndexError, "Expected reduction dim 1"),
     "mode_empty_dim": (lambda lib: lib.mode(lib.zeros(2, 0), 1), IndexError, "Expected reduction dim 1"),
     "quantile_int": (lambda lib: lib.quantile(lib.tensor([1, 2]), 0.5), RuntimeError, "must be either float or double"),
+    "quantile_half": (lambda lib: lib.quantile(lib.ones(3, dtype=lib.float16), 0.5), RuntimeError,
+                      "must be either float or double"),
     "quantile_range": (lambda lib: lib.quantile(lib.ones(3), 1.5), RuntimeError, r"in the range \[0, 1\]"),
     "quantile_q_dtype": (lambda lib: lib.quantile(lib.ones(3), lib.tensor([0.5], dtype=lib.float64)), RuntimeError,
                          "same dtype"),

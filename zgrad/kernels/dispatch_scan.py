@@ -126,33 +126,28 @@ def median_columns(rows: Any, order: Any, ignore_nan: bool):
 
 
 def quantile_columns(rows: Any, order: Any, q: Any, interpolation: str, ignore_nan: bool) -> tuple[Any, Any, Any]:
-    """(columns below, columns above, weights), each (R, Q): the quantiles ``q`` (a 1-D float64
-    array of values in [0, 1]) of each row are lerp(row[below], row[above], weight), as
-    PyTorch's quantile: rank q (n - 1) among the n non-NaN sorted elements, moved by
-    ``interpolation`` (one of :data:`INTERPOLATIONS`). A row with a NaN gives NaN, unless
-    ``ignore_nan``, which leaves its NaNs out (a row of NaNs still gives NaN)."""
+    """(columns below, columns above, weight): the quantiles ``q`` (a 1-D float64 array of values
+    in [0, 1]) of each of the (R, C) floating ``rows`` are lerp(row[below], row[above], weight),
+    as PyTorch's quantile: rank q (n - 1) among the n non-NaN sorted elements. The columns are
+    (R, Q); the weight an (R, Q) array in the rows' dtype ("linear") or 0.5 ("midpoint"); the
+    other ``interpolation`` modes (of :data:`INTERPOLATIONS`) pick one element: (columns, None,
+    None). A row with a NaN gives NaN, unless ``ignore_nan``, which leaves its NaNs out (a row of
+    NaNs still gives NaN)."""
     nans, count = _nan_counts(rows), rows.shape[1]
-    valid = binary("sub", count, nans)
-    rank = binary("mul", q.reshape(1, -1), binary("sub", valid, 1), dtype=np.float64)
+    rank = binary("mul", q.reshape(1, -1), binary("sub", binary("sub", count, nans), 1), dtype=np.float64)
     if ignore_nan:
         rank = where(compare("lt", rank, 0), 0.0, rank)
     else:
         rank = where(compare("gt", nans, 0), float(count - 1), rank)
     below = binary("floor_divide", rank, 1.0)
+    above = where(compare("lt", below, rank), binary("add", below, 1.0), below)
     if interpolation == "nearest":  # round half to even, as torch.round
         fraction = binary("sub", rank, below)
         odd = compare("eq", binary("remainder", below, 2.0), 1.0)
         up = compare("logical_or", compare("gt", fraction, 0.5),
                      compare("logical_and", compare("eq", fraction, 0.5), odd))
-        below = where(up, binary("add", below, 1.0), below)
-        rank = below
-    above = where(compare("lt", below, rank), binary("add", below, 1.0), below)
-    if interpolation == "lower":
-        above = below
-    elif interpolation == "higher":
-        below = above
-    weight = binary("sub", rank, below) if interpolation == "linear" else \
-        where(compare("lt", below, above), 0.5, 0.0) if interpolation == "midpoint" else \
-        binary("mul", rank, 0.0)
-    return (_columns(order, as_int64(below)), _columns(order, as_int64(above)),
-            cast(weight, rows.dtype) if rows.dtype.kind == "f" else weight)
+        below = where(up, above, below)
+    if interpolation in ("lower", "higher", "nearest"):
+        return _columns(order, as_int64(above if interpolation == "higher" else below)), None, None
+    weight = cast(binary("sub", rank, below), rows.dtype) if interpolation == "linear" else 0.5
+    return _columns(order, as_int64(below)), _columns(order, as_int64(above)), weight

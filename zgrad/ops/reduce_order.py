@@ -113,11 +113,11 @@ def _quantiles(name: str, q: Any, dtype: np.dtype) -> tuple[np.ndarray, bool]:
 def _quantile(name: str, input: Any, q: Any, dim: int | None, keepdim: bool,  # noqa: A002
               interpolation: str, ignore_nan: bool) -> Any:
     x = tensor_arg(input, name)
-    if x.dtype.kind != "f":
+    if x.dtype not in (np.float32, np.float64):
         raise DTypeError(f"{name}() input tensor must be either float or double dtype")
     if interpolation not in dispatch_scan.INTERPOLATIONS:
         raise RuntimeError(f"{name}() interpolation must be one of linear, lower, higher, midpoint or nearest, "
-                         f"but got {interpolation}")
+                           f"but got {interpolation}")
     values, scalar = _quantiles(name, q, x.dtype)
     if x.numel() == 0:
         raise RuntimeError(f"{name}() input tensor must be non-empty")
@@ -125,8 +125,9 @@ def _quantile(name: str, input: Any, q: Any, dim: int | None, keepdim: bool,  # 
     below, above, weight = dispatch_scan.quantile_columns(
         rows.rows, order, dispatch.asarray(values, np.float64, x.device.type), interpolation, ignore_nan)
     result = TakeFromRows.apply(source, rows, below)
-    if interpolation in ("linear", "midpoint"):
-        result = result + Tensor(weight) * (TakeFromRows.apply(source, rows, above) - result)
+    if above is not None:
+        weight = weight if isinstance(weight, float) else Tensor(weight)
+        result = result + weight * (TakeFromRows.apply(source, rows, above) - result)
     shape = (1,) * x.ndim if dim is None and keepdim else _reduced_shape(source.shape, rows.axes, keepdim)
     result = result.t().reshape((len(values),) + shape)
     return result.reshape(shape) if scalar else result
