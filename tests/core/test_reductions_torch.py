@@ -167,6 +167,7 @@ ERRORS = {
     "amax_empty_dim": (lambda lib: lib.zeros(2, 0).amax(1), IndexError, "Expected reduction dim 1 to have non-zero size"),
     "amax_dim_range": (lambda lib: lib.zeros(2, 3).amax(2), IndexError, "Dimension out of range"),
     "aminmax_empty": (lambda lib: lib.aminmax(lib.zeros(0)), RuntimeError, "cannot compute aminmax"),
+    "aminmax_empty_dim": (lambda lib: lib.aminmax(lib.zeros(0, 3), dim=0), IndexError, "Expected reduction dim 0"),
     "median_empty_dim": (lambda lib: lib.zeros(2, 0).median(1), IndexError, "Expected reduction dim 1"),
     "mode_empty_dim": (lambda lib: lib.mode(lib.zeros(2, 0), 1), IndexError, "Expected reduction dim 1"),
     "quantile_int": (lambda lib: lib.quantile(lib.tensor([1, 2]), 0.5), RuntimeError, "must be either float or double"),
@@ -184,6 +185,10 @@ ERRORS = {
     "std_mean_int": (lambda lib: lib.std_mean(lib.tensor([1, 2])), RuntimeError, "std_mean only support floating point"),
     "logcumsumexp_int": (lambda lib: lib.logcumsumexp(lib.tensor([1, 2]), 0), NotImplementedError, "not implemented for 'Long'"),
     "isclose_dtypes": (lambda lib: lib.isclose(lib.tensor([1]), lib.tensor([1.0])), RuntimeError, "Long did not match Float"),
+    "isclose_rtol": (lambda lib: lib.isclose(lib.ones(2), lib.ones(2), rtol=-1), RuntimeError,
+                     "rtol must be greater than or equal to zero"),
+    "sum_repeated_dim": (lambda lib: lib.ones(2, 2).sum((1, -1)), RuntimeError, "dim 1 appears multiple times"),
+    "amax_repeated_dim": (lambda lib: lib.amax(lib.ones(2, 2), (0, 0)), RuntimeError, "dim 0 appears multiple times"),
     "all_dim_range": (lambda lib: lib.ones(2).all(1), IndexError, "Dimension out of range"),
     "cumprod_dim_range": (lambda lib: lib.ones(2).cumprod(1), IndexError, "Dimension out of range"),
 }

@@ -71,8 +71,9 @@ def _isclose(name: str, input: Any, other: Any, rtol: float, atol: float, equal_
     a, b = tensor_arg(input, name)._data, tensor_arg(other, name, "other")._data
     if a.dtype != b.dtype:
         raise DTypeError(f"{scalar_type_name(a.dtype)} did not match {scalar_type_name(b.dtype)}")
-    if rtol < 0 or atol < 0:
-        raise RuntimeError(f"{name}(): rtol and atol must be non-negative, got rtol={rtol} and atol={atol}")
+    for what, tolerance in (("rtol", rtol), ("atol", atol)):
+        if tolerance < 0:
+            raise RuntimeError(f"{what} must be greater than or equal to zero, but got {tolerance}")
     compare = dispatch_pointwise.compare
     close = compare("eq", a, b)
     if equal_nan:

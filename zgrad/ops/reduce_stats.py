@@ -74,12 +74,14 @@ def aminmax(input: Any, *, dim: int | None = None, keepdim: bool = False) -> Any
     """``(min, max)``: :func:`amin` and :func:`amax` over the one dimension ``dim`` (all when None).
 
     Raises:
-        RuntimeError: the reduced dimension is empty (PyTorch's message). IndexError: ``dim`` is
-            out of range.
+        RuntimeError: an empty input reduced over all dimensions. IndexError: ``dim`` is out of
+            range or of size 0 (PyTorch's messages).
     """
     x = tensor_arg(input, "aminmax")
-    if x.numel() == 0 and (dim is None or not x.ndim or x.shape[dispatch_index.normalize_dim(dim, x.ndim)] == 0):
+    if x.numel() == 0 and dim is None:
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.")
+    if dim is not None and x.ndim and x.shape[dispatch_index.normalize_dim(dim, x.ndim)] == 0:
+        raise IndexError(f"aminmax: Expected reduction dim {dispatch_index.normalize_dim(dim, x.ndim)} to have non-zero size.")
     return return_types.aminmax(AMax.apply(x, dim, keepdim, False, "aminmax"), AMax.apply(x, dim, keepdim, True, "aminmax"))
 
 
