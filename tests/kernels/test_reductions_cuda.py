@@ -13,6 +13,7 @@ import pytest
 
 import zgrad
 from cuda_helpers import check_device, requires_cuda, strict_cuda
+from zgrad.kernels import dispatch, dispatch_scan
 from test_reductions_torch import GRADIENT_CASES, INTS, NANS, TIES
 
 pytestmark = requires_cuda
@@ -64,3 +65,17 @@ def test_bool_results_on_cuda():
     with strict_cuda():
         a, b = zgrad.tensor(np.eye(2)), zgrad.tensor(np.ones((2, 2)))
         assert zgrad.allclose(a, a) and not zgrad.allclose(a, b) and zgrad.equal(a, a) and not a.equal(b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_the_cuda_sort_is_numpys_stable_argsort(dtype):
+    """Rows of several lengths (one a power of two, others padded), ties and NaNs."""
+    rng = np.random.default_rng(3)
+    for count in (1, 8, 37):
+        data = rng.integers(0, 5, size=(3, count)).astype(dtype)
+        if dtype == np.float32:
+            data[data == 4] = np.nan
+        with strict_cuda():
+            _, order = dispatch_scan.sorted_rows(zgrad.tensor(data)._data, 1)
+            order = dispatch.to_device(order, "cpu")
+        np.testing.assert_array_equal(order, np.argsort(data, axis=1, kind="stable"))

@@ -12,6 +12,8 @@ from typing import Any
 
 from zgrad.kernels.cuda import kernels
 from zgrad.kernels.cuda import runtime as rt
+from zgrad.kernels.cuda.array import DeviceArray
+from zgrad.kernels.cuda.elementwise import unary_op
 
 __all__ = [
     "cumprod_backward_rows", "cumextreme_rows", "logcumsumexp_rows", "logcumsumexp_backward_rows", "argsort_rows",
@@ -46,10 +48,23 @@ def logcumsumexp_backward_rows(grad, x, result, out):
 
 
 def argsort_rows(x, out):
-    """out[r] = the int64 positions that sort row x[r] ascending: stable, NaNs last."""
-    if x.size:
-        rt.launch(kernels.scan.rank_sort, rt.grid_1d(x.size), x.arg(), out.arg())
-    return out
+    """out[r] = the int64 positions that sort row x[r] ascending: stable, NaNs last (a bitonic
+    sort of the row's positions padded to a power of two)."""
+    if not x.size:
+        return out
+    rows, count = x.shape
+    width = 1 << (count - 1).bit_length()
+    order = out if width == count else DeviceArray.empty((rows, width), out.dtype)
+    rt.launch(kernels.scan.iota_rows, rt.grid_1d(order.size), order.arg())
+    pairs = rt.grid_1d(rows * width // 2)
+    block = 2
+    while block <= width:
+        stride = block // 2
+        while stride:
+            rt.launch(kernels.scan.bitonic_step, pairs, x.arg(), order.arg(), block, stride)
+            stride //= 2
+        block *= 2
+    return out if order is out else unary_op("copy", order[:, :count], out)
 
 
 def mode_rows(sorted_values, sorted_indices, values_out, indices_out):

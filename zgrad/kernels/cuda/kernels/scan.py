@@ -1,10 +1,10 @@
 """CUDA kernels of the running reductions and order statistics along the rows of C-contiguous
 (R, C) arrays: running max/min with indices, the gradient of a running product, running
-logsumexp and its gradient, a stable sort by rank and the mode of sorted rows.
+logsumexp and its gradient, a stable bitonic sort and the mode of sorted rows.
 
 A scan is sequential along its row, so each runs one thread per row (grid-stride over the rows);
-the sort runs one thread per element, which counts the elements of its row ordered before it
-(O(C) work each). Same results as :mod:`zgrad.kernels.cpu.kernels.scan`. Kernels only: the host
+the sort is a bitonic network over the rows padded to a power of two, one launch per step (one
+thread per compare-exchange), so a single long row sorts on the whole device. Same results as :mod:`zgrad.kernels.cpu.kernels.scan`. Kernels only: the host
 side is :mod:`zgrad.kernels.cuda.scans`.
 """
 
@@ -14,7 +14,7 @@ from numba import cuda
 
 from zgrad.kernels.cuda.kernels.common import device, kernel, math
 
-__all__ = ["cumextreme", "cumprod_backward", "logcumsumexp", "logcumsumexp_backward", "rank_sort", "mode"]
+__all__ = ["cumextreme", "cumprod_backward", "logcumsumexp", "logcumsumexp_backward", "iota_rows", "bitonic_step", "mode"]
 
 LOG_2 = 0.6931471805599453
 
@@ -100,20 +100,42 @@ def _before(w, k, v, j):
     return w < v or (w == v and k < j)
 
 
-@kernel
-def rank_sort(x, out):
-    """out[r, rank] = j for each element x[r, j], rank being how many elements of the row sort
-    before it: a stable ascending argsort, NaNs last."""
+@device
+def _sorts_after(x, r, a, b):
+    """Whether column a of row r sorts after column b: columns past the row (padding) last, then
+    :func:`_before`'s order."""
     c = x.shape[1]
-    for e in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        r = e // c
-        j = e - r * c
-        v = x[r, j]
-        rank = 0
-        for k in range(c):
-            if _before(x[r, k], k, v, j):
-                rank += 1
-        out[r, rank] = j
+    if a >= c or b >= c:
+        return a >= c and (b < c or a > b)
+    return _before(x[r, b], b, x[r, a], a)
+
+
+@kernel
+def iota_rows(order):
+    """order[r, j] = j."""
+    width = order.shape[1]
+    for e in range(cuda.grid(1), order.size, cuda.gridsize(1)):
+        r = e // width
+        order[r, e - r * width] = e - r * width
+
+
+@kernel
+def bitonic_step(x, order, block, stride):
+    """One compare-exchange step of a bitonic sort of the columns ``order`` (R, P, P a power of
+    two) of each row of ``x``: the pairs ``stride`` apart, ascending within even ``block``-sized
+    blocks and descending within odd ones. Steps for block 2, 4, ..., P, each with strides
+    block / 2, ..., 1, sort every row (NaNs last, ties by column, padding columns >= C last)."""
+    half = order.shape[1] // 2
+    for e in range(cuda.grid(1), order.shape[0] * half, cuda.gridsize(1)):
+        r = e // half
+        i = e - r * half
+        low = (i // stride) * 2 * stride + i % stride
+        high = low + stride
+        a = order[r, low]
+        b = order[r, high]
+        if _sorts_after(x, r, a, b) if (low & block) == 0 else _sorts_after(x, r, b, a):
+            order[r, low] = b
+            order[r, high] = a
 
 
 @kernel
@@ -147,11 +169,12 @@ def ptx_signatures() -> list:
             ("logcumsumexp", logcumsumexp.py_func, (m, m)),
             ("logcumsumexp_backward", logcumsumexp_backward.py_func, (m, m, m, m)),
         ]
+    cases.append(("iota_rows", iota_rows.py_func, (idx2,)))
     for dt in (types.float32, types.float64, types.boolean, types.uint8, types.int8, types.int16, types.int32, i64):
         m = dt[:, ::1]
         cases += [
             ("cumextreme", cumextreme.py_func, (m, types.boolean, m, idx2)),
-            ("rank_sort", rank_sort.py_func, (m, idx2)),
+            ("bitonic_step", bitonic_step.py_func, (m, idx2, i64, i64)),
             ("mode", mode.py_func, (m, idx2, dt[::1], idx)),
         ]
     return cases
