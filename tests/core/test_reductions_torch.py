@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import zgrad
 from helpers import case, check_torch, require_torch, torch
 
@@ -55,7 +54,8 @@ INTERPOLATIONS = ["linear", "lower", "higher", "midpoint", "nearest"]
 @pytest.mark.parametrize("interpolation", INTERPOLATIONS)
 def test_quantile_interpolations_and_q_tensors_match_torch(interpolation):
     for q in (0.5, 0.25, 0.3):  # a middle rank, a .5 fraction (nearest rounds half to even), a plain one
-        check_torch(lambda lib, x: lib.quantile(x, q, dim=1, interpolation=interpolation), [(3, 3)], dtype=np.float64)
+        check_torch(lambda lib, x, q=q: lib.quantile(x, q, dim=1, interpolation=interpolation), [(3, 3)],
+                    dtype=np.float64)
     q = np.array([0.0, 0.125, 0.5, 0.9, 1.0])
     check_torch(lambda lib, x: lib.quantile(x, lib.tensor(q), dim=0, interpolation=interpolation), [(5, 2)],
                 dtype=np.float64)

@@ -13,8 +13,8 @@ import pytest
 
 import zgrad
 from cuda_helpers import check_device, requires_cuda, strict_cuda
-from zgrad.kernels import dispatch, dispatch_scan
 from test_reductions_torch import GRADIENT_CASES, INTS, NANS, TIES
+from zgrad.kernels import dispatch, dispatch_scan
 
 pytestmark = requires_cuda
 
