@@ -169,6 +169,8 @@ ERRORS = {
     "aminmax_empty": (lambda lib: lib.aminmax(lib.zeros(0)), RuntimeError, "cannot compute aminmax"),
     "aminmax_empty_dim": (lambda lib: lib.aminmax(lib.zeros(0, 3), dim=0), IndexError, "Expected reduction dim 0"),
     "median_empty_dim": (lambda lib: lib.zeros(2, 0).median(1), IndexError, "Expected reduction dim 1"),
+    "median_bool": (lambda lib: lib.tensor([True, False]).median(0), NotImplementedError, "not implemented for 'Bool'"),
+    "nanmedian_bool": (lambda lib: lib.nanmedian(lib.tensor([True])), NotImplementedError, "not implemented for 'Bool'"),
     "mode_empty_dim": (lambda lib: lib.mode(lib.zeros(2, 0), 1), IndexError, "Expected reduction dim 1"),
     "quantile_int": (lambda lib: lib.quantile(lib.tensor([1, 2]), 0.5), RuntimeError, "must be either float or double"),
     "quantile_half": (lambda lib: lib.quantile(lib.ones(3, dtype=lib.float16), 0.5), RuntimeError,

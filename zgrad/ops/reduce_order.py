@@ -57,6 +57,8 @@ def _rows_of(name: str, x: Tensor, dim: Any) -> tuple[Tensor, int, Any, Any]:
 
 def _median(name: str, input: Any, dim: Any, keepdim: bool, ignore_nan: bool) -> Any:  # noqa: A002
     x = tensor_arg(input, name)
+    if x.dtype == np.bool_:
+        raise NotImplementedError(f"\"{name}\" not implemented for 'Bool'")
     if dim is None and x.numel() == 0:  # PyTorch's median of nothing
         return Tensor(dispatch.full((), math.nan, dispatch.float_dtype(x.dtype), x.device.type))
     source, axis, rows, order = _rows_of(name, x, dim)
@@ -75,6 +77,7 @@ def median(input: Any, dim: int | None = None, keepdim: bool = False) -> Any:  #
 
     Raises:
         IndexError: ``dim`` is out of range or of size 0.
+        NotImplementedError: a bool input (PyTorch's error).
     """
     return _median("median", input, dim, keepdim, False)
 
@@ -84,6 +87,7 @@ def nanmedian(input: Any, dim: int | None = None, keepdim: bool = False) -> Any:
 
     Raises:
         IndexError: ``dim`` is out of range or of size 0.
+        NotImplementedError: a bool input (PyTorch's error).
     """
     return _median("nanmedian", input, dim, keepdim, True)
 
