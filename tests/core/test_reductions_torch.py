@@ -122,6 +122,9 @@ VALUE_CASES = {
     "cummax_ties_nan": (lambda lib, x, n: (tuple(lib.cummax(x, 1)), tuple(x.cummin(1)), tuple(lib.cummax(n, 1)),
                                            tuple(n.cummin(0))), [TIES, NANS]),
     "cummax_int": (lambda lib, x: (tuple(lib.cummax(x, 1)), tuple(lib.cummin(x, 0))), [INTS.astype(np.int32)]),
+    "empty_dim_lists": (lambda lib, x: (x.sum(dim=[]), x.mean(dim=()), x.nansum(dim=[]), x.var(dim=()), x.std(dim=[]),
+                                        lib.count_nonzero(x, dim=()), x.all(dim=()), x.any(dim=[]), x.amax(dim=[])),
+                        [np.arange(6.0).reshape(2, 3)]),
     "logcumsumexp_extremes": (lambda lib, x: (lib.logcumsumexp(x, 0),),
                               [np.array([-1000.0, 0.0, 1.0, -np.inf, np.inf, 3.0])]),
 }

@@ -16,6 +16,7 @@ from zgrad.errors import DTypeError
 from zgrad.kernels import dispatch, dispatch_pointwise
 from zgrad.kernels.dispatch import scalar_type_name
 from zgrad.ops._args import tensor_arg
+from zgrad.ops.reduce import _all_if_empty
 from zgrad.tensor import Tensor
 
 __all__ = ["all", "any", "count_nonzero", "isclose", "allclose", "equal"]
@@ -59,12 +60,13 @@ def any(input: Any, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: 
 
 
 def count_nonzero(input: Any, dim: Any = None) -> Tensor:  # noqa: A002
-    """How many elements are non-zero, over ``dim`` (an int, a tuple, or None for all), as int64.
+    """How many elements are non-zero, over ``dim`` (an int, a tuple, or None or an empty tuple for
+    all), as int64.
 
     Raises:
         IndexError: a dimension is out of range.
     """
-    return Tensor(dispatch.reduce_sum(_nonzero(tensor_arg(input, "count_nonzero")._data), dim))
+    return Tensor(dispatch.reduce_sum(_nonzero(tensor_arg(input, "count_nonzero")._data), _all_if_empty(dim)))
 
 
 def _isclose(name: str, input: Any, other: Any, rtol: float, atol: float, equal_nan: bool) -> Any:  # noqa: A002

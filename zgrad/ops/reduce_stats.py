@@ -15,15 +15,10 @@ from zgrad.errors import DTypeError
 from zgrad.kernels import dispatch, dispatch_index, dispatch_pointwise, dispatch_reduce
 from zgrad.kernels.dispatch import _reduced_shape, scalar_type_name
 from zgrad.ops._args import tensor_arg
-from zgrad.ops.reduce import _cast, mean, nansum, std, sum, var
+from zgrad.ops.reduce import _all_if_empty, _cast, mean, nansum, std, sum, var
 from zgrad.tensor import Tensor
 
 __all__ = ["amax", "amin", "aminmax", "nanmean", "var_mean", "std_mean"]
-
-
-def _all_if_empty(dim: Any) -> Any:
-    """``dim`` with PyTorch's "no dimensions means all of them" (``dim=()`` or ``[]``) made None."""
-    return None if dim is None or (isinstance(dim, (tuple, list)) and not dim) else dim
 
 
 class AMax(Op):
