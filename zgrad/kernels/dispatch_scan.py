@@ -19,7 +19,7 @@ from zgrad.kernels.dispatch_pointwise import compare
 from zgrad.kernels.dispatch_reduce import Rows, from_rows, to_rows
 
 __all__ = [
-    "cumprod", "cumprod_backward", "cumextreme", "logcumsumexp", "logcumsumexp_backward", "sorted_rows", "mode",
+    "cumprod", "cumprod_backward", "cumextreme", "logcumsumexp", "logcumsumexp_backward", "sorted_rows", "mode_columns",
     "median_columns", "quantile_columns", "INTERPOLATIONS",
 ]
 
@@ -94,12 +94,13 @@ def sorted_rows(x: Any, dim: int) -> tuple[Rows, Any]:
     return rows, be.argsort_rows(rows.rows, be.empty(rows.rows.shape, INT64))
 
 
-def mode(rows: Any, order: Any) -> tuple[Any, Any]:
-    """(most frequent value of each of the (R, C) ``rows``, the smallest of equally frequent ones;
-    its last index in the row) for rows sorted by ``order`` (:func:`sorted_rows`), both (R,)."""
+def mode_columns(rows: Any, order: Any):
+    """The (R,) column of each of the (R, C) ``rows``' most frequent value (the smallest of equally
+    frequent ones; its last occurrence), for rows sorted by ``order`` (:func:`sorted_rows`)."""
     be = backend_of(rows)
-    values, indices = be.empty((rows.shape[0],), rows.dtype), be.empty((rows.shape[0],), INT64)
-    return be.mode_rows(contiguous(gather(rows, 1, order)), order, values, indices)
+    values, columns = be.empty((rows.shape[0],), rows.dtype), be.empty((rows.shape[0],), INT64)
+    be.mode_rows(contiguous(gather(rows, 1, order)), order, values, columns)
+    return columns
 
 
 def _nan_counts(rows: Any):

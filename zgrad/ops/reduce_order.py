@@ -167,7 +167,7 @@ def mode(input: Any, dim: int = -1, keepdim: bool = False) -> Any:  # noqa: A002
     """
     x = tensor_arg(input, "mode")
     source, _, rows, order = _rows_of("mode", x, dim)
-    _, indices = dispatch_scan.mode(rows.rows, order)
+    indices = dispatch_scan.mode_columns(rows.rows, order)
     columns = indices.reshape(-1, 1)
     shape = _reduced_shape(source.shape, rows.axes, keepdim)
     values = TakeFromRows.apply(source, rows, columns).reshape(shape)
