@@ -41,8 +41,8 @@ class TakeFromRows(Op):
         return from_rows(ctx.layout, dispatch_index.scatter_add(ctx.shape, grad.dtype, 1, columns, grad)), None, None
 
 
-def _rows_of(name: str, x: Tensor, dim: Any) -> tuple[Tensor, int, Any, Any]:
-    """(``x``, flattened when ``dim`` is None, the dimension, its sorted rows and their order).
+def _rows_of(name: str, x: Tensor, dim: Any) -> tuple[Tensor, Any, Any]:
+    """(``x``, flattened when ``dim`` is None, its rows along ``dim`` and their sorted order).
 
     Raises:
         IndexError: ``dim`` is out of range, or reduces an empty dimension (PyTorch's message).
@@ -52,7 +52,7 @@ def _rows_of(name: str, x: Tensor, dim: Any) -> tuple[Tensor, int, Any, Any]:
     rows, order = dispatch_scan.sorted_rows(x._data, dim)
     if rows.rows.shape[1] == 0:
         raise IndexError(f"{name}(): Expected reduction dim {rows.axes[0] if rows.axes else 0} to have non-zero size.")
-    return x, dim, rows, order
+    return x, rows, order
 
 
 def _median(name: str, input: Any, dim: Any, keepdim: bool, ignore_nan: bool) -> Any:  # noqa: A002
@@ -61,7 +61,7 @@ def _median(name: str, input: Any, dim: Any, keepdim: bool, ignore_nan: bool) ->
         raise NotImplementedError(f"\"{name}\" not implemented for 'Bool'")
     if dim is None and x.numel() == 0:  # PyTorch's median of nothing
         return Tensor(dispatch.full((), math.nan, dispatch.float_dtype(x.dtype), x.device.type))
-    source, axis, rows, order = _rows_of(name, x, dim)
+    source, rows, order = _rows_of(name, x, dim)
     columns = dispatch_scan.median_columns(rows.rows, order, ignore_nan)
     shape = _reduced_shape(source.shape, rows.axes, keepdim)
     values = TakeFromRows.apply(source, rows, columns).reshape(shape)
@@ -125,7 +125,7 @@ def _quantile(name: str, input: Any, q: Any, dim: int | None, keepdim: bool,  # 
     values, scalar = _quantiles(name, q, x.dtype)
     if x.numel() == 0:
         raise RuntimeError(f"{name}() input tensor must be non-empty")
-    source, _, rows, order = _rows_of(name, x, dim)
+    source, rows, order = _rows_of(name, x, dim)
     below, above, weight = dispatch_scan.quantile_columns(
         rows.rows, order, dispatch.asarray(values, np.float64, x.device.type), interpolation, ignore_nan)
     result = TakeFromRows.apply(source, rows, below)
@@ -166,7 +166,7 @@ def mode(input: Any, dim: int = -1, keepdim: bool = False) -> Any:  # noqa: A002
         IndexError: ``dim`` is out of range or of size 0.
     """
     x = tensor_arg(input, "mode")
-    source, _, rows, order = _rows_of("mode", x, dim)
+    source, rows, order = _rows_of("mode", x, dim)
     indices = dispatch_scan.mode_columns(rows.rows, order)
     columns = indices.reshape(-1, 1)
     shape = _reduced_shape(source.shape, rows.axes, keepdim)
