@@ -8,9 +8,9 @@ import numpy as _np
 
 # First: these bind Tensor's op-backed methods (operators, math, layout, to, in-place updates)
 # onto zgrad.tensor.Tensor, before any other module of zgrad can hold a tensor.
-from zgrad import tensor_inplace, tensor_math  # noqa: F401
+from zgrad import tensor_inplace, tensor_math, tensor_reduce  # noqa: F401
 from zgrad import accelerator, autograd, cuda, distributions, futures, nn, optim
-from zgrad import utils
+from zgrad import return_types, utils
 from zgrad.creation import (
     arange, empty, from_dlpack, from_numpy, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like,
 )
@@ -44,6 +44,10 @@ from zgrad.linalg.matrix_functions import cholesky_solve
 from zgrad.linalg.solvers import logdet
 from zgrad.linalg import inv as inverse
 from zgrad.linalg.norms import legacy_norm as norm
+from zgrad.ops import (
+    all, allclose, amax, amin, aminmax, any, count_nonzero, cummax, cummin, cumprod, equal, isclose, logcumsumexp,
+    median, mode, nanmean, nanmedian, nanquantile, quantile, std_mean, var_mean,
+)
 from zgrad.random import manual_seed
 from zgrad.serialization import load, save
 from zgrad.tensor import Tensor
@@ -83,6 +87,9 @@ __all__ = [
     "zeros_like", "ZgradError",
     "addbmm", "addmm", "addmv", "addr", "baddbmm", "bmm", "cdist", "cholesky_solve", "cross", "det", "dot", "einsum", "ger", "inner", "inverse",
     "kron", "linalg", "logdet", "mm", "mv", "norm", "outer", "slogdet", "tensordot", "vdot",
+    "all", "allclose", "amax", "amin", "aminmax", "any", "count_nonzero", "cummax", "cummin", "cumprod", "equal",
+    "isclose", "logcumsumexp", "median", "mode", "nanmean", "nanmedian", "nanquantile", "quantile", "return_types",
+    "std_mean", "var_mean",
 ]
 # torch.<name> forms of nn.functional ops (same signatures)
 __all__ += ["conv_transpose2d", "cosine_similarity", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu"]

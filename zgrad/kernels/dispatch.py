@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from zgrad.errors import DTypeError, ZgradError
+from zgrad.errors import DTypeError, ShapeError, ZgradError
 from zgrad.kernels.promotion import get_default_dtype, result_type
 from zgrad.kernels.vocabulary import OPS
 
@@ -421,7 +421,11 @@ def matmul(a: Any, b: Any):
 
 def _normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
     """``axis`` (an int, a sequence, or None for all) as sorted axes in [0, ndim); a 0-d array
-    accepts 0 and -1, as PyTorch, and has no axis to reduce."""
+    accepts 0 and -1, as PyTorch, and has no axis to reduce.
+
+    Raises:
+        IndexError: an axis is out of range. ShapeError: an axis is named twice (PyTorch's message).
+    """
     if axis is None:
         return tuple(range(ndim))
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
@@ -430,8 +434,10 @@ def _normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
     for ax in axes:
         if not -n <= ax < n:
             raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {ax})")
+        if ax % n in norm:
+            raise ShapeError(f"dim {ax % n} appears multiple times in the list of dims")
         norm.append(ax % n)
-    return tuple(sorted(set(norm))) if ndim else ()
+    return tuple(sorted(norm)) if ndim else ()
 
 
 def _reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:

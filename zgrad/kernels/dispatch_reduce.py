@@ -20,7 +20,7 @@ from zgrad.kernels.dispatch import (
 from zgrad.kernels.dispatch_index import normalize_dim
 
 __all__ = [
-    "Rows", "to_rows", "argmax", "var", "var_backward", "logsumexp", "logsumexp_backward", "distribute_equal",
+    "Rows", "to_rows", "from_rows", "argmax", "var", "var_backward", "logsumexp", "logsumexp_backward", "distribute_equal",
     "cumsum", "prod_backward", "vector_norm",
 ]
 
@@ -34,24 +34,25 @@ class Rows(NamedTuple):
     inverse: tuple[int, ...]
 
 
-def to_rows(x: Any, dim: Any) -> Rows:
+def to_rows(x: Any, dim: Any, floating: bool = True) -> Rows:
     """``x`` with the dimensions ``dim`` (int, tuple, or None for all) moved last and flattened:
-    a 2-D C-contiguous (prod(kept), prod(reduced)) array, in ``x``'s floating dtype.
+    a 2-D C-contiguous (prod(kept), prod(reduced)) array, in ``x``'s floating dtype (in its own
+    dtype unless ``floating``).
 
     Raises:
         IndexError: a dimension is out of range.
     """
     axes = _normalize_axes(dim, x.ndim)
-    if x.dtype.kind != "f":
+    if floating and x.dtype.kind != "f":
         x = cast(x, float_dtype(x.dtype))
     perm = [d for d in range(x.ndim) if d not in axes] + list(axes)
     moved = x.transpose(perm)
     count = math.prod(x.shape[d] for d in axes)
-    rows = contiguous(moved).reshape(-1, count) if count else contiguous(moved).reshape(-1, 0)
+    rows = contiguous(moved).reshape(math.prod(moved.shape[:len(moved.shape) - len(axes)]), count)
     return Rows(rows, axes, moved.shape, tuple(np.argsort(perm)))
 
 
-def _from_rows(rows: Rows, out_rows: Any):
+def from_rows(rows: Rows, out_rows: Any):
     """``out_rows`` (shaped like ``rows.rows``) back in the original layout of the input."""
     return out_rows.reshape(rows.moved_shape).transpose(rows.inverse)
 
@@ -102,7 +103,7 @@ def var_backward(rows: Rows, mean: Any, coef: Any):
     if coef.dtype != rows.rows.dtype:
         coef = cast(coef, rows.rows.dtype)
     out = be.var_backward_rows(rows.rows, mean, contiguous(coef), be.empty(rows.rows.shape, rows.rows.dtype))
-    return _from_rows(rows, out)
+    return from_rows(rows, out)
 
 
 def logsumexp(x: Any, dim: Any, keepdim: bool) -> tuple[Any, Rows]:
@@ -119,7 +120,7 @@ def logsumexp_backward(grad: Any, rows: Rows, result: Any):
     dtype = rows.rows.dtype
     grad = contiguous(grad if grad.dtype == dtype else cast(grad, dtype)).reshape(-1)
     out = be.logsumexp_backward_rows(grad, rows.rows, result.reshape(-1), be.empty(rows.rows.shape, dtype))
-    return _from_rows(rows, out)
+    return from_rows(rows, out)
 
 
 def distribute_equal(x: Any, value: Any, grad: Any):
@@ -152,7 +153,7 @@ def prod_backward(x: Any, grad: Any, dim: int | None):
     dtype = rows.rows.dtype
     grad = contiguous(grad if grad.dtype == dtype else cast(grad, dtype)).reshape(-1)
     out = be.prod_backward_rows(rows.rows, grad, be.empty(rows.rows.shape, dtype))
-    return _from_rows(rows, out)
+    return from_rows(rows, out)
 
 
 def vector_norm(x: Any, order: float):

@@ -17,6 +17,8 @@ OPS = (
     "exp", "log", "tanh", "sigmoid", "relu",
     "relu_backward", "tanh_backward", "sigmoid_backward",
     "matmul", "sum", "prod", "nansum", "cumsum", "prod_backward_rows", "copy", "stack", "concatenate",
+    "cumprod", "cumprod_backward_rows", "cumextreme_rows", "logcumsumexp_rows", "logcumsumexp_backward_rows",
+    "argsort_rows", "mode_rows",
     "scatter_slice",
     "bias_act", "softmax", "log_softmax", "softmax_backward", "log_softmax_backward",
     "cross_entropy", "cross_entropy_backward",

@@ -21,6 +21,10 @@ from zgrad.ops.products import (
 from zgrad.ops.reduce import (
     ValuesIndices, argmax, argmin, cumsum, logsumexp, max, mean, min, nansum, prod, std, sum, var,
 )
+from zgrad.ops.reduce_logical import all, allclose, any, count_nonzero, equal, isclose
+from zgrad.ops.reduce_order import median, mode, nanmedian, nanquantile, quantile
+from zgrad.ops.reduce_scan import cummax, cummin, cumprod, logcumsumexp
+from zgrad.ops.reduce_stats import amax, amin, aminmax, nanmean, std_mean, var_mean
 from zgrad.ops.shape import chunk, expand, flatten, split, squeeze, t, unsqueeze
 from zgrad.ops.vector_norm import vector_norm
 
@@ -35,4 +39,6 @@ __all__ = [
     "flatten", "unsqueeze", "squeeze", "expand", "split", "chunk", "t",
     "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm", "addbmm", "addmv", "kron", "cdist",
     "cross", "einsum", "addr", "tensordot", "vector_norm",
+    "all", "any", "count_nonzero", "isclose", "allclose", "equal", "median", "nanmedian", "quantile", "nanquantile",
+    "mode", "cumprod", "cummax", "cummin", "logcumsumexp", "amax", "amin", "aminmax", "nanmean", "var_mean", "std_mean",
 ]

@@ -40,6 +40,11 @@ def _axes(dim, ndim):
     return dispatch._normalize_axes(dim, ndim)
 
 
+def _all_if_empty(dim: Any) -> Any:
+    """``dim`` with PyTorch's "no dimensions means all of them" (``dim=()`` or ``[]``) made None."""
+    return None if dim is None or (isinstance(dim, (tuple, list)) and not dim) else dim
+
+
 class Sum(Op):
     @staticmethod
     def forward(ctx, x, dim, keepdim, dtype):
@@ -207,13 +212,13 @@ def _cast(input: Any, dtype: Any, name: str) -> Any:  # noqa: A002
 
 
 def sum(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:  # noqa: A001,A002
-    """The sum over ``dim`` (an int, a tuple, or None for all).
+    """The sum over ``dim`` (an int, a tuple, or None or an empty tuple for all).
 
     Bool and integer tensors sum in int64, as PyTorch's, so ``(pred == y).sum()`` counts without
     wrapping; floating ones keep their dtype. ``dtype`` casts the input before the sum and is the
     result's dtype.
     """
-    return Sum.apply(_cast(input, dtype, "sum"), dim, keepdim, dtype)
+    return Sum.apply(_cast(input, dtype, "sum"), _all_if_empty(dim), keepdim, dtype)
 
 
 def mean(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:  # noqa: A002
@@ -225,7 +230,7 @@ def mean(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = Non
             message ("mean(): could not infer output dtype ...").
     """
     x = tensor_arg(input, "mean")
-    return Mean.apply(_cast(x, dispatch.mean_dtype(x.dtype, dtype), "mean"), dim, keepdim)
+    return Mean.apply(_cast(x, dispatch.mean_dtype(x.dtype, dtype), "mean"), _all_if_empty(dim), keepdim)
 
 
 def prod(input: Any, dim: int | None = None, keepdim: bool = False, *, dtype: Any = None) -> Any:  # noqa: A002
@@ -245,7 +250,7 @@ def prod(input: Any, dim: int | None = None, keepdim: bool = False, *, dtype: An
 def nansum(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:  # noqa: A002
     """The sum over ``dim`` (an int, a tuple, or None for all) treating NaNs as zero; their
     gradient is zero. Dtypes as :func:`sum`."""
-    return NanSum.apply(_cast(input, dtype, "nansum"), dim, keepdim, dtype)
+    return NanSum.apply(_cast(input, dtype, "nansum"), _all_if_empty(dim), keepdim, dtype)
 
 
 def cumsum(input: Any, dim: int, *, dtype: Any = None) -> Any:  # noqa: A002
@@ -320,7 +325,7 @@ def _var(name: str, input: Any, dim: Any, unbiased: bool | None, keepdim: bool, 
     if x.dtype.kind != "f":
         raise DTypeError("std and var only support floating point and complex dtypes")
     dim, correction = _correction(dim, unbiased, correction)
-    return Var.apply(x, dim, correction, keepdim, take_sqrt)
+    return Var.apply(x, _all_if_empty(dim), correction, keepdim, take_sqrt)
 
 
 def var(input: Any, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,  # noqa: A002

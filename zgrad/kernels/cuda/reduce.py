@@ -19,7 +19,7 @@ from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.elementwise import binary_op, ternary_op, unary_op
 
 __all__ = [
-    "contiguous", "rows_of", "sum", "prod", "nansum", "cumsum", "prod_backward_rows", "extreme_value", "argmax",
+    "contiguous", "rows_of", "sum", "prod", "nansum", "cumsum", "cumprod", "prod_backward_rows", "extreme_value", "argmax",
     "argmin", "softmax", "log_softmax",
     "softmax_backward", "log_softmax_backward", "logsumexp_rows", "logsumexp_backward_rows", "var_rows",
     "var_backward_rows", "distribute_equal", "vector_norm", "cross_entropy", "cross_entropy_backward", "class_loss",
@@ -153,6 +153,11 @@ def cumsum(x, axis, reverse, out):
     """out = the running sums of x along ``axis`` (from its end when ``reverse``), accumulated in
     out's dtype."""
     return _scan(x, axis, False, reverse, False, out)
+
+
+def cumprod(x, axis, out):
+    """out = the running products of x along ``axis``, accumulated in out's dtype."""
+    return _scan(x, axis, True, False, False, out)
 
 
 def prod_backward_rows(x, grad, out):

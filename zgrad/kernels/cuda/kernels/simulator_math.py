@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["exp", "log", "tanh", "sqrt", "erf", "inf", "nan", "isinf", "isnan", "fabs", "pow", "floor"]
+__all__ = ["exp", "log", "log1p", "tanh", "sqrt", "erf", "inf", "nan", "isinf", "isnan", "fabs", "pow", "floor"]
 
 inf = float("inf")
 nan = float("nan")
@@ -27,6 +27,7 @@ def _quiet(ufunc: Any) -> Any:
 
 exp = _quiet(np.exp)
 log = _quiet(np.log)
+log1p = _quiet(np.log1p)
 tanh = _quiet(np.tanh)
 sqrt = _quiet(np.sqrt)
 fabs = _quiet(np.fabs)

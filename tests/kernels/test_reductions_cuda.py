@@ -1,0 +1,81 @@
+"""The reductions of :mod:`test_reductions_torch` on CUDA (Numba's simulator here), with a strict
+device check, outputs and gradients compared with the CPU backend: every gradient case, and the
+ties, NaNs, integers and bools of the exact-value cases.
+
+A representative subset runs by default (every new kernel at least once); the rest carry the
+``full`` marker, as in :mod:`test_cuda_ops`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import zgrad
+from cuda_helpers import check_device, requires_cuda, strict_cuda
+from test_reductions_torch import GRADIENT_CASES, INTS, NANS, TIES
+from zgrad.kernels import dispatch, dispatch_scan
+
+pytestmark = requires_cuda
+
+SUBSET = {"amax_dims", "median_dim", "quantile_dim", "mode_values", "cumprod", "cummax", "logcumsumexp", "nanmean"}
+
+
+def _marked(cases):
+    return [pytest.param(*p.values, id=p.id, marks=() if p.id in SUBSET else (pytest.mark.full,)) for p in cases]
+
+
+@pytest.mark.parametrize("op", _marked(GRADIENT_CASES))
+def test_gradient_cases_on_cuda_match_the_cpu(op):
+    check_device(op.fn, op.shapes, dtype=np.float32)
+
+
+# (op returning one tensor, input arrays): integer and bool dtypes, ties and NaNs
+EXACT = {
+    "all_dims": (lambda lib, x: lib.all(x, dim=(0, 1)), [TIES - 1]),
+    "any_uint8": (lambda lib, x: x.any(1), [np.array([[0, 3], [0, 0]], np.uint8)]),
+    "count_nonzero": (lambda lib, x: lib.count_nonzero(x, 1), [INTS]),
+    "isclose": (lambda lib, a, b: lib.isclose(a, b, equal_nan=True),
+                [np.array([1.0, np.nan, np.inf, 1e-9, 2.0]), np.array([1.0 + 1e-6, np.nan, np.inf, 0.0, 2.2])]),
+    "amax_int_ties": (lambda lib, x: lib.amax(x, 1), [INTS]),
+    "amax_ties_grad": (lambda lib, x: lib.amax(x, 1), [TIES]),
+    "median_nan": (lambda lib, x: lib.median(x, 1).indices, [NANS]),
+    "nanmedian_grad": (lambda lib, x: lib.nanmedian(x, 1).values, [NANS]),
+    "nanquantile": (lambda lib, x: lib.nanquantile(x, lib.tensor([0.2, 0.5], dtype=lib.float64), 1, interpolation="nearest"), [NANS]),
+    "mode_int": (lambda lib, x: lib.mode(x, 1).indices, [INTS]),
+    "mode_ties_grad": (lambda lib, x: lib.mode(x, 1).values, [TIES]),
+    "cumprod_int": (lambda lib, x: lib.cumprod(x, 1), [INTS]),
+    "cumprod_zeros_grad": (lambda lib, x: lib.cumprod(x, 1), [np.array([[2.0, 0.0, 3.0, 0.0], [0.0, 1.5, 2.0, 3.0]])]),
+    "cummax_int32": (lambda lib, x: lib.cummax(x, 1).indices, [INTS.astype(np.int32)]),
+    "cummin_nan_grad": (lambda lib, x: lib.cummin(x, 0).values, [NANS]),
+    "logcumsumexp_extremes": (lambda lib, x: lib.logcumsumexp(x, 0), [np.array([-1000.0, 0.0, 1.0, -np.inf, 3.0])]),
+}
+EXACT_SUBSET = {"median_nan", "mode_int", "cummax_int32", "cumprod_zeros_grad", "isclose"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in EXACT_SUBSET else (pytest.mark.full,))
+                                  for n in sorted(EXACT)])
+def test_exact_cases_on_cuda_match_the_cpu(name):
+    fn, arrays = EXACT[name]
+    check_device(fn, [a.shape for a in arrays], arrays=arrays, dtype=arrays[0].dtype if arrays[0].dtype.kind == "f"
+                 else np.float64)
+
+
+def test_bool_results_on_cuda():
+    with strict_cuda():
+        a, b = zgrad.tensor(np.eye(2)), zgrad.tensor(np.ones((2, 2)))
+        assert zgrad.allclose(a, a) and not zgrad.allclose(a, b) and zgrad.equal(a, a) and not a.equal(b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_the_cuda_sort_is_numpys_stable_argsort(dtype):
+    """Rows of several lengths (one a power of two, others padded), ties and NaNs."""
+    rng = np.random.default_rng(3)
+    for count in (1, 8, 37):
+        data = rng.integers(0, 5, size=(3, count)).astype(dtype)
+        if dtype == np.float32:
+            data[data == 4] = np.nan
+        with strict_cuda():
+            _, order = dispatch_scan.sorted_rows(zgrad.tensor(data)._data, 1)
+            order = dispatch.to_device(order, "cpu")
+        np.testing.assert_array_equal(order, np.argsort(data, axis=1, kind="stable"))

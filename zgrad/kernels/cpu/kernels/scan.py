@@ -1,0 +1,101 @@
+"""Numba CPU kernels of the running reductions and order statistics: running max/min with their
+indices, the gradient of a running product, running logsumexp and its gradient, and the mode of
+sorted rows.
+
+Row kernels take 2-D (N, C) C-contiguous arrays and scan or reduce each row (the caller moves the
+scanned dimension last). Running max/min and the mode take any real dtype; the rest float32 or
+float64, computed in that dtype.
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import prange
+
+from zgrad.kernels._jit import parallel_kernel
+
+__all__ = ["cumextreme", "cumprod_backward", "logcumsumexp", "logcumsumexp_backward", "mode"]
+
+
+@parallel_kernel()
+def cumextreme(x, largest, values_out, indices_out):
+    """values_out[r, j] = the max (``largest``) or min of x[r, :j + 1], indices_out[r, j] its
+    index: the latest on ties, and a NaN once one is seen (PyTorch's cummax/cummin)."""
+    n, c = x.shape
+    for r in prange(n):
+        best = x[r, 0] if c else values_out.dtype.type(0)
+        at = 0
+        for j in range(c):
+            v = x[r, j]
+            if v != v or (best == best and (v >= best if largest else v <= best)):
+                best, at = v, j
+            values_out[r, j] = best
+            indices_out[r, j] = at
+
+
+@parallel_kernel()
+def cumprod_backward(x, grad, out):
+    """out[r, i] = sum over j >= i of grad[r, j] * the product of x[r, k] for k <= j, k != i: the
+    gradient of a running product, without a division so exact with zeros. It is the product of
+    the elements before i times s[i], where s[i] = grad[r, i] + x[r, i + 1] * s[i + 1]."""
+    n, c = x.shape
+    for r in prange(n):
+        following = out.dtype.type(0)
+        for j in range(c - 1, -1, -1):
+            following = grad[r, j] + (x[r, j + 1] * following if j + 1 < c else following)
+            out[r, j] = following
+        before = out.dtype.type(1)
+        for j in range(c):
+            out[r, j] *= before
+            before *= x[r, j]
+
+
+@parallel_kernel()
+def logcumsumexp(x, out):
+    """out[r, j] = log(sum(exp(x[r, :j + 1]))), each step a log-add-exp of two terms (exact where
+    an element is far below the running result)."""
+    n, c = x.shape
+    for r in prange(n):
+        total = out.dtype.type(-math.inf)
+        for j in range(c):
+            v = x[r, j]
+            high, low = max(total, v), min(total, v)
+            if v != v or total != total:
+                total = v + total
+            elif high == low:
+                total = high + math.log(2.0)
+            else:
+                total = high + math.log1p(math.exp(low - high))
+            out[r, j] = total
+
+
+@parallel_kernel()
+def logcumsumexp_backward(grad, x, result, out):
+    """out[r, j] = sum over i >= j of grad[r, i] * exp(x[r, j] - result[r, i]), as
+    exp(x[r, j] - result[r, j]) * s[j] with s[j] = grad[r, j] + exp(result[r, j] - result[r, j + 1]) s[j + 1]:
+    every exponent is <= 0 (the running result never decreases), so nothing overflows."""
+    n, c = x.shape
+    for r in prange(n):
+        following = out.dtype.type(0)
+        for j in range(c - 1, -1, -1):
+            if j + 1 < c and result[r, j] != result[r, j + 1]:
+                following *= math.exp(result[r, j] - result[r, j + 1])
+            following += grad[r, j]
+            out[r, j] = 0.0 if x[r, j] == -math.inf else math.exp(x[r, j] - result[r, j]) * following
+
+
+@parallel_kernel()
+def mode(sorted_values, sorted_indices, values_out, indices_out):
+    """values_out[r] = the most frequent value of the ascending row sorted_values[r] (the smallest
+    of those equally frequent), indices_out[r] = its last index in the unsorted row (the largest of
+    its sorted_indices, a stable sort's last): PyTorch's mode."""
+    n, c = sorted_values.shape
+    for r in prange(n):  # within the winning run every step is a new best: the index ends at its last
+        best_count, run = 0, 0
+        for j in range(c):
+            run = run + 1 if j and sorted_values[r, j] == sorted_values[r, j - 1] else 1
+            if run > best_count:
+                best_count = run
+                values_out[r] = sorted_values[r, j]
+                indices_out[r] = sorted_indices[r, j]

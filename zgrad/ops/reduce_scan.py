@@ -1,0 +1,118 @@
+"""Running reductions along one dimension: cumprod, cummax, cummin, logcumsumexp (cumsum is in
+:mod:`zgrad.ops.reduce`).
+
+Running products of bool and integer tensors are int64, as PyTorch's (and as cumsum's); a
+``dtype=`` argument casts the input first. cummax/cummin keep the input's dtype and return
+``(values, indices)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zgrad import return_types
+from zgrad.autograd.function import Op
+from zgrad.kernels import dispatch_index, dispatch_scan
+from zgrad.kernels.dispatch import scalar_type_name
+from zgrad.ops._args import tensor_arg
+from zgrad.ops.reduce import _cast
+
+__all__ = ["cumprod", "cummax", "cummin", "logcumsumexp"]
+
+
+class CumProd(Op):
+    """Running products along ``dim``; the gradient is exact where the input holds zeros (one or
+    several), computed without a division."""
+
+    @staticmethod
+    def forward(ctx, x, dim, dtype):
+        ctx.dim = dim
+        ctx.save_for_backward(x)
+        return dispatch_scan.cumprod(x, dim, dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return dispatch_scan.cumprod_backward(x, grad, ctx.dim), None, None
+
+
+class CumExtremum(Op):
+    """Running max (``largest``) or min along ``dim`` with the index each value came from; the
+    gradient of each output goes to that index."""
+
+    @staticmethod
+    def forward(ctx, x, dim, largest):
+        values, indices = dispatch_scan.cumextreme(x, dim, largest)
+        ctx.shape, ctx.dim = x.shape, dispatch_index.normalize_dim(dim, x.ndim)
+        ctx.save_for_backward(indices)
+        return values, indices
+
+    @staticmethod
+    def backward(ctx, grad, _grad_indices):
+        (indices,) = ctx.saved_tensors
+        if not ctx.shape:
+            return grad, None, None
+        return dispatch_index.scatter_add(ctx.shape, grad.dtype, ctx.dim, indices, grad), None, None
+
+
+class LogCumSumExp(Op):
+    """log(cumsum(exp(x))) along ``dim``, one log-add-exp per step; the gradient of each output
+    is the softmax of the elements it summed."""
+
+    @staticmethod
+    def forward(ctx, x, dim):
+        result, rows, result_rows = dispatch_scan.logcumsumexp(x, dim)
+        ctx.save_for_backward(rows, result_rows)
+        return result
+
+    @staticmethod
+    def backward(ctx, grad):
+        rows, result_rows = ctx.saved_tensors
+        return dispatch_scan.logcumsumexp_backward(grad, rows, result_rows), None
+
+
+def cumprod(input: Any, dim: int, *, dtype: Any = None) -> Any:  # noqa: A002
+    """The running products along ``dim``: element i is the product of elements 0..i. Bool and
+    integer tensors multiply in int64; ``dtype`` casts the input first.
+
+    Raises:
+        IndexError: ``dim`` is out of range.
+    """
+    return CumProd.apply(_cast(input, dtype, "cumprod"), dim, dtype)
+
+
+def _cumextremum(name: str, input: Any, dim: int, largest: bool) -> Any:  # noqa: A002
+    values, indices = CumExtremum.apply(tensor_arg(input, name), dim, largest)
+    return getattr(return_types, name)(values, indices.detach_())
+
+
+def cummax(input: Any, dim: int) -> Any:  # noqa: A002
+    """``(values, indices)``: the running maximum along ``dim`` and the index each was taken from
+    (the latest of equal values; a NaN propagates). The gradient goes to those indices.
+
+    Raises:
+        IndexError: ``dim`` is out of range.
+    """
+    return _cumextremum("cummax", input, dim, True)
+
+
+def cummin(input: Any, dim: int) -> Any:  # noqa: A002
+    """``(values, indices)``: the running minimum along ``dim`` (see :func:`cummax`).
+
+    Raises:
+        IndexError: ``dim`` is out of range.
+    """
+    return _cumextremum("cummin", input, dim, False)
+
+
+def logcumsumexp(input: Any, dim: int) -> Any:  # noqa: A002
+    """log(cumsum(exp(input))) along ``dim``, computed without overflow or underflow.
+
+    Raises:
+        NotImplementedError: a bool or integer input (PyTorch's error).
+        IndexError: ``dim`` is out of range.
+    """
+    x = tensor_arg(input, "logcumsumexp")
+    if x.dtype.kind != "f":
+        raise NotImplementedError(f'"logcumsumexp" not implemented for \'{scalar_type_name(x.dtype)}\'')
+    return LogCumSumExp.apply(x, dim)

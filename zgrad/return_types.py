@@ -1,0 +1,54 @@
+"""The named tuples that reductions return, as ``torch.return_types``: ``(values, indices)`` for
+median, nanmedian, mode, cummax and cummin, ``(min, max)`` for aminmax.
+
+Each is a ``NamedTuple``: it unpacks like a tuple and names its fields (``.values``,
+``.indices``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+__all__ = ["median", "nanmedian", "mode", "cummax", "cummin", "aminmax"]
+
+
+class median(NamedTuple):  # noqa: N801 - torch.return_types' names
+    """What ``median(dim)`` returns: the medians and their int64 indices."""
+
+    values: Any
+    indices: Any
+
+
+class nanmedian(NamedTuple):  # noqa: N801
+    """What ``nanmedian(dim)`` returns: the medians of the non-NaN elements and their indices."""
+
+    values: Any
+    indices: Any
+
+
+class mode(NamedTuple):  # noqa: N801
+    """What ``mode`` returns: the most frequent values and the index of the last of each."""
+
+    values: Any
+    indices: Any
+
+
+class cummax(NamedTuple):  # noqa: N801
+    """What ``cummax`` returns: the running maxima and where each was taken from."""
+
+    values: Any
+    indices: Any
+
+
+class cummin(NamedTuple):  # noqa: N801
+    """What ``cummin`` returns: the running minima and where each was taken from."""
+
+    values: Any
+    indices: Any
+
+
+class aminmax(NamedTuple):  # noqa: N801
+    """What ``aminmax`` returns: the minima and the maxima."""
+
+    min: Any
+    max: Any
