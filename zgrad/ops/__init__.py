@@ -16,7 +16,14 @@ from zgrad.ops.loss_functions import cross_entropy, mse_loss
 from zgrad.ops.reduce import (
     ValuesIndices, argmax, argmin, cumsum, logsumexp, max, mean, min, nansum, prod, std, sum, var,
 )
-from zgrad.ops.shape import chunk, expand, flatten, split, squeeze, t, unsqueeze
+from zgrad.ops.joining import column_stack, dsplit, dstack, hsplit, hstack, row_stack, tensor_split, vsplit, vstack
+from zgrad.ops.layout import (
+    atleast_1d, atleast_2d, atleast_3d, broadcast_shapes, broadcast_tensors, broadcast_to, meshgrid, moveaxis, movedim,
+    narrow, swapaxes, swapdims, unbind, unflatten,
+)
+from zgrad.ops.reorder import flip, fliplr, flipud, repeat, repeat_interleave, roll, rot90, tile
+from zgrad.ops.shape import chunk, expand, flatten, split, squeeze, t, unsqueeze, view
+from zgrad.ops.triangular import diag, diag_embed, diagonal, trace, tril, tril_indices, triu, triu_indices
 
 __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "square", "matmul", "exp", "log", "tanh", "sigmoid", "relu",
@@ -26,5 +33,10 @@ __all__ = [
     "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
     "abs", "sqrt", "clamp", "clip", "maximum", "minimum", "remainder", "gather", "index_select", "scatter", "where",
     "masked_fill", "ValuesIndices", "max", "min", "argmax", "argmin", "var", "std", "logsumexp",
-    "flatten", "unsqueeze", "squeeze", "expand", "split", "chunk", "t",
+    "flatten", "unsqueeze", "squeeze", "expand", "split", "chunk", "t", "view",
+    "tril", "triu", "tril_indices", "triu_indices", "diagonal", "diag", "diag_embed", "trace",
+    "flip", "fliplr", "flipud", "roll", "rot90", "repeat", "tile", "repeat_interleave",
+    "movedim", "moveaxis", "swapaxes", "swapdims", "narrow", "unbind", "unflatten", "broadcast_to",
+    "broadcast_tensors", "broadcast_shapes", "atleast_1d", "atleast_2d", "atleast_3d", "meshgrid",
+    "tensor_split", "hsplit", "vsplit", "dsplit", "hstack", "vstack", "row_stack", "dstack", "column_stack",
 ]

@@ -1,0 +1,247 @@
+"""Copies that reorder or repeat elements: flip (fliplr, flipud), roll, rot90, repeat, tile and
+repeat_interleave. Each result is new memory, as PyTorch's.
+
+A flip is a reversed-stride view copied; roll joins the two slices of each rolled dim; repeat
+copies a broadcast view whose gradient is a sum over the repeat axes; repeat_interleave selects
+indices along a dim, so its gradient is index_select's scatter-add.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from zgrad.autograd.function import Op
+from zgrad.errors import ShapeError
+from zgrad.kernels import dispatch
+from zgrad.kernels.dispatch_index import normalize_dim
+from zgrad.ops._args import tensor_arg
+from zgrad.ops.functions import cat, clone, getitem, reshape, transpose
+from zgrad.ops.indexing import IndexSelect
+from zgrad.tensor import Tensor
+
+__all__ = ["flip", "fliplr", "flipud", "roll", "rot90", "repeat", "tile", "repeat_interleave"]
+
+
+def _int_tuple(value: Any) -> tuple[int, ...]:
+    """An int or a sequence of ints as a tuple of ints."""
+    return (int(value),) if isinstance(value, (int, np.integer)) else tuple(int(v) for v in value)
+
+
+class Flip(Op):
+    """A copy with the dims of ``index`` (reversing slices) reversed; so is the gradient."""
+
+    @staticmethod
+    def forward(ctx, x, index):
+        ctx.index = index
+        return dispatch.cast(x[index], x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return dispatch.cast(grad[ctx.index], grad.dtype), None
+
+
+def flip(input: Any, dims: Any) -> Any:  # noqa: A002 - torch's argument name
+    """A copy of ``input`` with the order of the elements along each of ``dims`` reversed.
+
+    Raises:
+        IndexError: a dim is out of range. ShapeError: a dim appears twice.
+    """
+    x = tensor_arg(input, "flip")
+    reversed_dims = set()
+    for d in _int_tuple(dims):
+        d = normalize_dim(d, x.ndim)
+        if d in reversed_dims:
+            raise ShapeError(f"dim {d} appears multiple times in the list of dims")
+        reversed_dims.add(d)
+    index = tuple(slice(None, None, -1) if d in reversed_dims else slice(None) for d in range(x.ndim))
+    return Flip.apply(x, index)
+
+
+def fliplr(input: Any) -> Any:  # noqa: A002
+    """``input`` flipped left to right (along dim 1).
+
+    Raises:
+        ShapeError: fewer than 2 dimensions.
+    """
+    x = tensor_arg(input, "fliplr")
+    if x.ndim < 2:
+        raise ShapeError("Input must be >= 2-d.")
+    return flip(x, 1)
+
+
+def flipud(input: Any) -> Any:  # noqa: A002
+    """``input`` flipped upside down (along dim 0).
+
+    Raises:
+        ShapeError: a 0-d tensor.
+    """
+    x = tensor_arg(input, "flipud")
+    if x.ndim < 1:
+        raise ShapeError("Input must be >= 1-d.")
+    return flip(x, 0)
+
+
+def roll(input: Any, shifts: Any, dims: Any = None) -> Any:  # noqa: A002
+    """A copy of ``input`` with its elements moved ``shifts`` places along ``dims`` (those
+    leaving at one end come back at the other); without ``dims``, along the flattened tensor,
+    whose shape is then restored.
+
+    Raises:
+        ShapeError: ``shifts`` and ``dims`` differ in length. IndexError: a dim is out of range.
+    """
+    x = tensor_arg(input, "roll")
+    shifts = _int_tuple(shifts)
+    if dims is None:
+        if len(shifts) != 1:
+            raise ShapeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:0")
+        return reshape(roll(reshape(x, (-1,)), shifts, 0), x.shape)
+    dims = _int_tuple(dims)
+    if len(shifts) != len(dims):
+        raise ShapeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+    result = x
+    for shift, dim in zip(shifts, dims):
+        dim = normalize_dim(dim, x.ndim)
+        size = x.shape[dim] if x.ndim else 1
+        if size and shift % size:
+            lead = (slice(None),) * dim
+            cut = size - shift % size
+            result = cat([getitem(result, lead + (slice(cut, None),)), getitem(result, lead + (slice(None, cut),))], dim)
+    return clone(x) if result is x else result
+
+
+def rot90(input: Any, k: int = 1, dims: Sequence[int] = (0, 1)) -> Any:  # noqa: A002
+    """``input`` rotated by 90 degrees ``k`` times in the plane of ``dims``, from the first dim
+    towards the second.
+
+    Raises:
+        ShapeError: ``dims`` is not two distinct dims, or ``input`` has fewer than 2 dimensions.
+        IndexError: a dim is out of range.
+    """
+    x = tensor_arg(input, "rot90")
+    dims = _int_tuple(dims)
+    if len(dims) != 2:
+        raise ShapeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+    if x.ndim < 2:
+        raise ShapeError(f"expected total dims >= 2, but got total dims = {x.ndim}")
+    first, second = dims
+    if first == second or abs(first - second) == x.ndim:
+        raise ShapeError(f"expected rotation dims to be different, but got dim0 = {first} and dim1 = {second}")
+    first, second = normalize_dim(first, x.ndim), normalize_dim(second, x.ndim)
+    k %= 4
+    if k == 1:
+        return transpose(flip(x, second), first, second)
+    if k == 2:
+        return flip(x, (first, second))
+    if k == 3:
+        return transpose(flip(x, first), first, second)
+    return clone(x)
+
+
+class Repeat(Op):
+    """``x`` (already of the result's rank) tiled ``repeats`` times along each dim; the gradient
+    sums the tiles."""
+
+    @staticmethod
+    def forward(ctx, x, repeats):
+        ctx.shape = x.shape
+        ctx.paired = tuple(n for pair in zip(repeats, x.shape) for n in pair)
+        tiled = dispatch.broadcast_to(x.reshape(tuple(n for size in x.shape for n in (1, size))), ctx.paired)
+        return dispatch.cast(tiled, x.dtype).reshape(tuple(r * n for r, n in zip(repeats, x.shape)))
+
+    @staticmethod
+    def backward(ctx, grad):
+        tiles = tuple(range(0, len(ctx.paired), 2))
+        return dispatch.reduce_sum(grad.reshape(ctx.paired), tiles).reshape(ctx.shape), None
+
+
+def _tiled(x: Any, repeats: tuple[int, ...]) -> Any:
+    if any(r < 0 for r in repeats):
+        raise ShapeError(f"Trying to create tensor with negative dimension {min(repeats)}: {list(repeats)}")
+    lead = len(repeats) - x.ndim
+    if lead:
+        x = reshape(x, (1,) * lead + x.shape)
+    return Repeat.apply(x, repeats)
+
+
+def repeat(input: Any, *sizes: Any) -> Any:  # noqa: A002
+    """A copy of ``input`` repeated ``sizes[i]`` times along dim i; extra leading sizes add dims.
+
+    Raises:
+        ShapeError: fewer sizes than ``input`` has dims, or a negative size.
+    """
+    x = tensor_arg(input, "repeat")
+    repeats = _int_tuple(sizes[0] if len(sizes) == 1 and not isinstance(sizes[0], (int, np.integer)) else sizes)
+    if len(repeats) < x.ndim:
+        raise ShapeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
+    return _tiled(x, repeats)
+
+
+def tile(input: Any, dims: Sequence[int]) -> Any:  # noqa: A002
+    """``input`` repeated ``dims[i]`` times along dim i, as :func:`repeat`, except that fewer
+    ``dims`` than ``input`` has dims are padded with leading 1s.
+
+    Raises:
+        ShapeError: a negative repeat count.
+    """
+    x = tensor_arg(input, "tile")
+    repeats = _int_tuple(dims)
+    return _tiled(x, (1,) * (x.ndim - len(repeats)) + repeats)
+
+
+def _counts(repeats: Any, size: int, output_size: int | None) -> np.ndarray:
+    """The host array of per-element repeat counts of a tensor ``repeats`` (blocks on a CUDA one).
+
+    Raises:
+        ShapeError: not 0-d or 1-d, a length other than ``size``, a negative count, or a total
+            other than ``output_size``. TypeError: not an integer tensor.
+    """
+    counts = repeats._host()
+    if counts.dtype.kind not in "iu":
+        raise TypeError(f"repeat_interleave: repeats must be an integer tensor, got {counts.dtype}")
+    if counts.ndim > 1:
+        raise ShapeError("repeats must be 0-dim or 1-dim tensor")
+    counts = np.broadcast_to(counts, (size,)) if counts.ndim == 0 else counts
+    if counts.shape[0] != size:
+        raise ShapeError(f"repeats must have the same size as input along dim, but got repeats.size(0) = "
+                         f"{counts.shape[0]} and input.size(0) = {size}")
+    if counts.size and counts.min() < 0:
+        raise ShapeError("repeats can not be negative")
+    if output_size is not None and int(counts.sum()) != output_size:
+        raise ShapeError(f"allocated size does not match required size: output_size={output_size}, "
+                         f"the repeats add up to {int(counts.sum())}")
+    return counts
+
+
+def repeat_interleave(input: Any, repeats: Any = None, dim: int | None = None, *,  # noqa: A002
+                      output_size: int | None = None) -> Any:
+    """Each element (slice along ``dim``; of the flattened tensor when ``dim`` is None) of
+    ``input`` repeated ``repeats`` times in a row: an int, or a tensor of per-element counts.
+    ``repeat_interleave(counts)`` alone gives each position of ``counts`` repeated its count times.
+
+    Blocks until a CUDA ``repeats`` tensor is on the host (the result's size depends on it).
+
+    Raises:
+        ShapeError: counts of the wrong shape or negative. IndexError: ``dim`` is out of range.
+    """
+    x = tensor_arg(input, "repeat_interleave")
+    if repeats is None:
+        counts = _counts(x, x.shape[0] if x.ndim else 1, output_size)
+        positions = np.repeat(np.arange(counts.size, dtype=x.dtype), counts)
+        return Tensor(dispatch.to_device(positions, dispatch.device_type_of(x._data)))
+    if dim is None:
+        x, dim = reshape(x, (-1,)), 0
+    if x.ndim == 0:
+        raise IndexError(f"Dimension out of range (expected to be in range of [-1, 0], but got {dim})")
+    dim = normalize_dim(dim, x.ndim)
+    size = x.shape[dim]
+    if isinstance(repeats, Tensor):
+        counts = _counts(repeats, size, output_size)
+    elif int(repeats) < 0:
+        raise ShapeError("repeats can not be negative")
+    else:
+        counts = np.full(size, int(repeats))
+    positions = np.repeat(np.arange(size, dtype=np.int64), counts)
+    return IndexSelect.apply(x, dim, dispatch.to_device(positions, dispatch.device_type_of(x._data)))
+

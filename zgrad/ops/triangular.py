@@ -1,0 +1,215 @@
+"""Triangles and diagonals of matrices: tril, triu (and their index lists), diagonal, diag,
+diag_embed and trace.
+
+tril and triu keep the elements a host mask of the matrix shape selects (one ``where`` over the
+batch); a diagonal is an integer-array index of the two matrix dims moved last, so its gradient is
+indexing's scatter, and diag_embed is that scatter forward with the gather as its backward.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from zgrad.autograd.function import Op
+from zgrad.creation import tensor as _new_tensor
+from zgrad.errors import ShapeError
+from zgrad.kernels import dispatch, dispatch_index
+from zgrad.kernels.dispatch_index import normalize_dim
+from zgrad.ops._args import tensor_arg
+from zgrad.ops.functions import getitem, permute
+from zgrad.ops.reduce import sum as _sum
+from zgrad.ops.shape import GetItem, Permute
+
+__all__ = ["tril", "triu", "tril_indices", "triu_indices", "diagonal", "diag", "diag_embed", "trace"]
+
+
+def _keep(x: Any, keep: np.ndarray) -> Any:
+    """``x`` where the (rows, cols) host mask ``keep`` is True, else 0, over every matrix of ``x``."""
+    device_type = dispatch.device_type_of(x)
+    zero = dispatch.full((), 0, x.dtype, device_type)
+    return dispatch_index.where(dispatch.to_device(keep, device_type), x, zero)
+
+
+class KeepTriangle(Op):
+    """The elements of a triangle (a mask of the matrix shape), zeros elsewhere; the gradient is
+    masked the same way."""
+
+    @staticmethod
+    def forward(ctx, x, keep):
+        ctx.keep = keep
+        return _keep(x, keep)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _keep(grad, ctx.keep), None
+
+
+def triangle_mask(shape: tuple[int, ...], diagonal: int, lower: bool, what: str) -> np.ndarray:
+    """The host mask of the lower (``tril``) or upper (``triu``) triangle of the matrices of ``shape``.
+
+    Raises:
+        ShapeError: fewer than 2 dimensions, with PyTorch's message.
+    """
+    if len(shape) < 2:
+        raise ShapeError(f"{what}: input tensor must have at least 2 dimensions")
+    rows, cols = shape[-2:]
+    if lower:
+        return np.tri(rows, cols, int(diagonal), dtype=bool)
+    return ~np.tri(rows, cols, int(diagonal) - 1, dtype=bool)
+
+
+def tril(input: Any, diagonal: int = 0) -> Any:  # noqa: A002 - torch's argument name
+    """The lower triangle of the matrices of ``input`` (the last two dims): elements on and below
+    the ``diagonal``-th diagonal (0 the main one, > 0 above it, < 0 below it); zeros elsewhere.
+
+    Raises:
+        ShapeError: ``input`` has fewer than 2 dimensions.
+    """
+    x = tensor_arg(input, "tril")
+    return KeepTriangle.apply(x, triangle_mask(x.shape, diagonal, True, "tril"))
+
+
+def triu(input: Any, diagonal: int = 0) -> Any:  # noqa: A002
+    """The upper triangle of the matrices of ``input``: elements on and above the ``diagonal``-th
+    diagonal; zeros elsewhere.
+
+    Raises:
+        ShapeError: ``input`` has fewer than 2 dimensions.
+    """
+    x = tensor_arg(input, "triu")
+    return KeepTriangle.apply(x, triangle_mask(x.shape, diagonal, False, "triu"))
+
+
+def _indices(rows: np.ndarray, cols: np.ndarray, dtype: Any, device: Any, what: str) -> Any:
+    dtype = np.dtype(np.int64 if dtype is None else dtype)
+    if dtype.kind not in "iu":
+        raise NotImplementedError(f"\"{what}\" not implemented for '{dispatch.scalar_type_name(dtype)}'")
+    return _new_tensor(np.stack([rows, cols]), dtype=dtype, device=device)
+
+
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None,
+                 layout: Any = None) -> Any:
+    """The (2, N) coordinates of the lower triangle of a ``row`` x ``col`` matrix (on and below
+    the ``offset``-th diagonal), row by row; int64 unless ``dtype`` says otherwise.
+
+    Raises:
+        ShapeError: a negative ``row`` or ``col``. NotImplementedError: a non-integer ``dtype``
+            (as PyTorch).
+    """
+    _check_matrix_size(row, col, "tril_indices")
+    rows, cols = np.nonzero(np.tri(row, col, offset, dtype=bool))
+    return _indices(rows, cols, dtype, device, "tril_indices")
+
+
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None,
+                 layout: Any = None) -> Any:
+    """The (2, N) coordinates of the upper triangle of a ``row`` x ``col`` matrix (on and above
+    the ``offset``-th diagonal), row by row; int64 unless ``dtype`` says otherwise.
+
+    Raises:
+        ShapeError: a negative ``row`` or ``col``. NotImplementedError: a non-integer ``dtype``
+            (as PyTorch).
+    """
+    _check_matrix_size(row, col, "triu_indices")
+    rows, cols = np.nonzero(~np.tri(row, col, offset - 1, dtype=bool))
+    return _indices(rows, cols, dtype, device, "triu_indices")
+
+
+def _check_matrix_size(row: int, col: int, what: str) -> None:
+    for name, size in (("row", row), ("col", col)):
+        if size < 0:
+            raise ShapeError(f"{name} must be non-negative, got{size}")
+
+
+def _diagonal_index(rows: int, cols: int, offset: int) -> tuple[Any, np.ndarray, np.ndarray]:
+    """The index ``(..., i, j)`` of the ``offset``-th diagonal of (rows, cols) matrices."""
+    start_row, start_col = (0, offset) if offset >= 0 else (-offset, 0)
+    steps = np.arange(max(min(rows - start_row, cols - start_col), 0), dtype=np.int64)
+    return Ellipsis, steps + start_row, steps + start_col
+
+
+def _matrix_dims(dim1: int, dim2: int, ndim: int) -> tuple[int, int]:
+    d1, d2 = normalize_dim(dim1, ndim), normalize_dim(dim2, ndim)
+    if d1 == d2:
+        raise ShapeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    return d1, d2
+
+
+def diagonal(input: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any:  # noqa: A002
+    """The ``offset``-th diagonal of the matrices ``input`` spans in dims ``dim1`` and ``dim2``
+    (0 the main one, > 0 above it, < 0 below it), as the last dim of the result (a copy: writes to
+    it do not reach ``input``).
+
+    Raises:
+        IndexError: a dim is out of range. ShapeError: ``dim1`` and ``dim2`` name the same dim.
+    """
+    return _diagonal(tensor_arg(input, "diagonal"), offset, dim1, dim2)
+
+
+def _diagonal(x: Any, offset: int, dim1: int, dim2: int) -> Any:
+    d1, d2 = _matrix_dims(dim1, dim2, x.ndim)
+    moved = permute(x, tuple(d for d in range(x.ndim) if d not in (d1, d2)) + (d1, d2))
+    return getitem(moved, _diagonal_index(x.shape[d1], x.shape[d2], offset))
+
+
+class DiagEmbed(Op):
+    """Zero matrices with the last dim of ``x`` on their ``index`` diagonal; the gradient is that
+    diagonal of the incoming gradient."""
+
+    @staticmethod
+    def forward(ctx, x, index, shape):
+        ctx.index = index
+        return dispatch.slice_backward(x, index, shape, x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return GetItem.select(grad, ctx.index), None, None
+
+
+def diag_embed(input: Any, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Any:  # noqa: A002
+    """Matrices (in dims ``dim1``, ``dim2`` of the result, which has one more dim than ``input``)
+    zero but for their ``offset``-th diagonal, which holds the last dim of ``input``.
+
+    Raises:
+        IndexError: a dim is out of range. ShapeError: ``dim1`` and ``dim2`` name the same dim.
+    """
+    x = tensor_arg(input, "diag_embed")
+    ndim = x.ndim + 1
+    d1, d2 = _matrix_dims(dim1, dim2, ndim)
+    size = x.shape[-1] + abs(offset)
+    batch = x.shape[:-1]
+    embedded = DiagEmbed.apply(x, _diagonal_index(size, size, offset), batch + (size, size))
+    order = iter(range(len(batch)))
+    dims = tuple(len(batch) if d == d1 else len(batch) + 1 if d == d2 else next(order) for d in range(ndim))
+    return embedded if dims == tuple(range(ndim)) else Permute.apply(embedded, dims)
+
+
+def diag(input: Any, diagonal: int = 0) -> Any:  # noqa: A002
+    """A 1-D ``input`` as the ``diagonal``-th diagonal of a square matrix (zeros elsewhere), or
+    the ``diagonal``-th diagonal of a 2-D ``input``.
+
+    Raises:
+        ShapeError: ``input`` is neither 1-D nor 2-D.
+    """
+    x = tensor_arg(input, "diag")
+    if x.ndim == 1:
+        return diag_embed(x, diagonal)
+    if x.ndim == 2:
+        return _diagonal(x, diagonal, 0, 1)
+    raise ShapeError(f"diag(): Supports 1D or 2D tensors. Got {x.ndim}D")
+
+
+def trace(input: Any) -> Any:  # noqa: A002
+    """The sum of the main diagonal of a matrix (int64 for integer matrices).
+
+    Raises:
+        ShapeError: ``input`` is not 2-D. NotImplementedError: a bool matrix (as PyTorch).
+    """
+    x = tensor_arg(input, "trace")
+    if x.dtype == np.bool_:
+        raise NotImplementedError("\"trace\" not implemented for 'Bool'")
+    if x.ndim != 2:
+        raise ShapeError(f"trace: expected a matrix, but got tensor with dim {x.ndim}")
+    return _sum(diagonal(x))
