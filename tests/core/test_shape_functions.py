@@ -162,6 +162,77 @@ def test_dtype_grid_matches_torch(name, dtype):
     np.testing.assert_array_equal(out.numpy(), ref)
 
 
+# Edge cases (empty dims, 0-d tensors, out-of-range split indices, tensor arguments) by value.
+EDGES = {
+    "tensor_split_beyond": lambda lib, t: lib.tensor_split(t, [1, 10], dim=1),
+    "tensor_split_more_sections_than_elements": lambda lib, t: lib.tensor_split(t, 5, dim=1),
+    "tensor_split_no_indices": lambda lib, t: lib.tensor_split(t, [], dim=1),
+    "tensor_split_0d_tensor_sections": lambda lib, t: lib.tensor_split(t, lib.tensor(2), dim=2),
+    "narrow_tensor_start": lambda lib, t: lib.narrow(t, 2, lib.tensor(1), 2),
+    "narrow_empty_at_end": lambda lib, t: lib.narrow(t, 1, 3, 0),
+    "repeat_zero": lambda lib, t: t.repeat(0, 1, 2),
+    "tile_no_dims": lambda lib, t: lib.tile(t, ()),
+    "roll_empty_dim": lambda lib, t: lib.roll(t[:, :0], 2, 1),
+    "roll_0d": lambda lib, t: lib.roll(t[0, 0, 0], 1),
+    "flip_0d": lambda lib, t: lib.flip(t[0, 0, 0], (0,)),
+    "flip_no_dims": lambda lib, t: lib.flip(t, ()),
+    "diag_embed_negative_offset_dims": lambda lib, t: lib.diag_embed(t, -2, 2, 0),
+    "diagonal_offset_past_the_end": lambda lib, t: lib.diagonal(t, 7, 1, 2),
+    "unbind_empty_dim": lambda lib, t: lib.unbind(t[:, :0], 1),
+    "unbind_pieces_empty": lambda lib, t: lib.unbind(t[:, :0], 0),
+    "movedim_negative": lambda lib, t: lib.movedim(t, (-1, -3), (0, 1)),
+    "squeeze_dim_not_1": lambda lib, t: lib.squeeze(t, 1),
+    "squeeze_no_dims": lambda lib, t: lib.squeeze(t, ()),
+    "unflatten_inferred": lambda lib, t: lib.unflatten(t, -1, (-1, 2)),
+    "meshgrid_0d": lambda lib, t: lib.meshgrid(t[0, 0, 0], t[0, 0], indexing="ij"),
+    "meshgrid_one_xy": lambda lib, t: lib.meshgrid(t[0, 0], indexing="xy"),
+    "atleast_2d_list_of_one": lambda lib, t: lib.atleast_2d([t[0, 0]]),
+    "hstack_0d": lambda lib, t: lib.hstack([t[0, 0, 0], t[0, 0, 0]]),
+    "column_stack_0d": lambda lib, t: lib.column_stack([t[0, 0, 0], t[0, 0, :1]]),
+    "repeat_interleave_0d": lambda lib, t: lib.repeat_interleave(t[0, 0, 0], 3),
+    "repeat_interleave_empty": lambda lib, t: lib.repeat_interleave(t[:, :0], 2, dim=1),
+    "repeat_interleave_0d_tensor_repeats": lambda lib, t: lib.repeat_interleave(t, lib.tensor(2), dim=1),
+    "rot90_negative_dims": lambda lib, t: lib.rot90(t, 1, (-1, 0)),
+    "rot90_k5": lambda lib, t: lib.rot90(t, 5, (2, 1)),
+    "trace_non_square_long": lambda lib, t: lib.trace(t[0].long()),
+    "tril_empty": lambda lib, t: lib.tril(t[:, :0]),
+    "hsplit_1d_indices": lambda lib, t: lib.hsplit(t[0, 0], [1, 3]),
+    "dstack_1d": lambda lib, t: lib.dstack([t[0, 0], t[1, 0]]),
+    "split_empty_dim": lambda lib, t: lib.split(t[:, :0], 2, 1),
+    "chunk_more_than_size": lambda lib, t: lib.chunk(t, 5, 2),
+    "chunk_empty_dim": lambda lib, t: lib.chunk(t[:, :0], 2, 1),
+    "cat_promotes": lambda lib, t: lib.cat([t, t.int()], 0),
+    "stack_promotes": lambda lib, t: lib.stack([t.int(), t.bool()], 0),
+    "expand_keeps_with_new_dim": lambda lib, t: t.expand(2, -1, 3, 4),
+    "broadcast_shapes_with_zero": lambda lib, t: [lib.tensor(list(lib.broadcast_shapes((0, 1), (3,))))],
+    "vsplit_tensor_indices": lambda lib, t: lib.vsplit(t, lib.tensor([1])),
+    "diag_0d": lambda lib, t: lib.diag(t[0, 0, 0]),
+}
+
+
+def _pieces(result):
+    return list(result) if isinstance(result, (tuple, list)) else [result]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", sorted(EDGES))
+def test_edge_cases_match_torch(name):
+    if torch is None:
+        pytest.skip("needs torch")
+    data = np.arange(24.0).reshape(2, 3, 4)
+    try:
+        expected = _pieces(EDGES[name](torch, torch.tensor(data)))
+    except Exception as refused:  # noqa: BLE001 - then zgrad must refuse it alike
+        with pytest.raises(type(refused)):
+            EDGES[name](zgrad, zgrad.tensor(data))
+        return
+    got = _pieces(EDGES[name](zgrad, zgrad.tensor(data)))
+    assert len(got) == len(expected)
+    for out, ref in zip(got, expected):
+        assert out.dtype == ref.numpy().dtype and out.shape == tuple(ref.shape)
+        np.testing.assert_array_equal(out.numpy(), ref.numpy())
+
+
 def test_index_functions_match_torch():
     for row, col, offset in [(3, 4, 0), (4, 3, 1), (3, 3, -2), (0, 2, 0), (2, 5, 7)]:
         for name in ("tril_indices", "triu_indices"):

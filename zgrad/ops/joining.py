@@ -82,6 +82,8 @@ def tensor_split(input: Any, indices_or_sections: Any, dim: int = 0) -> tuple[An
 
 
 def _split_along(x: Any, indices_or_sections: Any, dim: int, what: str) -> tuple[Any, ...]:
+    if isinstance(indices_or_sections, Tensor):
+        raise TypeError(f"{what}() expects an int or a sequence of ints, got a Tensor")
     points = _split_points(indices_or_sections)
     if isinstance(points, int):
         size = x.shape[dim]
@@ -95,7 +97,8 @@ def hsplit(input: Any, indices_or_sections: Any) -> tuple[Any, ...]:  # noqa: A0
     """:func:`tensor_split` along dim 1 (dim 0 of a 1-D tensor); an int must divide that dim.
 
     Raises:
-        ShapeError: a 0-d input, or sections that do not divide the dim.
+        ShapeError: a 0-d input, or sections that do not divide the dim. TypeError: a tensor of
+            indices (PyTorch takes ints only here).
     """
     x = tensor_arg(input, "hsplit")
     if x.ndim < 1:
@@ -107,7 +110,8 @@ def vsplit(input: Any, indices_or_sections: Any) -> tuple[Any, ...]:  # noqa: A0
     """:func:`tensor_split` along dim 0 of a tensor of 2 or more dims; an int must divide it.
 
     Raises:
-        ShapeError: fewer than 2 dims, or sections that do not divide the dim.
+        ShapeError: fewer than 2 dims, or sections that do not divide the dim. TypeError: a
+            tensor of indices.
     """
     x = tensor_arg(input, "vsplit")
     if x.ndim < 2:
@@ -120,7 +124,8 @@ def dsplit(input: Any, indices_or_sections: Any) -> tuple[Any, ...]:  # noqa: A0
     """:func:`tensor_split` along dim 2 of a tensor of 3 or more dims; an int must divide it.
 
     Raises:
-        ShapeError: fewer than 3 dims, or sections that do not divide the dim.
+        ShapeError: fewer than 3 dims, or sections that do not divide the dim. TypeError: a
+            tensor of indices.
     """
     x = tensor_arg(input, "dsplit")
     if x.ndim < 3:

@@ -19,9 +19,10 @@ class Reshape(Op):
     @staticmethod
     def forward(ctx, x, shape):
         ctx.shape = x.shape
-        if not _fits(x.size, shape):
-            raise _invalid_shape(shape, x.size)
-        return x.reshape(shape)
+        try:
+            return x.reshape(shape)
+        except ValueError:
+            raise _invalid_shape(shape, x.size) from None
 
     @staticmethod
     def backward(ctx, grad):
@@ -272,7 +273,8 @@ def split(tensor: Any, split_size_or_sections: Any, dim: int = 0) -> tuple[Any, 
 
 
 def chunk(input: Any, chunks: int, dim: int = 0) -> tuple[Any, ...]:  # noqa: A002
-    """At most ``chunks`` views along ``dim``, each of ceil(size / chunks) (the last may be smaller).
+    """At most ``chunks`` views along ``dim``, each of ceil(size / chunks) (the last may be smaller);
+    ``chunks`` empty views of an empty dim.
 
     Raises:
         ShapeError: ``chunks`` below 1.
@@ -283,7 +285,7 @@ def chunk(input: Any, chunks: int, dim: int = 0) -> tuple[Any, ...]:  # noqa: A0
     if x.ndim == 0:
         raise ShapeError("chunk expects at least a 1-dimensional tensor")
     size = x.shape[_dim(dim, x.ndim)]
-    return split(x, max(-(-size // chunks), 1), dim)
+    return split(x, -(-size // chunks) if size else [0] * chunks, dim)
 
 
 def t(input: Any) -> Any:  # noqa: A002
