@@ -32,10 +32,11 @@ from zgrad.ops import (
     remainder, scatter, split, sqrt, squeeze, std, t, unsqueeze, var, where,
 )
 from zgrad.ops import (
-    atleast_1d, atleast_2d, atleast_3d, broadcast_shapes, broadcast_tensors, broadcast_to, column_stack, diag,
-    diag_embed, diagonal, dsplit, dstack, flip, fliplr, flipud, hsplit, hstack, meshgrid, moveaxis, movedim, narrow,
-    repeat_interleave, roll, rot90, row_stack, swapaxes, swapdims, tensor_split, tile, trace, tril, tril_indices, triu,
-    triu_indices, unbind, unflatten, vsplit, vstack,
+    adjoint, atleast_1d, atleast_2d, atleast_3d, block_diag, broadcast_shapes, broadcast_tensors, broadcast_to,
+    cartesian_prod, column_stack, combinations, concat, concatenate, diag, diag_embed, diagflat, diagonal, dsplit,
+    dstack, flip, fliplr, flipud, hsplit, hstack, meshgrid, moveaxis, movedim, narrow, narrow_copy, ravel,
+    repeat_interleave, roll, rot90, row_stack, select, swapaxes, swapdims, tensor_split, tile, trace, tril,
+    tril_indices, triu, triu_indices, unbind, unflatten, vsplit, vstack,
 )
 from zgrad.random import manual_seed
 from zgrad.serialization import load, save
@@ -78,5 +79,6 @@ __all__ = [
     "diag", "diag_embed", "diagonal", "dsplit", "dstack", "flip", "fliplr", "flipud", "hsplit", "hstack", "meshgrid",
     "moveaxis", "movedim", "narrow", "repeat_interleave", "roll", "rot90", "row_stack", "swapaxes", "swapdims",
     "tensor_split", "tile", "trace", "tril", "tril_indices", "triu", "triu_indices", "unbind", "unflatten", "vsplit",
-    "vstack",
+    "vstack", "adjoint", "block_diag", "cartesian_prod", "combinations", "concat", "concatenate", "diagflat",
+    "narrow_copy", "ravel", "select",
 ]

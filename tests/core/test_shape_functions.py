@@ -37,6 +37,8 @@ CASES = [
     case("diag_embed", lambda lib, a: lib.diag_embed(a), (2, 3)),
     case("diag_embed_offset_dims", lambda lib, a: lib.diag_embed(a, 1, 0, 2), (2, 3)),
     case("trace", lambda lib, a: lib.trace(a), (3, 4)),
+    case("diagflat", lambda lib, a: lib.diagflat(a, -1), (2, 2)),
+    case("block_diag", lambda lib, a, b, c: lib.block_diag(a, b, c), (2, 3), (), (2,)),
     # reordered and repeated copies
     case("flip", lambda lib, a: lib.flip(a, (0, 2)), (2, 3, 4)),
     case("flip_method_varargs", lambda lib, a: a.flip(-1), (3, 4)),
@@ -54,6 +56,10 @@ CASES = [
     case("tile_method", lambda lib, a: a.tile(2, 1, 2), (2, 3)),
     case("repeat_interleave", lambda lib, a: lib.repeat_interleave(a, 2), (2, 3)),
     case("repeat_interleave_dim", lambda lib, a: a.repeat_interleave(3, dim=1), (2, 3)),
+    case("unfold", lambda lib, a: a.unfold(1, 3, 2), (2, 7)),
+    case("unfold_overlapping_first_dim", lambda lib, a: a.unfold(0, 2, 1), (4, 3)),
+    case("combinations", lambda lib, a: lib.combinations(a), (4,)),
+    case("combinations_with_replacement", lambda lib, a: lib.combinations(a, 3, with_replacement=True), (3,)),
     case("repeat_interleave_tensor", lambda lib, a: lib.repeat_interleave(a, lib.tensor([1, 0, 2]), dim=0), (3, 2)),
     # views
     case("movedim", lambda lib, a: lib.movedim(a, 0, -1), (2, 3, 4)),
@@ -62,6 +68,13 @@ CASES = [
     case("swapaxes", lambda lib, a: lib.swapaxes(a, 0, 2), (2, 3, 4)),
     case("swapdims_method", lambda lib, a: a.swapdims(-1, 0), (2, 3)),
     case("narrow", lambda lib, a: lib.narrow(a, 1, 1, 2), (3, 4)),
+    case("narrow_copy", lambda lib, a: a.narrow_copy(1, 2, 2), (3, 4)),
+    case("select", lambda lib, a: lib.select(a, 1, -1), (2, 3, 4)),
+    case("select_method", lambda lib, a: a.select(0, 1), (2, 3)),
+    case("ravel", lambda lib, a: lib.ravel(a.t()), (3, 4)),
+    case("adjoint", lambda lib, a: lib.adjoint(a), (2, 3, 4)),
+    case("mT_mH_H", lambda lib, a: a.mT + a.mH * 2 + a[0].H.unsqueeze(0), (2, 3, 3)),
+    case("cartesian_prod", lambda lib, a, b: lib.cartesian_prod(a, b), (3,), (2,)),
     case("narrow_negative_start", lambda lib, a: a.narrow(0, -2, 2), (3, 4)),
     case("unbind", lambda lib, a: _joined(lib, lib.unbind(a, 1)), (2, 3)),
     case("unbind_some_pieces_unused", lambda lib, a: a.unbind()[1] * 3, (3, 2)),
@@ -92,6 +105,8 @@ CASES = [
     case("row_stack", lambda lib, a, b: lib.row_stack([a, b]), (2, 3), (1, 3)),
     case("dstack", lambda lib, a, b: lib.dstack([a, b]), (2, 3), (2, 3, 2)),
     case("column_stack", lambda lib, a, b, c: lib.column_stack([a, b, c]), (3,), (3, 2), (3,)),
+    case("concat", lambda lib, a, b: lib.concat([a, b], dim=1), (2, 3), (2, 1)),
+    case("concatenate", lambda lib, a, b: lib.concatenate((a, b), axis=-1), (2, 3), (2, 1)),
     # the core layout functions
     case("split_sizes", lambda lib, a: _joined(lib, lib.split(a, [1, 3], dim=-1)), (2, 4)),
     case("chunk", lambda lib, a: _joined(lib, a.chunk(3, 0)), (5, 2)),
@@ -135,6 +150,12 @@ GRID = {
     "column_stack": lambda lib, t: lib.column_stack([t[:, 0], t]),
     "tensor_split": lambda lib, t: lib.tensor_split(t, 2, 1)[1],
     "meshgrid": lambda lib, t: lib.meshgrid(t[0], t[1], indexing="xy")[0],
+    "block_diag": lambda lib, t: lib.block_diag(t, t[0], t[0, 0]),
+    "unfold": lambda lib, t: t.unfold(1, 2, 1),
+    "combinations": lambda lib, t: lib.combinations(t[0]),
+    "cartesian_prod": lambda lib, t: lib.cartesian_prod(t[0], t[1]),
+    "select": lambda lib, t: t.select(1, 2),
+    "diagflat": lambda lib, t: lib.diagflat(t[0], 1),
 }
 GRID_DATA = {
     "int32": np.arange(12, dtype=np.int32).reshape(3, 4) - 5,
@@ -207,6 +228,15 @@ EDGES = {
     "broadcast_shapes_with_zero": lambda lib, t: [lib.tensor(list(lib.broadcast_shapes((0, 1), (3,))))],
     "vsplit_tensor_indices": lambda lib, t: lib.vsplit(t, lib.tensor([1])),
     "diag_0d": lambda lib, t: lib.diag(t[0, 0, 0]),
+    "block_diag_of_none": lambda lib, t: lib.block_diag(),
+    "block_diag_promotes": lambda lib, t: lib.block_diag(t[0].int(), t[1, 0].double()),
+    "unfold_0d": lambda lib, t: t[0, 0, 0].unfold(0, 1, 1),
+    "unfold_whole_dim": lambda lib, t: t.unfold(-1, 4, 3),
+    "combinations_none": lambda lib, t: lib.combinations(t[0, 0], 0),
+    "combinations_more_than_elements": lambda lib, t: lib.combinations(t[0, 0], 5),
+    "cartesian_prod_one": lambda lib, t: lib.cartesian_prod(t[0, 0]),
+    "mT_0d": lambda lib, t: t[0, 0, 0].mT,
+    "H_0d": lambda lib, t: t[0, 0, 0].H,
 }
 
 
@@ -215,6 +245,7 @@ def _pieces(result):
 
 
 @pytest.mark.torch
+@pytest.mark.filterwarnings("ignore:Tensor.(mT|H) is deprecated on 0-D tensors")
 @pytest.mark.parametrize("name", sorted(EDGES))
 def test_edge_cases_match_torch(name):
     if torch is None:
@@ -267,6 +298,22 @@ def test_in_place_triangles():
     y.triu_(1)
     y.sum().backward()
     np.testing.assert_array_equal(leaf.grad.numpy(), 2 * np.triu(np.ones((3, 3)), 1))
+
+
+def test_in_place_layout_changes():
+    x = zgrad.tensor(np.arange(6.0).reshape(3, 1, 2))
+    assert x.squeeze_(1) is x and x.shape == (3, 2)
+    x.unsqueeze_(0)
+    assert x.shape == (1, 3, 2)
+    x.transpose_(0, 2).swapdims_(1, 2).swapaxes_(0, 1)
+    assert x.shape == (1, 2, 3)
+    leaf = zgrad.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    with pytest.raises(RuntimeError):
+        leaf.t_()
+    y = leaf * 1.0
+    y.t_()
+    (y * zgrad.tensor(np.arange(6.0).reshape(3, 2))).sum().backward()
+    np.testing.assert_array_equal(leaf.grad.numpy(), np.arange(6.0).reshape(3, 2).T)
 
 
 def test_repeat_interleave_output_size_and_counts():
@@ -343,6 +390,18 @@ ERRORS = {
     "cat_mismatch": lambda lib, t: lib.cat([t, t[:, :2]], 0),
     "cat_dim_range": lambda lib, t: lib.cat([t, t], 2),
     "cat_empty": lambda lib, t: lib.cat([]),
+    "select_range": lambda lib, t: lib.select(t, 1, 4),
+    "select_0d": lambda lib, t: lib.select(t[0, 0], 0, 0),
+    "ravel_not_a_tensor": lambda lib, t: lib.ravel([1, 2]),
+    "mT_1d": lambda lib, t: t[0].mT,
+    "mH_1d": lambda lib, t: t[0].mH,
+    "H_3d": lambda lib, t: t.reshape(1, 3, 4).H,
+    "adjoint_1d": lambda lib, t: lib.adjoint(t[0]),
+    "unfold_too_big": lambda lib, t: t.unfold(1, 5, 1),
+    "unfold_step_0": lambda lib, t: t.unfold(1, 2, 0),
+    "combinations_2d": lambda lib, t: lib.combinations(t),
+    "block_diag_3d": lambda lib, t: lib.block_diag(t, t.reshape(1, 3, 4)),
+    "cartesian_prod_2d": lambda lib, t: lib.cartesian_prod(t),
 }
 
 
@@ -361,7 +420,8 @@ def test_errors_match_torch(name):
 
 # The CUDA subset of the default run: one case per kind of op; the others carry the full marker.
 CUDA_SUBSET = {"tril_diagonal_batch", "diagonal_offset_dims", "diag_embed_offset_dims", "flip", "roll_dims", "repeat",
-               "repeat_interleave_tensor", "unbind", "meshgrid_xy", "tensor_split_unordered", "column_stack"}
+               "repeat_interleave_tensor", "unbind", "meshgrid_xy", "tensor_split_unordered", "column_stack",
+               "block_diag", "unfold"}
 
 
 @requires_cuda

@@ -16,14 +16,18 @@ from zgrad.ops.loss_functions import cross_entropy, mse_loss
 from zgrad.ops.reduce import (
     ValuesIndices, argmax, argmin, cumsum, logsumexp, max, mean, min, nansum, prod, std, sum, var,
 )
-from zgrad.ops.joining import column_stack, dsplit, dstack, hsplit, hstack, row_stack, tensor_split, vsplit, vstack
-from zgrad.ops.layout import (
-    atleast_1d, atleast_2d, atleast_3d, broadcast_shapes, broadcast_tensors, broadcast_to, meshgrid, moveaxis, movedim,
-    narrow, swapaxes, swapdims, unbind, unflatten,
+from zgrad.ops.joining import (
+    column_stack, concat, concatenate, dsplit, dstack, hsplit, hstack, row_stack, tensor_split, vsplit, vstack,
 )
-from zgrad.ops.reorder import flip, fliplr, flipud, repeat, repeat_interleave, roll, rot90, tile
+from zgrad.ops.layout import (
+    adjoint, atleast_1d, atleast_2d, atleast_3d, broadcast_shapes, broadcast_tensors, broadcast_to, cartesian_prod,
+    meshgrid, moveaxis, movedim, narrow, narrow_copy, ravel, select, swapaxes, swapdims, unbind, unflatten,
+)
+from zgrad.ops.reorder import combinations, flip, fliplr, flipud, repeat, repeat_interleave, roll, rot90, tile, unfold
 from zgrad.ops.shape import chunk, expand, flatten, split, squeeze, t, unsqueeze, view
-from zgrad.ops.triangular import diag, diag_embed, diagonal, trace, tril, tril_indices, triu, triu_indices
+from zgrad.ops.triangular import (
+    block_diag, diag, diag_embed, diagflat, diagonal, trace, tril, tril_indices, triu, triu_indices,
+)
 
 __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "square", "matmul", "exp", "log", "tanh", "sigmoid", "relu",
@@ -39,4 +43,6 @@ __all__ = [
     "movedim", "moveaxis", "swapaxes", "swapdims", "narrow", "unbind", "unflatten", "broadcast_to",
     "broadcast_tensors", "broadcast_shapes", "atleast_1d", "atleast_2d", "atleast_3d", "meshgrid",
     "tensor_split", "hsplit", "vsplit", "dsplit", "hstack", "vstack", "row_stack", "dstack", "column_stack",
+    "concat", "concatenate", "adjoint", "narrow_copy", "select", "ravel", "cartesian_prod", "combinations", "unfold",
+    "diagflat", "block_diag",
 ]

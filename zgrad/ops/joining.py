@@ -1,5 +1,5 @@
 """Splitting into and joining from pieces along a dim: tensor_split, hsplit / vsplit / dsplit,
-hstack / vstack (row_stack) / dstack and column_stack.
+hstack / vstack (row_stack) / dstack, column_stack, and ``cat``'s aliases concat and concatenate.
 
 The splits are views (one :class:`~zgrad.ops.shape.Split` op for consecutive pieces, whose
 gradient joins the pieces'); the stacks are ``cat`` of the inputs seen with enough dims.
@@ -20,7 +20,10 @@ from zgrad.ops.layout import atleast_1d, atleast_2d, atleast_3d
 from zgrad.ops.shape import Split
 from zgrad.tensor import Tensor
 
-__all__ = ["tensor_split", "hsplit", "vsplit", "dsplit", "hstack", "vstack", "row_stack", "dstack", "column_stack"]
+__all__ = [
+    "tensor_split", "hsplit", "vsplit", "dsplit", "hstack", "vstack", "row_stack", "dstack", "column_stack", "concat",
+    "concatenate",
+]
 
 
 def _pieces(x: Any, dim: int, bounds: list[tuple[int, int]]) -> tuple[Any, ...]:
@@ -183,3 +186,13 @@ def column_stack(tensors: Sequence[Any]) -> Any:
     return _joined(tensors, "column_stack",
                    lambda *ts: tuple(reshape(t, (t.numel(), 1)) if t.ndim <= 1 else t for t in ts),
                    lambda first: 1)
+
+
+def concat(tensors: Sequence[Any], dim: int = 0) -> Any:
+    """``cat``: ``tensors`` joined along the existing dim ``dim``."""
+    return cat(tensors, dim)
+
+
+def concatenate(tensors: Sequence[Any], axis: int = 0) -> Any:
+    """``cat``: ``tensors`` joined along the existing dim ``axis`` (numpy's argument name)."""
+    return cat(tensors, axis)

@@ -1,5 +1,6 @@
-"""Views with another layout: movedim (moveaxis), swapaxes (swapdims), narrow, unbind, unflatten,
-broadcast_to / broadcast_tensors / broadcast_shapes, atleast_1d / 2d / 3d and meshgrid.
+"""Views with another layout: movedim (moveaxis), swapaxes (swapdims), adjoint (``mT``, ``mH``), narrow
+(and narrow_copy), select, ravel, unbind, unflatten, broadcast_to / broadcast_tensors /
+broadcast_shapes, atleast_1d / 2d / 3d, meshgrid and cartesian_prod.
 
 Each is a permute, a reshape, a slice or a broadcast of :mod:`zgrad.ops.shape`, whose views and
 gradients it shares; unbind is one op whose gradient stacks the pieces' gradients.
@@ -16,13 +17,14 @@ from zgrad.errors import ShapeError
 from zgrad.kernels import dispatch
 from zgrad.kernels.dispatch_index import normalize_dim
 from zgrad.ops._args import scalar_arg, tensor_arg
-from zgrad.ops.functions import getitem, permute, reshape, transpose
+from zgrad.ops.functions import clone, getitem, permute, reshape, stack, transpose
 from zgrad.ops.shape import expand
 from zgrad.tensor import Tensor
 
 __all__ = [
-    "movedim", "moveaxis", "swapaxes", "swapdims", "narrow", "unbind", "unflatten", "broadcast_to",
-    "broadcast_tensors", "broadcast_shapes", "atleast_1d", "atleast_2d", "atleast_3d", "meshgrid",
+    "movedim", "moveaxis", "swapaxes", "swapdims", "adjoint", "swap_last_two", "narrow", "narrow_copy", "select", "ravel", "unbind",
+    "unflatten", "broadcast_to", "broadcast_tensors", "broadcast_shapes", "atleast_1d", "atleast_2d", "atleast_3d",
+    "meshgrid", "cartesian_prod",
 ]
 
 
@@ -75,6 +77,30 @@ def swapdims(input: Any, dim0: int, dim1: int) -> Any:  # noqa: A002
     return transpose(tensor_arg(input, "swapdims"), dim0, dim1)
 
 
+def adjoint(input: Any) -> Any:  # noqa: A002
+    """A view of ``input`` with its last two dims swapped (the conjugate transpose of real
+    matrices).
+
+    Raises:
+        ShapeError: fewer than 2 dims.
+    """
+    return swap_last_two(tensor_arg(input, "adjoint"), "adjoint()")
+
+
+def swap_last_two(x: Any, what: str) -> Any:
+    """``x`` with its last two dims swapped, for ``Tensor.<what>`` (``mT``, ``mH``: a 0-d tensor
+    as it is, as PyTorch's deprecated identity).
+
+    Raises:
+        ShapeError: 1 dim, or 0 for ``adjoint()``, with PyTorch's message.
+    """
+    if x.ndim == 0 and what != "adjoint()":
+        return x
+    if x.ndim < 2:
+        raise ShapeError(f"tensor.{what} is only supported on matrices or batches of matrices. Got {x.ndim}-D tensor.")
+    return transpose(x, -2, -1)
+
+
 def narrow(input: Any, dim: int, start: Any, length: int) -> Any:  # noqa: A002
     """A view of ``length`` elements of ``input`` along ``dim`` from ``start`` (an int or a 0-d
     integer tensor; negative counts from the end).
@@ -97,6 +123,33 @@ def narrow(input: Any, dim: int, start: Any, length: int) -> Any:  # noqa: A002
     if start + length > size:
         raise ShapeError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
     return getitem(x, (slice(None),) * dim + (slice(start, start + length),))
+
+
+def narrow_copy(input: Any, dim: int, start: Any, length: int) -> Any:  # noqa: A002
+    """A copy of :func:`narrow`'s view (same arguments and errors)."""
+    return clone(narrow(input, dim, start, length))
+
+
+def select(input: Any, dim: int, index: Any) -> Any:  # noqa: A002
+    """A view of ``input`` at position ``index`` (negative counts from the end) of dim ``dim``,
+    without that dim.
+
+    Raises:
+        IndexError: ``dim`` or ``index`` is out of range (a 0-d tensor has no dim).
+    """
+    x = tensor_arg(input, "select")
+    if x.ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    dim, index = normalize_dim(dim, x.ndim), int(scalar_arg(index, "select"))
+    size = x.shape[dim]
+    if not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size {list(x.shape)} at dimension {dim}")
+    return getitem(x, (slice(None),) * dim + (index % size,))
+
+
+def ravel(input: Any) -> Any:  # noqa: A002
+    """``input`` as one dim: a view when its memory allows, else a contiguous copy."""
+    return reshape(tensor_arg(input, "ravel"), (-1,))
 
 
 class Unbind(Op):
@@ -249,3 +302,19 @@ def meshgrid(*tensors: Any, indexing: str | None = None) -> tuple[Any, ...]:
     grids = [expand(reshape(t, tuple(n if d == i else 1 for d, n in enumerate(shape))), shape)
              for i, t in enumerate(ordered)]
     return (grids[1], grids[0], *grids[2:]) if swap else tuple(grids)
+
+
+def cartesian_prod(*tensors: Any) -> Any:
+    """The Cartesian product of 1-D ``tensors``: one row per combination of their elements, in
+    the order of nested loops (the last tensor varies fastest); one tensor is returned as it is.
+
+    Raises:
+        ShapeError: a tensor that is not 1-D.
+    """
+    tensors = _tensor_list(tensors, "cartesian_prod")
+    for t in tensors:
+        if t.ndim != 1:
+            raise ShapeError(f"Expect a 1D vector, but got shape {list(t.shape)}")
+    if len(tensors) == 1:
+        return tensors[0]
+    return stack([reshape(g, (-1,)) for g in meshgrid(*tensors, indexing="ij")], 1)

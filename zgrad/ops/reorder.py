@@ -1,5 +1,6 @@
-"""Copies that reorder or repeat elements: flip (fliplr, flipud), roll, rot90, repeat, tile and
-repeat_interleave. Each result is new memory, as PyTorch's.
+"""Copies that reorder or repeat elements: flip (fliplr, flipud), roll, rot90, repeat, tile,
+repeat_interleave, unfold (sliding windows) and combinations. Each result is new memory (where
+PyTorch's unfold gives a view, this one copies).
 
 A flip is a reversed-stride view copied; roll joins the two slices of each rolled dim; repeat
 copies a broadcast view whose gradient is a sum over the repeat axes; repeat_interleave selects
@@ -8,6 +9,7 @@ indices along a dim, so its gradient is index_select's scatter-add.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Sequence
 
 import numpy as np
@@ -17,11 +19,13 @@ from zgrad.errors import ShapeError
 from zgrad.kernels import dispatch
 from zgrad.kernels.dispatch_index import normalize_dim
 from zgrad.ops._args import tensor_arg
-from zgrad.ops.functions import cat, clone, getitem, reshape, transpose
+from zgrad.ops.functions import cat, clone, getitem, permute, reshape, transpose
 from zgrad.ops.indexing import IndexSelect
 from zgrad.tensor import Tensor
 
-__all__ = ["flip", "fliplr", "flipud", "roll", "rot90", "repeat", "tile", "repeat_interleave"]
+__all__ = [
+    "flip", "fliplr", "flipud", "roll", "rot90", "repeat", "tile", "repeat_interleave", "unfold", "combinations",
+]
 
 
 def _int_tuple(value: Any) -> tuple[int, ...]:
@@ -190,6 +194,11 @@ def tile(input: Any, dims: Sequence[int]) -> Any:  # noqa: A002
     return _tiled(x, (1,) * (x.ndim - len(repeats)) + repeats)
 
 
+def _selected(x: Any, dim: int, positions: np.ndarray) -> Any:
+    """The slices of ``x`` at host ``positions`` (1-D) along ``dim``, copied to ``x``'s device."""
+    return IndexSelect.apply(x, dim, dispatch.to_device(positions, dispatch.device_type_of(x._data)))
+
+
 def _counts(repeats: Any, size: int, output_size: int | None) -> np.ndarray:
     """The host array of per-element repeat counts of a tensor ``repeats`` (blocks on a CUDA one).
 
@@ -242,6 +251,47 @@ def repeat_interleave(input: Any, repeats: Any = None, dim: int | None = None, *
         raise ShapeError("repeats can not be negative")
     else:
         counts = np.full(size, int(repeats))
-    positions = np.repeat(np.arange(size, dtype=np.int64), counts)
-    return IndexSelect.apply(x, dim, dispatch.to_device(positions, dispatch.device_type_of(x._data)))
+    return _selected(x, dim, np.repeat(np.arange(size, dtype=np.int64), counts))
 
+
+
+def unfold(input: Any, dimension: int, size: int, step: int) -> Any:  # noqa: A002
+    """Every window of ``size`` elements along ``dimension``, ``step`` apart: that dim becomes the
+    number of windows and a last dim of ``size`` holds each window (``Tensor.unfold``).
+
+    Raises:
+        ShapeError: a window larger than the dim, or a step below 1. IndexError: a bad dim.
+    """
+    x = tensor_arg(input, "unfold")
+    dim = normalize_dim(dimension, x.ndim)
+    length = x.shape[dim] if x.ndim else 1
+    if size > length:
+        raise ShapeError(f"maximum size for tensor at dimension {dim} is {length} but size is {size}")
+    if step <= 0:
+        raise ShapeError(f"step is {step} but must be > 0")
+    if x.ndim == 0:
+        return reshape(x, (1,))
+    count = (length - size) // step + 1
+    positions = (np.arange(count)[:, None] * step + np.arange(size)).reshape(-1)
+    windows = reshape(_selected(x, dim, positions), x.shape[:dim] + (count, size) + x.shape[dim + 1:])
+    order = tuple(d for d in range(x.ndim + 1) if d != dim + 1) + (dim + 1,)
+    return permute(windows, order)
+
+
+def combinations(input: Any, r: int = 2, with_replacement: bool = False) -> Any:  # noqa: A002
+    """The ``r``-element combinations of the elements of a 1-D ``input`` as rows, in
+    ``itertools.combinations`` order (``combinations_with_replacement`` with ``with_replacement``).
+
+    Raises:
+        ShapeError: ``input`` is not 1-D, or ``r`` is negative.
+    """
+    x = tensor_arg(input, "combinations")
+    if x.ndim != 1:
+        raise ShapeError(f"Expect a 1D vector, but got shape {list(x.shape)}")
+    if r < 0:
+        raise ShapeError(f"Expect a non-negative number, but got {r}")
+    if r == 0:
+        return x[:0]
+    choose = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    positions = np.fromiter(itertools.chain.from_iterable(choose(range(x.shape[0]), r)), dtype=np.int64)
+    return reshape(_selected(x, 0, positions), (-1, r))

@@ -1,5 +1,5 @@
 """Triangles and diagonals of matrices: tril, triu (and their index lists), diagonal, diag,
-diag_embed and trace.
+diag_embed, diagflat, trace and block_diag.
 
 tril and triu keep the elements a host mask of the matrix shape selects (one ``where`` over the
 batch); a diagonal is an integer-array index of the two matrix dims moved last, so its gradient is
@@ -18,11 +18,14 @@ from zgrad.errors import ShapeError
 from zgrad.kernels import dispatch, dispatch_index
 from zgrad.kernels.dispatch_index import normalize_dim
 from zgrad.ops._args import tensor_arg
-from zgrad.ops.functions import getitem, permute
+from zgrad.kernels.promotion import get_default_dtype, result_type
+from zgrad.ops.functions import getitem, permute, reshape
 from zgrad.ops.reduce import sum as _sum
 from zgrad.ops.shape import GetItem, Permute
 
-__all__ = ["tril", "triu", "tril_indices", "triu_indices", "diagonal", "diag", "diag_embed", "trace"]
+__all__ = [
+    "tril", "triu", "tril_indices", "triu_indices", "diagonal", "diag", "diag_embed", "diagflat", "trace", "block_diag",
+]
 
 
 def _keep(x: Any, keep: np.ndarray) -> Any:
@@ -213,3 +216,47 @@ def trace(input: Any) -> Any:  # noqa: A002
     if x.ndim != 2:
         raise ShapeError(f"trace: expected a matrix, but got tensor with dim {x.ndim}")
     return _sum(diagonal(x))
+
+
+def diagflat(input: Any, offset: int = 0) -> Any:  # noqa: A002
+    """A square matrix with the elements of ``input`` (flattened) on its ``offset``-th diagonal
+    and zeros elsewhere."""
+    return diag_embed(reshape(tensor_arg(input, "diagflat"), (-1,)), offset)
+
+
+class BlockDiag(Op):
+    """Matrices placed corner to corner along the diagonal of a zero matrix (their promoted
+    dtype); each gets its block of the gradient."""
+
+    @staticmethod
+    def forward(ctx, *blocks):
+        rows, cols = np.cumsum([(0, 0)] + [b.shape for b in blocks], axis=0).T.tolist()
+        ctx.places = [(slice(r, r + b.shape[0]), slice(c, c + b.shape[1])) for b, r, c in zip(blocks, rows, cols)]
+        ctx.dtypes = [b.dtype for b in blocks]
+        out = dispatch.full((rows[-1], cols[-1]), 0, result_type(*blocks), dispatch.device_type_of(blocks[0]))
+        for block, place in zip(blocks, ctx.places):
+            dispatch.copy_into(out[place], block)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        return tuple(dispatch.as_dtype(grad[place], dtype) for place, dtype in zip(ctx.places, ctx.dtypes))
+
+
+def block_diag(*tensors: Any) -> Any:
+    """The block-diagonal matrix of ``tensors`` (matrices; a 1-D tensor is a row, a 0-d one a
+    1 x 1 matrix), zeros elsewhere, in their promoted dtype.
+
+    Raises:
+        ShapeError: a tensor with more than 2 dims.
+    """
+    blocks = []
+    for i, t in enumerate(tensors):
+        t = tensor_arg(t, "block_diag")
+        if t.ndim > 2:
+            raise ShapeError(f"torch.block_diag: Input tensors must have 2 or fewer dimensions. Input {i} has {t.ndim} "
+                             f"dimensions")
+        blocks.append(t if t.ndim == 2 else reshape(t, (1, t.numel())))
+    if not blocks:
+        return _new_tensor(np.zeros((1, 0)), dtype=get_default_dtype())
+    return BlockDiag.apply(*blocks)
