@@ -2,9 +2,10 @@
 repeat_interleave, unfold (sliding windows) and combinations. Each result is new memory (where
 PyTorch's unfold gives a view, this one copies).
 
-A flip is a reversed-stride view copied; roll joins the two slices of each rolled dim; repeat
-copies a broadcast view whose gradient is a sum over the repeat axes; repeat_interleave selects
-indices along a dim, so its gradient is index_select's scatter-add.
+A flip is a reversed-stride view copied; roll joins the two slices of each rolled dim (its
+gradient rolls back); repeat copies a broadcast view whose gradient is a sum over the repeat
+axes; repeat_interleave and combinations select indices along a dim, so their gradient is
+index_select's scatter-add; unfold copies a strided view of the windows.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import numpy as np
 
 from zgrad.autograd.function import Op
 from zgrad.errors import ShapeError
-from zgrad.kernels import dispatch
+from zgrad.kernels import dispatch, dispatch_index
 from zgrad.kernels.dispatch_index import normalize_dim
 from zgrad.ops._args import tensor_arg
-from zgrad.ops.functions import cat, clone, getitem, permute, reshape, transpose
+from zgrad.ops.functions import clone, reshape, transpose
 from zgrad.ops.indexing import IndexSelect
 from zgrad.tensor import Tensor
 
@@ -87,6 +88,31 @@ def flipud(input: Any) -> Any:  # noqa: A002
     return flip(x, 0)
 
 
+class Roll(Op):
+    """A copy with the elements of each dim of ``moves`` ((dim, shift) pairs) moved ``shift``
+    places round; the gradient moves back."""
+
+    @staticmethod
+    def forward(ctx, x, moves):
+        ctx.moves = moves
+        return Roll.rolled(x, moves)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return Roll.rolled(grad, tuple((dim, -shift) for dim, shift in ctx.moves)), None
+
+    @staticmethod
+    def rolled(a, moves):
+        """``a`` rolled by ``moves``: each dim's two pieces joined in swapped order (a copy)."""
+        if not moves:
+            return dispatch.cast(a, a.dtype)
+        for dim, shift in moves:
+            lead = (slice(None),) * dim
+            cut = a.shape[dim] - shift % a.shape[dim]
+            a = dispatch.concatenate([a[lead + (slice(cut, None),)], a[lead + (slice(None, cut),)]], dim)
+        return a
+
+
 def roll(input: Any, shifts: Any, dims: Any = None) -> Any:  # noqa: A002
     """A copy of ``input`` with its elements moved ``shifts`` places along ``dims`` (those
     leaving at one end come back at the other); without ``dims``, along the flattened tensor,
@@ -104,15 +130,12 @@ def roll(input: Any, shifts: Any, dims: Any = None) -> Any:  # noqa: A002
     dims = _int_tuple(dims)
     if len(shifts) != len(dims):
         raise ShapeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
-    result = x
+    moves = []
     for shift, dim in zip(shifts, dims):
         dim = normalize_dim(dim, x.ndim)
-        size = x.shape[dim] if x.ndim else 1
-        if size and shift % size:
-            lead = (slice(None),) * dim
-            cut = size - shift % size
-            result = cat([getitem(result, lead + (slice(cut, None),)), getitem(result, lead + (slice(None, cut),))], dim)
-    return clone(x) if result is x else result
+        if x.ndim and x.shape[dim] and shift % x.shape[dim]:
+            moves.append((dim, shift))
+    return Roll.apply(x, tuple(moves))
 
 
 def rot90(input: Any, k: int = 1, dims: Sequence[int] = (0, 1)) -> Any:  # noqa: A002
@@ -255,6 +278,29 @@ def repeat_interleave(input: Any, repeats: Any = None, dim: int | None = None, *
 
 
 
+class Unfold(Op):
+    """The windows of ``size`` elements ``step`` apart along ``dim`` (a window count in ``dim``,
+    each window in a new last dim), copied from a strided view; the gradient adds each window's
+    part back where it came from: in one copy when windows do not overlap, else one add per
+    offset in the window (the windows' elements at one offset never overlap)."""
+
+    @staticmethod
+    def forward(ctx, x, dim, size, step):
+        ctx.shape, ctx.dim, ctx.size, ctx.step = x.shape, dim, size, step
+        return dispatch.cast(dispatch_index.sliding_windows(x, dim, size, step), x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        out = dispatch.full(ctx.shape, 0, grad.dtype, dispatch.device_type_of(grad))
+        windows = dispatch_index.sliding_windows(out, ctx.dim, ctx.size, ctx.step, writeable=True)
+        if ctx.step >= ctx.size:
+            dispatch.copy_into(windows, grad)
+        else:
+            for offset in range(ctx.size):
+                dispatch.add_inplace(windows[..., offset], grad[..., offset])
+        return out, None, None, None
+
+
 def unfold(input: Any, dimension: int, size: int, step: int) -> Any:  # noqa: A002
     """Every window of ``size`` elements along ``dimension``, ``step`` apart: that dim becomes the
     number of windows and a last dim of ``size`` holds each window (``Tensor.unfold``).
@@ -271,11 +317,7 @@ def unfold(input: Any, dimension: int, size: int, step: int) -> Any:  # noqa: A0
         raise ShapeError(f"step is {step} but must be > 0")
     if x.ndim == 0:
         return reshape(x, (1,))
-    count = (length - size) // step + 1
-    positions = (np.arange(count)[:, None] * step + np.arange(size)).reshape(-1)
-    windows = reshape(_selected(x, dim, positions), x.shape[:dim] + (count, size) + x.shape[dim + 1:])
-    order = tuple(d for d in range(x.ndim + 1) if d != dim + 1) + (dim + 1,)
-    return permute(windows, order)
+    return Unfold.apply(x, dim, size, step)
 
 
 def combinations(input: Any, r: int = 2, with_replacement: bool = False) -> Any:  # noqa: A002

@@ -168,6 +168,10 @@ class DeviceArray:
     def swapaxes(self, a: int, b: int) -> "DeviceArray":
         return self._view(self._layout.swapaxes(a, b))
 
+    def sliding_window_view(self, size: int, axis: int) -> "DeviceArray":
+        """The windows of ``size`` along ``axis`` as a view (numpy's ``sliding_window_view``)."""
+        return self._view(np.lib.stride_tricks.sliding_window_view(self._layout, size, axis))
+
     def broadcast_to(self, shape: tuple[int, ...]) -> "DeviceArray":
         """A read-only broadcast view to ``shape`` (numpy's rules and errors)."""
         return self._view(np.broadcast_to(self._layout, tuple(shape)))
