@@ -175,7 +175,8 @@ class TensorShape:
         result = make(self)
         self._data = result._data
         if records:
-            self.grad_fn, self._output_nr, self._requires_grad = result.grad_fn, result._output_nr, result._requires_grad
+            self.grad_fn, self._output_nr = result.grad_fn, result._output_nr
+            self._requires_grad = result._requires_grad
         return self
 
     def squeeze_(self, dim: Any = None) -> Any:

@@ -425,8 +425,8 @@ CUDA_SUBSET = {"tril_diagonal_batch", "diagonal_offset_dims", "diag_embed_offset
 
 
 @requires_cuda
-@pytest.mark.parametrize("op", [pytest.param(c.values[0], id=c.id, marks=() if c.id in CUDA_SUBSET else (pytest.mark.full,))
-                                for c in CASES])
+@pytest.mark.parametrize("op", [pytest.param(c.values[0], id=c.id,
+                                             marks=() if c.id in CUDA_SUBSET else (pytest.mark.full,)) for c in CASES])
 def test_on_cuda_matches_cpu(op):
     check_device(op.fn, op.shapes, domain=op.domain)
 

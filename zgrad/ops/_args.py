@@ -8,7 +8,7 @@ import numpy as np
 
 from zgrad.tensor import Tensor
 
-__all__ = ["operand", "tensor_arg", "index_arg", "index_key", "scalar_arg"]
+__all__ = ["operand", "tensor_arg", "index_arg", "index_key", "scalar_arg", "int_tuple"]
 
 
 def operand(x: Any) -> Any:
@@ -75,3 +75,8 @@ def scalar_arg(value: Any, what: str) -> Any:
     if isinstance(value, Tensor) and value.numel() == 1:
         return value.item()
     raise TypeError(f"{what} expects a number, got {type(value).__name__}")
+
+
+def int_tuple(value: Any) -> tuple[int, ...]:
+    """An int or a sequence of ints (dims, shifts, sizes) as a tuple of ints."""
+    return (int(value),) if isinstance(value, (int, np.integer)) else tuple(int(v) for v in value)

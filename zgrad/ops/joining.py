@@ -105,7 +105,8 @@ def hsplit(input: Any, indices_or_sections: Any) -> tuple[Any, ...]:  # noqa: A0
     """
     x = tensor_arg(input, "hsplit")
     if x.ndim < 1:
-        raise ShapeError("torch.hsplit requires a tensor with at least 1 dimension, but got a tensor with 0 dimensions!")
+        raise ShapeError("torch.hsplit requires a tensor with at least 1 dimension, but got a tensor with 0 "
+                         "dimensions!")
     return _split_along(x, indices_or_sections, 1 if x.ndim > 1 else 0, "hsplit")
 
 

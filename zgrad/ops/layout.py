@@ -16,20 +16,16 @@ from zgrad.autograd.function import Op
 from zgrad.errors import ShapeError
 from zgrad.kernels import dispatch
 from zgrad.kernels.dispatch_index import normalize_dim
-from zgrad.ops._args import scalar_arg, tensor_arg
+from zgrad.ops._args import int_tuple, scalar_arg, tensor_arg
 from zgrad.ops.functions import clone, getitem, permute, reshape, stack, transpose
 from zgrad.ops.shape import expand
 from zgrad.tensor import Tensor
 
 __all__ = [
-    "movedim", "moveaxis", "swapaxes", "swapdims", "adjoint", "swap_last_two", "narrow", "narrow_copy", "select", "ravel", "unbind",
-    "unflatten", "broadcast_to", "broadcast_tensors", "broadcast_shapes", "atleast_1d", "atleast_2d", "atleast_3d",
-    "meshgrid", "cartesian_prod",
+    "movedim", "moveaxis", "swapaxes", "swapdims", "adjoint", "swap_last_two", "narrow", "narrow_copy", "select",
+    "ravel", "unbind", "unflatten", "broadcast_to", "broadcast_tensors", "broadcast_shapes", "atleast_1d", "atleast_2d",
+    "atleast_3d", "meshgrid", "cartesian_prod",
 ]
-
-
-def _dims(value: Any) -> tuple[int, ...]:
-    return (int(value),) if isinstance(value, (int, np.integer)) else tuple(int(v) for v in value)
 
 
 def movedim(input: Any, source: Any, destination: Any) -> Any:  # noqa: A002 - torch's argument name
@@ -41,7 +37,7 @@ def movedim(input: Any, source: Any, destination: Any) -> Any:  # noqa: A002 - t
         IndexError: a dim is out of range.
     """
     x = tensor_arg(input, "movedim")
-    source, destination = _dims(source), _dims(destination)
+    source, destination = int_tuple(source), int_tuple(destination)
     if len(source) != len(destination):
         raise ShapeError(f"movedim: Invalid source or destination dims: source ({list(source)} dims) should contain "
                          f"the same number of dims as destination ({list(destination)} dims)")
@@ -187,7 +183,7 @@ def unflatten(input: Any, dim: int, sizes: Sequence[int]) -> Any:  # noqa: A002
         IndexError: ``dim`` is out of range.
     """
     x = tensor_arg(input, "unflatten")
-    sizes = _dims(sizes)
+    sizes = int_tuple(sizes)
     if not sizes:
         raise ShapeError("unflatten: sizes must be non-empty")
     dim = normalize_dim(dim, x.ndim)
@@ -215,7 +211,7 @@ def broadcast_shapes(*shapes: Any) -> tuple[int, ...]:
     Raises:
         ShapeError: the shapes do not broadcast together, with PyTorch's message.
     """
-    shapes = [_dims(s) for s in shapes]
+    shapes = [int_tuple(s) for s in shapes]
     result: list[int] = []
     for i, shape in enumerate(shapes):
         if any(n < 0 for n in shape):

@@ -19,7 +19,7 @@ from zgrad.autograd.function import Op
 from zgrad.errors import ShapeError
 from zgrad.kernels import dispatch, dispatch_index
 from zgrad.kernels.dispatch_index import normalize_dim
-from zgrad.ops._args import tensor_arg
+from zgrad.ops._args import int_tuple, tensor_arg
 from zgrad.ops.functions import clone, reshape, transpose
 from zgrad.ops.indexing import IndexSelect
 from zgrad.tensor import Tensor
@@ -27,11 +27,6 @@ from zgrad.tensor import Tensor
 __all__ = [
     "flip", "fliplr", "flipud", "roll", "rot90", "repeat", "tile", "repeat_interleave", "unfold", "combinations",
 ]
-
-
-def _int_tuple(value: Any) -> tuple[int, ...]:
-    """An int or a sequence of ints as a tuple of ints."""
-    return (int(value),) if isinstance(value, (int, np.integer)) else tuple(int(v) for v in value)
 
 
 class Flip(Op):
@@ -55,7 +50,7 @@ def flip(input: Any, dims: Any) -> Any:  # noqa: A002 - torch's argument name
     """
     x = tensor_arg(input, "flip")
     reversed_dims = set()
-    for d in _int_tuple(dims):
+    for d in int_tuple(dims):
         d = normalize_dim(d, x.ndim)
         if d in reversed_dims:
             raise ShapeError(f"dim {d} appears multiple times in the list of dims")
@@ -122,12 +117,12 @@ def roll(input: Any, shifts: Any, dims: Any = None) -> Any:  # noqa: A002
         ShapeError: ``shifts`` and ``dims`` differ in length. IndexError: a dim is out of range.
     """
     x = tensor_arg(input, "roll")
-    shifts = _int_tuple(shifts)
+    shifts = int_tuple(shifts)
     if dims is None:
         if len(shifts) != 1:
             raise ShapeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:0")
         return reshape(roll(reshape(x, (-1,)), shifts, 0), x.shape)
-    dims = _int_tuple(dims)
+    dims = int_tuple(dims)
     if len(shifts) != len(dims):
         raise ShapeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
     moves = []
@@ -147,7 +142,7 @@ def rot90(input: Any, k: int = 1, dims: Sequence[int] = (0, 1)) -> Any:  # noqa:
         IndexError: a dim is out of range.
     """
     x = tensor_arg(input, "rot90")
-    dims = _int_tuple(dims)
+    dims = int_tuple(dims)
     if len(dims) != 2:
         raise ShapeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
     if x.ndim < 2:
@@ -199,7 +194,7 @@ def repeat(input: Any, *sizes: Any) -> Any:  # noqa: A002
         ShapeError: fewer sizes than ``input`` has dims, or a negative size.
     """
     x = tensor_arg(input, "repeat")
-    repeats = _int_tuple(sizes[0] if len(sizes) == 1 and not isinstance(sizes[0], (int, np.integer)) else sizes)
+    repeats = int_tuple(sizes[0] if len(sizes) == 1 and not isinstance(sizes[0], (int, np.integer)) else sizes)
     if len(repeats) < x.ndim:
         raise ShapeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
     return _tiled(x, repeats)
@@ -213,7 +208,7 @@ def tile(input: Any, dims: Sequence[int]) -> Any:  # noqa: A002
         ShapeError: a negative repeat count.
     """
     x = tensor_arg(input, "tile")
-    repeats = _int_tuple(dims)
+    repeats = int_tuple(dims)
     return _tiled(x, (1,) * (x.ndim - len(repeats)) + repeats)
 
 
