@@ -264,6 +264,7 @@ def test_edge_cases_match_torch(name):
         np.testing.assert_array_equal(out.numpy(), ref.numpy())
 
 
+@pytest.mark.torch
 def test_index_functions_match_torch():
     for row, col, offset in [(3, 4, 0), (4, 3, 1), (3, 3, -2), (0, 2, 0), (2, 5, 7)]:
         for name in ("tril_indices", "triu_indices"):
