@@ -66,7 +66,7 @@ class TensorShape:
     # --- reordered and repeated copies ----------------------------------------------------------
 
     def flip(self, *dims: Any) -> Any:
-        return reorder.flip(self, dims[0] if len(dims) == 1 else dims)
+        return reorder.flip(self, dims[0] if len(dims) == 1 and not isinstance(dims[0], int) else dims)
 
     def fliplr(self) -> Any:
         return reorder.fliplr(self)

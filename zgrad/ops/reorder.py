@@ -43,12 +43,16 @@ class Flip(Op):
 
 
 def flip(input: Any, dims: Any) -> Any:  # noqa: A002 - torch's argument name
-    """A copy of ``input`` with the order of the elements along each of ``dims`` reversed.
+    """A copy of ``input`` with the order of the elements along each of ``dims`` (a sequence)
+    reversed.
 
     Raises:
-        IndexError: a dim is out of range. ShapeError: a dim appears twice.
+        IndexError: a dim is out of range. ShapeError: a dim appears twice. TypeError: ``dims``
+            is an int (``Tensor.flip`` takes ints as varargs).
     """
     x = tensor_arg(input, "flip")
+    if isinstance(dims, (int, np.integer)):
+        raise TypeError("flip(): argument 'dims' (position 2) must be tuple of ints, not int")
     reversed_dims = set()
     for d in int_tuple(dims):
         d = normalize_dim(d, x.ndim)
@@ -68,7 +72,7 @@ def fliplr(input: Any) -> Any:  # noqa: A002
     x = tensor_arg(input, "fliplr")
     if x.ndim < 2:
         raise ShapeError("Input must be >= 2-d.")
-    return flip(x, 1)
+    return flip(x, (1,))
 
 
 def flipud(input: Any) -> Any:  # noqa: A002
@@ -80,7 +84,7 @@ def flipud(input: Any) -> Any:  # noqa: A002
     x = tensor_arg(input, "flipud")
     if x.ndim < 1:
         raise ShapeError("Input must be >= 1-d.")
-    return flip(x, 0)
+    return flip(x, (0,))
 
 
 class Roll(Op):
@@ -147,17 +151,16 @@ def rot90(input: Any, k: int = 1, dims: Sequence[int] = (0, 1)) -> Any:  # noqa:
         raise ShapeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
     if x.ndim < 2:
         raise ShapeError(f"expected total dims >= 2, but got total dims = {x.ndim}")
-    first, second = dims
-    if first == second or abs(first - second) == x.ndim:
-        raise ShapeError(f"expected rotation dims to be different, but got dim0 = {first} and dim1 = {second}")
-    first, second = normalize_dim(first, x.ndim), normalize_dim(second, x.ndim)
+    first, second = normalize_dim(dims[0], x.ndim), normalize_dim(dims[1], x.ndim)
+    if first == second:
+        raise ShapeError(f"expected rotation dims to be different, but got dim0 = {dims[0]} and dim1 = {dims[1]}")
     k %= 4
     if k == 1:
-        return transpose(flip(x, second), first, second)
+        return transpose(flip(x, (second,)), first, second)
     if k == 2:
         return flip(x, (first, second))
     if k == 3:
-        return transpose(flip(x, first), first, second)
+        return transpose(flip(x, (first,)), first, second)
     return clone(x)
 
 

@@ -179,9 +179,9 @@ def flatten(input: Any, start_dim: int = 0, end_dim: int = -1) -> Any:  # noqa: 
         ShapeError: ``start_dim`` comes after ``end_dim``. IndexError: a dim is out of range.
     """
     x = tensor_arg(input, "flatten")
+    start, end = _dim(start_dim, x.ndim), _dim(end_dim, x.ndim)
     if x.ndim == 0:
         return Reshape.apply(x, (1,))
-    start, end = _dim(start_dim, x.ndim), _dim(end_dim, x.ndim)
     if start > end:
         raise ShapeError("flatten() has invalid args: start_dim cannot come after end_dim")
     shape = x.shape[:start] + (math.prod(x.shape[start:end + 1]),) + x.shape[end + 1:]
