@@ -422,6 +422,46 @@ def test_errors_match_torch(name):
         fn(zgrad, zgrad.tensor(data))
 
 
+# Functions of a dim (each case a tuple of results), tried at every dim from -5 to 4 on a 3-d
+# tensor (and some on a 0-d one): the same values, or the same exception type, as torch.
+DIM_FUNCTIONS = {
+    "squeeze_unsqueeze": lambda lib, t, d: (lib.squeeze(t.reshape(2, 1, 3, 4), d), t.unsqueeze(d)),
+    "flatten": lambda lib, t, d: (lib.flatten(t, d), lib.flatten(t, 0, d)),
+    "split_chunk": lambda lib, t, d: (*lib.split(t, 2, d), *lib.chunk(t, 2, d)),
+    "cat_stack": lambda lib, t, d: (lib.cat([t, t], d), lib.stack([t, t], d)),
+    "transpose_swapaxes": lambda lib, t, d: (lib.transpose(t, d, 0), lib.swapaxes(t, d, -1)),
+    "unbind_select": lambda lib, t, d: (*lib.unbind(t, d), lib.select(t, d, 1)),
+    "movedim_narrow": lambda lib, t, d: (lib.movedim(t, d, 0), lib.narrow(t, d, 0, 1)),
+    "flip_roll": lambda lib, t, d: (lib.flip(t, (d,)), lib.roll(t, 1, d)),
+    "unflatten_tensor_split": lambda lib, t, d: (lib.unflatten(t, d, (1, -1)), *lib.tensor_split(t, 2, d)),
+    "diagonal_diag_embed": lambda lib, t, d: (lib.diagonal(t, 0, d, 0), lib.diag_embed(t, 0, d, -1)),
+    "repeat_interleave_unfold": lambda lib, t, d: (lib.repeat_interleave(t, 2, d), t.unfold(d, 2, 1)),
+    "rot90_tril": lambda lib, t, d: (lib.rot90(t, 1, (d, 1)), lib.tril(t, d)),
+    "on_0d": lambda lib, t, d: (lib.squeeze(t[0, 0, 0], d), lib.unsqueeze(t[0, 0, 0], d), lib.flatten(t[0, 0, 0], d)),
+    "on_0d_joined": lambda lib, t, d: (lib.cat([t[0, 0], t[0, 0]], d), lib.stack([t[0, 0, 0], t[0, 0, 0]], d)),
+}
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", sorted(DIM_FUNCTIONS))
+def test_every_dim_matches_torch(name):
+    if torch is None:
+        pytest.skip("needs torch")
+    data = np.arange(24.0).reshape(2, 3, 4)
+    for dim in range(-5, 5):
+        try:
+            expected = DIM_FUNCTIONS[name](torch, torch.tensor(data), dim)
+        except Exception as refused:  # noqa: BLE001 - then zgrad must refuse it alike
+            with pytest.raises(type(refused)):
+                DIM_FUNCTIONS[name](zgrad, zgrad.tensor(data), dim)
+            continue
+        got = DIM_FUNCTIONS[name](zgrad, zgrad.tensor(data), dim)
+        assert len(got) == len(expected), f"dim {dim}"
+        for out, ref in zip(got, expected):
+            assert out.shape == tuple(ref.shape), f"dim {dim}"
+            np.testing.assert_array_equal(out.numpy(), ref.numpy(), err_msg=f"dim {dim}")
+
+
 # The CUDA subset of the default run: one case per kind of op; the others carry the full marker.
 CUDA_SUBSET = {"tril_diagonal_batch", "diagonal_offset_dims", "diag_embed_offset_dims", "flip", "roll_dims", "repeat",
                "repeat_interleave_tensor", "unbind", "meshgrid_xy", "tensor_split_unordered", "column_stack",
