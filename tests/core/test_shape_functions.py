@@ -286,8 +286,12 @@ def test_copies_and_views_like_torch():
     for copy in (zgrad.flip(x, (0,)), x.roll(0, 1), x.repeat(1, 1), zgrad.tril(x), x.rot90(0), zgrad.tile(x, (1,))):
         copy.view(-1)[0] = 100.0
         assert x[0, 0].item() == 0.0
-    for view in (zgrad.narrow(x, 1, 0, 2), zgrad.movedim(x, 0, 1), x.unbind()[0], x.unflatten(1, (2, 2))):
+    for view in (zgrad.narrow(x, 1, 0, 2), zgrad.movedim(x, 0, 1), x.unbind()[0], x.unflatten(1, (2, 2)),
+                 zgrad.diagonal(x, 1)):
         assert np.shares_memory(view._data, x._data)
+    assert not np.shares_memory(zgrad.diag(x, 1)._data, x._data)
+    x.diagonal().fill_(-1.0)
+    np.testing.assert_array_equal(x.numpy().diagonal(), [-1.0, -1.0, -1.0])
 
 
 def test_in_place_triangles():

@@ -2,8 +2,9 @@
 diag_embed, diagflat, trace and block_diag.
 
 tril and triu keep the elements a host mask of the matrix shape selects (one ``where`` over the
-batch); a diagonal is an integer-array index of the two matrix dims moved last, so its gradient is
-indexing's scatter, and diag_embed is that scatter forward with the gather as its backward.
+batch); a diagonal is a strided view (writes through it reach the input, as PyTorch's), whose
+gradient is written into the same view of zeros, and diag_embed is that write forward with the
+view as its backward.
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ from zgrad.kernels import dispatch, dispatch_index
 from zgrad.kernels.dispatch_index import normalize_dim
 from zgrad.ops._args import tensor_arg
 from zgrad.kernels.promotion import get_default_dtype, result_type
-from zgrad.ops.functions import getitem, permute, reshape
+from zgrad.ops.functions import clone, reshape
 from zgrad.ops.reduce import sum as _sum
-from zgrad.ops.shape import GetItem, Permute
 
 __all__ = [
     "tril", "triu", "tril_indices", "triu_indices", "diagonal", "diag", "diag_embed", "diagflat", "trace", "block_diag",
@@ -126,13 +126,6 @@ def _check_matrix_size(row: int, col: int, what: str) -> None:
             raise ShapeError(f"{name} must be non-negative, got{size}")
 
 
-def _diagonal_index(rows: int, cols: int, offset: int) -> tuple[Any, np.ndarray, np.ndarray]:
-    """The index ``(..., i, j)`` of the ``offset``-th diagonal of (rows, cols) matrices."""
-    start_row, start_col = (0, offset) if offset >= 0 else (-offset, 0)
-    steps = np.arange(max(min(rows - start_row, cols - start_col), 0), dtype=np.int64)
-    return Ellipsis, steps + start_row, steps + start_col
-
-
 def _matrix_dims(dim1: int, dim2: int, ndim: int) -> tuple[int, int]:
     d1, d2 = normalize_dim(dim1, ndim), normalize_dim(dim2, ndim)
     if d1 == d2:
@@ -140,35 +133,48 @@ def _matrix_dims(dim1: int, dim2: int, ndim: int) -> tuple[int, int]:
     return d1, d2
 
 
+class Diagonal(Op):
+    """A view of the ``offset``-th diagonal of the matrices in dims ``dim1``, ``dim2``; the
+    gradient is zeros with the incoming gradient on that diagonal."""
+
+    @staticmethod
+    def forward(ctx, x, offset, dim1, dim2):
+        ctx.shape, ctx.where = x.shape, (offset, dim1, dim2)
+        return dispatch_index.diagonal_view(x, offset, dim1, dim2)
+
+    @staticmethod
+    def backward(ctx, grad):
+        out = dispatch.full(ctx.shape, 0, grad.dtype, dispatch.device_type_of(grad))
+        dispatch.copy_into(dispatch_index.diagonal_view(out, *ctx.where), grad)
+        return out, None, None, None
+
+
 def diagonal(input: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any:  # noqa: A002
-    """The ``offset``-th diagonal of the matrices ``input`` spans in dims ``dim1`` and ``dim2``
-    (0 the main one, > 0 above it, < 0 below it), as the last dim of the result (a copy: writes to
-    it do not reach ``input``).
+    """A view of the ``offset``-th diagonal of the matrices ``input`` spans in dims ``dim1``
+    (rows) and ``dim2`` (columns), 0 the main one, > 0 above it, < 0 below it, as the last dim
+    of the result.
 
     Raises:
         IndexError: a dim is out of range. ShapeError: ``dim1`` and ``dim2`` name the same dim.
     """
-    return _diagonal(tensor_arg(input, "diagonal"), offset, dim1, dim2)
-
-
-def _diagonal(x: Any, offset: int, dim1: int, dim2: int) -> Any:
-    d1, d2 = _matrix_dims(dim1, dim2, x.ndim)
-    moved = permute(x, tuple(d for d in range(x.ndim) if d not in (d1, d2)) + (d1, d2))
-    return getitem(moved, _diagonal_index(x.shape[d1], x.shape[d2], offset))
+    x = tensor_arg(input, "diagonal")
+    return Diagonal.apply(x, offset, *_matrix_dims(dim1, dim2, x.ndim))
 
 
 class DiagEmbed(Op):
-    """Zero matrices with the last dim of ``x`` on their ``index`` diagonal; the gradient is that
-    diagonal of the incoming gradient."""
+    """Zeros of ``shape`` with the last dim of ``x`` on the ``offset``-th diagonal of the
+    matrices in dims ``dim1``, ``dim2``; the gradient is that diagonal of the incoming one."""
 
     @staticmethod
-    def forward(ctx, x, index, shape):
-        ctx.index = index
-        return dispatch.slice_backward(x, index, shape, x.dtype)
+    def forward(ctx, x, shape, offset, dim1, dim2):
+        ctx.where = (offset, dim1, dim2)
+        out = dispatch.full(shape, 0, x.dtype, dispatch.device_type_of(x))
+        dispatch.copy_into(dispatch_index.diagonal_view(out, offset, dim1, dim2), x)
+        return out
 
     @staticmethod
     def backward(ctx, grad):
-        return GetItem.select(grad, ctx.index), None, None
+        return dispatch_index.diagonal_view(grad, *ctx.where), None, None, None, None
 
 
 def diag_embed(input: Any, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Any:  # noqa: A002
@@ -182,16 +188,14 @@ def diag_embed(input: Any, offset: int = 0, dim1: int = -2, dim2: int = -1) -> A
     ndim = x.ndim + 1
     d1, d2 = _matrix_dims(dim1, dim2, ndim)
     size = x.shape[-1] + abs(offset)
-    batch = x.shape[:-1]
-    embedded = DiagEmbed.apply(x, _diagonal_index(size, size, offset), batch + (size, size))
-    order = iter(range(len(batch)))
-    dims = tuple(len(batch) if d == d1 else len(batch) + 1 if d == d2 else next(order) for d in range(ndim))
-    return embedded if dims == tuple(range(ndim)) else Permute.apply(embedded, dims)
+    batch = iter(x.shape[:-1])
+    shape = tuple(size if d in (d1, d2) else next(batch) for d in range(ndim))
+    return DiagEmbed.apply(x, shape, offset, d1, d2)
 
 
 def diag(input: Any, diagonal: int = 0) -> Any:  # noqa: A002
     """A 1-D ``input`` as the ``diagonal``-th diagonal of a square matrix (zeros elsewhere), or
-    the ``diagonal``-th diagonal of a 2-D ``input``.
+    a copy of the ``diagonal``-th diagonal of a 2-D ``input``.
 
     Raises:
         ShapeError: ``input`` is neither 1-D nor 2-D.
@@ -200,7 +204,7 @@ def diag(input: Any, diagonal: int = 0) -> Any:  # noqa: A002
     if x.ndim == 1:
         return diag_embed(x, diagonal)
     if x.ndim == 2:
-        return _diagonal(x, diagonal, 0, 1)
+        return clone(Diagonal.apply(x, diagonal, 0, 1))
     raise ShapeError(f"diag(): Supports 1D or 2D tensors. Got {x.ndim}D")
 
 
