@@ -38,6 +38,7 @@ from zgrad.ops import (
     repeat_interleave, roll, rot90, row_stack, select, swapaxes, swapdims, tensor_split, tile, trace, tril,
     tril_indices, triu, triu_indices, unbind, unflatten, vsplit, vstack,
 )
+from zgrad.ops import diagonal_scatter, select_scatter, slice_scatter
 from zgrad.random import manual_seed
 from zgrad.serialization import load, save
 from zgrad.tensor import Tensor
@@ -80,5 +81,5 @@ __all__ = [
     "moveaxis", "movedim", "narrow", "repeat_interleave", "roll", "rot90", "row_stack", "swapaxes", "swapdims",
     "tensor_split", "tile", "trace", "tril", "tril_indices", "triu", "triu_indices", "unbind", "unflatten", "vsplit",
     "vstack", "adjoint", "block_diag", "cartesian_prod", "combinations", "concat", "concatenate", "diagflat",
-    "narrow_copy", "ravel", "select",
+    "narrow_copy", "ravel", "select", "diagonal_scatter", "select_scatter", "slice_scatter",
 ]

@@ -17,7 +17,7 @@ from zgrad import tensor_inplace  # noqa: F401 - binds Tensor._inplace, which tr
 from zgrad import ops
 from zgrad.errors import ShapeError
 from zgrad.kernels import dispatch_pointwise
-from zgrad.ops import joining, layout, reorder, triangular
+from zgrad.ops import joining, layout, reorder, triangular, view_scatter
 from zgrad.tensor import Tensor, tensor_methods
 
 __all__ = ["TensorShape"]
@@ -140,6 +140,16 @@ class TensorShape:
 
     def ravel(self) -> Any:
         return layout.ravel(self)
+
+    def slice_scatter(self, src: Any, dim: int = 0, start: int | None = None, end: int | None = None,
+                      step: int = 1) -> Any:
+        return view_scatter.slice_scatter(self, src, dim, start, end, step)
+
+    def select_scatter(self, src: Any, dim: int, index: int) -> Any:
+        return view_scatter.select_scatter(self, src, dim, index)
+
+    def diagonal_scatter(self, src: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any:
+        return view_scatter.diagonal_scatter(self, src, offset, dim1, dim2)
 
     def unbind(self, dim: int = 0) -> tuple[Any, ...]:
         return layout.unbind(self, dim)

@@ -72,6 +72,10 @@ CASES = [
     case("select", lambda lib, a: lib.select(a, 1, -1), (2, 3, 4)),
     case("select_method", lambda lib, a: a.select(0, 1), (2, 3)),
     case("ravel", lambda lib, a: lib.ravel(a.t()), (3, 4)),
+    case("slice_scatter", lambda lib, a, b: lib.slice_scatter(a, b, 1, 0, 4, 2), (3, 4), (3, 2)),
+    case("slice_scatter_method", lambda lib, a, b: a.slice_scatter(b, start=-1), (3, 4), (1, 4)),
+    case("select_scatter", lambda lib, a, b: lib.select_scatter(a, b, -1, 1), (2, 3, 4), (2, 3)),
+    case("diagonal_scatter", lambda lib, a, b: lib.diagonal_scatter(a, b, -1, 2, 1), (2, 3, 4), (2, 3)),
     case("adjoint", lambda lib, a: lib.adjoint(a), (2, 3, 4)),
     case("mT_mH_H", lambda lib, a: a.mT + a.mH * 2 + a[0].H.unsqueeze(0), (2, 3, 3)),
     case("cartesian_prod", lambda lib, a, b: lib.cartesian_prod(a, b), (3,), (2,)),
@@ -156,6 +160,9 @@ GRID = {
     "cartesian_prod": lambda lib, t: lib.cartesian_prod(t[0], t[1]),
     "select": lambda lib, t: t.select(1, 2),
     "diagflat": lambda lib, t: lib.diagflat(t[0], 1),
+    "slice_scatter": lambda lib, t: lib.slice_scatter(t, t[:, :2].flip(1), 1, 2),
+    "select_scatter": lambda lib, t: lib.select_scatter(t, t[2], 0, 0),
+    "diagonal_scatter": lambda lib, t: lib.diagonal_scatter(t, t[0, :3], 1),
 }
 GRID_DATA = {
     "int32": np.arange(12, dtype=np.int32).reshape(3, 4) - 5,
@@ -410,6 +417,12 @@ ERRORS = {
     "combinations_2d": lambda lib, t: lib.combinations(t),
     "block_diag_3d": lambda lib, t: lib.block_diag(t, t.reshape(1, 3, 4)),
     "cartesian_prod_2d": lambda lib, t: lib.cartesian_prod(t),
+    "slice_scatter_shape": lambda lib, t: lib.slice_scatter(t, t[:, :2], 1, 1, 4),
+    "slice_scatter_dim_range": lambda lib, t: lib.slice_scatter(t, t, 2),
+    "select_scatter_index_range": lambda lib, t: lib.select_scatter(t, t[0], 0, 3),
+    "select_scatter_shape": lambda lib, t: lib.select_scatter(t, t[0], 1, 0),
+    "diagonal_scatter_shape": lambda lib, t: lib.diagonal_scatter(t, t[0], 0),
+    "diagonal_scatter_same_dims": lambda lib, t: lib.diagonal_scatter(t, t[0, :3], 0, 1, 1),
 }
 
 
@@ -469,7 +482,7 @@ def test_every_dim_matches_torch(name):
 # The CUDA subset of the default run: one case per kind of op; the others carry the full marker.
 CUDA_SUBSET = {"tril_diagonal_batch", "diagonal_offset_dims", "diag_embed_offset_dims", "flip", "roll_dims", "repeat",
                "repeat_interleave_tensor", "unbind", "meshgrid_xy", "tensor_split_unordered", "column_stack",
-               "block_diag", "unfold"}
+               "block_diag", "unfold", "diagonal_scatter"}
 
 
 @requires_cuda

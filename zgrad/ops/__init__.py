@@ -28,6 +28,7 @@ from zgrad.ops.shape import chunk, expand, flatten, split, squeeze, t, unsqueeze
 from zgrad.ops.triangular import (
     block_diag, diag, diag_embed, diagflat, diagonal, trace, tril, tril_indices, triu, triu_indices,
 )
+from zgrad.ops.view_scatter import diagonal_scatter, select_scatter, slice_scatter
 
 __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "square", "matmul", "exp", "log", "tanh", "sigmoid", "relu",
@@ -44,5 +45,5 @@ __all__ = [
     "broadcast_tensors", "broadcast_shapes", "atleast_1d", "atleast_2d", "atleast_3d", "meshgrid",
     "tensor_split", "hsplit", "vsplit", "dsplit", "hstack", "vstack", "row_stack", "dstack", "column_stack",
     "concat", "concatenate", "adjoint", "narrow_copy", "select", "ravel", "cartesian_prod", "combinations", "unfold",
-    "diagflat", "block_diag",
+    "diagflat", "block_diag", "slice_scatter", "select_scatter", "diagonal_scatter",
 ]

@@ -23,7 +23,7 @@ from zgrad.tensor import Tensor
 
 __all__ = [
     "movedim", "moveaxis", "swapaxes", "swapdims", "adjoint", "swap_last_two", "narrow", "narrow_copy", "select",
-    "ravel", "unbind", "unflatten", "broadcast_to", "broadcast_tensors", "broadcast_shapes", "atleast_1d", "atleast_2d",
+    "select_index", "ravel", "unbind", "unflatten", "broadcast_to", "broadcast_tensors", "broadcast_shapes", "atleast_1d", "atleast_2d",
     "atleast_3d", "meshgrid", "cartesian_prod",
 ]
 
@@ -134,13 +134,23 @@ def select(input: Any, dim: int, index: Any) -> Any:  # noqa: A002
         IndexError: ``dim`` or ``index`` is out of range (a 0-d tensor has no dim).
     """
     x = tensor_arg(input, "select")
-    if x.ndim == 0:
+    return getitem(x, select_index(x.shape, dim, index))
+
+
+def select_index(shape: tuple[int, ...], dim: int, index: Any) -> tuple[Any, ...]:
+    """The basic index of position ``index`` (an int or a one-element tensor; negative counts
+    from the end) of dim ``dim`` of a tensor of ``shape``.
+
+    Raises:
+        IndexError: a 0-d shape, or ``dim`` or ``index`` out of range, with PyTorch's message.
+    """
+    if not shape:
         raise IndexError("select() cannot be applied to a 0-dim tensor.")
-    dim, index = normalize_dim(dim, x.ndim), int(scalar_arg(index, "select"))
-    size = x.shape[dim]
+    dim, index = normalize_dim(dim, len(shape)), int(scalar_arg(index, "select"))
+    size = shape[dim]
     if not -size <= index < size:
-        raise IndexError(f"select(): index {index} out of range for tensor of size {list(x.shape)} at dimension {dim}")
-    return getitem(x, (slice(None),) * dim + (index % size,))
+        raise IndexError(f"select(): index {index} out of range for tensor of size {list(shape)} at dimension {dim}")
+    return (slice(None),) * dim + (index % size, Ellipsis)
 
 
 def ravel(input: Any) -> Any:  # noqa: A002

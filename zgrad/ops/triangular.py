@@ -126,7 +126,12 @@ def _check_matrix_size(row: int, col: int, what: str) -> None:
             raise ShapeError(f"{name} must be non-negative, got{size}")
 
 
-def _matrix_dims(dim1: int, dim2: int, ndim: int) -> tuple[int, int]:
+def matrix_dims(dim1: int, dim2: int, ndim: int) -> tuple[int, int]:
+    """``dim1`` and ``dim2`` in [0, ndim), the two dims of a diagonal.
+
+    Raises:
+        IndexError: a dim is out of range. ShapeError: they name the same dim.
+    """
     d1, d2 = normalize_dim(dim1, ndim), normalize_dim(dim2, ndim)
     if d1 == d2:
         raise ShapeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
@@ -158,7 +163,7 @@ def diagonal(input: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any: 
         IndexError: a dim is out of range. ShapeError: ``dim1`` and ``dim2`` name the same dim.
     """
     x = tensor_arg(input, "diagonal")
-    return Diagonal.apply(x, offset, *_matrix_dims(dim1, dim2, x.ndim))
+    return Diagonal.apply(x, offset, *matrix_dims(dim1, dim2, x.ndim))
 
 
 class DiagEmbed(Op):
@@ -186,7 +191,7 @@ def diag_embed(input: Any, offset: int = 0, dim1: int = -2, dim2: int = -1) -> A
     """
     x = tensor_arg(input, "diag_embed")
     ndim = x.ndim + 1
-    d1, d2 = _matrix_dims(dim1, dim2, ndim)
+    d1, d2 = matrix_dims(dim1, dim2, ndim)
     size = x.shape[-1] + abs(offset)
     batch = iter(x.shape[:-1])
     shape = tuple(size if d in (d1, d2) else next(batch) for d in range(ndim))
