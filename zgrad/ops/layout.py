@@ -23,8 +23,8 @@ from zgrad.tensor import Tensor
 
 __all__ = [
     "movedim", "moveaxis", "swapaxes", "swapdims", "adjoint", "swap_last_two", "narrow", "narrow_copy", "select",
-    "select_index", "ravel", "unbind", "unflatten", "broadcast_to", "broadcast_tensors", "broadcast_shapes", "atleast_1d", "atleast_2d",
-    "atleast_3d", "meshgrid", "cartesian_prod",
+    "select_index", "ravel", "unbind", "unflatten", "broadcast_to", "broadcast_tensors", "broadcast_shapes",
+    "atleast_1d", "atleast_2d", "atleast_3d", "meshgrid", "cartesian_prod",
 ]
 
 
