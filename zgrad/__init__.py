@@ -8,7 +8,7 @@ import numpy as _np
 
 # First: these bind Tensor's op-backed methods (operators, math, layout, to, in-place updates)
 # onto zgrad.tensor.Tensor, before any other module of zgrad can hold a tensor.
-from zgrad import tensor_inplace, tensor_math, tensor_reduce  # noqa: F401
+from zgrad import tensor_inplace, tensor_math, tensor_reduce, tensor_shape  # noqa: F401
 from zgrad import accelerator, autograd, cuda, distributions, futures, nn, optim
 from zgrad import return_types, utils
 from zgrad.creation import (
@@ -48,6 +48,14 @@ from zgrad.ops import (
     all, allclose, amax, amin, aminmax, any, count_nonzero, cummax, cummin, cumprod, equal, isclose, logcumsumexp,
     median, mode, nanmean, nanmedian, nanquantile, quantile, std_mean, var_mean,
 )
+from zgrad.ops import (
+    adjoint, atleast_1d, atleast_2d, atleast_3d, block_diag, broadcast_shapes, broadcast_tensors, broadcast_to,
+    cartesian_prod, column_stack, combinations, concat, concatenate, diag, diag_embed, diagflat, diagonal, dsplit,
+    dstack, flip, fliplr, flipud, hsplit, hstack, meshgrid, moveaxis, movedim, narrow, narrow_copy, ravel,
+    repeat_interleave, roll, rot90, row_stack, select, swapaxes, swapdims, tensor_split, tile, trace, tril,
+    tril_indices, triu, triu_indices, unbind, unflatten, vsplit, vstack,
+)
+from zgrad.ops import diagonal_scatter, select_scatter, slice_scatter
 from zgrad.random import manual_seed
 from zgrad.serialization import load, save
 from zgrad.tensor import Tensor
@@ -90,6 +98,12 @@ __all__ = [
     "all", "allclose", "amax", "amin", "aminmax", "any", "count_nonzero", "cummax", "cummin", "cumprod", "equal",
     "isclose", "logcumsumexp", "median", "mode", "nanmean", "nanmedian", "nanquantile", "quantile", "return_types",
     "std_mean", "var_mean",
+    "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_shapes", "broadcast_tensors", "broadcast_to", "column_stack",
+    "diag", "diag_embed", "diagonal", "dsplit", "dstack", "flip", "fliplr", "flipud", "hsplit", "hstack", "meshgrid",
+    "moveaxis", "movedim", "narrow", "repeat_interleave", "roll", "rot90", "row_stack", "swapaxes", "swapdims",
+    "tensor_split", "tile", "trace", "tril", "tril_indices", "triu", "triu_indices", "unbind", "unflatten", "vsplit",
+    "vstack", "adjoint", "block_diag", "cartesian_prod", "combinations", "concat", "concatenate", "diagflat",
+    "narrow_copy", "ravel", "select", "diagonal_scatter", "select_scatter", "slice_scatter",
 ]
 # torch.<name> forms of nn.functional ops (same signatures)
 __all__ += ["conv_transpose2d", "cosine_similarity", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu"]

@@ -650,7 +650,7 @@ def test_shape_errors_name_the_shapes():
         x.size(2)
     with pytest.raises(ValueError, match="chunk expects `chunks` to be greater than 0"):
         x.chunk(0)
-    with pytest.raises(ValueError, match=r"shape \[4, 2\] is invalid for input of size 6"):
+    with pytest.raises(ValueError, match=r"shape '\[4, 2\]' is invalid for input of size 6"):
         x.view(4, 2)
     with pytest.raises(ValueError, match=r"view size is not compatible with input tensor's size and stride .* Use .reshape"):
         x.t().view(6)

@@ -506,7 +506,7 @@ def stack(arrays: Sequence[Any], axis: int, empty: Callable[[tuple[int, ...], np
     first = arrays[0]
     if len({a.shape for a in arrays}) > 1:
         i, a = next((i, a) for i, a in enumerate(arrays) if a.shape != first.shape)
-        raise ValueError(f"stack expects each tensor to be equal size, but got {list(first.shape)} at entry 0 and {list(a.shape)} at entry {i}")
+        raise ShapeError(f"stack expects each tensor to be equal size, but got {list(first.shape)} at entry 0 and {list(a.shape)} at entry {i}")
     ndim = first.ndim + 1
     if not -ndim <= axis < ndim:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got {axis})")
@@ -520,13 +520,13 @@ def concatenate(arrays: Sequence[Any], axis: int):
     be = backend_of(*arrays)
     first = arrays[0]
     if first.ndim == 0:
-        raise ValueError("zero-dimensional tensor cannot be concatenated")
+        raise ShapeError("zero-dimensional tensor (at position 0) cannot be concatenated")
     if not -first.ndim <= axis < first.ndim:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-first.ndim}, {first.ndim - 1}], but got {axis})")
     axis %= first.ndim
     for i, a in enumerate(arrays):
         if a.ndim != first.ndim or a.shape[:axis] != first.shape[:axis] or a.shape[axis + 1:] != first.shape[axis + 1:]:
-            raise ValueError(
+            raise ShapeError(
                 f"Sizes of tensors must match except in dimension {axis}: got {list(first.shape)} at entry 0 and {list(a.shape)} at entry {i}"
             )
     shape = first.shape[:axis] + (sum(a.shape[axis] for a in arrays),) + first.shape[axis + 1:]

@@ -1,4 +1,5 @@
-"""Dispatch of selection by index or mask: gather, scatter, index_select and where.
+"""Dispatch of selection by index or mask: gather, scatter, index_select and where, and the
+strided selections of diagonals and sliding windows.
 
 The companion of :mod:`zgrad.kernels.dispatch` (its rules hold here: the backend comes from the
 arrays' device, outputs are allocated here, shapes are checked here with PyTorch's messages).
@@ -18,7 +19,7 @@ from zgrad.kernels.promotion import result_type
 
 __all__ = [
     "normalize_dim", "check_index_range", "gather", "scatter", "scatter_add", "index_select",
-    "index_select_backward", "where", "masked_fill_",
+    "index_select_backward", "where", "masked_fill_", "diagonal_view", "sliding_windows",
 ]
 
 
@@ -176,3 +177,25 @@ def where(cond: Any, a: Any, b: Any):
 def masked_fill_(out: Any, mask: Any, value: Any):
     """out = value where ``mask``, in place (``mask`` broadcast to ``out``)."""
     return backend_of(out, mask).where(mask, value, out, out)
+
+
+def diagonal_view(x: Any, offset: int, axis1: int, axis2: int) -> Any:
+    """A view of the ``offset``-th diagonal of the matrices of ``x`` in ``axis1`` (rows) and
+    ``axis2`` (columns), as a last axis, on its device: numpy's ``diagonal``, made writeable (as
+    PyTorch's) where ``x`` is."""
+    view = x.diagonal(offset, axis1, axis2)
+    if isinstance(view, np.ndarray) and x.flags.writeable:
+        view.flags.writeable = True
+    return view
+
+
+def sliding_windows(x: Any, axis: int, size: int, step: int, writeable: bool = False) -> Any:
+    """A view of the windows of ``size`` elements ``step`` apart along ``axis`` of ``x``, on its
+    device: ``axis`` counts the windows, a new last axis holds each (numpy's
+    ``sliding_window_view``). Overlapping windows share memory: write through the view only when
+    ``step >= size`` (``writeable`` asks numpy for a writeable view)."""
+    if isinstance(x, np.ndarray):
+        windows = np.lib.stride_tricks.sliding_window_view(x, size, axis, writeable=writeable)
+    else:
+        windows = x.sliding_window_view(size, axis)
+    return windows[(slice(None),) * axis + (slice(None, None, step),)]

@@ -25,8 +25,20 @@ from zgrad.ops.reduce_logical import all, allclose, any, count_nonzero, equal, i
 from zgrad.ops.reduce_order import median, mode, nanmedian, nanquantile, quantile
 from zgrad.ops.reduce_scan import cummax, cummin, cumprod, logcumsumexp
 from zgrad.ops.reduce_stats import amax, amin, aminmax, nanmean, std_mean, var_mean
-from zgrad.ops.shape import chunk, expand, flatten, split, squeeze, t, unsqueeze
 from zgrad.ops.vector_norm import vector_norm
+from zgrad.ops.joining import (
+    column_stack, concat, concatenate, dsplit, dstack, hsplit, hstack, row_stack, tensor_split, vsplit, vstack,
+)
+from zgrad.ops.layout import (
+    adjoint, atleast_1d, atleast_2d, atleast_3d, broadcast_shapes, broadcast_tensors, broadcast_to, cartesian_prod,
+    meshgrid, moveaxis, movedim, narrow, narrow_copy, ravel, select, swapaxes, swapdims, unbind, unflatten,
+)
+from zgrad.ops.reorder import combinations, flip, fliplr, flipud, repeat, repeat_interleave, roll, rot90, tile, unfold
+from zgrad.ops.shape import chunk, expand, flatten, split, squeeze, t, unsqueeze, view
+from zgrad.ops.triangular import (
+    block_diag, diag, diag_embed, diagflat, diagonal, trace, tril, tril_indices, triu, triu_indices,
+)
+from zgrad.ops.view_scatter import diagonal_scatter, select_scatter, slice_scatter
 
 __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "square", "matmul", "exp", "log", "tanh", "sigmoid", "relu",
@@ -41,4 +53,12 @@ __all__ = [
     "cross", "einsum", "addr", "tensordot", "vector_norm",
     "all", "any", "count_nonzero", "isclose", "allclose", "equal", "median", "nanmedian", "quantile", "nanquantile",
     "mode", "cumprod", "cummax", "cummin", "logcumsumexp", "amax", "amin", "aminmax", "nanmean", "var_mean", "std_mean",
+    "flatten", "unsqueeze", "squeeze", "expand", "split", "chunk", "t", "view",
+    "tril", "triu", "tril_indices", "triu_indices", "diagonal", "diag", "diag_embed", "trace",
+    "flip", "fliplr", "flipud", "roll", "rot90", "repeat", "tile", "repeat_interleave",
+    "movedim", "moveaxis", "swapaxes", "swapdims", "narrow", "unbind", "unflatten", "broadcast_to",
+    "broadcast_tensors", "broadcast_shapes", "atleast_1d", "atleast_2d", "atleast_3d", "meshgrid",
+    "tensor_split", "hsplit", "vsplit", "dsplit", "hstack", "vstack", "row_stack", "dstack", "column_stack",
+    "concat", "concatenate", "adjoint", "narrow_copy", "select", "ravel", "cartesian_prod", "combinations", "unfold",
+    "diagflat", "block_diag", "slice_scatter", "select_scatter", "diagonal_scatter",
 ]

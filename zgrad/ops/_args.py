@@ -10,7 +10,7 @@ from zgrad.errors import DTypeError
 from zgrad.kernels.dispatch import scalar_type_name
 from zgrad.tensor import Tensor
 
-__all__ = ["operand", "tensor_arg", "index_arg", "index_key", "scalar_arg", "require_kinds"]
+__all__ = ["operand", "tensor_arg", "index_arg", "index_key", "scalar_arg", "require_kinds", "int_tuple"]
 
 
 def operand(x: Any) -> Any:
@@ -89,3 +89,8 @@ def scalar_arg(value: Any, what: str) -> Any:
     if isinstance(value, Tensor) and value.numel() == 1:
         return value.item()
     raise TypeError(f"{what} expects a number, got {type(value).__name__}")
+
+
+def int_tuple(value: Any) -> tuple[int, ...]:
+    """An int or a sequence of ints (dims, shifts, sizes) as a tuple of ints."""
+    return (int(value),) if isinstance(value, (int, np.integer)) else tuple(int(v) for v in value)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from zgrad.engine.grad_mode import is_grad_enabled
-from zgrad.errors import DTypeError, ZgradError
+from zgrad.errors import DTypeError, ShapeError, ZgradError
 from zgrad.kernels.promotion import result_type
 from zgrad.ops._args import index_key as _index
 from zgrad.ops._args import operand as _operand
@@ -187,14 +187,14 @@ def getitem(x: Any, index: Any) -> Any:
 def stack(tensors: Sequence[Any], dim: int = 0) -> Any:
     """Join same-shaped tensors along a new dimension."""
     if not tensors:
-        raise ValueError("stack expects a non-empty sequence of tensors")
+        raise ShapeError("stack expects a non-empty TensorList")
     return Stack.apply(dim, *(_tensor(t, "stack") for t in tensors))
 
 
 def cat(tensors: Sequence[Any], dim: int = 0) -> Any:
     """Join tensors along an existing dimension."""
     if not tensors:
-        raise ValueError("cat expects a non-empty sequence of tensors")
+        raise ValueError("torch.cat(): expected a non-empty list of Tensors")
     return Cat.apply(dim, *(_tensor(t, "cat") for t in tensors))
 
 

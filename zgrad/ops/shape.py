@@ -9,6 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from zgrad.autograd.function import Op
+from zgrad.errors import ShapeError
 from zgrad.kernels import dispatch
 from zgrad.kernels.dispatch_index import normalize_dim
 from zgrad.ops._args import tensor_arg
@@ -21,7 +22,7 @@ class Reshape(Op):
         try:
             return x.reshape(shape)
         except ValueError:
-            raise ValueError(f"shape {list(shape)} is invalid for input of size {x.size} (shape {list(x.shape)})") from None
+            raise _invalid_shape(shape, x.size) from None
 
     @staticmethod
     def backward(ctx, grad):
@@ -31,9 +32,14 @@ class Reshape(Op):
 class Permute(Op):
     @staticmethod
     def forward(ctx, x, dims):
-        if sorted(d % max(x.ndim, 1) for d in dims) != list(range(x.ndim)):
-            raise ValueError(f"permute: dims {list(dims)} are not a permutation of the {x.ndim} dimensions")
-        ctx.inverse = tuple(np.argsort([d % x.ndim for d in dims]))
+        if len(dims) != x.ndim:
+            raise ShapeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the length "
+                             f"of the desired ordering of dimensions i.e. input.dim() = {x.ndim} is not equal to "
+                             f"len(dims) = {len(dims)}")
+        dims = tuple(normalize_dim(d, x.ndim) for d in dims)
+        if len(set(dims)) != len(dims):
+            raise ShapeError("permute(): duplicate dims are not allowed.")
+        ctx.inverse = tuple(np.argsort(dims))
         return x.transpose(dims)
 
     @staticmethod
@@ -102,13 +108,17 @@ class View(Op):
             return x.reshape(shape, copy=False)
         except ValueError:
             if not _fits(x.size, shape):
-                raise ValueError(f"shape {list(shape)} is invalid for input of size {x.size} (shape {list(x.shape)})") from None
-            raise ValueError("view size is not compatible with input tensor's size and stride (at least one dimension "
+                raise _invalid_shape(shape, x.size) from None
+            raise ShapeError("view size is not compatible with input tensor's size and stride (at least one dimension "
                              "spans across two contiguous subspaces). Use .reshape(...) instead.") from None
 
     @staticmethod
     def backward(ctx, grad):
         return grad.reshape(ctx.shape), None
+
+
+def _invalid_shape(shape: tuple[int, ...], size: int) -> ShapeError:
+    return ShapeError(f"shape '{list(shape)}' is invalid for input of size {size}")
 
 
 def _fits(size: int, shape: tuple[int, ...]) -> bool:
@@ -156,7 +166,7 @@ def view(input: Any, shape: Sequence[int]) -> Any:  # noqa: A002 - torch's argum
     """``input`` seen with another shape, sharing its memory (-1 infers one size).
 
     Raises:
-        ValueError: the shape does not fit the number of elements, or the layout needs a copy
+        ShapeError: the shape does not fit the number of elements, or the layout needs a copy
             (then use reshape), with PyTorch's message.
     """
     return View.apply(tensor_arg(input, "view"), tuple(int(n) for n in shape))
@@ -166,14 +176,14 @@ def flatten(input: Any, start_dim: int = 0, end_dim: int = -1) -> Any:  # noqa: 
     """Merge dimensions ``start_dim`` to ``end_dim`` (inclusive) into one; a 0-d tensor becomes 1-d.
 
     Raises:
-        ValueError: ``start_dim`` comes after ``end_dim``. IndexError: a dim is out of range.
+        ShapeError: ``start_dim`` comes after ``end_dim``. IndexError: a dim is out of range.
     """
     x = tensor_arg(input, "flatten")
+    start, end = _dim(start_dim, x.ndim), _dim(end_dim, x.ndim)
     if x.ndim == 0:
         return Reshape.apply(x, (1,))
-    start, end = _dim(start_dim, x.ndim), _dim(end_dim, x.ndim)
     if start > end:
-        raise ValueError("flatten() has invalid args: start_dim cannot come after end_dim")
+        raise ShapeError("flatten() has invalid args: start_dim cannot come after end_dim")
     shape = x.shape[:start] + (math.prod(x.shape[start:end + 1]),) + x.shape[end + 1:]
     return x if shape == x.shape else Reshape.apply(x, shape)
 
@@ -192,7 +202,12 @@ def squeeze(input: Any, dim: Any = None) -> Any:  # noqa: A002
     if dim is None:
         dims = set(range(x.ndim))
     else:
-        dims = {_dim(d, x.ndim) for d in ((dim,) if isinstance(dim, int) else dim)}
+        dims = set()
+        for d in (dim,) if isinstance(dim, int) else dim:
+            d = _dim(d, x.ndim)
+            if d in dims:
+                raise ShapeError(f"dim {d} appears multiple times in the list of dims")
+            dims.add(d)
     shape = tuple(n for d, n in enumerate(x.shape) if not (d in dims and n == 1))
     return x if shape == x.shape else Reshape.apply(x, shape)
 
@@ -201,20 +216,20 @@ def expand(input: Any, sizes: Sequence[int]) -> Any:  # noqa: A002
     """A broadcast view of size ``sizes`` (-1 keeps a size; new dimensions go in front).
 
     Raises:
-        ValueError: fewer sizes than dimensions, -1 for a new dimension, or a size that differs
+        ShapeError: fewer sizes than dimensions, -1 for a new dimension, or a size that differs
             from a non-singleton one, with PyTorch's message.
     """
     x = tensor_arg(input, "expand")
     sizes = tuple(int(s) for s in sizes)
     if len(sizes) < x.ndim:
-        raise ValueError(f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal to the "
+        raise ShapeError(f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal to the "
                          f"number of dimensions in the tensor ({x.ndim})")
     lead = len(sizes) - x.ndim
     shape = []
     for i, size in enumerate(sizes):
         if i < lead:
             if size < 0:
-                raise ValueError(f"expand: the expanded size of the tensor ({size}) isn't allowed in a leading, "
+                raise ShapeError(f"expand: the expanded size of the tensor ({size}) isn't allowed in a leading, "
                                  f"non-existing dimension {i}")
             shape.append(size)
             continue
@@ -222,7 +237,7 @@ def expand(input: Any, sizes: Sequence[int]) -> Any:  # noqa: A002
         if size == -1:
             size = current
         elif current != 1 and size != current:
-            raise ValueError(f"The expanded size of the tensor ({size}) must match the existing size ({current}) at "
+            raise ShapeError(f"The expanded size of the tensor ({size}) must match the existing size ({current}) at "
                              f"non-singleton dimension {i}.  Target sizes: {list(sizes)}.  Tensor sizes: {list(x.shape)}")
         shape.append(size)
     return x if tuple(shape) == x.shape else Expand.apply(x, tuple(shape))
@@ -233,49 +248,53 @@ def split(tensor: Any, split_size_or_sections: Any, dim: int = 0) -> tuple[Any, 
     last piece may be smaller) or of the sizes in that list.
 
     Raises:
-        ValueError: sizes that do not add up to the dimension, or a split size below 1.
+        ShapeError: sizes that do not add up to the dimension, or a split size below 1 for a
+            non-empty dimension.
     """
     x = tensor_arg(tensor, "split")
     if x.ndim == 0:
-        raise ValueError("split expects at least a 1-dimensional tensor")
+        raise ShapeError("split expects at least a 1-dimensional tensor")
     dim = _dim(dim, x.ndim)
     total = x.shape[dim]
     if isinstance(split_size_or_sections, int):
         size = split_size_or_sections
-        if size < 1 and total:
-            raise ValueError(f"split expects split_size be positive, but got split_size={size}")
+        if size < 0:
+            raise ShapeError(f"split expects split_size be non-negative, but got split_size={size}")
+        if size == 0 and total:
+            raise ShapeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {total}")
         sizes = [size] * (total // size) + ([total % size] if total % size else []) if total else [0]
     else:
         sizes = [int(s) for s in split_size_or_sections]
         if sum(sizes) != total or any(s < 0 for s in sizes):
-            raise ValueError(f"split_with_sizes expects split_sizes to sum exactly to {total} (input tensor's size "
+            raise ShapeError(f"split_with_sizes expects split_sizes to sum exactly to {total} (input tensor's size "
                              f"at dimension {dim}), but got split_sizes={sizes}")
     pieces = Split.apply(x, tuple(sizes), dim)
     return pieces if isinstance(pieces, tuple) else (pieces,)
 
 
 def chunk(input: Any, chunks: int, dim: int = 0) -> tuple[Any, ...]:  # noqa: A002
-    """At most ``chunks`` views along ``dim``, each of ceil(size / chunks) (the last may be smaller).
+    """At most ``chunks`` views along ``dim``, each of ceil(size / chunks) (the last may be smaller);
+    ``chunks`` empty views of an empty dim.
 
     Raises:
-        ValueError: ``chunks`` below 1.
+        ShapeError: ``chunks`` below 1.
     """
     x = tensor_arg(input, "chunk")
     if chunks < 1:
-        raise ValueError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+        raise ShapeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     if x.ndim == 0:
-        raise ValueError("chunk expects at least a 1-dimensional tensor")
+        raise ShapeError("chunk expects at least a 1-dimensional tensor")
     size = x.shape[_dim(dim, x.ndim)]
-    return split(x, max(-(-size // chunks), 1), dim)
+    return split(x, -(-size // chunks) if size else [0] * chunks, dim)
 
 
 def t(input: Any) -> Any:  # noqa: A002
     """The transpose of a matrix; a 0-d or 1-d tensor as it is.
 
     Raises:
-        ValueError: more than 2 dimensions.
+        ShapeError: more than 2 dimensions.
     """
     x = tensor_arg(input, "t")
     if x.ndim > 2:
-        raise ValueError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
+        raise ShapeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
     return Permute.apply(x, (1, 0)) if x.ndim == 2 else x

@@ -20,6 +20,7 @@ from zgrad.kernels.cpu.layers import (  # noqa: F401 - convolution, pooling and 
 )
 from zgrad.kernels.cpu.linalg import (  # noqa: F401 - matrix factorizations and solves (LAPACK)
     linalg_cholesky, linalg_det, linalg_eigh, linalg_inv, linalg_qr, linalg_slogdet, linalg_solve, linalg_svd,
+)
 from zgrad.kernels.cpu.scans import (  # noqa: F401 - running reductions and order statistics
     argsort_rows, cumextreme_rows, cumprod, cumprod_backward_rows, logcumsumexp_backward_rows, logcumsumexp_rows,
     mode_rows,

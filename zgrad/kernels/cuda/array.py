@@ -168,6 +168,14 @@ class DeviceArray:
     def swapaxes(self, a: int, b: int) -> "DeviceArray":
         return self._view(self._layout.swapaxes(a, b))
 
+    def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> "DeviceArray":
+        """The ``offset``-th diagonal of the matrices in ``axis1``, ``axis2`` as a view (numpy's)."""
+        return self._view(self._layout.diagonal(offset, axis1, axis2))
+
+    def sliding_window_view(self, size: int, axis: int) -> "DeviceArray":
+        """The windows of ``size`` along ``axis`` as a view (numpy's ``sliding_window_view``)."""
+        return self._view(np.lib.stride_tricks.sliding_window_view(self._layout, size, axis))
+
     def broadcast_to(self, shape: tuple[int, ...]) -> "DeviceArray":
         """A read-only broadcast view to ``shape`` (numpy's rules and errors)."""
         return self._view(np.broadcast_to(self._layout, tuple(shape)))
