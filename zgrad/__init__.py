@@ -8,7 +8,7 @@ import numpy as _np
 
 # First: these bind Tensor's op-backed methods (operators, math, layout, to, in-place updates)
 # onto zgrad.tensor.Tensor, before any other module of zgrad can hold a tensor.
-from zgrad import tensor_inplace, tensor_math  # noqa: F401
+from zgrad import tensor_indexing, tensor_inplace, tensor_math  # noqa: F401
 from zgrad import accelerator, autograd, cuda, distributions, futures, nn, optim
 from zgrad import utils
 from zgrad.creation import (
@@ -30,6 +30,11 @@ from zgrad.ops import (
     abs, argmax, argmin, chunk, clamp, clip, cumsum, eq, flatten, gather, ge, gt, index_select, le, logical_and,
     logical_not, logical_or, logical_xor, logsumexp, lt, masked_fill, max, maximum, min, minimum, nansum, ne, prod,
     remainder, scatter, split, sqrt, squeeze, std, t, unsqueeze, var, where,
+)
+from zgrad.ops import (
+    argsort, argwhere, bincount, bucketize, histc, index_add, index_copy, index_fill, index_put, kthvalue,
+    masked_scatter, masked_select, msort, nonzero, scatter_add, scatter_reduce, searchsorted, sort, take,
+    take_along_dim, topk, unique, unique_consecutive,
 )
 from zgrad.random import manual_seed
 from zgrad.serialization import load, save
@@ -68,4 +73,7 @@ __all__ = [
     "reshape", "save", "scatter", "set_default_device", "set_grad_enabled", "sigmoid", "softmax", "split", "sqrt", "square", "squeeze", "stack", "std",
     "sub", "sum", "t", "tanh", "Tensor", "tensor", "transpose", "uint8", "unsqueeze", "utils", "var", "where", "zeros",
     "zeros_like", "ZgradError",
+    "argsort", "argwhere", "bincount", "bucketize", "histc", "index_add", "index_copy", "index_fill", "index_put",
+    "kthvalue", "masked_scatter", "masked_select", "msort", "nonzero", "scatter_add", "scatter_reduce",
+    "searchsorted", "sort", "take", "take_along_dim", "topk", "unique", "unique_consecutive",
 ]

@@ -5,6 +5,7 @@ op class (``functions.py`` holds those whose class has no function beside it).
 
 from __future__ import annotations
 
+from zgrad.ops.counting import bincount, histc, unique, unique_consecutive
 from zgrad.ops.compare import eq, ge, gt, le, logical_and, logical_not, logical_or, logical_xor, lt, ne
 from zgrad.ops.elementwise import abs, clamp, clip, maximum, minimum, remainder, sqrt
 from zgrad.ops.functions import (
@@ -16,7 +17,10 @@ from zgrad.ops.loss_functions import cross_entropy, mse_loss
 from zgrad.ops.reduce import (
     ValuesIndices, argmax, argmin, cumsum, logsumexp, max, mean, min, nansum, prod, std, sum, var,
 )
+from zgrad.ops.scattering import index_add, index_copy, index_fill, index_put, scatter_add, scatter_reduce
+from zgrad.ops.selection import argwhere, masked_scatter, masked_select, nonzero, take, take_along_dim
 from zgrad.ops.shape import chunk, expand, flatten, split, squeeze, t, unsqueeze
+from zgrad.ops.sorting import argsort, bucketize, kthvalue, msort, searchsorted, sort, topk
 
 __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "square", "matmul", "exp", "log", "tanh", "sigmoid", "relu",
@@ -27,4 +31,7 @@ __all__ = [
     "abs", "sqrt", "clamp", "clip", "maximum", "minimum", "remainder", "gather", "index_select", "scatter", "where",
     "masked_fill", "ValuesIndices", "max", "min", "argmax", "argmin", "var", "std", "logsumexp",
     "flatten", "unsqueeze", "squeeze", "expand", "split", "chunk", "t",
+    "take", "take_along_dim", "masked_select", "masked_scatter", "nonzero", "argwhere", "index_add", "index_copy",
+    "index_fill", "index_put", "scatter_add", "scatter_reduce", "sort", "argsort", "msort", "topk", "kthvalue",
+    "searchsorted", "bucketize", "unique", "unique_consecutive", "bincount", "histc",
 ]

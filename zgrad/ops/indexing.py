@@ -7,11 +7,15 @@ from typing import Any
 import numpy as np
 
 from zgrad.autograd.function import Op
+from zgrad.errors import DTypeError
 from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_index
 from zgrad.ops._args import index_arg, index_key, operand, tensor_arg
 
-__all__ = ["gather", "index_select", "scatter", "where", "masked_fill", "index_put", "mask_arg", "scatter_source"]
+__all__ = [
+    "gather", "index_select", "scatter", "where", "masked_fill", "index_put", "mask_arg", "scatter_source",
+    "source_gradient",
+]
 
 
 class Gather(Op):
@@ -59,11 +63,16 @@ class Scatter(Op):
         if ctx.needs_input_grad[0]:  # the overwritten positions pass no gradient back to x
             gx = dispatch_index.scatter(dispatch.cast(grad, grad.dtype), ctx.dim, index, 0)
         if ctx.needs_input_grad[3]:
-            gsrc = dispatch_index.gather(grad, ctx.dim, index)
-            if gsrc.shape != ctx.src_shape:  # src was larger than index: the rest of it was not used
-                region = tuple(slice(0, n) for n in index.shape)
-                gsrc = dispatch.slice_backward(gsrc, region, ctx.src_shape, gsrc.dtype)
+            gsrc = source_gradient(dispatch_index.gather(grad, ctx.dim, index), index.shape, ctx.src_shape)
         return gx, None, None, gsrc
+
+
+def source_gradient(grad: Any, index_shape: tuple[int, ...], src_shape: tuple[int, ...]) -> Any:
+    """The gradient of a scatter's ``src`` from ``grad`` of the index's shape: zero in the part of
+    a larger ``src`` that the index does not reach."""
+    if grad.shape == tuple(src_shape):
+        return grad
+    return dispatch.slice_backward(grad, tuple(slice(0, n) for n in index_shape), src_shape, grad.dtype)
 
 
 class IndexPut(Op):
@@ -107,11 +116,11 @@ def mask_arg(mask: Any, what: str) -> np.ndarray:
     """The bool array of a mask given as a Tensor or an array.
 
     Raises:
-        TypeError: a mask that is not bool, with PyTorch's message.
+        DTypeError: a mask that is not bool, with PyTorch's message.
     """
     array = mask._data if hasattr(mask, "_data") else np.asarray(mask)
     if array.dtype != np.bool_:
-        raise TypeError(f"{what} only supports boolean masks, but got mask with dtype {array.dtype}")
+        raise DTypeError(f"{what} only supports boolean masks, but got mask with dtype {array.dtype}")
     return array
 
 
