@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from zgrad.kernels.cpu import kernels
+from zgrad.kernels.cpu.common import widened
 
 __all__ = ["argsort", "nonzero", "scatter_reduce", "searchsorted"]
 
@@ -34,8 +35,7 @@ def nonzero(x, out):
 def scatter_reduce(index, src, code, out):
     """out[o, index[o, j, i], i] = reduce(that, src[o, j, i]) on C-contiguous 3-D views, the
     reduction named by ``code`` (see :data:`zgrad.kernels.vocabulary.SCATTER_REDUCTIONS`)."""
-    kernels.search.scatter_reduce(index, src, int(code), out)
-    return out
+    return widened(kernels.search.scatter_reduce, index, src, int(code), out=out)
 
 
 def searchsorted(sequence, values, right, out):
