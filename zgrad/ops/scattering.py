@@ -240,10 +240,10 @@ def index_copy(input: Any, dim: int, index: Any, source: Any) -> Any:  # noqa: A
     dim = _checked_dim(x, dim)
     index = _index_slices("index_copy", x, dim, index, source)
     if x.ndim == 0:
-        return scatter(x.reshape(1), 0, index, source.reshape(1)).reshape(())
+        return scatter(x.reshape(1), 0, Tensor(index), source.reshape(1)).reshape(())
     spread = (1,) * dim + (index.size,) + (1,) * (x.ndim - dim - 1)
     positions = dispatch.contiguous(dispatch.broadcast_to(index.reshape(spread), source.shape))
-    return scatter(x, dim, positions, source)
+    return scatter(x, dim, Tensor(positions), source)
 
 
 def index_fill(input: Any, dim: int, index: Any, value: Any) -> Any:  # noqa: A002
