@@ -11,7 +11,8 @@ writes it into the tensor's memory, recorded in the graph when gradients flow. B
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from zgrad import ops
 from zgrad.kernels import dispatch_pointwise

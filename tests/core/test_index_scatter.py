@@ -125,6 +125,14 @@ def test_errors_as_torch():
         zgrad.index_fill(x, 1, zgrad.tensor([4]), 1.0)
     with pytest.raises(IndexError, match="out of bounds"):
         zgrad.scatter_add(x, 0, zgrad.tensor([[3]]), x)
+    for out_of_range in (lambda: zgrad.scatter_add(x, 0, zgrad.tensor([[3]]), x),  # RuntimeError in torch too
+                         lambda: zgrad.index_add(x, 0, zgrad.tensor([3]), x[:1]),
+                         lambda: zgrad.gather(x, 0, zgrad.tensor([[-1]]))):
+        with pytest.raises(RuntimeError, match="is out of bounds for dimension 0 with size 3"):
+            out_of_range()
+    flags = zgrad.tensor([True, False])
+    with pytest.raises(NotImplementedError, match="reduce_mean\" not implemented for 'Bool'"):
+        zgrad.scatter_reduce(flags, 0, zgrad.tensor([0]), flags, "mean")
     with pytest.raises(IndexError, match="Dimension out of range"):
         zgrad.index_add(x, 2, zgrad.tensor([0]), x)
 

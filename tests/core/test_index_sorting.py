@@ -51,7 +51,7 @@ def test_other_dtypes_sort_as_torch(dtype):
 def test_equal_elements_keep_their_order_and_nan_is_largest():
     x = np.array([[2.0, np.nan, 1.0, 2.0, 1.0, np.nan, 2.0]])
     for descending in (False, True):
-        same_as_torch(lambda lib, t: lib.sort(t, stable=True, descending=descending), x)
+        same_as_torch(lambda lib, t, d=descending: lib.sort(t, stable=True, descending=d), x)
     same_as_torch(lambda lib, t: lib.topk(t, 3), x)
 
 
@@ -80,6 +80,13 @@ def test_errors_as_torch():
         zgrad.kthvalue(x, 3)
     with pytest.raises(IndexError, match="Dimension out of range"):
         zgrad.sort(x, 1)
+    flags = zgrad.tensor([True, False])
+    with pytest.raises(RuntimeError, match="topk does not support bool dtypes"):
+        zgrad.topk(flags, 1)
+    with pytest.raises(NotImplementedError, match="\"kthvalue_cpu\" not implemented for 'Bool'"):
+        zgrad.kthvalue(flags, 1)
+    with pytest.raises(NotImplementedError, match="\"searchsorted_out_cpu\" not implemented for 'Bool'"):
+        zgrad.searchsorted(flags, flags)
 
 
 SEARCHES = {

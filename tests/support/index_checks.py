@@ -6,7 +6,8 @@ of the floating outputs. Inputs are numpy arrays; floating ones require grad.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from zgrad.errors import IndexRangeError
 from zgrad.kernels.dispatch import as_int64, backend_of, broadcast_shape, cast, contiguous
 from zgrad.kernels.promotion import result_type
 from zgrad.kernels.vocabulary import SCATTER_REDUCTIONS
@@ -36,12 +37,13 @@ def normalize_dim(dim: int, ndim: int) -> int:
 
 
 def check_index_range(index: Any, dim: int, size: int) -> None:
-    """Raise IndexError naming the first bad value unless every ``index`` value is in [0, size)."""
+    """Raise IndexRangeError (an IndexError and a RuntimeError, as PyTorch's gather raises) naming
+    the first bad value unless every ``index`` value is in [0, size)."""
     if index.size == 0:
         return
     low, high = int(index.min()), int(index.max())
     if low < 0 or high >= size:
-        raise IndexError(f"index {low if low < 0 else high} is out of bounds for dimension {dim} with size {size}")
+        raise IndexRangeError(f"index {low if low < 0 else high} is out of bounds for dimension {dim} with size {size}")
 
 
 def _three(shape: tuple[int, ...], dim: int) -> tuple[int, int, int]:

@@ -6,9 +6,10 @@ from typing import Any
 
 import numpy as np
 
+from zgrad.kernels.dispatch import scalar_type_name
 from zgrad.tensor import Tensor
 
-__all__ = ["operand", "tensor_arg", "index_arg", "index_key", "scalar_arg"]
+__all__ = ["operand", "tensor_arg", "index_arg", "index_key", "scalar_arg", "refuse_dtype"]
 
 
 def operand(x: Any) -> Any:
@@ -75,3 +76,8 @@ def scalar_arg(value: Any, what: str) -> Any:
     if isinstance(value, Tensor) and value.numel() == 1:
         return value.item()
     raise TypeError(f"{what} expects a number, got {type(value).__name__}")
+
+
+def refuse_dtype(kernel: str, dtype: np.dtype) -> NotImplementedError:
+    """PyTorch's error for a dtype its CPU kernel ``kernel`` has no version for (raise it)."""
+    return NotImplementedError(f"\"{kernel}\" not implemented for '{scalar_type_name(dtype)}'")

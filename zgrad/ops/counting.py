@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.errors import DTypeError, ShapeError
+from zgrad.errors import ShapeError
 from zgrad.kernels import dispatch, dispatch_index, dispatch_reduce, dispatch_sort
 from zgrad.kernels.dispatch_pointwise import compare
-from zgrad.ops._args import tensor_arg
+from zgrad.ops._args import refuse_dtype, tensor_arg
 from zgrad.tensor import Tensor
 
 __all__ = ["unique", "unique_consecutive", "bincount", "histc"]
@@ -96,14 +96,15 @@ def bincount(input: Any, weights: Any = None, minlength: int = 0) -> Any:  # noq
 
     Raises:
         ShapeError: input is not 1-D or holds a negative value, or weights of another shape.
-        DTypeError: input is not integral. ValueError: a negative ``minlength``.
+        NotImplementedError: input is not integral, as PyTorch. ValueError: a negative ``minlength``.
     """
     x = tensor_arg(input, "bincount")
     if minlength < 0:
         raise ValueError("minlength should be >= 0")
-    if x.dtype.kind not in "iu" or x.ndim != 1:
-        error = ShapeError if x.dtype.kind in "iu" else DTypeError
-        raise error("bincount only supports 1-d non-negative integral inputs.")
+    if x.dtype.kind not in "iu":
+        raise refuse_dtype("bincount_cpu", x.dtype)
+    if x.ndim != 1:
+        raise ShapeError("bincount only supports 1-d non-negative integral inputs.")
     bins = minlength
     if x.numel():
         low, high = builtins.int(x._data.min()), builtins.int(x._data.max())
@@ -153,7 +154,7 @@ def histc(input: Any, bins: int = 100, min: float = 0, max: float = 0) -> Any:  
     """
     x = tensor_arg(input, "histc")
     if x.dtype.kind != "f":
-        raise NotImplementedError(f"\"histogram_cpu\" not implemented for '{dispatch.scalar_type_name(x.dtype)}'")
+        raise refuse_dtype("histogram_cpu", x.dtype)
     if bins < 1:
         raise RuntimeError(f"torch.histc(): bins must be > 0, but got {bins} for dim 0")
     data = dispatch.contiguous(x._data).reshape(-1)

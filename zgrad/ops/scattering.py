@@ -17,7 +17,7 @@ from zgrad.autograd.function import Op
 from zgrad.errors import DTypeError, ShapeError
 from zgrad.kernels import dispatch, dispatch_index
 from zgrad.kernels.dispatch_pointwise import compare
-from zgrad.ops._args import index_arg, index_key, operand, tensor_arg
+from zgrad.ops._args import index_arg, index_key, operand, refuse_dtype, tensor_arg
 from zgrad.ops.indexing import IndexPut, masked_fill, scatter, source_gradient
 from zgrad.ops.shape import GetItem
 from zgrad.tensor import Tensor
@@ -205,6 +205,8 @@ def scatter_reduce(input: Any, dim: int, index: Any, src: Any, reduce: str, *,  
     x = tensor_arg(input, "scatter_reduce")
     source = tensor_arg(src, "scatter_reduce", "src")
     _same_dtype("scatter_reduce", x, source)
+    if reduce == "mean" and x.dtype == np.bool_:
+        raise refuse_dtype("scatter_gather_tensor_cpu_reduce_mean", x.dtype)
     return ScatterReduce.apply(x, dim, index_arg(index, "scatter_reduce"), source, reduce, include_self)
 
 

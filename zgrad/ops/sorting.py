@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.errors import ShapeError
+from zgrad.errors import DTypeError, ShapeError
 from zgrad.kernels import dispatch, dispatch_index, dispatch_sort
-from zgrad.ops._args import operand, tensor_arg
+from zgrad.ops._args import operand, refuse_dtype, tensor_arg
 from zgrad.ops.indexing import gather
 from zgrad.ops.reduce import ValuesIndices
 from zgrad.tensor import Tensor
@@ -72,6 +72,8 @@ def topk(input: Any, k: int, dim: int = -1, largest: bool = True, sorted: bool =
         RuntimeError: ``k`` is negative or larger than the dimension.
     """
     x = tensor_arg(input, "topk")
+    if x.dtype == np.bool_:
+        raise DTypeError("topk does not support bool dtypes on CPU")
     dim, size = _size_along(x, dim)
     if not 0 <= k <= size:
         raise RuntimeError("selected index k out of range")
@@ -88,6 +90,8 @@ def kthvalue(input: Any, k: int, dim: int = -1, keepdim: bool = False) -> Values
         RuntimeError: ``k`` outside [1, size of ``dim``].
     """
     x = tensor_arg(input, "kthvalue")
+    if x.dtype == np.bool_:
+        raise refuse_dtype("kthvalue_cpu", x.dtype)
     dim, size = _size_along(x, dim)
     if not 1 <= k <= size:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {dim}")
@@ -123,6 +127,8 @@ def searchsorted(sorted_sequence: Any, input: Any, *, out_int32: bool = False, r
     values = operand(input)
     if not isinstance(values, Tensor):
         values = Tensor(dispatch.full((), values, np.asarray(values).dtype, dispatch.device_type_of(sequence)))
+    if np.bool_ in (sequence.dtype, values.dtype):
+        raise refuse_dtype("searchsorted_out_cpu", np.dtype(np.bool_))
     return Tensor(dispatch_sort.searchsorted(sequence, values._data, right, out_int32))
 
 
