@@ -77,3 +77,22 @@ def searchsorted(sequence, values, right, out):
     for e in range(cuda.grid(1), values.size, cuda.gridsize(1)):
         r, j = e // m, e % m
         out[r, j] = _position(sequence, 0 if shared else r, values[r, j], right)
+
+
+def ptx_signatures() -> list:
+    """(name, Python function, argument types) of every kernel here, for float32, float64 and
+    int64 data."""
+    from numba import types
+
+    i64, b = types.int64, types.boolean
+    idx, idx2, idx3 = i64[::1], i64[:, ::1], i64[:, :, ::1]
+    cases = []
+    for dt in (types.float32, types.float64, types.int64):
+        v, m, t3 = dt[::1], dt[:, ::1], dt[:, :, ::1]
+        cases += [
+            ("argsort_rows", argsort_rows.py_func, (m, b, idx2)),
+            ("nonzero_coordinates", nonzero_coordinates.py_func, (v, idx, idx, idx2)),
+            ("scatter_reduce", scatter_reduce.py_func, (idx3, t3, i64, t3)),
+            ("searchsorted", searchsorted.py_func, (m, m, b, idx2)),
+        ]
+    return cases
