@@ -165,3 +165,51 @@ def test_cuda_counts_match_cpu(name):
     for got, want in zip(results, expected, strict=True):
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+KEYS = {
+    "int": lambda lib: 1,
+    "slices": lambda lib: (slice(1, None), slice(None, None, 2)),
+    "none_ellipsis": lambda lib: (None, Ellipsis, 0),
+    "integer_array": lambda lib: lib.tensor([2, 0, 2]),
+    "negative_array": lambda lib: (Ellipsis, lib.tensor([-1, 1])),
+    "broadcast_arrays": lambda lib: (lib.tensor([[0], [2]]), lib.tensor([1, 3])),
+    "int_and_array": lambda lib: (1, lib.tensor([0, 3])),
+    "array_and_slice": lambda lib: (lib.tensor([0, 1]), slice(1, None)),
+    "mask": lambda lib: lib.tensor([[True, False, True, False]] * 3),
+    "row_mask": lambda lib: lib.tensor([True, False, True]),
+    "slice_and_mask": lambda lib: (slice(1, None), lib.tensor([True, False, True, True])),
+    "list": lambda lib: [0, 2],
+}
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", sorted(KEYS))
+def test_getitem_matches_torch(name):
+    same_as_torch(lambda lib, x: x[KEYS[name](lib)], X)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", sorted(KEYS))
+def test_setitem_matches_torch(name):
+    def assign(lib, x, value):
+        y = x * 1
+        key = KEYS[name](lib)
+        y[key] = value.sum() * 2  # a 0-d tensor broadcast to y[key], differentiable in both
+        return y
+    same_as_torch(assign, X, RNG.uniform(-1, 1, 3))
+
+
+@pytest.mark.torch
+def test_setitem_casts_and_refuses_as_torch():
+    def assign(lib, x):
+        y = x.clone()
+        y[0] = 2.7  # a float into an integer tensor truncates
+        y[lib.tensor([1, 1])] = 5
+        return y
+    same_as_torch(assign, np.arange(12).reshape(3, 4), grad=False)
+    x = zgrad.zeros(3, 4)
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        x[zgrad.tensor([0, 2])] = zgrad.ones(3)
+    with pytest.raises(IndexError):
+        x[zgrad.tensor([5])] = 1.0

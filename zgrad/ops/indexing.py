@@ -7,14 +7,14 @@ from typing import Any
 import numpy as np
 
 from zgrad.autograd.function import Op
-from zgrad.errors import DTypeError
+from zgrad.errors import DTypeError, ShapeError
 from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_index
 from zgrad.ops._args import index_arg, index_key, operand, tensor_arg
 
 __all__ = [
     "gather", "index_select", "scatter", "where", "masked_fill", "index_put", "mask_arg", "scatter_source",
-    "source_gradient",
+    "source_gradient", "put",
 ]
 
 
@@ -67,6 +67,19 @@ class Scatter(Op):
         return gx, None, None, gsrc
 
 
+def put(out: Any, key: Any, value: Any) -> Any:
+    """``out[key] = value`` in place; returns ``out``.
+
+    Raises:
+        ShapeError: a value that does not broadcast to ``out[key]`` (a RuntimeError, as PyTorch's).
+    """
+    try:
+        out[key] = value
+    except ValueError as error:
+        raise ShapeError(str(error)) from error
+    return out
+
+
 def source_gradient(grad: Any, index_shape: tuple[int, ...], src_shape: tuple[int, ...]) -> Any:
     """The gradient of a scatter's ``src`` from ``grad`` of the index's shape: zero in the part of
     a larger ``src`` that the index does not reach."""
@@ -80,8 +93,7 @@ class IndexPut(Op):
 
     @staticmethod
     def forward(ctx, x, index, value):
-        out = dispatch.cast(x, x.dtype)
-        out[index] = value
+        out = put(dispatch.cast(x, x.dtype), index, value)
         ctx.index, ctx.value_shape = index, getattr(value, "shape", None)
         return out
 
