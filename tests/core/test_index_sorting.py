@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import zgrad
-from cuda_helpers import check_device, requires_cuda
+from cuda_helpers import check_device, requires_cuda, strict_cuda
 from helpers import check_finite_differences
 from index_checks import same_as_torch
 
@@ -141,3 +141,18 @@ CUDA_CASES = {
                                   sorted(CUDA_CASES.items())])
 def test_cuda_matches_cpu(name):
     check_device(CUDA_CASES[name][0], [(3, 4)])
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [np.float32, pytest.param(np.int64, marks=pytest.mark.full),
+                                   pytest.param(np.bool_, marks=pytest.mark.full)])
+def test_cuda_sort_is_stable_with_ties_and_nan(dtype):
+    values = np.random.default_rng(4).integers(0, 4, (3, 13)).astype(np.float64)
+    if dtype == np.float32:
+        values[values == 3] = np.nan
+    values = values.astype(dtype)
+    for descending in (False, True):
+        expected = zgrad.argsort(zgrad.tensor(values), descending=descending).numpy()
+        with strict_cuda():
+            got = zgrad.argsort(zgrad.tensor(values), descending=descending).cpu().numpy()
+        np.testing.assert_array_equal(got, expected)

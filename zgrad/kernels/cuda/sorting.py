@@ -11,7 +11,7 @@ import numpy as np
 from zgrad.kernels.cuda import kernels
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda.array import DeviceArray
-from zgrad.kernels.cuda.elementwise import binary_op, upload
+from zgrad.kernels.cuda.elementwise import binary_op, unary_op, upload
 from zgrad.kernels.cuda.reduce import contiguous, cumsum
 
 __all__ = ["argsort", "nonzero", "scatter_reduce", "searchsorted"]
@@ -24,8 +24,18 @@ def _launch(kernel, count: int, *args) -> None:
 
 def argsort(x, descending, out):
     """out[r] = the stable order of the row x[r] (rows, n): ascending with NaN last, or descending
-    with NaN first."""
-    _launch(kernels.sorting.argsort_rows, x.size, contiguous(x), bool(descending), out)
+    with NaN first. Merge passes of doubling width, between two pairs of buffers."""
+    n = x.shape[1]
+    keys, order = unary_op("copy", x, DeviceArray.empty(x.shape, x.dtype)), out  # the passes overwrite their keys
+    spare_keys, spare_order = DeviceArray.empty(x.shape, x.dtype), DeviceArray.empty(x.shape, out.dtype)
+    width, first = 1, True
+    while width < n or first:
+        _launch(kernels.sorting.merge_pass, x.size, keys, order, width, first, bool(descending), spare_keys,
+                spare_order)
+        keys, spare_keys, order, spare_order = spare_keys, keys, spare_order, order
+        width, first = width * 2, False
+    if order is not out:
+        unary_op("copy", order, out)
     return out
 
 

@@ -1,8 +1,8 @@
 """CUDA kernels of sorting, searching and scatter reductions.
 
-``argsort_rows`` gives each element its rank in its row (the count of elements that sort before
-it, ties broken by position, so the order is stable) and writes its position there: one thread
-per element, n comparisons each, no shared state. ``scatter_reduce`` runs one thread per
+``merge_pass`` is one pass of a stable bottom-up merge sort of every row: one thread per element,
+which finds its place in the merged pair of runs by a binary search (ceil(log2 n) passes, each
+O(n log n) work). ``scatter_reduce`` runs one thread per
 (outer, inner) column, which walks the index along the dimension in order: the columns write
 disjoint parts of ``out``, so no atomics are needed and the result is deterministic.
 ``searchsorted`` is one binary search per value. The reduction and search rules are the plain
@@ -16,7 +16,7 @@ from numba import cuda
 from zgrad.kernels.cuda.kernels.common import device, kernel
 from zgrad.kernels.vocabulary import scatter_combine, search_position
 
-__all__ = ["argsort_rows", "nonzero_coordinates", "scatter_reduce", "searchsorted"]
+__all__ = ["merge_pass", "nonzero_coordinates", "scatter_reduce", "searchsorted"]
 
 _combine = device(scatter_combine)
 _position = device(search_position)
@@ -31,18 +31,38 @@ def _sorts_before(a, b, descending):
 
 
 @kernel
-def argsort_rows(x, descending, out):
-    """out[r, rank of x[r, i]] = i: the stable order of every row of x (rows, n)."""
-    n = x.shape[1]
-    for e in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+def merge_pass(keys, order, width, first, descending, out_keys, out_order):
+    """One pass of a stable bottom-up merge sort of every row of ``keys`` (rows, n): each pair of
+    sorted runs of ``width`` is merged into out_keys, and the positions in ``order`` (or, on the
+    ``first`` pass, the element's own position) travel with their keys into out_order. Each
+    element finds its place by a binary search in the other run of its pair."""
+    n = keys.shape[1]
+    for e in range(cuda.grid(1), keys.size, cuda.gridsize(1)):
         r, i = e // n, e % n
-        v = x[r, i]
-        rank = 0
-        for j in range(n):
-            w = x[r, j]
-            if _sorts_before(w, v, descending) or (j < i and not _sorts_before(v, w, descending)):
-                rank += 1
-        out[r, rank] = i
+        start = i - i % (2 * width)
+        middle = min(start + width, n)
+        end = min(start + 2 * width, n)
+        v = keys[r, i]
+        if i < middle:  # a left-run element goes after the right run's elements that sort before it
+            low, high = middle, end
+            while low < high:
+                m = (low + high) // 2
+                if _sorts_before(keys[r, m], v, descending):
+                    low = m + 1
+                else:
+                    high = m
+            destination = i + low - middle
+        else:  # a right-run element goes after the left run's elements that sort before it or tie
+            low, high = start, middle
+            while low < high:
+                m = (low + high) // 2
+                if _sorts_before(v, keys[r, m], descending):
+                    high = m
+                else:
+                    low = m + 1
+            destination = i - middle + low
+        out_keys[r, destination] = v
+        out_order[r, destination] = i if first else order[r, i]
 
 
 @kernel
@@ -90,7 +110,7 @@ def ptx_signatures() -> list:
     for dt in (types.float32, types.float64, types.int64):
         v, m, t3 = dt[::1], dt[:, ::1], dt[:, :, ::1]
         cases += [
-            ("argsort_rows", argsort_rows.py_func, (m, b, idx2)),
+            ("merge_pass", merge_pass.py_func, (m, idx2, i64, b, b, m, idx2)),
             ("nonzero_coordinates", nonzero_coordinates.py_func, (v, idx, idx, idx2)),
             ("scatter_reduce", scatter_reduce.py_func, (idx3, t3, i64, t3)),
             ("searchsorted", searchsorted.py_func, (m, m, b, idx2)),
