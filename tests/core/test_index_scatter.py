@@ -157,3 +157,4 @@ CUDA_CASES = {
                                   sorted(CUDA_CASES.items())])
 def test_cuda_matches_cpu(name):
     check_device(CUDA_CASES[name][0], [(3, 4), (2, 4)])
+

@@ -42,7 +42,8 @@ def _identity(reduce: str, dtype: np.dtype) -> Any:
 
 
 def _counts(x: Any, dim: int, index: Any, include_self: bool) -> Any:
-    """How many values each position of the result combines (at least 1), in x's dtype."""
+    """How many values each position of the result combines (at least 1), in x's dtype (``x``
+    gives the shape, dtype and device)."""
     counts = dispatch.full(x.shape, 1 if include_self else 0, x.dtype, dispatch.device_type_of(x))
     dispatch_index.scatter_reduce_(counts, dim, index, 1, "sum")
     return dispatch.binary("maximum", counts, 1, dtype=x.dtype)
@@ -68,14 +69,14 @@ class ScatterReduce(Op):
         dim = dispatch_index.normalize_dim(dim, x.ndim)
         out = _scatter_reduced(x, dim, index, src, reduce, include_self)
         ctx.dim, ctx.reduce, ctx.include_self, ctx.src_shape = dim, reduce, include_self, src.shape
-        ctx.save_for_backward(x, index, src, out)
+        # sum and mean need only the index (PyTorch keeps self and src for every reduction)
+        ctx.save_for_backward(*((index,) if reduce in ("sum", "mean") else (index, x, src, out)))
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        x, index, src, result = ctx.saved_tensors
+        index, *values = ctx.saved_tensors
         dim, reduce, include_self = ctx.dim, ctx.reduce, ctx.include_self
-        src = src[tuple(slice(0, n) for n in index.shape)]  # the part of src the index reaches
 
         def at_index(a):
             return dispatch_index.gather(a, dim, index)
@@ -83,22 +84,29 @@ class ScatterReduce(Op):
         if reduce == "sum":
             gx, gsrc = grad, at_index(grad)
         elif reduce == "mean":
-            gx = dispatch.binary("div", grad, _counts(x, dim, index, include_self))
+            gx = dispatch.binary("div", grad, _counts(grad, dim, index, include_self))
             gsrc = at_index(gx)
-        elif reduce == "prod":
-            gx, gsrc = _prod_gradients(grad, x, dim, index, src, result, include_self)
         else:
-            self_is_result = compare("eq", x, result)
-            src_is_result = compare("eq", src, at_index(result))
-            ties = dispatch.cast(self_is_result, grad.dtype)
-            dispatch_index.scatter_reduce_(ties, dim, index, src_is_result, "sum")
-            share = dispatch.binary("div", grad, ties)
-            gx = dispatch_index.where(self_is_result, share, 0)
-            gsrc = dispatch_index.where(src_is_result, at_index(share), 0)
+            x, src, result = values
+            src = src[tuple(slice(0, n) for n in index.shape)]  # the part of src the index reaches
+            gx, gsrc = _extremum_or_prod_gradients(grad, x, dim, index, src, result, reduce, include_self)
         if not include_self:
             gx = dispatch_index.scatter(dispatch.cast(gx, gx.dtype), dim, index, 0)
-        gsrc = source_gradient(gsrc, index.shape, ctx.src_shape)
-        return gx, None, None, gsrc, None, None
+        return gx, None, None, source_gradient(gsrc, index.shape, ctx.src_shape), None, None
+
+
+def _extremum_or_prod_gradients(grad, x, dim, index, src, result, reduce, include_self):
+    """The gradients (to self, to src) of a scatter prod, amax or amin: amax and amin split the
+    gradient evenly among the values equal to the result, as PyTorch."""
+    if reduce == "prod":
+        return _prod_gradients(grad, x, dim, index, src, result, include_self)
+    self_is_result = compare("eq", x, result)
+    src_is_result = compare("eq", src, dispatch_index.gather(result, dim, index))
+    ties = dispatch.cast(self_is_result, grad.dtype)
+    dispatch_index.scatter_reduce_(ties, dim, index, src_is_result, "sum")
+    share = dispatch.binary("div", grad, ties)
+    return (dispatch_index.where(self_is_result, share, 0),
+            dispatch_index.where(src_is_result, dispatch_index.gather(share, dim, index), 0))
 
 
 def _prod_gradients(grad, x, dim, index, src, result, include_self):
