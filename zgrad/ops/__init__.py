@@ -12,12 +12,12 @@ from zgrad.ops.functions import (
     add, cast, cat, clone, div, exp, getitem, linear, log, log_softmax, matmul, mul, neg, permute, pow, relu,
     reshape, sigmoid, softmax, square, stack, sub, tanh, to_device, transpose,
 )
-from zgrad.ops.indexing import gather, index_select, masked_fill, scatter, where
+from zgrad.ops.indexing import gather, index_put, index_select, masked_fill, scatter, where
 from zgrad.ops.loss_functions import cross_entropy, mse_loss
 from zgrad.ops.reduce import (
     ValuesIndices, argmax, argmin, cumsum, logsumexp, max, mean, min, nansum, prod, std, sum, var,
 )
-from zgrad.ops.scattering import index_add, index_copy, index_fill, index_put, scatter_add, scatter_reduce
+from zgrad.ops.scattering import index_add, index_copy, index_fill, scatter_add, scatter_reduce
 from zgrad.ops.selection import argwhere, masked_scatter, masked_select, nonzero, take, take_along_dim
 from zgrad.ops.shape import chunk, expand, flatten, split, squeeze, t, unsqueeze
 from zgrad.ops.sorting import argsort, bucketize, kthvalue, msort, searchsorted, sort, topk

@@ -1,4 +1,4 @@
-"""Selection by index or mask: gather, index_select, scatter, where, masked_fill."""
+"""Selection by index or mask: gather, index_select, scatter, where, masked_fill, index_put."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from zgrad.errors import DTypeError, ShapeError
 from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_index
 from zgrad.ops._args import index_arg, index_key, operand, tensor_arg
+from zgrad.ops.shape import GetItem
+from zgrad.tensor import Tensor
 
 __all__ = [
     "gather", "index_select", "scatter", "where", "masked_fill", "index_put", "mask_arg", "scatter_source",
@@ -108,6 +110,25 @@ class IndexPut(Op):
         return gx, None, gvalue
 
 
+class IndexPutAccumulate(Op):
+    """``self`` with ``values`` added at ``self[key]``; repeated positions add up."""
+
+    @staticmethod
+    def forward(ctx, x, key, values):
+        ctx.key, ctx.values_shape = key, getattr(values, "shape", ())
+        if not hasattr(values, "shape"):
+            values = dispatch.full((), values, x.dtype, dispatch.device_type_of(x))
+        spread = dispatch.broadcast_to(dispatch.cast(values, x.dtype), GetItem.select(x, key).shape)
+        return dispatch.binary("add", x, dispatch.slice_backward(spread, key, x.shape, x.dtype), dtype=x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        gvalues = None
+        if ctx.needs_input_grad[2]:
+            gvalues = dispatch.sum_to(GetItem.select(grad, ctx.key), ctx.values_shape)
+        return grad, None, gvalues
+
+
 class Where(Op):
     @staticmethod
     def forward(ctx, condition, a, b):
@@ -199,7 +220,17 @@ def masked_fill(input: Any, mask: Any, value: Any) -> Any:  # noqa: A002
     return Where.apply(mask_array, value, x)
 
 
-def index_put(input: Any, index: Any, value: Any) -> Any:  # noqa: A002
-    """A copy of ``input`` with ``value`` (a number or a tensor broadcast to ``input[index]``)
-    written at ``input[index]``: the out-of-place form of ``input[index] = value``."""
-    return IndexPut.apply(tensor_arg(input, "index_put"), index_key(index), operand(value))
+def index_put(input: Any, indices: Any, values: Any, accumulate: bool = False) -> Any:  # noqa: A002
+    """A copy of ``input`` with ``values`` (a number or a tensor broadcast to ``input[indices]``)
+    written at ``input[indices]``, or added there with ``accumulate=True``, where repeated positions
+    add up: the out-of-place form of ``input[indices] = values``. ``indices`` is PyTorch's tuple of
+    index tensors, or any key ``input[key]`` takes. Differentiable in ``input`` and ``values``.
+
+    Raises:
+        ShapeError: values that do not broadcast to ``input[indices]``. IndexError: an index out
+            of range.
+    """
+    if isinstance(indices, list) and any(isinstance(i, Tensor) for i in indices):
+        indices = tuple(indices)  # PyTorch's list of index tensors; a list of ints is one integer-array index
+    key = index_key(indices)
+    return (IndexPutAccumulate if accumulate else IndexPut).apply(tensor_arg(input, "index_put"), key, operand(values))

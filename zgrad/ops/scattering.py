@@ -1,5 +1,5 @@
-"""Writes by index along a dimension: scatter_add, scatter_reduce, index_add, index_copy,
-index_fill, and ``index_put`` with ``accumulate``. Each returns a new tensor; the in-place methods
+"""Writes by index along a dimension: scatter_add, scatter_reduce, index_add, index_copy and
+index_fill. Each returns a new tensor; the in-place methods
 (``scatter_add_``, ...) run these through :mod:`zgrad.tensor_inplace`'s machinery.
 
 Gradients are PyTorch's: a reduction's gradient to ``self`` and ``src`` follows the formula of its
@@ -17,12 +17,11 @@ from zgrad.autograd.function import Op
 from zgrad.errors import DTypeError, ShapeError
 from zgrad.kernels import dispatch, dispatch_index
 from zgrad.kernels.dispatch_pointwise import compare
-from zgrad.ops._args import index_arg, index_key, operand, refuse_dtype, tensor_arg
-from zgrad.ops.indexing import IndexPut, masked_fill, scatter, source_gradient
-from zgrad.ops.shape import GetItem
+from zgrad.ops._args import index_arg, refuse_dtype, tensor_arg
+from zgrad.ops.indexing import masked_fill, scatter, source_gradient
 from zgrad.tensor import Tensor
 
-__all__ = ["scatter_add", "scatter_reduce", "index_add", "index_copy", "index_fill", "index_put"]
+__all__ = ["scatter_add", "scatter_reduce", "index_add", "index_copy", "index_fill"]
 
 REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 
@@ -143,25 +142,6 @@ class IndexAdd(Op):
         return grad, None, None, gsource, None
 
 
-class IndexPutAccumulate(Op):
-    """``self`` with ``values`` added at ``self[key]``; repeated positions add up."""
-
-    @staticmethod
-    def forward(ctx, x, key, values):
-        ctx.key, ctx.values_shape = key, getattr(values, "shape", ())
-        if not hasattr(values, "shape"):
-            values = dispatch.full((), values, x.dtype, dispatch.device_type_of(x))
-        spread = dispatch.broadcast_to(dispatch.cast(values, x.dtype), GetItem.select(x, key).shape)
-        return dispatch.binary("add", x, dispatch.slice_backward(spread, key, x.shape, x.dtype), dtype=x.dtype)
-
-    @staticmethod
-    def backward(ctx, grad):
-        gvalues = None
-        if ctx.needs_input_grad[2]:
-            gvalues = dispatch.sum_to(GetItem.select(grad, ctx.key), ctx.values_shape)
-        return grad, None, gvalues
-
-
 # --- public functions -------------------------------------------------------------------------
 
 def _checked_dim(x: Any, dim: int) -> int:
@@ -271,15 +251,3 @@ def index_fill(input: Any, dim: int, index: Any, value: Any) -> Any:  # noqa: A0
     dispatch_index.scatter(chosen, 0, dispatch.asarray(index, device_type=x.device.type), True)
     mask = chosen.reshape((1,) * dim + (size,) + (1,) * (x.ndim - dim - 1)) if x.ndim else chosen.reshape(())
     return masked_fill(x, Tensor(mask), value)
-
-
-def index_put(input: Any, indices: Any, values: Any, accumulate: bool = False) -> Any:  # noqa: A002
-    """A copy of ``input`` with ``values`` (broadcast to ``input[indices]``) written at
-    ``input[indices]`` (``indices`` a tuple of index tensors), or added there with
-    ``accumulate=True``, where repeated positions add up. Differentiable in ``input`` and ``values``.
-    """
-    x = tensor_arg(input, "index_put")
-    key = index_key(tuple(indices))
-    if not accumulate:
-        return IndexPut.apply(x, key, operand(values))
-    return IndexPutAccumulate.apply(x, key, operand(values))
