@@ -17,7 +17,7 @@ from zgrad.kernels.dispatch_index import normalize_dim
 from zgrad.kernels.dispatch_pointwise import compare
 from zgrad.kernels.promotion import result_type
 
-__all__ = ["argsort", "nonzero", "searchsorted"]
+__all__ = ["argsort", "argsort_slices", "nonzero", "searchsorted"]
 
 _INT64 = np.dtype(np.int64)
 
@@ -39,6 +39,18 @@ def argsort(x: Any, dim: int, descending: bool):
     if out.size:
         be.argsort(rows, bool(descending), out)
     return contiguous(out.reshape(moved.shape).swapaxes(dim, -1))
+
+
+def argsort_slices(slices: Any):
+    """The int64 stable lexicographic order of the rows of the 2-D ``slices`` (NaN sorts as the
+    largest value)."""
+    be = backend_of(slices)
+    out = be.empty((slices.shape[0],), _INT64)
+    if slices.shape[1] == 0:  # rows without elements are all equal
+        return be.copy(np.arange(slices.shape[0], dtype=np.int64), out) if out.size else out
+    if out.size:
+        be.argsort_slices(contiguous(slices), out)
+    return out
 
 
 def nonzero(x: Any):

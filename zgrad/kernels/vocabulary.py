@@ -35,7 +35,7 @@ OPS = (
     "pointwise_loss_backward",
     "reduce_inplace", "reduce_pair", "reduce_and_copy", "divide_inplace", "scale_copy",
     "to_dlpack", "dlpack_device", "from_dlpack",
-    "argsort", "nonzero", "scatter_reduce", "searchsorted",
+    "argsort", "argsort_slices", "nonzero", "scatter_reduce", "searchsorted",
 )
 
 # The padding modes of conv2d; kernels number them by their position here.

@@ -3,13 +3,14 @@
 Their results are counts and positions, with no gradient (PyTorch defines none either). Runs of
 equal elements are found on the device that holds the tensor: a comparison of neighbours marks
 where each run starts, a running sum numbers the runs, and ``nonzero`` lists their starts;
-``unique`` does this on a stable sort of the elements.
+``unique`` does this on a stable sort of the elements (lexicographic, of the slices with ``dim``).
 """
 
 from __future__ import annotations
 
 import builtins
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -25,17 +26,35 @@ __all__ = ["unique", "unique_consecutive", "bincount", "histc"]
 _INT64 = np.dtype(np.int64)
 
 
-def _runs(flat: Any) -> tuple[Any, Any, Any]:
-    """(the first element of each run of equal neighbours in the 1-D ``flat``, the int64 run
-    number of every element, the int64 length of every run)."""
-    device = dispatch.device_type_of(flat)
-    if flat.size == 0:
-        return flat, dispatch.empty((0,), _INT64, device), dispatch.empty((0,), _INT64, device)
-    starts = dispatch.concatenate([dispatch.full((1,), True, np.bool_, device), compare("ne", flat[1:], flat[:-1])], 0)
+def _slices(x: Any, dim: int | None) -> tuple[Any, Callable[[Any], Any], tuple[int, ...]]:
+    """x's data as a C-contiguous (n, m) matrix whose rows are its slices along ``dim`` (its
+    elements when ``dim`` is None); a function that turns kept rows back into slices of x; the
+    shape of the inverse."""
+    data = x._data
+    if dim is None:
+        return dispatch.contiguous(data).reshape(-1, 1), lambda rows: rows.reshape(-1), x.shape
+    dim = dispatch_index.normalize_dim(dim, x.ndim)
+    axes = (dim, *(d for d in range(x.ndim) if d != dim))
+    moved = dispatch.contiguous(data.transpose(axes))
+    rest = moved.shape[1:]
+
+    def back(rows: Any) -> Any:
+        return dispatch.contiguous(rows.reshape((rows.shape[0], *rest)).transpose(tuple(np.argsort(axes))))
+    return moved.reshape(moved.shape[0], -1), back, (x.shape[dim],)
+
+
+def _runs(rows: Any) -> tuple[Any, Any, Any]:
+    """(the first row of each run of equal neighbouring rows of the 2-D ``rows``, the int64 run
+    number of every row, the int64 length of every run)."""
+    device = dispatch.device_type_of(rows)
+    if rows.shape[0] == 0:
+        return rows, dispatch.empty((0,), _INT64, device), dispatch.empty((0,), _INT64, device)
+    differs = dispatch.reduce_sum(compare("ne", rows[1:], rows[:-1]), axis=1, dtype=_INT64)
+    starts = dispatch.concatenate([dispatch.full((1,), True, np.bool_, device), compare("gt", differs, 0)], 0)
     run = dispatch.binary("sub", dispatch_reduce.cumsum(starts, 0, dtype=_INT64), 1, dtype=_INT64)
     first = dispatch.contiguous(dispatch_sort.nonzero(starts).reshape(-1))
-    ends = dispatch.concatenate([first[1:], dispatch.full((1,), flat.size, _INT64, device)], 0)
-    return dispatch_index.index_select(flat, 0, first), run, dispatch.binary("sub", ends, first, dtype=_INT64)
+    ends = dispatch.concatenate([first[1:], dispatch.full((1,), rows.shape[0], _INT64, device)], 0)
+    return dispatch_index.index_select(rows, 0, first), run, dispatch.binary("sub", ends, first, dtype=_INT64)
 
 
 def _results(values: Any, inverse: Any, counts: Any, shape: tuple[int, ...], return_inverse: bool,
@@ -51,42 +70,38 @@ def _results(values: Any, inverse: Any, counts: Any, shape: tuple[int, ...], ret
     return tuple(results)
 
 
-def _no_dim(name: str, dim: int | None) -> None:
-    if dim is not None:
-        raise NotImplementedError(f"{name}(dim=...) is not implemented in zgrad; use dim=None (the flattened tensor)")
-
-
 def unique(input: Any, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,  # noqa: A002
            dim: int | None = None) -> Any:
     """The distinct elements of ``input`` in ascending order (also with ``sorted=False``, as
-    PyTorch's CPU result), and, when asked for, the int64 position of every input element in them
-    (input's shape) and how often each occurs.
+    PyTorch's CPU result), or with ``dim`` its distinct slices along ``dim`` in lexicographic
+    order; and, when asked for, the int64 position in them of every input element (input's
+    shape) or slice, and how often each occurs.
 
     Raises:
-        NotImplementedError: ``dim`` given (only the flattened form is implemented).
+        IndexError: ``dim`` is out of range.
     """
-    _no_dim("unique", dim)
     x = tensor_arg(input, "unique")
-    flat = dispatch.contiguous(x._data).reshape(-1)
-    order = dispatch_sort.argsort(flat, 0, False)
-    values, run, counts = _runs(dispatch_index.index_select(flat, 0, order))
-    inverse = dispatch_index.scatter(dispatch.empty((flat.size,), _INT64, x.device.type), 0, order, run) \
+    rows, back, inverse_shape = _slices(x, dim)
+    order = dispatch_sort.argsort_slices(rows)
+    values, run, counts = _runs(dispatch_index.index_select(rows, 0, order))
+    inverse = dispatch_index.scatter(dispatch.empty((rows.shape[0],), _INT64, x.device.type), 0, order, run) \
         if return_inverse else run
-    return _results(values, inverse, counts, x.shape, return_inverse, return_counts)
+    return _results(back(values), inverse, counts, inverse_shape, return_inverse, return_counts)
 
 
 def unique_consecutive(input: Any, return_inverse: bool = False, return_counts: bool = False,  # noqa: A002
                        dim: int | None = None) -> Any:
-    """``input`` with every run of equal consecutive elements reduced to one (flattened), and, when
-    asked for, the int64 run of every input element (input's shape) and each run's length.
+    """``input`` with every run of equal consecutive elements (flattened; with ``dim``, of equal
+    consecutive slices along ``dim``) reduced to one, and, when asked for, the int64 run of every
+    input element (input's shape) or slice, and each run's length.
 
     Raises:
-        NotImplementedError: ``dim`` given (only the flattened form is implemented).
+        IndexError: ``dim`` is out of range.
     """
-    _no_dim("unique_consecutive", dim)
     x = tensor_arg(input, "unique_consecutive")
-    values, run, counts = _runs(dispatch.contiguous(x._data).reshape(-1))
-    return _results(values, run, counts, x.shape, return_inverse, return_counts)
+    rows, back, inverse_shape = _slices(x, dim)
+    values, run, counts = _runs(rows)
+    return _results(back(values), run, counts, inverse_shape, return_inverse, return_counts)
 
 
 def bincount(input: Any, weights: Any = None, minlength: int = 0) -> Any:  # noqa: A002

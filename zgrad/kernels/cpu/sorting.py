@@ -12,7 +12,7 @@ import numpy as np
 from zgrad.kernels.cpu import kernels
 from zgrad.kernels.cpu.common import widened
 
-__all__ = ["argsort", "nonzero", "scatter_reduce", "searchsorted"]
+__all__ = ["argsort", "argsort_slices", "nonzero", "scatter_reduce", "searchsorted"]
 
 
 def argsort(x, descending, out):
@@ -24,6 +24,13 @@ def argsort(x, descending, out):
     # A stable ascending sort of the reversed rows, read backwards, is a stable descending sort.
     order = np.argsort(x[:, ::-1], axis=1, kind="stable")[:, ::-1]
     return np.subtract(x.shape[1] - 1, order, out=out)
+
+
+def argsort_slices(slices, out):
+    """out = the stable lexicographic order of the rows of ``slices`` (n, m), m >= 1: first
+    column first, NaN last."""
+    out[...] = np.lexsort(slices.T[::-1])
+    return out
 
 
 def nonzero(x, out):

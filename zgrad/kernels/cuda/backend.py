@@ -49,7 +49,7 @@ from zgrad.kernels.cuda.reduce import (  # noqa: F401 - reductions, rows, losses
     matmul, nansum, nll, nll_backward, pointwise_loss_sum, prod, prod_backward_rows, softmax,
     softmax_backward, sum, var_backward_rows, var_rows, vector_norm,
 )
-from zgrad.kernels.cuda.sorting import argsort, nonzero, scatter_reduce, searchsorted  # noqa: F401
+from zgrad.kernels.cuda.sorting import argsort, argsort_slices, nonzero, scatter_reduce, searchsorted  # noqa: F401
 from zgrad.kernels.cuda.sequence import gru_backward, gru_forward, lstm_backward, lstm_forward  # noqa: F401
 
 DEVICE_TYPE = "cuda"

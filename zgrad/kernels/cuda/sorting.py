@@ -14,7 +14,7 @@ from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.elementwise import binary_op, unary_op, upload
 from zgrad.kernels.cuda.reduce import contiguous, cumsum
 
-__all__ = ["argsort", "nonzero", "scatter_reduce", "searchsorted"]
+__all__ = ["argsort", "argsort_slices", "nonzero", "scatter_reduce", "searchsorted"]
 
 
 def _launch(kernel, count: int, *args) -> None:
@@ -33,6 +33,21 @@ def argsort(x, descending, out):
         _launch(kernels.sorting.merge_pass, x.size, keys, order, width, first, bool(descending), spare_keys,
                 spare_order)
         keys, spare_keys, order, spare_order = spare_keys, keys, spare_order, order
+        width, first = width * 2, False
+    if order is not out:
+        unary_op("copy", order, out)
+    return out
+
+
+def argsort_slices(slices, out):
+    """out = the stable lexicographic order of the rows of ``slices`` (n, m): merge passes of
+    doubling width that move row numbers, not rows."""
+    slices, n = contiguous(slices), slices.shape[0]
+    order, spare = out, DeviceArray.empty(out.shape, out.dtype)
+    width, first = 1, True
+    while width < n or first:
+        _launch(kernels.sorting.merge_slices_pass, n, slices, order, width, first, spare)
+        order, spare = spare, order
         width, first = width * 2, False
     if order is not out:
         unary_op("copy", order, out)

@@ -16,7 +16,7 @@ from numba import cuda
 from zgrad.kernels.cuda.kernels.common import device, kernel
 from zgrad.kernels.vocabulary import scatter_combine, search_position
 
-__all__ = ["merge_pass", "nonzero_coordinates", "scatter_reduce", "searchsorted"]
+__all__ = ["merge_pass", "merge_slices_pass", "nonzero_coordinates", "scatter_reduce", "searchsorted"]
 
 _combine = device(scatter_combine)
 _position = device(search_position)
@@ -65,6 +65,50 @@ def merge_pass(keys, order, width, first, descending, out_keys, out_order):
         out_order[r, destination] = i if first else order[r, i]
 
 
+@device
+def _slice_before(slices, a, b):
+    """Whether row ``a`` of ``slices`` sorts strictly before row ``b``: lexicographically, NaN
+    the largest value."""
+    for j in range(slices.shape[1]):
+        if _sorts_before(slices[a, j], slices[b, j], False):
+            return True
+        if _sorts_before(slices[b, j], slices[a, j], False):
+            return False
+    return False
+
+
+@kernel
+def merge_slices_pass(slices, order, width, first, out_order):
+    """One pass of a stable bottom-up merge sort of the rows of ``slices`` (n, m), lexicographic:
+    ``order`` holds the row numbers in the runs sorted so far (on the ``first`` pass, every
+    position holds its own row); as :func:`merge_pass`, but the rows stay where they are."""
+    n = slices.shape[0]
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+        start = i - i % (2 * width)
+        middle = min(start + width, n)
+        end = min(start + 2 * width, n)
+        row = i if first else order[i]
+        if i < middle:
+            low, high = middle, end
+            while low < high:
+                m = (low + high) // 2
+                if _slice_before(slices, m if first else order[m], row):
+                    low = m + 1
+                else:
+                    high = m
+            destination = i + low - middle
+        else:
+            low, high = start, middle
+            while low < high:
+                m = (low + high) // 2
+                if _slice_before(slices, row, m if first else order[m]):
+                    high = m
+                else:
+                    low = m + 1
+            destination = i - middle + low
+        out_order[destination] = row
+
+
 @kernel
 def nonzero_coordinates(x, ends, shape, out):
     """out[ends[e] - 1] = the coordinates of flat element e of an array of ``shape`` where x[e]
@@ -111,6 +155,7 @@ def ptx_signatures() -> list:
         v, m, t3 = dt[::1], dt[:, ::1], dt[:, :, ::1]
         cases += [
             ("merge_pass", merge_pass.py_func, (m, idx2, i64, b, b, m, idx2)),
+            ("merge_slices_pass", merge_slices_pass.py_func, (m, idx, i64, b, idx)),
             ("nonzero_coordinates", nonzero_coordinates.py_func, (v, idx, idx, idx2)),
             ("scatter_reduce", scatter_reduce.py_func, (idx3, t3, i64, t3)),
             ("searchsorted", searchsorted.py_func, (m, m, b, idx2)),
