@@ -17,7 +17,7 @@ from zgrad.kernels import dispatch, dispatch_index, dispatch_sort
 from zgrad.kernels.dispatch_pointwise import compare
 from zgrad.ops._args import index_arg, tensor_arg
 from zgrad.ops.functions import getitem, reshape
-from zgrad.ops.indexing import IndexPut, gather, mask_arg
+from zgrad.ops.indexing import IndexPut, gather, index_select, mask_arg
 from zgrad.ops.shape import expand
 from zgrad.tensor import Tensor
 
@@ -50,7 +50,7 @@ def take(input: Any, index: Any) -> Any:  # noqa: A002
     """
     x = tensor_arg(input, "take")
     positions = _wrapped(index_arg(index, "take"), x.numel())
-    return getitem(reshape(x, (-1,)), positions)
+    return reshape(index_select(reshape(x, (-1,)), 0, Tensor(positions.reshape(-1))), positions.shape)
 
 
 def take_along_dim(input: Any, indices: Any, dim: int | None = None) -> Any:  # noqa: A002
