@@ -8,7 +8,7 @@ import numpy as _np
 
 # First: these bind Tensor's op-backed methods (operators, math, layout, to, in-place updates)
 # onto zgrad.tensor.Tensor, before any other module of zgrad can hold a tensor.
-from zgrad import tensor_inplace, tensor_math, tensor_reduce, tensor_shape  # noqa: F401
+from zgrad import tensor_indexing, tensor_inplace, tensor_math, tensor_reduce, tensor_shape  # noqa: F401
 from zgrad import accelerator, autograd, cuda, distributions, futures, nn, optim
 from zgrad import return_types, utils
 from zgrad.creation import (
@@ -56,6 +56,11 @@ from zgrad.ops import (
     tril_indices, triu, triu_indices, unbind, unflatten, vsplit, vstack,
 )
 from zgrad.ops import diagonal_scatter, select_scatter, slice_scatter
+from zgrad.ops import (
+    argsort, argwhere, bincount, bucketize, histc, index_add, index_copy, index_fill, index_put, kthvalue,
+    masked_scatter, masked_select, msort, nonzero, scatter_add, scatter_reduce, searchsorted, sort, take,
+    take_along_dim, topk, unique, unique_consecutive,
+)
 from zgrad.random import manual_seed
 from zgrad.serialization import load, save
 from zgrad.tensor import Tensor
@@ -104,6 +109,9 @@ __all__ = [
     "tensor_split", "tile", "trace", "tril", "tril_indices", "triu", "triu_indices", "unbind", "unflatten", "vsplit",
     "vstack", "adjoint", "block_diag", "cartesian_prod", "combinations", "concat", "concatenate", "diagflat",
     "narrow_copy", "ravel", "select", "diagonal_scatter", "select_scatter", "slice_scatter",
+    "argsort", "argwhere", "bincount", "bucketize", "histc", "index_add", "index_copy", "index_fill", "index_put",
+    "kthvalue", "masked_scatter", "masked_select", "msort", "nonzero", "scatter_add", "scatter_reduce",
+    "searchsorted", "sort", "take", "take_along_dim", "topk", "unique", "unique_consecutive",
 ]
 # torch.<name> forms of nn.functional ops (same signatures)
 __all__ += ["conv_transpose2d", "cosine_similarity", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu"]

@@ -23,6 +23,7 @@ __all__ = [
     "ShapeError",
     "DTypeError",
     "LinAlgError",
+    "IndexRangeError",
 ]
 
 
@@ -42,6 +43,11 @@ class ShapeError(ZgradError, ValueError):
 class DTypeError(ZgradError, TypeError):
     """A tensor's dtype does not fit an op (an integer tensor where a floating one is needed, a
     result type an in-place op cannot hold); raised where PyTorch raises ``RuntimeError``."""
+
+
+class IndexRangeError(ZgradError, IndexError):
+    """An index value outside the dimension it indexes (gather, scatter, index_add, ...): an
+    ``IndexError``, and a ``RuntimeError`` where PyTorch raises one for the same input."""
 
 
 class ProtocolError(ZgradError):

@@ -202,7 +202,7 @@ class TensorInplace:
         """``x[index] = value`` (basic, integer-array or mask indexing; ``value`` a number or a
         tensor broadcast to ``x[index]``), differentiable with respect to ``x`` and ``value``."""
         key = _args.index_key(index)
-        self._inplace(lambda: self._data.__setitem__(key, _array(value)),
+        self._inplace(lambda: indexing.put(self._data, key, _array(value)),
                       lambda old: indexing.index_put(old, key, value), value)
 
     # --- arithmetic -----------------------------------------------------------------------------

@@ -14,12 +14,14 @@ from typing import Any
 
 import numpy as np
 
+from zgrad.errors import IndexRangeError
 from zgrad.kernels.dispatch import as_int64, backend_of, broadcast_shape, cast, contiguous
 from zgrad.kernels.promotion import result_type
+from zgrad.kernels.vocabulary import SCATTER_REDUCTIONS
 
 __all__ = [
-    "normalize_dim", "check_index_range", "gather", "scatter", "scatter_add", "index_select",
-    "index_select_backward", "where", "masked_fill_", "diagonal_view", "sliding_windows",
+    "normalize_dim", "check_index_range", "gather", "scatter", "scatter_add", "scatter_reduce_", "index_select",
+    "index_select_backward", "index_add_", "where", "masked_fill_", "diagonal_view", "sliding_windows",
 ]
 
 
@@ -36,12 +38,13 @@ def normalize_dim(dim: int, ndim: int) -> int:
 
 
 def check_index_range(index: Any, dim: int, size: int) -> None:
-    """Raise IndexError naming the first bad value unless every ``index`` value is in [0, size)."""
+    """Raise IndexRangeError (an IndexError and a RuntimeError, as PyTorch's gather raises) naming
+    the first bad value unless every ``index`` value is in [0, size)."""
     if index.size == 0:
         return
     low, high = int(index.min()), int(index.max())
     if low < 0 or high >= size:
-        raise IndexError(f"index {low if low < 0 else high} is out of bounds for dimension {dim} with size {size}")
+        raise IndexRangeError(f"index {low if low < 0 else high} is out of bounds for dimension {dim} with size {size}")
 
 
 def _three(shape: tuple[int, ...], dim: int) -> tuple[int, int, int]:
@@ -94,17 +97,31 @@ def gather(x: Any, dim: int, index: Any):
     return out
 
 
-def _scatter_into(kernel: str, out: Any, dim: int, region_shape: tuple[int, ...], index3: Any, src3: Any) -> Any:
-    """Run a 3-D scatter kernel on the part of ``out`` that ``region_shape`` covers, through a
-    contiguous copy when that part is a strided view (reshaping it to 3-D would copy)."""
+def _scatter_into(kernel: str, out: Any, dim: int, region_shape: tuple[int, ...], index3: Any, src3: Any,
+                  *options: Any) -> Any:
+    """Run a 3-D scatter kernel (with ``options`` before its ``out``) on the part of ``out`` that
+    ``region_shape`` covers, through a contiguous copy when that part is a strided view (reshaping
+    it to 3-D would copy)."""
     be = backend_of(out)
     region = out[_region(region_shape, dim)]
     target = contiguous(region)
     if index3.size:
-        getattr(be, kernel)(index3, src3, _as_3d(target, dim))
+        getattr(be, kernel)(index3, src3, *options, _as_3d(target, dim))
     if target is not region:
         be.copy(target, region)
     return out
+
+
+def _source3(name: str, out: Any, dim: int, index: Any, src: Any) -> Any:
+    """Check a scatter's ``index`` against ``out`` and ``src``; the (outer, k, inner) source in
+    out's dtype: src's leading part of index's shape, or the scalar ``src`` repeated."""
+    src_is_array = hasattr(src, "shape")
+    _check_along(name, out.shape, dim, index, src.shape if src_is_array else None)
+    shape3 = _three(index.shape, dim)
+    if not src_is_array:
+        return backend_of(out).full(shape3, src, out.dtype)
+    src_part = src[tuple(slice(0, n) for n in index.shape)]
+    return contiguous(src_part if src_part.dtype == out.dtype else cast(src_part, out.dtype)).reshape(shape3)
 
 
 def scatter(out: Any, dim: int, index: Any, src: Any):
@@ -116,15 +133,24 @@ def scatter(out: Any, dim: int, index: Any, src: Any):
     """
     dim = normalize_dim(dim, out.ndim)
     index = _index_array("scatter", index)
-    src_is_array = hasattr(src, "shape")
-    _check_along("scatter", out.shape, dim, index, src.shape if src_is_array else None)
-    shape3 = _three(index.shape, dim)
-    if src_is_array:
-        src_part = src[tuple(slice(0, n) for n in index.shape)]
-        src3 = src_part.reshape(shape3) if src_part.dtype == out.dtype else cast(src_part, out.dtype).reshape(shape3)
-    else:
-        src3 = backend_of(out).full(shape3, src, out.dtype)
+    src3 = _source3("scatter", out, dim, index, src)
     return _scatter_into("scatter", out, dim, index.shape, _as_3d(index, dim), src3)
+
+
+def scatter_reduce_(out: Any, dim: int, index: Any, src: Any, reduce: str, name: str = "scatter_reduce"):
+    """out[..., index[..., j, ...], ...] op= src[..., j, ...] along ``dim``, in place, for ``reduce``
+    "sum" or one of :data:`~zgrad.kernels.vocabulary.SCATTER_REDUCTIONS`.
+
+    Raises:
+        IndexError / ValueError / TypeError: bad dim, index values, shapes or index dtype.
+    """
+    dim = normalize_dim(dim, out.ndim)
+    index = _index_array(name, index)
+    src3 = _source3(name, out, dim, index, src)
+    if reduce == "sum":
+        return _scatter_into("scatter_add", out, dim, index.shape, _as_3d(index, dim), src3)
+    code = SCATTER_REDUCTIONS.index(reduce)
+    return _scatter_into("scatter_reduce", out, dim, index.shape, _as_3d(contiguous(index), dim), src3, code)
 
 
 def scatter_add(shape: tuple[int, ...], dtype: Any, dim: int, index: Any, src: Any):
@@ -158,12 +184,21 @@ def index_select(x: Any, dim: int, index: Any):
 def index_select_backward(grad: Any, shape: tuple[int, ...], dim: int, index: Any):
     """A zero array of ``shape`` with the slices of ``grad`` added at ``index`` along ``dim``
     (repeated positions add up): the backward of :func:`index_select`."""
-    be = backend_of(grad)
-    out = be.full(tuple(shape), 0, grad.dtype)
+    return index_add_(backend_of(grad).full(tuple(shape), 0, grad.dtype), dim, index, grad)
+
+
+def index_add_(out: Any, dim: int, index: Any, src: Any):
+    """Add the slices of ``src`` along ``dim`` (``dim`` normalized) to the slices of ``out`` at
+    the 1-D ``index`` (checked by the caller), in place; repeated positions add up."""
+    be = backend_of(out)
     index = as_int64(index).reshape(-1)
-    outer, _, inner = _three(shape, dim)
+    outer, size, inner = _three(out.shape, dim)
+    target = contiguous(out)
     if index.size:
-        be.index_add(index, grad.reshape(outer, index.size, inner), _as_3d(out, dim))
+        src = contiguous(src if src.dtype == out.dtype else cast(src, out.dtype))
+        be.index_add(index, src.reshape(outer, index.size, inner), target.reshape(outer, size, inner))
+    if target is not out:
+        be.copy(target, out)
     return out
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "ACTIVATION_CODES", "OPS", "PADDING_MODES", "PAD_CIRCULAR", "PAD_REFLECT", "PAD_REPLICATE", "PAD_ZEROS",
-    "padding_source",
+    "SCATTER_REDUCTIONS", "padding_source", "scatter_combine", "search_position",
 ]
 
 OPS = (
@@ -39,6 +39,7 @@ OPS = (
     "to_dlpack", "dlpack_device", "from_dlpack",
     "linalg_solve", "linalg_inv", "linalg_det", "linalg_slogdet", "linalg_cholesky", "linalg_qr", "linalg_svd",
     "linalg_eigh",
+    "argsort", "argsort_slices", "nonzero", "scatter_reduce", "searchsorted",
 )
 
 # The padding modes of conv2d; kernels number them by their position here.
@@ -66,3 +67,35 @@ def padding_source(i: int, size: int, mode: int) -> int:
 
 # The activations fused after a bias (``bias_act``), by the code kernels take.
 ACTIVATION_CODES = {"identity": 0, "relu": 1, "tanh": 2, "sigmoid": 3}
+
+
+# The reductions of ``scatter_reduce``'s kernel (sum and mean run on scatter_add), by position.
+SCATTER_REDUCTIONS = ("prod", "amax", "amin")
+
+
+def scatter_combine(current, value, code: int):
+    """``current`` combined with ``value`` by the reduction ``code`` (a position in
+    SCATTER_REDUCTIONS); amax and amin propagate NaN, as PyTorch. Plain Python, compiled by each
+    backend's scatter_reduce kernel."""
+    if code == 0:
+        return current * value
+    if value != value:
+        return value
+    if code == 1:
+        return value if value > current else current
+    return value if value < current else current
+
+
+def search_position(sequence, row: int, value, right: bool) -> int:
+    """Where ``value`` goes in the ascending ``sequence[row, :]``: the count of elements below it
+    (``right``: not above it), by binary search. Plain Python, compiled by each backend's
+    searchsorted kernel."""
+    low, high = 0, sequence.shape[1]
+    while low < high:
+        middle = (low + high) // 2
+        element = sequence[row, middle]
+        if element < value or (right and element == value):
+            low = middle + 1
+        else:
+            high = middle
+    return low

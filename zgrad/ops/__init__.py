@@ -6,6 +6,7 @@ op class (``functions.py`` holds those whose class has no function beside it).
 from __future__ import annotations
 
 from zgrad.ops.contraction import einsum, tensordot
+from zgrad.ops.counting import bincount, histc, unique, unique_consecutive
 from zgrad.ops.compare import eq, ge, gt, le, logical_and, logical_not, logical_or, logical_xor, lt, ne
 from zgrad.ops.elementwise import abs, clamp, clip, maximum, minimum, remainder, sqrt
 from zgrad.ops.rounding_division import floor_divide
@@ -13,7 +14,7 @@ from zgrad.ops.functions import (
     add, cast, cat, clone, div, exp, getitem, linear, log, log_softmax, matmul, mul, neg, permute, pow, relu,
     reshape, sigmoid, softmax, square, stack, sub, tanh, to_device, transpose,
 )
-from zgrad.ops.indexing import gather, index_select, masked_fill, scatter, where
+from zgrad.ops.indexing import gather, index_put, index_select, masked_fill, scatter, where
 from zgrad.ops.loss_functions import cross_entropy, mse_loss
 from zgrad.ops.products import (
     addbmm, addmm, addmv, addr, baddbmm, bmm, cdist, cross, dot, ger, inner, kron, mm, mv, outer, vdot,
@@ -39,6 +40,9 @@ from zgrad.ops.triangular import (
     block_diag, diag, diag_embed, diagflat, diagonal, trace, tril, tril_indices, triu, triu_indices,
 )
 from zgrad.ops.view_scatter import diagonal_scatter, select_scatter, slice_scatter
+from zgrad.ops.scattering import index_add, index_copy, index_fill, scatter_add, scatter_reduce
+from zgrad.ops.selection import argwhere, masked_scatter, masked_select, nonzero, take, take_along_dim
+from zgrad.ops.sorting import argsort, bucketize, kthvalue, msort, searchsorted, sort, topk
 
 __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "square", "matmul", "exp", "log", "tanh", "sigmoid", "relu",
@@ -61,4 +65,7 @@ __all__ = [
     "tensor_split", "hsplit", "vsplit", "dsplit", "hstack", "vstack", "row_stack", "dstack", "column_stack",
     "concat", "concatenate", "adjoint", "narrow_copy", "select", "ravel", "cartesian_prod", "combinations", "unfold",
     "diagflat", "block_diag", "slice_scatter", "select_scatter", "diagonal_scatter",
+    "take", "take_along_dim", "masked_select", "masked_scatter", "nonzero", "argwhere", "index_add", "index_copy",
+    "index_fill", "index_put", "scatter_add", "scatter_reduce", "sort", "argsort", "msort", "topk", "kthvalue",
+    "searchsorted", "bucketize", "unique", "unique_consecutive", "bincount", "histc",
 ]

@@ -10,7 +10,7 @@ from zgrad.errors import DTypeError
 from zgrad.kernels.dispatch import scalar_type_name
 from zgrad.tensor import Tensor
 
-__all__ = ["operand", "tensor_arg", "index_arg", "index_key", "scalar_arg", "require_kinds", "int_tuple"]
+__all__ = ["operand", "tensor_arg", "index_arg", "index_key", "scalar_arg", "require_kinds", "refuse_dtype", "int_tuple"]
 
 
 def operand(x: Any) -> Any:
@@ -51,7 +51,7 @@ def require_kinds(x: Any, what: str, kinds: str) -> Any:
         DTypeError: another dtype, in PyTorch's words (``"softmax" not implemented for 'Long'``).
     """
     if x.dtype.kind not in kinds:
-        raise DTypeError(f"\"{what}\" not implemented for '{scalar_type_name(x.dtype)}'")
+        raise refuse_dtype(what, x.dtype)
     return x
 
 
@@ -94,3 +94,7 @@ def scalar_arg(value: Any, what: str) -> Any:
 def int_tuple(value: Any) -> tuple[int, ...]:
     """An int or a sequence of ints (dims, shifts, sizes) as a tuple of ints."""
     return (int(value),) if isinstance(value, (int, np.integer)) else tuple(int(v) for v in value)
+def refuse_dtype(kernel: str, dtype: np.dtype) -> DTypeError:
+    """PyTorch's error for a dtype its kernel ``kernel`` has no version for, to raise: ``"kthvalue_cpu"
+    not implemented for 'Bool'`` (PyTorch raises a NotImplementedError, a RuntimeError)."""
+    return DTypeError(f"\"{kernel}\" not implemented for '{scalar_type_name(dtype)}'")

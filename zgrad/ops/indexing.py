@@ -1,4 +1,4 @@
-"""Selection by index or mask: gather, index_select, scatter, where, masked_fill."""
+"""Selection by index or mask: gather, index_select, scatter, where, masked_fill, index_put."""
 
 from __future__ import annotations
 
@@ -7,11 +7,17 @@ from typing import Any
 import numpy as np
 
 from zgrad.autograd.function import Op
+from zgrad.errors import DTypeError, ShapeError
 from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_index
 from zgrad.ops._args import index_arg, index_key, operand, tensor_arg
+from zgrad.ops.shape import GetItem
+from zgrad.tensor import Tensor
 
-__all__ = ["gather", "index_select", "scatter", "where", "masked_fill", "index_put", "mask_arg", "scatter_source"]
+__all__ = [
+    "gather", "index_select", "scatter", "where", "masked_fill", "index_put", "mask_arg", "scatter_source",
+    "source_gradient", "put",
+]
 
 
 class Gather(Op):
@@ -59,11 +65,29 @@ class Scatter(Op):
         if ctx.needs_input_grad[0]:  # the overwritten positions pass no gradient back to x
             gx = dispatch_index.scatter(dispatch.cast(grad, grad.dtype), ctx.dim, index, 0)
         if ctx.needs_input_grad[3]:
-            gsrc = dispatch_index.gather(grad, ctx.dim, index)
-            if gsrc.shape != ctx.src_shape:  # src was larger than index: the rest of it was not used
-                region = tuple(slice(0, n) for n in index.shape)
-                gsrc = dispatch.slice_backward(gsrc, region, ctx.src_shape, gsrc.dtype)
+            gsrc = source_gradient(dispatch_index.gather(grad, ctx.dim, index), index.shape, ctx.src_shape)
         return gx, None, None, gsrc
+
+
+def put(out: Any, key: Any, value: Any) -> Any:
+    """``out[key] = value`` in place; returns ``out``.
+
+    Raises:
+        ShapeError: a value that does not broadcast to ``out[key]`` (a RuntimeError, as PyTorch's).
+    """
+    try:
+        out[key] = value
+    except ValueError as error:
+        raise ShapeError(str(error)) from error
+    return out
+
+
+def source_gradient(grad: Any, index_shape: tuple[int, ...], src_shape: tuple[int, ...]) -> Any:
+    """The gradient of a scatter's ``src`` from ``grad`` of the index's shape: zero in the part of
+    a larger ``src`` that the index does not reach."""
+    if grad.shape == tuple(src_shape):
+        return grad
+    return dispatch.slice_backward(grad, tuple(slice(0, n) for n in index_shape), src_shape, grad.dtype)
 
 
 class IndexPut(Op):
@@ -71,8 +95,7 @@ class IndexPut(Op):
 
     @staticmethod
     def forward(ctx, x, index, value):
-        out = dispatch.cast(x, x.dtype)
-        out[index] = value
+        out = put(dispatch.cast(x, x.dtype), index, value)
         ctx.index, ctx.value_shape = index, getattr(value, "shape", None)
         return out
 
@@ -85,6 +108,25 @@ class IndexPut(Op):
         if ctx.needs_input_grad[2]:
             gvalue = dispatch.sum_to(grad[ctx.index], ctx.value_shape)
         return gx, None, gvalue
+
+
+class IndexPutAccumulate(Op):
+    """``self`` with ``values`` added at ``self[key]``; repeated positions add up."""
+
+    @staticmethod
+    def forward(ctx, x, key, values):
+        ctx.key, ctx.values_shape = key, getattr(values, "shape", ())
+        if not hasattr(values, "shape"):
+            values = dispatch.full((), values, x.dtype, dispatch.device_type_of(x))
+        spread = dispatch.broadcast_to(dispatch.cast(values, x.dtype), GetItem.select(x, key).shape)
+        return dispatch.binary("add", x, dispatch.slice_backward(spread, key, x.shape, x.dtype), dtype=x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        gvalues = None
+        if ctx.needs_input_grad[2]:
+            gvalues = dispatch.sum_to(GetItem.select(grad, ctx.key), ctx.values_shape)
+        return grad, None, gvalues
 
 
 class Where(Op):
@@ -107,11 +149,11 @@ def mask_arg(mask: Any, what: str) -> np.ndarray:
     """The bool array of a mask given as a Tensor or an array.
 
     Raises:
-        TypeError: a mask that is not bool, with PyTorch's message.
+        DTypeError: a mask that is not bool, with PyTorch's message.
     """
     array = mask._data if hasattr(mask, "_data") else np.asarray(mask)
     if array.dtype != np.bool_:
-        raise TypeError(f"{what} only supports boolean masks, but got mask with dtype {array.dtype}")
+        raise DTypeError(f"{what} only supports boolean masks, but got mask with dtype {array.dtype}")
     return array
 
 
@@ -178,7 +220,17 @@ def masked_fill(input: Any, mask: Any, value: Any) -> Any:  # noqa: A002
     return Where.apply(mask_array, value, x)
 
 
-def index_put(input: Any, index: Any, value: Any) -> Any:  # noqa: A002
-    """A copy of ``input`` with ``value`` (a number or a tensor broadcast to ``input[index]``)
-    written at ``input[index]``: the out-of-place form of ``input[index] = value``."""
-    return IndexPut.apply(tensor_arg(input, "index_put"), index_key(index), operand(value))
+def index_put(input: Any, indices: Any, values: Any, accumulate: bool = False) -> Any:  # noqa: A002
+    """A copy of ``input`` with ``values`` (a number or a tensor broadcast to ``input[indices]``)
+    written at ``input[indices]``, or added there with ``accumulate=True``, where repeated positions
+    add up: the out-of-place form of ``input[indices] = values``. ``indices`` is PyTorch's tuple of
+    index tensors, or any key ``input[key]`` takes. Differentiable in ``input`` and ``values``.
+
+    Raises:
+        ShapeError: values that do not broadcast to ``input[indices]``. IndexError: an index out
+            of range.
+    """
+    if isinstance(indices, list) and any(isinstance(i, Tensor) for i in indices):
+        indices = tuple(indices)  # PyTorch's list of index tensors; a list of ints is one integer-array index
+    key = index_key(indices)
+    return (IndexPutAccumulate if accumulate else IndexPut).apply(tensor_arg(input, "index_put"), key, operand(values))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from zgrad.kernels.cpu import kernels
-from zgrad.kernels.cpu.common import flat
+from zgrad.kernels.cpu.common import bits, flat, widened
 
 __all__ = [
     "remainder", "floor_divide", "maximum", "minimum", "abs", "sign", "sqrt", "clamp", "clamp_backward", "extremum_backward",
@@ -114,26 +114,24 @@ def take(x, index, axis, out):
 
 def gather(x, index, out):
     """3-D gather (see :mod:`kernels.gather`); ``out`` is a fresh (outer, k, inner) array."""
-    kernels.gather.gather(x, index, out)
+    kernels.gather.gather(bits(x), index, bits(out))
     return out
 
 
 def scatter(index, src, out):
     """3-D scatter (see :mod:`kernels.gather`) into a C-contiguous (outer, size, inner) ``out``."""
-    kernels.gather.scatter(index, src, out)
+    kernels.gather.scatter(index, bits(src), bits(out))
     return out
 
 
 def index_add(index, src, out):
     """out[o, index[j], i] += src[o, j, i] into a C-contiguous (outer, size, inner) ``out``."""
-    kernels.gather.index_add(index, src, out)
-    return out
+    return widened(kernels.gather.index_add, index, src, out=out)
 
 
 def scatter_add(index, src, out):
     """3-D scatter-add (see :mod:`kernels.gather`) into a C-contiguous (outer, size, inner) ``out``."""
-    kernels.gather.scatter_add(index, src, out)
-    return out
+    return widened(kernels.gather.scatter_add, index, src, out=out)
 
 
 # --- row reductions ---------------------------------------------------------------------------

@@ -1,0 +1,52 @@
+"""The CPU backend's sorting, searching and scatter reductions: numpy's stable sort for
+``argsort`` and ``np.argwhere`` for ``nonzero``; the Numba loops of
+:mod:`zgrad.kernels.cpu.kernels.search` for the rest.
+
+Part of :mod:`zgrad.kernels.cpu.backend`; each function writes into ``out`` and returns it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from zgrad.kernels.cpu import kernels
+from zgrad.kernels.cpu.common import widened
+
+__all__ = ["argsort", "argsort_slices", "nonzero", "scatter_reduce", "searchsorted"]
+
+
+def argsort(x, descending, out):
+    """out[r] = the stable order of the row x[r] (rows, n): ascending with NaN last, or descending
+    with NaN first; equal elements keep their order either way."""
+    if not descending:
+        out[...] = np.argsort(x, axis=1, kind="stable")
+        return out
+    # A stable ascending sort of the reversed rows, read backwards, is a stable descending sort.
+    order = np.argsort(x[:, ::-1], axis=1, kind="stable")[:, ::-1]
+    return np.subtract(x.shape[1] - 1, order, out=out)
+
+
+def argsort_slices(slices, out):
+    """out = the stable lexicographic order of the rows of ``slices`` (n, m), m >= 1: first
+    column first, NaN last."""
+    out[...] = np.lexsort(slices.T[::-1])
+    return out
+
+
+def nonzero(x, out):
+    """out (count, ndim) = the coordinates of x's nonzero elements, in C order."""
+    out[...] = np.argwhere(x)
+    return out
+
+
+def scatter_reduce(index, src, code, out):
+    """out[o, index[o, j, i], i] = reduce(that, src[o, j, i]) on C-contiguous 3-D views, the
+    reduction named by ``code`` (see :data:`zgrad.kernels.vocabulary.SCATTER_REDUCTIONS`)."""
+    return widened(kernels.search.scatter_reduce, index, src, int(code), out=out)
+
+
+def searchsorted(sequence, values, right, out):
+    """out[r, j] = where values[r, j] goes in the ascending row sequence[r] (or sequence[0] when
+    it has one row): the count of elements below it, or not above it when ``right``."""
+    kernels.search.searchsorted(np.ascontiguousarray(sequence), np.ascontiguousarray(values), bool(right), out)
+    return out

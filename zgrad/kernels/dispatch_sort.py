@@ -1,0 +1,88 @@
+"""Dispatch of sorting and searching: argsort along a dimension, nonzero, searchsorted.
+
+The companion of :mod:`zgrad.kernels.dispatch` (its rules hold here: the backend comes from the
+arrays' device, outputs are allocated here, shapes are checked here with PyTorch's messages).
+A sort runs on the rows of a C-contiguous (rows, n) copy with the sorted dimension last.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from zgrad.errors import ShapeError
+from zgrad.kernels.dispatch import backend_of, cast, contiguous, reduce_sum
+from zgrad.kernels.dispatch_index import normalize_dim
+from zgrad.kernels.dispatch_pointwise import compare
+from zgrad.kernels.promotion import result_type
+
+__all__ = ["argsort", "argsort_slices", "nonzero", "searchsorted"]
+
+_INT64 = np.dtype(np.int64)
+
+
+def argsort(x: Any, dim: int, descending: bool):
+    """int64 positions that sort ``x`` along ``dim`` (stable: equal elements keep their order;
+    NaN sorts as the largest value).
+
+    Raises:
+        IndexError: ``dim`` is out of range.
+    """
+    be = backend_of(x)
+    dim = normalize_dim(dim, x.ndim)
+    if x.ndim == 0:
+        return be.full((), 0, _INT64)
+    moved = contiguous(x.swapaxes(dim, -1))
+    rows = moved.reshape(-1, x.shape[dim]) if moved.size else moved
+    out = be.empty(rows.shape, _INT64)
+    if out.size:
+        be.argsort(rows, bool(descending), out)
+    return contiguous(out.reshape(moved.shape).swapaxes(dim, -1))
+
+
+def argsort_slices(slices: Any):
+    """The int64 stable lexicographic order of the rows of the 2-D ``slices`` (NaN sorts as the
+    largest value)."""
+    be = backend_of(slices)
+    out = be.empty((slices.shape[0],), _INT64)
+    if slices.shape[1] == 0:  # rows without elements are all equal
+        return be.copy(np.arange(slices.shape[0], dtype=np.int64), out) if out.size else out
+    if out.size:
+        be.argsort_slices(contiguous(slices), out)
+    return out
+
+
+def nonzero(x: Any):
+    """The (count, ndim) int64 coordinates of the nonzero elements of ``x``, in C order."""
+    be = backend_of(x)
+    count = int(reduce_sum(compare("ne", x, 0), dtype=_INT64))
+    out = be.empty((count, x.ndim), _INT64)
+    if out.size:
+        be.nonzero(x, out)
+    return out
+
+
+def searchsorted(sequence: Any, values: Any, right: bool, out_int32: bool):
+    """Where each of ``values`` goes in the ascending last dimension of ``sequence`` (1-D, or
+    with the leading dimensions of ``values``): int64 (or int32) positions of values' shape.
+
+    Raises:
+        ShapeError: leading dimensions that differ, with PyTorch's message.
+    """
+    be = backend_of(sequence, values)
+    if sequence.ndim != 1 and sequence.shape[:-1] != values.shape[:-1]:
+        raise ShapeError(f"torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions "
+                         f"of boundaries tensor and input value tensor must match, but we got boundaries tensor "
+                         f"{list(sequence.shape)} and input value tensor {list(values.shape)}")
+    common = result_type(sequence, values)
+    if common == np.float16:  # widening keeps the order; the kernels have no float16 arithmetic
+        common = np.dtype(np.float32)
+    sequence, values = (a if a.dtype == common else cast(a, common) for a in (sequence, values))
+    width = sequence.shape[-1] if sequence.ndim else 1
+    rows = 1 if sequence.ndim <= 1 else values.size // max(values.shape[-1], 1)
+    out = be.empty(values.shape, np.dtype(np.int32 if out_int32 else np.int64))
+    if out.size:
+        be.searchsorted(contiguous(sequence).reshape(-1, width), contiguous(values).reshape(rows, -1), bool(right),
+                        out.reshape(rows, -1))
+    return out
