@@ -16,6 +16,7 @@ from zgrad.ops.loss_functions import cross_entropy, mse_loss
 from zgrad.ops.reduce import (
     ValuesIndices, argmax, argmin, cumsum, logsumexp, max, mean, min, nansum, prod, std, sum, var,
 )
+from zgrad.ops.sampling import bernoulli, multinomial, normal
 from zgrad.ops.shape import chunk, expand, flatten, split, squeeze, t, unsqueeze
 
 __all__ = [
@@ -27,4 +28,5 @@ __all__ = [
     "abs", "sqrt", "clamp", "clip", "maximum", "minimum", "remainder", "gather", "index_select", "scatter", "where",
     "masked_fill", "ValuesIndices", "max", "min", "argmax", "argmin", "var", "std", "logsumexp",
     "flatten", "unsqueeze", "squeeze", "expand", "split", "chunk", "t",
+    "bernoulli", "multinomial", "normal",
 ]

@@ -17,7 +17,7 @@ import numpy as np
 from zgrad.autograd.function import Op
 from zgrad.kernels import dispatch, dispatch_pointwise, dispatch_sequence as DS
 from zgrad.ops._args import tensor_arg
-from zgrad.random import default_generator
+from zgrad.random import numpy_generator
 
 __all__ = ["Dropout", "check_probability", "dropout", "dropout2d"]
 
@@ -53,7 +53,7 @@ def _apply(input: Any, p: float, training: bool, inplace: bool, rows: int, what:
         return input
     if input.dtype.kind != "f":
         raise RuntimeError(f"{what}: expected a floating point input, got {input.dtype}")
-    noise = default_generator().random(rows, dtype=np.float32 if input.dtype == np.float32 else np.float64)
+    noise = numpy_generator().random(rows, dtype=np.float32 if input.dtype == np.float32 else np.float64)
     noise = dispatch.to_device(noise, dispatch.device_type_of(input._data))
     if not inplace:
         return Dropout.apply(input, noise, p)
