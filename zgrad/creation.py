@@ -207,13 +207,17 @@ def linspace(start: Any, end: Any, steps: int, *, dtype: Any = None, device: Any
     if steps < 0:
         raise ShapeError("number of steps must be non-negative")
     dtype = np.dtype(dtype or get_default_dtype())
-    if isinstance(start, Tensor) or isinstance(end, Tensor):
-        start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
-    # PyTorch's rule: the first half counts up from start, the second half down from end, so both
-    # ends are exact and the spacing is symmetric.
+    start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
+    if dtype.kind != "f":  # PyTorch casts the bounds to an integer dtype first (wrapping, as a cast does)
+        start, end = (int(np.array(v).astype(dtype)) for v in (start, end))
+    # PyTorch's rule: the step is rounded to the dtype, the first half counts up from start and
+    # the second half down from end, so both ends are exact and the spacing is symmetric.
     step = (end - start) / (steps - 1) if steps > 1 else 0.0
+    step = float(dtype.type(step)) if dtype.kind == "f" else step
     index = np.arange(steps, dtype=np.float64)
     values = np.where(index < steps // 2, start + step * index, end - step * (steps - 1 - index))
+    if steps == 1:
+        values[:] = start
     return _finish(values.astype(dtype), requires_grad, device)
 
 

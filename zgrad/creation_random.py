@@ -34,8 +34,7 @@ def check_floating(dtype: np.dtype, what: str) -> None:
         DTypeError: an integer or bool dtype.
     """
     if dtype.kind != "f":
-        raise DTypeError(f'"{what}" not implemented for \'{dispatch.scalar_type_name(dtype)}\': '
-                         f"it draws floating point values; pass a floating dtype")
+        raise DTypeError(f"{what} expects a floating point tensor, got {dtype}")
 
 
 def random_tensor(shape: tuple[int, ...], dtype: Any, device: Any, requires_grad: bool, generator: Generator | None,
@@ -60,7 +59,7 @@ def rand(*size: Any, generator: Generator | None = None, dtype: Any = None, devi
         DTypeError: a non-floating ``dtype``.
     """
     dtype = np.dtype(dtype or get_default_dtype())
-    check_floating(dtype, "check_uniform_bounds")
+    check_floating(dtype, "rand")
     return random_tensor(size_arg(size), dtype, device, requires_grad, generator,
                          lambda out, g: dispatch_pointwise.random_uniform_(out, 0.0, 1.0, g))
 
@@ -73,7 +72,7 @@ def randn(*size: Any, generator: Generator | None = None, dtype: Any = None, dev
         DTypeError: a non-floating ``dtype``.
     """
     dtype = np.dtype(dtype or get_default_dtype())
-    check_floating(dtype, "normal_kernel_cpu")
+    check_floating(dtype, "randn")
     return random_tensor(size_arg(size), dtype, device, requires_grad, generator,
                          lambda out, g: dispatch_pointwise.random_normal_(out, 0.0, 1.0, g))
 

@@ -74,7 +74,7 @@ class TensorCreation:
         Raises:
             DTypeError: a non-floating tensor.
         """
-        check_floating(self.dtype, "check_uniform_bounds")
+        check_floating(self.dtype, "uniform_")
         return self._random_fill(lambda array, g: dispatch_pointwise.random_uniform_(array, a, b, g), generator)
 
     def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator: Generator | None = None) -> Tensor:
@@ -84,7 +84,7 @@ class TensorCreation:
             DTypeError: a non-floating tensor.
             ZgradError: a negative ``std``.
         """
-        check_floating(self.dtype, "normal_kernel_cpu")
+        check_floating(self.dtype, "normal_")
         if std < 0:
             raise ZgradError(f"normal expects std >= 0.0, but found std {std}")
         return self._random_fill(lambda array, g: dispatch_pointwise.random_normal_(array, mean, std, g), generator)
@@ -112,7 +112,7 @@ class TensorCreation:
             DTypeError: a non-floating tensor.
             ZgradError: ``lambd`` <= 0.
         """
-        check_floating(self.dtype, "exponential_cpu")
+        check_floating(self.dtype, "exponential_")
         if not lambd > 0:
             raise ZgradError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
         return self._random_fill(lambda array, g: dispatch_pointwise.random_exponential_(array, lambd, g), generator)

@@ -67,11 +67,11 @@ def normal(mean: Any, std: Any = 1.0, size: Any = None, *, generator: Generator 
         if std < 0:
             raise ZgradError(f"normal expects std >= 0.0, but found std {std}")
         dtype = np.dtype(dtype or get_default_dtype())
-        check_floating(dtype, "normal_kernel_cpu")
+        check_floating(dtype, "normal")
         return random_tensor(size_arg((size,)), dtype, device, requires_grad, generator,
                              lambda out, g: dispatch_pointwise.random_normal_(out, float(mean), float(std), g))
     for p in tensors:
-        check_floating(p.dtype, "normal_kernel_cpu")
+        check_floating(p.dtype, "normal")
     if not isinstance(std, Tensor) and std < 0:
         raise ZgradError(f"normal expects std >= 0.0, but found std {std}")
     if isinstance(std, Tensor) and std.numel() and std._data.min() < 0:
@@ -95,7 +95,7 @@ def bernoulli(input: Tensor, p: float | None = None, *, generator: Generator | N
         ZgradError: a probability outside [0, 1].
     """
     tensor_arg(input, "bernoulli")
-    check_floating(input.dtype, "bernoulli_tensor_cpu_p_")
+    check_floating(input.dtype, "bernoulli")
     if p is None:
         probs = input._data
         if input.numel() and not 0 <= probs.min() <= probs.max() <= 1:

@@ -35,7 +35,7 @@ def numpy_generator(generator: Any) -> np.random.Generator:
         return zgrad_random.numpy_generator(generator)
     if isinstance(generator, np.random.Generator) or all(hasattr(generator, m) for m in _GENERATOR_METHODS):
         return generator
-    raise TypeError(f"generator must be None, a zgrad.Generator, a numpy.random.Generator or an object with its "
+    raise TypeError(f"generator must be None, a numpy.random.Generator, a zgrad.Generator or an object with its "
                     f"{', '.join(_GENERATOR_METHODS)} methods; got {type(generator).__name__}")
 
 
