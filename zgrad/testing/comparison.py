@@ -80,13 +80,17 @@ def _compare_values(actual: np.ndarray, expected: np.ndarray, rtol: float, atol:
                 close |= np.isnan(actual) & np.isnan(expected)
     if close.all():
         return None
-    absolute, relative = _differences(actual, expected)
     what = "equal" if exact else "close"
     allowed = (lambda tol: "") if exact else (lambda tol: f" (up to {tol} allowed)")
-    if scalar:
-        return (f"Scalars are not {what}!\n\nExpected {expected.item()} but got {actual.item()}.\n"
-                f"Absolute difference: {absolute.item()}{allowed(atol)}\n"
-                f"Relative difference: {relative.item()}{allowed(rtol)}")
+    if scalar:  # in Python numbers, as PyTorch reports scalars
+        a, e = actual.item(), expected.item()
+        difference = abs(a - e)
+        ratio = difference / abs(e) if e else (float("nan") if difference == 0 or difference != difference
+                                                else float("inf"))
+        return (f"Scalars are not {what}!\n\nExpected {e} but got {a}.\n"
+                f"Absolute difference: {difference}{allowed(atol)}\n"
+                f"Relative difference: {ratio}{allowed(rtol)}")
+    absolute, relative = _differences(actual, expected)
     mismatched = int((~close).sum())
     lines = [f"Tensor-likes are not {what}!", "",
              f"Mismatched elements: {mismatched} / {close.size} ({100 * mismatched / close.size:.1f}%)"]
