@@ -11,7 +11,7 @@ from typing import Any, Callable
 import numpy as np
 
 from zgrad.device import CPU, Device, check_supported
-from zgrad.errors import ShapeError
+from zgrad.errors import DTypeError, ShapeError
 from zgrad.kernels import dispatch
 from zgrad.kernels.promotion import get_default_dtype
 from zgrad.tensor import Tensor
@@ -203,10 +203,13 @@ def linspace(start: Any, end: Any, steps: int, *, dtype: Any = None, device: Any
 
     Raises:
         ShapeError: ``steps`` is negative.
+        DTypeError: bool ``dtype`` with more than one step.
     """
     if steps < 0:
         raise ShapeError("number of steps must be non-negative")
     dtype = np.dtype(dtype or get_default_dtype())
+    if dtype.kind == "b" and steps > 1:
+        raise DTypeError("linspace is not implemented for bool (PyTorch's rule); pass a numeric dtype")
     start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
     if dtype.kind != "f":  # PyTorch casts the bounds to an integer dtype first (wrapping, as a cast does)
         start, end = (int(np.array(v).astype(dtype)) for v in (start, end))
@@ -227,9 +230,12 @@ def logspace(start: Any, end: Any, steps: int, base: float = 10.0, *, dtype: Any
 
     Raises:
         ShapeError: ``steps`` is negative.
+        DTypeError: a bool ``dtype``.
     """
-    exponents = linspace(start, end, steps, dtype=np.float64)._data
     dtype = np.dtype(dtype or get_default_dtype())
+    if dtype.kind == "b":
+        raise DTypeError("logspace is not implemented for bool (PyTorch's rule); pass a numeric dtype")
+    exponents = linspace(start, end, steps, dtype=np.float64)._data
     return _finish(np.power(float(base), exponents).astype(dtype), requires_grad, device)
 
 

@@ -85,10 +85,11 @@ def _integer_bounds(low: int, high: int, dtype: np.dtype) -> None:
     """
     if low >= high:
         raise ZgradError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
-    if dtype.kind in "iu":
-        info = np.iinfo(dtype)
-        if low < info.min or high - 1 > info.max:
-            name = "from" if low < info.min else "to - 1"
+    if dtype.kind in "biu":
+        info = np.iinfo(dtype) if dtype.kind != "b" else np.iinfo(np.uint8)
+        lowest, highest = (info.min, info.max) if dtype.kind != "b" else (0, 1)
+        if low < lowest or high - 1 > highest:
+            name = "from" if low < lowest else "to - 1"
             raise ZgradError(f"{name} is out of bounds for {dispatch.scalar_type_name(dtype)}")
 
 

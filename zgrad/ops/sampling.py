@@ -91,12 +91,12 @@ def bernoulli(input: Tensor, p: float | None = None, *, generator: Generator | N
     with probability ``p`` everywhere when given. Differentiable (zero gradient) in ``input``.
 
     Raises:
-        DTypeError: a non-floating ``input``.
+        DTypeError: a non-floating ``input`` without ``p``.
         ZgradError: a probability outside [0, 1].
     """
     tensor_arg(input, "bernoulli")
-    check_floating(input.dtype, "bernoulli")
     if p is None:
+        check_floating(input.dtype, "bernoulli")
         probs = input._data
         if input.numel() and not 0 <= probs.min() <= probs.max() <= 1:
             raise ZgradError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
