@@ -217,10 +217,12 @@ def linspace(start: Any, end: Any, steps: int, *, dtype: Any = None, device: Any
     # the second half down from end, so both ends are exact and the spacing is symmetric.
     step = (end - start) / (steps - 1) if steps > 1 else 0.0
     step = float(dtype.type(step)) if dtype.kind == "f" else step
-    index = np.arange(steps, dtype=np.float64)
-    values = np.where(index < steps // 2, start + step * index, end - step * (steps - 1 - index))
-    if steps == 1:
-        values[:] = start
+    values = np.empty(steps, np.float64)
+    half = steps // 2 if steps > 1 else steps
+    np.multiply(np.arange(half, dtype=np.float64), step, out=values[:half])
+    values[:half] += start
+    np.multiply(np.arange(steps - half - 1, -1, -1, dtype=np.float64), -step, out=values[half:])
+    values[half:] += end
     return _finish(values.astype(dtype), requires_grad, device)
 
 

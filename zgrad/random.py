@@ -7,8 +7,9 @@ non-deterministic seed, as PyTorch's does; ``manual_seed`` makes a program repro
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -16,8 +17,8 @@ from zgrad.errors import ZgradError
 from zgrad.generator import Generator, check_seed
 from zgrad.tensor import Tensor
 
-__all__ = ["default_generator", "get_rng_state", "initial_seed", "manual_seed", "numpy_generator", "seed",
-           "set_rng_state"]
+__all__ = ["default_generator", "fork_rng", "get_rng_state", "initial_seed", "manual_seed", "numpy_generator",
+           "seed", "set_rng_state"]
 
 default_generator = Generator()
 """The generator random functions use when given none."""
@@ -58,6 +59,28 @@ def set_rng_state(new_state: Tensor) -> None:
         ZgradError: it is not a state a zgrad generator gave.
     """
     default_generator.set_state(new_state)
+
+
+@contextlib.contextmanager
+def fork_rng(devices: Any = None, enabled: bool = True, **_: Any) -> Iterator[None]:
+    """Restore the default generator's state at the end of the block, so draws inside it leave
+    the stream outside unchanged (``enabled=False``: do nothing). ``devices`` is accepted for
+    PyTorch's signature: one default generator serves every device here.
+
+    Example::
+
+        with zgrad.random.fork_rng():
+            zgrad.manual_seed(0)
+            noise = zgrad.randn(3)   # the caller's stream continues as if this never ran
+    """
+    if not enabled:
+        yield
+        return
+    state = get_rng_state()
+    try:
+        yield
+    finally:
+        set_rng_state(state)
 
 
 def numpy_generator(generator: Generator | None = None, device: Any = None) -> np.random.Generator:

@@ -93,6 +93,19 @@ def test_default_generator_functions():
     assert isinstance(zgrad.Generator(), zgrad.Generator)
 
 
+def test_fork_rng_restores_the_default_stream():
+    zgrad.manual_seed(8)
+    expected = zgrad.rand(3).numpy()
+    zgrad.manual_seed(8)
+    with zgrad.random.fork_rng():
+        zgrad.manual_seed(100)
+        zgrad.rand(10)
+    np.testing.assert_array_equal(zgrad.rand(3).numpy(), expected)
+    with zgrad.random.fork_rng(enabled=False):
+        zgrad.manual_seed(8)
+    np.testing.assert_array_equal(zgrad.rand(3).numpy(), expected)
+
+
 def test_generator_errors():
     g = zgrad.Generator()
     with pytest.raises(TypeError, match="manual_seed expects an int, got float"):

@@ -69,8 +69,8 @@ def multinomial(generator: np.random.Generator, probs: np.ndarray, replacement: 
 
     With replacement: inverse-CDF sampling (one uniform per draw, searched in the row's cumulative
     sums; the rows are searched at once by offsetting row i's sums by i). Without replacement: the
-    exponential-race form of sequential sampling (keys ``probs / Exp(1)``, the largest win), so
-    every row is one sort.
+    exponential-race form of sequential sampling (keys ``probs / Exp(1)``, the largest win, in
+    order), so every row is one partition and a sort of its winners.
 
     Raises:
         ZgradError: a negative, infinite or NaN weight, or a row that sums to 0 (PyTorch's messages).
@@ -93,6 +93,11 @@ def multinomial(generator: np.random.Generator, probs: np.ndarray, replacement: 
         # rounding in the offset sums can carry a draw just past its row's last category
         np.copyto(out, np.minimum(picks, categories - 1), casting="unsafe")
         return out
-    keys = weights / generator.standard_exponential((rows, categories))
-    np.copyto(out, np.argsort(-keys, axis=1, kind="stable")[:, :num_samples], casting="unsafe")
+    keys = -(weights / generator.standard_exponential((rows, categories)))
+    if num_samples < categories:  # the winners first (a partition), then their order
+        winners = np.argpartition(keys, num_samples - 1, axis=1)[:, :num_samples]
+        order = np.argsort(np.take_along_axis(keys, winners, axis=1), axis=1, kind="stable")
+        np.copyto(out, np.take_along_axis(winners, order, axis=1), casting="unsafe")
+    else:
+        np.copyto(out, np.argsort(keys, axis=1, kind="stable"), casting="unsafe")
     return out
