@@ -1,8 +1,8 @@
 """Random tensor factories: ``rand``, ``randn``, ``randint``, ``randperm`` and their ``*_like``
 forms, as PyTorch's.
 
-Every one draws from ``generator`` (a :class:`zgrad.Generator`; None: the default generator
-that ``zgrad.manual_seed`` seeds) and fills the new tensor on its device through the kernel
+Every one draws from ``generator`` (a :class:`zgrad.Generator`; None: the default generator of
+the new tensor's device, which ``zgrad.manual_seed`` seeds) and fills the new tensor on its device through the kernel
 layer's random fills. The numbers differ from PyTorch's for the same seed (the streams differ);
 shapes, dtypes, ranges and distributions are PyTorch's.
 """

@@ -1,9 +1,9 @@
 """``zgrad.Generator``: a seedable source of random numbers, as ``torch.Generator``.
 
 A generator owns a numpy ``PCG64`` bit generator; every random function of zgrad takes one as
-``generator=`` (None: the default generator of :mod:`zgrad.random`). Draws for CUDA tensors are
-made on the host and copied to the device, so a generator of either device gives the same numbers
-for the same seed. The streams differ from PyTorch's (its CPU generator is a Mersenne Twister):
+``generator=`` (None: the default generator of the tensor's device, in :mod:`zgrad.random`).
+Draws for CUDA tensors are made on the host and copied to the device, so a generator of either
+device gives the same numbers for the same seed. The streams differ from PyTorch's (its CPU generator is a Mersenne Twister):
 seeding makes a zgrad program reproducible, not equal to the PyTorch one.
 
 Thread-safety: draws are serialized by numpy's bit-generator lock; seeding and state changes

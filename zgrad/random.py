@@ -1,8 +1,10 @@
-"""``zgrad.random``: the default generator and the functions that seed it, as ``torch.random``.
+"""``zgrad.random``: the default generators and the functions that seed them, as ``torch.random``.
 
 The default generator serves every random function given no ``generator=`` (``rand``,
-``randint``, ``nn.init``, dropout, samplers), on the CPU and on CUDA alike. It starts from a
-non-deterministic seed, as PyTorch's does; ``manual_seed`` makes a program reproducible.
+``randint``, ``nn.init``, dropout, samplers) for CPU tensors; CUDA tensors have their own
+(``zgrad.cuda.manual_seed`` and friends), as in PyTorch. Both start from a non-deterministic
+seed, as PyTorch's do; ``manual_seed`` seeds both and makes a program reproducible. Seeded
+alike, the two give the same numbers (CUDA draws are made on the host).
 """
 
 from __future__ import annotations
@@ -17,27 +19,34 @@ from zgrad.errors import ZgradError
 from zgrad.generator import Generator
 from zgrad.tensor import Tensor
 
-__all__ = ["default_generator", "fork_rng", "get_rng_state", "initial_seed", "manual_seed", "numpy_generator",
+__all__ = ["cuda_default_generator", "default_generator", "fork_rng", "get_rng_state", "initial_seed", "manual_seed", "numpy_generator",
            "seed", "set_rng_state"]
 
 default_generator = Generator()
-"""The generator random functions use when given none."""
-default_generator.manual_seed(int.from_bytes(os.urandom(8), "little"))
+"""The generator random functions use for CPU tensors when given none."""
+cuda_default_generator = Generator("cuda")
+"""The generator random functions use for CUDA tensors when given none (``zgrad.cuda``'s)."""
+for _generator in (default_generator, cuda_default_generator):  # one non-deterministic start for both
+    _generator.manual_seed(int.from_bytes(os.urandom(8), "little"))
 
 
 def manual_seed(seed: int) -> Generator:
-    """Seed the default generator so later random tensors are reproducible; returns it.
+    """Seed the default generators (CPU and CUDA) so later random tensors are reproducible;
+    returns the CPU one.
 
     Raises:
         TypeError: ``seed`` is not an int.
         ValueError: ``seed`` is outside [-2**63, 2**64).
     """
+    cuda_default_generator.manual_seed(seed)
     return default_generator.manual_seed(seed)
 
 
 def seed() -> int:
-    """Seed the default generator from the OS (non-deterministic) and return the seed."""
-    return default_generator.seed()
+    """Seed the default generators from the OS (non-deterministic) and return the seed."""
+    seed = default_generator.seed()
+    cuda_default_generator.manual_seed(seed)
+    return seed
 
 
 def initial_seed() -> int:
@@ -62,9 +71,9 @@ def set_rng_state(new_state: Tensor) -> None:
 
 @contextlib.contextmanager
 def fork_rng(devices: Any = None, enabled: bool = True, **_: Any) -> Iterator[None]:
-    """Restore the default generator's state at the end of the block, so draws inside it leave
-    the stream outside unchanged (``enabled=False``: do nothing). ``devices`` is accepted for
-    PyTorch's signature: one default generator serves every device here.
+    """Restore the default generators' states (CPU and CUDA) at the end of the block, so draws
+    inside it leave the streams outside unchanged (``enabled=False``: do nothing). ``devices`` is
+    accepted for PyTorch's signature (zgrad has one CUDA default generator).
 
     Example::
 
@@ -75,27 +84,29 @@ def fork_rng(devices: Any = None, enabled: bool = True, **_: Any) -> Iterator[No
     if not enabled:
         yield
         return
-    state = get_rng_state()
+    states = [(g, g.get_state()) for g in (default_generator, cuda_default_generator)]
     try:
         yield
     finally:
-        set_rng_state(state)
+        for generator, state in states:
+            generator.set_state(state)
 
 
 def numpy_generator(generator: Generator | None = None, device: Any = None) -> np.random.Generator:
-    """The numpy generator a random function draws from: ``generator``'s, or the default one's.
+    """The numpy generator a random function draws from: ``generator``'s, or the default one's
+    for ``device``.
 
     Args:
-        generator: a :class:`zgrad.Generator`, or None for the default generator.
-        device: the device of the tensor being filled; an explicit generator must match its type
-            (the default generator serves every device).
+        generator: a :class:`zgrad.Generator`, or None for the default generator of ``device``.
+        device: the device (or device type) of the tensor being filled (None: the CPU); an
+            explicit generator must match its type.
 
     Raises:
         TypeError: ``generator`` is not a ``zgrad.Generator``.
         ZgradError: ``generator`` is for another device type than ``device``.
     """
     if generator is None:
-        return default_generator.numpy()
+        return (cuda_default_generator if getattr(device, "type", device) == "cuda" else default_generator).numpy()
     if not isinstance(generator, Generator):
         raise TypeError(f"generator must be a zgrad.Generator or None, got {type(generator).__name__}")
     device_type = getattr(device, "type", device)

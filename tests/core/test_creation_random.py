@@ -106,6 +106,18 @@ def test_fork_rng_restores_the_default_stream():
     np.testing.assert_array_equal(zgrad.rand(3).numpy(), expected)
 
 
+def test_cuda_default_generator_functions():
+    zgrad.cuda.manual_seed_all(21)
+    assert zgrad.cuda.initial_seed() == 21 and zgrad.cuda.default_generators[0].device.type == "cuda"
+    state = zgrad.cuda.get_rng_state()
+    zgrad.manual_seed(5)  # seeds the CUDA default generator too, as PyTorch's
+    assert zgrad.cuda.initial_seed() == 5
+    zgrad.cuda.set_rng_state(state)
+    assert zgrad.cuda.initial_seed() == 21 and zgrad.initial_seed() == 5
+    zgrad.cuda.seed_all()
+    assert zgrad.cuda.initial_seed() != 21
+
+
 def test_generator_errors():
     g = zgrad.Generator()
     with pytest.raises(TypeError, match="manual_seed expects an int, got float"):
