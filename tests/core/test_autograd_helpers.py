@@ -152,6 +152,41 @@ def test_autograd_grad_errors_match_pytorch(name):
         GRAD_ERRORS[name](zgrad, _graph(zgrad))
 
 
+# name: fn(lib, graph) running autograd.backward; the leaves' and h's .grad are compared after it
+BACKWARD_CASES = {
+    "all_leaves": lambda lib, g: lib.autograd.backward(g["y1"]),
+    "two_tensors": lambda lib, g: lib.autograd.backward([g["y1"], g["y2"]],
+                                                        [None, lib.full((2, 3), 0.5, dtype=lib.float64)]),
+    "inputs_leaf": lambda lib, g: lib.autograd.backward(g["y1"], inputs=[g["b"]]),
+    "inputs_non_leaf": lambda lib, g: lib.autograd.backward(g["y1"], inputs=[g["h"], g["a"]]),
+    "twice": lambda lib, g: (lib.autograd.backward(g["y1"], retain_graph=True), lib.autograd.backward(g["y1"])),
+}
+
+
+@pytest.mark.torch
+@pytest.mark.skipif(torch is None, reason="needs torch")
+@pytest.mark.parametrize("name", sorted(BACKWARD_CASES))
+def test_autograd_backward_matches_pytorch(name):
+    ours, theirs = _graph(zgrad), _graph(torch)
+    BACKWARD_CASES[name](zgrad, ours)
+    BACKWARD_CASES[name](torch, theirs)
+    for key in "abch" if name == "inputs_non_leaf" else "abc":  # (torch warns when a non-leaf's .grad is read)
+        o, t = ours[key].grad, theirs[key].grad
+        assert (o is None) == (t is None), key
+        if o is not None:
+            np.testing.assert_allclose(o.numpy(), t.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_autograd_backward_errors():
+    g = _graph(zgrad)
+    with pytest.raises(ValueError, match="'inputs' argument to backward\\(\\) cannot be empty"):
+        zgrad.autograd.backward(g["y1"], inputs=[])
+    with pytest.raises(RuntimeError, match="no double backward"):
+        zgrad.autograd.backward(g["y1"], create_graph=True)
+    with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad"):
+        zgrad.autograd.backward(zgrad.ones(1))
+
+
 def test_autograd_grad_messages_and_double_backward():
     g = _graph(zgrad)
     with pytest.raises(RuntimeError, match="appears to not have been used in the graph. Set allow_unused=True"):
