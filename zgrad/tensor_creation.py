@@ -1,6 +1,7 @@
 """The methods of :class:`zgrad.Tensor` that make values: the ``new_*`` factories (``new_zeros``,
 ``new_tensor``, ...) and the random fills and draws (``uniform_``, ``normal_``, ``random_``,
-``bernoulli_``, ``exponential_``, ``bernoulli``, ``multinomial``).
+``bernoulli_``, ``exponential_``, ``log_normal_``, ``cauchy_``, ``geometric_``, ``bernoulli``,
+``multinomial``).
 
 A random fill writes into the tensor's memory through :meth:`Tensor._overwrite` (of
 :mod:`zgrad.tensor_inplace`), so PyTorch's in-place rules hold: an error on a leaf that requires
@@ -10,15 +11,16 @@ graph. Draws come from ``generator`` (None: the default generator).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from zgrad import creation
 from zgrad.creation_random import check_floating
-from zgrad.errors import ZgradError
+from zgrad.errors import DTypeError, ZgradError
 from zgrad.generator import Generator
-from zgrad.kernels import dispatch_pointwise
+from zgrad.kernels import dispatch, dispatch_pointwise
 from zgrad.ops import sampling
 from zgrad.random import numpy_generator
 from zgrad.tensor import Tensor, tensor_methods
@@ -116,6 +118,67 @@ class TensorCreation:
         if not lambd > 0:
             raise ZgradError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
         return self._random_fill(lambda array, g: dispatch_pointwise.random_exponential_(array, lambd, g), generator)
+
+    def log_normal_(self, mean: float = 1.0, std: float = 2.0, *, generator: Generator | None = None) -> Tensor:
+        """Fill with samples of exp(N(mean, std^2)).
+
+        Raises:
+            DTypeError: a non-floating tensor.
+            ZgradError: ``std`` <= 0.
+        """
+        check_floating(self.dtype, "log_normal_")
+        if not std > 0:
+            raise ZgradError(f"log_normal_ expects std > 0.0, but found std={std}")
+
+        def fill(array: Any, draws: Any) -> None:
+            # the exp kernels take float32 and float64: float16 goes through a float32 buffer
+            work = array if array.dtype != np.float16 else \
+                dispatch.empty(array.shape, np.dtype(np.float32), dispatch.device_type_of(array))
+            dispatch_pointwise.random_normal_(work, mean, std, draws)
+            dispatch_pointwise.unary_inplace("exp", work)
+            if work is not array:
+                dispatch_pointwise.write(array, work)
+        return self._random_fill(fill, generator)
+
+    def cauchy_(self, median: float = 0.0, sigma: float = 1.0, *, generator: Generator | None = None) -> Tensor:
+        """Fill with samples of the Cauchy distribution: ``median + sigma * Z1 / Z2`` for standard
+        normal Z1, Z2.
+
+        Raises:
+            DTypeError: a non-floating tensor.
+            ZgradError: ``sigma`` <= 0.
+        """
+        check_floating(self.dtype, "cauchy_")
+        if not sigma > 0:
+            raise ZgradError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
+
+        def fill(array: Any, draws: Any) -> None:
+            denominator = dispatch.empty(array.shape, array.dtype, dispatch.device_type_of(array))
+            dispatch_pointwise.random_normal_(array, 0.0, sigma, draws)
+            dispatch_pointwise.random_normal_(denominator, 0.0, 1.0, draws)
+            dispatch_pointwise.inplace_binary("div", array, denominator)
+            dispatch_pointwise.inplace_binary("add", array, median)
+        return self._random_fill(fill, generator)
+
+    def geometric_(self, p: float, *, generator: Generator | None = None) -> Tensor:
+        """Fill with the number of Bernoulli(p) trials up to the first success (1, 2, ...):
+        ``floor(E) + 1`` for E exponential of rate ``-log(1 - p)``.
+
+        Raises:
+            DTypeError: a bool tensor.
+            ZgradError: ``p`` outside (0, 1).
+        """
+        if self.dtype.kind == "b":
+            raise DTypeError("geometric_ is not implemented for bool tensors (PyTorch's rule)")
+        if not 0 < p < 1:
+            raise ZgradError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+
+        def fill(array: Any, draws: Any) -> None:
+            exponential = dispatch.empty(array.shape, np.dtype(np.float64), dispatch.device_type_of(array))
+            dispatch_pointwise.random_exponential_(exponential, -math.log1p(-p), draws)
+            trials = dispatch.binary("add", dispatch.binary("floor_divide", exponential, 1.0), 1.0)
+            dispatch_pointwise.write(array, trials)
+        return self._random_fill(fill, generator)
 
     def bernoulli_(self, p: Any = 0.5, *, generator: Generator | None = None) -> Tensor:
         """Fill with 1 with probability ``p`` (a number, or a tensor broadcast to this one), else 0.

@@ -75,4 +75,7 @@ ROWS = [
     Row("Tensor.random_", args=(T(), Lit(2)), name="to-only", **_RANDOM),
     Row("Tensor.bernoulli_", args=(T(), Lit(0.5)), **_RANDOM),
     Row("Tensor.exponential_", args=(T(), Lit(1.5)), **_RANDOM),
+    Row("Tensor.log_normal_", args=(T(), Lit(0.0), Lit(0.5)), **_RANDOM),
+    Row("Tensor.cauchy_", args=(T(), Lit(1.0), Lit(2.0)), **_RANDOM),
+    Row("Tensor.geometric_", args=(T(), Lit(0.3)), **_RANDOM),
 ]

@@ -2,7 +2,8 @@
 default generator's functions (``manual_seed``, ``seed``, ``initial_seed``, ``get_rng_state``,
 ``set_rng_state``), and every random function with its ``generator=``: ``rand``, ``randn``,
 ``randint``, ``randperm``, the ``*_like`` forms, ``normal`` (its four forms), ``bernoulli``,
-``multinomial`` and the in-place fills.
+``multinomial`` and the in-place fills (``uniform_``, ``normal_``, ``random_``, ``bernoulli_``,
+``exponential_``, ``log_normal_``, ``cauchy_``, ``geometric_``).
 
 zgrad's streams differ from PyTorch's, so values are checked for reproducibility and by their
 distribution (ranges, moments, frequencies); dtypes, shapes, errors and the (zero) gradients of
@@ -35,6 +36,9 @@ DRAWS = {
     "random_": lambda g: zgrad.empty(4000, dtype=zgrad.int64).random_(0, 50, generator=g),
     "bernoulli_": lambda g: zgrad.empty(4000).bernoulli_(0.2, generator=g),
     "exponential_": lambda g: zgrad.empty(4000).exponential_(2.0, generator=g),
+    "log_normal_": lambda g: zgrad.empty(4000).log_normal_(generator=g),
+    "cauchy_": lambda g: zgrad.empty(4000).cauchy_(generator=g),
+    "geometric_": lambda g: zgrad.empty(4000, dtype=zgrad.int32).geometric_(0.3, generator=g),
 }
 
 
@@ -153,6 +157,13 @@ def test_uniform_and_normal_moments():
     assert abs(by_std.mean() + 1) < 0.01 and abs(by_std.std() - 0.5) < 0.01
     exponential = zgrad.empty(100_000, dtype=zgrad.float64).exponential_(4.0, generator=g).numpy()
     assert exponential.min() >= 0 and abs(exponential.mean() - 0.25) < 0.005
+    log_normal = np.log(zgrad.empty(100_000, dtype=zgrad.float64).log_normal_(1.0, 0.5, generator=g).numpy())
+    assert abs(log_normal.mean() - 1) < 0.01 and abs(log_normal.std() - 0.5) < 0.01
+    cauchy = zgrad.empty(100_000, dtype=zgrad.float64).cauchy_(2.0, 3.0, generator=g).numpy()
+    quartiles = np.percentile(cauchy, [25, 50, 75])  # median 2, quartiles at median -/+ sigma
+    np.testing.assert_allclose(quartiles, [-1.0, 2.0, 5.0], atol=0.1)
+    geometric = zgrad.empty(100_000, dtype=zgrad.int64).geometric_(0.25, generator=g).numpy()
+    assert geometric.min() == 1 and abs(geometric.mean() - 4) < 0.05 and abs((geometric == 1).mean() - 0.25) < 0.01
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
@@ -239,6 +250,9 @@ SHAPES = {
     "bernoulli_": lambda lib: lib.zeros(3, dtype=lib.int32).bernoulli_(0.5),
     "random_": lambda lib: lib.zeros(3, dtype=lib.int16).random_(3),
     "uniform_": lambda lib: lib.zeros(2, dtype=lib.float16).uniform_(),
+    "log_normal_": lambda lib: lib.zeros(2, dtype=lib.float16).log_normal_(),
+    "cauchy_": lambda lib: lib.zeros(2, 2).cauchy_(1.0, 2.0),
+    "geometric_": lambda lib: lib.zeros(3, dtype=lib.int64).geometric_(0.5),
 }
 
 
@@ -281,6 +295,12 @@ ERRORS = {
     "normal__negative_std": lambda lib: lib.zeros(2).normal_(0, -1),
     "random__empty_range": lambda lib: lib.zeros(2).random_(5, 2),
     "randint_requires_grad": lambda lib: lib.randint(3, (2,), requires_grad=True),
+    "log_normal__zero_std": lambda lib: lib.zeros(2).log_normal_(1.0, 0.0),
+    "log_normal__int": lambda lib: lib.zeros(2, dtype=lib.int64).log_normal_(),
+    "cauchy__zero_sigma": lambda lib: lib.zeros(2).cauchy_(0.0, 0.0),
+    "cauchy__int": lambda lib: lib.zeros(2, dtype=lib.int64).cauchy_(),
+    "geometric__p0": lambda lib: lib.zeros(2).geometric_(0.0),
+    "geometric__p1": lambda lib: lib.zeros(2).geometric_(1.0),
 }
 
 
