@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from zgrad.kernels.cuda.array import DeviceArray
-from zgrad.kernels.cuda.elementwise import binary_op, ternary_op, unary_op, upload
+from zgrad.kernels.cuda.elementwise import binary_op, ternary_op, unary_op
 
 __all__ = [
     "add", "sub", "mul", "div", "pow", "neg", "exp", "log", "tanh", "sigmoid", "relu", "relu_backward",
