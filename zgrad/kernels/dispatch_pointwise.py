@@ -147,15 +147,18 @@ def random_integers_(out: Any, low: int, high: int, generator: Any):
     return backend_of(out).random_integers(generator, low, high, out)
 
 
-
 def random_exponential_(out: Any, rate: float, generator: Any):
     """Fill a floating ``out`` with Exp(rate) drawn from ``generator``."""
     return backend_of(out).random_exponential(generator, rate, out)
 
 
 def multinomial(probs: Any, num_samples: int, replacement: bool, generator: Any):
-    """``num_samples`` int64 category indices per row of the 2-D weights ``probs`` (checked by the
-    caller: non-negative, finite, every row with a positive sum), drawn from ``generator``."""
+    """``num_samples`` int64 category indices per row of the 2-D weights ``probs``, drawn from
+    ``generator`` with or without replacement.
+
+    Raises:
+        ZgradError: a negative, infinite or NaN weight, or a row that sums to 0.
+    """
     be = backend_of(probs)
     out = be.empty((probs.shape[0], num_samples), np.dtype(np.int64))
     return be.multinomial(generator, probs, replacement, out)
