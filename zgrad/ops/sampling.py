@@ -60,20 +60,18 @@ def normal(mean: Any, std: Any = 1.0, size: Any = None, *, generator: Generator 
         TypeError: numbers for both without a ``size``.
     """
     tensors = [p for p in (mean, std) if isinstance(p, Tensor)]
+    if not isinstance(std, Tensor) and std < 0:
+        raise ZgradError(f"normal expects std >= 0.0, but found std {std}")
     if not tensors:
         if size is None:
             raise TypeError("normal() received an invalid combination of arguments - got (float, float): pass a "
                             "tensor mean or std, or a size: normal(mean, std, size)")
-        if std < 0:
-            raise ZgradError(f"normal expects std >= 0.0, but found std {std}")
         dtype = np.dtype(dtype or get_default_dtype())
         check_floating(dtype, "normal")
         return random_tensor(size_arg((size,)), dtype, device, requires_grad, generator,
                              lambda out, g: dispatch_pointwise.random_normal_(out, float(mean), float(std), g))
     for p in tensors:
         check_floating(p.dtype, "normal")
-    if not isinstance(std, Tensor) and std < 0:
-        raise ZgradError(f"normal expects std >= 0.0, but found std {std}")
     if isinstance(std, Tensor) and std.numel() and std._data.min() < 0:
         raise ZgradError("normal expects all elements of std >= 0.0")
     arrays = [p._data if isinstance(p, Tensor) else p for p in (mean, std)]
