@@ -8,18 +8,23 @@ import numpy as _np
 
 # First: these bind Tensor's op-backed methods (operators, math, layout, to, in-place updates)
 # onto zgrad.tensor.Tensor, before any other module of zgrad can hold a tensor.
-from zgrad import tensor_indexing, tensor_inplace, tensor_math, tensor_reduce, tensor_shape  # noqa: F401
+from zgrad import tensor_creation, tensor_indexing, tensor_inplace, tensor_math, tensor_reduce, tensor_shape  # noqa: F401
 from zgrad import accelerator, autograd, cuda, distributions, futures, nn, optim
-from zgrad import return_types, utils
+from zgrad import random, return_types, testing, utils
 from zgrad.creation import (
-    arange, empty, from_dlpack, from_numpy, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like,
+    arange, empty, from_dlpack, from_numpy, full, ones, ones_like, tensor, zeros, zeros_like,
 )
 from zgrad.creation import (
     BoolTensor, DoubleTensor, FloatTensor, IntTensor, LongTensor, empty_like, full_like, get_default_device,
-    rand_like, randn_like, set_default_device,
+    set_default_device,
 )
+from zgrad.creation import eye, linspace, logspace
+from zgrad.creation_random import rand, rand_like, randint, randint_like, randn, randn_like, randperm
+from zgrad.generator import Generator
+from zgrad.ops.sampling import bernoulli, multinomial, normal
 from zgrad.device import Device as device
 from zgrad.engine.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from zgrad.engine.grad_mode import inference_mode, is_inference_mode_enabled
 from zgrad.kernels.promotion import can_cast, get_default_dtype, promote_types, result_type, set_default_dtype
 from zgrad.errors import ZgradError
 from zgrad.ops import (
@@ -61,7 +66,7 @@ from zgrad.ops import (
     masked_scatter, masked_select, msort, nonzero, scatter_add, scatter_reduce, searchsorted, sort, take,
     take_along_dim, topk, unique, unique_consecutive,
 )
-from zgrad.random import manual_seed
+from zgrad.random import default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from zgrad.serialization import load, save
 from zgrad.tensor import Tensor
 
@@ -112,6 +117,9 @@ __all__ = [
     "argsort", "argwhere", "bincount", "bucketize", "histc", "index_add", "index_copy", "index_fill", "index_put",
     "kthvalue", "masked_scatter", "masked_select", "msort", "nonzero", "scatter_add", "scatter_reduce",
     "searchsorted", "sort", "take", "take_along_dim", "topk", "unique", "unique_consecutive",
+    "bernoulli", "default_generator", "eye", "Generator", "get_rng_state", "inference_mode", "initial_seed",
+    "is_inference_mode_enabled", "linspace", "logspace", "multinomial", "normal", "randint", "randint_like",
+    "random", "randperm", "seed", "set_rng_state", "testing",
 ]
 # torch.<name> forms of nn.functional ops (same signatures)
 __all__ += ["conv_transpose2d", "cosine_similarity", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu"]

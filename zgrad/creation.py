@@ -1,6 +1,7 @@
-"""Tensor factories: ``tensor``, ``zeros``, ``ones``, ``full``, ``arange``, ``rand``, ``randn``, the
-``*_like`` forms, the legacy typed constructors (``FloatTensor``, ``LongTensor``, ...),
-``from_numpy`` and ``from_dlpack``."""
+"""Tensor factories: ``tensor``, ``zeros``, ``ones``, ``full``, ``empty``, ``eye``, ``arange``,
+``linspace``, ``logspace``, the ``*_like`` forms, the legacy typed constructors (``FloatTensor``,
+``LongTensor``, ...), ``from_numpy`` and ``from_dlpack``. The random ones are in
+:mod:`zgrad.creation_random`."""
 
 from __future__ import annotations
 
@@ -10,21 +11,30 @@ from typing import Any, Callable
 import numpy as np
 
 from zgrad.device import CPU, Device, check_supported
+from zgrad.errors import DTypeError, ShapeError
 from zgrad.kernels import dispatch
 from zgrad.kernels.promotion import get_default_dtype
-from zgrad.random import default_generator
 from zgrad.tensor import Tensor
 
-__all__ = ["tensor", "zeros", "ones", "full", "empty", "rand", "randn", "zeros_like", "ones_like", "full_like",
-           "empty_like", "rand_like", "randn_like", "from_numpy", "from_dlpack", "set_default_device", "get_default_device", "arange", "FloatTensor",
-           "DoubleTensor", "LongTensor", "IntTensor", "BoolTensor"]
+__all__ = ["tensor", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
+           "empty_like", "eye", "linspace", "logspace", "from_numpy", "from_dlpack", "set_default_device", "get_default_device", "arange", "FloatTensor",
+           "DoubleTensor", "LongTensor", "IntTensor", "BoolTensor", "device_arg", "size_arg", "wrap"]
 
-def _shape(size: tuple[Any, ...]) -> tuple[int, ...]:
+def size_arg(size: tuple[Any, ...]) -> tuple[int, ...]:
+    """The shape a factory's ``*size`` names: ints, or one tuple or list of ints.
+
+    Raises:
+        ShapeError: a negative size (also a ValueError).
+        ValueError: a size that is not an int.
+    """
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     for n in size:
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
             raise ValueError(f"a tensor size must be a non-negative int, got {n!r} in {size!r}")
+        if n < 0:
+            raise ShapeError(f"Trying to create tensor with negative dimension {n}: {list(size)} "
+                             f"(a tensor size must be a non-negative int)")
     return tuple(int(n) for n in size)
 
 
@@ -46,13 +56,32 @@ def get_default_device() -> Device:
     return getattr(_defaults, "device", None) or CPU
 
 
+def device_arg(device: Any) -> Device:
+    """The device a factory given ``device`` creates on (None: :func:`get_default_device`).
+
+    Raises:
+        ZgradError: a CUDA device where none can be used.
+        ValueError: an unknown device string.
+    """
+    return get_default_device() if device is None else check_supported(device)
+
+
+def wrap(array: Any, requires_grad: bool) -> Tensor:
+    """A new leaf tensor over ``array``.
+
+    Raises:
+        AutogradError: ``requires_grad`` on a non-floating dtype.
+    """
+    return Tensor(array).requires_grad_(True) if requires_grad else Tensor(array)
+
+
 def _finish(array: np.ndarray, requires_grad: bool, device: Any) -> Tensor:
     """Wrap host ``array``, copied to ``device`` (default: :func:`get_default_device`) unless that
     is the CPU."""
-    device = get_default_device() if device is None else check_supported(device)
+    device = device_arg(device)
     if device.type != "cpu":
         array = dispatch.to_device(array, device.type)
-    return Tensor(array).requires_grad_(requires_grad) if requires_grad else Tensor(array)
+    return wrap(array, requires_grad)
 
 
 def tensor(data: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
@@ -79,7 +108,7 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False, device: An
 
 
 def empty(*size: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
-    return _finish(np.empty(_shape(size), dtype=dtype or get_default_dtype()), requires_grad, device)
+    return _finish(np.empty(size_arg(size), dtype=dtype or get_default_dtype()), requires_grad, device)
 
 
 def _scalar_dtype(value: Any) -> np.dtype:
@@ -95,17 +124,17 @@ def full(size: Any, fill_value: Any, dtype: Any = None, requires_grad: bool = Fa
     """A tensor of ``size`` filled with ``fill_value``; the dtype follows the value (bool, int64,
     or float32) unless given."""
     dtype = np.dtype(dtype) if dtype is not None else _scalar_dtype(fill_value)
-    return _finish(np.full(_shape((size,)), fill_value, dtype=dtype), requires_grad, device)
+    return _finish(np.full(size_arg((size,)), fill_value, dtype=dtype), requires_grad, device)
 
 
 def zeros(*size: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """A tensor of zeros; ``size`` as ints or one tuple."""
-    return _finish(np.zeros(_shape(size), dtype=dtype or get_default_dtype()), requires_grad, device)
+    return _finish(np.zeros(size_arg(size), dtype=dtype or get_default_dtype()), requires_grad, device)
 
 
 def ones(*size: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """A tensor of ones; ``size`` as ints or one tuple."""
-    return _finish(np.ones(_shape(size), dtype=dtype or get_default_dtype()), requires_grad, device)
+    return _finish(np.ones(size_arg(size), dtype=dtype or get_default_dtype()), requires_grad, device)
 
 
 def _like(make: Any, input: Tensor, dtype: Any, requires_grad: bool, device: Any, *args: Any) -> Tensor:  # noqa: A002
@@ -135,28 +164,6 @@ def empty_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, de
     return _like(empty, input, dtype, requires_grad, device)
 
 
-def rand_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:  # noqa: A002
-    """U[0, 1) samples in ``input``'s shape (and dtype and device, unless given)."""
-    return _like(rand, input, dtype, requires_grad, device)
-
-
-def randn_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:  # noqa: A002
-    """Standard normal samples in ``input``'s shape (and dtype and device, unless given)."""
-    return _like(randn, input, dtype, requires_grad, device)
-
-
-def rand(*size: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
-    """Uniform samples in [0, 1) from the default generator (see ``manual_seed``)."""
-    dtype = np.dtype(dtype or get_default_dtype())
-    return _finish(default_generator().random(_shape(size), dtype=dtype), requires_grad, device)
-
-
-def randn(*size: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
-    """Standard normal samples from the default generator (see ``manual_seed``)."""
-    dtype = np.dtype(dtype or get_default_dtype())
-    return _finish(default_generator().standard_normal(_shape(size), dtype=dtype), requires_grad, device)
-
-
 def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None, requires_grad: bool = False,
            device: Any = None) -> Tensor:
     """Values from ``start`` (0 if only one bound is given) up to but excluding ``end`` by ``step``:
@@ -175,6 +182,63 @@ def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None, requir
     # Floating ranges are computed in float64 and then rounded, as PyTorch does.
     array = np.arange(start, end, step, dtype=np.float64 if np.dtype(dtype).kind == "f" else None)
     return _finish(array.astype(dtype, copy=False), requires_grad, device)
+
+
+def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """The ``n`` x ``m`` (default ``n`` x ``n``) identity matrix: ones on the diagonal.
+
+    Raises:
+        ShapeError: ``n`` or ``m`` is negative.
+    """
+    for name, value in (("n", n), ("m", m)):
+        if value is not None and value < 0:
+            raise ShapeError(f"{name} must be greater or equal to 0, got {value}")
+    return _finish(np.eye(n, n if m is None else m, dtype=dtype or get_default_dtype()), requires_grad, device)
+
+
+def linspace(start: Any, end: Any, steps: int, *, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    """``steps`` values evenly spaced from ``start`` to ``end`` (both included), in the default
+    float dtype unless ``dtype`` says; an integer dtype truncates them toward zero, as PyTorch.
+
+    Raises:
+        ShapeError: ``steps`` is negative.
+        DTypeError: bool ``dtype`` with more than one step.
+    """
+    if steps < 0:
+        raise ShapeError("number of steps must be non-negative")
+    dtype = np.dtype(dtype or get_default_dtype())
+    if dtype.kind == "b" and steps > 1:
+        raise DTypeError("linspace is not implemented for bool (PyTorch's rule); pass a numeric dtype")
+    start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
+    if dtype.kind != "f":  # PyTorch casts the bounds to an integer dtype first (wrapping, as a cast does)
+        start, end = (int(np.array(v).astype(dtype)) for v in (start, end))
+    # PyTorch's rule: the step is rounded to the dtype, the first half counts up from start and
+    # the second half down from end, so both ends are exact and the spacing is symmetric.
+    step = (end - start) / (steps - 1) if steps > 1 else 0.0
+    step = float(dtype.type(step)) if dtype.kind == "f" else step
+    values = np.empty(steps, np.float64)
+    half = steps // 2 if steps > 1 else steps
+    np.multiply(np.arange(half, dtype=np.float64), step, out=values[:half])
+    values[:half] += start
+    np.multiply(np.arange(steps - half - 1, -1, -1, dtype=np.float64), -step, out=values[half:])
+    values[half:] += end
+    return _finish(values.astype(dtype), requires_grad, device)
+
+
+def logspace(start: Any, end: Any, steps: int, base: float = 10.0, *, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    """``steps`` values ``base ** x`` for ``x`` evenly spaced from ``start`` to ``end`` (see :func:`linspace`).
+
+    Raises:
+        ShapeError: ``steps`` is negative.
+        DTypeError: a bool ``dtype``.
+    """
+    dtype = np.dtype(dtype or get_default_dtype())
+    if dtype.kind == "b":
+        raise DTypeError("logspace is not implemented for bool (PyTorch's rule); pass a numeric dtype")
+    exponents = linspace(start, end, steps, dtype=np.float64)._data
+    return _finish(np.power(float(base), exponents).astype(dtype), requires_grad, device)
 
 
 def from_numpy(array: np.ndarray) -> Tensor:

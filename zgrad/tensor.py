@@ -13,6 +13,7 @@ ops make tensors, so they come after this module, and the methods after the ops.
 
 from __future__ import annotations
 
+import weakref
 from types import FunctionType
 from typing import Any, Callable
 
@@ -328,6 +329,24 @@ class Tensor:
         node.register_pre_hook(index, array_hook)
         return RemovableHandle(node.pre_hooks[index], array_hook)
 
+    def retain_grad(self) -> None:
+        """Make ``.grad`` of this non-leaf tensor hold (accumulate) its gradient after backward, as
+        a leaf's does; nothing to do on a leaf.
+
+        Raises:
+            AutogradError: the tensor does not require grad.
+        """
+        if not self.requires_grad:
+            raise AutogradError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.grad_fn is not None and not self.retains_grad:
+            self.grad_fn.register_pre_hook(self._output_nr, _RetainGrad(self))
+
+    @property
+    def retains_grad(self) -> bool:
+        """Whether :meth:`retain_grad` was called on this non-leaf tensor."""
+        hooks = self.grad_fn.pre_hooks.get(self._output_nr, ()) if self.grad_fn is not None else ()
+        return any(isinstance(h, _RetainGrad) and h.tensor() is self for h in hooks)
+
     def register_post_accumulate_grad_hook(self, hook: Callable[["Tensor"], None]) -> RemovableHandle:
         """Call ``hook(tensor)`` after each backward pass has accumulated this leaf's gradient
         (into ``.grad``; in a distributed autograd context, into the context: read it there).
@@ -363,6 +382,19 @@ class Tensor:
         elif self.requires_grad:
             extra += ", requires_grad=True"
         return f"tensor({body}{extra})"
+
+
+class _RetainGrad:
+    """The pre-hook :meth:`Tensor.retain_grad` puts on a tensor's ``grad_fn``: accumulates the
+    gradient into the tensor's ``.grad`` (a weak reference: the graph does not keep it alive)."""
+
+    def __init__(self, tensor: Tensor) -> None:
+        self.tensor = weakref.ref(tensor)
+
+    def __call__(self, grad: Any) -> None:
+        tensor = self.tensor()
+        if tensor is not None:
+            tensor._accumulate_grad(grad)
 
 
 def gradient_edge(tensor: Tensor) -> Edge:

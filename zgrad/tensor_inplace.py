@@ -1,5 +1,6 @@
 """The in-place methods of :class:`zgrad.Tensor`: ``add_``, ``mul_``, ``clamp_``, ``fill_``,
-``uniform_``, ``scatter_``, ``-=`` and friends.
+``scatter_``, ``-=`` and friends (the random fills, ``uniform_`` and its kin, are in
+:mod:`zgrad.tensor_creation`, over :meth:`_overwrite`).
 
 PyTorch's rules hold. An in-place change of a leaf that requires grad, or of a view of one, is an
 error unless grad mode is off (``with zgrad.no_grad():``, as optimizers do). Where no graph is
@@ -29,7 +30,6 @@ from zgrad.errors import AutogradError, DTypeError, ShapeError
 from zgrad.kernels import dispatch, dispatch_index, dispatch_pointwise
 from zgrad.kernels.promotion import can_cast, result_type
 from zgrad.ops import _args, elementwise, indexing
-from zgrad.random import default_generator
 from zgrad.tensor import Tensor, tensor_methods
 
 __all__ = ["TensorInplace", "LEAF_INPLACE_ERROR", "VIEW_OF_LEAF_INPLACE_ERROR"]
@@ -38,10 +38,6 @@ LEAF_INPLACE_ERROR = ("a leaf Variable that requires grad is being used in an in
                       "wrap the update in `with zgrad.no_grad():`")
 VIEW_OF_LEAF_INPLACE_ERROR = ("a view of a leaf Variable that requires grad is being used in an in-place operation; "
                               "wrap the update in `with zgrad.no_grad():`, or clone() the view first")
-
-
-# random_() with no bounds draws from [0, 2**digits]: every integer the dtype holds exactly.
-_FLOAT_INTEGER_DIGITS = {np.dtype(np.float16): 11, np.dtype(np.float32): 24, np.dtype(np.float64): 53}
 
 
 def _array(x: Any) -> Any:
@@ -152,34 +148,6 @@ class TensorInplace:
         return self._inplace(
             lambda: dispatch_pointwise.write(self._data, _array(src)),
             lambda old: ops.expand(src.to(self.dtype), self.shape), src)
-
-    def uniform_(self, a: float = 0.0, b: float = 1.0) -> Any:
-        """Fill with samples of U[a, b) from the default generator (see ``zgrad.manual_seed``)."""
-        self._check_floating("uniform_")
-        return self._overwrite(lambda arr: dispatch_pointwise.random_uniform_(arr, a, b, default_generator()))
-
-    def normal_(self, mean: float = 0.0, std: float = 1.0) -> Any:
-        """Fill with samples of N(mean, std^2) from the default generator."""
-        self._check_floating("normal_")
-        if std < 0:
-            raise ValueError(f"normal_ expects std >= 0.0, but found std {std}")
-        return self._overwrite(lambda arr: dispatch_pointwise.random_normal_(arr, mean, std, default_generator()))
-
-    def random_(self, from_: int = 0, to: int | None = None) -> Any:
-        """Fill with integers uniform in [from_, to): ``random_(to)`` draws from [0, to), and
-        ``random_()`` from [0, 2**mantissa] for floats or [0, max] for integers."""
-        if to is None and from_ != 0:  # random_(to), PyTorch's one-argument form
-            from_, to = 0, from_
-        if to is None:
-            to = 2 ** _FLOAT_INTEGER_DIGITS[self.dtype] + 1 if self.dtype.kind == "f" else \
-                2 if self.dtype.kind == "b" else int(np.iinfo(self.dtype).max) + 1
-        if from_ >= to:
-            raise ValueError(f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}")
-        return self._overwrite(lambda arr: dispatch_pointwise.random_integers_(arr, from_, to, default_generator()))
-
-    def _check_floating(self, what: str) -> None:
-        if self.dtype.kind != "f":
-            raise TypeError(f"{what} expects a floating point tensor, got {self.dtype}")
 
     def scatter_(self, dim: int, index: Any, src: Any = None, *, value: Any = None) -> Any:
         """self[..., index[..., j, ...], ...] = src[..., j, ...] along ``dim`` (or ``value`` everywhere

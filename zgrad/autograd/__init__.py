@@ -1,6 +1,8 @@
 """``zgrad.autograd``: user-defined differentiable functions and gradient-mode switches."""
 
 from zgrad.autograd.function import Function, FunctionCtx
-from zgrad.engine.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from zgrad.autograd.gradients import backward, grad
+from zgrad.engine.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 
-__all__ = ["Function", "FunctionCtx", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled"]
+__all__ = ["Function", "FunctionCtx", "backward", "enable_grad", "grad", "inference_mode", "is_grad_enabled", "no_grad",
+           "set_grad_enabled"]

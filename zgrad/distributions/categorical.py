@@ -9,7 +9,7 @@ import numpy as np
 from zgrad import ops
 from zgrad.distributions._support import as_tensor, constraint_error, extended_shape
 from zgrad.engine.grad_mode import no_grad
-from zgrad.random import default_generator
+from zgrad.random import numpy_generator
 from zgrad.tensor import Tensor
 
 __all__ = ["Categorical"]
@@ -73,7 +73,7 @@ class Categorical:
         shape = extended_shape(sample_shape, self.batch_shape)
         with no_grad():
             cdf = np.cumsum(np.asarray(self.probs.numpy(), dtype=np.float64), axis=-1)
-        draws = default_generator().random(shape)[..., None] * cdf[..., -1:]
+        draws = numpy_generator().random(shape)[..., None] * cdf[..., -1:]
         # The count of cumulative probabilities at or below a uniform draw is the category drawn.
         indices = np.minimum((draws >= cdf).sum(-1), self._num_events - 1)
         return Tensor(indices.astype(np.int64))

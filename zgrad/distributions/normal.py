@@ -10,7 +10,7 @@ import numpy as np
 from zgrad import ops
 from zgrad.distributions._support import as_tensor, constraint_error, extended_shape
 from zgrad.engine.grad_mode import no_grad
-from zgrad.random import default_generator
+from zgrad.random import numpy_generator
 from zgrad.tensor import Tensor
 
 __all__ = ["Normal"]
@@ -57,7 +57,7 @@ class Normal:
     def rsample(self, sample_shape: Sequence[int] = ()) -> Tensor:
         """A reparameterized sample of shape sample_shape + batch_shape (differentiable)."""
         shape = extended_shape(sample_shape, self.batch_shape)
-        eps = default_generator().standard_normal(shape, dtype=np.float32 if self.loc.dtype == np.float32 else
+        eps = numpy_generator().standard_normal(shape, dtype=np.float32 if self.loc.dtype == np.float32 else
                                                   np.float64)
         return self.loc + Tensor(eps) * self.scale
 

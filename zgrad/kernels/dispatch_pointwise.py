@@ -1,5 +1,5 @@
 """Dispatch of the element-wise tensor-API ops: clamp, comparisons, the gradients of clamp and
-maximum/minimum, in-place updates and random fills.
+maximum/minimum, in-place updates, random fills and multinomial draws.
 
 The companion of :mod:`zgrad.kernels.dispatch` (whose rules hold here: the backend comes from the
 arrays' device, ``out`` is allocated here with numpy's broadcasting and promotion), split off to
@@ -21,7 +21,7 @@ from zgrad.kernels.promotion import result_type
 __all__ = [
     "clamp", "clamp_dtype", "clamp_backward", "extremum_backward", "compare", "logical_not", "write", "inplace_binary",
     "unary_inplace", "add_scaled_", "addcmul_", "addcdiv_", "random_uniform_", "random_normal_",
-    "random_integers_",
+    "random_integers_", "random_exponential_", "multinomial",
 ]
 
 
@@ -140,3 +140,19 @@ def random_integers_(out: Any, low: int, high: int, generator: Any):
     """Fill ``out`` with integers uniform in [low, high) drawn from ``generator``."""
     return backend_of(out).random_integers(generator, low, high, out)
 
+
+def random_exponential_(out: Any, rate: float, generator: Any):
+    """Fill a floating ``out`` with Exp(rate) drawn from ``generator``."""
+    return backend_of(out).random_exponential(generator, rate, out)
+
+
+def multinomial(probs: Any, num_samples: int, replacement: bool, generator: Any):
+    """``num_samples`` int64 category indices per row of the 2-D weights ``probs``, drawn from
+    ``generator`` with or without replacement.
+
+    Raises:
+        ZgradError: a negative, infinite or NaN weight, or a row that sums to 0.
+    """
+    be = backend_of(probs)
+    out = be.empty((probs.shape[0], num_samples), np.dtype(np.int64))
+    return be.multinomial(generator, probs, replacement, out)

@@ -43,6 +43,7 @@ from zgrad.ops.view_scatter import diagonal_scatter, select_scatter, slice_scatt
 from zgrad.ops.scattering import index_add, index_copy, index_fill, scatter_add, scatter_reduce
 from zgrad.ops.selection import argwhere, masked_scatter, masked_select, nonzero, take, take_along_dim
 from zgrad.ops.sorting import argsort, bucketize, kthvalue, msort, searchsorted, sort, topk
+from zgrad.ops.sampling import bernoulli, multinomial, normal
 
 __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "square", "matmul", "exp", "log", "tanh", "sigmoid", "relu",
@@ -68,4 +69,5 @@ __all__ = [
     "take", "take_along_dim", "masked_select", "masked_scatter", "nonzero", "argwhere", "index_add", "index_copy",
     "index_fill", "index_put", "scatter_add", "scatter_reduce", "sort", "argsort", "msort", "topk", "kthvalue",
     "searchsorted", "bucketize", "unique", "unique_consecutive", "bincount", "histc",
+    "bernoulli", "multinomial", "normal",
 ]

@@ -1,10 +1,10 @@
 """Dropout (``dropout``, ``dropout2d``): zero elements or whole channels with probability p and
 scale the rest by 1/(1-p), in training only.
 
-Masks come from zgrad's default generator (``zgrad.manual_seed`` makes them reproducible): one
-uniform draw per element (``dropout``) or per (sample, channel) (``dropout2d``), kept where it is
->= p. The kernel applies the mask and the scale in one pass and keeps the mask (one byte per
-draw) for backward.
+Masks come from the default generator of the input's device (``zgrad.manual_seed`` makes them
+reproducible): one uniform draw per element (``dropout``) or per (sample, channel)
+(``dropout2d``), kept where it is >= p. The kernel applies the mask and the scale in one pass and
+keeps the mask (one byte per draw) for backward.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 from zgrad.autograd.function import Op
 from zgrad.kernels import dispatch, dispatch_pointwise, dispatch_sequence as DS
 from zgrad.ops._args import tensor_arg
-from zgrad.random import default_generator
+from zgrad.random import numpy_generator
 
 __all__ = ["Dropout", "check_probability", "dropout", "dropout2d"]
 
@@ -53,7 +53,7 @@ def _apply(input: Any, p: float, training: bool, inplace: bool, rows: int, what:
         return input
     if input.dtype.kind != "f":
         raise RuntimeError(f"{what}: expected a floating point input, got {input.dtype}")
-    noise = default_generator().random(rows, dtype=np.float32 if input.dtype == np.float32 else np.float64)
+    noise = numpy_generator(device=input.device).random(rows, dtype=np.float32 if input.dtype == np.float32 else np.float64)
     noise = dispatch.to_device(noise, dispatch.device_type_of(input._data))
     if not inplace:
         return Dropout.apply(input, noise, p)

@@ -35,8 +35,11 @@ from zgrad.kernels.cpu.sorting import argsort, argsort_slices, nonzero, scatter_
 from zgrad.kernels.cpu.tensor_ops import (  # noqa: F401 - the tensor-API ops
     abs, add_scaled, addcdiv, addcmul, argmax, argmin, clamp, clamp_backward, compare, distribute_equal,
     extremum_backward, floor_divide, gather, index_add, logical_not, logsumexp_backward_rows, logsumexp_rows, maximum, minimum,
-    prod_backward_rows, random_integers, random_normal, random_uniform, remainder, scatter, scatter_add, sign, sqrt,
+    prod_backward_rows, remainder, scatter, scatter_add, sign, sqrt,
     take, var_backward_rows, var_rows, vector_norm, where,
+)
+from zgrad.kernels.sampling import (  # noqa: F401 - random draws (host code, shared with the CUDA backend)
+    multinomial, random_exponential, random_integers, random_normal, random_uniform,
 )
 from zgrad.kernels.vocabulary import ACTIVATION_CODES
 

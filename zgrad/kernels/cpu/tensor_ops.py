@@ -1,5 +1,5 @@
 """The CPU backend of the tensor-API ops: comparisons, clamp, maximum/minimum, selection by index
-or mask, reductions with indices, variance, logsumexp, in-place updates and random fills.
+or mask, reductions with indices, variance, logsumexp, and in-place updates.
 
 Part of :mod:`zgrad.kernels.cpu.backend` (which re-exports every function here); the same contract holds:
 each function writes into ``out`` and returns it. Single numpy calls are used where they already
@@ -18,7 +18,7 @@ __all__ = [
     "remainder", "floor_divide", "maximum", "minimum", "abs", "sign", "sqrt", "clamp", "clamp_backward", "extremum_backward",
     "compare", "logical_not", "where", "argmax", "argmin", "take", "gather", "index_add", "scatter", "scatter_add",
     "var_rows", "var_backward_rows", "logsumexp_rows", "logsumexp_backward_rows", "distribute_equal",
-    "prod_backward_rows", "vector_norm", "add_scaled", "addcmul", "addcdiv", "random_uniform", "random_normal", "random_integers",
+    "prod_backward_rows", "vector_norm", "add_scaled", "addcmul", "addcdiv",
 ]
 
 _COMPARISONS = {
@@ -204,39 +204,4 @@ def addcdiv(out, t1, t2, value):
         kernels.pointwise.addcdiv(out.reshape(-1), flat(t1), flat(t2), value)
     else:
         np.add(out, np.multiply(np.true_divide(t1, t2), value), out=out, casting="same_kind")
-    return out
-
-
-# --- random fills (from a numpy Generator) ----------------------------------------------------
-
-def _fill_from(out, draw):
-    """Fill ``out`` with ``draw(target)``, through a contiguous buffer where ``out`` is a strided view."""
-    target = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
-    draw(target)
-    if target is not out:
-        np.copyto(out, target)
-    return out
-
-
-def random_uniform(generator, low, high, out):
-    """out = U[low, high): ``low + (high - low) * U[0, 1)`` in ``out``'s float dtype."""
-    def draw(target):
-        generator.random(out=target, dtype=target.dtype)
-        target *= target.dtype.type(high - low)
-        target += target.dtype.type(low)
-    return _fill_from(out, draw)
-
-
-def random_normal(generator, mean, std, out):
-    """out = N(mean, std^2) in ``out``'s float dtype."""
-    def draw(target):
-        generator.standard_normal(out=target, dtype=target.dtype)
-        target *= target.dtype.type(std)
-        target += target.dtype.type(mean)
-    return _fill_from(out, draw)
-
-
-def random_integers(generator, low, high, out):
-    """out = integers uniform in [low, high), stored in ``out``'s dtype."""
-    np.copyto(out, generator.integers(low, high, size=out.shape, dtype=np.int64), casting="unsafe")
     return out

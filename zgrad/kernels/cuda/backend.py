@@ -37,11 +37,14 @@ from zgrad.kernels.cuda.pointwise import (  # noqa: F401 - element-wise ops
     abs, add, add_scaled, addcdiv, addcmul, bias_act, clamp, clamp_backward, compare, copy, div, divide_inplace,
     dropout, dropout_backward, exp, extremum_backward, floor_divide, gelu, gelu_backward, leaky_relu,
     leaky_relu_backward, log, logical_not, maximum, minimum, mul, neg, pointwise_loss, pointwise_loss_backward,
-    pow, random_integers, random_normal, random_uniform, reduce_and_copy, reduce_inplace, reduce_pair, relu,
+    pow, reduce_and_copy, reduce_inplace, reduce_pair, relu,
     relu_backward, remainder, scale_copy, sigmoid, sigmoid_backward, sign, sqrt, sub, tanh, tanh_backward, where,
 )
 from zgrad.kernels.cuda.linalg import (  # noqa: F401 - factorizations and solves: CPU only, each raises
     linalg_cholesky, linalg_det, linalg_eigh, linalg_inv, linalg_qr, linalg_slogdet, linalg_solve, linalg_svd,
+)
+from zgrad.kernels.cuda.sampling import (  # noqa: F401 - random draws (on the host, copied up)
+    multinomial, random_exponential, random_integers, random_normal, random_uniform,
 )
 from zgrad.kernels.cuda.optim import (  # noqa: F401 - the fused optimizer steps
     adadelta_step, adagrad_step, adam_step, rmsprop_step, sgd_step,

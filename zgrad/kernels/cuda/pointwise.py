@@ -1,10 +1,8 @@
 """The CUDA backend's element-wise ops: arithmetic, activations and their gradients, comparisons,
-clamp, where, in-place updates, random fills, point-wise losses, dropout and the collectives'
+clamp, where, in-place updates, point-wise losses, dropout and the collectives'
 reductions. Each is one launch of an element-wise kernel (see :mod:`zgrad.kernels.cuda.elementwise`).
 
 Part of :mod:`zgrad.kernels.cuda.backend` (which re-exports these); each writes into ``out`` and returns it.
-Random numbers come from the numpy Generator the caller passes (zgrad's seeded generator), drawn
-on the host and copied up: a seed gives the same numbers on both backends.
 """
 
 from __future__ import annotations
@@ -14,13 +12,13 @@ from typing import Any
 import numpy as np
 
 from zgrad.kernels.cuda.array import DeviceArray
-from zgrad.kernels.cuda.elementwise import binary_op, ternary_op, unary_op, upload
+from zgrad.kernels.cuda.elementwise import binary_op, ternary_op, unary_op
 
 __all__ = [
     "add", "sub", "mul", "div", "pow", "neg", "exp", "log", "tanh", "sigmoid", "relu", "relu_backward",
     "tanh_backward", "sigmoid_backward", "remainder", "floor_divide", "maximum", "minimum", "abs", "sign", "sqrt",
     "clamp", "clamp_backward", "extremum_backward", "compare", "logical_not", "where", "copy", "add_scaled",
-    "addcmul", "addcdiv", "random_uniform", "random_normal", "random_integers", "bias_act", "gelu",
+    "addcmul", "addcdiv", "bias_act", "gelu",
     "gelu_backward", "leaky_relu", "leaky_relu_backward", "pointwise_loss", "pointwise_loss_backward", "dropout",
     "dropout_backward", "reduce_inplace", "reduce_pair", "reduce_and_copy", "divide_inplace", "scale_copy",
 ]
@@ -163,29 +161,6 @@ def addcmul(out, t1, t2, value):
 
 def addcdiv(out, t1, t2, value):
     return ternary_op("addcdiv", out, t1, t2, out, value)
-
-
-def _fill_from_host(out: DeviceArray, values: np.ndarray) -> DeviceArray:
-    return copy(upload(values), out)
-
-
-def random_uniform(generator, low, high, out):
-    """out = U[low, high) in out's float dtype, drawn from the numpy ``generator``."""
-    values = generator.random(out.shape, dtype=out.dtype)
-    values *= out.dtype.type(high - low)
-    values += out.dtype.type(low)
-    return _fill_from_host(out, values)
-
-
-def random_normal(generator, mean, std, out):
-    values = generator.standard_normal(out.shape, dtype=out.dtype)
-    values *= out.dtype.type(std)
-    values += out.dtype.type(mean)
-    return _fill_from_host(out, values)
-
-
-def random_integers(generator, low, high, out):
-    return _fill_from_host(out, generator.integers(low, high, size=out.shape, dtype=np.int64))
 
 
 _BIAS_OPS = {"identity": "bias_identity", "relu": "bias_relu", "tanh": "bias_tanh", "sigmoid": "bias_sigmoid"}

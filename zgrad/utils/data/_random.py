@@ -1,9 +1,9 @@
 """Where the samplers, ``random_split`` and the DataLoader draw their random numbers.
 
-A ``generator=`` argument is a ``numpy.random.Generator``, or any object with the methods of one
-that are used here (``integers``, ``permutation``, ``choice``). None means zgrad's default
-generator, the one ``zgrad.manual_seed`` seeds, so a seeded program loads its data in the same
-order on every run. (PyTorch's ``torch.Generator`` has no counterpart in zgrad yet.)
+A ``generator=`` argument is a ``zgrad.Generator``, a ``numpy.random.Generator``, or any object
+with the methods of one that are used here (``integers``, ``permutation``, ``choice``). None means
+zgrad's default generator, the one ``zgrad.manual_seed`` seeds, so a seeded program loads its data
+in the same order on every run.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.random import default_generator
+from zgrad import random as zgrad_random
+from zgrad.generator import Generator
 
 __all__ = ["numpy_generator", "draw_seed", "seeded_generator"]
 
@@ -24,16 +25,17 @@ _GENERATOR_METHODS = ("integers", "permutation", "choice")
 
 
 def numpy_generator(generator: Any) -> np.random.Generator:
-    """The generator to draw from: ``generator`` itself, or zgrad's default one for None.
+    """The generator to draw from: ``generator`` itself, the numpy generator of a
+    ``zgrad.Generator``, or zgrad's default one for None.
 
     Raises:
         TypeError: ``generator`` is neither None nor generator-like.
     """
-    if generator is None:
-        return default_generator()
+    if generator is None or isinstance(generator, Generator):
+        return zgrad_random.numpy_generator(generator)
     if isinstance(generator, np.random.Generator) or all(hasattr(generator, m) for m in _GENERATOR_METHODS):
         return generator
-    raise TypeError(f"generator must be None, a numpy.random.Generator or an object with its "
+    raise TypeError(f"generator must be None, a numpy.random.Generator, a zgrad.Generator or an object with its "
                     f"{', '.join(_GENERATOR_METHODS)} methods; got {type(generator).__name__}")
 
 

@@ -1,0 +1,245 @@
+"""Autograd helpers, as PyTorch's: ``set_grad_enabled`` (call and context), ``inference_mode``
+(context and decorator) with ``is_inference_mode_enabled``, ``no_grad`` / ``enable_grad`` as
+decorators, ``zgrad.autograd.grad`` (against ``torch.autograd.grad``), ``register_hook``'s handle,
+``retain_grad`` / ``retains_grad`` and ``requires_grad_``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import zgrad
+from helpers import torch
+
+
+def _leaf(lib, values, **kwargs):
+    return lib.tensor(values, dtype=lib.float64, requires_grad=True, **kwargs)
+
+
+# --- grad modes -----------------------------------------------------------------------------------
+
+def test_set_grad_enabled_as_call_and_as_context():
+    x = _leaf(zgrad, [1.0])
+    try:
+        zgrad.set_grad_enabled(False)
+        assert not zgrad.is_grad_enabled() and not (x * 2).requires_grad
+    finally:
+        zgrad.set_grad_enabled(True)
+    with zgrad.set_grad_enabled(False):
+        assert not (x * 2).requires_grad
+    assert zgrad.is_grad_enabled() and (x * 2).requires_grad
+
+
+def test_inference_mode_as_context_and_decorator():
+    x = _leaf(zgrad, [1.0, 2.0])
+    assert not zgrad.is_inference_mode_enabled()
+    with zgrad.inference_mode():
+        assert zgrad.is_inference_mode_enabled() and not zgrad.is_grad_enabled()
+        assert not (x * 2).requires_grad
+    assert not zgrad.is_inference_mode_enabled() and zgrad.is_grad_enabled()
+    with zgrad.inference_mode(False):
+        assert not zgrad.is_inference_mode_enabled() and (x * 2).requires_grad
+
+    @zgrad.inference_mode
+    def bare(t):
+        return t * 2, zgrad.is_inference_mode_enabled()
+
+    @zgrad.inference_mode()
+    def called(t):
+        return t * 2
+
+    out, inside = bare(x)
+    assert inside and not out.requires_grad and not called(x).requires_grad
+    assert bare.__name__ == "bare" and zgrad.autograd.inference_mode is zgrad.inference_mode
+
+
+def test_grad_modes_are_per_thread():
+    seen = []
+    with zgrad.inference_mode():
+        worker = threading.Thread(target=lambda: seen.append((zgrad.is_grad_enabled(), zgrad.is_inference_mode_enabled())))
+        worker.start()
+        worker.join(timeout=10)
+    assert seen == [(True, False)]
+
+
+def test_no_grad_and_enable_grad_as_decorators():
+    x = _leaf(zgrad, [1.0])
+
+    @zgrad.no_grad
+    def off(t):
+        return t * 2
+
+    @zgrad.no_grad()
+    def off_called(t):
+        return t * 2
+
+    @zgrad.enable_grad()
+    def on(t):
+        return t * 2
+
+    assert not off(x).requires_grad and not off_called(x).requires_grad
+    with zgrad.no_grad():
+        assert on(x).requires_grad
+
+
+# --- autograd.grad against PyTorch ----------------------------------------------------------------
+
+def _graph(lib):
+    """Leaves a, b, c (c unused), a non-leaf h and two outputs."""
+    a = _leaf(lib, [[1.0, -2.0, 3.0], [0.5, 0.25, -1.0]])
+    b = _leaf(lib, [2.0, -1.0, 0.5])
+    c = _leaf(lib, [4.0])
+    h = lib.tanh(a * b)
+    y1 = (h * h).sum()
+    y2 = (h + b).exp()
+    return dict(a=a, b=b, c=c, h=h, y1=y1, y2=y2)
+
+
+# name: fn(lib, graph) -> autograd.grad's result
+GRAD_CASES = {
+    "leaves": lambda lib, g: lib.autograd.grad(g["y1"], [g["a"], g["b"]]),
+    "single_input": lambda lib, g: lib.autograd.grad(g["y1"], g["b"]),
+    "non_leaf": lambda lib, g: lib.autograd.grad(g["y1"], [g["h"], g["a"]]),
+    "grad_outputs": lambda lib, g: lib.autograd.grad(
+        [g["y1"], g["y2"]], [g["a"], g["h"]], grad_outputs=[None, lib.ones(2, 3, dtype=lib.float64) * 0.5]),
+    "tensor_grad_output": lambda lib, g: lib.autograd.grad(g["y2"], g["b"], lib.full((2, 3), 2.0, dtype=lib.float64)),
+    "allow_unused": lambda lib, g: lib.autograd.grad(g["y1"], [g["a"], g["c"]], allow_unused=True),
+    "materialize": lambda lib, g: lib.autograd.grad(g["y1"], [g["c"], g["b"]], materialize_grads=True),
+    "retain_graph": lambda lib, g: (lib.autograd.grad(g["y1"], g["a"], retain_graph=True)
+                                    + lib.autograd.grad(g["y1"], g["a"])),
+}
+
+
+@pytest.mark.torch
+@pytest.mark.skipif(torch is None, reason="needs torch")
+@pytest.mark.parametrize("name", sorted(GRAD_CASES))
+def test_autograd_grad_matches_pytorch(name):
+    ours_graph, their_graph = _graph(zgrad), _graph(torch)
+    ours, theirs = GRAD_CASES[name](zgrad, ours_graph), GRAD_CASES[name](torch, their_graph)
+    assert isinstance(ours, tuple) and len(ours) == len(theirs)
+    for o, t in zip(ours, theirs):
+        assert (o is None) == (t is None)
+        if o is not None:
+            assert o.shape == tuple(t.shape) and str(o.dtype) == "float64"
+            np.testing.assert_allclose(o.numpy(), t.detach().numpy(), rtol=1e-12, atol=1e-14)
+    for leaf in "abc":  # grad() returns gradients; it leaves .grad alone
+        assert ours_graph[leaf].grad is None and their_graph[leaf].grad is None
+
+
+# name: fn(lib, graph) that PyTorch refuses
+GRAD_ERRORS = {
+    "unused": lambda lib, g: lib.autograd.grad(g["y1"], [g["a"], g["c"]]),
+    "input_without_grad": lambda lib, g: lib.autograd.grad(g["y1"], [lib.ones(2)]),
+    "output_without_grad": lambda lib, g: lib.autograd.grad(lib.ones(2).sum(), [g["a"]]),
+    "non_scalar_output": lambda lib, g: lib.autograd.grad(g["y2"], [g["a"]]),
+    "grad_output_shape": lambda lib, g: lib.autograd.grad(g["y2"], [g["a"]], lib.ones(3, dtype=lib.float64)),
+    "freed_graph": lambda lib, g: (lib.autograd.grad(g["y1"], g["a"]), lib.autograd.grad(g["y1"], g["a"])),
+    "materialize_without_unused": lambda lib, g: lib.autograd.grad(g["y1"], g["a"], allow_unused=False,
+                                                                   materialize_grads=True),
+}
+
+
+@pytest.mark.torch
+@pytest.mark.skipif(torch is None, reason="needs torch")
+@pytest.mark.parametrize("name", sorted(GRAD_ERRORS))
+def test_autograd_grad_errors_match_pytorch(name):
+    with pytest.raises(Exception) as theirs:
+        GRAD_ERRORS[name](torch, _graph(torch))
+    with pytest.raises(theirs.type):
+        GRAD_ERRORS[name](zgrad, _graph(zgrad))
+
+
+# name: fn(lib, graph) running autograd.backward; the leaves' and h's .grad are compared after it
+BACKWARD_CASES = {
+    "all_leaves": lambda lib, g: lib.autograd.backward(g["y1"]),
+    "two_tensors": lambda lib, g: lib.autograd.backward([g["y1"], g["y2"]],
+                                                        [None, lib.full((2, 3), 0.5, dtype=lib.float64)]),
+    "inputs_leaf": lambda lib, g: lib.autograd.backward(g["y1"], inputs=[g["b"]]),
+    "inputs_non_leaf": lambda lib, g: lib.autograd.backward(g["y1"], inputs=[g["h"], g["a"]]),
+    "twice": lambda lib, g: (lib.autograd.backward(g["y1"], retain_graph=True), lib.autograd.backward(g["y1"])),
+}
+
+
+@pytest.mark.torch
+@pytest.mark.skipif(torch is None, reason="needs torch")
+@pytest.mark.parametrize("name", sorted(BACKWARD_CASES))
+def test_autograd_backward_matches_pytorch(name):
+    ours, theirs = _graph(zgrad), _graph(torch)
+    BACKWARD_CASES[name](zgrad, ours)
+    BACKWARD_CASES[name](torch, theirs)
+    for key in "abch" if name == "inputs_non_leaf" else "abc":  # (torch warns when a non-leaf's .grad is read)
+        o, t = ours[key].grad, theirs[key].grad
+        assert (o is None) == (t is None), key
+        if o is not None:
+            np.testing.assert_allclose(o.numpy(), t.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_autograd_backward_errors():
+    g = _graph(zgrad)
+    with pytest.raises(ValueError, match="'inputs' argument to backward\\(\\) cannot be empty"):
+        zgrad.autograd.backward(g["y1"], inputs=[])
+    with pytest.raises(RuntimeError, match="no double backward"):
+        zgrad.autograd.backward(g["y1"], create_graph=True)
+    with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad"):
+        zgrad.autograd.backward(zgrad.ones(1))
+
+
+def test_autograd_grad_messages_and_double_backward():
+    g = _graph(zgrad)
+    with pytest.raises(RuntimeError, match="appears to not have been used in the graph. Set allow_unused=True"):
+        zgrad.autograd.grad(g["y1"], [g["c"]], retain_graph=True)
+    with pytest.raises(RuntimeError, match="create_graph=True is not supported.*no double backward"):
+        zgrad.autograd.grad(g["y1"], [g["a"]], create_graph=True)
+    with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar outputs"):
+        zgrad.autograd.grad(g["y2"], [g["a"]])
+
+
+def test_autograd_grad_sees_tensor_hooks_and_removes_its_own():
+    a = _leaf(zgrad, [1.0, 2.0])
+    h = a * 3
+    h.register_hook(lambda grad: grad * 10)
+    (grad_h, grad_a) = zgrad.autograd.grad((h * h).sum(), [h, a], retain_graph=True)
+    np.testing.assert_allclose(grad_h.numpy(), [60.0, 120.0])  # 2h, then the hook's * 10
+    np.testing.assert_allclose(grad_a.numpy(), [180.0, 360.0])
+    assert len(h.grad_fn.pre_hooks[0]) == 1
+
+
+# --- hooks, retain_grad, requires_grad_ -----------------------------------------------------------
+
+@pytest.mark.torch
+@pytest.mark.skipif(torch is None, reason="needs torch")
+def test_hooks_and_retain_grad_match_pytorch():
+    def run(lib):
+        a = _leaf(lib, [1.0, -2.0, 3.0])
+        h = a * a
+        assert not h.retains_grad
+        h.retain_grad()
+        h.retain_grad()  # twice: still one hook
+        a.retain_grad()  # a leaf: nothing to do
+        seen = []
+        handle = h.register_hook(lambda grad: seen.append(grad.numpy().copy()))
+        y = (h * 2).sum()
+        y.backward(retain_graph=True)
+        handle.remove()
+        y.backward()  # accumulates into the retained gradient; the removed hook stays silent
+        return h.retains_grad, a.retains_grad, h.grad.numpy(), a.grad.numpy(), len(seen)
+
+    ours, theirs = run(zgrad), run(torch)
+    assert ours[:2] == theirs[:2] and ours[4] == theirs[4] == 1
+    for o, t in zip(ours[2:4], theirs[2:4]):
+        np.testing.assert_allclose(o, t)
+
+
+def test_retain_grad_and_requires_grad_errors():
+    with pytest.raises(RuntimeError, match="can't retain_grad on Tensor that has requires_grad=False"):
+        zgrad.ones(2).retain_grad()
+    with pytest.raises(RuntimeError, match="only Tensors of floating point dtype can require gradients"):
+        zgrad.ones(2, dtype=zgrad.int64).requires_grad_()
+    x = zgrad.ones(2)
+    assert x.requires_grad_() is x and x.requires_grad
+    assert not x.requires_grad_(False).requires_grad
+    with pytest.raises(RuntimeError, match="you can only change requires_grad flags of leaf variables"):
+        (_leaf(zgrad, [1.0]) * 2).requires_grad_(False)

@@ -1,0 +1,109 @@
+"""Deterministic factories against PyTorch: ``eye``, ``linspace``, ``logspace``, the ``*_like``
+forms and the ``Tensor.new_*`` methods (values, dtype, shape, errors), and in-place ``fill_`` /
+``zero_``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import zgrad
+from helpers import torch
+
+DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]
+
+# name: fn(lib, dtype) with dtype a dtype object of lib (None: the default).
+FACTORIES = {
+    "eye": lambda lib, d: lib.eye(3, dtype=d),
+    "eye_rect": lambda lib, d: lib.eye(2, 4, dtype=d),
+    "eye_empty": lambda lib, d: lib.eye(0, dtype=d),
+    "linspace": lambda lib, d: lib.linspace(-3, 10, 7, dtype=d),
+    "linspace_down": lambda lib, d: lib.linspace(10, 0, 6, dtype=d),
+    "linspace_one": lambda lib, d: lib.linspace(2, 5, 1, dtype=d),
+    "linspace_none": lambda lib, d: lib.linspace(0, 1, 0, dtype=d),
+    "linspace_float_bounds": lambda lib, d: lib.linspace(-1.5, 2.25, 9, dtype=d),
+    "logspace": lambda lib, d: lib.logspace(0, 2, 3, dtype=d),
+    "logspace_base2": lambda lib, d: lib.logspace(0, 5, 6, base=2, dtype=d),
+    "logspace_negative": lambda lib, d: lib.logspace(-2, 1, 4, base=2, dtype=d),
+    "zeros_like": lambda lib, d: lib.zeros_like(lib.ones(2, 3), dtype=d),
+    "ones_like": lambda lib, d: lib.ones_like(lib.ones(2, 3), dtype=d),
+    "full_like": lambda lib, d: lib.full_like(lib.ones(2, 3, dtype=lib.float64), 1, dtype=d),
+    "empty_like": lambda lib, d: lib.empty_like(lib.ones(2, 3), dtype=d).fill_(1),
+    "new_zeros": lambda lib, d: lib.ones(2, dtype=lib.float64).new_zeros(2, 3, dtype=d),
+    "new_ones_tuple": lambda lib, d: lib.ones(2, dtype=lib.int32).new_ones((3,), dtype=d),
+    "new_full": lambda lib, d: lib.ones(2).new_full((2, 2), 1, dtype=d),
+    "new_empty": lambda lib, d: lib.ones(2).new_empty(2, dtype=d).zero_(),
+    "new_tensor": lambda lib, d: lib.ones(2, dtype=lib.int16).new_tensor([[1, 0], [1, 1]], dtype=d),
+}
+
+NO_DTYPE = {
+    "eye_default": lambda lib: lib.eye(2),
+    "linspace_default": lambda lib: lib.linspace(0, 1, 5),
+    "logspace_default": lambda lib: lib.logspace(-1, 1, 4),
+    "new_zeros_keeps_dtype": lambda lib: lib.ones(2, dtype=lib.float64).new_zeros(3),
+    "new_ones_keeps_dtype": lambda lib: lib.ones(2, dtype=lib.int8).new_ones(2, 2),
+    "new_full_keeps_dtype": lambda lib: lib.ones(2, dtype=lib.int64).new_full((2,), 7),
+    "new_tensor_keeps_dtype": lambda lib: lib.ones(2).new_tensor([1, 2]),
+    "new_empty_keeps_dtype": lambda lib: lib.ones(2, dtype=lib.float16).new_empty((1, 2)).fill_(3),
+    "zeros_like_keeps": lambda lib: lib.zeros_like(lib.ones(3, dtype=lib.int32)),
+}
+
+
+# PyTorch's uint8 logspace with negative exponents gives 0 for 2**0, 2**1 (its integer pow path).
+PYTORCH_QUIRKS = {("logspace_negative", "uint8")}
+
+
+def _compare(ours, theirs) -> None:
+    assert ours.shape == tuple(theirs.shape)
+    assert str(ours.dtype) == str(theirs.dtype).replace("torch.", "")
+    rtol = 1e-3 if ours.dtype == np.float16 else 1e-6  # float16 steps round differently by an ulp
+    np.testing.assert_allclose(ours.numpy().astype(np.float64), theirs.numpy().astype(np.float64), rtol=rtol)
+
+
+def _refused(fn, lib):
+    try:
+        return fn(lib), None
+    except Exception as error:  # noqa: BLE001 - the kind is compared below
+        return None, error
+
+
+@pytest.mark.torch
+@pytest.mark.skipif(torch is None, reason="needs torch")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_factories_match_pytorch(name, dtype):
+    if (name, dtype) in PYTORCH_QUIRKS:
+        pytest.skip("a PyTorch quirk zgrad does not copy")
+    theirs, their_error = _refused(lambda lib: FACTORIES[name](lib, getattr(lib, dtype)), torch)
+    ours, our_error = _refused(lambda lib: FACTORIES[name](lib, getattr(lib, dtype)), zgrad)
+    if their_error is not None:  # e.g. linspace of bool: refused by PyTorch, not necessarily by zgrad
+        return
+    assert our_error is None, our_error
+    _compare(ours, theirs)
+
+
+@pytest.mark.torch
+@pytest.mark.skipif(torch is None, reason="needs torch")
+@pytest.mark.parametrize("name", sorted(NO_DTYPE))
+def test_default_dtypes_match_pytorch(name):
+    _compare(NO_DTYPE[name](zgrad), NO_DTYPE[name](torch))
+
+
+def test_factories_take_device_and_requires_grad():
+    x = zgrad.linspace(0, 1, 3, requires_grad=True)
+    assert x.requires_grad and x.is_leaf
+    assert zgrad.eye(2, device="cpu").device == zgrad.device("cpu")
+    assert zgrad.ones(2).new_zeros(2, requires_grad=True).requires_grad
+    np.testing.assert_allclose(zgrad.linspace(zgrad.tensor(0.0), zgrad.tensor(2.0), 3).numpy(), [0, 1, 2])
+
+
+def test_factory_errors():
+    with pytest.raises(RuntimeError, match="n must be greater or equal to 0, got -1"):
+        zgrad.eye(-1)
+    with pytest.raises(RuntimeError, match="number of steps must be non-negative"):
+        zgrad.linspace(0, 1, -1)
+    with pytest.raises(RuntimeError, match="Trying to create tensor with negative dimension -2"):
+        zgrad.zeros(3, -2)
+    with pytest.raises(RuntimeError, match="only Tensors of floating point dtype can require gradients"):
+        zgrad.eye(2, dtype=zgrad.int64, requires_grad=True)
