@@ -133,6 +133,8 @@ def _build(row: Row, dtype: str) -> _Built:
             return ("dtype", dtype)
         if isinstance(kind, Lit):
             return ("value", kind.value)
+        if isinstance(kind, (tuple, list)):
+            return ("seq", [one(k) for k in kind])
         raise TypeError(f"row {row.id}: an argument must be T, Scalar, Lit or Dtype, got {kind!r}")
 
     return _Built(tuple(one(a) for a in row.args), {k: one(v) for k, v in row.kwargs.items()})
@@ -181,13 +183,15 @@ def _materialize(library: _Library, built: _Built, grad: bool) -> tuple[tuple, d
         tag = item[0]
         if tag == "tensor":
             _, array, dtype, wants_grad = item
-            needs = grad and wants_grad and dtype == "float64"
+            needs = grad and _is_checked(item)
             t = library.tensor(array, dtype, needs)
             if needs:
                 leaves.append(t)
             return t
         if tag == "dtype":
             return library.dtype(item[1])
+        if tag == "seq":
+            return [one(i) for i in item[1]]
         return item[1]
 
     return tuple(one(a) for a in built.args), {k: one(v) for k, v in built.kwargs.items()}, leaves
@@ -311,33 +315,51 @@ def _gradients(library: _Library, row: Row, built: _Built) -> tuple[list[np.ndar
     return grads, upstreams
 
 
+def _is_checked(item: tuple) -> bool:
+    """Whether a built argument is a float64 tensor whose gradient the cell checks."""
+    return item[0] == "tensor" and item[2] == "float64" and item[3]
+
+
+def _with_checked(built: _Built, replace: Callable[[int, tuple], tuple]) -> _Built:
+    """``built`` with each checked tensor item replaced by ``replace(k, item)``, k counting them in
+    the order :func:`_materialize` makes its leaves (arguments, then keywords, depth first)."""
+    count = [0]
+
+    def one(item: tuple) -> tuple:
+        if item[0] == "seq":
+            return ("seq", [one(i) for i in item[1]])
+        if _is_checked(item):
+            count[0] += 1
+            return replace(count[0] - 1, item)
+        return item
+
+    return _Built(tuple(one(a) for a in built.args), {k: one(v) for k, v in built.kwargs.items()})
+
+
 def _finite_differences(row: Row, built: _Built, upstreams: list[np.ndarray]) -> list[np.ndarray]:
     """Central differences of sum(outputs * upstreams) over each checked float64 argument of zgrad."""
     library = _Library(zgrad, "cpu")
-    positions = [i for i, a in enumerate(built.args) if a[0] == "tensor" and a[2] == "float64" and a[3]]
-    positions += [k for k, a in built.kwargs.items() if a[0] == "tensor" and a[2] == "float64" and a[3]]
+    arrays: list[np.ndarray] = []
+    _with_checked(built, lambda k, item: arrays.append(item[1].astype(np.float64).copy()) or item)
 
-    def objective(values: dict) -> float:
-        args = tuple(("tensor", values[i], *a[2:]) if i in values else a for i, a in enumerate(built.args))
-        kwargs = {k: ("tensor", values[k], *a[2:]) if k in values else a for k, a in built.kwargs.items()}
+    def objective() -> float:
+        current = _with_checked(built, lambda k, item: ("tensor", arrays[k], *item[2:]))
         with zgrad.no_grad():
-            plain_args, plain_kwargs, _ = _materialize(library, _Built(args, kwargs), grad=False)
+            plain_args, plain_kwargs, _ = _materialize(library, current, grad=False)
             outcome = _call(library, row, plain_args, plain_kwargs)
         outputs = _floating_outputs_plain(outcome.result)
         return float(sum(np.sum(np.asarray(o.numpy(), np.float64) * u) for o, u in zip(outputs, upstreams)))
 
-    arrays = {p: (built.args[p] if isinstance(p, int) else built.kwargs[p])[1].astype(np.float64).copy()
-              for p in positions}
     grads = []
-    for p in positions:
-        grad = np.zeros_like(arrays[p])
-        flat, gflat = arrays[p].reshape(-1), grad.reshape(-1)
+    for array in arrays:
+        grad = np.zeros_like(array)
+        flat, gflat = array.reshape(-1), grad.reshape(-1)
         for j in range(flat.size):
             saved = flat[j]
             flat[j] = saved + FD_STEP
-            plus = objective(arrays)
+            plus = objective()
             flat[j] = saved - FD_STEP
-            minus = objective(arrays)
+            minus = objective()
             flat[j] = saved
             gflat[j] = (plus - minus) / (2 * FD_STEP)
         grads.append(grad)

@@ -14,6 +14,7 @@ Argument kinds, in ``Row.args`` and as values of ``Row.kwargs``:
 - :class:`Lit`: a value passed as it is (a dim, a tuple of sizes, a mode string, a float).
 - :class:`Dtype`: the dtype under test as a dtype object (``zgrad.float32`` / ``torch.float32``),
   for ``dtype=`` arguments of creation ops.
+- a tuple of kinds: one list argument of those (the tensors of ``cat``, ``stack``, ``hstack``).
 
 Domains (values a generated tensor or scalar takes; integers and bools get the nearest sensible
 values): ``"real"`` any sign; ``"positive"`` > 0; ``"nonzero"`` away from 0; ``"unit"`` inside
