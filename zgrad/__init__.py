@@ -8,7 +8,7 @@ import numpy as _np
 
 # First: these bind Tensor's op-backed methods (operators, math, layout, to, in-place updates)
 # onto zgrad.tensor.Tensor, before any other module of zgrad can hold a tensor.
-from zgrad import tensor_inplace, tensor_math  # noqa: F401
+from zgrad import tensor_inplace, tensor_math, tensor_pointwise  # noqa: F401
 from zgrad import accelerator, autograd, cuda, distributions, futures, nn, optim
 from zgrad import utils
 from zgrad.creation import (
@@ -30,6 +30,13 @@ from zgrad.ops import (
     abs, argmax, argmin, chunk, clamp, clip, cumsum, eq, flatten, gather, ge, gt, index_select, le, logical_and,
     logical_not, logical_or, logical_xor, logsumexp, lt, masked_fill, max, maximum, min, minimum, nansum, ne, prod,
     remainder, scatter, split, sqrt, squeeze, std, t, unsqueeze, var, where,
+)
+from zgrad.ops import (
+    acos, acosh, arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh, asin, asinh, atan, atan2, atanh,
+    bitwise_and, bitwise_left_shift, bitwise_not, bitwise_or, bitwise_right_shift, bitwise_xor, ceil, clamp_max,
+    clamp_min, copysign, cos, cosh, erf, erfc, erfinv, exp2, expm1, fix, floor, fmod, frac, hypot, isfinite, isinf,
+    isnan, isneginf, isposinf, lerp, log10, log1p, log2, logaddexp, logaddexp2, nan_to_num, reciprocal, round,
+    rsqrt, sgn, sign, signbit, sin, sinh, tan, trunc,
 )
 from zgrad.random import manual_seed
 from zgrad.serialization import load, save
@@ -68,4 +75,10 @@ __all__ = [
     "reshape", "save", "scatter", "set_default_device", "set_grad_enabled", "sigmoid", "softmax", "split", "sqrt", "square", "squeeze", "stack", "std",
     "sub", "sum", "t", "tanh", "Tensor", "tensor", "transpose", "uint8", "unsqueeze", "utils", "var", "where", "zeros",
     "zeros_like", "ZgradError",
+    "acos", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2", "arctanh", "asin", "asinh",
+    "atan", "atan2", "atanh", "bitwise_and", "bitwise_left_shift", "bitwise_not", "bitwise_or",
+    "bitwise_right_shift", "bitwise_xor", "ceil", "clamp_max", "clamp_min", "copysign", "cos", "cosh", "erf",
+    "erfc", "erfinv", "exp2", "expm1", "fix", "floor", "fmod", "frac", "hypot", "isfinite", "isinf", "isnan",
+    "isneginf", "isposinf", "lerp", "log10", "log1p", "log2", "logaddexp", "logaddexp2", "nan_to_num", "reciprocal",
+    "round", "rsqrt", "sgn", "sign", "signbit", "sin", "sinh", "tan", "trunc",
 ]

@@ -51,7 +51,10 @@ def abs(x, out):  # noqa: A001 - op vocabulary name
 
 
 def sign(x, out):
-    return np.sign(x, out=out)
+    np.sign(x, out=out)
+    if out.dtype.kind == "f":
+        np.copyto(out, 0, where=np.isnan(out))  # sign(NaN) = 0, as PyTorch
+    return out
 
 
 def sqrt(x, out):

@@ -1,0 +1,97 @@
+"""The CPU backend of the element-wise math functions (``unary_math``, ``binary_math`` and
+``nan_to_num``; the names in :data:`zgrad.kernels.vocabulary.UNARY_MATH` / ``BINARY_MATH``).
+
+Part of :mod:`zgrad.kernels.cpu.backend` (which re-exports these); each writes into ``out`` and
+returns it. numpy's ufuncs (SIMD where numpy has loops for them) write into ``out`` directly;
+the functions numpy lacks run the Numba kernels of :mod:`kernels.special`, in float32 for a
+float16 ``out`` (Numba has no half-precision math).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from zgrad.kernels.cpu import kernels
+from zgrad.kernels.cpu.common import flat
+
+__all__ = ["unary_math", "binary_math", "nan_to_num"]
+
+_FLOAT16 = np.dtype(np.float16)
+
+
+def _no_options(dtype: np.dtype) -> tuple:
+    return ()
+
+
+def _special(name: str, options=_no_options):
+    """The Numba kernel ``name`` of :mod:`kernels.special`, given ``options(dtype)`` before ``out``."""
+    def apply(x, out):
+        target = out if out.dtype != _FLOAT16 else np.empty(out.shape, np.float32)
+        source = x if x.dtype == target.dtype else x.astype(target.dtype)
+        if out.size:
+            getattr(kernels.special, name)(flat(source), *options(target.dtype), target.reshape(-1))
+        if target is not out:
+            np.copyto(out, target, casting="unsafe")
+        return out
+    return apply
+
+
+def _erfinv_options(dtype: np.dtype) -> tuple:
+    return (2 if dtype == np.float64 else 0,)  # Newton steps (see zgrad.kernels.special_math.erfinv)
+
+
+def _ufunc(ufunc: np.ufunc):
+    return lambda x, out: ufunc(x, out=out)
+
+
+def _isposinf(x, out):
+    return np.logical_and(np.isinf(x), x > 0, out=out)
+
+
+def _isneginf(x, out):
+    return np.logical_and(np.isinf(x), x < 0, out=out)
+
+
+def _frac(x, out):
+    return np.fmod(x, out.dtype.type(1), out=out)  # x - trunc(x), with x's sign (and NaN at +-inf)
+
+
+_UNARY = {
+    "sin": _ufunc(np.sin), "cos": _ufunc(np.cos), "tan": _ufunc(np.tan), "asin": _ufunc(np.arcsin),
+    "acos": _ufunc(np.arccos), "atan": _ufunc(np.arctan), "sinh": _ufunc(np.sinh), "cosh": _ufunc(np.cosh),
+    "asinh": _ufunc(np.arcsinh), "acosh": _ufunc(np.arccosh), "atanh": _ufunc(np.arctanh),
+    "erf": _special("erf_forward"), "erfc": _special("erfc_forward"),
+    "erfinv": _special("erfinv_forward", _erfinv_options), "log1p": _ufunc(np.log1p), "expm1": _ufunc(np.expm1),
+    "log2": _ufunc(np.log2), "log10": _ufunc(np.log10), "exp2": _ufunc(np.exp2),
+    "rsqrt": _special("rsqrt_forward"), "reciprocal": _ufunc(np.reciprocal),
+    "floor": _ufunc(np.floor), "ceil": _ufunc(np.ceil), "round": _ufunc(np.rint), "trunc": _ufunc(np.trunc),
+    "frac": _frac, "isnan": _ufunc(np.isnan), "isinf": _ufunc(np.isinf), "isposinf": _isposinf,
+    "isneginf": _isneginf, "isfinite": _ufunc(np.isfinite), "signbit": _ufunc(np.signbit),
+    "bitwise_not": _ufunc(np.invert),
+}
+
+_BINARY = {
+    "atan2": np.arctan2, "fmod": np.fmod, "hypot": np.hypot, "logaddexp": np.logaddexp,
+    "logaddexp2": np.logaddexp2, "copysign": np.copysign, "bitwise_and": np.bitwise_and,
+    "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor, "bitwise_left_shift": np.left_shift,
+    "bitwise_right_shift": np.right_shift,
+}
+
+
+def unary_math(name: str, x, out):
+    """out = ``name``(x), ``name`` one of :data:`~zgrad.kernels.vocabulary.UNARY_MATH`."""
+    with np.errstate(all="ignore"):  # NaN and inf results are the answers, as in PyTorch
+        return _UNARY[name](x, out)
+
+
+def binary_math(name: str, a, b, out):
+    """out = ``name``(a, b), broadcast, ``name`` one of :data:`~zgrad.kernels.vocabulary.BINARY_MATH`.
+    Operands are already in out's dtype, so numpy's loop is out's."""
+    with np.errstate(all="ignore"):
+        return _BINARY[name](a, b, out=out)
+
+
+def nan_to_num(x, nan: float, posinf: float, neginf: float, out):
+    """out = x with NaN, +inf and -inf replaced by the given numbers."""
+    np.copyto(out, x)
+    return np.nan_to_num(out, copy=False, nan=nan, posinf=posinf, neginf=neginf)
