@@ -34,9 +34,9 @@ from zgrad.ops import (
 from zgrad.ops import (
     acos, acosh, arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh, asin, asinh, atan, atan2, atanh,
     bitwise_and, bitwise_left_shift, bitwise_not, bitwise_or, bitwise_right_shift, bitwise_xor, ceil, clamp_max,
-    clamp_min, copysign, cos, cosh, erf, erfc, erfinv, exp2, expm1, fix, floor, fmod, frac, hypot, isfinite, isinf,
-    isnan, isneginf, isposinf, lerp, log10, log1p, log2, logaddexp, logaddexp2, nan_to_num, reciprocal, round,
-    rsqrt, sgn, sign, signbit, sin, sinh, tan, trunc,
+    clamp_min, copysign, cos, cosh, erf, erfc, erfinv, exp2, expm1, fix, floor, floor_divide, fmod, frac, hypot,
+    isfinite, isinf, isnan, isneginf, isposinf, lerp, log10, log1p, log2, logaddexp, logaddexp2, nan_to_num,
+    reciprocal, round, rsqrt, sgn, sign, signbit, sin, sinh, tan, trunc,
 )
 from zgrad.random import manual_seed
 from zgrad.serialization import load, save
@@ -80,5 +80,5 @@ __all__ = [
     "bitwise_right_shift", "bitwise_xor", "ceil", "clamp_max", "clamp_min", "copysign", "cos", "cosh", "erf",
     "erfc", "erfinv", "exp2", "expm1", "fix", "floor", "fmod", "frac", "hypot", "isfinite", "isinf", "isnan",
     "isneginf", "isposinf", "lerp", "log10", "log1p", "log2", "logaddexp", "logaddexp2", "nan_to_num", "reciprocal",
-    "round", "rsqrt", "sgn", "sign", "signbit", "sin", "sinh", "tan", "trunc",
+    "round", "rsqrt", "sgn", "sign", "signbit", "sin", "sinh", "tan", "trunc", "floor_divide",
 ]

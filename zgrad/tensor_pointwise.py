@@ -52,6 +52,7 @@ class TensorPointwise:
     bitwise_and, bitwise_or, bitwise_xor, bitwise_not = (binary_math.bitwise_and, binary_math.bitwise_or,
                                                          binary_math.bitwise_xor, binary_math.bitwise_not)
     bitwise_left_shift, bitwise_right_shift = binary_math.bitwise_left_shift, binary_math.bitwise_right_shift
+    floor_divide = binary_math.floor_divide
 
     # --- operators ------------------------------------------------------------------------------
 
@@ -84,6 +85,12 @@ class TensorPointwise:
 
     def __rrshift__(self, other: Any) -> Any:
         return binary_math.bitwise_right_shift(other, self)
+
+    def __floordiv__(self, other: Any) -> Any:
+        return binary_math.floor_divide(self, other)
+
+    def __rfloordiv__(self, other: Any) -> Any:
+        return binary_math.floor_divide(other, self)
 
     def __invert__(self) -> Any:
         return binary_math.bitwise_not(self)
@@ -240,5 +247,8 @@ class TensorPointwise:
     def bitwise_right_shift_(self, other: Any) -> Any:
         return self._math_(binary_math.bitwise_right_shift, other)
 
-    __iand__, __ior__, __ixor__ = bitwise_and_, bitwise_or_, bitwise_xor_
+    def floor_divide_(self, other: Any) -> Any:
+        return self._math_(binary_math.floor_divide, other)
+
+    __iand__, __ior__, __ixor__, __ifloordiv__ = bitwise_and_, bitwise_or_, bitwise_xor_, floor_divide_
     __ilshift__, __irshift__ = bitwise_left_shift_, bitwise_right_shift_

@@ -12,14 +12,16 @@ __all__ = ["erfinv"]
 _TWO_OVER_SQRT_PI = 1.1283791670955126
 
 
-def erfinv(x, newton_steps, T):
+def erfinv(x, max_steps, T):
     """The inverse error function of ``x`` computed in ``T`` (the scalar type of the result):
     +-inf at +-1, NaN outside [-1, 1] and at NaN.
 
-    Giles' single-precision approximation ("Approximating the erfinv function", 2010), then
-    ``newton_steps`` Newton steps (0 for float32, whose approximation is already within a few ulp;
-    2 for float64). Above 0.5 a step measures its residual through erfc(y) - (1 - |x|), both
-    exact there, so precision holds up to |x| = 1.
+    Giles' single-precision approximation ("Approximating the erfinv function", 2010), within a few
+    ulp of float32, then up to ``max_steps`` Halley steps (0 for float32; 8 for float64, which
+    needs one or two except deep in the tails, where the approximation is far off): each step
+    stops the refinement once its correction is below 1e-6 relative, the next would be below
+    float64's rounding (Halley's steps converge cubically). Above 0.5 a step measures its
+    residual through erfc(y) - (1 - |x|), both exact there, so precision holds up to |x| = 1.
     """
     a = abs(x)
     if not a <= T(1):  # NaN, or outside the domain
@@ -50,7 +52,10 @@ def erfinv(x, newton_steps, T):
         p = T(1.00167406) + p * w
         p = T(2.83297682) + p * w
     y = p * a
-    for _ in range(newton_steps):
+    for _ in range(max_steps):
         residual = math.erf(y) - a if a < T(0.5) else (T(1) - a) - math.erfc(y)
-        y = y - residual / (T(_TWO_OVER_SQRT_PI) * math.exp(-y * y))
-    return T(math.copysign(y, x))
+        newton = residual / (T(_TWO_OVER_SQRT_PI) * math.exp(-y * y))
+        y = y - newton / (T(1) + y * newton)  # Halley: erf'' = -2y erf'
+        if abs(newton) <= T(1e-6) * y:
+            break
+    return math.copysign(y, x)

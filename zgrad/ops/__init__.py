@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from zgrad.ops.binary_math import (
     arctan2, atan2, bitwise_and, bitwise_left_shift, bitwise_not, bitwise_or, bitwise_right_shift, bitwise_xor,
-    copysign, fmod, hypot, lerp, logaddexp, logaddexp2,
+    copysign, floor_divide, fmod, hypot, lerp, logaddexp, logaddexp2,
 )
 from zgrad.ops.compare import eq, ge, gt, le, logical_and, logical_not, logical_or, logical_xor, lt, ne
 from zgrad.ops.elementwise import abs, clamp, clip, maximum, minimum, remainder, sqrt
@@ -44,5 +44,5 @@ __all__ = [
     "rsqrt", "reciprocal", "floor", "ceil", "round", "trunc", "fix", "frac", "sign", "sgn", "nan_to_num",
     "clamp_min", "clamp_max", "isnan", "isinf", "isposinf", "isneginf", "isfinite", "signbit", "atan2", "arctan2",
     "fmod", "hypot", "logaddexp", "logaddexp2", "copysign", "lerp", "bitwise_and", "bitwise_or", "bitwise_xor",
-    "bitwise_not", "bitwise_left_shift", "bitwise_right_shift",
+    "bitwise_not", "bitwise_left_shift", "bitwise_right_shift", "floor_divide",
 ]

@@ -1,7 +1,7 @@
 """Element-wise functions of two tensors (or a tensor and a number), broadcast with PyTorch's type
 promotion: ``atan2``, ``fmod``, ``hypot``, ``logaddexp``, ``logaddexp2``, ``copysign``, ``lerp``,
 and the bitwise functions of bool and integer tensors (``bitwise_and`` ... ``bitwise_right_shift``,
-the operators ``& | ^ ~ << >>``), which carry no gradient.
+the operators ``& | ^ ~ << >>``) and ``floor_divide`` (``//``), which carry no gradient.
 
 A backward returns broadcast-shaped gradients (the engine sums them back to each input's shape)
 and None for a number operand.
@@ -10,7 +10,7 @@ and None for a number operand.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 from zgrad.autograd.function import Op
 from zgrad.errors import DTypeError
@@ -20,7 +20,7 @@ from zgrad.tensor import Tensor
 
 __all__ = [
     "atan2", "arctan2", "fmod", "hypot", "logaddexp", "logaddexp2", "copysign", "lerp", "bitwise_and", "bitwise_or",
-    "bitwise_xor", "bitwise_not", "bitwise_left_shift", "bitwise_right_shift",
+    "bitwise_xor", "bitwise_not", "bitwise_left_shift", "bitwise_right_shift", "floor_divide",
 ]
 
 
@@ -143,12 +143,17 @@ class Lerp(Op):
         return g_start, g_end, g_weight
 
 
-def _binary(op: type[_BinaryMath], input: Any, other: Any) -> Any:  # noqa: A002 - torch's argument name
-    return op.apply(tensor_arg(input, op.function), operand(other))
+def _binary(op: type[_BinaryMath], input: Any, other: Any, other_may_be_number: bool = False) -> Any:  # noqa: A002
+    other = operand(other) if other_may_be_number else tensor_arg(other, op.function, "other")
+    return op.apply(tensor_arg(input, op.function), other)
 
 
 def atan2(input: Any, other: Any) -> Any:  # noqa: A002
-    """atan(input / other) of each pair of elements, in the quadrant of (other, input)."""
+    """atan(input / other) of each pair of elements, in the quadrant of (other, input).
+
+    Raises:
+        TypeError: ``other`` is not a tensor (as PyTorch; likewise for hypot and logaddexp).
+    """
     return _binary(Atan2, input, other)
 
 
@@ -158,7 +163,7 @@ arctan2 = atan2
 def fmod(input: Any, other: Any) -> Any:  # noqa: A002
     """C's remainder of input / other: input - trunc(input / other) * other, with input's sign
     (see :func:`zgrad.remainder` for the divisor's)."""
-    return _binary(Fmod, input, other)
+    return _binary(Fmod, input, other, other_may_be_number=True)
 
 
 def hypot(input: Any, other: Any) -> Any:  # noqa: A002
@@ -178,7 +183,7 @@ def logaddexp2(input: Any, other: Any) -> Any:  # noqa: A002
 
 def copysign(input: Any, other: Any) -> Any:  # noqa: A002
     """|input| with the sign of ``other`` (a tensor or a number), element-wise, in a floating dtype."""
-    return _binary(Copysign, input, other)
+    return _binary(Copysign, input, other, other_may_be_number=True)
 
 
 def lerp(input: Any, end: Any, weight: Any) -> Any:  # noqa: A002
@@ -196,11 +201,23 @@ def lerp(input: Any, end: Any, weight: Any) -> Any:  # noqa: A002
     return Lerp.apply(start, end, weight)
 
 
-def _bitwise(name: str, input: Any, other: Any) -> Any:  # noqa: A002
+def _without_gradient(name: str, compute: Callable[[Any, Any], Any], input: Any, other: Any) -> Any:  # noqa: A002
+    """compute(a, b) on the arrays (or numbers) of two operands, one at least a tensor; the result
+    carries no gradient."""
     a, b = operand(input), operand(other)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         raise TypeError(f"{name}(): expected at least one Tensor, got {type(a).__name__} and {type(b).__name__}")
-    return Tensor(dispatch_math.binary_math(name, *(x._data if isinstance(x, Tensor) else x for x in (a, b))))
+    return Tensor(compute(*(x._data if isinstance(x, Tensor) else x for x in (a, b))))
+
+
+def _bitwise(name: str, input: Any, other: Any) -> Any:  # noqa: A002
+    return _without_gradient(name, lambda a, b: dispatch_math.binary_math(name, a, b), input, other)
+
+
+def floor_divide(input: Any, other: Any) -> Any:  # noqa: A002
+    """floor(input / other) element-wise (the ``//`` operator), in the promoted dtype; not
+    differentiable (PyTorch defines no gradient for it)."""
+    return _without_gradient("floor_divide", lambda a, b: dispatch.binary("floor_divide", a, b), input, other)
 
 
 def bitwise_and(input: Any, other: Any) -> Any:  # noqa: A002

@@ -101,6 +101,9 @@ def neg(x, out):
 def _unary_fused(name: str, x, out):
     if x.size == 0:
         return out
+    if out.dtype == np.float16:  # Numba has no half-precision math: compute in float32
+        np.copyto(out, _unary_fused(name, x.astype(np.float32), np.empty(out.shape, np.float32)), casting="unsafe")
+        return out
     flat_out = out.reshape(-1)
     getattr(kernels.elementwise, name)(flat(x), flat_out)
     return out

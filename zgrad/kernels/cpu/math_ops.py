@@ -37,7 +37,7 @@ def _special(name: str, options=_no_options):
 
 
 def _erfinv_options(dtype: np.dtype) -> tuple:
-    return (2 if dtype == np.float64 else 0,)  # Newton steps (see zgrad.kernels.special_math.erfinv)
+    return (8 if dtype == np.float64 else 0,)  # Halley steps at most (see zgrad.kernels.special_math.erfinv)
 
 
 def _ufunc(ufunc: np.ufunc):
@@ -53,7 +53,8 @@ def _isneginf(x, out):
 
 
 def _frac(x, out):
-    return np.fmod(x, out.dtype.type(1), out=out)  # x - trunc(x), with x's sign (and NaN at +-inf)
+    np.trunc(x, out=out)
+    return np.subtract(x, out, out=out)  # as PyTorch: +0.0 at integers, NaN at +-inf
 
 
 _UNARY = {

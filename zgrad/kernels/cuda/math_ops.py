@@ -18,7 +18,7 @@ _SHIFTS = {"bitwise_left_shift", "bitwise_right_shift"}
 def unary_math(name: str, x, out):
     """out = ``name``(x), ``name`` one of :data:`~zgrad.kernels.vocabulary.UNARY_MATH`."""
     if name == "erfinv":
-        return unary_op(name, x, out, 2 if out.dtype.itemsize == 8 else 0)  # Newton steps
+        return unary_op(name, x, out, 8 if out.dtype.itemsize == 8 else 0)  # Halley steps at most
     if out.dtype.kind == "b":
         return unary_op(name, x, out, 1, 0)  # the predicates' constants, in x's dtype
     return unary_op(name, x, out)

@@ -31,11 +31,11 @@ def erfc_forward(x, out):
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
-def erfinv_forward(x, newton_steps, out):
+def erfinv_forward(x, max_steps, out):
     """out = erfinv(x) (see :func:`zgrad.kernels.special_math.erfinv`)."""
     T = out.dtype.type
     for i in prange(x.size):
-        out[i] = _erfinv(x[i], newton_steps, T)
+        out[i] = _erfinv(x[i], max_steps, T)
 
 
 @parallel_kernel()

@@ -90,7 +90,7 @@ def _erfc(x, p, q, T):
 
 @device
 def _erfinv_op(x, p, q, T):
-    return _erfinv(x, int(p), T)  # p: Newton steps
+    return _erfinv(x, int(p), T)  # p: the most Halley steps
 
 
 @device
