@@ -1,6 +1,7 @@
 """The element-wise math methods of :class:`zgrad.Tensor` (``sin``, ``erf``, ``floor``, ``atan2``,
-``bitwise_and``, ... with their in-place forms ``sin_``, ...) and the bitwise operators
-``& | ^ ~ << >>`` (reflected and in place).
+``bitwise_and``, ... with their in-place forms ``sin_``, ..., and those of ``exp``, ``log``,
+``tanh``, ``sigmoid``, ``sqrt``, ``abs``, ``neg``, ``pow``, ``remainder``), the bitwise operators
+``& | ^ ~ << >>`` and ``//`` (reflected and in place).
 
 Each out-of-place method *is* the ``zgrad`` function of the same name (bound as a method, so the
 tensor is its ``input``): a method and its function cannot disagree. Each in-place method runs that
@@ -16,7 +17,7 @@ from typing import Any, Callable
 from zgrad.errors import DTypeError
 from zgrad.kernels import dispatch, dispatch_pointwise
 from zgrad.kernels.promotion import can_cast
-from zgrad.ops import binary_math, rounding, unary_math
+from zgrad.ops import binary_math, elementwise, functions, rounding, unary_math
 from zgrad.tensor import Tensor, tensor_methods
 
 __all__ = ["TensorPointwise"]
@@ -115,6 +116,33 @@ class TensorPointwise:
 
         return self._inplace(lambda: dispatch_pointwise.write(self._data, result_of(self.detach())._data),
                              result_of, *args)
+
+    def exp_(self) -> Any:
+        return self._math_(functions.exp)
+
+    def log_(self) -> Any:
+        return self._math_(functions.log)
+
+    def tanh_(self) -> Any:
+        return self._math_(functions.tanh)
+
+    def sigmoid_(self) -> Any:
+        return self._math_(functions.sigmoid)
+
+    def sqrt_(self) -> Any:
+        return self._math_(elementwise.sqrt)
+
+    def abs_(self) -> Any:
+        return self._math_(elementwise.abs)
+
+    def neg_(self) -> Any:
+        return self._math_(functions.neg)
+
+    def pow_(self, exponent: Any) -> Any:
+        return self._math_(functions.pow, exponent)
+
+    def remainder_(self, other: Any) -> Any:
+        return self._math_(elementwise.remainder, other)
 
     def sin_(self) -> Any:
         return self._math_(unary_math.sin)

@@ -246,6 +246,8 @@ def test_inplace_operators_and_methods():
     ("sin_", ()), ("erfinv_", ()), ("floor_", ()), ("round_", ()), ("frac_", ()), ("sign_", ()), ("nan_to_num_", ()),
     ("clamp_min_", (0.1,)), ("clamp_max_", (0.2,)), ("atan2_", (zgrad.tensor(0.5),)), ("fmod_", (0.3,)), ("hypot_", (zgrad.tensor([2.0, 1.0, 0.5]),)),
     ("copysign_", (-1.0,)), ("lerp_", (zgrad.tensor(2.0), 0.5)), ("arcsinh_", ()), ("rsqrt_", ()), ("exp2_", ()),
+    ("exp_", ()), ("log_", ()), ("tanh_", ()), ("sigmoid_", ()), ("sqrt_", ()), ("abs_", ()), ("neg_", ()),
+    ("pow_", (2.5,)), ("remainder_", (0.25,)), ("floor_divide_", (0.25,)),
 ])
 def test_inplace_methods_match_out_of_place(method, args):
     values = np.array([0.3, 0.7, 0.55], np.float32)
@@ -277,6 +279,20 @@ def test_lerp_and_predicates_refuse_like_torch():
         zgrad.round(zgrad.tensor([1]), decimals=1)
     flags = zgrad.isnan(zgrad.tensor([1.0, float("nan")], requires_grad=True))
     assert flags.dtype == zgrad.bool and not flags.requires_grad and flags.grad_fn is None
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("dtype", ["bool", "uint8", "int32", "float16", "float32"])
+@pytest.mark.parametrize("bounds", [(0.5, None), (1, 2), (True, None)], ids=str)
+def test_clamp_dtypes_and_refusals_match_torch(bounds, dtype):
+    _same_as_torch(lambda lib, t: lib.clamp(t, *bounds), _data(dtype, [0, 1, 3, 2]))
+
+
+@pytest.mark.torch
+def test_floor_divide_operator_matches_torch():
+    a, b = np.array([7.5, -7.5, 3.0], np.float32), np.array([2, -2, 4], np.int64)
+    for op in (lambda x, y: x // y, lambda x, y: 7 // y, lambda x, y: y // 3, lambda x, y: x.floor_divide(y)):
+        _same_as_torch(lambda lib, x, y: op(x, y), a, b)
 
 
 def test_functions_are_methods_and_exported():

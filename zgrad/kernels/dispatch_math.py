@@ -148,6 +148,8 @@ def round_decimals(x: Any, decimals: int):
     check_floating("round", x.dtype)
     if decimals == 0:
         return unary_math("round", x)
+    if x.dtype == np.float16:  # PyTorch scales half tensors in float32
+        return cast(round_decimals(cast(x, np.float32), decimals), np.float16)
     be = backend_of(x)
     scale = x.dtype.type(10.0 ** abs(decimals))
     scaled = be.mul(x, scale, be.empty(x.shape, x.dtype)) if decimals > 0 else be.div(x, scale, be.empty(x.shape, x.dtype))

@@ -63,7 +63,7 @@ def sqrt(x, out):
 
 def clamp(x, low, high, out):
     """out = x clamped to [low, high] (None: open); ``out`` may be ``x``."""
-    if out.dtype.kind != "f" or not out.flags.c_contiguous:
+    if out.dtype.kind != "f" or out.dtype == np.float16 or not out.flags.c_contiguous:
         return np.clip(x, low, high, out=out)
     kernels.pointwise.clamp_forward(
         flat(x), -np.inf if low is None else low, np.inf if high is None else high, out.reshape(-1)
