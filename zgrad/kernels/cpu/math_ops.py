@@ -3,8 +3,9 @@
 
 Part of :mod:`zgrad.kernels.cpu.backend` (which re-exports these); each writes into ``out`` and
 returns it. numpy's ufuncs (SIMD where numpy has loops for them) write into ``out`` directly;
-the functions numpy lacks run the Numba kernels of :mod:`kernels.special`, in float32 for a
-float16 ``out`` (Numba has no half-precision math).
+the functions numpy lacks, or runs as a libm call per element, run the Numba kernels of
+:mod:`kernels.special` (vectorised), in float32 for a float16 ``out`` (Numba has no
+half-precision math).
 """
 
 from __future__ import annotations
@@ -59,11 +60,11 @@ def _frac(x, out):
 
 _UNARY = {
     "sin": _ufunc(np.sin), "cos": _ufunc(np.cos), "tan": _ufunc(np.tan), "asin": _ufunc(np.arcsin),
-    "acos": _ufunc(np.arccos), "atan": _ufunc(np.arctan), "sinh": _ufunc(np.sinh), "cosh": _ufunc(np.cosh),
-    "asinh": _ufunc(np.arcsinh), "acosh": _ufunc(np.arccosh), "atanh": _ufunc(np.arctanh),
+    "acos": _ufunc(np.arccos), "atan": _ufunc(np.arctan), "sinh": _special("sinh_forward"), "cosh": _special("cosh_forward"),
+    "asinh": _ufunc(np.arcsinh), "acosh": _ufunc(np.arccosh), "atanh": _special("atanh_forward"),
     "erf": _special("erf_forward"), "erfc": _special("erfc_forward"),
-    "erfinv": _special("erfinv_forward", _erfinv_options), "log1p": _ufunc(np.log1p), "expm1": _ufunc(np.expm1),
-    "log2": _ufunc(np.log2), "log10": _ufunc(np.log10), "exp2": _ufunc(np.exp2),
+    "erfinv": _special("erfinv_forward", _erfinv_options), "log1p": _special("log1p_forward"), "expm1": _special("expm1_forward"),
+    "log2": _special("log2_forward"), "log10": _special("log10_forward"), "exp2": _ufunc(np.exp2),
     "rsqrt": _special("rsqrt_forward"), "reciprocal": _ufunc(np.reciprocal),
     "floor": _ufunc(np.floor), "ceil": _ufunc(np.ceil), "round": _ufunc(np.rint), "trunc": _ufunc(np.trunc),
     "frac": _frac, "isnan": _ufunc(np.isnan), "isinf": _ufunc(np.isinf), "isposinf": _isposinf,
@@ -85,14 +86,33 @@ def unary_math(name: str, x, out):
         return _UNARY[name](x, out)
 
 
+# Binary functions with a one-pass kernel of kernels.special, used where both operands are arrays of
+# out's shape (numpy's ufunc broadcasts the rest), by out's dtype.
+_BINARY_KERNELS = {
+    ("logaddexp", np.dtype(np.float32)): "logaddexp_forward", ("logaddexp", np.dtype(np.float64)): "logaddexp_forward",
+    ("logaddexp2", np.dtype(np.float32)): "logaddexp2_forward",
+    ("logaddexp2", np.dtype(np.float64)): "logaddexp2_forward", ("hypot", np.dtype(np.float32)): "hypot_float32_forward",
+}
+
+
 def binary_math(name: str, a, b, out):
     """out = ``name``(a, b), broadcast, ``name`` one of :data:`~zgrad.kernels.vocabulary.BINARY_MATH`.
     Operands are already in out's dtype, so numpy's loop is out's."""
+    kernel = _BINARY_KERNELS.get((name, out.dtype))
+    if kernel is not None and all(isinstance(v, np.ndarray) and v.shape == out.shape for v in (a, b)):
+        if out.size:
+            getattr(kernels.special, kernel)(flat(a), flat(b), out.reshape(-1))
+        return out
     with np.errstate(all="ignore"):
         return _BINARY[name](a, b, out=out)
 
 
 def nan_to_num(x, nan: float, posinf: float, neginf: float, out):
     """out = x with NaN, +inf and -inf replaced by the given numbers."""
-    np.copyto(out, x)
-    return np.nan_to_num(out, copy=False, nan=nan, posinf=posinf, neginf=neginf)
+    if out.dtype == _FLOAT16:
+        np.copyto(out, x)
+        return np.nan_to_num(out, copy=False, nan=nan, posinf=posinf, neginf=neginf)
+    if out.size:
+        kernels.special.nan_to_num_forward(flat(x), *(out.dtype.type(v) for v in (nan, posinf, neginf)),
+                                           out.reshape(-1))
+    return out

@@ -51,9 +51,13 @@ def abs(x, out):  # noqa: A001 - op vocabulary name
 
 
 def sign(x, out):
+    if out.dtype in (np.float32, np.float64):
+        if out.size:
+            kernels.special.sign_forward(flat(x), out.reshape(-1))  # 0 for NaN, as PyTorch
+        return out
     np.sign(x, out=out)
     if out.dtype.kind == "f":
-        np.copyto(out, 0, where=np.isnan(out))  # sign(NaN) = 0, as PyTorch
+        np.copyto(out, 0, where=np.isnan(out))
     return out
 
 

@@ -465,14 +465,14 @@ _BOOL_SECOND = {"masked_scale"}
 
 def ptx_signatures() -> list:
     """(name, Python function, argument types) of every kernel here, for float32 and float64 (the
-    integer-only ones left out)."""
+    integer-only ones for int32 and int64)."""
     from numba import types
 
     cases = []
-    for dt in (types.float32, types.float64):
+    for dt in (types.float32, types.float64, types.int32, types.int64):
         for kinds, table in ((1, UNARY), (2, BINARY), (3, TERNARY)):
             for name, (flat, nd) in table.items():
-                if name in INTEGER_MATH:
+                if (name in INTEGER_MATH) != isinstance(dt, types.Integer):
                     continue
                 for layout, variant in (("flat", flat), ("nd", nd)):
                     array = dt[::1] if layout == "flat" else dt[:, :, :, :]
