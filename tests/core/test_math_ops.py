@@ -300,3 +300,14 @@ def test_functions_are_methods_and_exported():
              "bitwise_left_shift", "clamp_min", "fix", "sgn", "logaddexp2"]
     for name in names:
         assert name in zgrad.__all__ and getattr(zgrad.Tensor, name) is getattr(zgrad, name)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("weight", [0.0, 0.3, 0.5, 1.0, 1.7, "tensor", "broadcast"])
+def test_lerp_is_torch_bit_for_bit(weight):
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((2, 3, 5)).astype(np.float32)
+    w = {"tensor": rng.uniform(-0.5, 1.5, (3, 5)), "broadcast": rng.uniform(-0.5, 1.5, (5,))}.get(weight)
+    arrays = (a, b) if w is None else (a, b, w.astype(np.float32))
+    fn = (lambda lib, x, y: lib.lerp(x, y, weight)) if w is None else (lambda lib, x, y, z: lib.lerp(x, y, z))
+    _same_as_torch(fn, *arrays, rtol=0, atol=0)

@@ -28,7 +28,7 @@ from zgrad.kernels.dispatch import backend_of, broadcast_shape, cast, device_typ
 from zgrad.kernels.dispatch_pointwise import compare, logical_not
 from zgrad.kernels.promotion import result_type
 
-__all__ = ["unary_math", "binary_math", "sign", "nan_to_num", "round_decimals", "check_floating"]
+__all__ = ["unary_math", "binary_math", "sign", "nan_to_num", "round_decimals", "lerp", "check_floating"]
 
 _BOOL = np.dtype(np.bool_)
 _ROUNDING = frozenset({"floor", "ceil", "round", "trunc"})
@@ -135,6 +135,14 @@ def nan_to_num(x: Any, nan: float, posinf: float | None, neginf: float | None):
     posinf = float(info.max) if posinf is None else posinf
     neginf = float(info.min) if neginf is None else neginf
     return be.nan_to_num(x, nan, posinf, neginf, be.empty(x.shape, x.dtype))
+
+
+def lerp(start: Any, end: Any, weight: Any):
+    """start + weight * (end - start), broadcast, in start's (floating) dtype; ``weight`` a number
+    or an array (the caller checks dtypes, as PyTorch's lerp does)."""
+    be = backend_of(start, end, weight)
+    shape = broadcast_shape(broadcast_shape(start.shape, end.shape), getattr(weight, "shape", ()))
+    return be.lerp(start, end, weight, be.empty(shape, start.dtype))
 
 
 def round_decimals(x: Any, decimals: int):

@@ -35,7 +35,7 @@ OPS = (
     "pointwise_loss_backward",
     "reduce_inplace", "reduce_pair", "reduce_and_copy", "divide_inplace", "scale_copy",
     "to_dlpack", "dlpack_device", "from_dlpack",
-    "unary_math", "binary_math", "nan_to_num",
+    "unary_math", "binary_math", "nan_to_num", "lerp",
 )
 
 # The element-wise functions of ``unary_math(name, x, out)`` and ``binary_math(name, a, b, out)``,

@@ -124,13 +124,14 @@ class Copysign(_BinaryMath):
 
 
 class Lerp(Op):
-    """start + weight * (end - start); ``weight`` a number or a tensor."""
+    """start + weight * (end - start), ``weight`` a number or a tensor; its gradients are
+    grad * (1 - weight), grad * weight and grad * (end - start)."""
 
     @staticmethod
     def forward(ctx, start, end, weight):
-        difference = dispatch.binary("sub", end, start)
-        ctx.save_for_backward(weight, difference if ctx.needs_input_grad[2] else None)
-        return dispatch.binary("add", start, _mul(weight, difference))
+        difference = dispatch.binary("sub", end, start) if ctx.needs_input_grad[2] else None
+        ctx.save_for_backward(weight, difference)
+        return dispatch_math.lerp(start, end, weight)
 
     @staticmethod
     def backward(ctx, grad):

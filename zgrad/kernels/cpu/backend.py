@@ -18,7 +18,7 @@ from zgrad.kernels.cpu.layers import (  # noqa: F401 - convolution, pooling and 
     adaptive_avg_pool2d, adaptive_avg_pool2d_backward, avg_pool2d, avg_pool2d_backward, batch_norm,
     batch_norm_backward, conv2d, conv2d_backward, group_norm, group_norm_backward, max_pool2d, max_pool2d_backward,
 )
-from zgrad.kernels.cpu.math_ops import binary_math, nan_to_num, unary_math  # noqa: F401 - math functions
+from zgrad.kernels.cpu.math_ops import binary_math, lerp, nan_to_num, unary_math  # noqa: F401 - math functions
 from zgrad.kernels.cpu.sequence import (  # noqa: F401 - embeddings, recurrences, dropout, activations, losses
     class_loss, class_loss_backward, dropout, dropout_backward, embedding, embedding_backward, embedding_bag,
     embedding_bag_backward, embedding_bag_per_sample_weights_backward, embedding_renorm, gelu, gelu_backward,

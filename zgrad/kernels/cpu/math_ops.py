@@ -15,7 +15,7 @@ import numpy as np
 from zgrad.kernels.cpu import kernels
 from zgrad.kernels.cpu.common import flat
 
-__all__ = ["unary_math", "binary_math", "nan_to_num"]
+__all__ = ["unary_math", "binary_math", "nan_to_num", "lerp"]
 
 _FLOAT16 = np.dtype(np.float16)
 
@@ -115,4 +115,20 @@ def nan_to_num(x, nan: float, posinf: float, neginf: float, out):
     if out.size:
         kernels.special.nan_to_num_forward(flat(x), *(out.dtype.type(v) for v in (nan, posinf, neginf)),
                                            out.reshape(-1))
+    return out
+
+
+def lerp(start, end, weight, out):
+    """out = start + weight * (end - start) from the nearer end (PyTorch's formula, bit for bit),
+    broadcast; ``weight`` a number or an array. Broadcast operands are expanded first."""
+    if out.dtype == _FLOAT16:
+        np.subtract(end, start, out=out)
+        np.multiply(out, weight, out=out)
+        return np.add(out, start, out=out)
+    if out.size:
+        start, end = (flat(np.broadcast_to(a, out.shape)) for a in (start, end))
+        if isinstance(weight, (int, float)):
+            kernels.special.lerp_scalar_forward(start, end, out.dtype.type(weight), out.reshape(-1))
+        else:
+            kernels.special.lerp_forward(start, end, flat(np.broadcast_to(weight, out.shape)), out.reshape(-1))
     return out

@@ -8,9 +8,9 @@ returns it.
 
 from __future__ import annotations
 
-from zgrad.kernels.cuda.elementwise import binary_op, unary_op
+from zgrad.kernels.cuda.elementwise import binary_op, ternary_op, unary_op
 
-__all__ = ["unary_math", "binary_math", "nan_to_num"]
+__all__ = ["unary_math", "binary_math", "nan_to_num", "lerp"]
 
 _SHIFTS = {"bitwise_left_shift", "bitwise_right_shift"}
 
@@ -36,3 +36,9 @@ def binary_math(name: str, a, b, out):
 def nan_to_num(x, nan: float, posinf: float, neginf: float, out):
     """out = x with NaN, +inf and -inf replaced by the given numbers."""
     return binary_op("nan_to_num", x, neginf, out, nan, posinf)
+
+
+def lerp(start, end, weight, out):
+    """out = start + weight * (end - start) (from the nearer end, as PyTorch), broadcast; ``weight``
+    a number or an array."""
+    return ternary_op("lerp", start, end, weight, out)

@@ -24,7 +24,8 @@ from zgrad.kernels.special_math import erfinv as _erfinv_scalar
 __all__ = [
     "erf_forward", "erfc_forward", "erfinv_forward", "rsqrt_forward", "log1p_forward", "expm1_forward",
     "sinh_forward", "cosh_forward", "atanh_forward", "log2_forward", "log10_forward", "logaddexp_forward",
-    "logaddexp2_forward", "hypot_float32_forward", "sign_forward", "nan_to_num_forward",
+    "logaddexp2_forward", "hypot_float32_forward", "sign_forward", "nan_to_num_forward", "lerp_forward",
+    "lerp_scalar_forward",
 ]
 
 _erfinv = kernel(_erfinv_scalar)
@@ -196,3 +197,23 @@ def nan_to_num_forward(x, nan, posinf, neginf, out):
     for i in prange(x.size):
         v = x[i]
         out[i] = nan if v != v else (posinf if v == math.inf else (neginf if v == -math.inf else v))
+
+
+@parallel_kernel()
+def lerp_scalar_forward(start, end, weight, out):
+    """out = lerp(start, end, weight) for a number ``weight``, from the nearer end as PyTorch."""
+    near_start = abs(weight) < out.dtype.type(0.5)
+    one_minus = out.dtype.type(1) - weight
+    for i in prange(out.size):
+        difference = end[i] - start[i]
+        out[i] = start[i] + weight * difference if near_start else end[i] - difference * one_minus
+
+
+@parallel_kernel()
+def lerp_forward(start, end, weight, out):
+    """out = lerp(start, end, weight) element-wise, from the nearer end as PyTorch."""
+    half, one = out.dtype.type(0.5), out.dtype.type(1)
+    for i in prange(out.size):
+        w = weight[i]
+        difference = end[i] - start[i]
+        out[i] = start[i] + w * difference if abs(w) < half else end[i] - difference * (one - w)

@@ -11,7 +11,9 @@ from __future__ import annotations
 from numba import cuda
 
 from zgrad.kernels.cuda.kernels.common import device, kernel, math
-from zgrad.kernels.cuda.kernels.elementwise_math import BINARY_MATH_OPS, BOOL_OUT_MATH, INTEGER_MATH, UNARY_MATH_OPS
+from zgrad.kernels.cuda.kernels.elementwise_math import (
+    BINARY_MATH_OPS, BOOL_OUT_MATH, INTEGER_MATH, TERNARY_MATH_OPS, UNARY_MATH_OPS,
+)
 
 __all__ = ["UNARY", "BINARY", "TERNARY"]
 
@@ -391,6 +393,7 @@ TERNARY_OPS = {
     "where": _where, "addcmul": _addcmul, "addcdiv": _addcdiv, "extremum_a": _extremum_a,
     "extremum_b": _extremum_b, "pointwise_loss_backward": _pointwise_loss_backward,
     "centered_scale": _centered_scale, "muladd": _muladd, "exp_shifted_scale": _exp_shifted_scale,
+    **TERNARY_MATH_OPS,
 }
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from zgrad.kernels.cuda.kernels.common import device, math
 from zgrad.kernels.special_math import erfinv
 
-__all__ = ["UNARY_MATH_OPS", "BINARY_MATH_OPS", "BOOL_OUT_MATH", "INTEGER_MATH"]
+__all__ = ["UNARY_MATH_OPS", "BINARY_MATH_OPS", "TERNARY_MATH_OPS", "BOOL_OUT_MATH", "INTEGER_MATH"]
 
 _INTEGRAL_FROM = 4503599627370496.0  # 2**52: every float of this magnitude or more is an integer
 _LOG2_E = 1.4426950408889634
@@ -289,6 +289,17 @@ def _nan_to_num(x, neginf, p, q, T):
     return x
 
 
+# --- ternary: f(a, b, c, p, q, T) ----------------------------------------------------------------
+
+@device
+def _lerp(start, end, weight, p, q, T):
+    """PyTorch's lerp: from the nearer end, so weight 0 gives start and weight 1 gives end exactly."""
+    difference = end - start
+    if abs(weight) < T(0.5):
+        return start + weight * difference
+    return end - difference * (T(1) - weight)
+
+
 UNARY_MATH_OPS = {
     "sin": _sin, "cos": _cos, "tan": _tan, "asin": _asin, "acos": _acos, "atan": _atan, "sinh": _sinh,
     "cosh": _cosh, "asinh": _asinh, "acosh": _acosh, "atanh": _atanh, "erf": _erf, "erfc": _erfc,
@@ -303,6 +314,7 @@ BINARY_MATH_OPS = {
     "bitwise_xor": _bitwise_xor, "bitwise_left_shift": _bitwise_left_shift,
     "bitwise_right_shift": _bitwise_right_shift, "nan_to_num": _nan_to_num,
 }
+TERNARY_MATH_OPS = {"lerp": _lerp}
 # Ops with a bool out, and ops on integers only (left out of the float PTX signatures).
 BOOL_OUT_MATH = {"isnan", "isinf", "isposinf", "isneginf", "isfinite", "signbit"}
 INTEGER_MATH = {"bitwise_not", "fmod_int", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
