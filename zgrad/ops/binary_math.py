@@ -16,6 +16,7 @@ from zgrad.autograd.function import Op
 from zgrad.errors import DTypeError
 from zgrad.kernels import dispatch, dispatch_math
 from zgrad.ops._args import operand, tensor_arg
+from zgrad.ops.rounding import zeros_like_gradient
 from zgrad.tensor import Tensor
 
 __all__ = [
@@ -34,10 +35,6 @@ def _div(a: Any, b: Any) -> Any:
 
 def _neg(x: Any) -> Any:
     return dispatch.unary("neg", x)
-
-
-def _zeros_like(grad: Any) -> Any:
-    return dispatch.full(grad.shape, 0, grad.dtype, dispatch.device_type_of(grad))
 
 
 class _BinaryMath(Op):
@@ -120,7 +117,7 @@ class Copysign(_BinaryMath):
     @staticmethod
     def gradients(grad, a, b, out):
         b_sign = math.copysign(1.0, b) if isinstance(b, (int, float)) else dispatch_math.binary_math("copysign", 1.0, b)
-        return _mul(grad, _mul(dispatch_math.sign(a), b_sign)), _zeros_like(grad)
+        return _mul(grad, _mul(dispatch_math.sign(a), b_sign)), zeros_like_gradient(grad)
 
 
 class Lerp(Op):

@@ -18,11 +18,12 @@ from zgrad.tensor import Tensor
 
 __all__ = [
     "floor", "ceil", "round", "trunc", "fix", "frac", "sign", "sgn", "nan_to_num", "clamp_min", "clamp_max",
-    "isnan", "isinf", "isposinf", "isneginf", "isfinite", "signbit",
+    "isnan", "isinf", "isposinf", "isneginf", "isfinite", "signbit", "zeros_like_gradient",
 ]
 
 
-def _zeros_like(grad: Any) -> Any:
+def zeros_like_gradient(grad: Any) -> Any:
+    """A zero gradient of ``grad``'s shape, dtype and device (the derivative of a step function)."""
     return dispatch.full(grad.shape, 0, grad.dtype, dispatch.device_type_of(grad))
 
 
@@ -37,7 +38,7 @@ class Step(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        return _zeros_like(grad), None
+        return zeros_like_gradient(grad), None
 
 
 class RoundDecimals(Op):
@@ -49,7 +50,7 @@ class RoundDecimals(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        return _zeros_like(grad), None
+        return zeros_like_gradient(grad), None
 
 
 class Frac(Op):
