@@ -31,7 +31,8 @@ time where torch has CUDA); without one it prints "no GPU".
 Other sections (the MLP step) add a function to ``BENCHMARKS``: it takes a :class:`Settings` and
 returns a list of :class:`Row`. Sections against torch that must run with one thread and with all
 threads (layers: Conv2d, BatchNorm2d; sequence: LSTM, Embedding; optim: every optimizer's step
-against torch's single-tensor, foreach and fused steps) go into ``THREADED_SECTIONS``
+against torch's single-tensor, foreach and fused steps; math: every element-wise math function)
+go into ``THREADED_SECTIONS``
 instead: each runs in its own interpreter per thread count, zgrad and torch alternating
 (``--section NAME --threads N`` runs one).
 """
@@ -519,6 +520,51 @@ def optim_section(settings: Settings, threads: int) -> list[Row]:
 
 
 THREADED_SECTIONS["optim"] = optim_section
+
+
+# Element-wise math functions, forward on float32 (bitwise ones on int32): zgrad's public op
+# (dispatch, allocation and kernel) against torch's, each at least torch's throughput. Inputs:
+# "x" in (0.1, 0.9) and "y" = 1 + x, inside every function's domain; "i", "j" int32.
+MATH_TARGET = 1.0
+MATH_CASES: dict[str, Callable[..., object]] = {
+    **{name: (lambda name: lambda lib, t: getattr(lib, name)(t["x"]))(name) for name in (
+        "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "atanh", "erf", "erfc", "erfinv",
+        "log1p", "expm1", "log2", "log10", "exp2", "rsqrt", "reciprocal", "floor", "ceil", "round", "trunc", "frac",
+        "sign", "nan_to_num", "isnan", "isinf", "isfinite", "signbit")},
+    "acosh": lambda lib, t: lib.acosh(t["y"]),
+    **{name: (lambda name: lambda lib, t: getattr(lib, name)(t["x"], t["y"]))(name) for name in (
+        "atan2", "fmod", "hypot", "logaddexp", "logaddexp2", "copysign")},
+    "lerp": lambda lib, t: lib.lerp(t["x"], t["y"], 0.3),
+    "clamp_min": lambda lib, t: lib.clamp_min(t["x"], 0.5),
+    **{name: (lambda name: lambda lib, t: getattr(lib, name)(t["i"], t["j"]))(name) for name in (
+        "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift")},
+    "bitwise_not": lambda lib, t: lib.bitwise_not(t["i"]),
+}
+
+
+def math_section(settings: Settings, threads: int) -> list[Row]:
+    """Every element-wise math function of MATH_CASES (forward) vs torch, per size."""
+    import torch
+
+    import zgrad
+
+    torch.set_num_threads(threads)
+    rng = np.random.default_rng(11)
+    rows = []
+    for n in settings.sizes:
+        x = rng.uniform(0.1, 0.9, n).astype(DTYPE)
+        arrays = {"x": x, "y": x + DTYPE(1), "i": rng.integers(-1000, 1000, n, dtype=np.int32),
+                  "j": rng.integers(0, 31, n, dtype=np.int32)}
+        ours = {k: zgrad.tensor(v) for k, v in arrays.items()}
+        theirs = {k: torch.from_numpy(v) for k, v in arrays.items()}
+        label = f"{_size_label(n)}, {threads} thread{'s' if threads > 1 else ''}"
+        for name, fn in MATH_CASES.items():
+            rows.append(compare_with_torch(name, label, lambda fn=fn: fn(zgrad, ours), lambda fn=fn: fn(torch, theirs),
+                                           settings, target=MATH_TARGET))
+    return rows
+
+
+THREADED_SECTIONS["math"] = math_section
 
 
 def bench_threaded_sections(settings: Settings) -> list[Row]:

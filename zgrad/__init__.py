@@ -8,7 +8,8 @@ import numpy as _np
 
 # First: these bind Tensor's op-backed methods (operators, math, layout, to, in-place updates)
 # onto zgrad.tensor.Tensor, before any other module of zgrad can hold a tensor.
-from zgrad import tensor_creation, tensor_indexing, tensor_inplace, tensor_math, tensor_reduce, tensor_shape  # noqa: F401
+from zgrad import tensor_creation, tensor_indexing, tensor_inplace, tensor_math, tensor_pointwise  # noqa: F401
+from zgrad import tensor_reduce, tensor_shape  # noqa: F401
 from zgrad import accelerator, autograd, cuda, distributions, futures, nn, optim
 from zgrad import random, return_types, testing, utils
 from zgrad.creation import (
@@ -36,7 +37,6 @@ from zgrad.ops import (
     logical_not, logical_or, logical_xor, logsumexp, lt, masked_fill, max, maximum, min, minimum, nansum, ne, prod,
     remainder, scatter, split, sqrt, squeeze, std, t, unsqueeze, var, where,
 )
-from zgrad.ops import floor_divide
 from zgrad.nn.functional import (
     conv_transpose2d, cosine_similarity, pairwise_distance, pixel_shuffle, pixel_unshuffle, prelu,
 )
@@ -67,6 +67,13 @@ from zgrad.ops import (
     take_along_dim, topk, unique, unique_consecutive,
 )
 from zgrad.random import default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+from zgrad.ops import (
+    acos, acosh, arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh, asin, asinh, atan, atan2, atanh,
+    bitwise_and, bitwise_left_shift, bitwise_not, bitwise_or, bitwise_right_shift, bitwise_xor, ceil, clamp_max,
+    clamp_min, copysign, cos, cosh, erf, erfc, erfinv, exp2, expm1, fix, floor, floor_divide, fmod, frac, hypot,
+    isfinite, isinf, isnan, isneginf, isposinf, lerp, log10, log1p, log2, logaddexp, logaddexp2, nan_to_num,
+    reciprocal, round, rsqrt, sgn, sign, signbit, sin, sinh, tan, trunc,
+)
 from zgrad.serialization import load, save
 from zgrad.tensor import Tensor
 
@@ -94,7 +101,7 @@ __all__ = [
     "abs", "accelerator", "add", "arange", "argmax", "argmin", "autograd", "bool", "cuda", "bool_", "BoolTensor",
     "can_cast", "get_default_dtype", "half", "int8", "int16", "promote_types", "result_type", "set_default_dtype",
     "short", "cat", "chunk", "clamp", "clip", "cumsum", "device", "distributions", "div", "double", "DoubleTensor", "empty",
-    "empty_like", "enable_grad", "eq", "exp", "flatten", "float", "float16", "float32", "float64", "floor_divide", "FloatTensor",
+    "empty_like", "enable_grad", "eq", "exp", "flatten", "float", "float16", "float32", "float64", "FloatTensor",
     "from_dlpack", "from_numpy", "full", "full_like", "futures", "gather", "ge", "get_default_device", "gt", "index_select", "int",
     "int32", "int64", "IntTensor", "is_grad_enabled", "le", "log", "log_softmax", "logical_and", "logical_not",
     "logical_or", "logical_xor", "logsumexp", "long", "LongTensor", "load", "lt", "manual_seed", "masked_fill",
@@ -120,6 +127,12 @@ __all__ = [
     "bernoulli", "default_generator", "eye", "Generator", "get_rng_state", "inference_mode", "initial_seed",
     "is_inference_mode_enabled", "linspace", "logspace", "multinomial", "normal", "randint", "randint_like",
     "random", "randperm", "seed", "set_rng_state", "testing",
+    "acos", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2", "arctanh", "asin", "asinh",
+    "atan", "atan2", "atanh", "bitwise_and", "bitwise_left_shift", "bitwise_not", "bitwise_or",
+    "bitwise_right_shift", "bitwise_xor", "ceil", "clamp_max", "clamp_min", "copysign", "cos", "cosh", "erf",
+    "erfc", "erfinv", "exp2", "expm1", "fix", "floor", "fmod", "frac", "hypot", "isfinite", "isinf", "isnan",
+    "isneginf", "isposinf", "lerp", "log10", "log1p", "log2", "logaddexp", "logaddexp2", "nan_to_num", "reciprocal",
+    "round", "rsqrt", "sgn", "sign", "signbit", "sin", "sinh", "tan", "trunc", "floor_divide",
 ]
 # torch.<name> forms of nn.functional ops (same signatures)
 __all__ += ["conv_transpose2d", "cosine_similarity", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu"]

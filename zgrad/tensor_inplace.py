@@ -204,10 +204,6 @@ class TensorInplace:
             lambda: dispatch_pointwise.write(self._data, ops.div(Tensor(self._data), other, rounding_mode=rounding_mode)._data),
             lambda old: ops.div(old, other, rounding_mode=rounding_mode), other)
 
-    def floor_divide_(self, other: Any) -> Any:
-        """self //= other (see :func:`zgrad.floor_divide`)."""
-        return self.div_(other, rounding_mode="floor")
-
     def addcmul_(self, tensor1: Any, tensor2: Any, *, value: float = 1) -> Any:
         """self += value * tensor1 * tensor2."""
         self._check_operands(tensor1, tensor2)
@@ -275,9 +271,6 @@ class TensorInplace:
 
     def __itruediv__(self, other: Any) -> Any:
         return self.div_(other)
-
-    def __ifloordiv__(self, other: Any) -> Any:
-        return self.floor_divide_(other)
 
     # --- history --------------------------------------------------------------------------------
 

@@ -30,18 +30,6 @@ def _dims(dims: tuple[Any, ...]) -> Any:
     return tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
 
 
-def _bool_operand(operator: str, x: Any) -> Any:
-    """``x`` if it is a bool tensor or a bool: ``& | ^ ~`` are logical on those, as in PyTorch.
-
-    Raises:
-        TypeError: another dtype (PyTorch's bitwise integer forms are not implemented).
-    """
-    if isinstance(x, bool) or getattr(x, "dtype", None) == np.bool_:
-        return x
-    raise TypeError(f"operator {operator} is supported on bool tensors only (bitwise integer operators are not "
-                    f"implemented); got {getattr(x, 'dtype', type(x).__name__)}")
-
-
 @tensor_methods
 class TensorMath:
     """The operators and out-of-place methods of :class:`zgrad.Tensor` (bound onto it; never
@@ -72,12 +60,6 @@ class TensorMath:
 
     def __rtruediv__(self, other: Any) -> Any:
         return ops.div(other, self)
-
-    def __floordiv__(self, other: Any) -> Any:
-        return ops.floor_divide(self, other)
-
-    def __rfloordiv__(self, other: Any) -> Any:
-        return ops.floor_divide(other, self)
 
     def __mod__(self, other: Any) -> Any:
         return ops.remainder(self, other)
@@ -126,20 +108,6 @@ class TensorMath:
     def __ge__(self, other: Any) -> Any:
         return ops.ge(self, other)
 
-    def __invert__(self) -> Any:
-        return ops.logical_not(_bool_operand("~", self))
-
-    def __and__(self, other: Any) -> Any:
-        return ops.logical_and(_bool_operand("&", self), _bool_operand("&", other))
-
-    def __or__(self, other: Any) -> Any:
-        return ops.logical_or(_bool_operand("|", self), _bool_operand("|", other))
-
-    def __xor__(self, other: Any) -> Any:
-        return ops.logical_xor(_bool_operand("^", self), _bool_operand("^", other))
-
-    __rand__, __ror__, __rxor__ = __and__, __or__, __xor__
-
     def eq(self, other: Any) -> Any:
         return ops.eq(self, other)
 
@@ -174,9 +142,6 @@ class TensorMath:
 
     def div(self, other: Any, *, rounding_mode: str | None = None) -> Any:
         return ops.div(self, other, rounding_mode=rounding_mode)
-
-    def floor_divide(self, other: Any) -> Any:
-        return ops.floor_divide(self, other)
 
     def pow(self, exponent: Any) -> Any:
         return ops.pow(self, exponent)

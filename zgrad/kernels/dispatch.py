@@ -39,6 +39,9 @@ _loaded: dict[str, ModuleType] = {}
 
 DEFAULT_FLOAT = np.dtype(np.float32)
 INT64 = np.dtype(np.int64)
+_BOOL = np.dtype(np.bool_)
+# Ops PyTorch refuses on bool tensors (a result of bool dtype): arithmetic with no logical meaning.
+_NOT_FOR_BOOL = frozenset({"neg", "abs", "remainder", "floor_divide", "pow"})
 
 
 def backend(device_type: str) -> ModuleType:
@@ -293,23 +296,19 @@ def _shape_of(a: Any) -> tuple[int, ...]:
     return getattr(a, "shape", ())
 
 
-# Binary ops PyTorch does not define on bool operands (its "not implemented for 'Bool'").
-_NOT_FOR_BOOL = frozenset({"floor_divide", "remainder", "pow"})
-
-
 def binary(op: str, a: Any, b: Any, dtype: Any = None):
     """``op`` ("add", "sub", "mul", "div", "pow") of two arrays or an array and a scalar, broadcast."""
     be = backend_of(a, b)
     if dtype is None and type(a) is np.ndarray and type(b) is np.ndarray and a.shape == b.shape \
-            and a.dtype == b.dtype and (op != "div" or a.dtype.kind == "f") and a.dtype.kind != "b":
+            and a.dtype == b.dtype and (op != "div" or a.dtype.kind == "f") and a.dtype != _BOOL:
         return getattr(be, op)(a, b, be.empty(a.shape, a.dtype))  # same shape and dtype: nothing to work out
     shape = broadcast_shape(_shape_of(a), _shape_of(b))
     if dtype is None:
         dtype = _result_dtype(a, b)
         if op == "div":
             dtype = float_dtype(dtype)
-    if dtype.kind == "b" and op in _NOT_FOR_BOOL:
-        raise DTypeError(f"\"{op}\" not implemented for 'Bool'")
+        elif dtype == _BOOL and op in _NOT_FOR_BOOL:
+            raise DTypeError(f'"{op}_cpu" not implemented for \'Bool\'')
     out = be.empty(shape, dtype)
     return getattr(be, op)(a, b, out)
 
@@ -317,6 +316,10 @@ def binary(op: str, a: Any, b: Any, dtype: Any = None):
 def unary(op: str, x: Any):
     """``op`` ("neg", "exp", "log", "tanh", "sigmoid", "relu") of an array, in its floating dtype."""
     be = backend_of(x)
+    if x.dtype == _BOOL and op in _NOT_FOR_BOOL:
+        raise DTypeError(f'"{op}_cpu" not implemented for \'Bool\'' if op != "neg" else
+                         "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert "
+                         "a mask, use the `~` or `logical_not()` operator instead.")
     dtype = x.dtype if op in ("neg", "relu", "abs") else float_dtype(x.dtype)
     if x.dtype != dtype:
         x = cast(x, dtype)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from zgrad.errors import DTypeError
 from zgrad.kernels.dispatch import (
     as_dtype, backend_of, broadcast_shape, broadcast_to, cast, cpp_type_name, scalar_type_name,
 )
@@ -36,8 +37,15 @@ def _bound(value: float | None, default: float) -> float:
 def clamp_dtype(x: Any, low: float | None, high: float | None) -> np.dtype:
     """The dtype of a clamp of array ``x`` by Python-number bounds, by PyTorch's promotion: an
     integer or bool array with a float bound gives the default dtype, a bool one with an int bound
-    int64, any other the array's own."""
-    return result_type(x, *(bound for bound in (low, high) if bound is not None))
+    int64, any other the array's own.
+
+    Raises:
+        DTypeError: the result would be bool (PyTorch has no clamp of bools by bools).
+    """
+    dtype = result_type(x, *(bound for bound in (low, high) if bound is not None))
+    if dtype == np.bool_:
+        raise DTypeError("\"clamp_scalar_cpu\" not implemented for 'Bool'")
+    return dtype
 
 
 def clamp(x: Any, low: float | None, high: float | None, out: Any = None):

@@ -7,8 +7,8 @@ by both backends; imports nothing.
 from __future__ import annotations
 
 __all__ = [
-    "ACTIVATION_CODES", "OPS", "PADDING_MODES", "PAD_CIRCULAR", "PAD_REFLECT", "PAD_REPLICATE", "PAD_ZEROS",
-    "SCATTER_REDUCTIONS", "padding_source", "scatter_combine", "search_position",
+    "ACTIVATION_CODES", "BINARY_MATH", "OPS", "PADDING_MODES", "PAD_CIRCULAR", "PAD_REFLECT", "PAD_REPLICATE",
+    "PAD_ZEROS", "SCATTER_REDUCTIONS", "UNARY_MATH", "padding_source", "scatter_combine", "search_position",
 ]
 
 OPS = (
@@ -41,6 +41,20 @@ OPS = (
     "linalg_solve", "linalg_inv", "linalg_det", "linalg_slogdet", "linalg_cholesky", "linalg_qr", "linalg_svd",
     "linalg_eigh",
     "argsort", "argsort_slices", "nonzero", "scatter_reduce", "searchsorted",
+    "unary_math", "binary_math", "nan_to_num", "lerp",
+)
+
+# The element-wise functions of ``unary_math(name, x, out)`` and ``binary_math(name, a, b, out)``,
+# by name: every backend implements each (out's dtype is chosen by dispatch; see dispatch_math).
+UNARY_MATH = (
+    "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+    "erf", "erfc", "erfinv", "log1p", "expm1", "log2", "log10", "exp2", "rsqrt", "reciprocal",
+    "floor", "ceil", "round", "trunc", "frac",
+    "isnan", "isinf", "isposinf", "isneginf", "isfinite", "signbit", "bitwise_not",
+)
+BINARY_MATH = (
+    "atan2", "fmod", "hypot", "logaddexp", "logaddexp2", "copysign",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift",
 )
 
 # The padding modes of conv2d; kernels number them by their position here.

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from zgrad.ops.contraction import einsum, tensordot
 from zgrad.ops.counting import bincount, histc, unique, unique_consecutive
+from zgrad.ops.binary_math import (
+    arctan2, atan2, bitwise_and, bitwise_left_shift, bitwise_not, bitwise_or, bitwise_right_shift, bitwise_xor,
+    copysign, floor_divide, fmod, hypot, lerp, logaddexp, logaddexp2,
+)
 from zgrad.ops.compare import eq, ge, gt, le, logical_and, logical_not, logical_or, logical_xor, lt, ne
 from zgrad.ops.elementwise import abs, clamp, clip, maximum, minimum, remainder, sqrt
-from zgrad.ops.rounding_division import floor_divide
 from zgrad.ops.functions import (
     add, cast, cat, clone, div, exp, getitem, linear, log, log_softmax, matmul, mul, neg, permute, pow, relu,
     reshape, sigmoid, softmax, square, stack, sub, tanh, to_device, transpose,
@@ -44,6 +47,14 @@ from zgrad.ops.scattering import index_add, index_copy, index_fill, scatter_add,
 from zgrad.ops.selection import argwhere, masked_scatter, masked_select, nonzero, take, take_along_dim
 from zgrad.ops.sorting import argsort, bucketize, kthvalue, msort, searchsorted, sort, topk
 from zgrad.ops.sampling import bernoulli, multinomial, normal
+from zgrad.ops.rounding import (
+    ceil, clamp_max, clamp_min, fix, floor, frac, isfinite, isinf, isnan, isneginf, isposinf, nan_to_num, round,
+    sgn, sign, signbit, trunc,
+)
+from zgrad.ops.unary_math import (
+    acos, acosh, arccos, arccosh, arcsin, arcsinh, arctan, arctanh, asin, asinh, atan, atanh, cos, cosh, erf, erfc,
+    erfinv, exp2, expm1, log10, log1p, log2, reciprocal, rsqrt, sin, sinh, tan,
+)
 
 __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "square", "matmul", "exp", "log", "tanh", "sigmoid", "relu",
@@ -51,7 +62,7 @@ __all__ = [
     "cast", "to_device",
     "softmax", "log_softmax", "linear", "cross_entropy", "mse_loss",
     "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
-    "abs", "sqrt", "floor_divide", "clamp", "clip", "maximum", "minimum", "remainder", "gather", "index_select", "scatter", "where",
+    "abs", "sqrt", "clamp", "clip", "maximum", "minimum", "remainder", "gather", "index_select", "scatter", "where",
     "masked_fill", "ValuesIndices", "max", "min", "argmax", "argmin", "var", "std", "logsumexp",
     "flatten", "unsqueeze", "squeeze", "expand", "split", "chunk", "t",
     "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm", "addbmm", "addmv", "kron", "cdist",
@@ -70,4 +81,10 @@ __all__ = [
     "index_fill", "index_put", "scatter_add", "scatter_reduce", "sort", "argsort", "msort", "topk", "kthvalue",
     "searchsorted", "bucketize", "unique", "unique_consecutive", "bincount", "histc",
     "bernoulli", "multinomial", "normal",
+    "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "arcsin", "arccos",
+    "arctan", "arcsinh", "arccosh", "arctanh", "erf", "erfc", "erfinv", "log1p", "expm1", "log2", "log10", "exp2",
+    "rsqrt", "reciprocal", "floor", "ceil", "round", "trunc", "fix", "frac", "sign", "sgn", "nan_to_num",
+    "clamp_min", "clamp_max", "isnan", "isinf", "isposinf", "isneginf", "isfinite", "signbit", "atan2", "arctan2",
+    "fmod", "hypot", "logaddexp", "logaddexp2", "copysign", "lerp", "bitwise_and", "bitwise_or", "bitwise_xor",
+    "bitwise_not", "bitwise_left_shift", "bitwise_right_shift", "floor_divide",
 ]

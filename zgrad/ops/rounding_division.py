@@ -11,9 +11,8 @@ from typing import Any
 from zgrad.autograd.function import Op
 from zgrad.kernels import dispatch, dispatch_pointwise
 from zgrad.kernels.promotion import result_type
-from zgrad.ops._args import operand
 
-__all__ = ["RoundedDivision", "floor_divide", "rounded_division"]
+__all__ = ["RoundedDivision", "rounded_division"]
 
 
 def _negative(x: Any) -> Any:
@@ -58,8 +57,3 @@ def rounded_division(a: Any, b: Any, mode: str) -> Any:
     """``a / b`` rounded toward zero (``mode="trunc"``) or down (``"floor"``); tensors or numbers."""
     return RoundedDivision.apply(a, b, mode)
 
-
-def floor_divide(input: Any, other: Any) -> Any:  # noqa: A002 - torch's argument name
-    """input // other: the quotient rounded down (Python's ``//``), in the promoted dtype; zero
-    gradients. Same as ``div(input, other, rounding_mode="floor")``."""
-    return RoundedDivision.apply(operand(input), operand(other), "floor")

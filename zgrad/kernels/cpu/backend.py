@@ -25,6 +25,7 @@ from zgrad.kernels.cpu.scans import (  # noqa: F401 - running reductions and ord
     argsort_rows, cumextreme_rows, cumprod, cumprod_backward_rows, logcumsumexp_backward_rows, logcumsumexp_rows,
     mode_rows,
 )
+from zgrad.kernels.cpu.math_ops import binary_math, lerp, nan_to_num, unary_math  # noqa: F401 - math functions
 from zgrad.kernels.cpu.sequence import (  # noqa: F401 - embeddings, recurrences, dropout, activations, losses
     class_loss, class_loss_backward, dropout, dropout_backward, embedding, embedding_backward, embedding_bag,
     embedding_bag_backward, embedding_bag_per_sample_weights_backward, embedding_renorm, gelu, gelu_backward,
@@ -110,6 +111,9 @@ def neg(x, out):
 
 def _unary_fused(name: str, x, out):
     if x.size == 0:
+        return out
+    if out.dtype == np.float16:  # Numba has no half-precision math: compute in float32
+        np.copyto(out, _unary_fused(name, x.astype(np.float32), np.empty(out.shape, np.float32)), casting="unsafe")
         return out
     flat_out = out.reshape(-1)
     getattr(kernels.elementwise, name)(flat(x), flat_out)

@@ -51,7 +51,14 @@ def abs(x, out):  # noqa: A001 - op vocabulary name
 
 
 def sign(x, out):
-    return np.sign(x, out=out)
+    if out.dtype in (np.float32, np.float64):
+        if out.size:
+            kernels.special.sign_forward(flat(x), out.reshape(-1))  # 0 for NaN, as PyTorch
+        return out
+    np.sign(x, out=out)
+    if out.dtype.kind == "f":
+        np.copyto(out, 0, where=np.isnan(out))
+    return out
 
 
 def sqrt(x, out):
@@ -60,7 +67,7 @@ def sqrt(x, out):
 
 def clamp(x, low, high, out):
     """out = x clamped to [low, high] (None: open); ``out`` may be ``x``."""
-    if out.dtype.kind != "f" or not out.flags.c_contiguous:
+    if out.dtype.kind != "f" or out.dtype == np.float16 or not out.flags.c_contiguous:
         return np.clip(x, low, high, out=out)
     kernels.pointwise.clamp_forward(
         flat(x), -np.inf if low is None else low, np.inf if high is None else high, out.reshape(-1)

@@ -11,6 +11,9 @@ from __future__ import annotations
 from numba import cuda
 
 from zgrad.kernels.cuda.kernels.common import device, kernel, math
+from zgrad.kernels.cuda.kernels.elementwise_math import (
+    BINARY_MATH_OPS, BOOL_OUT_MATH, INTEGER_MATH, TERNARY_MATH_OPS, UNARY_MATH_OPS,
+)
 
 __all__ = ["UNARY", "BINARY", "TERNARY"]
 
@@ -71,7 +74,7 @@ def _sign(x, p, q, T):
         return T(1)
     if x < T(0):
         return -T(1)
-    return x
+    return T(0)  # also for NaN and -0.0, as PyTorch
 
 
 @device
@@ -372,7 +375,7 @@ UNARY_OPS = {
     "abs": _abs, "sign": _sign, "sqrt": _sqrt, "logical_not": _logical_not, "gelu_exact": _gelu_exact,
     "gelu_tanh": _gelu_tanh, "leaky_relu": _leaky_relu, "clamp": _clamp, "scale_div": _scale_div,
     "trunc_div": _trunc_div, "scale_shift": _fill_scale_shift,
-    "rsqrt_shift": _rsqrt_shift,
+    "rsqrt_shift": _rsqrt_shift, **UNARY_MATH_OPS,
 }
 BINARY_OPS = {
     "add": _add, "sub": _sub, "mul": _mul, "div": _div, "pow": _pow, "remainder": _remainder,
@@ -384,12 +387,13 @@ BINARY_OPS = {
     "gelu_tanh_backward": _gelu_tanh_backward, "clamp_backward": _clamp_backward,
     "squared_error": _squared_error, "absolute_error": _absolute_error, "bias_identity": _bias_identity,
     "bias_relu": _bias_relu, "bias_tanh": _bias_tanh, "bias_sigmoid": _bias_sigmoid, "masked_scale": _masked_scale,
-    "running_update": _running_update,
+    "running_update": _running_update, **BINARY_MATH_OPS,
 }
 TERNARY_OPS = {
     "where": _where, "addcmul": _addcmul, "addcdiv": _addcdiv, "extremum_a": _extremum_a,
     "extremum_b": _extremum_b, "pointwise_loss_backward": _pointwise_loss_backward,
     "centered_scale": _centered_scale, "muladd": _muladd, "exp_shifted_scale": _exp_shifted_scale,
+    **TERNARY_MATH_OPS,
 }
 
 
@@ -457,19 +461,22 @@ UNARY = {name: _unary_kernels(fn) for name, fn in UNARY_OPS.items()}
 BINARY = {name: _binary_kernels(fn) for name, fn in BINARY_OPS.items()}
 TERNARY = {name: _ternary_kernels(fn) for name, fn in TERNARY_OPS.items()}
 
-_BOOL_OUT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not"}
+_BOOL_OUT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not", *BOOL_OUT_MATH}
 _BOOL_FIRST = {"where"}
 _BOOL_SECOND = {"masked_scale"}
 
 
 def ptx_signatures() -> list:
-    """(name, Python function, argument types) of every kernel here, for float32 and float64."""
+    """(name, Python function, argument types) of every kernel here, for float32 and float64 (the
+    integer-only ones for int32 and int64)."""
     from numba import types
 
     cases = []
-    for dt in (types.float32, types.float64):
+    for dt in (types.float32, types.float64, types.int32, types.int64):
         for kinds, table in ((1, UNARY), (2, BINARY), (3, TERNARY)):
             for name, (flat, nd) in table.items():
+                if (name in INTEGER_MATH) != isinstance(dt, types.Integer):
+                    continue
                 for layout, variant in (("flat", flat), ("nd", nd)):
                     array = dt[::1] if layout == "flat" else dt[:, :, :, :]
                     boolean = types.boolean[::1] if layout == "flat" else types.boolean[:, :, :, :]

@@ -7,11 +7,16 @@ Only the functions the CUDA kernels call; imported in their place by
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-__all__ = ["exp", "log", "log1p", "tanh", "sqrt", "erf", "inf", "nan", "isinf", "isnan", "fabs", "pow", "floor"]
+__all__ = [
+    "exp", "log", "tanh", "sqrt", "erf", "erfc", "inf", "nan", "isinf", "isnan", "fabs", "pow", "floor", "sin", "cos",
+    "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log1p", "expm1", "log2", "log10",
+    "fmod", "copysign", "atan2", "hypot",
+]
 
 inf = float("inf")
 nan = float("nan")
@@ -33,6 +38,13 @@ sqrt = _quiet(np.sqrt)
 fabs = _quiet(np.fabs)
 pow = _quiet(np.power)  # noqa: A001 - math's name
 floor = _quiet(np.floor)
+sin, cos, tan = _quiet(np.sin), _quiet(np.cos), _quiet(np.tan)
+asin, acos, atan = _quiet(np.arcsin), _quiet(np.arccos), _quiet(np.arctan)
+sinh, cosh = _quiet(np.sinh), _quiet(np.cosh)
+asinh, acosh, atanh = _quiet(np.arcsinh), _quiet(np.arccosh), _quiet(np.arctanh)
+log1p, expm1, log2, log10 = _quiet(np.log1p), _quiet(np.expm1), _quiet(np.log2), _quiet(np.log10)
+fmod, copysign = _quiet(np.fmod), _quiet(np.copysign)
+atan2, hypot = _quiet(np.arctan2), _quiet(np.hypot)
 
 
 def isnan(x: Any) -> bool:
@@ -43,7 +55,13 @@ def isinf(x: Any) -> bool:
     return bool(np.isinf(x))
 
 
-def erf(x: Any) -> Any:
-    """The error function in ``x``'s dtype (math.erf is exact to float64; rounding it is enough)."""
-    import math
-    return type(x)(math.erf(float(x))) if isinstance(x, np.floating) else math.erf(x)
+def _rounded(function: Any) -> Any:
+    """``function`` of math (exact to float64) rounded to its argument's dtype."""
+    def apply(x: Any) -> Any:
+        return type(x)(function(float(x))) if isinstance(x, np.floating) else function(x)
+    apply.__name__ = function.__name__
+    return apply
+
+
+erf = _rounded(math.erf)
+erfc = _rounded(math.erfc)

@@ -1,0 +1,134 @@
+"""The CPU backend of the element-wise math functions (``unary_math``, ``binary_math`` and
+``nan_to_num``; the names in :data:`zgrad.kernels.vocabulary.UNARY_MATH` / ``BINARY_MATH``).
+
+Part of :mod:`zgrad.kernels.cpu.backend` (which re-exports these); each writes into ``out`` and
+returns it. numpy's ufuncs (SIMD where numpy has loops for them) write into ``out`` directly;
+the functions numpy lacks, or runs as a libm call per element, run the Numba kernels of
+:mod:`kernels.special` (vectorised), in float32 for a float16 ``out`` (Numba has no
+half-precision math).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from zgrad.kernels.cpu import kernels
+from zgrad.kernels.cpu.common import flat
+
+__all__ = ["unary_math", "binary_math", "nan_to_num", "lerp"]
+
+_FLOAT16 = np.dtype(np.float16)
+
+
+def _no_options(dtype: np.dtype) -> tuple:
+    return ()
+
+
+def _special(name: str, options=_no_options):
+    """The Numba kernel ``name`` of :mod:`kernels.special`, given ``options(dtype)`` before ``out``."""
+    def apply(x, out):
+        target = out if out.dtype != _FLOAT16 else np.empty(out.shape, np.float32)
+        source = x if x.dtype == target.dtype else x.astype(target.dtype)
+        if out.size:
+            getattr(kernels.special, name)(flat(source), *options(target.dtype), target.reshape(-1))
+        if target is not out:
+            np.copyto(out, target, casting="unsafe")
+        return out
+    return apply
+
+
+def _erfinv_options(dtype: np.dtype) -> tuple:
+    return (8 if dtype == np.float64 else 0,)  # Halley steps at most (see zgrad.kernels.special_math.erfinv)
+
+
+def _ufunc(ufunc: np.ufunc):
+    return lambda x, out: ufunc(x, out=out)
+
+
+def _isposinf(x, out):
+    return np.logical_and(np.isinf(x), x > 0, out=out)
+
+
+def _isneginf(x, out):
+    return np.logical_and(np.isinf(x), x < 0, out=out)
+
+
+def _frac(x, out):
+    np.trunc(x, out=out)
+    return np.subtract(x, out, out=out)  # as PyTorch: +0.0 at integers, NaN at +-inf
+
+
+_UNARY = {
+    "sin": _ufunc(np.sin), "cos": _ufunc(np.cos), "tan": _ufunc(np.tan), "asin": _ufunc(np.arcsin),
+    "acos": _ufunc(np.arccos), "atan": _ufunc(np.arctan), "sinh": _special("sinh_forward"), "cosh": _special("cosh_forward"),
+    "asinh": _ufunc(np.arcsinh), "acosh": _ufunc(np.arccosh), "atanh": _special("atanh_forward"),
+    "erf": _special("erf_forward"), "erfc": _special("erfc_forward"),
+    "erfinv": _special("erfinv_forward", _erfinv_options), "log1p": _special("log1p_forward"), "expm1": _special("expm1_forward"),
+    "log2": _special("log2_forward"), "log10": _special("log10_forward"), "exp2": _ufunc(np.exp2),
+    "rsqrt": _special("rsqrt_forward"), "reciprocal": _ufunc(np.reciprocal),
+    "floor": _ufunc(np.floor), "ceil": _ufunc(np.ceil), "round": _ufunc(np.rint), "trunc": _ufunc(np.trunc),
+    "frac": _frac, "isnan": _ufunc(np.isnan), "isinf": _ufunc(np.isinf), "isposinf": _isposinf,
+    "isneginf": _isneginf, "isfinite": _ufunc(np.isfinite), "signbit": _ufunc(np.signbit),
+    "bitwise_not": _ufunc(np.invert),
+}
+
+_BINARY = {
+    "atan2": np.arctan2, "fmod": np.fmod, "hypot": np.hypot, "logaddexp": np.logaddexp,
+    "logaddexp2": np.logaddexp2, "copysign": np.copysign, "bitwise_and": np.bitwise_and,
+    "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor, "bitwise_left_shift": np.left_shift,
+    "bitwise_right_shift": np.right_shift,
+}
+
+
+def unary_math(name: str, x, out):
+    """out = ``name``(x), ``name`` one of :data:`~zgrad.kernels.vocabulary.UNARY_MATH`."""
+    with np.errstate(all="ignore"):  # NaN and inf results are the answers, as in PyTorch
+        return _UNARY[name](x, out)
+
+
+# Binary functions with a one-pass kernel of kernels.special, used where both operands are arrays of
+# out's shape (numpy's ufunc broadcasts the rest), by out's dtype.
+_BINARY_KERNELS = {
+    ("logaddexp", np.dtype(np.float32)): "logaddexp_forward", ("logaddexp", np.dtype(np.float64)): "logaddexp_forward",
+    ("logaddexp2", np.dtype(np.float32)): "logaddexp2_forward",
+    ("logaddexp2", np.dtype(np.float64)): "logaddexp2_forward", ("hypot", np.dtype(np.float32)): "hypot_float32_forward",
+}
+
+
+def binary_math(name: str, a, b, out):
+    """out = ``name``(a, b), broadcast, ``name`` one of :data:`~zgrad.kernels.vocabulary.BINARY_MATH`.
+    Operands are already in out's dtype, so numpy's loop is out's."""
+    kernel = _BINARY_KERNELS.get((name, out.dtype))
+    if kernel is not None and all(isinstance(v, np.ndarray) and v.shape == out.shape for v in (a, b)):
+        if out.size:
+            getattr(kernels.special, kernel)(flat(a), flat(b), out.reshape(-1))
+        return out
+    with np.errstate(all="ignore"):
+        return _BINARY[name](a, b, out=out)
+
+
+def nan_to_num(x, nan: float, posinf: float, neginf: float, out):
+    """out = x with NaN, +inf and -inf replaced by the given numbers."""
+    if out.dtype == _FLOAT16:
+        np.copyto(out, x)
+        return np.nan_to_num(out, copy=False, nan=nan, posinf=posinf, neginf=neginf)
+    if out.size:
+        kernels.special.nan_to_num_forward(flat(x), *(out.dtype.type(v) for v in (nan, posinf, neginf)),
+                                           out.reshape(-1))
+    return out
+
+
+def lerp(start, end, weight, out):
+    """out = start + weight * (end - start) from the nearer end (PyTorch's formula, bit for bit),
+    broadcast; ``weight`` a number or an array. Broadcast operands are expanded first."""
+    if out.dtype == _FLOAT16:
+        np.subtract(end, start, out=out)
+        np.multiply(out, weight, out=out)
+        return np.add(out, start, out=out)
+    if out.size:
+        start, end = (flat(np.broadcast_to(a, out.shape)) for a in (start, end))
+        if isinstance(weight, (int, float)):
+            kernels.special.lerp_scalar_forward(start, end, out.dtype.type(weight), out.reshape(-1))
+        else:
+            kernels.special.lerp_forward(start, end, flat(np.broadcast_to(weight, out.shape)), out.reshape(-1))
+    return out

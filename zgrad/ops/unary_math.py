@@ -1,0 +1,363 @@
+"""Element-wise floating functions of one tensor: trigonometric and hyperbolic functions and their
+inverses, the error functions, logarithms and exponentials of other bases, ``rsqrt`` and
+``reciprocal``. Bool and integer tensors compute in the default dtype, as in PyTorch (the rule
+lives in :mod:`zgrad.kernels.dispatch_math`).
+
+Each op saves what its derivative reads (the input, or the output where the derivative is
+cheaper from it, as PyTorch's formulas do) and writes the derivative right under its forward.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from zgrad.autograd.function import Op
+from zgrad.kernels import dispatch, dispatch_math
+from zgrad.ops._args import tensor_arg
+
+__all__ = [
+    "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "arcsin", "arccos",
+    "arctan", "arcsinh", "arccosh", "arctanh", "erf", "erfc", "erfinv", "log1p", "expm1", "log2", "log10", "exp2",
+    "rsqrt", "reciprocal", "UNARY_OPS",
+]
+
+
+def _fn(name: str, x: Any) -> Any:
+    return dispatch_math.unary_math(name, x)
+
+
+def _mul(a: Any, b: Any) -> Any:
+    return dispatch.binary("mul", a, b)
+
+
+def _div(a: Any, b: Any) -> Any:
+    return dispatch.binary("div", a, b)
+
+
+def _square(x: Any) -> Any:
+    return dispatch.binary("mul", x, x)
+
+
+def _one_minus_square(x: Any) -> Any:
+    return dispatch.binary("sub", 1, _square(x))
+
+
+class _UnaryMath(Op):
+    """``function``(x) on the math kernel of that name; ``derivative(grad, saved)`` is the
+    backward, from the output where ``saves_output``, else from the input."""
+
+    function = ""
+    saves_output = False
+
+    @classmethod
+    def forward(cls, ctx, x):
+        out = _fn(cls.function, x)
+        ctx.save_for_backward(out if cls.saves_output else x)
+        return out
+
+    @classmethod
+    def backward(cls, ctx, grad):
+        (saved,) = ctx.saved_tensors
+        return cls.derivative(grad, saved)
+
+    @staticmethod
+    def derivative(grad: Any, saved: Any) -> Any:
+        raise NotImplementedError
+
+
+class Sin(_UnaryMath):
+    function = "sin"
+
+    @staticmethod
+    def derivative(grad, x):
+        return _mul(grad, _fn("cos", x))
+
+
+class Cos(_UnaryMath):
+    function = "cos"
+
+    @staticmethod
+    def derivative(grad, x):
+        return _mul(grad, dispatch.unary("neg", _fn("sin", x)))
+
+
+class Tan(_UnaryMath):
+    function = "tan"
+    saves_output = True
+
+    @staticmethod
+    def derivative(grad, y):
+        return _mul(grad, dispatch.binary("add", _square(y), 1))
+
+
+class Asin(_UnaryMath):
+    function = "asin"
+
+    @staticmethod
+    def derivative(grad, x):
+        return _mul(grad, _fn("rsqrt", _one_minus_square(x)))
+
+
+class Acos(_UnaryMath):
+    function = "acos"
+
+    @staticmethod
+    def derivative(grad, x):
+        return _mul(dispatch.unary("neg", grad), _fn("rsqrt", _one_minus_square(x)))
+
+
+class Atan(_UnaryMath):
+    function = "atan"
+
+    @staticmethod
+    def derivative(grad, x):
+        return _div(grad, dispatch.binary("add", _square(x), 1))
+
+
+class Sinh(_UnaryMath):
+    function = "sinh"
+
+    @staticmethod
+    def derivative(grad, x):
+        return _mul(grad, _fn("cosh", x))
+
+
+class Cosh(_UnaryMath):
+    function = "cosh"
+
+    @staticmethod
+    def derivative(grad, x):
+        return _mul(grad, _fn("sinh", x))
+
+
+class Asinh(_UnaryMath):
+    function = "asinh"
+
+    @staticmethod
+    def derivative(grad, x):
+        return _mul(grad, _fn("rsqrt", dispatch.binary("add", _square(x), 1)))
+
+
+class Acosh(_UnaryMath):
+    function = "acosh"
+
+    @staticmethod
+    def derivative(grad, x):
+        return _mul(grad, _fn("rsqrt", dispatch.binary("sub", _square(x), 1)))
+
+
+class Atanh(_UnaryMath):
+    function = "atanh"
+
+    @staticmethod
+    def derivative(grad, x):
+        return _div(grad, _one_minus_square(x))
+
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+class Erf(_UnaryMath):
+    function = "erf"
+
+    @staticmethod
+    def derivative(grad, x):
+        return _mul(grad, _mul(dispatch.unary("exp", dispatch.unary("neg", _square(x))), _TWO_OVER_SQRT_PI))
+
+
+class Erfc(_UnaryMath):
+    function = "erfc"
+
+    @staticmethod
+    def derivative(grad, x):
+        return _mul(grad, _mul(dispatch.unary("exp", dispatch.unary("neg", _square(x))), -_TWO_OVER_SQRT_PI))
+
+
+class Erfinv(_UnaryMath):
+    function = "erfinv"
+    saves_output = True
+
+    @staticmethod
+    def derivative(grad, y):
+        return _mul(grad, _mul(dispatch.unary("exp", _square(y)), 1.0 / _TWO_OVER_SQRT_PI))
+
+
+class Log1p(_UnaryMath):
+    function = "log1p"
+
+    @staticmethod
+    def derivative(grad, x):
+        return _div(grad, dispatch.binary("add", x, 1))
+
+
+class Expm1(_UnaryMath):
+    function = "expm1"
+    saves_output = True
+
+    @staticmethod
+    def derivative(grad, y):
+        return _mul(grad, dispatch.binary("add", y, 1))
+
+
+class Log2(_UnaryMath):
+    function = "log2"
+
+    @staticmethod
+    def derivative(grad, x):
+        return _div(grad, _mul(x, math.log(2.0)))
+
+
+class Log10(_UnaryMath):
+    function = "log10"
+
+    @staticmethod
+    def derivative(grad, x):
+        return _div(grad, _mul(x, math.log(10.0)))
+
+
+class Exp2(_UnaryMath):
+    function = "exp2"
+    saves_output = True
+
+    @staticmethod
+    def derivative(grad, y):
+        return _mul(grad, _mul(y, math.log(2.0)))
+
+
+class Rsqrt(_UnaryMath):
+    function = "rsqrt"
+    saves_output = True
+
+    @staticmethod
+    def derivative(grad, y):
+        return _mul(_mul(grad, -0.5), _mul(y, _square(y)))
+
+
+class Reciprocal(_UnaryMath):
+    function = "reciprocal"
+    saves_output = True
+
+    @staticmethod
+    def derivative(grad, y):
+        return _mul(dispatch.unary("neg", grad), _square(y))
+
+
+# The public functions, by name: each is ``Op.apply`` on its tensor argument.
+UNARY_OPS: dict[str, type[_UnaryMath]] = {
+    op.function: op for op in (Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Erf, Erfc, Erfinv,
+                               Log1p, Expm1, Log2, Log10, Exp2, Rsqrt, Reciprocal)
+}
+
+
+def _apply(name: str, input: Any) -> Any:  # noqa: A002 - torch's argument name
+    return UNARY_OPS[name].apply(tensor_arg(input, name))
+
+
+def sin(input: Any) -> Any:  # noqa: A002
+    """Sine of each element (radians)."""
+    return _apply("sin", input)
+
+
+def cos(input: Any) -> Any:  # noqa: A002
+    """Cosine of each element (radians)."""
+    return _apply("cos", input)
+
+
+def tan(input: Any) -> Any:  # noqa: A002
+    """Tangent of each element (radians)."""
+    return _apply("tan", input)
+
+
+def asin(input: Any) -> Any:  # noqa: A002
+    """Arcsine of each element; NaN outside [-1, 1]."""
+    return _apply("asin", input)
+
+
+def acos(input: Any) -> Any:  # noqa: A002
+    """Arccosine of each element; NaN outside [-1, 1]."""
+    return _apply("acos", input)
+
+
+def atan(input: Any) -> Any:  # noqa: A002
+    """Arctangent of each element, in (-pi/2, pi/2)."""
+    return _apply("atan", input)
+
+
+def sinh(input: Any) -> Any:  # noqa: A002
+    """Hyperbolic sine of each element."""
+    return _apply("sinh", input)
+
+
+def cosh(input: Any) -> Any:  # noqa: A002
+    """Hyperbolic cosine of each element."""
+    return _apply("cosh", input)
+
+
+def asinh(input: Any) -> Any:  # noqa: A002
+    """Inverse hyperbolic sine of each element."""
+    return _apply("asinh", input)
+
+
+def acosh(input: Any) -> Any:  # noqa: A002
+    """Inverse hyperbolic cosine of each element; NaN below 1."""
+    return _apply("acosh", input)
+
+
+def atanh(input: Any) -> Any:  # noqa: A002
+    """Inverse hyperbolic tangent of each element; +-inf at +-1, NaN outside [-1, 1]."""
+    return _apply("atanh", input)
+
+
+def erf(input: Any) -> Any:  # noqa: A002
+    """The error function of each element."""
+    return _apply("erf", input)
+
+
+def erfc(input: Any) -> Any:  # noqa: A002
+    """The complementary error function 1 - erf(x) of each element, accurate for large x."""
+    return _apply("erfc", input)
+
+
+def erfinv(input: Any) -> Any:  # noqa: A002
+    """The inverse error function of each element; +-inf at +-1, NaN outside [-1, 1]."""
+    return _apply("erfinv", input)
+
+
+def log1p(input: Any) -> Any:  # noqa: A002
+    """log(1 + x) of each element, accurate for small x."""
+    return _apply("log1p", input)
+
+
+def expm1(input: Any) -> Any:  # noqa: A002
+    """exp(x) - 1 of each element, accurate for small x."""
+    return _apply("expm1", input)
+
+
+def log2(input: Any) -> Any:  # noqa: A002
+    """Base-2 logarithm of each element."""
+    return _apply("log2", input)
+
+
+def log10(input: Any) -> Any:  # noqa: A002
+    """Base-10 logarithm of each element."""
+    return _apply("log10", input)
+
+
+def exp2(input: Any) -> Any:  # noqa: A002
+    """2 ** x of each element."""
+    return _apply("exp2", input)
+
+
+def rsqrt(input: Any) -> Any:  # noqa: A002
+    """1 / sqrt(x) of each element."""
+    return _apply("rsqrt", input)
+
+
+def reciprocal(input: Any) -> Any:  # noqa: A002
+    """1 / x of each element (integers give the default float dtype, as in PyTorch)."""
+    return _apply("reciprocal", input)
+
+
+arcsin, arccos, arctan = asin, acos, atan
+arcsinh, arccosh, arctanh = asinh, acosh, atanh
