@@ -12,6 +12,7 @@ from typing import Any
 
 from zgrad import ops
 from zgrad.kernels import dispatch_pointwise, dispatch_reduce, dispatch_scan
+from zgrad.ops._args import require_kinds
 from zgrad.tensor import tensor_methods
 
 __all__ = ["TensorReduce"]
@@ -72,13 +73,17 @@ class TensorReduce:
         return ops.cumprod(self, dim, dtype=dtype)
 
     def cumsum_(self, dim: int, *, dtype: Any = None) -> Any:
-        """The running sums along ``dim`` in place (in self's dtype); differentiable."""
+        """The running sums along ``dim`` in place (in self's dtype); differentiable. A bool tensor
+        is refused, as PyTorch refuses it."""
+        require_kinds(self, "cumsum_out_cpu", "iuf")
         return self._inplace(
             lambda: dispatch_pointwise.write(self._data, dispatch_reduce.cumsum(self._data, dim, dtype=dtype)),
             lambda old: ops.cumsum(old, dim, dtype=dtype).to(self.dtype))
 
     def cumprod_(self, dim: int, *, dtype: Any = None) -> Any:
-        """The running products along ``dim`` in place (in self's dtype); differentiable."""
+        """The running products along ``dim`` in place (in self's dtype); differentiable; a bool
+        tensor is refused, as :meth:`cumsum_`."""
+        require_kinds(self, "cumprod_out_cpu", "iuf")
         return self._inplace(
             lambda: dispatch_pointwise.write(self._data, dispatch_scan.cumprod(self._data, dim, dtype)),
             lambda old: ops.cumprod(old, dim, dtype=dtype).to(self.dtype))

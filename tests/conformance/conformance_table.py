@@ -9,6 +9,7 @@ included.
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from pathlib import Path
 
 from row import ALL_DTYPES, Row, T
@@ -22,25 +23,35 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("pow-scalar", "bool"): "a bool tensor to a Python bool power stays bool in torch; zgrad refuses pow on bool",
     ("clamp-tensor_bounds", "bool"): "torch refuses clamp of a bool tensor between two tensor bounds only; zgrad "
                                      "clamps it",
+    ("pow-number", "bool"): "a bool tensor to a Python bool power stays bool in torch; zgrad refuses pow on bool",
+    ("clamp-math", "uint8"): "torch wraps the bound -1 to 255 in uint8 (so min > max); zgrad clamps to [-1, 1]",
+    ("isclose-broadcast-tolerances", "bool"): "torch takes |a - b| in bool arithmetic; zgrad in the default float",
+    ("isclose-broadcast-tolerances", "uint8"): "torch takes |a - b| in wrapping uint8 arithmetic; zgrad does not wrap",
+    ("Tensor.allclose-atol", "bool"): "as isclose: torch's |a - b| in bool arithmetic",
+    ("Tensor.allclose-atol", "uint8"): "as isclose: torch's |a - b| wraps in uint8",
+    ("logdet", "float64"): "where the determinant is negative (logdet NaN) torch's gradient is 0, zgrad's inv(A)^T",
+    ("cholesky_solve", "float64"): "torch's gradient for the factor is the full (symmetrized) matrix; zgrad's "
+                                   "follows the triangle the solve reads",
+    ("addr", "bool"): "torch keeps bool for addr of bool tensors; zgrad gives int64",
 }
 
 ROW_MODULES = tuple(sorted(p.stem for p in Path(__file__).resolve().parent.glob("rows_*.py")))
 
 
 def rows() -> list[Row]:
-    """Every row of the table, in module order.
-
-    Raises:
-        ValueError: two rows share an id (give one a ``name``).
-    """
+    """Every row of the table, in module order; a row whose id an earlier module already used is
+    told apart by its module's area in its name ("abs" of rows_math becomes "abs-math")."""
     found: list[Row] = []
-    for name in ROW_MODULES:
-        found.extend(importlib.import_module(name).ROWS)
     seen: set[str] = set()
-    for row in found:
-        if row.id in seen:
-            raise ValueError(f"two conformance rows have the id {row.id!r}: give one a name=")
-        seen.add(row.id)
+    for module in ROW_MODULES:
+        for row in importlib.import_module(module).ROWS:
+            if row.id in seen:
+                area = module.removeprefix("rows_")
+                row = replace(row, name=f"{row.name}-{area}" if row.name else area)
+                if row.id in seen:
+                    raise ValueError(f"{module}: two conformance rows have the id {row.id!r}: give one a name=")
+            seen.add(row.id)
+            found.append(row)
     return found
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from zgrad.errors import ZgradError
 from zgrad.kernels.cpu import kernels
 from zgrad.kernels.cpu.common import flat
 from zgrad.kernels.cpu.layers import (  # noqa: F401 - convolution, pooling and normalization ops
@@ -102,7 +103,21 @@ def div(a, b, out):
 
 
 def pow(a, b, out):  # noqa: A001 - op vocabulary name
+    if out.dtype.kind in "iu" and np.any(np.less(b, 0)):
+        return _integer_pow_negative(a, b, out)
     return np.power(a, b, out=out)
+
+
+def _integer_pow_negative(a, b, out):
+    """Integer powers with negative exponents, as PyTorch's: a number exponent is refused; a tensor
+    exponent gives 1 for a base of 1, +-1 for -1 (by the exponent's parity) and 0 for any other."""
+    if np.ndim(b) == 0 and not isinstance(b, np.ndarray):
+        raise ZgradError("Integers to negative integer powers are not allowed.")
+    negative = np.less(b, 0)
+    powers = np.power(a, np.where(negative, 0, b))
+    reciprocal = np.where(np.equal(a, 1), 1, np.where(np.equal(a, -1), np.where(np.remainder(b, 2) == 0, 1, -1), 0))
+    np.copyto(out, np.where(negative, reciprocal, powers), casting="unsafe")
+    return out
 
 
 def neg(x, out):
