@@ -31,9 +31,8 @@ time where torch has CUDA); without one it prints "no GPU".
 Other sections (the MLP step) add a function to ``BENCHMARKS``: it takes a :class:`Settings` and
 returns a list of :class:`Row`. Sections against torch that must run with one thread and with all
 threads (layers: Conv2d, BatchNorm2d; sequence: LSTM, Embedding; optim: every optimizer's step
-against torch's single-tensor, foreach and fused steps; math: every element-wise math function)
-go into ``THREADED_SECTIONS``
-instead: each runs in its own interpreter per thread count, zgrad and torch alternating
+against torch's single-tensor, foreach and fused steps; math: every element-wise math function;
+reduce: the reductions, sorts and scans) go into ``THREADED_SECTIONS`` instead: each runs in its own interpreter per thread count, zgrad and torch alternating
 (``--section NAME --threads N`` runs one).
 """
 
@@ -565,6 +564,53 @@ def math_section(settings: Settings, threads: int) -> list[Row]:
 
 
 THREADED_SECTIONS["math"] = math_section
+
+
+# The reductions added with the conformance work, forward on float32 (bool for all/any): over a
+# whole tensor and along the last dim of a (n / 1024, 1024) matrix, against torch's.
+REDUCE_TARGET = 1.0
+REDUCE_CASES: dict[str, Callable[..., object]] = {
+    "amax (all)": lambda lib, t: lib.amax(t["x"]),
+    "amax (rows)": lambda lib, t: lib.amax(t["m"], dim=-1),
+    "aminmax (all)": lambda lib, t: lib.aminmax(t["x"]),
+    "nanmean (rows)": lambda lib, t: lib.nanmean(t["m"], dim=-1),
+    "var_mean (rows)": lambda lib, t: lib.var_mean(t["m"], dim=-1),
+    "all (all)": lambda lib, t: lib.all(t["b"]),
+    "any (rows)": lambda lib, t: lib.any(t["bm"], dim=-1),
+    "count_nonzero (all)": lambda lib, t: lib.count_nonzero(t["x"]),
+    "cumprod (rows)": lambda lib, t: lib.cumprod(t["m"], dim=-1),
+    "cummax (rows)": lambda lib, t: lib.cummax(t["m"], dim=-1),
+    "logcumsumexp (rows)": lambda lib, t: lib.logcumsumexp(t["m"], dim=-1),
+    "median (rows)": lambda lib, t: lib.median(t["m"], dim=-1),
+    "sort (rows)": lambda lib, t: lib.sort(t["m"], dim=-1),
+    "topk 8 (rows)": lambda lib, t: lib.topk(t["m"], 8, dim=-1),
+    "norm (all)": lambda lib, t: lib.linalg.vector_norm(t["x"]),
+}
+
+
+def reduce_section(settings: Settings, threads: int) -> list[Row]:
+    """Every reduction of REDUCE_CASES (forward) vs torch, per size."""
+    import torch
+
+    import zgrad
+
+    torch.set_num_threads(threads)
+    rng = np.random.default_rng(13)
+    rows = []
+    for n in settings.sizes:
+        x = rng.uniform(0.1, 0.9, n).astype(DTYPE)
+        flags = rng.random(n) < 0.999
+        arrays = {"x": x, "m": x.reshape(-1, 1024), "b": flags, "bm": flags.reshape(-1, 1024)}
+        ours = {k: zgrad.tensor(v) for k, v in arrays.items()}
+        theirs = {k: torch.from_numpy(v) for k, v in arrays.items()}
+        label = f"{_size_label(n)}, {threads} thread{'s' if threads > 1 else ''}"
+        for name, fn in REDUCE_CASES.items():
+            rows.append(compare_with_torch(name, label, lambda fn=fn: fn(zgrad, ours), lambda fn=fn: fn(torch, theirs),
+                                           settings, target=REDUCE_TARGET))
+    return rows
+
+
+THREADED_SECTIONS["reduce"] = reduce_section
 
 
 def bench_threaded_sections(settings: Settings) -> list[Row]:

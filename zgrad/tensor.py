@@ -23,7 +23,7 @@ from zgrad.device import CPU, Device, as_device
 from zgrad.engine.graph import AccumulateGrad, Edge, InputMetadata
 from zgrad.engine.graph_task import run_backward
 from zgrad.engine.versions import mark_leaf_memory
-from zgrad.errors import AutogradError
+from zgrad.errors import AutogradError, ShapeError
 from zgrad.kernels import dispatch
 
 __all__ = ["Tensor", "RemovableHandle", "parse_to_args", "gradient_edge", "tensor_methods"]
@@ -218,7 +218,7 @@ class Tensor:
             ValueError: the tensor has more than one element.
         """
         if self._data.size != 1:
-            raise ValueError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
+            raise ShapeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
         return self._host().reshape(()).item()
 
     def tolist(self) -> Any:

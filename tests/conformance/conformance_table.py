@@ -38,9 +38,10 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
 ROW_MODULES = tuple(sorted(p.stem for p in Path(__file__).resolve().parent.glob("rows_*.py")))
 
 
-def rows() -> list[Row]:
-    """Every row of the table, in module order; a row whose id an earlier module already used is
-    told apart by its module's area in its name ("abs" of rows_math becomes "abs-math")."""
+def rows(modules: tuple[str, ...] = ROW_MODULES) -> list[Row]:
+    """Every row of ``modules`` (by default the whole table), in module order; a row whose id an
+    earlier module already used is told apart by its module's area in its name ("abs" of rows_math
+    becomes "abs-math")."""
     found: list[Row] = []
     seen: set[str] = set()
     for module in ROW_MODULES:
@@ -51,15 +52,17 @@ def rows() -> list[Row]:
                 if row.id in seen:
                     raise ValueError(f"{module}: two conformance rows have the id {row.id!r}: give one a name=")
             seen.add(row.id)
-            found.append(row)
+            if module in modules:
+                found.append(row)
     return found
 
 
-def cells(dtypes: tuple[str, ...] = ALL_DTYPES, device: str = "cpu") -> list[tuple[Row, str]]:
-    """(row, dtype) for every row and each of its dtypes among ``dtypes``; on a device other than
-    the CPU only rows with a tensor argument (creation rows make CPU tensors)."""
+def cells(dtypes: tuple[str, ...] = ALL_DTYPES, device: str = "cpu",
+          modules: tuple[str, ...] = ROW_MODULES) -> list[tuple[Row, str]]:
+    """(row, dtype) for every row of ``modules`` and each of its dtypes among ``dtypes``; on a device
+    other than the CPU only rows with a tensor argument (creation rows make CPU tensors)."""
     chosen = []
-    for row in rows():
+    for row in rows(modules):
         if device != "cpu" and not any(isinstance(a, T) for a in (*row.args, *row.kwargs.values())):
             continue
         chosen.extend((row, dtype) for dtype in row.dtypes if dtype in dtypes)

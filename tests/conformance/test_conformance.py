@@ -1,5 +1,6 @@
 """The conformance suite: every cell (row x dtype) of the table against PyTorch, on the CPU, and
-the float32 cells on CUDA (Numba's simulator here; ``full``). A cell passes when zgrad's result
+the float32 and int64 cells of the core rows on CUDA (Numba's simulator here; ``full``; the
+areas' own test modules run their ops on CUDA). A cell passes when zgrad's result
 has PyTorch's values, dtype, shape and device, or when both refuse the input with the same kind
 of exception; float64 cells of differentiable rows also compare gradients.
 """
@@ -8,35 +9,50 @@ from __future__ import annotations
 
 import pytest
 
-from conformance_cells import run_cell, torch, zgrad_has_dtype
-from conformance_table import KNOWN_GAPS, TESTED_DTYPES, cells
+import zgrad
+from conformance_cells import run_cell, torch
+from conformance_table import KNOWN_GAPS, ROW_MODULES, TESTED_DTYPES, cells, rows
 from cuda_helpers import requires_cuda
 
-pytestmark = [pytest.mark.torch, pytest.mark.skipif(torch is None, reason="torch is not installed")]
 
-
-def _params(dtypes: tuple[str, ...], device: str) -> list:
+def _params(dtypes: tuple[str, ...], device: str, modules: tuple[str, ...] = ROW_MODULES) -> list:
     params = []
-    for row, dtype in cells(dtypes, device):
+    for row, dtype in cells(dtypes, device, modules):
         gap = KNOWN_GAPS.get((row.id, dtype))
         marks = (pytest.mark.xfail(reason=gap, strict=True),) if gap else ()
         params.append(pytest.param(row, dtype, id=f"{row.id}-{dtype}", marks=marks))
     return params
 
 
+@pytest.mark.torch
+@pytest.mark.skipif(torch is None, reason="torch is not installed")
 @pytest.mark.parametrize(("row", "dtype"), _params(TESTED_DTYPES, "cpu"))
 def test_cell_matches_torch(row, dtype):
     verdict = run_cell(row, dtype)
     assert verdict.passed, f"{row.id} [{dtype}]: {verdict.detail}"
 
 
+@pytest.mark.torch
+@pytest.mark.skipif(torch is None, reason="torch is not installed")
 @requires_cuda
 @pytest.mark.full
-@pytest.mark.parametrize(("row", "dtype"), _params(("float32",), "cuda"))
+@pytest.mark.parametrize(("row", "dtype"), _params(("float32", "int64"), "cuda", ("rows_core",)))
 def test_cell_matches_torch_on_cuda(row, dtype):
     verdict = run_cell(row, dtype, device="cuda")
     assert verdict.passed, f"{row.id} [{dtype}, cuda]: {verdict.detail}"
 
 
-def test_every_tested_dtype_exists_in_zgrad():
-    assert all(zgrad_has_dtype(d) for d in TESTED_DTYPES)
+def test_every_op_of_the_table_exists_in_zgrad():
+    missing = []
+    for row in rows():
+        target = zgrad.Tensor if row.op.startswith("Tensor.") else zgrad
+        for part in row.op.removeprefix("Tensor.").split("."):
+            target = getattr(target, part, None)
+        if not callable(target):
+            missing.append(row.op)
+    assert not missing, f"the conformance table names ops zgrad lacks: {sorted(set(missing))}"
+
+
+def test_known_gaps_name_cells_of_the_table():
+    ids = {(row.id, dtype) for row in rows() for dtype in row.dtypes}
+    assert set(KNOWN_GAPS) <= ids, sorted(set(KNOWN_GAPS) - ids)

@@ -255,37 +255,42 @@ def _result_dtype(a: Any, b: Any) -> np.dtype:
 
 
 def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
-    """numpy's broadcast of two shapes.
+    """numpy's (and PyTorch's) broadcast of two shapes.
 
     Raises:
-        ValueError: the shapes cannot be broadcast, naming both.
+        ShapeError: the shapes cannot be broadcast, in PyTorch's words (the first dimension, from
+            the right, where they differ).
     """
     if a == b:
         return a
     try:
         return np.broadcast_shapes(a, b)
     except ValueError:
-        raise ValueError(f"shapes {list(a)} and {list(b)} cannot be broadcast together") from None
+        for offset in range(1, min(len(a), len(b)) + 1):
+            if a[-offset] != b[-offset] and 1 not in (a[-offset], b[-offset]):
+                raise ShapeError(f"The size of tensor a ({a[-offset]}) must match the size of tensor b "
+                                 f"({b[-offset]}) at non-singleton dimension {max(len(a), len(b)) - offset}") from None
+        raise ShapeError(f"shapes {list(a)} and {list(b)} cannot be broadcast together") from None
 
 
 def sum_to(x: Any, shape: tuple[int, ...]):
     """Sum ``x`` down to ``shape``, undoing a numpy broadcast (the backward of broadcasting).
 
     Raises:
-        ValueError: ``x``'s shape is not a broadcast of ``shape``.
+        ShapeError: ``x``'s shape is not a broadcast of ``shape``.
     """
     if x.shape == shape:
         return x
     lead = x.ndim - len(shape)
     if lead < 0:
-        raise ValueError(f"cannot sum a gradient of shape {list(x.shape)} down to shape {list(shape)}")
+        raise ShapeError(f"cannot sum a gradient of shape {list(x.shape)} down to shape {list(shape)}")
     axes = list(range(lead))
     for i, n in enumerate(shape):
         got = x.shape[lead + i]
         if n == 1 and got != 1:
             axes.append(lead + i)
         elif n != got:
-            raise ValueError(f"cannot sum a gradient of shape {list(x.shape)} down to shape {list(shape)}")
+            raise ShapeError(f"cannot sum a gradient of shape {list(x.shape)} down to shape {list(shape)}")
     reduced = reduce_sum(x, tuple(axes), keepdims=True)
     return reduced.reshape(shape)
 
@@ -343,7 +348,7 @@ def add_inplace(out: Any, other: Any):
 def copy_into(out: Any, x: Any):
     """out = x (same shape; cast to ``out``'s dtype); returns ``out``."""
     if out.shape != x.shape:
-        raise ValueError(f"copy_into: out has shape {list(out.shape)}, the source {list(x.shape)}")
+        raise ShapeError(f"copy_into: out has shape {list(out.shape)}, the source {list(x.shape)}")
     return backend_of(out, x).copy(x, out)
 
 
@@ -381,17 +386,18 @@ def broadcast_to(x: Any, shape: tuple[int, ...]):
 
 def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     if not a or not b:
-        raise ValueError("matmul: both arguments need at least one dimension, got a scalar")
+        raise ShapeError("both arguments to matmul need to be at least 1D, but they are "
+                         f"{len(a)}D and {len(b)}D")
     a2 = (1,) + a if len(a) == 1 else a
     b2 = b + (1,) if len(b) == 1 else b
     if a2[-1] != b2[-2]:
-        raise ValueError(
+        raise ShapeError(
             f"matmul: shapes {list(a)} and {list(b)} do not match: {a2[-1]} (last dim of the first) != {b2[-2]}"
         )
     try:
         batch = broadcast_shape(a2[:-2], b2[:-2])
     except ValueError:
-        raise ValueError(
+        raise ShapeError(
             f"matmul: shapes {list(a)} and {list(b)} do not match: batch dimensions {list(a2[:-2])} and "
             f"{list(b2[:-2])} cannot be broadcast together"
         ) from None

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.errors import IndexRangeError
+from zgrad.errors import IndexRangeError, ShapeError
 from zgrad.kernels.dispatch import as_int64, backend_of, broadcast_shape, cast, contiguous
 from zgrad.kernels.promotion import result_type
 from zgrad.kernels.vocabulary import SCATTER_REDUCTIONS
@@ -68,13 +68,13 @@ def _index_array(name: str, index: Any) -> Any:
 
 def _check_along(name: str, x_shape: tuple[int, ...], dim: int, index: Any, src_shape: tuple[int, ...] | None = None) -> None:
     if index.ndim != len(x_shape):
-        raise ValueError(f"{name}(): Index tensor must have the same number of dimensions as input tensor "
+        raise ShapeError(f"{name}(): Index tensor must have the same number of dimensions as input tensor "
                          f"(index {list(index.shape)}, input {list(x_shape)})")
     for d, n in enumerate(index.shape):
         too_big_src = src_shape is not None and n > src_shape[d]
         if (d != dim and n > x_shape[d]) or too_big_src:
             extra = "" if src_shape is None else f" and to be smaller size than src {list(src_shape)}"
-            raise ValueError(f"{name}(): Expected index {list(index.shape)} to be smaller than self {list(x_shape)} "
+            raise ShapeError(f"{name}(): Expected index {list(index.shape)} to be smaller than self {list(x_shape)} "
                              f"apart from dimension {dim}{extra}")
     check_index_range(index, dim, x_shape[dim])
 
@@ -86,7 +86,7 @@ def gather(x: Any, dim: int, index: Any):
         IndexError / ValueError / TypeError: bad dim, index values, shapes or index dtype.
     """
     if x.ndim == 0:
-        raise ValueError("gather(): expected a tensor with at least one dimension, got a 0-d tensor")
+        raise ShapeError("gather(): expected a tensor with at least one dimension, got a 0-d tensor")
     be = backend_of(x, index)
     dim = normalize_dim(dim, x.ndim)
     index = _index_array("gather", index)
@@ -170,11 +170,11 @@ def index_select(x: Any, dim: int, index: Any):
         IndexError / ValueError / TypeError: bad dim, index values, rank or dtype.
     """
     if x.ndim == 0:
-        raise ValueError("index_select(): expected a tensor with at least one dimension, got a 0-d tensor")
+        raise ShapeError("index_select(): expected a tensor with at least one dimension, got a 0-d tensor")
     be = backend_of(x, index)
     dim = normalize_dim(dim, x.ndim)
     if index.ndim > 1:
-        raise ValueError(f"index_select(): Index is supposed to be a vector, got shape {list(index.shape)}")
+        raise ShapeError(f"index_select(): Index is supposed to be a vector, got shape {list(index.shape)}")
     index = _index_array("index_select", index).reshape(-1)
     check_index_range(index, dim, x.shape[dim])
     shape = x.shape[:dim] + (index.size,) + x.shape[dim + 1:]

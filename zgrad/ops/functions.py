@@ -194,7 +194,7 @@ def stack(tensors: Sequence[Any], dim: int = 0) -> Any:
 def cat(tensors: Sequence[Any], dim: int = 0) -> Any:
     """Join tensors along an existing dimension."""
     if not tensors:
-        raise ValueError("torch.cat(): expected a non-empty list of Tensors")
+        raise ShapeError("torch.cat(): expected a non-empty list of Tensors")
     return Cat.apply(dim, *(_tensor(t, "cat") for t in tensors))
 
 

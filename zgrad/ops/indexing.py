@@ -209,13 +209,13 @@ def masked_fill(input: Any, mask: Any, value: Any) -> Any:  # noqa: A002
     mask_array = mask_arg(mask, "masked_fill")
     if hasattr(value, "_data"):
         if value.ndim:
-            raise ValueError(f"masked_fill only supports a 0-dimensional value tensor, but got tensor with "
+            raise ShapeError(f"masked_fill only supports a 0-dimensional value tensor, but got tensor with "
                              f"{value.ndim} dimension(s).")
         value = value.to(x.dtype)
     else:
         value = x.dtype.type(operand(value)).item()  # the value takes the tensor's dtype, as PyTorch
     if mask_array.shape != x.shape and dispatch.broadcast_shape(mask_array.shape, x.shape) != x.shape:
-        raise ValueError(f"masked_fill: mask of shape {list(mask_array.shape)} does not broadcast to the input's "
+        raise ShapeError(f"masked_fill: mask of shape {list(mask_array.shape)} does not broadcast to the input's "
                          f"shape {list(x.shape)}")
     return Where.apply(mask_array, value, x)
 

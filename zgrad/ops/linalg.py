@@ -4,7 +4,7 @@ have one dtype, as PyTorch's (the family built on them: :mod:`zgrad.ops.products
 from __future__ import annotations
 
 from zgrad.autograd.function import Op
-from zgrad.errors import DTypeError
+from zgrad.errors import DTypeError, ShapeError
 from zgrad.kernels import dispatch
 
 
@@ -43,7 +43,7 @@ class Linear(Op):
     @staticmethod
     def forward(ctx, x, weight, bias=None):
         if x.shape[-1] != weight.shape[-1]:
-            raise ValueError(
+            raise ShapeError(
                 f"linear: input has {x.shape[-1]} features in its last dimension but the weight "
                 f"{list(weight.shape)} expects {weight.shape[-1]}"
             )
