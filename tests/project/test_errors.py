@@ -291,3 +291,20 @@ def test_config_bad_literal_value():
 def test_error_hierarchy():
     assert issubclass(AutogradError, ZgradError) and issubclass(ZgradError, RuntimeError)
     assert issubclass(ConfigError, ValueError) and issubclass(ConfigError, ZgradError)
+
+
+# --- the tensor errors PyTorch raises as RuntimeError ---------------------------------------------
+
+def test_tensor_errors_are_runtime_errors_in_torchs_words():
+    from zgrad.errors import DTypeError, IndexRangeError, LinAlgError
+
+    with raises(DTypeError, "\"softmax\" not implemented for 'Long'"):
+        zgrad.softmax(zgrad.tensor([1, 2]), 0)
+    with raises(DTypeError, "result type Float can't be cast to the desired output type Long"):
+        zgrad.tensor([1, 2]).add_(0.5)
+    with raises(IndexRangeError, "index 5 is out of bounds"):
+        zgrad.gather(zgrad.ones(2, 3), 1, zgrad.tensor([[5]]))
+    with raises(LinAlgError, "singular"):
+        zgrad.linalg.inv(zgrad.zeros(2, 2, dtype=zgrad.float64))
+    for error in (DTypeError, IndexRangeError, LinAlgError, ShapeError):
+        assert issubclass(error, RuntimeError) and issubclass(error, ZgradError)
