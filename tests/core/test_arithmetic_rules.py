@@ -95,5 +95,5 @@ def test_activations_and_argmax_refuse_what_torch_refuses():
         zgrad.argmax(flags)
     with pytest.raises(RuntimeError, match="std and var only support floating point"):
         zgrad.var(zgrad.tensor([1, 2, 3]))
-    with pytest.raises(RuntimeError, match="\"pow\" not implemented for 'Bool'"):
+    with pytest.raises(RuntimeError, match="not implemented for 'Bool'"):
         flags ** flags

@@ -51,12 +51,12 @@ def test_spawn_runs_each_child_with_its_index_first(tmp_path):
 
 def test_a_child_that_raises_fails_the_parent_with_its_traceback_and_stops_the_others(tmp_path):
     with pytest.raises(mp.ProcessRaisedException) as info:
-        mp.spawn(S.fail_one, args=(1, str(tmp_path)), nprocs=3)
+        mp.spawn(S.fail_one, args=(1, str(tmp_path), 2), nprocs=3)
     message = str(info.value)
     assert "Process 1 terminated with the following error" in message
     assert "ValueError: child 1 failed on purpose" in message and "fail_one" in message
     assert info.value.error_index == 1
-    siblings = [int(p.read_text()) for p in tmp_path.iterdir()]
+    siblings = [int(p.read_text()) for p in tmp_path.glob("[0-9]")]
     assert len(siblings) == 2 and not any(alive(pid) for pid in siblings)
 
 

@@ -13,12 +13,16 @@ def record(index, out_dir, tag):
     Path(out_dir, f"{index}").write_text(f"{tag}:{os.getpid()}:{os.getppid()}")
 
 
-def fail_one(index, failing, out_dir):
-    """Child ``failing`` raises; the others record their pid and sleep until stopped."""
+def fail_one(index, failing, out_dir, siblings):
+    """Child ``failing`` raises once its ``siblings`` have recorded their pids (so the parent has
+    every one of them to stop, however slowly they started); the others record and sleep."""
     if index == failing:
-        time.sleep(0.2)
+        deadline = time.monotonic() + 60
+        while len(list(Path(out_dir).glob("[0-9]"))) < siblings and time.monotonic() < deadline:
+            time.sleep(0.01)
         raise ValueError(f"child {index} failed on purpose")
-    Path(out_dir, f"{index}").write_text(str(os.getpid()))
+    Path(out_dir, f"{index}.tmp").write_text(str(os.getpid()))
+    Path(out_dir, f"{index}.tmp").rename(Path(out_dir, f"{index}"))  # whole, or not there yet
     time.sleep(60)
 
 
