@@ -19,6 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 import zgrad
+from helpers import central_differences
 from row import Dtype, Lit, Row, Scalar, T
 
 try:  # the reference, where installed
@@ -33,7 +34,6 @@ __all__ = ["Verdict", "run_cell", "zgrad_has_dtype"]
 TOLERANCE = {
     "float16": (2e-3, 2e-3), "bfloat16": (1.6e-2, 1e-2), "float32": (2e-5, 2e-6), "float64": (1e-9, 1e-12),
 }
-FD_STEP = 1e-6
 FD_TOLERANCE = (1e-5, 1e-6)
 
 _FLOAT_VALUES = {  # domain -> (low, high) of uniform draws, |x| for "nonzero"
@@ -353,20 +353,7 @@ def _finite_differences(row: Row, built: _Built, upstreams: list[np.ndarray]) ->
         outputs = _floating_outputs_plain(outcome.result)
         return float(sum(np.sum(np.asarray(o.numpy(), np.float64) * u) for o, u in zip(outputs, upstreams)))
 
-    grads = []
-    for array in arrays:
-        grad = np.zeros_like(array)
-        flat, gflat = array.reshape(-1), grad.reshape(-1)
-        for j in range(flat.size):
-            saved = flat[j]
-            flat[j] = saved + FD_STEP
-            plus = objective()
-            flat[j] = saved - FD_STEP
-            minus = objective()
-            flat[j] = saved
-            gflat[j] = (plus - minus) / (2 * FD_STEP)
-        grads.append(grad)
-    return grads
+    return central_differences(objective, arrays)
 
 
 def _floating_outputs_plain(result: Any) -> list:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import pytest
 
 import zgrad

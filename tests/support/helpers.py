@@ -28,7 +28,7 @@ except ImportError:  # pragma: no cover - depends on the environment
     torch = None
 
 __all__ = [
-    "Case", "case", "check", "check_finite_differences", "check_torch", "numerical_gradients",
+    "Case", "case", "central_differences", "check", "check_finite_differences", "check_torch", "numerical_gradients",
     "random_inputs", "require_torch", "torch", "TOLERANCE",
 ]
 
@@ -123,30 +123,37 @@ def check_torch(fn: Callable[..., Any], shapes: Sequence[Sequence[int]], *, dtyp
             np.testing.assert_allclose(grad, ref, err_msg=f"gradient of input {i} differs from torch", **tol)
 
 
-def numerical_gradients(fn: Callable[..., Any], arrays: Sequence[np.ndarray], upstream: np.ndarray,
+def central_differences(objective: Callable[[], float], arrays: Sequence[np.ndarray],
                         step: float = FD_STEP) -> list[np.ndarray]:
-    """Central differences of ``sum(fn(zgrad, *arrays) * upstream)`` with respect to each array."""
-
-    def objective(values: Sequence[np.ndarray]) -> float:
-        with zgrad.no_grad():
-            out = fn(zgrad, *(zgrad.tensor(v) for v in values))
-        return float(np.sum(np.asarray(out.numpy(), dtype=np.float64) * upstream))
-
-    values = [a.astype(np.float64).copy() for a in arrays]
+    """d objective / d array for each of ``arrays`` by central differences: ``objective()`` reads
+    the arrays, which are changed in place one element at a time (and restored)."""
     grads = []
-    for a in values:
+    for a in arrays:
         grad = np.zeros_like(a)
         flat, gflat = a.reshape(-1), grad.reshape(-1)
         for j in range(flat.size):
             saved = flat[j]
             flat[j] = saved + step
-            plus = objective(values)
+            plus = objective()
             flat[j] = saved - step
-            minus = objective(values)
+            minus = objective()
             flat[j] = saved
             gflat[j] = (plus - minus) / (2 * step)
         grads.append(grad)
     return grads
+
+
+def numerical_gradients(fn: Callable[..., Any], arrays: Sequence[np.ndarray], upstream: np.ndarray,
+                        step: float = FD_STEP) -> list[np.ndarray]:
+    """Central differences of ``sum(fn(zgrad, *arrays) * upstream)`` with respect to each array."""
+    values = [a.astype(np.float64).copy() for a in arrays]
+
+    def objective() -> float:
+        with zgrad.no_grad():
+            out = fn(zgrad, *(zgrad.tensor(v) for v in values))
+        return float(np.sum(np.asarray(out.numpy(), dtype=np.float64) * upstream))
+
+    return central_differences(objective, values, step)
 
 
 def check_finite_differences(fn: Callable[..., Any], shapes: Sequence[Sequence[int]], *,

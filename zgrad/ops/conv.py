@@ -154,15 +154,18 @@ def conv2d(input: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: 
 
 
 class Conv2d(Op):
-    """y = conv(x, weight) + bias; the window is (stride, (top, left) padding, dilation, groups, mode)."""
+    """y = conv(x, weight) + bias; the window is (stride, (top, left) padding, dilation, groups, mode).
+    An unbatched (C, H, W) input runs as a batch of one."""
 
-    @staticmethod
-    def forward(ctx, window, out_size, x, weight, bias=None):
+    kernel = "conv2d"  # of dispatch_layers; ConvTranspose2d runs its own through this forward
+
+    @classmethod
+    def forward(cls, ctx, window, out_size, x, weight, bias=None):
         ctx.unbatched = x.ndim == 3
         x = x[None] if ctx.unbatched else x
         ctx.window = window
         ctx.save_for_backward(x, weight)
-        out = dispatch_layers.conv2d(x, weight, bias, *window, out_size)
+        out = getattr(dispatch_layers, cls.kernel)(x, weight, bias, *window, out_size)
         return out[0] if ctx.unbatched else out
 
     @staticmethod

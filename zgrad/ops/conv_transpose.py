@@ -6,25 +6,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from zgrad.autograd.function import Op
 from zgrad.kernels import dispatch, dispatch_layers
 from zgrad.ops._args import tensor_arg
-from zgrad.ops.conv import check_floating, pair
+from zgrad.ops.conv import Conv2d, check_floating, pair
 
 __all__ = ["ConvTranspose2d", "conv_transpose2d", "conv_transpose2d_layer", "transposed_output_size"]
 
 
-class ConvTranspose2d(Op):
-    """y = conv_transpose(x, weight) + bias; the window is (stride, (top, left) padding, dilation, groups)."""
+class ConvTranspose2d(Conv2d):
+    """y = conv_transpose(x, weight) + bias; the window is (stride, (top, left) padding, dilation,
+    groups). The forward is :class:`Conv2d`'s with this kernel."""
 
-    @staticmethod
-    def forward(ctx, window, out_size, x, weight, bias=None):
-        ctx.unbatched = x.ndim == 3
-        x = x[None] if ctx.unbatched else x
-        ctx.window = window
-        ctx.save_for_backward(x, weight)
-        out = dispatch_layers.conv_transpose2d(x, weight, bias, *window, out_size)
-        return out[0] if ctx.unbatched else out
+    kernel = "conv_transpose2d"
 
     @staticmethod
     def backward(ctx, grad):
