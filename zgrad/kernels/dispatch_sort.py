@@ -17,7 +17,7 @@ from zgrad.kernels.dispatch_index import normalize_dim
 from zgrad.kernels.dispatch_pointwise import compare
 from zgrad.kernels.promotion import result_type
 
-__all__ = ["argsort", "argsort_slices", "nonzero", "searchsorted"]
+__all__ = ["argsort", "argsort_slices", "argtopk", "nonzero", "searchsorted"]
 
 _INT64 = np.dtype(np.int64)
 
@@ -39,6 +39,23 @@ def argsort(x: Any, dim: int, descending: bool):
     if out.size:
         be.argsort(rows, bool(descending), out)
     return contiguous(out.reshape(moved.shape).swapaxes(dim, -1))
+
+
+def argtopk(x: Any, dim: int, k: int, largest: bool):
+    """int64 positions of the ``k`` largest (or smallest) elements of ``x`` along ``dim``, in sorted
+    order (NaN the largest; equal values by position): ``argsort(x, dim, largest)``'s first ``k``,
+    found without sorting the rest where the backend can.
+
+    Raises:
+        IndexError: ``dim`` is out of range.
+    """
+    be = backend_of(x)
+    dim = normalize_dim(dim, x.ndim)
+    moved = contiguous(x.swapaxes(dim, -1))
+    out = be.empty(moved.shape[:-1] + (k,), _INT64)
+    if out.size:
+        be.argtopk(moved.reshape(-1, x.shape[dim]), int(k), bool(largest), out.reshape(-1, k))
+    return contiguous(out.swapaxes(dim, -1))
 
 
 def argsort_slices(slices: Any):

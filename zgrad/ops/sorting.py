@@ -30,11 +30,6 @@ def _gather_along(x: Any, dim: int, positions: Any) -> Any:
     return gather(x, dim, Tensor(positions))
 
 
-def _first(array: Any, dim: int, count: int) -> Any:
-    """The first ``count`` entries of ``array`` along ``dim`` (a C-contiguous copy)."""
-    return dispatch.contiguous(array[(slice(None),) * dim + (slice(0, count),)])
-
-
 def _size_along(x: Any, dim: int) -> tuple[int, int]:
     """(``dim`` normalized, the size of x along it: 1 for a 0-d tensor)."""
     dim = dispatch_index.normalize_dim(dim, x.ndim)
@@ -77,8 +72,10 @@ def topk(input: Any, k: int, dim: int = -1, largest: bool = True, sorted: bool =
     dim, size = _size_along(x, dim)
     if not 0 <= k <= size:
         raise RuntimeError("selected index k out of range")
-    order = dispatch_sort.argsort(x._data, dim, largest)
-    positions = _first(order, dim, k) if x.ndim else order
+    if x.ndim == 0:
+        positions = dispatch_sort.argsort(x._data, dim, largest)
+    else:
+        positions = dispatch_sort.argtopk(x._data, dim, k, largest)
     return ValuesIndices(_gather_along(x, dim, positions), Tensor(positions))
 
 

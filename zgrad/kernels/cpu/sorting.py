@@ -12,7 +12,7 @@ import numpy as np
 from zgrad.kernels.cpu import kernels
 from zgrad.kernels.cpu.common import widened
 
-__all__ = ["argsort", "argsort_slices", "nonzero", "scatter_reduce", "searchsorted"]
+__all__ = ["argsort", "argsort_slices", "argtopk", "nonzero", "scatter_reduce", "searchsorted"]
 
 
 def argsort(x, descending, out):
@@ -24,6 +24,25 @@ def argsort(x, descending, out):
     # A stable ascending sort of the reversed rows, read backwards, is a stable descending sort.
     order = np.argsort(x[:, ::-1], axis=1, kind="stable")[:, ::-1]
     return np.subtract(x.shape[1] - 1, order, out=out)
+
+
+def argtopk(x, k, largest, out):
+    """out[r] = the positions of the ``k`` largest (or smallest) elements of the row x[r] (rows, n),
+    in sorted order (NaN the largest; equal values by position): a partial selection, then a sort
+    of the ``k`` selected only."""
+    n = x.shape[1]
+    if 4 * k >= n:
+        out[...] = argsort(x, largest, np.empty(x.shape, np.int64))[:, :k]
+        return out
+    chosen = np.argpartition(x, n - k if largest else k - 1, axis=1)
+    chosen = chosen[:, n - k:] if largest else chosen[:, :k]
+    values = np.take_along_axis(x, chosen, axis=1)
+    if largest:  # ascending by value then by descending position, reversed
+        order = np.lexsort((-chosen, values), axis=-1)[:, ::-1]
+    else:
+        order = np.lexsort((chosen, values), axis=-1)
+    out[...] = np.take_along_axis(chosen, order, axis=1)
+    return out
 
 
 def argsort_slices(slices, out):

@@ -14,7 +14,7 @@ from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.elementwise import binary_op, unary_op, upload
 from zgrad.kernels.cuda.reduce import contiguous, cumsum
 
-__all__ = ["argsort", "argsort_slices", "nonzero", "scatter_reduce", "searchsorted"]
+__all__ = ["argsort", "argsort_slices", "argtopk", "nonzero", "scatter_reduce", "searchsorted"]
 
 
 def _launch(kernel, count: int, *args) -> None:
@@ -37,6 +37,13 @@ def argsort(x, descending, out):
     if order is not out:
         unary_op("copy", order, out)
     return out
+
+
+def argtopk(x, k, largest, out):
+    """out[r] = the positions of the ``k`` largest (or smallest) elements of the row x[r]: the
+    first ``k`` of a full stable sort (as :func:`argsort`)."""
+    order = argsort(x, largest, DeviceArray.empty(x.shape, out.dtype))
+    return unary_op("copy", order[:, :k], out)
 
 
 def argsort_slices(slices, out):
