@@ -157,6 +157,12 @@ def _div(a, b, p, q, T):
 
 @device
 def _pow(a, b, p, q, T):
+    if b < 0 and T(0.5) == T(0):  # an integer result: PyTorch's integer power (1, +-1 or 0)
+        if a == 1:
+            return T(1)
+        if a == -1:
+            return T(1) if b % 2 == 0 else T(-1)
+        return T(0)
     return a ** b
 
 
