@@ -1,6 +1,6 @@
 """Test-session setup: the helpers' directory on the import path, zgrad's CUDA backend in Numba's
 CUDA simulator, the ``full`` marker, and tests that compare with PyTorch carry the ``torch``
-marker.
+marker (they skip where torch is not installed).
 
 The tests mirror the packages (``kernels/``, ``rpc/``, ``engine/``, ...); their shared helpers
 live in ``support/``, and tests import them, and each other's case tables, by module name: the
@@ -48,6 +48,9 @@ SIMULATOR = _enable_simulator()
 # simulator's whole op suite, float64's parallel CPU kernels, every dtype's PTX).
 FULL = os.environ.get("ZGRAD_TEST_FULL") == "1"
 
+# Tests marked ``torch`` compare with PyTorch: without it they skip (CI installs it for -m torch).
+TORCH = importlib.util.find_spec("torch") is not None
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a real CUDA GPU (skipped without one)")
@@ -57,6 +60,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not TORCH:
+        no_torch = pytest.mark.skip(reason="compares with torch, which is not installed (CI's torch step runs it)")
+        for item in items:
+            if item.get_closest_marker("torch") is not None:
+                item.add_marker(no_torch)
     if FULL:
         return
     skip = pytest.mark.skip(reason="a further variant: ZGRAD_TEST_FULL=1 runs it (CI's full step)")
