@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from zgrad.autograd.function import Op
-from zgrad.kernels import dispatch, dispatch_pointwise
+from zgrad.kernels import dispatch, dispatch_math, dispatch_pointwise
 from zgrad.kernels.promotion import result_type
 
 __all__ = ["RoundedDivision", "rounded_division"]
@@ -29,12 +29,8 @@ def _trunc_integer(a: Any, b: Any) -> Any:
 
 
 def _trunc_floating(a: Any, b: Any) -> Any:
-    """trunc(a / b) for floating results: floor(q), plus one where q is negative and not whole."""
-    quotient = dispatch.binary("div", a, b)
-    floor = dispatch.binary("floor_divide", quotient, 1)
-    fraction = dispatch_pointwise.compare("ne", floor, quotient)
-    return dispatch.binary("add", floor, dispatch_pointwise.compare("logical_and", _negative(quotient), fraction),
-                           floor.dtype)
+    """trunc(a / b) for floating results."""
+    return dispatch_math.unary_math("trunc", dispatch.binary("div", a, b))
 
 
 class RoundedDivision(Op):
