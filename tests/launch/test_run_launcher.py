@@ -22,11 +22,13 @@ from run_harness import HERE, REPO, Launch, launcher_env, launches, wait_gone
 
 pytestmark = pytest.mark.timeout(300)
 
+# Each line leaves in one write: torchrun's workers share the launcher's output pipe, and under
+# PYTHONUNBUFFERED (as CI runs) print's text and newline are two writes another worker can split.
 ENV_SCRIPT = """
 import json, os, sys
 keys = {keys!r}
-print("ENV " + json.dumps({{k: os.environ.get(k) for k in keys}}, sort_keys=True), flush=True)
-print("ARGV " + json.dumps(sys.argv[1:]), flush=True)
+os.write(1, ("ENV " + json.dumps({{k: os.environ.get(k) for k in keys}}, sort_keys=True) + "\\n").encode())
+os.write(1, ("ARGV " + json.dumps(sys.argv[1:]) + "\\n").encode())
 """
 TORCHRUN_VARS = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
                  "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
