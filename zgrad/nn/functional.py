@@ -1,6 +1,7 @@
 """``zgrad.nn.functional``: stateless layer functions and losses."""
 
 from zgrad.ops import cross_entropy, linear, log_softmax, mse_loss, sigmoid, softmax, tanh
+from zgrad.ops.attention import scaled_dot_product_attention
 from zgrad.ops.activation import elu, gelu, leaky_relu, prelu, relu
 from zgrad.ops.dropout import dropout, dropout2d
 from zgrad.ops.embedding import embedding, embedding_bag
@@ -21,4 +22,4 @@ __all__ += ["dropout", "dropout2d", "embedding", "embedding_bag", "gelu", "l1_lo
 __all__ += ["adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "conv2d", "group_norm", "layer_norm", "max_pool2d"]
 __all__ += ["binary_cross_entropy", "binary_cross_entropy_with_logits", "conv_transpose2d", "cosine_similarity", "elu",
             "huber_loss", "instance_norm", "interpolate", "kl_div", "normalize", "one_hot", "pad", "pairwise_distance",
-            "pixel_shuffle", "pixel_unshuffle", "prelu", "smooth_l1_loss"]
+            "pixel_shuffle", "pixel_unshuffle", "prelu", "scaled_dot_product_attention", "smooth_l1_loss"]
