@@ -42,7 +42,7 @@ def canonical_mask(mask: Any, mask_name: str, other_type: Any, other_name: str, 
         raise AssertionError(f"only bool and floating types of {mask_name} are supported")
     if check_other and other_type is not None and mask.dtype != other_type:
         warnings.warn(f"Support for mismatched {mask_name} and {other_name} is deprecated. Use same type for both "
-                      f"instead.", stacklevel=3)
+                      f"instead.", stacklevel=2)
     if mask.dtype != bool:
         return mask
     return ops.masked_fill(zeros(*mask.shape, dtype=target_type, device=mask.device), mask, -math.inf)
