@@ -13,8 +13,6 @@ from helpers import require_torch
 from mingpt import GPTConfig, create_optimizer, gpt_classes
 from module_reference import copy_state
 
-pytestmark = pytest.mark.torch
-
 STEPS, BATCH = 20, 4
 
 
@@ -46,6 +44,7 @@ def _train(lib, model, batches):
     return np.array(losses), np.array(norms)
 
 
+@pytest.mark.torch
 def test_mingpt_trains_as_torch():
     torch = require_torch()
     config = GPTConfig(n_layer=2, n_head=2, n_embd=64, block_size=32)

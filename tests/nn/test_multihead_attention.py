@@ -139,6 +139,7 @@ def test_dropout_is_off_in_eval_mode():
     assert module.dropout == 0.5
 
 
+@pytest.mark.torch
 def test_dropout_one_leaves_the_output_bias():
     """All weights dropped: the output is out_proj's bias, as torch's (weights returned all zero)."""
     torch = require_torch()
@@ -157,6 +158,7 @@ def test_dropout_one_leaves_the_output_bias():
             np.testing.assert_array_equal(weights.numpy(), expected)
 
 
+@pytest.mark.torch
 def test_parameters_and_init_as_torch():
     torch = require_torch()
     for options in MODULE_OPTIONS.values():
@@ -178,6 +180,7 @@ def test_parameters_and_init_as_torch():
     assert zgrad.nn.modules.activation.MultiheadAttention is zgrad.nn.MultiheadAttention
 
 
+@pytest.mark.torch
 def test_functional_static_key_and_value():
     """F.multi_head_attention_forward with static_k/static_v, the weights as inputs."""
     torch = require_torch()
@@ -270,6 +273,7 @@ ERRORS = {
 }
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("name", ERRORS)
 def test_errors_as_torch(name):
     torch = require_torch()

@@ -190,6 +190,7 @@ def test_transformer_unbatched():
                  [rng.standard_normal((S, D)), rng.standard_normal((T, D))])
 
 
+@pytest.mark.torch
 def test_transformer_parameters_and_init_as_torch():
     torch = require_torch()
     ours, theirs = zgrad.nn.Transformer(16, 4, 2, 1, 32), torch.nn.Transformer(16, 4, 2, 1, 32)
@@ -203,6 +204,7 @@ def test_transformer_parameters_and_init_as_torch():
     assert repr(zgrad.nn.TransformerEncoderLayer(4, 2, 8)) == repr(torch.nn.TransformerEncoderLayer(4, 2, 8))
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype", [None, "float64"])
 def test_generate_square_subsequent_mask_as_torch(dtype):
     torch = require_torch()
@@ -232,6 +234,7 @@ ERRORS = {
 }
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("name", ERRORS)
 def test_errors_as_torch(name):
     torch = require_torch()
