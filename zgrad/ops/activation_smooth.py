@@ -1,39 +1,45 @@
-"""Smooth activations composed of existing kernels: SiLU (x * sigmoid(x)), Softplus
-(log(1 + exp(beta x)) / beta, linear above ``threshold``) and Mish (x * tanh(softplus(x)))."""
+"""Smooth activations, each one fused kernel forward and one backward: SiLU (x * sigmoid(x)),
+Mish (x * tanh(softplus(x))) and Softplus (log(1 + exp(beta x)) / beta, linear above
+``threshold``)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
-from zgrad import ops
-from zgrad.kernels import dispatch_pointwise
+from zgrad.autograd.function import Op
+from zgrad.kernels import dispatch_pointwise, dispatch_sequence as DS
 from zgrad.ops._args import require_kinds, tensor_arg
 
-__all__ = ["mish", "silu", "softplus"]
+__all__ = ["SmoothActivation", "mish", "silu", "softplus"]
 
 
-def _silu(x: Any) -> Any:
-    return x * ops.sigmoid(x)
+class SmoothActivation(Op):
+    """``name``(x) for ``name`` in silu, mish, softplus; ``beta`` and ``threshold`` are Softplus's."""
+
+    @staticmethod
+    def forward(ctx, x, name, beta, threshold):
+        ctx.save_for_backward(x)
+        ctx.options = (name, beta, threshold)
+        return DS.smooth_activation(x, name, beta, threshold)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return DS.smooth_activation_backward(grad, x, *ctx.options), None, None, None
 
 
-def _softplus(x: Any, beta: float, threshold: float) -> Any:
-    """x where beta x > threshold, else log1p(exp(beta x)) / beta; exp reads min(beta x, threshold),
-    so a large x gives no inf (whose zero gradient would turn into NaN)."""
-    scaled = x * beta
-    smooth = ops.log1p(ops.exp(ops.clamp(scaled, max=threshold)))
-    return ops.where(scaled > threshold, x, smooth / beta if beta != 1.0 else smooth)
+def _apply(name: str, input: Any, inplace: bool, beta: float = 1.0, threshold: float = 20.0) -> Any:  # noqa: A002
+    """The activation of ``input``, or written into it (recorded in the graph where it must be).
 
-
-def _mish(x: Any) -> Any:
-    return x * ops.tanh(_softplus(x, 1.0, 20.0))
-
-
-def _apply(name: str, input: Any, inplace: bool, fn: Callable[[Any], Any]) -> Any:  # noqa: A002
-    """``fn(input)``, or written into ``input`` (recorded in the graph where it must be)."""
+    Raises:
+        DTypeError: a non-floating input.
+    """
     x = require_kinds(tensor_arg(input, name), name, "f")
+    beta, threshold = float(beta), float(threshold)
     if not inplace:
-        return fn(x)
-    return x._inplace(lambda: dispatch_pointwise.write(x._data, fn(x.detach())._data), fn)
+        return SmoothActivation.apply(x, name, beta, threshold)
+    return x._inplace(lambda: dispatch_pointwise.write(x._data, DS.smooth_activation(x._data, name, beta, threshold)),
+                      lambda old: SmoothActivation.apply(old, name, beta, threshold))
 
 
 def silu(input: Any, inplace: bool = False) -> Any:  # noqa: A002 - torch's argument name
@@ -42,7 +48,7 @@ def silu(input: Any, inplace: bool = False) -> Any:  # noqa: A002 - torch's argu
     Raises:
         DTypeError: a non-floating input.
     """
-    return _apply("silu", input, inplace, _silu)
+    return _apply("silu", input, inplace)
 
 
 def mish(input: Any, inplace: bool = False) -> Any:  # noqa: A002
@@ -51,7 +57,7 @@ def mish(input: Any, inplace: bool = False) -> Any:  # noqa: A002
     Raises:
         DTypeError: a non-floating input.
     """
-    return _apply("mish", input, inplace, _mish)
+    return _apply("mish", input, inplace)
 
 
 def softplus(input: Any, beta: float = 1.0, threshold: float = 20.0) -> Any:  # noqa: A002
@@ -61,4 +67,4 @@ def softplus(input: Any, beta: float = 1.0, threshold: float = 20.0) -> Any:  # 
     Raises:
         DTypeError: a non-floating input.
     """
-    return _apply("softplus", input, False, lambda x: _softplus(x, float(beta), float(threshold)))
+    return _apply("softplus", input, False, beta, threshold)

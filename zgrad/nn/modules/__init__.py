@@ -15,7 +15,7 @@ from zgrad.nn.modules.distance import CosineSimilarity, PairwiseDistance
 from zgrad.nn.modules.dropout import Dropout, Dropout2d
 from zgrad.nn.modules.flatten import Flatten, Unflatten
 from zgrad.nn.modules.instancenorm import InstanceNorm1d, InstanceNorm2d
-from zgrad.nn.modules.linear import Identity, Linear, NonDynamicallyQuantizableLinear
+from zgrad.nn.modules.linear import Identity, Linear
 from zgrad.nn.modules.loss import (
     BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss,
 )
@@ -48,6 +48,6 @@ __all__ = [
     "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "Sequential", "Sigmoid",
     "SmoothL1Loss", "Softmax", "Tanh", "Unflatten", "Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d",
     "ZeroPad1d", "ZeroPad2d", "ZeroPad3d",
-    "transformer", "Mish", "MultiheadAttention", "NonDynamicallyQuantizableLinear", "RMSNorm", "SiLU", "Softplus",
+    "transformer", "Mish", "MultiheadAttention", "RMSNorm", "SiLU", "Softplus",
     "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer",
 ]
