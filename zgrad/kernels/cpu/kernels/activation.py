@@ -85,13 +85,13 @@ def smooth_activation_forward(x, code, beta, threshold, out):
     elif code == MISH:
         for i in prange(x.size):
             v = x[i]
-            out[i] = v * vector_math.tanh(math.log1p(vector_math.exp(v)))
+            out[i] = v * vector_math.tanh(vector_math.log1p(vector_math.exp(v)))
     else:
         b, limit = F(beta), F(threshold)
         for i in prange(x.size):
             v = x[i]
             scaled = v * b
-            out[i] = v if scaled > limit else math.log1p(vector_math.exp(scaled)) / b
+            out[i] = v if scaled > limit else vector_math.log1p(vector_math.exp(scaled)) / b
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
@@ -108,7 +108,7 @@ def smooth_activation_backward(grad, x, code, beta, threshold, out):
         for i in prange(x.size):
             v = x[i]
             s = one / (one + vector_math.exp(-v))
-            t = vector_math.tanh(math.log1p(vector_math.exp(v)))
+            t = vector_math.tanh(vector_math.log1p(vector_math.exp(v)))
             out[i] = grad[i] * (t + v * s * (one - t * t))
     else:
         b, limit = F(beta), F(threshold)
