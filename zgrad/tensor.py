@@ -245,6 +245,26 @@ class Tensor:
         """A tensor sharing this one's memory that does not require grad and has no history."""
         return Tensor(self._data)
 
+    def __deepcopy__(self, memo: dict) -> "Tensor":
+        """``copy.deepcopy``: a leaf of the same type (a Parameter stays one) with its own copy of
+        the data on the same device, the same ``requires_grad``, and a deep copy of ``.grad``.
+
+        Raises:
+            RuntimeError: a tensor that is not a graph leaf (PyTorch's message).
+        """
+        if not self.is_leaf:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
+                               "protocol at the moment.  If you were attempting to deepcopy a module, this may be "
+                               "because of a torch.nn.utils.weight_norm usage, see "
+                               "https://github.com/pytorch/pytorch/pull/103001")
+        if id(self) in memo:
+            return memo[id(self)]
+        copied = type(self).__new__(type(self))
+        Tensor.__init__(copied, dispatch.cast(self._data, self.dtype), self._requires_grad)
+        memo[id(self)] = copied
+        copied.grad = None if self.grad is None else self.grad.__deepcopy__(memo)
+        return copied
+
     def __dlpack__(self, **kwargs: Any) -> Any:
         """A DLPack capsule of the tensor's data, without a copy (a CUDA tensor's on a GPU; the
         CUDA simulator has none).

@@ -312,3 +312,20 @@ def test_grad_mode_forms_all_restore_the_previous_mode():
             assert zgrad.is_grad_enabled()
         assert not zgrad.is_grad_enabled()
     assert zgrad.is_grad_enabled()
+
+
+def test_deepcopy_copies_leaves_and_refuses_graph_tensors():
+    import copy
+
+    weight = zgrad.nn.Parameter(zgrad.ones(2, 3))
+    weight.grad = zgrad.full((2, 3), 2.0)
+    twin = copy.deepcopy(weight)
+    assert type(twin) is zgrad.nn.Parameter and twin.requires_grad and twin.is_leaf
+    twin.detach().add_(1)
+    twin.grad.add_(1)
+    np.testing.assert_array_equal(weight.detach().numpy(), np.ones((2, 3)))  # its own memory
+    np.testing.assert_array_equal(weight.grad.numpy(), np.full((2, 3), 2.0))
+    pair = copy.deepcopy([weight, weight])
+    assert pair[0] is pair[1]  # one object copied once, as the memo asks
+    with pytest.raises(RuntimeError, match=r"Only Tensors created explicitly by the user \(graph leaves\)"):
+        copy.deepcopy(weight * 2)

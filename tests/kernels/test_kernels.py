@@ -20,6 +20,7 @@ import pytest
 from kernel_variants import VariantCalls, dtypes_and_sizes
 from optim_reference import REFERENCES
 from zgrad.kernels._jit import PARALLEL_MIN_SIZE
+from zgrad.kernels import vocabulary
 from zgrad.kernels.cpu import kernels
 
 DTYPES = [np.float32, np.float64]
@@ -169,6 +170,25 @@ def test_vector_math_accuracy(dtype):
         around_zero = np.concatenate([np.linspace(-25, 25, 200_001), np.geomspace(1e-30, 0.7, 1000)]).astype(dtype)
         assert _max_ulp_error(kernels.elementwise.tanh_forward, around_zero, np.tanh) <= 2
         assert _max_ulp_error(kernels.elementwise.sigmoid_forward, around_zero * 4, lambda x: 1 / (1 + np.exp(-x))) <= 3
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_vector_math_log1p_accuracy(dtype):
+    """log1p(exp(x)) (the Softplus kernel with no threshold) is within 3 ulp up to where exp
+    overflows, tiny results included (which log(1 + z) would round away); inf and NaN pass."""
+    info = np.finfo(dtype)
+    log_max = float(np.log(info.max))
+
+    def softplus(x, out):
+        kernels.activation.smooth_activation_forward(x, vocabulary.SOFTPLUS, 1.0, np.inf, out)
+
+    with np.errstate(all="ignore"):
+        spread = np.linspace(-log_max * 1.05, log_max * 0.999, 400_001).astype(dtype)
+        assert _max_ulp_error(softplus, spread, lambda x: np.log1p(np.exp(x))) <= 3
+        special = np.array([np.inf, -np.inf, np.nan], dtype=dtype)
+        out = np.empty_like(special)
+        softplus(special, out)
+    np.testing.assert_array_equal(out, [np.inf, 0.0, np.nan])
 
 
 def test_vector_math_is_numba_only():

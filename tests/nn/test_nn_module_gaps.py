@@ -277,7 +277,7 @@ def test_normal_quantile_matches_statistics():
 def test_module_paths_re_export_the_classes():
     for sub in ("linear", "conv", "activation", "container", "dropout", "normalization", "batchnorm", "rnn", "sparse",
                 "pooling", "loss", "padding", "flatten", "pixelshuffle", "upsampling", "distance", "instancenorm",
-                "module"):
+                "module", "transformer"):
         module = getattr(nn.modules, sub)
         assert module.__all__
         for name in module.__all__:

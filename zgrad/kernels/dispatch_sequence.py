@@ -14,11 +14,13 @@ from typing import Any
 import numpy as np
 
 from zgrad.kernels.dispatch import INT64, as_dtype, as_int64, backend_of
+from zgrad.kernels.vocabulary import SMOOTH_ACTIVATIONS
 
 __all__ = [
     "EMBEDDING_BAG_MODES", "check_embedding_indices", "embedding", "embedding_backward", "embedding_renorm_",
     "embedding_bag", "embedding_bag_backward", "lstm_forward", "lstm_backward", "gru_forward", "gru_backward",
     "dropout", "dropout_backward", "gelu", "gelu_backward", "leaky_relu", "leaky_relu_backward",
+    "smooth_activation", "smooth_activation_backward",
 ]
 
 EMBEDDING_BAG_MODES = {"sum": 0, "mean": 1, "max": 2}
@@ -169,6 +171,19 @@ def gelu(x: Any, tanh_approximation: bool):
 def gelu_backward(grad: Any, x: Any, tanh_approximation: bool):
     be = backend_of(grad, x)
     return be.gelu_backward(as_dtype(grad, x.dtype), x, tanh_approximation, be.empty(x.shape, x.dtype))
+
+
+def smooth_activation(x: Any, name: str, beta: float = 1.0, threshold: float = 20.0):
+    """SiLU, Mish or Softplus (``name``, one of :data:`SMOOTH_ACTIVATIONS`) of ``x``; ``beta`` and
+    ``threshold`` are Softplus's."""
+    be = backend_of(x)
+    return be.smooth_activation(x, SMOOTH_ACTIVATIONS.index(name), beta, threshold, be.empty(x.shape, x.dtype))
+
+
+def smooth_activation_backward(grad: Any, x: Any, name: str, beta: float = 1.0, threshold: float = 20.0):
+    be = backend_of(grad, x)
+    return be.smooth_activation_backward(as_dtype(grad, x.dtype), x, SMOOTH_ACTIVATIONS.index(name), beta, threshold,
+                                         be.empty(x.shape, x.dtype))
 
 
 def leaky_relu(x: Any, negative_slope: float):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "ACTIVATION_CODES", "BINARY_MATH", "OPS", "PADDING_MODES", "PAD_CIRCULAR", "PAD_REFLECT", "PAD_REPLICATE",
-    "PAD_ZEROS", "SCATTER_REDUCTIONS", "UNARY_MATH", "padding_source", "scatter_combine", "search_position",
+    "PAD_ZEROS", "SCATTER_REDUCTIONS", "SMOOTH_ACTIVATIONS", "UNARY_MATH", "padding_source", "scatter_combine", "search_position",
 ]
 
 OPS = (
@@ -34,6 +34,7 @@ OPS = (
     "zeros", "embedding", "embedding_backward", "embedding_renorm", "embedding_bag", "embedding_bag_backward",
     "embedding_bag_per_sample_weights_backward", "lstm_forward", "lstm_backward", "gru_forward", "gru_backward",
     "dropout", "dropout_backward", "gelu", "gelu_backward", "leaky_relu", "leaky_relu_backward",
+    "smooth_activation", "smooth_activation_backward",
     "class_loss", "class_loss_backward", "nll", "nll_backward", "pointwise_loss", "pointwise_loss_sum",
     "pointwise_loss_backward",
     "reduce_inplace", "reduce_pair", "reduce_and_copy", "divide_inplace", "scale_copy",
@@ -56,6 +57,13 @@ BINARY_MATH = (
     "atan2", "fmod", "hypot", "logaddexp", "logaddexp2", "copysign",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift",
 )
+
+# The activations of ``smooth_activation(x, code, beta, threshold, out)``, numbered by their
+# position here: SiLU x * sigmoid(x), Mish x * tanh(softplus(x)), and Softplus
+# log(1 + exp(beta x)) / beta (x itself where beta x > threshold); beta and threshold are read by
+# Softplus only.
+SMOOTH_ACTIVATIONS = ("silu", "mish", "softplus")
+SILU, MISH, SOFTPLUS = range(len(SMOOTH_ACTIVATIONS))
 
 # The padding modes of conv2d; kernels number them by their position here.
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")

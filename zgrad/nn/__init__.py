@@ -5,6 +5,8 @@ from zgrad.nn.containers import ModuleDict, ModuleList, Sequential
 from zgrad.nn.layers import Flatten, Identity, Linear, ReLU, Sigmoid, Tanh, Unflatten
 from zgrad.nn.module import Module, Parameter
 from zgrad.nn.activation import ELU, GELU, LeakyReLU, LogSoftmax, PReLU, Softmax
+from zgrad.nn.activation_smooth import Mish, SiLU, Softplus
+from zgrad.nn.attention import MultiheadAttention
 from zgrad.nn.dropout import Dropout, Dropout2d
 from zgrad.nn.loss import (
     BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss,
@@ -13,7 +15,9 @@ from zgrad.nn.rnn import GRU, GRUCell, LSTM, LSTMCell
 from zgrad.nn.rnn_elman import RNN, RNNCell
 from zgrad.nn.sparse import Embedding, EmbeddingBag
 from zgrad.nn.conv import Conv2d, ConvTranspose2d
-from zgrad.nn.norm import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d, LayerNorm
+from zgrad.nn.norm import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d, LayerNorm, RMSNorm
+from zgrad.nn.transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
+from zgrad.nn.transformer import Transformer, TransformerDecoder, TransformerEncoder
 from zgrad.nn.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from zgrad.nn.distance import CosineSimilarity, PairwiseDistance
 from zgrad.nn.padding import (
@@ -37,3 +41,5 @@ __all__ += ["BCELoss", "BCEWithLogitsLoss", "CircularPad1d", "CircularPad2d", "C
             "PixelUnshuffle", "RNN", "RNNCell", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d",
             "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "SmoothL1Loss", "Unflatten", "Upsample",
             "UpsamplingBilinear2d", "UpsamplingNearest2d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "modules"]
+__all__ += ["Mish", "MultiheadAttention", "RMSNorm", "SiLU", "Softplus", "Transformer", "TransformerDecoder",
+            "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer"]

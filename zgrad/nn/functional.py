@@ -3,6 +3,9 @@
 from zgrad.ops import cross_entropy, linear, log_softmax, mse_loss, sigmoid, softmax, tanh
 from zgrad.ops.attention import scaled_dot_product_attention
 from zgrad.ops.activation import elu, gelu, leaky_relu, prelu, relu
+from zgrad.ops.activation_smooth import mish, silu, softplus
+from zgrad.ops.multihead_attention import multi_head_attention_forward
+from zgrad.ops.rms_norm import rms_norm
 from zgrad.ops.dropout import dropout, dropout2d
 from zgrad.ops.embedding import embedding, embedding_bag
 from zgrad.ops.loss_functions import l1_loss, nll_loss
@@ -23,3 +26,4 @@ __all__ += ["adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "conv2d", "group_
 __all__ += ["binary_cross_entropy", "binary_cross_entropy_with_logits", "conv_transpose2d", "cosine_similarity", "elu",
             "huber_loss", "instance_norm", "interpolate", "kl_div", "normalize", "one_hot", "pad", "pairwise_distance",
             "pixel_shuffle", "pixel_unshuffle", "prelu", "scaled_dot_product_attention", "smooth_l1_loss"]
+__all__ += ["mish", "multi_head_attention_forward", "rms_norm", "silu", "softplus"]

@@ -4,35 +4,32 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from zgrad import ops
-from zgrad.device import check_supported
+from zgrad.creation import empty
 from zgrad.nn import init
 from zgrad.nn.module import Module, Parameter
 
-__all__ = ["Linear", "Identity", "Flatten", "Unflatten", "ReLU", "Tanh", "Sigmoid"]
+__all__ = ["Linear", "NonDynamicallyQuantizableLinear", "Identity", "Flatten", "Unflatten", "ReLU", "Tanh", "Sigmoid"]
 
 
 class Linear(Module):
     """y = x @ weight.T + bias, initialized like PyTorch: ``kaiming_uniform_(weight, a=sqrt(5))``,
-    which is U(-1/sqrt(in), 1/sqrt(in)), and the same bound for the bias."""
+    which is U(-1/sqrt(in), 1/sqrt(in)), and the same bound for the bias; the parameters have
+    ``dtype`` (None: the default dtype) and live on ``device``."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device: Any = None,
-                 dtype: Any = np.float32) -> None:
+                 dtype: Any = None) -> None:
         super().__init__()
         if in_features <= 0 or out_features <= 0:
             raise ValueError(f"Linear needs positive sizes, got in_features={in_features}, out_features={out_features}")
         self.in_features = in_features
         self.out_features = out_features
-        self.weight = Parameter(np.empty((out_features, in_features), dtype=dtype))
+        self.weight = Parameter(empty(out_features, in_features, dtype=dtype, device=device))
         if bias:
-            self.bias = Parameter(np.empty((out_features,), dtype=dtype))
+            self.bias = Parameter(empty(out_features, dtype=dtype, device=device))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
-        if device is not None:
-            self.to(check_supported(device))
 
     def reset_parameters(self) -> None:
         init.default_layer_init_(self.weight, self.bias)
@@ -42,6 +39,11 @@ class Linear(Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """:class:`Linear` under PyTorch's name for ``MultiheadAttention.out_proj`` (which PyTorch
+    keeps out of dynamic quantization); the same computation and parameters."""
 
 
 class Identity(Module):

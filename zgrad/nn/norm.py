@@ -1,5 +1,5 @@
 """Normalization layers: ``BatchNorm1d``, ``BatchNorm2d``, ``InstanceNorm1d``, ``InstanceNorm2d``,
-``LayerNorm``, ``GroupNorm``."""
+``LayerNorm``, ``GroupNorm``, ``RMSNorm``."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from zgrad.nn import init
 from zgrad.nn.module import Module, Parameter
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.norm import batch_norm_layer, group_norm_layer, instance_norm, layer_norm_layer
+from zgrad.ops.rms_norm import rms_norm_layer
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "LayerNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "LayerNorm", "RMSNorm"]
 
 
 def _reset_affine(weight: Any, bias: Any) -> None:
@@ -133,6 +134,30 @@ class LayerNorm(Module):
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
                 f"bias={self.bias is not None}")
+
+
+class RMSNorm(Module):
+    """Root-mean-square normalization over the trailing ``normalized_shape`` dimensions, as
+    ``torch.nn.RMSNorm``: a ``weight`` (ones) of that shape when ``elementwise_affine``; ``eps``
+    None takes the machine epsilon of the input's dtype."""
+
+    def __init__(self, normalized_shape: int | Sequence[int], eps: float | None = None,
+                 elementwise_affine: bool = True, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
+        self.weight = Parameter(empty(*shape, dtype=dtype, device=device)) if elementwise_affine else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Weight 1."""
+        _reset_affine(self.weight, None)
+
+    def forward(self, input: Any) -> Any:  # noqa: A002 - torch's name
+        return rms_norm_layer(self, input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
 class GroupNorm(Module):

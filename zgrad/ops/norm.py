@@ -18,7 +18,8 @@ from zgrad.ops._args import tensor_arg
 from zgrad.ops.conv import check_floating
 
 __all__ = [
-    "BatchNorm", "GroupNorm", "batch_norm", "batch_norm_layer", "group_norm", "group_norm_layer", "instance_norm",
+    "BatchNorm", "GroupNorm", "batch_norm", "batch_norm_layer", "check_normalized_shape", "group_norm",
+    "group_norm_layer", "instance_norm",
     "layer_norm", "layer_norm_layer",
 ]
 
@@ -153,20 +154,36 @@ def group_norm(input: Any, num_groups: int, weight: Any = None, bias: Any = None
     return group_norm_layer("group_norm", input, num_groups, weight, bias, eps)
 
 
+def check_normalized_shape(name: object, x: Any, normalized_shape: int | Sequence[int], star: str,
+                           **params: Any) -> tuple[int, ...]:
+    """``normalized_shape`` as a tuple, after checking that it ends ``x``'s shape and is the shape
+    of each of ``params`` (None where absent), all floating; ``star`` is what PyTorch writes
+    before the dimensions in its message ("*, " for layer norm, "*" for RMS norm).
+
+    Raises:
+        RuntimeError: an empty ``normalized_shape``, or shapes that do not fit (PyTorch's messages).
+    """
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    check_floating(name, x, *params.items())
+    if not shape:
+        raise RuntimeError(f"{name}: Expected normalized_shape to be at least 1-dimensional, i.e., containing at "
+                           f"least one element, but got normalized_shape = []")
+    if x.ndim < len(shape) or tuple(x.shape[x.ndim - len(shape):]) != shape:
+        raise RuntimeError(f"{name}: Given normalized_shape={list(shape)}, expected input with shape "
+                           f"[{star}{', '.join(map(str, shape))}], but got input of size{list(x.shape)}")
+    for what, value in params.items():
+        if value is not None and value.shape != shape:
+            raise RuntimeError(f"{name}: Expected {what} to be of same shape as normalized_shape, but got {what} of "
+                               f"shape {list(value.shape)} and normalized_shape = {list(shape)}")
+    return shape
+
+
 def layer_norm_layer(name: object, input: Any, normalized_shape: Sequence[int], weight: Any = None, bias: Any = None,
                      eps: float = 1e-5) -> Any:
     """:func:`layer_norm` with error messages that start with ``name``."""
     x = tensor_arg(input, name, "input")
     weight, bias = _optional(weight, name, "weight"), _optional(bias, name, "bias")
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    check_floating(name, x, ("weight", weight), ("bias", bias))
-    if not shape or x.ndim < len(shape) or tuple(x.shape[x.ndim - len(shape):]) != shape:
-        raise RuntimeError(f"{name}: Given normalized_shape={list(shape)}, expected input with shape "
-                           f"[*, {', '.join(map(str, shape))}], but got input of size{list(x.shape)}")
-    for what, value in (("weight", weight), ("bias", bias)):
-        if value is not None and value.shape != shape:
-            raise RuntimeError(f"{name}: Expected {what} to be of same shape as normalized_shape, but got {what} of "
-                               f"shape {list(value.shape)} and normalized_shape = {list(shape)}")
+    shape = check_normalized_shape(name, x, normalized_shape, "*, ", weight=weight, bias=bias)
     size = math.prod(shape)
     view = (x.numel() // size if size else 0, size, 1)
     return GroupNorm.apply(x, weight, bias, view, 1, float(eps))

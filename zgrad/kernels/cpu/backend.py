@@ -31,7 +31,7 @@ from zgrad.kernels.cpu.sequence import (  # noqa: F401 - embeddings, recurrences
     class_loss, class_loss_backward, dropout, dropout_backward, embedding, embedding_backward, embedding_bag,
     embedding_bag_backward, embedding_bag_per_sample_weights_backward, embedding_renorm, gelu, gelu_backward,
     gru_backward, gru_forward, leaky_relu, leaky_relu_backward, lstm_backward, lstm_forward, nll, nll_backward,
-    pointwise_loss, pointwise_loss_backward, pointwise_loss_sum, zeros,
+    pointwise_loss, pointwise_loss_backward, pointwise_loss_sum, smooth_activation, smooth_activation_backward, zeros,
 )
 from zgrad.kernels.cpu.sorting import argsort, argsort_slices, argtopk, nonzero, scatter_reduce, searchsorted  # noqa: F401
 from zgrad.kernels.cpu.tensor_ops import (  # noqa: F401 - the tensor-API ops

@@ -24,6 +24,7 @@ __all__ = [
     "class_loss", "class_loss_backward", "dropout", "dropout_backward", "embedding", "embedding_backward",
     "embedding_bag", "embedding_bag_backward", "embedding_bag_per_sample_weights_backward", "embedding_renorm",
     "gelu", "gelu_backward", "gru_backward", "gru_forward", "leaky_relu", "leaky_relu_backward",
+    "smooth_activation", "smooth_activation_backward",
     "lstm_backward", "lstm_forward", "nll", "nll_backward", "pointwise_loss", "pointwise_loss_backward",
     "pointwise_loss_sum", "zeros",
 ]
@@ -176,6 +177,17 @@ def gelu(x, tanh_approximation: bool, out):
 
 def gelu_backward(grad, x, tanh_approximation: bool, out):
     kernels.activation.gelu_backward(flat(grad), flat(x), tanh_approximation, out.reshape(-1))
+    return out
+
+
+def smooth_activation(x, code: int, beta: float, threshold: float, out):
+    kernels.activation.smooth_activation_forward(flat(x), code, float(beta), float(threshold), out.reshape(-1))
+    return out
+
+
+def smooth_activation_backward(grad, x, code: int, beta: float, threshold: float, out):
+    kernels.activation.smooth_activation_backward(flat(grad), flat(x), code, float(beta), float(threshold),
+                                                  out.reshape(-1))
     return out
 
 

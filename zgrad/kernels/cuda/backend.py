@@ -39,7 +39,8 @@ from zgrad.kernels.cuda.pointwise import (  # noqa: F401 - element-wise ops
     dropout, dropout_backward, exp, extremum_backward, floor_divide, gelu, gelu_backward, leaky_relu,
     leaky_relu_backward, log, logical_not, maximum, minimum, mul, neg, pointwise_loss, pointwise_loss_backward,
     pow, reduce_and_copy, reduce_inplace, reduce_pair, relu,
-    relu_backward, remainder, scale_copy, sigmoid, sigmoid_backward, sign, sqrt, sub, tanh, tanh_backward, where,
+    relu_backward, remainder, scale_copy, sigmoid, sigmoid_backward, sign, smooth_activation,
+    smooth_activation_backward, sqrt, sub, tanh, tanh_backward, where,
 )
 from zgrad.kernels.cuda.linalg import (  # noqa: F401 - factorizations and solves: CPU only, each raises
     linalg_cholesky, linalg_det, linalg_eigh, linalg_inv, linalg_qr, linalg_slogdet, linalg_solve, linalg_svd,

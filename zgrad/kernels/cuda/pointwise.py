@@ -13,13 +13,14 @@ import numpy as np
 
 from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.elementwise import binary_op, ternary_op, unary_op
+from zgrad.kernels.vocabulary import SMOOTH_ACTIVATIONS
 
 __all__ = [
     "add", "sub", "mul", "div", "pow", "neg", "exp", "log", "tanh", "sigmoid", "relu", "relu_backward",
     "tanh_backward", "sigmoid_backward", "remainder", "floor_divide", "maximum", "minimum", "abs", "sign", "sqrt",
     "clamp", "clamp_backward", "extremum_backward", "compare", "logical_not", "where", "copy", "add_scaled",
     "addcmul", "addcdiv", "bias_act", "gelu",
-    "gelu_backward", "leaky_relu", "leaky_relu_backward", "pointwise_loss", "pointwise_loss_backward", "dropout",
+    "gelu_backward", "leaky_relu", "leaky_relu_backward", "smooth_activation", "smooth_activation_backward", "pointwise_loss", "pointwise_loss_backward", "dropout",
     "dropout_backward", "reduce_inplace", "reduce_pair", "reduce_and_copy", "divide_inplace", "scale_copy",
 ]
 
@@ -177,6 +178,14 @@ def gelu(x, tanh_approximation: bool, out):
 
 def gelu_backward(grad, x, tanh_approximation: bool, out):
     return binary_op("gelu_tanh_backward" if tanh_approximation else "gelu_exact_backward", grad, x, out)
+
+
+def smooth_activation(x, code: int, beta: float, threshold: float, out):
+    return unary_op(SMOOTH_ACTIVATIONS[code], x, out, beta, threshold)
+
+
+def smooth_activation_backward(grad, x, code: int, beta: float, threshold: float, out):
+    return binary_op(SMOOTH_ACTIVATIONS[code] + "_backward", grad, x, out, beta, threshold)
 
 
 def leaky_relu(x, negative_slope: float, out):

@@ -3,9 +3,11 @@
 
 from zgrad.nn.modules import (
     activation, batchnorm, container, conv, distance, dropout, flatten, instancenorm, linear, loss, module,
-    normalization, padding, pixelshuffle, pooling, rnn, sparse, upsampling,
+    normalization, padding, pixelshuffle, pooling, rnn, sparse, transformer, upsampling,
 )
-from zgrad.nn.modules.activation import ELU, GELU, LeakyReLU, LogSoftmax, PReLU, ReLU, Sigmoid, Softmax, Tanh
+from zgrad.nn.modules.activation import (
+    ELU, GELU, LeakyReLU, LogSoftmax, Mish, MultiheadAttention, PReLU, ReLU, SiLU, Sigmoid, Softmax, Softplus, Tanh,
+)
 from zgrad.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d
 from zgrad.nn.modules.container import ModuleDict, ModuleList, Sequential
 from zgrad.nn.modules.conv import Conv2d, ConvTranspose2d
@@ -18,7 +20,7 @@ from zgrad.nn.modules.loss import (
     BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss,
 )
 from zgrad.nn.modules.module import Module
-from zgrad.nn.modules.normalization import GroupNorm, LayerNorm
+from zgrad.nn.modules.normalization import GroupNorm, LayerNorm, RMSNorm
 from zgrad.nn.modules.padding import (
     CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
     ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d, ZeroPad1d, ZeroPad2d,
@@ -28,6 +30,9 @@ from zgrad.nn.modules.pixelshuffle import PixelShuffle, PixelUnshuffle
 from zgrad.nn.modules.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from zgrad.nn.modules.rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
 from zgrad.nn.modules.sparse import Embedding, EmbeddingBag
+from zgrad.nn.modules.transformer import (
+    Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
+)
 from zgrad.nn.modules.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = [
@@ -43,4 +48,6 @@ __all__ = [
     "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "Sequential", "Sigmoid",
     "SmoothL1Loss", "Softmax", "Tanh", "Unflatten", "Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d",
     "ZeroPad1d", "ZeroPad2d", "ZeroPad3d",
+    "transformer", "Mish", "MultiheadAttention", "RMSNorm", "SiLU", "Softplus",
+    "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer",
 ]

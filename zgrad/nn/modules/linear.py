@@ -1,6 +1,7 @@
 """``zgrad.nn.modules.linear``: PyTorch's module path for these classes of :mod:`zgrad.nn`
-(re-exported: the same objects)."""
+(re-exported: the same objects). ``NonDynamicallyQuantizableLinear`` (``MultiheadAttention``'s
+``out_proj``) is importable from here and left out of ``__all__``, as PyTorch does."""
 
-from zgrad.nn.layers import Identity, Linear
+from zgrad.nn.layers import Identity, Linear, NonDynamicallyQuantizableLinear  # noqa: F401 - importable here
 
 __all__ = ["Identity", "Linear"]

@@ -1,4 +1,5 @@
-"""Element-wise Numba kernels with a parameter: GELU, leaky ReLU, and dropout's masking.
+"""Element-wise Numba kernels of the activations: GELU, leaky ReLU, SiLU, Mish and Softplus (see
+:data:`zgrad.kernels.vocabulary.SMOOTH_ACTIVATIONS`), and dropout's masking.
 
 Arrays are 1-D C-contiguous (the caller ravels), except dropout's data, which is 2-D (R, S) with
 one mask value per row. Computation is in the arrays'
@@ -13,6 +14,7 @@ from numba import prange
 
 from zgrad.kernels.cpu.kernels import vector_math
 from zgrad.kernels._jit import PARALLEL_MIN_SIZE_HEAVY, parallel_kernel
+from zgrad.kernels.vocabulary import MISH, SILU
 
 __all__ = [
     "dropout_backward",
@@ -21,6 +23,8 @@ __all__ = [
     "gelu_forward",
     "leaky_relu_backward",
     "leaky_relu_forward",
+    "smooth_activation_backward",
+    "smooth_activation_forward",
 ]
 
 _SQRT_HALF = math.sqrt(0.5)
@@ -67,6 +71,54 @@ def gelu_backward(grad, x, tanh_approximation, out):
             cdf = half * (one + math.erf(v * sqrt_half))
             pdf = vector_math.exp(-half * v * v) * inv_sqrt_2pi
             out[i] = grad[i] * (cdf + v * pdf)
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def smooth_activation_forward(x, code, beta, threshold, out):
+    """out = silu(x), mish(x) or softplus(x; beta, threshold) by ``code``, PyTorch's formulas."""
+    F = out.dtype.type
+    one = F(1)
+    if code == SILU:
+        for i in prange(x.size):
+            v = x[i]
+            out[i] = v / (one + vector_math.exp(-v))
+    elif code == MISH:
+        for i in prange(x.size):
+            v = x[i]
+            out[i] = v * vector_math.tanh(vector_math.log1p(vector_math.exp(v)))
+    else:
+        b, limit = F(beta), F(threshold)
+        for i in prange(x.size):
+            v = x[i]
+            scaled = v * b
+            out[i] = v if scaled > limit else vector_math.log1p(vector_math.exp(scaled)) / b
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def smooth_activation_backward(grad, x, code, beta, threshold, out):
+    """out = grad * d activation(x) / dx, the activation as in :func:`smooth_activation_forward`."""
+    F = out.dtype.type
+    one = F(1)
+    if code == SILU:
+        for i in prange(x.size):
+            v = x[i]
+            s = one / (one + vector_math.exp(-v))
+            out[i] = grad[i] * s * (one + v * (one - s))
+    elif code == MISH:
+        for i in prange(x.size):
+            v = x[i]
+            s = one / (one + vector_math.exp(-v))
+            t = vector_math.tanh(vector_math.log1p(vector_math.exp(v)))
+            out[i] = grad[i] * (t + v * s * (one - t * t))
+    else:
+        b, limit = F(beta), F(threshold)
+        for i in prange(x.size):
+            scaled = x[i] * b
+            if scaled > limit:
+                out[i] = grad[i]
+            else:
+                z = vector_math.exp(scaled)
+                out[i] = grad[i] * z / (z + one)
 
 
 @parallel_kernel()

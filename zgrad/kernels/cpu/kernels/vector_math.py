@@ -1,4 +1,4 @@
-"""Scalar exp, log, tanh, sigmoid, relu and maximum that LLVM can vectorise inside Numba loops.
+"""Scalar exp, log, log1p, tanh, sigmoid, relu and maximum that LLVM can vectorise inside Numba loops.
 
 Without Intel SVML, Numba lowers ``math.exp`` and friends to one libm call per element, which
 no loop vectoriser can widen; numpy's own SIMD ufuncs are then several times faster than a
@@ -25,7 +25,7 @@ from numba.extending import intrinsic, overload, register_jitable
 
 from zgrad.kernels._jit import MATH_OPTIONS
 
-__all__ = ["exp", "log", "maximum", "relu", "sigmoid", "tanh"]
+__all__ = ["exp", "log", "log1p", "maximum", "relu", "sigmoid", "tanh"]
 
 
 @intrinsic
@@ -86,6 +86,11 @@ def exp(x):
 def log(x):
     """log(x); -inf at 0, NaN below 0."""
     raise _jitted_only("log")
+
+
+def log1p(x):
+    """log(1 + x), accurate for tiny x; -inf at -1, NaN below -1."""
+    raise _jitted_only("log1p")
 
 
 def tanh(x):
@@ -248,6 +253,23 @@ def _sigmoid_impl(x):
         e = exp(-abs(x))  # in (0, 1]: never overflows
         s = F(1.0) / (F(1.0) + e)
         return s if x >= F(0.0) else e * s
+
+    return impl
+
+
+@overload(log1p, jit_options=MATH_OPTIONS)
+def _log1p_impl(x):
+    if not isinstance(x, types.Float):
+        return None
+    F = x
+
+    def impl(x):
+        # Goldberg's correction: u = 1 + x rounded, and log(u) * x / (u - 1) recovers the bits of x
+        # the rounding lost (within a few ulp of log's own error), where u - 1 is not 0.
+        u = x + F(1.0)
+        d = u - F(1.0)
+        corrected = log(u) * (x / d)
+        return x if d == F(0.0) else (u if u == np.inf else corrected)
 
     return impl
 

@@ -98,6 +98,23 @@ def _gelu_tanh(x, p, q, T):
 
 
 @device
+def _silu(x, p, q, T):
+    return x / (T(1) + math.exp(-x))
+
+
+@device
+def _mish(x, p, q, T):
+    return x * math.tanh(math.log1p(math.exp(x)))
+
+
+@device
+def _softplus(x, p, q, T):
+    """p = beta, q = threshold."""
+    scaled = x * p
+    return x if scaled > q else math.log1p(math.exp(scaled)) / p
+
+
+@device
 def _leaky_relu(x, p, q, T):
     return x if x > T(0) else x * p
 
@@ -273,6 +290,28 @@ def _gelu_tanh_backward(g, x, p, q, T):
 
 
 @device
+def _silu_backward(g, x, p, q, T):
+    s = T(1) / (T(1) + math.exp(-x))
+    return g * s * (T(1) + x * (T(1) - s))
+
+
+@device
+def _mish_backward(g, x, p, q, T):
+    s = T(1) / (T(1) + math.exp(-x))
+    t = math.tanh(math.log1p(math.exp(x)))
+    return g * (t + x * s * (T(1) - t * t))
+
+
+@device
+def _softplus_backward(g, x, p, q, T):
+    scaled = x * p
+    if scaled > q:
+        return g
+    z = math.exp(scaled)
+    return g * z / (z + T(1))
+
+
+@device
 def _clamp_backward(g, x, p, q, T):
     return g if (p <= x and x <= q) else T(0)
 
@@ -380,6 +419,7 @@ UNARY_OPS = {
     "copy": _copy, "neg": _neg, "exp": _exp, "log": _log, "tanh": _tanh, "sigmoid": _sigmoid, "relu": _relu,
     "abs": _abs, "sign": _sign, "sqrt": _sqrt, "logical_not": _logical_not, "gelu_exact": _gelu_exact,
     "gelu_tanh": _gelu_tanh, "leaky_relu": _leaky_relu, "clamp": _clamp, "scale_div": _scale_div,
+    "silu": _silu, "mish": _mish, "softplus": _softplus,
     "trunc_div": _trunc_div, "scale_shift": _fill_scale_shift,
     "rsqrt_shift": _rsqrt_shift, **UNARY_MATH_OPS,
 }
@@ -391,6 +431,7 @@ BINARY_OPS = {
     "tanh_backward": _tanh_backward, "sigmoid_backward": _sigmoid_backward,
     "leaky_relu_backward": _leaky_relu_backward, "gelu_exact_backward": _gelu_exact_backward,
     "gelu_tanh_backward": _gelu_tanh_backward, "clamp_backward": _clamp_backward,
+    "silu_backward": _silu_backward, "mish_backward": _mish_backward, "softplus_backward": _softplus_backward,
     "squared_error": _squared_error, "absolute_error": _absolute_error, "bias_identity": _bias_identity,
     "bias_relu": _bias_relu, "bias_tanh": _bias_tanh, "bias_sigmoid": _bias_sigmoid, "masked_scale": _masked_scale,
     "running_update": _running_update, **BINARY_MATH_OPS,
