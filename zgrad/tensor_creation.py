@@ -24,6 +24,7 @@ from zgrad.kernels import dispatch, dispatch_pointwise
 from zgrad.ops import sampling
 from zgrad.random import numpy_generator
 from zgrad.tensor import Tensor, tensor_methods
+from zgrad.kernels.promotion import is_floating
 
 __all__ = ["TensorCreation"]
 
@@ -101,7 +102,7 @@ class TensorCreation:
         if to is None and from_ != 0:  # random_(to), PyTorch's one-argument form
             from_, to = 0, from_
         if to is None:
-            to = 2 ** _FLOAT_INTEGER_DIGITS[self.dtype] + 1 if self.dtype.kind == "f" else \
+            to = 2 ** _FLOAT_INTEGER_DIGITS[self.dtype] + 1 if is_floating(self.dtype) else \
                 2 if self.dtype.kind == "b" else int(np.iinfo(self.dtype).max) + 1
         if from_ >= to:
             raise ZgradError(f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}")

@@ -26,7 +26,7 @@ import numpy as np
 from zgrad.errors import DTypeError
 from zgrad.kernels.dispatch import backend_of, broadcast_shape, cast, device_type_of, float_dtype, full, scalar_type_name
 from zgrad.kernels.dispatch_pointwise import compare, logical_not
-from zgrad.kernels.promotion import result_type
+from zgrad.kernels.promotion import is_floating, result_type
 
 __all__ = ["unary_math", "binary_math", "sign", "nan_to_num", "round_decimals", "lerp", "check_floating"]
 
@@ -51,7 +51,7 @@ def check_floating(name: str, dtype: np.dtype) -> None:
     Raises:
         DTypeError: ``dtype`` is bool or integer.
     """
-    if dtype.kind != "f":
+    if not is_floating(dtype):
         raise _refuse(name, dtype)
 
 
@@ -69,7 +69,7 @@ def _result_dtype(name: str, dtype: np.dtype) -> np.dtype:
             raise _refuse(name, dtype)
         return dtype
     if name in _INTEGRAL or name in _SHIFTS:
-        if dtype.kind == "f" or (name in _SHIFTS and dtype == _BOOL):
+        if is_floating(dtype) or (name in _SHIFTS and dtype == _BOOL):
             raise _refuse(name, dtype)
         return dtype
     return float_dtype(dtype)
@@ -84,7 +84,7 @@ def unary_math(name: str, x: Any):
     """
     be = backend_of(x)
     if name in _INTEGER_PREDICATES or name == "signbit":
-        if x.dtype.kind == "f":
+        if is_floating(x.dtype):
             return be.unary_math(name, x, be.empty(x.shape, _BOOL))
         if name == "signbit" and x.dtype.kind == "i":
             return compare("lt", x, 0)
@@ -128,7 +128,7 @@ def sign(x: Any):
 def nan_to_num(x: Any, nan: float, posinf: float | None, neginf: float | None):
     """x with NaN, +inf and -inf replaced (by default by 0 and the dtype's largest and lowest
     finite values); a bool or integer array comes back as a copy."""
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         return cast(x, x.dtype)
     info = np.finfo(x.dtype)
     be = backend_of(x)

@@ -18,6 +18,7 @@ from zgrad.kernels.dispatch import (
     _normalize_axes, _reduced_shape, backend_of, cast, contiguous, float_dtype, sum_dtype,
 )
 from zgrad.kernels.dispatch_index import normalize_dim
+from zgrad.kernels.promotion import is_floating
 
 __all__ = [
     "Rows", "to_rows", "from_rows", "argmax", "var", "var_backward", "logsumexp", "logsumexp_backward", "distribute_equal",
@@ -43,7 +44,7 @@ def to_rows(x: Any, dim: Any, floating: bool = True) -> Rows:
         IndexError: a dimension is out of range.
     """
     axes = _normalize_axes(dim, x.ndim)
-    if floating and x.dtype.kind != "f":
+    if floating and not is_floating(x.dtype):
         x = cast(x, float_dtype(x.dtype))
     perm = [d for d in range(x.ndim) if d not in axes] + list(axes)
     moved = x.transpose(perm)

@@ -19,14 +19,23 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
-__all__ = ["can_cast", "get_default_dtype", "promote_types", "result_type", "set_default_dtype"]
+__all__ = [
+    "BFLOAT16", "FLOAT16", "HALF_DTYPES", "can_cast", "get_default_dtype", "is_floating", "promote_types",
+    "result_type", "set_default_dtype",
+]
+
+FLOAT16 = np.dtype(np.float16)
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)  # numpy has no bfloat16: ml_dtypes' (JAX's) is the one numpy knows
+# The 16-bit floating dtypes: stored as themselves, computed on in float32 (see dispatch's backend).
+HALF_DTYPES = frozenset({FLOAT16, BFLOAT16})
 
 _BOOL = np.dtype(np.bool_)
 _INT64 = np.dtype(np.int64)
 _FLOAT32 = np.dtype(np.float32)
-_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "V": 2}  # "V": bfloat16 (ml_dtypes) is a floating dtype
+_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2}
 _default_dtype = [_FLOAT32]
 
 
@@ -48,7 +57,16 @@ def set_default_dtype(dtype: Any) -> None:
     _default_dtype[0] = dtype
 
 
+def is_floating(dtype: Any) -> bool:
+    """Whether ``dtype`` is a floating dtype (float16, bfloat16, float32, float64): the one test
+    every op asks instead of looking at numpy's ``kind`` (bfloat16's is "V", numpy's void)."""
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or dtype == BFLOAT16
+
+
 def _category(dtype: np.dtype) -> int:
+    if dtype == BFLOAT16:
+        return 2
     try:
         return _CATEGORY[dtype.kind]
     except KeyError:
@@ -64,7 +82,7 @@ def promote_types(a: Any, b: Any) -> np.dtype:
     ca, cb = _category(a), _category(b)
     if ca != cb:
         return a if ca > cb else b
-    if ca == 2 and (a.kind == "V" or b.kind == "V" or a.itemsize == b.itemsize):
+    if ca == 2 and (BFLOAT16 in (a, b) or a.itemsize == b.itemsize):
         return _FLOAT32 if max(a.itemsize, b.itemsize) <= 4 else np.dtype(np.float64)  # float16 with bfloat16
     return np.promote_types(a, b)
 

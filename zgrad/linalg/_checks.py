@@ -9,6 +9,7 @@ import numpy as np
 from zgrad.errors import DTypeError, ShapeError
 from zgrad.kernels import dispatch
 from zgrad.ops._args import tensor_arg
+from zgrad.kernels.promotion import is_floating
 
 __all__ = ["matrices", "square_matrices", "same_dtype"]
 
@@ -21,7 +22,7 @@ def matrices(x: Any, op: str, name: str = "A") -> Any:
         ShapeError: fewer than 2 dimensions.
     """
     x = tensor_arg(x, op, name)
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise DTypeError(f"{op}: Expected a floating point or complex tensor as input. Got "
                          f"{dispatch.scalar_type_name(x.dtype)}")
     if x.dtype == np.float16:

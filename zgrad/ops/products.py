@@ -25,6 +25,7 @@ from zgrad.ops.reduce import sum as _sum
 from zgrad.ops.shape import expand, unsqueeze
 from zgrad.ops.vector_norm import vector_norm
 from zgrad.tensor import Tensor
+from zgrad.kernels.promotion import is_floating
 
 __all__ = ["mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm", "addbmm", "addmv", "addr",
            "kron", "cdist", "cross"]
@@ -245,7 +246,7 @@ def cdist(x1: Any, x2: Any, p: float = 2.0, compute_mode: str = "use_mm_for_eucl
     """
     a, b = tensor_arg(x1, "cdist"), tensor_arg(x2, "cdist")
     for x, what in ((a, "X1"), (b, "X2")):
-        if x.dtype.kind != "f":
+        if not is_floating(x.dtype):
             raise DTypeError(f"cdist only supports floating-point dtypes, {what} got: "
                              f"{dispatch.scalar_type_name(x.dtype)}")
         if x.ndim < 2:

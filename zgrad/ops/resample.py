@@ -19,6 +19,7 @@ from zgrad.ops._args import tensor_arg
 from zgrad.ops.indexing import IndexSelect
 from zgrad.ops.pool import adaptive_avg_pool2d
 from zgrad.tensor import Tensor
+from zgrad.kernels.promotion import is_floating
 
 __all__ = ["INTERPOLATE_MODES", "interpolate", "pixel_shuffle", "pixel_unshuffle"]
 
@@ -154,7 +155,7 @@ def interpolate(input: Any, size: Any = None, scale_factor: Any = None, mode: st
                                   f"(got {mode})")
     if linear and x.ndim != _LINEAR_RANK[mode]:
         raise NotImplementedError(f"Got {x.ndim}D input, but {mode} mode needs {_LINEAR_RANK[mode]}D input")
-    if linear and x.dtype.kind != "f":
+    if linear and not is_floating(x.dtype):
         raise NotImplementedError(f"interpolate: {mode} mode is not implemented for '{x.dtype}' input; expected a "
                                   f"floating point input")
     sizes, scales = _output_sizes(x, size, scale_factor, recompute_scale_factor)

@@ -20,6 +20,7 @@ import numpy as np
 
 from zgrad.distributed.rpc.device_maps import DEVICES
 from zgrad.errors import ProtocolError, ZgradError
+from zgrad.kernels.promotion import is_floating
 
 __all__ = ["ALLOWED_DTYPE_KINDS", "MAX_NDIM", "EXT_TENSOR", "CodecError", "TensorRef", "array_spec", "checked_dtype",
            "array_from_buffer", "tensor_ref", "parse_tensor_ref"]
@@ -185,7 +186,7 @@ def parse_tensor_ref(data: bytes) -> TensorRef:
     except ProtocolError as exc:
         raise ProtocolError(f"buffer {index}: {exc}") from None
     requires_grad = fields[3]
-    if requires_grad and dtype.kind not in "fc":
+    if requires_grad and not is_floating(dtype):
         raise ProtocolError(f"a tensor of dtype {dtype} cannot require grad")
     ref = TensorRef(index, dtype, tuple(fields[2]), count, requires_grad, len(fields) >= 5 and fields[4],
                     fields[5] if len(fields) == 6 else "cpu")
