@@ -23,7 +23,7 @@ import numpy as np
 
 from zgrad.errors import DTypeError, ShapeError, ZgradError
 from zgrad.kernels.half_precision import HalfPrecisionBackend, computing_in_float32
-from zgrad.kernels.promotion import get_default_dtype, is_floating, result_type
+from zgrad.kernels.promotion import BFLOAT16, get_default_dtype, is_floating, result_type
 from zgrad.kernels.vocabulary import OPS
 
 __all__ = [
@@ -202,7 +202,7 @@ def float_dtype(dtype: np.dtype) -> np.dtype:
 
 _SCALAR_TYPE_NAMES = {
     np.dtype(np.bool_): "Bool", np.dtype(np.uint8): "Byte", np.dtype(np.int8): "Char", np.dtype(np.int16): "Short",
-    np.dtype(np.int32): "Int", np.dtype(np.int64): "Long", np.dtype(np.float16): "Half",
+    np.dtype(np.int32): "Int", np.dtype(np.int64): "Long", np.dtype(np.float16): "Half", BFLOAT16: "BFloat16",
     np.dtype(np.float32): "Float", np.dtype(np.float64): "Double",
 }
 
@@ -216,7 +216,8 @@ def scalar_type_name(dtype: np.dtype) -> str:
 _CPP_TYPE_NAMES = {
     np.dtype(np.bool_): "bool", np.dtype(np.uint8): "unsigned char", np.dtype(np.int8): "signed char",
     np.dtype(np.int16): "short int", np.dtype(np.int32): "int", np.dtype(np.int64): "long int",
-    np.dtype(np.float16): "c10::Half", np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+    np.dtype(np.float16): "c10::Half", BFLOAT16: "c10::BFloat16", np.dtype(np.float32): "float",
+    np.dtype(np.float64): "double",
 }
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from zgrad.errors import DTypeError
@@ -130,7 +131,7 @@ def nan_to_num(x: Any, nan: float, posinf: float | None, neginf: float | None):
     finite values); a bool or integer array comes back as a copy."""
     if not is_floating(x.dtype):
         return cast(x, x.dtype)
-    info = np.finfo(x.dtype)
+    info = ml_dtypes.finfo(x.dtype)  # numpy's finfo does not know bfloat16
     be = backend_of(x)
     posinf = float(info.max) if posinf is None else posinf
     neginf = float(info.min) if neginf is None else neginf

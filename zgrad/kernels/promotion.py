@@ -23,7 +23,7 @@ import ml_dtypes
 import numpy as np
 
 __all__ = [
-    "BFLOAT16", "FLOAT16", "HALF_DTYPES", "can_cast", "get_default_dtype", "is_floating", "promote_types",
+    "BFLOAT16", "FLOAT16", "HALF_DTYPES", "can_cast", "get_default_dtype", "is_floating", "kind", "opmath_dtype", "promote_types",
     "result_type", "set_default_dtype",
 ]
 
@@ -60,8 +60,22 @@ def set_default_dtype(dtype: Any) -> None:
 def is_floating(dtype: Any) -> bool:
     """Whether ``dtype`` is a floating dtype (float16, bfloat16, float32, float64): the one test
     every op asks instead of looking at numpy's ``kind`` (bfloat16's is "V", numpy's void)."""
+    return kind(dtype) == "f"
+
+
+def opmath_dtype(dtype: Any) -> np.dtype:
+    """The dtype arithmetic on ``dtype`` runs in (PyTorch's ``opmath_type``): float32 for float16
+    and bfloat16, ``dtype`` itself otherwise. An op composed of several kernels where PyTorch has
+    one computes in it and rounds to ``dtype`` once, at its end."""
     dtype = np.dtype(dtype)
-    return dtype.kind == "f" or dtype == BFLOAT16
+    return _FLOAT32 if dtype in HALF_DTYPES else dtype
+
+
+def kind(dtype: Any) -> str:
+    """numpy's kind letter of ``dtype`` ("b" bool, "u"/"i" integers, "f" floating), with bfloat16
+    counted as "f"."""
+    dtype = np.dtype(dtype)
+    return "f" if dtype == BFLOAT16 else dtype.kind
 
 
 def _category(dtype: np.dtype) -> int:
