@@ -27,7 +27,7 @@ import numpy as np
 from zgrad.errors import DTypeError
 from zgrad.kernels.dispatch import backend_of, broadcast_shape, cast, device_type_of, float_dtype, full, scalar_type_name
 from zgrad.kernels.dispatch_pointwise import compare, logical_not
-from zgrad.kernels.promotion import is_floating, result_type
+from zgrad.kernels.promotion import is_floating, opmath_dtype, result_type
 
 __all__ = ["unary_math", "binary_math", "sign", "nan_to_num", "round_decimals", "lerp", "check_floating"]
 
@@ -157,8 +157,8 @@ def round_decimals(x: Any, decimals: int):
     check_floating("round", x.dtype)
     if decimals == 0:
         return unary_math("round", x)
-    if x.dtype == np.float16:  # PyTorch scales half tensors in float32
-        return cast(round_decimals(cast(x, np.float32), decimals), np.float16)
+    if opmath_dtype(x.dtype) != x.dtype:  # PyTorch scales half tensors in float32
+        return cast(round_decimals(cast(x, opmath_dtype(x.dtype)), decimals), x.dtype)
     be = backend_of(x)
     scale = x.dtype.type(10.0 ** abs(decimals))
     scaled = be.mul(x, scale, be.empty(x.shape, x.dtype)) if decimals > 0 else be.div(x, scale, be.empty(x.shape, x.dtype))

@@ -161,11 +161,9 @@ def vector_norm(x: Any, order: float):
     """The ``order``-norm of all of ``x``'s elements as a 0-d array in its floating dtype, in one
     pass: max |x| (order inf), min |x| (-inf), the count of non-zeros (0), else
     (sum |x|**order) ** (1 / order). An empty ``x`` gives 0 (inf for order -inf); NaN propagates.
-    float16 accumulates in float32 (the kernels have no half type), as PyTorch's."""
+    Half dtypes accumulate in float32, as every kernel (see :mod:`zgrad.kernels.half_precision`)."""
     be = backend_of(x)
     dtype = float_dtype(x.dtype)
-    compute = np.dtype(np.float32) if dtype == np.float16 else dtype
-    if x.dtype != compute:
-        x = cast(x, compute)
-    norm = be.vector_norm(x, float(order), be.empty((), compute))
-    return norm if compute == dtype else cast(norm, dtype)
+    if x.dtype != dtype:
+        x = cast(x, dtype)
+    return be.vector_norm(x, float(order), be.empty((), dtype))

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from zgrad.errors import DTypeError, ShapeError
 from zgrad.kernels import dispatch
 from zgrad.ops._args import tensor_arg

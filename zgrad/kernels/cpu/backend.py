@@ -127,9 +127,6 @@ def neg(x, out):
 def _unary_fused(name: str, x, out):
     if x.size == 0:
         return out
-    if out.dtype == np.float16:  # Numba has no half-precision math: compute in float32
-        np.copyto(out, _unary_fused(name, x.astype(np.float32), np.empty(out.shape, np.float32)), casting="unsafe")
-        return out
     flat_out = out.reshape(-1)
     getattr(kernels.elementwise, name)(flat(x), flat_out)
     return out
@@ -339,7 +336,7 @@ def adadelta_step(param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay
 
 _REDUCE_CODES = {"sum": 0, "product": 1, "min": 2, "max": 3}
 _REDUCE_UFUNCS = {"sum": np.add, "product": np.multiply, "min": np.minimum, "max": np.maximum}
-# dtypes the Numba reduction kernels compile for; others (float16) take numpy's ufuncs.
+# dtypes the Numba reduction kernels compile for; others (the small integers) take numpy's ufuncs.
 _KERNEL_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64))
 
 
