@@ -23,7 +23,7 @@ import ml_dtypes
 import numpy as np
 
 __all__ = [
-    "BFLOAT16", "FLOAT16", "HALF_DTYPES", "can_cast", "get_default_dtype", "is_floating", "kind", "opmath_dtype", "promote_types",
+    "BFLOAT16", "FLOAT16", "HALF_DTYPES", "can_cast", "dtype_str", "get_default_dtype", "is_floating", "kind", "opmath_dtype", "promote_types",
     "result_type", "set_default_dtype",
 ]
 
@@ -69,6 +69,14 @@ def opmath_dtype(dtype: Any) -> np.dtype:
     one computes in it and rounds to ``dtype`` once, at its end."""
     dtype = np.dtype(dtype)
     return _FLOAT32 if dtype in HALF_DTYPES else dtype
+
+
+def dtype_str(dtype: Any) -> str:
+    """The string that names ``dtype`` on a wire: numpy's dtype string ("<f4"), except for
+    bfloat16, whose dtype string ("<V2") numpy reads back as raw bytes: it goes by its name
+    ("bfloat16", which ``np.dtype`` reads once ml_dtypes is imported)."""
+    dtype = np.dtype(dtype)
+    return "bfloat16" if dtype == BFLOAT16 else dtype.str
 
 
 def kind(dtype: Any) -> str:
