@@ -89,7 +89,7 @@ def empty(shape: tuple[int, ...], dtype: np.dtype) -> DeviceArray:
 
 
 def full(shape: tuple[int, ...], value: Any, dtype: np.dtype) -> DeviceArray:
-    return unary_op("copy", value, DeviceArray.empty(shape, dtype))
+    return copy(value, DeviceArray.empty(shape, dtype))
 
 
 def zeros(shape: tuple[int, ...], dtype: np.dtype) -> DeviceArray:
