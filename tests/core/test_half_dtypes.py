@@ -16,9 +16,6 @@ HALF = ["float16", "bfloat16"]
 # (rtol, atol) against torch: one or two roundings of the half dtype apart
 TOLERANCE = {"float16": (2e-3, 2e-3), "bfloat16": (1.6e-2, 1e-2)}
 
-pytestmark = pytest.mark.torch
-
-
 def _lib_dtype(lib: Any, name: str) -> Any:
     return getattr(lib, name)
 
@@ -183,6 +180,7 @@ def _cases(table: dict, **options) -> list:
     return [pytest.param(fn, shapes, options, id=name) for name, (fn, shapes) in table.items()]
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("fn, shapes, options", _cases(ELEMENTWISE) + _cases(POSITIVE, domain=(0.5, 2.5))
                          + _cases(REDUCTIONS) + _cases(LOSSES) + _cases(PRODUCTS, scale=None) + _cases(INDEXING)
@@ -191,6 +189,7 @@ def test_ops_on_half_tensors_match_torch(fn, shapes, options, dtype):
     _check(fn, shapes, dtype, **options)
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype", HALF)
 def test_matmul_and_sum_accumulate_in_float32(dtype):
     # 4096 ones: a float16 accumulator stops at 2048 (2048 + 1 rounds back to 2048), bfloat16 at 256
@@ -202,6 +201,7 @@ def test_matmul_and_sum_accumulate_in_float32(dtype):
     assert (want @ want.t()).item() == 4096.0 and want.sum().item() == 4096.0
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("name, call", [
     ("zeros", lambda L, d: L.zeros(2, 3, dtype=d)),
@@ -228,6 +228,7 @@ def test_random_creation_with_a_half_dtype(draw, dtype):
     assert zgrad.randint(0, 5, (10,), dtype=getattr(zgrad, dtype)).dtype == getattr(zgrad, dtype)
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("name, make", [
     ("SGD-momentum", lambda L, p: L.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=0.01)),
@@ -248,6 +249,7 @@ def test_optimizer_steps_on_half_parameters_match_torch(name, make, dtype):
     _compare(*results, dtype, 1.0)
 
 
+@pytest.mark.torch
 def test_half_and_bfloat16_convert_as_torch():
     x = zgrad.tensor([1.0, 2.0 ** -20, 70000.0, 1.0 / 3.0])
     t = torch.tensor([1.0, 2.0 ** -20, 70000.0, 1.0 / 3.0])
@@ -273,6 +275,7 @@ def test_gradients_flow_back_into_each_inputs_dtype():
 DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
 
 
+@pytest.mark.torch
 def test_promotion_of_every_pair_matches_torch():
     for a in DTYPES:
         for b in DTYPES:
@@ -280,6 +283,7 @@ def test_promotion_of_every_pair_matches_torch():
             assert str(zgrad.promote_types(getattr(zgrad, a), getattr(zgrad, b))) == want, (a, b)
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype", HALF)
 def test_result_types_with_numbers_and_zero_dim_tensors_match_torch(dtype):
     for lib in (zgrad, torch):
@@ -291,6 +295,7 @@ def test_result_types_with_numbers_and_zero_dim_tensors_match_torch(dtype):
             [dtype, dtype, dtype, dtype, "float32"], lib.__name__
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 def test_finfo_matches_torch(dtype):
     ours, theirs = zgrad.finfo(getattr(zgrad, dtype)), torch.finfo(getattr(torch, dtype))
@@ -309,6 +314,7 @@ def test_finfo_without_a_dtype_is_the_default_dtypes():
         zgrad.set_default_dtype(zgrad.float32)
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "int32", "int64"])
 def test_iinfo_matches_torch(dtype):
     ours, theirs = zgrad.iinfo(getattr(zgrad, dtype)), torch.iinfo(getattr(torch, dtype))
