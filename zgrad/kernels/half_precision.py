@@ -28,22 +28,24 @@ from zgrad.kernels.vocabulary import OPS
 __all__ = ["STORAGE_OPS", "HalfPrecisionBackend", "computing_in_float32"]
 
 _FLOAT32 = np.dtype(np.float32)
+_SEQUENCES = frozenset({list, tuple})
 # Ops that make, cast or move arrays of any dtype (a cast to float16 is ``copy``): not widened.
 STORAGE_OPS = frozenset({"empty", "full", "zeros", "asarray", "to_host", "copy", "to_dlpack", "dlpack_device",
                          "from_dlpack"})
 
 
 def _is_half(value: Any) -> bool:
-    dtype = getattr(value, "dtype", None)
-    return dtype is not None and dtype in HALF_DTYPES
+    return getattr(value, "dtype", None) in HALF_DTYPES
 
 
-def _needs_widening(args: tuple, kwargs: dict) -> bool:
-    for value in (*args, *kwargs.values()):
-        if type(value) in (list, tuple):
-            if any(_is_half(item) for item in value):
-                return True
-        elif _is_half(value):
+def _needs_widening(values: Any) -> bool:
+    """Whether any of ``values`` (or of the lists among them) is a 16-bit floating array; written
+    for speed, as every kernel call of every dtype asks it."""
+    for value in values:
+        dtype = getattr(value, "dtype", None)
+        if dtype in HALF_DTYPES:
+            return True
+        if dtype is None and type(value) in _SEQUENCES and any(_is_half(item) for item in value):
             return True
     return False
 
@@ -56,7 +58,7 @@ class _Widener:
         self._copies: dict[int, tuple[Any, Any]] = {}  # id(original) -> (original, float32 copy)
 
     def widen(self, value: Any) -> Any:
-        if type(value) in (list, tuple):
+        if type(value) in _SEQUENCES:
             return type(value)(self.widen(item) for item in value)
         if not _is_half(value):
             return value
@@ -84,7 +86,7 @@ class _Widener:
 def _in_float32(op: Callable, module: ModuleType) -> Callable:
     @functools.wraps(op)
     def call(*args: Any, **kwargs: Any) -> Any:
-        if not _needs_widening(args, kwargs):
+        if not _needs_widening(args) and not (kwargs and _needs_widening(kwargs.values())):
             return op(*args, **kwargs)
         widener = _Widener(module)
         result = op(*(widener.widen(a) for a in args), **{k: widener.widen(v) for k, v in kwargs.items()})
