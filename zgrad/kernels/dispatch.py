@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from zgrad.errors import DTypeError, ShapeError, ZgradError
-from zgrad.kernels.half_precision import HalfPrecisionBackend, computing_in_float32
+from zgrad.kernels.half_precision import HalfPrecisionBackend
 from zgrad.kernels.promotion import BFLOAT16, get_default_dtype, is_floating, result_type
 from zgrad.kernels.vocabulary import OPS
 
@@ -68,7 +68,7 @@ def backend(device_type: str) -> HalfPrecisionBackend:
     missing = [op for op in OPS if not hasattr(module, op)]
     if missing:
         raise RuntimeError(f"backend {name} does not implement: {', '.join(missing)}")
-    module = computing_in_float32(module)  # the one place half dtypes are decided: computed in float32
+    module = HalfPrecisionBackend(module)  # half dtypes are computed on in float32, decided there
     _loaded[device_type] = module
     return module
 

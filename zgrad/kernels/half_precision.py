@@ -1,9 +1,10 @@
 """How kernels compute on float16 and bfloat16 arrays: in float32, storing the result once.
 
-This is the one place that decides it. Dispatch hands every backend to :func:`computing_in_float32`,
-which wraps each op of the vocabulary: an op called with a 16-bit floating array (or a list of
-them, as ``stack`` takes) gets float32 copies of those arrays instead, and afterwards the copies
-of the arrays it may have written are rounded back into the originals. So the kernels, the
+This is the one place that decides it. Dispatch wraps every backend it loads in a
+:class:`HalfPrecisionBackend`, which wraps each op of the vocabulary: an op called with a 16-bit
+floating array (or a list of them, as ``stack`` takes) gets float32 copies of those arrays
+instead, and afterwards the copies of the arrays it may have written are rounded back into the
+originals. So the kernels, the
 Numba CPU ones and the CUDA ones alike, never see a half type: an op loads its operands, computes
 and accumulates in float32 (a matmul, a sum, a softmax, a variance) and rounds its result to the
 half dtype once, as PyTorch's CPU kernels do, instead of rounding after every step.
@@ -25,7 +26,7 @@ import numpy as np
 from zgrad.kernels.promotion import HALF_DTYPES
 from zgrad.kernels.vocabulary import OPS
 
-__all__ = ["STORAGE_OPS", "HalfPrecisionBackend", "computing_in_float32"]
+__all__ = ["STORAGE_OPS", "HalfPrecisionBackend"]
 
 _FLOAT32 = np.dtype(np.float32)
 _SEQUENCES = frozenset({list, tuple})
@@ -95,8 +96,9 @@ def _in_float32(op: Callable, module: ModuleType) -> Callable:
 
 
 class HalfPrecisionBackend:
-    """A backend module whose vocabulary ops compute on 16-bit floating arrays in float32 (see the
-    module docstring); every other attribute is the module's own."""
+    """A backend module (implementing :data:`~zgrad.kernels.vocabulary.OPS`) whose ops compute on
+    float16 and bfloat16 arrays in float32 (see the module docstring); every other attribute is
+    the module's own, and ``module`` is the module itself."""
 
     def __init__(self, module: ModuleType) -> None:
         self.module = module
@@ -107,8 +109,3 @@ class HalfPrecisionBackend:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.module, name)
 
-
-def computing_in_float32(module: ModuleType) -> HalfPrecisionBackend:
-    """``module`` (a backend implementing :data:`~zgrad.kernels.vocabulary.OPS`) with its ops
-    computing on float16 and bfloat16 arrays in float32."""
-    return HalfPrecisionBackend(module)
