@@ -73,13 +73,13 @@ class _Widener:
         return wide
 
     def narrow(self, result: Any) -> Any:
-        returned = {id(item) for item in (result if type(result) in (list, tuple) else (result,))}
+        returned = {id(item) for item in (result if type(result) in _SEQUENCES else (result,))}
         pairs = [pair for pair in self._copies.values() if pair[0].flags.writeable]
         pairs.sort(key=lambda pair: id(pair[1]) in returned)  # the op's results are rounded back last
         for original, wide in pairs:
             self._module.copy(wide, original)
         originals = {id(wide): original for original, wide in self._copies.values()}
-        if type(result) in (list, tuple):
+        if type(result) in _SEQUENCES:
             return type(result)(originals.get(id(item), item) for item in result)
         return originals.get(id(result), result)
 
