@@ -77,3 +77,11 @@ def test_argmax_of_half_tensors_on_the_device(dtype):
     host = np.random.default_rng(2).standard_normal((4, 33)).astype(dtype)
     device = zgrad.tensor(host).to("cuda")
     np.testing.assert_array_equal(device.argmax(1).cpu().numpy(), zgrad.tensor(host).argmax(1).numpy())
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_histc_of_half_tensors_on_the_device_finds_the_datas_range(dtype):
+    host = zgrad.tensor(np.random.default_rng(3).standard_normal(50).astype(dtype))
+    np.testing.assert_array_equal(host.cuda().histc(7).cpu().to(zgrad.float32).numpy(),
+                                  host.histc(7).to(zgrad.float32).numpy())
+    assert host.cuda()._data.max() == host._data.max().item()  # the device's extreme_value reads values, not bits

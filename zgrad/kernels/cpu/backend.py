@@ -214,6 +214,11 @@ def nansum(x, axis, keepdims, out):
     return np.nansum(x, axis=axis, dtype=out.dtype, keepdims=keepdims, out=out)
 
 
+def extreme_value(x, largest: bool):
+    """The max (``largest``) or min of a non-empty array, as a Python number."""
+    return (x.max() if largest else x.min()).item()
+
+
 def cumsum(x, axis, reverse, out):
     """out = the running sums of x along ``axis``, from its end when ``reverse``."""
     if reverse:
