@@ -43,6 +43,7 @@ from zgrad.kernels.cpu.tensor_ops import (  # noqa: F401 - the tensor-API ops
 from zgrad.kernels.sampling import (  # noqa: F401 - random draws (host code, shared with the CUDA backend)
     multinomial, random_exponential, random_integers, random_normal, random_uniform,
 )
+from zgrad.kernels.promotion import HALF_DTYPES
 from zgrad.kernels.vocabulary import ACTIVATION_CODES
 
 DEVICE_TYPE = "cpu"
@@ -230,6 +231,10 @@ def cumsum(x, axis, reverse, out):
 # --- layout -----------------------------------------------------------------------------------
 
 def copy(x, out):
+    if out.dtype in HALF_DTYPES:  # beyond the half range is inf, silently as in PyTorch (numpy warns)
+        with np.errstate(over="ignore"):
+            np.copyto(out, x, casting="unsafe")
+        return out
     np.copyto(out, x, casting="unsafe")
     return out
 
