@@ -102,7 +102,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "abs", "accelerator", "add", "arange", "argmax", "argmin", "autograd", "bool", "cuda", "bool_", "BoolTensor",
-    "bfloat16", "can_cast", "finfo", "get_default_dtype", "half", "iinfo", "int8", "int16", "promote_types", "result_type", "set_default_dtype",
+    "bfloat16", "can_cast", "finfo", "get_default_dtype", "half", "iinfo", "int8", "int16", "promote_types",
+    "result_type", "set_default_dtype",
     "short", "cat", "chunk", "clamp", "clip", "cumsum", "device", "distributions", "div", "double", "DoubleTensor", "empty",
     "empty_like", "enable_grad", "eq", "exp", "flatten", "float", "float16", "float32", "float64", "FloatTensor",
     "from_dlpack", "from_numpy", "full", "full_like", "futures", "gather", "ge", "get_default_device", "gt", "index_select", "int",

@@ -92,7 +92,8 @@ class TensorInplace:
         """
         arrays = [_array(o) for o in others]
         self._check_shapes(arrays)
-        if is_floating(self.dtype) and not any(getattr(a, "dtype", None) is not None and a.dtype.kind == "c" for a in arrays):
+        if is_floating(self.dtype) and not any(getattr(a, "dtype", None) is not None and a.dtype.kind == "c"
+                                               for a in arrays):
             return  # every real operand casts to a floating tensor (the check costs more than the op on small tensors)
         result = result_type(self._data, *arrays)
         if true_division:

@@ -23,7 +23,8 @@ import ml_dtypes
 import numpy as np
 
 __all__ = [
-    "BFLOAT16", "FLOAT16", "HALF_DTYPES", "can_cast", "dtype_str", "get_default_dtype", "is_floating", "kind", "opmath_dtype", "promote_types",
+    "BFLOAT16", "FLOAT16", "HALF_DTYPES", "can_cast", "dtype_str", "get_default_dtype", "is_floating", "kind",
+    "opmath_dtype", "promote_types",
     "result_type", "set_default_dtype",
 ]
 
@@ -31,6 +32,7 @@ FLOAT16 = np.dtype(np.float16)
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)  # numpy has no bfloat16: ml_dtypes' (JAX's) is the one numpy knows
 # The 16-bit floating dtypes: stored as themselves, computed on in float32 (see dispatch's backend).
 HALF_DTYPES = frozenset({FLOAT16, BFLOAT16})
+_FLOATING = HALF_DTYPES | {np.dtype(np.float32), np.dtype(np.float64)}
 
 _BOOL = np.dtype(np.bool_)
 _INT64 = np.dtype(np.int64)
@@ -60,7 +62,7 @@ def set_default_dtype(dtype: Any) -> None:
 def is_floating(dtype: Any) -> bool:
     """Whether ``dtype`` is a floating dtype (float16, bfloat16, float32, float64): the one test
     every op asks instead of looking at numpy's ``kind`` (bfloat16's is "V", numpy's void)."""
-    return kind(dtype) == "f"
+    return dtype in _FLOATING or kind(dtype) == "f"
 
 
 def opmath_dtype(dtype: Any) -> np.dtype:

@@ -391,7 +391,8 @@ def _exp_shifted_scale(x, shift, g, p, q, T):
 
 
 UNARY_OPS = {
-    "copy": _copy, "bfloat16_widen": _bfloat16_widen, "bfloat16_narrow": _bfloat16_narrow, "neg": _neg, "exp": _exp, "log": _log, "tanh": _tanh, "sigmoid": _sigmoid, "relu": _relu,
+    "copy": _copy, "bfloat16_widen": _bfloat16_widen, "bfloat16_narrow": _bfloat16_narrow,
+    "neg": _neg, "exp": _exp, "log": _log, "tanh": _tanh, "sigmoid": _sigmoid, "relu": _relu,
     "abs": _abs, "sign": _sign, "sqrt": _sqrt, "logical_not": _logical_not, "gelu_exact": _gelu_exact,
     "gelu_tanh": _gelu_tanh, "leaky_relu": _leaky_relu, "clamp": _clamp, "scale_div": _scale_div,
     "trunc_div": _trunc_div, "scale_shift": _fill_scale_shift,
