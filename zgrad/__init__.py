@@ -26,6 +26,7 @@ from zgrad.ops.sampling import bernoulli, multinomial, normal
 from zgrad.device import Device as device
 from zgrad.engine.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from zgrad.engine.grad_mode import inference_mode, is_inference_mode_enabled
+from zgrad.kernels import promotion as _promotion
 from zgrad.kernels.promotion import can_cast, get_default_dtype, promote_types, result_type, set_default_dtype
 from zgrad.errors import ZgradError
 from zgrad.ops import (
@@ -76,8 +77,10 @@ from zgrad.ops import (
 )
 from zgrad.serialization import load, save
 from zgrad.tensor import Tensor
+from zgrad.type_info import finfo, iinfo
 
 float16 = _np.dtype(_np.float16)
+bfloat16 = _promotion.BFLOAT16
 float32 = _np.dtype(_np.float32)
 float64 = _np.dtype(_np.float64)
 int64 = _np.dtype(_np.int64)
@@ -99,7 +102,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "abs", "accelerator", "add", "arange", "argmax", "argmin", "autograd", "bool", "cuda", "bool_", "BoolTensor",
-    "can_cast", "get_default_dtype", "half", "int8", "int16", "promote_types", "result_type", "set_default_dtype",
+    "bfloat16", "can_cast", "finfo", "get_default_dtype", "half", "iinfo", "int8", "int16", "promote_types",
+    "result_type", "set_default_dtype",
     "short", "cat", "chunk", "clamp", "clip", "cumsum", "device", "distributions", "div", "double", "DoubleTensor", "empty",
     "empty_like", "enable_grad", "eq", "exp", "flatten", "float", "float16", "float32", "float64", "FloatTensor",
     "from_dlpack", "from_numpy", "full", "full_like", "futures", "gather", "ge", "get_default_device", "gt", "index_select", "int",

@@ -13,7 +13,7 @@ import numpy as np
 from zgrad.device import CPU, Device, check_supported
 from zgrad.errors import DTypeError, ShapeError
 from zgrad.kernels import dispatch
-from zgrad.kernels.promotion import get_default_dtype
+from zgrad.kernels.promotion import get_default_dtype, is_floating
 from zgrad.tensor import Tensor
 
 __all__ = ["tensor", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
@@ -180,7 +180,7 @@ def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None, requir
         integral = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (start, end, step))
         dtype = np.int64 if integral else get_default_dtype()
     # Floating ranges are computed in float64 and then rounded, as PyTorch does.
-    array = np.arange(start, end, step, dtype=np.float64 if np.dtype(dtype).kind == "f" else None)
+    array = np.arange(start, end, step, dtype=np.float64 if is_floating(np.dtype(dtype)) else None)
     return _finish(array.astype(dtype, copy=False), requires_grad, device)
 
 
@@ -211,12 +211,12 @@ def linspace(start: Any, end: Any, steps: int, *, dtype: Any = None, device: Any
     if dtype.kind == "b" and steps > 1:
         raise DTypeError("linspace is not implemented for bool (PyTorch's rule); pass a numeric dtype")
     start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
-    if dtype.kind != "f":  # PyTorch casts the bounds to an integer dtype first (wrapping, as a cast does)
+    if not is_floating(dtype):  # PyTorch casts the bounds to an integer dtype first (wrapping, as a cast does)
         start, end = (int(np.array(v).astype(dtype)) for v in (start, end))
     # PyTorch's rule: the step is rounded to the dtype, the first half counts up from start and
     # the second half down from end, so both ends are exact and the spacing is symmetric.
     step = (end - start) / (steps - 1) if steps > 1 else 0.0
-    step = float(dtype.type(step)) if dtype.kind == "f" else step
+    step = float(dtype.type(step)) if is_floating(dtype) else step
     values = np.empty(steps, np.float64)
     half = steps // 2 if steps > 1 else steps
     np.multiply(np.arange(half, dtype=np.float64), step, out=values[:half])

@@ -17,7 +17,7 @@ from zgrad.creation import device_arg, size_arg, wrap
 from zgrad.errors import DTypeError, ShapeError, ZgradError
 from zgrad.generator import Generator
 from zgrad.kernels import dispatch, dispatch_pointwise
-from zgrad.kernels.promotion import get_default_dtype
+from zgrad.kernels.promotion import get_default_dtype, is_floating
 from zgrad.random import numpy_generator
 from zgrad.tensor import Tensor
 
@@ -33,7 +33,7 @@ def check_floating(dtype: np.dtype, what: str) -> None:
     Raises:
         DTypeError: an integer or bool dtype.
     """
-    if dtype.kind != "f":
+    if not is_floating(dtype):
         raise DTypeError(f"{what} expects a floating point tensor, got {dtype}")
 
 

@@ -25,6 +25,7 @@ from zgrad.engine.graph_task import run_backward
 from zgrad.engine.versions import mark_leaf_memory
 from zgrad.errors import AutogradError, ShapeError
 from zgrad.kernels import dispatch
+from zgrad.kernels.promotion import is_floating
 
 __all__ = ["Tensor", "RemovableHandle", "parse_to_args", "gradient_edge", "tensor_methods"]
 
@@ -136,7 +137,7 @@ class Tensor:
         return self.shape[0]
 
     def is_floating_point(self) -> bool:
-        return self.dtype.kind == "f"
+        return is_floating(self.dtype)
 
     def is_contiguous(self) -> bool:
         return bool(self._data.flags.c_contiguous)
@@ -164,7 +165,7 @@ class Tensor:
                 "you can only change requires_grad flags of leaf variables. If you want to use a computed "
                 "variable in a subgraph that doesn't require differentiation use var_no_grad = var.detach()."
             )
-        if requires_grad and self.dtype.kind not in "fc":
+        if requires_grad and not is_floating(self.dtype):
             raise AutogradError(f"only Tensors of floating point dtype can require gradients, got {self.dtype}")
         self._requires_grad = bool(requires_grad)
         if requires_grad:

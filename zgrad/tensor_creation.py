@@ -24,6 +24,7 @@ from zgrad.kernels import dispatch, dispatch_pointwise
 from zgrad.ops import sampling
 from zgrad.random import numpy_generator
 from zgrad.tensor import Tensor, tensor_methods
+from zgrad.kernels.promotion import is_floating, opmath_dtype
 
 __all__ = ["TensorCreation"]
 
@@ -101,7 +102,7 @@ class TensorCreation:
         if to is None and from_ != 0:  # random_(to), PyTorch's one-argument form
             from_, to = 0, from_
         if to is None:
-            to = 2 ** _FLOAT_INTEGER_DIGITS[self.dtype] + 1 if self.dtype.kind == "f" else \
+            to = 2 ** _FLOAT_INTEGER_DIGITS[self.dtype] + 1 if is_floating(self.dtype) else \
                 2 if self.dtype.kind == "b" else int(np.iinfo(self.dtype).max) + 1
         if from_ >= to:
             raise ZgradError(f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}")
@@ -131,9 +132,10 @@ class TensorCreation:
             raise ZgradError(f"log_normal_ expects std > 0.0, but found std={std}")
 
         def fill(array: Any, draws: Any) -> None:
-            # the exp kernels take float32 and float64: float16 goes through a float32 buffer
-            work = array if array.dtype != np.float16 else \
-                dispatch.empty(array.shape, np.dtype(np.float32), dispatch.device_type_of(array))
+            # a half tensor draws and exponentiates in float32, rounding once, as PyTorch's kernel
+            compute = opmath_dtype(array.dtype)
+            work = array if compute == array.dtype else \
+                dispatch.empty(array.shape, compute, dispatch.device_type_of(array))
             dispatch_pointwise.random_normal_(work, mean, std, draws)
             dispatch_pointwise.unary_inplace("exp", work)
             if work is not array:

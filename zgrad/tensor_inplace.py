@@ -28,7 +28,7 @@ from zgrad.engine.grad_mode import is_grad_enabled
 from zgrad.engine.versions import bump, leaf_owning
 from zgrad.errors import AutogradError, DTypeError, ShapeError
 from zgrad.kernels import dispatch, dispatch_index, dispatch_pointwise
-from zgrad.kernels.promotion import can_cast, result_type
+from zgrad.kernels.promotion import can_cast, is_floating, result_type
 from zgrad.ops import _args, elementwise, indexing
 from zgrad.tensor import Tensor, tensor_methods
 
@@ -92,7 +92,8 @@ class TensorInplace:
         """
         arrays = [_array(o) for o in others]
         self._check_shapes(arrays)
-        if self.dtype.kind == "f" and not any(getattr(a, "dtype", None) is not None and a.dtype.kind == "c" for a in arrays):
+        if is_floating(self.dtype) and not any(getattr(a, "dtype", None) is not None and a.dtype.kind == "c"
+                                               for a in arrays):
             return  # every real operand casts to a floating tensor (the check costs more than the op on small tensors)
         result = result_type(self._data, *arrays)
         if true_division:

@@ -19,6 +19,7 @@ from zgrad.linalg.matrix_functions import cholesky_solve
 from zgrad.linalg.norms import legacy_norm
 from zgrad.linalg.solvers import logdet
 from zgrad.device import check_supported
+from zgrad.kernels.promotion import BFLOAT16
 from zgrad.ops.activation import prelu
 from zgrad.tensor import Tensor, parse_to_args, tensor_methods
 
@@ -415,6 +416,12 @@ class TensorMath:
 
     def double(self) -> Tensor:
         return self.to(np.float64)
+
+    def half(self) -> Tensor:
+        return self.to(np.float16)
+
+    def bfloat16(self) -> Tensor:
+        return self.to(BFLOAT16)
 
     def long(self) -> Tensor:
         return self.to(np.int64)

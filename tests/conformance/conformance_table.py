@@ -1,9 +1,8 @@
 """The conformance table: the rows of every ``rows_*.py`` module in this directory (one per area
 of the API), and the cells (row x dtype) the tests run.
 
-The tests run the dtypes zgrad's kernels compute in today; the table printed by
-``python -m tests.conformance --table`` shows every dtype of the grid, float16 and bfloat16
-included.
+The tests run every dtype of the grid (``python -m tests.conformance --table`` prints it), float16
+and bfloat16 included.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from row import ALL_DTYPES, Row, T
 
 __all__ = ["KNOWN_GAPS", "TESTED_DTYPES", "rows", "cells"]
 
-TESTED_DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float32", "float64")
+TESTED_DTYPES = ALL_DTYPES
 # Cells where zgrad is known to differ from PyTorch, and why: the tests expect them to fail
 # (strictly: a gap that closes fails its test until it is taken off this list).
 KNOWN_GAPS: dict[tuple[str, str], str] = {
@@ -33,6 +32,12 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("cholesky_solve", "float64"): "torch's gradient for the factor is the full (symmetrized) matrix; zgrad's "
                                    "follows the triangle the solve reads",
     ("addr", "bool"): "torch keeps bool for addr of bool tensors; zgrad gives int64",
+    ("nn.functional.conv_transpose2d", "float16"): "torch rounds the transposed convolution to float16 before it "
+                                                   "adds the bias; zgrad rounds once (its error to float64 is no "
+                                                   "larger than torch's)",
+    ("nn.functional.conv_transpose2d", "bfloat16"): "torch rounds the transposed convolution to bfloat16 before it "
+                                                    "adds the bias; zgrad rounds once (its error to float64 is "
+                                                    "smaller than torch's)",
 }
 
 ROW_MODULES = tuple(sorted(p.stem for p in Path(__file__).resolve().parent.glob("rows_*.py")))

@@ -1,5 +1,5 @@
 """The conformance suite: every cell (row x dtype) of the table against PyTorch, on the CPU, and
-the float32 and int64 cells of the core rows on CUDA (Numba's simulator here; ``full``; the
+the float16, bfloat16, float32 and int64 cells of the core rows on CUDA (Numba's simulator here; ``full``; the
 areas' own test modules run their ops on CUDA). A cell passes when zgrad's result
 has PyTorch's values, dtype, shape and device, or when both refuse the input with the same kind
 of exception; float64 cells of differentiable rows also compare gradients.
@@ -36,7 +36,7 @@ def test_cell_matches_torch(row, dtype):
 @pytest.mark.skipif(torch is None, reason="torch is not installed")
 @requires_cuda
 @pytest.mark.full
-@pytest.mark.parametrize(("row", "dtype"), _params(("float32", "int64"), "cuda", ("rows_core",)))
+@pytest.mark.parametrize(("row", "dtype"), _params(("float16", "bfloat16", "float32", "int64"), "cuda", ("rows_core",)))
 def test_cell_matches_torch_on_cuda(row, dtype):
     verdict = run_cell(row, dtype, device="cuda")
     assert verdict.passed, f"{row.id} [{dtype}, cuda]: {verdict.detail}"

@@ -18,6 +18,7 @@ import pytest
 
 import zgrad
 from zgrad.kernels import dispatch
+from zgrad.kernels.promotion import is_floating
 
 __all__ = ["CUDA", "SIMULATOR", "REAL_GPU", "requires_cuda", "requires_gpu", "strict_cuda", "check_device", "is_device_array", "TOLERANCE"]
 
@@ -28,7 +29,8 @@ REAL_GPU = CUDA and not SIMULATOR
 requires_gpu = [pytest.mark.gpu, pytest.mark.skipif(not REAL_GPU, reason="needs a real CUDA GPU (run with ZGRAD_TEST_REAL_GPU=1 on a machine with one)")]
 
 # CUDA against CPU: different summation orders and math libraries.
-TOLERANCE = {np.dtype(np.float32): dict(rtol=2e-4, atol=2e-5), np.dtype(np.float64): dict(rtol=1e-9, atol=1e-11)}
+TOLERANCE = {np.dtype(np.float32): dict(rtol=2e-4, atol=2e-5), np.dtype(np.float64): dict(rtol=1e-9, atol=1e-11),
+             np.dtype(np.float16): dict(rtol=2e-3, atol=2e-3), zgrad.bfloat16: dict(rtol=1.6e-2, atol=1e-2)}
 
 
 class _CpuGuard(types.ModuleType):
@@ -58,7 +60,7 @@ def is_device_array(array: Any) -> bool:
 def _run(fn: Callable[..., Any], arrays: Sequence[np.ndarray], upstream: np.ndarray | None, device: str):
     context = strict_cuda() if device == "cuda" else contextlib.nullcontext()
     with context:
-        inputs = [zgrad.tensor(a, requires_grad=a.dtype.kind == "f") for a in arrays]
+        inputs = [zgrad.tensor(a, requires_grad=is_floating(a.dtype)) for a in arrays]
         out = fn(zgrad, *inputs)
         if upstream is None:
             upstream = np.random.default_rng(7).standard_normal(out.shape).astype(out.dtype)

@@ -16,6 +16,7 @@ from zgrad.engine.graph import InputMetadata, Node, raise_freed
 from zgrad.engine.versions import snapshot, verify
 from zgrad.errors import AutogradError
 from zgrad.tensor import Tensor, gradient_edge
+from zgrad.kernels.promotion import is_floating
 
 __all__ = ["Function", "Op", "FunctionCtx"]
 
@@ -134,7 +135,7 @@ class Function:
             ctx.input_metadata = [InputMetadata.of(o) for o in outputs]
             if ctx._saved:
                 ctx._versions = snapshot(ctx._saved)
-            wrapped = tuple(Tensor(o, requires_grad=o.dtype.kind == "f", _grad_fn=ctx, _output_nr=i)
+            wrapped = tuple(Tensor(o, requires_grad=is_floating(o.dtype), _grad_fn=ctx, _output_nr=i)
                             for i, o in enumerate(outputs))
         return wrapped if isinstance(raw, tuple) else wrapped[0]
 
@@ -182,6 +183,6 @@ class Op(Function):
             ctx.input_metadata = [InputMetadata.of(o) for o in outputs]
             if ctx._saved:
                 ctx._versions = snapshot(ctx._saved)
-            wrapped = [Tensor(o, o.dtype.kind == "f", _grad_fn=ctx, _output_nr=i) for i, o in enumerate(outputs)]
+            wrapped = [Tensor(o, is_floating(o.dtype), _grad_fn=ctx, _output_nr=i) for i, o in enumerate(outputs)]
         return wrapped[0] if single else tuple(wrapped)
 

@@ -9,6 +9,7 @@ import numpy as np
 from zgrad.engine.graph import Edge, Node
 from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch
+from zgrad.kernels.promotion import is_floating
 
 __all__ = ["validate_gradients"]
 
@@ -63,7 +64,7 @@ def validate_gradients(node: Node, edges: Sequence[Edge | None], grads: Sequence
                 )
             grad = dispatch.sum_to(grad, meta.shape)
         if grad.dtype != meta.dtype:
-            if grad.dtype.kind not in "fc" or meta.dtype.kind not in "fc":
+            if not is_floating(grad.dtype) or not is_floating(meta.dtype):
                 raise AutogradError(
                     f"Function {node.name} returned an invalid gradient at index {i} - expected dtype "
                     f"{meta.dtype} but got {grad.dtype}"

@@ -17,13 +17,13 @@ collectives and DDP's buckets).
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from zgrad.errors import DTypeError, ShapeError, ZgradError
-from zgrad.kernels.promotion import get_default_dtype, result_type
+from zgrad.kernels.half_precision import HalfPrecisionBackend
+from zgrad.kernels.promotion import BFLOAT16, get_default_dtype, is_floating, result_type
 from zgrad.kernels.vocabulary import OPS
 
 __all__ = [
@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 _BACKEND_MODULES = {"cpu": "zgrad.kernels.cpu.backend", "cuda": "zgrad.kernels.cuda.backend"}
-_loaded: dict[str, ModuleType] = {}
+_loaded: dict[str, Any] = {}
 
 DEFAULT_FLOAT = np.dtype(np.float32)
 INT64 = np.dtype(np.int64)
@@ -44,7 +44,7 @@ _BOOL = np.dtype(np.bool_)
 _NOT_FOR_BOOL = frozenset({"neg", "abs", "remainder", "floor_divide", "pow"})
 
 
-def backend(device_type: str) -> ModuleType:
+def backend(device_type: str) -> HalfPrecisionBackend:
     """Return the backend module for ``device_type`` ("cpu" or "cuda"), importing it on first use.
 
     Raises:
@@ -68,6 +68,7 @@ def backend(device_type: str) -> ModuleType:
     missing = [op for op in OPS if not hasattr(module, op)]
     if missing:
         raise RuntimeError(f"backend {name} does not implement: {', '.join(missing)}")
+    module = HalfPrecisionBackend(module)  # half dtypes are computed on in float32, decided there
     _loaded[device_type] = module
     return module
 
@@ -158,7 +159,7 @@ def from_dlpack(obj: Any) -> Any:
     return backend("cuda").from_dlpack(obj)  # the clear "no CUDA device" error where there is none
 
 
-def backend_of(*arrays: Any) -> ModuleType:
+def backend_of(*arrays: Any) -> HalfPrecisionBackend:
     """The backend shared by ``arrays``; Python scalars go with any device.
 
     Raises:
@@ -196,12 +197,12 @@ def asarray(data: Any, dtype: Any = None, device_type: str = "cpu"):
 def float_dtype(dtype: np.dtype) -> np.dtype:
     """The floating dtype an op on ``dtype`` computes in: itself if floating, else the default
     dtype (float32 unless ``zgrad.set_default_dtype`` changed it)."""
-    return dtype if dtype.kind == "f" else get_default_dtype()
+    return dtype if is_floating(dtype) else get_default_dtype()
 
 
 _SCALAR_TYPE_NAMES = {
     np.dtype(np.bool_): "Bool", np.dtype(np.uint8): "Byte", np.dtype(np.int8): "Char", np.dtype(np.int16): "Short",
-    np.dtype(np.int32): "Int", np.dtype(np.int64): "Long", np.dtype(np.float16): "Half",
+    np.dtype(np.int32): "Int", np.dtype(np.int64): "Long", np.dtype(np.float16): "Half", BFLOAT16: "BFloat16",
     np.dtype(np.float32): "Float", np.dtype(np.float64): "Double",
 }
 
@@ -215,7 +216,8 @@ def scalar_type_name(dtype: np.dtype) -> str:
 _CPP_TYPE_NAMES = {
     np.dtype(np.bool_): "bool", np.dtype(np.uint8): "unsigned char", np.dtype(np.int8): "signed char",
     np.dtype(np.int16): "short int", np.dtype(np.int32): "int", np.dtype(np.int64): "long int",
-    np.dtype(np.float16): "c10::Half", np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+    np.dtype(np.float16): "c10::Half", BFLOAT16: "c10::BFloat16", np.dtype(np.float32): "float",
+    np.dtype(np.float64): "double",
 }
 
 
@@ -243,7 +245,7 @@ def mean_dtype(dtype: np.dtype, requested: Any = None) -> np.dtype:
             with PyTorch's message.
     """
     result = dtype if requested is None else np.dtype(requested)
-    if result.kind != "f":
+    if not is_floating(result):
         which = "Input" if requested is None else "Optional"
         raise RuntimeError(f"mean(): could not infer output dtype. {which} dtype must be either a floating point or "
                            f"complex dtype. Got: {scalar_type_name(result)}")
@@ -305,7 +307,7 @@ def binary(op: str, a: Any, b: Any, dtype: Any = None):
     """``op`` ("add", "sub", "mul", "div", "pow") of two arrays or an array and a scalar, broadcast."""
     be = backend_of(a, b)
     if dtype is None and type(a) is np.ndarray and type(b) is np.ndarray and a.shape == b.shape \
-            and a.dtype == b.dtype and (op != "div" or a.dtype.kind == "f") and a.dtype != _BOOL:
+            and a.dtype == b.dtype and (op != "div" or is_floating(a.dtype)) and a.dtype != _BOOL:
         return getattr(be, op)(a, b, be.empty(a.shape, a.dtype))  # same shape and dtype: nothing to work out
     shape = broadcast_shape(_shape_of(a), _shape_of(b))
     if dtype is None:

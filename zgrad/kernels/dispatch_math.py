@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from zgrad.errors import DTypeError
 from zgrad.kernels.dispatch import backend_of, broadcast_shape, cast, device_type_of, float_dtype, full, scalar_type_name
 from zgrad.kernels.dispatch_pointwise import compare, logical_not
-from zgrad.kernels.promotion import result_type
+from zgrad.kernels.promotion import is_floating, opmath_dtype, result_type
 
 __all__ = ["unary_math", "binary_math", "sign", "nan_to_num", "round_decimals", "lerp", "check_floating"]
 
@@ -51,7 +52,7 @@ def check_floating(name: str, dtype: np.dtype) -> None:
     Raises:
         DTypeError: ``dtype`` is bool or integer.
     """
-    if dtype.kind != "f":
+    if not is_floating(dtype):
         raise _refuse(name, dtype)
 
 
@@ -69,7 +70,7 @@ def _result_dtype(name: str, dtype: np.dtype) -> np.dtype:
             raise _refuse(name, dtype)
         return dtype
     if name in _INTEGRAL or name in _SHIFTS:
-        if dtype.kind == "f" or (name in _SHIFTS and dtype == _BOOL):
+        if is_floating(dtype) or (name in _SHIFTS and dtype == _BOOL):
             raise _refuse(name, dtype)
         return dtype
     return float_dtype(dtype)
@@ -84,7 +85,7 @@ def unary_math(name: str, x: Any):
     """
     be = backend_of(x)
     if name in _INTEGER_PREDICATES or name == "signbit":
-        if x.dtype.kind == "f":
+        if is_floating(x.dtype):
             return be.unary_math(name, x, be.empty(x.shape, _BOOL))
         if name == "signbit" and x.dtype.kind == "i":
             return compare("lt", x, 0)
@@ -128,9 +129,9 @@ def sign(x: Any):
 def nan_to_num(x: Any, nan: float, posinf: float | None, neginf: float | None):
     """x with NaN, +inf and -inf replaced (by default by 0 and the dtype's largest and lowest
     finite values); a bool or integer array comes back as a copy."""
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         return cast(x, x.dtype)
-    info = np.finfo(x.dtype)
+    info = ml_dtypes.finfo(x.dtype)  # numpy's finfo does not know bfloat16
     be = backend_of(x)
     posinf = float(info.max) if posinf is None else posinf
     neginf = float(info.min) if neginf is None else neginf
@@ -156,8 +157,8 @@ def round_decimals(x: Any, decimals: int):
     check_floating("round", x.dtype)
     if decimals == 0:
         return unary_math("round", x)
-    if x.dtype == np.float16:  # PyTorch scales half tensors in float32
-        return cast(round_decimals(cast(x, np.float32), decimals), np.float16)
+    if opmath_dtype(x.dtype) != x.dtype:  # PyTorch scales half tensors in float32
+        return cast(round_decimals(cast(x, opmath_dtype(x.dtype)), decimals), x.dtype)
     be = backend_of(x)
     scale = x.dtype.type(10.0 ** abs(decimals))
     scaled = be.mul(x, scale, be.empty(x.shape, x.dtype)) if decimals > 0 else be.div(x, scale, be.empty(x.shape, x.dtype))

@@ -18,6 +18,7 @@ from zgrad.kernels.dispatch import (
     _normalize_axes, _reduced_shape, backend_of, cast, contiguous, float_dtype, sum_dtype,
 )
 from zgrad.kernels.dispatch_index import normalize_dim
+from zgrad.kernels.promotion import is_floating
 
 __all__ = [
     "Rows", "to_rows", "from_rows", "argmax", "var", "var_backward", "logsumexp", "logsumexp_backward", "distribute_equal",
@@ -43,7 +44,7 @@ def to_rows(x: Any, dim: Any, floating: bool = True) -> Rows:
         IndexError: a dimension is out of range.
     """
     axes = _normalize_axes(dim, x.ndim)
-    if floating and x.dtype.kind != "f":
+    if floating and not is_floating(x.dtype):
         x = cast(x, float_dtype(x.dtype))
     perm = [d for d in range(x.ndim) if d not in axes] + list(axes)
     moved = x.transpose(perm)
@@ -160,11 +161,9 @@ def vector_norm(x: Any, order: float):
     """The ``order``-norm of all of ``x``'s elements as a 0-d array in its floating dtype, in one
     pass: max |x| (order inf), min |x| (-inf), the count of non-zeros (0), else
     (sum |x|**order) ** (1 / order). An empty ``x`` gives 0 (inf for order -inf); NaN propagates.
-    float16 accumulates in float32 (the kernels have no half type), as PyTorch's."""
+    Half dtypes accumulate in float32, as every kernel (see :mod:`zgrad.kernels.half_precision`)."""
     be = backend_of(x)
     dtype = float_dtype(x.dtype)
-    compute = np.dtype(np.float32) if dtype == np.float16 else dtype
-    if x.dtype != compute:
-        x = cast(x, compute)
-    norm = be.vector_norm(x, float(order), be.empty((), compute))
-    return norm if compute == dtype else cast(norm, dtype)
+    if x.dtype != dtype:
+        x = cast(x, dtype)
+    return be.vector_norm(x, float(order), be.empty((), dtype))

@@ -93,8 +93,6 @@ def searchsorted(sequence: Any, values: Any, right: bool, out_int32: bool):
                          f"of boundaries tensor and input value tensor must match, but we got boundaries tensor "
                          f"{list(sequence.shape)} and input value tensor {list(values.shape)}")
     common = result_type(sequence, values)
-    if common == np.float16:  # widening keeps the order; the kernels have no float16 arithmetic
-        common = np.dtype(np.float32)
     sequence, values = (a if a.dtype == common else cast(a, common) for a in (sequence, values))
     width = sequence.shape[-1] if sequence.ndim else 1
     rows = 1 if sequence.ndim <= 1 else values.size // max(values.shape[-1], 1)

@@ -19,14 +19,25 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
-__all__ = ["can_cast", "get_default_dtype", "promote_types", "result_type", "set_default_dtype"]
+__all__ = [
+    "BFLOAT16", "FLOAT16", "HALF_DTYPES", "can_cast", "dtype_str", "get_default_dtype", "is_floating", "kind",
+    "opmath_dtype", "promote_types",
+    "result_type", "set_default_dtype",
+]
+
+FLOAT16 = np.dtype(np.float16)
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)  # numpy has no bfloat16: ml_dtypes' (JAX's) is the one numpy knows
+# The 16-bit floating dtypes: stored as themselves, computed on in float32 (see dispatch's backend).
+HALF_DTYPES = frozenset({FLOAT16, BFLOAT16})
+_FLOATING = HALF_DTYPES | {np.dtype(np.float32), np.dtype(np.float64)}
 
 _BOOL = np.dtype(np.bool_)
 _INT64 = np.dtype(np.int64)
 _FLOAT32 = np.dtype(np.float32)
-_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "V": 2}  # "V": bfloat16 (ml_dtypes) is a floating dtype
+_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2}
 _default_dtype = [_FLOAT32]
 
 
@@ -48,7 +59,38 @@ def set_default_dtype(dtype: Any) -> None:
     _default_dtype[0] = dtype
 
 
+def is_floating(dtype: Any) -> bool:
+    """Whether ``dtype`` is a floating dtype (float16, bfloat16, float32, float64): the one test
+    every op asks instead of looking at numpy's ``kind`` (bfloat16's is "V", numpy's void)."""
+    return dtype in _FLOATING or kind(dtype) == "f"
+
+
+def opmath_dtype(dtype: Any) -> np.dtype:
+    """The dtype arithmetic on ``dtype`` runs in (PyTorch's ``opmath_type``): float32 for float16
+    and bfloat16, ``dtype`` itself otherwise. An op composed of several kernels where PyTorch has
+    one computes in it and rounds to ``dtype`` once, at its end."""
+    dtype = np.dtype(dtype)
+    return _FLOAT32 if dtype in HALF_DTYPES else dtype
+
+
+def dtype_str(dtype: Any) -> str:
+    """The string that names ``dtype`` on a wire: numpy's dtype string ("<f4"), except for
+    bfloat16, whose dtype string ("<V2") numpy reads back as raw bytes: it goes by its name
+    ("bfloat16", which ``np.dtype`` reads once ml_dtypes is imported)."""
+    dtype = np.dtype(dtype)
+    return "bfloat16" if dtype == BFLOAT16 else dtype.str
+
+
+def kind(dtype: Any) -> str:
+    """numpy's kind letter of ``dtype`` ("b" bool, "u"/"i" integers, "f" floating), with bfloat16
+    counted as "f"."""
+    dtype = np.dtype(dtype)
+    return "f" if dtype == BFLOAT16 else dtype.kind
+
+
 def _category(dtype: np.dtype) -> int:
+    if dtype == BFLOAT16:
+        return 2
     try:
         return _CATEGORY[dtype.kind]
     except KeyError:
@@ -64,7 +106,7 @@ def promote_types(a: Any, b: Any) -> np.dtype:
     ca, cb = _category(a), _category(b)
     if ca != cb:
         return a if ca > cb else b
-    if ca == 2 and (a.kind == "V" or b.kind == "V" or a.itemsize == b.itemsize):
+    if ca == 2 and (BFLOAT16 in (a, b) or a.itemsize == b.itemsize):
         return _FLOAT32 if max(a.itemsize, b.itemsize) <= 4 else np.dtype(np.float64)  # float16 with bfloat16
     return np.promote_types(a, b)
 

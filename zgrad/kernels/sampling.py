@@ -2,8 +2,8 @@
 CUDA backend draws before copying up (so a seed gives the same numbers on both backends).
 
 Each function fills host array ``out`` (any float dtype numpy can hold, any strides) and returns
-it. numpy draws floats only in float32 and float64: a float16 ``out`` (or a strided one) is drawn
-through a contiguous float32 or float64 buffer and cast.
+it. numpy draws floats only in float32 and float64 (a half ``out`` arrives widened to float32, see
+:mod:`zgrad.kernels.half_precision`): a strided ``out`` is drawn through a contiguous buffer.
 """
 
 from __future__ import annotations

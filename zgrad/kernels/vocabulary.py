@@ -16,7 +16,7 @@ OPS = (
     "add", "sub", "mul", "div", "pow", "neg",
     "exp", "log", "tanh", "sigmoid", "relu",
     "relu_backward", "tanh_backward", "sigmoid_backward",
-    "matmul", "sum", "prod", "nansum", "cumsum", "prod_backward_rows", "copy", "stack", "concatenate",
+    "matmul", "sum", "prod", "nansum", "extreme_value", "cumsum", "prod_backward_rows", "copy", "stack", "concatenate",
     "cumprod", "cumprod_backward_rows", "cumextreme_rows", "logcumsumexp_rows", "logcumsumexp_backward_rows",
     "argsort_rows", "mode_rows",
     "scatter_slice",

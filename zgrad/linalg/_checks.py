@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from zgrad.errors import DTypeError, ShapeError
 from zgrad.kernels import dispatch
 from zgrad.ops._args import tensor_arg
+from zgrad.kernels.promotion import HALF_DTYPES, is_floating
 
 __all__ = ["matrices", "square_matrices", "same_dtype"]
 
@@ -17,15 +16,15 @@ def matrices(x: Any, op: str, name: str = "A") -> Any:
     """``x`` if it is a float32 or float64 tensor of at least 2 dimensions (batches of matrices).
 
     Raises:
-        TypeError: not a tensor. DTypeError: an integer, bool or float16 tensor.
+        TypeError: not a tensor. DTypeError: an integer, bool, float16 or bfloat16 tensor.
         ShapeError: fewer than 2 dimensions.
     """
     x = tensor_arg(x, op, name)
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise DTypeError(f"{op}: Expected a floating point or complex tensor as input. Got "
                          f"{dispatch.scalar_type_name(x.dtype)}")
-    if x.dtype == np.float16:
-        raise DTypeError(f"{op}: Low precision dtypes not supported. Got Half")
+    if x.dtype in HALF_DTYPES:
+        raise DTypeError(f"{op}: Low precision dtypes not supported. Got {dispatch.scalar_type_name(x.dtype)}")
     if x.ndim < 2:
         raise ShapeError(f"{op}: The input tensor {name} must have at least 2 dimensions.")
     return x

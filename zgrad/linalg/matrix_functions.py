@@ -19,6 +19,7 @@ from zgrad.ops.functions import add, matmul, mul, transpose
 from zgrad.ops.reduce import sum as _sum
 from zgrad.ops.shape import expand, squeeze, unsqueeze
 from zgrad.tensor import Tensor
+from zgrad.kernels.promotion import is_floating
 
 __all__ = ["solve_triangular", "cholesky_solve", "matrix_power", "multi_dot", "matrix_rank"]
 
@@ -124,7 +125,7 @@ def matrix_rank(A: Any, *, atol: float | None = None, rtol: float | None = None,
     Raises:
         DTypeError: not float32/float64.
     """
-    if tensor_arg(A, "linalg.matrix_rank", "A").dtype.kind != "f":
+    if not is_floating(tensor_arg(A, "linalg.matrix_rank", "A").dtype):
         raise DTypeError("This function doesn't handle types other than float and double")
     a = matrices(A, "linalg.matrix_rank")
     if rtol is None:

@@ -20,6 +20,7 @@ from zgrad.ops.functions import getitem, permute
 from zgrad.ops.reduce import max as _max, min as _min, sum as _sum
 from zgrad.ops.shape import squeeze, unsqueeze
 from zgrad.ops.vector_norm import vector_norm
+from zgrad.kernels.promotion import is_floating
 
 __all__ = ["vector_norm", "matrix_norm", "norm", "legacy_norm"]
 
@@ -57,7 +58,7 @@ def matrix_norm(A: Any, ord: Any = "fro", dim: Any = (-2, -1), keepdim: bool = F
     a = tensor_arg(A, "linalg.matrix_norm", "A")
     if dtype is not None and a.dtype != dtype:
         a = Cast.apply(a, np.dtype(dtype))
-    if a.dtype.kind != "f":
+    if not is_floating(a.dtype):
         raise DTypeError("linalg.matrix_norm: Expected a floating point or complex tensor as input. Got "
                          f"{dispatch.scalar_type_name(a.dtype)}")
     if a.ndim < 2:

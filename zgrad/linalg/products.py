@@ -12,6 +12,7 @@ from zgrad.ops._args import tensor_arg
 from zgrad.ops.functions import matmul, mul
 from zgrad.ops.products import cross as _cross
 from zgrad.ops.reduce import sum as _sum
+from zgrad.kernels.promotion import is_floating
 
 __all__ = ["matmul", "cross", "vecdot"]
 
@@ -33,7 +34,7 @@ def vecdot(x: Any, y: Any, *, dim: int = -1) -> Any:
     """
     x, y = tensor_arg(x, "linalg.vecdot", "x"), tensor_arg(y, "linalg.vecdot", "y")
     for t in (x, y):
-        if t.dtype.kind != "f":
+        if not is_floating(t.dtype):
             raise DTypeError("linalg.vecdot: Expected a floating point or complex tensor as input. Got "
                              f"{dispatch.scalar_type_name(t.dtype)}")
     same_dtype("linalg.vecdot", x, y, ("x", "y"))

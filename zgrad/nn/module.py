@@ -9,6 +9,7 @@ import numpy as np
 
 from zgrad.kernels import dispatch
 from zgrad.tensor import Tensor, parse_to_args
+from zgrad.kernels.promotion import BFLOAT16, is_floating
 
 __all__ = ["Module", "Parameter", "IncompatibleKeys"]
 
@@ -366,9 +367,9 @@ class Module:
             ZgradError: a CUDA device where none can be used.
         """
         device, dtype = parse_to_args(*args, **kwargs)
-        if dtype is not None and dtype.kind not in "fc":
+        if dtype is not None and not is_floating(dtype):
             raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired dtype={dtype}")
-        return self._apply(lambda t: t.to(device, dtype if t.dtype.kind in "fc" else None))
+        return self._apply(lambda t: t.to(device, dtype if is_floating(t.dtype) else None))
 
     def cpu(self) -> "Module":
         return self.to("cpu")
@@ -382,6 +383,12 @@ class Module:
 
     def double(self) -> "Module":
         return self.to(np.float64)
+
+    def half(self) -> "Module":
+        return self.to(np.float16)
+
+    def bfloat16(self) -> "Module":
+        return self.to(BFLOAT16)
 
     # --- repr -----------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from zgrad.errors import DTypeError
 from zgrad.kernels.dispatch import scalar_type_name
+from zgrad.kernels.promotion import kind
 from zgrad.tensor import Tensor
 
 __all__ = ["operand", "tensor_arg", "index_arg", "index_key", "scalar_arg", "require_kinds", "refuse_dtype", "int_tuple"]
@@ -45,12 +46,12 @@ def tensor_arg(x: Any, what: object, argument: str | None = None) -> Any:
 
 def require_kinds(x: Any, what: str, kinds: str) -> Any:
     """``x`` if its dtype's kind is one of ``kinds`` (numpy's letters: "b" bool, "iu" integers,
-    "f" floating).
+    "f" floating, bfloat16 included).
 
     Raises:
         DTypeError: another dtype, in PyTorch's words (``"softmax" not implemented for 'Long'``).
     """
-    if x.dtype.kind not in kinds:
+    if kind(x.dtype) not in kinds:
         raise refuse_dtype(what, x.dtype)
     return x
 

@@ -13,6 +13,7 @@ from zgrad.creation import ones
 from zgrad.errors import DTypeError, ShapeError
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.dropout import dropout
+from zgrad.kernels.promotion import is_floating
 
 __all__ = ["scaled_dot_product_attention"]
 
@@ -67,7 +68,7 @@ def _check(q: Any, k: Any, v: Any, attn_mask: Any, is_causal: bool) -> None:
     if not (q.dtype == k.dtype == v.dtype):
         raise DTypeError(f"Expected query, key, and value to have the same dtype, but got query.dtype: {q.dtype} "
                          f"key.dtype: {k.dtype} and value.dtype: {v.dtype} instead.")
-    if q.dtype.kind != "f":
+    if not is_floating(q.dtype):
         raise DTypeError(f"scaled_dot_product_attention: expected floating point query, key and value, got {q.dtype}")
     if min(q.ndim, k.ndim, v.ndim) < 2:
         raise ShapeError("scaled_dot_product_attention: query, key and value need at least 2 dimensions (..., L, E)")

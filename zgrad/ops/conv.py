@@ -18,6 +18,7 @@ from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_layers
 from zgrad.kernels.dispatch_layers import PADDING_MODES
 from zgrad.ops._args import tensor_arg
+from zgrad.kernels.promotion import is_floating
 
 __all__ = ["Conv2d", "PADDING_MODES", "check_floating", "conv2d", "conv2d_layer", "pair"]
 
@@ -39,7 +40,7 @@ def check_floating(name: object, x: Any, *others: tuple[str, Any]) -> None:
     Raises:
         RuntimeError: an integer input, or a parameter of another dtype.
     """
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise RuntimeError(f"{name}: expected a floating point input, got {x.dtype}")
     for what, other in others:
         if other is not None and other.dtype != x.dtype:

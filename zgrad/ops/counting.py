@@ -20,6 +20,7 @@ from zgrad.kernels import dispatch, dispatch_index, dispatch_reduce, dispatch_so
 from zgrad.kernels.dispatch_pointwise import compare
 from zgrad.ops._args import refuse_dtype, tensor_arg
 from zgrad.tensor import Tensor
+from zgrad.kernels.promotion import is_floating
 
 __all__ = ["unique", "unique_consecutive", "bincount", "histc"]
 
@@ -168,7 +169,7 @@ def histc(input: Any, bins: int = 100, min: float = 0, max: float = 0) -> Any:  
         RuntimeError: ``bins`` < 1, min > max, or a range that is not finite.
     """
     x = tensor_arg(input, "histc")
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise refuse_dtype("histogram_cpu", x.dtype)
     if bins < 1:
         raise RuntimeError(f"torch.histc(): bins must be > 0, but got {bins} for dim 0")

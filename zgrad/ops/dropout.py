@@ -18,6 +18,7 @@ from zgrad.autograd.function import Op
 from zgrad.kernels import dispatch, dispatch_pointwise, dispatch_sequence as DS
 from zgrad.ops._args import tensor_arg
 from zgrad.random import numpy_generator
+from zgrad.kernels.promotion import is_floating
 
 __all__ = ["Dropout", "check_probability", "dropout", "dropout2d"]
 
@@ -51,7 +52,7 @@ def _apply(input: Any, p: float, training: bool, inplace: bool, rows: int, what:
     p = check_probability(p)
     if not training:
         return input
-    if input.dtype.kind != "f":
+    if not is_floating(input.dtype):
         raise RuntimeError(f"{what}: expected a floating point input, got {input.dtype}")
     noise = numpy_generator(device=input.device).random(rows, dtype=np.float32 if input.dtype == np.float32 else np.float64)
     noise = dispatch.to_device(noise, dispatch.device_type_of(input._data))

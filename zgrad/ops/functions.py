@@ -14,7 +14,7 @@ import numpy as np
 
 from zgrad.engine.grad_mode import is_grad_enabled
 from zgrad.errors import DTypeError, ShapeError, ZgradError
-from zgrad.kernels.promotion import result_type
+from zgrad.kernels.promotion import is_floating, result_type
 from zgrad.ops._args import index_key as _index
 from zgrad.ops._args import operand as _operand
 from zgrad.ops._args import require_kinds as _require_kinds
@@ -38,7 +38,7 @@ def _is_bool(x: Any) -> bool:
 
 
 def _is_floating(x: Any) -> bool:
-    return isinstance(x, float) or (isinstance(x, Tensor) and x.dtype.kind == "f")
+    return isinstance(x, float) or (isinstance(x, Tensor) and is_floating(x.dtype))
 
 
 def _plus_scaled(op: type, input: Any, other: Any, alpha: Any) -> Any:  # noqa: A002 - torch's argument name

@@ -20,6 +20,7 @@ from zgrad.ops.elementwise import Mul
 from zgrad.ops.loss import CrossEntropy, LogSoftmax, NllLoss, PointwiseLoss
 from zgrad.ops.reduce import Sum
 from zgrad.ops.shape import Permute, Reshape, expand
+from zgrad.kernels.promotion import is_floating
 
 __all__ = [
     "REDUCTIONS", "check_legacy", "check_reduction", "cross_entropy", "l1_loss", "mse_loss", "nll_loss", "same_shape",
@@ -37,7 +38,7 @@ def _class_rows(input: Any, what: str) -> tuple[Any, int, tuple[int, ...]]:  # n
     """(input as (M, C) rows, C, the shape of one loss per row) of a (C,), (N, C) or (N, C, d...) input."""
     if input.ndim == 0:
         raise ValueError(f"{what}: Expected input to have at least 1 dimension (the classes), got a scalar")
-    if input.dtype.kind != "f":
+    if not is_floating(input.dtype):
         raise NotImplementedError(f"{what}: not implemented for {input.dtype} input; expected a floating point input")
     if input.ndim == 1:
         return Reshape.apply(input, (1, input.shape[0])), input.shape[0], ()
@@ -128,7 +129,7 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, size_average: Any
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     target = operand(target)
-    if target.dtype.kind == "f":
+    if is_floating(target.dtype):
         return _cross_entropy_probabilities(input, target, weight, ignore_index, reduction, label_smoothing)
     rows, classes, per_row = _class_rows(input, "cross_entropy")
     targets = _class_targets(target, per_row, classes, ignore_index, "cross_entropy")

@@ -11,6 +11,7 @@ from typing import Any
 from zgrad import ops
 from zgrad.ops._args import operand, tensor_arg
 from zgrad.ops.loss_functions import check_legacy, check_reduction, same_shape
+from zgrad.kernels.promotion import is_floating
 
 __all__ = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "huber_loss", "kl_div", "smooth_l1_loss"]
 
@@ -22,7 +23,7 @@ def _reduce(loss: Any, reduction: str) -> Any:
 
 
 def _check_floating(name: str, x: Any) -> None:
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise RuntimeError(f"\"{name}\" not implemented for '{x.dtype}': expected a floating point input")
 
 

@@ -25,6 +25,7 @@ from zgrad.ops.reduce import sum as _sum
 from zgrad.ops.shape import expand, unsqueeze
 from zgrad.ops.vector_norm import vector_norm
 from zgrad.tensor import Tensor
+from zgrad.kernels.promotion import HALF_DTYPES, is_floating
 
 __all__ = ["mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm", "addbmm", "addmv", "addr",
            "kron", "cdist", "cross"]
@@ -245,7 +246,7 @@ def cdist(x1: Any, x2: Any, p: float = 2.0, compute_mode: str = "use_mm_for_eucl
     """
     a, b = tensor_arg(x1, "cdist"), tensor_arg(x2, "cdist")
     for x, what in ((a, "X1"), (b, "X2")):
-        if x.dtype.kind != "f":
+        if not is_floating(x.dtype):
             raise DTypeError(f"cdist only supports floating-point dtypes, {what} got: "
                              f"{dispatch.scalar_type_name(x.dtype)}")
         if x.ndim < 2:
@@ -254,8 +255,8 @@ def cdist(x1: Any, x2: Any, p: float = 2.0, compute_mode: str = "use_mm_for_eucl
         raise ShapeError(f"X1 and X2 must have the same number of columns. X1: {a.shape[-1]} X2: {b.shape[-1]}")
     if p < 0:
         raise ValueError("cdist only supports non-negative p values")
-    if a.dtype == np.float16:
-        raise NotImplementedError("\"cdist\" not implemented for 'Half'")
+    if a.dtype in HALF_DTYPES:
+        raise NotImplementedError(f"\"cdist\" not implemented for '{dispatch.scalar_type_name(a.dtype)}'")
     _same_dtype(a, b, "expected scalar type {a} but found {b}")
     return vector_norm(sub(unsqueeze(a, -2), unsqueeze(b, -3)), p, -1)
 

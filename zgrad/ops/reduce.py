@@ -22,6 +22,7 @@ from zgrad.kernels import dispatch_reduce
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.elementwise import Cast, maximum, minimum
 from zgrad.tensor import Tensor
+from zgrad.kernels.promotion import is_floating
 
 __all__ = [
     "sum", "mean", "prod", "nansum", "cumsum", "ValuesIndices", "max", "min", "argmax", "argmin", "var", "std",
@@ -322,7 +323,7 @@ def _correction(dim: Any, unbiased: bool | None, correction: float | None) -> tu
 def _var(name: str, input: Any, dim: Any, unbiased: bool | None, keepdim: bool,  # noqa: A002
          correction: float | None, take_sqrt: bool) -> Any:
     x = tensor_arg(input, name)
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise DTypeError("std and var only support floating point and complex dtypes")
     dim, correction = _correction(dim, unbiased, correction)
     return Var.apply(x, _all_if_empty(dim), correction, keepdim, take_sqrt)

@@ -16,6 +16,7 @@ from zgrad.kernels import dispatch_index, dispatch_scan
 from zgrad.kernels.dispatch import scalar_type_name
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.reduce import _cast
+from zgrad.kernels.promotion import is_floating
 
 __all__ = ["cumprod", "cummax", "cummin", "logcumsumexp"]
 
@@ -113,6 +114,6 @@ def logcumsumexp(input: Any, dim: int) -> Any:  # noqa: A002
         IndexError: ``dim`` is out of range.
     """
     x = tensor_arg(input, "logcumsumexp")
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise NotImplementedError(f'"logcumsumexp" not implemented for \'{scalar_type_name(x.dtype)}\'')
     return LogCumSumExp.apply(x, dim)

@@ -17,6 +17,7 @@ from zgrad.kernels.dispatch import _reduced_shape, scalar_type_name
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.reduce import _all_if_empty, _cast, mean, nansum, std, sum, var
 from zgrad.tensor import Tensor
+from zgrad.kernels.promotion import is_floating
 
 __all__ = ["amax", "amin", "aminmax", "nanmean", "var_mean", "std_mean"]
 
@@ -88,7 +89,7 @@ def nanmean(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = 
         DTypeError: a non-floating input without a floating ``dtype`` (PyTorch's message).
     """
     x = _cast(input, dtype, "nanmean")
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise DTypeError(f"nanmean(): expected input to have floating point or complex dtype but got "
                          f"{scalar_type_name(x.dtype)}")
     counted = Tensor(dispatch_pointwise.compare("eq", x._data, x._data))
@@ -101,7 +102,7 @@ def _mean_dim(name: str, input: Any, dim: Any) -> Any:  # noqa: A002
     Raises:
         DTypeError: ``input`` is not floating (PyTorch's message).
     """
-    if tensor_arg(input, name).dtype.kind != "f":
+    if not is_floating(tensor_arg(input, name).dtype):
         raise DTypeError(f"{name} only support floating point and complex dtypes")
     return None if isinstance(dim, bool) else dim  # var(input, unbiased): the legacy positional form
 

@@ -19,6 +19,7 @@ from zgrad.ops._args import tensor_arg
 from zgrad.ops.indexing import IndexSelect
 from zgrad.ops.pool import adaptive_avg_pool2d
 from zgrad.tensor import Tensor
+from zgrad.kernels.promotion import is_floating, opmath_dtype
 
 __all__ = ["INTERPOLATE_MODES", "interpolate", "pixel_shuffle", "pixel_unshuffle"]
 
@@ -154,7 +155,7 @@ def interpolate(input: Any, size: Any = None, scale_factor: Any = None, mode: st
                                   f"(got {mode})")
     if linear and x.ndim != _LINEAR_RANK[mode]:
         raise NotImplementedError(f"Got {x.ndim}D input, but {mode} mode needs {_LINEAR_RANK[mode]}D input")
-    if linear and x.dtype.kind != "f":
+    if linear and not is_floating(x.dtype):
         raise NotImplementedError(f"interpolate: {mode} mode is not implemented for '{x.dtype}' input; expected a "
                                   f"floating point input")
     sizes, scales = _output_sizes(x, size, scale_factor, recompute_scale_factor)
@@ -163,6 +164,9 @@ def interpolate(input: Any, size: Any = None, scale_factor: Any = None, mode: st
             raise NotImplementedError(f"interpolate: zgrad supports mode 'area' on 4D input only, got {x.ndim}D input")
         return adaptive_avg_pool2d(x, sizes)
     device = dispatch.device_type_of(x._data)
+    dtype = x.dtype
+    if linear:
+        x = x.to(opmath_dtype(dtype))  # one rounding of a half result at the end, as PyTorch's kernel
     for dim, (n, out, scale) in enumerate(zip(x.shape[2:], sizes, scales), start=2):
         if not linear:
             index = _nearest_indices(n, out, scale, mode == "nearest-exact")
@@ -174,4 +178,4 @@ def interpolate(input: Any, size: Any = None, scale_factor: Any = None, mode: st
         low = IndexSelect.apply(x, dim, dispatch.asarray(lower, np.int64, device))
         high = IndexSelect.apply(x, dim, dispatch.asarray(upper, np.int64, device))
         x = low + (high - low) * upper_weight
-    return x
+    return x.to(dtype)

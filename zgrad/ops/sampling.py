@@ -18,7 +18,7 @@ from zgrad.creation_random import check_floating, random_tensor
 from zgrad.errors import DTypeError, ShapeError, ZgradError
 from zgrad.generator import Generator
 from zgrad.kernels import dispatch, dispatch_pointwise
-from zgrad.kernels.promotion import get_default_dtype, result_type
+from zgrad.kernels.promotion import get_default_dtype, is_floating, result_type
 from zgrad.ops._args import tensor_arg
 from zgrad.random import numpy_generator
 from zgrad.tensor import Tensor
@@ -118,7 +118,7 @@ def check_probability(p: Any, what: str) -> float:
 def bernoulli_draw(shape: tuple[int, ...], dtype: np.dtype, device: Any, probs: Any, generator: Generator | None) -> Any:
     """An array of ``shape`` and ``dtype`` on ``device``, 1 where a uniform draw falls below
     ``probs`` (a number, or an array that broadcasts to ``shape``), else 0."""
-    draw_dtype = dtype if dtype.kind == "f" else np.dtype(np.float64)
+    draw_dtype = dtype if is_floating(dtype) else np.dtype(np.float64)
     uniform = _draw(shape, draw_dtype, device, generator,
                     lambda out, g: dispatch_pointwise.random_uniform_(out, 0.0, 1.0, g))
     return dispatch.cast(dispatch_pointwise.compare("lt", uniform, probs), dtype)
@@ -138,7 +138,7 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,  
             the draws are made).
     """
     tensor_arg(input, "multinomial")
-    if input.dtype.kind != "f":
+    if not is_floating(input.dtype):
         raise DTypeError(f"multinomial only supports floating-point dtypes for input, got: "
                          f"{dispatch.scalar_type_name(input.dtype)}")
     if input.ndim not in (1, 2):

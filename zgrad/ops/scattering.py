@@ -20,6 +20,7 @@ from zgrad.kernels.dispatch_pointwise import compare
 from zgrad.ops._args import index_arg, refuse_dtype, tensor_arg
 from zgrad.ops.indexing import masked_fill, scatter, source_gradient
 from zgrad.tensor import Tensor
+from zgrad.kernels.promotion import is_floating
 
 __all__ = ["scatter_add", "scatter_reduce", "index_add", "index_copy", "index_fill"]
 
@@ -32,7 +33,7 @@ def _identity(reduce: str, dtype: np.dtype) -> Any:
         return 0
     if reduce == "prod":
         return 1
-    if dtype.kind == "f":
+    if is_floating(dtype):
         return -np.inf if reduce == "amax" else np.inf
     info = np.iinfo(dtype) if dtype.kind in "iu" else None
     if info is None:  # bool: False is the least, True the greatest
@@ -57,7 +58,7 @@ def _scatter_reduced(x: Any, dim: int, index: Any, src: Any, reduce: str, includ
         return dispatch_index.scatter_reduce_(out, dim, index, src, reduce)
     dispatch_index.scatter_reduce_(out, dim, index, src, "sum")
     counts = _counts(x, dim, index, include_self)
-    return dispatch.binary("div" if x.dtype.kind == "f" else "floor_divide", out, counts, dtype=x.dtype)
+    return dispatch.binary("div" if is_floating(x.dtype) else "floor_divide", out, counts, dtype=x.dtype)
 
 
 class ScatterReduce(Op):

@@ -17,6 +17,7 @@ from zgrad.kernels import dispatch, dispatch_index, dispatch_pointwise
 from zgrad.kernels.dispatch import broadcast_shape
 from zgrad.ops._args import tensor_arg
 from zgrad.tensor import Tensor
+from zgrad.kernels.promotion import is_floating
 
 __all__ = ["VectorNorm", "cosine_similarity", "normalize", "one_hot", "pairwise_distance"]
 
@@ -52,7 +53,7 @@ class VectorNorm(Op):
 def _norm(x: Any, dim: Any, p: float, what: str) -> Any:
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or p <= 0:
         raise NotImplementedError(f"{what}: only a finite p > 0 is supported by zgrad, got p={p!r}")
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise DTypeError(f"{what}: expected a floating point input, got {x.dtype}")
     axes = tuple(d % x.ndim for d in ((dim,) if isinstance(dim, int) else dim)) if x.ndim else ()
     return VectorNorm.apply(x, axes, float(p))

@@ -15,6 +15,7 @@ from zgrad.errors import DTypeError
 from zgrad.kernels import dispatch, dispatch_index, dispatch_pointwise, dispatch_reduce
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.elementwise import Cast
+from zgrad.kernels.promotion import is_floating
 
 __all__ = ["vector_norm"]
 
@@ -108,7 +109,7 @@ def vector_norm(x: Any, ord: float = 2, dim: Any = None, keepdim: bool = False, 
         raise TypeError(f"linalg_vector_norm(): argument 'ord' must be Number, not {type(ord).__name__}")
     if dtype is not None:
         x = Cast.apply(x, np.dtype(dtype)) if x.dtype != dtype else x
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise DTypeError("linalg.vector_norm: Expected a floating point or complex tensor as input. "
                          f"Got {dispatch.scalar_type_name(x.dtype)}")
     axes = dispatch._normalize_axes(dim, x.ndim) if not (isinstance(dim, (tuple, list)) and not dim) else \

@@ -22,22 +22,24 @@ from typing import Any, Sequence
 import numpy as np
 
 from zgrad.errors import CheckpointError
+from zgrad.kernels.promotion import BFLOAT16
 
 __all__ = [
     "ARRAY_DTYPES", "Entry", "HEADER_LENGTH", "MAX_HEADER_BYTES", "TENSOR_DTYPES", "decode_header", "dtype_name",
     "encode_header", "header_length",
 ]
 
-# The dtype names of the safetensors format that numpy has; BF16, the F8 and F4/F6 kinds and
-# complex ones have no numpy dtype.
+# The dtype names of the safetensors format that numpy has (BF16 through ml_dtypes); the F8 and
+# F4/F6 kinds and complex ones zgrad does not load.
 ARRAY_DTYPES: dict[str, np.dtype] = {
     "BOOL": np.dtype(np.bool_), "U8": np.dtype(np.uint8), "I8": np.dtype(np.int8), "U16": np.dtype(np.uint16),
     "I16": np.dtype(np.int16), "F16": np.dtype(np.float16), "U32": np.dtype(np.uint32), "I32": np.dtype(np.int32),
     "F32": np.dtype(np.float32), "U64": np.dtype(np.uint64), "I64": np.dtype(np.int64), "F64": np.dtype(np.float64),
+    "BF16": BFLOAT16,
 }
 _NAMES = {dtype: name for name, dtype in ARRAY_DTYPES.items()}
 # The dtypes a zgrad tensor can have (numpy arrays in a checkpoint may have any of ARRAY_DTYPES).
-TENSOR_DTYPES = ("BOOL", "U8", "I32", "I64", "F16", "F32", "F64")
+TENSOR_DTYPES = ("BOOL", "U8", "I32", "I64", "F16", "BF16", "F32", "F64")
 
 HEADER_LENGTH = struct.Struct("<Q")
 # The safetensors package refuses headers over 100 MB; so does zgrad (a damaged length field

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import numpy as np
 
 from zgrad.kernels import dispatch
-from zgrad.kernels.promotion import promote_types
+from zgrad.kernels.promotion import is_floating, promote_types
 from zgrad.tensor import Tensor
 
 __all__ = ["assert_close", "default_tolerances"]
@@ -73,7 +73,7 @@ def _compare_values(actual: np.ndarray, expected: np.ndarray, rtol: float, atol:
     exact = dtype.kind in "biu" or (rtol == 0 and atol == 0)
     with np.errstate(invalid="ignore", over="ignore"):
         close = actual == expected
-        if dtype.kind in "fc":
+        if is_floating(dtype):
             finite = np.isfinite(actual) & np.isfinite(expected)
             close |= finite & (np.abs(actual - expected) <= atol + rtol * np.abs(expected))
             if equal_nan:
@@ -104,7 +104,7 @@ def _compare_values(actual: np.ndarray, expected: np.ndarray, rtol: float, atol:
 
 def _argmax_nan_first(values: np.ndarray) -> int:
     """The flat index of the largest value, a NaN counting as largest (as PyTorch reports it)."""
-    nan = np.isnan(values) if values.dtype.kind == "f" else np.zeros(values.shape, bool)
+    nan = np.isnan(values) if is_floating(values.dtype) else np.zeros(values.shape, bool)
     return int(np.argmax(nan)) if nan.any() else int(np.argmax(values))
 
 

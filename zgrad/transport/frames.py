@@ -154,6 +154,13 @@ def as_byte_view(obj: Any) -> memoryview:
     """
     try:
         view = memoryview(obj)
+    except ValueError:
+        # a numpy array of a dtype the buffer protocol has no format for (ml_dtypes' bfloat16):
+        # its bytes travel all the same, viewed as unsigned bytes
+        if not getattr(getattr(obj, "flags", None), "c_contiguous", False):
+            raise TypeError(f"a mesh buffer must be C-contiguous; got a non-contiguous {type(obj).__name__}: make a "
+                            "contiguous copy first (e.g. numpy.ascontiguousarray)") from None
+        view = memoryview(obj.view("B"))
     except TypeError:
         raise TypeError(
             f"a mesh buffer must support the buffer protocol (bytes, bytearray, memoryview, array); "

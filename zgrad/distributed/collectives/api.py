@@ -4,7 +4,8 @@ thread's process group world (``state.py``).
 Every collective modifies the tensors it is given in place, as PyTorch's do, and takes
 ``group=`` (default: the world) and ``async_op=`` (True: return a :class:`Work` at once; False:
 block until this rank's part is done and return None). Ranks outside ``group`` return at once.
-Supported dtypes: float32, float64, int32, int64 (and float16, for compressed gradients).
+Supported dtypes: float32, float64, int32, int64 (and float16 and bfloat16, for compressed gradients;
+they are summed in float32 and rounded once per step).
 """
 
 from __future__ import annotations

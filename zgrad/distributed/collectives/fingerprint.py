@@ -12,9 +12,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from zgrad.kernels.promotion import BFLOAT16
+
 __all__ = ["ReduceOp", "Fingerprint", "DTYPES", "check_dtype", "as_reduce_op"]
 
-DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.float16))
+DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.float16)) + (BFLOAT16,)
 
 
 class ReduceOp(enum.Enum):

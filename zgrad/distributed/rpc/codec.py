@@ -47,7 +47,7 @@ from zgrad.distributed.rpc.wire_arrays import (
 )
 from zgrad.distributed.rpc.worker_info import WorkerInfo
 from zgrad.errors import ProtocolError, RemoteError, ZgradError
-from zgrad.kernels import dispatch
+from zgrad.kernels import dispatch, promotion
 from zgrad.nn.module import Parameter
 from zgrad.tensor import Tensor
 
@@ -139,7 +139,7 @@ class _Encoder:
             return ref
         if isinstance(obj, np.ndarray):
             index = self._array_ref(obj)
-            return msgpack.ExtType(EXT_NDARRAY, self.pack([index, obj.dtype.str, list(obj.shape)]))
+            return msgpack.ExtType(EXT_NDARRAY, self.pack([index, *array_spec(obj)]))
         if isinstance(obj, np.generic):
             return obj.item()
         if isinstance(obj, WorkerInfo):
@@ -153,9 +153,9 @@ class _Encoder:
             if isinstance(obj, plain):  # subclasses (IntEnum, OrderedDict, ...) travel as their base
                 return plain(obj)
         if isinstance(obj, np.dtype):
-            if obj.kind not in ALLOWED_DTYPE_KINDS or obj.fields is not None:
+            if promotion.kind(obj) not in ALLOWED_DTYPE_KINDS or obj.fields is not None:
                 raise CodecError(f"cannot send the dtype {obj} in an RPC: only numeric dtypes travel")
-            return msgpack.ExtType(EXT_DTYPE, self.pack(obj.str))
+            return msgpack.ExtType(EXT_DTYPE, self.pack(promotion.dtype_str(obj)))
         if isinstance(obj, _FUNCTION_TYPES):
             return msgpack.ExtType(EXT_NAMED, self.pack(self._name_of(obj)))
         return msgpack.ExtType(EXT_OBJECT, self._object(obj))

@@ -20,11 +20,13 @@ import numpy as np
 
 from zgrad.distributed.rpc.device_maps import DEVICES
 from zgrad.errors import ProtocolError, ZgradError
+from zgrad.kernels import promotion
+from zgrad.kernels.promotion import dtype_str, is_floating, kind
 
 __all__ = ["ALLOWED_DTYPE_KINDS", "MAX_NDIM", "EXT_TENSOR", "CodecError", "TensorRef", "array_spec", "checked_dtype",
            "array_from_buffer", "tensor_ref", "parse_tensor_ref"]
 
-ALLOWED_DTYPE_KINDS = frozenset("biufc")
+ALLOWED_DTYPE_KINDS = frozenset("biufc")  # by promotion.kind: bfloat16 counts as "f"
 EXT_TENSOR = 2  # the msgpack extension code of a tensor reference (codec.py lists them all)
 MAX_NDIM = 64
 # Distinct tensor references remembered by each memo.
@@ -51,6 +53,10 @@ _packed_refs: dict[tuple, msgpack.ExtType] = {}
 _parsed_refs: dict[bytes, "TensorRef"] = {}
 
 
+def _numeric(dtype: np.dtype) -> bool:
+    return kind(dtype) in ALLOWED_DTYPE_KINDS and dtype.fields is None
+
+
 def array_spec(array: np.ndarray) -> list:
     """``[dtype string, shape]`` of an array that may travel as a raw buffer.
 
@@ -58,9 +64,9 @@ def array_spec(array: np.ndarray) -> list:
         CodecError: a dtype that is not plain numeric (objects, strings, records).
     """
     dtype = array.dtype
-    if dtype.kind not in ALLOWED_DTYPE_KINDS or dtype.fields is not None:
+    if not _numeric(dtype):
         raise CodecError(f"cannot send an array of dtype {dtype} in an RPC: only numeric dtypes travel")
-    return [dtype.str, list(array.shape)]
+    return [dtype_str(dtype), list(array.shape)]
 
 
 def checked_dtype(dtype_str: Any) -> np.dtype:
@@ -78,7 +84,7 @@ def checked_dtype(dtype_str: Any) -> np.dtype:
         dtype = np.dtype(dtype_str)
     except TypeError:
         raise ProtocolError(f"unknown array dtype {dtype_str!r}") from None
-    if dtype.kind not in ALLOWED_DTYPE_KINDS or dtype.fields is not None or dtype.str != dtype_str:
+    if not _numeric(dtype) or promotion.dtype_str(dtype) != dtype_str:
         raise ProtocolError(f"array dtype {dtype_str!r} is not a plain numeric dtype")
     _checked_dtypes[dtype_str] = dtype
     return dtype
@@ -185,7 +191,7 @@ def parse_tensor_ref(data: bytes) -> TensorRef:
     except ProtocolError as exc:
         raise ProtocolError(f"buffer {index}: {exc}") from None
     requires_grad = fields[3]
-    if requires_grad and dtype.kind not in "fc":
+    if requires_grad and not is_floating(dtype):
         raise ProtocolError(f"a tensor of dtype {dtype} cannot require grad")
     ref = TensorRef(index, dtype, tuple(fields[2]), count, requires_grad, len(fields) >= 5 and fields[4],
                     fields[5] if len(fields) == 6 else "cpu")

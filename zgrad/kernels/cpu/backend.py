@@ -43,6 +43,7 @@ from zgrad.kernels.cpu.tensor_ops import (  # noqa: F401 - the tensor-API ops
 from zgrad.kernels.sampling import (  # noqa: F401 - random draws (host code, shared with the CUDA backend)
     multinomial, random_exponential, random_integers, random_normal, random_uniform,
 )
+from zgrad.kernels.promotion import HALF_DTYPES
 from zgrad.kernels.vocabulary import ACTIVATION_CODES
 
 DEVICE_TYPE = "cpu"
@@ -126,9 +127,6 @@ def neg(x, out):
 
 def _unary_fused(name: str, x, out):
     if x.size == 0:
-        return out
-    if out.dtype == np.float16:  # Numba has no half-precision math: compute in float32
-        np.copyto(out, _unary_fused(name, x.astype(np.float32), np.empty(out.shape, np.float32)), casting="unsafe")
         return out
     flat_out = out.reshape(-1)
     getattr(kernels.elementwise, name)(flat(x), flat_out)
@@ -217,6 +215,11 @@ def nansum(x, axis, keepdims, out):
     return np.nansum(x, axis=axis, dtype=out.dtype, keepdims=keepdims, out=out)
 
 
+def extreme_value(x, largest: bool):
+    """The max (``largest``) or min of a non-empty array, as a Python number."""
+    return (x.max() if largest else x.min()).item()
+
+
 def cumsum(x, axis, reverse, out):
     """out = the running sums of x along ``axis``, from its end when ``reverse``."""
     if reverse:
@@ -228,6 +231,10 @@ def cumsum(x, axis, reverse, out):
 # --- layout -----------------------------------------------------------------------------------
 
 def copy(x, out):
+    if out.dtype in HALF_DTYPES:  # beyond the half range is inf, silently as in PyTorch (numpy warns)
+        with np.errstate(over="ignore"):
+            np.copyto(out, x, casting="unsafe")
+        return out
     np.copyto(out, x, casting="unsafe")
     return out
 
@@ -339,7 +346,7 @@ def adadelta_step(param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay
 
 _REDUCE_CODES = {"sum": 0, "product": 1, "min": 2, "max": 3}
 _REDUCE_UFUNCS = {"sum": np.add, "product": np.multiply, "min": np.minimum, "max": np.maximum}
-# dtypes the Numba reduction kernels compile for; others (float16) take numpy's ufuncs.
+# dtypes the Numba reduction kernels compile for; others (the small integers) take numpy's ufuncs.
 _KERNEL_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64))
 
 

@@ -4,8 +4,7 @@
 Part of :mod:`zgrad.kernels.cpu.backend` (which re-exports these); each writes into ``out`` and
 returns it. numpy's ufuncs (SIMD where numpy has loops for them) write into ``out`` directly;
 the functions numpy lacks, or runs as a libm call per element, run the Numba kernels of
-:mod:`kernels.special` (vectorised), in float32 for a float16 ``out`` (Numba has no
-half-precision math).
+:mod:`kernels.special` (vectorised).
 """
 
 from __future__ import annotations
@@ -17,9 +16,6 @@ from zgrad.kernels.cpu.common import flat
 
 __all__ = ["unary_math", "binary_math", "nan_to_num", "lerp"]
 
-_FLOAT16 = np.dtype(np.float16)
-
-
 def _no_options(dtype: np.dtype) -> tuple:
     return ()
 
@@ -27,12 +23,9 @@ def _no_options(dtype: np.dtype) -> tuple:
 def _special(name: str, options=_no_options):
     """The Numba kernel ``name`` of :mod:`kernels.special`, given ``options(dtype)`` before ``out``."""
     def apply(x, out):
-        target = out if out.dtype != _FLOAT16 else np.empty(out.shape, np.float32)
-        source = x if x.dtype == target.dtype else x.astype(target.dtype)
+        source = x if x.dtype == out.dtype else x.astype(out.dtype)
         if out.size:
-            getattr(kernels.special, name)(flat(source), *options(target.dtype), target.reshape(-1))
-        if target is not out:
-            np.copyto(out, target, casting="unsafe")
+            getattr(kernels.special, name)(flat(source), *options(out.dtype), out.reshape(-1))
         return out
     return apply
 
@@ -109,9 +102,6 @@ def binary_math(name: str, a, b, out):
 
 def nan_to_num(x, nan: float, posinf: float, neginf: float, out):
     """out = x with NaN, +inf and -inf replaced by the given numbers."""
-    if out.dtype == _FLOAT16:
-        np.copyto(out, x)
-        return np.nan_to_num(out, copy=False, nan=nan, posinf=posinf, neginf=neginf)
     if out.size:
         kernels.special.nan_to_num_forward(flat(x), *(out.dtype.type(v) for v in (nan, posinf, neginf)),
                                            out.reshape(-1))
@@ -121,10 +111,6 @@ def nan_to_num(x, nan: float, posinf: float, neginf: float, out):
 def lerp(start, end, weight, out):
     """out = start + weight * (end - start) from the nearer end (PyTorch's formula, bit for bit),
     broadcast; ``weight`` a number or an array. Broadcast operands are expanded first."""
-    if out.dtype == _FLOAT16:
-        np.subtract(end, start, out=out)
-        np.multiply(out, weight, out=out)
-        return np.add(out, start, out=out)
     if out.size:
         start, end = (flat(np.broadcast_to(a, out.shape)) for a in (start, end))
         if isinstance(weight, (int, float)):

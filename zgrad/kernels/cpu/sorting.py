@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 
 from zgrad.kernels.cpu import kernels
-from zgrad.kernels.cpu.common import widened
 
 __all__ = ["argsort", "argsort_slices", "argtopk", "nonzero", "scatter_reduce", "searchsorted"]
 
@@ -61,7 +60,8 @@ def nonzero(x, out):
 def scatter_reduce(index, src, code, out):
     """out[o, index[o, j, i], i] = reduce(that, src[o, j, i]) on C-contiguous 3-D views, the
     reduction named by ``code`` (see :data:`zgrad.kernels.vocabulary.SCATTER_REDUCTIONS`)."""
-    return widened(kernels.search.scatter_reduce, index, src, int(code), out=out)
+    kernels.search.scatter_reduce(index, src, int(code), out)
+    return out
 
 
 def searchsorted(sequence, values, right, out):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from zgrad.kernels.cpu import kernels
-from zgrad.kernels.cpu.common import bits, flat, widened
+from zgrad.kernels.cpu.common import flat
 
 __all__ = [
     "remainder", "floor_divide", "maximum", "minimum", "abs", "sign", "sqrt", "clamp", "clamp_backward", "extremum_backward",
@@ -67,7 +67,7 @@ def sqrt(x, out):
 
 def clamp(x, low, high, out):
     """out = x clamped to [low, high] (None: open); ``out`` may be ``x``."""
-    if out.dtype.kind != "f" or out.dtype == np.float16 or not out.flags.c_contiguous:
+    if out.dtype.kind != "f" or not out.flags.c_contiguous:
         return np.clip(x, low, high, out=out)
     kernels.pointwise.clamp_forward(
         flat(x), -np.inf if low is None else low, np.inf if high is None else high, out.reshape(-1)
@@ -121,24 +121,26 @@ def take(x, index, axis, out):
 
 def gather(x, index, out):
     """3-D gather (see :mod:`kernels.gather`); ``out`` is a fresh (outer, k, inner) array."""
-    kernels.gather.gather(bits(x), index, bits(out))
+    kernels.gather.gather(x, index, out)
     return out
 
 
 def scatter(index, src, out):
     """3-D scatter (see :mod:`kernels.gather`) into a C-contiguous (outer, size, inner) ``out``."""
-    kernels.gather.scatter(index, bits(src), bits(out))
+    kernels.gather.scatter(index, src, out)
     return out
 
 
 def index_add(index, src, out):
     """out[o, index[j], i] += src[o, j, i] into a C-contiguous (outer, size, inner) ``out``."""
-    return widened(kernels.gather.index_add, index, src, out=out)
+    kernels.gather.index_add(index, src, out)
+    return out
 
 
 def scatter_add(index, src, out):
     """3-D scatter-add (see :mod:`kernels.gather`) into a C-contiguous (outer, size, inner) ``out``."""
-    return widened(kernels.gather.scatter_add, index, src, out=out)
+    kernels.gather.scatter_add(index, src, out)
+    return out
 
 
 # --- row reductions ---------------------------------------------------------------------------

@@ -20,10 +20,12 @@ from typing import Any
 import numpy as np
 
 from zgrad.kernels.cuda import runtime as rt
+from zgrad.kernels.promotion import BFLOAT16
 
 __all__ = ["DeviceArray", "is_basic_index"]
 
 _FAKE_ADDRESS = 1 << 44  # where layout dummies "live"; never dereferenced
+_BFLOAT16_BITS = np.dtype(np.uint16)
 
 
 class _Interface:
@@ -32,9 +34,15 @@ class _Interface:
 
 
 def _layout(shape: tuple[int, ...], strides: tuple[int, ...], dtype: np.dtype, offset: int) -> np.ndarray:
-    return np.asarray(_Interface({"data": (_FAKE_ADDRESS + offset, False), "shape": tuple(shape),
-                                  "strides": tuple(strides), "typestr": dtype.str, "descr": dtype.descr,
-                                  "version": 3}))
+    layout = np.asarray(_Interface({"data": (_FAKE_ADDRESS + offset, False), "shape": tuple(shape),
+                                    "strides": tuple(strides), "typestr": dtype.str, "descr": dtype.descr,
+                                    "version": 3}))
+    return layout if layout.dtype == dtype else layout.view(dtype)  # bfloat16's typestr reads back as raw bytes
+
+
+def _kernel_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype kernels see ``dtype``'s memory as: bfloat16, which Numba has no type for, as its bits."""
+    return _BFLOAT16_BITS if dtype == BFLOAT16 else dtype
 
 
 def _offset_of(layout: np.ndarray) -> int:
@@ -49,6 +57,7 @@ def is_basic_index(index: Any) -> bool:
 
 
 def _allocate(size: int, dtype: np.dtype) -> Any:
+    dtype = _kernel_dtype(dtype)
     if rt.SIMULATOR:
         return rt.cuda.to_device(np.empty(max(size, 1), dtype))
     return rt.cuda.device_array(max(size, 1), dtype=dtype, stream=rt.current_stream())
@@ -83,22 +92,30 @@ class DeviceArray:
         out = cls.empty(array.shape, array.dtype)
         if array.size:
             if rt.SIMULATOR:
-                out._base._ary[: array.size] = array.reshape(-1)
+                out._base._ary[: array.size] = array.reshape(-1).view(out._base._ary.dtype)
             else:
                 stream = rt.current_stream()
-                out._base[: array.size].copy_to_device(array.reshape(-1), stream=stream)
+                out._base[: array.size].copy_to_device(array.reshape(-1).view(out._base.dtype), stream=stream)
                 stream.synchronize()
         return out
 
     def _view(self, layout: np.ndarray) -> "DeviceArray":
         return DeviceArray(self._base, layout)
 
+    def view(self, dtype: Any) -> "DeviceArray":
+        """This memory read as ``dtype``, of the same item size (numpy's ``view``; no copy)."""
+        dtype = np.dtype(dtype)
+        if dtype.itemsize != self.dtype.itemsize:
+            raise ValueError(f"DeviceArray.view: {dtype} has {dtype.itemsize} bytes per element, {self.dtype} "
+                             f"{self.dtype.itemsize}; only a dtype of the same size can view the same memory")
+        return self._view(self._layout.view(dtype))
+
     # --- what kernels take ----------------------------------------------------------------------
 
     def arg(self) -> Any:
         """This view as the device array a kernel takes (cached)."""
         if self._arg is None:
-            layout, dtype = self._layout, self._layout.dtype
+            layout, dtype = self._layout, _kernel_dtype(self._layout.dtype)
             offset = _offset_of(layout)
             if rt.SIMULATOR:
                 host = self._base._ary.view(np.uint8)[offset:].view(dtype)
@@ -115,11 +132,12 @@ class DeviceArray:
         source = self if self.flags.c_contiguous else self.copy()
         out = np.empty(self.shape, self.dtype) if out is None else out
         if out.size:
+            bits = out.view(_kernel_dtype(out.dtype))
             if rt.SIMULATOR:
-                out.reshape(-1)[:] = source.arg().copy_to_host().reshape(-1)
+                bits.reshape(-1)[:] = source.arg().copy_to_host().reshape(-1)
             else:
                 stream = rt.current_stream()
-                source.arg().copy_to_host(out, stream=stream)
+                source.arg().copy_to_host(bits, stream=stream)
                 stream.synchronize()
         return out
 

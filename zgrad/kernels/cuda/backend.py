@@ -23,7 +23,7 @@ import numpy as np
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.dlpack import dlpack_device, from_dlpack, to_dlpack  # noqa: F401 - DLPack
-from zgrad.kernels.cuda.elementwise import unary_op, upload
+from zgrad.kernels.cuda.elementwise import upload
 from zgrad.kernels.cuda.index import (  # noqa: F401 - the indexing and embedding ops
     concatenate, embedding, embedding_backward, embedding_bag, embedding_bag_backward,
     embedding_bag_per_sample_weights_backward, embedding_renorm, gather, index_add, put_positions, scatter,
@@ -90,7 +90,7 @@ def empty(shape: tuple[int, ...], dtype: np.dtype) -> DeviceArray:
 
 
 def full(shape: tuple[int, ...], value: Any, dtype: np.dtype) -> DeviceArray:
-    return unary_op("copy", value, DeviceArray.empty(shape, dtype))
+    return copy(value, DeviceArray.empty(shape, dtype))
 
 
 def zeros(shape: tuple[int, ...], dtype: np.dtype) -> DeviceArray:

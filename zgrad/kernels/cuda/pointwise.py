@@ -13,6 +13,7 @@ import numpy as np
 
 from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.elementwise import binary_op, ternary_op, unary_op
+from zgrad.kernels.promotion import BFLOAT16
 from zgrad.kernels.vocabulary import SMOOTH_ACTIVATIONS
 
 __all__ = [
@@ -148,7 +149,26 @@ def where(cond, a, b, out):
 
 def copy(x, out):
     """out = x (broadcast, cast to out's dtype); ``x`` may be a scalar or a host array."""
+    if out.dtype == BFLOAT16 or getattr(x, "dtype", None) == BFLOAT16:
+        return _copy_bfloat16(x, out)
     return unary_op("copy", x, out)
+
+
+def _copy_bfloat16(x, out):
+    """:func:`copy` to or from bfloat16, which kernels see as its 16 bits (Numba has no bfloat16):
+    widening puts them on top of a float32's, narrowing rounds a float32 to the nearest even."""
+    if not isinstance(x, DeviceArray) and getattr(x, "dtype", None) == BFLOAT16:
+        x = x.astype(np.float32)  # a host scalar or array: numpy converts it
+    if out.dtype == BFLOAT16 and getattr(x, "dtype", None) == BFLOAT16:
+        unary_op("copy", x.view(np.uint16), out.view(np.uint16))
+        return out
+    if out.dtype == BFLOAT16:
+        wide = unary_op("copy", x, DeviceArray.empty(out.shape, np.dtype(np.float32)))
+        unary_op("bfloat16_narrow", wide.view(np.uint32), out.view(np.uint16))
+        return out
+    wide = DeviceArray.empty(x.shape, np.dtype(np.float32))
+    unary_op("bfloat16_widen", x.view(np.uint16), wide.view(np.uint32))
+    return unary_op("copy", wide, out)
 
 
 def add_scaled(out, other, alpha):

@@ -31,6 +31,20 @@ def _copy(x, p, q, T):
 
 
 @device
+def _bfloat16_widen(x, p, q, T):
+    # x: the 16 bits of a bfloat16; T: uint32, the bits of the float32 it is exactly
+    return T(x) << T(16)
+
+
+@device
+def _bfloat16_narrow(x, p, q, T):
+    # x: the bits of a float32 (uint32); T: uint16, a bfloat16 rounded to nearest even; NaN stays NaN
+    if (x & 0x7FFFFFFF) > 0x7F800000:
+        return T((x >> 16) | 0x40)
+    return T((x + 0x7FFF + ((x >> 16) & 1)) >> 16)
+
+
+@device
 def _neg(x, p, q, T):
     return -x
 
@@ -416,7 +430,8 @@ def _exp_shifted_scale(x, shift, g, p, q, T):
 
 
 UNARY_OPS = {
-    "copy": _copy, "neg": _neg, "exp": _exp, "log": _log, "tanh": _tanh, "sigmoid": _sigmoid, "relu": _relu,
+    "copy": _copy, "bfloat16_widen": _bfloat16_widen, "bfloat16_narrow": _bfloat16_narrow,
+    "neg": _neg, "exp": _exp, "log": _log, "tanh": _tanh, "sigmoid": _sigmoid, "relu": _relu,
     "abs": _abs, "sign": _sign, "sqrt": _sqrt, "logical_not": _logical_not, "gelu_exact": _gelu_exact,
     "gelu_tanh": _gelu_tanh, "leaky_relu": _leaky_relu, "clamp": _clamp, "scale_div": _scale_div,
     "silu": _silu, "mish": _mish, "softplus": _softplus,
@@ -511,6 +526,7 @@ TERNARY = {name: _ternary_kernels(fn) for name, fn in TERNARY_OPS.items()}
 _BOOL_OUT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not", *BOOL_OUT_MATH}
 _BOOL_FIRST = {"where"}
 _BOOL_SECOND = {"masked_scale"}
+_BIT_OPS = {"bfloat16_widen", "bfloat16_narrow"}  # on integer bit patterns only
 
 
 def ptx_signatures() -> list:
@@ -522,7 +538,7 @@ def ptx_signatures() -> list:
     for dt in (types.float32, types.float64, types.int32, types.int64):
         for kinds, table in ((1, UNARY), (2, BINARY), (3, TERNARY)):
             for name, (flat, nd) in table.items():
-                if (name in INTEGER_MATH) != isinstance(dt, types.Integer):
+                if (name in INTEGER_MATH or name in _BIT_OPS) != isinstance(dt, types.Integer):
                     continue
                 for layout, variant in (("flat", flat), ("nd", nd)):
                     array = dt[::1] if layout == "flat" else dt[:, :, :, :]

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from zgrad.kernels.promotion import dtype_str
 from zgrad.tensor import Tensor
 from zgrad.utils.data._utils.shared_memory import BatchArena
 
@@ -95,7 +96,7 @@ def encode(value: Any, arena: BatchArena, path: tuple = ()) -> Any:
     if isinstance(value, np.ndarray):
         return [NDARRAY, *_encode_array(value, arena, path)]
     if isinstance(value, np.generic):
-        return [NPSCALAR, value.dtype.str, value.tobytes()]
+        return [NPSCALAR, dtype_str(value.dtype), value.tobytes()]
     for base, plain in _PLAIN_OF_SUBCLASS:  # an IntEnum, a str subclass, ...: as the plain value
         if isinstance(value, base):
             return encode(plain(value), arena, path)
@@ -132,7 +133,7 @@ def _encode_array(array: np.ndarray, arena: BatchArena, path: tuple) -> list:
     if array.dtype.hasobject:
         raise TypeError(f"DataLoader: {_where(path)} is an array of Python objects, which cannot travel between processes")
     segment, offset = arena.place(array)
-    return [segment, offset, list(array.shape), array.dtype.str]
+    return [segment, offset, list(array.shape), dtype_str(array.dtype)]
 
 
 def decode(tree: Any, segments: list) -> Any:
