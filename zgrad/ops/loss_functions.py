@@ -20,6 +20,7 @@ from zgrad.ops.elementwise import Mul
 from zgrad.ops.loss import CrossEntropy, LogSoftmax, NllLoss, PointwiseLoss
 from zgrad.ops.reduce import Sum
 from zgrad.ops.shape import Permute, Reshape, expand
+from zgrad.ops.autocast import autocast_op
 
 __all__ = [
     "REDUCTIONS", "check_legacy", "check_reduction", "cross_entropy", "l1_loss", "mse_loss", "nll_loss", "same_shape",
@@ -85,6 +86,7 @@ def _class_weight(weight: Any, classes: int, dtype: np.dtype) -> Any:
     return array if array.dtype == dtype else array.astype(dtype)
 
 
+@autocast_op()
 def nll_loss(input: Any, target: Any, weight: Any = None, size_average: Any = None,  # noqa: A002
              ignore_index: int = -100, reduce: Any = None, reduction: str = "mean") -> Any:
     """The negative log-likelihood of class-index ``target`` under log-probabilities ``input``.
@@ -106,6 +108,7 @@ def nll_loss(input: Any, target: Any, weight: Any = None, size_average: Any = No
     return NllLoss.apply(rows, targets, _class_weight(weight, classes, input.dtype), ignore_index, reduction, per_row)
 
 
+@autocast_op()
 def cross_entropy(input: Any, target: Any, weight: Any = None, size_average: Any = None,  # noqa: A002
                   ignore_index: int = -100, reduce: Any = None, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Any:
@@ -171,6 +174,7 @@ def same_shape(input: Any, target: Any) -> tuple[Any, Any]:  # noqa: A002
     return input, target
 
 
+@autocast_op()
 def mse_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = None,  # noqa: A002
              reduction: str = "mean") -> Any:
     """(input - target)**2, reduced by ``reduction``; tensors of different shapes are broadcast.
@@ -181,6 +185,7 @@ def mse_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = No
     return _pointwise_loss(input, target, size_average, reduce, reduction, squared=True)
 
 
+@autocast_op()
 def l1_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = None,  # noqa: A002
             reduction: str = "mean") -> Any:
     """|input - target|, reduced by ``reduction``; tensors of different shapes are broadcast.

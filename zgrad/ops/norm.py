@@ -16,6 +16,7 @@ from zgrad.engine.grad_mode import no_grad
 from zgrad.kernels import dispatch_layers
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.conv import check_floating
+from zgrad.ops.autocast import autocast_op
 
 __all__ = [
     "BatchNorm", "GroupNorm", "batch_norm", "batch_norm_layer", "group_norm", "group_norm_layer", "instance_norm",
@@ -121,6 +122,7 @@ class GroupNorm(Op):
                 None if grad_b is None else grad_b.reshape(w_shape), None, None, None)
 
 
+@autocast_op("group_norm")
 def group_norm_layer(name: object, input: Any, num_groups: int, weight: Any = None, bias: Any = None,
                      eps: float = 1e-5) -> Any:
     """:func:`group_norm` with error messages that start with ``name``."""
@@ -153,6 +155,7 @@ def group_norm(input: Any, num_groups: int, weight: Any = None, bias: Any = None
     return group_norm_layer("group_norm", input, num_groups, weight, bias, eps)
 
 
+@autocast_op("layer_norm")
 def layer_norm_layer(name: object, input: Any, normalized_shape: Sequence[int], weight: Any = None, bias: Any = None,
                      eps: float = 1e-5) -> Any:
     """:func:`layer_norm` with error messages that start with ``name``."""
