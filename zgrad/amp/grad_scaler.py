@@ -43,7 +43,8 @@ def _fresh_optimizer_state() -> dict[str, Any]:
 
 
 def _float32(value: float) -> float:
-    return float(np.float32(value))
+    with np.errstate(over="ignore"):  # a scale grown past float32's range is inf, and is not taken
+        return float(np.float32(value))
 
 
 class GradScaler:

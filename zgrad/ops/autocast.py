@@ -38,7 +38,8 @@ def autocast_op(name: str | None = None) -> Callable[[F], F]:
         name: the op's name in :mod:`zgrad.ops.autocast_lists`.
 
     Returns:
-        A decorator; the function it returns keeps the wrapped one's name, docstring and signature.
+        A decorator; the function it returns keeps the wrapped one's name, docstring and signature,
+        and carries ``autocast_op_name``.
     """
 
     def decorate(fn: F) -> F:
@@ -51,6 +52,7 @@ def autocast_op(name: str | None = None) -> Callable[[F], F]:
                 return fn(*args, **kwargs)
             return _run_autocast(op_name, fn, args, kwargs)
 
+        op.autocast_op_name = op_name  # type: ignore[attr-defined]
         return op  # type: ignore[return-value]
 
     return decorate
