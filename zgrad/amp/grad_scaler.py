@@ -28,6 +28,7 @@ from zgrad.tensor import Tensor
 __all__ = ["GradScaler", "OptState"]
 
 _FLOAT32 = np.dtype(np.float32)
+_FLAG = np.dtype(np.int32)  # the inf flags: int32, so no float kernel variant computes in another float type
 
 
 class OptState(Enum):
@@ -131,7 +132,7 @@ class GradScaler:
         raise ValueError("outputs must be a Tensor or an iterable of Tensors")
 
     def _unscale_grads_(self, optimizer: Any, inv_scale: float, allow_fp16: bool) -> dict[str, Tensor]:
-        """Unscale every gradient of ``optimizer`` in place; per device type, a 1-element float32
+        """Unscale every gradient of ``optimizer`` in place; per device type, a 1-element int32
         tensor that is 1 if a gradient there held an inf or NaN."""
         found_inf_per_device: dict[str, Any] = {}
         with no_grad():
@@ -145,7 +146,7 @@ class GradScaler:
                     device_type = dispatch.device_type_of(grad)
                     found_inf = found_inf_per_device.get(device_type)
                     if found_inf is None:
-                        found_inf = found_inf_per_device[device_type] = dispatch.full((1,), 0.0, _FLOAT32, device_type)
+                        found_inf = found_inf_per_device[device_type] = dispatch.full((1,), 0, _FLAG, device_type)
                     dispatch.backend_of(grad).non_finite_check_and_unscale(grad, found_inf, inv_scale)
         return {device_type: Tensor(found) for device_type, found in found_inf_per_device.items()}
 
@@ -322,9 +323,9 @@ def _agree_across_ranks(found_inf_per_device: dict[str, Tensor]) -> dict[str, Te
 
     if not is_initialized():
         return found_inf_per_device
-    any_found = max((found.item() for found in found_inf_per_device.values()), default=0.0)
-    flag = Tensor(np.array([any_found], dtype=_FLOAT32))
+    any_found = max((found.item() for found in found_inf_per_device.values()), default=0)
+    flag = Tensor(np.array([any_found], dtype=_FLAG))
     all_reduce(flag, op=ReduceOp.MAX)
     agreed = flag.item()
-    return {device_type: Tensor(dispatch.full((1,), agreed, _FLOAT32, device_type))
+    return {device_type: Tensor(dispatch.full((1,), agreed, _FLAG, device_type))
             for device_type in found_inf_per_device}

@@ -10,14 +10,16 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
-__all__ = ["DEVICE_TYPES", "thread_state", "is_enabled", "set_enabled", "get_dtype", "dtype_setting", "set_dtype", "is_cache_enabled",
-           "set_cache_enabled", "increment_nesting", "decrement_nesting", "clear_cache", "check_device_type"]
+__all__ = ["DEVICE_TYPES", "thread_state", "is_enabled", "set_enabled", "get_dtype", "dtype_setting", "set_dtype",
+           "is_cache_enabled", "set_cache_enabled", "increment_nesting", "decrement_nesting", "clear_cache",
+           "check_device_type"]
 
 DEVICE_TYPES = ("cpu", "cuda")
-# PyTorch's defaults; bfloat16 is numpy's through ml_dtypes, so it is looked up by name when asked for.
-_DEFAULT_DTYPE_NAMES = {"cpu": "bfloat16", "cuda": "float16"}
+# PyTorch's defaults (numpy's bfloat16 is ml_dtypes').
+_DEFAULT_DTYPES = {"cpu": np.dtype(ml_dtypes.bfloat16), "cuda": np.dtype(np.float16)}
 
 
 class _AutocastState(threading.local):
@@ -78,7 +80,7 @@ def get_dtype(device_type: str) -> np.dtype:
     """The dtype ``device_type`` autocasts to in the calling thread (default: bfloat16 on the CPU,
     float16 on CUDA, as PyTorch)."""
     dtype = thread_state.dtypes.get(check_device_type(device_type))
-    return dtype if dtype is not None else np.dtype(_DEFAULT_DTYPE_NAMES[device_type])
+    return dtype if dtype is not None else _DEFAULT_DTYPES[device_type]
 
 
 def dtype_setting(device_type: str) -> np.dtype | None:

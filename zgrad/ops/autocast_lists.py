@@ -52,8 +52,8 @@ _PROMOTE_CUDA = ("atan2", "cross", "dot", "vdot", "index_put", "tensordot", "sca
 _PROMOTE_CPU = ("cat", "stack", "index_copy")
 
 POLICIES: dict[str, dict[str, str]] = {
-    "cpu": {**dict.fromkeys(_LOWER_BOTH, LOWER), **dict.fromkeys(_COMPOSITE_CPU, COMPOSITE), **dict.fromkeys(_FLOAT32_CPU, FLOAT32),
-            **dict.fromkeys(_PROMOTE_CPU, PROMOTE)},
+    "cpu": {**dict.fromkeys(_LOWER_BOTH, LOWER), **dict.fromkeys(_COMPOSITE_CPU, COMPOSITE),
+            **dict.fromkeys(_FLOAT32_CPU, FLOAT32), **dict.fromkeys(_PROMOTE_CPU, PROMOTE)},
     "cuda": {**dict.fromkeys(_LOWER_BOTH + _LOWER_CUDA, LOWER), **dict.fromkeys(_FLOAT32_CUDA, FLOAT32),
              **dict.fromkeys(_PROMOTE_CUDA, PROMOTE), "binary_cross_entropy": BANNED},
 }

@@ -331,7 +331,7 @@ def non_finite_check_and_unscale(grad, found_inf, inv_scale: float):
         kernels.optim.non_finite_check_and_unscale(grad.reshape(-1), found_inf, float(inv_scale))
         return grad
     if not np.isfinite(grad).all():
-        found_inf[0] = 1.0
+        found_inf[0] = 1
     np.multiply(grad, np.float32(inv_scale), out=grad, casting="unsafe")  # in float32 at least, as PyTorch
     return grad
 

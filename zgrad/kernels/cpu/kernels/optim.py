@@ -264,8 +264,9 @@ def adadelta_step(param: np.ndarray, grad: np.ndarray, square_avg: np.ndarray, a
 
 @kernel
 def non_finite_check_and_unscale(grad, found_inf, inv_scale):
-    """grad *= inv_scale in place and found_inf[0] = 1 if any element of ``grad`` is inf or NaN,
-    in one pass (GradScaler's ``unscale_``; PyTorch's ``_amp_foreach_non_finite_check_and_unscale_``).
+    """grad *= inv_scale in place and found_inf[0] = 1 (an int32 flag) if any element of ``grad`` is
+    inf or NaN, in one pass (GradScaler's ``unscale_``; PyTorch's
+    ``_amp_foreach_non_finite_check_and_unscale_``).
 
     ``inv_scale`` is a float32 value; the product of it and a float32 or float64 element is exact in
     float64, so storing it rounds once, as PyTorch's multiplication in the gradient's dtype does.
@@ -276,4 +277,4 @@ def non_finite_check_and_unscale(grad, found_inf, inv_scale):
         found = found | (not np.isfinite(value))
         grad[i] = value * inv_scale
     if found:
-        found_inf[0] = 1.0
+        found_inf[0] = 1
