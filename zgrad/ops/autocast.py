@@ -12,7 +12,7 @@ region's dtype are made once and reused while grad mode is on (``cache_enabled``
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 import numpy as np
 
@@ -74,7 +74,7 @@ def _run_autocast(op_name: str, fn: Callable[..., Any], args: tuple, kwargs: dic
         state.active = True
 
 
-def _tensors(args: tuple, kwargs: dict) -> Any:
+def _tensors(args: tuple, kwargs: dict) -> Iterator[Tensor]:
     for value in (*args, *kwargs.values()):
         if isinstance(value, Tensor):
             yield value
@@ -101,7 +101,7 @@ def _explicit_dtype(args: tuple, kwargs: dict) -> bool:
     return kwargs.get("dtype") is not None or any(isinstance(a, np.dtype) for a in args)
 
 
-def _promoted(lower: np.dtype, tensors: Any, device_type: str) -> np.dtype:
+def _promoted(lower: np.dtype, tensors: Iterator[Tensor], device_type: str) -> np.dtype:
     """PyTorch's rule: float32 wins over the region's dtype; another 16-bit dtype is an error."""
     target = lower
     for t in tensors:
