@@ -12,6 +12,12 @@ from zgrad import tensor_creation, tensor_indexing, tensor_inplace, tensor_math,
 from zgrad import tensor_reduce, tensor_shape  # noqa: F401
 from zgrad import accelerator, autograd, cuda, distributions, futures, nn, optim
 from zgrad import random, return_types, testing, utils
+from zgrad import amp
+from zgrad.amp import autocast
+from zgrad.amp.autocast_mode import (
+    clear_autocast_cache, get_autocast_dtype, is_autocast_cache_enabled, is_autocast_enabled, set_autocast_cache_enabled,
+    set_autocast_dtype, set_autocast_enabled,
+)
 from zgrad.creation import (
     arange, empty, from_dlpack, from_numpy, full, ones, ones_like, tensor, zeros, zeros_like,
 )
@@ -138,5 +144,7 @@ __all__ = [
     "isneginf", "isposinf", "lerp", "log10", "log1p", "log2", "logaddexp", "logaddexp2", "nan_to_num", "reciprocal",
     "round", "rsqrt", "sgn", "sign", "signbit", "sin", "sinh", "tan", "trunc", "floor_divide",
 ]
+__all__ += ["amp", "autocast", "clear_autocast_cache", "get_autocast_dtype", "is_autocast_cache_enabled",
+            "is_autocast_enabled", "set_autocast_cache_enabled", "set_autocast_dtype", "set_autocast_enabled"]
 # torch.<name> forms of nn.functional ops (same signatures)
 __all__ += ["conv_transpose2d", "cosine_similarity", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu"]

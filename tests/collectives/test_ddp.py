@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import zgrad
-import zgrad.distributed as dist
 import zgrad.nn.functional as F
 from pg_harness import TRANSPORTS, leftover_threads, pg_config, run_ranks
 from zgrad import nn

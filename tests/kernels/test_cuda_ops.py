@@ -8,7 +8,6 @@ marker (``ZGRAD_TEST_FULL=1`` runs them: CI's full step).
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import test_activations

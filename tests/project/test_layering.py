@@ -36,6 +36,8 @@ def layer_of(module: str) -> str:
         return "distributed"
     if parts[1:4] == ["utils", "data", "distributed"]:  # DistributedSampler reads the process group
         return "distributed"
+    if parts[1:] in (["amp"], ["amp", "grad_scaler"]):  # GradScaler all-reduces its inf flag under DDP
+        return "distributed"
     if parts[1] in ("errors", "config", "transport", "kernels", "engine", "distributed"):
         return parts[1]
     return "core"
@@ -203,6 +205,12 @@ def test_distributed_sampler_is_distributed_and_utils_data_does_not_import_it():
     package = PACKAGE / "utils" / "data"
     assert not any(i.startswith("zgrad.utils.data.distributed") for p in package.rglob("*.py")
                    if p.name != "distributed.py" for i in imports_of(p))
+
+
+def test_grad_scaler_is_distributed_and_the_ops_reach_autocast_below_it():
+    assert layer_of("zgrad.amp.grad_scaler") == "distributed" and layer_of("zgrad.amp") == "distributed"
+    assert layer_of("zgrad.amp.autocast_mode") == "core" and layer_of("zgrad.ops.autocast") == "core"
+    assert not any(i.startswith("zgrad.amp") for p in (PACKAGE / "ops").rglob("*.py") for i in imports_of(p))
 
 
 def test_checker_catches_a_forbidden_edge(tmp_path):

@@ -22,7 +22,7 @@ OPS = (
     "scatter_slice",
     "bias_act", "softmax", "log_softmax", "softmax_backward", "log_softmax_backward",
     "cross_entropy", "cross_entropy_backward",
-    "sgd_step", "adam_step", "rmsprop_step", "adagrad_step", "adadelta_step",
+    "sgd_step", "adam_step", "rmsprop_step", "adagrad_step", "adadelta_step", "non_finite_check_and_unscale",
     "conv2d", "conv2d_backward", "max_pool2d", "max_pool2d_backward", "avg_pool2d", "avg_pool2d_backward",
     "adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "batch_norm", "batch_norm_backward",
     "group_norm", "group_norm_backward",

@@ -12,6 +12,7 @@ from zgrad.errors import AutogradError, ShapeError
 from zgrad.kernels import dispatch, dispatch_linalg
 from zgrad.linalg._arrays import diag_embed, mT, mm, symmetrize_lower, tril
 from zgrad.linalg._checks import matrices, square_matrices
+from zgrad.ops.autocast import autocast_op
 
 __all__ = ["QRResult", "SVDResult", "EighResult", "cholesky", "qr", "svd", "svdvals", "eigh", "eigvalsh"]
 
@@ -193,6 +194,7 @@ class EigvalsH(Op):
 
 # --- public functions -------------------------------------------------------------------------
 
+@autocast_op("linalg_cholesky")
 def cholesky(A: Any, *, upper: bool = False) -> Any:  # noqa: N803 - torch's argument name
     """The Cholesky factor of each symmetric positive-definite matrix of ``A``: lower L with
     A = L L^T, or upper U = L^T with A = U^T U (``upper``). Reads A's lower triangle.
@@ -204,6 +206,7 @@ def cholesky(A: Any, *, upper: bool = False) -> Any:  # noqa: N803 - torch's arg
     return Cholesky.apply(square_matrices(A, "linalg.cholesky"), bool(upper))
 
 
+@autocast_op("linalg_qr")
 def qr(A: Any, mode: str = "reduced") -> QRResult:  # noqa: N803
     """``(Q, R)`` with A = QR, Q orthonormal columns, R upper triangular: ``mode`` "reduced"
     (k = min(m, n) columns), "complete" (Q square) or "r" (R only; Q empty, no gradient).
@@ -217,6 +220,7 @@ def qr(A: Any, mode: str = "reduced") -> QRResult:  # noqa: N803
     return QRResult(*QR.apply(matrices(A, "linalg.qr"), mode))
 
 
+@autocast_op("linalg_svd")
 def svd(A: Any, full_matrices: bool = True, *, driver: str | None = None) -> SVDResult:  # noqa: N803
     """``(U, S, Vh)`` with A = U diag(S) Vh, S descending; U (..., m, m) and Vh (..., n, n) with
     ``full_matrices``, else (..., m, k) and (..., k, n), k = min(m, n). ``driver`` (CUDA-only in
@@ -224,6 +228,7 @@ def svd(A: Any, full_matrices: bool = True, *, driver: str | None = None) -> SVD
     return SVDResult(*SVD.apply(matrices(A, "linalg.svd"), bool(full_matrices)))
 
 
+@autocast_op("linalg_svdvals")
 def svdvals(A: Any, *, driver: str | None = None) -> Any:  # noqa: N803
     """The singular values of each matrix of ``A``, descending, shape (..., min(m, n))."""
     return SVDVals.apply(matrices(A, "linalg.svdvals"))
@@ -235,6 +240,7 @@ def _upper(UPLO: str) -> bool:  # noqa: N803
     return UPLO == "U"
 
 
+@autocast_op("linalg_eigh")
 def eigh(A: Any, UPLO: str = "L") -> EighResult:  # noqa: N803
     """``(eigenvalues, eigenvectors)`` of each symmetric matrix of ``A``, read from its lower
     (``UPLO="L"``) or upper triangle; eigenvalues ascending, eigenvectors as columns. Gradients
@@ -242,6 +248,7 @@ def eigh(A: Any, UPLO: str = "L") -> EighResult:  # noqa: N803
     return EighResult(*Eigh.apply(square_matrices(A, "linalg.eigh"), _upper(UPLO)))
 
 
+@autocast_op("linalg_eigvalsh")
 def eigvalsh(A: Any, UPLO: str = "L") -> Any:  # noqa: N803
     """The eigenvalues (ascending) of each symmetric matrix of ``A``."""
     return EigvalsH.apply(square_matrices(A, "linalg.eigvalsh"), _upper(UPLO))

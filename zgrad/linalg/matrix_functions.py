@@ -20,6 +20,7 @@ from zgrad.ops.reduce import sum as _sum
 from zgrad.ops.shape import expand, squeeze, unsqueeze
 from zgrad.tensor import Tensor
 from zgrad.kernels.promotion import is_floating
+from zgrad.ops.autocast import autocast_op
 
 __all__ = ["solve_triangular", "cholesky_solve", "matrix_power", "multi_dot", "matrix_rank"]
 
@@ -52,6 +53,7 @@ def solve_triangular(A: Any, B: Any, *, upper: bool, left: bool = True,  # noqa:
     return solve(a, b, left=left)
 
 
+@autocast_op()
 def cholesky_solve(input: Any, input2: Any, upper: bool = False) -> Any:  # noqa: A002 - torch's names
     """X with A X = ``input`` given the Cholesky factor ``input2`` of A (lower L with A = L L^T,
     or upper U with A = U^T U when ``upper``), as ``torch.cholesky_solve``; batch dims broadcast.
@@ -92,6 +94,7 @@ def matrix_power(A: Any, n: int) -> Any:  # noqa: N803
     return result
 
 
+@autocast_op("linalg_multi_dot")
 def multi_dot(tensors: Sequence[Any]) -> Any:
     """The product of a chain of matrices, left to right; the first may be a vector (a row) and
     the last a vector (a column), which are dropped from the result's shape.
@@ -116,6 +119,7 @@ def multi_dot(tensors: Sequence[Any]) -> Any:
     return squeeze(result, 0) if first else result
 
 
+@autocast_op("linalg_matrix_rank")
 def matrix_rank(A: Any, *, atol: float | None = None, rtol: float | None = None,  # noqa: N803
                 hermitian: bool = False) -> Any:
     """The number of singular values of each matrix of ``A`` above max(atol, rtol * the

@@ -21,6 +21,7 @@ from zgrad.ops.reduce import max as _max, min as _min, sum as _sum
 from zgrad.ops.shape import squeeze, unsqueeze
 from zgrad.ops.vector_norm import vector_norm
 from zgrad.kernels.promotion import is_floating
+from zgrad.ops.autocast import autocast_op
 
 __all__ = ["vector_norm", "matrix_norm", "norm", "legacy_norm"]
 
@@ -45,6 +46,7 @@ def _extreme(x: Any, dim: int, largest: bool) -> Any:
     return (_max if largest else _min)(x, dim, True).values
 
 
+@autocast_op("linalg_matrix_norm")
 def matrix_norm(A: Any, ord: Any = "fro", dim: Any = (-2, -1), keepdim: bool = False, *,  # noqa: A002,N803
                 dtype: Any = None) -> Any:
     """The ``ord`` matrix norm of the matrices of ``A`` over the two dimensions ``dim``: "fro"
@@ -101,6 +103,7 @@ def norm(A: Any, ord: Any = None, dim: Any = None, keepdim: bool = False, *,  # 
     return vector_norm(a, 2 if ord is None else ord, dims, keepdim, dtype=dtype)
 
 
+@autocast_op("norm")
 def legacy_norm(input: Any, p: Any = "fro", dim: Any = None, keepdim: bool = False,  # noqa: A002
                 dtype: Any = None) -> Any:
     """``zgrad.norm`` (``torch.norm``): "fro" over at most two dimensions (or all) is the vector

@@ -13,6 +13,7 @@ from zgrad.ops.functions import matmul, mul
 from zgrad.ops.products import cross as _cross
 from zgrad.ops.reduce import sum as _sum
 from zgrad.kernels.promotion import is_floating
+from zgrad.ops.autocast import autocast_op
 
 __all__ = ["matmul", "cross", "vecdot"]
 
@@ -26,6 +27,7 @@ def cross(input: Any, other: Any, *, dim: int = -1) -> Any:  # noqa: A002 - torc
     return _cross(input, other, dim)
 
 
+@autocast_op("linalg_vecdot")
 def vecdot(x: Any, y: Any, *, dim: int = -1) -> Any:
     """The dot product of ``x`` and ``y`` along ``dim`` (broadcast): ``(x * y).sum(dim)``.
 

@@ -18,6 +18,7 @@ from zgrad.ops._args import tensor_arg
 from zgrad.ops.functions import matmul, transpose
 from zgrad.ops.shape import squeeze, unsqueeze
 from zgrad.tensor import Tensor
+from zgrad.ops.autocast import autocast_op
 
 __all__ = ["SlogdetResult", "LstsqResult", "inv", "det", "slogdet", "logdet", "solve", "pinv", "lstsq"]
 
@@ -154,6 +155,7 @@ class Pinv(Op):
 
 # --- public functions -------------------------------------------------------------------------
 
+@autocast_op("linalg_inv")
 def inv(A: Any) -> Any:  # noqa: N803 - torch's argument name
     """The inverse of each square matrix of ``A`` (..., n, n).
 
@@ -184,6 +186,7 @@ def logdet(input: Any) -> Any:  # noqa: A002 - torch's argument name
     return logabsdet + sign.log()
 
 
+@autocast_op("linalg_solve")
 def solve(A: Any, B: Any, *, left: bool = True) -> Any:  # noqa: N803
     """X with A X = B (``left``) or X A = B, for square ``A`` (..., n, n). ``B`` is a batch of
     matrices (..., n, k), or of vectors (..., n) when it has one dimension, or one fewer than ``A``
@@ -209,6 +212,7 @@ def solve(A: Any, B: Any, *, left: bool = True) -> Any:  # noqa: N803
     return squeeze(x, -1) if vector else x
 
 
+@autocast_op("linalg_pinv")
 def pinv(A: Any, *, atol: float | None = None, rtol: float | None = None, hermitian: bool = False) -> Any:  # noqa: N803
     """The Moore-Penrose pseudo-inverse of each matrix of ``A`` (..., m, n) -> (..., n, m).
     Singular values at or below max(atol, rtol * the largest) count as zero; with neither given,
@@ -224,6 +228,7 @@ def _default_rtol(a: Any) -> float:
     return float(np.finfo(a.dtype).eps) * max(a.shape[-2:])
 
 
+@autocast_op("linalg_lstsq")
 def lstsq(A: Any, B: Any, rcond: float | None = None, *, driver: str | None = None) -> LstsqResult:  # noqa: N803
     """The least-squares solution X of A X = B for ``A`` (..., m, n) and ``B`` (..., m, k), as
     ``pinv(A) @ B`` with singular values at or below ``rcond`` times the largest dropped

@@ -10,6 +10,7 @@ from zgrad import ops
 from zgrad.kernels import dispatch_pointwise, dispatch_sequence as DS
 from zgrad.ops._args import require_kinds, tensor_arg
 from zgrad.ops import functions
+from zgrad.ops.autocast import autocast_op
 
 __all__ = ["Gelu", "LeakyRelu", "elu", "gelu", "leaky_relu", "prelu", "relu"]
 
@@ -95,6 +96,7 @@ def elu(input: Any, alpha: float = 1.0, inplace: bool = False) -> Any:  # noqa: 
                       lambda old: _elu(old, alpha))
 
 
+@autocast_op()
 def prelu(input: Any, weight: Any) -> Any:  # noqa: A002
     """max(0, x) + weight * min(0, x), ``weight`` one slope or one per channel (dimension 1).
 

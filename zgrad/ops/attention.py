@@ -14,10 +14,12 @@ from zgrad.errors import DTypeError, ShapeError
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.dropout import dropout
 from zgrad.kernels.promotion import is_floating
+from zgrad.ops.autocast import autocast_op
 
 __all__ = ["scaled_dot_product_attention"]
 
 
+@autocast_op()
 def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Any:

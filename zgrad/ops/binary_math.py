@@ -18,6 +18,7 @@ from zgrad.kernels import dispatch, dispatch_math
 from zgrad.ops._args import operand, tensor_arg
 from zgrad.ops.rounding import zeros_like_gradient
 from zgrad.tensor import Tensor
+from zgrad.ops.autocast import autocast_op
 
 __all__ = [
     "atan2", "arctan2", "fmod", "hypot", "logaddexp", "logaddexp2", "copysign", "lerp", "bitwise_and", "bitwise_or",
@@ -146,6 +147,7 @@ def _binary(op: type[_BinaryMath], input: Any, other: Any, other_may_be_number: 
     return op.apply(tensor_arg(input, op.function), other)
 
 
+@autocast_op()
 def atan2(input: Any, other: Any) -> Any:  # noqa: A002
     """atan(input / other) of each pair of elements, in the quadrant of (other, input).
 

@@ -10,12 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.errors import ShapeError
+from zgrad.errors import DTypeError, ShapeError
 from zgrad.kernels import dispatch
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.functions import matmul, mul, permute, reshape
 from zgrad.ops.reduce import sum as _sum
 from zgrad.tensor import Tensor
+from zgrad.ops.autocast import autocast_op
 
 __all__ = ["einsum", "tensordot"]
 
@@ -103,6 +104,7 @@ def _term_labels(term: str, ndim: int, ellipsis_count: int, position: str) -> La
     return list(head) + [f"...{k}" for k in range(ellipsis_count - count, ellipsis_count)] + list(tail)
 
 
+@autocast_op()
 def einsum(equation: str, *operands: Any) -> Any:
     """Sums of products of the operands' elements, as ``torch.einsum``: ``"ij,jk->ik"``, with
     ``...`` for broadcast dimensions, repeated subscripts for diagonals, and the implicit output
@@ -142,6 +144,7 @@ def einsum(equation: str, *operands: Any) -> Any:
     return result if labels == output else permute(result, [labels.index(label) for label in output])
 
 
+@autocast_op()
 def tensordot(a: Any, b: Any, dims: Any = 2) -> Any:
     """The sum of products over the last ``dims`` dimensions of ``a`` and the first ``dims`` of
     ``b`` (an int), or over the dimension lists ``dims = (dims_a, dims_b)``; the result has a's
@@ -149,8 +152,11 @@ def tensordot(a: Any, b: Any, dims: Any = 2) -> Any:
 
     Raises:
         ShapeError: contracted sizes differ.
+        DTypeError: the dtypes differ (PyTorch's message; PyTorch promotes none in a product).
     """
     a, b = tensor_arg(a, "tensordot"), tensor_arg(b, "tensordot")
+    if a.dtype != b.dtype:
+        raise DTypeError(f"both inputs should have same dtype (got {a.dtype} and {b.dtype}: cast one to the other)")
     if isinstance(dims, Tensor):
         dims = dims.tolist()
     if isinstance(dims, int):

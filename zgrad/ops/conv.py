@@ -19,6 +19,7 @@ from zgrad.kernels import dispatch_layers
 from zgrad.kernels.dispatch_layers import PADDING_MODES
 from zgrad.ops._args import tensor_arg
 from zgrad.kernels.promotion import is_floating
+from zgrad.ops.autocast import autocast_op
 
 __all__ = ["Conv2d", "PADDING_MODES", "check_floating", "conv2d", "conv2d_layer", "pair"]
 
@@ -99,6 +100,7 @@ def _check_padding_mode(name: object, x: Any, padding_mode: str, pad_h: tuple[in
                                f"{list(x.shape)}")
 
 
+@autocast_op("conv2d")
 def conv2d_layer(name: object, input: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
                  dilation: Any = 1, groups: int = 1, padding_mode: str = "zeros") -> Any:
     """:func:`conv2d` with ``padding_mode`` and error messages that start with ``name``."""

@@ -9,6 +9,7 @@ from typing import Any
 from zgrad.kernels import dispatch, dispatch_layers
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.conv import Conv2d, check_floating, pair
+from zgrad.ops.autocast import autocast_op
 
 __all__ = ["ConvTranspose2d", "conv_transpose2d", "conv_transpose2d_layer", "transposed_output_size"]
 
@@ -45,6 +46,7 @@ def transposed_output_size(in_size: tuple[int, int], kernel: tuple[int, int], st
                  for n, k, s, p, d, op in zip(in_size, kernel, stride, padding, dilation, output_padding))
 
 
+@autocast_op("conv_transpose2d")
 def conv_transpose2d_layer(name: object, input: Any, weight: Any, bias: Any = None, stride: Any = 1,  # noqa: A002
                            padding: Any = 0, output_padding: Any = 0, groups: int = 1, dilation: Any = 1) -> Any:
     """:func:`conv_transpose2d` with error messages that start with ``name``."""

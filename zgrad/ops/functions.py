@@ -25,6 +25,7 @@ from zgrad.ops.linalg import Linear, MatMul
 from zgrad.ops.loss import LogSoftmax, Softmax
 from zgrad.ops.shape import Cat, GetItem, Permute, Reshape, Stack
 from zgrad.tensor import Tensor
+from zgrad.ops.autocast import autocast_op
 
 __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "square", "matmul", "exp", "log", "tanh", "sigmoid", "relu",
@@ -98,6 +99,7 @@ def div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Any:  # 
     return rounded_division(_operand(input), _operand(other), rounding_mode)
 
 
+@autocast_op()
 def pow(a: Any, b: Any) -> Any:  # noqa: A001 - mirrors torch.pow
     """a ** b with broadcasting."""
     return Pow.apply(_operand(a), _operand(b))
@@ -121,15 +123,18 @@ def neg(input: Any) -> Any:  # noqa: A002 - torch's argument name
     return Neg.apply(x)
 
 
+@autocast_op()
 def matmul(a: Any, b: Any) -> Any:
     """Matrix product with numpy semantics: vectors, matrices and broadcast batches."""
     return MatMul.apply(_operand(a), _operand(b))
 
 
+@autocast_op()
 def exp(x: Any) -> Any:
     return Exp.apply(_tensor(x, "exp"))
 
 
+@autocast_op()
 def log(x: Any) -> Any:
     return Log.apply(_tensor(x, "log"))
 
@@ -184,6 +189,7 @@ def getitem(x: Any, index: Any) -> Any:
     return Tensor(GetItem.select(x._data, index))
 
 
+@autocast_op()
 def stack(tensors: Sequence[Any], dim: int = 0) -> Any:
     """Join same-shaped tensors along a new dimension."""
     if not tensors:
@@ -191,6 +197,7 @@ def stack(tensors: Sequence[Any], dim: int = 0) -> Any:
     return Stack.apply(dim, *(_tensor(t, "stack") for t in tensors))
 
 
+@autocast_op()
 def cat(tensors: Sequence[Any], dim: int = 0) -> Any:
     """Join tensors along an existing dimension."""
     if not tensors:
@@ -225,6 +232,7 @@ def _softmax_input(name: str, input: Any, dim: int | None, dtype: Any) -> tuple[
     return x, dim
 
 
+@autocast_op()
 def softmax(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # noqa: A002
     """exp(x) / sum(exp(x)) along ``dim``, computed in ``dtype`` if given (the input is cast first).
 
@@ -235,12 +243,14 @@ def softmax(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # no
     return Softmax.apply(x, dim)
 
 
+@autocast_op()
 def log_softmax(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # noqa: A002
     """log(softmax(x)) along ``dim``, computed stably; ``dtype`` and errors as :func:`softmax`."""
     x, dim = _softmax_input("log_softmax", input, dim, dtype)
     return LogSoftmax.apply(x, dim)
 
 
+@autocast_op()
 def linear(x: Any, weight: Any, bias: Any = None) -> Any:
     """x @ weight.T + bias."""
     args = (_tensor(x, "linear"), _tensor(weight, "linear"))

@@ -13,6 +13,7 @@ from zgrad.kernels import dispatch_index
 from zgrad.ops._args import index_arg, index_key, operand, tensor_arg
 from zgrad.ops.shape import GetItem
 from zgrad.tensor import Tensor
+from zgrad.ops.autocast import autocast_op
 
 __all__ = [
     "gather", "index_select", "scatter", "where", "masked_fill", "index_put", "mask_arg", "scatter_source",
@@ -220,6 +221,7 @@ def masked_fill(input: Any, mask: Any, value: Any) -> Any:  # noqa: A002
     return Where.apply(mask_array, value, x)
 
 
+@autocast_op()
 def index_put(input: Any, indices: Any, values: Any, accumulate: bool = False) -> Any:  # noqa: A002
     """A copy of ``input`` with ``values`` (a number or a tensor broadcast to ``input[indices]``)
     written at ``input[indices]``, or added there with ``accumulate=True``, where repeated positions

@@ -21,6 +21,7 @@ from zgrad.ops.loss import CrossEntropy, LogSoftmax, NllLoss, PointwiseLoss
 from zgrad.ops.reduce import Sum
 from zgrad.ops.shape import Permute, Reshape, expand
 from zgrad.kernels.promotion import is_floating
+from zgrad.ops.autocast import autocast_op
 
 __all__ = [
     "REDUCTIONS", "check_legacy", "check_reduction", "cross_entropy", "l1_loss", "mse_loss", "nll_loss", "same_shape",
@@ -86,6 +87,7 @@ def _class_weight(weight: Any, classes: int, dtype: np.dtype) -> Any:
     return array if array.dtype == dtype else array.astype(dtype)
 
 
+@autocast_op()
 def nll_loss(input: Any, target: Any, weight: Any = None, size_average: Any = None,  # noqa: A002
              ignore_index: int = -100, reduce: Any = None, reduction: str = "mean") -> Any:
     """The negative log-likelihood of class-index ``target`` under log-probabilities ``input``.
@@ -107,6 +109,7 @@ def nll_loss(input: Any, target: Any, weight: Any = None, size_average: Any = No
     return NllLoss.apply(rows, targets, _class_weight(weight, classes, input.dtype), ignore_index, reduction, per_row)
 
 
+@autocast_op()
 def cross_entropy(input: Any, target: Any, weight: Any = None, size_average: Any = None,  # noqa: A002
                   ignore_index: int = -100, reduce: Any = None, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Any:
@@ -172,6 +175,7 @@ def same_shape(input: Any, target: Any) -> tuple[Any, Any]:  # noqa: A002
     return input, target
 
 
+@autocast_op()
 def mse_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = None,  # noqa: A002
              reduction: str = "mean") -> Any:
     """(input - target)**2, reduced by ``reduction``; tensors of different shapes are broadcast.
@@ -182,6 +186,7 @@ def mse_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = No
     return _pointwise_loss(input, target, size_average, reduce, reduction, squared=True)
 
 
+@autocast_op()
 def l1_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = None,  # noqa: A002
             reduction: str = "mean") -> Any:
     """|input - target|, reduced by ``reduction``; tensors of different shapes are broadcast.

@@ -12,6 +12,7 @@ from zgrad import ops
 from zgrad.ops._args import operand, tensor_arg
 from zgrad.ops.loss_functions import check_legacy, check_reduction, same_shape
 from zgrad.kernels.promotion import is_floating
+from zgrad.ops.autocast import autocast_op
 
 __all__ = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "huber_loss", "kl_div", "smooth_l1_loss"]
 
@@ -33,6 +34,7 @@ def _same_size(name: str, input: Any, target: Any) -> None:  # noqa: A002
                          f"({list(input.shape)}) is deprecated. Please ensure they have the same size.")
 
 
+@autocast_op()
 def binary_cross_entropy(input: Any, target: Any, weight: Any = None, size_average: Any = None,  # noqa: A002
                          reduce: Any = None, reduction: str = "mean") -> Any:
     """-weight * (target * log(input) + (1 - target) * log(1 - input)), each log clamped to >= -100
@@ -60,6 +62,7 @@ def binary_cross_entropy(input: Any, target: Any, weight: Any = None, size_avera
     return _reduce(loss if weight is None else loss * weight, reduction)
 
 
+@autocast_op()
 def binary_cross_entropy_with_logits(input: Any, target: Any, weight: Any = None, size_average: Any = None,  # noqa: A002
                                      reduce: Any = None, reduction: str = "mean", pos_weight: Any = None) -> Any:
     """Binary cross-entropy of ``sigmoid(input)``, computed stably from the logits:
@@ -91,6 +94,7 @@ def _difference(name: str, input: Any, target: Any) -> Any:  # noqa: A002
     return x - t
 
 
+@autocast_op()
 def smooth_l1_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = None,  # noqa: A002
                    reduction: str = "mean", beta: float = 1.0) -> Any:
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target; beta = 0 is L1).
@@ -109,6 +113,7 @@ def smooth_l1_loss(input: Any, target: Any, size_average: Any = None, reduce: An
     return _reduce(ops.where(size < beta, 0.5 * d * d / beta, size - 0.5 * beta), reduction)
 
 
+@autocast_op()
 def huber_loss(input: Any, target: Any, reduction: str = "mean", delta: float = 1.0) -> Any:  # noqa: A002
     """0.5 d^2 where |d| < delta, else delta * (|d| - 0.5 delta) (d = input - target).
 
@@ -123,6 +128,7 @@ def huber_loss(input: Any, target: Any, reduction: str = "mean", delta: float = 
     return _reduce(ops.where(size < delta, 0.5 * d * d, delta * (size - 0.5 * delta)), reduction)
 
 
+@autocast_op()
 def kl_div(input: Any, target: Any, size_average: Any = None, reduce: Any = None,  # noqa: A002
            reduction: str = "mean", log_target: bool = False) -> Any:
     """The pointwise KL divergence target * (log(target) - input) of log-probabilities ``input``

@@ -16,6 +16,7 @@ from zgrad.engine.grad_mode import no_grad
 from zgrad.kernels import dispatch_layers
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.conv import check_floating
+from zgrad.ops.autocast import autocast_op
 
 __all__ = [
     "BatchNorm", "GroupNorm", "batch_norm", "batch_norm_layer", "check_normalized_shape", "group_norm",
@@ -122,6 +123,7 @@ class GroupNorm(Op):
                 None if grad_b is None else grad_b.reshape(w_shape), None, None, None)
 
 
+@autocast_op("group_norm")
 def group_norm_layer(name: object, input: Any, num_groups: int, weight: Any = None, bias: Any = None,
                      eps: float = 1e-5) -> Any:
     """:func:`group_norm` with error messages that start with ``name``."""
@@ -178,6 +180,7 @@ def check_normalized_shape(name: object, x: Any, normalized_shape: int | Sequenc
     return shape
 
 
+@autocast_op("layer_norm")
 def layer_norm_layer(name: object, input: Any, normalized_shape: Sequence[int], weight: Any = None, bias: Any = None,
                      eps: float = 1e-5) -> Any:
     """:func:`layer_norm` with error messages that start with ``name``."""

@@ -26,6 +26,7 @@ from zgrad.ops.shape import expand, unsqueeze
 from zgrad.ops.vector_norm import vector_norm
 from zgrad.tensor import Tensor
 from zgrad.kernels.promotion import HALF_DTYPES, is_floating
+from zgrad.ops.autocast import autocast_op
 
 __all__ = ["mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm", "addbmm", "addmv", "addr",
            "kron", "cdist", "cross"]
@@ -43,6 +44,7 @@ def _matrix(x: Any, name: str, what: str) -> Any:
     return x
 
 
+@autocast_op()
 def mm(input: Any, mat2: Any) -> Any:  # noqa: A002 - torch's argument name
     """The product of two matrices of one dtype, (n, m) @ (m, p) -> (n, p).
 
@@ -57,6 +59,7 @@ def mm(input: Any, mat2: Any) -> Any:  # noqa: A002 - torch's argument name
     return matmul(a, b)
 
 
+@autocast_op()
 def bmm(input: Any, mat2: Any) -> Any:  # noqa: A002
     """Batched matrix product of (b, n, m) and (b, m, p) tensors of one dtype -> (b, n, p); no
     broadcasting.
@@ -75,6 +78,7 @@ def bmm(input: Any, mat2: Any) -> Any:  # noqa: A002
     return matmul(a, b)
 
 
+@autocast_op()
 def mv(input: Any, vec: Any) -> Any:  # noqa: A002
     """Matrix-vector product, (n, m) @ (m,) -> (n,).
 
@@ -91,6 +95,7 @@ def mv(input: Any, vec: Any) -> Any:  # noqa: A002
     return matmul(a, v)
 
 
+@autocast_op()
 def dot(input: Any, tensor: Any) -> Any:  # noqa: A002
     """The inner product of two 1-D tensors of one size and dtype, a 0-d tensor.
 
@@ -107,6 +112,7 @@ def dot(input: Any, tensor: Any) -> Any:  # noqa: A002
     return matmul(a, b)
 
 
+@autocast_op()
 def vdot(input: Any, other: Any) -> Any:  # noqa: A002
     """The inner product of two 1-D tensors, the first conjugated (:func:`dot` for real tensors)."""
     return dot(input, other)
@@ -174,6 +180,7 @@ def _input_dtype(name: str, input: Any, first: Any, second: Any) -> None:  # noq
         _same_dtype(x, second, "self and mat2 must have the same dtype, but got {a} and {b}")
 
 
+@autocast_op()
 def addmm(input: Any, mat1: Any, mat2: Any, *, beta: float = 1, alpha: float = 1) -> Any:  # noqa: A002
     """beta * input + alpha * (mat1 @ mat2); ``input`` broadcasts to the product's shape.
 
@@ -185,6 +192,7 @@ def addmm(input: Any, mat1: Any, mat2: Any, *, beta: float = 1, alpha: float = 1
     return _add_scaled_product("addmm", input, mm(a, b), beta, alpha)
 
 
+@autocast_op()
 def baddbmm(input: Any, batch1: Any, batch2: Any, *, beta: float = 1, alpha: float = 1) -> Any:  # noqa: A002
     """beta * input + alpha * bmm(batch1, batch2); ``input`` broadcasts to the product's shape."""
     a, b = tensor_arg(batch1, "baddbmm"), tensor_arg(batch2, "baddbmm")
@@ -192,6 +200,7 @@ def baddbmm(input: Any, batch1: Any, batch2: Any, *, beta: float = 1, alpha: flo
     return _add_scaled_product("baddbmm", input, bmm(a, b), beta, alpha)
 
 
+@autocast_op()
 def addbmm(input: Any, batch1: Any, batch2: Any, *, beta: float = 1, alpha: float = 1) -> Any:  # noqa: A002
     """beta * input + alpha * (the sum over the batch of bmm(batch1, batch2))."""
     a, b = tensor_arg(batch1, "addbmm"), tensor_arg(batch2, "addbmm")
@@ -200,6 +209,7 @@ def addbmm(input: Any, batch1: Any, batch2: Any, *, beta: float = 1, alpha: floa
     return _add_scaled_product("addbmm", input, _sum(product, 0, dtype=product.dtype), beta, alpha)
 
 
+@autocast_op()
 def addmv(input: Any, mat: Any, vec: Any, *, beta: float = 1, alpha: float = 1) -> Any:  # noqa: A002
     """beta * input + alpha * (mat @ vec)."""
     x, a, v = tensor_arg(input, "addmv"), tensor_arg(mat, "addmv"), tensor_arg(vec, "addmv")
@@ -210,6 +220,7 @@ def addmv(input: Any, mat: Any, vec: Any, *, beta: float = 1, alpha: float = 1) 
     return _add_scaled_product("addmv", x, mv(a, v), beta, alpha)
 
 
+@autocast_op()
 def addr(input: Any, vec1: Any, vec2: Any, *, beta: float = 1, alpha: float = 1) -> Any:  # noqa: A002
     """beta * input + alpha * outer(vec1, vec2); dtypes promote, as PyTorch's.
 
@@ -234,6 +245,7 @@ def kron(input: Any, other: Any) -> Any:  # noqa: A002
     return reshape(mul(interleaved_a, interleaved_b), tuple(x * y for x, y in zip(sa, sb)))
 
 
+@autocast_op()
 def cdist(x1: Any, x2: Any, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Any:
     """The ``p``-norm distances between each row of ``x1`` (..., P, M) and each row of ``x2``
     (..., R, M): shape (..., P, R), batch dimensions broadcast. ``compute_mode`` is accepted for
@@ -261,6 +273,7 @@ def cdist(x1: Any, x2: Any, p: float = 2.0, compute_mode: str = "use_mm_for_eucl
     return vector_norm(sub(unsqueeze(a, -2), unsqueeze(b, -3)), p, -1)
 
 
+@autocast_op()
 def cross(input: Any, other: Any, dim: int | None = None) -> Any:  # noqa: A002
     """The cross product of 3-vectors along ``dim``, inputs broadcast; ``dim=None`` takes the
     first dimension of size 3 (``torch.cross``'s deprecated default; ``zgrad.linalg.cross``

@@ -23,6 +23,7 @@ from zgrad.ops._args import tensor_arg
 from zgrad.ops.elementwise import Cast, maximum, minimum
 from zgrad.tensor import Tensor
 from zgrad.kernels.promotion import is_floating
+from zgrad.ops.autocast import autocast_op
 
 __all__ = [
     "sum", "mean", "prod", "nansum", "cumsum", "ValuesIndices", "max", "min", "argmax", "argmin", "var", "std",
@@ -212,6 +213,7 @@ def _cast(input: Any, dtype: Any, name: str) -> Any:  # noqa: A002
     return x if dtype is None or x.dtype == dtype else Cast.apply(x, np.dtype(dtype))
 
 
+@autocast_op()
 def sum(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:  # noqa: A001,A002
     """The sum over ``dim`` (an int, a tuple, or None or an empty tuple for all).
 
@@ -234,6 +236,7 @@ def mean(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = Non
     return Mean.apply(_cast(x, dispatch.mean_dtype(x.dtype, dtype), "mean"), _all_if_empty(dim), keepdim)
 
 
+@autocast_op()
 def prod(input: Any, dim: int | None = None, keepdim: bool = False, *, dtype: Any = None) -> Any:  # noqa: A002
     """The product of all elements, or along the one dimension ``dim``.
 
@@ -254,6 +257,7 @@ def nansum(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = N
     return NanSum.apply(_cast(input, dtype, "nansum"), _all_if_empty(dim), keepdim, dtype)
 
 
+@autocast_op()
 def cumsum(input: Any, dim: int, *, dtype: Any = None) -> Any:  # noqa: A002
     """The running sums along ``dim``: element i is the sum of elements 0..i. Dtypes as
     :func:`sum`.
@@ -342,6 +346,7 @@ def std(input: Any, dim: Any = None, unbiased: bool | None = None, keepdim: bool
     return _var("std", input, dim, unbiased, keepdim, correction, True)
 
 
+@autocast_op()
 def logsumexp(input: Any, dim: Any, keepdim: bool = False) -> Any:  # noqa: A002
     """log(sum(exp(input))) over ``dim`` (int or tuple), computed without overflow."""
     return LogSumExp.apply(tensor_arg(input, "logsumexp"), dim, keepdim)

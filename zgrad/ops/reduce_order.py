@@ -21,6 +21,7 @@ from zgrad.kernels.dispatch import _reduced_shape
 from zgrad.kernels.dispatch_reduce import from_rows
 from zgrad.ops._args import tensor_arg
 from zgrad.tensor import Tensor
+from zgrad.ops.autocast import autocast_op
 
 __all__ = ["median", "nanmedian", "quantile", "nanquantile", "mode"]
 
@@ -137,6 +138,7 @@ def _quantile(name: str, input: Any, q: Any, dim: int | None, keepdim: bool,  # 
     return result.reshape(shape) if scalar else result
 
 
+@autocast_op()
 def quantile(input: Any, q: Any, dim: int | None = None, keepdim: bool = False, *,  # noqa: A002
              interpolation: str = "linear") -> Any:
     """The ``q``-th quantiles (a float or a 0-d/1-D tensor of values in [0, 1]) of all elements or
@@ -152,6 +154,7 @@ def quantile(input: Any, q: Any, dim: int | None = None, keepdim: bool = False, 
     return _quantile("quantile", input, q, dim, keepdim, interpolation, False)
 
 
+@autocast_op()
 def nanquantile(input: Any, q: Any, dim: int | None = None, keepdim: bool = False, *,  # noqa: A002
                 interpolation: str = "linear") -> Any:
     """:func:`quantile` of the elements that are not NaN (NaN where all are)."""

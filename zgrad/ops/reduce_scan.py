@@ -17,6 +17,7 @@ from zgrad.kernels.dispatch import scalar_type_name
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.reduce import _cast
 from zgrad.kernels.promotion import is_floating
+from zgrad.ops.autocast import autocast_op
 
 __all__ = ["cumprod", "cummax", "cummin", "logcumsumexp"]
 
@@ -72,6 +73,7 @@ class LogCumSumExp(Op):
         return dispatch_scan.logcumsumexp_backward(grad, rows, result_rows), None
 
 
+@autocast_op()
 def cumprod(input: Any, dim: int, *, dtype: Any = None) -> Any:  # noqa: A002
     """The running products along ``dim``: element i is the product of elements 0..i. Bool and
     integer tensors multiply in int64; ``dtype`` casts the input first.

@@ -20,6 +20,7 @@ from zgrad.ops.indexing import IndexSelect
 from zgrad.ops.pool import adaptive_avg_pool2d
 from zgrad.tensor import Tensor
 from zgrad.kernels.promotion import is_floating, opmath_dtype
+from zgrad.ops.autocast import autocast_op
 
 __all__ = ["INTERPOLATE_MODES", "interpolate", "pixel_shuffle", "pixel_unshuffle"]
 
@@ -119,6 +120,7 @@ def _linear_weights(size: int, out: int, scale_factor: float | None, align_corne
     return lower, upper, (source - lower).astype(dtype)
 
 
+@autocast_op()
 def interpolate(input: Any, size: Any = None, scale_factor: Any = None, mode: str = "nearest",  # noqa: A002
                 align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
                 antialias: bool = False) -> Any:

@@ -21,6 +21,7 @@ from zgrad.ops._args import index_arg, refuse_dtype, tensor_arg
 from zgrad.ops.indexing import masked_fill, scatter, source_gradient
 from zgrad.tensor import Tensor
 from zgrad.kernels.promotion import is_floating
+from zgrad.ops.autocast import autocast_op
 
 __all__ = ["scatter_add", "scatter_reduce", "index_add", "index_copy", "index_fill"]
 
@@ -173,6 +174,7 @@ def _same_dtype(name: str, x: Any, source: Any) -> None:
         raise DTypeError(f"{name}(): self ({x.dtype}) and source ({source.dtype}) must have the same scalar type")
 
 
+@autocast_op()
 def scatter_add(input: Any, dim: int, index: Any, src: Any) -> Any:  # noqa: A002
     """A copy of ``input`` with ``src[i][j][k]`` added at ``[i][index[i][j][k]][k]`` (dim=1; likewise
     for any dim); repeated indices add up. Differentiable in ``input`` and ``src``."""
@@ -217,6 +219,7 @@ def index_add(input: Any, dim: int, index: Any, source: Any, *, alpha: float = 1
     return IndexAdd.apply(x, dim, index, source, alpha)
 
 
+@autocast_op()
 def index_copy(input: Any, dim: int, index: Any, source: Any) -> Any:  # noqa: A002
     """A copy of ``input`` with ``source``'s slices along ``dim`` written at the positions of the
     1-D ``index``. Differentiable in ``input`` and ``source``.

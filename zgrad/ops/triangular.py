@@ -22,6 +22,7 @@ from zgrad.ops._args import tensor_arg
 from zgrad.kernels.promotion import get_default_dtype, result_type
 from zgrad.ops.functions import clone, reshape
 from zgrad.ops.reduce import sum as _sum
+from zgrad.ops.autocast import autocast_op
 
 __all__ = [
     "tril", "triu", "tril_indices", "triu_indices", "diagonal", "diag", "diag_embed", "diagflat", "trace", "block_diag",
@@ -213,6 +214,7 @@ def diag(input: Any, diagonal: int = 0) -> Any:  # noqa: A002
     raise ShapeError(f"diag(): Supports 1D or 2D tensors. Got {x.ndim}D")
 
 
+@autocast_op()
 def trace(input: Any) -> Any:  # noqa: A002
     """The sum of the main diagonal of a matrix (int64 for integer matrices).
 

@@ -15,6 +15,7 @@ from typing import Any
 from zgrad.autograd.function import Op
 from zgrad.kernels import dispatch, dispatch_math
 from zgrad.ops._args import tensor_arg
+from zgrad.ops.autocast import autocast_op
 
 __all__ = [
     "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "arcsin", "arccos",
@@ -264,16 +265,19 @@ def cos(input: Any) -> Any:  # noqa: A002
     return _apply("cos", input)
 
 
+@autocast_op()
 def tan(input: Any) -> Any:  # noqa: A002
     """Tangent of each element (radians)."""
     return _apply("tan", input)
 
 
+@autocast_op()
 def asin(input: Any) -> Any:  # noqa: A002
     """Arcsine of each element; NaN outside [-1, 1]."""
     return _apply("asin", input)
 
 
+@autocast_op()
 def acos(input: Any) -> Any:  # noqa: A002
     """Arccosine of each element; NaN outside [-1, 1]."""
     return _apply("acos", input)
@@ -284,11 +288,13 @@ def atan(input: Any) -> Any:  # noqa: A002
     return _apply("atan", input)
 
 
+@autocast_op()
 def sinh(input: Any) -> Any:  # noqa: A002
     """Hyperbolic sine of each element."""
     return _apply("sinh", input)
 
 
+@autocast_op()
 def cosh(input: Any) -> Any:  # noqa: A002
     """Hyperbolic cosine of each element."""
     return _apply("cosh", input)
@@ -319,26 +325,31 @@ def erfc(input: Any) -> Any:  # noqa: A002
     return _apply("erfc", input)
 
 
+@autocast_op()
 def erfinv(input: Any) -> Any:  # noqa: A002
     """The inverse error function of each element; +-inf at +-1, NaN outside [-1, 1]."""
     return _apply("erfinv", input)
 
 
+@autocast_op()
 def log1p(input: Any) -> Any:  # noqa: A002
     """log(1 + x) of each element, accurate for small x."""
     return _apply("log1p", input)
 
 
+@autocast_op()
 def expm1(input: Any) -> Any:  # noqa: A002
     """exp(x) - 1 of each element, accurate for small x."""
     return _apply("expm1", input)
 
 
+@autocast_op()
 def log2(input: Any) -> Any:  # noqa: A002
     """Base-2 logarithm of each element."""
     return _apply("log2", input)
 
 
+@autocast_op()
 def log10(input: Any) -> Any:  # noqa: A002
     """Base-10 logarithm of each element."""
     return _apply("log10", input)
@@ -349,11 +360,13 @@ def exp2(input: Any) -> Any:  # noqa: A002
     return _apply("exp2", input)
 
 
+@autocast_op()
 def rsqrt(input: Any) -> Any:  # noqa: A002
     """1 / sqrt(x) of each element."""
     return _apply("rsqrt", input)
 
 
+@autocast_op()
 def reciprocal(input: Any) -> Any:  # noqa: A002
     """1 / x of each element (integers give the default float dtype, as in PyTorch)."""
     return _apply("reciprocal", input)

@@ -18,6 +18,7 @@ from zgrad.kernels.dispatch import broadcast_shape
 from zgrad.ops._args import tensor_arg
 from zgrad.tensor import Tensor
 from zgrad.kernels.promotion import is_floating
+from zgrad.ops.autocast import autocast_op
 
 __all__ = ["VectorNorm", "cosine_similarity", "normalize", "one_hot", "pairwise_distance"]
 
@@ -72,6 +73,7 @@ def normalize(input: Any, p: float = 2.0, dim: Any = 1, eps: float = 1e-12, out:
     return x / ops.clamp(_norm(x, dim, p, "normalize"), min=eps)
 
 
+@autocast_op()
 def cosine_similarity(x1: Any, x2: Any, dim: int = 1, eps: float = 1e-8) -> Any:
     """The cosine of the angle between ``x1`` and ``x2`` (broadcast) along ``dim``:
     sum((x1 / max(||x1||, eps)) * (x2 / max(||x2||, eps))), as PyTorch computes it.

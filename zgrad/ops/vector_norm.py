@@ -16,6 +16,7 @@ from zgrad.kernels import dispatch, dispatch_index, dispatch_pointwise, dispatch
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.elementwise import Cast
 from zgrad.kernels.promotion import is_floating
+from zgrad.ops.autocast import autocast_op
 
 __all__ = ["vector_norm"]
 
@@ -93,6 +94,7 @@ class VectorNorm(Op):
         return dispatch.binary("mul", scaled, _over_norm(grad, norm, p - 1)), None, None, None
 
 
+@autocast_op("linalg_vector_norm")
 def vector_norm(x: Any, ord: float = 2, dim: Any = None, keepdim: bool = False, *,  # noqa: A002
                 dtype: Any = None) -> Any:
     """The ``ord``-norm of ``x`` over ``dim`` (an int, a tuple, or None for every element), as

@@ -332,6 +332,17 @@ def rmsprop_step(param, grad, square_avg, grad_avg, momentum_buffer, lr, alpha, 
     )
 
 
+def non_finite_check_and_unscale(grad, found_inf, inv_scale: float):
+    """grad *= inv_scale in place; found_inf[0] = 1 where grad holds an inf or NaN."""
+    if grad.flags.c_contiguous and grad.dtype in (np.float32, np.float64):
+        kernels.optim.non_finite_check_and_unscale(grad.reshape(-1), found_inf, float(inv_scale))
+        return grad
+    if not np.isfinite(grad).all():
+        found_inf[0] = 1
+    np.multiply(grad, np.float32(inv_scale), out=grad, casting="unsafe")  # in float32 at least, as PyTorch
+    return grad
+
+
 def adagrad_step(param, grad, state_sum, step, lr, lr_decay, weight_decay, eps, maximize):
     kernels.optim.adagrad_step(param.reshape(-1), flat(grad), state_sum.reshape(-1), step, lr, lr_decay, weight_decay,
                           eps, maximize)

@@ -49,7 +49,7 @@ from zgrad.kernels.cuda.sampling import (  # noqa: F401 - random draws (on the h
     multinomial, random_exponential, random_integers, random_normal, random_uniform,
 )
 from zgrad.kernels.cuda.optim import (  # noqa: F401 - the fused optimizer steps
-    adadelta_step, adagrad_step, adam_step, rmsprop_step, sgd_step,
+    adadelta_step, adagrad_step, adam_step, non_finite_check_and_unscale, rmsprop_step, sgd_step,
 )
 from zgrad.kernels.cuda.reduce import (  # noqa: F401 - reductions, rows, losses, matmul
     argmax, argmin, class_loss, class_loss_backward, cross_entropy, cross_entropy_backward, cumprod, cumsum,

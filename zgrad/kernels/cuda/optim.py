@@ -13,10 +13,11 @@ from typing import Any, Sequence
 
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda import kernels
+from zgrad.kernels.cuda.pointwise import copy
 from zgrad.kernels.cuda.reduce import contiguous
 from zgrad.kernels.optim_host import adagrad_learning_rate, adam_bias_corrections, check_sizes
 
-__all__ = ["sgd_step", "adam_step", "rmsprop_step", "adagrad_step", "adadelta_step"]
+__all__ = ["sgd_step", "adam_step", "rmsprop_step", "adagrad_step", "adadelta_step", "non_finite_check_and_unscale"]
 
 
 def _launch(name: str, param: Any, grad: Any, state: Sequence[Any], *scalars: Any) -> None:
@@ -80,3 +81,15 @@ def adadelta_step(param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay
     t = param.dtype.type
     _launch("adadelta_step", param, grad, [square_avg, acc_delta], t(lr), t(rho), t(eps), t(weight_decay),
             bool(maximize))
+
+
+def non_finite_check_and_unscale(grad, found_inf, inv_scale: float):
+    """grad *= inv_scale in place; found_inf[0] = 1 where grad holds an inf or NaN (a strided grad
+    is unscaled in a contiguous copy, then copied back)."""
+    if grad.size:
+        work = contiguous(grad)
+        rt.launch(kernels.optim.non_finite_check_and_unscale, rt.grid_1d(grad.size), work.reshape(-1).arg(),
+                  found_inf.reshape(-1).arg(), grad.dtype.type(inv_scale))
+        if work is not grad:
+            copy(work, grad)
+    return grad

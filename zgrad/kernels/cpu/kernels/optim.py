@@ -21,7 +21,7 @@ from numba import prange
 from zgrad.kernels._jit import kernel, parallel_kernel
 from zgrad.kernels.optim_host import adagrad_learning_rate, adam_bias_corrections, check_sizes
 
-__all__ = ["adadelta_step", "adagrad_step", "adam_step", "rmsprop_step", "sgd_step"]
+__all__ = ["adadelta_step", "adagrad_step", "adam_step", "non_finite_check_and_unscale", "rmsprop_step", "sgd_step"]
 
 
 @kernel
@@ -260,3 +260,21 @@ def adadelta_step(param: np.ndarray, grad: np.ndarray, square_avg: np.ndarray, a
     check_sizes("adadelta_step", param, grad=grad, square_avg=square_avg, acc_delta=acc_delta)
     _adadelta_update(param, grad, square_avg, acc_delta, float(lr), float(rho), float(eps), float(weight_decay),
                      bool(maximize))
+
+
+@kernel
+def non_finite_check_and_unscale(grad, found_inf, inv_scale):
+    """grad *= inv_scale in place and found_inf[0] = 1 (an int32 flag) if any element of ``grad`` is
+    inf or NaN, in one pass (GradScaler's ``unscale_``; PyTorch's
+    ``_amp_foreach_non_finite_check_and_unscale_``).
+
+    ``inv_scale`` is a float32 value; the product of it and a float32 or float64 element is exact in
+    float64, so storing it rounds once, as PyTorch's multiplication in the gradient's dtype does.
+    """
+    found = False
+    for i in range(grad.size):
+        value = grad[i]
+        found = found | (not np.isfinite(value))
+        grad[i] = value * inv_scale
+    if found:
+        found_inf[0] = 1

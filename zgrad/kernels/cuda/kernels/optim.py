@@ -14,7 +14,7 @@ from numba import cuda
 
 from zgrad.kernels.cuda.kernels.common import device, kernel, math
 
-__all__ = ["sgd_step", "adam_step", "rmsprop_step", "adagrad_step", "adadelta_step"]
+__all__ = ["sgd_step", "adam_step", "rmsprop_step", "adagrad_step", "adadelta_step", "non_finite_check_and_unscale"]
 
 
 @device
@@ -125,6 +125,20 @@ def adadelta_step(param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay
         param[i] = param[i] - lr * delta
 
 
+@kernel
+def non_finite_check_and_unscale(grad, found_inf, inv_scale):
+    """grad *= inv_scale in place, and found_inf[0] = 1 (an int32 flag) if an element is inf or NaN,
+    in one pass (see :func:`zgrad.kernels.cpu.kernels.optim.non_finite_check_and_unscale`);
+    ``inv_scale`` has the gradient's dtype. Every thread that finds one writes the same 1, so the
+    race is harmless."""
+    one = found_inf.dtype.type(1)
+    for i in range(cuda.grid(1), grad.size, cuda.gridsize(1)):
+        value = grad[i]
+        if math.isinf(value) or math.isnan(value):
+            found_inf[0] = one
+        grad[i] = value * inv_scale
+
+
 def ptx_signatures() -> list:
     """(name, Python function, argument types) of every kernel here, for float32 and float64."""
     from numba import types
@@ -139,5 +153,6 @@ def ptx_signatures() -> list:
             ("rmsprop_step", rmsprop_step.py_func, (v, v, v, v, v, dt, dt, dt, b, dt, dt, dt, b, b)),
             ("adagrad_step", adagrad_step.py_func, (v, v, v, dt, dt, dt, b)),
             ("adadelta_step", adadelta_step.py_func, (v, v, v, v, dt, dt, dt, dt, b)),
+            ("non_finite_check_and_unscale", non_finite_check_and_unscale.py_func, (v, types.int32[::1], dt)),
         ]
     return cases
