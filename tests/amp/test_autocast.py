@@ -190,9 +190,8 @@ def test_cat_of_two_16_bit_types_is_refused_as_in_torch():
     with zgrad.autocast("cpu", dtype=HALF):
         assert zgrad.cat([zgrad.ones(2, dtype=HALF), zgrad.ones(2)]).dtype == FLOAT
         assert zgrad.stack([zgrad.ones(2, dtype=HALF), zgrad.ones(2, dtype=HALF)]).dtype == HALF
-    if hasattr(zgrad, "bfloat16"):
-        with zgrad.autocast("cpu", dtype=HALF), pytest.raises(RuntimeError, match="at::autocast::prioritize"):
-            zgrad.cat([zgrad.ones(2, dtype=HALF), zgrad.ones(2, dtype=zgrad.bfloat16)])
+    with zgrad.autocast("cpu", dtype=HALF), pytest.raises(RuntimeError, match="at::autocast::prioritize"):
+        zgrad.cat([zgrad.ones(2, dtype=HALF), zgrad.ones(2, dtype=zgrad.bfloat16)])
 
 
 def test_every_listed_op_is_a_marked_zgrad_function():
@@ -211,7 +210,6 @@ def test_every_listed_op_is_a_marked_zgrad_function():
     assert listed <= marked, f"listed but not marked: {sorted(listed - marked)}"
 
 
-@pytest.mark.skipif(not hasattr(zgrad, "bfloat16"), reason="zgrad.bfloat16 comes with the lower-precision kernels")
 def test_cpu_default_dtype_is_bfloat16():
     x, w = _linear_inputs()
     assert zgrad.get_autocast_dtype("cpu") == zgrad.bfloat16

@@ -132,7 +132,6 @@ def test_output_dtype_as_torch_float16(name: str, fn: Op, shapes: tuple, dtypes:
     assert _zgrad_outcome(fn, arrays, "float16") == expected
 
 
-@pytest.mark.skipif(not hasattr(zgrad, "bfloat16"), reason="zgrad.bfloat16 comes with the lower-precision kernels")
 @pytest.mark.parametrize("dtypes", [("float32", "float32"), ("float64", "float64"), ("bfloat16", "float32"),
                                     ("float16", "float16")], ids="-".join)
 @pytest.mark.parametrize("name, fn, shapes", OPS, ids=[op[0] for op in OPS])

@@ -10,16 +10,16 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import ml_dtypes
 import numpy as np
+
+from zgrad.kernels.promotion import BFLOAT16
 
 __all__ = ["DEVICE_TYPES", "thread_state", "is_enabled", "set_enabled", "get_dtype", "dtype_setting", "set_dtype",
            "is_cache_enabled", "set_cache_enabled", "increment_nesting", "decrement_nesting", "clear_cache",
            "check_device_type"]
 
 DEVICE_TYPES = ("cpu", "cuda")
-# PyTorch's defaults (numpy's bfloat16 is ml_dtypes').
-_DEFAULT_DTYPES = {"cpu": np.dtype(ml_dtypes.bfloat16), "cuda": np.dtype(np.float16)}
+_DEFAULT_DTYPES = {"cpu": BFLOAT16, "cuda": np.dtype(np.float16)}  # PyTorch's
 
 
 class _AutocastState(threading.local):
