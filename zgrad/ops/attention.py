@@ -140,7 +140,7 @@ def _as_4d(t: Any, lead: tuple[int, ...], grouped: bool) -> Any:
     if tuple(t.shape) != target:
         t = t.expand(*target)
     heads = target[-3] if len(target) > 2 else 1
-    return t.reshape(-1, heads, *target[-2:])
+    return t.reshape(math.prod(target[:-3]), heads, *target[-2:])
 
 
 def _mask_4d(mask: Any, q: Any, lead: tuple[int, ...], length: int, keys: int) -> Any:
