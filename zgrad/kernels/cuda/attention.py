@@ -27,8 +27,9 @@ def attention(q, k, v, mask, scale, causal, seed, threshold, dropout_scale, out,
     """out and lse of softmax(q k^T * scale + mask) v (see :mod:`kernels.attention`)."""
     q, k, v = contiguous(q), contiguous(k), contiguous(v)
     full = _full_mask(mask, (*q.shape[:-1], k.shape[-2]), q.dtype)
-    _launch(kernels.attention.attention_forward, lse.size, q, k, v, full, float(scale), bool(causal), int(seed),
-            int(threshold), float(dropout_scale), out, lse)
+    typed = q.dtype.type  # scalars in the data's dtype: a float32 kernel computes in float32
+    _launch(kernels.attention.attention_forward, lse.size, q, k, v, full, typed(scale), bool(causal), int(seed),
+            int(threshold), typed(dropout_scale), out, lse)
     return out, lse
 
 
@@ -37,7 +38,8 @@ def attention_backward(grad, q, k, v, mask, out, lse, scale, causal, seed, thres
     """Gradients of :func:`attention` into grad_q, grad_k, grad_v and, unless None, grad_mask."""
     q, k, v, grad = contiguous(q), contiguous(k), contiguous(v), contiguous(grad)
     full = _full_mask(mask, (*q.shape[:-1], k.shape[-2]), q.dtype)
-    options = (float(scale), bool(causal), int(seed), int(threshold), float(dropout_scale))
+    typed = q.dtype.type
+    options = (typed(scale), bool(causal), int(seed), int(threshold), typed(dropout_scale))
     deltas = DeviceArray.empty(lse.shape, q.dtype)
     _launch(kernels.attention.attention_backward_queries, lse.size, q, k, v, full, *options, out, grad, lse, deltas,
             grad_q, DeviceArray.empty((1, 1, 1, 0), q.dtype) if grad_mask is None else grad_mask)

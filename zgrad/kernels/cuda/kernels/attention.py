@@ -157,7 +157,7 @@ def ptx_signatures() -> list:
     cases = []
     for dt in (types.float32, types.float64):
         t4, t3, m4 = dt[:, :, :, ::1], dt[:, :, ::1], dt[:, :, :, :]
-        head = (t4, t4, t4, m4, types.float64, b, i64, i64, types.float64)
+        head = (t4, t4, t4, m4, dt, b, i64, i64, dt)
         cases += [
             ("attention_forward", attention_forward.py_func, (*head, t4, t3)),
             ("attention_backward_queries", attention_backward_queries.py_func, (*head, t4, t4, t3, t3, t4, t4)),
