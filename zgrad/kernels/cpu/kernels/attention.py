@@ -146,30 +146,27 @@ def _key_end(causal, row_end, keys):
     return min(keys, row_end) if causal else keys
 
 
-@kernel
-def _score(value, scale, mask_row, y, causal, i, j, masked):
-    """The masked, scaled score of query i and key j (``mask_row[y]`` their mask element, when
-    the mask has a size; ``masked``: -inf in the scores' dtype)."""
-    s = value * scale
-    if mask_row.size:
-        s += mask_row[y]
-    return masked if causal and j > i else s
-
-
 @kernel(reduction=True)
 def _softmax_block(scores, row, j0, j1, causal, i, scale, mask_row, stats, seed, first_index, threshold):
     """Turn scores[row, :j1 - j0] (keys j0..j1) into weights for the online softmax of query i:
     stats[0] (running max) and stats[1] (running sum) are updated; returns the factor the row's
     accumulator is rescaled by. Dropped weights (after the sum) are zeroed."""
     t = scores.dtype.type
-    s_row = scores[row]
     n = j1 - j0
-    mask_part = mask_row[j0:j1] if mask_row.size else mask_row
+    s_row = scores[row, :n]
+    if mask_row.size:
+        mask_part = mask_row[j0:j1]
+        for j in range(n):
+            s_row[j] = s_row[j] * scale + mask_part[j]
+    else:
+        for j in range(n):
+            s_row[j] *= scale
+    if causal:  # keys j > i are not seen
+        for j in range(max(i + 1 - j0, 0), n):
+            s_row[j] = -np.inf
     block_max = t(-np.inf)
     for j in range(n):
-        s = _score(s_row[j], scale, mask_part, j, causal, i, j0 + j, t(-np.inf))
-        s_row[j] = s
-        block_max = vector_math.maximum(block_max, s)
+        block_max = vector_math.maximum(block_max, s_row[j])
     new_max = vector_math.maximum(t(stats[0]), block_max)
     if new_max == -np.inf:  # every key so far masked
         s_row[:n] = 0
@@ -249,32 +246,52 @@ def _weight_gradients(weights_t, dweights_t, j0, i0, rows, cols, causal, scale, 
                       first_index, keys, threshold, dropout_scale, grad_mask):
     """From scores^T (keys j0.. by queries i0..) in ``weights_t`` and dO V^T in ``dweights_t``:
     weights_t becomes the (dropped, scaled) weights P^T, dweights_t the score gradient
-    dS^T * scale; with a ``grad_mask`` (size > 0), dS^T is written there too."""
+    dS^T * scale; with a ``grad_mask`` (size > 0), dS^T is written there too.
+
+    The options are tested once per row, outside the loops over a row, so that the loop of the
+    common case (no mask, no dropout) is straight arithmetic LLVM vectorizes.
+    """
     t = weights_t.dtype.type
     lse_part, deltas_part = lse[i0:i0 + cols], deltas[i0:i0 + cols]
-    mask_part = mask[i0:i0 + cols, j0:j0 + rows].T if mask.size else mask
     for x in range(rows):
         j = j0 + x
-        w_row, d_row = weights_t[x], dweights_t[x]
-        mask_row = mask_part[x] if mask.size else mask_part[0]
-        for y in range(cols):
-            i = i0 + y
-            s = _score(w_row[y], scale, mask_row, y, causal, i, j, t(-np.inf))
-            p = vector_math.exp(s - t(lse_part[y]))
-            dp = d_row[y]
-            kept = p
-            if threshold:
-                if _keeps(seed, first_index + i * keys + j, threshold):
-                    dp *= dropout_scale
-                    kept = p * dropout_scale
+        w_row, d_row = weights_t[x, :cols], dweights_t[x, :cols]
+        if mask.size:
+            for y in range(cols):
+                w_row[y] = w_row[y] * scale + mask[i0 + y, j]
+        else:
+            for y in range(cols):
+                w_row[y] *= scale
+        if causal:  # queries i < j do not see key j
+            for y in range(min(max(j - i0, 0), cols)):
+                w_row[y] = -np.inf
+        if threshold:
+            for y in range(cols):
+                p = vector_math.exp(w_row[y] - lse_part[y])
+                if _keeps(seed, first_index + (i0 + y) * keys + j, threshold):
+                    w_row[y] = p * dropout_scale
+                    d_row[y] = p * (d_row[y] * dropout_scale - deltas_part[y])
                 else:
-                    dp = t(0)
-                    kept = t(0)
-            ds = p * (dp - t(deltas_part[y]))
-            w_row[y] = kept
-            d_row[y] = ds * scale
-            if grad_mask.size:
-                grad_mask[i, j] = ds
+                    w_row[y] = t(0)
+                    d_row[y] = -p * deltas_part[y]
+        else:
+            for y in range(cols):
+                p = vector_math.exp(w_row[y] - lse_part[y])
+                w_row[y] = p
+                d_row[y] = p * (d_row[y] - deltas_part[y])
+        if grad_mask.size:
+            for y in range(cols):
+                grad_mask[i0 + y, j] = d_row[y]
+        for y in range(cols):
+            d_row[y] *= scale
+
+
+@kernel
+def _transpose_block(a, rows, cols, out):
+    """out[:cols, :rows] = a[:rows, :cols]^T."""
+    for x in range(rows):
+        for y in range(cols):
+            out[y, x] = a[x, y]
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_QUERY_SIZE, reduction=True)
@@ -296,7 +313,7 @@ def attention_backward(q, k, v, mask, scale, causal, seed, threshold, dropout_sc
         _transpose(kh, keys_t)
         queries_t = np.empty((dim, length), q.dtype)
         grad_out_t = np.empty((value_dim, length), q.dtype)
-        deltas = np.empty(length, np.float64)
+        deltas = np.empty(length, q.dtype)
         weights_t = np.empty((_KEYS, _ROWS), q.dtype)
         dweights_t = np.empty((_KEYS, _ROWS), q.dtype)
         dweights = np.empty((_ROWS, _KEYS), q.dtype)
@@ -321,5 +338,5 @@ def attention_backward(q, k, v, mask, scale, causal, seed, threshold, dropout_sc
                                       deltas, seed, first_index, keys, threshold, dropout_scale_, grad_mask_h)
                     _products(weights_t, 0, 0, grad_out_t, 0, i0, cols, rows, value_dim, True, gv, j0, 0)
                     _products(dweights_t, 0, 0, queries_t, 0, i0, cols, rows, dim, True, gk, j0, 0)
-                    _transpose(dweights_t[:rows, :cols], dweights[:cols, :rows])
+                    _transpose_block(dweights_t, rows, cols, dweights)
                     _products(dweights, 0, 0, keys_t, 0, j0, rows, cols, dim, True, gq, i0, 0)
