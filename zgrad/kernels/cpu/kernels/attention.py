@@ -44,7 +44,7 @@ from zgrad.kernels.vocabulary import attention_keeps
 __all__ = ["attention_backward", "attention_forward"]
 
 # Queries and keys per block: scores, weights and their gradients for one block stay in L2.
-_ROWS = 64
+_ROWS = 96
 _KEYS = 96
 
 # The work of a call grows with q.size * S; from this many query elements on (e.g. 2 heads of
