@@ -54,28 +54,52 @@ PARALLEL_MIN_QUERY_SIZE = 1 << 14
 _keeps = kernel(attention_keeps)
 
 
+# How a block on the causal diagonal trims a product (``trim``), so that the part of each group of
+# rows the mask leaves out is not computed: columns or reduction positions below ``skew`` + row + the
+# group's height, or from ``skew`` + row on.
+FULL_BLOCK, COLS_BELOW, DEPTH_BELOW, COLS_FROM, DEPTH_FROM = 0, 1, 2, 3, 4
+
+
+@kernel
+def _bounds(trim, skew, x, height, cols, depth):
+    """(first column, end column, first r, end r) of rows x .. x + height - 1 of a product."""
+    first_col, end_col, first_r, end_r = 0, cols, 0, depth
+    if trim == COLS_BELOW:
+        end_col = min(cols, max(skew + x + height, 0))
+    elif trim == DEPTH_BELOW:
+        end_r = min(depth, max(skew + x + height, 0))
+    elif trim == COLS_FROM:
+        first_col = min(max(skew + x, 0), cols)
+    elif trim == DEPTH_FROM:
+        first_r = min(max(skew + x, 0), depth)
+    return first_col, end_col, first_r, end_r
+
+
 @kernel(reduction=True)
-def _products(a, a_row, a_col, b, b_row, b_col, depth, rows, cols, accumulate, out, out_row, out_col):
+def _products(a, a_row, a_col, b, b_row, b_col, depth, rows, cols, accumulate, trim, skew, out, out_row, out_col):
     """out[out_row + x, out_col + y] (+)= sum over r < depth of a[a_row + x, a_col + r] *
-    b[b_row + y, b_col + r], for x < rows, y < cols: dot products of contiguous rows, 4 x 3 at a
+    b[b_row + y, b_col + r], for x < rows, y < cols (less what ``trim`` leaves out, see
+    :func:`_bounds`; those outputs are not written): dot products of contiguous rows, 4 x 3 at a
     time (12 accumulators and 7 row vectors fit the 16 vector registers).
 
     Rows are taken as slices and indexed from 0, so that no index can be negative: an offset
     index would make Numba wrap it around, which stops LLVM from vectorizing the loads.
     """
     zero = out.dtype.type(0)
-    a_end, b_end = a_col + depth, b_col + depth
     full_rows = rows - rows % 4
-    full_cols = cols - cols % 3
     for x in range(0, full_rows, 4):
-        a0, a1 = a[a_row + x, a_col:a_end], a[a_row + x + 1, a_col:a_end]
-        a2, a3 = a[a_row + x + 2, a_col:a_end], a[a_row + x + 3, a_col:a_end]
+        first_col, end_col, first_r, end_r = _bounds(trim, skew, x, 4, cols, depth)
+        a_first, a_end, b_first, b_end = a_col + first_r, a_col + end_r, b_col + first_r, b_col + end_r
+        n = end_r - first_r
+        a0, a1 = a[a_row + x, a_first:a_end], a[a_row + x + 1, a_first:a_end]
+        a2, a3 = a[a_row + x + 2, a_first:a_end], a[a_row + x + 3, a_first:a_end]
         o0, o1 = out[out_row + x, out_col:out_col + cols], out[out_row + x + 1, out_col:out_col + cols]
         o2, o3 = out[out_row + x + 2, out_col:out_col + cols], out[out_row + x + 3, out_col:out_col + cols]
-        for y in range(0, full_cols, 3):
-            b0, b1, b2 = b[b_row + y, b_col:b_end], b[b_row + y + 1, b_col:b_end], b[b_row + y + 2, b_col:b_end]
+        full_end = end_col - (end_col - first_col) % 3
+        for y in range(first_col, full_end, 3):
+            b0, b1, b2 = b[b_row + y, b_first:b_end], b[b_row + y + 1, b_first:b_end], b[b_row + y + 2, b_first:b_end]
             s00 = s01 = s02 = s10 = s11 = s12 = s20 = s21 = s22 = s30 = s31 = s32 = zero
-            for r in range(depth):
+            for r in range(n):
                 x0, x1, x2, x3 = a0[r], a1[r], a2[r], a3[r]
                 y0, y1, y2 = b0[r], b1[r], b2[r]
                 s00 += x0 * y0
@@ -107,10 +131,10 @@ def _products(a, a_row, a_col, b, b_row, b_col, depth, rows, cols, accumulate, o
             o1[y], o1[y + 1], o1[y + 2] = s10, s11, s12
             o2[y], o2[y + 1], o2[y + 2] = s20, s21, s22
             o3[y], o3[y + 1], o3[y + 2] = s30, s31, s32
-        for y in range(full_cols, cols):
-            by = b[b_row + y, b_col:b_end]
+        for y in range(full_end, end_col):
+            by = b[b_row + y, b_first:b_end]
             s0 = s1 = s2 = s3 = zero
-            for r in range(depth):
+            for r in range(n):
                 w = by[r]
                 s0 += a0[r] * w
                 s1 += a1[r] * w
@@ -123,11 +147,12 @@ def _products(a, a_row, a_col, b, b_row, b_col, depth, rows, cols, accumulate, o
                 s3 += o3[y]
             o0[y], o1[y], o2[y], o3[y] = s0, s1, s2, s3
     for x in range(full_rows, rows):
-        ax, ox = a[a_row + x, a_col:a_end], out[out_row + x, out_col:out_col + cols]
-        for y in range(cols):
-            by = b[b_row + y, b_col:b_end]
+        first_col, end_col, first_r, end_r = _bounds(trim, skew, x, 1, cols, depth)
+        ax, ox = a[a_row + x, a_col + first_r:a_col + end_r], out[out_row + x, out_col:out_col + cols]
+        for y in range(first_col, end_col):
+            by = b[b_row + y, b_col + first_r:b_col + end_r]
             s = zero
-            for r in range(depth):
+            for r in range(end_r - first_r):
                 s += ax[r] * by[r]
             ox[y] = s + ox[y] if accumulate else s
 
@@ -209,7 +234,9 @@ def attention_forward(q, k, v, mask, scale, causal, seed, threshold, dropout_sca
                 stats[:, 1] = 0.0
                 for j0 in range(0, _key_end(causal, i1, keys), _KEYS):
                     j1 = min(j0 + _KEYS, keys)
-                    _products(qh, i0, 0, kh, j0, 0, dim, i1 - i0, j1 - j0, False, scores, 0, 0)
+                    diagonal = causal and j1 > i0 + 1
+                    _products(qh, i0, 0, kh, j0, 0, dim, i1 - i0, j1 - j0, False, COLS_BELOW if diagonal else FULL_BLOCK,
+                              i0 - j0, scores, 0, 0)
                     for i in range(i0, i1):
                         mask_row = mask[b, h, i] if mask.size else mask[0, 0, 0]
                         correction = _softmax_block(scores, i - i0, j0, j1, causal, i, scale_, mask_row,
@@ -218,7 +245,8 @@ def attention_forward(q, k, v, mask, scale, causal, seed, threshold, dropout_sca
                         if correction != 1:
                             for c in range(value_dim):
                                 oh[i, c] *= correction
-                    _products(scores, 0, 0, values_t, 0, j0, j1 - j0, i1 - i0, value_dim, True, oh, i0, 0)
+                    _products(scores, 0, 0, values_t, 0, j0, j1 - j0, i1 - i0, value_dim, True,
+                              DEPTH_BELOW if diagonal else FULL_BLOCK, i0 - j0, oh, i0, 0)
                 for i in range(i0, i1):
                     total = stats[i - i0, 1]
                     if total == 0.0:  # a fully masked row
@@ -262,9 +290,10 @@ def _weight_gradients(weights_t, dweights_t, j0, i0, rows, cols, causal, scale, 
         else:
             for y in range(cols):
                 w_row[y] *= scale
-        if causal:  # queries i < j do not see key j
+        if causal:  # queries i < j do not see key j (and their products were skipped: see _bounds)
             for y in range(min(max(j - i0, 0), cols)):
                 w_row[y] = -np.inf
+                d_row[y] = 0
         if threshold:
             for y in range(cols):
                 p = vector_math.exp(w_row[y] - lse_part[y])
@@ -332,11 +361,17 @@ def attention_backward(q, k, v, mask, scale, causal, seed, threshold, dropout_sc
                 for i0 in range(first_row, length, _ROWS):
                     i1 = min(i0 + _ROWS, length)
                     rows, cols = j1 - j0, i1 - i0
-                    _products(kh, j0, 0, qh, i0, 0, dim, rows, cols, False, weights_t, 0, 0)
-                    _products(vh, j0, 0, doh, i0, 0, value_dim, rows, cols, False, dweights_t, 0, 0)
+                    diagonal = causal and j1 > i0 + 1
+                    from_diagonal = COLS_FROM if diagonal else FULL_BLOCK
+                    _products(kh, j0, 0, qh, i0, 0, dim, rows, cols, False, from_diagonal, j0 - i0, weights_t, 0, 0)
+                    _products(vh, j0, 0, doh, i0, 0, value_dim, rows, cols, False, from_diagonal, j0 - i0, dweights_t,
+                              0, 0)
                     _weight_gradients(weights_t, dweights_t, j0, i0, rows, cols, causal, scale_, mask_h, lse[b, h],
                                       deltas, seed, first_index, keys, threshold, dropout_scale_, grad_mask_h)
-                    _products(weights_t, 0, 0, grad_out_t, 0, i0, cols, rows, value_dim, True, gv, j0, 0)
-                    _products(dweights_t, 0, 0, queries_t, 0, i0, cols, rows, dim, True, gk, j0, 0)
+                    depth_from = DEPTH_FROM if diagonal else FULL_BLOCK
+                    _products(weights_t, 0, 0, grad_out_t, 0, i0, cols, rows, value_dim, True, depth_from, j0 - i0, gv,
+                              j0, 0)
+                    _products(dweights_t, 0, 0, queries_t, 0, i0, cols, rows, dim, True, depth_from, j0 - i0, gk, j0, 0)
                     _transpose_block(dweights_t, rows, cols, dweights)
-                    _products(dweights, 0, 0, keys_t, 0, j0, rows, cols, dim, True, gq, i0, 0)
+                    _products(dweights, 0, 0, keys_t, 0, j0, rows, cols, dim, True, DEPTH_BELOW if diagonal else FULL_BLOCK,
+                              i0 - j0, gq, i0, 0)
