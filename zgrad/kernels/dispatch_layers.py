@@ -17,9 +17,9 @@ from zgrad.kernels.dispatch import backend_of
 from zgrad.kernels.vocabulary import PADDING_MODES, dropout_threshold
 
 __all__ = [
-    "PADDING_MODES", "adaptive_avg_pool2d", "attention", "attention_backward", "adaptive_avg_pool2d_backward", "avg_pool2d", "avg_pool2d_backward",
-    "batch_norm", "batch_norm_backward", "conv2d", "conv2d_backward", "conv_transpose2d", "group_norm",
-    "group_norm_backward", "max_pool2d", "max_pool2d_backward",
+    "PADDING_MODES", "adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "attention", "attention_backward",
+    "avg_pool2d", "avg_pool2d_backward", "batch_norm", "batch_norm_backward", "conv2d", "conv2d_backward",
+    "conv_transpose2d", "group_norm", "group_norm_backward", "max_pool2d", "max_pool2d_backward",
 ]
 
 

@@ -23,7 +23,8 @@ D = rowsum(dO * out), dK += dS^T Q, dQ += dS K.
 
 Every product is written as dot products of contiguous rows (:func:`_products`), in tiles of 4 by
 3 accumulators that LLVM keeps in vector registers; that is why the tasks keep transposed copies
-of V (forward), Q, dO and K (backward).
+of V (forward), Q, dO and K (backward). On a block the causal diagonal crosses, the products skip
+the masked part of each group of rows (:func:`_bounds`).
 
 Dropout (``threshold`` > 0) keeps weight (b, h, i, j) where :func:`attention_keeps` of its linear
 position says so, for the call's ``seed``: the backward regenerates the forward's mask. Kept
@@ -158,17 +159,17 @@ def _products(a, a_row, a_col, b, b_row, b_col, depth, rows, cols, accumulate, t
 
 
 @kernel
-def _transpose(a, out):
-    """out (C, R) = a (R, C)^T."""
-    for r in range(a.shape[0]):
-        for c in range(a.shape[1]):
-            out[c, r] = a[r, c]
-
-
-@kernel
 def _key_end(causal, row_end, keys):
     """How many keys the queries before ``row_end`` see."""
     return min(keys, row_end) if causal else keys
+
+
+@kernel
+def _transpose_block(a, rows, cols, out):
+    """out[:cols, :rows] = a[:rows, :cols]^T."""
+    for x in range(rows):
+        for y in range(cols):
+            out[y, x] = a[x, y]
 
 
 @kernel(reduction=True)
@@ -222,7 +223,7 @@ def attention_forward(q, k, v, mask, scale, causal, seed, threshold, dropout_sca
     for task in prange(batch * kv_heads):
         b, hk = task // kv_heads, task % kv_heads
         values_t = np.empty((value_dim, keys), q.dtype)
-        _transpose(v[b, hk], values_t)
+        _transpose_block(v[b, hk], keys, value_dim, values_t)
         scores = np.empty((_ROWS, _KEYS), q.dtype)
         stats = np.empty((_ROWS, 2), np.float64)
         for h in range(hk * group, (hk + 1) * group):
@@ -235,8 +236,8 @@ def attention_forward(q, k, v, mask, scale, causal, seed, threshold, dropout_sca
                 for j0 in range(0, _key_end(causal, i1, keys), _KEYS):
                     j1 = min(j0 + _KEYS, keys)
                     diagonal = causal and j1 > i0 + 1
-                    _products(qh, i0, 0, kh, j0, 0, dim, i1 - i0, j1 - j0, False, COLS_BELOW if diagonal else FULL_BLOCK,
-                              i0 - j0, scores, 0, 0)
+                    _products(qh, i0, 0, kh, j0, 0, dim, i1 - i0, j1 - j0, False,
+                              COLS_BELOW if diagonal else FULL_BLOCK, i0 - j0, scores, 0, 0)
                     for i in range(i0, i1):
                         mask_row = mask[b, h, i] if mask.size else mask[0, 0, 0]
                         correction = _softmax_block(scores, i - i0, j0, j1, causal, i, scale_, mask_row,
@@ -315,14 +316,6 @@ def _weight_gradients(weights_t, dweights_t, j0, i0, rows, cols, causal, scale, 
             d_row[y] *= scale
 
 
-@kernel
-def _transpose_block(a, rows, cols, out):
-    """out[:cols, :rows] = a[:rows, :cols]^T."""
-    for x in range(rows):
-        for y in range(cols):
-            out[y, x] = a[x, y]
-
-
 @parallel_kernel(min_size=PARALLEL_MIN_QUERY_SIZE, reduction=True)
 def attention_backward(q, k, v, mask, scale, causal, seed, threshold, dropout_scale, out, grad_out, lse, grad_q,
                        grad_k, grad_v, grad_mask):
@@ -339,7 +332,7 @@ def attention_backward(q, k, v, mask, scale, causal, seed, threshold, dropout_sc
         gk[:] = 0
         gv[:] = 0
         keys_t = np.empty((dim, keys), q.dtype)
-        _transpose(kh, keys_t)
+        _transpose_block(kh, keys, dim, keys_t)
         queries_t = np.empty((dim, length), q.dtype)
         grad_out_t = np.empty((value_dim, length), q.dtype)
         deltas = np.empty(length, q.dtype)
@@ -349,8 +342,8 @@ def attention_backward(q, k, v, mask, scale, causal, seed, threshold, dropout_sc
         for h in range(hk * group, (hk + 1) * group):
             qh, doh, gq = q[b, h], grad_out[b, h], grad_q[b, h]
             gq[:] = 0
-            _transpose(qh, queries_t)
-            _transpose(doh, grad_out_t)
+            _transpose_block(qh, length, dim, queries_t)
+            _transpose_block(doh, length, value_dim, grad_out_t)
             _row_dots(doh, out[b, h], deltas)
             mask_h = mask[b, h] if mask.size else mask[0, 0]
             grad_mask_h = grad_mask[b, h] if grad_mask.size else grad_mask[0, 0]
@@ -373,5 +366,5 @@ def attention_backward(q, k, v, mask, scale, causal, seed, threshold, dropout_sc
                               j0, 0)
                     _products(dweights_t, 0, 0, queries_t, 0, i0, cols, rows, dim, True, depth_from, j0 - i0, gk, j0, 0)
                     _transpose_block(dweights_t, rows, cols, dweights)
-                    _products(dweights, 0, 0, keys_t, 0, j0, rows, cols, dim, True, DEPTH_BELOW if diagonal else FULL_BLOCK,
-                              i0 - j0, gq, i0, 0)
+                    _products(dweights, 0, 0, keys_t, 0, j0, rows, cols, dim, True,
+                              DEPTH_BELOW if diagonal else FULL_BLOCK, i0 - j0, gq, i0, 0)
