@@ -48,6 +48,18 @@ __all__ = ["attention_backward", "attention_forward"]
 _ROWS = 96
 _KEYS = 96
 
+# Blocks per panel: the forward visits each block of keys once per panel of queries, the backward
+# each block of queries once per panel of keys, so a block read from memory serves several from
+# cache (at 1024 keys, K and V^T of a head no longer fit L2). The backward's panel carries five
+# arrays per key (K, V, K^T, dK, dV): two blocks keep it in L2.
+_QUERY_PANEL = 4 * _ROWS
+_KEY_PANEL = 2 * _KEYS
+
+# Elements added to each row of the transposed copies: rows of a power-of-two length (1024 keys:
+# 4 KiB apart) would all fall into the same L1 cache sets, and the products read 64 of them at a
+# time; one cache line more per row spreads them over the sets.
+_ROW_PADDING = 16
+
 # The work of a call grows with q.size * S; from this many query elements on (e.g. 2 heads of
 # 128 x 64 queries) the tasks are split across threads.
 PARALLEL_MIN_QUERY_SIZE = 1 << 14
@@ -222,34 +234,38 @@ def attention_forward(q, k, v, mask, scale, causal, seed, threshold, dropout_sca
     scale_, dropout_scale_ = t(scale), t(dropout_scale)
     for task in prange(batch * kv_heads):
         b, hk = task // kv_heads, task % kv_heads
-        values_t = np.empty((value_dim, keys), q.dtype)
+        values_t = np.empty((value_dim, keys + _ROW_PADDING), q.dtype)
         _transpose_block(v[b, hk], keys, value_dim, values_t)
         scores = np.empty((_ROWS, _KEYS), q.dtype)
-        stats = np.empty((_ROWS, 2), np.float64)
+        stats = np.empty((_QUERY_PANEL, 2), np.float64)
         for h in range(hk * group, (hk + 1) * group):
             qh, kh, oh = q[b, h], k[b, hk], out[b, h]
             oh[:] = 0
-            for i0 in range(0, length, _ROWS):
-                i1 = min(i0 + _ROWS, length)
+            for p0 in range(0, length, _QUERY_PANEL):
+                p1 = min(p0 + _QUERY_PANEL, length)
                 stats[:, 0] = -np.inf
                 stats[:, 1] = 0.0
-                for j0 in range(0, _key_end(causal, i1, keys), _KEYS):
+                for j0 in range(0, _key_end(causal, p1, keys), _KEYS):
                     j1 = min(j0 + _KEYS, keys)
-                    diagonal = causal and j1 > i0 + 1
-                    _products(qh, i0, 0, kh, j0, 0, dim, i1 - i0, j1 - j0, False,
-                              COLS_BELOW if diagonal else FULL_BLOCK, i0 - j0, scores, 0, 0)
-                    for i in range(i0, i1):
-                        mask_row = mask[b, h, i] if mask.size else mask[0, 0, 0]
-                        correction = _softmax_block(scores, i - i0, j0, j1, causal, i, scale_, mask_row,
-                                                    stats[i - i0], seed, ((b * heads + h) * length + i) * keys,
-                                                    threshold)
-                        if correction != 1:
-                            for c in range(value_dim):
-                                oh[i, c] *= correction
-                    _products(scores, 0, 0, values_t, 0, j0, j1 - j0, i1 - i0, value_dim, True,
-                              DEPTH_BELOW if diagonal else FULL_BLOCK, i0 - j0, oh, i0, 0)
-                for i in range(i0, i1):
-                    total = stats[i - i0, 1]
+                    for i0 in range(p0, p1, _ROWS):
+                        i1 = min(i0 + _ROWS, p1)
+                        if causal and j0 >= i1:  # the block lies above the diagonal
+                            continue
+                        diagonal = causal and j1 > i0 + 1
+                        _products(qh, i0, 0, kh, j0, 0, dim, i1 - i0, j1 - j0, False,
+                                  COLS_BELOW if diagonal else FULL_BLOCK, i0 - j0, scores, 0, 0)
+                        for i in range(i0, i1):
+                            mask_row = mask[b, h, i] if mask.size else mask[0, 0, 0]
+                            correction = _softmax_block(scores, i - i0, j0, j1, causal, i, scale_, mask_row,
+                                                        stats[i - p0], seed, ((b * heads + h) * length + i) * keys,
+                                                        threshold)
+                            if correction != 1:
+                                for c in range(value_dim):
+                                    oh[i, c] *= correction
+                        _products(scores, 0, 0, values_t, 0, j0, j1 - j0, i1 - i0, value_dim, True,
+                                  DEPTH_BELOW if diagonal else FULL_BLOCK, i0 - j0, oh, i0, 0)
+                for i in range(p0, p1):
+                    total = stats[i - p0, 1]
                     if total == 0.0:  # a fully masked row
                         oh[i, :] = 0
                         lse[b, h, i] = np.inf
@@ -257,7 +273,7 @@ def attention_forward(q, k, v, mask, scale, causal, seed, threshold, dropout_sca
                         factor = t(dropout_scale_ / total)
                         for c in range(value_dim):
                             oh[i, c] *= factor
-                        lse[b, h, i] = stats[i - i0, 0] + math.log(total)
+                        lse[b, h, i] = stats[i - p0, 0] + math.log(total)
 
 
 @kernel(reduction=True)
@@ -331,10 +347,10 @@ def attention_backward(q, k, v, mask, scale, causal, seed, threshold, dropout_sc
         kh, vh, gk, gv = k[b, hk], v[b, hk], grad_k[b, hk], grad_v[b, hk]
         gk[:] = 0
         gv[:] = 0
-        keys_t = np.empty((dim, keys), q.dtype)
+        keys_t = np.empty((dim, keys + _ROW_PADDING), q.dtype)
         _transpose_block(kh, keys, dim, keys_t)
-        queries_t = np.empty((dim, length), q.dtype)
-        grad_out_t = np.empty((value_dim, length), q.dtype)
+        queries_t = np.empty((dim, length + _ROW_PADDING), q.dtype)
+        grad_out_t = np.empty((value_dim, length + _ROW_PADDING), q.dtype)
         deltas = np.empty(length, q.dtype)
         weights_t = np.empty((_KEYS, _ROWS), q.dtype)
         dweights_t = np.empty((_KEYS, _ROWS), q.dtype)
@@ -348,23 +364,29 @@ def attention_backward(q, k, v, mask, scale, causal, seed, threshold, dropout_sc
             mask_h = mask[b, h] if mask.size else mask[0, 0]
             grad_mask_h = grad_mask[b, h] if grad_mask.size else grad_mask[0, 0]
             first_index = (b * heads + h) * length * keys
-            for j0 in range(0, keys, _KEYS):
-                j1 = min(j0 + _KEYS, keys)
-                first_row = j0 - j0 % _ROWS if causal else 0
-                for i0 in range(first_row, length, _ROWS):
+            for p0 in range(0, keys, _KEY_PANEL):
+                p1 = min(p0 + _KEY_PANEL, keys)
+                for i0 in range(p0 - p0 % _ROWS if causal else 0, length, _ROWS):
                     i1 = min(i0 + _ROWS, length)
-                    rows, cols = j1 - j0, i1 - i0
-                    diagonal = causal and j1 > i0 + 1
-                    from_diagonal = COLS_FROM if diagonal else FULL_BLOCK
-                    _products(kh, j0, 0, qh, i0, 0, dim, rows, cols, False, from_diagonal, j0 - i0, weights_t, 0, 0)
-                    _products(vh, j0, 0, doh, i0, 0, value_dim, rows, cols, False, from_diagonal, j0 - i0, dweights_t,
-                              0, 0)
-                    _weight_gradients(weights_t, dweights_t, j0, i0, rows, cols, causal, scale_, mask_h, lse[b, h],
-                                      deltas, seed, first_index, keys, threshold, dropout_scale_, grad_mask_h)
-                    depth_from = DEPTH_FROM if diagonal else FULL_BLOCK
-                    _products(weights_t, 0, 0, grad_out_t, 0, i0, cols, rows, value_dim, True, depth_from, j0 - i0, gv,
-                              j0, 0)
-                    _products(dweights_t, 0, 0, queries_t, 0, i0, cols, rows, dim, True, depth_from, j0 - i0, gk, j0, 0)
-                    _transpose_block(dweights_t, rows, cols, dweights)
-                    _products(dweights, 0, 0, keys_t, 0, j0, rows, cols, dim, True,
-                              DEPTH_BELOW if diagonal else FULL_BLOCK, i0 - j0, gq, i0, 0)
+                    for j0 in range(p0, p1, _KEYS):
+                        if causal and j0 >= i1:  # this and the later key blocks lie above the diagonal
+                            break
+                        j1 = min(j0 + _KEYS, p1)
+                        rows, cols = j1 - j0, i1 - i0
+                        diagonal = causal and j1 > i0 + 1
+                        from_diagonal = COLS_FROM if diagonal else FULL_BLOCK
+                        _products(kh, j0, 0, qh, i0, 0, dim, rows, cols, False, from_diagonal, j0 - i0, weights_t,
+                                  0, 0)
+                        _products(vh, j0, 0, doh, i0, 0, value_dim, rows, cols, False, from_diagonal, j0 - i0,
+                                  dweights_t, 0, 0)
+                        _weight_gradients(weights_t, dweights_t, j0, i0, rows, cols, causal, scale_, mask_h,
+                                          lse[b, h], deltas, seed, first_index, keys, threshold, dropout_scale_,
+                                          grad_mask_h)
+                        depth_from = DEPTH_FROM if diagonal else FULL_BLOCK
+                        _products(weights_t, 0, 0, grad_out_t, 0, i0, cols, rows, value_dim, True, depth_from,
+                                  j0 - i0, gv, j0, 0)
+                        _products(dweights_t, 0, 0, queries_t, 0, i0, cols, rows, dim, True, depth_from, j0 - i0,
+                                  gk, j0, 0)
+                        _transpose_block(dweights_t, rows, cols, dweights)
+                        _products(dweights, 0, 0, keys_t, 0, j0, rows, cols, dim, True,
+                                  DEPTH_BELOW if diagonal else FULL_BLOCK, i0 - j0, gq, i0, 0)
