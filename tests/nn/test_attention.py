@@ -87,6 +87,23 @@ def test_float32_matches_torch(fn, shapes):
     check_torch(fn, shapes, dtype=np.float32, rtol=1e-4, atol=1e-5)
 
 
+# Large enough for the kernels' parallel variant (PARALLEL_MIN_QUERY_SIZE query elements), where
+# Numba has more than one thread.
+PARALLEL_CASES = {
+    "gqa_causal": (lambda lib, q, k, v: _sdpa(lib, q, k, v, is_causal=True, enable_gqa=True),
+                   [(2, 4, 200, 32), (2, 2, 230, 32), (2, 2, 230, 16)]),
+    "float_mask": (lambda lib, q, k, v, m: _sdpa(lib, q, k, v, attn_mask=m), [(2, 4, 200, 32), (2, 4, 230, 32),
+                                                                           (2, 4, 230, 16), (2, 1, 200, 230)]),
+}
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("fn, shapes", [pytest.param(fn, shapes, id=name) for name, (fn, shapes) in
+                                        PARALLEL_CASES.items()])
+def test_parallel_kernels_match_torch(fn, shapes):
+    check_torch(fn, shapes, dtype=np.float64)
+
+
 # --- dropout --------------------------------------------------------------------------------------
 
 def _dropout_weights(p: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
