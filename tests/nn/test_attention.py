@@ -27,7 +27,7 @@ def _bool_mask(shape, seed=3, empty_row=None):
     return mask
 
 
-B, H, L, S, E, EV = 2, 3, 70, 130, 8, 6  # L and S cross the kernels' block sizes
+B, H, L, S, E, EV = 2, 3, 70, 130, 8, 6  # L and S cross the kernels' block sizes (panels: causal_several_panels)
 QKV = [(B, H, L, E), (B, H, S, E), (B, H, S, EV)]
 
 CASES = {
@@ -43,6 +43,8 @@ CASES = {
                       [(B, H, S, E), (B, H, L, E), (B, H, L, EV)]),
     "causal_square": (lambda lib, q, k, v: _sdpa(lib, q, k, v, is_causal=True, scale=0.7),
                       [(B, H, L, E), (B, H, L, E), (B, H, L, EV)]),
+    "causal_several_panels": (lambda lib, q, k, v: _sdpa(lib, q, k, v, is_causal=True),
+                              [(1, 2, 800, 8), (1, 2, 420, 8), (1, 2, 420, 4)]),
     "gqa": (lambda lib, q, k, v: _sdpa(lib, q, k, v, enable_gqa=True), [(B, 4, L, E), (B, 2, S, E), (B, 2, S, EV)]),
     "gqa_causal": (lambda lib, q, k, v: _sdpa(lib, q, k, v, is_causal=True, enable_gqa=True),
                    [(B, 6, L, E), (B, 2, S, E), (B, 2, S, EV)]),
