@@ -1,5 +1,5 @@
-"""Dispatch of the layer ops over (N, C, ...) arrays: convolution, pooling, batch and group
-normalization.
+"""Dispatch of the layer ops: convolution, pooling, batch and group normalization over (N, C, ...)
+arrays, and fused scaled-dot-product attention over (B, H, L, E) ones.
 
 The companion of :mod:`zgrad.kernels.dispatch` (its rules hold here: the backend comes from the
 arrays' device, outputs are allocated here). Operands share one floating dtype (the ops check
@@ -14,12 +14,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from zgrad.kernels.dispatch import backend_of
-from zgrad.kernels.vocabulary import PADDING_MODES
+from zgrad.kernels.vocabulary import PADDING_MODES, dropout_threshold
 
 __all__ = [
-    "PADDING_MODES", "adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "avg_pool2d", "avg_pool2d_backward",
-    "batch_norm", "batch_norm_backward", "conv2d", "conv2d_backward", "conv_transpose2d", "group_norm",
-    "group_norm_backward", "max_pool2d", "max_pool2d_backward",
+    "PADDING_MODES", "adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "attention", "attention_backward",
+    "avg_pool2d", "avg_pool2d_backward", "batch_norm", "batch_norm_backward", "conv2d", "conv2d_backward",
+    "conv_transpose2d", "group_norm", "group_norm_backward", "max_pool2d", "max_pool2d_backward",
 ]
 
 
@@ -124,3 +124,34 @@ def group_norm_backward(grad: Any, x: Any, weight: Any, save_mean: Any, save_inv
     shapes = (x.shape, x.shape[1:2], x.shape[1:2])
     grads = [be.empty(shape, x.dtype) if need else None for shape, need in zip(shapes, needs)]
     return be.group_norm_backward(grad, x, weight, save_mean, save_invstd, groups, *grads)
+
+
+def _dropout_args(dropout_p: float) -> tuple[int, float]:
+    """(threshold, scale of the kept weights) of attention dropout with probability ``dropout_p``."""
+    return dropout_threshold(dropout_p), (0.0 if dropout_p >= 1.0 else 1.0 / (1.0 - dropout_p))
+
+
+def attention(q: Any, k: Any, v: Any, mask: Any, scale: float, causal: bool, dropout_p: float, seed: int):
+    """Fused softmax(q k^T * scale + mask) v with dropout on the weights: (out (B, Hq, L, Ev),
+    lse (B, Hq, L), the row statistic the backward recomputes the weights from).
+
+    q (B, Hq, L, E), k (B, Hk, S, E), v (B, Hk, S, Ev) with Hk dividing Hq (each key/value head
+    serves Hq/Hk consecutive query heads); ``mask`` None or an additive float mask of 4 dims, each
+    of the full size or 1; ``causal`` masks key j > query i; ``seed`` keys the dropout mask.
+    """
+    be = backend_of(*(a for a in (q, k, v, mask) if a is not None))
+    out = be.empty((*q.shape[:-1], v.shape[-1]), q.dtype)
+    lse = be.empty(q.shape[:-1], q.dtype)
+    return be.attention(q, k, v, mask, scale, causal, seed, *_dropout_args(dropout_p), out, lse)
+
+
+def attention_backward(grad: Any, q: Any, k: Any, v: Any, mask: Any, out: Any, lse: Any, scale: float, causal: bool,
+                       dropout_p: float, seed: int, needs_mask: bool):
+    """(grad_q, grad_k, grad_v, grad_mask) of :func:`attention`; grad_mask, the gradient of the
+    additive mask before it is summed down to the mask's shape, is (B, Hq, L, S) where
+    ``needs_mask`` and None otherwise."""
+    be = backend_of(*(a for a in (grad, q, k, v, mask) if a is not None))
+    grads = [be.empty(a.shape, a.dtype) for a in (q, k, v)]
+    grad_mask = be.empty((*q.shape[:-1], k.shape[-2]), q.dtype) if needs_mask else None
+    return be.attention_backward(grad, q, k, v, mask, out, lse, scale, causal, seed, *_dropout_args(dropout_p), *grads,
+                                 grad_mask)

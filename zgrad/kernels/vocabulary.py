@@ -1,14 +1,17 @@
 """The op vocabulary of the kernel layer, declared once: the ops every backend implements (checked
 when dispatch loads one), the codes its kernels number their options by, and the index rule of
 each padding mode (one Python function both backends' kernels compile). Imported by dispatch and
-by both backends; imports nothing.
+by both backends; imports nothing of zgrad.
 """
 
 from __future__ import annotations
 
+import math
+
 __all__ = [
-    "ACTIVATION_CODES", "BINARY_MATH", "OPS", "PADDING_MODES", "PAD_CIRCULAR", "PAD_REFLECT", "PAD_REPLICATE",
-    "PAD_ZEROS", "SCATTER_REDUCTIONS", "SMOOTH_ACTIVATIONS", "UNARY_MATH", "padding_source", "scatter_combine", "search_position",
+    "ACTIVATION_CODES", "BINARY_MATH", "DROPOUT_BITS", "OPS", "PADDING_MODES", "PAD_CIRCULAR", "PAD_REFLECT",
+    "PAD_REPLICATE", "PAD_ZEROS", "SCATTER_REDUCTIONS", "SMOOTH_ACTIVATIONS", "UNARY_MATH", "padding_source",
+    "scatter_combine", "search_position",
 ]
 
 OPS = (
@@ -21,7 +24,7 @@ OPS = (
     "argsort_rows", "mode_rows",
     "scatter_slice",
     "bias_act", "softmax", "log_softmax", "softmax_backward", "log_softmax_backward",
-    "cross_entropy", "cross_entropy_backward",
+    "cross_entropy", "cross_entropy_backward", "attention", "attention_backward",
     "sgd_step", "adam_step", "rmsprop_step", "adagrad_step", "adadelta_step", "non_finite_check_and_unscale",
     "conv2d", "conv2d_backward", "max_pool2d", "max_pool2d_backward", "avg_pool2d", "avg_pool2d_backward",
     "adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "batch_norm", "batch_norm_backward",
@@ -122,3 +125,36 @@ def search_position(sequence, row: int, value, right: bool) -> int:
         else:
             high = middle
     return low
+
+
+# Attention dropout draws 24-bit uniform integers: element kept where its draw >= the threshold.
+DROPOUT_BITS = 24
+
+
+def dropout_threshold(p: float) -> int:
+    """The integer threshold of :func:`attention_keeps` for dropout probability ``p``: a draw u of
+    DROPOUT_BITS bits stands for u / 2**DROPOUT_BITS in [0, 1), kept where that is >= p."""
+    return math.ceil(p * (1 << DROPOUT_BITS))
+
+
+def attention_keeps(seed: int, index: int, threshold: int) -> bool:
+    """Whether attention dropout keeps the weight at linear position ``index`` of the (B, H, L, S)
+    weights, for a call's ``seed`` (< 2**32, drawn once per call from the generator): a
+    counter-based hash, so the forward and the backward (and both backends) regenerate the same
+    mask without storing it.
+
+    Two rounds of a 32-bit integer hash (xor-shift-multiply), the low and high halves of
+    ``index`` mixed in one per round. Multiplications modulo 2**32 are split into 16-bit halves so
+    that no intermediate exceeds 2**48: the same bits as int64 in a Numba kernel, a CUDA thread and
+    Python's integers (the simulator). Plain Python, compiled by each backend's attention kernels.
+    """
+    x = (index & 0xFFFFFFFF) ^ seed
+    for word in range(2):
+        x ^= x >> 16
+        x = (x * 0xA68B + (((x * 0x846C) & 0xFFFF) << 16)) & 0xFFFFFFFF
+        x ^= x >> 15
+        x = (x * 0x352D + (((x * 0x7FEB) & 0xFFFF) << 16)) & 0xFFFFFFFF
+        x ^= x >> 16
+        if word == 0:
+            x ^= (index >> 32) & 0xFFFFFFFF
+    return (x >> (32 - DROPOUT_BITS)) >= threshold

@@ -15,6 +15,7 @@ import numpy as np
 from zgrad.errors import ZgradError
 from zgrad.kernels.cpu import kernels
 from zgrad.kernels.cpu.common import flat
+from zgrad.kernels.cpu.attention import attention, attention_backward  # noqa: F401 - fused attention
 from zgrad.kernels.cpu.layers import (  # noqa: F401 - convolution, pooling and normalization ops
     adaptive_avg_pool2d, adaptive_avg_pool2d_backward, avg_pool2d, avg_pool2d_backward, batch_norm,
     batch_norm_backward, conv2d, conv2d_backward, group_norm, group_norm_backward, max_pool2d, max_pool2d_backward,

@@ -22,6 +22,7 @@ import numpy as np
 
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda.array import DeviceArray
+from zgrad.kernels.cuda.attention import attention, attention_backward  # noqa: F401 - fused attention
 from zgrad.kernels.cuda.dlpack import dlpack_device, from_dlpack, to_dlpack  # noqa: F401 - DLPack
 from zgrad.kernels.cuda.elementwise import upload
 from zgrad.kernels.cuda.index import (  # noqa: F401 - the indexing and embedding ops

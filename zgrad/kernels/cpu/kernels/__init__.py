@@ -16,7 +16,7 @@ its first call for the dtype it is given (and is cached on disk). The contract e
 from zgrad.kernels._lazy import lazy_submodules
 
 __all__ = [
-    "activation", "batch_norm", "collectives", "conv", "elementwise", "embedding", "gather", "loss", "norm", "optim",
+    "activation", "attention", "batch_norm", "collectives", "conv", "elementwise", "embedding", "gather", "loss", "norm", "optim",
     "pointwise", "pool", "reduce", "rnn", "rowwise", "scan", "search", "special", "vector_math",
 ]
 

@@ -1,0 +1,181 @@
+"""Transformer benchmark: zgrad against torch, in the same run, alternating, by section.
+
+Sections (``--section NAME``; all of them without it):
+
+- ``sdpa``: ``F.scaled_dot_product_attention`` causal, batch 8, 8 heads, head dim 64,
+  T = 256, 512, 1024, forward + backward, float32; target <= 1.0x torch's time. Also the peak
+  memory of one forward + backward (see below); target <= torch's.
+
+Every section runs in a fresh interpreter per thread count (1 and 2): Numba and torch read their
+thread counts once (``NUMBA_NUM_THREADS``, ``torch.set_num_threads``). Times are medians of
+alternating rounds (:func:`kernels.alternating_times`); the ratio is zgrad's median / torch's.
+
+Peak memory: each library runs one forward + backward in its own fresh interpreter after a warm-up
+on a small input of the same dtype and thread count (which compiles the kernels and loads
+torch's); the figure is the growth of the process's peak resident set (``ru_maxrss``) over that
+step, so it counts everything the step allocated and touched (numpy and Numba's own allocations,
+torch's allocator) and nothing the inputs or libraries held before. Other processes do not change
+it, unlike the times: on a shared machine the times are noisy (the load average is printed).
+
+Usage: python bench/transformer.py [--section sdpa] [--quick] [--out bench/results/transformer.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+from collections.abc import Callable
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from kernels import FULL, QUICK, Settings, alternating_times  # noqa: E402
+
+TIME_TARGET = 1.0
+MEMORY_TARGET = 1.0
+THREAD_COUNTS = (1, 2)
+_THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+SDPA_BATCH, SDPA_HEADS, SDPA_HEAD_DIM = 8, 8, 64
+SDPA_LENGTHS = (256, 512, 1024)
+
+
+def _sdpa_step(lib, length: int, seed: int = 0) -> Callable[[], None]:
+    """Causal attention forward + backward of one library on (8, 8, length, 64) float32 inputs."""
+    rng = np.random.default_rng(seed)
+    shape = (SDPA_BATCH, SDPA_HEADS, length, SDPA_HEAD_DIM)
+    q, k, v = (lib.tensor(rng.standard_normal(shape, dtype=np.float32), requires_grad=True) for _ in range(3))
+    upstream = lib.tensor(rng.standard_normal(shape, dtype=np.float32))
+
+    def step() -> None:
+        for t in (q, k, v):
+            t.grad = None
+        lib.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).backward(upstream)
+
+    return step
+
+
+def _libraries():
+    import torch
+
+    import zgrad
+
+    return {"zgrad": zgrad, "torch": torch}
+
+
+def sdpa_times(settings: Settings, threads: int) -> list[dict]:
+    """Rows of zgrad's and torch's median times, alternating, at each sequence length."""
+    libraries = _libraries()
+    libraries["torch"].set_num_threads(threads)
+    rows = []
+    for length in SDPA_LENGTHS[:1] if settings is QUICK else SDPA_LENGTHS:
+        zgrad_times, torch_times = alternating_times(_sdpa_step(libraries["zgrad"], length),
+                                                     _sdpa_step(libraries["torch"], length), settings, per_round=1)
+        rows.append({"section": "sdpa", "name": "SDPA causal fwd+bwd", "size": f"8x8x{length}x64 float32",
+                     "threads": threads, "zgrad_ms": 1e3 * statistics.median(zgrad_times),
+                     "torch_ms": 1e3 * statistics.median(torch_times), "zgrad_best_ms": 1e3 * min(zgrad_times),
+                     "target": TIME_TARGET})
+    return rows
+
+
+def sdpa_peak_memory(library: str, length: int, threads: int) -> float:
+    """MiB the peak resident set grows by over one forward + backward (run in a fresh process)."""
+    lib = _libraries()[library]
+    if library == "torch":
+        lib.set_num_threads(threads)
+    _sdpa_step(lib, 128)()  # compiles (and picks the parallel variant as the real step does)
+    step = _sdpa_step(lib, length)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    step()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024.0
+
+
+def _thread_env(threads: int) -> dict[str, str]:
+    return {**os.environ, **{variable: str(threads) for variable in _THREAD_VARIABLES}}
+
+
+def _run_json(args: list[str], threads: int) -> object:
+    done = subprocess.run([sys.executable, __file__, *args], env=_thread_env(threads), capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"bench/transformer.py {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def sdpa_section(settings: Settings) -> list[dict]:
+    """Times and peak memory of the sdpa section at each thread count."""
+    rows = []
+    for threads in THREAD_COUNTS:
+        timed = _run_json(["--worker", "sdpa", "--threads", str(threads), *(["--quick"] if settings is QUICK else [])],
+                          threads)
+        for row in timed:
+            length = int(row["size"].split("x")[2])
+            row["zgrad_peak_mib"], row["torch_peak_mib"] = (
+                _run_json(["--memory", library, "--length", str(length), "--threads", str(threads)], threads)
+                for library in ("zgrad", "torch"))
+            rows.append(row)
+    return rows
+
+
+SECTIONS: dict[str, Callable[[Settings], list[dict]]] = {"sdpa": sdpa_section}
+WORKERS: dict[str, Callable[[Settings, int], list[dict]]] = {"sdpa": sdpa_times}
+
+
+def format_table(rows: list[dict]) -> str:
+    header = ("name", "size", "threads", "zgrad ms", "torch ms", "time ratio", "zgrad MiB", "torch MiB",
+              "memory ratio", "pass")
+    lines = []
+    for r in rows:
+        time_ratio = r["zgrad_ms"] / r["torch_ms"]
+        memory_ratio = r["zgrad_peak_mib"] / max(r["torch_peak_mib"], 1e-9)
+        passed = time_ratio <= r["target"] and memory_ratio <= MEMORY_TARGET
+        lines.append((r["name"], r["size"], str(r["threads"]), f"{r['zgrad_ms']:.1f}", f"{r['torch_ms']:.1f}",
+                      f"{time_ratio:.2f}x", f"{r['zgrad_peak_mib']:.1f}", f"{r['torch_peak_mib']:.1f}",
+                      f"{memory_ratio:.2f}x", "PASS" if passed else "fail"))
+    widths = [max(len(cell) for cell in column) for column in zip(header, *lines)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join([fmt.format(*header), fmt.format(*("-" * w for w in widths)), *(fmt.format(*ln) for ln in lines)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--section", choices=sorted(SECTIONS), help="only this section")
+    parser.add_argument("--quick", action="store_true", help="the smallest size, fewer repeats")
+    parser.add_argument("--out", type=pathlib.Path,
+                        default=pathlib.Path(__file__).resolve().parent / "results" / "transformer.json")
+    parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
+    parser.add_argument("--memory", choices=("zgrad", "torch"), help=argparse.SUPPRESS)
+    parser.add_argument("--length", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    settings = QUICK if args.quick else FULL
+    if args.worker:
+        print(json.dumps(WORKERS[args.worker](settings, args.threads)))
+        return 0
+    if args.memory:
+        print(json.dumps(sdpa_peak_memory(args.memory, args.length, args.threads)))
+        return 0
+    load_before = os.getloadavg()[0]
+    rows = [row for name in ([args.section] if args.section else SECTIONS) for row in SECTIONS[name](settings)]
+    load_after = os.getloadavg()[0]
+    print(format_table(rows))
+    print(f"\nload average (1 min): {load_before:.2f} before, {load_after:.2f} after, on {os.cpu_count()} cpus")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "numpy": np.__version__,
+                    "load_average_1min": {"before": load_before, "after": load_after}},
+        "rows": rows,
+    }, indent=2))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
