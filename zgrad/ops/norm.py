@@ -11,18 +11,21 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+import numpy as np
+
 from zgrad.autograd.function import Op
 from zgrad.engine.grad_mode import no_grad
 from zgrad.kernels import dispatch_layers
 from zgrad.ops._args import tensor_arg
-from zgrad.ops.conv import check_floating
+from zgrad.kernels.promotion import HALF_DTYPES, is_floating
 from zgrad.ops.autocast import autocast_op
 
 __all__ = [
-    "BatchNorm", "GroupNorm", "batch_norm", "batch_norm_layer", "check_normalized_shape", "group_norm",
-    "group_norm_layer", "instance_norm",
-    "layer_norm", "layer_norm_layer",
+    "BatchNorm", "GroupNorm", "batch_norm", "batch_norm_layer", "check_normalized_shape", "check_parameters",
+    "group_norm", "group_norm_layer", "instance_norm", "layer_norm", "layer_norm_layer",
 ]
+
+_FLOAT32 = np.dtype(np.float32)
 
 
 def _optional(value: Any, name: object, what: str) -> Any:
@@ -67,7 +70,7 @@ def batch_norm_layer(name: object, input: Any, running_mean: Any, running_var: A
     if x.ndim < 2:
         raise RuntimeError(f"{name}: expected an input of at least 2 dimensions (N, C, ...), got input of size "
                            f"{list(x.shape)}")
-    check_floating(name, x, ("weight", weight), ("bias", bias))
+    check_parameters(name, x, ("weight", weight), ("bias", bias))
     channels = x.shape[1]
     for what, value in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
                         ("bias", bias)):
@@ -131,7 +134,7 @@ def group_norm_layer(name: object, input: Any, num_groups: int, weight: Any = No
     weight, bias = _optional(weight, name, "weight"), _optional(bias, name, "bias")
     if x.ndim < 2:
         raise RuntimeError(f"{name}: Expected at least 2 dimensions for input tensor but received {x.ndim}")
-    check_floating(name, x, ("weight", weight), ("bias", bias))
+    check_parameters(name, x, ("weight", weight), ("bias", bias))
     channels = x.shape[1]
     if not isinstance(num_groups, int) or num_groups <= 0 or channels % num_groups:
         raise RuntimeError(f"{name}: Expected number of channels in input to be divisible by num_groups, but got "
@@ -156,6 +159,22 @@ def group_norm(input: Any, num_groups: int, weight: Any = None, bias: Any = None
     return group_norm_layer("group_norm", input, num_groups, weight, bias, eps)
 
 
+def check_parameters(name: object, x: Any, *params: tuple[str, Any]) -> None:
+    """PyTorch's dtype rule for normalization layers: a floating input, and parameters of its
+    dtype, or float32 parameters for a float16 or bfloat16 input (the mixed types PyTorch's CPU
+    kernels take: the result keeps the input's dtype, each gradient its parameter's).
+
+    Raises:
+        RuntimeError: an integer input, or a parameter of another dtype.
+    """
+    if not is_floating(x.dtype):
+        raise RuntimeError(f"{name}: expected a floating point input, got {x.dtype}")
+    for what, value in params:
+        if value is None or value.dtype == x.dtype or (x.dtype in HALF_DTYPES and value.dtype == _FLOAT32):
+            continue
+        raise RuntimeError(f"{name}: Input type ({x.dtype}) and {what} type ({value.dtype}) should be the same")
+
+
 def check_normalized_shape(name: object, x: Any, normalized_shape: int | Sequence[int], star: str,
                            **params: Any) -> tuple[int, ...]:
     """``normalized_shape`` as a tuple, after checking that it ends ``x``'s shape and is the shape
@@ -166,7 +185,7 @@ def check_normalized_shape(name: object, x: Any, normalized_shape: int | Sequenc
         RuntimeError: an empty ``normalized_shape``, or shapes that do not fit (PyTorch's messages).
     """
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    check_floating(name, x, *params.items())
+    check_parameters(name, x, *params.items())
     if not shape:
         raise RuntimeError(f"{name}: Expected normalized_shape to be at least 1-dimensional, i.e., containing at "
                            f"least one element, but got normalized_shape = []")

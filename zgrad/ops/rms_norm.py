@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import numpy as np
-
 from zgrad import ops
+from zgrad.kernels.promotion import opmath_dtype
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.norm import check_normalized_shape
+from zgrad.type_info import finfo
 
 __all__ = ["rms_norm", "rms_norm_layer"]
 
@@ -21,9 +21,10 @@ def rms_norm_layer(name: object, input: Any, normalized_shape: int | Sequence[in
     weight = None if weight is None else tensor_arg(weight, name, "weight")
     shape = check_normalized_shape(name, x, normalized_shape, "*", weight=weight)
     dims = tuple(range(x.ndim - len(shape), x.ndim))
-    epsilon = float(np.finfo(x.dtype).eps) if eps is None else float(eps)
-    out = x * ops.rsqrt(ops.mean(x * x, dim=dims, keepdim=True) + epsilon)
-    return out if weight is None else out * weight
+    epsilon = finfo(x.dtype).eps if eps is None else float(eps)
+    wide = x.to(opmath_dtype(x.dtype))  # float16 and bfloat16 computed in float32, rounded once (as PyTorch)
+    out = wide * ops.rsqrt(ops.mean(wide * wide, dim=dims, keepdim=True) + epsilon)
+    return (out if weight is None else out * weight).to(x.dtype)
 
 
 def rms_norm(input: Any, normalized_shape: int | Sequence[int], weight: Any = None,  # noqa: A002
