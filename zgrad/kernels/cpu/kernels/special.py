@@ -1,6 +1,7 @@
 """Element-wise Numba kernels of the math functions numpy has no ufunc for (erf, erfc, erfinv,
-rsqrt) or whose numpy loop is a libm call per element (log1p, expm1, sinh, cosh, atanh, log2,
-log10, logaddexp, logaddexp2, float32 hypot), and one-pass sign and nan_to_num. 1-D C-contiguous
+rsqrt; erf and erfc are :mod:`vector_math`'s) or whose numpy loop is a libm call per element
+(log1p, expm1, sinh, cosh, atanh, log2, log10, logaddexp, logaddexp2, float32 hypot), and
+one-pass sign and nan_to_num. 1-D C-contiguous
 float32 or float64 arrays (the caller ravels), computed in that dtype.
 
 The second group is written on :mod:`vector_math`'s exp and log, which LLVM vectorises: log1p and
@@ -47,14 +48,14 @@ def _log1p(x, one):
 def erf_forward(x, out):
     """out = erf(x)."""
     for i in prange(x.size):
-        out[i] = math.erf(x[i])
+        out[i] = vector_math.erf(x[i])
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
 def erfc_forward(x, out):
     """out = erfc(x) = 1 - erf(x), without the cancellation for large x."""
     for i in prange(x.size):
-        out[i] = math.erfc(x[i])
+        out[i] = vector_math.erfc(x[i])
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)

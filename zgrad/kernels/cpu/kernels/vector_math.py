@@ -1,12 +1,13 @@
-"""Scalar exp, log, log1p, tanh, sigmoid, relu and maximum that LLVM can vectorise inside Numba loops.
+"""Scalar exp, log, log1p, tanh, sigmoid, erf, erfc, relu and maximum that LLVM can vectorise
+inside Numba loops.
 
 Without Intel SVML, Numba lowers ``math.exp`` and friends to one libm call per element, which
 no loop vectoriser can widen; numpy's own SIMD ufuncs are then several times faster than a
 Numba loop.
 These versions are plain arithmetic (Cephes/fdlibm range reduction + polynomial, with the
 exponent handled through bit casts), so a loop that calls them becomes AVX-512/AVX2 code.
-exp, log and tanh are within 2 ulp of the correctly rounded result, sigmoid within 3 (checked by
-tests/kernels/test_kernels.py); NaN, +-inf, +-0 and subnormal results are handled like numpy.
+exp, log and tanh are within 2 ulp of the correctly rounded result, sigmoid within 3, erf within
+3 and erfc within 6 (checked by tests/kernels/test_kernels.py); NaN, +-inf, +-0 and subnormal results are handled like numpy.
 
 ``maximum`` is LLVM's NaN-propagating ``llvm.maximum`` (numpy's ``np.maximum`` semantics): unlike
 an ``if x > m`` loop it lets LLVM vectorise a max reduction without assuming the data has no NaN.
@@ -17,6 +18,8 @@ They are usable only inside Numba-compiled code.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from llvmlite import ir
 from numba import types
@@ -25,7 +28,7 @@ from numba.extending import intrinsic, overload, register_jitable
 
 from zgrad.kernels._jit import MATH_OPTIONS
 
-__all__ = ["exp", "log", "log1p", "maximum", "relu", "sigmoid", "tanh"]
+__all__ = ["erf", "erfc", "exp", "log", "log1p", "maximum", "relu", "sigmoid", "tanh"]
 
 
 @intrinsic
@@ -111,13 +114,19 @@ def relu(x):
 @overload(exp, jit_options=MATH_OPTIONS)
 def _exp_impl(x):
     if x == types.float32:
-        return _exp_f32
+        zero32 = np.float32(0.0)
+        return lambda x: _exp_f32(x, zero32)
     if x == types.float64:
-        return _exp_f64
+        return lambda x: _exp_f64(x, 0.0)
     return None
 
 
-def _exp_f32(x):
+# _exp_f32(x, lo) and _exp_f64(x, lo) are exp(x + lo) without rounding x + lo first: ``lo``
+# (|lo| < 2, never NaN; 0 for exp itself) joins the reduced argument, where its bits survive.
+# erfc needs this for exp(-z*z), z*z split into two exact parts.
+
+@register_jitable(**MATH_OPTIONS)
+def _exp_f32(x, lo):
     # Cephes expf: n = round(x / ln2), r = x - n*ln2 (two-part ln2), exp(r) by a polynomial;
     # 2**n is applied as two factors so that subnormal results and overflow to inf come out right.
     F = np.float32
@@ -128,8 +137,8 @@ def _exp_f32(x):
         v = F(-104.0)
     if v != v:
         v = F(0.0)
-    n = np.floor(v * F(1.44269504088896341) + F(0.5))
-    r = v - n * F(0.693359375) - n * F(-2.12194440e-4)
+    n = np.floor((v + lo) * F(1.44269504088896341) + F(0.5))
+    r = v - n * F(0.693359375) - n * F(-2.12194440e-4) + lo
     p = (((((F(1.9875691500e-4) * r + F(1.3981999507e-3)) * r + F(8.3334519073e-3)) * r
            + F(4.1665795894e-2)) * r + F(1.6666665459e-1)) * r + F(5.0000001201e-1)) * (r * r) + r + F(1.0)
     k = np.int32(n)
@@ -138,7 +147,8 @@ def _exp_f32(x):
     return x if x != x else p
 
 
-def _exp_f64(x):
+@register_jitable(**MATH_OPTIONS)
+def _exp_f64(x, lo):
     # Cephes exp: the same reduction, exp(r) = 1 + 2 r P(r^2) / (Q(r^2) - r P(r^2)).
     v = x
     if v > 710.0:
@@ -147,8 +157,8 @@ def _exp_f64(x):
         v = -746.0
     if v != v:
         v = 0.0
-    n = np.floor(v * 1.4426950408889634073599 + 0.5)
-    r = v - n * 6.93145751953125e-1 - n * 1.42860682030941723212e-6
+    n = np.floor((v + lo) * 1.4426950408889634073599 + 0.5)
+    r = v - n * 6.93145751953125e-1 - n * 1.42860682030941723212e-6 + lo
     rr = r * r
     px = r * ((1.26177193074810590878e-4 * rr + 3.02994407707441961300e-2) * rr + 9.99999999999999999910e-1)
     qx = ((3.00198505138664455042e-6 * rr + 2.52448340349684104192e-3) * rr
@@ -282,5 +292,113 @@ def _relu_impl(x):
 
     def impl(x):
         return F(0.0) if x < F(0.0) else x
+
+    return impl
+
+
+def erf(x):
+    """erf(x)."""
+    raise _jitted_only("erf")
+
+
+def erfc(x):
+    """erfc(x) = 1 - erf(x), without the cancellation for large x."""
+    raise _jitted_only("erfc")
+
+
+def _polynomial(s, coefficients):
+    """c0 + s (c1 + s (c2 + ...)) for a tuple of constants: Horner's scheme, written out at compile
+    time (static tuple slices, so no indexing that could raise)."""
+    raise _jitted_only("_polynomial")
+
+
+@overload(_polynomial, jit_options=MATH_OPTIONS)
+def _polynomial_impl(s, coefficients):
+    if not (isinstance(s, types.Float) and isinstance(coefficients, types.UniTuple)):
+        return None
+    if coefficients.count == 1:
+        return lambda s, coefficients: coefficients[0]
+    return lambda s, coefficients: coefficients[0] + s * _polynomial(s, coefficients[1:])
+
+
+# erf and erfc, fitted for this module (interpolation at Chebyshev nodes, 50-digit references):
+# below |x| = 0.75, erf(x) = x P(x^2); above, erfc(z) = t exp(-z^2 + G(t)) with t = 2 / (2 + z)
+# (the map of Numerical Recipes' erfc: G is smooth down to t = 0), z*z split into an exact
+# square of z's high bits and a small remainder so that exp's argument loses nothing. G is fitted
+# up to erfc's underflow (z = 10.06 in float32, 27.3 in float64; larger z is clamped there).
+_ERF_SPLIT = 0.75
+_ERF_SMALL = {
+    32: (1.1283791655787516, -0.37612619469437675, 0.11283386538414544, -0.026835114568609705,
+         0.005115332112532226, -0.0006756479568680047),
+    64: (1.1283791670955126, -0.37612638903183754, 0.11283791670955087, -0.026866170645118446,
+         0.005223977625222192, -0.0008548327001135946, 0.00012055331545294116, -1.4925589383821143e-05,
+         1.646038320985815e-06, -1.63332293434337e-07, 1.4413879289095029e-08, -9.502840894774706e-10),
+}
+# (z clamp, centre and half-width of G's t interval, G's coefficients in (t - centre) / half-width)
+_ERFC_TAIL = {
+    32: (10.1, 0.4462809917355372, 0.2809917355371901,
+         (-0.7434583386329103, 0.3714153499495931, 0.019476757771952034, -0.007397889465045574,
+          -0.0014171309532512305, 0.0003955047013261637, 0.00010646787530543625, -2.7281343071924397e-05,
+          -6.981208946992656e-06)),
+    64: (27.3, 0.39776605646912816, 0.32950667080359913,
+         (-0.8069681089434873, 0.4269160287634046, 0.031678360347019, -0.010180052262953678,
+          -0.0032326038936814267, 0.0006000961477693455, 0.00036531115518404264, -6.00183391176875e-05,
+          -4.537859453868836e-05, 9.14258828603015e-06, 5.722355477335516e-06, -1.6988938030623704e-06,
+          -6.530120822454533e-07, 3.179215948022618e-07, 5.1694201152759216e-08, -5.330854970723031e-08,
+          1.2479322296678794e-09, 7.219103909963811e-09, -1.282454559141496e-09, -6.685551500580379e-10,
+          1.7058692305178718e-10, 2.8311723780660996e-11)),
+}
+
+
+def _erf_parts(x):
+    """(erf(x) for |x| < 0.75, erfc(|x|) for |x| >= 0.75) as a jitted function of x, for x's type."""
+    if not isinstance(x, types.Float):
+        return None
+    F = np.float32 if x == types.float32 else np.float64
+    small = tuple(F(c) for c in _ERF_SMALL[x.bitwidth])
+    clamp, centre, half_width, tail = _ERFC_TAIL[x.bitwidth]
+    clamp, centre, inverse_width, tail = F(clamp), F(centre), F(1 / half_width), tuple(F(c) for c in tail)
+    high_mask = -(1 << 12) if x == types.float32 else -(1 << 27)  # keeps half the significand: exact squares
+    exp_sum = _exp_f32 if x == types.float32 else _exp_f64
+
+    @register_jitable(inline="always", **MATH_OPTIONS)
+    def parts(x):
+        z = abs(x)
+        if not z < clamp:  # inf (and NaN, whose result comes from the first part)
+            z = clamp
+        t = F(2.0) / (F(2.0) + z)
+        g = _polynomial((t - centre) * inverse_width, tail)
+        z_high = _bits_float(_float_bits(z) & high_mask, z)
+        return x * _polynomial(x * x, small), t * exp_sum(-(z_high * z_high), g - (z - z_high) * (z + z_high))
+
+    return parts
+
+
+@overload(erf, inline="always", jit_options=MATH_OPTIONS)
+def _erf_impl(x):
+    parts = _erf_parts(x)
+    if parts is None:
+        return None
+    F = np.float32 if x == types.float32 else np.float64
+
+    def impl(x):
+        near_zero, tail = parts(x)
+        return near_zero if not abs(x) >= F(_ERF_SPLIT) else math.copysign(F(1.0) - tail, x)
+
+    return impl
+
+
+@overload(erfc, inline="always", jit_options=MATH_OPTIONS)
+def _erfc_impl(x):
+    parts = _erf_parts(x)
+    if parts is None:
+        return None
+    F = np.float32 if x == types.float32 else np.float64
+
+    def impl(x):
+        near_zero, tail = parts(x)
+        if not abs(x) >= F(_ERF_SPLIT):
+            return F(1.0) - near_zero
+        return tail if x > F(0.0) else F(2.0) - tail
 
     return impl
