@@ -6,8 +6,9 @@ no loop vectoriser can widen; numpy's own SIMD ufuncs are then several times fas
 Numba loop.
 These versions are plain arithmetic (Cephes/fdlibm range reduction + polynomial, with the
 exponent handled through bit casts), so a loop that calls them becomes AVX-512/AVX2 code.
-exp, log and tanh are within 2 ulp of the correctly rounded result, sigmoid within 3, erf within
-3 and erfc within 6 (checked by tests/kernels/test_kernels.py); NaN, +-inf, +-0 and subnormal results are handled like numpy.
+exp, log and tanh are within 2 ulp of the correctly rounded result, sigmoid, erf and atan2 within
+3, atan, asin and acos within 4, erfc within 6 (checked by tests/kernels/test_kernels.py); NaN,
++-inf, +-0 and subnormal results are handled like numpy.
 
 ``maximum`` is LLVM's NaN-propagating ``llvm.maximum`` (numpy's ``np.maximum`` semantics): unlike
 an ``if x > m`` loop it lets LLVM vectorise a max reduction without assuming the data has no NaN.
@@ -400,5 +401,132 @@ def _erfc_impl(x):
         if not abs(x) >= F(_ERF_SPLIT):
             return F(1.0) - near_zero
         return tail if x > F(0.0) else F(2.0) - tail
+
+    return impl
+
+
+def atan(x):
+    """atan(x), x's sign (-0.0 stays -0.0); +-pi/2 at +-inf."""
+    raise _jitted_only("atan")
+
+
+def atan2(y, x):
+    """The angle of the point (x, y), in [-pi, pi], with numpy's values at signed zeros and infinities."""
+    raise _jitted_only("atan2")
+
+
+def asin(x):
+    """asin(x); NaN outside [-1, 1]."""
+    raise _jitted_only("asin")
+
+
+def acos(x):
+    """acos(x); NaN outside [-1, 1]."""
+    raise _jitted_only("acos")
+
+
+# atan(x) = x + x^3 P(x^2) on [0, tan(pi/8)] (fitted for this module as erf's), Cephes' reduction of
+# larger arguments to that interval: pi/4 + atan((x - 1) / (x + 1)) up to tan(3 pi/8), pi/2 +
+# atan(-1 / x) above, the multiples of pi/4 in two parts.
+_ATAN_SMALL = {
+    32: (-0.3333333176116852, 0.19999540483648964, -0.1426395559798464, 0.10743731490791084,
+         -0.06451928208121749),
+    64: (-0.3333333333333333, 0.1999999999999552, -0.14285714284666542, 0.11111111015256361,
+         -0.09090904578123903, 0.07692183190826087, -0.06664511447381948, 0.0585814891280221,
+         -0.0508544973794026, 0.03923165829558719, -0.01917688711906226),
+}
+# (pi/4, pi/2, pi) as (high, low) pairs whose sum carries twice the type's precision
+_PI_PARTS = {
+    32: ((0.7853981852531433, -2.1855694143368964e-08), (1.5707963705062866, -4.371138828673793e-08),
+         (3.1415927410125732, -8.742277657347586e-08)),
+    64: ((0.7853981633974483, 3.061616997868383e-17), (1.5707963267948966, 6.123233995736766e-17),
+         (3.141592653589793, 1.2246467991473532e-16)),
+}
+
+
+def _float_type(x):
+    return np.float32 if x == types.float32 else np.float64
+
+
+def _atan_of_magnitude(x):
+    """atan(a) for a >= 0 (or NaN) as a jitted function of a, for x's type, returning a multiple of
+    pi/4 and the rest (their sum rounded is atan(a); atan2 subtracts the two from pi apart)."""
+    F = _float_type(x)
+    small = tuple(F(c) for c in _ATAN_SMALL[x.bitwidth])
+    (quarter_hi, quarter_lo), (half_hi, half_lo), _ = ((F(h), F(lo)) for h, lo in _PI_PARTS[x.bitwidth])
+
+    @register_jitable(inline="always", **MATH_OPTIONS)
+    def atan_of_magnitude(a):
+        big = a > F(2.414213562373095)
+        middle = a > F(0.41421356237309503)
+        r = -F(1.0) / a if big else ((a - F(1.0)) / (a + F(1.0)) if middle else a)
+        hi = half_hi if big else (quarter_hi if middle else F(0.0))
+        lo = half_lo if big else (quarter_lo if middle else F(0.0))
+        rr = r * r
+        return hi, lo + (r + r * rr * _polynomial(rr, small))
+
+    return atan_of_magnitude
+
+
+@overload(atan, inline="always", jit_options=MATH_OPTIONS)
+def _atan_impl(x):
+    if not isinstance(x, types.Float):
+        return None
+    atan_of_magnitude = _atan_of_magnitude(x)
+    def impl(x):
+        multiple, rest = atan_of_magnitude(abs(x))
+        return math.copysign(multiple + rest, x)
+
+    return impl
+
+
+@overload(atan2, inline="always", jit_options=MATH_OPTIONS)
+def _atan2_impl(y, x):
+    if not (isinstance(x, types.Float) and x == y):
+        return None
+    F = _float_type(x)
+    atan_of_magnitude = _atan_of_magnitude(x)
+    pi_hi, pi_lo = (F(v) for v in _PI_PARTS[x.bitwidth][2])
+
+    def impl(y, x):
+        a, b = abs(y), abs(x)
+        q = a / b
+        if a == b:  # 0 / 0 and inf / inf: the angles of the axes and diagonals
+            q = F(0.0) if a == F(0.0) else F(1.0)
+        multiple, rest = atan_of_magnitude(q)
+        angle = multiple + rest
+        if _float_bits(x) < 0:  # x < 0 or x = -0.0: the left half-plane
+            angle = (pi_hi - multiple) + (pi_lo - rest)
+        return math.copysign(angle, y)
+
+    return impl
+
+
+@overload(asin, inline="always", jit_options=MATH_OPTIONS)
+def _asin_impl(x):
+    if not isinstance(x, types.Float):
+        return None
+    F = _float_type(x)
+    atan_of_magnitude = _atan_of_magnitude(x)
+
+    def impl(x):
+        a = abs(x)
+        # asin(a) = atan(a / sqrt(1 - a^2)), 1 - a^2 as (1 - a)(1 + a) (1 - a exact near 1)
+        multiple, rest = atan_of_magnitude(a / math.sqrt((F(1.0) - a) * (F(1.0) + a)))
+        return math.copysign(multiple + rest, x)
+
+    return impl
+
+
+@overload(acos, inline="always", jit_options=MATH_OPTIONS)
+def _acos_impl(x):
+    if not isinstance(x, types.Float):
+        return None
+    F = _float_type(x)
+    atan_of_magnitude = _atan_of_magnitude(x)
+
+    def impl(x):
+        multiple, rest = atan_of_magnitude(math.sqrt((F(1.0) - x) / (F(1.0) + x)))  # acos = 2 atan(tan(acos / 2))
+        return F(2.0) * (multiple + rest)
 
     return impl
