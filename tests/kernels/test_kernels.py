@@ -160,12 +160,15 @@ def _max_ulp_error(kernel, x, reference):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_vector_math_accuracy(dtype):
-    """kernels.vector_math's exp/log/tanh are within 2 ulp (sigmoid 3) over their whole range."""
+    """kernels.vector_math's exp/exp2/log/tanh are within 2 ulp (sigmoid 3) over their whole range."""
     info = np.finfo(dtype)
     log_max = float(np.log(info.max))
     with np.errstate(all="ignore"):
         spread = np.linspace(-log_max * 1.05, log_max * 1.01, 400_001).astype(dtype)
         assert _max_ulp_error(kernels.elementwise.exp_forward, spread, np.exp) <= 2
+        spread2 = np.concatenate([np.linspace(info.minexp - info.nmant - 2, info.maxexp + 1, 400_001),
+                                  np.geomspace(1e-30, 1, 1000)]).astype(dtype)
+        assert _max_ulp_error(kernels.special.exp2_forward, np.concatenate([spread2, -spread2]), np.exp2) <= 2
         positive = np.exp(np.linspace(np.log(info.smallest_subnormal), log_max, 400_001)).astype(dtype)
         assert _max_ulp_error(kernels.elementwise.log_forward, positive[positive > 0], np.log) <= 2
         around_zero = np.concatenate([np.linspace(-25, 25, 200_001), np.geomspace(1e-30, 0.7, 1000)]).astype(dtype)

@@ -64,7 +64,7 @@ _UNARY = {
     "asinh": _ufunc(np.arcsinh), "acosh": _ufunc(np.arccosh), "atanh": _special("atanh_forward"),
     "erf": _special("erf_forward"), "erfc": _special("erfc_forward"),
     "erfinv": _special("erfinv_forward", _erfinv_options), "log1p": _special("log1p_forward"), "expm1": _special("expm1_forward"),
-    "log2": _special("log2_forward"), "log10": _special("log10_forward"), "exp2": _ufunc(np.exp2),
+    "log2": _special("log2_forward"), "log10": _special("log10_forward"), "exp2": _special("exp2_forward"),
     "rsqrt": _special("rsqrt_forward"), "reciprocal": _ufunc(np.reciprocal),
     "floor": _ufunc(np.floor), "ceil": _ufunc(np.ceil), "round": _ufunc(np.rint), "trunc": _ufunc(np.trunc),
     "frac": _frac, "isnan": _ufunc(np.isnan), "isinf": _ufunc(np.isinf), "isposinf": _isposinf,

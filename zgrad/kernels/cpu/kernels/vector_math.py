@@ -1,12 +1,12 @@
-"""Scalar exp, log, log1p, tanh, sigmoid, erf, erfc, relu and maximum that LLVM can vectorise
-inside Numba loops.
+"""Scalar exp, exp2, log, log1p, tanh, sigmoid, erf, erfc, atan, atan2, asin, acos, relu and maximum
+that LLVM can vectorise inside Numba loops.
 
 Without Intel SVML, Numba lowers ``math.exp`` and friends to one libm call per element, which
 no loop vectoriser can widen; numpy's own SIMD ufuncs are then several times faster than a
 Numba loop.
 These versions are plain arithmetic (Cephes/fdlibm range reduction + polynomial, with the
 exponent handled through bit casts), so a loop that calls them becomes AVX-512/AVX2 code.
-exp, log and tanh are within 2 ulp of the correctly rounded result, sigmoid, erf and atan2 within
+exp, exp2, log and tanh are within 2 ulp of the correctly rounded result, sigmoid, erf and atan2 within
 3, atan, asin and acos within 4, erfc within 6 (checked by tests/kernels/test_kernels.py); NaN,
 +-inf, +-0 and subnormal results are handled like numpy.
 
@@ -29,7 +29,9 @@ from numba.extending import intrinsic, overload, register_jitable
 
 from zgrad.kernels._jit import MATH_OPTIONS
 
-__all__ = ["erf", "erfc", "exp", "log", "log1p", "maximum", "relu", "sigmoid", "tanh"]
+__all__ = [
+    "acos", "asin", "atan", "atan2", "erf", "erfc", "exp", "exp2", "log", "log1p", "maximum", "relu", "sigmoid", "tanh",
+]
 
 
 @intrinsic
@@ -78,6 +80,11 @@ def maximum(typingctx, a, b):
     return None
 
 
+def _float_type(x):
+    """numpy's scalar type of Numba float type ``x``."""
+    return np.float32 if x == types.float32 else np.float64
+
+
 def _jitted_only(name: str) -> TypeError:
     return TypeError(f"zgrad.kernels.cpu.kernels.vector_math.{name} can only be called from Numba-compiled code")
 
@@ -85,6 +92,11 @@ def _jitted_only(name: str) -> TypeError:
 def exp(x):
     """exp(x)."""
     raise _jitted_only("exp")
+
+
+def exp2(x):
+    """2**x."""
+    raise _jitted_only("exp2")
 
 
 def log(x):
@@ -140,6 +152,13 @@ def _exp_f32(x, lo):
         v = F(0.0)
     n = np.floor((v + lo) * F(1.44269504088896341) + F(0.5))
     r = v - n * F(0.693359375) - n * F(-2.12194440e-4) + lo
+    return _exp_reduced_f32(x, r, n)
+
+
+@register_jitable(**MATH_OPTIONS)
+def _exp_reduced_f32(x, r, n):
+    """exp(r) * 2**n for |r| <= ln2 / 2 (and a little more), n integral in [-153, 130]; NaN if x is."""
+    F = np.float32
     p = (((((F(1.9875691500e-4) * r + F(1.3981999507e-3)) * r + F(8.3334519073e-3)) * r
            + F(4.1665795894e-2)) * r + F(1.6666665459e-1)) * r + F(5.0000001201e-1)) * (r * r) + r + F(1.0)
     k = np.int32(n)
@@ -160,6 +179,12 @@ def _exp_f64(x, lo):
         v = 0.0
     n = np.floor((v + lo) * 1.4426950408889634073599 + 0.5)
     r = v - n * 6.93145751953125e-1 - n * 1.42860682030941723212e-6 + lo
+    return _exp_reduced_f64(x, r, n)
+
+
+@register_jitable(**MATH_OPTIONS)
+def _exp_reduced_f64(x, r, n):
+    """exp(r) * 2**n for |r| <= ln2 / 2 (and a little more), n integral in [-1078, 1026]; NaN if x is."""
     rr = r * r
     px = r * ((1.26177193074810590878e-4 * rr + 3.02994407707441961300e-2) * rr + 9.99999999999999999910e-1)
     qx = ((3.00198505138664455042e-6 * rr + 2.52448340349684104192e-3) * rr
@@ -169,6 +194,29 @@ def _exp_f64(x, lo):
     k_half = k >> 1
     p = p * _bits_float((k_half + 1023) << 52, p) * _bits_float((k - k_half + 1023) << 52, p)
     return x if x != x else p
+
+
+@overload(exp2, jit_options=MATH_OPTIONS)
+def _exp2_impl(x):
+    # 2**x = 2**n * exp((x - n) ln2), n = round(x): x - n is exact, so only ln2's rounding enters.
+    if not isinstance(x, types.Float):
+        return None
+    F = _float_type(x)
+    low, high = (F(-151.0), F(129.0)) if x == types.float32 else (F(-1076.0), F(1025.0))  # beyond: 0 and inf
+    reduced = _exp_reduced_f32 if x == types.float32 else _exp_reduced_f64
+
+    def impl(x):
+        v = x
+        if v > high:
+            v = high
+        if v < low:
+            v = low
+        if v != v:
+            v = F(0.0)
+        n = np.floor(v + F(0.5))
+        return reduced(x, (v - n) * F(0.6931471805599453), n)
+
+    return impl
 
 
 @overload(log, jit_options=MATH_OPTIONS)
@@ -442,10 +490,6 @@ _PI_PARTS = {
     64: ((0.7853981633974483, 3.061616997868383e-17), (1.5707963267948966, 6.123233995736766e-17),
          (3.141592653589793, 1.2246467991473532e-16)),
 }
-
-
-def _float_type(x):
-    return np.float32 if x == types.float32 else np.float64
 
 
 def _atan_of_magnitude(x):
