@@ -59,7 +59,7 @@ def _frac(x, out):
 
 
 _UNARY = {
-    "sin": _ufunc(np.sin), "cos": _ufunc(np.cos), "tan": _ufunc(np.tan), "asin": _special("asin_forward"),
+    "sin": _ufunc(np.sin), "cos": _ufunc(np.cos), "tan": _special("tan_forward"), "asin": _special("asin_forward"),
     "acos": _special("acos_forward"), "atan": _special("atan_forward"), "sinh": _special("sinh_forward"), "cosh": _special("cosh_forward"),
     "asinh": _ufunc(np.arcsinh), "acosh": _ufunc(np.arccosh), "atanh": _special("atanh_forward"),
     "erf": _special("erf_forward"), "erfc": _special("erfc_forward"),

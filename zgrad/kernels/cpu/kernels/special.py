@@ -1,7 +1,7 @@
 """Element-wise Numba kernels of the math functions numpy has no ufunc for (erf, erfc, erfinv,
-rsqrt) or whose numpy loop is a libm call per element (atan, asin, acos, atan2, exp2, log1p,
-expm1, sinh, cosh, atanh, log2, log10, logaddexp, logaddexp2, float32 hypot), and one-pass sign
-and nan_to_num; erf, erfc, atan, asin, acos, atan2 and exp2 are :mod:`vector_math`'s. 1-D C-contiguous
+rsqrt) or whose numpy loop is a libm call per element (tan, atan, asin, acos, atan2, exp2,
+log1p, expm1, sinh, cosh, atanh, log2, log10, logaddexp, logaddexp2, float32 hypot), and one-pass
+sign and nan_to_num; erf, erfc, tan, atan, asin, acos, atan2 and exp2 are :mod:`vector_math`'s. 1-D C-contiguous
 float32 or float64 arrays (the caller ravels), computed in that dtype.
 
 The second group is written on :mod:`vector_math`'s exp and log, which LLVM vectorises: log1p and
@@ -23,7 +23,7 @@ from zgrad.kernels.cpu.kernels import vector_math
 from zgrad.kernels.special_math import erfinv as _erfinv_scalar
 
 __all__ = [
-    "erf_forward", "erfc_forward", "atan_forward", "asin_forward", "acos_forward", "atan2_forward", "exp2_forward", "erfinv_forward", "rsqrt_forward", "log1p_forward", "expm1_forward",
+    "erf_forward", "erfc_forward", "atan_forward", "asin_forward", "acos_forward", "atan2_forward", "exp2_forward", "tan_forward", "erfinv_forward", "rsqrt_forward", "log1p_forward", "expm1_forward",
     "sinh_forward", "cosh_forward", "atanh_forward", "log2_forward", "log10_forward", "logaddexp_forward",
     "logaddexp2_forward", "hypot_float32_forward", "sign_forward", "nan_to_num_forward", "lerp_forward",
     "lerp_scalar_forward",
@@ -56,6 +56,16 @@ def erfc_forward(x, out):
     """out = erfc(x) = 1 - erf(x), without the cancellation for large x."""
     for i in prange(x.size):
         out[i] = vector_math.erfc(x[i])
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def tan_forward(x, out):
+    """out = tan(x): vector_math's, then libm's for the elements beyond its reduction's limit."""
+    for i in prange(x.size):
+        out[i] = vector_math.tan(x[i])
+    for i in prange(x.size):
+        if not vector_math.tan_in_range(x[i]):
+            out[i] = math.tan(x[i])
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)

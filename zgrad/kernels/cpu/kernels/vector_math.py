@@ -1,13 +1,13 @@
-"""Scalar exp, exp2, log, log1p, tanh, sigmoid, erf, erfc, atan, atan2, asin, acos, relu and maximum
-that LLVM can vectorise inside Numba loops.
+"""Scalar exp, exp2, log, log1p, tanh, sigmoid, erf, erfc, tan, atan, atan2, asin, acos, relu and
+maximum that LLVM can vectorise inside Numba loops.
 
 Without Intel SVML, Numba lowers ``math.exp`` and friends to one libm call per element, which
 no loop vectoriser can widen; numpy's own SIMD ufuncs are then several times faster than a
 Numba loop.
 These versions are plain arithmetic (Cephes/fdlibm range reduction + polynomial, with the
 exponent handled through bit casts), so a loop that calls them becomes AVX-512/AVX2 code.
-exp, exp2, log and tanh are within 2 ulp of the correctly rounded result, sigmoid, erf and atan2 within
-3, atan, asin and acos within 4, erfc within 6 (checked by tests/kernels/test_kernels.py); NaN,
+exp, exp2, log and tanh are within 2 ulp of the correctly rounded result, sigmoid, erf, tan and atan2
+within 3, atan, asin and acos within 4, erfc within 6 (checked by tests/kernels/test_kernels.py); NaN,
 +-inf, +-0 and subnormal results are handled like numpy.
 
 ``maximum`` is LLVM's NaN-propagating ``llvm.maximum`` (numpy's ``np.maximum`` semantics): unlike
@@ -30,7 +30,8 @@ from numba.extending import intrinsic, overload, register_jitable
 from zgrad.kernels._jit import MATH_OPTIONS
 
 __all__ = [
-    "acos", "asin", "atan", "atan2", "erf", "erfc", "exp", "exp2", "log", "log1p", "maximum", "relu", "sigmoid", "tanh",
+    "acos", "asin", "atan", "atan2", "erf", "erfc", "exp", "exp2", "log", "log1p", "maximum", "relu", "sigmoid",
+    "tan", "tan_in_range", "tanh",
 ]
 
 
@@ -574,3 +575,60 @@ def _acos_impl(x):
         return F(2.0) * (multiple + rest)
 
     return impl
+
+
+def tan(x):
+    """tan(x) where :func:`tan_in_range` (|x| <= 4096 in float32, 2**20 in float64); NaN at +-inf.
+    Beyond, the reduction by pi/2 loses bits and the result is wrong: callers compute those
+    elements with ``math.tan`` (in a second loop, which keeps the first one vectorised)."""
+    raise _jitted_only("tan")
+
+
+def tan_in_range(x):
+    """Whether :func:`tan` is accurate at x (False at +-inf and NaN too)."""
+    raise _jitted_only("tan_in_range")
+
+
+# tan(z) = z + z^3 P(z^2) on [-pi/4, pi/4] (fitted for this module as erf's), after x - n pi/2 with
+# pi/2 in three parts (Cody and Waite), the first two short enough that n times them is exact up
+# to the limit; odd n gives -1 / tan(z).
+_TAN_REDUCTION_LIMIT = {32: 4096.0, 64: 2.0**20}
+_TAN_SMALL = {
+    32: (0.33333333979455765, 0.13333230944682223, 0.053994464722099254, 0.021621127411513202,
+         0.00996214699884352, 0.0011853216520677635, 0.003843139779255223),
+    64: (0.3333333333333333, 0.13333333333333, 0.05396825396865546, 0.02186948851707438, 0.008863236003485818,
+         0.0035921209805615966, 0.0014559027390503058, 0.0005895756061544555, 0.000241226353512688,
+         8.998520298342289e-05, 5.558784710570148e-05, -1.1013613221811344e-05, 3.651618193613342e-05,
+         -1.83153428020867e-05, 8.48334725267473e-06),
+}
+_HALF_PI_PARTS = {
+    32: (1.5703125, 0.0004837512969970703, 7.549790126404332e-08),
+    64: (1.5707963267341256, 6.077100506303966e-11, 2.0222662487959506e-21),
+}
+
+
+@overload(tan, inline="always", jit_options=MATH_OPTIONS)
+def _tan_impl(x):
+    if not isinstance(x, types.Float):
+        return None
+    F = _float_type(x)
+    small = tuple(F(c) for c in _TAN_SMALL[x.bitwidth])
+    p1, p2, p3 = (F(c) for c in _HALF_PI_PARTS[x.bitwidth])
+
+    def impl(x):
+        n = np.rint(x * F(0.6366197723675814))
+        z = ((x - n * p1) - n * p2) - n * p3 if n != F(0.0) else x  # x itself keeps -0.0's sign
+        zz = z * z
+        t = z + z * zz * _polynomial(zz, small)
+        half = n * F(0.5)
+        return -F(1.0) / t if half != np.floor(half) else t
+
+    return impl
+
+
+@overload(tan_in_range, inline="always", jit_options=MATH_OPTIONS)
+def _tan_in_range_impl(x):
+    if not isinstance(x, types.Float):
+        return None
+    limit = _float_type(x)(_TAN_REDUCTION_LIMIT[x.bitwidth])
+    return lambda x: abs(x) <= limit
