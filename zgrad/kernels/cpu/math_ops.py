@@ -93,6 +93,7 @@ _BINARY_KERNELS = {
     ("logaddexp", np.dtype(np.float32)): "logaddexp_forward", ("logaddexp", np.dtype(np.float64)): "logaddexp_forward",
     ("logaddexp2", np.dtype(np.float32)): "logaddexp2_forward",
     ("logaddexp2", np.dtype(np.float64)): "logaddexp2_forward", ("hypot", np.dtype(np.float32)): "hypot_float32_forward",
+    ("fmod", np.dtype(np.float32)): "fmod_float32_forward",
 }
 
 

@@ -1,10 +1,11 @@
 """Element-wise Numba kernels of the math functions numpy has no ufunc for (erf, erfc, erfinv,
 rsqrt) or whose numpy loop is a libm call per element (tan, atan, asin, acos, atan2, exp2,
-log1p, expm1, sinh, cosh, atanh, log2, log10, logaddexp, logaddexp2, float32 hypot), and one-pass
-sign and nan_to_num; erf, erfc, tan, atan, asin, acos, atan2 and exp2 are :mod:`vector_math`'s. 1-D C-contiguous
-float32 or float64 arrays (the caller ravels), computed in that dtype.
+log1p, expm1, sinh, cosh, atanh, log2, log10, logaddexp, logaddexp2, float32 hypot and fmod),
+and one-pass sign and nan_to_num. 1-D C-contiguous float32 or float64 arrays (the caller
+ravels), computed in that dtype (float32 hypot and fmod in float64).
 
-The second group is written on :mod:`vector_math`'s exp and log, which LLVM vectorises: log1p and
+erf, erfc, tan, atan, asin, acos, atan2 and exp2 are :mod:`vector_math`'s; the rest of the
+second group is written on its exp and log, which LLVM vectorises: log1p and
 expm1 by Kahan's corrections (``log(u) * x / (u - 1)`` with ``u = 1 + x``, exact where ``u`` is
 inexact), the others from those. Each stays within a few ulp of the correctly rounded result and
 gives PyTorch's inf, NaN and signed zeros.
@@ -25,7 +26,7 @@ from zgrad.kernels.special_math import erfinv as _erfinv_scalar
 __all__ = [
     "erf_forward", "erfc_forward", "atan_forward", "asin_forward", "acos_forward", "atan2_forward", "exp2_forward", "tan_forward", "erfinv_forward", "rsqrt_forward", "log1p_forward", "expm1_forward",
     "sinh_forward", "cosh_forward", "atanh_forward", "log2_forward", "log10_forward", "logaddexp_forward",
-    "logaddexp2_forward", "hypot_float32_forward", "sign_forward", "nan_to_num_forward", "lerp_forward",
+    "logaddexp2_forward", "hypot_float32_forward", "fmod_float32_forward", "sign_forward", "nan_to_num_forward", "lerp_forward",
     "lerp_scalar_forward",
 ]
 
@@ -226,6 +227,25 @@ def hypot_float32_forward(a, b, out):
     for i in prange(out.size):
         u, v = np.float64(a[i]), np.float64(b[i])
         out[i] = math.sqrt(u * u + v * v) if not (math.isinf(u) or math.isinf(v)) else math.inf
+
+
+_FMOD_EXACT_QUOTIENT = 2.0**28
+
+
+@parallel_kernel()
+def fmod_float32_forward(a, b, out):
+    """out = fmod(a, b) (the remainder of a / b truncated, a's sign) for float32 operands, exactly:
+    in float64, a - trunc(a / b) b is exact while |a / b| < 2**28 (the float64 quotient cannot round
+    across an integer, q b has at most 52 bits, and the remainder is a float32); libm's fmod for
+    the rest (b = 0 or +-inf, a = +-inf, NaN, huge quotients) in a second loop."""
+    for i in prange(out.size):
+        u, v = np.float64(a[i]), np.float64(b[i])
+        q = u / v
+        exact = abs(q) < _FMOD_EXACT_QUOTIENT and abs(v) < math.inf
+        out[i] = math.copysign(u - np.trunc(q) * v, u) if exact else math.nan
+    for i in prange(out.size):
+        if out[i] != out[i]:
+            out[i] = np.fmod(a[i], b[i])
 
 
 @parallel_kernel()
