@@ -128,16 +128,15 @@ def relu(x):
 @overload(exp, jit_options=MATH_OPTIONS)
 def _exp_impl(x):
     if x == types.float32:
-        zero32 = np.float32(0.0)
-        return lambda x: _exp_f32(x, zero32)
+        return lambda x: _exp_f32(x, None)
     if x == types.float64:
-        return lambda x: _exp_f64(x, 0.0)
+        return lambda x: _exp_f64(x, None)
     return None
 
 
 # _exp_f32(x, lo) and _exp_f64(x, lo) are exp(x + lo) without rounding x + lo first: ``lo``
-# (|lo| < 2, never NaN; 0 for exp itself) joins the reduced argument, where its bits survive.
-# erfc needs this for exp(-z*z), z*z split into two exact parts.
+# (|lo| < 2, never NaN) joins the reduced argument, where its bits survive. erfc needs this for
+# exp(-z*z), z*z split into two exact parts; exp itself passes None, and Numba prunes the adds.
 
 @register_jitable(**MATH_OPTIONS)
 def _exp_f32(x, lo):
@@ -151,8 +150,12 @@ def _exp_f32(x, lo):
         v = F(-104.0)
     if v != v:
         v = F(0.0)
-    n = np.floor((v + lo) * F(1.44269504088896341) + F(0.5))
-    r = v - n * F(0.693359375) - n * F(-2.12194440e-4) + lo
+    if lo is None:
+        n = np.floor(v * F(1.44269504088896341) + F(0.5))
+        r = v - n * F(0.693359375) - n * F(-2.12194440e-4)
+    else:
+        n = np.floor((v + lo) * F(1.44269504088896341) + F(0.5))
+        r = v - n * F(0.693359375) - n * F(-2.12194440e-4) + lo
     return _exp_reduced_f32(x, r, n)
 
 
@@ -178,8 +181,12 @@ def _exp_f64(x, lo):
         v = -746.0
     if v != v:
         v = 0.0
-    n = np.floor((v + lo) * 1.4426950408889634073599 + 0.5)
-    r = v - n * 6.93145751953125e-1 - n * 1.42860682030941723212e-6 + lo
+    if lo is None:
+        n = np.floor(v * 1.4426950408889634073599 + 0.5)
+        r = v - n * 6.93145751953125e-1 - n * 1.42860682030941723212e-6
+    else:
+        n = np.floor((v + lo) * 1.4426950408889634073599 + 0.5)
+        r = v - n * 6.93145751953125e-1 - n * 1.42860682030941723212e-6 + lo
     return _exp_reduced_f64(x, r, n)
 
 
