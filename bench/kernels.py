@@ -523,8 +523,20 @@ THREADED_SECTIONS["optim"] = optim_section
 
 # Element-wise math functions, forward on float32 (bitwise ones on int32): zgrad's public op
 # (dispatch, allocation and kernel) against torch's, each at least torch's throughput. Inputs:
-# "x" in (0.1, 0.9) and "y" = 1 + x, inside every function's domain; "i", "j" int32.
+# "x" in (0.1, 0.9) and "y" = 1 + x, inside every function's domain; "i", "j" int32; "g" standard
+# normal with requires_grad and "u" its upstream gradient, for GELU's forward + backward.
 MATH_TARGET = 1.0
+
+
+def _gelu_step(approximate: str) -> Callable[..., object]:
+    """GELU forward + backward on t["g"] (gradient cleared first), zgrad or torch alike."""
+    def step(lib, t) -> None:
+        t["g"].grad = None
+        lib.nn.functional.gelu(t["g"], approximate=approximate).backward(t["u"])
+
+    return step
+
+
 MATH_CASES: dict[str, Callable[..., object]] = {
     **{name: (lambda name: lambda lib, t: getattr(lib, name)(t["x"]))(name) for name in (
         "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "atanh", "erf", "erfc", "erfinv",
@@ -538,6 +550,9 @@ MATH_CASES: dict[str, Callable[..., object]] = {
     **{name: (lambda name: lambda lib, t: getattr(lib, name)(t["i"], t["j"]))(name) for name in (
         "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift")},
     "bitwise_not": lambda lib, t: lib.bitwise_not(t["i"]),
+    "gelu": lambda lib, t: lib.nn.functional.gelu(t["x"]),
+    "gelu fwd+bwd": _gelu_step("none"),
+    "gelu tanh fwd+bwd": _gelu_step("tanh"),
 }
 
 
@@ -553,9 +568,11 @@ def math_section(settings: Settings, threads: int) -> list[Row]:
     for n in settings.sizes:
         x = rng.uniform(0.1, 0.9, n).astype(DTYPE)
         arrays = {"x": x, "y": x + DTYPE(1), "i": rng.integers(-1000, 1000, n, dtype=np.int32),
-                  "j": rng.integers(0, 31, n, dtype=np.int32)}
-        ours = {k: zgrad.tensor(v) for k, v in arrays.items()}
-        theirs = {k: torch.from_numpy(v) for k, v in arrays.items()}
+                  "j": rng.integers(0, 31, n, dtype=np.int32), "u": rng.standard_normal(n, dtype=DTYPE)}
+        normal = rng.standard_normal(n, dtype=DTYPE)
+        ours = {k: zgrad.tensor(v) for k, v in arrays.items()} | {"g": zgrad.tensor(normal, requires_grad=True)}
+        theirs = ({k: torch.from_numpy(v) for k, v in arrays.items()}
+                  | {"g": torch.tensor(normal, requires_grad=True)})
         label = f"{_size_label(n)}, {threads} thread{'s' if threads > 1 else ''}"
         for name, fn in MATH_CASES.items():
             rows.append(compare_with_torch(name, label, lambda fn=fn: fn(zgrad, ours), lambda fn=fn: fn(torch, theirs),

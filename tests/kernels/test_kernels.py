@@ -9,6 +9,7 @@ first run of this file on a fresh checkout also measures the cold compile time o
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -159,12 +160,15 @@ def _max_ulp_error(kernel, x, reference):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_vector_math_accuracy(dtype):
-    """kernels.vector_math's exp/log/tanh are within 2 ulp (sigmoid 3) over their whole range."""
+    """kernels.vector_math's exp/exp2/log/tanh are within 2 ulp (sigmoid 3) over their whole range."""
     info = np.finfo(dtype)
     log_max = float(np.log(info.max))
     with np.errstate(all="ignore"):
         spread = np.linspace(-log_max * 1.05, log_max * 1.01, 400_001).astype(dtype)
         assert _max_ulp_error(kernels.elementwise.exp_forward, spread, np.exp) <= 2
+        spread2 = np.concatenate([np.linspace(info.minexp - info.nmant - 2, info.maxexp + 1, 400_001),
+                                  np.geomspace(1e-30, 1, 1000)]).astype(dtype)
+        assert _max_ulp_error(kernels.special.exp2_forward, np.concatenate([spread2, -spread2]), np.exp2) <= 2
         positive = np.exp(np.linspace(np.log(info.smallest_subnormal), log_max, 400_001)).astype(dtype)
         assert _max_ulp_error(kernels.elementwise.log_forward, positive[positive > 0], np.log) <= 2
         around_zero = np.concatenate([np.linspace(-25, 25, 200_001), np.geomspace(1e-30, 0.7, 1000)]).astype(dtype)
@@ -189,6 +193,131 @@ def test_vector_math_log1p_accuracy(dtype):
         out = np.empty_like(special)
         softplus(special, out)
     np.testing.assert_array_equal(out, [np.inf, 0.0, np.nan])
+
+
+def _libm(function):
+    """``function`` of Python's math module over an array, in float64 (the ulp reference of erf and
+    erfc: libm's, within 1 ulp of float64)."""
+    apply = np.frompyfunc(lambda v: function(float(v)), 1, 1)
+    return lambda x: apply(x).astype(np.float64)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_vector_math_erf_accuracy(dtype):
+    """vector_math's erf (the erf op's kernel) is within 3 ulp and erfc within 6 over their whole
+    range (erfc down to its underflow: 10.05 in float32, 27.2 in float64), both signs, tiny
+    arguments included; their values at +-0, +-inf and NaN are numpy's/libm's."""
+    reach = 11.0 if dtype == np.float32 else 28.0
+    grid = np.concatenate([np.linspace(-reach, reach, 400_001), np.geomspace(1e-30, reach, 20_000)]).astype(dtype)
+    grid = np.concatenate([grid, -grid])
+    assert _max_ulp_error(kernels.special.erf_forward, grid, _libm(math.erf)) <= 3
+    assert _max_ulp_error(kernels.special.erfc_forward, grid, _libm(math.erfc)) <= 6
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45 if dtype == np.float32 else 5e-324], dtype)
+    for kernel, function in ((kernels.special.erf_forward, math.erf), (kernels.special.erfc_forward, math.erfc)):
+        out = np.empty_like(special)
+        kernel(special, out)
+        want = np.array([function(float(v)) for v in special], dtype)
+        np.testing.assert_array_equal(out, want)
+        np.testing.assert_array_equal(np.signbit(out), np.signbit(want))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_tan_kernel(dtype):
+    """The tan kernel (vector_math's tan, libm's beyond its reduction's limit) is within 3 ulp over
+    a dense grid across many periods and arguments up to 1e30; numpy's values at +-0, +-inf, NaN."""
+    grid = np.concatenate([np.linspace(-20, 20, 400_001), np.geomspace(1e-30, 1e30, 200_000)]).astype(dtype)
+    assert _max_ulp_error(kernels.special.tan_forward, np.concatenate([grid, -grid]), np.tan) <= 3
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan], dtype)
+    out = np.empty_like(special)
+    kernels.special.tan_forward(special, out)
+    np.testing.assert_array_equal(out, [0.0, -0.0, np.nan, np.nan, np.nan])
+    np.testing.assert_array_equal(np.signbit(out[:2]), [False, True])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_vector_math_inverse_trigonometry(dtype):
+    """vector_math's atan, asin, acos (the ops' kernels) are within 4 ulp over dense grids inside
+    and outside their domains, tiny and huge arguments included; numpy's values at +-0, +-inf,
+    NaN and +-1, signs of zero included; asin and acos are NaN outside [-1, 1]."""
+    grid = np.concatenate([np.linspace(-1.5, 1.5, 300_001), np.geomspace(1e-30, 1e30, 100_000)]).astype(dtype)
+    grid = np.concatenate([grid, -grid])
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0], dtype)
+    outside = np.array([1.5, -1.5, 1 + np.finfo(dtype).eps, -1e30], dtype)
+    for kernel, function in ((kernels.special.atan_forward, np.arctan), (kernels.special.asin_forward, np.arcsin),
+                             (kernels.special.acos_forward, np.arccos)):
+        with np.errstate(invalid="ignore"):
+            assert _max_ulp_error(kernel, grid, function) <= 4
+            want = function(special)
+        out = np.empty_like(special)
+        kernel(special, out)
+        np.testing.assert_array_equal(out, want)
+        np.testing.assert_array_equal(np.signbit(out[~np.isnan(out)]), np.signbit(want[~np.isnan(want)]))
+        out = np.empty_like(outside)
+        kernel(outside, out)
+        assert np.isnan(out).all() == (function is not np.arctan)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_vector_math_atan2(dtype, rng):
+    """vector_math's atan2 is within 3 ulp over points in all four quadrants, magnitudes from 1e-20
+    to 1e20, and gives numpy's angles at signed zeros, infinities and NaN."""
+    n = 200_000
+    y, x = (rng.standard_normal(n) * 10.0 ** rng.integers(-20, 20, n)).astype(dtype), \
+        (rng.standard_normal(n) * 10.0 ** rng.integers(-20, 20, n)).astype(dtype)
+    out = np.empty_like(x)
+    kernels.special.atan2_forward(y, x, out)
+    want = np.arctan2(y.astype(np.longdouble), x.astype(np.longdouble))
+    rounded = want.astype(dtype)
+    normal = np.abs(rounded) >= np.finfo(dtype).tiny
+    assert np.max(np.abs(out[normal] - want[normal]) / np.spacing(np.abs(rounded[normal]))) <= 3
+    values = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan], dtype)
+    y, x = (a.ravel() for a in np.meshgrid(values, values))
+    out = np.empty_like(x)
+    kernels.special.atan2_forward(y, x, out)
+    want = np.arctan2(y, x)
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(np.signbit(out[~np.isnan(out)]), np.signbit(want[~np.isnan(want)]))
+
+
+def test_fmod_float32_is_exact(rng):
+    """The float32 fmod kernel equals numpy's fmod bit for bit (signed zeros included) over
+    operands from 1e-40 to 1e38 of both signs, integers, and every pair of special values (zeros,
+    +-inf, NaN, the smallest subnormal, the largest floats): its float64 path where that is exact,
+    libm's for the rest."""
+    n = 500_000
+    a, b = (rng.standard_normal((2, n)) * 10.0 ** rng.integers(-40, 38, (2, n))).astype(np.float32)
+    values = np.array([0, -0.0, 1, -1, 2.5, -2.5, 4, -4, np.inf, -np.inf, np.nan, 1e-45, 3.4e38, -3.4e38], np.float32)
+    special_a, special_b = (v.ravel() for v in np.meshgrid(values, values))
+    integers_a, integers_b = rng.integers(-1000, 1000, n).astype(np.float32), rng.integers(1, 30, n).astype(np.float32)
+    a, b = np.concatenate([a, special_a, integers_a]), np.concatenate([b, special_b, integers_b])
+    out = np.empty_like(a)
+    kernels.special.fmod_float32_forward(a, b, out)
+    with np.errstate(invalid="ignore"):
+        want = np.fmod(a, b)
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(np.signbit(out[~np.isnan(out)]), np.signbit(want[~np.isnan(want)]))
+
+
+def test_erfinv_float32_estimate_kernel():
+    """The float32 erfinv kernel (Giles' estimate on vector_math's log, no Halley step) is within
+    2e-6 relative of float64 erfinv (erf's inverse by bisection on math.erf) across (-1, 1), and
+    gives +-inf at +-1, NaN outside [-1, 1] and at NaN, signed zeros."""
+    x = np.linspace(-0.9999, 0.9999, 2001).astype(np.float32)
+    out = np.empty_like(x)
+    kernels.special.erfinv_forward(x, 0, out)
+    low, high = np.full(x.size, -5.0), np.full(x.size, 5.0)
+    erf = np.frompyfunc(math.erf, 1, 1)
+    for _ in range(60):
+        middle = (low + high) / 2
+        below = erf(middle).astype(np.float64) < x
+        low, high = np.where(below, middle, low), np.where(below, high, middle)
+    np.testing.assert_allclose(out, (low + high) / 2, rtol=2e-6, atol=1e-15)  # atol: erfinv(0) = 0 against 1e-17
+    special = np.array([1.0, -1.0, 1.5, -np.inf, np.nan, 1e-30, 0.0, -0.0], np.float32)
+    out = np.empty_like(special)
+    kernels.special.erfinv_forward(special, 0, out)
+    np.testing.assert_array_equal(out, [np.inf, -np.inf, np.nan, np.nan, np.nan, out[5], 0.0, -0.0])
+    assert out[5] == pytest.approx(1e-30 * math.sqrt(math.pi) / 2, rel=1e-6)
+    assert np.signbit(out[-1]) and not np.signbit(out[-2])
 
 
 def test_vector_math_is_numba_only():

@@ -1,15 +1,46 @@
 """Scalar special functions both backends' kernels compile (a Numba CPU kernel, a CUDA device
 function), written once in plain Python: today the inverse error function, which neither
-Python's ``math`` nor CUDA's libdevice provides.
+Python's ``math`` nor CUDA's libdevice provides, and its first estimate (``register_jitable``, so
+that the CPU backend's float32 kernel can call it beside its own vectorisable log).
 """
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["erfinv"]
+from numba.extending import register_jitable
+
+__all__ = ["erfinv", "erfinv_estimate"]
 
 _TWO_OVER_SQRT_PI = 1.1283791670955126
+
+
+@register_jitable
+def erfinv_estimate(w, T):
+    """Giles' single-precision approximation of erfinv(a) / a from w = -log((1 - a)(1 + a)), in
+    ``T``: within a few ulp of float32 for a in [0, 1). Both of its polynomials are computed and
+    one is picked, so that a loop over elements stays branch-free (and vectorises on the CPU)."""
+    central = w - T(2.5)
+    p = T(2.81022636e-08)
+    p = T(3.43273939e-07) + p * central
+    p = T(-3.5233877e-06) + p * central
+    p = T(-4.39150654e-06) + p * central
+    p = T(0.00021858087) + p * central
+    p = T(-0.00125372503) + p * central
+    p = T(-0.00417768164) + p * central
+    p = T(0.246640727) + p * central
+    p = T(1.50140941) + p * central
+    tail = math.sqrt(w) - T(3)
+    q = T(-0.000200214257)
+    q = T(0.000100950558) + q * tail
+    q = T(0.00134934322) + q * tail
+    q = T(-0.00367342844) + q * tail
+    q = T(0.00573950773) + q * tail
+    q = T(-0.0076224613) + q * tail
+    q = T(0.00943887047) + q * tail
+    q = T(1.00167406) + q * tail
+    q = T(2.83297682) + q * tail
+    return p if w < T(5) else q
 
 
 def erfinv(x, max_steps, T):
@@ -29,29 +60,7 @@ def erfinv(x, max_steps, T):
     if a == T(1):
         return T(math.inf) if x > T(0) else -T(math.inf)
     w = -math.log((T(1) - a) * (T(1) + a))
-    if w < T(5):
-        w = w - T(2.5)
-        p = T(2.81022636e-08)
-        p = T(3.43273939e-07) + p * w
-        p = T(-3.5233877e-06) + p * w
-        p = T(-4.39150654e-06) + p * w
-        p = T(0.00021858087) + p * w
-        p = T(-0.00125372503) + p * w
-        p = T(-0.00417768164) + p * w
-        p = T(0.246640727) + p * w
-        p = T(1.50140941) + p * w
-    else:
-        w = math.sqrt(w) - T(3)
-        p = T(-0.000200214257)
-        p = T(0.000100950558) + p * w
-        p = T(0.00134934322) + p * w
-        p = T(-0.00367342844) + p * w
-        p = T(0.00573950773) + p * w
-        p = T(-0.0076224613) + p * w
-        p = T(0.00943887047) + p * w
-        p = T(1.00167406) + p * w
-        p = T(2.83297682) + p * w
-    y = p * a
+    y = erfinv_estimate(w, T) * a
     for _ in range(max_steps):
         residual = math.erf(y) - a if a < T(0.5) else (T(1) - a) - math.erfc(y)
         newton = residual / (T(_TWO_OVER_SQRT_PI) * math.exp(-y * y))

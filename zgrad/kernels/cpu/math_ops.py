@@ -52,12 +52,12 @@ def _frac(x, out):
 
 
 _UNARY = {
-    "sin": _ufunc(np.sin), "cos": _ufunc(np.cos), "tan": _ufunc(np.tan), "asin": _ufunc(np.arcsin),
-    "acos": _ufunc(np.arccos), "atan": _ufunc(np.arctan), "sinh": _special("sinh_forward"), "cosh": _special("cosh_forward"),
+    "sin": _ufunc(np.sin), "cos": _ufunc(np.cos), "tan": _special("tan_forward"), "asin": _special("asin_forward"),
+    "acos": _special("acos_forward"), "atan": _special("atan_forward"), "sinh": _special("sinh_forward"), "cosh": _special("cosh_forward"),
     "asinh": _ufunc(np.arcsinh), "acosh": _ufunc(np.arccosh), "atanh": _special("atanh_forward"),
     "erf": _special("erf_forward"), "erfc": _special("erfc_forward"),
     "erfinv": _special("erfinv_forward", _erfinv_options), "log1p": _special("log1p_forward"), "expm1": _special("expm1_forward"),
-    "log2": _special("log2_forward"), "log10": _special("log10_forward"), "exp2": _ufunc(np.exp2),
+    "log2": _special("log2_forward"), "log10": _special("log10_forward"), "exp2": _special("exp2_forward"),
     "rsqrt": _special("rsqrt_forward"), "reciprocal": _ufunc(np.reciprocal),
     "floor": _ufunc(np.floor), "ceil": _ufunc(np.ceil), "round": _ufunc(np.rint), "trunc": _ufunc(np.trunc),
     "frac": _frac, "isnan": _ufunc(np.isnan), "isinf": _ufunc(np.isinf), "isposinf": _isposinf,
@@ -82,9 +82,11 @@ def unary_math(name: str, x, out):
 # Binary functions with a one-pass kernel of kernels.special, used where both operands are arrays of
 # out's shape (numpy's ufunc broadcasts the rest), by out's dtype.
 _BINARY_KERNELS = {
+    ("atan2", np.dtype(np.float32)): "atan2_forward", ("atan2", np.dtype(np.float64)): "atan2_forward",
     ("logaddexp", np.dtype(np.float32)): "logaddexp_forward", ("logaddexp", np.dtype(np.float64)): "logaddexp_forward",
     ("logaddexp2", np.dtype(np.float32)): "logaddexp2_forward",
     ("logaddexp2", np.dtype(np.float64)): "logaddexp2_forward", ("hypot", np.dtype(np.float32)): "hypot_float32_forward",
+    ("fmod", np.dtype(np.float32)): "fmod_float32_forward",
 }
 
 

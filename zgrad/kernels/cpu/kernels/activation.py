@@ -47,7 +47,7 @@ def gelu_forward(x, tanh_approximation, out):
         sqrt_half = F(_SQRT_HALF)
         for i in prange(x.size):
             v = x[i]
-            out[i] = v * half * (one + math.erf(v * sqrt_half))
+            out[i] = v * half * (one + vector_math.erf(v * sqrt_half))
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
@@ -68,7 +68,7 @@ def gelu_backward(grad, x, tanh_approximation, out):
         sqrt_half, inv_sqrt_2pi = F(_SQRT_HALF), F(_INV_SQRT_2PI)
         for i in prange(x.size):
             v = x[i]
-            cdf = half * (one + math.erf(v * sqrt_half))
+            cdf = half * (one + vector_math.erf(v * sqrt_half))
             pdf = vector_math.exp(-half * v * v) * inv_sqrt_2pi
             out[i] = grad[i] * (cdf + v * pdf)
 

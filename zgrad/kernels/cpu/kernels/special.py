@@ -1,9 +1,11 @@
 """Element-wise Numba kernels of the math functions numpy has no ufunc for (erf, erfc, erfinv,
-rsqrt) or whose numpy loop is a libm call per element (log1p, expm1, sinh, cosh, atanh, log2,
-log10, logaddexp, logaddexp2, float32 hypot), and one-pass sign and nan_to_num. 1-D C-contiguous
-float32 or float64 arrays (the caller ravels), computed in that dtype.
+rsqrt) or whose numpy loop is a libm call per element (tan, atan, asin, acos, atan2, exp2,
+log1p, expm1, sinh, cosh, atanh, log2, log10, logaddexp, logaddexp2, float32 hypot and fmod),
+and one-pass sign and nan_to_num. 1-D C-contiguous float32 or float64 arrays (the caller
+ravels), computed in that dtype (float32 hypot and fmod in float64).
 
-The second group is written on :mod:`vector_math`'s exp and log, which LLVM vectorises: log1p and
+erf, erfc, tan, atan, asin, acos, atan2 and exp2 are :mod:`vector_math`'s; the rest of the
+second group is written on its exp and log, which LLVM vectorises: log1p and
 expm1 by Kahan's corrections (``log(u) * x / (u - 1)`` with ``u = 1 + x``, exact where ``u`` is
 inexact), the others from those. Each stays within a few ulp of the correctly rounded result and
 gives PyTorch's inf, NaN and signed zeros.
@@ -20,11 +22,12 @@ from numba.extending import register_jitable
 from zgrad.kernels._jit import MATH_OPTIONS, PARALLEL_MIN_SIZE_HEAVY, kernel, parallel_kernel
 from zgrad.kernels.cpu.kernels import vector_math
 from zgrad.kernels.special_math import erfinv as _erfinv_scalar
+from zgrad.kernels.special_math import erfinv_estimate
 
 __all__ = [
-    "erf_forward", "erfc_forward", "erfinv_forward", "rsqrt_forward", "log1p_forward", "expm1_forward",
+    "erf_forward", "erfc_forward", "atan_forward", "asin_forward", "acos_forward", "atan2_forward", "exp2_forward", "tan_forward", "erfinv_forward", "rsqrt_forward", "log1p_forward", "expm1_forward",
     "sinh_forward", "cosh_forward", "atanh_forward", "log2_forward", "log10_forward", "logaddexp_forward",
-    "logaddexp2_forward", "hypot_float32_forward", "sign_forward", "nan_to_num_forward", "lerp_forward",
+    "logaddexp2_forward", "hypot_float32_forward", "fmod_float32_forward", "sign_forward", "nan_to_num_forward", "lerp_forward",
     "lerp_scalar_forward",
 ]
 
@@ -47,22 +50,76 @@ def _log1p(x, one):
 def erf_forward(x, out):
     """out = erf(x)."""
     for i in prange(x.size):
-        out[i] = math.erf(x[i])
+        out[i] = vector_math.erf(x[i])
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
 def erfc_forward(x, out):
     """out = erfc(x) = 1 - erf(x), without the cancellation for large x."""
     for i in prange(x.size):
-        out[i] = math.erfc(x[i])
+        out[i] = vector_math.erfc(x[i])
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def tan_forward(x, out):
+    """out = tan(x): vector_math's, then libm's for the elements beyond its reduction's limit."""
+    for i in prange(x.size):
+        out[i] = vector_math.tan(x[i])
+    for i in prange(x.size):
+        if not vector_math.tan_in_range(x[i]):
+            out[i] = math.tan(x[i])
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def atan_forward(x, out):
+    """out = atan(x)."""
+    for i in prange(x.size):
+        out[i] = vector_math.atan(x[i])
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def asin_forward(x, out):
+    """out = asin(x)."""
+    for i in prange(x.size):
+        out[i] = vector_math.asin(x[i])
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def acos_forward(x, out):
+    """out = acos(x)."""
+    for i in prange(x.size):
+        out[i] = vector_math.acos(x[i])
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def atan2_forward(a, b, out):
+    """out = atan2(a, b), the angle of the point (b, a)."""
+    for i in prange(out.size):
+        out[i] = vector_math.atan2(a[i], b[i])
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def exp2_forward(x, out):
+    """out = 2**x."""
+    for i in prange(x.size):
+        out[i] = vector_math.exp2(x[i])
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
 def erfinv_forward(x, max_steps, out):
-    """out = erfinv(x) (see :func:`zgrad.kernels.special_math.erfinv`)."""
+    """out = erfinv(x) (see :func:`zgrad.kernels.special_math.erfinv`); with no Halley steps
+    (float32) its estimate alone, on vector_math's log, in a loop that vectorises."""
     T = out.dtype.type
-    for i in prange(x.size):
-        out[i] = _erfinv(x[i], max_steps, T)
+    if max_steps == 0:
+        one = T(1)
+        for i in prange(x.size):
+            v = x[i]
+            a = abs(v)
+            y = math.copysign(erfinv_estimate(-vector_math.log((one - a) * (one + a)), T) * a, v)
+            out[i] = y if a < one else (math.copysign(T(math.inf), v) if a == one else T(math.nan))
+    else:
+        for i in prange(x.size):
+            out[i] = _erfinv(x[i], max_steps, T)
 
 
 @parallel_kernel()
@@ -180,6 +237,25 @@ def hypot_float32_forward(a, b, out):
     for i in prange(out.size):
         u, v = np.float64(a[i]), np.float64(b[i])
         out[i] = math.sqrt(u * u + v * v) if not (math.isinf(u) or math.isinf(v)) else math.inf
+
+
+_FMOD_EXACT_QUOTIENT = 2.0**28
+
+
+@parallel_kernel()
+def fmod_float32_forward(a, b, out):
+    """out = fmod(a, b) (the remainder of a / b truncated, a's sign) for float32 operands, exactly:
+    in float64, a - trunc(a / b) b is exact while |a / b| < 2**28 (the float64 quotient cannot round
+    across an integer, q b has at most 52 bits, and the remainder is a float32); libm's fmod for
+    the rest (b = 0 or +-inf, a = +-inf, NaN, huge quotients) in a second loop."""
+    for i in prange(out.size):
+        u, v = np.float64(a[i]), np.float64(b[i])
+        q = u / v
+        exact = abs(q) < _FMOD_EXACT_QUOTIENT and abs(v) < math.inf
+        out[i] = math.copysign(u - np.trunc(q) * v, u) if exact else math.nan
+    for i in prange(out.size):
+        if out[i] != out[i]:
+            out[i] = np.fmod(a[i], b[i])
 
 
 @parallel_kernel()

@@ -1,12 +1,14 @@
-"""Scalar exp, log, log1p, tanh, sigmoid, relu and maximum that LLVM can vectorise inside Numba loops.
+"""Scalar exp, exp2, log, log1p, tanh, sigmoid, erf, erfc, tan, atan, atan2, asin, acos, relu and
+maximum that LLVM can vectorise inside Numba loops.
 
 Without Intel SVML, Numba lowers ``math.exp`` and friends to one libm call per element, which
 no loop vectoriser can widen; numpy's own SIMD ufuncs are then several times faster than a
 Numba loop.
 These versions are plain arithmetic (Cephes/fdlibm range reduction + polynomial, with the
 exponent handled through bit casts), so a loop that calls them becomes AVX-512/AVX2 code.
-exp, log and tanh are within 2 ulp of the correctly rounded result, sigmoid within 3 (checked by
-tests/kernels/test_kernels.py); NaN, +-inf, +-0 and subnormal results are handled like numpy.
+exp, exp2, log and tanh are within 2 ulp of the correctly rounded result, sigmoid, erf, tan and atan2
+within 3, atan, asin and acos within 4, erfc within 6 (checked by tests/kernels/test_kernels.py); NaN,
++-inf, +-0 and subnormal results are handled like numpy.
 
 ``maximum`` is LLVM's NaN-propagating ``llvm.maximum`` (numpy's ``np.maximum`` semantics): unlike
 an ``if x > m`` loop it lets LLVM vectorise a max reduction without assuming the data has no NaN.
@@ -17,6 +19,8 @@ They are usable only inside Numba-compiled code.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from llvmlite import ir
 from numba import types
@@ -25,7 +29,10 @@ from numba.extending import intrinsic, overload, register_jitable
 
 from zgrad.kernels._jit import MATH_OPTIONS
 
-__all__ = ["exp", "log", "log1p", "maximum", "relu", "sigmoid", "tanh"]
+__all__ = [
+    "acos", "asin", "atan", "atan2", "erf", "erfc", "exp", "exp2", "log", "log1p", "maximum", "relu", "sigmoid",
+    "tan", "tan_in_range", "tanh",
+]
 
 
 @intrinsic
@@ -74,6 +81,11 @@ def maximum(typingctx, a, b):
     return None
 
 
+def _float_type(x):
+    """numpy's scalar type of Numba float type ``x``."""
+    return np.float32 if x == types.float32 else np.float64
+
+
 def _jitted_only(name: str) -> TypeError:
     return TypeError(f"zgrad.kernels.cpu.kernels.vector_math.{name} can only be called from Numba-compiled code")
 
@@ -81,6 +93,11 @@ def _jitted_only(name: str) -> TypeError:
 def exp(x):
     """exp(x)."""
     raise _jitted_only("exp")
+
+
+def exp2(x):
+    """2**x."""
+    raise _jitted_only("exp2")
 
 
 def log(x):
@@ -111,13 +128,18 @@ def relu(x):
 @overload(exp, jit_options=MATH_OPTIONS)
 def _exp_impl(x):
     if x == types.float32:
-        return _exp_f32
+        return lambda x: _exp_f32(x, None)
     if x == types.float64:
-        return _exp_f64
+        return lambda x: _exp_f64(x, None)
     return None
 
 
-def _exp_f32(x):
+# _exp_f32(x, lo) and _exp_f64(x, lo) are exp(x + lo) without rounding x + lo first: ``lo``
+# (|lo| < 2, never NaN) joins the reduced argument, where its bits survive. erfc needs this for
+# exp(-z*z), z*z split into two exact parts; exp itself passes None, and Numba prunes the adds.
+
+@register_jitable(**MATH_OPTIONS)
+def _exp_f32(x, lo):
     # Cephes expf: n = round(x / ln2), r = x - n*ln2 (two-part ln2), exp(r) by a polynomial;
     # 2**n is applied as two factors so that subnormal results and overflow to inf come out right.
     F = np.float32
@@ -128,8 +150,19 @@ def _exp_f32(x):
         v = F(-104.0)
     if v != v:
         v = F(0.0)
-    n = np.floor(v * F(1.44269504088896341) + F(0.5))
-    r = v - n * F(0.693359375) - n * F(-2.12194440e-4)
+    if lo is None:
+        n = np.floor(v * F(1.44269504088896341) + F(0.5))
+        r = v - n * F(0.693359375) - n * F(-2.12194440e-4)
+    else:
+        n = np.floor((v + lo) * F(1.44269504088896341) + F(0.5))
+        r = v - n * F(0.693359375) - n * F(-2.12194440e-4) + lo
+    return _exp_reduced_f32(x, r, n)
+
+
+@register_jitable(**MATH_OPTIONS)
+def _exp_reduced_f32(x, r, n):
+    """exp(r) * 2**n for |r| <= ln2 / 2 (and a little more), n integral in [-153, 130]; NaN if x is."""
+    F = np.float32
     p = (((((F(1.9875691500e-4) * r + F(1.3981999507e-3)) * r + F(8.3334519073e-3)) * r
            + F(4.1665795894e-2)) * r + F(1.6666665459e-1)) * r + F(5.0000001201e-1)) * (r * r) + r + F(1.0)
     k = np.int32(n)
@@ -138,7 +171,8 @@ def _exp_f32(x):
     return x if x != x else p
 
 
-def _exp_f64(x):
+@register_jitable(**MATH_OPTIONS)
+def _exp_f64(x, lo):
     # Cephes exp: the same reduction, exp(r) = 1 + 2 r P(r^2) / (Q(r^2) - r P(r^2)).
     v = x
     if v > 710.0:
@@ -147,8 +181,18 @@ def _exp_f64(x):
         v = -746.0
     if v != v:
         v = 0.0
-    n = np.floor(v * 1.4426950408889634073599 + 0.5)
-    r = v - n * 6.93145751953125e-1 - n * 1.42860682030941723212e-6
+    if lo is None:
+        n = np.floor(v * 1.4426950408889634073599 + 0.5)
+        r = v - n * 6.93145751953125e-1 - n * 1.42860682030941723212e-6
+    else:
+        n = np.floor((v + lo) * 1.4426950408889634073599 + 0.5)
+        r = v - n * 6.93145751953125e-1 - n * 1.42860682030941723212e-6 + lo
+    return _exp_reduced_f64(x, r, n)
+
+
+@register_jitable(**MATH_OPTIONS)
+def _exp_reduced_f64(x, r, n):
+    """exp(r) * 2**n for |r| <= ln2 / 2 (and a little more), n integral in [-1078, 1026]; NaN if x is."""
     rr = r * r
     px = r * ((1.26177193074810590878e-4 * rr + 3.02994407707441961300e-2) * rr + 9.99999999999999999910e-1)
     qx = ((3.00198505138664455042e-6 * rr + 2.52448340349684104192e-3) * rr
@@ -158,6 +202,29 @@ def _exp_f64(x):
     k_half = k >> 1
     p = p * _bits_float((k_half + 1023) << 52, p) * _bits_float((k - k_half + 1023) << 52, p)
     return x if x != x else p
+
+
+@overload(exp2, jit_options=MATH_OPTIONS)
+def _exp2_impl(x):
+    # 2**x = 2**n * exp((x - n) ln2), n = round(x): x - n is exact, so only ln2's rounding enters.
+    if not isinstance(x, types.Float):
+        return None
+    F = _float_type(x)
+    low, high = (F(-151.0), F(129.0)) if x == types.float32 else (F(-1076.0), F(1025.0))  # beyond: 0 and inf
+    reduced = _exp_reduced_f32 if x == types.float32 else _exp_reduced_f64
+
+    def impl(x):
+        v = x
+        if v > high:
+            v = high
+        if v < low:
+            v = low
+        if v != v:
+            v = F(0.0)
+        n = np.floor(v + F(0.5))
+        return reduced(x, (v - n) * F(0.6931471805599453), n)
+
+    return impl
 
 
 @overload(log, jit_options=MATH_OPTIONS)
@@ -284,3 +351,318 @@ def _relu_impl(x):
         return F(0.0) if x < F(0.0) else x
 
     return impl
+
+
+def erf(x):
+    """erf(x)."""
+    raise _jitted_only("erf")
+
+
+def erfc(x):
+    """erfc(x) = 1 - erf(x), without the cancellation for large x."""
+    raise _jitted_only("erfc")
+
+
+def _polynomial(s, coefficients):
+    """c0 + s (c1 + s (c2 + ...)) for a tuple of constants: Horner's scheme, written out at compile
+    time (static tuple slices, so no indexing that could raise)."""
+    raise _jitted_only("_polynomial")
+
+
+@overload(_polynomial, jit_options=MATH_OPTIONS)
+def _polynomial_impl(s, coefficients):
+    if not (isinstance(s, types.Float) and isinstance(coefficients, types.UniTuple)):
+        return None
+    if coefficients.count == 1:
+        return lambda s, coefficients: coefficients[0]
+    return lambda s, coefficients: coefficients[0] + s * _polynomial(s, coefficients[1:])
+
+
+# erf and erfc, fitted for this module (interpolation at Chebyshev nodes, 50-digit references):
+# below |x| = 0.75, erf(x) = x P(x^2); above, erfc(z) = t exp(-z^2 + G(t)) with t = 2 / (2 + z)
+# (the map of Numerical Recipes' erfc: G is smooth down to t = 0), z*z split into an exact
+# square of z's high bits and a small remainder so that exp's argument loses nothing. G is fitted
+# up to erfc's underflow (z = 10.06 in float32, 27.3 in float64; larger z is clamped there).
+_ERF_SPLIT = 0.75
+_ERF_SMALL = {
+    32: (1.1283791655787516, -0.37612619469437675, 0.11283386538414544, -0.026835114568609705,
+         0.005115332112532226, -0.0006756479568680047),
+    64: (1.1283791670955126, -0.37612638903183754, 0.11283791670955087, -0.026866170645118446,
+         0.005223977625222192, -0.0008548327001135946, 0.00012055331545294116, -1.4925589383821143e-05,
+         1.646038320985815e-06, -1.63332293434337e-07, 1.4413879289095029e-08, -9.502840894774706e-10),
+}
+# (z clamp, centre and half-width of G's t interval, G's coefficients in (t - centre) / half-width)
+_ERFC_TAIL = {
+    32: (10.1, 0.4462809917355372, 0.2809917355371901,
+         (-0.7434583386329103, 0.3714153499495931, 0.019476757771952034, -0.007397889465045574,
+          -0.0014171309532512305, 0.0003955047013261637, 0.00010646787530543625, -2.7281343071924397e-05,
+          -6.981208946992656e-06)),
+    64: (27.3, 0.39776605646912816, 0.32950667080359913,
+         (-0.8069681089434873, 0.4269160287634046, 0.031678360347019, -0.010180052262953678,
+          -0.0032326038936814267, 0.0006000961477693455, 0.00036531115518404264, -6.00183391176875e-05,
+          -4.537859453868836e-05, 9.14258828603015e-06, 5.722355477335516e-06, -1.6988938030623704e-06,
+          -6.530120822454533e-07, 3.179215948022618e-07, 5.1694201152759216e-08, -5.330854970723031e-08,
+          1.2479322296678794e-09, 7.219103909963811e-09, -1.282454559141496e-09, -6.685551500580379e-10,
+          1.7058692305178718e-10, 2.8311723780660996e-11)),
+}
+
+
+# float32 erf (GELU's) needs erfc only to absolute precision (1 - erfc): there erfc(z) =
+# exp(-z^2 + H(z)), H(z) = ln(erfc(z) e^{z^2}) fitted in (z - centre) / half-width up to z = 3.92
+# (erf rounds to 1 beyond), with neither t's division nor z*z's split, and exp's reduction without
+# its clamps (the argument stays in [-17, -0.7]): GELU's forward kernel 27% faster, its backward 15%.
+_ERF_TAIL_32 = (3.92, 2.335, 1.585,
+                (-1.497045021759743, -0.5898153006048265, 0.15539279846371343, -0.04941107101958354,
+                 0.01606686361723491, -0.005051956378666081, 0.0014894250288001011, -0.0003861874023394089,
+                 6.42218278927762e-05))
+
+
+def _erf_parts(x):
+    """(erf(x) for |x| < 0.75, erfc(|x|) for |x| >= 0.75) as a jitted function of x, for x's type."""
+    if not isinstance(x, types.Float):
+        return None
+    F = np.float32 if x == types.float32 else np.float64
+    small = tuple(F(c) for c in _ERF_SMALL[x.bitwidth])
+    clamp, centre, half_width, tail = _ERFC_TAIL[x.bitwidth]
+    clamp, centre, inverse_width, tail = F(clamp), F(centre), F(1 / half_width), tuple(F(c) for c in tail)
+    high_mask = -(1 << 12) if x == types.float32 else -(1 << 27)  # keeps half the significand: exact squares
+    exp_sum = _exp_f32 if x == types.float32 else _exp_f64
+
+    @register_jitable(inline="always", **MATH_OPTIONS)
+    def parts(x):
+        z = abs(x)
+        if not z < clamp:  # inf (and NaN, whose result comes from the first part)
+            z = clamp
+        t = F(2.0) / (F(2.0) + z)
+        g = _polynomial((t - centre) * inverse_width, tail)
+        z_high = _bits_float(_float_bits(z) & high_mask, z)
+        return x * _polynomial(x * x, small), t * exp_sum(-(z_high * z_high), g - (z - z_high) * (z + z_high))
+
+    return parts
+
+
+@overload(erf, inline="always", jit_options=MATH_OPTIONS)
+def _erf_impl(x):
+    if x == types.float32:
+        F = np.float32
+        small = tuple(F(c) for c in _ERF_SMALL[32])
+        clamp, centre, half_width, tail = _ERF_TAIL_32
+        clamp, centre, inverse_width, tail = F(clamp), F(centre), F(1 / half_width), tuple(F(c) for c in tail)
+
+        def impl32(x):
+            z = abs(x)
+            if not z < clamp:
+                z = clamp
+            v = _polynomial((z - centre) * inverse_width, tail) - z * z  # in [-17, -0.7]: no clamps
+            n = np.floor(v * F(1.44269504088896341) + F(0.5))
+            erfc_z = _exp_reduced_f32(z, v - n * F(0.693359375) - n * F(-2.12194440e-4), n)
+            near_zero = x * _polynomial(x * x, small)
+            return near_zero if not abs(x) >= F(_ERF_SPLIT) else math.copysign(F(1.0) - erfc_z, x)
+
+        return impl32
+    parts = _erf_parts(x)
+    if parts is None:
+        return None
+    F = np.float64
+
+    def impl(x):
+        near_zero, tail = parts(x)
+        return near_zero if not abs(x) >= F(_ERF_SPLIT) else math.copysign(F(1.0) - tail, x)
+
+    return impl
+
+
+@overload(erfc, inline="always", jit_options=MATH_OPTIONS)
+def _erfc_impl(x):
+    parts = _erf_parts(x)
+    if parts is None:
+        return None
+    F = np.float32 if x == types.float32 else np.float64
+
+    def impl(x):
+        near_zero, tail = parts(x)
+        if not abs(x) >= F(_ERF_SPLIT):
+            return F(1.0) - near_zero
+        return tail if x > F(0.0) else F(2.0) - tail
+
+    return impl
+
+
+def atan(x):
+    """atan(x), x's sign (-0.0 stays -0.0); +-pi/2 at +-inf."""
+    raise _jitted_only("atan")
+
+
+def atan2(y, x):
+    """The angle of the point (x, y), in [-pi, pi], with numpy's values at signed zeros and infinities."""
+    raise _jitted_only("atan2")
+
+
+def asin(x):
+    """asin(x); NaN outside [-1, 1]."""
+    raise _jitted_only("asin")
+
+
+def acos(x):
+    """acos(x); NaN outside [-1, 1]."""
+    raise _jitted_only("acos")
+
+
+# atan(x) = x + x^3 P(x^2) on [0, tan(pi/8)] (fitted for this module as erf's), Cephes' reduction of
+# larger arguments to that interval: pi/4 + atan((x - 1) / (x + 1)) up to tan(3 pi/8), pi/2 +
+# atan(-1 / x) above, the multiples of pi/4 in two parts.
+_ATAN_SMALL = {
+    32: (-0.3333333176116852, 0.19999540483648964, -0.1426395559798464, 0.10743731490791084,
+         -0.06451928208121749),
+    64: (-0.3333333333333333, 0.1999999999999552, -0.14285714284666542, 0.11111111015256361,
+         -0.09090904578123903, 0.07692183190826087, -0.06664511447381948, 0.0585814891280221,
+         -0.0508544973794026, 0.03923165829558719, -0.01917688711906226),
+}
+# (pi/4, pi/2, pi) as (high, low) pairs whose sum carries twice the type's precision
+_PI_PARTS = {
+    32: ((0.7853981852531433, -2.1855694143368964e-08), (1.5707963705062866, -4.371138828673793e-08),
+         (3.1415927410125732, -8.742277657347586e-08)),
+    64: ((0.7853981633974483, 3.061616997868383e-17), (1.5707963267948966, 6.123233995736766e-17),
+         (3.141592653589793, 1.2246467991473532e-16)),
+}
+
+
+def _atan_of_magnitude(x):
+    """atan(a) for a >= 0 (or NaN) as a jitted function of a, for x's type, returning a multiple of
+    pi/4 and the rest (their sum rounded is atan(a); atan2 subtracts the two from pi apart)."""
+    F = _float_type(x)
+    small = tuple(F(c) for c in _ATAN_SMALL[x.bitwidth])
+    (quarter_hi, quarter_lo), (half_hi, half_lo), _ = ((F(h), F(lo)) for h, lo in _PI_PARTS[x.bitwidth])
+
+    @register_jitable(inline="always", **MATH_OPTIONS)
+    def atan_of_magnitude(a):
+        big = a > F(2.414213562373095)
+        middle = a > F(0.41421356237309503)
+        r = -F(1.0) / a if big else ((a - F(1.0)) / (a + F(1.0)) if middle else a)
+        hi = half_hi if big else (quarter_hi if middle else F(0.0))
+        lo = half_lo if big else (quarter_lo if middle else F(0.0))
+        rr = r * r
+        return hi, lo + (r + r * rr * _polynomial(rr, small))
+
+    return atan_of_magnitude
+
+
+@overload(atan, inline="always", jit_options=MATH_OPTIONS)
+def _atan_impl(x):
+    if not isinstance(x, types.Float):
+        return None
+    atan_of_magnitude = _atan_of_magnitude(x)
+    def impl(x):
+        multiple, rest = atan_of_magnitude(abs(x))
+        return math.copysign(multiple + rest, x)
+
+    return impl
+
+
+@overload(atan2, inline="always", jit_options=MATH_OPTIONS)
+def _atan2_impl(y, x):
+    if not (isinstance(x, types.Float) and x == y):
+        return None
+    F = _float_type(x)
+    atan_of_magnitude = _atan_of_magnitude(x)
+    pi_hi, pi_lo = (F(v) for v in _PI_PARTS[x.bitwidth][2])
+
+    def impl(y, x):
+        a, b = abs(y), abs(x)
+        q = a / b
+        if a == b:  # 0 / 0 and inf / inf: the angles of the axes and diagonals
+            q = F(0.0) if a == F(0.0) else F(1.0)
+        multiple, rest = atan_of_magnitude(q)
+        angle = multiple + rest
+        if _float_bits(x) < 0:  # x < 0 or x = -0.0: the left half-plane
+            angle = (pi_hi - multiple) + (pi_lo - rest)
+        return math.copysign(angle, y)
+
+    return impl
+
+
+@overload(asin, inline="always", jit_options=MATH_OPTIONS)
+def _asin_impl(x):
+    if not isinstance(x, types.Float):
+        return None
+    F = _float_type(x)
+    atan_of_magnitude = _atan_of_magnitude(x)
+
+    def impl(x):
+        a = abs(x)
+        # asin(a) = atan(a / sqrt(1 - a^2)), 1 - a^2 as (1 - a)(1 + a) (1 - a exact near 1)
+        multiple, rest = atan_of_magnitude(a / math.sqrt((F(1.0) - a) * (F(1.0) + a)))
+        return math.copysign(multiple + rest, x)
+
+    return impl
+
+
+@overload(acos, inline="always", jit_options=MATH_OPTIONS)
+def _acos_impl(x):
+    if not isinstance(x, types.Float):
+        return None
+    F = _float_type(x)
+    atan_of_magnitude = _atan_of_magnitude(x)
+
+    def impl(x):
+        multiple, rest = atan_of_magnitude(math.sqrt((F(1.0) - x) / (F(1.0) + x)))  # acos = 2 atan(tan(acos / 2))
+        return F(2.0) * (multiple + rest)
+
+    return impl
+
+
+def tan(x):
+    """tan(x) where :func:`tan_in_range` (|x| <= 4096 in float32, 2**20 in float64); NaN at +-inf.
+    Beyond, the reduction by pi/2 loses bits and the result is wrong: callers compute those
+    elements with ``math.tan`` (in a second loop, which keeps the first one vectorised)."""
+    raise _jitted_only("tan")
+
+
+def tan_in_range(x):
+    """Whether :func:`tan` is accurate at x (False at +-inf and NaN too)."""
+    raise _jitted_only("tan_in_range")
+
+
+# tan(z) = z + z^3 P(z^2) on [-pi/4, pi/4] (fitted for this module as erf's), after x - n pi/2 with
+# pi/2 in three parts (Cody and Waite), the first two short enough that n times them is exact up
+# to the limit; odd n gives -1 / tan(z).
+_TAN_REDUCTION_LIMIT = {32: 4096.0, 64: 2.0**20}
+_TAN_SMALL = {
+    32: (0.33333333979455765, 0.13333230944682223, 0.053994464722099254, 0.021621127411513202,
+         0.00996214699884352, 0.0011853216520677635, 0.003843139779255223),
+    64: (0.3333333333333333, 0.13333333333333, 0.05396825396865546, 0.02186948851707438, 0.008863236003485818,
+         0.0035921209805615966, 0.0014559027390503058, 0.0005895756061544555, 0.000241226353512688,
+         8.998520298342289e-05, 5.558784710570148e-05, -1.1013613221811344e-05, 3.651618193613342e-05,
+         -1.83153428020867e-05, 8.48334725267473e-06),
+}
+_HALF_PI_PARTS = {
+    32: (1.5703125, 0.0004837512969970703, 7.549790126404332e-08),
+    64: (1.5707963267341256, 6.077100506303966e-11, 2.0222662487959506e-21),
+}
+
+
+@overload(tan, inline="always", jit_options=MATH_OPTIONS)
+def _tan_impl(x):
+    if not isinstance(x, types.Float):
+        return None
+    F = _float_type(x)
+    small = tuple(F(c) for c in _TAN_SMALL[x.bitwidth])
+    p1, p2, p3 = (F(c) for c in _HALF_PI_PARTS[x.bitwidth])
+
+    def impl(x):
+        n = np.rint(x * F(0.6366197723675814))
+        z = ((x - n * p1) - n * p2) - n * p3 if n != F(0.0) else x  # x itself keeps -0.0's sign
+        zz = z * z
+        t = z + z * zz * _polynomial(zz, small)
+        half = n * F(0.5)
+        return -F(1.0) / t if half != np.floor(half) else t
+
+    return impl
+
+
+@overload(tan_in_range, inline="always", jit_options=MATH_OPTIONS)
+def _tan_in_range_impl(x):
+    if not isinstance(x, types.Float):
+        return None
+    limit = _float_type(x)(_TAN_REDUCTION_LIMIT[x.bitwidth])
+    return lambda x: abs(x) <= limit
