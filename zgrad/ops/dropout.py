@@ -50,7 +50,7 @@ def check_probability(p: Any) -> float:
 
 def _apply(input: Any, p: float, training: bool, inplace: bool, rows: int, what: str) -> Any:  # noqa: A002
     p = check_probability(p)
-    if not training:
+    if not training or p == 0.0 or input.numel() == 0:  # PyTorch returns the input itself here
         return input
     if not is_floating(input.dtype):
         raise RuntimeError(f"{what}: expected a floating point input, got {input.dtype}")

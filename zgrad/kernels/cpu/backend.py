@@ -195,6 +195,16 @@ def _short_times_transposed(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def matmul(a, b, out):
+    if a.ndim > 2 and b.ndim == 2 and out.flags.c_contiguous:
+        # numpy runs a stack of matrices times one matrix as one BLAS call per matrix; folding the
+        # stack into the rows of one product (copying ``a`` first where its layout does not fold,
+        # as PyTorch does) gives BLAS one large product to block and thread.
+        _matmul_2d(a.reshape(-1, a.shape[-1]), b, out.reshape(-1, out.shape[-1]))
+        return out
+    return _matmul_2d(a, b, out)
+
+
+def _matmul_2d(a, b, out):
     if _short_times_transposed(a, b):
         np.copyto(out, np.matmul(b.T, a.T).T)
         return out
