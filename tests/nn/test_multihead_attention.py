@@ -6,14 +6,13 @@ PyTorch's types and messages."""
 from __future__ import annotations
 
 import itertools
-import re
 import warnings
 
 import numpy as np
 import pytest
 
 import zgrad
-from helpers import require_torch
+from helpers import error_of, require_torch
 from module_reference import check_module
 
 pytestmark = pytest.mark.torch
@@ -203,18 +202,6 @@ def test_functional_static_key_and_value():
             np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12, err_msg=str(i))
 
 
-def _error_of(fn, lib):
-    """(type name, message) of what ``fn(lib)`` raises, torch's ``torch.Size([a, b])`` written as
-    zgrad's shape tuple ``(a, b)``."""
-    try:
-        fn(lib)
-    except Exception as error:  # noqa: BLE001 - the error itself is what is compared
-        sizes = re.sub(r"torch\.Size\(\[([^\]]*)\]\)", lambda m: repr(tuple(int(d) for d in m[1].split(", "))),
-                       str(error))
-        return type(error).__name__, sizes
-    return None
-
-
 def _mha(lib, *args, **kwargs):
     return lib.nn.MultiheadAttention(*args, **kwargs)
 
@@ -277,9 +264,9 @@ ERRORS = {
 @pytest.mark.parametrize("name", ERRORS)
 def test_errors_as_torch(name):
     torch = require_torch()
-    expected = _error_of(ERRORS[name], torch)
+    expected = error_of(ERRORS[name], torch)
     assert expected is not None, "torch raised nothing: the case is wrong"
-    assert _error_of(ERRORS[name], zgrad) == expected
+    assert error_of(ERRORS[name], zgrad) == expected
 
 
 def test_mismatched_mask_types_warn_as_torch():

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import zgrad
-from helpers import require_torch
+from helpers import error_of, require_torch
 from module_reference import check_module
 
 pytestmark = [pytest.mark.torch,
@@ -214,14 +214,6 @@ def test_generate_square_subsequent_mask_as_torch(dtype):
     np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
 
 
-def _error_of(fn, lib):
-    try:
-        fn(lib)
-    except Exception as error:  # noqa: BLE001 - the error itself is what is compared
-        return type(error).__name__, str(error)
-    return None
-
-
 ERRORS = {
     "activation_name": lambda lib: lib.nn.TransformerEncoderLayer(D, HEADS, activation="tanh"),
     "decoder_activation_name": lambda lib: lib.nn.TransformerDecoderLayer(D, HEADS, activation="selu"),
@@ -238,9 +230,9 @@ ERRORS = {
 @pytest.mark.parametrize("name", ERRORS)
 def test_errors_as_torch(name):
     torch = require_torch()
-    expected = _error_of(ERRORS[name], torch)
+    expected = error_of(ERRORS[name], torch)
     assert expected is not None, "torch raised nothing: the case is wrong"
-    assert _error_of(ERRORS[name], zgrad) == expected
+    assert error_of(ERRORS[name], zgrad) == expected
 
 
 def test_module_paths():
