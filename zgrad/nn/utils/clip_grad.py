@@ -72,8 +72,11 @@ def clip_grads_with_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float
     scalar = norm.dtype.type
     coefficient = np.minimum(scalar(float(max_norm)) / (norm + scalar(1e-6)), scalar(1.0))
     if coefficient != 1.0:  # multiplying by exactly 1 changes nothing (a NaN coefficient is applied)
-        for g in grads:
-            dispatch_pointwise.inplace_binary("mul", g._data, float(coefficient))
+        # An infinite gradient (a step GradScaler will skip) times the zero coefficient is NaN, as
+        # in PyTorch, which does not warn about it either.
+        with np.errstate(invalid="ignore"):
+            for g in grads:
+                dispatch_pointwise.inplace_binary("mul", g._data, float(coefficient))
 
 
 def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float, norm_type: float = 2.0,
