@@ -1,13 +1,13 @@
 """``zgrad.special``: PyTorch's ``torch.special`` functions that zgrad's element-wise ops and
 reductions already compute, under torch.special's names and signatures.
 
-Most are the functions of ``zgrad`` under another name (``expit`` is ``sigmoid``, ``psi`` would
-be ``digamma``); the rest (``logit``, ``ndtr``, ``ndtri``, ``sinc``, ``entr``, ``xlogy``,
-``xlog1py``) are compositions of them, so they run on every backend and are differentiable through
-their parts. Not here, for want of a kernel: ``gammaln``, ``digamma``/``psi``, ``polygamma``,
-``multigammaln``, ``i0``, ``i0e``, ``i1``, ``i1e``, ``erfcx``, ``log_ndtr``, ``zeta``, ``gammainc``,
-``gammaincc``, the Bessel functions and the orthogonal polynomials.
-"""
+Most are the functions of ``zgrad`` under another name (``expit`` is ``sigmoid``); the rest
+(``logit``, ``ndtr``, ``ndtri``, ``sinc``, ``entr``, ``xlogy``, ``xlog1py``) are compositions of
+them, so they run on every backend and are differentiable through their parts. All but
+``softmax`` and ``log_softmax`` take ``out=``, as in PyTorch (:mod:`zgrad.ops.out_argument`).
+Not here, for want of a kernel: ``gammaln``, ``digamma``/``psi``, ``polygamma``, ``multigammaln``,
+``i0``, ``i0e``, ``i1``, ``i1e``, ``erfcx``, ``log_ndtr``, ``zeta``, ``gammainc``, ``gammaincc``,
+the Bessel functions and the orthogonal polynomials."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from zgrad import ops
 from zgrad.creation import tensor
 from zgrad.kernels.promotion import get_default_dtype, is_floating, opmath_dtype, result_type
 from zgrad.ops._args import operand, refuse_dtype, tensor_arg
+from zgrad.ops.out_argument import accepts_out
 from zgrad.tensor import Tensor
 
 __all__ = [
@@ -40,6 +41,7 @@ _SQRT_2 = math.sqrt(2.0)
 _FLOAT64 = np.dtype(np.float64)
 
 
+@accepts_out()
 def round(input: Any, *, decimals: int = 0) -> Any:  # noqa: A001,A002 - torch.special's names
     """Each element rounded half to even at ``decimals`` places (see :func:`zgrad.round`).
 
@@ -73,6 +75,7 @@ def _composed(name: str, compute: Callable[[Tensor], Tensor], input: Any, work: 
     return compute(x.to(work)).to(dtype)
 
 
+@accepts_out()
 def logit(input: Any, eps: float | None = None) -> Any:  # noqa: A002
     """log(p / (1 - p)) of each element, ``p`` first clamped into [eps, 1 - eps] when ``eps`` is
     given (the gradient is then 0 outside that interval); integers give the default float dtype."""
@@ -82,12 +85,14 @@ def logit(input: Any, eps: float | None = None) -> Any:  # noqa: A002
     return _composed("logit", compute, input)
 
 
+@accepts_out()
 def ndtr(input: Any) -> Any:  # noqa: A002
     """The standard normal distribution's CDF at each element: (1 + erf(x / sqrt(2))) / 2, written
     with erfc so that the lower tail keeps its precision."""
     return _composed("ndtr", lambda x: ops.mul(ops.erfc(ops.div(ops.neg(x), _SQRT_2)), 0.5), input)
 
 
+@accepts_out()
 def ndtri(input: Any) -> Any:  # noqa: A002
     """The inverse of :func:`ndtr`: sqrt(2) * erfinv(2p - 1); -inf at 0, inf at 1, NaN outside
     [0, 1]. Computed in float64, where ``2p - 1`` loses little of a float32 ``p`` near 0. Known
@@ -103,6 +108,7 @@ def ndtri(input: Any) -> Any:  # noqa: A002
     return _composed("ndtri", lambda p: ops.mul(ops.erfinv(ops.sub(ops.mul(p, 2), 1)), _SQRT_2), x, _FLOAT64)
 
 
+@accepts_out()
 def sinc(input: Any) -> Any:  # noqa: A002
     """The normalized sinc, sin(pi x) / (pi x), 1 (with gradient 0) at 0."""
     def compute(x: Tensor) -> Tensor:
@@ -112,6 +118,7 @@ def sinc(input: Any) -> Any:  # noqa: A002
     return _composed("sinc", compute, input)
 
 
+@accepts_out()
 def entr(input: Any) -> Any:  # noqa: A002
     """The elementwise entropy: -x log(x) for x > 0, 0 at 0, -inf for x < 0 (NaN stays NaN).
     Known gap: the gradient at 0 is 0 where PyTorch's is inf."""
@@ -138,6 +145,7 @@ def _times_log(log: Any, neutral: float, name: str, input: Any, other: Any) -> A
     return ops.mul(x, log(ops.where(vanishes, neutral, y))).to(dtype)
 
 
+@accepts_out()
 def xlogy(input: Any, other: Any) -> Any:  # noqa: A002
     """input * log(other), 0 where input is 0 (unless other is NaN); either may be a number.
 
@@ -147,6 +155,7 @@ def xlogy(input: Any, other: Any) -> Any:  # noqa: A002
     return _times_log(ops.log, 1, "xlogy", input, other)
 
 
+@accepts_out()
 def xlog1py(input: Any, other: Any) -> Any:  # noqa: A002
     """input * log1p(other), 0 where input is 0 (unless other is NaN); either may be a number.
 

@@ -139,3 +139,16 @@ def test_refusals_match_torch():
                                                                           "xlogy_number", "xlog1py", "ndtr")])
 def test_cuda_matches_cpu(op):
     check_device(op.fn, op.shapes, domain=op.domain)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", ["logit", "ndtr", "sinc", "entr", "erf", "expit"])
+def test_out_argument_as_torch(name):
+    require_torch()
+    x = np.array([0.2, 0.5, 0.7], dtype=np.float32)
+    out = zgrad.empty(0, dtype=zgrad.float64)
+    assert getattr(zgrad.special, name)(zgrad.tensor(x), out=out) is out
+    expected = getattr(torch.special, name)(torch.from_numpy(x), out=torch.empty(0, dtype=torch.float64))
+    np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-6)
+    with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
+        getattr(zgrad.special, name)(zgrad.tensor(x, requires_grad=True), out=out)
