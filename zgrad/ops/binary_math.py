@@ -260,7 +260,7 @@ def bitwise_right_shift(input: Any, other: Any) -> Any:  # noqa: A002
     return _bitwise("bitwise_right_shift", input, other)
 
 
-@accepts_out()
+@accepts_out("exact")
 def bitwise_not(input: Any) -> Any:  # noqa: A002
     """~input for bool (logical not) and integer tensors."""
     return Tensor(dispatch_math.unary_math("bitwise_not", tensor_arg(input, "bitwise_not")._data))

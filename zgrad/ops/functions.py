@@ -117,7 +117,7 @@ def square(input: Any) -> Any:  # noqa: A002 - torch's argument name
     return Pow.apply(_tensor(input, "square"), _operand(2))
 
 
-@accepts_out()
+@accepts_out("exact")
 def neg(input: Any) -> Any:  # noqa: A002 - torch's argument name
     """-input.
 

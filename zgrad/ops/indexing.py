@@ -196,7 +196,7 @@ def scatter(input: Any, dim: int, index: Any, src: Any = None, *, value: Any = N
     return Scatter.apply(tensor_arg(input, "scatter"), dim, index_arg(index, "scatter"), scatter_source(src, value))
 
 
-@accepts_out()
+@accepts_out("exact")
 def where(condition: Any, input: Any, other: Any) -> Any:  # noqa: A002
     """``input`` where ``condition`` (bool) is True, else ``other``; all three broadcast together,
     and either value may be a number."""

@@ -6,8 +6,11 @@ PyTorch's rules hold. The function computes its result as usual, which is then w
 dim), and ``out`` is returned. An ``out`` of another shape is resized (with PyTorch's deprecation
 warning when it held elements). Its dtype must hold the result: by default any dtype the result
 type casts to (``add`` of integers into a float tensor); for the functions PyTorch checks
-exactly (``mm``, ``matmul``, ``max`` along a dim, ``clamp``, ``abs``) the result's dtype itself;
-and the sums (``sum``, ``prod``, ``nansum``) compute in out's dtype, as if it were their ``dtype=``.
+exactly (the products, the rounding functions, ``neg``, ``abs``, ``clamp``, ``where``, the
+sorting and order statistics, ``max``/``min``/``amax``/``amin``, ...) the result's dtype itself;
+and the sums and running sums and products (``sum``, ``prod``, ``nansum``, ``cumsum``,
+``cumprod``) compute in out's dtype, as if it were their ``dtype=``. Each function's rule is
+named where it is decorated.
 With grad mode on, no argument (``out`` included) may require grad: a function with ``out=``
 records no graph. Every check runs before anything is written.
 """

@@ -123,6 +123,7 @@ def vdot(input: Any, other: Any) -> Any:  # noqa: A002
     return dot(input, other)
 
 
+@accepts_out("exact")
 def inner(input: Any, other: Any) -> Any:  # noqa: A002
     """The sum of products over the last dimension of both (a product when either is 0-d):
     result shape ``input.shape[:-1] + other.shape[:-1]``.
@@ -139,7 +140,7 @@ def inner(input: Any, other: Any) -> Any:  # noqa: A002
     return tensordot(a, b, ([-1], [-1]))
 
 
-@accepts_out("exact")
+@accepts_out()
 def outer(input: Any, vec2: Any) -> Any:  # noqa: A002
     """The outer product of two 1-D tensors, (n,) x (m,) -> (n, m) (dtypes promote, as PyTorch).
 
@@ -244,6 +245,7 @@ def addr(input: Any, vec1: Any, vec2: Any, *, beta: float = 1, alpha: float = 1)
     return _add_scaled_product("addr", input, outer(v1, v2), beta, alpha, promote=True)
 
 
+@accepts_out()
 def kron(input: Any, other: Any) -> Any:  # noqa: A002
     """The Kronecker product: for shapes (a0, a1, ...) and (b0, b1, ...) (the shorter padded with
     leading 1s), shape (a0 b0, a1 b1, ...) with block (i0, i1, ...) equal to input[i0, i1, ...] * other."""
@@ -283,6 +285,7 @@ def cdist(x1: Any, x2: Any, p: float = 2.0, compute_mode: str = "use_mm_for_eucl
     return vector_norm(sub(unsqueeze(a, -2), unsqueeze(b, -3)), p, -1)
 
 
+@accepts_out("exact")
 @autocast_op()
 def cross(input: Any, other: Any, dim: int | None = None) -> Any:  # noqa: A002
     """The cross product of 3-vectors along ``dim``, inputs broadcast; ``dim=None`` takes the

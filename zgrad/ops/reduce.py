@@ -262,7 +262,7 @@ def nansum(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = N
     return NanSum.apply(_cast(input, dtype, "nansum"), _all_if_empty(dim), keepdim, dtype)
 
 
-@accepts_out()
+@accepts_out("as_dtype")
 @autocast_op()
 def cumsum(input: Any, dim: int, *, dtype: Any = None) -> Any:  # noqa: A002
     """The running sums along ``dim``: element i is the sum of elements 0..i. Dtypes as
