@@ -7,7 +7,8 @@ dim), and ``out`` is returned. An ``out`` of another shape is resized (with PyTo
 warning when it held elements). Its dtype must hold the result: by default any dtype the result
 type casts to (``add`` of integers into a float tensor); for the functions PyTorch checks
 exactly (the products, the rounding functions, ``neg``, ``abs``, ``clamp``, ``where``, the
-sorting and order statistics, ``max``/``min``/``amax``/``amin``, ...) the result's dtype itself;
+sorting and order statistics, ``amax``/``amin``, ``max``/``min`` along a dim, ...) the result's
+dtype itself;
 and the sums and running sums and products (``sum``, ``prod``, ``nansum``, ``cumsum``,
 ``cumprod``) compute in out's dtype, as if it were their ``dtype=``. Each function's rule is
 named where it is decorated.
@@ -37,8 +38,9 @@ OUT_RESIZE_WARNING = ("An output with one or more elements was resized since it 
                       "outputs will not be resized unless they have zero elements. You can explicitly reuse an out "
                       "tensor t by resizing it, inplace, to zero elements with t.resize_(0).")
 # How an out tensor's dtype must relate to the result's: any dtype the result type casts to, the
-# same dtype, or out's dtype is the function's ``dtype=`` (PyTorch's sums accumulate in it).
-_DTYPE_RULES = ("castable", "exact", "as_dtype")
+# same dtype (always, or where the function returns a tuple, as max and min along a dim), or out's
+# dtype is the function's ``dtype=`` (PyTorch's sums accumulate in it).
+_DTYPE_RULES = ("castable", "exact", "exact_tuples", "as_dtype")
 
 
 def accepts_out(dtype_rule: str = "castable", name: str | None = None) -> Callable[[F], F]:
@@ -46,7 +48,7 @@ def accepts_out(dtype_rule: str = "castable", name: str | None = None) -> Callab
 
     Args:
         dtype_rule: "castable" (out's dtype holds the result type), "exact" (out's dtype is the
-            result's) or "as_dtype" (out's dtype is passed as the function's ``dtype=`` unless
+            result's), "exact_tuples" ("exact" where the result is a tuple, else "castable") or "as_dtype" (out's dtype is passed as the function's ``dtype=`` unless
             given, and then must hold the result as for "castable").
         name: the function's name in error messages (default: its ``__name__``).
 
@@ -87,7 +89,8 @@ def _any_requires_grad(values: Any) -> bool:
 def write_out(name: str, result: Any, out: Any, dtype_rule: str = "castable") -> Any:
     """Write ``result`` (a tensor or a tuple of them) into ``out`` (alike) and return ``out``
     (as ``result``'s tuple type for several); every check runs before the first write. Out's
-    dtype must be the result's for ``dtype_rule`` "exact", else one the result type casts to.
+    dtype must be the result's for ``dtype_rule`` "exact" (and "exact_tuples" with several
+    results), else one the result type casts to.
 
     Raises:
         TypeError: ``out`` is not a tensor, or not a tuple of as many tensors as ``result`` has.
@@ -100,8 +103,9 @@ def write_out(name: str, result: Any, out: Any, dtype_rule: str = "castable") ->
     if len(outs) != len(results) or not all(isinstance(o, Tensor) for o in outs):
         expected = f"a tuple of {len(results)} Tensors" if several else "a Tensor"
         raise TypeError(f"{name}(): argument 'out' must be {expected}, not {type(out).__name__}")
+    exact = dtype_rule == "exact" or (dtype_rule == "exact_tuples" and several)
     for r, o in zip(results, outs):
-        _check(name, r, o, dtype_rule)
+        _check(name, r, o, exact)
     for r, o in zip(results, outs):
         _write(r, o)
     if not several:
@@ -109,14 +113,14 @@ def write_out(name: str, result: Any, out: Any, dtype_rule: str = "castable") ->
     return type(result)._make(outs) if hasattr(type(result), "_make") else outs
 
 
-def _check(name: str, result: Tensor, out: Tensor, dtype_rule: str) -> None:
+def _check(name: str, result: Tensor, out: Tensor, exact: bool) -> None:
     if result.device != out.device:
         raise ZgradError(f"{name}(): expected out on the result's device {result.device}, but got out on "
                          f"{out.device}; create out there (e.g. zgrad.empty(0, device={str(result.device)!r}))")
-    if dtype_rule != "exact" and not can_cast(result.dtype, out.dtype):
+    if not exact and not can_cast(result.dtype, out.dtype):
         raise DTypeError(f"result type {dispatch.scalar_type_name(result.dtype)} can't be cast to the desired output "
                          f"type {dispatch.scalar_type_name(out.dtype)}")
-    if dtype_rule == "exact" and result.dtype != out.dtype:
+    if exact and result.dtype != out.dtype:
         raise DTypeError(f"Expected out tensor to have dtype {dispatch.cpp_type_name(result.dtype)}, but got "
                          f"{dispatch.cpp_type_name(out.dtype)} instead")
 

@@ -286,14 +286,14 @@ def _extremum(name: str, input: Any, dim: Any, keepdim: bool, largest: bool) -> 
     return ValuesIndices(values, indices.detach_())  # indices are integers: no history, as in PyTorch
 
 
-@accepts_out("exact")
+@accepts_out("exact_tuples")
 def max(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001,A002 - mirrors torch.max
     """The largest element; with ``dim``, ``(values, indices)`` along it (``.values``,
     ``.indices``); with a tensor second argument, the element-wise maximum."""
     return _extremum("max", input, dim, keepdim, True)
 
 
-@accepts_out("exact")
+@accepts_out("exact_tuples")
 def min(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001,A002 - mirrors torch.min
     """The smallest element; with ``dim``, ``(values, indices)`` along it; with a tensor second
     argument, the element-wise minimum."""
