@@ -11,7 +11,7 @@ import numpy as _np
 from zgrad import tensor_creation, tensor_indexing, tensor_inplace, tensor_math, tensor_pointwise  # noqa: F401
 from zgrad import tensor_reduce, tensor_shape  # noqa: F401
 from zgrad import accelerator, autograd, cuda, distributions, futures, nn, optim
-from zgrad import random, return_types, testing, utils
+from zgrad import random, return_types, special, testing, utils
 from zgrad import amp
 from zgrad.amp import autocast
 from zgrad.amp.autocast_mode import (
@@ -136,7 +136,7 @@ __all__ = [
     "searchsorted", "sort", "take", "take_along_dim", "topk", "unique", "unique_consecutive",
     "bernoulli", "default_generator", "eye", "Generator", "get_rng_state", "inference_mode", "initial_seed",
     "is_inference_mode_enabled", "linspace", "logspace", "multinomial", "normal", "randint", "randint_like",
-    "random", "randperm", "seed", "set_rng_state", "testing",
+    "random", "randperm", "seed", "set_rng_state", "special", "testing",
     "acos", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2", "arctanh", "asin", "asinh",
     "atan", "atan2", "atanh", "bitwise_and", "bitwise_left_shift", "bitwise_not", "bitwise_or",
     "bitwise_right_shift", "bitwise_xor", "ceil", "clamp_max", "clamp_min", "copysign", "cos", "cosh", "erf",

@@ -24,6 +24,7 @@ __all__ = [
     "DTypeError",
     "LinAlgError",
     "IndexRangeError",
+    "IntegerDivisionByZeroError",
 ]
 
 
@@ -48,6 +49,12 @@ class DTypeError(ZgradError, TypeError):
 class IndexRangeError(ZgradError, IndexError):
     """An index value outside the dimension it indexes (gather, scatter, index_add, ...): an
     ``IndexError``, and a ``RuntimeError`` where PyTorch raises one for the same input."""
+
+
+class IntegerDivisionByZeroError(ZgradError, ZeroDivisionError):
+    """An integer division (``//``, ``%``, ``fmod``, ``div`` with a rounding mode) by an integer
+    zero: a ``RuntimeError`` with the text "ZeroDivisionError", as PyTorch raises on CPU, and a
+    ``ZeroDivisionError`` too."""
 
 
 class ProtocolError(ZgradError):

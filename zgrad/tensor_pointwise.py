@@ -144,6 +144,8 @@ class TensorPointwise:
     def remainder_(self, other: Any) -> Any:
         return self._math_(elementwise.remainder, other)
 
+    __imod__ = remainder_
+
     def sin_(self) -> Any:
         return self._math_(unary_math.sin)
 

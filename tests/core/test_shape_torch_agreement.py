@@ -7,6 +7,8 @@ here).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -311,3 +313,16 @@ def test_cuda_index_functions_and_int_dtypes():
     indices = zgrad.triu_indices(3, 4, 1, device="cuda")
     assert indices.device.type == "cuda"
     np.testing.assert_array_equal(indices.cpu().numpy(), zgrad.triu_indices(3, 4, 1).numpy())
+
+
+def test_meshgrid_without_indexing_warns_as_torch():
+    a, b = zgrad.arange(3), zgrad.arange(2)
+    with pytest.warns(UserWarning) as record:
+        grids = zgrad.meshgrid(a, b)
+    # torch's text up to its C++ suffix "(Triggered internally at ...)"; torch warns once per process
+    assert str(record[0].message) == ("torch.meshgrid: in an upcoming release, it will be required to pass the "
+                                      "indexing argument.")
+    assert [g.shape for g in grids] == [(3, 2), (3, 2)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        zgrad.meshgrid(a, b, indexing="ij")

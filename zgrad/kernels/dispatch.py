@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from zgrad.errors import DTypeError, ShapeError, ZgradError
+from zgrad.errors import DTypeError, IntegerDivisionByZeroError, ShapeError, ZgradError
 from zgrad.kernels.half_precision import HalfPrecisionBackend
 from zgrad.kernels.promotion import BFLOAT16, get_default_dtype, is_floating, result_type
 from zgrad.kernels.vocabulary import OPS
@@ -32,6 +32,7 @@ __all__ = [
     "unary", "activation_backward", "matmul", "reduce_sum", "reduce_axes", "rowwise", "rowwise_backward", "bias_act", "stack",
     "concatenate", "slice_backward", "cast",
     "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "host_buffer", "dlpack_capsule", "dlpack_device", "from_dlpack", "pin_memory", "add_inplace", "copy_into",
+    "check_integer_divisor",
 ]
 
 _BACKEND_MODULES = {"cpu": "zgrad.kernels.cpu.backend", "cuda": "zgrad.kernels.cuda.backend"}
@@ -42,6 +43,8 @@ INT64 = np.dtype(np.int64)
 _BOOL = np.dtype(np.bool_)
 # Ops PyTorch refuses on bool tensors (a result of bool dtype): arithmetic with no logical meaning.
 _NOT_FOR_BOOL = frozenset({"neg", "abs", "remainder", "floor_divide", "pow"})
+# Ops that divide: integer results refuse a zero divisor.
+_DIVIDING = frozenset({"remainder", "floor_divide", "fmod"})
 
 
 def backend(device_type: str) -> HalfPrecisionBackend:
@@ -303,11 +306,38 @@ def _shape_of(a: Any) -> tuple[int, ...]:
     return getattr(a, "shape", ())
 
 
+def check_integer_divisor(op: str, divisor: Any, dtype: np.dtype, shape: tuple[int, ...]) -> None:
+    """PyTorch's refusal of an integer division by zero: ``op`` ("floor_divide", "remainder",
+    "fmod"; others pass) computed in integer ``dtype`` into a result of ``shape`` with some
+    elements, with a zero in ``divisor`` (an array on any device, or a number). Costs one pass
+    over ``divisor`` (and one number back from a device).
+
+    Raises:
+        IntegerDivisionByZeroError: ``divisor`` holds a zero (PyTorch's RuntimeError "ZeroDivisionError").
+    """
+    if op not in _DIVIDING or dtype.kind not in "iu" or 0 in shape:
+        return
+    if isinstance(divisor, (np.ndarray, np.generic)) or not hasattr(divisor, "shape"):
+        has_zero = not np.all(divisor)
+    else:  # a device array: the product of its truth values is 0 where one element is 0
+        truth = reduce_axes("prod", cast(divisor, _BOOL))
+        has_zero = not to_device(truth, "cpu").item()
+    if has_zero:
+        raise IntegerDivisionByZeroError("ZeroDivisionError")
+
+
 def binary(op: str, a: Any, b: Any, dtype: Any = None):
-    """``op`` ("add", "sub", "mul", "div", "pow") of two arrays or an array and a scalar, broadcast."""
+    """``op`` ("add", "sub", "mul", "div", "pow", "floor_divide", "remainder", ...) of two arrays
+    or an array and a scalar, broadcast.
+
+    Raises:
+        DTypeError: an op PyTorch refuses on bool. IntegerDivisionByZeroError: an integer
+            floor_divide or remainder by zero.
+    """
     be = backend_of(a, b)
     if dtype is None and type(a) is np.ndarray and type(b) is np.ndarray and a.shape == b.shape \
             and a.dtype == b.dtype and (op != "div" or is_floating(a.dtype)) and a.dtype != _BOOL:
+        check_integer_divisor(op, b, a.dtype, a.shape)
         return getattr(be, op)(a, b, be.empty(a.shape, a.dtype))  # same shape and dtype: nothing to work out
     shape = broadcast_shape(_shape_of(a), _shape_of(b))
     if dtype is None:
@@ -316,6 +346,7 @@ def binary(op: str, a: Any, b: Any, dtype: Any = None):
             dtype = float_dtype(dtype)
         elif dtype == _BOOL and op in _NOT_FOR_BOOL:
             raise DTypeError(f'"{op}_cpu" not implemented for \'Bool\'')
+    check_integer_divisor(op, b, dtype, shape)
     out = be.empty(shape, dtype)
     return getattr(be, op)(a, b, out)
 

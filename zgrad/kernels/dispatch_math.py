@@ -25,7 +25,9 @@ import ml_dtypes
 import numpy as np
 
 from zgrad.errors import DTypeError
-from zgrad.kernels.dispatch import backend_of, broadcast_shape, cast, device_type_of, float_dtype, full, scalar_type_name
+from zgrad.kernels.dispatch import (
+    backend_of, broadcast_shape, cast, check_integer_divisor, device_type_of, float_dtype, full, scalar_type_name,
+)
 from zgrad.kernels.dispatch_pointwise import compare, logical_not
 from zgrad.kernels.promotion import is_floating, opmath_dtype, result_type
 
@@ -106,15 +108,18 @@ def binary_math(name: str, a: Any, b: Any):
     result takes the dtype of the function's rule.
 
     Raises:
-        DTypeError: PyTorch refuses the promoted dtype for ``name``.
+        DTypeError: PyTorch refuses the promoted dtype for ``name``. IntegerDivisionByZeroError:
+            an integer fmod by zero.
     """
     be = backend_of(a, b)
     promoted = result_type(a, b)
     dtype = _result_dtype(name, promoted)
     if dtype == _BOOL and name in _LOGICAL:
         return compare(_LOGICAL[name], a, b)
+    shape = broadcast_shape(getattr(a, "shape", ()), getattr(b, "shape", ()))
+    check_integer_divisor(name, b, dtype, shape)
     a, b = (cast(v, dtype) if getattr(v, "dtype", dtype) != dtype else v for v in (a, b))
-    out = be.empty(broadcast_shape(getattr(a, "shape", ()), getattr(b, "shape", ())), dtype)
+    out = be.empty(shape, dtype)
     return be.binary_math(name, a, b, out)
 
 

@@ -19,6 +19,7 @@ from zgrad.ops._args import operand, tensor_arg
 from zgrad.ops.rounding import zeros_like_gradient
 from zgrad.tensor import Tensor
 from zgrad.ops.autocast import autocast_op
+from zgrad.ops.out_argument import accepts_out
 
 __all__ = [
     "atan2", "arctan2", "fmod", "hypot", "logaddexp", "logaddexp2", "copysign", "lerp", "bitwise_and", "bitwise_or",
@@ -147,6 +148,7 @@ def _binary(op: type[_BinaryMath], input: Any, other: Any, other_may_be_number: 
     return op.apply(tensor_arg(input, op.function), other)
 
 
+@accepts_out()
 @autocast_op()
 def atan2(input: Any, other: Any) -> Any:  # noqa: A002
     """atan(input / other) of each pair of elements, in the quadrant of (other, input).
@@ -160,32 +162,38 @@ def atan2(input: Any, other: Any) -> Any:  # noqa: A002
 arctan2 = atan2
 
 
+@accepts_out()
 def fmod(input: Any, other: Any) -> Any:  # noqa: A002
     """C's remainder of input / other: input - trunc(input / other) * other, with input's sign
     (see :func:`zgrad.remainder` for the divisor's)."""
     return _binary(Fmod, input, other, other_may_be_number=True)
 
 
+@accepts_out()
 def hypot(input: Any, other: Any) -> Any:  # noqa: A002
     """sqrt(input**2 + other**2) of each pair of elements, without overflow (floating tensors only)."""
     return _binary(Hypot, input, other)
 
 
+@accepts_out()
 def logaddexp(input: Any, other: Any) -> Any:  # noqa: A002
     """log(exp(input) + exp(other)) of each pair of elements, without overflow (floating only)."""
     return _binary(Logaddexp, input, other)
 
 
+@accepts_out()
 def logaddexp2(input: Any, other: Any) -> Any:  # noqa: A002
     """log2(2**input + 2**other) of each pair of elements, without overflow (floating only)."""
     return _binary(Logaddexp2, input, other)
 
 
+@accepts_out()
 def copysign(input: Any, other: Any) -> Any:  # noqa: A002
     """|input| with the sign of ``other`` (a tensor or a number), element-wise, in a floating dtype."""
     return _binary(Copysign, input, other, other_may_be_number=True)
 
 
+@accepts_out()
 def lerp(input: Any, end: Any, weight: Any) -> Any:  # noqa: A002
     """input + weight * (end - input): linear interpolation, ``weight`` a number or a tensor.
 
@@ -214,38 +222,45 @@ def _bitwise(name: str, input: Any, other: Any) -> Any:  # noqa: A002
     return _without_gradient(name, lambda a, b: dispatch_math.binary_math(name, a, b), input, other)
 
 
+@accepts_out()
 def floor_divide(input: Any, other: Any) -> Any:  # noqa: A002
     """floor(input / other) element-wise (the ``//`` operator), in the promoted dtype; not
     differentiable (PyTorch defines no gradient for it)."""
     return _without_gradient("floor_divide", lambda a, b: dispatch.binary("floor_divide", a, b), input, other)
 
 
+@accepts_out()
 def bitwise_and(input: Any, other: Any) -> Any:  # noqa: A002
     """input & other for bool and integer tensors (logical and on bool)."""
     return _bitwise("bitwise_and", input, other)
 
 
+@accepts_out()
 def bitwise_or(input: Any, other: Any) -> Any:  # noqa: A002
     """input | other for bool and integer tensors."""
     return _bitwise("bitwise_or", input, other)
 
 
+@accepts_out()
 def bitwise_xor(input: Any, other: Any) -> Any:  # noqa: A002
     """input ^ other for bool and integer tensors."""
     return _bitwise("bitwise_xor", input, other)
 
 
+@accepts_out()
 def bitwise_left_shift(input: Any, other: Any) -> Any:  # noqa: A002
     """input << other for integer tensors: 0 where the shift is negative or the dtype's width or more."""
     return _bitwise("bitwise_left_shift", input, other)
 
 
+@accepts_out()
 def bitwise_right_shift(input: Any, other: Any) -> Any:  # noqa: A002
     """input >> other for integer tensors (arithmetic for signed dtypes): 0, or -1 for a negative
     input, where the shift is negative or the dtype's width or more."""
     return _bitwise("bitwise_right_shift", input, other)
 
 
+@accepts_out("exact")
 def bitwise_not(input: Any) -> Any:  # noqa: A002
     """~input for bool (logical not) and integer tensors."""
     return Tensor(dispatch_math.unary_math("bitwise_not", tensor_arg(input, "bitwise_not")._data))

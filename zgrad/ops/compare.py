@@ -11,6 +11,7 @@ from typing import Any
 from zgrad.kernels import dispatch_pointwise
 from zgrad.ops._args import operand, tensor_arg
 from zgrad.tensor import Tensor
+from zgrad.ops.out_argument import accepts_out
 
 __all__ = ["eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not"]
 
@@ -21,51 +22,61 @@ def _compare(op: str, a: Any, b: Any) -> Any:
                                              b._data if isinstance(b, Tensor) else b))
 
 
+@accepts_out()
 def eq(input: Any, other: Any) -> Any:  # noqa: A002 - torch's argument name
     """input == other, element-wise (bool)."""
     return _compare("eq", input, other)
 
 
+@accepts_out()
 def ne(input: Any, other: Any) -> Any:  # noqa: A002
     """input != other, element-wise (bool)."""
     return _compare("ne", input, other)
 
 
+@accepts_out()
 def lt(input: Any, other: Any) -> Any:  # noqa: A002
     """input < other, element-wise (bool)."""
     return _compare("lt", input, other)
 
 
+@accepts_out()
 def le(input: Any, other: Any) -> Any:  # noqa: A002
     """input <= other, element-wise (bool)."""
     return _compare("le", input, other)
 
 
+@accepts_out()
 def gt(input: Any, other: Any) -> Any:  # noqa: A002
     """input > other, element-wise (bool)."""
     return _compare("gt", input, other)
 
 
+@accepts_out()
 def ge(input: Any, other: Any) -> Any:  # noqa: A002
     """input >= other, element-wise (bool)."""
     return _compare("ge", input, other)
 
 
+@accepts_out()
 def logical_and(input: Any, other: Any) -> Any:  # noqa: A002
     """Element-wise AND of the truth values (nonzero is True); ``a & b`` on bool tensors."""
     return _compare("logical_and", input, other)
 
 
+@accepts_out()
 def logical_or(input: Any, other: Any) -> Any:  # noqa: A002
     """Element-wise OR of the truth values; ``a | b`` on bool tensors."""
     return _compare("logical_or", input, other)
 
 
+@accepts_out()
 def logical_xor(input: Any, other: Any) -> Any:  # noqa: A002
     """Element-wise XOR of the truth values; ``a ^ b`` on bool tensors."""
     return _compare("logical_xor", input, other)
 
 
+@accepts_out()
 def logical_not(input: Any) -> Any:  # noqa: A002
     """Element-wise NOT of the truth values; ``~a`` on a bool tensor."""
     return Tensor(dispatch_pointwise.logical_not(tensor_arg(input, "logical_not")._data))

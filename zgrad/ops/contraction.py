@@ -17,6 +17,7 @@ from zgrad.ops.functions import matmul, mul, permute, reshape
 from zgrad.ops.reduce import sum as _sum
 from zgrad.tensor import Tensor
 from zgrad.ops.autocast import autocast_op
+from zgrad.ops.out_argument import accepts_out
 
 __all__ = ["einsum", "tensordot"]
 
@@ -144,6 +145,7 @@ def einsum(equation: str, *operands: Any) -> Any:
     return result if labels == output else permute(result, [labels.index(label) for label in output])
 
 
+@accepts_out("exact")
 @autocast_op()
 def tensordot(a: Any, b: Any, dims: Any = 2) -> Any:
     """The sum of products over the last ``dims`` dimensions of ``a`` and the first ``dims`` of

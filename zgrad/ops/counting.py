@@ -21,6 +21,7 @@ from zgrad.kernels.dispatch_pointwise import compare
 from zgrad.ops._args import refuse_dtype, tensor_arg
 from zgrad.tensor import Tensor
 from zgrad.kernels.promotion import is_floating
+from zgrad.ops.out_argument import accepts_out
 
 __all__ = ["unique", "unique_consecutive", "bincount", "histc"]
 
@@ -159,6 +160,7 @@ def _histogram_range(x: Any, low: float, high: float) -> tuple[float, float]:
     return low, high
 
 
+@accepts_out("exact")
 def histc(input: Any, bins: int = 100, min: float = 0, max: float = 0) -> Any:  # noqa: A002
     """The histogram of ``input``'s elements in ``bins`` equal-width bins over [min, max] (the
     data's own range when min == max): counts in input's floating dtype; elements outside the

@@ -12,6 +12,7 @@ from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_index, dispatch_pointwise
 from zgrad.ops._args import operand, require_kinds, scalar_arg, tensor_arg
 from zgrad.tensor import Tensor
+from zgrad.ops.out_argument import accepts_out
 
 
 class Add(Op):
@@ -292,11 +293,13 @@ class Minimum(_Extremum):
 
 # --- public functions -------------------------------------------------------------------------
 
+@accepts_out()
 def remainder(input: Any, other: Any) -> Any:  # noqa: A002 - torch's argument name
     """input % other with the sign of ``other`` (Python's rule, as torch.remainder)."""
     return Remainder.apply(operand(input), operand(other))
 
 
+@accepts_out("exact")
 def abs(input: Any) -> Any:  # noqa: A001,A002 - mirrors torch.abs
     """|input|; its gradient is sign(input) (0 at 0).
 
@@ -306,6 +309,7 @@ def abs(input: Any) -> Any:  # noqa: A001,A002 - mirrors torch.abs
     return Abs.apply(require_kinds(tensor_arg(input, "abs"), "abs", "iuf"))
 
 
+@accepts_out()
 def sqrt(input: Any) -> Any:  # noqa: A002
     return Sqrt.apply(tensor_arg(input, "sqrt"))
 
@@ -322,6 +326,7 @@ def clamp_bounds(min: Any, max: Any) -> tuple[Any, Any]:  # noqa: A002
     return low, high
 
 
+@accepts_out("exact")
 def clamp(input: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002
     """Each element clamped into [min, max] (a missing bound is open); if min > max, all become
     max. Bounds are numbers or tensors (broadcast, and promoted with ``input`` as PyTorch does).
@@ -342,11 +347,13 @@ def clamp(input: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002
 clip = clamp
 
 
+@accepts_out()
 def maximum(input: Any, other: Any) -> Any:  # noqa: A002
     """Element-wise maximum of two tensors (NaN if either is NaN), broadcast."""
     return Maximum.apply(tensor_arg(input, "maximum"), tensor_arg(other, "maximum"))
 
 
+@accepts_out()
 def minimum(input: Any, other: Any) -> Any:  # noqa: A002
     """Element-wise minimum of two tensors (NaN if either is NaN), broadcast."""
     return Minimum.apply(tensor_arg(input, "minimum"), tensor_arg(other, "minimum"))

@@ -26,6 +26,7 @@ from zgrad.ops.loss import LogSoftmax, Softmax
 from zgrad.ops.shape import Cat, GetItem, Permute, Reshape, Stack
 from zgrad.tensor import Tensor
 from zgrad.ops.autocast import autocast_op
+from zgrad.ops.out_argument import accepts_out
 
 __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "square", "matmul", "exp", "log", "tanh", "sigmoid", "relu",
@@ -61,11 +62,13 @@ def _plus_scaled(op: type, input: Any, other: Any, alpha: Any) -> Any:  # noqa: 
     return out if out.dtype == dtype else cast(out, dtype)
 
 
+@accepts_out()
 def add(input: Any, other: Any, *, alpha: Any = 1) -> Any:  # noqa: A002 - torch's argument name
     """input + alpha * other, broadcast, in PyTorch's promoted dtype."""
     return _plus_scaled(Add, input, other, alpha)
 
 
+@accepts_out()
 def sub(input: Any, other: Any, *, alpha: Any = 1) -> Any:  # noqa: A002 - torch's argument name
     """input - alpha * other, broadcast, in PyTorch's promoted dtype.
 
@@ -78,11 +81,13 @@ def sub(input: Any, other: Any, *, alpha: Any = 1) -> Any:  # noqa: A002 - torch
     return _plus_scaled(Sub, input, other, alpha)
 
 
+@accepts_out()
 def mul(a: Any, b: Any) -> Any:
     """a * b with broadcasting."""
     return Mul.apply(_operand(a), _operand(b))
 
 
+@accepts_out()
 def div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Any:  # noqa: A002
     """input / other, broadcast: true division (integers give the default float dtype), or with
     ``rounding_mode`` "trunc" (toward zero) or "floor" the rounded quotient in the promoted dtype
@@ -99,17 +104,20 @@ def div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Any:  # 
     return rounded_division(_operand(input), _operand(other), rounding_mode)
 
 
+@accepts_out()
 @autocast_op()
 def pow(a: Any, b: Any) -> Any:  # noqa: A001 - mirrors torch.pow
     """a ** b with broadcasting."""
     return Pow.apply(_operand(a), _operand(b))
 
 
+@accepts_out()
 def square(input: Any) -> Any:  # noqa: A002 - torch's argument name
     """input * input, element-wise (torch.square): ``input ** 2``, with its gradient ``2 input``."""
     return Pow.apply(_tensor(input, "square"), _operand(2))
 
 
+@accepts_out("exact")
 def neg(input: Any) -> Any:  # noqa: A002 - torch's argument name
     """-input.
 
@@ -123,26 +131,31 @@ def neg(input: Any) -> Any:  # noqa: A002 - torch's argument name
     return Neg.apply(x)
 
 
+@accepts_out("exact")
 @autocast_op()
 def matmul(a: Any, b: Any) -> Any:
     """Matrix product with numpy semantics: vectors, matrices and broadcast batches."""
     return MatMul.apply(_operand(a), _operand(b))
 
 
+@accepts_out()
 @autocast_op()
 def exp(x: Any) -> Any:
     return Exp.apply(_tensor(x, "exp"))
 
 
+@accepts_out()
 @autocast_op()
 def log(x: Any) -> Any:
     return Log.apply(_tensor(x, "log"))
 
 
+@accepts_out()
 def tanh(x: Any) -> Any:
     return Tanh.apply(_tensor(x, "tanh"))
 
 
+@accepts_out()
 def sigmoid(x: Any) -> Any:
     return Sigmoid.apply(_tensor(x, "sigmoid"))
 
@@ -189,6 +202,7 @@ def getitem(x: Any, index: Any) -> Any:
     return Tensor(GetItem.select(x._data, index))
 
 
+@accepts_out()
 @autocast_op()
 def stack(tensors: Sequence[Any], dim: int = 0) -> Any:
     """Join same-shaped tensors along a new dimension."""
@@ -197,6 +211,7 @@ def stack(tensors: Sequence[Any], dim: int = 0) -> Any:
     return Stack.apply(dim, *(_tensor(t, "stack") for t in tensors))
 
 
+@accepts_out()
 @autocast_op()
 def cat(tensors: Sequence[Any], dim: int = 0) -> Any:
     """Join tensors along an existing dimension."""

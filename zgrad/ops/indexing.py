@@ -14,6 +14,7 @@ from zgrad.ops._args import index_arg, index_key, operand, tensor_arg
 from zgrad.ops.shape import GetItem
 from zgrad.tensor import Tensor
 from zgrad.ops.autocast import autocast_op
+from zgrad.ops.out_argument import accepts_out
 
 __all__ = [
     "gather", "index_select", "scatter", "where", "masked_fill", "index_put", "mask_arg", "scatter_source",
@@ -172,6 +173,7 @@ def scatter_source(src: Any, value: Any) -> Any:
     return source
 
 
+@accepts_out("exact")
 def gather(input: Any, dim: int, index: Any) -> Any:  # noqa: A002 - torch's argument name
     """out[i][j][k] = input[i][index[i][j][k]][k] for dim=1 (likewise for any dim); out has
     index's shape, which may be smaller than input's apart from ``dim``.
@@ -182,6 +184,7 @@ def gather(input: Any, dim: int, index: Any) -> Any:  # noqa: A002 - torch's arg
     return Gather.apply(tensor_arg(input, "gather"), dim, index_arg(index, "gather"))
 
 
+@accepts_out("exact")
 def index_select(input: Any, dim: int, index: Any) -> Any:  # noqa: A002
     """The slices of ``input`` along ``dim`` at the positions of the 1-D ``index`` (repeats allowed)."""
     return IndexSelect.apply(tensor_arg(input, "index_select"), dim, index_arg(index, "index_select"))
@@ -193,6 +196,7 @@ def scatter(input: Any, dim: int, index: Any, src: Any = None, *, value: Any = N
     return Scatter.apply(tensor_arg(input, "scatter"), dim, index_arg(index, "scatter"), scatter_source(src, value))
 
 
+@accepts_out("exact")
 def where(condition: Any, input: Any, other: Any) -> Any:  # noqa: A002
     """``input`` where ``condition`` (bool) is True, else ``other``; all three broadcast together,
     and either value may be a number."""

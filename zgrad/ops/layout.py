@@ -8,6 +8,7 @@ gradients it shares; unbind is one op whose gradient stacks the pieces' gradient
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
@@ -24,8 +25,11 @@ from zgrad.tensor import Tensor
 __all__ = [
     "movedim", "moveaxis", "swapaxes", "swapdims", "adjoint", "swap_last_two", "narrow", "narrow_copy", "select",
     "select_index", "ravel", "unbind", "unflatten", "broadcast_to", "broadcast_tensors", "broadcast_shapes",
-    "atleast_1d", "atleast_2d", "atleast_3d", "meshgrid", "cartesian_prod",
+    "atleast_1d", "atleast_2d", "atleast_3d", "meshgrid", "cartesian_prod", "MESHGRID_INDEXING_WARNING",
 ]
+
+MESHGRID_INDEXING_WARNING = ("torch.meshgrid: in an upcoming release, it will be required to pass the indexing "
+                             "argument.")
 
 
 def movedim(input: Any, source: Any, destination: Any) -> Any:  # noqa: A002 - torch's argument name
@@ -285,14 +289,17 @@ def atleast_3d(*tensors: Any) -> Any:
 def meshgrid(*tensors: Any, indexing: str | None = None) -> tuple[Any, ...]:
     """Coordinate grids of 0-d or 1-d ``tensors``: with ``indexing="ij"`` (the default) the i-th
     grid has shape (len(t0), len(t1), ...) and varies along dim i; with ``"xy"`` the first two
-    dims are swapped (Cartesian indexing). The grids are broadcast views.
+    dims are swapped (Cartesian indexing). The grids are broadcast views. Leaving ``indexing``
+    out warns, as PyTorch does (it will become required there).
 
     Raises:
         ShapeError: a tensor with more than one dim, tensors of different dtypes, or another
             ``indexing``.
     """
     tensors = _tensor_list(tensors, "meshgrid")
-    indexing = "ij" if indexing is None else indexing
+    if indexing is None:
+        warnings.warn(MESHGRID_INDEXING_WARNING, UserWarning, stacklevel=2)
+        indexing = "ij"
     if indexing not in ("ij", "xy"):
         raise ShapeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: {indexing}")
     if not tensors:

@@ -27,6 +27,7 @@ from zgrad.ops.vector_norm import vector_norm
 from zgrad.tensor import Tensor
 from zgrad.kernels.promotion import HALF_DTYPES, is_floating
 from zgrad.ops.autocast import autocast_op
+from zgrad.ops.out_argument import accepts_out
 
 __all__ = ["mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm", "addbmm", "addmv", "addr",
            "kron", "cdist", "cross"]
@@ -44,6 +45,7 @@ def _matrix(x: Any, name: str, what: str) -> Any:
     return x
 
 
+@accepts_out("exact")
 @autocast_op()
 def mm(input: Any, mat2: Any) -> Any:  # noqa: A002 - torch's argument name
     """The product of two matrices of one dtype, (n, m) @ (m, p) -> (n, p).
@@ -59,6 +61,7 @@ def mm(input: Any, mat2: Any) -> Any:  # noqa: A002 - torch's argument name
     return matmul(a, b)
 
 
+@accepts_out("exact")
 @autocast_op()
 def bmm(input: Any, mat2: Any) -> Any:  # noqa: A002
     """Batched matrix product of (b, n, m) and (b, m, p) tensors of one dtype -> (b, n, p); no
@@ -78,6 +81,7 @@ def bmm(input: Any, mat2: Any) -> Any:  # noqa: A002
     return matmul(a, b)
 
 
+@accepts_out("exact")
 @autocast_op()
 def mv(input: Any, vec: Any) -> Any:  # noqa: A002
     """Matrix-vector product, (n, m) @ (m,) -> (n,).
@@ -95,6 +99,7 @@ def mv(input: Any, vec: Any) -> Any:  # noqa: A002
     return matmul(a, v)
 
 
+@accepts_out("exact")
 @autocast_op()
 def dot(input: Any, tensor: Any) -> Any:  # noqa: A002
     """The inner product of two 1-D tensors of one size and dtype, a 0-d tensor.
@@ -118,6 +123,7 @@ def vdot(input: Any, other: Any) -> Any:  # noqa: A002
     return dot(input, other)
 
 
+@accepts_out("exact")
 def inner(input: Any, other: Any) -> Any:  # noqa: A002
     """The sum of products over the last dimension of both (a product when either is 0-d):
     result shape ``input.shape[:-1] + other.shape[:-1]``.
@@ -134,6 +140,7 @@ def inner(input: Any, other: Any) -> Any:  # noqa: A002
     return tensordot(a, b, ([-1], [-1]))
 
 
+@accepts_out()
 def outer(input: Any, vec2: Any) -> Any:  # noqa: A002
     """The outer product of two 1-D tensors, (n,) x (m,) -> (n, m) (dtypes promote, as PyTorch).
 
@@ -180,6 +187,7 @@ def _input_dtype(name: str, input: Any, first: Any, second: Any) -> None:  # noq
         _same_dtype(x, second, "self and mat2 must have the same dtype, but got {a} and {b}")
 
 
+@accepts_out("exact")
 @autocast_op()
 def addmm(input: Any, mat1: Any, mat2: Any, *, beta: float = 1, alpha: float = 1) -> Any:  # noqa: A002
     """beta * input + alpha * (mat1 @ mat2); ``input`` broadcasts to the product's shape.
@@ -192,6 +200,7 @@ def addmm(input: Any, mat1: Any, mat2: Any, *, beta: float = 1, alpha: float = 1
     return _add_scaled_product("addmm", input, mm(a, b), beta, alpha)
 
 
+@accepts_out("exact")
 @autocast_op()
 def baddbmm(input: Any, batch1: Any, batch2: Any, *, beta: float = 1, alpha: float = 1) -> Any:  # noqa: A002
     """beta * input + alpha * bmm(batch1, batch2); ``input`` broadcasts to the product's shape."""
@@ -209,6 +218,7 @@ def addbmm(input: Any, batch1: Any, batch2: Any, *, beta: float = 1, alpha: floa
     return _add_scaled_product("addbmm", input, _sum(product, 0, dtype=product.dtype), beta, alpha)
 
 
+@accepts_out("exact")
 @autocast_op()
 def addmv(input: Any, mat: Any, vec: Any, *, beta: float = 1, alpha: float = 1) -> Any:  # noqa: A002
     """beta * input + alpha * (mat @ vec)."""
@@ -220,6 +230,7 @@ def addmv(input: Any, mat: Any, vec: Any, *, beta: float = 1, alpha: float = 1) 
     return _add_scaled_product("addmv", x, mv(a, v), beta, alpha)
 
 
+@accepts_out("exact")
 @autocast_op()
 def addr(input: Any, vec1: Any, vec2: Any, *, beta: float = 1, alpha: float = 1) -> Any:  # noqa: A002
     """beta * input + alpha * outer(vec1, vec2); dtypes promote, as PyTorch's.
@@ -234,6 +245,7 @@ def addr(input: Any, vec1: Any, vec2: Any, *, beta: float = 1, alpha: float = 1)
     return _add_scaled_product("addr", input, outer(v1, v2), beta, alpha, promote=True)
 
 
+@accepts_out()
 def kron(input: Any, other: Any) -> Any:  # noqa: A002
     """The Kronecker product: for shapes (a0, a1, ...) and (b0, b1, ...) (the shorter padded with
     leading 1s), shape (a0 b0, a1 b1, ...) with block (i0, i1, ...) equal to input[i0, i1, ...] * other."""
@@ -273,6 +285,7 @@ def cdist(x1: Any, x2: Any, p: float = 2.0, compute_mode: str = "use_mm_for_eucl
     return vector_norm(sub(unsqueeze(a, -2), unsqueeze(b, -3)), p, -1)
 
 
+@accepts_out("exact")
 @autocast_op()
 def cross(input: Any, other: Any, dim: int | None = None) -> Any:  # noqa: A002
     """The cross product of 3-vectors along ``dim``, inputs broadcast; ``dim=None`` takes the

@@ -24,6 +24,7 @@ from zgrad.ops.elementwise import Cast, maximum, minimum
 from zgrad.tensor import Tensor
 from zgrad.kernels.promotion import is_floating
 from zgrad.ops.autocast import autocast_op
+from zgrad.ops.out_argument import accepts_out
 
 __all__ = [
     "sum", "mean", "prod", "nansum", "cumsum", "ValuesIndices", "max", "min", "argmax", "argmin", "var", "std",
@@ -213,6 +214,7 @@ def _cast(input: Any, dtype: Any, name: str) -> Any:  # noqa: A002
     return x if dtype is None or x.dtype == dtype else Cast.apply(x, np.dtype(dtype))
 
 
+@accepts_out("as_dtype")
 @autocast_op()
 def sum(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:  # noqa: A001,A002
     """The sum over ``dim`` (an int, a tuple, or None or an empty tuple for all).
@@ -224,6 +226,7 @@ def sum(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None
     return Sum.apply(_cast(input, dtype, "sum"), _all_if_empty(dim), keepdim, dtype)
 
 
+@accepts_out()
 def mean(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:  # noqa: A002
     """The mean over ``dim`` (an int, a tuple, or None for all) of a floating tensor; ``dtype``
     (a floating one) casts the input first, and makes the mean of an integer tensor possible.
@@ -236,6 +239,7 @@ def mean(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = Non
     return Mean.apply(_cast(x, dispatch.mean_dtype(x.dtype, dtype), "mean"), _all_if_empty(dim), keepdim)
 
 
+@accepts_out("as_dtype")
 @autocast_op()
 def prod(input: Any, dim: int | None = None, keepdim: bool = False, *, dtype: Any = None) -> Any:  # noqa: A002
     """The product of all elements, or along the one dimension ``dim``.
@@ -251,12 +255,14 @@ def prod(input: Any, dim: int | None = None, keepdim: bool = False, *, dtype: An
     return Prod.apply(_cast(input, dtype, "prod"), dim, keepdim, dtype)
 
 
+@accepts_out("as_dtype")
 def nansum(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:  # noqa: A002
     """The sum over ``dim`` (an int, a tuple, or None for all) treating NaNs as zero; their
     gradient is zero. Dtypes as :func:`sum`."""
     return NanSum.apply(_cast(input, dtype, "nansum"), _all_if_empty(dim), keepdim, dtype)
 
 
+@accepts_out("as_dtype")
 @autocast_op()
 def cumsum(input: Any, dim: int, *, dtype: Any = None) -> Any:  # noqa: A002
     """The running sums along ``dim``: element i is the sum of elements 0..i. Dtypes as
@@ -280,18 +286,21 @@ def _extremum(name: str, input: Any, dim: Any, keepdim: bool, largest: bool) -> 
     return ValuesIndices(values, indices.detach_())  # indices are integers: no history, as in PyTorch
 
 
+@accepts_out("exact_tuples")
 def max(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001,A002 - mirrors torch.max
     """The largest element; with ``dim``, ``(values, indices)`` along it (``.values``,
     ``.indices``); with a tensor second argument, the element-wise maximum."""
     return _extremum("max", input, dim, keepdim, True)
 
 
+@accepts_out("exact_tuples")
 def min(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001,A002 - mirrors torch.min
     """The smallest element; with ``dim``, ``(values, indices)`` along it; with a tensor second
     argument, the element-wise minimum."""
     return _extremum("min", input, dim, keepdim, False)
 
 
+@accepts_out("exact")
 def argmax(input: Any, dim: int | None = None, keepdim: bool = False) -> Any:  # noqa: A002
     """int64 index of the largest element (into the flattened tensor when ``dim`` is None).
 
@@ -301,6 +310,7 @@ def argmax(input: Any, dim: int | None = None, keepdim: bool = False) -> Any:  #
     return Tensor(dispatch_reduce.argmax(_not_bool(input, "argmax")._data, dim, keepdim, True))
 
 
+@accepts_out("exact")
 def argmin(input: Any, dim: int | None = None, keepdim: bool = False) -> Any:  # noqa: A002
     """int64 index of the smallest element (into the flattened tensor when ``dim`` is None; a bool
     tensor raises as :func:`argmax`)."""
@@ -333,6 +343,7 @@ def _var(name: str, input: Any, dim: Any, unbiased: bool | None, keepdim: bool, 
     return Var.apply(x, _all_if_empty(dim), correction, keepdim, take_sqrt)
 
 
+@accepts_out()
 def var(input: Any, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,  # noqa: A002
         correction: float | None = None) -> Any:
     """Variance over ``dim`` (int, tuple, or None for all): sum of squared deviations divided by
@@ -340,12 +351,14 @@ def var(input: Any, dim: Any = None, unbiased: bool | None = None, keepdim: bool
     return _var("var", input, dim, unbiased, keepdim, correction, False)
 
 
+@accepts_out()
 def std(input: Any, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,  # noqa: A002
         correction: float | None = None) -> Any:
     """Standard deviation: the square root of :func:`var` (same arguments)."""
     return _var("std", input, dim, unbiased, keepdim, correction, True)
 
 
+@accepts_out()
 @autocast_op()
 def logsumexp(input: Any, dim: Any, keepdim: bool = False) -> Any:  # noqa: A002
     """log(sum(exp(input))) over ``dim`` (int or tuple), computed without overflow."""

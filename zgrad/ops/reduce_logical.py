@@ -18,6 +18,7 @@ from zgrad.kernels.dispatch import scalar_type_name
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.reduce import _all_if_empty
 from zgrad.tensor import Tensor
+from zgrad.ops.out_argument import accepts_out
 
 __all__ = ["all", "any", "count_nonzero", "isclose", "allclose", "equal"]
 
@@ -39,6 +40,7 @@ def _truth(name: str, input: Any, dim: Any, keepdim: bool, every: bool) -> Tenso
     return Tensor(dispatch.cast(result, _UINT8) if x.dtype == _UINT8 else result)
 
 
+@accepts_out("exact")
 def all(input: Any, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001,A002 - torch's name
     """Whether every element is non-zero, over ``dim`` (an int, a tuple, or None for all); True
     for no elements. Bool, except uint8 for a uint8 input (as PyTorch).
@@ -49,6 +51,7 @@ def all(input: Any, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: 
     return _truth("all", input, dim, keepdim, True)
 
 
+@accepts_out("exact")
 def any(input: Any, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001,A002 - torch's name
     """Whether some element is non-zero, over ``dim`` (an int, a tuple, or None for all); False for
     no elements. Bool, except uint8 for a uint8 input.

@@ -22,6 +22,7 @@ from zgrad.kernels.dispatch_reduce import from_rows
 from zgrad.ops._args import tensor_arg
 from zgrad.tensor import Tensor
 from zgrad.ops.autocast import autocast_op
+from zgrad.ops.out_argument import accepts_out
 
 __all__ = ["median", "nanmedian", "quantile", "nanquantile", "mode"]
 
@@ -71,6 +72,7 @@ def _median(name: str, input: Any, dim: Any, keepdim: bool, ignore_nan: bool) ->
     return getattr(return_types, name)(values, Tensor(columns.reshape(shape)))
 
 
+@accepts_out("exact")
 def median(input: Any, dim: int | None = None, keepdim: bool = False) -> Any:  # noqa: A002
     """The median of all elements (a 0-d tensor), or with ``dim`` the ``(values, indices)`` of the
     medians along it: the lower of the two middle values for an even count; NaN (and a NaN's
@@ -161,6 +163,7 @@ def nanquantile(input: Any, q: Any, dim: int | None = None, keepdim: bool = Fals
     return _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)
 
 
+@accepts_out("exact")
 def mode(input: Any, dim: int = -1, keepdim: bool = False) -> Any:  # noqa: A002
     """``(values, indices)``: the most frequent value along ``dim`` (the smallest of equally
     frequent ones) and the index of its last occurrence; the gradient goes to that element.

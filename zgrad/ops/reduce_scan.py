@@ -18,6 +18,7 @@ from zgrad.ops._args import tensor_arg
 from zgrad.ops.reduce import _cast
 from zgrad.kernels.promotion import is_floating
 from zgrad.ops.autocast import autocast_op
+from zgrad.ops.out_argument import accepts_out
 
 __all__ = ["cumprod", "cummax", "cummin", "logcumsumexp"]
 
@@ -73,6 +74,7 @@ class LogCumSumExp(Op):
         return dispatch_scan.logcumsumexp_backward(grad, rows, result_rows), None
 
 
+@accepts_out("as_dtype")
 @autocast_op()
 def cumprod(input: Any, dim: int, *, dtype: Any = None) -> Any:  # noqa: A002
     """The running products along ``dim``: element i is the product of elements 0..i. Bool and
@@ -89,6 +91,7 @@ def _cumextremum(name: str, input: Any, dim: int, largest: bool) -> Any:  # noqa
     return getattr(return_types, name)(values, indices.detach_())
 
 
+@accepts_out("exact")
 def cummax(input: Any, dim: int) -> Any:  # noqa: A002
     """``(values, indices)``: the running maximum along ``dim`` and the index each was taken from
     (the latest of equal values; a NaN propagates). The gradient goes to those indices.
@@ -99,6 +102,7 @@ def cummax(input: Any, dim: int) -> Any:  # noqa: A002
     return _cumextremum("cummax", input, dim, True)
 
 
+@accepts_out("exact")
 def cummin(input: Any, dim: int) -> Any:  # noqa: A002
     """``(values, indices)``: the running minimum along ``dim`` (see :func:`cummax`).
 
@@ -108,6 +112,7 @@ def cummin(input: Any, dim: int) -> Any:  # noqa: A002
     return _cumextremum("cummin", input, dim, False)
 
 
+@accepts_out("exact")
 def logcumsumexp(input: Any, dim: int) -> Any:  # noqa: A002
     """log(cumsum(exp(input))) along ``dim``, computed without overflow or underflow.
 

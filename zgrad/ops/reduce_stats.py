@@ -18,6 +18,7 @@ from zgrad.ops._args import tensor_arg
 from zgrad.ops.reduce import _all_if_empty, _cast, mean, nansum, std, sum, var
 from zgrad.tensor import Tensor
 from zgrad.kernels.promotion import is_floating
+from zgrad.ops.out_argument import accepts_out
 
 __all__ = ["amax", "amin", "aminmax", "nanmean", "var_mean", "std_mean"]
 
@@ -50,6 +51,7 @@ class AMax(Op):
         return dispatch.binary("mul", share, ties, dtype=grad.dtype), None, None, None, None
 
 
+@accepts_out("exact")
 def amax(input: Any, dim: Any = (), keepdim: bool = False) -> Any:  # noqa: A002
     """The largest element over ``dim`` (an int or a tuple; empty for all), in the input's dtype;
     NaN where a slice holds one. The gradient is split evenly among the elements that tie.
@@ -61,11 +63,13 @@ def amax(input: Any, dim: Any = (), keepdim: bool = False) -> Any:  # noqa: A002
     return AMax.apply(tensor_arg(input, "amax"), _all_if_empty(dim), keepdim, True, "amax")
 
 
+@accepts_out("exact")
 def amin(input: Any, dim: Any = (), keepdim: bool = False) -> Any:  # noqa: A002
     """The smallest element over ``dim`` (see :func:`amax`)."""
     return AMax.apply(tensor_arg(input, "amin"), _all_if_empty(dim), keepdim, False, "amin")
 
 
+@accepts_out("exact")
 def aminmax(input: Any, *, dim: int | None = None, keepdim: bool = False) -> Any:  # noqa: A002
     """``(min, max)``: :func:`amin` and :func:`amax` over the one dimension ``dim`` (all when None).
 
@@ -81,6 +85,7 @@ def aminmax(input: Any, *, dim: int | None = None, keepdim: bool = False) -> Any
     return return_types.aminmax(AMax.apply(x, dim, keepdim, False, "aminmax"), AMax.apply(x, dim, keepdim, True, "aminmax"))
 
 
+@accepts_out()
 def nanmean(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:  # noqa: A002
     """The mean over ``dim`` (an int, a tuple, or None for all) of the elements that are not NaN
     (NaN where all are); their gradient is zero. ``dtype`` casts the input first.

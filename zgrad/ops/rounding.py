@@ -15,6 +15,7 @@ from zgrad.kernels import dispatch, dispatch_math
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.elementwise import Clamp, clamp_bounds
 from zgrad.tensor import Tensor
+from zgrad.ops.out_argument import accepts_out
 
 __all__ = [
     "floor", "ceil", "round", "trunc", "fix", "frac", "sign", "sgn", "nan_to_num", "clamp_min", "clamp_max",
@@ -80,16 +81,19 @@ class NanToNum(Op):
         return dispatch.binary("mul", grad, finite, dtype=grad.dtype), None, None, None
 
 
+@accepts_out("exact")
 def floor(input: Any) -> Any:  # noqa: A002 - torch's argument name
     """The largest integer <= x of each element; integer tensors come back unchanged (copied)."""
     return Step.apply(tensor_arg(input, "floor"), "floor")
 
 
+@accepts_out("exact")
 def ceil(input: Any) -> Any:  # noqa: A002
     """The smallest integer >= x of each element; integer tensors come back unchanged (copied)."""
     return Step.apply(tensor_arg(input, "ceil"), "ceil")
 
 
+@accepts_out("exact")
 def round(input: Any, *, decimals: int = 0) -> Any:  # noqa: A001,A002 - mirrors torch.round
     """Each element rounded half to even, at ``decimals`` decimal places (negative: tens, hundreds).
 
@@ -102,6 +106,7 @@ def round(input: Any, *, decimals: int = 0) -> Any:  # noqa: A001,A002 - mirrors
     return RoundDecimals.apply(input, int(decimals))
 
 
+@accepts_out("exact")
 def trunc(input: Any) -> Any:  # noqa: A002
     """Each element rounded toward zero."""
     return Step.apply(tensor_arg(input, "trunc"), "trunc")
@@ -110,11 +115,13 @@ def trunc(input: Any) -> Any:  # noqa: A002
 fix = trunc
 
 
+@accepts_out("exact")
 def frac(input: Any) -> Any:  # noqa: A002
     """x - trunc(x) of each element, with x's sign (floating tensors only)."""
     return Frac.apply(tensor_arg(input, "frac"))
 
 
+@accepts_out("exact")
 def sign(input: Any) -> Any:  # noqa: A002
     """-1, 0 or 1 by each element's sign (0 for NaN), in the input's dtype."""
     return Step.apply(tensor_arg(input, "sign"), "sign")
@@ -123,6 +130,7 @@ def sign(input: Any) -> Any:  # noqa: A002
 sgn = sign  # PyTorch's sgn differs from sign only on complex tensors, which zgrad has not
 
 
+@accepts_out("exact")
 def nan_to_num(input: Any, nan: float = 0.0, posinf: float | None = None,  # noqa: A002
                neginf: float | None = None) -> Any:
     """Replace NaN by ``nan``, +inf by ``posinf`` and -inf by ``neginf`` (by default the dtype's
@@ -130,11 +138,13 @@ def nan_to_num(input: Any, nan: float = 0.0, posinf: float | None = None,  # noq
     return NanToNum.apply(tensor_arg(input, "nan_to_num"), float(nan), posinf, neginf)
 
 
+@accepts_out("exact")
 def clamp_min(input: Any, min: Any) -> Any:  # noqa: A002
     """max(x, min) of each element: :func:`zgrad.clamp` with a lower bound only."""
     return Clamp.apply(tensor_arg(input, "clamp_min"), *clamp_bounds(min, None))
 
 
+@accepts_out("exact")
 def clamp_max(input: Any, max: Any) -> Any:  # noqa: A002
     """min(x, max) of each element: :func:`zgrad.clamp` with an upper bound only."""
     return Clamp.apply(tensor_arg(input, "clamp_max"), *clamp_bounds(None, max))
@@ -169,6 +179,7 @@ def isfinite(input: Any) -> Any:  # noqa: A002
     return _predicate("isfinite", input)
 
 
+@accepts_out("exact")
 def signbit(input: Any) -> Any:  # noqa: A002
     """A bool tensor: True where the element's sign bit is set (negative numbers, -0.0)."""
     return _predicate("signbit", input)

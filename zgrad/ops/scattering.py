@@ -22,6 +22,7 @@ from zgrad.ops.indexing import masked_fill, scatter, source_gradient
 from zgrad.tensor import Tensor
 from zgrad.kernels.promotion import is_floating
 from zgrad.ops.autocast import autocast_op
+from zgrad.ops.out_argument import accepts_out
 
 __all__ = ["scatter_add", "scatter_reduce", "index_add", "index_copy", "index_fill"]
 
@@ -201,6 +202,7 @@ def scatter_reduce(input: Any, dim: int, index: Any, src: Any, reduce: str, *,  
     return ScatterReduce.apply(x, dim, index_arg(index, "scatter_reduce"), source, reduce, include_self)
 
 
+@accepts_out()
 def index_add(input: Any, dim: int, index: Any, source: Any, *, alpha: float = 1) -> Any:  # noqa: A002
     """A copy of ``input`` with ``alpha * source``'s slices along ``dim`` added at the positions
     of the 1-D ``index`` (repeated positions add up). Differentiable in ``input`` and ``source``.

@@ -20,6 +20,7 @@ from zgrad.ops.functions import getitem, reshape
 from zgrad.ops.indexing import IndexPut, gather, index_select, mask_arg
 from zgrad.ops.shape import expand
 from zgrad.tensor import Tensor
+from zgrad.ops.out_argument import accepts_out
 
 __all__ = ["take", "take_along_dim", "masked_select", "masked_scatter", "nonzero", "argwhere"]
 
@@ -41,6 +42,7 @@ def _wrapped(index: Any, size: int) -> Any:
     return index
 
 
+@accepts_out("exact")
 def take(input: Any, index: Any) -> Any:  # noqa: A002
     """The elements of ``input``, read as 1-D, at ``index`` (any shape; negative values count
     from the end); the result has index's shape.
@@ -87,6 +89,7 @@ def _broadcast_mask(x: Any, mask: np.ndarray) -> tuple[Any, Any]:
     return x, mask if mask.shape == shape else dispatch.broadcast_to(mask, shape)
 
 
+@accepts_out("exact")
 def masked_select(input: Any, mask: Any) -> Any:  # noqa: A002
     """The 1-D tensor of the elements of ``input`` where the bool ``mask`` is True (the two
     broadcast together), in C order.
@@ -125,6 +128,7 @@ def masked_scatter(input: Any, mask: Any, source: Any) -> Any:  # noqa: A002
     return IndexPut.apply(x, mask_array, values)
 
 
+@accepts_out("exact")
 def nonzero(input: Any, *, as_tuple: bool = False) -> Any:  # noqa: A002
     """The int64 coordinates of the nonzero elements of ``input``, in C order: a (count, ndim)
     tensor, or with ``as_tuple=True`` one 1-D tensor per dimension (a 0-d input counts as 1-D)."""

@@ -19,6 +19,7 @@ from zgrad.ops._args import operand, refuse_dtype, tensor_arg
 from zgrad.ops.indexing import gather
 from zgrad.ops.reduce import ValuesIndices
 from zgrad.tensor import Tensor
+from zgrad.ops.out_argument import accepts_out
 
 __all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "searchsorted", "bucketize"]
 
@@ -36,6 +37,7 @@ def _size_along(x: Any, dim: int) -> tuple[int, int]:
     return dim, x.shape[dim] if x.ndim else 1
 
 
+@accepts_out("exact")
 def sort(input: Any, dim: int = -1, descending: bool = False, stable: bool = False) -> ValuesIndices:  # noqa: A002
     """The elements of ``input`` sorted along ``dim`` and their int64 positions, as
     ``(values, indices)`` (``.values``, ``.indices``). NaN sorts as the largest value; equal
@@ -59,6 +61,7 @@ def msort(input: Any) -> Any:  # noqa: A002
     return sort(input, 0).values
 
 
+@accepts_out("exact")
 def topk(input: Any, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> ValuesIndices:  # noqa: A002
     """The ``k`` largest (``largest=False``: smallest) elements along ``dim`` and their int64
     positions, as ``(values, indices)``, in sorted order; the gradient goes to those positions.
@@ -79,6 +82,7 @@ def topk(input: Any, k: int, dim: int = -1, largest: bool = True, sorted: bool =
     return ValuesIndices(_gather_along(x, dim, positions), Tensor(positions))
 
 
+@accepts_out("exact")
 def kthvalue(input: Any, k: int, dim: int = -1, keepdim: bool = False) -> ValuesIndices:  # noqa: A002
     """The ``k``-th smallest element along ``dim`` (k counts from 1) and its int64 position, as
     ``(values, indices)``; the gradient goes to that position.
@@ -100,6 +104,7 @@ def kthvalue(input: Any, k: int, dim: int = -1, keepdim: bool = False) -> Values
     return ValuesIndices(values.squeeze(dim), Tensor(dispatch.contiguous(positions.squeeze(dim))))
 
 
+@accepts_out("exact")
 def searchsorted(sorted_sequence: Any, input: Any, *, out_int32: bool = False, right: bool = False,  # noqa: A002
                  side: str | None = None, sorter: Any = None) -> Any:
     """Where each element of ``input`` (a tensor or a number) would go in the ascending last
@@ -129,6 +134,7 @@ def searchsorted(sorted_sequence: Any, input: Any, *, out_int32: bool = False, r
     return Tensor(dispatch_sort.searchsorted(sequence, values._data, right, out_int32))
 
 
+@accepts_out("exact")
 def bucketize(input: Any, boundaries: Any, *, out_int32: bool = False, right: bool = False) -> Any:  # noqa: A002
     """The index of the bucket of the 1-D ascending ``boundaries`` each element of ``input`` falls
     in: ``searchsorted(boundaries, input, right=right)``.

@@ -23,6 +23,7 @@ from zgrad.kernels.promotion import get_default_dtype, result_type
 from zgrad.ops.functions import clone, reshape
 from zgrad.ops.reduce import sum as _sum
 from zgrad.ops.autocast import autocast_op
+from zgrad.ops.out_argument import accepts_out
 
 __all__ = [
     "tril", "triu", "tril_indices", "triu_indices", "diagonal", "diag", "diag_embed", "diagflat", "trace", "block_diag",
@@ -64,6 +65,7 @@ def triangle_mask(shape: tuple[int, ...], diagonal: int, lower: bool, what: str)
     return ~np.tri(rows, cols, int(diagonal) - 1, dtype=bool)
 
 
+@accepts_out("exact")
 def tril(input: Any, diagonal: int = 0) -> Any:  # noqa: A002 - torch's argument name
     """The lower triangle of the matrices of ``input`` (the last two dims): elements on and below
     the ``diagonal``-th diagonal (0 the main one, > 0 above it, < 0 below it); zeros elsewhere.
@@ -75,6 +77,7 @@ def tril(input: Any, diagonal: int = 0) -> Any:  # noqa: A002 - torch's argument
     return KeepTriangle.apply(x, triangle_mask(x.shape, diagonal, True, "tril"))
 
 
+@accepts_out("exact")
 def triu(input: Any, diagonal: int = 0) -> Any:  # noqa: A002
     """The upper triangle of the matrices of ``input``: elements on and above the ``diagonal``-th
     diagonal; zeros elsewhere.
@@ -199,6 +202,7 @@ def diag_embed(input: Any, offset: int = 0, dim1: int = -2, dim2: int = -1) -> A
     return DiagEmbed.apply(x, shape, offset, d1, d2)
 
 
+@accepts_out("exact")
 def diag(input: Any, diagonal: int = 0) -> Any:  # noqa: A002
     """A 1-D ``input`` as the ``diagonal``-th diagonal of a square matrix (zeros elsewhere), or
     a copy of the ``diagonal``-th diagonal of a 2-D ``input``.

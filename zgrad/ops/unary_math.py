@@ -16,6 +16,7 @@ from zgrad.autograd.function import Op
 from zgrad.kernels import dispatch, dispatch_math
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.autocast import autocast_op
+from zgrad.ops.out_argument import accepts_out
 
 __all__ = [
     "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "arcsin", "arccos",
@@ -255,117 +256,138 @@ def _apply(name: str, input: Any) -> Any:  # noqa: A002 - torch's argument name
     return UNARY_OPS[name].apply(tensor_arg(input, name))
 
 
+@accepts_out()
 def sin(input: Any) -> Any:  # noqa: A002
     """Sine of each element (radians)."""
     return _apply("sin", input)
 
 
+@accepts_out()
 def cos(input: Any) -> Any:  # noqa: A002
     """Cosine of each element (radians)."""
     return _apply("cos", input)
 
 
+@accepts_out()
 @autocast_op()
 def tan(input: Any) -> Any:  # noqa: A002
     """Tangent of each element (radians)."""
     return _apply("tan", input)
 
 
+@accepts_out()
 @autocast_op()
 def asin(input: Any) -> Any:  # noqa: A002
     """Arcsine of each element; NaN outside [-1, 1]."""
     return _apply("asin", input)
 
 
+@accepts_out()
 @autocast_op()
 def acos(input: Any) -> Any:  # noqa: A002
     """Arccosine of each element; NaN outside [-1, 1]."""
     return _apply("acos", input)
 
 
+@accepts_out()
 def atan(input: Any) -> Any:  # noqa: A002
     """Arctangent of each element, in (-pi/2, pi/2)."""
     return _apply("atan", input)
 
 
+@accepts_out()
 @autocast_op()
 def sinh(input: Any) -> Any:  # noqa: A002
     """Hyperbolic sine of each element."""
     return _apply("sinh", input)
 
 
+@accepts_out()
 @autocast_op()
 def cosh(input: Any) -> Any:  # noqa: A002
     """Hyperbolic cosine of each element."""
     return _apply("cosh", input)
 
 
+@accepts_out()
 def asinh(input: Any) -> Any:  # noqa: A002
     """Inverse hyperbolic sine of each element."""
     return _apply("asinh", input)
 
 
+@accepts_out()
 def acosh(input: Any) -> Any:  # noqa: A002
     """Inverse hyperbolic cosine of each element; NaN below 1."""
     return _apply("acosh", input)
 
 
+@accepts_out()
 def atanh(input: Any) -> Any:  # noqa: A002
     """Inverse hyperbolic tangent of each element; +-inf at +-1, NaN outside [-1, 1]."""
     return _apply("atanh", input)
 
 
+@accepts_out()
 def erf(input: Any) -> Any:  # noqa: A002
     """The error function of each element."""
     return _apply("erf", input)
 
 
+@accepts_out()
 def erfc(input: Any) -> Any:  # noqa: A002
     """The complementary error function 1 - erf(x) of each element, accurate for large x."""
     return _apply("erfc", input)
 
 
+@accepts_out()
 @autocast_op()
 def erfinv(input: Any) -> Any:  # noqa: A002
     """The inverse error function of each element; +-inf at +-1, NaN outside [-1, 1]."""
     return _apply("erfinv", input)
 
 
+@accepts_out()
 @autocast_op()
 def log1p(input: Any) -> Any:  # noqa: A002
     """log(1 + x) of each element, accurate for small x."""
     return _apply("log1p", input)
 
 
+@accepts_out()
 @autocast_op()
 def expm1(input: Any) -> Any:  # noqa: A002
     """exp(x) - 1 of each element, accurate for small x."""
     return _apply("expm1", input)
 
 
+@accepts_out()
 @autocast_op()
 def log2(input: Any) -> Any:  # noqa: A002
     """Base-2 logarithm of each element."""
     return _apply("log2", input)
 
 
+@accepts_out()
 @autocast_op()
 def log10(input: Any) -> Any:  # noqa: A002
     """Base-10 logarithm of each element."""
     return _apply("log10", input)
 
 
+@accepts_out()
 def exp2(input: Any) -> Any:  # noqa: A002
     """2 ** x of each element."""
     return _apply("exp2", input)
 
 
+@accepts_out()
 @autocast_op()
 def rsqrt(input: Any) -> Any:  # noqa: A002
     """1 / sqrt(x) of each element."""
     return _apply("rsqrt", input)
 
 
+@accepts_out()
 @autocast_op()
 def reciprocal(input: Any) -> Any:  # noqa: A002
     """1 / x of each element (integers give the default float dtype, as in PyTorch)."""
