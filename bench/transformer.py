@@ -183,18 +183,23 @@ def mingpt_ddp_section(settings: Settings) -> list[dict]:
     finally:
         for world in worlds.values():
             world.close()
-    medians = {framework: {run: 1e3 * statistics.median(ts) for run, ts in runs.items()} for framework, runs in times.items()}
-    size = f"4L 4H 256w T128 B{MINGPT_BATCH} x{MINGPT_DDP_RANKS} ranks"
-    row = {"section": "mingpt-ddp", "size": size, "threads": 1}
-    return [
-        {**row, "name": "minGPT train step DDP", "zgrad_ms": medians["zgrad"]["ddp"], "torch_ms": medians["torch"]["ddp"],
-         "zgrad_best_ms": 1e3 * min(times["zgrad"]["ddp"]), "target": TIME_TARGET},
-        {**row, "name": "minGPT train step, no DDP", "zgrad_ms": medians["zgrad"]["local"],
-         "torch_ms": medians["torch"]["local"], "zgrad_best_ms": 1e3 * min(times["zgrad"]["local"]), "target": None},
-        {**row, "name": "DDP overhead (difference)", "zgrad_ms": medians["zgrad"]["ddp"] - medians["zgrad"]["local"],
-         "torch_ms": medians["torch"]["ddp"] - medians["torch"]["local"], "zgrad_best_ms": None, "target": None},
-    ]
+    return _mingpt_ddp_rows(times)
 
+
+def _mingpt_ddp_rows(times: dict[str, dict[str, list[float]]]) -> list[dict]:
+    """The section's rows from library -> run -> rank 0's step times (s): the DDP step, the step
+    without DDP, and the difference of their medians."""
+    row = {"section": "mingpt-ddp", "size": f"4L 4H 256w T128 B{MINGPT_BATCH} x{MINGPT_DDP_RANKS} ranks",
+           "threads": 1}
+    ddp, local = ({**row, "name": name, "target": target,
+                   **{f"{library}_ms": 1e3 * statistics.median(times[library][run]) for library in times},
+                   "zgrad_best_ms": 1e3 * min(times["zgrad"][run]),
+                   **{f"{library}_samples_ms": [1e3 * t for t in times[library][run]] for library in times}}
+                  for run, name, target in (("ddp", "minGPT train step DDP", TIME_TARGET),
+                                            ("local", "minGPT train step, no DDP", None)))
+    overhead = {**row, "name": "DDP overhead (difference)", "target": None, "zgrad_best_ms": None,
+                **{f"{library}_ms": ddp[f"{library}_ms"] - local[f"{library}_ms"] for library in times}}
+    return [ddp, local, overhead]
 
 def _libraries():
     return {name: importlib.import_module(name) for name in ("zgrad", "torch")}
