@@ -127,7 +127,6 @@ def mingpt_section(settings: Settings) -> list[dict]:
 
 
 MINGPT_DDP_RANKS = 2
-MINGPT_DDP_STEPS_PER_BLOCK = 2
 MINGPT_DDP_WARMUP_TIMEOUT_S = 600.0  # the first steps compile zgrad's kernels
 MINGPT_DDP_BLOCK_TIMEOUT_S = 300.0
 _MINGPT_DDP_RUNS = ("ddp", "local")
@@ -173,12 +172,13 @@ def mingpt_ddp_section(settings: Settings) -> list[dict]:
             _procs.activate(worlds, framework)
             for run in _MINGPT_DDP_RUNS:
                 world.ask({"run": run, "iters": settings.warmup + 1}, MINGPT_DDP_WARMUP_TIMEOUT_S)
-        for block in range(-(-settings.repeats // MINGPT_DDP_STEPS_PER_BLOCK)):
+        # Blocks of one step of each run, the finest alternation; an even number of them, so that
+        # each library goes first as often as the other.
+        for block in range(settings.repeats + settings.repeats % 2):
             for framework in frameworks if block % 2 == 0 else frameworks[::-1]:
                 _procs.activate(worlds, framework)
                 for run in _MINGPT_DDP_RUNS:
-                    answer = worlds[framework].ask({"run": run, "iters": MINGPT_DDP_STEPS_PER_BLOCK},
-                                                   MINGPT_DDP_BLOCK_TIMEOUT_S)
+                    answer = worlds[framework].ask({"run": run, "iters": 1}, MINGPT_DDP_BLOCK_TIMEOUT_S)
                     times[framework][run] += answer["times"]
     finally:
         for world in worlds.values():
