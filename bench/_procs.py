@@ -183,8 +183,9 @@ def activate(worlds: dict[str, ServedWorld], framework: str) -> None:
 
 
 def serve(handle) -> None:
-    """Rank 0 of a :class:`ServedWorld`: answer each JSON command read from stdin with one
-    ``RESULT`` line (``handle(command)``), until ``{"exit": true}`` or the end of stdin."""
+    """A commanded rank of a :class:`ServedWorld` (rank 0, or each with ``every_rank``): answer each
+    JSON command read from stdin with one ``RESULT`` line (``handle(command)``), until
+    ``{"exit": true}`` or the end of stdin."""
     for line in sys.stdin:
         command = json.loads(line)
         if command.get("exit"):

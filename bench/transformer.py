@@ -16,8 +16,8 @@ Sections (``--section NAME``; all of them without it):
   difference). Both libraries' worlds are up together, and blocks of steps alternate between
   them, the waiting world stopped (:class:`_procs.ServedWorld`); rank 0's times, after barriers.
 
-Every section but ``mingpt-ddp`` runs in a fresh interpreter per thread count (1 and 2): Numba and torch read their
-thread counts once (``NUMBA_NUM_THREADS``, ``torch.set_num_threads``). Times are medians of
+Every other section runs in a fresh interpreter per thread count (1 and 2): Numba and torch read
+their thread counts once (``NUMBA_NUM_THREADS``, ``torch.set_num_threads``). Times are medians of
 alternating rounds (:func:`kernels.alternating_times`); the ratio is zgrad's median / torch's.
 
 Peak memory: each library runs one forward + backward in its own fresh interpreter after a warm-up
@@ -200,6 +200,7 @@ def _mingpt_ddp_rows(times: dict[str, dict[str, list[float]]]) -> list[dict]:
     overhead = {**row, "name": "DDP overhead (difference)", "target": None, "zgrad_best_ms": None,
                 **{f"{library}_ms": ddp[f"{library}_ms"] - local[f"{library}_ms"] for library in times}}
     return [ddp, local, overhead]
+
 
 def _libraries():
     return {name: importlib.import_module(name) for name in ("zgrad", "torch")}
