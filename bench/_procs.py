@@ -66,15 +66,15 @@ def _world_spec(framework: str, extra: dict, world_size: int) -> dict:
     return spec
 
 
-def _start_world(script: str, framework: str, spec: dict, rank0_stdin: int | None) -> list[subprocess.Popen]:
-    """Start every rank of ``script --worker framework``; rank 0's stdout is a pipe (its stdin
-    too when ``rank0_stdin`` is ``subprocess.PIPE``). Kills what it started if a start fails."""
+def _start_world(script: str, framework: str, spec: dict, commanded_ranks: int) -> list[subprocess.Popen]:
+    """Start every rank of ``script --worker framework``; rank 0's stdout is a pipe, and so is the
+    stdin of the first ``commanded_ranks`` ranks. Kills what it started if a start fails."""
     procs: list[subprocess.Popen] = []
     try:
         for rank in range(spec["world_size"]):
             procs.append(subprocess.Popen(
                 [sys.executable, script, "--worker", framework, "--rank", str(rank), "--spec", json.dumps(spec)],
-                stdin=rank0_stdin if rank == 0 else subprocess.DEVNULL,
+                stdin=subprocess.PIPE if rank < commanded_ranks else subprocess.DEVNULL,
                 stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL, text=True, env=worker_env()))
     except BaseException:
         _kill(procs)
@@ -91,7 +91,7 @@ def _kill(procs: list[subprocess.Popen]) -> None:
 
 def run_world(script: str, framework: str, extra: dict, timeout_s: float, world_size: int) -> dict:
     """Start ranks 0 .. world_size-1 of ``script --worker framework``; return rank 0's RESULT json."""
-    procs = _start_world(script, framework, _world_spec(framework, extra, world_size), None)
+    procs = _start_world(script, framework, _world_spec(framework, extra, world_size), 0)
     try:
         out, _ = procs[0].communicate(timeout=timeout_s)
         for proc in procs[1:]:
@@ -113,19 +113,29 @@ class ServedWorld:
     whose worlds are up at the same time, so that the machine's slow minutes hit both alike;
     the world that waits is stopped (:meth:`pause`, SIGSTOP): an idle TensorPipe process keeps a
     core busy polling, which would slow the other framework's block. Every wait is bounded;
-    :meth:`close` ends the processes (killing what does not exit)."""
+    :meth:`close` ends the processes (killing what does not exit).
 
-    def __init__(self, script: str, framework: str, extra: dict, world_size: int) -> None:
+    With ``every_rank`` each command goes to every rank's stdin (each rank serves it, as the
+    ranks of a DDP world must all step); only rank 0's answer is read."""
+
+    def __init__(self, script: str, framework: str, extra: dict, world_size: int, every_rank: bool = False) -> None:
         self.framework = framework
-        self.procs = _start_world(script, framework, _world_spec(framework, extra, world_size), subprocess.PIPE)
+        self.procs = _start_world(script, framework, _world_spec(framework, extra, world_size),
+                                  world_size if every_rank else 1)
+        self._commanded = self.procs if every_rank else self.procs[:1]
+
+    def _send(self, command: dict) -> None:
+        for p in self._commanded:
+            if p.poll() is None:
+                p.stdin.write(json.dumps(command) + "\n")
+                p.stdin.flush()
 
     def ask(self, command: dict, timeout_s: float) -> dict:
         """Send ``command`` to rank 0 and return its answer; raise if none comes in ``timeout_s``."""
         import select
 
         rank0 = self.procs[0]
-        rank0.stdin.write(json.dumps(command) + "\n")
-        rank0.stdin.flush()
+        self._send(command)
         deadline = time.monotonic() + timeout_s
         while True:
             left = deadline - time.monotonic()
@@ -154,9 +164,7 @@ class ServedWorld:
         """Ask rank 0 to stop, wait for every process (bounded), kill what is left."""
         self.resume()
         try:
-            if self.procs and self.procs[0].poll() is None:
-                self.procs[0].stdin.write(json.dumps({"exit": True}) + "\n")
-                self.procs[0].stdin.flush()
+            self._send({"exit": True})
             deadline = time.monotonic() + timeout_s
             for p in self.procs:
                 p.wait(max(0.1, deadline - time.monotonic()))
@@ -166,9 +174,18 @@ class ServedWorld:
             _kill(self.procs)
 
 
+def activate(worlds: dict[str, ServedWorld], framework: str) -> None:
+    """Let ``framework``'s world run and stop the others (:meth:`ServedWorld.pause`)."""
+    for other, world in worlds.items():
+        if other != framework:
+            world.pause()
+    worlds[framework].resume()
+
+
 def serve(handle) -> None:
-    """Rank 0 of a :class:`ServedWorld`: answer each JSON command read from stdin with one
-    ``RESULT`` line (``handle(command)``), until ``{"exit": true}`` or the end of stdin."""
+    """A commanded rank of a :class:`ServedWorld` (rank 0, or each with ``every_rank``): answer each
+    JSON command read from stdin with one ``RESULT`` line (``handle(command)``), until
+    ``{"exit": true}`` or the end of stdin."""
     for line in sys.stdin:
         command = json.loads(line)
         if command.get("exit"):
@@ -189,6 +206,16 @@ def init_worker(framework: str, rank: int, spec: dict):
     opts = rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://127.0.0.1:{spec['port']}", rpc_timeout=120)
     rpc.init_rpc(f"worker{rank}", rank=rank, world_size=spec.get("world_size", 2), rpc_backend_options=opts)
     return rpc
+
+
+def timed_calls(fn, n: int) -> list[float]:
+    """Wall seconds of each of ``n`` calls of ``fn``."""
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
 
 
 def emit(result: dict) -> None:

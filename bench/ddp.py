@@ -35,7 +35,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -52,15 +51,6 @@ def _settings(quick: bool) -> dict:
     if quick:
         return {"warmup": 3, "steps": 8, "blocks": 2, "rounds": 1}
     return {"warmup": 5, "steps": 20, "blocks": 4, "rounds": 3}
-
-
-def _timed(step, n: int) -> list[float]:
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return times
 
 
 def _zgrad_rank(rank: int, spec: dict) -> dict:
@@ -163,7 +153,7 @@ def _measure(ddp_step, local_step, allreduce, barrier, settings: dict) -> dict:
     for _ in range(settings["blocks"]):
         for name, fn in (("ddp", ddp_step), ("local", local_step), ("allreduce", allreduce)):
             barrier()
-            times[name] += _timed(fn, settings["steps"])
+            times[name] += _procs.timed_calls(fn, settings["steps"])
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 

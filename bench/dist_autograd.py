@@ -236,7 +236,7 @@ def _alternate(worlds: dict, names: tuple, settings: dict) -> dict:
     for name in names:
         iters = settings["iters"][name]
         for framework, world in worlds.items():
-            _activate(worlds, framework)
+            _procs.activate(worlds, framework)
             for mode in modes[framework]:
                 world.ask({"run": name, "mode": mode, "iters": settings["warmup"]}, 600)
         times = {f: {m: [] for m in modes[f]} for f in worlds}
@@ -245,7 +245,7 @@ def _alternate(worlds: dict, names: tuple, settings: dict) -> dict:
         order = list(worlds)
         for block in range(settings["blocks"]):
             for framework in (order if block % 2 == 0 else order[::-1]):
-                _activate(worlds, framework)
+                _procs.activate(worlds, framework)
                 for mode in modes[framework]:
                     answer = worlds[framework].ask({"run": name, "mode": mode, "iters": iters}, 600)
                     times[framework][mode] += answer["times"]
@@ -260,14 +260,6 @@ def _alternate(worlds: dict, names: tuple, settings: dict) -> dict:
                 "messages_per_pass_total": sum(msgs[framework][m].values()) / passes,
                 "discovery_per_pass": disc[framework][m] / passes} for m in modes[framework]}
     return out
-
-
-def _activate(worlds: dict, framework: str) -> None:
-    """Let ``framework``'s world run and stop the others (an idle torch world polls a core busy)."""
-    for other, world in worlds.items():
-        if other != framework:
-            world.pause()
-    worlds[framework].resume()
 
 
 def _served(frameworks: list, extra: dict, world_size: int, names: tuple, settings: dict) -> dict:

@@ -9,9 +9,15 @@ Sections (``--section NAME``; all of them without it):
   layers, 4 heads, 256 wide, block 128, batch 16, a 65-character vocabulary, dropout 0): forward,
   backward, ``clip_grad_norm_``, AdamW; float32 (target <= 1.0x torch's time), and the same step
   under bfloat16 autocast (both libraries; reported, no target).
+- ``mingpt-ddp``: the same float32 step with the model wrapped in ``DistributedDataParallel`` on
+  2 ranks, batch 16 per rank, one process per rank with one compute thread (zgrad's DDP over its
+  process group against torch's over gloo, both on loopback); target <= 1.0x torch's time. Also
+  the same step without DDP on both ranks at once (the limit), and DDP's overhead (the
+  difference). Both libraries' worlds are up together, and blocks of steps alternate between
+  them, the waiting world stopped (:class:`_procs.ServedWorld`); rank 0's times, after barriers.
 
-Every section runs in a fresh interpreter per thread count (1 and 2): Numba and torch read their
-thread counts once (``NUMBA_NUM_THREADS``, ``torch.set_num_threads``). Times are medians of
+Every other section runs in a fresh interpreter per thread count (1 and 2): Numba and torch read
+their thread counts once (``NUMBA_NUM_THREADS``, ``torch.set_num_threads``). Times are medians of
 alternating rounds (:func:`kernels.alternating_times`); the ratio is zgrad's median / torch's.
 
 Peak memory: each library runs one forward + backward in its own fresh interpreter after a warm-up
@@ -21,12 +27,13 @@ step, so it counts everything the step allocated and touched (numpy and Numba's 
 torch's allocator) and nothing the inputs or libraries held before. Other processes do not change
 it, unlike the times: on a shared machine the times are noisy (the load average is printed).
 
-Usage: python bench/transformer.py [--section sdpa] [--quick] [--out bench/results/transformer.json]
+Usage: python bench/transformer.py [--section sdpa|mingpt|mingpt-ddp] [--quick] [--out bench/results/transformer.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import pathlib
@@ -41,6 +48,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
+import _procs  # noqa: E402
 from kernels import FULL, QUICK, Settings, alternating_times  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "support"))
@@ -74,11 +82,12 @@ MINGPT = GPTConfig(n_layer=4, n_head=4, n_embd=256, vocab_size=65, block_size=12
 MINGPT_BATCH = 16
 
 
-def _mingpt_step(lib, autocast: bool, seed: int = 0) -> Callable[[], None]:
+def _mingpt_step(lib, autocast: bool, seed: int = 0, wrap: Callable = lambda model: model) -> Callable[[], None]:
     """One minGPT training step (forward, backward, clip to norm 1, AdamW) of one library, float32
-    weights, the forward under bfloat16 autocast when ``autocast``."""
+    weights, the forward under bfloat16 autocast when ``autocast``; the model is ``wrap(GPT)``
+    (e.g. ``DistributedDataParallel``), its weights and batch drawn from ``seed``."""
     lib.manual_seed(seed)
-    model = gpt_classes(lib).GPT(MINGPT, lib.float32)
+    model = wrap(gpt_classes(lib).GPT(MINGPT, lib.float32))
     optimizer = create_optimizer(lib, model, learning_rate=3e-4)
     rng = np.random.default_rng(seed)
     tokens = rng.integers(0, MINGPT.vocab_size, size=(MINGPT_BATCH, MINGPT.block_size + 1))
@@ -117,12 +126,84 @@ def mingpt_section(settings: Settings) -> list[dict]:
             for row in _run_json(["--worker", "mingpt", "--threads", str(threads), *quick], threads)]
 
 
+MINGPT_DDP_RANKS = 2
+MINGPT_DDP_WARMUP_TIMEOUT_S = 600.0  # the first steps compile zgrad's kernels
+MINGPT_DDP_BLOCK_TIMEOUT_S = 300.0
+_MINGPT_DDP_RUNS = ("ddp", "local")
+
+
+def mingpt_ddp_rank(framework: str, rank: int, spec: dict) -> None:
+    """Serve one rank of a :class:`_procs.ServedWorld` (every rank commanded): the minGPT step
+    under ``DistributedDataParallel`` (``"ddp"``) and without it (``"local"``), both with this
+    rank's own weights and batch; each command ``{"run": ..., "iters": n}`` runs n steps after a
+    barrier and answers their times. Blocks until told to exit, then destroys the process group."""
+    lib = importlib.import_module(framework)
+    dist = importlib.import_module(f"{framework}.distributed")
+    init_method = f"tcp://127.0.0.1:{spec['port']}"
+    if framework == "zgrad":
+        dist.init_process_group("zmq", init_method=init_method, rank=rank, world_size=spec["world_size"],
+                                config={"transport": spec["config"]["transport"]})
+    else:
+        lib.set_num_threads(1)
+        dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=spec["world_size"])
+    try:
+        ddp = importlib.import_module(f"{framework}.nn.parallel").DistributedDataParallel
+        steps = {"ddp": _mingpt_step(lib, False, seed=rank, wrap=ddp), "local": _mingpt_step(lib, False, seed=rank)}
+
+        def handle(command: dict) -> dict:
+            dist.barrier()
+            return {"times": _procs.timed_calls(steps[command["run"]], command["iters"])}
+
+        _procs.serve(handle)
+    finally:
+        dist.destroy_process_group()
+
+
+def mingpt_ddp_section(settings: Settings) -> list[dict]:
+    """Rows of the minGPT step under DDP on 2 ranks, without DDP on both ranks at once, and DDP's
+    overhead: zgrad's and torch's medians of rank 0's step times, in alternating blocks."""
+    frameworks = ("zgrad", "torch")
+    times = {framework: {run: [] for run in _MINGPT_DDP_RUNS} for framework in frameworks}
+    worlds: dict[str, _procs.ServedWorld] = {}
+    try:
+        for framework in frameworks:
+            worlds[framework] = _procs.ServedWorld(__file__, framework, {}, MINGPT_DDP_RANKS, every_rank=True)
+        for framework, world in worlds.items():  # one more than settings.warmup: torch's DDP rebuilds its buckets
+            _procs.activate(worlds, framework)
+            for run in _MINGPT_DDP_RUNS:
+                world.ask({"run": run, "iters": settings.warmup + 1}, MINGPT_DDP_WARMUP_TIMEOUT_S)
+        # Blocks of one step of each run, the finest alternation; an even number of them, so that
+        # each library goes first as often as the other.
+        for block in range(settings.repeats + settings.repeats % 2):
+            for framework in frameworks if block % 2 == 0 else frameworks[::-1]:
+                _procs.activate(worlds, framework)
+                for run in _MINGPT_DDP_RUNS:
+                    answer = worlds[framework].ask({"run": run, "iters": 1}, MINGPT_DDP_BLOCK_TIMEOUT_S)
+                    times[framework][run] += answer["times"]
+    finally:
+        for world in worlds.values():
+            world.close()
+    return _mingpt_ddp_rows(times)
+
+
+def _mingpt_ddp_rows(times: dict[str, dict[str, list[float]]]) -> list[dict]:
+    """The section's rows from library -> run -> rank 0's step times (s): the DDP step, the step
+    without DDP, and the difference of their medians."""
+    row = {"section": "mingpt-ddp", "size": f"4L 4H 256w T128 B{MINGPT_BATCH} x{MINGPT_DDP_RANKS} ranks",
+           "threads": 1}
+    ddp, local = ({**row, "name": name, "target": target,
+                   **{f"{library}_ms": 1e3 * statistics.median(times[library][run]) for library in times},
+                   "zgrad_best_ms": 1e3 * min(times["zgrad"][run]),
+                   **{f"{library}_samples_ms": [1e3 * t for t in times[library][run]] for library in times}}
+                  for run, name, target in (("ddp", "minGPT train step DDP", TIME_TARGET),
+                                            ("local", "minGPT train step, no DDP", None)))
+    overhead = {**row, "name": "DDP overhead (difference)", "target": None, "zgrad_best_ms": None,
+                **{f"{library}_ms": ddp[f"{library}_ms"] - local[f"{library}_ms"] for library in times}}
+    return [ddp, local, overhead]
+
+
 def _libraries():
-    import torch
-
-    import zgrad
-
-    return {"zgrad": zgrad, "torch": torch}
+    return {name: importlib.import_module(name) for name in ("zgrad", "torch")}
 
 
 def sdpa_times(settings: Settings, threads: int) -> list[dict]:
@@ -178,7 +259,8 @@ def sdpa_section(settings: Settings) -> list[dict]:
     return rows
 
 
-SECTIONS: dict[str, Callable[[Settings], list[dict]]] = {"sdpa": sdpa_section, "mingpt": mingpt_section}
+SECTIONS: dict[str, Callable[[Settings], list[dict]]] = {"sdpa": sdpa_section, "mingpt": mingpt_section,
+                                                         "mingpt-ddp": mingpt_ddp_section}
 WORKERS: dict[str, Callable[[Settings, int], list[dict]]] = {"sdpa": sdpa_times, "mingpt": mingpt_times}
 
 
@@ -202,17 +284,18 @@ def format_table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = _procs.bench_args(__doc__.split("\n\n")[0])
     parser.add_argument("--section", choices=sorted(SECTIONS), help="only this section")
-    parser.add_argument("--quick", action="store_true", help="the smallest size, fewer repeats")
     parser.add_argument("--out", type=pathlib.Path,
                         default=pathlib.Path(__file__).resolve().parent / "results" / "transformer.json")
-    parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--memory", choices=("zgrad", "torch"), help=argparse.SUPPRESS)
     parser.add_argument("--length", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     settings = QUICK if args.quick else FULL
+    if args.spec:  # a rank of the mingpt-ddp section's worlds: --worker names its library
+        mingpt_ddp_rank(args.worker, args.rank, json.loads(args.spec))
+        return 0
     if args.worker:
         print(json.dumps(WORKERS[args.worker](settings, args.threads)))
         return 0
