@@ -38,7 +38,11 @@ class MatMul(Op):
 
 
 class Linear(Op):
-    """y = x @ weight.T + bias, with the bias added in place into the product."""
+    """y = x @ weight.T + bias, with the bias added in place into the product.
+
+    An input of more than two dimensions runs as one (rows, in_features) matrix: made contiguous
+    first where its layout does not fold (a transposed sequence-first view, as attention passes),
+    and that matrix is what backward keeps, so the copy is made once for both passes."""
 
     @staticmethod
     def forward(ctx, x, weight, bias=None):
@@ -50,19 +54,21 @@ class Linear(Op):
         if x.dtype != weight.dtype:
             raise DTypeError(f"mat1 and mat2 must have the same dtype, but got {dispatch.scalar_type_name(x.dtype)} and "
                              f"{dispatch.scalar_type_name(weight.dtype)}")
-        ctx.save_for_backward(x, weight)
-        out = dispatch.matmul(x, weight.T)
+        rows = dispatch.contiguous(x).reshape(-1, x.shape[-1]) if x.ndim > 2 else x
+        ctx.save_for_backward(rows, weight)
+        ctx.input_shape = x.shape
+        out = dispatch.matmul(rows, weight.T)
         if bias is not None:
             dispatch.add_inplace(out, bias)
-        return out
+        return out.reshape(*x.shape[:-1], weight.shape[0]) if x.ndim > 2 else out
 
     @staticmethod
     def backward(ctx, grad):
-        x, weight = ctx.saved_tensors
+        rows, weight = ctx.saved_tensors
         needs = ctx.needs_input_grad
         g2 = grad.reshape(-1, grad.shape[-1])
-        gx = dispatch.matmul(grad, weight) if needs[0] else None
-        gw = dispatch.matmul(g2.T, x.reshape(-1, x.shape[-1])) if needs[1] else None
+        gx = dispatch.matmul(g2, weight).reshape(ctx.input_shape) if needs[0] else None
+        gw = dispatch.matmul(g2.T, rows.reshape(-1, rows.shape[-1])) if needs[1] else None
         if len(needs) == 2:  # applied without a bias
             return gx, gw
         return gx, gw, (dispatch.reduce_sum(g2, 0) if needs[2] else None)
