@@ -74,58 +74,67 @@ def _chunk(batch: int, sample_bytes: int) -> int:
 
 
 class _Shifted:
-    """The stride-1, zero-padding path (see :mod:`kernels.conv`): padded planes of a chunk of samples
-    laid end to end per channel, one product per kernel tap reading them in place."""
+    """The stride-1, zero-padding path (see :mod:`kernels.conv`): the padded planes of a chunk of
+    samples laid end to end, KW shifted copies per channel, one product per kernel row reading them
+    in place."""
 
     def __init__(self, x, weight_shape, padding, dilation, out_h: int, out_w: int, scratch: Workspace) -> None:
-        kernel_h, kernel_w = weight_shape[2], weight_shape[3]
+        self.kernel_h, self.kernel_w = kernel_h, kernel_w = weight_shape[2], weight_shape[3]
         reach_h, reach_w = (kernel_h - 1) * dilation[0], (kernel_w - 1) * dilation[1]
         height, width = x.shape[2], x.shape[3]
         pad_bottom, pad_right = out_h + reach_h - height - padding[0], out_w + reach_w - width - padding[1]
-        self.x, self.padding = x, padding
+        self.x, self.padding, self.reach, self.column_step = x, padding, (reach_h, reach_w), dilation[1]
         # Neighbouring rows share their zero columns and neighbouring planes their zero rows (the
         # right padding of a row is the left padding of the next): 33x33 planes instead of 34x34
         # for a 32x32 image padded by 1, 6% less to multiply. Wp, the padded row:
         self.width = max(width + max(padding[1], pad_right), out_w)
         self.plane = max(height + max(padding[0], pad_bottom), out_h) * self.width  # a padded plane
-        self.tail = reach_h * self.width + reach_w  # the farthest tap's offset
-        self.taps = [(i, j, i * dilation[0] * self.width + j * dilation[1])
-                     for i in range(kernel_h) for j in range(kernel_w)]
-        channels = x.shape[1]
-        per_sample = 3 * max(channels, weight_shape[0]) * self.plane * x.itemsize  # padded input, 2 products
+        self.row_step = dilation[0] * self.width  # from one kernel row's inputs to the next's
+        channels = max(x.shape[1], weight_shape[0])
+        # shifted copies of the input and of the gradient, two products:
+        per_sample = (kernel_w * (x.shape[1] + weight_shape[0]) + 2 * channels) * self.plane * x.itemsize
         self.chunk = _chunk(x.shape[0], per_sample)
-        self._padded = scratch.take("padded", channels * (self.chunk * self.plane + self.tail), x.dtype)
+        self.copies = kernel_w * channels * (self.chunk * self.plane + reach_h * self.width)
 
     def chunks(self):
         """(start, stop) of each chunk of samples."""
         return ((start, min(start + self.chunk, self.x.shape[0])) for start in range(0, self.x.shape[0], self.chunk))
 
-    def padded(self, m: int, source=None):
-        """The (C, m*plane + tail) padded planes of m samples: of ``source`` (m, C, H, W) at the
-        padding offset, or, without ``source``, uninitialized but for a zero tail."""
-        out = _leading(self._padded, (self.x.shape[1], m * self.plane + self.tail))
-        if source is None:
-            out[:, m * self.plane:] = 0
-        else:
-            kernels.conv.pad_planes(source, *self.padding, self.width, self.plane, out)
+    def rows(self, source, corner: tuple[int, int], buffer):
+        """(C*KW, m*plane + (KH-1)*dh*Wp) in ``buffer``: the padded planes of ``source`` (m, C, H, W),
+        plane n's first position at n*plane + corner[0]*Wp + corner[1], copy j of each channel
+        shifted back by j*dw."""
+        m, channels = source.shape[:2]
+        out = _leading(buffer, (channels * self.kernel_w, m * self.plane + self.reach[0] * self.width))
+        kernels.conv.pad_planes(source, *corner, self.width, self.plane, self.column_step, out)
         return out
 
-    def view(self, padded, groups: int, offset: int, m: int):
-        """The (G, C/G, m*plane) inputs of the tap at ``offset``: a strided view of ``padded``."""
-        channels = padded.shape[0]
-        return padded.reshape(groups, channels // groups, -1)[..., offset:offset + m * self.plane]
+    def view(self, rows, groups: int, i: int, m: int):
+        """(G, C*KW/G, m*plane): the inputs of kernel row ``i`` in ``rows``, a strided view."""
+        start = i * self.row_step
+        return rows.reshape(groups, rows.shape[0] // groups, -1)[..., start:start + m * self.plane]
+
+    def correlate(self, row_weights, rows, m: int, total, product) -> None:
+        """total (G, M, m*plane) = the sum over kernel rows i of row_weights[i] (G, M, C*KW/G) @ the
+        inputs of row i in ``rows``; ``product`` is scratch of total's shape."""
+        for i in range(self.kernel_h):
+            np.matmul(row_weights[i], self.view(rows, row_weights.shape[1], i, m), out=product if i else total)
+            if i:
+                np.add(total, product, out=total)
 
     def crop(self, wide, corner: tuple[int, int], bias, out) -> None:
-        """out (m, C, OH, OW) = the positions of ``wide`` (C, m*plane + ...) from ``corner`` of each
+        """out (m, C, OH, OW) = the positions of ``wide`` (C, m*plane) from ``corner`` of each
         plane on (+ bias)."""
         kernels.conv.crop_planes(wide.reshape(out.shape[1], -1), *corner, self.width, self.plane,
                                          _or_empty(bias, out.dtype), out)
 
 
-def _tap_weights(weight, groups: int):
-    """(KH, KW, G, OC/G, C/G): the weight matrix of each kernel tap, contiguous."""
+def _row_weights(weight, groups: int):
+    """(KH, G, OC/G, C/G*KW): the weights of each kernel row against the KW shifted copies of each
+    input channel, contiguous."""
     out_channels, per_group, kernel_h, kernel_w = weight.shape
-    return _c(weight.transpose(2, 3, 0, 1)).reshape(kernel_h, kernel_w, groups, out_channels // groups, per_group)
+    grouped = weight.reshape(groups, out_channels // groups, per_group, kernel_h, kernel_w)
+    return _c(grouped.transpose(3, 0, 1, 2, 4)).reshape(kernel_h, groups, out_channels // groups, per_group * kernel_w)
 
 
 def _is_shifted(stride, padding_mode) -> bool:
@@ -158,19 +167,15 @@ def conv2d(x, weight, bias, stride, padding, dilation, groups, padding_mode, out
 
 
 def _forward_shifted(x, weight, bias, padding, dilation, groups, out, scratch: Workspace) -> None:
-    out_channels, out_h, out_w = out.shape[1:]
-    per_group = out_channels // groups
-    shifted = _Shifted(x, weight.shape, padding, dilation, out_h, out_w, scratch)
-    taps = _tap_weights(weight, groups)
+    out_channels = out.shape[1]
+    shifted = _Shifted(x, weight.shape, padding, dilation, *out.shape[2:], scratch)
+    row_weights = _row_weights(weight, groups)
+    rows = scratch.take("shifted input", shifted.copies, x.dtype)
     total, product = scratch.take("products", (2, out_channels * shifted.chunk * shifted.plane), x.dtype)
     for start, stop in shifted.chunks():
         m = stop - start
-        padded = shifted.padded(m, x[start:stop])
-        total_m, product_m = (_leading(a, (groups, per_group, m * shifted.plane)) for a in (total, product))
-        for k, (i, j, offset) in enumerate(shifted.taps):
-            np.matmul(taps[i, j], shifted.view(padded, groups, offset, m), out=product_m if k else total_m)
-            if k:
-                np.add(total_m, product_m, out=total_m)
+        total_m, product_m = (_leading(a, (groups, out_channels // groups, m * shifted.plane)) for a in (total, product))
+        shifted.correlate(row_weights, shifted.rows(x[start:stop], padding, rows), m, total_m, product_m)
         shifted.crop(total_m, (0, 0), bias, out[start:stop])
 
 
@@ -189,50 +194,38 @@ def _forward_columns(x, weight, stride, padding, dilation, groups, padding_mode,
         np.matmul(w_matrix, part, out=out_matrix[start:stop])
 
 
-def _weight_taps(shifted: _Shifted, x_chunk, g, groups: int, tap_grads, product) -> None:
-    """tap_grads[i, j] += g @ (the inputs of tap (i, j) in ``x_chunk``, m samples)^T."""
-    m = x_chunk.shape[0]
-    padded = shifted.padded(m, x_chunk)
-    for i, j, offset in shifted.taps:
-        np.matmul(g, shifted.view(padded, groups, offset, m).swapaxes(-1, -2), out=product)
-        tap_grads[i, j] += product
-
-
-def _input_taps(shifted: _Shifted, g, m: int, groups: int, taps_t, product, padding, grad_x) -> None:
-    """grad_x (m, C, H, W) = the sum over taps of (tap weights)^T @ g, laid back where each tap read."""
-    padded = shifted.padded(m)
-    product_m = _leading(product, (groups, shifted.x.shape[1] // groups, m * shifted.plane))
-    for i, j, offset in shifted.taps:  # the first tap's offset is 0: its product covers all but the tail
-        view = shifted.view(padded, groups, offset, m)
-        if offset == 0:
-            np.matmul(taps_t[i, j], g, out=view)
-        else:
-            np.matmul(taps_t[i, j], g, out=product_m)
-            np.add(view, product_m, out=view)
-    shifted.crop(padded, padding, None, grad_x)
-
-
 def _backward_shifted(grad, x, weight, padding, dilation, groups, grad_x, grad_weight, scratch: Workspace) -> None:
-    out_channels, out_h, out_w = grad.shape[1:]
+    """The input gradient is the same correlation (:meth:`_Shifted.correlate`) of the gradient,
+    laid (KH-1)*dh rows and (KW-1)*dw columns further on, with the kernel flipped and each tap's
+    weights transposed; the weight gradient of kernel row i is the gradient times the inputs of
+    row i transposed, one product per row for the KW taps of that row."""
+    out_channels, kernel_h, kernel_w = weight.shape[0], weight.shape[2], weight.shape[3]
     channels, per_group = x.shape[1], out_channels // groups
-    shifted = _Shifted(x, weight.shape, padding, dilation, out_h, out_w, scratch)
-    taps_t = _c(_tap_weights(weight, groups).swapaxes(-1, -2))  # (KH, KW, G, C/G, OC/G)
-    grad_wide = scratch.take("padded grad", out_channels * shifted.chunk * shifted.plane, x.dtype)
-    product_x = scratch.take("products", channels * shifted.chunk * shifted.plane, x.dtype)
+    shifted = _Shifted(x, weight.shape, padding, dilation, *grad.shape[2:], scratch)
+    flipped = weight.reshape(groups, per_group, -1, kernel_h, kernel_w)[..., ::-1, ::-1].swapaxes(1, 2)
+    transposed_rows = _row_weights(flipped.reshape(channels, per_group, kernel_h, kernel_w), groups)
+    grad_rows = scratch.take("shifted grad", shifted.copies, x.dtype)
+    x_rows = scratch.take("shifted input", shifted.copies, x.dtype)
+    total, product = scratch.take("products", (2, channels * shifted.chunk * shifted.plane), x.dtype)
     if grad_weight is not None:
-        tap_grads = np.zeros((*weight.shape[2:], groups, per_group, channels // groups), x.dtype)
-        product_w = np.empty(tap_grads.shape[2:], x.dtype)
+        row_grads = np.zeros((kernel_h, groups, per_group, channels // groups * kernel_w), x.dtype)
+        product_w = np.empty(row_grads.shape[1:], x.dtype)
     for start, stop in shifted.chunks():
         m = stop - start
-        g = _leading(grad_wide, (out_channels, m * shifted.plane))
-        kernels.conv.pad_planes(grad[start:stop], 0, 0, shifted.width, shifted.plane, g)
-        g = g.reshape(groups, per_group, -1)
+        g_rows = shifted.rows(grad[start:stop], shifted.reach, grad_rows)
         if grad_weight is not None:
-            _weight_taps(shifted, x[start:stop], g, groups, tap_grads, product_w)
+            # the gradient itself: the last copy's positions from the last kernel row's on
+            g = shifted.view(g_rows.reshape(out_channels, kernel_w, -1)[:, -1], groups, kernel_h - 1, m)
+            inputs = shifted.rows(x[start:stop], padding, x_rows)
+            for i in range(kernel_h):
+                np.matmul(g, shifted.view(inputs, groups, i, m).swapaxes(-1, -2), out=product_w)
+                row_grads[i] += product_w
         if grad_x is not None:
-            _input_taps(shifted, g, m, groups, taps_t, product_x, padding, grad_x[start:stop])
+            total_m, product_m = (_leading(a, (groups, channels // groups, m * shifted.plane)) for a in (total, product))
+            shifted.correlate(transposed_rows, g_rows, m, total_m, product_m)
+            shifted.crop(total_m, padding, None, grad_x[start:stop])
     if grad_weight is not None:
-        grad_weight[...] = tap_grads.reshape(*weight.shape[2:], out_channels, -1).transpose(2, 3, 0, 1)
+        grad_weight[...] = row_grads.reshape(kernel_h, out_channels, -1, kernel_w).transpose(1, 2, 0, 3)
 
 
 def _backward_columns(grad, x, weight, stride, padding, dilation, groups, padding_mode, grad_x, gw_matrix, w_t,
