@@ -75,8 +75,8 @@ def _chunk(batch: int, sample_bytes: int) -> int:
 
 class _Shifted:
     """The stride-1, zero-padding path (see :mod:`kernels.conv`): the padded planes of a chunk of
-    samples laid end to end, KW shifted copies per channel, one product per kernel row reading them
-    in place."""
+    samples laid end to end, KW shifted copies per channel, one product for all kernel rows, summed
+    and cropped in one pass."""
 
     def __init__(self, x, weight_shape, padding, dilation, out_h: int, out_w: int, scratch: Workspace) -> None:
         self.kernel_h, self.kernel_w = kernel_h, kernel_w = weight_shape[2], weight_shape[3]
@@ -91,10 +91,12 @@ class _Shifted:
         self.plane = max(height + max(padding[0], pad_bottom), out_h) * self.width  # a padded plane
         self.row_step = dilation[0] * self.width  # from one kernel row's inputs to the next's
         channels = max(x.shape[1], weight_shape[0])
-        # shifted copies of the input and of the gradient, two products:
-        per_sample = (kernel_w * (x.shape[1] + weight_shape[0]) + 2 * channels) * self.plane * x.itemsize
+        # shifted copies of the input and of the gradient, the products of every kernel row:
+        per_sample = (kernel_w * (x.shape[1] + weight_shape[0]) + kernel_h * channels) * self.plane * x.itemsize
         self.chunk = _chunk(x.shape[0], per_sample)
-        self.copies = kernel_w * channels * (self.chunk * self.plane + reach_h * self.width)
+        length = self.chunk * self.plane + reach_h * self.width  # the longest row of copies
+        self.copies = kernel_w * channels * length  # elements of a buffer for :meth:`rows`
+        self._products = scratch.take("products", kernel_h * channels * length, x.dtype)
 
     def chunks(self):
         """(start, stop) of each chunk of samples."""
@@ -114,27 +116,24 @@ class _Shifted:
         start = i * self.row_step
         return rows.reshape(groups, rows.shape[0] // groups, -1)[..., start:start + m * self.plane]
 
-    def correlate(self, row_weights, rows, m: int, total, product) -> None:
-        """total (G, M, m*plane) = the sum over kernel rows i of row_weights[i] (G, M, C*KW/G) @ the
-        inputs of row i in ``rows``; ``product`` is scratch of total's shape."""
-        for i in range(self.kernel_h):
-            np.matmul(row_weights[i], self.view(rows, row_weights.shape[1], i, m), out=product if i else total)
-            if i:
-                np.add(total, product, out=total)
-
-    def crop(self, wide, corner: tuple[int, int], bias, out) -> None:
-        """out (m, C, OH, OW) = the positions of ``wide`` (C, m*plane) from ``corner`` of each
-        plane on (+ bias)."""
-        kernels.conv.crop_planes(wide.reshape(out.shape[1], -1), *corner, self.width, self.plane,
-                                         _or_empty(bias, out.dtype), out)
+    def correlate(self, row_weights, rows, corner: tuple[int, int], bias, out) -> None:
+        """out (m, G*M, OH, OW) = the sum over kernel rows i of row_weights[:, i] (G, KH, M, C*KW/G) @
+        the inputs of row i in ``rows``, from ``corner`` of each plane on (+ bias): one product
+        for all kernel rows, summed by the crop."""
+        groups, kernel_h, per_group = row_weights.shape[:3]
+        products = _leading(self._products, (groups, kernel_h * per_group, rows.shape[1]))
+        np.matmul(row_weights.reshape(groups, kernel_h * per_group, -1), rows.reshape(groups, -1, rows.shape[1]),
+                  out=products)
+        kernels.conv.crop_planes(products.reshape(groups, kernel_h, per_group, -1), *corner, self.width, self.plane,
+                                 self.row_step, _or_empty(bias, out.dtype), out)
 
 
 def _row_weights(weight, groups: int):
-    """(KH, G, OC/G, C/G*KW): the weights of each kernel row against the KW shifted copies of each
+    """(G, KH, OC/G, C/G*KW): the weights of each kernel row against the KW shifted copies of each
     input channel, contiguous."""
     out_channels, per_group, kernel_h, kernel_w = weight.shape
     grouped = weight.reshape(groups, out_channels // groups, per_group, kernel_h, kernel_w)
-    return _c(grouped.transpose(3, 0, 1, 2, 4)).reshape(kernel_h, groups, out_channels // groups, per_group * kernel_w)
+    return _c(grouped.transpose(0, 3, 1, 2, 4)).reshape(groups, kernel_h, out_channels // groups, per_group * kernel_w)
 
 
 def _is_shifted(stride, padding_mode) -> bool:
@@ -167,16 +166,11 @@ def conv2d(x, weight, bias, stride, padding, dilation, groups, padding_mode, out
 
 
 def _forward_shifted(x, weight, bias, padding, dilation, groups, out, scratch: Workspace) -> None:
-    out_channels = out.shape[1]
     shifted = _Shifted(x, weight.shape, padding, dilation, *out.shape[2:], scratch)
     row_weights = _row_weights(weight, groups)
     rows = scratch.take("shifted input", shifted.copies, x.dtype)
-    total, product = scratch.take("products", (2, out_channels * shifted.chunk * shifted.plane), x.dtype)
     for start, stop in shifted.chunks():
-        m = stop - start
-        total_m, product_m = (_leading(a, (groups, out_channels // groups, m * shifted.plane)) for a in (total, product))
-        shifted.correlate(row_weights, shifted.rows(x[start:stop], padding, rows), m, total_m, product_m)
-        shifted.crop(total_m, (0, 0), bias, out[start:stop])
+        shifted.correlate(row_weights, shifted.rows(x[start:stop], padding, rows), (0, 0), bias, out[start:stop])
 
 
 def _forward_columns(x, weight, stride, padding, dilation, groups, padding_mode, out, scratch: Workspace) -> None:
@@ -206,7 +200,6 @@ def _backward_shifted(grad, x, weight, padding, dilation, groups, grad_x, grad_w
     transposed_rows = _row_weights(flipped.reshape(channels, per_group, kernel_h, kernel_w), groups)
     grad_rows = scratch.take("shifted grad", shifted.copies, x.dtype)
     x_rows = scratch.take("shifted input", shifted.copies, x.dtype)
-    total, product = scratch.take("products", (2, channels * shifted.chunk * shifted.plane), x.dtype)
     if grad_weight is not None:
         row_grads = np.zeros((kernel_h, groups, per_group, channels // groups * kernel_w), x.dtype)
         product_w = np.empty(row_grads.shape[1:], x.dtype)
@@ -221,9 +214,7 @@ def _backward_shifted(grad, x, weight, padding, dilation, groups, grad_x, grad_w
                 np.matmul(g, shifted.view(inputs, groups, i, m).swapaxes(-1, -2), out=product_w)
                 row_grads[i] += product_w
         if grad_x is not None:
-            total_m, product_m = (_leading(a, (groups, channels // groups, m * shifted.plane)) for a in (total, product))
-            shifted.correlate(transposed_rows, g_rows, m, total_m, product_m)
-            shifted.crop(total_m, padding, None, grad_x[start:stop])
+            shifted.correlate(transposed_rows, g_rows, padding, None, grad_x[start:stop])
     if grad_weight is not None:
         grad_weight[...] = row_grads.reshape(kernel_h, out_channels, -1, kernel_w).transpose(1, 2, 0, 3)
 

@@ -24,12 +24,14 @@ too: rows of Wp = W + max(pad_left, pad_right) (or OW, if wider). Output positio
 (sample q // plane, padded position q % plane) sees through tap (i, j) of the kernel the input at
 q + i*dh*Wp + j*dw. ``pad_planes`` writes KW copies of each channel's row, copy j shifted back by
 j*dw: (C*KW, m*plane + (KH-1)*dh*Wp). The inputs of kernel row i over all m samples and all KW
-taps of that row are then one strided (C*KW, m*plane) matrix from column i*dh*Wp that BLAS reads
-in place, and the backend sums KH products (K = C*KW each) instead of KH*KW (K = C): bigger
-products and fewer sums, for 3x the input written instead of im2col's 9x. Positions past a row's
-OW outputs or past a plane's OH rows are computed and dropped by ``crop_planes`` (their gradient
-is set to zero by ``pad_planes``); the last (KH-1)*dh*Wp columns are zeros that keep the last
-sample's reads inside the array.
+taps of that row are then the (C*KW, m*plane) columns from i*dh*Wp on. The backend multiplies
+the whole (C*KW, m*plane + (KH-1)*dh*Wp) matrix by the weights of all kernel rows stacked, one
+product of (KH*OC, C*KW) by it (im2col's K = C*KH*KW would need 9x the input written, this 3x),
+and ``crop_planes`` adds, for each output position, kernel row i's product i*dh*Wp further on,
+which sums the KH rows and crops in one pass. Positions past a row's OW outputs or past a plane's
+OH rows are computed and dropped by ``crop_planes`` (their gradient is set to zero by
+``pad_planes``); the last (KH-1)*dh*Wp columns are zeros that keep the last sample's reads inside
+the array.
 """
 
 from __future__ import annotations
@@ -156,18 +158,31 @@ def pad_planes(x, top, left, width, plane, step, out):
 
 
 @kernel
-def crop_planes(x, top, left, width, plane, bias, out):
-    """out[n, c, h, w] = x[c, n*plane + (h + top)*width + w + left] (+ bias[c] unless ``bias`` is
-    empty): the inverse of :func:`pad_planes`."""
+def crop_planes(x, top, left, width, plane, step, bias, out):
+    """out[n, c, h, w] = the sum over i of x[g, i, k, n*plane + (h + top)*width + w + left + i*step]
+    for channel c = g*K + k of group g (+ bias[c] unless ``bias`` is empty): x (G, terms, K, L)
+    holds, per kernel row i, its products over every position, and each output position adds the
+    one kernel row i reads i*step further on (see :func:`pad_planes`)."""
     batch, channels, height, out_width = out.shape
-    source, dest, row_length = x.reshape(x.size), out.reshape(out.size), x.shape[1]
+    terms, per_group, row_length = x.shape[1], x.shape[2], x.shape[3]
+    source, dest = x.reshape(x.size), out.reshape(out.size)
     for n in range(batch):
         for c in range(channels):
             shift = bias[c] if bias.size else out.dtype.type(0)
-            corner = c * row_length + n * plane + top * width + left
+            group, k = c // per_group, c % per_group
+            corner = (group * terms * per_group + k) * row_length + n * plane + top * width + left
             planar = dest[(n * channels + c) * height * out_width:(n * channels + c + 1) * height * out_width]
             for h in range(height):
-                src = source[corner + h * width:corner + h * width + out_width]
                 row = planar[h * out_width:(h + 1) * out_width]
-                for w in range(out_width):
-                    row[w] = src[w] + shift
+                for i in range(terms):
+                    start = corner + i * (per_group * row_length + step) + h * width
+                    src = source[start:start + out_width]
+                    if i == 0:
+                        for w in range(out_width):
+                            row[w] = src[w]
+                    else:
+                        for w in range(out_width):
+                            row[w] += src[w]
+                if bias.size:
+                    for w in range(out_width):
+                        row[w] += shift
