@@ -91,30 +91,28 @@ class _Shifted:
         self.plane = max(height + max(padding[0], pad_bottom), out_h) * self.width  # a padded plane
         self.row_step = dilation[0] * self.width  # from one kernel row's inputs to the next's
         channels = max(x.shape[1], weight_shape[0])
-        # shifted copies of the input and of the gradient, the products of every kernel row:
-        per_sample = (kernel_w * (x.shape[1] + weight_shape[0]) + kernel_h * channels) * self.plane * x.itemsize
+        # shifted copies of the input and of the gradient (KW of each, and KH of the gradient), the
+        # products of every kernel row:
+        per_sample = (kernel_w * (x.shape[1] + weight_shape[0]) + kernel_h * (weight_shape[0] + channels)) \
+            * self.plane * x.itemsize
         self.chunk = _chunk(x.shape[0], per_sample)
         length = self.chunk * self.plane + reach_h * self.width  # the longest row of copies
-        self.copies = kernel_w * channels * length  # elements of a buffer for :meth:`rows`
+        self.copies = max(kernel_w, kernel_h) * channels * length  # elements of a buffer for :meth:`rows`
         self._products = scratch.take("products", kernel_h * channels * length, x.dtype)
 
     def chunks(self):
         """(start, stop) of each chunk of samples."""
         return ((start, min(start + self.chunk, self.x.shape[0])) for start in range(0, self.x.shape[0], self.chunk))
 
-    def rows(self, source, corner: tuple[int, int], buffer):
+    def rows(self, source, corner: tuple[int, int], buffer, by_row: bool = False):
         """(C*KW, m*plane + (KH-1)*dh*Wp) in ``buffer``: the padded planes of ``source`` (m, C, H, W),
         plane n's first position at n*plane + corner[0]*Wp + corner[1], copy j of each channel
-        shifted back by j*dw."""
+        shifted back by j*dw; or, ``by_row``, (C*KH, ...) with copy i shifted back by i*dh*Wp."""
         m, channels = source.shape[:2]
-        out = _leading(buffer, (channels * self.kernel_w, m * self.plane + self.reach[0] * self.width))
-        kernels.conv.pad_planes(source, *corner, self.width, self.plane, self.column_step, out)
+        copies, step = (self.kernel_h, self.row_step) if by_row else (self.kernel_w, self.column_step)
+        out = _leading(buffer, (channels * copies, m * self.plane + self.reach[0] * self.width))
+        kernels.conv.pad_planes(source, *corner, self.width, self.plane, step, out)
         return out
-
-    def view(self, rows, groups: int, i: int, m: int):
-        """(G, C*KW/G, m*plane): the inputs of kernel row ``i`` in ``rows``, a strided view."""
-        start = i * self.row_step
-        return rows.reshape(groups, rows.shape[0] // groups, -1)[..., start:start + m * self.plane]
 
     def correlate(self, row_weights, rows, corner: tuple[int, int], bias, out) -> None:
         """out (m, G*M, OH, OW) = the sum over kernel rows i of row_weights[:, i] (G, KH, M, C*KW/G) @
@@ -191,8 +189,9 @@ def _forward_columns(x, weight, stride, padding, dilation, groups, padding_mode,
 def _backward_shifted(grad, x, weight, padding, dilation, groups, grad_x, grad_weight, scratch: Workspace) -> None:
     """The input gradient is the same correlation (:meth:`_Shifted.correlate`) of the gradient,
     laid (KH-1)*dh rows and (KW-1)*dw columns further on, with the kernel flipped and each tap's
-    weights transposed; the weight gradient of kernel row i is the gradient times the inputs of
-    row i transposed, one product per row for the KW taps of that row."""
+    weights transposed. The weight gradient of kernel row i is the gradient laid i*dh rows further
+    on times the input's KW copies transposed: one product per chunk for every tap, of the KH
+    copies of the gradient laid (KH-1-i)*dh rows on (copy i) by the input's copies."""
     out_channels, kernel_h, kernel_w = weight.shape[0], weight.shape[2], weight.shape[3]
     channels, per_group = x.shape[1], out_channels // groups
     shifted = _Shifted(x, weight.shape, padding, dilation, *grad.shape[2:], scratch)
@@ -201,22 +200,21 @@ def _backward_shifted(grad, x, weight, padding, dilation, groups, grad_x, grad_w
     grad_rows = scratch.take("shifted grad", shifted.copies, x.dtype)
     x_rows = scratch.take("shifted input", shifted.copies, x.dtype)
     if grad_weight is not None:
-        row_grads = np.zeros((kernel_h, groups, per_group, channels // groups * kernel_w), x.dtype)
-        product_w = np.empty(row_grads.shape[1:], x.dtype)
+        # (G, OC/G * KH, C/G * KW): rows (oc, KH-1-i), columns (c, j)
+        row_grads = np.zeros((groups, per_group * kernel_h, channels // groups * kernel_w), x.dtype)
+        product_w = np.empty_like(row_grads)
     for start, stop in shifted.chunks():
-        m = stop - start
-        g_rows = shifted.rows(grad[start:stop], shifted.reach, grad_rows)
         if grad_weight is not None:
-            # the gradient itself: the last copy's positions from the last kernel row's on
-            g = shifted.view(g_rows.reshape(out_channels, kernel_w, -1)[:, -1], groups, kernel_h - 1, m)
+            g_rows = shifted.rows(grad[start:stop], (shifted.reach[0], 0), grad_rows, by_row=True)
             inputs = shifted.rows(x[start:stop], padding, x_rows)
-            for i in range(kernel_h):
-                np.matmul(g, shifted.view(inputs, groups, i, m).swapaxes(-1, -2), out=product_w)
-                row_grads[i] += product_w
+            np.matmul(g_rows.reshape(groups, row_grads.shape[1], -1),
+                      inputs.reshape(groups, row_grads.shape[2], -1).swapaxes(-1, -2), out=product_w)
+            row_grads += product_w
         if grad_x is not None:
+            g_rows = shifted.rows(grad[start:stop], shifted.reach, grad_rows)
             shifted.correlate(transposed_rows, g_rows, padding, None, grad_x[start:stop])
     if grad_weight is not None:
-        grad_weight[...] = row_grads.reshape(kernel_h, out_channels, -1, kernel_w).transpose(1, 2, 0, 3)
+        grad_weight[...] = row_grads.reshape(out_channels, kernel_h, -1, kernel_w)[:, ::-1].transpose(0, 2, 1, 3)
 
 
 def _backward_columns(grad, x, weight, stride, padding, dilation, groups, padding_mode, grad_x, gw_matrix, w_t,
