@@ -8,10 +8,12 @@ imported on first use, so importing the backend still imports no numba.
 Convolution runs on BLAS (``np.matmul``) a chunk of samples at a time, one of three ways:
 
 - a 1x1 kernel without stride or padding: one product with the input as it is;
-- stride 1 and zero padding (the common 3x3 layer): the input is padded once and each kernel tap
-  is one product reading it in place (see :mod:`kernels.conv`), summed. The columns of im2col (9x
-  the input) cost more to write than the sums of the taps (figures: bench/README.md, Design
-  figures);
+- stride 1 and zero padding (the common 3x3 layer): the input is padded into KW shifted copies
+  per channel (3x the input, where im2col writes 9x), one product by the weights of all kernel
+  rows stacked reads them in place, and the crop sums the KH rows' products (see
+  :mod:`kernels.conv`). The weight gradient is one product per chunk too, of KH row-shifted
+  copies of the gradient by the input's copies; the input gradient is the same correlation of the
+  gradient with the kernel flipped (figures: bench/README.md, Design figures);
 - otherwise im2col: the columns of the chunk, then one product. The backward builds the columns
   again rather than keeping them from the forward (KH*KW times the input's size).
 
@@ -83,7 +85,7 @@ class _Shifted:
         reach_h, reach_w = (kernel_h - 1) * dilation[0], (kernel_w - 1) * dilation[1]
         height, width = x.shape[2], x.shape[3]
         pad_bottom, pad_right = out_h + reach_h - height - padding[0], out_w + reach_w - width - padding[1]
-        self.x, self.padding, self.reach, self.column_step = x, padding, (reach_h, reach_w), dilation[1]
+        self.x, self.reach, self.column_step = x, (reach_h, reach_w), dilation[1]
         # Neighbouring rows share their zero columns and neighbouring planes their zero rows (the
         # right padding of a row is the left padding of the next): 33x33 planes instead of 34x34
         # for a 32x32 image padded by 1, 6% less to multiply. Wp, the padded row:
@@ -91,13 +93,11 @@ class _Shifted:
         self.plane = max(height + max(padding[0], pad_bottom), out_h) * self.width  # a padded plane
         self.row_step = dilation[0] * self.width  # from one kernel row's inputs to the next's
         channels = max(x.shape[1], weight_shape[0])
-        # shifted copies of the input and of the gradient (KW of each, and KH of the gradient), the
-        # products of every kernel row:
-        per_sample = (kernel_w * (x.shape[1] + weight_shape[0]) + kernel_h * (weight_shape[0] + channels)) \
-            * self.plane * x.itemsize
-        self.chunk = _chunk(x.shape[0], per_sample)
+        # two buffers of shifted copies (the input's, the gradient's), the products of every kernel row:
+        copies = max(kernel_w, kernel_h) * channels
+        self.chunk = _chunk(x.shape[0], (2 * copies + kernel_h * channels) * self.plane * x.itemsize)
         length = self.chunk * self.plane + reach_h * self.width  # the longest row of copies
-        self.copies = max(kernel_w, kernel_h) * channels * length  # elements of a buffer for :meth:`rows`
+        self.copies = copies * length  # elements of a buffer for :meth:`rows`
         self._products = scratch.take("products", kernel_h * channels * length, x.dtype)
 
     def chunks(self):
