@@ -93,9 +93,12 @@ class _Shifted:
         self.plane = max(height + max(padding[0], pad_bottom), out_h) * self.width  # a padded plane
         self.row_step = dilation[0] * self.width  # from one kernel row's inputs to the next's
         channels = max(x.shape[1], weight_shape[0])
-        # two buffers of shifted copies (the input's, the gradient's), the products of every kernel row:
+        # The chunk is sized by what the backward writes per sample: the input's KW copies, the
+        # gradient's KH and KW copies (one buffer, in turn) and the products of every kernel row.
+        # (Measured: 2 samples a chunk for the benchmark's 3x3 64->64 layer ran 5-10% faster than 3.)
         copies = max(kernel_w, kernel_h) * channels
-        self.chunk = _chunk(x.shape[0], (2 * copies + kernel_h * channels) * self.plane * x.itemsize)
+        written = kernel_w * (x.shape[1] + weight_shape[0]) + kernel_h * (weight_shape[0] + channels)
+        self.chunk = _chunk(x.shape[0], written * self.plane * x.itemsize)
         length = self.chunk * self.plane + reach_h * self.width  # the longest row of copies
         self.copies = copies * length  # elements of a buffer for :meth:`rows`
         self._products = scratch.take("products", kernel_h * channels * length, x.dtype)
