@@ -47,6 +47,10 @@ CASES = [
                                                                    dilation=(1, 2), groups=2),
          (2, 4, 8, 7), (4, 2, 3, 2)),
     case("rectangular_kernel", lambda lib, x, w: F(lib).conv2d(x, w, padding=(0, 1)), (2, 3, 6, 5), (2, 3, 2, 4)),
+    # stride 1 (the shifted path): KH != KW copies per channel, each group's rows of stacked weights
+    case("groups_rectangular_dilated_stride1", lambda lib, x, w: F(lib).conv2d(x, w, padding=(2, 1), dilation=(2, 1),
+                                                                               groups=2),
+         (2, 4, 6, 7), (4, 2, 3, 2)),
     case("same_even_kernel", lambda lib, x, w: F(lib).conv2d(x, w, padding="same"), (2, 3, 5, 6), (4, 3, 2, 4)),
     case("same_dilated", lambda lib, x, w: F(lib).conv2d(x, w, padding="same", dilation=2), (1, 2, 6, 6), (3, 2, 3, 3)),
     case("valid", lambda lib, x, w: F(lib).conv2d(x, w, padding="valid"), (2, 3, 5, 5), (2, 3, 3, 3)),

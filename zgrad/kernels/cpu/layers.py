@@ -8,10 +8,12 @@ imported on first use, so importing the backend still imports no numba.
 Convolution runs on BLAS (``np.matmul``) a chunk of samples at a time, one of three ways:
 
 - a 1x1 kernel without stride or padding: one product with the input as it is;
-- stride 1 and zero padding (the common 3x3 layer): the input is padded once and each kernel tap
-  is one product reading it in place (see :mod:`kernels.conv`), summed. The columns of im2col (9x
-  the input) cost more to write than the sums of the taps (figures: bench/README.md, Design
-  figures);
+- stride 1 and zero padding (the common 3x3 layer): the input is padded into KW shifted copies
+  per channel (3x the input, where im2col writes 9x), one product by the weights of all kernel
+  rows stacked reads them in place, and the crop sums the KH rows' products (see
+  :mod:`kernels.conv`). The weight gradient is one product per chunk too, of KH row-shifted
+  copies of the gradient by the input's copies; the input gradient is the same correlation of the
+  gradient with the kernel flipped (figures: bench/README.md, Design figures);
 - otherwise im2col: the columns of the chunk, then one product. The backward builds the columns
   again rather than keeping them from the forward (KH*KW times the input's size).
 
@@ -74,58 +76,65 @@ def _chunk(batch: int, sample_bytes: int) -> int:
 
 
 class _Shifted:
-    """The stride-1, zero-padding path (see :mod:`kernels.conv`): padded planes of a chunk of samples
-    laid end to end per channel, one product per kernel tap reading them in place."""
+    """The stride-1, zero-padding path (see :mod:`kernels.conv`): the padded planes of a chunk of
+    samples laid end to end, KW shifted copies per channel, one product for all kernel rows, summed
+    and cropped in one pass."""
 
     def __init__(self, x, weight_shape, padding, dilation, out_h: int, out_w: int, scratch: Workspace) -> None:
-        kernel_h, kernel_w = weight_shape[2], weight_shape[3]
+        self.kernel_h, self.kernel_w = kernel_h, kernel_w = weight_shape[2], weight_shape[3]
         reach_h, reach_w = (kernel_h - 1) * dilation[0], (kernel_w - 1) * dilation[1]
         height, width = x.shape[2], x.shape[3]
         pad_bottom, pad_right = out_h + reach_h - height - padding[0], out_w + reach_w - width - padding[1]
-        self.x, self.padding = x, padding
+        self.x, self.reach, self.column_step = x, (reach_h, reach_w), dilation[1]
         # Neighbouring rows share their zero columns and neighbouring planes their zero rows (the
         # right padding of a row is the left padding of the next): 33x33 planes instead of 34x34
         # for a 32x32 image padded by 1, 6% less to multiply. Wp, the padded row:
         self.width = max(width + max(padding[1], pad_right), out_w)
         self.plane = max(height + max(padding[0], pad_bottom), out_h) * self.width  # a padded plane
-        self.tail = reach_h * self.width + reach_w  # the farthest tap's offset
-        self.taps = [(i, j, i * dilation[0] * self.width + j * dilation[1])
-                     for i in range(kernel_h) for j in range(kernel_w)]
-        channels = x.shape[1]
-        per_sample = 3 * max(channels, weight_shape[0]) * self.plane * x.itemsize  # padded input, 2 products
-        self.chunk = _chunk(x.shape[0], per_sample)
-        self._padded = scratch.take("padded", channels * (self.chunk * self.plane + self.tail), x.dtype)
+        self.row_step = dilation[0] * self.width  # from one kernel row's inputs to the next's
+        channels = max(x.shape[1], weight_shape[0])
+        # The chunk is sized by what the backward writes per sample: the input's KW copies, the
+        # gradient's KH and KW copies (one buffer, in turn) and the products of every kernel row.
+        # (Measured: 2 samples a chunk for the benchmark's 3x3 64->64 layer ran 5-10% faster than 3.)
+        copies = max(kernel_w, kernel_h) * channels
+        written = kernel_w * (x.shape[1] + weight_shape[0]) + kernel_h * (weight_shape[0] + channels)
+        self.chunk = _chunk(x.shape[0], written * self.plane * x.itemsize)
+        length = self.chunk * self.plane + reach_h * self.width  # the longest row of copies
+        self.copies = copies * length  # elements of a buffer for :meth:`rows`
+        self._products = scratch.take("products", kernel_h * channels * length, x.dtype)
 
     def chunks(self):
         """(start, stop) of each chunk of samples."""
         return ((start, min(start + self.chunk, self.x.shape[0])) for start in range(0, self.x.shape[0], self.chunk))
 
-    def padded(self, m: int, source=None):
-        """The (C, m*plane + tail) padded planes of m samples: of ``source`` (m, C, H, W) at the
-        padding offset, or, without ``source``, uninitialized but for a zero tail."""
-        out = _leading(self._padded, (self.x.shape[1], m * self.plane + self.tail))
-        if source is None:
-            out[:, m * self.plane:] = 0
-        else:
-            kernels.conv.pad_planes(source, *self.padding, self.width, self.plane, out)
+    def rows(self, source, corner: tuple[int, int], buffer, by_row: bool = False):
+        """(C*KW, m*plane + (KH-1)*dh*Wp) in ``buffer``: the padded planes of ``source`` (m, C, H, W),
+        plane n's first position at n*plane + corner[0]*Wp + corner[1], copy j of each channel
+        shifted back by j*dw; or, ``by_row``, (C*KH, ...) with copy i shifted back by i*dh*Wp."""
+        m, channels = source.shape[:2]
+        copies, step = (self.kernel_h, self.row_step) if by_row else (self.kernel_w, self.column_step)
+        out = _leading(buffer, (channels * copies, m * self.plane + self.reach[0] * self.width))
+        kernels.conv.pad_planes(source, *corner, self.width, self.plane, step, out)
         return out
 
-    def view(self, padded, groups: int, offset: int, m: int):
-        """The (G, C/G, m*plane) inputs of the tap at ``offset``: a strided view of ``padded``."""
-        channels = padded.shape[0]
-        return padded.reshape(groups, channels // groups, -1)[..., offset:offset + m * self.plane]
+    def correlate(self, row_weights, rows, corner: tuple[int, int], bias, out) -> None:
+        """out (m, G*M, OH, OW) = the sum over kernel rows i of row_weights[:, i] (G, KH, M, C*KW/G) @
+        the inputs of row i in ``rows``, from ``corner`` of each plane on (+ bias): one product
+        for all kernel rows, summed by the crop."""
+        groups, kernel_h, per_group = row_weights.shape[:3]
+        products = _leading(self._products, (groups, kernel_h * per_group, rows.shape[1]))
+        np.matmul(row_weights.reshape(groups, kernel_h * per_group, -1), rows.reshape(groups, -1, rows.shape[1]),
+                  out=products)
+        kernels.conv.crop_planes(products.reshape(groups, kernel_h, per_group, -1), *corner, self.width, self.plane,
+                                 self.row_step, _or_empty(bias, out.dtype), out)
 
-    def crop(self, wide, corner: tuple[int, int], bias, out) -> None:
-        """out (m, C, OH, OW) = the positions of ``wide`` (C, m*plane + ...) from ``corner`` of each
-        plane on (+ bias)."""
-        kernels.conv.crop_planes(wide.reshape(out.shape[1], -1), *corner, self.width, self.plane,
-                                         _or_empty(bias, out.dtype), out)
 
-
-def _tap_weights(weight, groups: int):
-    """(KH, KW, G, OC/G, C/G): the weight matrix of each kernel tap, contiguous."""
+def _row_weights(weight, groups: int):
+    """(G, KH, OC/G, C/G*KW): the weights of each kernel row against the KW shifted copies of each
+    input channel, contiguous."""
     out_channels, per_group, kernel_h, kernel_w = weight.shape
-    return _c(weight.transpose(2, 3, 0, 1)).reshape(kernel_h, kernel_w, groups, out_channels // groups, per_group)
+    grouped = weight.reshape(groups, out_channels // groups, per_group, kernel_h, kernel_w)
+    return _c(grouped.transpose(0, 3, 1, 2, 4)).reshape(groups, kernel_h, out_channels // groups, per_group * kernel_w)
 
 
 def _is_shifted(stride, padding_mode) -> bool:
@@ -158,20 +167,11 @@ def conv2d(x, weight, bias, stride, padding, dilation, groups, padding_mode, out
 
 
 def _forward_shifted(x, weight, bias, padding, dilation, groups, out, scratch: Workspace) -> None:
-    out_channels, out_h, out_w = out.shape[1:]
-    per_group = out_channels // groups
-    shifted = _Shifted(x, weight.shape, padding, dilation, out_h, out_w, scratch)
-    taps = _tap_weights(weight, groups)
-    total, product = scratch.take("products", (2, out_channels * shifted.chunk * shifted.plane), x.dtype)
+    shifted = _Shifted(x, weight.shape, padding, dilation, *out.shape[2:], scratch)
+    row_weights = _row_weights(weight, groups)
+    rows = scratch.take("shifted input", shifted.copies, x.dtype)
     for start, stop in shifted.chunks():
-        m = stop - start
-        padded = shifted.padded(m, x[start:stop])
-        total_m, product_m = (_leading(a, (groups, per_group, m * shifted.plane)) for a in (total, product))
-        for k, (i, j, offset) in enumerate(shifted.taps):
-            np.matmul(taps[i, j], shifted.view(padded, groups, offset, m), out=product_m if k else total_m)
-            if k:
-                np.add(total_m, product_m, out=total_m)
-        shifted.crop(total_m, (0, 0), bias, out[start:stop])
+        shifted.correlate(row_weights, shifted.rows(x[start:stop], padding, rows), (0, 0), bias, out[start:stop])
 
 
 def _forward_columns(x, weight, stride, padding, dilation, groups, padding_mode, out, scratch: Workspace) -> None:
@@ -189,50 +189,35 @@ def _forward_columns(x, weight, stride, padding, dilation, groups, padding_mode,
         np.matmul(w_matrix, part, out=out_matrix[start:stop])
 
 
-def _weight_taps(shifted: _Shifted, x_chunk, g, groups: int, tap_grads, product) -> None:
-    """tap_grads[i, j] += g @ (the inputs of tap (i, j) in ``x_chunk``, m samples)^T."""
-    m = x_chunk.shape[0]
-    padded = shifted.padded(m, x_chunk)
-    for i, j, offset in shifted.taps:
-        np.matmul(g, shifted.view(padded, groups, offset, m).swapaxes(-1, -2), out=product)
-        tap_grads[i, j] += product
-
-
-def _input_taps(shifted: _Shifted, g, m: int, groups: int, taps_t, product, padding, grad_x) -> None:
-    """grad_x (m, C, H, W) = the sum over taps of (tap weights)^T @ g, laid back where each tap read."""
-    padded = shifted.padded(m)
-    product_m = _leading(product, (groups, shifted.x.shape[1] // groups, m * shifted.plane))
-    for i, j, offset in shifted.taps:  # the first tap's offset is 0: its product covers all but the tail
-        view = shifted.view(padded, groups, offset, m)
-        if offset == 0:
-            np.matmul(taps_t[i, j], g, out=view)
-        else:
-            np.matmul(taps_t[i, j], g, out=product_m)
-            np.add(view, product_m, out=view)
-    shifted.crop(padded, padding, None, grad_x)
-
-
 def _backward_shifted(grad, x, weight, padding, dilation, groups, grad_x, grad_weight, scratch: Workspace) -> None:
-    out_channels, out_h, out_w = grad.shape[1:]
+    """The input gradient is the same correlation (:meth:`_Shifted.correlate`) of the gradient,
+    laid (KH-1)*dh rows and (KW-1)*dw columns further on, with the kernel flipped and each tap's
+    weights transposed. The weight gradient of kernel row i is the gradient laid i*dh rows further
+    on times the input's KW copies transposed: one product per chunk for every tap, of the KH
+    copies of the gradient laid (KH-1-i)*dh rows on (copy i) by the input's copies."""
+    out_channels, kernel_h, kernel_w = weight.shape[0], weight.shape[2], weight.shape[3]
     channels, per_group = x.shape[1], out_channels // groups
-    shifted = _Shifted(x, weight.shape, padding, dilation, out_h, out_w, scratch)
-    taps_t = _c(_tap_weights(weight, groups).swapaxes(-1, -2))  # (KH, KW, G, C/G, OC/G)
-    grad_wide = scratch.take("padded grad", out_channels * shifted.chunk * shifted.plane, x.dtype)
-    product_x = scratch.take("products", channels * shifted.chunk * shifted.plane, x.dtype)
+    shifted = _Shifted(x, weight.shape, padding, dilation, *grad.shape[2:], scratch)
+    flipped = weight.reshape(groups, per_group, -1, kernel_h, kernel_w)[..., ::-1, ::-1].swapaxes(1, 2)
+    transposed_rows = _row_weights(flipped.reshape(channels, per_group, kernel_h, kernel_w), groups)
+    grad_rows = scratch.take("shifted grad", shifted.copies, x.dtype)
+    x_rows = scratch.take("shifted input", shifted.copies, x.dtype)
     if grad_weight is not None:
-        tap_grads = np.zeros((*weight.shape[2:], groups, per_group, channels // groups), x.dtype)
-        product_w = np.empty(tap_grads.shape[2:], x.dtype)
+        # (G, OC/G * KH, C/G * KW): rows (oc, KH-1-i), columns (c, j)
+        row_grads = np.zeros((groups, per_group * kernel_h, channels // groups * kernel_w), x.dtype)
+        product_w = np.empty_like(row_grads)
     for start, stop in shifted.chunks():
-        m = stop - start
-        g = _leading(grad_wide, (out_channels, m * shifted.plane))
-        kernels.conv.pad_planes(grad[start:stop], 0, 0, shifted.width, shifted.plane, g)
-        g = g.reshape(groups, per_group, -1)
         if grad_weight is not None:
-            _weight_taps(shifted, x[start:stop], g, groups, tap_grads, product_w)
+            g_rows = shifted.rows(grad[start:stop], (shifted.reach[0], 0), grad_rows, by_row=True)
+            inputs = shifted.rows(x[start:stop], padding, x_rows)
+            np.matmul(g_rows.reshape(groups, row_grads.shape[1], -1),
+                      inputs.reshape(groups, row_grads.shape[2], -1).swapaxes(-1, -2), out=product_w)
+            row_grads += product_w
         if grad_x is not None:
-            _input_taps(shifted, g, m, groups, taps_t, product_x, padding, grad_x[start:stop])
+            g_rows = shifted.rows(grad[start:stop], shifted.reach, grad_rows)
+            shifted.correlate(transposed_rows, g_rows, padding, None, grad_x[start:stop])
     if grad_weight is not None:
-        grad_weight[...] = tap_grads.reshape(*weight.shape[2:], out_channels, -1).transpose(2, 3, 0, 1)
+        grad_weight[...] = row_grads.reshape(out_channels, kernel_h, -1, kernel_w)[:, ::-1].transpose(0, 2, 1, 3)
 
 
 def _backward_columns(grad, x, weight, stride, padding, dilation, groups, padding_mode, grad_x, gw_matrix, w_t,

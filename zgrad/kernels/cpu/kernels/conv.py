@@ -17,15 +17,21 @@ Rows are copied by index loops over two views, not by slice assignment: Numba co
 slice assignment into its general broadcasting copy, which took most of a conv's first-call
 compile time, and an index loop that starts at zero vectorises (no negative-index wrap check).
 
-Stride-1 zero-padded convolutions need no columns at all. ``pad_planes`` lays the padded planes
-of several samples end to end, one row of the result per channel: (C, m * plane + tail), each
-image row followed by its zero columns and each image by its zero rows, which serve as the next
-row's left (the next image's top) padding too: rows of Wp = W + max(pad_left, pad_right) (or OW,
-if wider). Output position q of that row (sample q // plane, padded position q % plane) sees through tap (i, j) of the kernel the input at q + i*dh*Wp + j*dw, so the inputs of
-one tap over all m samples are one strided (C, m * plane) matrix that BLAS reads in place: the
-backend sums one product per tap. Positions past a row's OW outputs or past a plane's OH rows are
-computed and dropped by ``crop_planes`` (their gradient is set to zero by ``pad_planes``); the
-tail of (KH-1)*dh*Wp + (KW-1)*dw zeros keeps the last sample's reads inside the array.
+Stride-1 zero-padded convolutions need no columns at all. The padded planes of several samples
+are laid end to end, one flat row per channel, each image row followed by its zero columns and
+each image by its zero rows, which serve as the next row's left (the next image's top) padding
+too: rows of Wp = W + max(pad_left, pad_right) (or OW, if wider). Output position q of that row
+(sample q // plane, padded position q % plane) sees through tap (i, j) of the kernel the input at
+q + i*dh*Wp + j*dw. ``pad_planes`` writes KW copies of each channel's row, copy j shifted back by
+j*dw: (C*KW, m*plane + (KH-1)*dh*Wp). The inputs of kernel row i over all m samples and all KW
+taps of that row are then the (C*KW, m*plane) columns from i*dh*Wp on. The backend multiplies
+the whole (C*KW, m*plane + (KH-1)*dh*Wp) matrix by the weights of all kernel rows stacked, one
+product of (KH*OC, C*KW) by it (im2col's K = C*KH*KW would need 9x the input written, this 3x),
+and ``crop_planes`` adds, for each output position, kernel row i's product i*dh*Wp further on,
+which sums the KH rows and crops in one pass. Positions past a row's OW outputs or past a plane's
+OH rows are computed and dropped by ``crop_planes`` (their gradient is set to zero by
+``pad_planes``); the last (KH-1)*dh*Wp columns are zeros that keep the last sample's reads inside
+the array.
 """
 
 from __future__ import annotations
@@ -126,36 +132,57 @@ def col2im(cols, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_
 # speed (a prange of per-plane slices measured slower: bench/README.md, Design figures), and a
 # parallel region right after a BLAS product waits on cores OpenBLAS's threads still spin on.
 @kernel
-def pad_planes(x, top, left, width, plane, out):
-    """out[c, n*plane:(n+1)*plane] = plane n of channel c padded: zeros, with x[n, c] written at
-    (top, left) in rows of ``width``; out[c] past the last plane (the spare tail) = 0."""
+def pad_planes(x, top, left, width, plane, step, out):
+    """out[c*K + j, q] = padded[c, q + j*step] for the K = out.shape[0] // C copies of each channel c,
+    where padded[c] is zeros with plane n of x[:, c] written from n*plane + top*width + left in rows
+    of ``width``: channel c's padded planes laid end to end, copy j shifted back by j*step.
+    Positions that fall outside a row of ``out`` are dropped."""
     batch, channels, height, in_width = x.shape
-    source, dest, row_length = x.reshape(x.size), out.reshape(out.size), out.shape[1]
+    copies, row_length = out.shape[0] // channels, out.shape[1]
+    source, dest = x.reshape(x.size), out.reshape(out.size)
     zero = out.dtype.type(0)
     for c in range(channels):
-        dest[c * row_length:(c + 1) * row_length] = zero  # one pass of zeros beats zeroing the borders
-        for n in range(batch):
-            corner = dest[c * row_length + n * plane + top * width + left:]
-            planar = source[(n * channels + c) * height * in_width:(n * channels + c + 1) * height * in_width]
-            for h in range(height):
-                row, src = corner[h * width:h * width + in_width], planar[h * in_width:(h + 1) * in_width]
-                for w in range(in_width):
-                    row[w] = src[w]
+        for j in range(copies):
+            base = (c * copies + j) * row_length
+            dest[base:base + row_length] = zero  # one pass of zeros beats zeroing the borders
+            for n in range(batch):
+                planar = source[(n * channels + c) * height * in_width:(n * channels + c + 1) * height * in_width]
+                for h in range(height):
+                    start = n * plane + (top + h) * width + left - j * step
+                    lo, hi = max(0, -start), min(in_width, row_length - start)
+                    if hi <= lo:
+                        continue
+                    row, src = dest[base + start + lo:base + start + hi], planar[h * in_width + lo:h * in_width + hi]
+                    for w in range(hi - lo):
+                        row[w] = src[w]
 
 
 @kernel
-def crop_planes(x, top, left, width, plane, bias, out):
-    """out[n, c, h, w] = x[c, n*plane + (h + top)*width + w + left] (+ bias[c] unless ``bias`` is
-    empty): the inverse of :func:`pad_planes`."""
+def crop_planes(x, top, left, width, plane, step, bias, out):
+    """out[n, c, h, w] = the sum over i of x[g, i, k, n*plane + (h + top)*width + w + left + i*step]
+    for channel c = g*K + k of group g (+ bias[c] unless ``bias`` is empty): x (G, terms, K, L)
+    holds, per kernel row i, its products over every position, and each output position adds the
+    one kernel row i reads i*step further on (see :func:`pad_planes`)."""
     batch, channels, height, out_width = out.shape
-    source, dest, row_length = x.reshape(x.size), out.reshape(out.size), x.shape[1]
+    terms, per_group, row_length = x.shape[1], x.shape[2], x.shape[3]
+    source, dest = x.reshape(x.size), out.reshape(out.size)
     for n in range(batch):
         for c in range(channels):
             shift = bias[c] if bias.size else out.dtype.type(0)
-            corner = c * row_length + n * plane + top * width + left
+            group, k = c // per_group, c % per_group
+            corner = (group * terms * per_group + k) * row_length + n * plane + top * width + left
             planar = dest[(n * channels + c) * height * out_width:(n * channels + c + 1) * height * out_width]
             for h in range(height):
-                src = source[corner + h * width:corner + h * width + out_width]
                 row = planar[h * out_width:(h + 1) * out_width]
-                for w in range(out_width):
-                    row[w] = src[w] + shift
+                for i in range(terms):
+                    start = corner + i * (per_group * row_length + step) + h * width
+                    src = source[start:start + out_width]
+                    if i == 0:
+                        for w in range(out_width):
+                            row[w] = src[w]
+                    else:
+                        for w in range(out_width):
+                            row[w] += src[w]
+                if bias.size:
+                    for w in range(out_width):
+                        row[w] += shift
