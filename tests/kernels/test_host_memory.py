@@ -1,4 +1,5 @@
-"""The host-allocator tuning of ``init_rpc``: freed tensor memory is reused, not faulted in again.
+"""The host-allocator tuning of ``init_rpc``, ``init_process_group`` and the first backward pass:
+freed tensor memory is reused, not faulted in again.
 
 Each case runs in a fresh interpreter (malloc settings are process-wide) and counts minor page
 faults (``ru_minflt``) over repeated allocate/free cycles of 4 MiB arrays: with glibc's defaults
@@ -8,6 +9,7 @@ an mmapped block is returned on free and its pages fault in again on the next al
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -15,7 +17,8 @@ import textwrap
 
 import pytest
 
-from zgrad.kernels.host_memory import tune_host_allocator
+from zgrad.kernels import host_memory
+from zgrad.kernels.host_memory import TUNE_ENVIRONMENT_VARIABLE, tune_host_allocator
 
 glibc_only = pytest.mark.skipif(
     platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="malloc tuning is glibc-only"
@@ -30,6 +33,9 @@ _PROBE = textwrap.dedent(
     import numpy as np
     from zgrad.kernels.host_memory import tune_host_allocator
     tuned = tune_host_allocator(256) if sys.argv[1] == "tuned" else False
+    if sys.argv[1] == "backward":
+        import zgrad
+        (zgrad.ones(3, requires_grad=True) * 2).sum().backward()
     def cycle():
         a = np.ones((1024, 1024), dtype=np.float32)  # 4 MiB, written in full
         b = a * 2.0
@@ -44,8 +50,9 @@ _PROBE = textwrap.dedent(
 )
 
 
-def _faults(mode: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", _PROBE, mode], capture_output=True, text=True, timeout=60, check=True)
+def _faults(mode: str, env: dict | None = None) -> dict:
+    out = subprocess.run([sys.executable, "-c", _PROBE, mode], capture_output=True, text=True, timeout=60, check=True,
+                         env=env)
     return json.loads(out.stdout)
 
 
@@ -65,3 +72,29 @@ def test_tune_is_idempotent_and_checks_its_argument():
     assert tune_host_allocator(256) is True
     with pytest.raises(ValueError, match="keep_free_mb"):
         tune_host_allocator(-1)
+
+
+@glibc_only
+@pytest.mark.parametrize("setting", [None, "0"], ids=["default", "declined"])
+def test_the_first_backward_pass_tunes_the_allocator_unless_declined(setting):
+    env = {k: v for k, v in os.environ.items() if k != TUNE_ENVIRONMENT_VARIABLE}
+    if setting is not None:
+        env[TUNE_ENVIRONMENT_VARIABLE] = setting
+    faults = _faults("backward", env)["faults"]
+    if setting is None:
+        assert faults < _PAGES_PER_ARRAY, faults
+    else:
+        assert faults > _CYCLES * _PAGES_PER_ARRAY // 2, faults
+
+
+def test_init_without_tuning_leaves_a_later_backward_pass_alone(monkeypatch):
+    monkeypatch.setattr(host_memory, "_settled", False)
+    calls = []
+    monkeypatch.setattr(host_memory, "tune_host_allocator", lambda keep_free_mb: calls.append(keep_free_mb))
+    host_memory.leave_host_allocator()
+    host_memory.tune_for_training()
+    assert calls == []
+    monkeypatch.setattr(host_memory, "_settled", False)
+    monkeypatch.delenv(TUNE_ENVIRONMENT_VARIABLE, raising=False)
+    host_memory.tune_for_training()
+    assert calls == [host_memory.DEFAULT_KEEP_FREE_MB]

@@ -40,6 +40,7 @@ from zgrad.engine.graph import AccumulateGrad, Edge, GraphRoot, Node
 from zgrad.engine.validate import validate_gradients
 from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch
+from zgrad.kernels.host_memory import tune_for_training
 
 __all__ = ["GraphTask", "LeafSink", "LeafStore", "current_graph_task", "run_backward"]
 
@@ -384,8 +385,10 @@ def run_backward(root_edges: Sequence[Edge], root_grads: Sequence[Any], *, retai
                  leaf_sink: LeafSink | None = None) -> GraphTask:
     """Run a complete local backward pass in the calling thread and return its finished task.
 
-    Blocks until done, final callbacks included. Raises whatever a node or callback raised.
+    Blocks until done, final callbacks included. Raises whatever a node or callback raised. The
+    process's first pass tunes the host allocator for training (:func:`tune_for_training`).
     """
+    tune_for_training()
     task = GraphTask(retain_graph=retain_graph, leaf_sink=leaf_sink)
     task.start(root_edges, root_grads)
     task.run()

@@ -9,17 +9,21 @@ the arithmetic on them (figures: bench/README.md, Design figures).
 ``tune_host_allocator`` fixes the mmap threshold at glibc's largest (32 MiB), so smaller blocks
 come from the heap and are reused, and lets up to ``keep_free_mb`` of freed memory stay with the
 process. Resident memory then stays near the job's high-water mark, as with PyTorch's caching
-allocators. It changes process-wide malloc settings, so it runs only where zgrad owns the
-process's workload: ``init_rpc`` applies it unless ``[memory] tune_malloc = false``.
+allocators. It changes process-wide malloc settings, so it runs only once zgrad's own workload
+starts: ``init_rpc`` and ``init_process_group`` apply it unless ``[memory] tune_malloc = false``
+(:func:`leave_host_allocator` then records the choice), and otherwise the process's first local
+backward pass applies it (:func:`tune_for_training`) unless ``ZGRAD_TUNE_MALLOC=0``.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import platform
 import threading
 
-__all__ = ["MMAP_THRESHOLD_BYTES", "tune_host_allocator"]
+__all__ = ["DEFAULT_KEEP_FREE_MB", "MMAP_THRESHOLD_BYTES", "TUNE_ENVIRONMENT_VARIABLE", "leave_host_allocator",
+           "tune_for_training", "tune_host_allocator"]
 
 # glibc's mallopt options (malloc.h) and the largest mmap threshold it accepts on 64-bit
 # (HEAP_MAX_SIZE / 2); anything larger is refused.
@@ -27,8 +31,13 @@ _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD_BYTES = 32 << 20
 
+DEFAULT_KEEP_FREE_MB = 256  # the default of ``[memory] keep_free_mb``
+TUNE_ENVIRONMENT_VARIABLE = "ZGRAD_TUNE_MALLOC"
+_DECLINING = ("0", "false", "no", "off")
+
 _lock = threading.Lock()
 _applied: int | None = None
+_settled = False  # tuned, or left alone on purpose: a backward pass changes nothing then
 
 
 def tune_host_allocator(keep_free_mb: int) -> bool:
@@ -37,10 +46,11 @@ def tune_host_allocator(keep_free_mb: int) -> bool:
     Returns False (and changes nothing) where the C library is not glibc. A second call with a
     different ``keep_free_mb`` updates the trim threshold.
     """
-    global _applied
+    global _applied, _settled
     if keep_free_mb < 0:
         raise ValueError(f"keep_free_mb must be >= 0, got {keep_free_mb}")
     with _lock:
+        _settled = True
         if _applied == keep_free_mb:
             return True
         if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
@@ -52,3 +62,22 @@ def tune_host_allocator(keep_free_mb: int) -> bool:
         ok = ok and mallopt(_M_TRIM_THRESHOLD, keep_free_mb << 20) == 1
         _applied = keep_free_mb if ok else None
         return ok
+
+
+def leave_host_allocator() -> None:
+    """Record that this process keeps its allocator as it is (``[memory] tune_malloc = false``),
+    so that no later backward pass tunes it. Settings already applied stay."""
+    global _settled
+    _settled = True
+
+
+def tune_for_training() -> None:
+    """Tune the allocator (:func:`tune_host_allocator` with :data:`DEFAULT_KEEP_FREE_MB`) on the
+    process's first call, run by every local backward pass, unless ``init_rpc`` or
+    ``init_process_group`` settled it already or ``ZGRAD_TUNE_MALLOC`` is 0 (or false, no, off)."""
+    if _settled:
+        return
+    if os.environ.get(TUNE_ENVIRONMENT_VARIABLE, "1").strip().lower() in _DECLINING:
+        leave_host_allocator()
+        return
+    tune_host_allocator(DEFAULT_KEEP_FREE_MB)

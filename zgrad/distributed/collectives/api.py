@@ -20,7 +20,7 @@ from zgrad.distributed.collectives.process_group import NON_GROUP_MEMBER, Proces
 from zgrad.distributed.collectives.state import bound_world, current_world, register_world, unregister_world
 from zgrad.distributed.collectives.work import Work, timeout_seconds
 from zgrad.errors import ZgradError
-from zgrad.kernels.host_memory import tune_host_allocator
+from zgrad.kernels.host_memory import leave_host_allocator, tune_host_allocator
 from zgrad.tensor import Tensor
 
 __all__ = [
@@ -79,6 +79,8 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     plan = resolve_pg_init(init_method, timeout, world_size, rank, config)
     if plan.config.memory.tune_malloc:
         tune_host_allocator(plan.config.memory.keep_free_mb)
+    else:
+        leave_host_allocator()
     world = World(plan, str(backend).lower() if backend else "zmq")
     register_world(world)
     try:

@@ -15,7 +15,7 @@ from zgrad.distributed.rpc.state import bind_thread, current_agent, register_age
 from zgrad.distributed.rpc.worker_info import WorkerInfo
 from zgrad.errors import ConfigError, WorkerUnavailableError
 from zgrad.futures import Future
-from zgrad.kernels.host_memory import tune_host_allocator
+from zgrad.kernels.host_memory import leave_host_allocator, tune_host_allocator
 
 __all__ = ["init_rpc", "shutdown", "rpc_sync", "rpc_async", "remote", "get_worker_info", "get_debug_info", "bind_worker"]
 
@@ -58,6 +58,8 @@ def init_rpc(name: str | None = None, rank: int | None = None, world_size: int |
     memory = plan.config.memory
     if memory.tune_malloc:
         tune_host_allocator(memory.keep_free_mb)
+    else:
+        leave_host_allocator()
     agent = RpcAgent(plan)
     from zgrad.distributed.autograd.attach import attach
 
