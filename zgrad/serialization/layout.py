@@ -39,7 +39,7 @@ ARRAY_DTYPES: dict[str, np.dtype] = {
 }
 _NAMES = {dtype: name for name, dtype in ARRAY_DTYPES.items()}
 # The dtypes a zgrad tensor can have (numpy arrays in a checkpoint may have any of ARRAY_DTYPES).
-TENSOR_DTYPES = ("BOOL", "U8", "I32", "I64", "F16", "BF16", "F32", "F64")
+TENSOR_DTYPES = ("BOOL", "U8", "I8", "I16", "I32", "I64", "F16", "BF16", "F32", "F64")
 
 HEADER_LENGTH = struct.Struct("<Q")
 # The safetensors package refuses headers over 100 MB; so does zgrad (a damaged length field
