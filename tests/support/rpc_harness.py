@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from zgrad.distributed import rpc
+from zgrad.errors import ZgradTimeoutError
 
 TRANSPORTS = ("tcp", "ipc", "inproc")
 HERE = Path(__file__).resolve().parent
@@ -35,7 +36,10 @@ def free_port() -> int:
 
 def make_config(kind: str, world_size: int, tmp_path: Any = None, **sections: dict) -> dict:
     """A config dict whose [[workers]] let rank 0 be found without environment variables."""
-    workers = [{"name": f"worker{r}", "host": "127.0.0.1", "port": free_port() if kind == "tcp" else 0}
+    # Only rank 0 needs a known port (the others find it there); the others bind port 0 and
+    # advertise the port they got, so no port picked here can be taken by another process before
+    # its worker binds it.
+    workers = [{"name": f"worker{r}", "host": "127.0.0.1", "port": free_port() if kind == "tcp" and r == 0 else 0}
                for r in range(world_size)]
     # heartbeat_timeout_s as the product's default: worker threads of a loaded test process can
     # go quiet for seconds; the tests of liveness set their own.
@@ -70,9 +74,14 @@ def run_workers(world_size: int, config: dict, body: Callable[[int], Any], timeo
             errors[rank] = exc
 
     join_threads([threading.Thread(target=worker, args=(r,), name=f"test-worker{r}") for r in ranks], timeout_s)
-    for error in errors:
-        if error is not None:
-            raise error
+    raised = [error for error in errors if error is not None]
+    if raised:
+        # A worker that failed on its own makes the others time out waiting for it: raise that one.
+        first = next((e for e in raised if not isinstance(e, ZgradTimeoutError)), raised[0])
+        for other in raised:
+            if other is not first:
+                first.add_note(f"also: {type(other).__name__}: {other}")
+        raise first
     return results
 
 
