@@ -755,7 +755,7 @@ def test_item_tolist_and_index():
 
 def test_device_moves():
     x = zgrad.ones(2, requires_grad=True)
-    assert x.cpu() is x and x.to("cpu") is x and x.to(zgrad.device("cpu")) is x and not x.is_cuda
+    assert x.cpu() is x and x.to("cpu") is x and x.to(zgrad.device("cpu")) is x and not x.is_cuda and not x.is_xpu
     y = x.to("cpu", zgrad.float64)
     assert y.dtype == np.float64 and y.grad_fn is not None
     assert x.to(zgrad.zeros(1, dtype=np.float64)).dtype == np.float64
@@ -773,6 +773,14 @@ def test_device_moves():
     with pytest.raises(ValueError, match="Expected one of cpu, cuda device type at start of device string: tpu"):
         x.to("tpu")
     assert repr(zgrad.device("cpu")) == "device(type='cpu')" and zgrad.device("cuda:1").index == 1
+
+
+def test_backends_cudnn_switches_as_torch_without_cudnn():
+    """Programs set ``cudnn.benchmark`` (pytorch/examples' dcgan); zgrad has no cuDNN to switch."""
+    import zgrad.backends.cudnn as cudnn
+
+    assert zgrad.backends.cudnn is cudnn and not cudnn.is_available() and cudnn.version() is None
+    assert (cudnn.enabled, cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32) == (True, False, False, True)
 
 
 def test_contiguous_and_data_setter():
