@@ -78,7 +78,11 @@ class _PortModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 def run_program(program: Path, args: Sequence[str], lib: Any) -> str:
     """Run the port's ``program`` to its end as ``__main__`` with ``args`` on ``lib`` (zgrad or
     torch), in the current directory; what it printed. Blocks; the modules it imported from beside
-    it are forgotten afterwards (ports share names such as ``model``)."""
+    it are forgotten afterwards (ports share names such as ``model``).
+
+    Raises:
+        Exception: whatever the program raised, with a note holding what it printed.
+    """
     modules = _PortModules(program.parent, lib)
     sys.meta_path.insert(0, modules)
     argv, sys.argv = sys.argv, [str(program), *args]
@@ -87,6 +91,9 @@ def run_program(program: Path, args: Sequence[str], lib: Any) -> str:
         with contextlib.redirect_stdout(out):
             code = compile(_source(program, lib), str(program), "exec")
             exec(code, {"__name__": "__main__", "__file__": str(program)})  # noqa: S102
+    except Exception as error:
+        error.add_note(f"{program.name} printed:\n{out.getvalue()}")
+        raise
     finally:
         sys.argv = argv
         sys.meta_path.remove(modules)
