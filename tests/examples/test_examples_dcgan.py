@@ -22,8 +22,8 @@ PROGRAM = SUPPORT / "examples_dcgan" / "main.py"
 # 12 fake images in batches of 4: three iterations an epoch
 ARGS = ["--dataset", "fake", "--workers", "0", "--batchSize", "4", "--nz", "8", "--ngf", "4", "--ndf", "4",
         "--niter", "2", "--manualSeed", "1"]
-PROGRESS = re.compile(r"^\[(\d)/2\]\[(\d)/3\] Loss_D: [0-9.]+ Loss_G: [0-9.]+ D\(x\): [0-9.]+ D\(G\(z\)\): [0-9.]+ / [0-9.]+$",
-                      re.MULTILINE)
+PROGRESS = re.compile(r"^\[(\d)/2\]\[(\d)/3\] Loss_D: [0-9.]+ Loss_G: [0-9.]+ "
+                      r"D\(x\): [0-9.]+ D\(G\(z\)\): [0-9.]+ / [0-9.]+$", re.MULTILINE)
 
 
 def test_dcgan_runs_to_its_end(tmp_path):

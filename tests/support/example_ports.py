@@ -32,11 +32,13 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import pytest
 
-from paths import REPO
+from paths import REPO, SUPPORT
 
 __all__ = ["Trace", "comparable", "run_program", "run_script"]
 
 SCRIPT_TIMEOUT_S = 120
+# what the ports import in place of packages zgrad has no counterpart of (torchvision)
+STANDINS = SUPPORT / "examples_standins"
 
 _PORTED_NAME = re.compile(r"\bzgrad\b")
 
@@ -48,22 +50,23 @@ def _source(path: Path, lib: Any) -> str:
 
 
 class _PortModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Imports the modules that sit beside a port's program (``model``, ``data``, ...) from their
-    source as :func:`_source` gives it for ``lib``."""
+    """Imports the modules that sit beside a port's program (``model``, ``data``, ...) and the
+    stand-ins from their source as :func:`_source` gives it for ``lib``."""
 
     def __init__(self, directory: Path, lib: Any) -> None:
-        self.directory, self.lib = directory, lib
+        self.directories, self.lib = (directory, STANDINS), lib
         self.loaded: list[str] = []
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
         parts = name.split(".")
-        file = self.directory.joinpath(*parts).with_suffix(".py")
-        package = self.directory.joinpath(*parts) / "__init__.py"
-        if package.exists():
-            return importlib.util.spec_from_file_location(name, package, loader=self,
-                                                          submodule_search_locations=[str(package.parent)])
-        if file.exists():
-            return importlib.util.spec_from_file_location(name, file, loader=self)
+        for directory in self.directories:
+            package = directory.joinpath(*parts) / "__init__.py"
+            if package.exists():
+                return importlib.util.spec_from_file_location(name, package, loader=self,
+                                                              submodule_search_locations=[str(package.parent)])
+            if directory.joinpath(*parts).with_suffix(".py").exists():
+                return importlib.util.spec_from_file_location(name, directory.joinpath(*parts).with_suffix(".py"),
+                                                              loader=self)
         return None
 
     def create_module(self, spec: Any) -> None:
@@ -104,13 +107,13 @@ def run_program(program: Path, args: Sequence[str], lib: Any) -> str:
 
 def run_script(program: Path, args: Sequence[str], cwd: Path) -> str:
     """Run the port's ``program`` as a user runs it (``python program.py ARGS`` in ``cwd``, one
-    thread); its output. Blocks up to ``SCRIPT_TIMEOUT_S``.
+    thread, the stand-ins on its path); its output. Blocks up to ``SCRIPT_TIMEOUT_S``.
 
     Raises:
         AssertionError: the program exited with an error (its output's end in the message).
     """
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-           "NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    path = os.pathsep.join([str(REPO), str(STANDINS), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path, "NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, str(program), *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=SCRIPT_TIMEOUT_S)
     assert done.returncode == 0, f"{program} exited with {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
@@ -157,6 +160,9 @@ def comparable(lib: Any, parameters: list[list[np.ndarray]] | None = None, seed:
         low, high = (0, *bounds) if len(bounds) == 1 else bounds
         return tensor(rng.integers(low, high, size=tuple(size)), dtype or lib.int64)
 
+    def like(draw: Any, t: Any, dtype: Any) -> Any:
+        return draw(*t.shape, dtype=dtype or t.dtype).to(t.device)
+
     def shuffled(sampler: Any) -> Iterator[int]:
         assert not sampler.replacement and sampler.num_samples == len(sampler.data_source), "only plain shuffles"
         return iter(rng.permutation(len(sampler.data_source)).tolist())
@@ -184,8 +190,8 @@ def comparable(lib: Any, parameters: list[list[np.ndarray]] | None = None, seed:
             patch.setattr(lib, "randn", randn)
             patch.setattr(lib, "rand", rand)
             patch.setattr(lib, "randint", randint)
-            patch.setattr(lib, "randn_like", lambda t, dtype=None, **kw: randn(*t.shape, dtype=dtype or t.dtype))
-            patch.setattr(lib, "rand_like", lambda t, dtype=None, **kw: rand(*t.shape, dtype=dtype or t.dtype))
+            patch.setattr(lib, "randn_like", lambda t, dtype=None, **kw: like(randn, t, dtype))
+            patch.setattr(lib, "rand_like", lambda t, dtype=None, **kw: like(rand, t, dtype))
             patch.setattr(lib.utils.data.RandomSampler, "__iter__", shuffled)
             patch.setattr(lib.optim.Optimizer, "__init__", start_optimizer)
             patch.setattr(lib.Tensor, "backward", recording_backward)

@@ -1,12 +1,13 @@
 """pytorch/examples ``dcgan/main.py``, ported to zgrad for ``tests/examples/test_examples_dcgan.py``.
 
-The port: ``torch`` renamed to ``zgrad``; torchvision, which zgrad has no counterpart of, replaced
-by the two stand-ins below (``FakeData``, the dataset of ``--dataset fake``, with 12 images instead
-of 1000, and ``save_image``, which saves the image tensor with ``zgrad.save``). The rest is the
-example's, line for line. Its networks are built for 64x64 images (five stride-2 layers), so
-``--imageSize`` stays 64; small runs shrink ``--nz``, ``--ngf``, ``--ndf`` and ``--batchSize``.
+The port: ``torch`` renamed to ``zgrad``, nothing else. torchvision comes from the stand-in in
+``tests/support/examples_standins/`` (``FakeData``, the dataset of ``--dataset fake``, has 12
+images instead of 1000; ``save_image`` saves the image tensor with ``zgrad.save``). The networks
+are built for 64x64 images (five stride-2 layers), so ``--imageSize`` stays 64; small runs shrink
+``--nz``, ``--ngf``, ``--ndf`` and ``--batchSize``:
 
-    python tests/support/examples_dcgan/main.py --dataset fake --workers 0 --batchSize 4 --nz 8 --ngf 4 --ndf 4 --niter 2
+    PYTHONPATH=tests/support/examples_standins python tests/support/examples_dcgan/main.py \
+        --dataset fake --workers 0 --batchSize 4 --nz 8 --ngf 4 --ndf 4 --niter 2
 """
 
 from __future__ import print_function
@@ -19,38 +20,9 @@ import zgrad.nn.parallel
 import zgrad.backends.cudnn as cudnn
 import zgrad.optim as optim
 import zgrad.utils.data
-
-
-class dset:
-    """Stand-in for ``torchvision.datasets``: its ``FakeData``, uniform random images in [0, 1)
-    (what ``transforms.ToTensor`` makes of its random images) with random class labels."""
-
-    class FakeData(zgrad.utils.data.Dataset):
-        def __init__(self, size=12, image_size=(3, 224, 224), num_classes=10, transform=None):
-            self.images = zgrad.rand(size, *image_size)
-            self.targets = zgrad.randint(0, num_classes, (size,))
-
-        def __len__(self):
-            return len(self.images)
-
-        def __getitem__(self, index):
-            return self.images[index], int(self.targets[index])
-
-
-class transforms:
-    """Stand-in for ``torchvision.transforms``: ``FakeData`` makes tensors already."""
-
-    @staticmethod
-    def ToTensor():
-        return None
-
-
-class vutils:
-    """Stand-in for ``torchvision.utils``: ``save_image`` saves the tensor itself."""
-
-    @staticmethod
-    def save_image(tensor, fp, **kwargs):
-        zgrad.save(tensor, fp)
+import torchvision.datasets as dset
+import torchvision.transforms as transforms
+import torchvision.utils as vutils
 
 
 parser = argparse.ArgumentParser()
