@@ -27,6 +27,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -34,7 +35,7 @@ import pytest
 
 from paths import REPO, SUPPORT
 
-__all__ = ["Trace", "comparable", "run_program", "run_script"]
+__all__ = ["Trace", "comparable", "load_module", "run_program", "run_script"]
 
 SCRIPT_TIMEOUT_S = 120
 # what the ports import in place of packages zgrad has no counterpart of (torchvision)
@@ -78,20 +79,42 @@ class _PortModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         exec(compile(_source(path, self.lib), str(path), "exec"), module.__dict__)  # noqa: S102
 
 
+@contextlib.contextmanager
+def _importing(modules: _PortModules) -> Iterator[None]:
+    """``modules`` first on the import path; what it loaded forgotten afterwards (ports share
+    module names such as ``model``)."""
+    sys.meta_path.insert(0, modules)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(modules)
+        for name in modules.loaded:
+            sys.modules.pop(name, None)
+
+
+def load_module(path: Path, lib: Any) -> ModuleType:
+    """The port's module at ``path`` (a file of a port's directory), loaded afresh on ``lib``
+    (zgrad or torch), with the modules beside it importable."""
+    modules = _PortModules(path.parent, lib)
+    with _importing(modules):
+        spec = modules.find_spec(path.stem, None)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return module
+
+
 def run_program(program: Path, args: Sequence[str], lib: Any) -> str:
     """Run the port's ``program`` to its end as ``__main__`` with ``args`` on ``lib`` (zgrad or
     torch), in the current directory; what it printed. Blocks; the modules it imported from beside
-    it are forgotten afterwards (ports share names such as ``model``).
+    it are forgotten afterwards.
 
     Raises:
         Exception: whatever the program raised, with a note holding what it printed.
     """
-    modules = _PortModules(program.parent, lib)
-    sys.meta_path.insert(0, modules)
     argv, sys.argv = sys.argv, [str(program), *args]
     out = io.StringIO()
     try:
-        with contextlib.redirect_stdout(out):
+        with _importing(_PortModules(program.parent, lib)), contextlib.redirect_stdout(out):
             code = compile(_source(program, lib), str(program), "exec")
             exec(code, {"__name__": "__main__", "__file__": str(program)})  # noqa: S102
     except Exception as error:
@@ -99,9 +122,6 @@ def run_program(program: Path, args: Sequence[str], lib: Any) -> str:
         raise
     finally:
         sys.argv = argv
-        sys.meta_path.remove(modules)
-        for name in modules.loaded:
-            sys.modules.pop(name, None)
     return out.getvalue()
 
 
