@@ -775,12 +775,37 @@ def test_device_moves():
     assert repr(zgrad.device("cpu")) == "device(type='cpu')" and zgrad.device("cuda:1").index == 1
 
 
-def test_backends_cudnn_switches_as_torch_without_cudnn():
-    """Programs set ``cudnn.benchmark`` (pytorch/examples' dcgan); zgrad has no cuDNN to switch."""
-    import zgrad.backends.cudnn as cudnn
+LEGACY_TYPES = [("float32", "FloatTensor"), ("float64", "DoubleTensor"), ("float16", "HalfTensor"),
+                ("bfloat16", "BFloat16Tensor"), ("int64", "LongTensor"), ("int32", "IntTensor"),
+                ("int16", "ShortTensor"), ("int8", "CharTensor"), ("uint8", "ByteTensor"), ("bool", "BoolTensor")]
 
-    assert zgrad.backends.cudnn is cudnn and not cudnn.is_available() and cudnn.version() is None
-    assert (cudnn.enabled, cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32) == (True, False, False, True)
+
+def test_type_names_and_casts():
+    x = zgrad.ones(2, requires_grad=True)
+    for dtype, name in LEGACY_TYPES:
+        assert x.to(getattr(zgrad, dtype)).type() == f"zgrad.{name}"
+        assert x.type(f"zgrad.{name}").dtype == getattr(zgrad, dtype)
+    assert x.type(zgrad.float32) is x and x.type("zgrad.FloatTensor") is x
+    as_long = x.type(zgrad.LongTensor)  # pytorch/examples' word_language_model: .type(torch.int64)
+    assert as_long.dtype == zgrad.int64 and x.type(dtype=zgrad.int64).dtype == zgrad.int64
+    y = x.type(zgrad.float64)
+    y.sum().backward()
+    assert x.grad.dtype == np.float32 and x.grad.tolist() == [1.0, 1.0]
+    if zgrad.cuda.is_available():  # the simulator, in this test session
+        assert x.cuda().type() == "zgrad.cuda.FloatTensor" and x.type("zgrad.cuda.LongTensor").is_cuda
+    for bad in ("foo", "zgrad.FooTensor", "torch.FloatTensor", "float32"):
+        with pytest.raises(ValueError, match=f"^invalid type: '{bad}'$"):
+            x.type(bad)
+    with pytest.raises(TypeError, match="dtype must be a type, str, or dtype object"):
+        x.type(3)
+
+
+@pytest.mark.torch
+def test_type_names_as_torch():
+    for dtype, _ in LEGACY_TYPES:
+        expected = torch.ones(2, dtype=getattr(torch, dtype)).type()
+        assert zgrad.ones(2, dtype=getattr(zgrad, dtype)).type() == expected.replace("torch.", "zgrad.")
+        assert torch.ones(2).type(expected).dtype == getattr(torch, dtype)
 
 
 def test_contiguous_and_data_setter():
