@@ -45,7 +45,7 @@ def test_dcgan_trains_as_on_torch(tmp_path, monkeypatch):
     with comparable(torch) as expected:
         run_program(PROGRAM, ARGS, torch)
     monkeypatch.chdir(tmp_path / "zgrad")
-    with comparable(zgrad, expected.parameters) as got:
+    with comparable(zgrad, expected.states) as got:
         run_program(PROGRAM, ARGS, zgrad)
     # per iteration: D on real images, D on fakes, G through D
     assert len(got.losses) == len(expected.losses) == 3 * 6

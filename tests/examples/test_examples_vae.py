@@ -45,7 +45,7 @@ def test_vae_trains_as_on_torch(tmp_path, monkeypatch):
     with comparable(torch) as expected:
         expected_out = run_program(PROGRAM, ARGS, torch)
     monkeypatch.chdir(tmp_path / "zgrad")
-    with comparable(zgrad, expected.parameters) as got:
+    with comparable(zgrad, expected.states) as got:
         out = run_program(PROGRAM, ARGS, zgrad)
     assert len(got.losses) == len(expected.losses) == 8
     np.testing.assert_allclose(got.losses, expected.losses, rtol=1e-10)

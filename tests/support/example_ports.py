@@ -9,10 +9,12 @@ and in the modules beside it that the program imports, so the run is the example
 Two runs of a seeded program still differ: zgrad's random streams are not PyTorch's. Inside
 :func:`comparable` a library computes in float64 and takes every random draw a program makes
 (``randn``, ``rand``, ``randint``, their ``_like`` forms, the DataLoader's shuffling) from one
-numpy generator seeded the same for both runs; each optimizer the program builds records its
-parameters as the program initialized them, or, given another run's, starts from those (the
-``state_dict`` copied across); and every ``backward()`` records the loss it starts from, in full
-precision, so the two traces compare step by step.
+numpy generator seeded the same for both runs; each module the program calls from outside any
+module (its networks, also its losses) records its ``state_dict`` as the program initialized it
+when first called, or, given another run's, loads that one (the ``state_dict`` copied across), and
+its dropout is switched off (PyTorch draws the masks of attention's and of the RNNs' in C++, out of
+reach); and every ``backward()`` records the loss it starts from, in full precision, so the two
+traces compare step by step.
 """
 
 from __future__ import annotations
@@ -145,7 +147,7 @@ class Trace:
     """What a run inside :func:`comparable` recorded."""
 
     losses: list[float] = field(default_factory=list)  # each backward()'s scalar, in call order
-    parameters: list[list[np.ndarray]] = field(default_factory=list)  # per optimizer built, its parameters
+    states: list[dict[str, np.ndarray]] = field(default_factory=list)  # each top-level module's, at its first call
 
 
 def _shape(size: Sequence[Any], kwargs: dict[str, Any]) -> tuple[int, ...]:
@@ -157,14 +159,15 @@ def _shape(size: Sequence[Any], kwargs: dict[str, Any]) -> tuple[int, ...]:
 
 
 @contextlib.contextmanager
-def comparable(lib: Any, parameters: list[list[np.ndarray]] | None = None, seed: int = 0) -> Iterator[Trace]:
+def comparable(lib: Any, states: list[dict[str, np.ndarray]] | None = None, seed: int = 0) -> Iterator[Trace]:
     """Within it, ``lib`` (zgrad or torch) computes in float64, draws as described in the module's
     docstring from ``numpy.random.default_rng(seed)``, and records a :class:`Trace`; with
-    ``parameters`` (another run's ``Trace.parameters``), the n-th optimizer built starts from the
-    n-th list of them instead."""
+    ``states`` (another run's ``Trace.states``), the n-th top-level module called loads the n-th."""
     rng = np.random.default_rng(seed)
     trace = Trace()
-    given = iter(parameters) if parameters is not None else None
+    given = iter(states) if states is not None else None
+    started: list[Any] = []
+    depth = 0
 
     def tensor(values: np.ndarray, dtype: Any = None) -> Any:
         return lib.tensor(values, dtype=dtype or lib.get_default_dtype())
@@ -187,17 +190,28 @@ def comparable(lib: Any, parameters: list[list[np.ndarray]] | None = None, seed:
         assert not sampler.replacement and sampler.num_samples == len(sampler.data_source), "only plain shuffles"
         return iter(rng.permutation(len(sampler.data_source)).tolist())
 
-    optimizer_init, backward = lib.optim.Optimizer.__init__, lib.Tensor.backward
+    module_call, backward = lib.nn.Module.__call__, lib.Tensor.backward
 
-    def start_optimizer(self: Any, params: Any, defaults: dict[str, Any]) -> None:
-        params = list(params)
-        tensors = [p for group in params for p in (group["params"] if isinstance(group, dict) else [group])]
+    def start(module: Any) -> None:
+        started.append(module)
+        for inner in module.modules():
+            if "Dropout" in type(inner).__name__:
+                inner.p = 0.0
+            elif isinstance(getattr(inner, "dropout", None), float):  # attention's, and between RNN layers
+                inner.dropout = 0.0
         if given is not None:
-            with lib.no_grad():
-                for p, value in zip(tensors, next(given), strict=True):
-                    p.copy_(lib.tensor(value))
-        trace.parameters.append([p.detach().numpy().copy() for p in tensors])
-        optimizer_init(self, params, defaults)
+            module.load_state_dict({name: lib.tensor(value) for name, value in next(given).items()})
+        trace.states.append({name: value.detach().numpy().copy() for name, value in module.state_dict().items()})
+
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal depth
+        if depth == 0 and not any(self is module for module in started):
+            start(self)
+        depth += 1
+        try:
+            return module_call(self, *args, **kwargs)
+        finally:
+            depth -= 1
 
     def recording_backward(self: Any, *args: Any, **kwargs: Any) -> Any:
         trace.losses.append(float(self.detach()))
@@ -213,7 +227,7 @@ def comparable(lib: Any, parameters: list[list[np.ndarray]] | None = None, seed:
             patch.setattr(lib, "randn_like", lambda t, dtype=None, **kw: like(randn, t, dtype))
             patch.setattr(lib, "rand_like", lambda t, dtype=None, **kw: like(rand, t, dtype))
             patch.setattr(lib.utils.data.RandomSampler, "__iter__", shuffled)
-            patch.setattr(lib.optim.Optimizer, "__init__", start_optimizer)
+            patch.setattr(lib.nn.Module, "__call__", call)
             patch.setattr(lib.Tensor, "backward", recording_backward)
             yield trace
     finally:
