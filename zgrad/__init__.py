@@ -10,7 +10,7 @@ import numpy as _np
 # onto zgrad.tensor.Tensor, before any other module of zgrad can hold a tensor.
 from zgrad import tensor_creation, tensor_indexing, tensor_inplace, tensor_math, tensor_pointwise  # noqa: F401
 from zgrad import tensor_reduce, tensor_shape  # noqa: F401
-from zgrad import accelerator, autograd, cuda, distributions, futures, nn, optim
+from zgrad import accelerator, autograd, backends, cuda, distributions, futures, nn, optim
 from zgrad import random, return_types, special, testing, utils
 from zgrad import amp
 from zgrad.amp import autocast
@@ -107,7 +107,7 @@ bool = bool_  # noqa: A001
 __version__ = "0.1.0"
 
 __all__ = [
-    "abs", "accelerator", "add", "arange", "argmax", "argmin", "autograd", "bool", "cuda", "bool_", "BoolTensor",
+    "abs", "accelerator", "add", "arange", "argmax", "argmin", "autograd", "backends", "bool", "cuda", "bool_", "BoolTensor",
     "bfloat16", "can_cast", "finfo", "get_default_dtype", "half", "iinfo", "int8", "int16", "promote_types",
     "result_type", "set_default_dtype",
     "short", "cat", "chunk", "clamp", "clip", "cumsum", "device", "distributions", "div", "double", "DoubleTensor", "empty",

@@ -108,6 +108,11 @@ class Tensor:
         return self.device.type == "cuda"
 
     @property
+    def is_xpu(self) -> bool:
+        """False: zgrad has no XPU backend (programs that route XPU tensors ask it)."""
+        return False
+
+    @property
     def ndim(self) -> int:
         return self._data.ndim
 

@@ -23,6 +23,14 @@ from zgrad.kernels.promotion import BFLOAT16
 from zgrad.ops.activation import prelu
 from zgrad.tensor import Tensor, parse_to_args, tensor_methods
 
+# PyTorch's legacy tensor type names (``Tensor.type()``), by dtype
+_LEGACY_TYPE_NAMES = {np.dtype(np.float32): "FloatTensor", np.dtype(np.float64): "DoubleTensor",
+                      np.dtype(np.float16): "HalfTensor", np.dtype(BFLOAT16): "BFloat16Tensor",
+                      np.dtype(np.int64): "LongTensor", np.dtype(np.int32): "IntTensor",
+                      np.dtype(np.int16): "ShortTensor", np.dtype(np.int8): "CharTensor",
+                      np.dtype(np.uint8): "ByteTensor", np.dtype(np.bool_): "BoolTensor"}
+_LEGACY_TYPES = {name: dtype for dtype, name in _LEGACY_TYPE_NAMES.items()}
+
 __all__ = ["TensorMath"]
 
 
@@ -407,6 +415,29 @@ class TensorMath:
             ZgradError: no CUDA device can be used here.
         """
         return self.to("cuda" if device is None else device if isinstance(device, str) else f"cuda:{int(device)}")
+
+    def type(self, dtype: Any = None, non_blocking: bool = False) -> Any:
+        """Without ``dtype``, the legacy type name (``"zgrad.FloatTensor"``, on CUDA
+        ``"zgrad.cuda.FloatTensor"``); with one (a dtype, such a name, or a legacy constructor such
+        as ``zgrad.LongTensor``), this tensor cast to it: self when it has that dtype already.
+
+        Raises:
+            ValueError: ``dtype`` is a name no type has.
+            TypeError: ``dtype`` is neither a dtype, a str nor a legacy constructor.
+        """
+        if dtype is None:
+            prefix = "zgrad.cuda." if self.is_cuda else "zgrad."
+            return prefix + _LEGACY_TYPE_NAMES[np.dtype(self.dtype)]
+        if isinstance(dtype, str) or callable(dtype) and getattr(dtype, "__name__", "") in _LEGACY_TYPES:
+            name = dtype if isinstance(dtype, str) else f"zgrad.{dtype.__name__}"
+            device, _, short = name.removeprefix("zgrad.").rpartition(".")
+            if not name.startswith("zgrad.") or device not in ("", "cuda") or short not in _LEGACY_TYPES:
+                raise ValueError(f"invalid type: {name!r}")
+            return self.to(device or "cpu", _LEGACY_TYPES[short])
+        try:
+            return self.to(np.dtype(dtype))
+        except TypeError:
+            raise TypeError("dtype must be a type, str, or dtype object") from None
 
     def type_as(self, other: Tensor) -> Tensor:
         return self.to(other.dtype)
