@@ -343,8 +343,15 @@ class TensorMath:
     def split(self, split_size_or_sections: Any, dim: int = 0) -> Any:
         return ops.split(self, split_size_or_sections, dim)
 
+    unsafe_split = split
+
+    def split_with_sizes(self, split_sizes: Any, dim: int = 0) -> Any:
+        return ops.split(self, list(split_sizes), dim)
+
     def chunk(self, chunks: int, dim: int = 0) -> Any:
         return ops.chunk(self, chunks, dim)
+
+    unsafe_chunk = chunk
 
     def transpose(self, dim0: int, dim1: int) -> Any:
         return ops.transpose(self, dim0, dim1)
@@ -431,3 +438,12 @@ class TensorMath:
 
     def bool(self) -> Tensor:
         return self.to(np.bool_)
+
+    def byte(self) -> Tensor:
+        return self.to(np.uint8)
+
+    def char(self) -> Tensor:
+        return self.to(np.int8)
+
+    def short(self) -> Tensor:
+        return self.to(np.int16)

@@ -47,6 +47,9 @@ from zgrad.ops.scattering import index_add, index_copy, index_fill, scatter_add,
 from zgrad.ops.selection import argwhere, masked_scatter, masked_select, nonzero, take, take_along_dim
 from zgrad.ops.sorting import argsort, bucketize, kthvalue, msort, searchsorted, sort, topk
 from zgrad.ops.sampling import bernoulli, multinomial, normal
+from zgrad.ops.covariance import corrcoef, cov
+from zgrad.ops.membership import isin, unravel_index
+from zgrad.ops.series import cumulative_trapezoid, diff, trapezoid, trapz, vander
 from zgrad.ops.rounding import (
     ceil, clamp_max, clamp_min, fix, floor, frac, isfinite, isinf, isnan, isneginf, isposinf, nan_to_num, round,
     sgn, sign, signbit, trunc,
@@ -88,3 +91,4 @@ __all__ = [
     "fmod", "hypot", "logaddexp", "logaddexp2", "copysign", "lerp", "bitwise_and", "bitwise_or", "bitwise_xor",
     "bitwise_not", "bitwise_left_shift", "bitwise_right_shift", "floor_divide",
 ]
+__all__ += ["corrcoef", "cov", "cumulative_trapezoid", "diff", "isin", "trapezoid", "trapz", "unravel_index", "vander"]
