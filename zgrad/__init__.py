@@ -27,6 +27,7 @@ from zgrad.creation import (
 )
 from zgrad.creation import eye, linspace, logspace
 from zgrad.creation import as_tensor, asarray, scalar_tensor
+from zgrad.creation_windows import bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window
 from zgrad.creation_random import rand, rand_like, randint, randint_like, randn, randn_like, randperm
 from zgrad.generator import Generator
 from zgrad.ops.sampling import bernoulli, multinomial, normal
@@ -69,6 +70,8 @@ from zgrad.ops import (
     tril_indices, triu, triu_indices, unbind, unflatten, vsplit, vstack,
 )
 from zgrad.ops import diagonal_scatter, select_scatter, slice_scatter
+from zgrad.ops import dist, histogram, index_reduce, renorm
+from zgrad.linalg.matrix_functions import chain_matmul, matrix_exp, matrix_power
 from zgrad.ops import corrcoef, cov, cumulative_trapezoid, diff, isin, trapezoid, trapz, unravel_index, vander
 from zgrad.ops import (
     argsort, argwhere, bincount, bucketize, histc, index_add, index_copy, index_fill, index_put, kthvalue,
@@ -154,6 +157,8 @@ __all__ = [
 ]
 __all__ += ["amp", "autocast", "clear_autocast_cache", "get_autocast_dtype", "is_autocast_cache_enabled",
             "is_autocast_enabled", "set_autocast_cache_enabled", "set_autocast_dtype", "set_autocast_enabled"]
+__all__ += ["bartlett_window", "blackman_window", "hamming_window", "hann_window", "kaiser_window"]
+__all__ += ["chain_matmul", "dist", "histogram", "index_reduce", "matrix_exp", "matrix_power", "renorm"]
 __all__ += ["corrcoef", "cov", "cumulative_trapezoid", "diff", "isin", "trapezoid", "trapz", "unravel_index",
             "vander"]
 __all__ += ["as_tensor", "asarray", "clone", "detach", "fill", "fill_", "get_num_interop_threads", "get_num_threads",

@@ -271,6 +271,22 @@ class TensorMath:
     def logdet(self) -> Any:
         return logdet(self)
 
+    def matrix_power(self, n: int) -> Any:
+        return linalg.matrix_power(self, n)
+
+    def matrix_exp(self) -> Any:
+        return linalg.matrix_exp(self)
+
+    def dist(self, other: Any, p: float = 2) -> Any:
+        return ops.dist(self, other, p)
+
+    def renorm(self, p: float, dim: int, maxnorm: float) -> Any:
+        return ops.renorm(self, p, dim, maxnorm)
+
+    def histogram(self, bins: Any = 100, *, range: Any = None, weight: Any = None,  # noqa: A002
+                  density: bool = False) -> Any:
+        return ops.histogram(self, bins, range=range, weight=weight, density=density)
+
     # --- reductions -----------------------------------------------------------------------------
 
     def sum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:

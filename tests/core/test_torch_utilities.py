@@ -27,12 +27,13 @@ def _raised(call, lib) -> Exception | None:
 
 
 def assert_same_error(call) -> None:
-    """zgrad raises what PyTorch raises (an exception of its type or a subclass, with its message),
-    or nothing where PyTorch raises nothing."""
+    """zgrad raises what PyTorch raises (an exception of its type or a subclass, with its message;
+    PyTorch's "torch." written "zgrad."), or nothing where PyTorch raises nothing."""
     ours, theirs = _raised(call, zgrad), _raised(call, torch)
     assert (ours is None) == (theirs is None), (ours, theirs)
     if theirs is not None:
-        assert isinstance(ours, type(theirs)) and str(ours) == str(theirs).replace("torch.", ""), (ours, theirs)
+        expected = str(theirs).replace("torch.float", "float").replace("torch.", "zgrad.")
+        assert isinstance(ours, type(theirs)) and str(ours) == expected, (ours, theirs)
 
 
 @pytest.fixture
@@ -53,19 +54,60 @@ def test_type_queries():
     assert zgrad.numel(x) == 6 and zgrad.is_nonzero(i) and not zgrad.is_nonzero(zgrad.tensor([0.0]))
 
 
+ERRORS = {
+    "is_floating_point-int": lambda lib: lib.is_floating_point(3),
+    "numel-list": lambda lib: lib.numel([1, 2]),
+    "is_nonzero-two": lambda lib: lib.is_nonzero(lib.tensor([1, 2])),
+    "is_nonzero-empty": lambda lib: lib.is_nonzero(lib.tensor([])),
+    "split_with_sizes-sum": lambda lib: lib.split_with_sizes(lib.arange(5), [1, 1]),
+    "split_with_sizes-negative": lambda lib: lib.split_with_sizes(lib.arange(5), [6, -1]),
+    "fill-1d-value": lambda lib: lib.fill(lib.ones(2), lib.ones(1)),
+    "set_num_threads-0": lambda lib: lib.set_num_threads(0),
+    "set_num_threads-float": lambda lib: lib.set_num_threads(2.0),
+    "set_num_interop_threads-0": lambda lib: lib.set_num_interop_threads(0),
+    "diff-order": lambda lib: lib.diff(lib.ones(3), n=-1),
+    "diff-0d": lambda lib: lib.diff(lib.tensor(1.0)),
+    "diff-prepend-dims": lambda lib: lib.diff(lib.ones(2, 3), prepend=lib.ones(3)),
+    "cov-3d": lambda lib: lib.cov(lib.ones(2, 2, 2)),
+    "cov-fweights-float": lambda lib: lib.cov(lib.ones(2, 3), fweights=lib.ones(3)),
+    "cov-aweights-int": lambda lib: lib.cov(lib.ones(2, 3), aweights=lib.ones(3, dtype=lib.int64)),
+    "cov-aweights-negative": lambda lib: lib.cov(lib.ones(2, 3), aweights=lib.tensor([1.0, -1.0, 1.0])),
+    "cov-fweights-length": lambda lib: lib.cov(lib.ones(2, 3), fweights=lib.ones(2, dtype=lib.int64)),
+    "trapezoid-x-length": lambda lib: lib.trapezoid(lib.ones(2, 3), lib.ones(2)),
+    "trapezoid-bool": lambda lib: lib.trapezoid(lib.ones(3, dtype=lib.bool)),
+    "vander-2d": lambda lib: lib.vander(lib.ones(2, 2)),
+    "vander-negative-N": lambda lib: lib.vander(lib.ones(2), N=-1),
+    "unravel_index-float": lambda lib: lib.unravel_index(lib.tensor(1.0), (2, 3)),
+    "put-int32-index": lambda lib: lib.ones(3).put(lib.tensor([0], dtype=lib.int32), lib.ones(1)),
+    "put-counts": lambda lib: lib.ones(3).put(lib.tensor([0, 1]), lib.ones(1)),
+    "put-range": lambda lib: lib.ones(3).put(lib.tensor([3]), lib.ones(1)),
+    "put-negative-range": lambda lib: lib.ones(3).put(lib.tensor([-4]), lib.ones(1)),
+    "put-dtype": lambda lib: lib.ones(3).put(lib.tensor([0]), lib.ones(1, dtype=lib.float64)),
+    "index_reduce-sum": lambda lib: lib.ones(2, 3).index_reduce(0, lib.tensor([0]), lib.ones(1, 3), "sum"),
+    "index_reduce-slices": lambda lib: lib.ones(2, 3).index_reduce(0, lib.tensor([0]), lib.ones(1, 2), "prod"),
+    "index_reduce-count": lambda lib: lib.ones(2, 3).index_reduce(0, lib.tensor([0, 1]), lib.ones(1, 3), "prod"),
+    "index_reduce-matrix-index": lambda lib: lib.ones(2, 3).index_reduce(0, lib.tensor([[0]]), lib.ones(1, 3),
+                                                                           "prod"),
+    "fill_diagonal_-1d": lambda lib: lib.ones(3).fill_diagonal_(0),
+    "fill_diagonal_-unequal": lambda lib: lib.ones(2, 3, 2).fill_diagonal_(0),
+    "dist-int": lambda lib: lib.dist(lib.ones(2, dtype=lib.int64), lib.ones(2, dtype=lib.int64)),
+    "renorm-p": lambda lib: lib.renorm(lib.ones(2, 2), 0, 0, 1.0),
+    "renorm-maxnorm": lambda lib: lib.renorm(lib.ones(2, 2), 2, 0, -1.0),
+    "matrix_exp-int": lambda lib: lib.matrix_exp(lib.ones(2, 2, dtype=lib.int64)),
+    "chain_matmul-none": lambda lib: lib.chain_matmul(),
+    "chain_matmul-vector": lambda lib: lib.chain_matmul(lib.ones(2, 2), lib.ones(2)),
+    "histogram-int": lambda lib: lib.histogram(lib.ones(3, dtype=lib.int64), 2),
+    "hann_window-negative": lambda lib: lib.hann_window(-1),
+    "kaiser_window-int": lambda lib: lib.kaiser_window(3, dtype=lib.int64),
+    "bartlett_window-negative": lambda lib: lib.bartlett_window(-2, False),
+    "sum_to_size": lambda lib: lib.ones(2, 3).sum_to_size(2),
+    "type-name": lambda lib: lib.ones(2).type("nonsense.FloatTensor"),
+}
+
+
 @pytest.mark.torch
-@pytest.mark.parametrize("call", [
-    lambda lib: lib.is_floating_point(3),
-    lambda lib: lib.numel([1, 2]),
-    lambda lib: lib.is_nonzero(lib.tensor([1, 2])),
-    lambda lib: lib.is_nonzero(lib.tensor([])),
-    lambda lib: lib.split_with_sizes(lib.arange(5), [1, 1]),
-    lambda lib: lib.split_with_sizes(lib.arange(5), [6, -1]),
-    lambda lib: lib.set_num_threads(0),
-    lambda lib: lib.set_num_threads(2.0),
-    lambda lib: lib.set_num_interop_threads(0),
-], ids=["is_floating_point-int", "numel-list", "is_nonzero-two", "is_nonzero-empty", "split_with_sizes-sum",
-        "split_with_sizes-negative", "set_num_threads-0", "set_num_threads-float", "set_num_interop_threads-0"])
+@pytest.mark.filterwarnings("ignore:torch.chain_matmul is deprecated")
+@pytest.mark.parametrize("call", ERRORS.values(), ids=ERRORS.keys())
 def test_errors_match_torch(call):
     require_torch()
     assert_same_error(call)
@@ -268,3 +310,42 @@ def test_set_printoptions_keeps_what_it_is_not_given(print_defaults):
     assert repr(zgrad.tensor([1.0 / 3])) == "tensor([0.33])"
     zgrad.set_printoptions(profile="default")
     assert repr(zgrad.tensor([1.0 / 3])) == "tensor([0.3333])"
+
+
+# --- the rest of issue 32's functions: what the conformance table cannot express ------------------
+
+@pytest.mark.torch
+def test_histogram_with_edges_and_weights_matches_torch():
+    require_torch()
+    data, edges = np.array([0.5, 1.0, 1.5, 3.0, 9.0, -1.0]), np.array([0.0, 1.0, 2.5, 3.0])
+    weights = np.arange(6.0)
+    for density in (False, True):
+        ours = zgrad.histogram(zgrad.tensor(data), zgrad.tensor(edges), weight=zgrad.tensor(weights), density=density)
+        theirs = torch.histogram(torch.tensor(data), torch.tensor(edges), weight=torch.tensor(weights),
+                                 density=density)
+        np.testing.assert_allclose(ours.hist.numpy(), theirs.hist.numpy())
+        np.testing.assert_allclose(ours.bin_edges.numpy(), theirs.bin_edges.numpy())
+
+
+def test_chain_matmul_warns_that_it_is_deprecated():
+    a = zgrad.tensor([[1.0, 2.0], [3.0, 4.0]])
+    with pytest.warns(UserWarning, match="torch.chain_matmul is deprecated"):
+        assert zgrad.chain_matmul(a, a).tolist() == [[7.0, 10.0], [15.0, 22.0]]
+
+
+def test_windows_take_device_and_requires_grad():
+    window = zgrad.blackman_window(4, requires_grad=True)
+    assert window.requires_grad and window.is_leaf and window.dtype == zgrad.float32
+    assert zgrad.hann_window(0).shape == (0,) and zgrad.kaiser_window(1).tolist() == [1.0]
+
+
+@pytest.mark.torch
+def test_in_place_comparisons_of_a_graph_tensor_cut_its_gradient():
+    require_torch()
+    for lib in (zgrad, torch):
+        x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        y = x * 1
+        y.gt_(1.5)
+        assert y.tolist() == [0.0, 1.0, 1.0]
+        with pytest.raises(RuntimeError):
+            x.eq_(2)  # a leaf that requires grad, as every in-place op
