@@ -116,20 +116,25 @@ def _summarized(values: np.ndarray, edgeitems: int) -> np.ndarray:
     return values
 
 
+def _items(values: np.ndarray, floating: bool) -> list:
+    """The elements of 1-d ``values`` as Python numbers (floats of every floating dtype)."""
+    return (values.astype(np.float64) if floating else values).tolist()
+
+
 def _body(values: np.ndarray, indent: int, summarize: bool, formatter: _Formatter, options: PrintOptions) -> str:
     edge = options.edgeitems
     if values.ndim == 0:
-        return formatter.format(values.item())
+        return formatter.format(_items(values.reshape(1), formatter.floating)[0])
     long = summarize and values.shape[0] > 2 * edge
     if values.ndim == 1:
         per_line = max(1, int(math.floor((options.linewidth - indent) / (formatter.width + 2))))
         if summarize and not edge:
             items = ["..."]
         elif long:
-            items = [*map(formatter.format, values[:edge].tolist()), " ...",
-                     *map(formatter.format, values[-edge:].tolist())]
+            items = [*map(formatter.format, _items(values[:edge], formatter.floating)), " ...",
+                     *map(formatter.format, _items(values[-edge:], formatter.floating))]
         else:
-            items = [formatter.format(v) for v in values.tolist()]
+            items = [formatter.format(v) for v in _items(values, formatter.floating)]
         lines = [", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
         return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
     rows = [*range(edge), None, *range(values.shape[0] - edge, values.shape[0])] if long else range(values.shape[0])
@@ -139,15 +144,14 @@ def _body(values: np.ndarray, indent: int, summarize: bool, formatter: _Formatte
 
 def tensor_body(values: np.ndarray, indent: int) -> str:
     """The bracketed elements of host array ``values`` as PyTorch prints them after a prefix of
-    ``indent`` characters (``"[]"`` for no elements)."""
+    ``indent`` characters (``"[]"`` for no elements). Only the elements that print are converted."""
     if values.size == 0:
         return "[]"
     options = _OPTIONS
     floating = is_floating(values.dtype)
-    if floating:
-        values = values.astype(np.float64)
     summarize = values.size > options.threshold
-    formatter = _Formatter(_summarized(values, options.edgeitems) if summarize else values, floating, options)
+    shown = _summarized(values, options.edgeitems) if summarize else values
+    formatter = _Formatter(shown.astype(np.float64) if floating else shown, floating, options)
     return _body(values, indent, summarize, formatter, options)
 
 
