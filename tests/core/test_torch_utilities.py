@@ -75,6 +75,7 @@ ERRORS = {
     "cov-fweights-length": lambda lib: lib.cov(lib.ones(2, 3), fweights=lib.ones(2, dtype=lib.int64)),
     "trapezoid-x-length": lambda lib: lib.trapezoid(lib.ones(2, 3), lib.ones(2)),
     "trapezoid-bool": lambda lib: lib.trapezoid(lib.ones(3, dtype=lib.bool)),
+    "trapezoid-0d": lambda lib: lib.trapezoid(lib.tensor(1.0)),
     "vander-2d": lambda lib: lib.vander(lib.ones(2, 2)),
     "vander-negative-N": lambda lib: lib.vander(lib.ones(2), N=-1),
     "unravel_index-float": lambda lib: lib.unravel_index(lib.tensor(1.0), (2, 3)),
@@ -325,6 +326,18 @@ def test_histogram_with_edges_and_weights_matches_torch():
                                  density=density)
         np.testing.assert_allclose(ours.hist.numpy(), theirs.hist.numpy())
         np.testing.assert_allclose(ours.bin_edges.numpy(), theirs.bin_edges.numpy())
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.trapezoid(lib.ones(3), lib.ones(3), dx=2),
+    lambda lib: lib.cumulative_trapezoid(lib.ones(3), 2.0),
+], ids=["x-and-dx", "number-x"])
+def test_trapezoid_takes_sample_points_or_a_spacing(call):
+    with pytest.raises(TypeError, match="received an invalid combination of arguments"):
+        call(zgrad)
+    if torch is not None:
+        with pytest.raises(TypeError, match="received an invalid combination of arguments"):
+            call(torch)
 
 
 def test_chain_matmul_warns_that_it_is_deprecated():

@@ -66,19 +66,25 @@ def diff(input: Any, n: int = 1, dim: int = -1, prepend: Any = None, append: Any
     return x
 
 
-def _trapezoid_dim(y: Tensor, x: Any, dim: int, name: str) -> int:
-    """``dim`` of ``y`` normalized, after PyTorch's checks of a trapezoid rule's samples.
+def _trapezoid_args(name: str, y: Any, x: Any, dx: Any, dim: int) -> tuple[Tensor, int, Any]:
+    """``y``, ``dim`` normalized and the even spacing (``dx``, default 1; None when sample points
+    ``x`` are given), after PyTorch's checks of a trapezoid rule's arguments.
 
     Raises:
-        RuntimeError: a bool ``y`` or ``x`` (PyTorch's message). ShapeError: a 0-dim ``y``.
+        TypeError: both ``x`` and ``dx``, or an ``x`` that is not a tensor (PyTorch's forms).
+        RuntimeError: a bool ``y`` or ``x`` (PyTorch's messages). IndexError: a 0-dim ``y``.
     """
-    if isinstance(x, Tensor) and (x.dtype == np.bool_ or y.dtype == np.bool_):
+    y = tensor_arg(y, name)
+    if x is not None and (dx is not None or not isinstance(x, Tensor)):
+        raise TypeError(f"{name}() received an invalid combination of arguments: expected (Tensor y, Tensor x, *, "
+                        f"int dim = -1) or (Tensor y, *, Number dx = 1, int dim = -1)")
+    if x is not None and (x.dtype == np.bool_ or y.dtype == np.bool_):
         raise RuntimeError(f"{name}: received a bool input for `x` or `y`, but bool is not supported")
     if y.dtype == np.bool_:
         raise RuntimeError(f"{name}: received a bool input for `y`, but bool is not supported")
     if y.ndim == 0:
-        raise ShapeError(f"{name}: expected a tensor with at least one dimension")
-    return normalize_dim(dim, y.ndim)
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+    return y, normalize_dim(dim, y.ndim), None if x is not None else 1 if dx is None else dx
 
 
 def _spacings(y: Tensor, x: Tensor, dim: int, name: str) -> Tensor:
@@ -102,19 +108,16 @@ def trapezoid(y: Any, x: Any = None, *, dx: Any = None, dim: int = -1) -> Tensor
     ``x`` (a tensor) or evenly spaced ``dx`` apart (default 1).
 
     Raises:
-        RuntimeError: both ``x`` and ``dx``, or an ``x`` without one value per sample.
+        TypeError: both ``x`` and ``dx``. RuntimeError: an ``x`` without one value per sample, or
+            bool samples. IndexError: a 0-dim ``y``.
     """
-    y = tensor_arg(y, "trapezoid")
-    dim = _trapezoid_dim(y, x, dim, "trapezoid")
-    if x is not None and dx is not None:
-        raise RuntimeError("trapezoid: received both x and dx; pass only one of them")
+    y, dim, spacing = _trapezoid_args("trapezoid", y, x, dx, dim)
     length = y.shape[dim]
-    if isinstance(x, Tensor):
+    if spacing is None:
         if length == 0:
-            return sum(mul(narrow(y, dim, 0, 0), 1.0), dim)
+            return sum(mul(y, 1.0), dim)
         pairs = add(narrow(y, dim, 1, length - 1), narrow(y, dim, 0, length - 1))
         return div(sum(mul(_spacings(y, x, dim, "trapezoid"), pairs), dim), 2)
-    spacing = 1 if dx is None and x is None else dx if dx is not None else x
     if length == 0:
         return sum(mul(y, spacing), dim)
     ends = mul(add(select(y, dim, 0), select(y, dim, -1)), 0.5)
@@ -131,18 +134,16 @@ def cumulative_trapezoid(y: Any, x: Any = None, *, dx: Any = None, dim: int = -1
     ``y`` there), with sample points ``x`` or spacing ``dx`` (default 1).
 
     Raises:
-        RuntimeError: both ``x`` and ``dx``, or an ``x`` without one value per sample.
+        TypeError: both ``x`` and ``dx``. RuntimeError: an ``x`` without one value per sample, or
+            bool samples. IndexError: a 0-dim ``y``.
     """
-    y = tensor_arg(y, "cumulative_trapezoid")
-    dim = _trapezoid_dim(y, x, dim, "cumulative_trapezoid")
-    if x is not None and dx is not None:
-        raise RuntimeError("cumulative_trapezoid: received both x and dx; pass only one of them")
+    y, dim, spacing = _trapezoid_args("cumulative_trapezoid", y, x, dx, dim)
     length = max(y.shape[dim] - 1, 0)
     pairs = add(narrow(y, dim, 1, length), narrow(y, dim, 0, length))
-    if isinstance(x, Tensor):
+    if spacing is None:
         areas = div(mul(_spacings(y, x, dim, "cumulative_trapezoid"), pairs), 2)
     else:
-        areas = mul(mul(pairs, 0.5), 1 if dx is None and x is None else dx if dx is not None else x)
+        areas = mul(mul(pairs, 0.5), spacing)
     return cumsum(areas, dim)
 
 
