@@ -193,11 +193,15 @@ class TensorInfo:
 
     # --- new memory -----------------------------------------------------------------------------
 
-    def new(self, *args: Any, **kwargs: Any) -> Tensor:
-        """PyTorch's legacy constructor in this tensor's dtype and on its device: ``new()`` an empty
-        tensor, ``new(*sizes)`` an uninitialized one of that size, ``new(data)`` one holding a copy
-        of ``data`` (a sequence, array or tensor)."""
-        device = kwargs.pop("device", self.device)
+    def new(self, *args: Any, device: Any = None) -> Tensor:
+        """PyTorch's legacy constructor in this tensor's dtype and on its device (or ``device``):
+        ``new()`` an empty tensor, ``new(*sizes)`` an uninitialized one of that size, ``new(data)``
+        one holding a copy of ``data`` (a sequence, array or tensor).
+
+        Raises:
+            TypeError: several arguments that are not all sizes.
+        """
+        device = self.device if device is None else device
         if not args:
             return empty(0, dtype=self.dtype, device=device)
         if all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):

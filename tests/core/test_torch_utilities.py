@@ -333,11 +333,8 @@ def test_histogram_with_edges_and_weights_matches_torch():
     lambda lib: lib.cumulative_trapezoid(lib.ones(3), 2.0),
 ], ids=["x-and-dx", "number-x"])
 def test_trapezoid_takes_sample_points_or_a_spacing(call):
-    with pytest.raises(TypeError, match="received an invalid combination of arguments"):
+    with pytest.raises(TypeError, match="received an invalid combination of arguments"):  # PyTorch's TypeError
         call(zgrad)
-    if torch is not None:
-        with pytest.raises(TypeError, match="received an invalid combination of arguments"):
-            call(torch)
 
 
 def test_chain_matmul_warns_that_it_is_deprecated():

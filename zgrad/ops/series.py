@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.errors import ShapeError
 from zgrad.kernels import dispatch
 from zgrad.kernels.dispatch_index import normalize_dim
 from zgrad.kernels.promotion import promote_types
