@@ -26,7 +26,7 @@ from zgrad.engine.versions import mark_leaf_memory
 from zgrad.errors import AutogradError, ShapeError
 from zgrad.kernels import dispatch
 from zgrad.kernels.promotion import get_default_dtype, is_floating
-from zgrad.printing import add_suffixes, tensor_body
+from zgrad.printing import add_suffixes, print_options, tensor_body
 
 __all__ = ["Tensor", "RemovableHandle", "parse_to_args", "gradient_edge", "tensor_methods"]
 
@@ -398,7 +398,7 @@ class Tensor:
         """PyTorch's layout under the options of :func:`zgrad.set_printoptions`."""
         prefix = "tensor("
         suffixes = [] if self.device.type == "cpu" else [f"device='{self.device}'"]
-        if self._data.size == 0 and self.ndim != 1:
+        if self._data.size == 0 and self.ndim != 1 or self._data.size and not print_options().edgeitems:
             suffixes.append(f"size={tuple(self.shape)}")
         default_dtypes = (get_default_dtype(),) if self._data.size == 0 else (get_default_dtype(), *_REPR_DEFAULT_DTYPES)
         if self.dtype not in default_dtypes:

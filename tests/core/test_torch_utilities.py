@@ -276,6 +276,8 @@ REPR_CASES = {
     "grad": lambda lib: lib.ones(2, requires_grad=True),
     "half": lambda lib: lib.tensor([0.1, 2.0], dtype=lib.float16),
     "bfloat16": lambda lib: lib.tensor([0.1, 2.0], dtype=lib.bfloat16),
+    "specials": lambda lib: lib.tensor([float("inf"), -0.0, 2.5, float("-inf")]),
+    "int-3d": lambda lib: lib.arange(24).reshape(2, 3, 4),
 }
 OPTIONS = {
     "default": {},
@@ -286,6 +288,8 @@ OPTIONS = {
     "full": {"profile": "full"},
     "sci": {"sci_mode": True},
     "fixed": {"sci_mode": False, "precision": 6},
+    "no-edges": {"threshold": 3, "edgeitems": 0},
+    "sci-short": {"threshold": 3, "edgeitems": 1, "sci_mode": True, "precision": 1},
 }
 
 
