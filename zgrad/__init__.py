@@ -9,7 +9,7 @@ import numpy as _np
 # First: these bind Tensor's op-backed methods (operators, math, layout, to, in-place updates)
 # onto zgrad.tensor.Tensor, before any other module of zgrad can hold a tensor.
 from zgrad import tensor_creation, tensor_indexing, tensor_inplace, tensor_math, tensor_pointwise  # noqa: F401
-from zgrad import tensor_reduce, tensor_shape  # noqa: F401
+from zgrad import tensor_info, tensor_reduce, tensor_shape  # noqa: F401
 from zgrad import accelerator, autograd, backends, cuda, distributions, futures, nn, optim
 from zgrad import random, return_types, special, testing, utils
 from zgrad import amp
@@ -26,6 +26,8 @@ from zgrad.creation import (
     set_default_device,
 )
 from zgrad.creation import eye, linspace, logspace
+from zgrad.creation import as_tensor, asarray, scalar_tensor
+from zgrad.creation_windows import bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window
 from zgrad.creation_random import rand, rand_like, randint, randint_like, randn, randn_like, randperm
 from zgrad.generator import Generator
 from zgrad.ops.sampling import bernoulli, multinomial, normal
@@ -68,6 +70,9 @@ from zgrad.ops import (
     tril_indices, triu, triu_indices, unbind, unflatten, vsplit, vstack,
 )
 from zgrad.ops import diagonal_scatter, select_scatter, slice_scatter
+from zgrad.ops import dist, histogram, index_reduce, renorm
+from zgrad.linalg.matrix_functions import chain_matmul, matrix_exp, matrix_power
+from zgrad.ops import corrcoef, cov, cumulative_trapezoid, diff, isin, trapezoid, trapz, unravel_index, vander
 from zgrad.ops import (
     argsort, argwhere, bincount, bucketize, histc, index_add, index_copy, index_fill, index_put, kthvalue,
     masked_scatter, masked_select, msort, nonzero, scatter_add, scatter_reduce, searchsorted, sort, take,
@@ -82,6 +87,12 @@ from zgrad.ops import (
     reciprocal, round, rsqrt, sgn, sign, signbit, sin, sinh, tan, trunc,
 )
 from zgrad.serialization import load, save
+from zgrad.kernels.threads import get_num_interop_threads, get_num_threads, set_num_interop_threads, set_num_threads
+from zgrad.printing import set_printoptions
+from zgrad.tensor_functions import (
+    clone, detach, fill, fill_, is_complex, is_floating_point, is_nonzero, is_tensor, numel, rsub, split_with_sizes,
+    unsafe_chunk, unsafe_split, zero_,
+)
 from zgrad.tensor import Tensor
 from zgrad.type_info import finfo, iinfo
 
@@ -146,5 +157,13 @@ __all__ = [
 ]
 __all__ += ["amp", "autocast", "clear_autocast_cache", "get_autocast_dtype", "is_autocast_cache_enabled",
             "is_autocast_enabled", "set_autocast_cache_enabled", "set_autocast_dtype", "set_autocast_enabled"]
+__all__ += ["bartlett_window", "blackman_window", "hamming_window", "hann_window", "kaiser_window"]
+__all__ += ["chain_matmul", "dist", "histogram", "index_reduce", "matrix_exp", "matrix_power", "renorm"]
+__all__ += ["corrcoef", "cov", "cumulative_trapezoid", "diff", "isin", "trapezoid", "trapz", "unravel_index",
+            "vander"]
+__all__ += ["as_tensor", "asarray", "clone", "detach", "fill", "fill_", "get_num_interop_threads", "get_num_threads",
+            "is_complex", "is_floating_point", "is_nonzero", "is_tensor", "numel", "rsub", "scalar_tensor",
+            "set_num_interop_threads", "set_num_threads", "set_printoptions", "split_with_sizes", "unsafe_chunk",
+            "unsafe_split", "zero_"]
 # torch.<name> forms of nn.functional ops (same signatures)
 __all__ += ["conv_transpose2d", "cosine_similarity", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu"]

@@ -24,12 +24,13 @@ from zgrad.engine.graph import AccumulateGrad, Edge, InputMetadata
 from zgrad.engine.versions import mark_leaf_memory
 from zgrad.errors import AutogradError, ShapeError
 from zgrad.kernels import dispatch
-from zgrad.kernels.promotion import is_floating
+from zgrad.kernels.promotion import get_default_dtype, is_floating
+from zgrad.printing import add_suffixes, print_options, tensor_body
 
 __all__ = ["Tensor", "RemovableHandle", "parse_to_args", "gradient_edge", "tensor_methods"]
 
-# dtypes a tensor's repr leaves out, as PyTorch leaves out its defaults
-_REPR_DEFAULT_DTYPES = (np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_))
+# dtypes a tensor's repr leaves out besides the default dtype, as PyTorch does (an empty tensor's names them)
+_REPR_DEFAULT_DTYPES = (np.dtype(np.int64), np.dtype(np.bool_))
 
 
 class RemovableHandle:
@@ -378,15 +379,19 @@ class Tensor:
     __hash__ = object.__hash__
 
     def __repr__(self) -> str:
-        body = np.array2string(self._host(), separator=", ", prefix="tensor(")
-        extra = "" if self.device.type == "cpu" else f", device='{self.device}'"
-        if self.dtype not in _REPR_DEFAULT_DTYPES:
-            extra += f", dtype={self.dtype}"
+        """PyTorch's layout under the options of :func:`zgrad.set_printoptions`."""
+        prefix = "tensor("
+        suffixes = [] if self.device.type == "cpu" else [f"device='{self.device}'"]
+        if self._data.size == 0 and self.ndim != 1 or self._data.size and not print_options().edgeitems:
+            suffixes.append(f"size={tuple(self.shape)}")
+        default_dtypes = (get_default_dtype(),) if self._data.size == 0 else (get_default_dtype(), *_REPR_DEFAULT_DTYPES)
+        if self.dtype not in default_dtypes:
+            suffixes.append(f"dtype={self.dtype}")
         if self.grad_fn is not None:
-            extra += f", grad_fn=<{self.grad_fn.name}>"
+            suffixes.append(f"grad_fn=<{self.grad_fn.name}>")
         elif self.requires_grad:
-            extra += ", requires_grad=True"
-        return f"tensor({body}{extra})"
+            suffixes.append("requires_grad=True")
+        return add_suffixes(prefix + tensor_body(self._host(), len(prefix)), suffixes, len(prefix))
 
 
 class _RetainGrad:

@@ -23,14 +23,6 @@ from zgrad.kernels.promotion import BFLOAT16
 from zgrad.ops.activation import prelu
 from zgrad.tensor import Tensor, parse_to_args, tensor_methods
 
-# PyTorch's legacy tensor type names (``Tensor.type()``), by dtype
-_LEGACY_TYPE_NAMES = {np.dtype(np.float32): "FloatTensor", np.dtype(np.float64): "DoubleTensor",
-                      np.dtype(np.float16): "HalfTensor", np.dtype(BFLOAT16): "BFloat16Tensor",
-                      np.dtype(np.int64): "LongTensor", np.dtype(np.int32): "IntTensor",
-                      np.dtype(np.int16): "ShortTensor", np.dtype(np.int8): "CharTensor",
-                      np.dtype(np.uint8): "ByteTensor", np.dtype(np.bool_): "BoolTensor"}
-_LEGACY_TYPES = {name: dtype for dtype, name in _LEGACY_TYPE_NAMES.items()}
-
 __all__ = ["TensorMath"]
 
 
@@ -279,6 +271,22 @@ class TensorMath:
     def logdet(self) -> Any:
         return logdet(self)
 
+    def matrix_power(self, n: int) -> Any:
+        return linalg.matrix_power(self, n)
+
+    def matrix_exp(self) -> Any:
+        return linalg.matrix_exp(self)
+
+    def dist(self, other: Any, p: float = 2) -> Any:
+        return ops.dist(self, other, p)
+
+    def renorm(self, p: float, dim: int, maxnorm: float) -> Any:
+        return ops.renorm(self, p, dim, maxnorm)
+
+    def histogram(self, bins: Any = 100, *, range: Any = None, weight: Any = None,  # noqa: A002
+                  density: bool = False) -> Any:
+        return ops.histogram(self, bins, range=range, weight=weight, density=density)
+
     # --- reductions -----------------------------------------------------------------------------
 
     def sum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
@@ -351,8 +359,15 @@ class TensorMath:
     def split(self, split_size_or_sections: Any, dim: int = 0) -> Any:
         return ops.split(self, split_size_or_sections, dim)
 
+    unsafe_split = split
+
+    def split_with_sizes(self, split_sizes: Any, dim: int = 0) -> Any:
+        return ops.split(self, list(split_sizes), dim)
+
     def chunk(self, chunks: int, dim: int = 0) -> Any:
         return ops.chunk(self, chunks, dim)
+
+    unsafe_chunk = chunk
 
     def transpose(self, dim0: int, dim1: int) -> Any:
         return ops.transpose(self, dim0, dim1)
@@ -416,29 +431,6 @@ class TensorMath:
         """
         return self.to("cuda" if device is None else device if isinstance(device, str) else f"cuda:{int(device)}")
 
-    def type(self, dtype: Any = None, non_blocking: bool = False) -> Any:
-        """Without ``dtype``, the legacy type name (``"zgrad.FloatTensor"``, on CUDA
-        ``"zgrad.cuda.FloatTensor"``); with one (a dtype, such a name, or a legacy constructor such
-        as ``zgrad.LongTensor``), this tensor cast to it: self when it has that dtype already.
-
-        Raises:
-            ValueError: ``dtype`` is a name no type has.
-            TypeError: ``dtype`` is neither a dtype, a str nor a legacy constructor.
-        """
-        if dtype is None:
-            prefix = "zgrad.cuda." if self.is_cuda else "zgrad."
-            return prefix + _LEGACY_TYPE_NAMES[np.dtype(self.dtype)]
-        if isinstance(dtype, str) or callable(dtype) and getattr(dtype, "__name__", "") in _LEGACY_TYPES:
-            name = dtype if isinstance(dtype, str) else f"zgrad.{dtype.__name__}"
-            device, _, short = name.removeprefix("zgrad.").rpartition(".")
-            if not name.startswith("zgrad.") or device not in ("", "cuda") or short not in _LEGACY_TYPES:
-                raise ValueError(f"invalid type: {name!r}")
-            return self.to(device or "cpu", _LEGACY_TYPES[short])
-        try:
-            return self.to(np.dtype(dtype))
-        except TypeError:
-            raise TypeError("dtype must be a type, str, or dtype object") from None
-
     def type_as(self, other: Tensor) -> Tensor:
         return self.to(other.dtype)
 
@@ -462,3 +454,12 @@ class TensorMath:
 
     def bool(self) -> Tensor:
         return self.to(np.bool_)
+
+    def byte(self) -> Tensor:
+        return self.to(np.uint8)
+
+    def char(self) -> Tensor:
+        return self.to(np.int8)
+
+    def short(self) -> Tensor:
+        return self.to(np.int16)

@@ -302,7 +302,10 @@ def split(tensor: Any, split_size_or_sections: Any, dim: int = 0) -> tuple[Any, 
         sizes = [size] * (total // size) + ([total % size] if total % size else []) if total else [0]
     else:
         sizes = [int(s) for s in split_size_or_sections]
-        if sum(sizes) != total or any(s < 0 for s in sizes):
+        if any(s < 0 for s in sizes):
+            raise ShapeError(f"split_with_sizes expects split_sizes have only non-negative entries, but got "
+                             f"split_sizes={sizes}")
+        if sum(sizes) != total:
             raise ShapeError(f"split_with_sizes expects split_sizes to sum exactly to {total} (input tensor's size "
                              f"at dimension {dim}), but got split_sizes={sizes}")
     pieces = Split.apply(x, tuple(sizes), dim)
