@@ -763,3 +763,34 @@ def test_every_public_kernel_is_documented():
     for module in PUBLIC_KERNEL_MODULES:
         for name in module.__all__:
             assert getattr(module, name).__doc__, f"{module.__name__}.{name}"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+@pytest.mark.parametrize("rows", [1, 4, 9])
+def test_running_rows_match_numpy(dtype, rows, rng):
+    """The row kernel of cumsum/cumprod (four rows at a time, then the rest one by one), forward
+    and from the end, against numpy's accumulate."""
+    x = rng.integers(-3, 4, (rows, 37)).astype(dtype) if np.dtype(dtype).kind == "i" else \
+        rng.uniform(0.5, 1.5, (rows, 37)).astype(dtype)
+    for product, ufunc in ((False, np.add), (True, np.multiply)):
+        for reverse in (False, True):
+            out = np.empty_like(x)
+            kernels.scan.running_rows(x, product, reverse, out)
+            want = np.flip(ufunc.accumulate(np.flip(x, 1), axis=1), 1) if reverse else ufunc.accumulate(x, axis=1)
+            np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_cumextreme_rows_take_the_latest_tie_and_keep_a_nan(largest):
+    """cummax/cummin's kernel over 9 rows (two blocks of four and one more), with ties and NaNs,
+    against a plain loop of PyTorch's rule: the latest index on ties, a NaN once one is seen."""
+    x = np.random.default_rng(5).integers(0, 4, (9, 23)).astype(np.float64)
+    x[2, 7] = x[5, 0] = x[8, 22] = np.nan
+    values, indices = np.empty_like(x), np.empty(x.shape, np.int64)
+    kernels.scan.cumextreme(x, largest, values, indices)
+    for r in range(x.shape[0]):
+        best, at = x[r, 0], 0
+        for j, v in enumerate(x[r]):
+            if np.isnan(v) or (not np.isnan(best) and (v >= best if largest else v <= best)):
+                best, at = v, j
+            np.testing.assert_equal((values[r, j], indices[r, j]), (best, at))

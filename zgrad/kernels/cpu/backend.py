@@ -24,7 +24,7 @@ from zgrad.kernels.cpu.linalg import (  # noqa: F401 - matrix factorizations and
     linalg_cholesky, linalg_det, linalg_eigh, linalg_inv, linalg_qr, linalg_slogdet, linalg_solve, linalg_svd,
 )
 from zgrad.kernels.cpu.scans import (  # noqa: F401 - running reductions and order statistics
-    argsort_rows, cumextreme_rows, cumprod, cumprod_backward_rows, logcumsumexp_backward_rows, logcumsumexp_rows,
+    argsort_rows, cumextreme_rows, cumprod, cumprod_backward_rows, cumsum, logcumsumexp_backward_rows, logcumsumexp_rows,
     mode_rows,
 )
 from zgrad.kernels.cpu.math_ops import binary_math, lerp, nan_to_num, unary_math  # noqa: F401 - math functions
@@ -229,14 +229,6 @@ def nansum(x, axis, keepdims, out):
 def extreme_value(x, largest: bool):
     """The max (``largest``) or min of a non-empty array, as a Python number."""
     return (x.max() if largest else x.min()).item()
-
-
-def cumsum(x, axis, reverse, out):
-    """out = the running sums of x along ``axis``, from its end when ``reverse``."""
-    if reverse:
-        np.add.accumulate(np.flip(x, axis), axis=axis, dtype=out.dtype, out=np.flip(out, axis))
-        return out
-    return np.add.accumulate(x, axis=axis, dtype=out.dtype, out=out)
 
 
 # --- layout -----------------------------------------------------------------------------------

@@ -11,16 +11,37 @@ from __future__ import annotations
 import numpy as np
 
 from zgrad.kernels.cpu import kernels
+from zgrad.kernels.promotion import HALF_DTYPES
 
 __all__ = [
-    "cumprod", "cumprod_backward_rows", "cumextreme_rows", "logcumsumexp_rows", "logcumsumexp_backward_rows",
+    "cumprod", "cumsum", "cumprod_backward_rows", "cumextreme_rows", "logcumsumexp_rows", "logcumsumexp_backward_rows",
     "argsort_rows", "mode_rows",
 ]
 
 
+def running(x, axis, product, reverse, out):
+    """out = the running sums (``product``: products) of x along ``axis``, accumulated in out's
+    dtype, from its end when ``reverse``: the row kernel along a contiguous last axis, numpy's
+    accumulate elsewhere."""
+    if axis == x.ndim - 1 and x.ndim >= 1 and x.flags.c_contiguous and out.flags.c_contiguous \
+            and x.dtype.kind in "biuf" and out.dtype not in HALF_DTYPES:
+        kernels.scan.running_rows(x.reshape(-1, x.shape[-1]), product, reverse, out.reshape(-1, x.shape[-1]))
+        return out
+    ufunc = np.multiply if product else np.add
+    if reverse:
+        ufunc.accumulate(np.flip(x, axis), axis=axis, dtype=out.dtype, out=np.flip(out, axis))
+        return out
+    return ufunc.accumulate(x, axis=axis, dtype=out.dtype, out=out)
+
+
 def cumprod(x, axis, out):
     """out = the running products of x along ``axis``, accumulated in out's dtype."""
-    return np.multiply.accumulate(x, axis=axis, dtype=out.dtype, out=out)
+    return running(x, axis, True, False, out)
+
+
+def cumsum(x, axis, reverse, out):
+    """out = the running sums of x along ``axis``, from its end when ``reverse``."""
+    return running(x, axis, False, reverse, out)
 
 
 def cumprod_backward_rows(x, grad, out):

@@ -1,5 +1,5 @@
-"""Numba CPU kernels of the running reductions and order statistics: running max/min with their
-indices, the gradient of a running product, running logsumexp and its gradient, and the mode of
+"""Numba CPU kernels of the running reductions and order statistics: running sums and products,
+running max/min with their indices, the gradient of a running product, running logsumexp and its gradient, and the mode of
 sorted rows.
 
 Row kernels take 2-D (N, C) C-contiguous arrays and scan or reduce each row (the caller moves the
@@ -12,26 +12,84 @@ from __future__ import annotations
 import math
 
 from numba import prange
+from numba.extending import register_jitable
 
 from zgrad.kernels._jit import parallel_kernel
 
-__all__ = ["cumextreme", "cumprod_backward", "logcumsumexp", "logcumsumexp_backward", "mode"]
+__all__ = ["cumextreme", "cumprod_backward", "logcumsumexp", "logcumsumexp_backward", "mode", "running_rows"]
+
+
+@parallel_kernel()
+def running_rows(x, product, reverse, out):
+    """out[r] = the running sums (``product``: products) of row x[r], accumulated in out's dtype,
+    from the row's end when ``reverse``. Four rows advance together: a row's chain of additions
+    waits on each one's latency, four independent chains overlap."""
+    n, c = x.shape
+    start = out.dtype.type(1) if product else out.dtype.type(0)
+    for block in prange((n + 3) // 4):
+        r = block * 4
+        if r + 4 <= n:
+            a0 = a1 = a2 = a3 = start
+            for k in range(c):
+                j = c - 1 - k if reverse else k
+                if product:
+                    a0 *= x[r, j]
+                    a1 *= x[r + 1, j]
+                    a2 *= x[r + 2, j]
+                    a3 *= x[r + 3, j]
+                else:
+                    a0 += x[r, j]
+                    a1 += x[r + 1, j]
+                    a2 += x[r + 2, j]
+                    a3 += x[r + 3, j]
+                out[r, j] = a0
+                out[r + 1, j] = a1
+                out[r + 2, j] = a2
+                out[r + 3, j] = a3
+        else:
+            for row in range(r, n):
+                a = start
+                for k in range(c):
+                    j = c - 1 - k if reverse else k
+                    a = a * x[row, j] if product else a + x[row, j]
+                    out[row, j] = a
 
 
 @parallel_kernel()
 def cumextreme(x, largest, values_out, indices_out):
     """values_out[r, j] = the max (``largest``) or min of x[r, :j + 1], indices_out[r, j] its
-    index: the latest on ties, and a NaN once one is seen (PyTorch's cummax/cummin)."""
+    index: the latest on ties, and a NaN once one is seen (PyTorch's cummax/cummin). Four rows
+    advance together, as in :func:`running_rows`."""
     n, c = x.shape
-    for r in prange(n):
-        best = x[r, 0] if c else values_out.dtype.type(0)
-        at = 0
-        for j in range(c):
-            v = x[r, j]
-            if v != v or (best == best and (v >= best if largest else v <= best)):
-                best, at = v, j
-            values_out[r, j] = best
-            indices_out[r, j] = at
+    if c == 0:
+        return
+    for block in prange((n + 3) // 4):
+        r = block * 4
+        if r + 4 <= n:
+            b0, b1, b2, b3 = x[r, 0], x[r + 1, 0], x[r + 2, 0], x[r + 3, 0]
+            i0 = i1 = i2 = i3 = 0
+            for j in range(c):
+                b0, i0 = _extreme_step(x[r, j], b0, i0, j, largest)
+                b1, i1 = _extreme_step(x[r + 1, j], b1, i1, j, largest)
+                b2, i2 = _extreme_step(x[r + 2, j], b2, i2, j, largest)
+                b3, i3 = _extreme_step(x[r + 3, j], b3, i3, j, largest)
+                values_out[r, j], values_out[r + 1, j], values_out[r + 2, j], values_out[r + 3, j] = b0, b1, b2, b3
+                indices_out[r, j], indices_out[r + 1, j], indices_out[r + 2, j], indices_out[r + 3, j] = i0, i1, i2, i3
+        else:
+            for row in range(r, n):
+                best, at = x[row, 0], 0
+                for j in range(c):
+                    best, at = _extreme_step(x[row, j], best, at, j, largest)
+                    values_out[row, j] = best
+                    indices_out[row, j] = at
+
+
+@register_jitable
+def _extreme_step(v, best, at, j, largest):
+    """The running extreme and its index after element ``v`` at ``j``."""
+    if v != v or (best == best and (v >= best if largest else v <= best)):
+        return v, j
+    return best, at
 
 
 @parallel_kernel()
