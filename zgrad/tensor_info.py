@@ -40,20 +40,24 @@ def type_name(dtype: np.dtype, device_type: str) -> str:
 
 def _parse_type(dtype: Any) -> tuple[np.dtype, str | None]:
     """(dtype, device type or None) of a ``type(...)`` argument: a dtype, a legacy type name
-    ("zgrad.DoubleTensor", "zgrad.cuda.FloatTensor"; "torch." prefixes too) or a legacy typed
-    constructor (``zgrad.DoubleTensor``).
+    ("zgrad.DoubleTensor", "zgrad.cuda.FloatTensor") or a legacy typed constructor
+    (``zgrad.DoubleTensor``).
 
     Raises:
-        ValueError: a name that is no legacy type (PyTorch's message).
+        ValueError: a string that is no legacy type name (PyTorch's message).
+        TypeError: neither a dtype, a string nor a typed constructor (PyTorch's message).
     """
     if callable(dtype) and getattr(dtype, "__name__", "") in _DTYPES_BY_TYPE_NAME:
         return _DTYPES_BY_TYPE_NAME[dtype.__name__], None
-    if isinstance(dtype, str) and dtype.endswith("Tensor"):
+    if isinstance(dtype, str):
         module, _, name = dtype.rpartition(".")
-        if module in ("zgrad", "torch", "zgrad.cuda", "torch.cuda") and name in _DTYPES_BY_TYPE_NAME:
+        if module in ("zgrad", "zgrad.cuda") and name in _DTYPES_BY_TYPE_NAME:
             return _DTYPES_BY_TYPE_NAME[name], "cuda" if module.endswith("cuda") else "cpu"
         raise ValueError(f"invalid type: '{dtype}'")
-    return np.dtype(dtype), None
+    try:
+        return np.dtype(dtype), None
+    except TypeError:
+        raise TypeError("dtype must be a type, str, or dtype object") from None
 
 
 def _root(array: np.ndarray) -> np.ndarray:

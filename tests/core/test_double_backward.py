@@ -113,6 +113,11 @@ CASES = {
                   + (lib.nn.functional.scaled_dot_product_attention(
                       q, k, v, attn_mask=lib.tensor([[True] * 5, [True, False] * 2 + [True], [False] * 4 + [True]]))
                      ** 2).sum()),
+    "var_std_logsumexp": ([_signed((3, 4, 2))],
+                          lambda lib, x: (lib.var(x * x, dim=(0, 2)) ** 2).sum()
+                          + (lib.std(x.exp(), dim=1, keepdim=True, correction=0) ** 3).sum()
+                          + (x.std() * lib.logsumexp(x * x, dim=2)).sum()
+                          + (lib.logsumexp(x, dim=(0, 1), keepdim=True) ** 2).sum()),
     "log_softmax_nll": ([_signed((4, 5))],
                         lambda lib, z: lib.nn.functional.nll_loss(
                             lib.log_softmax(z * z, dim=1), lib.tensor([1, 0, 4, 4]))

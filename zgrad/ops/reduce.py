@@ -20,7 +20,9 @@ from zgrad.kernels import dispatch_index
 from zgrad.kernels import dispatch_pointwise
 from zgrad.kernels import dispatch_reduce
 from zgrad.ops._args import tensor_arg
+from zgrad.ops.backward_ops import detached
 from zgrad.ops.elementwise import Cast, formula_mul, maximum, minimum
+from zgrad.ops.indexing import Where
 from zgrad.ops.shape import Expand
 from zgrad.tensor import Tensor
 from zgrad.kernels.promotion import is_floating
@@ -180,6 +182,8 @@ class ExtremumAll(Op):
 class Var(Op):
     """sum((x - mean)^2) / max(N - correction, 0) over ``dim``; ``std`` takes its square root."""
 
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, x, dim, correction, keepdim, take_sqrt):
         result, rows, mean = dispatch_reduce.var(x, dim, correction, keepdim)
@@ -193,6 +197,8 @@ class Var(Op):
     @staticmethod
     def backward(ctx, grad):
         rows, mean, result = ctx.saved_tensors
+        if isinstance(grad, Tensor):
+            return Var.formula(ctx, grad, rows, result), None, None, None, None
         if ctx.take_sqrt:
             # d std = d var / (2 std); PyTorch gives 0 where std is 0 rather than 0/0: dividing by
             # inf there gives that 0 without a division by zero
@@ -203,8 +209,29 @@ class Var(Op):
             coef = dispatch.binary("mul", grad, 2.0 / ctx.denominator if ctx.denominator else math.inf)
         return dispatch_reduce.var_backward(rows, mean, coef), None, None, None, None
 
+    @staticmethod
+    def formula(ctx, grad, rows, result):
+        """grad * 2 (x - mean) / N' (var), or grad (x - mean) / (N' std) (0 where std is 0),
+        recorded, with the mean recomputed from x on the graph."""
+        x, kept = _reduced_on_graph(ctx, rows, grad)
+        centered = x - x.mean(dim=rows.axes, keepdim=True)
+        if not ctx.take_sqrt:
+            return centered * (kept * (2.0 / ctx.denominator if ctx.denominator else math.inf))
+        std = ctx.as_output(0, detached(result)).reshape(kept.shape)
+        scale = Where.apply(dispatch_pointwise.compare("eq", detached(std), 0), math.inf, std * ctx.denominator)
+        return centered * (kept / scale)
+
+
+def _reduced_on_graph(ctx, rows, grad):
+    """(the input of a reduction over ``rows.axes`` as a tensor on the graph, from its saved rows;
+    ``grad`` with the reduced dimensions kept, to broadcast against it)."""
+    x = ctx.as_input(0, dispatch_reduce.from_rows(rows, rows.rows))
+    return x, grad.reshape(tuple(1 if i in rows.axes else n for i, n in enumerate(x.shape)))
+
 
 class LogSumExp(Op):
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, x, dim, keepdim):
         result, rows = dispatch_reduce.logsumexp(x, dim, keepdim)
@@ -214,6 +241,9 @@ class LogSumExp(Op):
     @staticmethod
     def backward(ctx, grad):
         rows, result = ctx.saved_tensors
+        if isinstance(grad, Tensor):  # grad * exp(x - result), recorded
+            x, kept = _reduced_on_graph(ctx, rows, grad)
+            return kept * (x - ctx.as_output(0, detached(result)).reshape(kept.shape)).exp(), None, None
         return dispatch_reduce.logsumexp_backward(grad, rows, result), None, None
 
 
