@@ -128,7 +128,7 @@ def _vector(lib, like, requires_grad=False):
 
 
 def _product(lib, which, case, create_graph, inputs_require_grad, v_requires_grad=False):
-    """``(func's output, product)`` of ``which`` (vjp, jvp, vhp or hvp), with the tensors given."""
+    """``(inputs, v, (func's output, product))`` of ``which`` (vjp, jvp, vhp or hvp) on a case."""
     arrays, as_tuple, fn = CASES[case]
     inputs = _tensors(lib, arrays, as_tuple, requires_grad=inputs_require_grad)
     func = lambda *a: fn(lib, *a)  # noqa: E731
@@ -153,9 +153,10 @@ def test_products_match_pytorch(which, case, create_graph, inputs_require_grad):
     _assert_same(ours, theirs)
 
 
-SECOND_ORDER = [("vjp", ("f", "mlp")), ("vjp", ("f", "tuple_to_tuple")), ("jvp", ("f", "mlp")),
-                ("jvp", ("f", "single_to_tuple")), ("vhp", ("s", "mlp_loss")), ("hvp", ("s", "mlp_loss")),
-                ("hvp", ("s", "cubic"))]
+SECOND_ORDER = [pytest.param(which, (table, name), id=f"{which}-{name}")
+                for which, table, name in (("vjp", "f", "mlp"), ("vjp", "f", "tuple_to_tuple"), ("jvp", "f", "mlp"),
+                                           ("jvp", "f", "single_to_tuple"), ("vhp", "s", "mlp_loss"),
+                                           ("hvp", "s", "mlp_loss"), ("hvp", "s", "cubic"))]
 
 
 @pytest.mark.torch
@@ -167,15 +168,18 @@ def test_products_with_create_graph_differentiate_again_like_pytorch(which, case
     for lib in (zgrad, torch):
         inputs, v, (output, product) = _product(lib, which, case, True, True, v_requires_grad=True)
         leaves = _leaves(inputs) + _leaves(v)
-        grads.append(lib.autograd.grad(_weighted_sum(lib, product) + _weighted_sum(lib, output), leaves, allow_unused=True,
-                                       materialize_grads=True))
+        objective = _weighted_sum(lib, product) + _weighted_sum(lib, output)
+        grads.append(lib.autograd.grad(objective, leaves, allow_unused=True, materialize_grads=True))
     _assert_same(*grads)
 
 
 @pytest.mark.torch
 @requires_torch
-@pytest.mark.parametrize("which, case", [("jacobian", ("f", "mlp")), ("jacobian", ("f", "tuple_to_tuple")),
-                                           ("hessian", ("s", "mlp_loss")), ("hessian", ("s", "cubic"))])
+@pytest.mark.parametrize("which, case", [pytest.param(which, (table, name), id=f"{which}-{name}")
+                                         for which, table, name in (("jacobian", "f", "mlp"),
+                                                                    ("jacobian", "f", "tuple_to_tuple"),
+                                                                    ("hessian", "s", "mlp_loss"),
+                                                                    ("hessian", "s", "cubic"))])
 def test_jacobian_and_hessian_with_create_graph_differentiate_again_like_pytorch(which, case):
     arrays, as_tuple, fn = CASES[case]
     grads = []
@@ -184,8 +188,6 @@ def test_jacobian_and_hessian_with_create_graph_differentiate_again_like_pytorch
         result = getattr(_functional(lib), which)(lambda *a, lib=lib: fn(lib, *a), inputs, create_graph=True)
         grads.append(lib.autograd.grad(_weighted_sum(lib, result), _leaves(inputs)))
     _assert_same(*grads)
-
-
 
 
 # --- errors: PyTorch's types and texts --------------------------------------------------------------
@@ -345,3 +347,153 @@ def test_error_is_pytorchs(name):
 def test_op_without_a_differentiable_backward_names_itself():
     with pytest.raises(RuntimeError, match="ProdBackward: double backward"):
         zgrad.autograd.functional.hessian(lambda x: x.prod(), _x(zgrad))
+
+
+# --- without torch: finite differences and closed forms -------------------------------------------
+
+def _fd_jacobian(evaluate, arrays, step=1e-6):
+    """``J[i][j]`` of shape ``out_i.shape + in_j.shape`` by central differences, where
+    ``evaluate(arrays)`` returns a tuple of arrays."""
+    rows = [[np.zeros(out.shape + a.shape) for a in arrays] for out in evaluate(arrays)]
+    for j, a in enumerate(arrays):
+        for k in np.ndindex(a.shape):
+            plus, minus = [x.copy() for x in arrays], [x.copy() for x in arrays]
+            plus[j][k] += step
+            minus[j][k] -= step
+            for row, hi, lo in zip(rows, evaluate(plus), evaluate(minus)):
+                row[j][(...,) + k] = (hi - lo) / (2 * step)
+    return rows
+
+
+def _values(fn):
+    """``fn``'s outputs (zgrad, no graph) as a tuple of arrays, for :func:`_fd_jacobian`."""
+    def evaluate(arrays):
+        with zgrad.no_grad():
+            outputs = fn(zgrad, *(zgrad.tensor(a) for a in arrays))
+        return tuple(o.numpy() for o in (outputs if isinstance(outputs, tuple) else (outputs,)))
+    return evaluate
+
+
+def _gradient_values(fn):
+    """The gradient of the scalar ``fn`` as a tuple of arrays, for :func:`_fd_jacobian`."""
+    def evaluate(arrays):
+        inputs = [zgrad.tensor(a, requires_grad=True) for a in arrays]
+        grads = zgrad.autograd.grad(fn(zgrad, *inputs), inputs, allow_unused=True, materialize_grads=True)
+        return tuple(g.numpy() for g in grads)
+    return evaluate
+
+
+def _rows(result, outputs_tuple, inputs_tuple):
+    """A Jacobian or Hessian in the nesting of a tuple of tuples, checking the given one's."""
+    if not inputs_tuple:
+        assert isinstance(result, zgrad.Tensor if not outputs_tuple else tuple)
+        result = tuple((r,) for r in result) if outputs_tuple else ((result,),)
+    elif not outputs_tuple:
+        assert isinstance(result, tuple) and isinstance(result[0], zgrad.Tensor)
+        result = (result,)
+    return [[block.numpy() for block in row] for row in result]
+
+
+def _returns_tuple(fn, arrays):
+    with zgrad.no_grad():
+        return isinstance(fn(zgrad, *(zgrad.tensor(a) for a in arrays)), tuple)
+
+
+FD_TOLERANCE = dict(rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("vectorize", [False, True])
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_jacobian_matches_finite_differences(name, vectorize):
+    arrays, as_tuple, fn = CASES["f", name]
+    result = zgrad.autograd.functional.jacobian(lambda *a: fn(zgrad, *a), _tensors(zgrad, arrays, as_tuple),
+                                                vectorize=vectorize)
+    expected = _fd_jacobian(_values(fn), arrays)
+    for row, reference_row in zip(_rows(result, _returns_tuple(fn, arrays), as_tuple), expected, strict=True):
+        for block, reference in zip(row, reference_row, strict=True):
+            np.testing.assert_allclose(block, reference, **FD_TOLERANCE)
+
+
+@pytest.mark.parametrize("name", sorted(SCALARS))
+def test_hessian_matches_finite_differences(name):
+    arrays, as_tuple, fn = CASES["s", name]
+    result = zgrad.autograd.functional.hessian(lambda *a: fn(zgrad, *a), _tensors(zgrad, arrays, as_tuple))
+    expected = _fd_jacobian(_gradient_values(fn), arrays)
+    for row, reference_row in zip(_rows(result, as_tuple, as_tuple), expected, strict=True):
+        for block, reference in zip(row, reference_row, strict=True):
+            np.testing.assert_allclose(block, reference, **FD_TOLERANCE)
+
+
+def _contract(blocks, vectors, left):
+    """``v^T M`` (``left``) or ``M v`` for the block matrix ``blocks[i][j]`` and vectors per block."""
+    if left:
+        return [sum(np.tensordot(v, rows[j], axes=v.ndim) for v, rows in zip(vectors, blocks))
+                for j in range(len(blocks[0]))]
+    return [sum(np.tensordot(row[j], v, axes=v.ndim) for j, v in enumerate(vectors)) for row in blocks]
+
+
+@pytest.mark.parametrize("which, case", PRODUCT_CASES)
+def test_products_match_finite_differences(which, case):
+    arrays, as_tuple, fn = CASES[case]
+    inputs, v, (output, product) = _product(zgrad, which, case, create_graph=False, inputs_require_grad=False)
+    if which in ("vjp", "jvp"):
+        blocks = _fd_jacobian(_values(fn), arrays)
+    else:
+        blocks = _fd_jacobian(_gradient_values(fn), arrays)
+    expected = _contract(blocks, [t.numpy() for t in _leaves(v)], left=which in ("vjp", "vhp"))
+    for got, reference in zip(_leaves(product), expected, strict=True):
+        np.testing.assert_allclose(got.numpy(), reference, **FD_TOLERANCE)
+    for got, reference in zip(_leaves(output), _values(fn)(arrays), strict=True):
+        assert not got.requires_grad
+        np.testing.assert_allclose(got.numpy(), reference, rtol=1e-12)
+    assert not any(t.requires_grad for t in _leaves(product))
+    assert isinstance(product, tuple) == (as_tuple if which != "jvp" else _returns_tuple(fn, arrays))
+
+
+def test_closed_forms_and_unused_inputs():
+    F = zgrad.autograd.functional
+    x, y = zgrad.tensor([0.5, -1.0, 2.0], dtype=zgrad.float64), zgrad.tensor([3.0, 4.0], dtype=zgrad.float64)
+    xs = x.numpy()
+    np.testing.assert_array_equal(F.hessian(lambda x: (x ** 3).sum(), x).numpy(), np.diag(6 * xs))
+    (hxx, hxy), (hyx, hyy) = F.hessian(lambda x, y: (x ** 3).sum(), (x, y))
+    np.testing.assert_array_equal(hxx.numpy(), np.diag(6 * xs))
+    for block, shape in ((hxy, (3, 2)), (hyx, (2, 3)), (hyy, (2, 2))):
+        assert tuple(block.shape) == shape and not block.numpy().any()
+    jx, jy = F.jacobian(lambda x, y: x * 2.0, (x, y))
+    np.testing.assert_array_equal(jx.numpy(), 2 * np.eye(3))
+    assert tuple(jy.shape) == (3, 2) and not jy.numpy().any()
+    _, (vx, vy) = F.vjp(lambda x, y: x ** 2, (x, y), zgrad.ones(3, dtype=zgrad.float64))
+    np.testing.assert_array_equal(vx.numpy(), 2 * xs)
+    assert tuple(vy.shape) == (2,) and not vy.numpy().any()
+    _, (out_x, out_y) = F.jvp(lambda x: (x ** 2, y * 1.0), x, zgrad.ones(3, dtype=zgrad.float64))
+    np.testing.assert_array_equal(out_x.numpy(), 2 * xs)
+    assert tuple(out_y.shape) == (2,) and not out_y.numpy().any()  # y is not an input: zeros
+    for product in (F.vhp, F.hvp):
+        _, (px, py) = product(lambda x, y: (x ** 3).sum(), (x, y), (x, y))
+        np.testing.assert_allclose(px.numpy(), 6 * xs * xs, rtol=1e-15)
+        assert not py.numpy().any()
+    # a one-element input needs no v; a tensor captured from outside is not differentiated
+    s = zgrad.tensor(1.5, dtype=zgrad.float64, requires_grad=True)
+    assert float(F.jvp(lambda t: t * s, s)[1]) == 1.5 and float(F.hvp(lambda t: t ** 3, s)[1]) == 9.0
+    assert tuple(F.jacobian(lambda x: x.sum() * x[:0], x).shape) == (0, 3)  # an empty output: an empty Jacobian
+
+
+def test_create_graph_keeps_the_graph_to_inputs_and_v():
+    F = zgrad.autograd.functional
+    x = zgrad.tensor([0.5, -1.0, 2.0], dtype=zgrad.float64, requires_grad=True)
+    v = zgrad.tensor([1.0, 2.0, -0.5], dtype=zgrad.float64, requires_grad=True)
+    xs, vs = x.detach().numpy(), v.detach().numpy()
+    output, product = F.vjp(lambda x: x ** 3, x, v, create_graph=True)
+    assert output.requires_grad and product.requires_grad
+    gx, gv = zgrad.autograd.grad(product.sum(), (x, v))  # product = 3 x^2 v
+    np.testing.assert_allclose(gx.numpy(), 6 * xs * vs, rtol=1e-15)
+    np.testing.assert_allclose(gv.numpy(), 3 * xs * xs, rtol=1e-15)
+    jac = F.jacobian(lambda x: x ** 3, x, create_graph=True)
+    (g,) = zgrad.autograd.grad(jac.sum(), x)  # d/dx of sum(diag(3 x^2))
+    np.testing.assert_allclose(g.numpy(), 6 * xs, rtol=1e-15)
+    _, hv = F.hvp(lambda x: (x ** 4).sum(), x, v, create_graph=True)  # 12 x^2 v
+    (third,) = zgrad.autograd.grad(hv.sum(), x)
+    np.testing.assert_allclose(third.numpy(), 24 * xs * vs, rtol=1e-15)
+    hessian = F.hessian(lambda x: (x ** 4).sum(), x, create_graph=True)
+    (third,) = zgrad.autograd.grad(hessian.sum(), x)
+    np.testing.assert_allclose(third.numpy(), 24 * xs, rtol=1e-15)

@@ -1,10 +1,11 @@
-"""``zgrad.autograd``: user-defined differentiable functions, gradients, gradient-mode switches and
-``zgrad.autograd.functional`` (Jacobians, Hessians and their vector products)."""
+"""``zgrad.autograd``: user-defined differentiable functions, gradients and gradient-mode switches.
 
-from zgrad.autograd import functional
+Its submodule ``zgrad.autograd.functional`` (Jacobians, Hessians and their vector products) is
+built on the ops, which import this package, so ``zgrad``'s ``__init__`` binds it, last."""
+
 from zgrad.autograd.function import Function, FunctionCtx
 from zgrad.autograd.gradients import backward, grad
 from zgrad.engine.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 
-__all__ = ["Function", "FunctionCtx", "backward", "enable_grad", "functional", "grad", "inference_mode", "is_grad_enabled",
-           "no_grad", "set_grad_enabled"]
+__all__ = ["Function", "FunctionCtx", "backward", "enable_grad", "grad", "inference_mode", "is_grad_enabled", "no_grad",
+           "set_grad_enabled"]

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import zgrad
 from zgrad.autograd.functional_support import (
     as_tuple, check_connected, check_requires_grad, check_single_element, evaluate, fill_in_zeros, finish,
     grad_allowing_unused, grad_postprocess, untuple)
+from zgrad.creation import zeros, zeros_like
 from zgrad.engine.grad_mode import enable_grad
 from zgrad.errors import AutogradError
+from zgrad.ops.functions import stack
 from zgrad.tensor import Tensor
 
 __all__ = ["hessian", "hvp", "jacobian", "jvp", "vhp", "vjp"]
@@ -107,7 +108,7 @@ def jvp(func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool
     run = evaluate("jvp", func, inputs, create_graph, strict, v, v_like="inputs")
     with enable_grad():
         # u's value never reaches the result (the vjp is linear in u); zeros keep inf and nan out
-        u = tuple(zgrad.zeros_like(output, requires_grad=True) for output in run.outputs)
+        u = tuple(zeros_like(output, requires_grad=True) for output in run.outputs)
         vjps = grad_allowing_unused(run.outputs, run.inputs, u, create_graph=True)
         check_requires_grad(vjps, "grad_inputs", strict)
     grads = grad_allowing_unused(vjps, u, run.v, create_graph=create_graph)
@@ -201,12 +202,12 @@ def _jacobian_of_output(index: int, output: Tensor, inputs: tuple[Tensor, ...], 
                 if strict:
                     raise AutogradError(f"Output {index} of the user-provided function is independent of input {j}. "
                                         "This is not allowed in strict mode.")
-                gradient = zgrad.zeros_like(inputs[j])
+                gradient = zeros_like(inputs[j])
             else:
                 check_connected(gradient, index, "jacobian", strict, create_graph)  # PyTorch names the output here
             column.append(gradient)
-    return tuple(zgrad.stack(column).reshape(output.shape + x.shape) if column
-                 else zgrad.zeros(output.shape + x.shape, dtype=x.dtype, device=x.device)
+    return tuple(stack(column).reshape(output.shape + x.shape) if column
+                 else zeros(output.shape + x.shape, dtype=x.dtype, device=x.device)
                  for column, x in zip(columns, inputs))
 
 
@@ -327,7 +328,7 @@ def hvp(func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool
     """
     run, first = _scalar_gradient("hvp", func, inputs, v, create_graph, strict)
     with enable_grad():
-        u = tuple(zgrad.zeros_like(x, requires_grad=True) for x in run.inputs)
+        u = tuple(zeros_like(x, requires_grad=True) for x in run.inputs)
         second = grad_allowing_unused(first, run.inputs, u, create_graph=True)
     grads = grad_allowing_unused(second, u, run.v, create_graph=create_graph)
     return finish(run, fill_in_zeros(grads, run.inputs, strict, create_graph, "double_back_trick"),

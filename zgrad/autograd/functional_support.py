@@ -11,8 +11,8 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import Any, Callable, NamedTuple
 
-import zgrad
 from zgrad.autograd.gradients import grad
+from zgrad.creation import zeros_like
 from zgrad.engine.grad_mode import enable_grad
 from zgrad.errors import AutogradError
 from zgrad.tensor import Tensor
@@ -164,7 +164,7 @@ def fill_in_zeros(grads: tuple, refs: tuple[Tensor, ...], strict: bool, create_g
         if gradient is None:
             if strict:
                 raise AutogradError(_INDEPENDENT[stage].format(i=i))
-            gradient = zgrad.zeros_like(refs[i])
+            gradient = zeros_like(refs[i])
         else:
             check_connected(gradient, i, "hessian" if stage.startswith("double") else "jacobian", strict, create_graph)
         filled.append(gradient)
