@@ -86,6 +86,8 @@ from zgrad.ops import (
     isfinite, isinf, isnan, isneginf, isposinf, lerp, log10, log1p, log2, logaddexp, logaddexp2, nan_to_num,
     reciprocal, round, rsqrt, sgn, sign, signbit, sin, sinh, tan, trunc,
 )
+# zgrad.autograd.functional stacks and fills with ops, which import zgrad.autograd: bound once they are loaded
+from zgrad.autograd import functional as _autograd_functional  # noqa: F401
 from zgrad.serialization import load, save
 from zgrad.kernels.threads import get_num_interop_threads, get_num_threads, set_num_interop_threads, set_num_threads
 from zgrad.printing import set_printoptions

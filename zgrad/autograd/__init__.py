@@ -1,4 +1,7 @@
-"""``zgrad.autograd``: user-defined differentiable functions and gradient-mode switches."""
+"""``zgrad.autograd``: user-defined differentiable functions, gradients and gradient-mode switches.
+
+Its submodule ``zgrad.autograd.functional`` (Jacobians, Hessians and their vector products) is
+built on the ops, which import this package, so ``zgrad``'s ``__init__`` binds it once the ops are loaded."""
 
 from zgrad.autograd.function import Function, FunctionCtx
 from zgrad.autograd.gradients import backward, grad
