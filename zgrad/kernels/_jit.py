@@ -26,6 +26,8 @@ Options, and why:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import os
@@ -36,7 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numba
-from numba.core.caching import FunctionCache
+from numba.core.caching import FunctionCache, IndexDataCacheFile
 
 from zgrad.kernels.threads import INTRA_OP_THREADS
 
@@ -87,14 +89,48 @@ def _kernel_sources_digest() -> str:
     return digest.hexdigest()
 
 
+class _LockedCacheFile(IndexDataCacheFile):
+    """Numba's index and data files of one function's cache, read and written under a lock file.
+
+    Numba's own ``save`` reads the index, picks the first free data file number, then writes the
+    index and the data file: two processes compiling two signatures of one kernel at once (pytest
+    workers, ranks) can both pick the same number, and the index then sends one signature to the
+    other's machine code ("can't unbox array"). An exclusive ``flock`` around a save and a shared
+    one around a load make each a single step.
+    """
+
+    def save(self, key, data):
+        with self._locked(fcntl.LOCK_EX):
+            super().save(key, data)
+
+    def load(self, key):
+        with self._locked(fcntl.LOCK_SH):
+            return super().load(key)
+
+    @contextlib.contextmanager
+    def _locked(self, mode: int):
+        os.makedirs(self._cache_path, exist_ok=True)
+        with open(self._index_path + ".lock", "a") as lock:
+            fcntl.flock(lock, mode)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 class _KernelCache(FunctionCache):
     """Numba's on-disk cache, also keyed on every source file of zgrad.kernels (subpackages
-    included).
+    included), its files read and written under a lock (:class:`_LockedCacheFile`).
 
     Numba invalidates a cached kernel only when the kernel's own file changes, but kernels inline
     helpers from sibling modules (vector_math.py); without this an edit there would keep serving
     stale machine code.
     """
+
+    def __init__(self, py_func):
+        super().__init__(py_func)
+        plain = self._cache_file
+        self._cache_file = _LockedCacheFile(plain._cache_path, plain._index_name[:-len(".nbi")], plain._source_stamp)
 
     def _index_key(self, sig, codegen):
         return (*super()._index_key(sig, codegen), _kernel_sources_digest())
