@@ -8,10 +8,11 @@ arrays' device, ``out`` is allocated here with PyTorch's broadcasting and promot
 - floating functions (``sin`` ... ``reciprocal``, ``atan2``, ``copysign``): bool and integer
   inputs compute in the default dtype, as PyTorch;
 - rounding (``floor``, ``ceil``, ``round``, ``trunc``): an integer tensor is its own result
-  (copied); bool is refused; ``frac``, ``hypot``, ``logaddexp``, ``logaddexp2`` take floating
-  tensors only;
+  (copied); bool is refused; ``frac``, ``hypot``, ``logaddexp``, ``logaddexp2``, ``nextafter``,
+  ``igamma``, ``igammac`` take floating tensors only;
+- ``fmax``, ``fmin``: the promoted dtype, whatever it is;
 - predicates (``isnan`` ... ``signbit``): bool results, answered without a kernel for integers;
-- bitwise functions: bool and integer tensors only (shifts: integers only).
+- bitwise functions: bool and integer tensors only (shifts, ``gcd`` and ``lcm``: integers only).
 
 A refused dtype raises :class:`~zgrad.errors.DTypeError` worded as PyTorch's
 (``"hypot_cpu" not implemented for 'Long'``).
@@ -35,10 +36,11 @@ __all__ = ["unary_math", "binary_math", "sign", "nan_to_num", "round_decimals", 
 
 _BOOL = np.dtype(np.bool_)
 _ROUNDING = frozenset({"floor", "ceil", "round", "trunc"})
-_FLOAT_ONLY = frozenset({"frac", "hypot", "logaddexp", "logaddexp2"})
+_FLOAT_ONLY = frozenset({"frac", "hypot", "logaddexp", "logaddexp2", "nextafter", "igamma", "igammac"})
 _SAME_DTYPE = frozenset({"fmod"})
+_ANY_DTYPE = frozenset({"fmax", "fmin"})
 _INTEGRAL = frozenset({"bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor"})
-_SHIFTS = frozenset({"bitwise_left_shift", "bitwise_right_shift"})
+_INTEGER_ONLY = frozenset({"bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm"})
 # The predicates' answers for bool and integer tensors, which hold no NaN, inf or -0.0.
 _INTEGER_PREDICATES = {"isnan": False, "isinf": False, "isposinf": False, "isneginf": False, "isfinite": True}
 _LOGICAL = {"bitwise_and": "logical_and", "bitwise_or": "logical_or", "bitwise_xor": "logical_xor"}
@@ -71,8 +73,10 @@ def _result_dtype(name: str, dtype: np.dtype) -> np.dtype:
         if dtype == _BOOL:
             raise _refuse(name, dtype)
         return dtype
-    if name in _INTEGRAL or name in _SHIFTS:
-        if is_floating(dtype) or (name in _SHIFTS and dtype == _BOOL):
+    if name in _ANY_DTYPE:
+        return dtype
+    if name in _INTEGRAL or name in _INTEGER_ONLY:
+        if is_floating(dtype) or (name in _INTEGER_ONLY and dtype == _BOOL):
             raise _refuse(name, dtype)
         return dtype
     return float_dtype(dtype)

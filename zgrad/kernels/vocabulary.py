@@ -55,10 +55,12 @@ UNARY_MATH = (
     "erf", "erfc", "erfinv", "log1p", "expm1", "log2", "log10", "exp2", "rsqrt", "reciprocal",
     "floor", "ceil", "round", "trunc", "frac",
     "isnan", "isinf", "isposinf", "isneginf", "isfinite", "signbit", "bitwise_not",
+    "lgamma", "digamma", "trigamma", "i0", "i0e", "i1", "i1e", "erfcx", "frexp_mantissa", "frexp_exponent",
 )
 BINARY_MATH = (
     "atan2", "fmod", "hypot", "logaddexp", "logaddexp2", "copysign",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift",
+    "nextafter", "fmax", "fmin", "gcd", "lcm", "zeta", "igamma", "igammac", "igamma_derivative",
 )
 
 # The activations of ``smooth_activation(x, code, beta, threshold, out)``, numbered by their
