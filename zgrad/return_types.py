@@ -1,5 +1,5 @@
 """The named tuples that reductions return, as ``torch.return_types``: ``(values, indices)`` for
-median, nanmedian, mode, cummax and cummin, ``(min, max)`` for aminmax.
+median, nanmedian, mode, cummax and cummin, ``(min, max)`` for aminmax, ``(mantissa, exponent)`` for frexp.
 
 Each is a ``NamedTuple``: it unpacks like a tuple and names its fields (``.values``,
 ``.indices``).
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["median", "nanmedian", "mode", "cummax", "cummin", "aminmax"]
+__all__ = ["median", "nanmedian", "mode", "cummax", "cummin", "aminmax", "frexp"]
 
 
 class median(NamedTuple):  # noqa: N801 - torch.return_types' names
@@ -52,3 +52,10 @@ class aminmax(NamedTuple):  # noqa: N801
 
     min: Any
     max: Any
+
+
+class frexp(NamedTuple):  # noqa: N801
+    """What ``frexp`` returns: the mantissas and the int32 exponents."""
+
+    mantissa: Any
+    exponent: Any

@@ -21,7 +21,7 @@ from zgrad.ops.out_argument import accepts_out
 __all__ = [
     "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "arcsin", "arccos",
     "arctan", "arcsinh", "arccosh", "arctanh", "erf", "erfc", "erfinv", "log1p", "expm1", "log2", "log10", "exp2",
-    "rsqrt", "reciprocal", "UNARY_OPS",
+    "rsqrt", "reciprocal", "UNARY_OPS", "UnaryMath",
 ]
 
 
@@ -45,7 +45,7 @@ def _one_minus_square(x: Any) -> Any:
     return dispatch.binary("sub", 1, _square(x))
 
 
-class _UnaryMath(Op):
+class UnaryMath(Op):
     """``function``(x) on the math kernel of that name; ``derivative(grad, saved)`` is the
     backward, from the output where ``saves_output``, else from the input."""
 
@@ -68,7 +68,7 @@ class _UnaryMath(Op):
         raise NotImplementedError
 
 
-class Sin(_UnaryMath):
+class Sin(UnaryMath):
     function = "sin"
 
     @staticmethod
@@ -76,7 +76,7 @@ class Sin(_UnaryMath):
         return _mul(grad, _fn("cos", x))
 
 
-class Cos(_UnaryMath):
+class Cos(UnaryMath):
     function = "cos"
 
     @staticmethod
@@ -84,7 +84,7 @@ class Cos(_UnaryMath):
         return _mul(grad, dispatch.unary("neg", _fn("sin", x)))
 
 
-class Tan(_UnaryMath):
+class Tan(UnaryMath):
     function = "tan"
     saves_output = True
 
@@ -93,7 +93,7 @@ class Tan(_UnaryMath):
         return _mul(grad, dispatch.binary("add", _square(y), 1))
 
 
-class Asin(_UnaryMath):
+class Asin(UnaryMath):
     function = "asin"
 
     @staticmethod
@@ -101,7 +101,7 @@ class Asin(_UnaryMath):
         return _mul(grad, _fn("rsqrt", _one_minus_square(x)))
 
 
-class Acos(_UnaryMath):
+class Acos(UnaryMath):
     function = "acos"
 
     @staticmethod
@@ -109,7 +109,7 @@ class Acos(_UnaryMath):
         return _mul(dispatch.unary("neg", grad), _fn("rsqrt", _one_minus_square(x)))
 
 
-class Atan(_UnaryMath):
+class Atan(UnaryMath):
     function = "atan"
 
     @staticmethod
@@ -117,7 +117,7 @@ class Atan(_UnaryMath):
         return _div(grad, dispatch.binary("add", _square(x), 1))
 
 
-class Sinh(_UnaryMath):
+class Sinh(UnaryMath):
     function = "sinh"
 
     @staticmethod
@@ -125,7 +125,7 @@ class Sinh(_UnaryMath):
         return _mul(grad, _fn("cosh", x))
 
 
-class Cosh(_UnaryMath):
+class Cosh(UnaryMath):
     function = "cosh"
 
     @staticmethod
@@ -133,7 +133,7 @@ class Cosh(_UnaryMath):
         return _mul(grad, _fn("sinh", x))
 
 
-class Asinh(_UnaryMath):
+class Asinh(UnaryMath):
     function = "asinh"
 
     @staticmethod
@@ -141,7 +141,7 @@ class Asinh(_UnaryMath):
         return _mul(grad, _fn("rsqrt", dispatch.binary("add", _square(x), 1)))
 
 
-class Acosh(_UnaryMath):
+class Acosh(UnaryMath):
     function = "acosh"
 
     @staticmethod
@@ -149,7 +149,7 @@ class Acosh(_UnaryMath):
         return _mul(grad, _fn("rsqrt", dispatch.binary("sub", _square(x), 1)))
 
 
-class Atanh(_UnaryMath):
+class Atanh(UnaryMath):
     function = "atanh"
 
     @staticmethod
@@ -160,7 +160,7 @@ class Atanh(_UnaryMath):
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
-class Erf(_UnaryMath):
+class Erf(UnaryMath):
     function = "erf"
 
     @staticmethod
@@ -168,7 +168,7 @@ class Erf(_UnaryMath):
         return _mul(grad, _mul(dispatch.unary("exp", dispatch.unary("neg", _square(x))), _TWO_OVER_SQRT_PI))
 
 
-class Erfc(_UnaryMath):
+class Erfc(UnaryMath):
     function = "erfc"
 
     @staticmethod
@@ -176,7 +176,7 @@ class Erfc(_UnaryMath):
         return _mul(grad, _mul(dispatch.unary("exp", dispatch.unary("neg", _square(x))), -_TWO_OVER_SQRT_PI))
 
 
-class Erfinv(_UnaryMath):
+class Erfinv(UnaryMath):
     function = "erfinv"
     saves_output = True
 
@@ -185,7 +185,7 @@ class Erfinv(_UnaryMath):
         return _mul(grad, _mul(dispatch.unary("exp", _square(y)), 1.0 / _TWO_OVER_SQRT_PI))
 
 
-class Log1p(_UnaryMath):
+class Log1p(UnaryMath):
     function = "log1p"
 
     @staticmethod
@@ -193,7 +193,7 @@ class Log1p(_UnaryMath):
         return _div(grad, dispatch.binary("add", x, 1))
 
 
-class Expm1(_UnaryMath):
+class Expm1(UnaryMath):
     function = "expm1"
     saves_output = True
 
@@ -202,7 +202,7 @@ class Expm1(_UnaryMath):
         return _mul(grad, dispatch.binary("add", y, 1))
 
 
-class Log2(_UnaryMath):
+class Log2(UnaryMath):
     function = "log2"
 
     @staticmethod
@@ -210,7 +210,7 @@ class Log2(_UnaryMath):
         return _div(grad, _mul(x, math.log(2.0)))
 
 
-class Log10(_UnaryMath):
+class Log10(UnaryMath):
     function = "log10"
 
     @staticmethod
@@ -218,7 +218,7 @@ class Log10(_UnaryMath):
         return _div(grad, _mul(x, math.log(10.0)))
 
 
-class Exp2(_UnaryMath):
+class Exp2(UnaryMath):
     function = "exp2"
     saves_output = True
 
@@ -227,7 +227,7 @@ class Exp2(_UnaryMath):
         return _mul(grad, _mul(y, math.log(2.0)))
 
 
-class Rsqrt(_UnaryMath):
+class Rsqrt(UnaryMath):
     function = "rsqrt"
     saves_output = True
 
@@ -236,7 +236,7 @@ class Rsqrt(_UnaryMath):
         return _mul(_mul(grad, -0.5), _mul(y, _square(y)))
 
 
-class Reciprocal(_UnaryMath):
+class Reciprocal(UnaryMath):
     function = "reciprocal"
     saves_output = True
 
@@ -246,7 +246,7 @@ class Reciprocal(_UnaryMath):
 
 
 # The public functions, by name: each is ``Op.apply`` on its tensor argument.
-UNARY_OPS: dict[str, type[_UnaryMath]] = {
+UNARY_OPS: dict[str, type[UnaryMath]] = {
     op.function: op for op in (Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Erf, Erfc, Erfinv,
                                Log1p, Expm1, Log2, Log10, Exp2, Rsqrt, Reciprocal)
 }
