@@ -26,7 +26,9 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("clamp-math", "uint8"): "torch wraps the bound -1 to 255 in uint8 (so min > max); zgrad clamps to [-1, 1]",
     ("clamp_", "uint8"): "as clamp-math: torch wraps the bound -1 to 255 in uint8",
     **{(row, dtype): "torch's i0 and i1 are NaN at +-inf; zgrad gives the limits, inf and +-inf"
-       for row in ("i0-edges",) for dtype in ("float16", "bfloat16", "float32", "float64")},
+       for row in ("i0-edges", "special.i1-edges") for dtype in ("float16", "bfloat16", "float32", "float64")},
+    **{("special.zeta-edges", dtype): "torch's zeta(s, q) is NaN at q = inf; zgrad gives the limit, 0"
+       for dtype in ("float32", "float64")},
     **{("polygamma-n1-edges", dtype): "at 0 and the negative integers (poles) zgrad's trigamma is inf; torch's "
                                        "is a large finite number left by the rounding of sin(pi x)"
        for dtype in ("int8", "int16", "int32", "int64", "bfloat16", "float32", "float64")},
