@@ -6,10 +6,12 @@ is ``lgamma``, ``psi`` is ``digamma``, ``multigammaln`` is ``mvlgamma``), or the
 functions of :mod:`zgrad.ops.special_unary` and :mod:`zgrad.ops.special_binary` (``i0e``,
 ``i1``, ``i1e``, ``erfcx``, ``log_ndtr``, ``zeta``, ``gammainc``, ``gammaincc``); the rest
 (``logit``, ``ndtr``, ``ndtri``, ``sinc``, ``entr``, ``xlogy``, ``xlog1py``) are compositions of
-them, so they run on every backend and are differentiable through their parts. All but
-``softmax`` and ``log_softmax`` take ``out=``, as in PyTorch (:mod:`zgrad.ops.out_argument`).
-Not here yet: the Bessel functions of the first and second kind (``bessel_j0`` ...) and the
-orthogonal polynomials."""
+them, so they run on every backend and are differentiable through their parts; the orthogonal
+polynomials (``chebyshev_polynomial_t`` ... ``legendre_polynomial_p``) are those of
+:mod:`zgrad.ops.orthogonal_polynomials`. All but ``softmax`` and ``log_softmax`` take ``out=``,
+as in PyTorch (:mod:`zgrad.ops.out_argument`). Not here yet: the Bessel functions of the first
+and second kind (``bessel_j0`` ...), ``modified_bessel_*``, ``airy_ai``,
+``spherical_bessel_j0``."""
 
 from __future__ import annotations
 
@@ -22,6 +24,12 @@ from zgrad import ops
 from zgrad.creation import tensor
 from zgrad.kernels.promotion import get_default_dtype, is_floating, opmath_dtype, result_type
 from zgrad.ops._args import operand, refuse_dtype, tensor_arg
+from zgrad.ops.orthogonal_polynomials import (
+    chebyshev_polynomial_t, chebyshev_polynomial_u, chebyshev_polynomial_v, chebyshev_polynomial_w,
+    hermite_polynomial_h, hermite_polynomial_he, laguerre_polynomial_l, legendre_polynomial_p,
+    shifted_chebyshev_polynomial_t, shifted_chebyshev_polynomial_u, shifted_chebyshev_polynomial_v,
+    shifted_chebyshev_polynomial_w,
+)
 from zgrad.ops.out_argument import accepts_out
 from zgrad.ops.special_binary import gammainc, gammaincc, zeta
 from zgrad.ops.special_unary import digamma, erfcx, i0, i0e, i1, i1e, lgamma, log_ndtr, mvlgamma, polygamma
@@ -31,6 +39,10 @@ __all__ = [
     "digamma", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit", "expm1", "gammainc", "gammaincc", "gammaln",
     "i0", "i0e", "i1", "i1e", "log1p", "log_ndtr", "log_softmax", "logit", "logsumexp", "multigammaln", "ndtr",
     "ndtri", "polygamma", "psi", "round", "sinc", "softmax", "xlog1py", "xlogy", "zeta",
+    "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+    "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+    "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l",
+    "legendre_polynomial_p",
 ]
 
 erf = ops.erf

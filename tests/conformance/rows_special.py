@@ -44,4 +44,16 @@ ROWS = [
       for name in ("igamma", "igammac", "igamma_", "igammac_")),
     *(Row(f"special.{name}", args=(T(domain="edges"), T(domain="edges", shape=(17, 1))), shape=(17,), grad=False,
           name="edges") for name in ("gammainc", "gammaincc")),
+    # the orthogonal polynomials: degree a number or an integer tensor (no gradient, as PyTorch)
+    *(Row(f"special.{prefix}{name}", args=(T(domain="unit"), Lit(n)), grad=False, name=f"n{n}")
+      for prefix in ("", "shifted_") for name in ("chebyshev_polynomial_t", "chebyshev_polynomial_u",
+                                                  "chebyshev_polynomial_v", "chebyshev_polynomial_w")
+      for n in (3, 12)),
+    *(Row(f"special.{name}", args=(T(), T(dtype="int64", domain="index", high=9, shape=(4,))), grad=False)
+      for name in ("chebyshev_polynomial_t", "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l",
+                   "legendre_polynomial_p")),
+    *(Row(f"special.{name}", args=(T(), Lit(n)), grad=False, name=f"n{n}")
+      for name in ("hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p")
+      for n in (0, 5)),
+    Row("special.legendre_polynomial_p", args=(T(domain="edges"), Lit(4)), shape=(16,), grad=False, name="edges"),
 ]

@@ -31,8 +31,12 @@ from zgrad.kernels.dispatch import (
 )
 from zgrad.kernels.dispatch_pointwise import compare, logical_not
 from zgrad.kernels.promotion import is_floating, opmath_dtype, result_type
+from zgrad.kernels.vocabulary import ORTHOGONAL_POLYNOMIALS
 
-__all__ = ["unary_math", "binary_math", "sign", "nan_to_num", "round_decimals", "lerp", "check_floating"]
+__all__ = [
+    "unary_math", "binary_math", "sign", "nan_to_num", "round_decimals", "lerp", "check_floating",
+    "orthogonal_polynomial",
+]
 
 _BOOL = np.dtype(np.bool_)
 _ROUNDING = frozenset({"floor", "ceil", "round", "trunc"})
@@ -173,3 +177,21 @@ def round_decimals(x: Any, decimals: int):
     scaled = be.mul(x, scale, be.empty(x.shape, x.dtype)) if decimals > 0 else be.div(x, scale, be.empty(x.shape, x.dtype))
     rounded = be.unary_math("round", scaled, scaled)
     return be.div(rounded, scale, rounded) if decimals > 0 else be.mul(rounded, scale, rounded)
+
+
+def orthogonal_polynomial(name: str, x: Any, n: Any, shifted: bool = False):
+    """The orthogonal polynomial ``name`` (one of
+    :data:`~zgrad.kernels.vocabulary.ORTHOGONAL_POLYNOMIALS`) of degree n (truncated to an integer)
+    at x, or at 2x - 1 where ``shifted``; broadcast, either may be a Python number, in the floating
+    dtype the two promote to (bool and integers: the default one).
+
+    Raises:
+        DTypeError: float16 or bfloat16 (PyTorch has no kernel for them).
+    """
+    be = backend_of(x, n)
+    dtype = float_dtype(result_type(x, n))
+    if opmath_dtype(dtype) != dtype:
+        raise _refuse(f"{'shifted_' if shifted else ''}{name}", dtype)
+    shape = broadcast_shape(getattr(x, "shape", ()), getattr(n, "shape", ()))
+    x, n = (cast(v, dtype) if getattr(v, "dtype", dtype) != dtype else v for v in (x, n))
+    return be.orthogonal_polynomial(x, n, ORTHOGONAL_POLYNOMIALS.index(name), shifted, be.empty(shape, dtype))

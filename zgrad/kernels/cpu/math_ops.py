@@ -15,7 +15,7 @@ import numpy as np
 from zgrad.kernels.cpu import kernels
 from zgrad.kernels.cpu.common import flat
 
-__all__ = ["unary_math", "binary_math", "nan_to_num", "lerp"]
+__all__ = ["unary_math", "binary_math", "nan_to_num", "lerp", "orthogonal_polynomial"]
 
 def _no_options(dtype: np.dtype) -> tuple:
     return ()
@@ -149,4 +149,14 @@ def lerp(start, end, weight, out):
             kernels.special.lerp_scalar_forward(start, end, out.dtype.type(weight), out.reshape(-1))
         else:
             kernels.special.lerp_forward(start, end, flat(np.broadcast_to(weight, out.shape)), out.reshape(-1))
+    return out
+
+
+def orthogonal_polynomial(x, n, kind: int, shifted: bool, out):
+    """out = the orthogonal polynomial ``kind`` (a position in
+    :data:`~zgrad.kernels.vocabulary.ORTHOGONAL_POLYNOMIALS`) of degree n at x (at 2x - 1 where
+    ``shifted``), broadcast."""
+    if out.size:
+        x, n = (flat(np.broadcast_to(v, out.shape)) for v in (x, n))
+        kernels.special_functions.orthogonal_polynomial_forward(x, n, kind, shifted, out.reshape(-1))
     return out

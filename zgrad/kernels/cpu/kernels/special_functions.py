@@ -1,7 +1,7 @@
 """Element-wise Numba kernels of the special functions written once in :mod:`zgrad.kernels.special_math`,
 :mod:`zgrad.kernels.special_gamma` and :mod:`zgrad.kernels.special_bessel` (digamma, trigamma,
 the Bessel functions I0 and I1, erfcx, the Hurwitz zeta function, the incomplete gamma functions)
-and of lgamma (libm's).
+of lgamma (libm's), and the orthogonal polynomials of :mod:`zgrad.kernels.special_polynomials`.
 
 1-D C-contiguous float32 or float64 arrays (the caller ravels and broadcasts); every element is
 computed in float64 and rounded once to out's dtype, so float32 results are within an ulp of
@@ -15,12 +15,13 @@ import math
 import numpy as np
 from numba import prange
 
-from zgrad.kernels import special_bessel, special_gamma, special_math
+from zgrad.kernels import special_bessel, special_gamma, special_math, special_polynomials
 from zgrad.kernels._jit import PARALLEL_MIN_SIZE_HEAVY, kernel, parallel_kernel
 
 __all__ = [
     "lgamma_forward", "digamma_forward", "trigamma_forward", "i0_forward", "i0e_forward", "i1_forward", "i1e_forward",
     "erfcx_forward", "zeta_forward", "igamma_forward", "igammac_forward", "igamma_derivative_forward",
+    "orthogonal_polynomial_forward",
 ]
 
 _F64 = np.float64
@@ -35,6 +36,7 @@ _i0e = kernel(special_bessel.i0e)
 _i1 = kernel(special_bessel.i1)
 _i1e = kernel(special_bessel.i1e)
 _erfcx = kernel(special_math.erfcx)
+_orthogonal_polynomial = kernel(special_polynomials.orthogonal_polynomial)
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
@@ -119,3 +121,11 @@ def igamma_derivative_forward(a, x, out):
     """out = d/dx P(a, x) = x^(a-1) e^-x / Gamma(a)."""
     for i in prange(out.size):
         out[i] = _igamma_derivative(_F64(a[i]), _F64(x[i]), _F64)
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def orthogonal_polynomial_forward(x, n, kind, shifted, out):
+    """out = the orthogonal polynomial ``kind`` of degree n at x (at 2x - 1 where ``shifted``)."""
+    for i in prange(out.size):
+        v = _F64(x[i])
+        out[i] = _orthogonal_polynomial(v + v - 1.0 if shifted else v, _F64(n[i]), kind, _F64)

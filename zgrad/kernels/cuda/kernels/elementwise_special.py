@@ -1,7 +1,7 @@
 """CUDA device functions of the element-wise special functions of
 :data:`zgrad.kernels.vocabulary.UNARY_MATH` / ``BINARY_MATH`` (lgamma, digamma, trigamma, the
 Bessel functions I0 and I1, erfcx, frexp's two parts, nextafter, fmax, fmin, gcd, lcm, the
-Hurwitz zeta function, the incomplete gamma functions), in the form of
+Hurwitz zeta function, the incomplete gamma functions, the orthogonal polynomials), in the form of
 :mod:`zgrad.kernels.cuda.kernels.elementwise` (``f(x, p, q, T)``, ``f(a, b, p, q, T)``), which
 :mod:`elementwise_math` gathers into its tables.
 
@@ -12,7 +12,7 @@ also compile, computed in out's dtype (float32 stays float32 on the GPU).
 
 from __future__ import annotations
 
-from zgrad.kernels import special_bessel, special_gamma
+from zgrad.kernels import special_bessel, special_gamma, special_polynomials
 from zgrad.kernels.cuda.kernels.common import device, math
 from zgrad.kernels.special_math import erfcx
 
@@ -29,6 +29,7 @@ _i0 = device(special_bessel.i0)
 _i0e = device(special_bessel.i0e)
 _i1 = device(special_bessel.i1)
 _i1e = device(special_bessel.i1e)
+_polynomial = device(special_polynomials.orthogonal_polynomial)
 
 
 @device
@@ -140,6 +141,12 @@ def _igamma_derivative_op(a, b, p, q, T):
     return _igamma_derivative(a, b, T)
 
 
+@device
+def _orthogonal_polynomial(x, n, p, q, T):
+    """The orthogonal polynomial number p of degree n at x (at 2x - 1 where q is 1)."""
+    return _polynomial(x + x - T(1) if q == T(1) else x, n, int(p), T)
+
+
 UNARY_SPECIAL_OPS = {
     "lgamma": _lgamma, "digamma": _digamma_op, "trigamma": _trigamma_op, "i0": _i0_op, "i0e": _i0e_op,
     "i1": _i1_op, "i1e": _i1e_op, "erfcx": _erfcx_op, "frexp_mantissa": _frexp_mantissa,
@@ -148,4 +155,5 @@ UNARY_SPECIAL_OPS = {
 BINARY_SPECIAL_OPS = {
     "nextafter": _nextafter, "fmax": _fmax, "fmin": _fmin, "gcd": _gcd, "lcm": _lcm, "zeta": _zeta_op,
     "igamma": _igamma_op, "igammac": _igammac_op, "igamma_derivative": _igamma_derivative_op,
+    "orthogonal_polynomial": _orthogonal_polynomial,
 }
