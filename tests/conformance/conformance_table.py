@@ -27,6 +27,8 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("clamp_", "uint8"): "as clamp-math: torch wraps the bound -1 to 255 in uint8",
     **{(row, dtype): "torch's i0 and i1 are NaN at +-inf; zgrad gives the limits, inf and +-inf"
        for row in ("i0-edges", "special.i1-edges") for dtype in ("float16", "bfloat16", "float32", "float64")},
+    **{("special.modified_bessel_i1-edges", dtype): "torch's modified_bessel_i1 is NaN at +-inf; zgrad gives the "
+                                                     "limits, +-inf" for dtype in ("float32", "float64")},
     **{("special.zeta-edges", dtype): "torch's zeta(s, q) is NaN at q = inf; zgrad gives the limit, 0"
        for dtype in ("float32", "float64")},
     **{("polygamma-n1-edges", dtype): "at 0 and the negative integers (poles) zgrad's trigamma is inf; torch's "

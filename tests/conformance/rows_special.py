@@ -56,4 +56,8 @@ ROWS = [
       for name in ("hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p")
       for n in (0, 5)),
     Row("special.legendre_polynomial_p", args=(T(domain="edges"), Lit(4)), shape=(16,), grad=False, name="edges"),
+    *(Row(f"special.{name}", grad=False, shape=(5,)) for name in ("modified_bessel_i0", "modified_bessel_i1",
+                                                                   "spherical_bessel_j0")),
+    *(Row(f"special.{name}", domain="edges", shape=(17,), grad=False, name="edges")
+      for name in ("modified_bessel_i1", "spherical_bessel_j0")),
 ]

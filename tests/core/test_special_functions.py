@@ -250,3 +250,11 @@ def test_orthogonal_polynomials_are_not_differentiable_as_torch():
     for lib in (zgrad, torch):
         x = lib.tensor([0.3, 0.5], requires_grad=True)
         assert not lib.special.legendre_polynomial_p(x, 3).requires_grad
+
+
+@requires_cuda
+@pytest.mark.parametrize("name", ["modified_bessel_i0", "modified_bessel_i1", "spherical_bessel_j0"])
+def test_undifferentiated_bessel_functions_on_cuda_match_cpu(name):
+    values = np.array(EDGES, np.float64)
+    fn = getattr(zgrad.special, name)
+    _assert_close(_on_cuda(fn, values), fn(zgrad.tensor(values)).numpy(), np.float64)

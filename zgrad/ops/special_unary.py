@@ -1,6 +1,8 @@
 """Element-wise special functions of one tensor: ``lgamma``, ``digamma``, ``polygamma``,
 ``mvlgamma``, the modified Bessel functions ``i0``, ``i0e``, ``i1``, ``i1e``, the scaled
-complementary error function ``erfcx`` and ``log_ndtr``. Bool and integer tensors compute in the
+complementary error function ``erfcx`` and ``log_ndtr``; and torch.special's
+``modified_bessel_i0``, ``modified_bessel_i1`` and ``spherical_bessel_j0``, which PyTorch does not
+differentiate. Bool and integer tensors compute in the
 default dtype, as in PyTorch (the rule lives in :mod:`zgrad.kernels.dispatch_math`).
 
 Each op writes its derivative right under its forward, as PyTorch's formulas: lgamma' = digamma,
@@ -21,8 +23,12 @@ from zgrad.ops import functions, reduce, shape
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.out_argument import accepts_out
 from zgrad.ops.unary_math import UnaryMath
+from zgrad.tensor import Tensor
 
-__all__ = ["lgamma", "digamma", "polygamma", "mvlgamma", "i0", "i0e", "i1", "i1e", "erfcx", "log_ndtr"]
+__all__ = [
+    "lgamma", "digamma", "polygamma", "mvlgamma", "i0", "i0e", "i1", "i1e", "erfcx", "log_ndtr", "modified_bessel_i0",
+    "modified_bessel_i1", "spherical_bessel_j0",
+]
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _ONE_OVER_SQRT_TWO_PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -253,3 +259,55 @@ def log_ndtr(input: Any) -> Any:  # noqa: A002
     """
     x = _refuse_half("log_ndtr", tensor_arg(input, "log_ndtr"))
     return LogNdtr.apply(x if is_floating(x.dtype) else x.to(get_default_dtype()))
+
+
+def _without_gradient(name: str, compute: Any, input: Any) -> Any:  # noqa: A002
+    """compute(x's array) as a tensor that does not require grad (PyTorch defines no derivative),
+    bool and integer tensors in the default dtype.
+
+    Raises:
+        DTypeError: a float16 or bfloat16 tensor (PyTorch has no kernel for them).
+    """
+    x = _refuse_half(name, tensor_arg(input, name))
+    if not is_floating(x.dtype):
+        x = x.to(get_default_dtype())
+    return Tensor(compute(x._data))
+
+
+@accepts_out()
+def modified_bessel_i0(input: Any) -> Any:  # noqa: A002
+    """I0 of each element (the values of :func:`i0`), not differentiable, as torch.special's.
+
+    Raises:
+        DTypeError: a float16 or bfloat16 tensor.
+    """
+    return _without_gradient("modified_bessel_i0", lambda x: _fn("i0", x), input)
+
+
+@accepts_out()
+def modified_bessel_i1(input: Any) -> Any:  # noqa: A002
+    """I1 of each element (the values of :func:`i1`), not differentiable, as torch.special's.
+
+    Raises:
+        DTypeError: a float16 or bfloat16 tensor.
+    """
+    return _without_gradient("modified_bessel_i1", lambda x: _fn("i1", x), input)
+
+
+def _spherical_j0(x: Any) -> Any:
+    """sin(x) / x, 1 at 0 and 0 at +-inf (where sin is NaN)."""
+    compare, where = dispatch_pointwise.compare, dispatch_index.where
+    safe = where(compare("eq", x, 0), 1, x)
+    ratio = dispatch.binary("div", _fn("sin", safe), safe)
+    return where(compare("eq", x, 0), 1, where(_fn("isinf", x), 0, ratio))
+
+
+@accepts_out()
+def spherical_bessel_j0(input: Any) -> Any:  # noqa: A002
+    """The spherical Bessel function of the first kind of order 0, sin(x) / x, of each element
+    (1 at 0, 0 at +-inf), not differentiable, as torch.special's.
+
+    Raises:
+        DTypeError: a float16 or bfloat16 tensor.
+    """
+    return _without_gradient("spherical_bessel_j0", _spherical_j0, input)
