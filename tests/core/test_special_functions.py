@@ -258,3 +258,33 @@ def test_undifferentiated_bessel_functions_on_cuda_match_cpu(name):
     values = np.array(EDGES, np.float64)
     fn = getattr(zgrad.special, name)
     _assert_close(_on_cuda(fn, values), fn(zgrad.tensor(values)).numpy(), np.float64)
+
+
+WIDE = np.concatenate([np.linspace(-60.0, 60.0, 241), [1e-6, -1e-3, 24.99, 25.01, 1e3, 1e5, 1e10]])
+
+
+@pytest.mark.parametrize("order", [0, 1])
+def test_bessel_j_matches_mpmath(order):
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 40
+    got = getattr(zgrad.special, f"bessel_j{order}")(zgrad.tensor(WIDE)).numpy()
+    np.testing.assert_allclose(got, [float(mpmath.besselj(order, v)) for v in WIDE], rtol=0, atol=5e-16)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("order", [0, 1])
+def test_bessel_j_matches_torch_over_a_wide_range(order):
+    require_torch()
+    name = f"bessel_j{order}"
+    got = getattr(zgrad.special, name)(zgrad.tensor(WIDE)).numpy()
+    expected = getattr(torch.special, name)(torch.from_numpy(WIDE)).numpy()
+    np.testing.assert_allclose(got, expected, rtol=0, atol=5e-7)  # torch's own error reaches 1.6e-7 (J0(5.5))
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name", ["bessel_j0", "bessel_j1"])
+def test_bessel_j_on_cuda_matches_cpu(name, dtype):
+    values = np.concatenate([EDGES, np.linspace(-40.0, 40.0, 17)]).astype(dtype)
+    fn = getattr(zgrad.special, name)
+    _assert_close(_on_cuda(fn, values), fn(zgrad.tensor(values)).numpy(), dtype, atol=2e-6 if dtype == np.float32 else 0)

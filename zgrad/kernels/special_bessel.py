@@ -1,5 +1,6 @@
 """The modified Bessel functions of the first kind of orders 0 and 1, plain and exponentially
-scaled (``i0``, ``i0e``, ``i1``, ``i1e``), as scalar functions both backends' kernels compile (a
+scaled (``i0``, ``i0e``, ``i1``, ``i1e``), and the Bessel functions of the first kind of orders 0
+and 1 (``bessel_j``, see its docstring), as scalar functions both backends' kernels compile (a
 Numba CPU kernel, a CUDA device function). ``T`` is the scalar type computed in.
 
 Up to |x| = 30 the power series sum (x/2)^(2k+n) / (k! (k+n)!), whose terms are all positive
@@ -13,7 +14,7 @@ import math
 
 from numba.extending import register_jitable
 
-__all__ = ["i0", "i0e", "i1", "i1e"]
+__all__ = ["i0", "i0e", "i1", "i1e", "bessel_j"]
 
 _SERIES_UP_TO = 30.0
 _TWO_PI = 6.283185307179586
@@ -86,3 +87,85 @@ def i1e(x, T):
     if abs(x) == T(math.inf):
         return math.copysign(T(0), x)
     return math.copysign(_scaled(abs(x), 1, T), x)
+
+
+_MILLER_UP_TO = 25.0
+_MILLER_EXTRA_TERMS = 30
+_RESCALE_ABOVE = 1e15
+_HALF_PI = 1.5707963267948966
+_SQRT_TWO_OVER_PI = 0.7978845608028654
+
+
+@register_jitable
+def _bessel_j_miller(a, order, T):
+    """J_order(a) for 0 < a <= 25 by Miller's backward recurrence J_(k-1) = (2k/a) J_k - J_(k+1)
+    from far above order, normalized by J_0 + 2 sum J_2k = 1 (stable: the recurrence grows toward
+    the wanted values), rescaled as it grows."""
+    top = 2 * (int(a) // 2) + 2 * _MILLER_EXTRA_TERMS
+    above = T(0)
+    current = T(1e-30)
+    norm = T(0)
+    j0 = T(0)
+    j1 = T(0)
+    for k in range(top, 0, -1):
+        below = T(2 * k) / a * current - above
+        above = current
+        current = below
+        if (k - 1) % 2 == 0 and k - 1 > 0:
+            norm += T(2) * current
+        if k - 1 == 1:
+            j1 = current
+        if abs(current) > T(_RESCALE_ABOVE):
+            current /= T(_RESCALE_ABOVE)
+            above /= T(_RESCALE_ABOVE)
+            norm /= T(_RESCALE_ABOVE)
+            j1 /= T(_RESCALE_ABOVE)
+    j0 = current
+    norm += j0
+    return (j0 if order == 0 else j1) / norm
+
+
+@register_jitable
+def _bessel_j_hankel(a, order, T):
+    """J_order(a) for a > 25 by Hankel's asymptotic expansion sqrt(2/(pi a)) (P cos chi - Q sin
+    chi), chi = a - (order/2 + 1/4) pi, with cos chi and sin chi from libm's cos a and sin a (whose
+    argument reduction is exact) and the constant angle's."""
+    four_order_square = T(4 * order * order)
+    p = T(1)
+    q = T(0)
+    term = T(1)
+    for k in range(1, 40):
+        odd = T(2 * k - 1)
+        term *= (four_order_square - odd * odd) / (T(8 * k) * a)
+        if abs(term) < T(1e-17):
+            break
+        if k % 4 == 1:
+            q += term
+        elif k % 4 == 2:
+            p -= term
+        elif k % 4 == 3:
+            q -= term
+        else:
+            p += term
+    phase = T(_HALF_PI) * (T(order) + T(0.5))
+    cos_phase, sin_phase = math.cos(phase), math.sin(phase)
+    cos_chi = math.cos(a) * cos_phase + math.sin(a) * sin_phase
+    sin_chi = math.sin(a) * cos_phase - math.cos(a) * sin_phase
+    return T(_SQRT_TWO_OVER_PI) / math.sqrt(a) * (p * cos_chi - q * sin_chi)
+
+
+def bessel_j(x, order, T):
+    """J_order(x), the Bessel function of the first kind of order 0 or 1: a series below 1e-4,
+    Miller's recurrence up to 25, Hankel's expansion above; J0 even, J1 odd, 0 at +-inf."""
+    if x != x:
+        return x
+    a = abs(x)
+    if a == T(math.inf):
+        return T(0)
+    if a < T(1e-4):
+        value = T(1) - a * a * T(0.25) if order == 0 else a * T(0.5) - a * a * a * T(0.0625)
+    elif a <= T(_MILLER_UP_TO):
+        value = _bessel_j_miller(a, order, T)
+    else:
+        value = _bessel_j_hankel(a, order, T)
+    return -value if order == 1 and x < T(0) else value

@@ -88,7 +88,8 @@ _UNARY = {
     "frac": _frac, "isnan": _ufunc(np.isnan), "isinf": _ufunc(np.isinf), "isposinf": _isposinf,
     "isneginf": _isneginf, "isfinite": _ufunc(np.isfinite), "signbit": _ufunc(np.signbit),
     "bitwise_not": _ufunc(np.invert),
-    **{name: _special_function(name) for name in ("lgamma", "digamma", "trigamma", "i0", "i0e", "i1", "i1e", "erfcx")},
+    **{name: _special_function(name) for name in ("lgamma", "digamma", "trigamma", "i0", "i0e", "i1", "i1e", "erfcx",
+                                                         "bessel_j0", "bessel_j1")},
     "frexp_mantissa": _frexp_mantissa, "frexp_exponent": _frexp_exponent,
 }
 

@@ -21,7 +21,7 @@ from zgrad.kernels._jit import PARALLEL_MIN_SIZE_HEAVY, kernel, parallel_kernel
 __all__ = [
     "lgamma_forward", "digamma_forward", "trigamma_forward", "i0_forward", "i0e_forward", "i1_forward", "i1e_forward",
     "erfcx_forward", "zeta_forward", "igamma_forward", "igammac_forward", "igamma_derivative_forward",
-    "orthogonal_polynomial_forward",
+    "orthogonal_polynomial_forward", "bessel_j0_forward", "bessel_j1_forward",
 ]
 
 _F64 = np.float64
@@ -37,6 +37,7 @@ _i1 = kernel(special_bessel.i1)
 _i1e = kernel(special_bessel.i1e)
 _erfcx = kernel(special_math.erfcx)
 _orthogonal_polynomial = kernel(special_polynomials.orthogonal_polynomial)
+_bessel_j = kernel(special_bessel.bessel_j)
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
@@ -86,6 +87,20 @@ def i1e_forward(x, out):
     """out = exp(-|x|) I1(x)."""
     for i in prange(x.size):
         out[i] = _i1e(_F64(x[i]), _F64)
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def bessel_j0_forward(x, out):
+    """out = J0(x)."""
+    for i in prange(x.size):
+        out[i] = _bessel_j(_F64(x[i]), 0, _F64)
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def bessel_j1_forward(x, out):
+    """out = J1(x)."""
+    for i in prange(x.size):
+        out[i] = _bessel_j(_F64(x[i]), 1, _F64)
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
