@@ -271,6 +271,16 @@ def test_bessel_j_matches_mpmath(order):
     np.testing.assert_allclose(got, [float(mpmath.besselj(order, v)) for v in WIDE], rtol=0, atol=5e-16)
 
 
+@pytest.mark.parametrize("order", [0, 1])
+def test_bessel_y_matches_mpmath(order):
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 40
+    positive = np.concatenate([np.linspace(0.01, 60.0, 240), [1e-6, 1e-3, 24.99, 25.01, 1e3, 1e5, 1e10]])
+    got = getattr(zgrad.special, f"bessel_y{order}")(zgrad.tensor(positive)).numpy()
+    expected = np.array([float(mpmath.bessely(order, v)) for v in positive])
+    np.testing.assert_allclose(got, expected, rtol=5e-16, atol=5e-16)
+
+
 @pytest.mark.torch
 @pytest.mark.parametrize("order", [0, 1])
 def test_bessel_j_matches_torch_over_a_wide_range(order):
@@ -283,8 +293,8 @@ def test_bessel_j_matches_torch_over_a_wide_range(order):
 
 @requires_cuda
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
-@pytest.mark.parametrize("name", ["bessel_j0", "bessel_j1"])
-def test_bessel_j_on_cuda_matches_cpu(name, dtype):
+@pytest.mark.parametrize("name", ["bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1"])
+def test_bessel_on_cuda_matches_cpu(name, dtype):
     values = np.concatenate([EDGES, np.linspace(-40.0, 40.0, 17)]).astype(dtype)
     fn = getattr(zgrad.special, name)
     _assert_close(_on_cuda(fn, values), fn(zgrad.tensor(values)).numpy(), dtype, atol=2e-6 if dtype == np.float32 else 0)

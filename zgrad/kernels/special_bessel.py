@@ -1,6 +1,6 @@
 """The modified Bessel functions of the first kind of orders 0 and 1, plain and exponentially
 scaled (``i0``, ``i0e``, ``i1``, ``i1e``), and the Bessel functions of the first kind of orders 0
-and 1 (``bessel_j``, see its docstring), as scalar functions both backends' kernels compile (a
+and 1 and of the second kind (``bessel_j``, ``bessel_y``, see their docstrings), as scalar functions both backends' kernels compile (a
 Numba CPU kernel, a CUDA device function). ``T`` is the scalar type computed in.
 
 Up to |x| = 30 the power series sum (x/2)^(2k+n) / (k! (k+n)!), whose terms are all positive
@@ -14,7 +14,7 @@ import math
 
 from numba.extending import register_jitable
 
-__all__ = ["i0", "i0e", "i1", "i1e", "bessel_j"]
+__all__ = ["i0", "i0e", "i1", "i1e", "bessel_j", "bessel_y"]
 
 _SERIES_UP_TO = 30.0
 _TWO_PI = 6.283185307179586
@@ -97,39 +97,54 @@ _SQRT_TWO_OVER_PI = 0.7978845608028654
 
 
 @register_jitable
-def _bessel_j_miller(a, order, T):
-    """J_order(a) for 0 < a <= 25 by Miller's backward recurrence J_(k-1) = (2k/a) J_k - J_(k+1)
-    from far above order, normalized by J_0 + 2 sum J_2k = 1 (stable: the recurrence grows toward
-    the wanted values), rescaled as it grows."""
+def _miller(a, T):
+    """(J0(a), J1(a), S0, S1) for 0 < a <= 25 by Miller's backward recurrence
+    J_(k-1) = (2k/a) J_k - J_(k+1) from far above, normalized by J_0 + 2 sum J_2k = 1 (stable: the
+    recurrence grows toward the wanted values; rescaled as it grows), with the Neumann sums of Y0
+    and Y1 over the same values: S0 = sum_k (-1)^k J_2k / k and
+    S1 = sum_k (-1)^k (J_(2k-1) - J_(2k+1)) / 2k."""
     top = 2 * (int(a) // 2) + 2 * _MILLER_EXTRA_TERMS
     above = T(0)
     current = T(1e-30)
     norm = T(0)
-    j0 = T(0)
+    s0 = T(0)
+    s1 = T(0)
     j1 = T(0)
     for k in range(top, 0, -1):
         below = T(2 * k) / a * current - above
         above = current
         current = below
-        if (k - 1) % 2 == 0 and k - 1 > 0:
+        m = k - 1
+        if m % 2 == 0 and m > 0:
+            half = m // 2
             norm += T(2) * current
-        if k - 1 == 1:
-            j1 = current
+            s0 += (current if half % 2 == 0 else -current) / T(half)
+        elif m % 2 == 1:
+            k_first = (m + 1) // 2
+            c = (T(1) if k_first % 2 == 0 else -T(1)) / T(m + 1)
+            if m >= 3:
+                k_second = (m - 1) // 2
+                c -= (T(1) if k_second % 2 == 0 else -T(1)) / T(m - 1)
+            s1 += c * current
+            if m == 1:
+                j1 = current
         if abs(current) > T(_RESCALE_ABOVE):
             current /= T(_RESCALE_ABOVE)
             above /= T(_RESCALE_ABOVE)
             norm /= T(_RESCALE_ABOVE)
+            s0 /= T(_RESCALE_ABOVE)
+            s1 /= T(_RESCALE_ABOVE)
             j1 /= T(_RESCALE_ABOVE)
-    j0 = current
-    norm += j0
-    return (j0 if order == 0 else j1) / norm
+    norm += current
+    return current / norm, j1 / norm, s0 / norm, s1 / norm
 
 
 @register_jitable
-def _bessel_j_hankel(a, order, T):
-    """J_order(a) for a > 25 by Hankel's asymptotic expansion sqrt(2/(pi a)) (P cos chi - Q sin
-    chi), chi = a - (order/2 + 1/4) pi, with cos chi and sin chi from libm's cos a and sin a (whose
-    argument reduction is exact) and the constant angle's."""
+def _hankel(a, order, second_kind, T):
+    """J_order(a) (Y_order(a) where ``second_kind``) for a > 25 by Hankel's asymptotic expansion
+    sqrt(2/(pi a)) (P cos chi - Q sin chi) (Y: P sin chi + Q cos chi), chi = a - (order/2 + 1/4) pi,
+    with cos chi and sin chi from libm's cos a and sin a (whose argument reduction is exact) and
+    the constant angle's."""
     four_order_square = T(4 * order * order)
     p = T(1)
     q = T(0)
@@ -151,7 +166,8 @@ def _bessel_j_hankel(a, order, T):
     cos_phase, sin_phase = math.cos(phase), math.sin(phase)
     cos_chi = math.cos(a) * cos_phase + math.sin(a) * sin_phase
     sin_chi = math.sin(a) * cos_phase - math.cos(a) * sin_phase
-    return T(_SQRT_TWO_OVER_PI) / math.sqrt(a) * (p * cos_chi - q * sin_chi)
+    combined = p * sin_chi + q * cos_chi if second_kind else p * cos_chi - q * sin_chi
+    return T(_SQRT_TWO_OVER_PI) / math.sqrt(a) * combined
 
 
 def bessel_j(x, order, T):
@@ -165,7 +181,34 @@ def bessel_j(x, order, T):
     if a < T(1e-4):
         value = T(1) - a * a * T(0.25) if order == 0 else a * T(0.5) - a * a * a * T(0.0625)
     elif a <= T(_MILLER_UP_TO):
-        value = _bessel_j_miller(a, order, T)
+        j0, j1, _, _ = _miller(a, T)
+        value = j0 if order == 0 else j1
     else:
-        value = _bessel_j_hankel(a, order, T)
+        value = _hankel(a, order, False, T)
     return -value if order == 1 and x < T(0) else value
+
+
+_EULER_GAMMA = 0.5772156649015329
+_TWO_OVER_PI = 0.6366197723675814
+
+
+def bessel_y(x, order, T):
+    """Y_order(x), the Bessel function of the second kind of order 0 or 1: Neumann's series over
+    Miller's values of J up to 25 (Y0 = 2/pi (log(x/2) + gamma) J0 - 4/pi S0,
+    Y1 = -2/(pi x) J0 + 2/pi (log(x/2) + gamma) J1 + 4/pi S1), Hankel's expansion above; -inf at 0,
+    NaN below, 0 at inf."""
+    if x != x:
+        return x
+    if x < T(0):
+        return T(math.nan)
+    if x == T(0):
+        return -T(math.inf)
+    if x == T(math.inf):
+        return T(0)
+    if x > T(_MILLER_UP_TO):
+        return _hankel(x, order, True, T)
+    j0, j1, s0, s1 = _miller(x, T)
+    logarithm = math.log(x * T(0.5)) + T(_EULER_GAMMA)
+    if order == 0:
+        return T(_TWO_OVER_PI) * (logarithm * j0 - T(2) * s0)
+    return T(_TWO_OVER_PI) * (logarithm * j1 - j0 / x + T(2) * s1)

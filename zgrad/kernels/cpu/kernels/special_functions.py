@@ -21,7 +21,8 @@ from zgrad.kernels._jit import PARALLEL_MIN_SIZE_HEAVY, kernel, parallel_kernel
 __all__ = [
     "lgamma_forward", "digamma_forward", "trigamma_forward", "i0_forward", "i0e_forward", "i1_forward", "i1e_forward",
     "erfcx_forward", "zeta_forward", "igamma_forward", "igammac_forward", "igamma_derivative_forward",
-    "orthogonal_polynomial_forward", "bessel_j0_forward", "bessel_j1_forward",
+    "orthogonal_polynomial_forward", "bessel_j0_forward", "bessel_j1_forward", "bessel_y0_forward",
+    "bessel_y1_forward",
 ]
 
 _F64 = np.float64
@@ -38,6 +39,7 @@ _i1e = kernel(special_bessel.i1e)
 _erfcx = kernel(special_math.erfcx)
 _orthogonal_polynomial = kernel(special_polynomials.orthogonal_polynomial)
 _bessel_j = kernel(special_bessel.bessel_j)
+_bessel_y = kernel(special_bessel.bessel_y)
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
@@ -101,6 +103,20 @@ def bessel_j1_forward(x, out):
     """out = J1(x)."""
     for i in prange(x.size):
         out[i] = _bessel_j(_F64(x[i]), 1, _F64)
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def bessel_y0_forward(x, out):
+    """out = Y0(x)."""
+    for i in prange(x.size):
+        out[i] = _bessel_y(_F64(x[i]), 0, _F64)
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def bessel_y1_forward(x, out):
+    """out = Y1(x)."""
+    for i in prange(x.size):
+        out[i] = _bessel_y(_F64(x[i]), 1, _F64)
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
