@@ -9,8 +9,8 @@ import numpy as _np
 # First: these bind Tensor's op-backed methods (operators, math, layout, to, in-place updates)
 # onto zgrad.tensor.Tensor, before any other module of zgrad can hold a tensor.
 from zgrad import tensor_creation, tensor_indexing, tensor_inplace, tensor_math, tensor_pointwise  # noqa: F401
-from zgrad import tensor_reduce, tensor_shape, tensor_special  # noqa: F401
-from zgrad import accelerator, autograd, cuda, distributions, futures, nn, optim
+from zgrad import tensor_info, tensor_reduce, tensor_shape, tensor_special  # noqa: F401
+from zgrad import accelerator, autograd, backends, cuda, distributions, futures, nn, optim
 from zgrad import random, return_types, special, testing, utils
 from zgrad import amp
 from zgrad.amp import autocast
@@ -26,6 +26,8 @@ from zgrad.creation import (
     set_default_device,
 )
 from zgrad.creation import eye, linspace, logspace
+from zgrad.creation import as_tensor, asarray, scalar_tensor
+from zgrad.creation_windows import bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window
 from zgrad.creation_random import rand, rand_like, randint, randint_like, randn, randn_like, randperm
 from zgrad.generator import Generator
 from zgrad.ops.sampling import bernoulli, multinomial, normal
@@ -68,6 +70,9 @@ from zgrad.ops import (
     tril_indices, triu, triu_indices, unbind, unflatten, vsplit, vstack,
 )
 from zgrad.ops import diagonal_scatter, select_scatter, slice_scatter
+from zgrad.ops import dist, histogram, index_reduce, renorm
+from zgrad.linalg.matrix_functions import chain_matmul, matrix_exp, matrix_power
+from zgrad.ops import corrcoef, cov, cumulative_trapezoid, diff, isin, trapezoid, trapz, unravel_index, vander
 from zgrad.ops import (
     argsort, argwhere, bincount, bucketize, histc, index_add, index_copy, index_fill, index_put, kthvalue,
     masked_scatter, masked_select, msort, nonzero, scatter_add, scatter_reduce, searchsorted, sort, take,
@@ -88,13 +93,19 @@ from zgrad.ops import (
 )
 from zgrad.special import logit, sinc, xlogy
 from zgrad.inplace_functions import (
-    abs_, acos_, acosh_, addmv_, arccos_, arccosh_, arcsin_, arcsinh_, arctan_, arctanh_, asin_, asinh_, atan_, atanh_,
-    ceil_, clamp_, clamp_max_, clamp_min_, clip_, cos_, cosh_, deg2rad_, detach_, erf_, erfc_, exp2_, exp_, expm1_,
-    fill_, fix_, floor_, frac_, gcd_, i0_, index_put_, lcm_, ldexp_, log10_, log1p_, log2_, log_, logit_, nan_to_num_,
-    neg_, negative_, rad2deg_, reciprocal_, relu_, round_, rsqrt_, sigmoid_, sin_, sinc_, sinh_, sqrt_, tan_, tanh_,
-    trunc_, xlogy_, zero_,
+    abs_, acos_, acosh_, addmv_, arccos_, arccosh_, arcsin_, arcsinh_, arctan_, arctanh_, asin_, asinh_, atan_,
+    atanh_, ceil_, clamp_, clamp_max_, clamp_min_, clip_, cos_, cosh_, deg2rad_, detach_, erf_, erfc_, exp2_, exp_,
+    expm1_, fix_, floor_, frac_, gcd_, i0_, index_put_, lcm_, ldexp_, log10_, log1p_, log2_, log_, logit_,
+    nan_to_num_, neg_, negative_, rad2deg_, reciprocal_, relu_, resize_as_, round_, rsqrt_, sigmoid_, sin_, sinc_,
+    sinh_, sqrt_, tan_, tanh_, trunc_, xlogy_,
 )
 from zgrad.serialization import load, save
+from zgrad.kernels.threads import get_num_interop_threads, get_num_threads, set_num_interop_threads, set_num_threads
+from zgrad.printing import set_printoptions
+from zgrad.tensor_functions import (
+    clone, detach, fill, fill_, is_complex, is_floating_point, is_nonzero, is_tensor, numel, rsub, split_with_sizes,
+    unsafe_chunk, unsafe_split, zero_,
+)
 from zgrad.tensor import Tensor
 from zgrad.type_info import finfo, iinfo
 
@@ -120,7 +131,7 @@ bool = bool_  # noqa: A001
 __version__ = "0.1.0"
 
 __all__ = [
-    "abs", "accelerator", "add", "arange", "argmax", "argmin", "autograd", "bool", "cuda", "bool_", "BoolTensor",
+    "abs", "accelerator", "add", "arange", "argmax", "argmin", "autograd", "backends", "bool", "cuda", "bool_", "BoolTensor",
     "bfloat16", "can_cast", "finfo", "get_default_dtype", "half", "iinfo", "int8", "int16", "promote_types",
     "result_type", "set_default_dtype",
     "short", "cat", "chunk", "clamp", "clip", "cumsum", "device", "distributions", "div", "double", "DoubleTensor", "empty",
@@ -159,19 +170,27 @@ __all__ = [
 ]
 __all__ += ["amp", "autocast", "clear_autocast_cache", "get_autocast_dtype", "is_autocast_cache_enabled",
             "is_autocast_enabled", "set_autocast_cache_enabled", "set_autocast_dtype", "set_autocast_enabled"]
+__all__ += ["bartlett_window", "blackman_window", "hamming_window", "hann_window", "kaiser_window"]
+__all__ += ["chain_matmul", "dist", "histogram", "index_reduce", "matrix_exp", "matrix_power", "renorm"]
+__all__ += ["corrcoef", "cov", "cumulative_trapezoid", "diff", "isin", "trapezoid", "trapz", "unravel_index",
+            "vander"]
+__all__ += ["as_tensor", "asarray", "clone", "detach", "fill", "fill_", "get_num_interop_threads", "get_num_threads",
+            "is_complex", "is_floating_point", "is_nonzero", "is_tensor", "numel", "rsub", "scalar_tensor",
+            "set_num_interop_threads", "set_num_threads", "set_printoptions", "split_with_sizes", "unsafe_chunk",
+            "unsafe_split", "zero_"]
 __all__ += [
     "absolute", "addcdiv", "addcmul", "deg2rad", "digamma", "divide", "float_power", "fmax", "fmin", "frexp", "gcd",
     "greater", "greater_equal", "heaviside", "i0", "igamma", "igammac", "lcm", "ldexp", "less", "less_equal",
-    "lgamma", "logit", "multiply", "mvlgamma", "negative", "nextafter", "not_equal", "polygamma", "positive", "rad2deg", "sinc",
-    "subtract", "true_divide", "xlogy",
+    "lgamma", "logit", "multiply", "mvlgamma", "negative", "nextafter", "not_equal", "polygamma", "positive", "rad2deg",
+    "sinc", "subtract", "true_divide", "xlogy",
 ]
-__all__ += [  # the in-place functions (zgrad.inplace_functions)
-    "abs_", "acos_", "acosh_", "addmv_", "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan_", "arctanh_", "asin_",
-    "asinh_", "atan_", "atanh_", "ceil_", "clamp_", "clamp_max_", "clamp_min_", "clip_", "cos_", "cosh_", "deg2rad_",
-    "detach_", "erf_", "erfc_", "exp2_", "exp_", "expm1_", "fill_", "fix_", "floor_", "frac_", "gcd_", "i0_",
-    "index_put_", "lcm_", "ldexp_", "log10_", "log1p_", "log2_", "log_", "logit_", "nan_to_num_", "neg_", "negative_",
-    "rad2deg_", "reciprocal_", "relu_", "round_", "rsqrt_", "sigmoid_", "sin_", "sinc_", "sinh_", "sqrt_", "tan_",
-    "tanh_", "trunc_", "xlogy_", "zero_",
+__all__ += [  # the in-place functions (zgrad.inplace_functions; fill_ and zero_ are zgrad.tensor_functions')
+    "abs_", "acos_", "acosh_", "addmv_", "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan_", "arctanh_",
+    "asin_", "asinh_", "atan_", "atanh_", "ceil_", "clamp_", "clamp_max_", "clamp_min_", "clip_", "cos_", "cosh_",
+    "deg2rad_", "detach_", "erf_", "erfc_", "exp2_", "exp_", "expm1_", "fix_", "floor_", "frac_", "gcd_", "i0_",
+    "index_put_", "lcm_", "ldexp_", "log10_", "log1p_", "log2_", "log_", "logit_", "nan_to_num_", "neg_",
+    "negative_", "rad2deg_", "reciprocal_", "relu_", "resize_as_", "round_", "rsqrt_", "sigmoid_", "sin_", "sinc_",
+    "sinh_", "sqrt_", "tan_", "tanh_", "trunc_", "xlogy_",
 ]
 # torch.<name> forms of nn.functional ops (same signatures)
 __all__ += ["conv_transpose2d", "cosine_similarity", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu"]

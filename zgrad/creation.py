@@ -1,6 +1,6 @@
 """Tensor factories: ``tensor``, ``zeros``, ``ones``, ``full``, ``empty``, ``eye``, ``arange``,
 ``linspace``, ``logspace``, the ``*_like`` forms, the legacy typed constructors (``FloatTensor``,
-``LongTensor``, ...), ``from_numpy`` and ``from_dlpack``. The random ones are in
+``LongTensor``, ...), ``from_numpy``, ``from_dlpack``, ``as_tensor``, ``asarray`` and ``scalar_tensor``. The random ones are in
 :mod:`zgrad.creation_random`."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from zgrad.kernels.promotion import get_default_dtype, is_floating
 from zgrad.tensor import Tensor
 
 __all__ = ["tensor", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
-           "empty_like", "eye", "linspace", "logspace", "from_numpy", "from_dlpack", "set_default_device", "get_default_device", "arange", "FloatTensor",
+           "empty_like", "eye", "linspace", "logspace", "from_numpy", "from_dlpack", "as_tensor", "asarray", "scalar_tensor", "set_default_device", "get_default_device", "arange", "FloatTensor",
            "DoubleTensor", "LongTensor", "IntTensor", "BoolTensor", "device_arg", "size_arg", "wrap"]
 
 def size_arg(size: tuple[Any, ...]) -> tuple[int, ...]:
@@ -246,6 +246,69 @@ def from_numpy(array: np.ndarray) -> Tensor:
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(array).__name__}")
     return Tensor(array)
+
+
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """``data`` as a tensor, sharing its memory where it can: a tensor of the asked dtype and
+    device is returned as it is (else converted, differentiably), a numpy array of the asked dtype
+    on the CPU becomes a tensor over the same memory; anything else is copied as :func:`tensor`
+    copies it.
+
+    Raises:
+        ZgradError: a CUDA device where none can be used.
+    """
+    if isinstance(data, Tensor):
+        return data.to(device=device, dtype=dtype)
+    if isinstance(data, np.ndarray) and (dtype is None or np.dtype(dtype) == data.dtype) \
+            and device_arg(device).type == "cpu":
+        return Tensor(data)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def _aliasing_refused(what: str, dtype: Any, wanted: Any) -> ValueError:
+    return ValueError(f"can't alias {what} with dtype '{dispatch.scalar_type_name(dtype)}' into dtype "
+                      f"'{dispatch.scalar_type_name(wanted)}'.")
+
+
+def asarray(obj: Any, *, dtype: Any = None, device: Any = None, copy: bool | None = None,
+            requires_grad: bool | None = None) -> Tensor:
+    """``obj`` (a tensor, a numpy array or scalar, a number or nested sequences) as a tensor, as
+    ``torch.asarray``: with ``copy=None`` a tensor or numpy array of the asked dtype and device is
+    shared, not copied; ``copy=True`` always copies, ``copy=False`` never does. ``requires_grad``
+    None keeps a tensor's (False for other data).
+
+    Raises:
+        ValueError: ``copy=False`` where sharing is impossible (PyTorch's messages).
+    """
+    wanted_dtype = None if dtype is None else np.dtype(dtype)
+    if isinstance(obj, Tensor):
+        if copy is False and wanted_dtype is not None and wanted_dtype != obj.dtype:
+            raise _aliasing_refused("tensor", obj.dtype, wanted_dtype)
+        result = obj.to(device=device, dtype=wanted_dtype, copy=bool(copy))
+    elif isinstance(obj, np.ndarray) and (wanted_dtype is None or wanted_dtype == obj.dtype) and not copy \
+            and device_arg(device).type == "cpu":
+        result = Tensor(obj)
+    elif copy is False:
+        if isinstance(obj, np.ndarray):
+            raise _aliasing_refused("tensor", obj.dtype, wanted_dtype)
+        raise ValueError("can't alias arbitrary sequence into a tensor.")
+    elif isinstance(obj, (np.ndarray, np.generic)):
+        result = tensor(np.asarray(obj), dtype=wanted_dtype, device=device)
+    else:
+        result = tensor(obj, dtype=wanted_dtype, device=device)
+    if requires_grad and not result.requires_grad:
+        result = wrap(result._data, True) if result is obj else result.requires_grad_(True)
+    elif requires_grad is False and result.requires_grad:
+        result = result.detach()
+    return result
+
+
+def scalar_tensor(s: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """A 0-dim tensor holding ``s``, of the default dtype (float32) unless ``dtype`` says otherwise,
+    as ``torch.scalar_tensor``."""
+    if isinstance(s, Tensor):
+        s = s.item()
+    return _finish(np.array(s, dtype=get_default_dtype() if dtype is None else np.dtype(dtype)), requires_grad, device)
 
 
 def from_dlpack(obj: Any) -> Tensor:

@@ -1,5 +1,6 @@
 """The named tuples that reductions return, as ``torch.return_types``: ``(values, indices)`` for
-median, nanmedian, mode, cummax and cummin, ``(min, max)`` for aminmax, ``(mantissa, exponent)`` for frexp.
+median, nanmedian, mode, cummax and cummin, ``(min, max)`` for aminmax, ``(hist, bin_edges)`` for
+histogram, ``(mantissa, exponent)`` for frexp.
 
 Each is a ``NamedTuple``: it unpacks like a tuple and names its fields (``.values``,
 ``.indices``).
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["median", "nanmedian", "mode", "cummax", "cummin", "aminmax", "frexp"]
+__all__ = ["median", "nanmedian", "mode", "cummax", "cummin", "aminmax", "histogram", "frexp"]
 
 
 class median(NamedTuple):  # noqa: N801 - torch.return_types' names
@@ -52,6 +53,13 @@ class aminmax(NamedTuple):  # noqa: N801
 
     min: Any
     max: Any
+
+
+class histogram(NamedTuple):  # noqa: N801
+    """What ``histogram`` returns: the count (or weight, or density) per bin and the bins' edges."""
+
+    hist: Any
+    bin_edges: Any
 
 
 class frexp(NamedTuple):  # noqa: N801

@@ -21,16 +21,16 @@ import numpy as np
 
 from zgrad.device import CPU, Device, as_device
 from zgrad.engine.graph import AccumulateGrad, Edge, InputMetadata
-from zgrad.engine.graph_task import run_backward
 from zgrad.engine.versions import mark_leaf_memory
 from zgrad.errors import AutogradError, ShapeError
 from zgrad.kernels import dispatch
-from zgrad.kernels.promotion import is_floating
+from zgrad.kernels.promotion import get_default_dtype, is_floating
+from zgrad.printing import add_suffixes, print_options, tensor_body
 
 __all__ = ["Tensor", "RemovableHandle", "parse_to_args", "gradient_edge", "tensor_methods"]
 
-# dtypes a tensor's repr leaves out, as PyTorch leaves out its defaults
-_REPR_DEFAULT_DTYPES = (np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_))
+# dtypes a tensor's repr leaves out besides the default dtype, as PyTorch does (an empty tensor's names them)
+_REPR_DEFAULT_DTYPES = (np.dtype(np.int64), np.dtype(np.bool_))
 
 
 class RemovableHandle:
@@ -107,6 +107,11 @@ class Tensor:
     @property
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
+
+    @property
+    def is_xpu(self) -> bool:
+        """False: zgrad has no XPU backend (programs that route XPU tensors ask it)."""
+        return False
 
     @property
     def ndim(self) -> int:
@@ -293,40 +298,15 @@ class Tensor:
         return self._accumulator
 
     def _accumulate_grad(self, grad: Any) -> None:
-        if self.grad is None:
+        """Add ``grad`` (an array; or a tensor, recorded, in a pass with create_graph=True) into ``.grad``."""
+        if isinstance(grad, Tensor):
+            grad = grad if grad.dtype == self.dtype else grad.to(self.dtype)
+            self.grad = grad if self.grad is None else self.grad + grad
+        elif self.grad is None:
             self.grad = Tensor(dispatch.cast(grad, self.dtype))
         else:
             be = dispatch.backend_of(self.grad._data)
             be.add(self.grad._data, grad, self.grad._data)
-
-    def backward(self, gradient: "Tensor | None" = None, retain_graph: bool = False) -> None:
-        """Compute the gradient of this tensor with respect to the graph leaves into their ``.grad``.
-
-        Args:
-            gradient: the gradient of the final objective with respect to this tensor; may be
-                omitted for a one-element tensor (then 1).
-            retain_graph: keep the graph's saved values so backward can run through it again.
-
-        Blocks until done. Raises:
-            AutogradError: the tensor does not require grad, a gradient is needed but missing or of
-                the wrong shape, or the graph was already freed.
-        """
-        if not self.requires_grad:
-            raise AutogradError("element 0 of tensors does not require grad and does not have a grad_fn")
-        if gradient is None:
-            if self._data.size != 1:
-                raise AutogradError(f"grad can be implicitly created only for scalar outputs, got shape {list(self.shape)}")
-            grad = dispatch.full(self.shape, 1, self.dtype, dispatch.device_type_of(self._data))
-        else:
-            grad = gradient._data if isinstance(gradient, Tensor) else dispatch.asarray(
-                gradient, None, dispatch.device_type_of(self._data))
-            if grad.shape != self.shape:
-                raise AutogradError(
-                    f"Mismatch in shape: grad_output[0] has a shape of {list(grad.shape)} and output[0] has a shape "
-                    f"of {list(self.shape)}."
-                )
-        edge = gradient_edge(self)
-        run_backward([edge], [grad], retain_graph=retain_graph)
 
     def register_hook(self, hook: Callable[["Tensor"], "Tensor | None"]) -> RemovableHandle:
         """Call ``hook(grad)`` whenever this tensor's gradient is computed; a returned tensor replaces it.
@@ -338,9 +318,14 @@ class Tensor:
             raise AutogradError("cannot register a hook on a tensor that doesn't require gradient")
 
         def array_hook(grad: Any) -> Any:
-            result = hook(Tensor(grad))
+            on_graph = isinstance(grad, Tensor)  # a pass with create_graph=True
+            result = hook(grad if on_graph else Tensor(grad))
             if result is None:
                 return None
+            if on_graph:
+                if result.shape != grad.shape:
+                    raise AutogradError(f"hook returned a gradient of shape {list(result.shape)}; expected {list(grad.shape)}")
+                return result
             array = result._data if isinstance(result, Tensor) else result
             if array.shape != grad.shape:
                 raise AutogradError(f"hook returned a gradient of shape {list(array.shape)}; expected {list(grad.shape)}")
@@ -394,15 +379,19 @@ class Tensor:
     __hash__ = object.__hash__
 
     def __repr__(self) -> str:
-        body = np.array2string(self._host(), separator=", ", prefix="tensor(")
-        extra = "" if self.device.type == "cpu" else f", device='{self.device}'"
-        if self.dtype not in _REPR_DEFAULT_DTYPES:
-            extra += f", dtype={self.dtype}"
+        """PyTorch's layout under the options of :func:`zgrad.set_printoptions`."""
+        prefix = "tensor("
+        suffixes = [] if self.device.type == "cpu" else [f"device='{self.device}'"]
+        if self._data.size == 0 and self.ndim != 1 or self._data.size and not print_options().edgeitems:
+            suffixes.append(f"size={tuple(self.shape)}")
+        default_dtypes = (get_default_dtype(),) if self._data.size == 0 else (get_default_dtype(), *_REPR_DEFAULT_DTYPES)
+        if self.dtype not in default_dtypes:
+            suffixes.append(f"dtype={self.dtype}")
         if self.grad_fn is not None:
-            extra += f", grad_fn=<{self.grad_fn.name}>"
+            suffixes.append(f"grad_fn=<{self.grad_fn.name}>")
         elif self.requires_grad:
-            extra += ", requires_grad=True"
-        return f"tensor({body}{extra})"
+            suffixes.append("requires_grad=True")
+        return add_suffixes(prefix + tensor_body(self._host(), len(prefix)), suffixes, len(prefix))
 
 
 class _RetainGrad:

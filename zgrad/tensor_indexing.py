@@ -1,6 +1,6 @@
 """The indexing, sorting and counting methods of :class:`zgrad.Tensor`: ``sort``, ``topk``,
 ``take``, ``nonzero``, ``index_add`` / ``index_add_``, ``scatter_reduce`` / ``scatter_reduce_``,
-``unique``, ``bincount``, ...
+``index_reduce``, ``put``, ``fill_diagonal_``, ``unique``, ``bincount``, ...
 
 Each out-of-place method is the ``zgrad.ops`` function of the same name applied to the tensor.
 Each in-place method goes through :class:`~zgrad.tensor_inplace.TensorInplace`'s ``_inplace``
@@ -14,8 +14,10 @@ from __future__ import annotations
 from typing import Any
 from collections.abc import Callable
 
+import numpy as np
+
 from zgrad import ops
-from zgrad.kernels import dispatch_pointwise
+from zgrad.kernels import dispatch, dispatch_pointwise
 from zgrad.tensor import Tensor, tensor_methods
 
 __all__ = ["TensorIndexing"]
@@ -96,6 +98,41 @@ class TensorIndexing:
     def scatter_reduce_(self, dim: int, index: Any, src: Any, reduce: str, *, include_self: bool = True) -> Any:
         """Combine ``src`` by ``reduce`` at the positions ``index`` names along ``dim``, in place."""
         return self._rewrite(ops.scatter_reduce, dim, index, src, reduce, include_self=include_self)
+
+    def index_reduce(self, dim: int, index: Any, source: Any, reduce: str, *, include_self: bool = True) -> Any:
+        return ops.index_reduce(self, dim, index, source, reduce, include_self=include_self)
+
+    def index_reduce_(self, dim: int, index: Any, source: Any, reduce: str, *, include_self: bool = True) -> Any:
+        """Combine ``source``'s slices by ``reduce`` into the slices ``index`` names along ``dim``, in place."""
+        return self._rewrite(ops.index_reduce, dim, index, source, reduce, include_self=include_self)
+
+    def put(self, index: Any, source: Any, accumulate: bool = False) -> Any:
+        return ops.put(self, index, source, accumulate)
+
+    def put_(self, index: Any, source: Any, accumulate: bool = False) -> Any:
+        """Write (``accumulate``: add) ``source`` at the flat positions ``index`` names, in place."""
+        return self._rewrite(ops.put, index, source, accumulate)
+
+    def fill_diagonal_(self, fill_value: Any, wrap: bool = False) -> Any:
+        """Set the main diagonal (every index equal) to ``fill_value``, in place; a matrix taller
+        than wide with ``wrap`` starts the diagonal again every ``columns + 1`` rows (numpy's rule).
+
+        Raises:
+            RuntimeError: fewer than two dimensions, or more than two of unequal sizes (PyTorch's messages).
+        """
+        if self.ndim < 2:
+            raise RuntimeError("dimensions must larger than 1")
+        if self.ndim > 2 and len(set(self.shape)) != 1:
+            raise RuntimeError("all dimensions of input must be of equal length")
+        rows, columns = self.shape[0], self.shape[1]
+        if self.ndim == 2 and wrap and rows > columns + 1:
+            flat = np.arange(0, rows * columns, columns + 1)
+            positions = (flat // columns, flat % columns)
+        else:
+            diagonal = np.arange(min(self.shape))
+            positions = (diagonal,) * self.ndim
+        key = tuple(Tensor(dispatch.asarray(p, np.int64, self.device.type)) for p in positions)
+        return self._rewrite(ops.index_put, key, fill_value)
 
     def masked_scatter_(self, mask: Any, source: Any) -> Any:
         """Write ``source``'s leading elements where ``mask`` is True, in place."""

@@ -228,6 +228,11 @@ class TensorInplace:
 
     clip_ = clamp_
 
+    def renorm_(self, p: float, dim: int, maxnorm: float) -> Any:
+        """Scale each slice along ``dim`` whose ``p``-norm exceeds ``maxnorm`` down to it, in place."""
+        return self._inplace(lambda: dispatch_pointwise.write(self._data, ops.renorm(self.detach(), p, dim, maxnorm)._data),
+                             lambda old: ops.renorm(old, p, dim, maxnorm))
+
     def relu_(self) -> Any:
         """max(self, 0) in place (what ``nn.ReLU(inplace=True)`` runs)."""
         functions.refuse_bool_relu(self)

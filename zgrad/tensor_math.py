@@ -271,6 +271,22 @@ class TensorMath:
     def logdet(self) -> Any:
         return logdet(self)
 
+    def matrix_power(self, n: int) -> Any:
+        return linalg.matrix_power(self, n)
+
+    def matrix_exp(self) -> Any:
+        return linalg.matrix_exp(self)
+
+    def dist(self, other: Any, p: float = 2) -> Any:
+        return ops.dist(self, other, p)
+
+    def renorm(self, p: float, dim: int, maxnorm: float) -> Any:
+        return ops.renorm(self, p, dim, maxnorm)
+
+    def histogram(self, bins: Any = 100, *, range: Any = None, weight: Any = None,  # noqa: A002
+                  density: bool = False) -> Any:
+        return ops.histogram(self, bins, range=range, weight=weight, density=density)
+
     # --- reductions -----------------------------------------------------------------------------
 
     def sum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
@@ -343,8 +359,15 @@ class TensorMath:
     def split(self, split_size_or_sections: Any, dim: int = 0) -> Any:
         return ops.split(self, split_size_or_sections, dim)
 
+    unsafe_split = split
+
+    def split_with_sizes(self, split_sizes: Any, dim: int = 0) -> Any:
+        return ops.split(self, list(split_sizes), dim)
+
     def chunk(self, chunks: int, dim: int = 0) -> Any:
         return ops.chunk(self, chunks, dim)
+
+    unsafe_chunk = chunk
 
     def transpose(self, dim0: int, dim1: int) -> Any:
         return ops.transpose(self, dim0, dim1)
@@ -431,3 +454,12 @@ class TensorMath:
 
     def bool(self) -> Tensor:
         return self.to(np.bool_)
+
+    def byte(self) -> Tensor:
+        return self.to(np.uint8)
+
+    def char(self) -> Tensor:
+        return self.to(np.int8)
+
+    def short(self) -> Tensor:
+        return self.to(np.int16)

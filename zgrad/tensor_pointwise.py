@@ -1,6 +1,7 @@
 """The element-wise math methods of :class:`zgrad.Tensor` (``sin``, ``erf``, ``floor``, ``atan2``,
-``bitwise_and``, ... with their in-place forms ``sin_``, ..., and those of ``exp``, ``log``,
-``tanh``, ``sigmoid``, ``sqrt``, ``abs``, ``neg``, ``pow``, ``remainder``), the bitwise operators
+``bitwise_and``, ``logical_and``, ... with their in-place forms ``sin_``, ..., and those of ``exp``,
+``log``, ``tanh``, ``sigmoid``, ``sqrt``, ``abs``, ``neg``, ``pow``, ``remainder`` and the
+comparisons ``eq_``, ``lt_``, ...), the bitwise operators
 ``& | ^ ~ << >>`` and ``//`` (reflected and in place).
 
 Each out-of-place method *is* the ``zgrad`` function of the same name (bound as a method, so the
@@ -17,7 +18,7 @@ from typing import Any, Callable
 from zgrad.errors import DTypeError
 from zgrad.kernels import dispatch, dispatch_pointwise
 from zgrad.kernels.promotion import can_cast
-from zgrad.ops import binary_math, elementwise, functions, rounding, unary_math
+from zgrad.ops import binary_math, compare, elementwise, functions, rounding, unary_math
 from zgrad.tensor import Tensor, tensor_methods
 
 __all__ = ["TensorPointwise"]
@@ -54,6 +55,7 @@ class TensorPointwise:
                                                          binary_math.bitwise_xor, binary_math.bitwise_not)
     bitwise_left_shift, bitwise_right_shift = binary_math.bitwise_left_shift, binary_math.bitwise_right_shift
     floor_divide = binary_math.floor_divide
+    logical_and, logical_or, logical_xor = compare.logical_and, compare.logical_or, compare.logical_xor
 
     # --- operators ------------------------------------------------------------------------------
 
@@ -282,3 +284,35 @@ class TensorPointwise:
 
     __iand__, __ior__, __ixor__, __ifloordiv__ = bitwise_and_, bitwise_or_, bitwise_xor_, floor_divide_
     __ilshift__, __irshift__ = bitwise_left_shift_, bitwise_right_shift_
+
+    # --- comparisons and logic in place: 1 or 0 (True or False) in self's dtype -------------------
+
+    def eq_(self, other: Any) -> Any:
+        return self._math_(compare.eq, other)
+
+    def ne_(self, other: Any) -> Any:
+        return self._math_(compare.ne, other)
+
+    def lt_(self, other: Any) -> Any:
+        return self._math_(compare.lt, other)
+
+    def le_(self, other: Any) -> Any:
+        return self._math_(compare.le, other)
+
+    def gt_(self, other: Any) -> Any:
+        return self._math_(compare.gt, other)
+
+    def ge_(self, other: Any) -> Any:
+        return self._math_(compare.ge, other)
+
+    def logical_and_(self, other: Any) -> Any:
+        return self._math_(compare.logical_and, other)
+
+    def logical_or_(self, other: Any) -> Any:
+        return self._math_(compare.logical_or, other)
+
+    def logical_xor_(self, other: Any) -> Any:
+        return self._math_(compare.logical_xor, other)
+
+    def logical_not_(self) -> Any:
+        return self._math_(compare.logical_not)

@@ -1,6 +1,7 @@
 """The reduction methods of :class:`zgrad.Tensor` beyond the everyday ones of
 :mod:`zgrad.tensor_math` (sum, mean, max, ...): truth reductions, closeness tests, order
-statistics, running reductions (cumsum_ and cumprod_ in place too), amax/amin and nanmean.
+statistics, running reductions (cumsum_ and cumprod_ in place too), amax/amin, nanmean, diff, cov, corrcoef
+and sum_to_size.
 
 Each method is the ``zgrad.ops`` function of the same name applied to the tensor, bound onto
 ``Tensor`` when this module is imported (``zgrad/__init__.py`` imports it first).
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from zgrad import ops
+from zgrad.errors import ShapeError
 from zgrad.kernels import dispatch_pointwise, dispatch_reduce, dispatch_scan
 from zgrad.ops._args import require_kinds
 from zgrad.tensor import tensor_methods
@@ -93,6 +95,32 @@ class TensorReduce:
 
     def cummin(self, dim: int) -> Any:
         return ops.cummin(self, dim)
+
+    def diff(self, n: int = 1, dim: int = -1, prepend: Any = None, append: Any = None) -> Any:
+        return ops.diff(self, n, dim, prepend, append)
+
+    def cov(self, *, correction: int = 1, fweights: Any = None, aweights: Any = None) -> Any:
+        return ops.cov(self, correction=correction, fweights=fweights, aweights=aweights)
+
+    def corrcoef(self) -> Any:
+        return ops.corrcoef(self)
+
+    def sum_to_size(self, *size: Any) -> Any:
+        """The sum of this tensor down to ``size``, a shape it broadcasts from (the gradient of an
+        expand): leading dimensions and those where ``size`` has 1 are summed; self if ``size`` is
+        its shape.
+
+        Raises:
+            ShapeError: ``size`` does not broadcast to this tensor's shape (PyTorch's message).
+        """
+        shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else tuple(size)
+        lead = self.ndim - len(shape)
+        if lead < 0 or any(n != 1 and n != m for n, m in zip(shape, self.shape[lead:])):
+            raise ShapeError(f"size {{{list(shape)}}} is not expandable to size {{{list(self.shape)}}}.")
+        if shape == self.shape:
+            return self
+        dims = (*range(lead), *(lead + i for i, n in enumerate(shape) if n == 1 and self.shape[lead + i] != 1))
+        return ops.sum(self, dims, keepdim=True).reshape(shape)
 
     def logcumsumexp(self, dim: int) -> Any:
         return ops.logcumsumexp(self, dim)

@@ -4,7 +4,7 @@
 ``rad2deg``, ``ldexp``, ``nextafter``, ``frexp``, ``addcmul``, ``addcdiv``, PyTorch's aliases
 (``absolute``, ``negative``, ``positive``, ``subtract``, ``multiply``, ``divide``,
 ``true_divide``, ``greater``, ``greater_equal``, ``less``, ``less_equal``, ``not_equal``) and
-the in-place forms of all these and of the comparisons (``eq_`` ... ``ge_``).
+the in-place forms of all these.
 
 As in :mod:`zgrad.tensor_pointwise`, each out-of-place method *is* the ``zgrad`` function of
 its name; each in-place method runs that function through ``Tensor._math_`` (the graph and dtype
@@ -22,7 +22,7 @@ import numpy as np
 from zgrad import special
 from zgrad.kernels.dispatch import scalar_type_name
 from zgrad.ops import (
-    binary_math, compare, functions, power_scaling, special_binary, special_unary,
+    binary_math, functions, power_scaling, special_binary, special_unary,
 )
 from zgrad.tensor import Tensor, tensor_methods
 
@@ -83,17 +83,18 @@ class TensorSpecial:
 
     # --- in place -------------------------------------------------------------------------------
 
-    lgamma_, digamma_, i0_ = _in_place(special_unary.lgamma), _in_place(special_unary.digamma), _in_place(special_unary.i0)
+    lgamma_, digamma_ = _in_place(special_unary.lgamma), _in_place(special_unary.digamma)
+    i0_ = _in_place(special_unary.i0)
     polygamma_, mvlgamma_ = _in_place(_polygamma, "polygamma"), _in_place(_mvlgamma, "mvlgamma")
     sinc_, logit_, xlogy_ = _in_place(special.sinc), _in_place(special.logit), _in_place(special.xlogy)
     igamma_, igammac_ = _in_place(special_binary.igamma), _in_place(special_binary.igammac)
-    ldexp_, deg2rad_, rad2deg_ = _in_place(power_scaling.ldexp), _in_place(power_scaling.deg2rad), _in_place(power_scaling.rad2deg)
+    ldexp_, deg2rad_ = _in_place(power_scaling.ldexp), _in_place(power_scaling.deg2rad)
+    rad2deg_ = _in_place(power_scaling.rad2deg)
     heaviside_, gcd_, lcm_ = _in_place(binary_math.heaviside), _in_place(binary_math.gcd), _in_place(binary_math.lcm)
     nextafter_ = _in_place(binary_math.nextafter)
     absolute_, negative_ = Tensor.abs_, Tensor.neg_
-    eq_, ne_, lt_, le_ = _in_place(compare.eq), _in_place(compare.ne), _in_place(compare.lt), _in_place(compare.le)
-    gt_, ge_ = _in_place(compare.gt), _in_place(compare.ge)
-    greater_, greater_equal_, less_, less_equal_, not_equal_ = gt_, ge_, lt_, le_, ne_
+    greater_, greater_equal_, less_, less_equal_ = Tensor.gt_, Tensor.ge_, Tensor.lt_, Tensor.le_
+    not_equal_ = Tensor.ne_
     subtract_, multiply_, divide_, true_divide_ = Tensor.sub_, Tensor.mul_, Tensor.div_, Tensor.div_
 
     def float_power_(self, exponent: Any) -> Any:

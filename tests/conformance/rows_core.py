@@ -77,3 +77,12 @@ ROWS += [
     Row("Tensor.floor_divide_", (T(), Lit(2))),
     Row("Tensor.__floordiv__", (T(), T(shape=(4,), domain="nonzero")), name="tensor", grad=False),
 ]
+ROWS += [
+    *(Row(f"Tensor.{op}_", (T(), second), grad=False, name=name)
+      for op in ("eq", "ne", "lt", "le", "gt", "ge")
+      for name, second in (("", T()), ("broadcast", T(shape=(4,))), ("scalar", Scalar()))),
+    Row("Tensor.logical_and", (T(), T())), Row("Tensor.logical_or", (T(), T(shape=(4,)))),
+    Row("Tensor.logical_xor", (T(), T(dtype="int64"))),
+    Row("Tensor.logical_and_", (T(), T()), grad=False), Row("Tensor.logical_or_", (T(), T(shape=(4,))), grad=False),
+    Row("Tensor.logical_xor_", (T(), T(dtype="bool")), grad=False), Row("Tensor.logical_not_", grad=False),
+]

@@ -30,6 +30,15 @@ ROWS = [
     Row("logspace", args=(Lit(0), Lit(5), Lit(6)), kwargs={"dtype": Dtype(), "base": Lit(2.0)}, name="base2",
         **_FACTORY),
     Row("tensor", args=(Lit([[1, 0, 2], [3, 1, 0]]),), kwargs={"dtype": Dtype()}, **_FACTORY),
+    # --- windows ---------------------------------------------------------------------------------
+    *(Row(window, args=(Lit(length), Lit(periodic)), kwargs={"dtype": Dtype()}, name=f"{length}-{periodic}",
+          rtol=2e-7 if length > 1 else None, **_FACTORY)
+      for window in ("hann_window", "hamming_window", "blackman_window", "bartlett_window", "kaiser_window")
+      for length, periodic in ((0, True), (1, False), (7, True), (10, False))),
+    Row("hamming_window", args=(Lit(6), Lit(False), Lit(0.5), Lit(0.4)), kwargs={"dtype": Dtype()}, name="alpha-beta",
+        **_FACTORY),
+    Row("kaiser_window", args=(Lit(9), Lit(True), Lit(5.0)), kwargs={"dtype": Dtype()}, name="beta", **_FACTORY),
+    Row("hann_window", args=(Lit(5),), name="default-dtype", **_FACTORY),
     # --- *_like and new_* -----------------------------------------------------------------------
     Row("zeros_like", args=(T(),), **_FACTORY),
     Row("ones_like", args=(T(),), **_FACTORY),

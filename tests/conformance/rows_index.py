@@ -1,7 +1,8 @@
 """Conformance rows of indexing, sorting and counting: gather, scatter, index_select, masked_fill,
 where, ``x[key]``, take, take_along_dim, masked_select, masked_scatter, nonzero, argwhere,
-index_add, index_copy, index_fill, index_put, scatter_add, scatter_reduce, sort, argsort, msort,
-topk, kthvalue, unique, unique_consecutive, bincount, histc, searchsorted, bucketize.
+index_add, index_copy, index_fill, index_put, scatter_add, scatter_reduce, index_reduce, put,
+fill_diagonal_, sort, argsort, msort, topk, kthvalue, unique, unique_consecutive, bincount, histc,
+histogram, searchsorted, bucketize.
 
 Where a written position may repeat and PyTorch leaves which write wins unspecified (scatter,
 index_copy, index_put without accumulate), the index has one entry per written slice so no
@@ -77,6 +78,17 @@ ROWS = [
           name=f"{reduce}{'' if include else '-exclude-self'}")
       for reduce in ("sum", "prod", "mean", "amax", "amin") for include in (True, False)),
     Row("Tensor.scatter_reduce_", (T(), Lit(1), _index((3, 2), 4), T(shape=(3, 2)), Lit("amax"))),
+    *(Row("index_reduce", (T(), Lit(0), _index((5,), 3), T(shape=(5, 4)), Lit(reduce)),
+          kwargs={"include_self": Lit(include)}, name=f"{reduce}{'' if include else '-exclude-self'}")
+      for reduce in ("prod", "mean", "amax", "amin") for include in (True, False)),
+    Row("Tensor.index_reduce_", (T(), Lit(1), _index((2,), 4), T(shape=(3, 2)), Lit("amin"))),
+    Row("Tensor.put", (T(), T(shape=(2, 2), dtype="int64", domain="index", high=12), T(shape=(2, 2))),
+        kwargs={"accumulate": Lit(True)}, name="accumulate"),
+    Row("Tensor.put", (T(), T(shape=(1,), dtype="int64", domain="index", high=12), T(shape=(1,))), name="one"),
+    Row("Tensor.put_", (T(), T(shape=(5,), dtype="int64", domain="index", high=12), T(shape=(5,))),
+        kwargs={"accumulate": Lit(True)}),
+    Row("Tensor.fill_diagonal_", (T(shape=(5, 3)), Scalar(2)), kwargs={"wrap": Lit(True)}),
+    Row("Tensor.fill_diagonal_", (T(shape=(3, 3, 3)), Scalar(1)), name="cube"),
     # --- sorting and searching -------------------------------------------------------------------
     Row("sort", (T(),), domain="distinct"),
     Row("sort", (T(), Lit(0)), kwargs={"descending": Lit(True)}, domain="distinct", name="descending"),
@@ -110,4 +122,9 @@ ROWS = [
     Row("bincount", (_index((8,), 5), T(shape=(8,))), kwargs={"minlength": Lit(7)}, grad=False, name="weights"),
     Row("histc", (T(shape=(20,)), Lit(5), Lit(-1.0), Lit(1.0)), dtypes=ALL_DTYPES, grad=False),
     Row("Tensor.histc", (T(shape=(20,)),), kwargs={"bins": Lit(4)}, dtypes=FLOAT_DTYPES, grad=False),
+    Row("histogram", (T(shape=(20,)), Lit(5)), dtypes=ALL_DTYPES, grad=False),
+    Row("Tensor.histogram", (T(shape=(20,)),), kwargs={"bins": Lit(4), "range": Lit((-1.0, 1.0)),
+                                                      "density": Lit(True)}, dtypes=("float32", "float64"), grad=False),
+    Row("histogram", (T(shape=(20,)), Lit(3)), kwargs={"weight": T(shape=(20,), domain="positive")},
+        dtypes=("float32", "float64"), grad=False, name="weight"),
 ]

@@ -104,4 +104,16 @@ ROWS = [
     Row("linalg.matrix_power", (T((2, 3, 3)), Lit(3))),
     Row("linalg.matrix_power", (T(SQUARE), Lit(-2)), dtypes=FLOAT_DTYPES, name="inverse"),
     Row("linalg.matrix_rank", (T((4, 3)),), dtypes=FLOAT_DTYPES, grad=False),
+    Row("matrix_power", (T((2, 3, 3)), Lit(2))),
+    Row("Tensor.matrix_power", (T(SQUARE), Lit(0)), name="zero"),
+    Row("matrix_exp", (T((2, 3, 3)),), dtypes=("float32", "float64")),  # torch's half results are garbage
+    Row("linalg.matrix_exp", (T((4, 4), domain="above1"),), dtypes=("float32", "float64"), name="large"),
+    Row("Tensor.matrix_exp", (T(SQUARE),), dtypes=("float32", "float64")),
+    Row("chain_matmul", (T((2, 3)), T((3, 4)), T((4, 2)))),
+    Row("dist", (T(), T((4,)))),
+    Row("dist", (T(), T()), {"p": Lit(1)}, name="p1"),
+    Row("Tensor.dist", (T(), T()), {"p": Lit(math.inf)}, domain="distinct", name="inf"),
+    Row("renorm", (T(), Lit(2), Lit(0), Lit(1.0)), dtypes=FLOAT_DTYPES),
+    Row("Tensor.renorm", (T((2, 3, 4)), Lit(1), Lit(1), Lit(2.0)), dtypes=FLOAT_DTYPES),
+    Row("Tensor.renorm_", (T(), Lit(3), Lit(-1), Lit(0.5)), dtypes=FLOAT_DTYPES),
 ]

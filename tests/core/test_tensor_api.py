@@ -755,7 +755,7 @@ def test_item_tolist_and_index():
 
 def test_device_moves():
     x = zgrad.ones(2, requires_grad=True)
-    assert x.cpu() is x and x.to("cpu") is x and x.to(zgrad.device("cpu")) is x and not x.is_cuda
+    assert x.cpu() is x and x.to("cpu") is x and x.to(zgrad.device("cpu")) is x and not x.is_cuda and not x.is_xpu
     y = x.to("cpu", zgrad.float64)
     assert y.dtype == np.float64 and y.grad_fn is not None
     assert x.to(zgrad.zeros(1, dtype=np.float64)).dtype == np.float64
@@ -773,6 +773,39 @@ def test_device_moves():
     with pytest.raises(ValueError, match="Expected one of cpu, cuda device type at start of device string: tpu"):
         x.to("tpu")
     assert repr(zgrad.device("cpu")) == "device(type='cpu')" and zgrad.device("cuda:1").index == 1
+
+
+LEGACY_TYPES = [("float32", "FloatTensor"), ("float64", "DoubleTensor"), ("float16", "HalfTensor"),
+                ("bfloat16", "BFloat16Tensor"), ("int64", "LongTensor"), ("int32", "IntTensor"),
+                ("int16", "ShortTensor"), ("int8", "CharTensor"), ("uint8", "ByteTensor"), ("bool", "BoolTensor")]
+
+
+def test_type_names_and_casts():
+    x = zgrad.ones(2, requires_grad=True)
+    for dtype, name in LEGACY_TYPES:
+        assert x.to(getattr(zgrad, dtype)).type() == f"zgrad.{name}"
+        assert x.type(f"zgrad.{name}").dtype == getattr(zgrad, dtype)
+    assert x.type(zgrad.float32) is x and x.type("zgrad.FloatTensor") is x
+    as_long = x.type(zgrad.LongTensor)  # pytorch/examples' word_language_model: .type(torch.int64)
+    assert as_long.dtype == zgrad.int64 and x.type(dtype=zgrad.int64).dtype == zgrad.int64
+    y = x.type(zgrad.float64)
+    y.sum().backward()
+    assert x.grad.dtype == np.float32 and x.grad.tolist() == [1.0, 1.0]
+    if zgrad.cuda.is_available():  # the simulator, in this test session
+        assert x.cuda().type() == "zgrad.cuda.FloatTensor" and x.type("zgrad.cuda.LongTensor").is_cuda
+    for bad in ("foo", "zgrad.FooTensor", "torch.FloatTensor", "float32"):
+        with pytest.raises(ValueError, match=f"^invalid type: '{bad}'$"):
+            x.type(bad)
+    with pytest.raises(TypeError, match="dtype must be a type, str, or dtype object"):
+        x.type(3)
+
+
+@pytest.mark.torch
+def test_type_names_as_torch():
+    for dtype, _ in LEGACY_TYPES:
+        expected = torch.ones(2, dtype=getattr(torch, dtype)).type()
+        assert zgrad.ones(2, dtype=getattr(zgrad, dtype)).type() == expected.replace("torch.", "zgrad.")
+        assert torch.ones(2).type(expected).dtype == getattr(torch, dtype)
 
 
 def test_contiguous_and_data_setter():

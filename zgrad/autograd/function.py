@@ -3,6 +3,14 @@
 :class:`Function` is the public base for user-defined ops (its ``forward``/``backward`` take and
 return tensors, like ``torch.autograd.Function``). Built-in ops derive from :class:`Op`, the
 same machinery on raw arrays, which skips wrapping and runs faster.
+
+A backward pass with ``create_graph=True`` records the backward computation itself, so that the
+gradients have graphs of their own (double backward). The engine then hands each node tensors
+instead of arrays (:meth:`FunctionCtx.apply_with_graph`): a user-defined :class:`Function`
+runs its ``backward`` with recording on; an :class:`Op` whose ``backward`` is written with the
+``formula_*`` arithmetic of :mod:`zgrad.ops.elementwise` (which records an op when a tensor takes
+part) says so with ``differentiable_backward = True``, and its saved arrays come back as tensors
+on the forward graph: a saved input as that input, a saved output as that output.
 """
 
 from __future__ import annotations
@@ -11,14 +19,22 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.engine.grad_mode import is_grad_enabled, no_grad
+from zgrad.engine.grad_mode import enable_grad, is_grad_enabled, no_grad
 from zgrad.engine.graph import InputMetadata, Node, raise_freed
 from zgrad.engine.versions import snapshot, verify
 from zgrad.errors import AutogradError
 from zgrad.tensor import Tensor, gradient_edge
 from zgrad.kernels.promotion import is_floating
 
-__all__ = ["Function", "Op", "FunctionCtx"]
+__all__ = ["Function", "Op", "FunctionCtx", "on_graph"]
+
+
+def on_graph(*values: Any) -> bool:
+    """Whether a tensor is among ``values``: a backward formula is being recorded (create_graph)."""
+    for value in values:
+        if isinstance(value, Tensor):
+            return True
+    return False
 
 
 class FunctionCtx(Node):
@@ -34,7 +50,9 @@ class FunctionCtx(Node):
         self.needs_input_grad = needs_input_grad
         self._saved: tuple[Any, ...] | None = ()
         self._versions: tuple = ()  # the saved arrays' versions, taken when the node is recorded
+        self._identities: tuple[int, ...] = ()  # id() of each forward input, then of each output (see _saved_on_graph)
         self._freed = False
+        self._on_graph = False  # backward is running with create_graph=True
 
     @property
     def name(self) -> str:
@@ -55,7 +73,45 @@ class FunctionCtx(Node):
             raise_freed(self)
         if self._versions:
             verify(self._versions, self.name)
+        if self._on_graph and self._identities:
+            return tuple(self._saved_on_graph(value, self._source(value)) for value in self._saved)
         return self._saved  # type: ignore[return-value]
+
+    def _source(self, value: Any) -> int | None:
+        """Which forward input (i) or output (-1 - j) a saved value is, else None. Identities are
+        compared by id(): a saved value has been alive since the forward, when the inputs and
+        outputs were alive too, so its id is one of theirs only if it is that object."""
+        if value is None or isinstance(value, (int, float, bool)):
+            return None
+        try:
+            position = self._identities.index(id(value))
+        except ValueError:
+            return None
+        inputs = len(self.next_edges)
+        return position if position < inputs else inputs - 1 - position
+
+    def as_input(self, index: int, value: Any) -> Any:
+        """``value``, equal to forward input ``index`` (a reshaped copy of it, say), as a tensor at
+        that input of the graph: for a differentiable backward whose saved array is not the input
+        itself, in a pass with create_graph=True."""
+        return self._saved_on_graph(value, index)
+
+    def as_output(self, index: int, value: Any) -> Any:
+        """``value``, equal to forward output ``index``, as that output on the graph (see
+        :meth:`as_input`)."""
+        return self._saved_on_graph(value, -1 - index)
+
+    def _saved_on_graph(self, value: Any, source: int | None) -> Any:
+        """A saved array as a tensor on the forward graph: gradients reaching it flow to the forward
+        input (or output) it was, so the backward formula is differentiable in it."""
+        if source is None:
+            return value
+        if source < 0:
+            return Tensor(value, is_floating(value.dtype), _grad_fn=self, _output_nr=-1 - source)
+        edge = self.next_edges[source]
+        if edge is None:
+            return Tensor(value)
+        return Tensor(value, True, _grad_fn=edge.node, _output_nr=edge.input_nr)
 
     def release_variables(self) -> None:
         if self._saved:
@@ -70,6 +126,39 @@ class FunctionCtx(Node):
             return tuple(_unwrap_gradient(self, i, r) for i, r in enumerate(result))
         result = self.fn.backward(self, *grads)
         return result if isinstance(result, tuple) else (result,)
+
+    def apply_with_graph(self, grads: list[Any]) -> tuple[Any, ...]:
+        """:meth:`apply` for a pass with ``create_graph=True``: ``grads`` are tensors, and so are
+        the gradients returned, recorded on the graph.
+
+        Raises:
+            AutogradError: the op's backward is not differentiable (not written on tensors yet).
+        """
+        fn = self.fn
+        if not fn._tensor_api and not fn.differentiable_backward:
+            raise AutogradError(
+                f"{self.name}: double backward (create_graph=True) is not implemented for this op: its backward "
+                f"runs on arrays only. Differentiate through other ops, or compute this gradient without "
+                f"create_graph=True")
+        self._on_graph = True
+        try:
+            with enable_grad():
+                result = fn.backward(self, *grads)
+        finally:
+            self._on_graph = False
+        result = result if isinstance(result, tuple) else (result,)
+        return tuple(_as_gradient_tensor(self, i, r) for i, r in enumerate(result))
+
+
+def _as_gradient_tensor(node: Node, index: int, value: Any) -> Any:
+    if value is None or isinstance(value, Tensor):
+        return value
+    if isinstance(value, np.ndarray) or hasattr(value, "__cuda_array_interface__"):
+        return Tensor(value)
+    raise AutogradError(
+        f"Function {node.name} returned an invalid gradient at index {index} - expected a Tensor or None, "
+        f"got {type(value).__name__}"
+    )
 
 
 def _unwrap_gradient(node: Node, index: int, value: Any) -> Any:
@@ -106,6 +195,7 @@ class Function:
     """
 
     _tensor_api = True
+    differentiable_backward = True  # a Function's backward runs on tensors, recorded under create_graph
 
     @staticmethod
     def forward(ctx: FunctionCtx, *args: Any) -> Any:
@@ -154,9 +244,14 @@ def _output_arrays(cls: type, raw: Any) -> tuple[Any, ...]:
 
 
 class Op(Function):
-    """Base of built-in ops: ``forward``/``backward`` take and return raw arrays."""
+    """Base of built-in ops: ``forward``/``backward`` take and return raw arrays.
+
+    ``differentiable_backward``: ``backward`` is written so that it also runs on tensors (the
+    ``formula_*`` arithmetic), which makes the op twice differentiable (``create_graph=True``).
+    """
 
     _tensor_api = False
+    differentiable_backward = False
 
     @classmethod
     def apply(cls, *args: Any) -> Any:
@@ -183,6 +278,7 @@ class Op(Function):
             ctx.input_metadata = [InputMetadata.of(o) for o in outputs]
             if ctx._saved:
                 ctx._versions = snapshot(ctx._saved)
+                if cls.differentiable_backward:
+                    ctx._identities = (*map(id, arrays), *map(id, outputs))
             wrapped = [Tensor(o, is_floating(o.dtype), _grad_fn=ctx, _output_nr=i) for i, o in enumerate(outputs)]
         return wrapped[0] if single else tuple(wrapped)
-

@@ -1,27 +1,36 @@
 """``zgrad.autograd.grad``: the gradients of outputs with respect to chosen inputs, returned rather
 than accumulated into ``.grad``, as ``torch.autograd.grad``; and ``zgrad.autograd.backward``,
-which accumulates them (into every leaf, or into chosen ``inputs``).
+which accumulates them (into every leaf, or into chosen ``inputs``); and ``Tensor.backward``.
 
 One local backward pass runs from the outputs. A leaf input's gradient is taken where the pass
 would accumulate it (no leaf's ``.grad`` changes); a non-leaf input's is taken on its way into the
 input's ``grad_fn``, after the tensor's own hooks. The pass still runs the graph below the inputs
 (its gradients are dropped), and leaves' post-accumulate hooks still run.
+
+With ``create_graph=True`` the pass records itself (see :mod:`zgrad.autograd.graph_gradients`):
+the gradients it returns or accumulates are tensors with graphs of their own.
 """
 
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any, Callable, Sequence
 
+from zgrad.autograd.graph_gradients import TENSOR_GRADIENTS
+from zgrad.engine.grad_mode import enable_grad
 from zgrad.engine.graph_task import run_backward
 from zgrad.errors import AutogradError, ShapeError
 from zgrad.kernels import dispatch
-from zgrad.tensor import Tensor, gradient_edge
+from zgrad.tensor import Tensor, gradient_edge, tensor_methods
 
 __all__ = ["backward", "grad"]
 
-_NO_DOUBLE_BACKWARD = ("is not supported: zgrad's engine computes gradients on raw arrays and does not record a "
-                       "graph of the backward pass (no double backward)")
+_CREATE_GRAPH_CYCLE_WARNING = (
+    "Using backward() with create_graph=True will create a reference cycle between the parameter and its gradient "
+    "which can cause a memory leak. We recommend using autograd.grad when creating the graph to avoid this. If you "
+    "have to use this function, make sure to reset the .grad fields of your parameters to None after use to break "
+    "the cycle and avoid the leak.")
 _UNUSED_MESSAGE = ("One of the differentiated Tensors appears to not have been used in the graph. "
                    "Set allow_unused=True if this is the desired behavior.")
 
@@ -32,8 +41,9 @@ def _as_tuple(value: Any) -> tuple:
     return (value,) if isinstance(value, Tensor) else tuple(value)
 
 
-def _root_gradients(outputs: Sequence[Tensor], grad_outputs: Sequence[Any]) -> list[Any]:
-    """One gradient array per output: the given one, or 1 for a one-element output.
+def _root_gradients(outputs: Sequence[Tensor], grad_outputs: Sequence[Any], create_graph: bool) -> list[Any]:
+    """One gradient array per output: the given one, or 1 for a one-element output; tensors with
+    ``create_graph`` (a given tensor itself, so that the gradients depend on it on the graph).
 
     Raises:
         ShapeError: a count or shape that does not match the outputs.
@@ -49,13 +59,17 @@ def _root_gradients(outputs: Sequence[Tensor], grad_outputs: Sequence[Any]) -> l
             if output.numel() != 1:
                 raise AutogradError(f"grad can be implicitly created only for scalar outputs, got shape "
                                     f"{list(output.shape)} for output {i}")
-            grads.append(dispatch.full(output.shape, 1, output.dtype, device))
+            ones = dispatch.full(output.shape, 1, output.dtype, device)
+            grads.append(Tensor(ones) if create_graph else ones)
             continue
         array = given._data if isinstance(given, Tensor) else dispatch.asarray(given, output.dtype, device)
         if array.shape != output.shape:
             raise ShapeError(f"Mismatch in shape: grad_output[{i}] has a shape of {list(array.shape)} and output[{i}] "
                              f"has a shape of {list(output.shape)}.")
-        grads.append(array)
+        if create_graph:
+            grads.append(given if isinstance(given, Tensor) else Tensor(array))
+        else:
+            grads.append(array)
     return grads
 
 
@@ -70,7 +84,9 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
         grad_outputs: the gradient with respect to each output (None, or None for an entry: 1
             for a one-element output).
         retain_graph: keep the graph's saved values for another pass (default: ``create_graph``).
-        create_graph: build a graph of the gradient itself (double backward): not supported.
+        create_graph: record the pass, so that the returned gradients have graphs of their own and
+            can be differentiated again (double backward). Every op on the way must have a
+            differentiable backward; one that has not raises.
         only_inputs: ignored, as in PyTorch (deprecated there).
         allow_unused: return None for an input the outputs do not depend on, instead of raising
             (default: ``materialize_grads``).
@@ -80,13 +96,13 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
     Blocks until the pass is done. Raises:
         AutogradError: an output or input that does not require grad, an input the outputs do not
             use (without ``allow_unused``), a missing gradient for an output of several elements,
-            or ``create_graph`` / ``is_grads_batched``.
+            ``is_grads_batched``, or, with ``create_graph``, an op whose backward is not differentiable.
         ShapeError: ``grad_outputs`` that do not match the outputs.
         ValueError: ``materialize_grads`` with ``allow_unused=False``.
     """
-    if create_graph or is_grads_batched:
-        what = "create_graph=True" if create_graph else "is_grads_batched=True"
-        raise AutogradError(f"zgrad.autograd.grad: {what} {_NO_DOUBLE_BACKWARD}")
+    if is_grads_batched:
+        raise AutogradError("zgrad.autograd.grad: is_grads_batched=True is not supported (it needs vmap); call grad "
+                            "once per row of grad_outputs instead")
     if materialize_grads and allow_unused is False:
         raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, "
                          "but got: allow_unused=False.")
@@ -96,11 +112,11 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
     for tensor in inputs:
         if not tensor.requires_grad:
             raise AutogradError("One of the differentiated Tensors does not require grad")
-    root_grads = _root_gradients(outputs, _as_tuple(grad_outputs))
+    root_grads = _root_gradients(outputs, _as_tuple(grad_outputs), create_graph)
 
-    found: dict[int, Any] = {}  # input position -> gradient array
+    found: dict[int, Any] = {}  # input position -> gradient (an array; a tensor with create_graph)
     _run_to_inputs(outputs, root_grads, inputs, found.__setitem__,
-                   create_graph if retain_graph is None else retain_graph)
+                   create_graph if retain_graph is None else retain_graph, create_graph)
     results: list[Tensor | None] = []
     for i, tensor in enumerate(inputs):
         gradient = found.get(i)
@@ -108,6 +124,8 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
             if not allow_unused:
                 raise AutogradError(_UNUSED_MESSAGE)
             results.append(_zeros_like(tensor) if materialize_grads else None)
+        elif create_graph:
+            results.append(gradient if gradient.dtype == tensor.dtype else gradient.to(tensor.dtype))
         else:
             results.append(Tensor(gradient if gradient.dtype == tensor.dtype else dispatch.cast(gradient, tensor.dtype)))
     return tuple(results)
@@ -120,10 +138,10 @@ def _check_outputs(outputs: Sequence[Tensor]) -> None:
 
 
 def _run_to_inputs(outputs: Sequence[Tensor], root_grads: list[Any], inputs: Sequence[Tensor],
-                   take: Callable[[int, Any], None], retain_graph: bool) -> None:
+                   take: Callable[[int, Any], None], retain_graph: bool, create_graph: bool) -> None:
     """Run one backward pass from ``outputs`` and call ``take(i, gradient)`` with the gradient
     reaching ``inputs[i]`` (not called for an input the pass does not reach); leaves other than
-    the inputs get nothing."""
+    the inputs get nothing. ``create_graph``: record the pass (gradients are tensors)."""
     leaves = {id(t): i for i, t in enumerate(inputs) if t.grad_fn is None}
 
     def leaf_sink(variable: Any, gradient: Any) -> None:
@@ -138,7 +156,7 @@ def _run_to_inputs(outputs: Sequence[Tensor], root_grads: list[Any], inputs: Seq
             tensor.grad_fn.register_pre_hook(tensor._output_nr, hook)
             caught.append((tensor.grad_fn.pre_hooks[tensor._output_nr], hook))
     try:
-        run_backward([gradient_edge(o) for o in outputs], root_grads, retain_graph=retain_graph, leaf_sink=leaf_sink)
+        _run(outputs, root_grads, retain_graph, create_graph, leaf_sink)
     finally:
         for hooks, hook in caught:
             hooks.remove(hook)
@@ -153,23 +171,29 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
         tensors: a tensor or a sequence of tensors that require grad.
         grad_tensors: the gradient with respect to each tensor (None: 1 for one-element tensors).
         retain_graph: keep the graph's saved values for another pass (default: ``create_graph``).
-        create_graph: not supported (no double backward).
+        create_graph: record the pass, so that the accumulated gradients have graphs of their own
+            (double backward); warns, as PyTorch, of the reference cycle ``.grad`` then makes.
         inputs: the tensors whose ``.grad`` receives a gradient (default: every leaf).
 
     Blocks until the pass is done. Raises:
         AutogradError: a tensor that does not require grad, a missing gradient for a tensor of
-            several elements, or ``create_graph``.
+            several elements, or, with ``create_graph``, an op whose backward is not differentiable.
         ShapeError: ``grad_tensors`` that do not match the tensors.
         ValueError: an empty ``inputs``.
     """
-    if create_graph:
-        raise AutogradError(f"zgrad.autograd.backward: {_NO_DOUBLE_BACKWARD}")
+    if create_graph and inputs is None:
+        warnings.warn(_CREATE_GRAPH_CYCLE_WARNING, UserWarning, stacklevel=2)
+    _accumulate(tensors, grad_tensors, retain_graph, create_graph, inputs)
+
+
+def _accumulate(tensors: Any, grad_tensors: Any, retain_graph: bool | None, create_graph: bool, inputs: Any) -> None:
+    """:func:`backward` after its warning."""
     tensors = _as_tuple(tensors)
     _check_outputs(tensors)
-    root_grads = _root_gradients(tensors, _as_tuple(grad_tensors))
+    root_grads = _root_gradients(tensors, _as_tuple(grad_tensors), create_graph)
     retain_graph = create_graph if retain_graph is None else retain_graph
     if inputs is None:
-        run_backward([gradient_edge(t) for t in tensors], root_grads, retain_graph=retain_graph)
+        _run(tensors, root_grads, retain_graph, create_graph)
         return
     inputs = _as_tuple(inputs)
     if not inputs:
@@ -177,12 +201,64 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
 
     def accumulate(position: int, gradient: Any) -> None:
         tensor = inputs[position]
-        if tensor.grad_fn is None:
+        if tensor.grad_fn is None and not create_graph:
             tensor._grad_accumulator().accumulate(gradient, owned=False)
         else:
             tensor._accumulate_grad(gradient)
 
-    _run_to_inputs(tensors, root_grads, inputs, accumulate, retain_graph)
+    _run_to_inputs(tensors, root_grads, inputs, accumulate, retain_graph, create_graph)
+
+
+def _run(outputs: Sequence[Tensor], root_grads: list[Any], retain_graph: bool, create_graph: bool,
+         leaf_sink: Callable[[Any, Any], None] | None = None) -> None:
+    """One local backward pass from ``outputs``; recorded (with grad mode on) for ``create_graph``."""
+    edges = [gradient_edge(o) for o in outputs]
+    if not create_graph:
+        run_backward(edges, root_grads, retain_graph=retain_graph, leaf_sink=leaf_sink)
+        return
+    with enable_grad():
+        run_backward(edges, root_grads, retain_graph=retain_graph, leaf_sink=leaf_sink,
+                     graph_gradients=TENSOR_GRADIENTS)
+
+
+@tensor_methods
+class _TensorBackward:
+    def backward(self: Tensor, gradient: Any = None, retain_graph: bool | None = None, create_graph: bool = False,
+                 inputs: Any = None) -> None:
+        """Compute the gradient of this tensor with respect to the graph leaves into their ``.grad``
+        (only into ``inputs``' when given), as ``zgrad.autograd.backward(self, ...)``.
+
+        Args:
+            gradient: the gradient of the final objective with respect to this tensor; may be
+                omitted for a one-element tensor (then 1).
+            retain_graph: keep the graph's saved values so backward can run through it again
+                (default: ``create_graph``).
+            create_graph: record the pass, so that the gradients can be differentiated again.
+            inputs: the tensors whose ``.grad`` receives a gradient (default: every leaf).
+
+        Blocks until done. Raises:
+            AutogradError: the tensor does not require grad, a gradient is needed but missing or of
+                the wrong shape, or the graph was already freed.
+        """
+        if not self.requires_grad:
+            raise AutogradError("element 0 of tensors does not require grad and does not have a grad_fn")
+        device = dispatch.device_type_of(self._data)
+        if gradient is None:
+            if self._data.size != 1:
+                raise AutogradError(f"grad can be implicitly created only for scalar outputs, got shape {list(self.shape)}")
+            grad = dispatch.full(self.shape, 1, self.dtype, device)
+        else:
+            grad = gradient._data if isinstance(gradient, Tensor) else dispatch.asarray(gradient, None, device)
+            if grad.shape != self.shape:
+                raise AutogradError(f"Mismatch in shape: grad_output[0] has a shape of {list(grad.shape)} and output[0] "
+                                    f"has a shape of {list(self.shape)}.")
+        if not create_graph and inputs is None:  # the training loop's call, kept lean
+            run_backward([gradient_edge(self)], [grad], retain_graph=bool(retain_graph))
+            return
+        if create_graph and inputs is None:
+            warnings.warn(_CREATE_GRAPH_CYCLE_WARNING, UserWarning, stacklevel=2)
+        _accumulate(self, [gradient if isinstance(gradient, Tensor) else Tensor(grad)], retain_graph, create_graph,
+                    inputs)
 
 
 def _zeros_like(tensor: Tensor) -> Tensor:

@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 import numpy as np
 
 from zgrad.engine.graph import AccumulateGrad, Edge, GraphRoot, Node
-from zgrad.engine.validate import validate_gradients
+from zgrad.engine.validate import GraphGradients, validate_gradients
 from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch
 from zgrad.kernels.host_memory import tune_for_training
@@ -125,11 +125,14 @@ class GraphTask:
         sink_keeps: the sink may keep and modify the arrays it gets: the task hands it a copy of a
             gradient unless nothing else holds that gradient (see the module docstring).
         leaf_store: where the sink keeps the gradients, for :meth:`leaf_gradient` (with a sink).
+        graph_gradients: record the pass itself (``create_graph=True``): gradients are tensors,
+            handled by this arithmetic, and nodes run through its ``apply``.
     """
 
     def __init__(self, *, retain_graph: bool = False, leaf_sink: LeafSink | None = None, sink_keeps: bool = False,
-                 leaf_store: LeafStore | None = None) -> None:
+                 leaf_store: LeafStore | None = None, graph_gradients: GraphGradients | None = None) -> None:
         self.retain_graph = retain_graph
+        self.graph_gradients = graph_gradients
         self.leaf_sink = leaf_sink
         self.sink_keeps = sink_keeps
         self.leaf_store = leaf_store
@@ -283,11 +286,13 @@ class GraphTask:
                 raise
 
     def _execute(self, node: Node, inputs: list[Any]) -> Sequence[Any]:
+        graph = self.graph_gradients
         if type(node) is not GraphRoot:
             if _has_missing(inputs):
                 if not node.always_run and all(g is None for g in inputs):
                     return [None] * len(node.next_edges)
-                inputs[:] = [m.zeros() if g is None else g for g, m in zip(inputs, node.input_metadata)]
+                inputs[:] = [g if g is not None else m.zeros() if graph is None else graph.zeros(*m)
+                             for g, m in zip(inputs, node.input_metadata)]
             if node.pre_hooks:
                 for index, hooks in node.pre_hooks.items():
                     for hook in hooks:
@@ -300,6 +305,9 @@ class GraphTask:
                 if self.sink_keeps and not _private(grad):
                     grad = dispatch.cast(grad, grad.dtype)
                 self.leaf_sink(node.variable, grad)
+            elif graph is not None:
+                grad = inputs.pop()
+                graph.accumulate(node.variable, grad)
             else:
                 grad = inputs.pop()
                 owned = _private(grad)  # a statement of its own: as an argument, grad would be on the stack twice
@@ -308,10 +316,10 @@ class GraphTask:
             for hook in node.post_hooks:
                 hook(node.variable)
             return ()
-        outputs = node.apply(inputs)
+        outputs = node.apply(inputs) if graph is None else graph.apply(node, inputs)
         if not self.retain_graph:
             node.release_variables()
-        return validate_gradients(node, node.next_edges, outputs)
+        return validate_gradients(node, node.next_edges, outputs, graph)
 
     # --- riders: final callbacks and leaf gradients ----------------------------------------------
 
@@ -365,6 +373,7 @@ class GraphTask:
         """Add ``outputs`` into the buffers of ``node``'s children; queue those now complete.
         Called with the lock held."""
         buffers, dependencies = self._buffers, self._dependencies
+        graph = self.graph_gradients
         for edge, grad in zip(node.next_edges, outputs):
             if edge is None:
                 continue
@@ -374,7 +383,10 @@ class GraphTask:
                 buffer = buffers[child] = [None] * len(child.input_metadata)
             if grad is not None:
                 held = buffer[edge.input_nr]
-                buffer[edge.input_nr] = grad if held is None else dispatch.binary("add", held, grad)
+                if held is None:
+                    buffer[edge.input_nr] = grad
+                else:
+                    buffer[edge.input_nr] = dispatch.binary("add", held, grad) if graph is None else graph.add(held, grad)
             remaining = dependencies[child] - 1
             dependencies[child] = remaining
             if remaining == 0:
@@ -382,14 +394,15 @@ class GraphTask:
 
 
 def run_backward(root_edges: Sequence[Edge], root_grads: Sequence[Any], *, retain_graph: bool = False,
-                 leaf_sink: LeafSink | None = None) -> GraphTask:
-    """Run a complete local backward pass in the calling thread and return its finished task.
+                 leaf_sink: LeafSink | None = None, graph_gradients: GraphGradients | None = None) -> GraphTask:
+    """Run a complete local backward pass in the calling thread and return its finished task
+    (recording it, with tensor gradients, when ``graph_gradients`` is given: create_graph).
 
     Blocks until done, final callbacks included. Raises whatever a node or callback raised. The
     process's first pass tunes the host allocator for training (:func:`tune_for_training`).
     """
     tune_for_training()
-    task = GraphTask(retain_graph=retain_graph, leaf_sink=leaf_sink)
+    task = GraphTask(retain_graph=retain_graph, leaf_sink=leaf_sink, graph_gradients=graph_gradients)
     task.start(root_edges, root_grads)
     task.run()
     task.run_final_callbacks()

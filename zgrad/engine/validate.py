@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
@@ -11,7 +11,33 @@ from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch
 from zgrad.kernels.promotion import is_floating
 
-__all__ = ["validate_gradients"]
+__all__ = ["validate_gradients", "GraphGradients"]
+
+
+class GraphGradients(Protocol):
+    """The gradient arithmetic of a pass with ``create_graph=True``, whose gradients are tensors
+    recorded on the graph (the autograd layer provides it: the engine knows arrays only)."""
+
+    def zeros(self, shape: tuple[int, ...], dtype: Any, device_type: str) -> Any:
+        """A zero gradient."""
+
+    def add(self, a: Any, b: Any) -> Any:
+        """``a + b``, recorded."""
+
+    def sum_to(self, grad: Any, shape: tuple[int, ...]) -> Any:
+        """``grad`` summed down to ``shape`` (which broadcasts to its shape), recorded."""
+
+    def cast(self, grad: Any, dtype: Any) -> Any:
+        """``grad`` as ``dtype``, recorded."""
+
+    def device_type_of(self, grad: Any) -> str:
+        """``"cpu"`` or ``"cuda"``."""
+
+    def apply(self, node: Node, grads: list[Any]) -> Sequence[Any]:
+        """Run ``node``'s backward on tensor gradients, recording it."""
+
+    def accumulate(self, variable: Any, grad: Any) -> None:
+        """Add ``grad`` into leaf ``variable``'s ``.grad`` (which keeps its graph)."""
 
 
 def _is_array(value: Any) -> bool:
@@ -28,11 +54,13 @@ def _broadcastable_to(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
     return True
 
 
-def validate_gradients(node: Node, edges: Sequence[Edge | None], grads: Sequence[Any]) -> list[Any]:
+def validate_gradients(node: Node, edges: Sequence[Edge | None], grads: Sequence[Any],
+                       graph: GraphGradients | None = None) -> list[Any]:
     """Return ``grads`` checked and conformed to the metadata of the nodes they flow into.
 
     A gradient whose shape broadcasts from the expected shape is summed down to it; a floating
-    gradient of another dtype is cast to the expected dtype.
+    gradient of another dtype is cast to the expected dtype. With ``graph`` (create_graph), the
+    gradients are tensors and those steps are recorded.
 
     Raises:
         AutogradError: wrong number of gradients, a non-array gradient, a shape that is not
@@ -62,15 +90,15 @@ def validate_gradients(node: Node, edges: Sequence[Edge | None], grads: Sequence
                     f"Function {node.name} returned an invalid gradient at index {i} - got {list(grad.shape)} "
                     f"but expected shape compatible with {list(meta.shape)}"
                 )
-            grad = dispatch.sum_to(grad, meta.shape)
+            grad = dispatch.sum_to(grad, meta.shape) if graph is None else graph.sum_to(grad, meta.shape)
         if grad.dtype != meta.dtype:
             if not is_floating(grad.dtype) or not is_floating(meta.dtype):
                 raise AutogradError(
                     f"Function {node.name} returned an invalid gradient at index {i} - expected dtype "
                     f"{meta.dtype} but got {grad.dtype}"
                 )
-            grad = dispatch.cast(grad, meta.dtype)
-        device_type = dispatch.device_type_of(grad)
+            grad = dispatch.cast(grad, meta.dtype) if graph is None else graph.cast(grad, meta.dtype)
+        device_type = dispatch.device_type_of(grad) if graph is None else graph.device_type_of(grad)
         if device_type != meta.device_type:
             raise AutogradError(
                 f"Function {node.name} returned an invalid gradient at index {i} - expected device "

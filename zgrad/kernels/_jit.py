@@ -7,8 +7,8 @@ Either way nothing compiles at import: dispatchers carry no signatures and compi
 call, one specialisation per dtype, cached on disk (``cache=True``; set ``NUMBA_CACHE_DIR`` to move
 the cache). Importing this module does not start Numba's threading layer, so a process may still
 fork safely after importing a kernel module of :mod:`zgrad.kernels.cpu.kernels`; the layer starts
-on the first parallel call and uses ``NUMBA_NUM_THREADS`` threads (Numba reads it; zgrad never
-overrides it).
+on the first parallel call with a pool of ``NUMBA_NUM_THREADS`` threads (Numba reads it; zgrad never
+overrides it), of which each parallel call uses ``zgrad.get_num_threads()`` (:mod:`zgrad.kernels.threads`).
 
 Options, and why:
 
@@ -37,6 +37,8 @@ from typing import Any
 
 import numba
 from numba.core.caching import FunctionCache
+
+from zgrad.kernels.threads import INTRA_OP_THREADS
 
 # Threading layer. OpenMP's threads spin after a parallel region and starve the BLAS threads that
 # run the next matmul: an MLP training step ran several times slower than with one Numba thread.
@@ -68,11 +70,6 @@ __all__ = [
 # slice (ms) for its second thread: give each process no more NUMBA_NUM_THREADS than free cores.
 PARALLEL_MIN_SIZE = 1 << 20
 PARALLEL_MIN_SIZE_HEAVY = 1 << 18
-
-# With one Numba thread (NUMBA_NUM_THREADS=1, read by Numba at import) the parallel variant only
-# costs: the calling thread still hands the loop to the pool's one thread and waits for it, two
-# thread hand-offs at any size for no parallelism (figures: bench/README.md, Design figures).
-_ONE_THREAD = numba.config.NUMBA_NUM_THREADS <= 1
 
 _FASTMATH = frozenset({"contract"})
 _FASTMATH_REDUCTION = frozenset({"contract", "reassoc"})
@@ -144,8 +141,8 @@ def kernel(py_func: Callable | None = None, *, reduction: bool = False) -> Any:
 class ParallelKernel:
     """A serial and a ``parallel=True`` dispatcher of one loop, picked by problem size.
 
-    Calls with ``args[0].size >= min_size`` run the parallel (``prange``) variant, unless Numba
-    has a single thread. Both variants compile lazily, so a process that only ever sees small
+    Calls with ``args[0].size >= min_size`` run the parallel (``prange``) variant on
+    ``zgrad.get_num_threads()`` threads, unless that is one thread. Both variants compile lazily, so a process that only ever sees small
     arrays (or runs with ``NUMBA_NUM_THREADS=1``) never compiles the parallel one.
     """
 
@@ -156,12 +153,16 @@ class ParallelKernel:
         functools.update_wrapper(self, py_func)
 
     def _parallel_size(self, size: int) -> bool:
-        """Whether a call whose first argument has ``size`` elements is worth the parallel variant."""
-        return size >= self.min_size and not _ONE_THREAD
+        """Whether a call whose first argument has ``size`` elements is worth the parallel variant.
+        With one thread (NUMBA_NUM_THREADS=1 or set_num_threads(1)) it only costs: the calling
+        thread still hands the loop to one pool thread and waits for it, two thread hand-offs at
+        any size for no parallelism (figures: bench/README.md, Design figures)."""
+        return size >= self.min_size and INTRA_OP_THREADS.in_use() > 1
 
     def __call__(self, *args: Any) -> Any:
         if self._parallel_size(args[0].size) and _PARALLEL_REGION.acquire(blocking=False):
             try:
+                numba.set_num_threads(INTRA_OP_THREADS.in_use())  # Numba's count is per calling thread
                 return self.parallel(*args)
             finally:
                 _PARALLEL_REGION.release()
@@ -171,9 +172,9 @@ class ParallelKernel:
         """How many tasks a kernel that keeps per-task partial sums should split its work into, for
         a call whose first argument has ``size`` elements: one where the call runs serial (without
         asking Numba, which would start the threading layer), else the number of threads a
-        parallel region of the calling thread uses. Read outside the kernel, which Numba could not
+        parallel call uses (:func:`zgrad.get_num_threads`). Read outside the kernel, which Numba could not
         cache otherwise."""
-        return numba.get_num_threads() if self._parallel_size(size) else 1
+        return INTRA_OP_THREADS.in_use() if self._parallel_size(size) else 1
 
     @property
     def signatures(self) -> list:

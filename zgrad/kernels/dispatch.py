@@ -31,7 +31,7 @@ __all__ = [
     "asarray", "float_dtype", "scalar_type_name", "cpp_type_name", "sum_dtype", "mean_dtype", "broadcast_shape", "sum_to", "binary",
     "unary", "activation_backward", "matmul", "reduce_sum", "reduce_axes", "rowwise", "rowwise_backward", "bias_act", "stack",
     "concatenate", "slice_backward", "cast",
-    "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "host_buffer", "dlpack_capsule", "dlpack_device", "from_dlpack", "pin_memory", "add_inplace", "copy_into",
+    "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "host_buffer", "dlpack_capsule", "dlpack_device", "from_dlpack", "pin_memory", "is_pinned", "add_inplace", "copy_into",
     "check_integer_divisor",
 ]
 
@@ -130,6 +130,13 @@ def pin_memory(array: Any):
     if device_type_of(array) != "cpu":
         return array
     return backend("cuda").pinned_copy(array)
+
+
+def is_pinned(array: Any) -> bool:
+    """Whether host ``array`` lies in page-locked memory from :func:`pin_memory` (False while the
+    CUDA backend has not loaded, since only it pins; this never loads it)."""
+    cuda = _loaded.get("cuda")
+    return cuda is not None and device_type_of(array) == "cpu" and cuda.is_pinned(array)
 
 
 def dlpack_capsule(array: Any, **kwargs: Any) -> Any:

@@ -1,10 +1,12 @@
 """Functions of ``zgrad.linalg`` composed of the others: ``solve_triangular``, ``cholesky_solve``
-(``torch.cholesky_solve``), ``matrix_power``, ``multi_dot``, ``matrix_rank``; each differentiates
-through what it is made of."""
+(``torch.cholesky_solve``), ``matrix_power``, ``multi_dot``, ``matrix_rank``, ``matrix_exp``,
+``chain_matmul``; each differentiates through what it is made of."""
 
 from __future__ import annotations
 
 from typing import Any, Sequence
+
+import warnings
 
 import numpy as np
 
@@ -22,7 +24,15 @@ from zgrad.tensor import Tensor
 from zgrad.kernels.promotion import is_floating
 from zgrad.ops.autocast import autocast_op
 
-__all__ = ["solve_triangular", "cholesky_solve", "matrix_power", "multi_dot", "matrix_rank"]
+__all__ = ["solve_triangular", "cholesky_solve", "matrix_power", "multi_dot", "matrix_rank", "matrix_exp",
+           "chain_matmul"]
+
+CHAIN_MATMUL_WARNING = ("torch.chain_matmul is deprecated and will be removed in a future PyTorch release. Use "
+                        "torch.linalg.multi_dot instead, which accepts a list of two or more tensors rather than "
+                        "multiple parameters.")
+# Taylor terms of exp(X) for ||X||_1 <= 1/2 after scaling: the first term left out is below
+# 0.5**19 / 19! ~ 2e-23, under float64's rounding.
+_EXP_TERMS = 18
 
 
 def _like(value: np.ndarray, x: Any) -> Tensor:
@@ -138,3 +148,49 @@ def matrix_rank(A: Any, *, atol: float | None = None, rtol: float | None = None,
     tol = dispatch.binary("mul", s._data[..., :1], rtol)
     tol = Tensor(tol) if atol is None else Tensor(tol).clamp(min=atol)
     return _sum(s > tol, -1)
+
+
+def chain_matmul(*matrices: Any) -> Any:
+    """The product of 2-d ``matrices``, left to right (one matrix: itself); PyTorch's deprecated
+    form of :func:`multi_dot`.
+
+    Raises:
+        RuntimeError: no matrices, or one that is not 2-d (PyTorch's messages).
+    Warns:
+        UserWarning: the deprecation, as PyTorch's.
+    """
+    warnings.warn(CHAIN_MATMUL_WARNING, UserWarning, stacklevel=2)
+    if not matrices:
+        raise RuntimeError("chain_matmul(): Expected one or more matrices")
+    for m in matrices:
+        if tensor_arg(m, "chain_matmul").ndim != 2:
+            raise RuntimeError(f"Tensor dimension is {m.ndim}, expected 2 instead.")
+    return matrices[0] if len(matrices) == 1 else multi_dot(matrices)
+
+
+def matrix_exp(A: Any) -> Any:  # noqa: N803 - PyTorch's name
+    """The matrix exponential of ``A`` (..., n, n): scaled by a power of two to 1-norm at most
+    1/2, summed as a Taylor series (Horner's rule), then squared back; differentiable through those
+    products, on every backend that multiplies matrices. Reads the largest 1-norm (blocks until
+    the input is computed).
+
+    Raises:
+        DTypeError: a non-floating ``A`` (PyTorch's message). ShapeError: not square matrices.
+    """
+    a = square_matrices(A, "linalg.matrix_exp")
+    if not is_floating(a.dtype):
+        raise DTypeError("linalg.matrix_exp: Expected a floating point or complex tensor as input. "
+                         f"Got {dispatch.scalar_type_name(a.dtype)}")
+    if a.numel() == 0:
+        return add(a, 0)
+    host = dispatch.to_device(dispatch.cast(a._data, np.float64), "cpu")
+    norm = float(np.abs(host).sum(axis=-2).max())
+    squarings = max(0, int(np.ceil(np.log2(norm / 0.5)))) if norm > 0.5 else 0
+    x = mul(a, 0.5 ** squarings)
+    identity = expand(_like(np.eye(a.shape[-1]), a), a.shape)
+    result = identity
+    for k in range(_EXP_TERMS, 0, -1):
+        result = add(identity, mul(matmul(x, result), 1.0 / k))
+    for _ in range(squarings):
+        result = matmul(result, result)
+    return result

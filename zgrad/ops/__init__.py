@@ -6,7 +6,7 @@ op class (``functions.py`` holds those whose class has no function beside it).
 from __future__ import annotations
 
 from zgrad.ops.contraction import einsum, tensordot
-from zgrad.ops.counting import bincount, histc, unique, unique_consecutive
+from zgrad.ops.counting import bincount, histc, histogram, unique, unique_consecutive
 from zgrad.ops.binary_math import (
     arctan2, atan2, bitwise_and, bitwise_left_shift, bitwise_not, bitwise_or, bitwise_right_shift, bitwise_xor,
     copysign, floor_divide, fmax, fmin, fmod, gcd, heaviside, hypot, lcm, lerp, logaddexp, logaddexp2, nextafter,
@@ -38,7 +38,7 @@ from zgrad.ops.reduce_logical import all, allclose, any, count_nonzero, equal, i
 from zgrad.ops.reduce_order import median, mode, nanmedian, nanquantile, quantile
 from zgrad.ops.reduce_scan import cummax, cummin, cumprod, logcumsumexp
 from zgrad.ops.reduce_stats import amax, amin, aminmax, nanmean, std_mean, var_mean
-from zgrad.ops.vector_norm import vector_norm
+from zgrad.ops.vector_norm import dist, renorm, vector_norm
 from zgrad.ops.joining import (
     column_stack, concat, concatenate, dsplit, dstack, hsplit, hstack, row_stack, tensor_split, vsplit, vstack,
 )
@@ -56,6 +56,10 @@ from zgrad.ops.scattering import index_add, index_copy, index_fill, scatter_add,
 from zgrad.ops.selection import argwhere, masked_scatter, masked_select, nonzero, take, take_along_dim
 from zgrad.ops.sorting import argsort, bucketize, kthvalue, msort, searchsorted, sort, topk
 from zgrad.ops.sampling import bernoulli, multinomial, normal
+from zgrad.ops.covariance import corrcoef, cov
+from zgrad.ops.index_writes import index_reduce, put
+from zgrad.ops.membership import isin, unravel_index
+from zgrad.ops.series import cumulative_trapezoid, diff, trapezoid, trapz, vander
 from zgrad.ops.rounding import (
     ceil, clamp_max, clamp_min, fix, floor, frac, isfinite, isinf, isnan, isneginf, isposinf, nan_to_num, round,
     sgn, sign, signbit, trunc,
@@ -101,3 +105,5 @@ __all__ = [
     "deg2rad", "rad2deg", "float_power", "frexp", "ldexp", "zeta", "gammainc", "gammaincc", "igamma", "igammac",
     "lgamma", "digamma", "polygamma", "mvlgamma", "i0", "i0e", "i1", "i1e", "erfcx", "log_ndtr",
 ]
+__all__ += ["dist", "histogram", "index_reduce", "put", "renorm"]
+__all__ += ["corrcoef", "cov", "cumulative_trapezoid", "diff", "isin", "trapezoid", "trapz", "unravel_index", "vander"]

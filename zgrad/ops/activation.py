@@ -5,12 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from zgrad.autograd.function import Op
+import math
+
+from zgrad.autograd.function import Op, on_graph
 from zgrad import ops
-from zgrad.kernels import dispatch_pointwise, dispatch_sequence as DS
+from zgrad.kernels import dispatch, dispatch_pointwise, dispatch_sequence as DS
 from zgrad.ops._args import require_kinds, tensor_arg
 from zgrad.ops import functions
 from zgrad.ops.autocast import autocast_op
+from zgrad.ops.backward_ops import detached, piecewise_constant
+from zgrad.ops.elementwise import Tanh, formula_add, formula_exp, formula_mul, formula_square, formula_sub
+from zgrad.ops.unary_math import UNARY_OPS
 
 __all__ = ["Gelu", "LeakyRelu", "elu", "gelu", "leaky_relu", "prelu", "relu"]
 
@@ -19,6 +24,8 @@ GELU_APPROXIMATIONS = ("none", "tanh")
 
 class Gelu(Op):
     """x * Phi(x) (Phi the standard normal CDF), or 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx, x, tanh_approximation):
@@ -29,11 +36,33 @@ class Gelu(Op):
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
+        if on_graph(grad, x):
+            return formula_mul(grad, _gelu_derivative(x, ctx.tanh_approximation)), None
         return DS.gelu_backward(grad, x, ctx.tanh_approximation), None
+
+
+_GELU_TANH_SCALE = math.sqrt(2.0 / math.pi)
+_GELU_TANH_CUBIC = 0.044715
+
+
+def _gelu_derivative(x, tanh_approximation):
+    """d gelu / dx as a formula: Phi(x) + x phi(x), or the derivative of the tanh form."""
+    if not tanh_approximation:
+        cdf = formula_mul(formula_add(UNARY_OPS["erf"].apply(formula_mul(x, math.sqrt(0.5))), 1), 0.5)
+        pdf = formula_mul(formula_exp(formula_mul(formula_square(x), -0.5)), 1.0 / math.sqrt(2.0 * math.pi))
+        return formula_add(cdf, formula_mul(x, pdf))
+    inner = formula_mul(formula_add(x, formula_mul(formula_mul(formula_square(x), x), _GELU_TANH_CUBIC)),
+                        _GELU_TANH_SCALE)
+    t = Tanh.apply(inner)
+    slope = formula_mul(formula_add(formula_mul(formula_square(x), 3 * _GELU_TANH_CUBIC), 1), _GELU_TANH_SCALE)
+    return formula_add(formula_mul(formula_add(t, 1), 0.5),
+                       formula_mul(formula_mul(formula_mul(x, 0.5), formula_sub(1, formula_square(t))), slope))
 
 
 class LeakyRelu(Op):
     """x if x > 0 else negative_slope * x."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx, x, negative_slope):
@@ -44,6 +73,11 @@ class LeakyRelu(Op):
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
+        if on_graph(grad):  # the slope is constant: the derivative is grad times 1 or negative_slope
+            values = detached(x)
+            ones = dispatch.full(values.shape, 1, values.dtype, dispatch.device_type_of(values))
+            slopes = DS.leaky_relu_backward(ones, values, ctx.negative_slope)
+            return formula_mul(grad, piecewise_constant(x, slopes)), None
         return DS.leaky_relu_backward(grad, x, ctx.negative_slope), None
 
 

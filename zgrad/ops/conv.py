@@ -13,15 +13,17 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.autograd.function import Op
+from zgrad.autograd.function import Op, on_graph
+from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_layers
 from zgrad.kernels.dispatch_layers import PADDING_MODES
 from zgrad.ops._args import tensor_arg
 from zgrad.kernels.promotion import is_floating
 from zgrad.ops.autocast import autocast_op
+from zgrad.ops.backward_ops import OnceDifferentiable, detached
 
-__all__ = ["Conv2d", "PADDING_MODES", "check_floating", "conv2d", "conv2d_layer", "pair"]
+__all__ = ["Conv2d", "ConvTranspose2d", "PADDING_MODES", "check_floating", "conv2d", "conv2d_layer", "pair"]
 
 def pair(value: Any, what: str) -> tuple[int, int]:
     """``value`` as an (h, w) pair of ints: an int is used for both.
@@ -161,6 +163,7 @@ class Conv2d(Op):
     An unbatched (C, H, W) input runs as a batch of one."""
 
     kernel = "conv2d"  # of dispatch_layers; ConvTranspose2d runs its own through this forward
+    differentiable_backward = True
 
     @classmethod
     def forward(cls, ctx, window, out_size, x, weight, bias=None):
@@ -174,10 +177,58 @@ class Conv2d(Op):
     @staticmethod
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
+        if on_graph(grad):
+            return Conv2d.formula(ctx, grad, x, weight)
         needs = ctx.needs_input_grad
         grad = grad[None] if ctx.unbatched else grad
         grad_x, grad_weight = dispatch_layers.conv2d_backward(grad, x, weight, *ctx.window, needs[2], needs[3])
         if grad_x is not None and ctx.unbatched:
             grad_x = grad_x[0]
+        grad_bias = dispatch.reduce_sum(grad, (0, 2, 3)) if len(needs) > 4 and needs[4] else None
+        return (None, None, grad_x, grad_weight) + ((grad_bias,) if len(needs) > 4 else ())
+
+    @staticmethod
+    def formula(ctx, grad, x, weight):
+        """The gradients recorded (create_graph): the input's is the transposed convolution of
+        grad (differentiable); the weight's is computed once and refuses a second derivative."""
+        stride, padding, dilation, groups, mode = ctx.window
+        if mode != "zeros":
+            raise AutogradError(f"Conv2dBackward: double backward (create_graph=True) is implemented for "
+                                f"padding_mode='zeros' only, not {mode!r}")
+        needs = ctx.needs_input_grad
+        x, weight = detached(x), ctx.as_input(3, detached(weight))
+        grad4 = grad.unsqueeze(0) if ctx.unbatched else grad
+        grad_x = grad_weight = None
+        if needs[2]:
+            grad_x = ConvTranspose2d.apply((stride, padding, dilation, groups), x.shape[2:], grad4, weight)
+            grad_x = grad_x[0] if ctx.unbatched else grad_x
+        if needs[3]:
+            _, values = dispatch_layers.conv2d_backward(detached(grad4), x, detached(weight), *ctx.window, False, True)
+            grad_weight = OnceDifferentiable.apply(values, "Conv2dBackward (the weight's gradient)", grad4,
+                                                   ctx.as_input(2, x[0] if ctx.unbatched else x))
+        grad_bias = grad4.sum(dim=(0, 2, 3)) if len(needs) > 4 and needs[4] else None
+        return (None, None, grad_x, grad_weight) + ((grad_bias,) if len(needs) > 4 else ())
+
+
+class ConvTranspose2d(Conv2d):
+    """y = conv_transpose(x, weight) + bias; the window is (stride, (top, left) padding, dilation,
+    groups). The forward is :class:`Conv2d`'s with this kernel."""
+
+    kernel = "conv_transpose2d"
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        grad = grad[None] if ctx.unbatched else grad
+        stride, padding, dilation, groups = ctx.window
+        grad_x = grad_weight = None
+        if needs[2]:
+            grad_x = dispatch_layers.conv2d(grad, weight, None, stride, padding, dilation, groups, "zeros",
+                                            x.shape[2:])
+            grad_x = grad_x[0] if ctx.unbatched else grad_x
+        if needs[3]:
+            _, grad_weight = dispatch_layers.conv2d_backward(x, grad, weight, stride, padding, dilation, groups,
+                                                             "zeros", False, True)
         grad_bias = dispatch.reduce_sum(grad, (0, 2, 3)) if len(needs) > 4 and needs[4] else None
         return (None, None, grad_x, grad_weight) + ((grad_bias,) if len(needs) > 4 else ())

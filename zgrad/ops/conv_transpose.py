@@ -1,41 +1,17 @@
 """2-D transposed convolution (``conv_transpose2d``): the adjoint of :func:`zgrad.ops.conv.conv2d`
-with the same weight, so its forward is conv2d's input gradient and its input gradient is conv2d.
+with the same weight, so its forward is conv2d's input gradient and its input gradient is conv2d
+(the op, :class:`~zgrad.ops.conv.ConvTranspose2d`, lives beside :class:`~zgrad.ops.conv.Conv2d`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from zgrad.kernels import dispatch, dispatch_layers
 from zgrad.ops._args import tensor_arg
-from zgrad.ops.conv import Conv2d, check_floating, pair
+from zgrad.ops.conv import ConvTranspose2d, check_floating, pair
 from zgrad.ops.autocast import autocast_op
 
 __all__ = ["ConvTranspose2d", "conv_transpose2d", "conv_transpose2d_layer", "transposed_output_size"]
-
-
-class ConvTranspose2d(Conv2d):
-    """y = conv_transpose(x, weight) + bias; the window is (stride, (top, left) padding, dilation,
-    groups). The forward is :class:`Conv2d`'s with this kernel."""
-
-    kernel = "conv_transpose2d"
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, weight = ctx.saved_tensors
-        needs = ctx.needs_input_grad
-        grad = grad[None] if ctx.unbatched else grad
-        stride, padding, dilation, groups = ctx.window
-        grad_x = grad_weight = None
-        if needs[2]:
-            grad_x = dispatch_layers.conv2d(grad, weight, None, stride, padding, dilation, groups, "zeros",
-                                            x.shape[2:])
-            grad_x = grad_x[0] if ctx.unbatched else grad_x
-        if needs[3]:
-            _, grad_weight = dispatch_layers.conv2d_backward(x, grad, weight, stride, padding, dilation, groups,
-                                                             "zeros", False, True)
-        grad_bias = dispatch.reduce_sum(grad, (0, 2, 3)) if len(needs) > 4 and needs[4] else None
-        return (None, None, grad_x, grad_weight) + ((grad_bias,) if len(needs) > 4 else ())
 
 
 def transposed_output_size(in_size: tuple[int, int], kernel: tuple[int, int], stride: tuple[int, int],

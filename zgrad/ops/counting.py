@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from zgrad import return_types
 from zgrad.errors import ShapeError
 from zgrad.kernels import dispatch, dispatch_index, dispatch_reduce, dispatch_sort
 from zgrad.kernels.dispatch_pointwise import compare
@@ -23,7 +24,7 @@ from zgrad.tensor import Tensor
 from zgrad.kernels.promotion import is_floating
 from zgrad.ops.out_argument import accepts_out
 
-__all__ = ["unique", "unique_consecutive", "bincount", "histc"]
+__all__ = ["unique", "unique_consecutive", "bincount", "histc", "histogram"]
 
 _INT64 = np.dtype(np.int64)
 
@@ -185,3 +186,26 @@ def histc(input: Any, bins: int = 100, min: float = 0, max: float = 0) -> Any:  
     counts = dispatch.full((bins,), 0, x.dtype, x.device.type)
     dispatch_index.scatter_reduce_(counts, 0, position, dispatch.cast(inside, x.dtype), "sum", "histc")
     return Tensor(counts)
+
+
+def histogram(input: Any, bins: Any = 100, *, range: Any = None, weight: Any = None,  # noqa: A002
+              density: bool = False) -> Any:
+    """The histogram of ``input``'s elements: ``bins`` equal-width bins over ``range`` (the data's
+    own range by default) or the bins between the ascending edges of a 1-d tensor ``bins``;
+    elements are counted (or their ``weight`` summed) per bin, the last bin including its right
+    edge; ``density`` divides by the total and the bin widths. Returns ``(hist, bin_edges)`` in
+    ``input``'s floating dtype, computed on the host (no gradient, as PyTorch's).
+
+    Raises:
+        NotImplementedError: an ``input`` neither float32 nor float64 (PyTorch's message).
+    """
+    x = tensor_arg(input, "histogram")
+    if x.dtype not in (np.float32, np.float64):
+        raise NotImplementedError(f'"histogramdd" not implemented for \'{dispatch.scalar_type_name(x.dtype)}\'')
+    data = x._host().astype(np.float64).reshape(-1)
+    edges = bins._host().astype(np.float64) if isinstance(bins, Tensor) else int(bins)
+    weights = None if weight is None else tensor_arg(weight, "histogram", "weight")._host().astype(np.float64).reshape(-1)
+    hist, bin_edges = np.histogram(data, edges, range=range, weights=weights, density=density)
+    device = x.device.type
+    return return_types.histogram(Tensor(dispatch.asarray(hist, x.dtype, device)),
+                                  Tensor(dispatch.asarray(bin_edges, x.dtype, device)))

@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.autograd.function import Op
+from zgrad.autograd.function import Op, on_graph
 from zgrad.kernels import dispatch, dispatch_pointwise, dispatch_sequence as DS
 from zgrad.ops._args import tensor_arg
+from zgrad.ops.elementwise import formula_mul
 from zgrad.random import numpy_generator
 from zgrad.kernels.promotion import is_floating
 
@@ -26,6 +27,8 @@ __all__ = ["Dropout", "check_probability", "dropout", "dropout2d"]
 class Dropout(Op):
     """x * keep / (1 - p), with ``noise`` one uniform draw per row of x viewed as (len(noise), -1)."""
 
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, x, noise, p):
         out, ctx.keep = DS.dropout(x, noise, p)
@@ -34,6 +37,9 @@ class Dropout(Op):
 
     @staticmethod
     def backward(ctx, grad):
+        if on_graph(grad):  # linear in grad: grad times the mask's scale, recorded
+            ones = dispatch.full(grad.shape, 1, grad.dtype, dispatch.device_type_of(grad._data))
+            return formula_mul(grad, DS.dropout_backward(ones, ctx.keep, ctx.p)), None, None
         return DS.dropout_backward(grad, ctx.keep, ctx.p), None, None
 
 

@@ -1,5 +1,11 @@
 """Element-wise ops with numpy broadcasting. Gradients are summed back to each input's shape by
-the engine's validation, so a backward here returns the broadcast-shaped gradient."""
+the engine's validation, so a backward here returns the broadcast-shaped gradient.
+
+The ``formula_*`` functions are the arithmetic of backward formulas: on arrays they run the
+kernel; when a tensor takes part (a pass with ``create_graph=True`` hands backward tensors) they
+apply the op, so the formula is recorded and can be differentiated again. A backward written with
+them is differentiable (``differentiable_backward = True``).
+"""
 
 from __future__ import annotations
 
@@ -7,15 +13,58 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.autograd.function import Op
+from zgrad.autograd.function import Op, on_graph
 from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_index, dispatch_pointwise
 from zgrad.ops._args import operand, require_kinds, scalar_arg, tensor_arg
+from zgrad.ops.backward_ops import detached, piecewise_constant
 from zgrad.tensor import Tensor
 from zgrad.ops.out_argument import accepts_out
 
 
+def formula_add(a: Any, b: Any) -> Any:
+    return Add.apply(a, b) if isinstance(a, Tensor) or isinstance(b, Tensor) else dispatch.binary("add", a, b)
+
+
+def formula_sub(a: Any, b: Any) -> Any:
+    return Sub.apply(a, b) if isinstance(a, Tensor) or isinstance(b, Tensor) else dispatch.binary("sub", a, b)
+
+
+def formula_mul(a: Any, b: Any) -> Any:
+    return Mul.apply(a, b) if isinstance(a, Tensor) or isinstance(b, Tensor) else dispatch.binary("mul", a, b)
+
+
+def formula_div(a: Any, b: Any) -> Any:
+    return Div.apply(a, b) if isinstance(a, Tensor) or isinstance(b, Tensor) else dispatch.binary("div", a, b)
+
+
+def formula_pow(a: Any, b: Any) -> Any:
+    return Pow.apply(a, b) if isinstance(a, Tensor) or isinstance(b, Tensor) else dispatch.binary("pow", a, b)
+
+
+def formula_neg(x: Any) -> Any:
+    return Neg.apply(x) if isinstance(x, Tensor) else dispatch.unary("neg", x)
+
+
+def formula_exp(x: Any) -> Any:
+    return Exp.apply(x) if isinstance(x, Tensor) else dispatch.unary("exp", x)
+
+
+def formula_log(x: Any) -> Any:
+    return Log.apply(x) if isinstance(x, Tensor) else dispatch.unary("log", x)
+
+
+def formula_square(x: Any) -> Any:
+    return formula_mul(x, x)
+
+
+def formula_cast(x: Any, dtype: Any) -> Any:
+    return Cast.apply(x, dtype) if isinstance(x, Tensor) else dispatch.cast(x, dtype)
+
+
 class Add(Op):
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, a, b):
         return dispatch.binary("add", a, b)
@@ -26,16 +75,20 @@ class Add(Op):
 
 
 class Sub(Op):
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, a, b):
         return dispatch.binary("sub", a, b)
 
     @staticmethod
     def backward(ctx, grad):
-        return grad, (dispatch.unary("neg", grad) if ctx.needs_input_grad[1] else None)
+        return grad, (formula_neg(grad) if ctx.needs_input_grad[1] else None)
 
 
 class Mul(Op):
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -44,13 +97,15 @@ class Mul(Op):
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
-        ga = dispatch.binary("mul", grad, b) if ctx.needs_input_grad[0] else None
-        gb = dispatch.binary("mul", grad, a) if ctx.needs_input_grad[1] else None
+        ga = formula_mul(grad, b) if ctx.needs_input_grad[0] else None
+        gb = formula_mul(grad, a) if ctx.needs_input_grad[1] else None
         return ga, gb
 
 
 class Div(Op):
     """a / b. Saves its inputs, not its output (as PyTorch), so the output may change in place."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx, a, b):
@@ -60,15 +115,16 @@ class Div(Op):
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
-        ga = dispatch.binary("div", grad, b) if ctx.needs_input_grad[0] else None
+        ga = formula_div(grad, b) if ctx.needs_input_grad[0] else None
         gb = None
         if ctx.needs_input_grad[1]:
-            grad_over_b = dispatch.binary("div", dispatch.binary("mul", grad, a), b)
-            gb = dispatch.unary("neg", dispatch.binary("div", grad_over_b, b))
+            gb = formula_neg(formula_div(formula_div(formula_mul(grad, a), b), b))
         return ga, gb
 
 
 class Pow(Op):
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, a, b):
         out = dispatch.binary("pow", a, b)
@@ -82,25 +138,29 @@ class Pow(Op):
         ga = gb = None
         if ctx.needs_input_grad[0]:
             # A Python exponent stays a Python number: a 0-d array would promote float32 to float64.
-            b_minus_1 = b - 1 if isinstance(b, (int, float)) else dispatch.binary("sub", b, 1)
-            ga = dispatch.binary("mul", grad, dispatch.binary("mul", b, dispatch.binary("pow", a, b_minus_1)))
+            b_minus_1 = b - 1 if isinstance(b, (int, float)) else formula_sub(b, 1)
+            ga = formula_mul(grad, formula_mul(b, formula_pow(a, b_minus_1)))
         if ctx.needs_input_grad[1]:
-            log_a = float(np.log(a)) if isinstance(a, (int, float)) else dispatch.unary("log", a)
-            gb = dispatch.binary("mul", dispatch.binary("mul", grad, out), log_a)
+            log_a = float(np.log(a)) if isinstance(a, (int, float)) else formula_log(a)
+            gb = formula_mul(formula_mul(grad, out), log_a)
         return ga, gb
 
 
 class Neg(Op):
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, x):
         return dispatch.unary("neg", x)
 
     @staticmethod
     def backward(ctx, grad):
-        return dispatch.unary("neg", grad)
+        return formula_neg(grad)
 
 
 class Exp(Op):
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, x):
         out = dispatch.unary("exp", x)
@@ -110,10 +170,12 @@ class Exp(Op):
     @staticmethod
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors
-        return dispatch.binary("mul", grad, out)
+        return formula_mul(grad, out)
 
 
 class Log(Op):
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -122,14 +184,16 @@ class Log(Op):
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        return dispatch.binary("div", grad, x)
+        return formula_div(grad, x)
 
 
 class _Activation(Op):
-    """act(x) on a fused kernel; backward from the saved output (or input, for relu)."""
+    """act(x) on a fused kernel; backward from the saved output (or input, for relu): the fused
+    derivative kernel on arrays, the same derivative as a ``formula`` when recorded."""
 
     kernel = ""
     saves_output = True
+    differentiable_backward = True
 
     @classmethod
     def forward(cls, ctx, x):
@@ -140,23 +204,44 @@ class _Activation(Op):
     @classmethod
     def backward(cls, ctx, grad):
         (saved,) = ctx.saved_tensors
+        if on_graph(grad, saved):
+            return cls.formula(grad, saved)
         return dispatch.activation_backward(f"{cls.kernel}_backward", grad, saved)
+
+    @staticmethod
+    def formula(grad: Any, saved: Any) -> Any:
+        raise NotImplementedError
 
 
 class Tanh(_Activation):
     kernel = "tanh"
 
+    @staticmethod
+    def formula(grad, y):
+        return formula_mul(grad, formula_sub(1, formula_square(y)))
+
 
 class Sigmoid(_Activation):
     kernel = "sigmoid"
+
+    @staticmethod
+    def formula(grad, y):
+        return formula_mul(grad, formula_mul(y, formula_sub(1, y)))
 
 
 class Relu(_Activation):
     kernel = "relu"
     saves_output = False
 
+    @staticmethod
+    def formula(grad, x):
+        return formula_mul(grad, piecewise_constant(x, dispatch.cast(dispatch_pointwise.compare("gt", detached(x), 0),
+                                                                     x.dtype)))
+
 
 class Cast(Op):
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, x, dtype):
         ctx.dtype = x.dtype
@@ -164,11 +249,13 @@ class Cast(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        return dispatch.cast(grad, ctx.dtype), None
+        return formula_cast(grad, ctx.dtype), None
 
 
 class ToDevice(Op):
     """A copy on another device; the gradient goes back to the source device."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx, x, device_type):
@@ -177,6 +264,8 @@ class ToDevice(Op):
 
     @staticmethod
     def backward(ctx, grad):
+        if on_graph(grad):
+            return ToDevice.apply(grad, ctx.device_type), None
         return dispatch.to_device(grad, ctx.device_type), None
 
 
@@ -198,6 +287,8 @@ class Remainder(Op):
 
 
 class Abs(Op):
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -207,10 +298,12 @@ class Abs(Op):
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         # sign(0) = 0: no gradient at the kink, as PyTorch
-        return dispatch.binary("mul", grad, dispatch.unary("sign", x))
+        return formula_mul(grad, piecewise_constant(x, dispatch.unary("sign", detached(x))))
 
 
 class Sqrt(Op):
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, x):
         out = dispatch.unary("sqrt", x)
@@ -220,11 +313,13 @@ class Sqrt(Op):
     @staticmethod
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors
-        return dispatch.binary("div", grad, dispatch.binary("mul", out, 2))
+        return formula_div(grad, formula_mul(out, 2))
 
 
 class Clamp(Op):
     """min(max(x, low), high); the gradient passes where low <= x <= high."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx, x, low, high):
@@ -235,6 +330,10 @@ class Clamp(Op):
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
+        if on_graph(grad):
+            ones = dispatch.full(grad.shape, 1, grad.dtype, dispatch.device_type_of(detached(grad)))
+            inside = dispatch_pointwise.clamp_backward(ones, detached(x), ctx.low, ctx.high)
+            return formula_mul(grad, piecewise_constant(x, inside)), None, None
         return dispatch_pointwise.clamp_backward(grad, x, ctx.low, ctx.high), None, None
 
 

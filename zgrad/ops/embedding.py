@@ -10,17 +10,20 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.autograd.function import Op
+from zgrad.autograd.function import Op, on_graph
 from zgrad.engine.grad_mode import no_grad
-from zgrad.kernels import dispatch
+from zgrad.kernels import dispatch, dispatch_pointwise
 from zgrad.kernels import dispatch_sequence as DS
 from zgrad.ops._args import tensor_arg
+from zgrad.ops.backward_ops import OnceDifferentiable, detached, linear_in_grad
 
 __all__ = ["Embedding", "EmbeddingBag", "embedding", "embedding_bag", "normalize_padding_idx"]
 
 
 class Embedding(Op):
     """out[...] = weight[indices[...]]; the padding row gets no gradient."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx, weight, indices, padding_idx, scale_grad_by_freq):
@@ -31,9 +34,25 @@ class Embedding(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (indices,) = ctx.saved_tensors
-        grad_weight = DS.embedding_backward(grad, indices, ctx.rows, ctx.padding_idx, ctx.scale_grad_by_freq)
-        return grad_weight, None, None, None
+        indices = detached(ctx.saved_tensors[0])
+
+        def add_rows(g):
+            return DS.embedding_backward(g, indices, ctx.rows, ctx.padding_idx, ctx.scale_grad_by_freq)
+
+        if not on_graph(grad):
+            return add_rows(grad), None, None, None
+        if ctx.scale_grad_by_freq:
+            return OnceDifferentiable.apply(add_rows(detached(grad)), "EmbeddingBackward (scale_grad_by_freq)",
+                                            grad), None, None, None
+
+        def read_rows(g):  # the adjoint: each position reads its row (the padding row passes nothing)
+            rows = DS.embedding(g, indices)
+            if ctx.padding_idx is None:
+                return rows
+            kept = dispatch_pointwise.compare("ne", indices, ctx.padding_idx)
+            return dispatch.binary("mul", rows, dispatch.cast(kept, rows.dtype).reshape(*indices.shape, 1))
+
+        return linear_in_grad(grad, add_rows, read_rows), None, None, None
 
 
 class EmbeddingBag(Op):

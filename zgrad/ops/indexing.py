@@ -6,11 +6,12 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.autograd.function import Op
+from zgrad.autograd.function import Op, on_graph
 from zgrad.errors import DTypeError, ShapeError
 from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_index
 from zgrad.ops._args import index_arg, index_key, operand, tensor_arg
+from zgrad.ops.backward_ops import detached, linear_in_grad
 from zgrad.ops.shape import GetItem
 from zgrad.tensor import Tensor
 from zgrad.ops.autocast import autocast_op
@@ -23,6 +24,8 @@ __all__ = [
 
 
 class Gather(Op):
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, x, dim, index):
         ctx.save_for_backward(index)
@@ -31,11 +34,14 @@ class Gather(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (index,) = ctx.saved_tensors
-        return dispatch_index.scatter_add(ctx.shape, grad.dtype, ctx.dim, index, grad), None, None
+        index = detached(ctx.saved_tensors[0])
+        return linear_in_grad(grad, lambda g: dispatch_index.scatter_add(ctx.shape, g.dtype, ctx.dim, index, g),
+                              lambda g: dispatch_index.gather(g, ctx.dim, index)), None, None
 
 
 class IndexSelect(Op):
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, x, dim, index):
         ctx.save_for_backward(index)
@@ -44,8 +50,9 @@ class IndexSelect(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (index,) = ctx.saved_tensors
-        return dispatch_index.index_select_backward(grad, ctx.shape, ctx.dim, index), None, None
+        index = detached(ctx.saved_tensors[0])
+        return linear_in_grad(grad, lambda g: dispatch_index.index_select_backward(g, ctx.shape, ctx.dim, index),
+                              lambda g: dispatch_index.index_select(g, ctx.dim, index)), None, None
 
 
 class Scatter(Op):
@@ -132,6 +139,8 @@ class IndexPutAccumulate(Op):
 
 
 class Where(Op):
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, condition, a, b):
         ctx.save_for_backward(condition)
@@ -140,9 +149,14 @@ class Where(Op):
     @staticmethod
     def backward(ctx, grad):
         (condition,) = ctx.saved_tensors
-        ga = dispatch_index.where(condition, grad, 0) if ctx.needs_input_grad[1] else None
-        gb = dispatch_index.where(condition, 0, grad) if ctx.needs_input_grad[2] else None
+        ga = _formula_where(condition, grad, 0) if ctx.needs_input_grad[1] else None
+        gb = _formula_where(condition, 0, grad) if ctx.needs_input_grad[2] else None
         return None, ga, gb
+
+
+def _formula_where(condition, a, b):
+    """``where`` in a backward formula (recorded when a tensor takes part)."""
+    return Where.apply(condition, a, b) if on_graph(a, b) else dispatch_index.where(condition, a, b)
 
 
 # --- public functions -------------------------------------------------------------------------

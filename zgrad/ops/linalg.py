@@ -3,16 +3,38 @@ have one dtype, as PyTorch's (the family built on them: :mod:`zgrad.ops.products
 
 from __future__ import annotations
 
-from zgrad.autograd.function import Op
+from typing import Any
+
+from zgrad.autograd.function import Op, on_graph
 from zgrad.errors import DTypeError, ShapeError
 from zgrad.kernels import dispatch
+from zgrad.ops.reduce import formula_sum
+from zgrad.tensor import Tensor
 
 
 def _swap_last(a):
     return a.swapaxes(-1, -2)
 
 
+def formula_matmul(a: Any, b: Any) -> Any:
+    """``a @ b`` in a backward formula (recorded when a tensor takes part)."""
+    return MatMul.apply(a, b) if isinstance(a, Tensor) or isinstance(b, Tensor) else dispatch.matmul(a, b)
+
+
+def _formula_sum_to(x: Any, shape: tuple[int, ...]) -> Any:
+    """``x`` summed down to ``shape``, which broadcasts to its shape."""
+    if x.shape == shape:
+        return x
+    if not on_graph(x):
+        return dispatch.sum_to(x, shape)
+    lead = x.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1)
+    return formula_sum(x, axes, keepdim=True).reshape(shape)
+
+
 class MatMul(Op):
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -31,9 +53,9 @@ class MatMul(Op):
             g2 = g2.reshape(g2.shape + (1,))
         ga = gb = None
         if ctx.needs_input_grad[0]:
-            ga = dispatch.sum_to(dispatch.matmul(g2, _swap_last(b2)), a2.shape).reshape(a.shape)
+            ga = _formula_sum_to(formula_matmul(g2, _swap_last(b2)), a2.shape).reshape(a.shape)
         if ctx.needs_input_grad[1]:
-            gb = dispatch.sum_to(dispatch.matmul(_swap_last(a2), g2), b2.shape).reshape(b.shape)
+            gb = _formula_sum_to(formula_matmul(_swap_last(a2), g2), b2.shape).reshape(b.shape)
         return ga, gb
 
 
@@ -43,6 +65,8 @@ class Linear(Op):
     An input of more than two dimensions runs as one (rows, in_features) matrix: made contiguous
     first where its layout does not fold (a transposed sequence-first view, as attention passes),
     and that matrix is what backward keeps, so the copy is made once for both passes."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx, x, weight, bias=None):
@@ -65,10 +89,12 @@ class Linear(Op):
     @staticmethod
     def backward(ctx, grad):
         rows, weight = ctx.saved_tensors
+        if on_graph(grad) and not on_graph(rows):  # the folded copy of the input: put it on the graph
+            rows = ctx.as_input(0, rows.reshape(ctx.input_shape)).reshape(-1, ctx.input_shape[-1])
         needs = ctx.needs_input_grad
         g2 = grad.reshape(-1, grad.shape[-1])
-        gx = dispatch.matmul(g2, weight).reshape(ctx.input_shape) if needs[0] else None
-        gw = dispatch.matmul(g2.T, rows.reshape(-1, rows.shape[-1])) if needs[1] else None
+        gx = formula_matmul(g2, weight).reshape(ctx.input_shape) if needs[0] else None
+        gw = formula_matmul(_swap_last(g2), rows.reshape(-1, rows.shape[-1])) if needs[1] else None
         if len(needs) == 2:  # applied without a bias
             return gx, gw
-        return gx, gw, (dispatch.reduce_sum(g2, 0) if needs[2] else None)
+        return gx, gw, (formula_sum(g2, 0) if needs[2] else None)

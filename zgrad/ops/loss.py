@@ -1,14 +1,22 @@
 """Softmax family and loss ops, on fused kernels (the public loss functions, with their argument
-checks, are in :mod:`zgrad.ops.loss_functions`)."""
+checks, are in :mod:`zgrad.ops.loss_functions`).
+
+Backward runs the fused derivative kernels on arrays; in a pass with ``create_graph=True`` it
+runs the same derivative as a formula of recorded ops (see :mod:`zgrad.ops.elementwise`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from zgrad.autograd.function import Op
+from zgrad.autograd.function import Op, on_graph
+from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_loss as DL
+from zgrad.kernels import dispatch_pointwise
 from zgrad.kernels.promotion import result_type
+from zgrad.ops.backward_ops import detached
+from zgrad.ops.elementwise import Exp, formula_div, formula_mul, formula_sub
+from zgrad.ops.reduce import formula_sum
 
 
 def _to_last(x, dim):
@@ -35,6 +43,7 @@ class _RowwiseOp(Op):
     """An op over one axis, run by a fused row-wise kernel on that axis moved last."""
 
     kernel = ""
+    differentiable_backward = True
 
     @classmethod
     def forward(cls, ctx, x, dim):
@@ -47,16 +56,55 @@ class _RowwiseOp(Op):
     @classmethod
     def backward(cls, ctx, grad):
         (out,) = ctx.saved_tensors
+        if on_graph(grad):
+            return cls.formula(grad, ctx.as_output(0, _from_last(detached(out), ctx.inverse)), ctx.dim), None
         moved, _ = _to_last(grad, ctx.dim)
         return _from_last(dispatch.rowwise_backward(f"{cls.kernel}_backward", moved, out), ctx.inverse), None
+
+    @staticmethod
+    def formula(grad, y, dim):
+        raise NotImplementedError
 
 
 class Softmax(_RowwiseOp):
     kernel = "softmax"
 
+    @staticmethod
+    def formula(grad, y, dim):
+        return softmax_derivative(grad, y, dim)
+
 
 class LogSoftmax(_RowwiseOp):
     kernel = "log_softmax"
+
+    @staticmethod
+    def formula(grad, y, dim):
+        return formula_sub(grad, formula_mul(Exp.apply(y), formula_sum(grad, (dim,), keepdim=True)))
+
+
+def softmax_derivative(grad, y, dim):
+    """The gradient reaching softmax's input, from its output ``y``: y * (grad - sum(grad * y))."""
+    return formula_mul(y, formula_sub(grad, formula_sum(formula_mul(grad, y), (dim,), keepdim=True)))
+
+
+class ComputedSoftmax(Op):
+    """The softmax over the last axis of an input whose softmax ``probs`` is already computed (a
+    loss kept it): returns ``probs``, with softmax's backward to that input. The input's own values
+    are not read (any array of its shape will do)."""
+
+    differentiable_backward = True
+
+    @staticmethod
+    def forward(ctx, x, probs):
+        ctx.save_for_backward(probs)
+        return probs
+
+    @staticmethod
+    def backward(ctx, grad):
+        (probs,) = ctx.saved_tensors
+        if on_graph(grad):
+            return softmax_derivative(grad, ctx.as_output(0, detached(probs)), -1), None
+        return dispatch.rowwise_backward("softmax_backward", grad, probs), None
 
 
 def _common_float(a, b):
@@ -95,6 +143,8 @@ class CrossEntropy(Op):
     general kernel, which keeps a loss and a weight per row.
     """
 
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, logits, targets, weight, ignore_index, smoothing, reduction, shape):
         ctx.fused = weight is None and smoothing == 0.0 and reduction != "none"
@@ -113,6 +163,8 @@ class CrossEntropy(Op):
     def backward(ctx, grad):
         (probs,) = ctx.saved_tensors
         targets, _, ignore_index, _ = ctx.args
+        if on_graph(grad):
+            return (CrossEntropy.formula(ctx, grad, probs), None, None, None, None, None, None)
         if ctx.fused:
             grad_logits = DL.cross_entropy_backward(probs, targets, ignore_index, _divide(float(grad), ctx.divisor))
         else:
@@ -120,10 +172,32 @@ class CrossEntropy(Op):
             grad_logits = DL.class_loss_backward(probs, *ctx.args, row_grad)
         return (grad_logits, None, None, None, None, None, None)
 
+    @staticmethod
+    def formula(ctx, grad, probs):
+        """(softmax(logits) - one_hot(targets)) * grad over the counted rows (and the divisor when
+        reduced), recorded: softmax(logits) on the graph is the kept ``probs``."""
+        targets, weight, ignore_index, smoothing = ctx.args
+        if weight is not None or smoothing != 0.0:
+            raise AutogradError("CrossEntropyBackward: double backward (create_graph=True) is implemented for "
+                                "cross_entropy without weight and label_smoothing only")
+        probs = detached(probs)
+        rows, device = probs.shape[0], dispatch.device_type_of(probs)
+        # nll's gradient for a row gradient of -1 is 1 at each counted row's target, 0 elsewhere
+        one_hot = DL.nll_backward(targets, None, ignore_index, dispatch.full((1,), -1.0, probs.dtype, device),
+                                  probs.shape, probs.dtype)
+        counted = dispatch.cast(dispatch_pointwise.compare("ne", targets, ignore_index), probs.dtype).reshape(rows, 1)
+        softmax = ComputedSoftmax.apply(ctx.as_input(0, probs), probs)
+        unit = formula_mul(formula_sub(softmax, one_hot), counted)
+        if ctx.reduction == "none":
+            return formula_mul(unit, grad.reshape(-1, 1))
+        return formula_mul(unit, formula_div(grad, ctx.divisor))
+
 
 class NllLoss(Op):
     """-w[t] * log_probs[i, t] of (M, C) log-probabilities against (M,) class indices, reduced to
     ``shape`` ('none') or a scalar."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx, log_probs, targets, weight, ignore_index, reduction, shape):
@@ -135,14 +209,26 @@ class NllLoss(Op):
 
     @staticmethod
     def backward(ctx, grad):
+        if on_graph(grad):  # linear in grad: the gradient for grad = 1, scaled by grad's rows
+            ones = dispatch.full(grad.shape, 1, ctx.dtype, dispatch.device_type_of(detached(grad)))
+            unit = DL.nll_backward(*ctx.args, _row_grad(ones, ctx.reduction, ctx.divisor, ctx.dtype),
+                                   ctx.input_shape, ctx.dtype)
+            return formula_mul(unit, _rows_of(grad, ctx.reduction)), None, None, None, None, None
         row_grad = _row_grad(grad, ctx.reduction, ctx.divisor, ctx.dtype)
         grad_input = DL.nll_backward(*ctx.args, row_grad, ctx.input_shape, ctx.dtype)
         return grad_input, None, None, None, None, None
 
 
+def _rows_of(grad, reduction):
+    """The upstream gradient as a column that scales each row of an (M, C) gradient."""
+    return grad.reshape(-1, 1) if reduction == "none" else grad
+
+
 class PointwiseLoss(Op):
     """(a - b)**2 (``squared``) or |a - b| of same-shaped tensors, reduced by 'none', 'sum' or
     'mean'; a reduced loss is summed in the same pass, without the per-element array."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx, a, b, squared, reduction):
@@ -157,7 +243,21 @@ class PointwiseLoss(Op):
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
+        if on_graph(grad):
+            return (*PointwiseLoss.formula(ctx, grad, a, b), None, None)
         if ctx.reduction != "none":
             grad = dispatch.full((1,), _divide(float(grad), ctx.divisor), a.dtype, dispatch.device_type_of(a))
         ga = DL.pointwise_loss_backward(a, b, grad, ctx.squared)
         return ga, (dispatch.unary("neg", ga) if ctx.needs_input_grad[1] else None), None, None
+
+    @staticmethod
+    def formula(ctx, grad, a, b):
+        """2 (a - b) grad or sign(a - b) grad (over the divisor when reduced), for a and b, recorded."""
+        a, b = ctx.as_input(0, detached(a)), ctx.as_input(1, detached(b))
+        if ctx.reduction != "none":
+            grad = formula_div(grad, ctx.divisor)
+        if ctx.squared:
+            ga = formula_mul(formula_mul(formula_sub(a, b), 2), grad)
+        else:
+            ga = formula_mul(dispatch.unary("sign", dispatch.binary("sub", detached(a), detached(b))), grad)
+        return ga, (formula_mul(ga, -1) if ctx.needs_input_grad[1] else None)

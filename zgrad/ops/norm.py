@@ -13,10 +13,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from zgrad.autograd.function import Op
+from zgrad.autograd.function import Op, on_graph
 from zgrad.engine.grad_mode import no_grad
 from zgrad.kernels import dispatch_layers
 from zgrad.ops._args import tensor_arg
+from zgrad.ops.backward_ops import detached
 from zgrad.kernels.promotion import HALF_DTYPES, is_floating
 from zgrad.ops.autocast import autocast_op
 
@@ -39,7 +40,10 @@ def _check_numel(name: object, what: str, value: Any, expected: int, x: Any) -> 
 
 
 class BatchNorm(Op):
-    """Batch norm over (N, C, *) input viewed as (N, C, S); updates running statistics in training."""
+    """Batch norm over (N, C, *) input viewed as (N, C, S); updates running statistics in training.
+    Backward is one fused kernel on arrays, and :meth:`formula` in a pass with create_graph=True."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps):
@@ -47,17 +51,47 @@ class BatchNorm(Op):
         out, mean, invstd = dispatch_layers.batch_norm(x3, weight, bias, running_mean, running_var, training, momentum,
                                                        eps)
         ctx.save_for_backward(x3, weight, mean, invstd)
-        ctx.training, ctx.shape = training, x.shape
+        ctx.training, ctx.shape, ctx.eps = training, x.shape, eps
         return out.reshape(x.shape)
 
     @staticmethod
     def backward(ctx, grad):
         x3, weight, mean, invstd = ctx.saved_tensors
+        if on_graph(grad):
+            return BatchNorm.formula(ctx, grad, x3, weight, mean, invstd) + (None,) * 5
         needs = ctx.needs_input_grad
         grad_x, grad_weight, grad_bias = dispatch_layers.batch_norm_backward(
             grad.reshape(x3.shape), x3, weight, mean, invstd, ctx.training, needs[:3])
         grad_x = None if grad_x is None else grad_x.reshape(ctx.shape)
         return (grad_x, grad_weight, grad_bias) + (None,) * 5
+
+    @staticmethod
+    def formula(ctx, grad, x3, weight, mean, invstd):
+        """The gradients of x, weight and bias, recorded. In training the statistics are the
+        batch's, recomputed from x on the graph (as group norm's formula, per channel over N and
+        S); in evaluation they are the running ones, constants."""
+        needs = ctx.needs_input_grad
+        n, c, s = x3.shape
+        x3 = ctx.as_input(0, detached(x3).reshape(ctx.shape)).reshape(n, c, s)
+        weight = None if weight is None else weight.reshape(1, c, 1)
+        grad3 = grad.reshape(n, c, s)
+        if ctx.training:
+            centered = x3 - x3.mean(dim=(0, 2), keepdim=True)
+            invstd = ((centered * centered).mean(dim=(0, 2), keepdim=True) + ctx.eps).rsqrt()
+        else:
+            invstd = detached(invstd).reshape(1, c, 1)
+            centered = x3 - detached(mean).reshape(1, c, 1)
+        normalized = centered * invstd
+        scaled = grad3 if weight is None else grad3 * weight
+        grad_x = None
+        if needs[0]:
+            grad_x = scaled * invstd if not ctx.training else invstd * (
+                scaled - scaled.mean(dim=(0, 2), keepdim=True)
+                - normalized * (scaled * normalized).mean(dim=(0, 2), keepdim=True))
+            grad_x = grad_x.reshape(ctx.shape)
+        grad_w = (grad3 * normalized).sum(dim=(0, 2)) if needs[1] else None
+        grad_b = grad3.sum(dim=(0, 2)) if needs[2] else None
+        return grad_x, grad_w, grad_b
 
 
 def batch_norm_layer(name: object, input: Any, running_mean: Any, running_var: Any, weight: Any = None,
@@ -103,7 +137,10 @@ class GroupNorm(Op):
     """Normalization over each (sample, group) of (N, C, S) input, per-channel affine.
 
     ``view`` is the (N, C, S) shape the input is read as; layer norm passes (rows, size, 1).
+    Backward is one fused kernel on arrays, and :meth:`formula` in a pass with create_graph=True.
     """
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx, x, weight, bias, view, groups, eps):
@@ -112,18 +149,42 @@ class GroupNorm(Op):
         b = None if bias is None else bias.reshape(-1)
         out, mean, invstd = dispatch_layers.group_norm(x3, w, b, groups, eps)
         ctx.save_for_backward(x3, w, mean, invstd)
-        ctx.groups, ctx.shapes = groups, (x.shape, None if weight is None else weight.shape)
+        ctx.groups, ctx.eps, ctx.shapes = groups, eps, (x.shape, None if weight is None else weight.shape)
         return out.reshape(x.shape)
 
     @staticmethod
     def backward(ctx, grad):
         x3, w, mean, invstd = ctx.saved_tensors
+        if on_graph(grad):
+            return (*GroupNorm.formula(ctx, grad, x3, w), None, None, None)
         x_shape, w_shape = ctx.shapes
         grad_x, grad_w, grad_b = dispatch_layers.group_norm_backward(
             grad.reshape(x3.shape), x3, w, mean, invstd, ctx.groups, ctx.needs_input_grad[:3])
         return (None if grad_x is None else grad_x.reshape(x_shape),
                 None if grad_w is None else grad_w.reshape(w_shape),
                 None if grad_b is None else grad_b.reshape(w_shape), None, None, None)
+
+    @staticmethod
+    def formula(ctx, grad, x3, w):
+        """The gradients of x, weight and bias, recorded: with x^ = (x - mean) * invstd per group
+        and gy = grad * weight, dx = invstd (gy - mean(gy) - x^ mean(gy x^)), dweight = sum(grad x^),
+        dbias = sum(grad), the statistics recomputed from x on the graph."""
+        (x_shape, w_shape), needs = ctx.shapes, ctx.needs_input_grad
+        n, c, s = x3.shape
+        x3 = ctx.as_input(0, detached(x3).reshape(x_shape)).reshape(n, c, s)
+        w = None if w is None else ctx.as_input(1, detached(w).reshape(w_shape)).reshape(1, c, 1)
+        grouped = x3.reshape(n, ctx.groups, -1)
+        centered = grouped - grouped.mean(-1, keepdim=True)
+        invstd = ((centered * centered).mean(-1, keepdim=True) + ctx.eps).rsqrt()
+        normalized = centered * invstd
+        grad3 = grad.reshape(n, c, s)
+        scaled = (grad3 if w is None else grad3 * w).reshape(n, ctx.groups, -1)
+        grad_x = invstd * (scaled - scaled.mean(-1, keepdim=True)
+                           - normalized * (scaled * normalized).mean(-1, keepdim=True)) if needs[0] else None
+        normalized = normalized.reshape(n, c, s)
+        grad_w = (grad3 * normalized).sum(dim=(0, 2)).reshape(w_shape) if needs[1] else None
+        grad_b = grad3.sum(dim=(0, 2)).reshape(w_shape) if len(needs) > 2 and needs[2] else None
+        return (None if grad_x is None else grad_x.reshape(x_shape)), grad_w, grad_b
 
 
 @autocast_op("group_norm")

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from zgrad.autograd.function import Op
-from zgrad.kernels import dispatch_layers
+from zgrad.kernels import dispatch_index, dispatch_layers
+from zgrad.ops.backward_ops import detached, linear_in_grad
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.conv import check_floating, pair
 
@@ -70,7 +71,11 @@ def _window(name: object, x: Any, kernel_size: Any, stride: Any, padding: Any, d
 
 
 class _Pool2d(Op):
-    """Shared handling of unbatched (C, H, W) input: run it as a batch of one."""
+    """Shared handling of unbatched (C, H, W) input: run it as a batch of one. A pooling's
+    backward is linear in the gradient: with create_graph=True it is recorded with its adjoint (the
+    pooling itself, or a gather at the kept positions) as its own backward."""
+
+    differentiable_backward = True
 
     @staticmethod
     def batched(ctx, x):
@@ -83,8 +88,13 @@ class _Pool2d(Op):
         return tuple(a[0] for a in arrays) if ctx.unbatched else arrays
 
     @staticmethod
-    def grad_batched(ctx, grad):
-        return grad[None] if ctx.unbatched else grad
+    def on_batch(ctx, kernel):
+        """``kernel`` (batched array -> batched array) applied to an array as this op's input or
+        output is (batched or not)."""
+        def run(array):
+            out = kernel(array[None] if ctx.unbatched else array)
+            return out[0] if ctx.unbatched else out
+        return run
 
 
 class MaxPool2d(_Pool2d):
@@ -99,9 +109,16 @@ class MaxPool2d(_Pool2d):
 
     @staticmethod
     def backward(ctx, grad, *unused):
-        (indices,) = ctx.saved_tensors
-        grad_x_batched = dispatch_layers.max_pool2d_backward(MaxPool2d.grad_batched(ctx, grad), indices, ctx.input_shape)
-        (grad_x,) = MaxPool2d.unbatched(ctx, grad_x_batched)
+        indices = detached(ctx.saved_tensors[0])
+        n, c = ctx.input_shape[:2]
+
+        def scatter(g):  # each window's gradient to its maximum
+            return dispatch_layers.max_pool2d_backward(g, indices, ctx.input_shape)
+
+        def gather(g):  # the adjoint: each window reads the element at its maximum
+            return dispatch_index.gather(g.reshape(n, c, -1), 2, indices.reshape(n, c, -1)).reshape(indices.shape)
+
+        grad_x = linear_in_grad(grad, MaxPool2d.on_batch(ctx, scatter), MaxPool2d.on_batch(ctx, gather))
         return (grad_x,) + (None,) * 6
 
 
@@ -141,8 +158,16 @@ class AvgPool2d(_Pool2d):
 
     @staticmethod
     def backward(ctx, grad):
-        grad_x = dispatch_layers.avg_pool2d_backward(AvgPool2d.grad_batched(ctx, grad), ctx.input_shape, *ctx.args)
-        return AvgPool2d.unbatched(ctx, grad_x) + (None,) * 6
+        kernel, stride, padding, count_include_pad, divisor_override = ctx.args
+        out_size = tuple(grad.shape[-2:])
+
+        def spread(g):
+            return dispatch_layers.avg_pool2d_backward(g, ctx.input_shape, *ctx.args)
+
+        def pool(g):
+            return dispatch_layers.avg_pool2d(g, kernel, stride, padding, count_include_pad, divisor_override, out_size)
+
+        return (linear_in_grad(grad, AvgPool2d.on_batch(ctx, spread), AvgPool2d.on_batch(ctx, pool)),) + (None,) * 6
 
 
 def avg_pool2d_layer(name: object, input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
@@ -186,8 +211,16 @@ class AdaptiveAvgPool2d(_Pool2d):
 
     @staticmethod
     def backward(ctx, grad):
-        grad_x = dispatch_layers.adaptive_avg_pool2d_backward(AdaptiveAvgPool2d.grad_batched(ctx, grad), ctx.input_shape)
-        return AdaptiveAvgPool2d.unbatched(ctx, grad_x) + (None,)
+        out_size = tuple(grad.shape[-2:])
+
+        def spread(g):
+            return dispatch_layers.adaptive_avg_pool2d_backward(g, ctx.input_shape)
+
+        def pool(g):
+            return dispatch_layers.adaptive_avg_pool2d(g, out_size)
+
+        on_batch = AdaptiveAvgPool2d.on_batch
+        return linear_in_grad(grad, on_batch(ctx, spread), on_batch(ctx, pool)), None
 
 
 def adaptive_avg_pool2d_layer(name: object, input: Any, output_size: Any) -> Any:

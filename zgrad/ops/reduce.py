@@ -20,7 +20,8 @@ from zgrad.kernels import dispatch_index
 from zgrad.kernels import dispatch_pointwise
 from zgrad.kernels import dispatch_reduce
 from zgrad.ops._args import tensor_arg
-from zgrad.ops.elementwise import Cast, maximum, minimum
+from zgrad.ops.elementwise import Cast, formula_mul, maximum, minimum
+from zgrad.ops.shape import Expand
 from zgrad.tensor import Tensor
 from zgrad.kernels.promotion import is_floating
 from zgrad.ops.autocast import autocast_op
@@ -33,10 +34,16 @@ __all__ = [
 
 
 def _expand_reduced(grad, shape, axes, keepdim):
-    """Broadcast a reduced gradient back to ``shape`` (a read-only view, no copy)."""
+    """Broadcast a reduced gradient back to ``shape`` (a read-only view, no copy; recorded when
+    ``grad`` is a tensor)."""
     if not keepdim:
         grad = grad.reshape(tuple(1 if i in axes else n for i, n in enumerate(shape)))
-    return dispatch.broadcast_to(grad, shape)
+    return Expand.apply(grad, shape) if isinstance(grad, Tensor) else dispatch.broadcast_to(grad, shape)
+
+
+def formula_sum(x: Any, axes: tuple[int, ...], keepdim: bool = False) -> Any:
+    """``x`` summed over ``axes`` in a backward formula (recorded when ``x`` is a tensor)."""
+    return Sum.apply(x, axes, keepdim, None) if isinstance(x, Tensor) else dispatch.reduce_sum(x, axes, keepdim)
 
 
 def _axes(dim, ndim):
@@ -49,6 +56,8 @@ def _all_if_empty(dim: Any) -> Any:
 
 
 class Sum(Op):
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, x, dim, keepdim, dtype):
         ctx.shape, ctx.axes, ctx.keepdim = x.shape, _axes(dim, x.ndim), keepdim
@@ -62,6 +71,8 @@ class Sum(Op):
 class Mean(Op):
     """The mean of a floating array over ``dim``."""
 
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, x, dim, keepdim):
         ctx.shape, ctx.axes, ctx.keepdim = x.shape, _axes(dim, x.ndim), keepdim
@@ -70,7 +81,7 @@ class Mean(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        return _expand_reduced(dispatch.binary("mul", grad, ctx.scale), ctx.shape, ctx.axes, ctx.keepdim), None, None
+        return _expand_reduced(formula_mul(grad, ctx.scale), ctx.shape, ctx.axes, ctx.keepdim), None, None
 
 
 class Prod(Op):

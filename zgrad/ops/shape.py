@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from zgrad.autograd.function import Op
+from zgrad.autograd.function import Op, on_graph
 from zgrad.errors import ShapeError
 from zgrad.kernels import dispatch
 from zgrad.kernels.dispatch_index import normalize_dim
@@ -16,6 +16,8 @@ from zgrad.ops._args import tensor_arg
 
 
 class Reshape(Op):
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, x, shape):
         ctx.shape = x.shape
@@ -30,6 +32,8 @@ class Reshape(Op):
 
 
 class Permute(Op):
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, x, dims):
         if len(dims) != x.ndim:
@@ -44,10 +48,12 @@ class Permute(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        return grad.transpose(ctx.inverse), None
+        return (Permute.apply(grad, ctx.inverse) if on_graph(grad) else grad.transpose(ctx.inverse)), None
 
 
 class GetItem(Op):
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, x, index):
         ctx.shape, ctx.dtype, ctx.index = x.shape, x.dtype, index
@@ -65,10 +71,31 @@ class GetItem(Op):
 
     @staticmethod
     def backward(ctx, grad):
+        if on_graph(grad):
+            return GetItemBackward.apply(grad, ctx.index, ctx.shape, ctx.dtype), None
         return dispatch.slice_backward(grad, ctx.index, ctx.shape, ctx.dtype), None
 
 
+class GetItemBackward(Op):
+    """GetItem's backward as an op of its own (zeros of the input's shape, the gradient at
+    ``index``), recorded in a pass with create_graph=True; its own backward is ``grad[index]``."""
+
+    differentiable_backward = True
+
+    @staticmethod
+    def forward(ctx, grad, index, shape, dtype):
+        ctx.index = index
+        return dispatch.slice_backward(grad, index, shape, dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        selected = GetItem.apply(grad, ctx.index) if on_graph(grad) else GetItem.select(grad, ctx.index)
+        return selected, None, None, None
+
+
 class Stack(Op):
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, dim, *xs):
         ctx.dim = dim % (xs[0].ndim + 1)
@@ -81,6 +108,8 @@ class Stack(Op):
 
 
 class Cat(Op):
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, dim, *xs):
         out = dispatch.concatenate(xs, dim)
@@ -100,6 +129,8 @@ class Cat(Op):
 
 class View(Op):
     """A reshape that never copies: its result shares ``x``'s memory, as PyTorch's ``view``."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx, x, shape):
@@ -132,6 +163,8 @@ def _fits(size: int, shape: tuple[int, ...]) -> bool:
 class Expand(Op):
     """A read-only broadcast view; the engine sums the gradient back to the input's shape."""
 
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, x, shape):
         return dispatch.broadcast_to(x, shape)
@@ -144,6 +177,8 @@ class Expand(Op):
 class Split(Op):
     """Views of consecutive pieces along ``dim``; the gradient is the pieces' gradients joined."""
 
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, x, sizes, dim):
         ctx.dim = dim
@@ -153,6 +188,8 @@ class Split(Op):
 
     @staticmethod
     def backward(ctx, *grads):
+        if on_graph(*grads):
+            return Cat.apply(ctx.dim, *grads), None, None
         return dispatch.concatenate(grads, ctx.dim), None, None
 
 
@@ -265,7 +302,10 @@ def split(tensor: Any, split_size_or_sections: Any, dim: int = 0) -> tuple[Any, 
         sizes = [size] * (total // size) + ([total % size] if total % size else []) if total else [0]
     else:
         sizes = [int(s) for s in split_size_or_sections]
-        if sum(sizes) != total or any(s < 0 for s in sizes):
+        if any(s < 0 for s in sizes):
+            raise ShapeError(f"split_with_sizes expects split_sizes have only non-negative entries, but got "
+                             f"split_sizes={sizes}")
+        if sum(sizes) != total:
             raise ShapeError(f"split_with_sizes expects split_sizes to sum exactly to {total} (input tensor's size "
                              f"at dimension {dim}), but got split_sizes={sizes}")
     pieces = Split.apply(x, tuple(sizes), dim)

@@ -4,7 +4,8 @@ inverses, the error functions, logarithms and exponentials of other bases, ``rsq
 lives in :mod:`zgrad.kernels.dispatch_math`).
 
 Each op saves what its derivative reads (the input, or the output where the derivative is
-cheaper from it, as PyTorch's formulas do) and writes the derivative right under its forward.
+cheaper from it, as PyTorch's formulas do) and writes the derivative right under its forward, in
+the ``formula_*`` arithmetic, so that it is differentiable again (create_graph).
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ import math
 from typing import Any
 
 from zgrad.autograd.function import Op
-from zgrad.kernels import dispatch, dispatch_math
+from zgrad.kernels import dispatch_math
+from zgrad.ops.elementwise import formula_add, formula_div, formula_exp, formula_mul, formula_neg, formula_sub
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.autocast import autocast_op
 from zgrad.ops.out_argument import accepts_out
+from zgrad.tensor import Tensor
 
 __all__ = [
     "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "arcsin", "arccos",
@@ -26,23 +29,18 @@ __all__ = [
 
 
 def _fn(name: str, x: Any) -> Any:
-    return dispatch_math.unary_math(name, x)
+    return UNARY_OPS[name].apply(x) if isinstance(x, Tensor) else dispatch_math.unary_math(name, x)
 
 
-def _mul(a: Any, b: Any) -> Any:
-    return dispatch.binary("mul", a, b)
-
-
-def _div(a: Any, b: Any) -> Any:
-    return dispatch.binary("div", a, b)
+_mul, _div = formula_mul, formula_div
 
 
 def _square(x: Any) -> Any:
-    return dispatch.binary("mul", x, x)
+    return formula_mul(x, x)
 
 
 def _one_minus_square(x: Any) -> Any:
-    return dispatch.binary("sub", 1, _square(x))
+    return formula_sub(1, _square(x))
 
 
 class UnaryMath(Op):
@@ -51,6 +49,7 @@ class UnaryMath(Op):
 
     function = ""
     saves_output = False
+    differentiable_backward = True
 
     @classmethod
     def forward(cls, ctx, x):
@@ -81,7 +80,7 @@ class Cos(UnaryMath):
 
     @staticmethod
     def derivative(grad, x):
-        return _mul(grad, dispatch.unary("neg", _fn("sin", x)))
+        return _mul(grad, formula_neg(_fn("sin", x)))
 
 
 class Tan(UnaryMath):
@@ -90,7 +89,7 @@ class Tan(UnaryMath):
 
     @staticmethod
     def derivative(grad, y):
-        return _mul(grad, dispatch.binary("add", _square(y), 1))
+        return _mul(grad, formula_add(_square(y), 1))
 
 
 class Asin(UnaryMath):
@@ -106,7 +105,7 @@ class Acos(UnaryMath):
 
     @staticmethod
     def derivative(grad, x):
-        return _mul(dispatch.unary("neg", grad), _fn("rsqrt", _one_minus_square(x)))
+        return _mul(formula_neg(grad), _fn("rsqrt", _one_minus_square(x)))
 
 
 class Atan(UnaryMath):
@@ -114,7 +113,7 @@ class Atan(UnaryMath):
 
     @staticmethod
     def derivative(grad, x):
-        return _div(grad, dispatch.binary("add", _square(x), 1))
+        return _div(grad, formula_add(_square(x), 1))
 
 
 class Sinh(UnaryMath):
@@ -138,7 +137,7 @@ class Asinh(UnaryMath):
 
     @staticmethod
     def derivative(grad, x):
-        return _mul(grad, _fn("rsqrt", dispatch.binary("add", _square(x), 1)))
+        return _mul(grad, _fn("rsqrt", formula_add(_square(x), 1)))
 
 
 class Acosh(UnaryMath):
@@ -146,7 +145,7 @@ class Acosh(UnaryMath):
 
     @staticmethod
     def derivative(grad, x):
-        return _mul(grad, _fn("rsqrt", dispatch.binary("sub", _square(x), 1)))
+        return _mul(grad, _fn("rsqrt", formula_sub(_square(x), 1)))
 
 
 class Atanh(UnaryMath):
@@ -165,7 +164,7 @@ class Erf(UnaryMath):
 
     @staticmethod
     def derivative(grad, x):
-        return _mul(grad, _mul(dispatch.unary("exp", dispatch.unary("neg", _square(x))), _TWO_OVER_SQRT_PI))
+        return _mul(grad, _mul(formula_exp(formula_neg(_square(x))), _TWO_OVER_SQRT_PI))
 
 
 class Erfc(UnaryMath):
@@ -173,7 +172,7 @@ class Erfc(UnaryMath):
 
     @staticmethod
     def derivative(grad, x):
-        return _mul(grad, _mul(dispatch.unary("exp", dispatch.unary("neg", _square(x))), -_TWO_OVER_SQRT_PI))
+        return _mul(grad, _mul(formula_exp(formula_neg(_square(x))), -_TWO_OVER_SQRT_PI))
 
 
 class Erfinv(UnaryMath):
@@ -182,7 +181,7 @@ class Erfinv(UnaryMath):
 
     @staticmethod
     def derivative(grad, y):
-        return _mul(grad, _mul(dispatch.unary("exp", _square(y)), 1.0 / _TWO_OVER_SQRT_PI))
+        return _mul(grad, _mul(formula_exp(_square(y)), 1.0 / _TWO_OVER_SQRT_PI))
 
 
 class Log1p(UnaryMath):
@@ -190,7 +189,7 @@ class Log1p(UnaryMath):
 
     @staticmethod
     def derivative(grad, x):
-        return _div(grad, dispatch.binary("add", x, 1))
+        return _div(grad, formula_add(x, 1))
 
 
 class Expm1(UnaryMath):
@@ -199,7 +198,7 @@ class Expm1(UnaryMath):
 
     @staticmethod
     def derivative(grad, y):
-        return _mul(grad, dispatch.binary("add", y, 1))
+        return _mul(grad, formula_add(y, 1))
 
 
 class Log2(UnaryMath):
@@ -242,7 +241,7 @@ class Reciprocal(UnaryMath):
 
     @staticmethod
     def derivative(grad, y):
-        return _mul(dispatch.unary("neg", grad), _square(y))
+        return _mul(formula_neg(grad), _square(y))
 
 
 # The public functions, by name: each is ``Op.apply`` on its tensor argument.

@@ -1,6 +1,7 @@
 """Vector norms over any dimensions (``zgrad.linalg.vector_norm``, and through it ``zgrad.norm``,
-``Tensor.norm``, ``zgrad.cdist`` and the matrix norms), with PyTorch's gradients: zero where the
-norm is zero, split evenly among the elements that tie for an infinity norm.
+``Tensor.norm``, ``zgrad.cdist``, ``zgrad.dist``, ``zgrad.renorm`` and the matrix norms), with
+PyTorch's gradients: zero where the norm is zero, split evenly among the elements that tie for an
+infinity norm.
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ from zgrad.autograd.function import Op
 from zgrad.errors import DTypeError
 from zgrad.kernels import dispatch, dispatch_index, dispatch_pointwise, dispatch_reduce
 from zgrad.ops._args import tensor_arg
+from zgrad.tensor import Tensor
 from zgrad.ops.elementwise import Cast
+from zgrad.ops.functions import add, div, mul, sub
+from zgrad.ops.indexing import where
 from zgrad.kernels.promotion import is_floating
 from zgrad.ops.autocast import autocast_op
 
-__all__ = ["vector_norm"]
+__all__ = ["vector_norm", "dist", "renorm"]
 
 
 def _extreme_abs(absx, axes, largest: bool):
@@ -117,3 +121,36 @@ def vector_norm(x: Any, ord: float = 2, dim: Any = None, keepdim: bool = False, 
     axes = dispatch._normalize_axes(dim, x.ndim) if not (isinstance(dim, (tuple, list)) and not dim) else \
         dispatch._normalize_axes(None, x.ndim)
     return VectorNorm.apply(x, float(ord), axes, keepdim)
+
+
+def dist(input: Any, other: Any, p: float = 2) -> Any:  # noqa: A002
+    """The ``p``-norm of ``input - other`` (broadcast) over every element, a 0-d tensor.
+
+    Raises:
+        DTypeError: a non-floating difference (PyTorch's message).
+    """
+    difference = sub(tensor_arg(input, "dist"), other)
+    if not is_floating(difference.dtype):
+        raise DTypeError("norm(): input dtype should be either floating point or complex. "
+                         f"Got {dispatch.scalar_type_name(difference.dtype)} instead.")
+    return vector_norm(difference, p)
+
+
+def renorm(input: Any, p: float, dim: int, maxnorm: float) -> Any:  # noqa: A002
+    """``input`` with each slice along ``dim`` whose ``p``-norm exceeds ``maxnorm`` scaled down
+    to norm ``maxnorm`` (PyTorch's factor ``maxnorm / (norm + 1e-7)``); differentiable, the norm
+    included.
+
+    Raises:
+        RuntimeError: ``p`` <= 0 or ``maxnorm`` < 0 (PyTorch's messages).
+        DTypeError: a non-floating ``input``. IndexError: ``dim`` out of range.
+    """
+    x = tensor_arg(input, "renorm")
+    if p <= 0:
+        raise RuntimeError("renorm: non-positive-norm not supported")
+    if maxnorm < 0:
+        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm:g}")
+    dim = dispatch_index.normalize_dim(dim, x.ndim)
+    norms = vector_norm(x, p, tuple(d for d in range(x.ndim) if d != dim), keepdim=True)
+    large = Tensor(dispatch_pointwise.compare("gt", norms._data, maxnorm))
+    return mul(x, where(large, div(maxnorm, add(norms, 1e-7)), 1.0))

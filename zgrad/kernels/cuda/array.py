@@ -148,6 +148,16 @@ class DeviceArray:
             raise AttributeError("the CUDA simulator's arrays have no __cuda_array_interface__")
         return self.arg().__cuda_array_interface__
 
+    def storage_offset(self) -> int:
+        """Where this view starts in its allocation, in elements."""
+        return _offset_of(self._layout) // self.itemsize
+
+    def data_ptr(self) -> int:
+        """The address of this view's first element: on the device, or in the simulator the host
+        address of its stand-in memory."""
+        base = self._base._ary.ctypes.data if rt.SIMULATOR else self._base.device_ctypes_pointer.value
+        return base + _offset_of(self._layout)
+
     def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
         raise TypeError("can't convert a cuda device array to numpy implicitly: copy it to the host first "
                         "(Tensor.cpu(), or .to_host() on the array)")

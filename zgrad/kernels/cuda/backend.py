@@ -119,6 +119,11 @@ def pinned_copy(x: np.ndarray) -> np.ndarray:
     return host
 
 
+def is_pinned(x: np.ndarray) -> bool:
+    """Whether host array ``x`` is (a view of) a pinned buffer leased from the pool."""
+    return rt.is_leased(x)
+
+
 def staged_to_host(x: DeviceArray) -> np.ndarray:
     """A C-contiguous host copy of ``x`` in a pinned buffer of the pool, copied on the calling
     thread's stream (blocks until it is there); the buffer goes back to the pool once the copy and

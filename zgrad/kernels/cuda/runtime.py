@@ -37,7 +37,7 @@ except ImportError as exc:  # numba-cuda missing: dispatch turns this into the i
 __all__ = [
     "CudaUnavailableError", "SIMULATOR", "SIMULATOR_HINT", "require_device", "device_count", "device_properties",
     "simulator_array", "import_lock", "launch", "grid_1d", "blocks_for", "row_launch", "current_stream", "synchronize", "Event", "elapsed_ms", "PinnedPool",
-    "pinned_pool", "cuda",
+    "pinned_pool", "is_leased", "cuda",
 ]
 
 if not cuda.jit.__module__.startswith("numba.cuda.simulator"):
@@ -287,6 +287,13 @@ class _Lease:
         self.buffer = buffer
         self.__array_interface__ = {"data": (buffer.ctypes.data, False), "shape": shape, "typestr": dtype.str,
                                     "descr": dtype.descr, "version": 3}
+
+
+def is_leased(array: np.ndarray) -> bool:
+    """Whether host ``array`` is (a view of) an array :meth:`PinnedPool.lease` handed out."""
+    while isinstance(array, np.ndarray):
+        array = array.base
+    return isinstance(array, _Lease)
 
 
 @functools.cache

@@ -7,7 +7,6 @@ from __future__ import annotations
 import collections.abc
 from typing import Any
 
-from zgrad.kernels import dispatch
 from zgrad.tensor import Tensor
 
 __all__ = ["pin_memory"]
@@ -18,7 +17,7 @@ def pin_memory(data: Any) -> Any:
     sequences; an object with a ``pin_memory()`` method is asked to pin itself; anything else is
     returned as it is."""
     if isinstance(data, Tensor):
-        return data if data.is_cuda else Tensor(dispatch.pin_memory(data._data), requires_grad=data.requires_grad)
+        return data if data.is_cuda else data.pin_memory()
     if isinstance(data, (str, bytes)):
         return data
     if isinstance(data, collections.abc.Mapping):
