@@ -9,8 +9,7 @@ functions of :mod:`zgrad.ops.special_unary` and :mod:`zgrad.ops.special_binary` 
 them, so they run on every backend and are differentiable through their parts; the orthogonal
 polynomials (``chebyshev_polynomial_t`` ... ``legendre_polynomial_p``) are those of
 :mod:`zgrad.ops.orthogonal_polynomials`. All but ``softmax`` and ``log_softmax`` take ``out=``,
-as in PyTorch (:mod:`zgrad.ops.out_argument`). Not here yet: the modified Bessel functions of
-the second kind (``modified_bessel_k0`` ..., ``scaled_modified_bessel_k0`` ...) and ``airy_ai``."""
+as in PyTorch (:mod:`zgrad.ops.out_argument`). Not here yet: ``airy_ai``."""
 
 from __future__ import annotations
 
@@ -32,8 +31,9 @@ from zgrad.ops.orthogonal_polynomials import (
 from zgrad.ops.out_argument import accepts_out
 from zgrad.ops.special_binary import gammainc, gammaincc, zeta
 from zgrad.ops.special_unary import (
-    bessel_j0, bessel_j1, bessel_y0, bessel_y1, digamma, erfcx, i0, i0e, i1, i1e, lgamma, log_ndtr, modified_bessel_i0, modified_bessel_i1,
-    mvlgamma, polygamma, spherical_bessel_j0,
+    bessel_j0, bessel_j1, bessel_y0, bessel_y1, digamma, erfcx, i0, i0e, i1, i1e, lgamma, log_ndtr, modified_bessel_i0,
+    modified_bessel_i1, modified_bessel_k0, modified_bessel_k1, mvlgamma, polygamma, scaled_modified_bessel_k0,
+    scaled_modified_bessel_k1, spherical_bessel_j0,
 )
 from zgrad.tensor import Tensor
 
@@ -44,8 +44,10 @@ __all__ = [
     "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
     "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
     "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l",
-    "legendre_polynomial_p", "modified_bessel_i0", "modified_bessel_i1", "spherical_bessel_j0", "bessel_j0", "bessel_j1",
-    "bessel_y0", "bessel_y1",
+    "legendre_polynomial_p", "modified_bessel_i0", "modified_bessel_i1", "spherical_bessel_j0", "bessel_j0",
+    "bessel_j1",
+    "bessel_y0", "bessel_y1", "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0",
+    "scaled_modified_bessel_k1",
 ]
 
 erf = ops.erf

@@ -65,4 +65,7 @@ ROWS = [
     *(Row(f"special.{name}", grad=False, atol=2e-6, shape=(5,)) for name in ("bessel_j0", "bessel_j1")),
     *(Row(f"special.{name}", grad=False, atol=2e-6, rtol=2e-6, shape=(5,), domain="positive")
       for name in ("bessel_y0", "bessel_y1")),
+    *(Row(f"special.{name}", grad=False, shape=(5,), domain="positive")
+      for name in ("modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0",
+                   "scaled_modified_bessel_k1")),
 ]

@@ -298,3 +298,24 @@ def test_bessel_on_cuda_matches_cpu(name, dtype):
     values = np.concatenate([EDGES, np.linspace(-40.0, 40.0, 17)]).astype(dtype)
     fn = getattr(zgrad.special, name)
     _assert_close(_on_cuda(fn, values), fn(zgrad.tensor(values)).numpy(), dtype, atol=2e-6 if dtype == np.float32 else 0)
+
+
+@pytest.mark.parametrize("name", ["modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0",
+                                  "scaled_modified_bessel_k1"])
+def test_bessel_k_matches_mpmath(name):
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 40
+    positive = np.concatenate([np.linspace(0.01, 60.0, 240), [1e-6, 1e-3, 1.999, 2.001, 100.0, 700.0, 1e5]])
+    order, scaled = int(name[-1]), name.startswith("scaled")
+    expected = [float(mpmath.besselk(order, v) * (mpmath.exp(v) if scaled else 1)) for v in positive]
+    got = getattr(zgrad.special, name)(zgrad.tensor(positive)).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-14, atol=0)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name", ["modified_bessel_k0", "scaled_modified_bessel_k1"])
+def test_bessel_k_on_cuda_matches_cpu(name, dtype):
+    values = np.concatenate([EDGES, np.linspace(0.1, 40.0, 17)]).astype(dtype)
+    fn = getattr(zgrad.special, name)
+    _assert_close(_on_cuda(fn, values), fn(zgrad.tensor(values)).numpy(), dtype, atol=1e-30)

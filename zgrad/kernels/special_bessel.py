@@ -14,7 +14,7 @@ import math
 
 from numba.extending import register_jitable
 
-__all__ = ["i0", "i0e", "i1", "i1e", "bessel_j", "bessel_y"]
+__all__ = ["i0", "i0e", "i1", "i1e", "bessel_j", "bessel_y", "bessel_k"]
 
 _SERIES_UP_TO = 30.0
 _TWO_PI = 6.283185307179586
@@ -212,3 +212,98 @@ def bessel_y(x, order, T):
     if order == 0:
         return T(_TWO_OVER_PI) * (logarithm * j0 - T(2) * s0)
     return T(_TWO_OVER_PI) * (logarithm * j1 - j0 / x + T(2) * s1)
+
+
+_K_SERIES_UP_TO = 2.0
+_SQRT_HALF_PI = 1.2533141373155003
+
+
+@register_jitable
+def _bessel_k_series(x, order, T):
+    """K_order(x) for 0 < x <= 2 by the series
+    K0 = -(log(x/2) + gamma) I0 + sum (x^2/4)^k / k!^2 H_k and
+    K1 = 1/x + log(x/2) I1 - x/4 sum (x^2/4)^k / (k! (k+1)!) (psi(k+1) + psi(k+2)), H_k the
+    harmonic numbers, psi(k+1) = H_k - gamma."""
+    quarter_square = x * x * T(0.25)
+    logarithm = math.log(x * T(0.5))
+    harmonic = T(0)
+    term = T(1)
+    if order == 0:
+        total = T(0)
+        for k in range(1, 60):
+            harmonic += T(1) / T(k)
+            term *= quarter_square / (T(k) * T(k))
+            total += term * harmonic
+            if term * harmonic < total * T(_EPSILON):
+                break
+        i0_value = _scaled(x, 0, T) * math.exp(x)
+        return total - (logarithm + T(_EULER_GAMMA)) * i0_value
+    total = -T(2) * T(_EULER_GAMMA) + T(1)  # psi(1) + psi(2) for k = 0
+    for k in range(1, 60):
+        harmonic += T(1) / T(k)
+        term *= quarter_square / (T(k) * T(k + 1))
+        increment = term * (T(2) * harmonic + T(1) / T(k + 1) - T(2) * T(_EULER_GAMMA))
+        total += increment
+        if abs(increment) < abs(total) * T(_EPSILON):
+            break
+    i1_value = _scaled(x, 1, T) * math.exp(x)
+    return T(1) / x + logarithm * i1_value - x * T(0.25) * total
+
+
+@register_jitable
+def _bessel_k_scaled_fraction(x, order, T):
+    """e^x K_order(x) for x > 2 by Steed's evaluation of Thompson and Barnett's continued fraction
+    (order 0, and order 1 from the same pass)."""
+    b = T(2) * (T(1) + x)
+    d = T(1) / b
+    h = d
+    delta_h = d
+    q1 = T(0)
+    q2 = T(1)
+    a1 = T(0.25)
+    q = a1
+    c = a1
+    a = -a1
+    s = T(1) + q * delta_h
+    for i in range(2, 1000):
+        a -= T(2 * (i - 1))
+        c = -a * c / T(i)
+        q_next = (q1 - b * q2) / a
+        q1 = q2
+        q2 = q_next
+        q += c * q_next
+        if abs(c) > T(_RESCALE_ABOVE):  # c grows as q1, q2 shrink: rescale them together (c q is unchanged)
+            c /= T(_RESCALE_ABOVE)
+            q1 *= T(_RESCALE_ABOVE)
+            q2 *= T(_RESCALE_ABOVE)
+        b += T(2)
+        d = T(1) / (b + a * d)
+        delta_h = (b * d - T(1)) * delta_h
+        h += delta_h
+        delta_s = q * delta_h
+        s += delta_s
+        if abs(delta_s) < abs(s) * T(_EPSILON):
+            break
+    k0 = T(_SQRT_HALF_PI) / math.sqrt(x) / s
+    if order == 0:
+        return k0
+    return k0 * (x + T(0.5) - a1 * h) / x
+
+
+def bessel_k(x, order, scaled, T):
+    """K_order(x) (e^x K_order(x) where ``scaled``), the modified Bessel function of the second
+    kind of order 0 or 1: its series up to 2, Steed's continued fraction above; inf at 0, NaN
+    below, 0 at inf."""
+    if x != x:
+        return x
+    if x < T(0):
+        return T(math.nan)
+    if x == T(0):
+        return T(math.inf)
+    if x == T(math.inf):
+        return T(0)
+    if x <= T(_K_SERIES_UP_TO):
+        value = _bessel_k_series(x, order, T)
+        return value * math.exp(x) if scaled else value
+    value = _bessel_k_scaled_fraction(x, order, T)
+    return value if scaled else value * math.exp(-x)

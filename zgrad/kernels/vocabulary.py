@@ -56,7 +56,8 @@ UNARY_MATH = (
     "floor", "ceil", "round", "trunc", "frac",
     "isnan", "isinf", "isposinf", "isneginf", "isfinite", "signbit", "bitwise_not",
     "lgamma", "digamma", "trigamma", "i0", "i0e", "i1", "i1e", "erfcx", "frexp_mantissa", "frexp_exponent",
-    "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1",
+    "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_k0", "modified_bessel_k1",
+    "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
 )
 BINARY_MATH = (
     "atan2", "fmod", "hypot", "logaddexp", "logaddexp2", "copysign",

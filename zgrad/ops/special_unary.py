@@ -2,7 +2,8 @@
 ``mvlgamma``, the modified Bessel functions ``i0``, ``i0e``, ``i1``, ``i1e``, the scaled
 complementary error function ``erfcx`` and ``log_ndtr``; and torch.special's
 ``modified_bessel_i0``, ``modified_bessel_i1``, ``spherical_bessel_j0`` and the Bessel functions
-``bessel_j0``, ``bessel_j1``, ``bessel_y0``, ``bessel_y1``, which PyTorch does not differentiate. Bool and integer tensors compute in the
+``bessel_j0``, ``bessel_j1``, ``bessel_y0``, ``bessel_y1``, ``modified_bessel_k0``, ``modified_bessel_k1``
+and their scaled forms, which PyTorch does not differentiate. Bool and integer tensors compute in the
 default dtype, as in PyTorch (the rule lives in :mod:`zgrad.kernels.dispatch_math`).
 
 Each op writes its derivative right under its forward, as PyTorch's formulas: lgamma' = digamma,
@@ -28,7 +29,8 @@ from zgrad.tensor import Tensor
 __all__ = [
     "lgamma", "digamma", "polygamma", "mvlgamma", "i0", "i0e", "i1", "i1e", "erfcx", "log_ndtr", "modified_bessel_i0",
     "modified_bessel_i1", "spherical_bessel_j0", "bessel_j0", "bessel_j1",
-    "bessel_y0", "bessel_y1",
+    "bessel_y0", "bessel_y1", "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0",
+    "scaled_modified_bessel_k1",
 ]
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -356,3 +358,43 @@ def bessel_y1(input: Any) -> Any:  # noqa: A002
         DTypeError: a float16 or bfloat16 tensor.
     """
     return _without_gradient("bessel_y1", lambda x: _fn("bessel_y1", x), input)
+
+@accepts_out()
+def modified_bessel_k0(input: Any) -> Any:  # noqa: A002
+    """the modified Bessel function of the second kind of order 0 of each element
+    (inf at 0, NaN below, 0 at inf; PyTorch's is NaN there), not differentiable, as torch.special's.
+
+    Raises:
+        DTypeError: a float16 or bfloat16 tensor.
+    """
+    return _without_gradient("modified_bessel_k0", lambda x: _fn("modified_bessel_k0", x), input)
+
+@accepts_out()
+def modified_bessel_k1(input: Any) -> Any:  # noqa: A002
+    """the modified Bessel function of the second kind of order 1 of each element
+    (inf at 0, NaN below, 0 at inf; PyTorch's is NaN there), not differentiable, as torch.special's.
+
+    Raises:
+        DTypeError: a float16 or bfloat16 tensor.
+    """
+    return _without_gradient("modified_bessel_k1", lambda x: _fn("modified_bessel_k1", x), input)
+
+@accepts_out()
+def scaled_modified_bessel_k0(input: Any) -> Any:  # noqa: A002
+    """exp(x) times the modified Bessel function of the second kind of order 0 of each element
+    (inf at 0, NaN below, 0 at inf; PyTorch's is NaN there), not differentiable, as torch.special's.
+
+    Raises:
+        DTypeError: a float16 or bfloat16 tensor.
+    """
+    return _without_gradient("scaled_modified_bessel_k0", lambda x: _fn("scaled_modified_bessel_k0", x), input)
+
+@accepts_out()
+def scaled_modified_bessel_k1(input: Any) -> Any:  # noqa: A002
+    """exp(x) times the modified Bessel function of the second kind of order 1 of each element
+    (inf at 0, NaN below, 0 at inf; PyTorch's is NaN there), not differentiable, as torch.special's.
+
+    Raises:
+        DTypeError: a float16 or bfloat16 tensor.
+    """
+    return _without_gradient("scaled_modified_bessel_k1", lambda x: _fn("scaled_modified_bessel_k1", x), input)

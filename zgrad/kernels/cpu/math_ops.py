@@ -89,7 +89,9 @@ _UNARY = {
     "isneginf": _isneginf, "isfinite": _ufunc(np.isfinite), "signbit": _ufunc(np.signbit),
     "bitwise_not": _ufunc(np.invert),
     **{name: _special_function(name) for name in ("lgamma", "digamma", "trigamma", "i0", "i0e", "i1", "i1e", "erfcx",
-                                                         "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1")},
+                                                         "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1",
+                                                         "modified_bessel_k0", "modified_bessel_k1",
+                                                         "scaled_modified_bessel_k0", "scaled_modified_bessel_k1")},
     "frexp_mantissa": _frexp_mantissa, "frexp_exponent": _frexp_exponent,
 }
 

@@ -22,7 +22,8 @@ __all__ = [
     "lgamma_forward", "digamma_forward", "trigamma_forward", "i0_forward", "i0e_forward", "i1_forward", "i1e_forward",
     "erfcx_forward", "zeta_forward", "igamma_forward", "igammac_forward", "igamma_derivative_forward",
     "orthogonal_polynomial_forward", "bessel_j0_forward", "bessel_j1_forward", "bessel_y0_forward",
-    "bessel_y1_forward",
+    "bessel_y1_forward", "modified_bessel_k0_forward", "modified_bessel_k1_forward",
+    "scaled_modified_bessel_k0_forward", "scaled_modified_bessel_k1_forward",
 ]
 
 _F64 = np.float64
@@ -40,6 +41,7 @@ _erfcx = kernel(special_math.erfcx)
 _orthogonal_polynomial = kernel(special_polynomials.orthogonal_polynomial)
 _bessel_j = kernel(special_bessel.bessel_j)
 _bessel_y = kernel(special_bessel.bessel_y)
+_bessel_k = kernel(special_bessel.bessel_k)
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
@@ -117,6 +119,31 @@ def bessel_y1_forward(x, out):
     """out = Y1(x)."""
     for i in prange(x.size):
         out[i] = _bessel_y(_F64(x[i]), 1, _F64)
+
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def modified_bessel_k0_forward(x, out):
+    """out = K0(x)."""
+    for i in prange(x.size):
+        out[i] = _bessel_k(_F64(x[i]), 0, False, _F64)
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def modified_bessel_k1_forward(x, out):
+    """out = K1(x)."""
+    for i in prange(x.size):
+        out[i] = _bessel_k(_F64(x[i]), 1, False, _F64)
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def scaled_modified_bessel_k0_forward(x, out):
+    """out = e^x K0(x)."""
+    for i in prange(x.size):
+        out[i] = _bessel_k(_F64(x[i]), 0, True, _F64)
+
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
+def scaled_modified_bessel_k1_forward(x, out):
+    """out = e^x K1(x)."""
+    for i in prange(x.size):
+        out[i] = _bessel_k(_F64(x[i]), 1, True, _F64)
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)

@@ -32,6 +32,7 @@ _i1e = device(special_bessel.i1e)
 _polynomial = device(special_polynomials.orthogonal_polynomial)
 _bessel_j = device(special_bessel.bessel_j)
 _bessel_y = device(special_bessel.bessel_y)
+_bessel_k = device(special_bessel.bessel_k)
 
 
 @device
@@ -164,6 +165,26 @@ def _bessel_y1(x, p, q, T):
 
 
 @device
+def _modified_bessel_k0(x, p, q, T):
+    return _bessel_k(x, 0, False, T)
+
+
+@device
+def _modified_bessel_k1(x, p, q, T):
+    return _bessel_k(x, 1, False, T)
+
+
+@device
+def _scaled_modified_bessel_k0(x, p, q, T):
+    return _bessel_k(x, 0, True, T)
+
+
+@device
+def _scaled_modified_bessel_k1(x, p, q, T):
+    return _bessel_k(x, 1, True, T)
+
+
+@device
 def _orthogonal_polynomial(x, n, p, q, T):
     """The orthogonal polynomial number p of degree n at x (at 2x - 1 where q is 1)."""
     return _polynomial(x + x - T(1) if q == T(1) else x, n, int(p), T)
@@ -173,7 +194,9 @@ UNARY_SPECIAL_OPS = {
     "lgamma": _lgamma, "digamma": _digamma_op, "trigamma": _trigamma_op, "i0": _i0_op, "i0e": _i0e_op,
     "i1": _i1_op, "i1e": _i1e_op, "erfcx": _erfcx_op, "frexp_mantissa": _frexp_mantissa,
     "frexp_exponent": _frexp_exponent, "bessel_j0": _bessel_j0, "bessel_j1": _bessel_j1,
-    "bessel_y0": _bessel_y0, "bessel_y1": _bessel_y1,
+    "bessel_y0": _bessel_y0, "bessel_y1": _bessel_y1, "modified_bessel_k0": _modified_bessel_k0,
+    "modified_bessel_k1": _modified_bessel_k1, "scaled_modified_bessel_k0": _scaled_modified_bessel_k0,
+    "scaled_modified_bessel_k1": _scaled_modified_bessel_k1,
 }
 BINARY_SPECIAL_OPS = {
     "nextafter": _nextafter, "fmax": _fmax, "fmin": _fmin, "gcd": _gcd, "lcm": _lcm, "zeta": _zeta_op,
