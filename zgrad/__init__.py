@@ -9,7 +9,7 @@ import numpy as _np
 # First: these bind Tensor's op-backed methods (operators, math, layout, to, in-place updates)
 # onto zgrad.tensor.Tensor, before any other module of zgrad can hold a tensor.
 from zgrad import tensor_creation, tensor_indexing, tensor_inplace, tensor_math, tensor_pointwise  # noqa: F401
-from zgrad import tensor_info, tensor_reduce, tensor_shape  # noqa: F401
+from zgrad import tensor_info, tensor_reduce, tensor_shape, tensor_special  # noqa: F401
 from zgrad import accelerator, autograd, backends, cuda, distributions, futures, nn, optim
 from zgrad import random, return_types, special, testing, utils
 from zgrad import amp
@@ -85,6 +85,19 @@ from zgrad.ops import (
     clamp_min, copysign, cos, cosh, erf, erfc, erfinv, exp2, expm1, fix, floor, floor_divide, fmod, frac, hypot,
     isfinite, isinf, isnan, isneginf, isposinf, lerp, log10, log1p, log2, logaddexp, logaddexp2, nan_to_num,
     reciprocal, round, rsqrt, sgn, sign, signbit, sin, sinh, tan, trunc,
+)
+from zgrad.ops import (
+    absolute, addcdiv, addcmul, deg2rad, digamma, divide, float_power, fmax, fmin, frexp, gcd, greater, greater_equal,
+    heaviside, i0, igamma, igammac, lcm, ldexp, less, less_equal, lgamma, multiply, mvlgamma, negative, nextafter,
+    not_equal, polygamma, positive, rad2deg, subtract, true_divide,
+)
+from zgrad.special import logit, sinc, xlogy
+from zgrad.inplace_functions import (
+    abs_, acos_, acosh_, addmv_, arccos_, arccosh_, arcsin_, arcsinh_, arctan_, arctanh_, asin_, asinh_, atan_,
+    atanh_, ceil_, clamp_, clamp_max_, clamp_min_, clip_, cos_, cosh_, deg2rad_, detach_, erf_, erfc_, exp2_, exp_,
+    expm1_, fix_, floor_, frac_, gcd_, i0_, index_put_, lcm_, ldexp_, log10_, log1p_, log2_, log_, logit_,
+    nan_to_num_, neg_, negative_, rad2deg_, reciprocal_, relu_, resize_as_, round_, rsqrt_, sigmoid_, sin_, sinc_,
+    sinh_, sqrt_, tan_, tanh_, trunc_, xlogy_,
 )
 # zgrad.autograd.functional stacks and fills with ops, which import zgrad.autograd: bound once they are loaded
 from zgrad.autograd import functional as _autograd_functional  # noqa: F401
@@ -167,5 +180,19 @@ __all__ += ["as_tensor", "asarray", "clone", "detach", "fill", "fill_", "get_num
             "is_complex", "is_floating_point", "is_nonzero", "is_tensor", "numel", "rsub", "scalar_tensor",
             "set_num_interop_threads", "set_num_threads", "set_printoptions", "split_with_sizes", "unsafe_chunk",
             "unsafe_split", "zero_"]
+__all__ += [
+    "absolute", "addcdiv", "addcmul", "deg2rad", "digamma", "divide", "float_power", "fmax", "fmin", "frexp", "gcd",
+    "greater", "greater_equal", "heaviside", "i0", "igamma", "igammac", "lcm", "ldexp", "less", "less_equal",
+    "lgamma", "logit", "multiply", "mvlgamma", "negative", "nextafter", "not_equal", "polygamma", "positive", "rad2deg",
+    "sinc", "subtract", "true_divide", "xlogy",
+]
+__all__ += [  # the in-place functions (zgrad.inplace_functions; fill_ and zero_ are zgrad.tensor_functions')
+    "abs_", "acos_", "acosh_", "addmv_", "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan_", "arctanh_",
+    "asin_", "asinh_", "atan_", "atanh_", "ceil_", "clamp_", "clamp_max_", "clamp_min_", "clip_", "cos_", "cosh_",
+    "deg2rad_", "detach_", "erf_", "erfc_", "exp2_", "exp_", "expm1_", "fix_", "floor_", "frac_", "gcd_", "i0_",
+    "index_put_", "lcm_", "ldexp_", "log10_", "log1p_", "log2_", "log_", "logit_", "nan_to_num_", "neg_",
+    "negative_", "rad2deg_", "reciprocal_", "relu_", "resize_as_", "round_", "rsqrt_", "sigmoid_", "sin_", "sinc_",
+    "sinh_", "sqrt_", "tan_", "tanh_", "trunc_", "xlogy_",
+]
 # torch.<name> forms of nn.functional ops (same signatures)
 __all__ += ["conv_transpose2d", "cosine_similarity", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu"]

@@ -1,6 +1,6 @@
 """The named tuples that reductions return, as ``torch.return_types``: ``(values, indices)`` for
 median, nanmedian, mode, cummax and cummin, ``(min, max)`` for aminmax, ``(hist, bin_edges)`` for
-histogram.
+histogram, ``(mantissa, exponent)`` for frexp.
 
 Each is a ``NamedTuple``: it unpacks like a tuple and names its fields (``.values``,
 ``.indices``).
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["median", "nanmedian", "mode", "cummax", "cummin", "aminmax", "histogram"]
+__all__ = ["median", "nanmedian", "mode", "cummax", "cummin", "aminmax", "histogram", "frexp"]
 
 
 class median(NamedTuple):  # noqa: N801 - torch.return_types' names
@@ -60,3 +60,10 @@ class histogram(NamedTuple):  # noqa: N801
 
     hist: Any
     bin_edges: Any
+
+
+class frexp(NamedTuple):  # noqa: N801
+    """What ``frexp`` returns: the mantissas and the int32 exponents."""
+
+    mantissa: Any
+    exponent: Any

@@ -1,13 +1,15 @@
-"""``zgrad.special``: PyTorch's ``torch.special`` functions that zgrad's element-wise ops and
-reductions already compute, under torch.special's names and signatures.
+"""``zgrad.special``: PyTorch's ``torch.special`` functions, under torch.special's names and
+signatures.
 
-Most are the functions of ``zgrad`` under another name (``expit`` is ``sigmoid``); the rest
+Most are the functions of ``zgrad`` under another name (``expit`` is ``sigmoid``, ``gammaln``
+is ``lgamma``, ``psi`` is ``digamma``, ``multigammaln`` is ``mvlgamma``), or the special
+functions of :mod:`zgrad.ops.special_unary` and :mod:`zgrad.ops.special_binary` (``i0e``,
+``i1``, ``i1e``, ``erfcx``, ``log_ndtr``, ``zeta``, ``gammainc``, ``gammaincc``); the rest
 (``logit``, ``ndtr``, ``ndtri``, ``sinc``, ``entr``, ``xlogy``, ``xlog1py``) are compositions of
-them, so they run on every backend and are differentiable through their parts. All but
-``softmax`` and ``log_softmax`` take ``out=``, as in PyTorch (:mod:`zgrad.ops.out_argument`).
-Not here, for want of a kernel: ``gammaln``, ``digamma``/``psi``, ``polygamma``, ``multigammaln``,
-``i0``, ``i0e``, ``i1``, ``i1e``, ``erfcx``, ``log_ndtr``, ``zeta``, ``gammainc``, ``gammaincc``,
-the Bessel functions and the orthogonal polynomials."""
+them, so they run on every backend and are differentiable through their parts; the orthogonal
+polynomials (``chebyshev_polynomial_t`` ... ``legendre_polynomial_p``) are those of
+:mod:`zgrad.ops.orthogonal_polynomials`. All but ``softmax`` and ``log_softmax`` take ``out=``,
+as in PyTorch (:mod:`zgrad.ops.out_argument`). Not here yet: ``airy_ai``."""
 
 from __future__ import annotations
 
@@ -20,12 +22,32 @@ from zgrad import ops
 from zgrad.creation import tensor
 from zgrad.kernels.promotion import get_default_dtype, is_floating, opmath_dtype, result_type
 from zgrad.ops._args import operand, refuse_dtype, tensor_arg
+from zgrad.ops.orthogonal_polynomials import (
+    chebyshev_polynomial_t, chebyshev_polynomial_u, chebyshev_polynomial_v, chebyshev_polynomial_w,
+    hermite_polynomial_h, hermite_polynomial_he, laguerre_polynomial_l, legendre_polynomial_p,
+    shifted_chebyshev_polynomial_t, shifted_chebyshev_polynomial_u, shifted_chebyshev_polynomial_v,
+    shifted_chebyshev_polynomial_w,
+)
 from zgrad.ops.out_argument import accepts_out
+from zgrad.ops.special_binary import gammainc, gammaincc, zeta
+from zgrad.ops.special_unary import (
+    bessel_j0, bessel_j1, bessel_y0, bessel_y1, digamma, erfcx, i0, i0e, i1, i1e, lgamma, log_ndtr, modified_bessel_i0,
+    modified_bessel_i1, modified_bessel_k0, modified_bessel_k1, mvlgamma, polygamma, scaled_modified_bessel_k0,
+    scaled_modified_bessel_k1, spherical_bessel_j0,
+)
 from zgrad.tensor import Tensor
 
 __all__ = [
-    "entr", "erf", "erfc", "erfinv", "exp2", "expit", "expm1", "log1p", "log_softmax", "logit", "logsumexp", "ndtr",
-    "ndtri", "round", "sinc", "softmax", "xlog1py", "xlogy",
+    "digamma", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit", "expm1", "gammainc", "gammaincc", "gammaln",
+    "i0", "i0e", "i1", "i1e", "log1p", "log_ndtr", "log_softmax", "logit", "logsumexp", "multigammaln", "ndtr",
+    "ndtri", "polygamma", "psi", "round", "sinc", "softmax", "xlog1py", "xlogy", "zeta",
+    "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+    "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+    "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l",
+    "legendre_polynomial_p", "modified_bessel_i0", "modified_bessel_i1", "spherical_bessel_j0", "bessel_j0",
+    "bessel_j1",
+    "bessel_y0", "bessel_y1", "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0",
+    "scaled_modified_bessel_k1",
 ]
 
 erf = ops.erf
@@ -36,6 +58,9 @@ expm1 = ops.expm1
 log1p = ops.log1p
 logsumexp = ops.logsumexp
 expit = ops.sigmoid
+gammaln = lgamma
+psi = digamma
+multigammaln = mvlgamma
 
 _SQRT_2 = math.sqrt(2.0)
 _FLOAT64 = np.dtype(np.float64)

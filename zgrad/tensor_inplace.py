@@ -29,7 +29,7 @@ from zgrad.engine.versions import bump, leaf_owning
 from zgrad.errors import AutogradError, DTypeError, ShapeError
 from zgrad.kernels import dispatch, dispatch_index, dispatch_pointwise
 from zgrad.kernels.promotion import can_cast, is_floating, result_type
-from zgrad.ops import _args, elementwise, indexing
+from zgrad.ops import _args, elementwise, functions, indexing
 from zgrad.tensor import Tensor, tensor_methods
 
 __all__ = ["TensorInplace", "LEAF_INPLACE_ERROR", "VIEW_OF_LEAF_INPLACE_ERROR"]
@@ -191,6 +191,7 @@ class TensorInplace:
 
     def sub_(self, other: Any, *, alpha: float = 1) -> Any:
         """self -= alpha * other."""
+        functions.refuse_bool_subtraction(self, other)
         return self._binary_("sub", other) if alpha == 1 else self.add_(other, alpha=-alpha)
 
     def mul_(self, other: Any) -> Any:
@@ -234,6 +235,7 @@ class TensorInplace:
 
     def relu_(self) -> Any:
         """max(self, 0) in place (what ``nn.ReLU(inplace=True)`` runs)."""
+        functions.refuse_bool_relu(self)
         return self._inplace(lambda: dispatch_pointwise.unary_inplace("relu", self._data),
                              lambda old: ops.relu(old))
 

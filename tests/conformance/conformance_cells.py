@@ -38,13 +38,19 @@ FD_TOLERANCE = (1e-5, 1e-6)
 
 _FLOAT_VALUES = {  # domain -> (low, high) of uniform draws, |x| for "nonzero"
     "real": (-2.0, 2.0), "positive": (0.5, 2.5), "nonzero": (0.5, 2.0), "unit": (-0.9, 0.9), "above1": (1.1, 3.0),
+    "probability": (0.05, 0.95),
 }
-_INT_VALUES = {"real": (-5, 6), "positive": (1, 6), "nonzero": (1, 6), "unit": (-1, 2), "above1": (2, 6)}
+_INT_VALUES = {"real": (-5, 6), "positive": (1, 6), "nonzero": (1, 6), "unit": (-1, 2), "above1": (2, 6),
+               "probability": (0, 2)}
 _SCALARS = {
     "b": {"real": True, "positive": True, "nonzero": True, "unit": False, "above1": True},
     "i": {"real": 3, "positive": 2, "nonzero": 2, "unit": 1, "above1": 2},
-    "f": {"real": -1.5, "positive": 1.5, "nonzero": -1.25, "unit": 0.5, "above1": 1.5},
+    "f": {"real": -1.5, "positive": 1.5, "nonzero": -1.25, "unit": 0.5, "above1": 1.5, "probability": 0.25},
 }
+# The "edges" domain: these values in turn (a row's shape takes as many as it holds).
+_FLOAT_EDGES = (0.0, -0.0, -1.0, -2.0, -3.0, 0.5, -0.5, 1.0, 2.0, -2.5, 1e-30, 30.5, -30.5, 100.0, np.inf, -np.inf,
+                np.nan)
+_INT_EDGES = (0, -1, -2, -3, 1, 2, 3, 5, 7, 12, 100)
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,9 @@ def _values(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, domain
 def _draw(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, domain: str, high: int | None) -> Any:
     n = int(np.prod(shape, dtype=np.int64))
     kind = _kind(dtype)
+    if domain == "edges":
+        edges = _FLOAT_EDGES if kind == "f" else np.abs(_INT_EDGES) if dtype == "uint8" else _INT_EDGES
+        return np.resize(np.asarray(edges if kind != "b" else (False, True)), shape).astype(_storage(dtype))
     if domain == "mask" or kind == "b":
         values = rng.random(shape) < 0.5 if domain in ("real", "mask", "distinct", "index") else np.ones(shape, bool)
         return values if dtype == "bool" else values.astype(_storage(dtype))

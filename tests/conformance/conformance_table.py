@@ -24,6 +24,22 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
                                      "clamps it",
     ("pow-number", "bool"): "a bool tensor to a Python bool power stays bool in torch; zgrad refuses pow on bool",
     ("clamp-math", "uint8"): "torch wraps the bound -1 to 255 in uint8 (so min > max); zgrad clamps to [-1, 1]",
+    ("clamp_", "uint8"): "as clamp-math: torch wraps the bound -1 to 255 in uint8",
+    **{(row, dtype): "torch's i0 and i1 are NaN at +-inf; zgrad gives the limits, inf and +-inf"
+       for row in ("i0-edges", "special.i1-edges") for dtype in ("float16", "bfloat16", "float32", "float64")},
+    **{("special.modified_bessel_i1-edges", dtype): "torch's modified_bessel_i1 is NaN at +-inf; zgrad gives the "
+                                                     "limits, +-inf" for dtype in ("float32", "float64")},
+    **{("special.zeta-edges", dtype): "torch's zeta(s, q) is NaN at q = inf; zgrad gives the limit, 0"
+       for dtype in ("float32", "float64")},
+    **{("polygamma-n1-edges", dtype): "at 0 and the negative integers (poles) zgrad's trigamma is inf; torch's "
+                                       "is a large finite number left by the rounding of sin(pi x)"
+       for dtype in ("int8", "int16", "int32", "int64", "bfloat16", "float32", "float64")},
+    **{("polygamma-n2-edges", dtype): "torch's polygamma(n >= 2) (through zeta) is NaN at +inf; zgrad gives the "
+                                       "limit, -0"
+       for dtype in ("float16", "bfloat16", "float32", "float64")},
+    **{("nextafter-edges", dtype): "zgrad steps float16 and bfloat16 by a float32 ulp (its kernels compute half "
+                                   "types in float32), which rounds back to the input"
+       for dtype in ("float16", "bfloat16")},
     ("isclose-broadcast-tolerances", "bool"): "torch takes |a - b| in bool arithmetic; zgrad in the default float",
     ("isclose-broadcast-tolerances", "uint8"): "torch takes |a - b| in wrapping uint8 arithmetic; zgrad does not wrap",
     ("Tensor.allclose-atol", "bool"): "as isclose: torch's |a - b| in bool arithmetic",

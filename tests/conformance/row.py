@@ -19,7 +19,9 @@ Argument kinds, in ``Row.args`` and as values of ``Row.kwargs``:
 Domains (values a generated tensor or scalar takes; integers and bools get the nearest sensible
 values): ``"real"`` any sign; ``"positive"`` > 0; ``"nonzero"`` away from 0; ``"unit"`` inside
 (-1, 1); ``"above1"`` > 1; ``"distinct"`` no two elements equal (so sort/topk indices agree);
-``"index"`` integers in [0, ``T.high``); ``"mask"`` random bools.
+``"index"`` integers in [0, ``T.high``); ``"mask"`` random bools; ``"probability"`` inside
+(0, 1); ``"edges"`` the special values of a dtype in turn, not drawn (floats: signed zeros,
+negative integers, halves, large values, +-inf, NaN; integers: 0, negatives, small positives).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ INT_DTYPES = ("uint8", "int8", "int16", "int32", "int64")
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 ALL_DTYPES = ("bool", *INT_DTYPES, *FLOAT_DTYPES)
 
-DOMAINS = ("real", "positive", "nonzero", "unit", "above1", "distinct", "index", "mask")
+DOMAINS = ("real", "positive", "nonzero", "unit", "above1", "distinct", "index", "mask", "probability", "edges")
 
 
 @dataclass(frozen=True)

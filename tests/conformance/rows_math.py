@@ -23,7 +23,10 @@ _FLOATING = {
 _ROUNDING = ("floor", "ceil", "round", "trunc", "fix", "sign", "sgn")
 _PREDICATES = ("isnan", "isinf", "isposinf", "isneginf", "isfinite", "signbit")
 # PyTorch has no in-place form of these.
-_NO_INPLACE = {"logaddexp", "logaddexp2"}
+_NO_INPLACE = {"logaddexp", "logaddexp2", "fmax", "fmin"}
+# Functions of one tensor with poles or special values, also tried on the "edges" domain (0,
+# negative integers, +-inf, NaN): values only.
+_EDGES = ("lgamma", "digamma", "i0", "sinc", "logit", "deg2rad", "frexp")
 
 
 def _unary_rows(name: str, domain: str, dtypes: tuple[str, ...] = ALL_DTYPES, grad: bool = True) -> list[Row]:
@@ -103,4 +106,77 @@ ROWS = [
     Row("Tensor.__invert__", grad=False),
     Row("Tensor.__floordiv__", args=(T(), T(domain="nonzero")), grad=False),
     Row("Tensor.__rfloordiv__", args=(T(domain="nonzero"), Scalar(7)), grad=False, name="number"),
+    # special functions of one tensor and number functions
+    *_unary_rows("lgamma", "real"),
+    *_unary_rows("digamma", "real"),
+    *_unary_rows("i0", "real"),
+    *_unary_rows("sinc", "real"),
+    *_unary_rows("deg2rad", "real"),
+    *_unary_rows("rad2deg", "real"),
+    *_unary_rows("logit", "probability"),
+    Row("logit", args=(T(), Lit(0.2)), name="eps"),
+    Row("Tensor.logit_", kwargs={"eps": Lit(0.1)}, domain="probability", name="eps"),
+    *(Row(name, domain="edges", shape=(17,), grad=False, name="edges") for name in _EDGES),
+    # positive: PyTorch's float32 polygamma loses digits near the poles
+    *(Row("polygamma", args=(Lit(n), T()), domain="positive", name=f"n{n}") for n in (0, 1, 2, 3)),
+    Row("polygamma", args=(Lit(1), T()), dtypes=("float64",), name="n1-negative"),
+    *(Row("polygamma", args=(Lit(n), T()), domain="edges", shape=(17,), grad=False, name=f"n{n}-edges")
+      for n in (1, 2)),
+    Row("Tensor.polygamma", args=(T(), Lit(2)), domain="positive"),
+    Row("Tensor.polygamma_", args=(T(), Lit(1)), domain="positive"),
+    Row("mvlgamma", args=(T(),), kwargs={"p": Lit(3)}, domain="above1"),
+    Row("Tensor.mvlgamma", args=(T(), Lit(2)), domain="above1"),
+    Row("Tensor.mvlgamma_", args=(T(), Lit(1)), domain="above1"),
+    Row("frexp", shape=(6,)),
+    Row("Tensor.frexp", shape=(2, 3)),
+    *_binary_rows("xlogy", T(domain="positive")),
+    Row("xlogy", args=(T(), Scalar(2)), name="number"),
+    Row("xlogy", args=(Scalar(3), T(domain="positive")), name="number_first"),
+    Row("xlogy", args=(T(domain="edges"), T(domain="edges")), shape=(17,), grad=False, name="edges"),
+    Row("float_power", args=(T(domain="positive"), T())),
+    Row("float_power", args=(T(domain="positive"), Scalar(2)), name="number"),
+    Row("float_power", args=(Lit(2.5), T()), name="number_base"),
+    Row("Tensor.float_power", args=(T(domain="positive"), Lit(0.5))),
+    Row("Tensor.float_power_", args=(T(domain="positive"), T())),
+    *(row for name in ("fmax", "fmin") for row in _binary_rows(name, T())),
+    *(Row(name, args=(T(domain="edges"), T(domain="edges", shape=(17, 1))), shape=(17,), grad=False, name="edges")
+      for name in ("fmax", "fmin")),
+    *_binary_rows("heaviside", T(), grad=False),
+    *(row for name in ("gcd", "lcm") for row in _binary_rows(name, T(), grad=False)),
+    Row("gcd", args=(T(domain="edges"), T(domain="edges", shape=(11, 1))), shape=(11,), dtypes=INT_DTYPES,
+        grad=False, name="edges"),
+    *_binary_rows("nextafter", T(), grad=False),
+    Row("nextafter", args=(T(domain="edges"), T(domain="edges", shape=(17, 1))), shape=(17,), grad=False,
+        name="edges"),
+    Row("ldexp", args=(T(), T(dtype="int64", domain="index", high=6, shape=(4,)))),
+    Row("ldexp", args=(T(), T(domain="real"))),
+    Row("Tensor.ldexp_", args=(T(), T(dtype="int32", domain="index", high=4))),
+    Row("addcmul", args=(T(), T(), T(shape=(4,))), kwargs={"value": Lit(2)}),
+    Row("addcmul", args=(T(), T(), T()), kwargs={"value": Lit(0.5)}, name="float_value"),
+    Row("Tensor.addcmul", args=(T(), T(), T())),
+    Row("addcdiv", args=(T(), T(), T(domain="nonzero")), kwargs={"value": Lit(0.5)}),
+    Row("addcdiv", args=(T(), T(dtype="float32"), T(shape=(4,), domain="nonzero")), name="mixed"),
+    Row("Tensor.addcdiv", args=(T(), T(), T(domain="nonzero"))),
+    # PyTorch's aliases
+    *(Row(alias, args=args) for alias, args in (
+        ("absolute", (T(),)), ("negative", (T(),)), ("positive", (T(),)), ("multiply", (T(), T())),
+        ("divide", (T(), T(domain="nonzero"))), ("true_divide", (T(), T(domain="nonzero"))),
+        ("subtract", (T(), T(shape=(4,)))))),
+    Row("subtract", args=(T(), T()), kwargs={"alpha": Scalar(2)}, name="alpha"),
+    Row("divide", args=(T(), T(domain="nonzero")), kwargs={"rounding_mode": Lit("floor")}, name="floor"),
+    *(Row(alias, args=(T(), T()), grad=False) for alias in ("greater", "greater_equal", "less", "less_equal",
+                                                           "not_equal")),
+    *(Row(f"Tensor.{alias}", args=(T(), Scalar(1)), grad=False, name="number")
+      for alias in ("greater", "greater_equal", "less", "less_equal", "not_equal", "eq_", "ne_", "lt_", "le_", "gt_",
+                    "ge_", "greater_", "greater_equal_", "less_", "less_equal_", "not_equal_")),
+    *(Row(f"Tensor.{method}", args=(T(), *rest)) for method, rest in (
+        ("absolute", ()), ("absolute_", ()), ("negative", ()), ("negative_", ()), ("positive", ()),
+        ("subtract", (T(),)), ("subtract_", (T(),)), ("multiply", (T(),)), ("multiply_", (T(),)),
+        ("divide", (T(domain="nonzero"),)), ("divide_", (T(domain="nonzero"),)),
+        ("true_divide", (T(domain="nonzero"),)), ("true_divide_", (T(domain="nonzero"),)))),
+    # top-level in-place functions (torch.relu_(x) ...)
+    *(Row(name, args=args, grad=False) for name, args in (
+        ("relu_", (T(),)), ("exp_", (T(),)), ("sigmoid_", (T(),)), ("sqrt_", (T(domain="positive"),)),
+        ("neg_", (T(),)), ("clamp_", (T(), Scalar(-1), Scalar(1))), ("xlogy_", (T(), T(domain="positive"))),
+        ("i0_", (T(),)), ("gcd_", (T(), T())), ("logit_", (T(domain="probability"),)))),
 ]

@@ -8,10 +8,11 @@ arrays' device, ``out`` is allocated here with PyTorch's broadcasting and promot
 - floating functions (``sin`` ... ``reciprocal``, ``atan2``, ``copysign``): bool and integer
   inputs compute in the default dtype, as PyTorch;
 - rounding (``floor``, ``ceil``, ``round``, ``trunc``): an integer tensor is its own result
-  (copied); bool is refused; ``frac``, ``hypot``, ``logaddexp``, ``logaddexp2`` take floating
-  tensors only;
+  (copied); bool is refused; ``frac``, ``hypot``, ``logaddexp``, ``logaddexp2``, ``nextafter``,
+  ``igamma``, ``igammac`` take floating tensors only;
+- ``fmax``, ``fmin``: the promoted dtype, whatever it is;
 - predicates (``isnan`` ... ``signbit``): bool results, answered without a kernel for integers;
-- bitwise functions: bool and integer tensors only (shifts: integers only).
+- bitwise functions: bool and integer tensors only (shifts, ``gcd`` and ``lcm``: integers only).
 
 A refused dtype raises :class:`~zgrad.errors.DTypeError` worded as PyTorch's
 (``"hypot_cpu" not implemented for 'Long'``).
@@ -30,15 +31,20 @@ from zgrad.kernels.dispatch import (
 )
 from zgrad.kernels.dispatch_pointwise import compare, logical_not
 from zgrad.kernels.promotion import is_floating, opmath_dtype, result_type
+from zgrad.kernels.vocabulary import ORTHOGONAL_POLYNOMIALS
 
-__all__ = ["unary_math", "binary_math", "sign", "nan_to_num", "round_decimals", "lerp", "check_floating"]
+__all__ = [
+    "unary_math", "binary_math", "sign", "nan_to_num", "round_decimals", "lerp", "check_floating",
+    "orthogonal_polynomial",
+]
 
 _BOOL = np.dtype(np.bool_)
 _ROUNDING = frozenset({"floor", "ceil", "round", "trunc"})
-_FLOAT_ONLY = frozenset({"frac", "hypot", "logaddexp", "logaddexp2"})
+_FLOAT_ONLY = frozenset({"frac", "hypot", "logaddexp", "logaddexp2", "nextafter", "igamma", "igammac"})
 _SAME_DTYPE = frozenset({"fmod"})
+_ANY_DTYPE = frozenset({"fmax", "fmin"})
 _INTEGRAL = frozenset({"bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor"})
-_SHIFTS = frozenset({"bitwise_left_shift", "bitwise_right_shift"})
+_INTEGER_ONLY = frozenset({"bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm"})
 # The predicates' answers for bool and integer tensors, which hold no NaN, inf or -0.0.
 _INTEGER_PREDICATES = {"isnan": False, "isinf": False, "isposinf": False, "isneginf": False, "isfinite": True}
 _LOGICAL = {"bitwise_and": "logical_and", "bitwise_or": "logical_or", "bitwise_xor": "logical_xor"}
@@ -71,8 +77,10 @@ def _result_dtype(name: str, dtype: np.dtype) -> np.dtype:
         if dtype == _BOOL:
             raise _refuse(name, dtype)
         return dtype
-    if name in _INTEGRAL or name in _SHIFTS:
-        if is_floating(dtype) or (name in _SHIFTS and dtype == _BOOL):
+    if name in _ANY_DTYPE:
+        return dtype
+    if name in _INTEGRAL or name in _INTEGER_ONLY:
+        if is_floating(dtype) or (name in _INTEGER_ONLY and dtype == _BOOL):
             raise _refuse(name, dtype)
         return dtype
     return float_dtype(dtype)
@@ -169,3 +177,21 @@ def round_decimals(x: Any, decimals: int):
     scaled = be.mul(x, scale, be.empty(x.shape, x.dtype)) if decimals > 0 else be.div(x, scale, be.empty(x.shape, x.dtype))
     rounded = be.unary_math("round", scaled, scaled)
     return be.div(rounded, scale, rounded) if decimals > 0 else be.mul(rounded, scale, rounded)
+
+
+def orthogonal_polynomial(name: str, x: Any, n: Any, shifted: bool = False):
+    """The orthogonal polynomial ``name`` (one of
+    :data:`~zgrad.kernels.vocabulary.ORTHOGONAL_POLYNOMIALS`) of degree n (truncated to an integer)
+    at x, or at 2x - 1 where ``shifted``; broadcast, either may be a Python number, in the floating
+    dtype the two promote to (bool and integers: the default one).
+
+    Raises:
+        DTypeError: float16 or bfloat16 (PyTorch has no kernel for them).
+    """
+    be = backend_of(x, n)
+    dtype = float_dtype(result_type(x, n))
+    if opmath_dtype(dtype) != dtype:
+        raise _refuse(f"{'shifted_' if shifted else ''}{name}", dtype)
+    shape = broadcast_shape(getattr(x, "shape", ()), getattr(n, "shape", ()))
+    x, n = (cast(v, dtype) if getattr(v, "dtype", dtype) != dtype else v for v in (x, n))
+    return be.orthogonal_polynomial(x, n, ORTHOGONAL_POLYNOMIALS.index(name), shifted, be.empty(shape, dtype))

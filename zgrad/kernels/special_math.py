@@ -10,7 +10,7 @@ import math
 
 from numba.extending import register_jitable
 
-__all__ = ["erfinv", "erfinv_estimate"]
+__all__ = ["erfcx", "erfinv", "erfinv_estimate"]
 
 _TWO_OVER_SQRT_PI = 1.1283791670955126
 
@@ -68,3 +68,30 @@ def erfinv(x, max_steps, T):
         if abs(newton) <= T(1e-6) * y:
             break
     return math.copysign(y, x)
+
+
+_ASYMPTOTIC_ERFCX_FROM = 6.0
+_ONE_OVER_SQRT_PI = 0.5641895835477563
+_EPSILON = 1.1102230246251565e-16
+
+
+def erfcx(x, T):
+    """The scaled complementary error function exp(x^2) erfc(x) in ``T``: that product below 6
+    (relative error up to about x^2 ulp, from the rounding of x^2 in the exponent), the
+    asymptotic series 1 / (x sqrt(pi)) sum (-1)^k (2k-1)!! / (2x^2)^k from 6 on (its smallest
+    term there is below float64's rounding). inf below -26.7, where exp(x^2) overflows float64."""
+    if x != x:
+        return x
+    if x < T(-26.7):
+        return T(math.inf)
+    if x < T(_ASYMPTOTIC_ERFCX_FROM):
+        return math.exp(x * x) * math.erfc(x)
+    inverse_twice_square = T(0.5) / (x * x)
+    term = T(1)
+    total = T(1)
+    for k in range(1, 40):
+        term *= -T(2 * k - 1) * inverse_twice_square
+        total += term
+        if abs(term) < total * T(_EPSILON):
+            break
+    return total * T(_ONE_OVER_SQRT_PI) / x

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 __all__ = [
-    "ACTIVATION_CODES", "BINARY_MATH", "DROPOUT_BITS", "OPS", "PADDING_MODES", "PAD_CIRCULAR", "PAD_REFLECT",
+    "ACTIVATION_CODES", "BINARY_MATH", "DROPOUT_BITS", "OPS", "ORTHOGONAL_POLYNOMIALS", "PADDING_MODES", "PAD_CIRCULAR", "PAD_REFLECT",
     "PAD_REPLICATE", "PAD_ZEROS", "SCATTER_REDUCTIONS", "SMOOTH_ACTIVATIONS", "UNARY_MATH", "padding_source",
     "scatter_combine", "search_position",
 ]
@@ -45,7 +45,7 @@ OPS = (
     "linalg_solve", "linalg_inv", "linalg_det", "linalg_slogdet", "linalg_cholesky", "linalg_qr", "linalg_svd",
     "linalg_eigh",
     "argsort", "argsort_slices", "argtopk", "nonzero", "scatter_reduce", "searchsorted",
-    "unary_math", "binary_math", "nan_to_num", "lerp",
+    "unary_math", "binary_math", "nan_to_num", "lerp", "orthogonal_polynomial",
 )
 
 # The element-wise functions of ``unary_math(name, x, out)`` and ``binary_math(name, a, b, out)``,
@@ -55,10 +55,21 @@ UNARY_MATH = (
     "erf", "erfc", "erfinv", "log1p", "expm1", "log2", "log10", "exp2", "rsqrt", "reciprocal",
     "floor", "ceil", "round", "trunc", "frac",
     "isnan", "isinf", "isposinf", "isneginf", "isfinite", "signbit", "bitwise_not",
+    "lgamma", "digamma", "trigamma", "i0", "i0e", "i1", "i1e", "erfcx", "frexp_mantissa", "frexp_exponent",
+    "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_k0", "modified_bessel_k1",
+    "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
 )
 BINARY_MATH = (
     "atan2", "fmod", "hypot", "logaddexp", "logaddexp2", "copysign",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift",
+    "nextafter", "fmax", "fmin", "gcd", "lcm", "zeta", "igamma", "igammac", "igamma_derivative",
+)
+
+# The polynomials of ``orthogonal_polynomial(x, n, kind, shifted, out)``, numbered by their
+# position here (``shifted``: of 2x - 1, the shifted Chebyshev polynomials).
+ORTHOGONAL_POLYNOMIALS = (
+    "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+    "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p",
 )
 
 # The activations of ``smooth_activation(x, code, beta, threshold, out)``, numbered by their

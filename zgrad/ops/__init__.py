@@ -9,13 +9,22 @@ from zgrad.ops.contraction import einsum, tensordot
 from zgrad.ops.counting import bincount, histc, histogram, unique, unique_consecutive
 from zgrad.ops.binary_math import (
     arctan2, atan2, bitwise_and, bitwise_left_shift, bitwise_not, bitwise_or, bitwise_right_shift, bitwise_xor,
-    copysign, floor_divide, fmod, hypot, lerp, logaddexp, logaddexp2,
+    copysign, floor_divide, fmax, fmin, fmod, gcd, heaviside, hypot, lcm, lerp, logaddexp, logaddexp2, nextafter,
 )
-from zgrad.ops.compare import eq, ge, gt, le, logical_and, logical_not, logical_or, logical_xor, lt, ne
-from zgrad.ops.elementwise import abs, clamp, clip, maximum, minimum, remainder, sqrt
+from zgrad.ops.compare import (
+    eq, ge, greater, greater_equal, gt, le, less, less_equal, logical_and, logical_not, logical_or, logical_xor, lt, ne,
+    not_equal,
+)
+from zgrad.ops.elementwise import abs, absolute, clamp, clip, maximum, minimum, remainder, sqrt
 from zgrad.ops.functions import (
-    add, cast, cat, clone, div, exp, getitem, linear, log, log_softmax, matmul, mul, neg, permute, pow, relu,
-    reshape, sigmoid, softmax, square, stack, sub, tanh, to_device, transpose,
+    add, addcdiv, addcmul, cast, cat, clone, div, divide, exp, getitem, linear, log, log_softmax, matmul, mul,
+    multiply, neg, negative, permute, positive, pow, relu, reshape, sigmoid, softmax, square, stack, sub, subtract, tanh,
+    to_device, transpose, true_divide,
+)
+from zgrad.ops.power_scaling import deg2rad, float_power, frexp, ldexp, rad2deg
+from zgrad.ops.special_binary import gammainc, gammaincc, igamma, igammac, zeta
+from zgrad.ops.special_unary import (
+    digamma, erfcx, i0, i0e, i1, i1e, lgamma, log_ndtr, mvlgamma, polygamma,
 )
 from zgrad.ops.indexing import gather, index_put, index_select, masked_fill, scatter, where
 from zgrad.ops.loss_functions import cross_entropy, mse_loss
@@ -91,6 +100,10 @@ __all__ = [
     "clamp_min", "clamp_max", "isnan", "isinf", "isposinf", "isneginf", "isfinite", "signbit", "atan2", "arctan2",
     "fmod", "hypot", "logaddexp", "logaddexp2", "copysign", "lerp", "bitwise_and", "bitwise_or", "bitwise_xor",
     "bitwise_not", "bitwise_left_shift", "bitwise_right_shift", "floor_divide",
+    "fmax", "fmin", "gcd", "lcm", "heaviside", "nextafter", "greater", "greater_equal", "less", "less_equal",
+    "not_equal", "absolute", "addcmul", "addcdiv", "negative", "positive", "subtract", "multiply", "divide", "true_divide",
+    "deg2rad", "rad2deg", "float_power", "frexp", "ldexp", "zeta", "gammainc", "gammaincc", "igamma", "igammac",
+    "lgamma", "digamma", "polygamma", "mvlgamma", "i0", "i0e", "i1", "i1e", "erfcx", "log_ndtr",
 ]
 __all__ += ["dist", "histogram", "index_reduce", "put", "renorm"]
 __all__ += ["corrcoef", "cov", "cumulative_trapezoid", "diff", "isin", "trapezoid", "trapz", "unravel_index", "vander"]

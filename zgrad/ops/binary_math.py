@@ -1,7 +1,8 @@
 """Element-wise functions of two tensors (or a tensor and a number), broadcast with PyTorch's type
 promotion: ``atan2``, ``fmod``, ``hypot``, ``logaddexp``, ``logaddexp2``, ``copysign``, ``lerp``,
-and the bitwise functions of bool and integer tensors (``bitwise_and`` ... ``bitwise_right_shift``,
-the operators ``& | ^ ~ << >>``) and ``floor_divide`` (``//``), which carry no gradient.
+``fmax``, ``fmin``, and the functions that carry no gradient: the bitwise functions of bool and
+integer tensors (``bitwise_and`` ... ``bitwise_right_shift``, the operators ``& | ^ ~ << >>``),
+``floor_divide`` (``//``), ``gcd``, ``lcm``, ``nextafter`` and ``heaviside``.
 
 A backward returns broadcast-shaped gradients (the engine sums them back to each input's shape)
 and None for a number operand.
@@ -14,7 +15,7 @@ from typing import Any, Callable
 
 from zgrad.autograd.function import Op
 from zgrad.errors import DTypeError
-from zgrad.kernels import dispatch, dispatch_math
+from zgrad.kernels import dispatch, dispatch_index, dispatch_math, dispatch_pointwise
 from zgrad.ops._args import operand, tensor_arg
 from zgrad.ops.rounding import zeros_like_gradient
 from zgrad.tensor import Tensor
@@ -23,7 +24,8 @@ from zgrad.ops.out_argument import accepts_out
 
 __all__ = [
     "atan2", "arctan2", "fmod", "hypot", "logaddexp", "logaddexp2", "copysign", "lerp", "bitwise_and", "bitwise_or",
-    "bitwise_xor", "bitwise_not", "bitwise_left_shift", "bitwise_right_shift", "floor_divide",
+    "bitwise_xor", "bitwise_not", "bitwise_left_shift", "bitwise_right_shift", "floor_divide", "fmax", "fmin", "gcd",
+    "lcm", "nextafter", "heaviside",
 ]
 
 
@@ -120,6 +122,33 @@ class Copysign(_BinaryMath):
     def gradients(grad, a, b, out):
         b_sign = math.copysign(1.0, b) if isinstance(b, (int, float)) else dispatch_math.binary_math("copysign", 1.0, b)
         return _mul(grad, _mul(dispatch_math.sign(a), b_sign)), zeros_like_gradient(grad)
+
+
+class _NanIgnoringExtremum(_BinaryMath):
+    """fmax or fmin: the larger (smaller) of a and b, the number where the other is NaN. The
+    gradient goes to a where a wins, ties included, or b is NaN, else to b (as PyTorch's)."""
+
+    @classmethod
+    def forward(cls, ctx, a, b):
+        ctx.save_for_backward(a, b, None)
+        return dispatch_math.binary_math(cls.function, a, b)
+
+    @classmethod
+    def backward(cls, ctx, grad):
+        a, b, _ = ctx.saved_tensors
+        compare = dispatch_pointwise.compare
+        a_wins = compare("logical_or", compare("ge" if cls.function == "fmax" else "le", a, b), compare("ne", b, b))
+        ga = dispatch_index.where(a_wins, grad, 0) if ctx.needs_input_grad[0] else None
+        gb = dispatch_index.where(a_wins, 0, grad) if ctx.needs_input_grad[1] else None
+        return ga, gb
+
+
+class Fmax(_NanIgnoringExtremum):
+    function = "fmax"
+
+
+class Fmin(_NanIgnoringExtremum):
+    function = "fmin"
 
 
 class Lerp(Op):
@@ -264,3 +293,72 @@ def bitwise_right_shift(input: Any, other: Any) -> Any:  # noqa: A002
 def bitwise_not(input: Any) -> Any:  # noqa: A002
     """~input for bool (logical not) and integer tensors."""
     return Tensor(dispatch_math.unary_math("bitwise_not", tensor_arg(input, "bitwise_not")._data))
+
+
+@accepts_out()
+def fmax(input: Any, other: Any) -> Any:  # noqa: A002
+    """The element-wise maximum of two tensors, ignoring NaN: the number where the other is NaN
+    (NaN only where both are), in the promoted dtype."""
+    return _binary(Fmax, input, other)
+
+
+@accepts_out()
+def fmin(input: Any, other: Any) -> Any:  # noqa: A002
+    """The element-wise minimum of two tensors, ignoring NaN (see :func:`fmax`)."""
+    return _binary(Fmin, input, other)
+
+
+def _tensor_pair_without_gradient(name: str, input: Any, other: Any) -> Any:  # noqa: A002
+    return _without_gradient(name, lambda a, b: dispatch_math.binary_math(name, a, b), tensor_arg(input, name),
+                             tensor_arg(other, name, "other"))
+
+
+@accepts_out()
+def gcd(input: Any, other: Any) -> Any:  # noqa: A002
+    """The greatest common divisor of each pair of elements (integer tensors), non-negative;
+    gcd(0, 0) = 0.
+
+    Raises:
+        DTypeError: bool or floating tensors (as PyTorch).
+    """
+    return _tensor_pair_without_gradient("gcd", input, other)
+
+
+@accepts_out()
+def lcm(input: Any, other: Any) -> Any:  # noqa: A002
+    """The least common multiple of each pair of elements (integer tensors), non-negative; 0 where
+    either is 0.
+
+    Raises:
+        DTypeError: bool or floating tensors (as PyTorch).
+    """
+    return _tensor_pair_without_gradient("lcm", input, other)
+
+
+@accepts_out()
+def nextafter(input: Any, other: Any) -> Any:  # noqa: A002
+    """The next floating-point value after each element of ``input`` towards ``other``'s (floating
+    tensors); not differentiable.
+
+    Raises:
+        DTypeError: bool or integer tensors (as PyTorch).
+    """
+    return _tensor_pair_without_gradient("nextafter", input, other)
+
+
+@accepts_out()
+def heaviside(input: Any, values: Any) -> Any:  # noqa: A002
+    """The Heaviside step of each element: 0 below 0, 1 above (and at NaN, 0, as PyTorch),
+    ``values`` (broadcast) at 0; not differentiable.
+
+    Raises:
+        RuntimeError: the tensors' dtypes differ (PyTorch's message).
+    """
+    x, values = tensor_arg(input, "heaviside"), tensor_arg(values, "heaviside", "values")
+    if x.dtype != values.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
+
+    def step(a: Any, v: Any) -> Any:
+        compare = dispatch_pointwise.compare
+        return dispatch_index.where(compare("eq", a, 0), v, dispatch.cast(compare("gt", a, 0), a.dtype))
+    return _without_gradient("heaviside", step, x, values)

@@ -13,7 +13,10 @@ from zgrad.ops._args import operand, tensor_arg
 from zgrad.tensor import Tensor
 from zgrad.ops.out_argument import accepts_out
 
-__all__ = ["eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not"]
+__all__ = [
+    "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not", "greater",
+    "greater_equal", "less", "less_equal", "not_equal",
+]
 
 
 def _compare(op: str, a: Any, b: Any) -> Any:
@@ -56,6 +59,9 @@ def gt(input: Any, other: Any) -> Any:  # noqa: A002
 def ge(input: Any, other: Any) -> Any:  # noqa: A002
     """input >= other, element-wise (bool)."""
     return _compare("ge", input, other)
+
+
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 
 
 @accepts_out()

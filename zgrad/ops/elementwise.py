@@ -444,6 +444,7 @@ def clamp(input: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002
 
 
 clip = clamp
+absolute = abs
 
 
 @accepts_out()

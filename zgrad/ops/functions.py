@@ -31,7 +31,8 @@ from zgrad.ops.out_argument import accepts_out
 __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "square", "matmul", "exp", "log", "tanh", "sigmoid", "relu",
     "reshape", "transpose", "permute", "getitem", "stack", "cat", "clone", "cast", "to_device",
-    "softmax", "log_softmax", "linear",
+    "softmax", "log_softmax", "linear", "addcmul", "addcdiv", "negative", "positive", "subtract", "multiply", "divide",
+    "true_divide",
 ]
 
 
@@ -75,10 +76,19 @@ def sub(input: Any, other: Any, *, alpha: Any = 1) -> Any:  # noqa: A002 - torch
     Raises:
         DTypeError: either operand is bool (PyTorch refuses; ``~``/``logical_not`` invert a mask).
     """
+    refuse_bool_subtraction(input, other)
+    return _plus_scaled(Sub, input, other, alpha)
+
+
+def refuse_bool_subtraction(input: Any, other: Any) -> None:  # noqa: A002
+    """Raise PyTorch's error where either operand of a subtraction is bool.
+
+    Raises:
+        DTypeError: ``input`` or ``other`` is a bool tensor or a Python bool.
+    """
     if _is_bool(input) or _is_bool(other):
         raise DTypeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
                          "to invert a mask, use the `~` or `logical_not()` operator instead.")
-    return _plus_scaled(Sub, input, other, alpha)
 
 
 @accepts_out()
@@ -131,6 +141,67 @@ def neg(input: Any) -> Any:  # noqa: A002 - torch's argument name
     return Neg.apply(x)
 
 
+negative, subtract, multiply, divide, true_divide = neg, sub, mul, div, div
+
+
+def positive(input: Any) -> Any:  # noqa: A002
+    """``input`` itself (unary plus).
+
+    Raises:
+        RuntimeError: a bool tensor (PyTorch's message).
+    """
+    x = _tensor(input, "positive")
+    if x.dtype.kind == "b":
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return x
+
+_INTEGER_ADDCDIV = (
+    "Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform a true "
+    "division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as (input + value * "
+    "torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + value * tensor1 / tensor2) "
+    "for float inputs. The future addcdiv behavior is just the latter implementation: (input + value * tensor1 / "
+    "tensor2), for all dtypes.")
+
+
+def _addc(name: str, input: Any, tensor1: Any, tensor2: Any, value: Any) -> tuple[Any, Any, Any, Any]:  # noqa: A002
+    """The tensors of addcmul / addcdiv and ``value`` as the result's dtype takes it (an integer
+    result truncates it, as PyTorch's kernels do).
+
+    Raises:
+        DTypeError: bool tensors throughout (PyTorch has no kernel for them).
+    """
+    x, t1, t2 = _tensor(input, name), _tensor(tensor1, name, "tensor1"), _tensor(tensor2, name, "tensor2")
+    dtype = result_type(x._data, t1._data, t2._data)
+    if dtype.kind == "b":
+        raise DTypeError(f"\"{name}_cpu_out\" not implemented for 'Bool'")
+    return x, t1, t2, value if is_floating(dtype) else int(value)
+
+
+@accepts_out()
+def addcmul(input: Any, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Any:  # noqa: A002
+    """input + value * tensor1 * tensor2, element-wise and broadcast, in the dtype the three
+    tensors promote to.
+
+    Raises:
+        DTypeError: bool tensors.
+    """
+    x, t1, t2, value = _addc("addcmul", input, tensor1, tensor2, value)
+    return add(x, mul(mul(t1, t2), value))
+
+
+@accepts_out()
+def addcdiv(input: Any, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Any:  # noqa: A002
+    """input + value * tensor1 / tensor2, element-wise and broadcast (true division).
+
+    Raises:
+        RuntimeError: tensor1 and tensor2 both integer (PyTorch's message).
+    """
+    x, t1, t2, value = _addc("addcdiv", input, tensor1, tensor2, value)
+    if not (is_floating(t1.dtype) or is_floating(t2.dtype)):
+        raise RuntimeError(_INTEGER_ADDCDIV)
+    return add(x, mul(div(t1, t2), value))
+
+
 @accepts_out("exact")
 @autocast_op()
 def matmul(a: Any, b: Any) -> Any:
@@ -166,10 +237,18 @@ def relu(input: Any) -> Any:  # noqa: A002 - torch's argument name
     Raises:
         DTypeError: a bool tensor (PyTorch refuses it too).
     """
-    x = _tensor(input, "relu")
+    return Relu.apply(refuse_bool_relu(_tensor(input, "relu")))
+
+
+def refuse_bool_relu(x: Any) -> Any:
+    """``x``, unless a bool tensor (PyTorch refuses relu of bools).
+
+    Raises:
+        DTypeError: a bool tensor.
+    """
     if x.dtype.kind == "b":
         raise DTypeError("Boolean inputs not supported for relu")
-    return Relu.apply(x)
+    return x
 
 
 def reshape(x: Any, shape: Sequence[int]) -> Any:

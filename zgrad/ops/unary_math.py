@@ -24,7 +24,7 @@ from zgrad.tensor import Tensor
 __all__ = [
     "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "arcsin", "arccos",
     "arctan", "arcsinh", "arccosh", "arctanh", "erf", "erfc", "erfinv", "log1p", "expm1", "log2", "log10", "exp2",
-    "rsqrt", "reciprocal", "UNARY_OPS",
+    "rsqrt", "reciprocal", "UNARY_OPS", "UnaryMath",
 ]
 
 
@@ -43,7 +43,7 @@ def _one_minus_square(x: Any) -> Any:
     return formula_sub(1, _square(x))
 
 
-class _UnaryMath(Op):
+class UnaryMath(Op):
     """``function``(x) on the math kernel of that name; ``derivative(grad, saved)`` is the
     backward, from the output where ``saves_output``, else from the input."""
 
@@ -67,7 +67,7 @@ class _UnaryMath(Op):
         raise NotImplementedError
 
 
-class Sin(_UnaryMath):
+class Sin(UnaryMath):
     function = "sin"
 
     @staticmethod
@@ -75,7 +75,7 @@ class Sin(_UnaryMath):
         return _mul(grad, _fn("cos", x))
 
 
-class Cos(_UnaryMath):
+class Cos(UnaryMath):
     function = "cos"
 
     @staticmethod
@@ -83,7 +83,7 @@ class Cos(_UnaryMath):
         return _mul(grad, formula_neg(_fn("sin", x)))
 
 
-class Tan(_UnaryMath):
+class Tan(UnaryMath):
     function = "tan"
     saves_output = True
 
@@ -92,7 +92,7 @@ class Tan(_UnaryMath):
         return _mul(grad, formula_add(_square(y), 1))
 
 
-class Asin(_UnaryMath):
+class Asin(UnaryMath):
     function = "asin"
 
     @staticmethod
@@ -100,7 +100,7 @@ class Asin(_UnaryMath):
         return _mul(grad, _fn("rsqrt", _one_minus_square(x)))
 
 
-class Acos(_UnaryMath):
+class Acos(UnaryMath):
     function = "acos"
 
     @staticmethod
@@ -108,7 +108,7 @@ class Acos(_UnaryMath):
         return _mul(formula_neg(grad), _fn("rsqrt", _one_minus_square(x)))
 
 
-class Atan(_UnaryMath):
+class Atan(UnaryMath):
     function = "atan"
 
     @staticmethod
@@ -116,7 +116,7 @@ class Atan(_UnaryMath):
         return _div(grad, formula_add(_square(x), 1))
 
 
-class Sinh(_UnaryMath):
+class Sinh(UnaryMath):
     function = "sinh"
 
     @staticmethod
@@ -124,7 +124,7 @@ class Sinh(_UnaryMath):
         return _mul(grad, _fn("cosh", x))
 
 
-class Cosh(_UnaryMath):
+class Cosh(UnaryMath):
     function = "cosh"
 
     @staticmethod
@@ -132,7 +132,7 @@ class Cosh(_UnaryMath):
         return _mul(grad, _fn("sinh", x))
 
 
-class Asinh(_UnaryMath):
+class Asinh(UnaryMath):
     function = "asinh"
 
     @staticmethod
@@ -140,7 +140,7 @@ class Asinh(_UnaryMath):
         return _mul(grad, _fn("rsqrt", formula_add(_square(x), 1)))
 
 
-class Acosh(_UnaryMath):
+class Acosh(UnaryMath):
     function = "acosh"
 
     @staticmethod
@@ -148,7 +148,7 @@ class Acosh(_UnaryMath):
         return _mul(grad, _fn("rsqrt", formula_sub(_square(x), 1)))
 
 
-class Atanh(_UnaryMath):
+class Atanh(UnaryMath):
     function = "atanh"
 
     @staticmethod
@@ -159,7 +159,7 @@ class Atanh(_UnaryMath):
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
-class Erf(_UnaryMath):
+class Erf(UnaryMath):
     function = "erf"
 
     @staticmethod
@@ -167,7 +167,7 @@ class Erf(_UnaryMath):
         return _mul(grad, _mul(formula_exp(formula_neg(_square(x))), _TWO_OVER_SQRT_PI))
 
 
-class Erfc(_UnaryMath):
+class Erfc(UnaryMath):
     function = "erfc"
 
     @staticmethod
@@ -175,7 +175,7 @@ class Erfc(_UnaryMath):
         return _mul(grad, _mul(formula_exp(formula_neg(_square(x))), -_TWO_OVER_SQRT_PI))
 
 
-class Erfinv(_UnaryMath):
+class Erfinv(UnaryMath):
     function = "erfinv"
     saves_output = True
 
@@ -184,7 +184,7 @@ class Erfinv(_UnaryMath):
         return _mul(grad, _mul(formula_exp(_square(y)), 1.0 / _TWO_OVER_SQRT_PI))
 
 
-class Log1p(_UnaryMath):
+class Log1p(UnaryMath):
     function = "log1p"
 
     @staticmethod
@@ -192,7 +192,7 @@ class Log1p(_UnaryMath):
         return _div(grad, formula_add(x, 1))
 
 
-class Expm1(_UnaryMath):
+class Expm1(UnaryMath):
     function = "expm1"
     saves_output = True
 
@@ -201,7 +201,7 @@ class Expm1(_UnaryMath):
         return _mul(grad, formula_add(y, 1))
 
 
-class Log2(_UnaryMath):
+class Log2(UnaryMath):
     function = "log2"
 
     @staticmethod
@@ -209,7 +209,7 @@ class Log2(_UnaryMath):
         return _div(grad, _mul(x, math.log(2.0)))
 
 
-class Log10(_UnaryMath):
+class Log10(UnaryMath):
     function = "log10"
 
     @staticmethod
@@ -217,7 +217,7 @@ class Log10(_UnaryMath):
         return _div(grad, _mul(x, math.log(10.0)))
 
 
-class Exp2(_UnaryMath):
+class Exp2(UnaryMath):
     function = "exp2"
     saves_output = True
 
@@ -226,7 +226,7 @@ class Exp2(_UnaryMath):
         return _mul(grad, _mul(y, math.log(2.0)))
 
 
-class Rsqrt(_UnaryMath):
+class Rsqrt(UnaryMath):
     function = "rsqrt"
     saves_output = True
 
@@ -235,7 +235,7 @@ class Rsqrt(_UnaryMath):
         return _mul(_mul(grad, -0.5), _mul(y, _square(y)))
 
 
-class Reciprocal(_UnaryMath):
+class Reciprocal(UnaryMath):
     function = "reciprocal"
     saves_output = True
 
@@ -245,7 +245,7 @@ class Reciprocal(_UnaryMath):
 
 
 # The public functions, by name: each is ``Op.apply`` on its tensor argument.
-UNARY_OPS: dict[str, type[_UnaryMath]] = {
+UNARY_OPS: dict[str, type[UnaryMath]] = {
     op.function: op for op in (Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Erf, Erfc, Erfinv,
                                Log1p, Expm1, Log2, Log10, Exp2, Rsqrt, Reciprocal)
 }

@@ -27,7 +27,7 @@ from zgrad.kernels.cpu.scans import (  # noqa: F401 - running reductions and ord
     argsort_rows, cumextreme_rows, cumprod, cumprod_backward_rows, cumsum, logcumsumexp_backward_rows, logcumsumexp_rows,
     mode_rows,
 )
-from zgrad.kernels.cpu.math_ops import binary_math, lerp, nan_to_num, unary_math  # noqa: F401 - math functions
+from zgrad.kernels.cpu.math_ops import binary_math, lerp, nan_to_num, orthogonal_polynomial, unary_math  # noqa: F401 - math functions
 from zgrad.kernels.cpu.sequence import (  # noqa: F401 - embeddings, recurrences, dropout, activations, losses
     class_loss, class_loss_backward, dropout, dropout_backward, embedding, embedding_backward, embedding_bag,
     embedding_bag_backward, embedding_bag_per_sample_weights_backward, embedding_renorm, gelu, gelu_backward,

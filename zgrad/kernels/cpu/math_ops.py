@@ -4,7 +4,8 @@
 Part of :mod:`zgrad.kernels.cpu.backend` (which re-exports these); each writes into ``out`` and
 returns it. numpy's ufuncs (SIMD where numpy has loops for them) write into ``out`` directly;
 the functions numpy lacks, or runs as a libm call per element, run the Numba kernels of
-:mod:`kernels.special` (vectorised).
+:mod:`kernels.special` (vectorised), the special functions (lgamma, digamma, the Bessel
+functions, zeta, the incomplete gamma functions) those of :mod:`kernels.special_functions`.
 """
 
 from __future__ import annotations
@@ -14,20 +15,44 @@ import numpy as np
 from zgrad.kernels.cpu import kernels
 from zgrad.kernels.cpu.common import flat
 
-__all__ = ["unary_math", "binary_math", "nan_to_num", "lerp"]
+__all__ = ["unary_math", "binary_math", "nan_to_num", "lerp", "orthogonal_polynomial"]
 
 def _no_options(dtype: np.dtype) -> tuple:
     return ()
 
 
-def _special(name: str, options=_no_options):
-    """The Numba kernel ``name`` of :mod:`kernels.special`, given ``options(dtype)`` before ``out``."""
+def _special(name: str, options=_no_options, module: str = "special"):
+    """The Numba kernel ``name`` of ``kernels.<module>``, given ``options(dtype)`` before ``out``."""
     def apply(x, out):
         source = x if x.dtype == out.dtype else x.astype(out.dtype)
         if out.size:
-            getattr(kernels.special, name)(flat(source), *options(out.dtype), out.reshape(-1))
+            getattr(getattr(kernels, module), name)(flat(source), *options(out.dtype), out.reshape(-1))
         return out
     return apply
+
+
+def _special_function(name: str):
+    return _special(f"{name}_forward", module="special_functions")
+
+
+def _special_binary(name: str):
+    """The two-operand Numba kernel ``name`` of :mod:`kernels.special_functions`, on operands
+    broadcast to out's shape."""
+    def apply(a, b, out):
+        if out.size:
+            a, b = (flat(np.broadcast_to(v, out.shape)) for v in (a, b))
+            getattr(kernels.special_functions, f"{name}_forward")(a, b, out.reshape(-1))
+        return out
+    return apply
+
+
+def _frexp_mantissa(x, out):
+    return np.frexp(x, out=(out, None))[0]
+
+
+def _frexp_exponent(x, out):
+    out[...] = np.frexp(x)[1]
+    return out
 
 
 def _erfinv_options(dtype: np.dtype) -> tuple:
@@ -63,13 +88,20 @@ _UNARY = {
     "frac": _frac, "isnan": _ufunc(np.isnan), "isinf": _ufunc(np.isinf), "isposinf": _isposinf,
     "isneginf": _isneginf, "isfinite": _ufunc(np.isfinite), "signbit": _ufunc(np.signbit),
     "bitwise_not": _ufunc(np.invert),
+    **{name: _special_function(name) for name in ("lgamma", "digamma", "trigamma", "i0", "i0e", "i1", "i1e", "erfcx",
+                                                         "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1",
+                                                         "modified_bessel_k0", "modified_bessel_k1",
+                                                         "scaled_modified_bessel_k0", "scaled_modified_bessel_k1")},
+    "frexp_mantissa": _frexp_mantissa, "frexp_exponent": _frexp_exponent,
 }
 
 _BINARY = {
     "atan2": np.arctan2, "fmod": np.fmod, "hypot": np.hypot, "logaddexp": np.logaddexp,
     "logaddexp2": np.logaddexp2, "copysign": np.copysign, "bitwise_and": np.bitwise_and,
     "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor, "bitwise_left_shift": np.left_shift,
-    "bitwise_right_shift": np.right_shift,
+    "bitwise_right_shift": np.right_shift, "nextafter": np.nextafter, "fmax": np.fmax, "fmin": np.fmin,
+    "gcd": np.gcd, "lcm": np.lcm,
+    **{name: _special_binary(name) for name in ("zeta", "igamma", "igammac", "igamma_derivative")},
 }
 
 
@@ -99,7 +131,8 @@ def binary_math(name: str, a, b, out):
             getattr(kernels.special, kernel)(flat(a), flat(b), out.reshape(-1))
         return out
     with np.errstate(all="ignore"):
-        return _BINARY[name](a, b, out=out)
+        function = _BINARY[name]
+        return function(a, b, out=out) if isinstance(function, np.ufunc) else function(a, b, out)
 
 
 def nan_to_num(x, nan: float, posinf: float, neginf: float, out):
@@ -119,4 +152,14 @@ def lerp(start, end, weight, out):
             kernels.special.lerp_scalar_forward(start, end, out.dtype.type(weight), out.reshape(-1))
         else:
             kernels.special.lerp_forward(start, end, flat(np.broadcast_to(weight, out.shape)), out.reshape(-1))
+    return out
+
+
+def orthogonal_polynomial(x, n, kind: int, shifted: bool, out):
+    """out = the orthogonal polynomial ``kind`` (a position in
+    :data:`~zgrad.kernels.vocabulary.ORTHOGONAL_POLYNOMIALS`) of degree n at x (at 2x - 1 where
+    ``shifted``), broadcast."""
+    if out.size:
+        x, n = (flat(np.broadcast_to(v, out.shape)) for v in (x, n))
+        kernels.special_functions.orthogonal_polynomial_forward(x, n, kind, shifted, out.reshape(-1))
     return out

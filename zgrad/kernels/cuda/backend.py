@@ -30,7 +30,7 @@ from zgrad.kernels.cuda.index import (  # noqa: F401 - the indexing and embeddin
     embedding_bag_per_sample_weights_backward, embedding_renorm, gather, index_add, put_positions, scatter,
     scatter_add, scatter_slice, stack, take, take_positions,
 )
-from zgrad.kernels.cuda.math_ops import binary_math, lerp, nan_to_num, unary_math  # noqa: F401 - math functions
+from zgrad.kernels.cuda.math_ops import binary_math, lerp, nan_to_num, orthogonal_polynomial, unary_math  # noqa: F401 - math functions
 from zgrad.kernels.cuda.layers import (  # noqa: F401 - convolution, pooling and normalization
     adaptive_avg_pool2d, adaptive_avg_pool2d_backward, avg_pool2d, avg_pool2d_backward, batch_norm,
     batch_norm_backward, conv2d, conv2d_backward, group_norm, group_norm_backward, max_pool2d, max_pool2d_backward,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from zgrad.kernels.cuda.elementwise import binary_op, ternary_op, unary_op
 
-__all__ = ["unary_math", "binary_math", "nan_to_num", "lerp"]
+__all__ = ["unary_math", "binary_math", "nan_to_num", "lerp", "orthogonal_polynomial"]
 
 _SHIFTS = {"bitwise_left_shift", "bitwise_right_shift"}
 
@@ -42,3 +42,9 @@ def lerp(start, end, weight, out):
     """out = start + weight * (end - start) (from the nearer end, as PyTorch), broadcast; ``weight``
     a number or an array."""
     return ternary_op("lerp", start, end, weight, out)
+
+
+def orthogonal_polynomial(x, n, kind: int, shifted: bool, out):
+    """out = the orthogonal polynomial ``kind`` of degree n at x (at 2x - 1 where ``shifted``),
+    broadcast."""
+    return binary_op("orthogonal_polynomial", x, n, out, kind, 1 if shifted else 0)

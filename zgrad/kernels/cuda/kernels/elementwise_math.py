@@ -1,6 +1,6 @@
 """CUDA device functions of the element-wise math functions (the names of
 :data:`zgrad.kernels.vocabulary.UNARY_MATH` / ``BINARY_MATH``, plus ``fmod_int`` and
-``nan_to_num``), in the form of :mod:`zgrad.kernels.cuda.kernels.elementwise`, whose kernel tables
+``nan_to_num``; the special functions come from :mod:`elementwise_special`), in the form of :mod:`zgrad.kernels.cuda.kernels.elementwise`, whose kernel tables
 take them in (``UNARY_MATH_OPS``, ``BINARY_MATH_OPS``).
 
 The float functions run on floating operands only (dispatch casts integers first, and answers
@@ -11,6 +11,7 @@ the predicates of integers itself). Rounding is written with ``fmod`` and ``copy
 from __future__ import annotations
 
 from zgrad.kernels.cuda.kernels.common import device, math
+from zgrad.kernels.cuda.kernels.elementwise_special import BINARY_SPECIAL_OPS, UNARY_SPECIAL_OPS
 from zgrad.kernels.special_math import erfinv
 
 __all__ = ["UNARY_MATH_OPS", "BINARY_MATH_OPS", "TERNARY_MATH_OPS", "BOOL_OUT_MATH", "INTEGER_MATH"]
@@ -307,15 +308,16 @@ UNARY_MATH_OPS = {
     "rsqrt": _rsqrt, "reciprocal": _reciprocal, "floor": _floor, "ceil": _ceil, "round": _round,
     "trunc": _trunc, "frac": _frac, "isnan": _isnan, "isinf": _isinf, "isposinf": _isposinf,
     "isneginf": _isneginf, "isfinite": _isfinite, "signbit": _signbit, "bitwise_not": _bitwise_not,
+    **UNARY_SPECIAL_OPS,
 }
 BINARY_MATH_OPS = {
     "atan2": _atan2, "fmod": _fmod, "fmod_int": _fmod_int, "hypot": _hypot, "logaddexp": _logaddexp,
     "logaddexp2": _logaddexp2, "copysign": _copysign, "bitwise_and": _bitwise_and, "bitwise_or": _bitwise_or,
     "bitwise_xor": _bitwise_xor, "bitwise_left_shift": _bitwise_left_shift,
-    "bitwise_right_shift": _bitwise_right_shift, "nan_to_num": _nan_to_num,
+    "bitwise_right_shift": _bitwise_right_shift, "nan_to_num": _nan_to_num, **BINARY_SPECIAL_OPS,
 }
 TERNARY_MATH_OPS = {"lerp": _lerp}
 # Ops with a bool out, and ops on integers only (left out of the float PTX signatures).
 BOOL_OUT_MATH = {"isnan", "isinf", "isposinf", "isneginf", "isfinite", "signbit"}
-INTEGER_MATH = {"bitwise_not", "fmod_int", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+INTEGER_MATH = {"bitwise_not", "fmod_int", "gcd", "lcm", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
                 "bitwise_right_shift"}

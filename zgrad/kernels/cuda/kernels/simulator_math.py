@@ -15,7 +15,7 @@ import numpy as np
 __all__ = [
     "exp", "log", "tanh", "sqrt", "erf", "erfc", "inf", "nan", "isinf", "isnan", "fabs", "pow", "floor", "sin", "cos",
     "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log1p", "expm1", "log2", "log10",
-    "fmod", "copysign", "atan2", "hypot",
+    "fmod", "copysign", "atan2", "hypot", "lgamma", "frexp", "nextafter",
 ]
 
 inf = float("inf")
@@ -45,6 +45,12 @@ asinh, acosh, atanh = _quiet(np.arcsinh), _quiet(np.arccosh), _quiet(np.arctanh)
 log1p, expm1, log2, log10 = _quiet(np.log1p), _quiet(np.expm1), _quiet(np.log2), _quiet(np.log10)
 fmod, copysign = _quiet(np.fmod), _quiet(np.copysign)
 atan2, hypot = _quiet(np.arctan2), _quiet(np.hypot)
+nextafter = _quiet(np.nextafter)
+
+
+def frexp(x: Any) -> tuple:
+    mantissa, exponent = np.frexp(x)
+    return mantissa, int(exponent)
 
 
 def isnan(x: Any) -> bool:
@@ -65,3 +71,11 @@ def _rounded(function: Any) -> Any:
 
 erf = _rounded(math.erf)
 erfc = _rounded(math.erfc)
+
+
+def lgamma(x: Any) -> Any:
+    """log |Gamma(x)| rounded to x's dtype; inf at the poles (0 and the negative integers), where
+    Python's raises."""
+    if x <= 0 and float(x).is_integer():
+        return type(x)(inf)
+    return _rounded(math.lgamma)(x)
