@@ -109,8 +109,13 @@ class _LockedCacheFile(IndexDataCacheFile):
 
     @contextlib.contextmanager
     def _locked(self, mode: int):
-        os.makedirs(self._cache_path, exist_ok=True)
-        with open(self._index_path + ".lock", "a") as lock:
+        try:
+            os.makedirs(self._cache_path, exist_ok=True)
+            lock = open(self._index_path + ".lock", "a")
+        except OSError:  # a cache directory that takes no new file: as unlocked as Numba's own
+            yield
+            return
+        with lock:
             fcntl.flock(lock, mode)
             try:
                 yield
