@@ -29,8 +29,7 @@ class TensorGradients:
         return a + b
 
     def sum_to(self, grad: Tensor, shape: tuple[int, ...]) -> Tensor:
-        lead = grad.ndim - len(shape)
-        dims = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1)
+        dims = dispatch.broadcast_axes(grad.shape, shape)
         return (grad.sum(dim=dims, keepdim=True) if dims else grad).reshape(shape)
 
     def cast(self, grad: Tensor, dtype: Any) -> Tensor:

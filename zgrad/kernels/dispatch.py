@@ -28,7 +28,8 @@ from zgrad.kernels.vocabulary import OPS
 
 __all__ = [
     "OPS", "DEFAULT_FLOAT", "INT64", "backend", "backend_of", "backend_available", "device_type_of", "empty", "full",
-    "asarray", "float_dtype", "scalar_type_name", "cpp_type_name", "sum_dtype", "mean_dtype", "broadcast_shape", "sum_to", "binary",
+    "asarray", "float_dtype", "scalar_type_name", "cpp_type_name", "sum_dtype", "mean_dtype", "broadcast_shape", "sum_to",
+    "broadcast_axes", "binary",
     "unary", "activation_backward", "matmul", "reduce_sum", "reduce_axes", "rowwise", "rowwise_backward", "bias_act", "stack",
     "concatenate", "slice_backward", "cast",
     "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "host_buffer", "dlpack_capsule", "dlpack_device", "from_dlpack", "pin_memory", "is_pinned", "add_inplace", "copy_into",
@@ -293,18 +294,28 @@ def sum_to(x: Any, shape: tuple[int, ...]):
     """
     if x.shape == shape:
         return x
-    lead = x.ndim - len(shape)
+    reduced = reduce_sum(x, broadcast_axes(x.shape, shape), keepdims=True)
+    return reduced.reshape(shape)
+
+
+def broadcast_axes(source: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The axes of ``source`` to sum (keeping them) so that it reshapes to ``shape``, of which
+    it is a numpy broadcast.
+
+    Raises:
+        ShapeError: ``source`` is not a broadcast of ``shape``.
+    """
+    lead = len(source) - len(shape)
     if lead < 0:
-        raise ShapeError(f"cannot sum a gradient of shape {list(x.shape)} down to shape {list(shape)}")
+        raise ShapeError(f"cannot sum a gradient of shape {list(source)} down to shape {list(shape)}")
     axes = list(range(lead))
     for i, n in enumerate(shape):
-        got = x.shape[lead + i]
+        got = source[lead + i]
         if n == 1 and got != 1:
             axes.append(lead + i)
         elif n != got:
-            raise ShapeError(f"cannot sum a gradient of shape {list(x.shape)} down to shape {list(shape)}")
-    reduced = reduce_sum(x, tuple(axes), keepdims=True)
-    return reduced.reshape(shape)
+            raise ShapeError(f"cannot sum a gradient of shape {list(source)} down to shape {list(shape)}")
+    return tuple(axes)
 
 
 # --- element-wise -----------------------------------------------------------------------------

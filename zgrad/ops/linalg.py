@@ -27,9 +27,7 @@ def _formula_sum_to(x: Any, shape: tuple[int, ...]) -> Any:
         return x
     if not on_graph(x):
         return dispatch.sum_to(x, shape)
-    lead = x.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1)
-    return formula_sum(x, axes, keepdim=True).reshape(shape)
+    return formula_sum(x, dispatch.broadcast_axes(x.shape, shape), keepdim=True).reshape(shape)
 
 
 class MatMul(Op):
