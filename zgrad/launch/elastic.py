@@ -293,7 +293,9 @@ class _Agent:
             if state == "running":
                 finished, failures = self.group.poll()
                 if failures:
-                    self._stop_workers()
+                    group = self.group
+                    self._stop_workers()  # which reads the failed workers' pipes to their end
+                    failures = group.failures()  # so their error lines are the traceback's last
                     state = "failed"
                     self.channel.send({"op": "beat", "round": self.round, "state": "failed",
                                        "failures": [f.as_map() for f in failures[:1]]})
@@ -318,10 +320,10 @@ class _Agent:
     def _stop_workers(self) -> None:
         if self.group is None:
             return
-        self.group.stop(self.spec.shutdown_grace_s)
-        self.group.drain(1.0)
         for fd in self.group.fds():
             self.poller.unregister(fd)
+        self.group.stop(self.spec.shutdown_grace_s)
+        self.group.drain(1.0)
         self.group = None
 
     def _verdict(self, message: dict) -> Outcome:

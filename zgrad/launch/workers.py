@@ -162,6 +162,7 @@ class WorkerGroup:
         self._streams: dict[int, _Stream] = {}
         self._error_tails: dict[int, collections.deque] = {}  # by worker: its stderr's (or merged stdout's) last lines
         self._exit_times: dict[int, float] = {}
+        self._failed: list[int] = []  # the workers that had failed at the last poll, first first
 
     def start(self) -> None:
         """Start every worker (never from a process with other Python threads running)."""
@@ -219,15 +220,24 @@ class WorkerGroup:
             self._streams.pop(fd).close()
 
     def poll(self) -> tuple[bool, list[WorkerFailure]]:
-        """Return (every worker has exited, the failures so far, first first)."""
+        """Return (every worker has exited, the failures so far, first first).
+
+        A failure's error line is the last one its worker's pipes had delivered by then: read them
+        to their end first (:meth:`drain`, after :meth:`stop`) and ask :meth:`failures` again for
+        the complete lines."""
         now = time.time()
         for index, popen in enumerate(self.popens):
             if popen is not None and popen.poll() is not None and index not in self._exit_times:
                 self._exit_times[index] = now
         failed = [i for i, p in enumerate(self.popens) if p is not None and p.returncode not in (None, 0)]
-        failed.sort(key=lambda i: self._exit_times[i])
+        self._failed = sorted(failed, key=lambda i: self._exit_times[i])
         finished = all(p is not None and p.returncode is not None for p in self.popens)
-        return finished, [self._failure(i) for i in failed]
+        return finished, self.failures()
+
+    def failures(self) -> list[WorkerFailure]:
+        """The failures the last :meth:`poll` found (not the workers stopped since), built from
+        what their pipes have delivered now."""
+        return [self._failure(i) for i in self._failed]
 
     def _failure(self, index: int) -> WorkerFailure:
         spec, popen = self.specs[index], self.popens[index]
