@@ -118,6 +118,14 @@ CASES = {
                           + (lib.std(x.exp(), dim=1, keepdim=True, correction=0) ** 3).sum()
                           + (x.std() * lib.logsumexp(x * x, dim=2)).sum()
                           + (lib.logsumexp(x, dim=(0, 1), keepdim=True) ** 2).sum()),
+    "linear_maps": ([_signed((3, 5))],
+                    lambda lib, x: (lib.cumsum(x * x, dim=1) ** 2).sum()
+                    + (lib.flip(x.exp(), dims=(0,)) * x).sum()
+                    + (lib.roll(x * x, shifts=(1, -2), dims=(0, 1)) * x).sum()
+                    + (lib.nn.functional.pad(x * x, (1, 2, 0, 1), value=0.5) ** 3).sum()),
+    "maximum_minimum": ([_signed((4, 3)), _signed((3,))],
+                        lambda lib, a, b: (lib.maximum(a * a, b) ** 2).sum()
+                        + (lib.minimum(a, b.exp()) * a).sum()),
     "log_softmax_nll": ([_signed((4, 5))],
                         lambda lib, z: lib.nn.functional.nll_loss(
                             lib.log_softmax(z * z, dim=1), lib.tensor([1, 0, 4, 4]))

@@ -370,6 +370,7 @@ class _Extremum(Op):
     """Element-wise maximum or minimum of two tensors; a tie splits the gradient in halves."""
 
     take_max = True
+    differentiable_backward = True
 
     @classmethod
     def forward(cls, ctx, a, b):
@@ -379,7 +380,12 @@ class _Extremum(Op):
     @classmethod
     def backward(cls, ctx, grad):
         a, b = ctx.saved_tensors
-        return dispatch_pointwise.extremum_backward(grad, a, b, cls.take_max)
+        if not isinstance(grad, Tensor):
+            return dispatch_pointwise.extremum_backward(grad, a, b, cls.take_max)
+        # recorded: grad times each side's share (1, 0 or 1/2 on a tie), constant where defined
+        ones = dispatch.full(grad.shape, 1, grad.dtype, dispatch.device_type_of(grad._data))
+        share_a, share_b = dispatch_pointwise.extremum_backward(ones, detached(a), detached(b), cls.take_max)
+        return formula_mul(grad, piecewise_constant(a, share_a)), formula_mul(grad, piecewise_constant(b, share_b))
 
 
 class Maximum(_Extremum):

@@ -13,6 +13,7 @@ import numpy as np
 from zgrad.autograd.function import Op
 from zgrad.kernels import dispatch
 from zgrad.ops._args import tensor_arg
+from zgrad.ops.backward_ops import linear_in_grad
 from zgrad.ops.indexing import IndexSelect
 
 __all__ = ["ConstantPad", "PAD_MODES", "pad"]
@@ -22,7 +23,11 @@ PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 class ConstantPad(Op):
     """``x`` inside a result filled with ``value``: ``source`` selects the kept part of ``x`` (all of it
-    unless a padding amount is negative) and ``target`` where it goes in the result."""
+    unless a padding amount is negative) and ``target`` where it goes in the result. The gradient
+    is the kept part of the result's, back in place: a map linear in it, whose adjoint pads again
+    with zeros."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx, x, shape, source, target, value):
@@ -33,7 +38,17 @@ class ConstantPad(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        return dispatch.slice_backward(grad[ctx.target], ctx.source, ctx.shape, grad.dtype), None, None, None, None
+        padded = grad.shape
+
+        def unpad(g):
+            return dispatch.slice_backward(g[ctx.target], ctx.source, ctx.shape, g.dtype)
+
+        def pad(g):
+            out = dispatch.full(padded, 0, g.dtype, dispatch.device_type_of(g))
+            out[ctx.target] = g[ctx.source]
+            return out
+
+        return linear_in_grad(grad, unpad, pad), None, None, None, None
 
 
 def _pairs(x: Any, pad: Sequence[int]) -> list[tuple[int, int, int]]:

@@ -20,7 +20,7 @@ from zgrad.kernels import dispatch_index
 from zgrad.kernels import dispatch_pointwise
 from zgrad.kernels import dispatch_reduce
 from zgrad.ops._args import tensor_arg
-from zgrad.ops.backward_ops import detached
+from zgrad.ops.backward_ops import detached, linear_in_grad
 from zgrad.ops.elementwise import Cast, formula_mul, maximum, minimum
 from zgrad.ops.indexing import Where
 from zgrad.ops.shape import Expand
@@ -119,7 +119,10 @@ class NanSum(Op):
 
 
 class CumSum(Op):
-    """Running sums along ``dim``; the gradient is the running sum of the gradient from the end."""
+    """Running sums along ``dim``; the gradient is the running sum of the gradient from the end
+    (a map linear in it, whose adjoint is the running sum itself)."""
+
+    differentiable_backward = True
 
     @staticmethod
     def forward(ctx, x, dim, dtype):
@@ -128,7 +131,8 @@ class CumSum(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        return dispatch_reduce.cumsum(grad, ctx.dim, reverse=True), None, None
+        return linear_in_grad(grad, lambda g: dispatch_reduce.cumsum(g, ctx.dim, reverse=True),
+                              lambda g: dispatch_reduce.cumsum(g, ctx.dim)), None, None
 
 
 class ValuesIndices(NamedTuple):

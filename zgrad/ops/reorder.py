@@ -20,6 +20,7 @@ from zgrad.errors import ShapeError
 from zgrad.kernels import dispatch, dispatch_index
 from zgrad.kernels.dispatch_index import normalize_dim
 from zgrad.ops._args import int_tuple, tensor_arg
+from zgrad.ops.backward_ops import linear_in_grad
 from zgrad.ops.functions import clone, reshape, transpose
 from zgrad.ops.indexing import IndexSelect
 from zgrad.tensor import Tensor
@@ -32,6 +33,8 @@ __all__ = [
 class Flip(Op):
     """A copy with the dims of ``index`` (reversing slices) reversed; so is the gradient."""
 
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, x, index):
         ctx.index = index
@@ -39,7 +42,10 @@ class Flip(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        return dispatch.cast(grad[ctx.index], grad.dtype), None
+        def flipped(g):  # its own adjoint
+            return dispatch.cast(g[ctx.index], g.dtype)
+
+        return linear_in_grad(grad, flipped, flipped), None
 
 
 def flip(input: Any, dims: Any) -> Any:  # noqa: A002 - torch's argument name
@@ -91,6 +97,8 @@ class Roll(Op):
     """A copy with the elements of each dim of ``moves`` ((dim, shift) pairs) moved ``shift``
     places round; the gradient moves back."""
 
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, x, moves):
         ctx.moves = moves
@@ -98,7 +106,8 @@ class Roll(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        return Roll.rolled(grad, tuple((dim, -shift) for dim, shift in ctx.moves)), None
+        back = tuple((dim, -shift) for dim, shift in ctx.moves)
+        return linear_in_grad(grad, lambda g: Roll.rolled(g, back), lambda g: Roll.rolled(g, ctx.moves)), None
 
     @staticmethod
     def rolled(a, moves):
