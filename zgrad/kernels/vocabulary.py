@@ -44,7 +44,7 @@ OPS = (
     "to_dlpack", "dlpack_device", "from_dlpack",
     "linalg_solve", "linalg_inv", "linalg_det", "linalg_slogdet", "linalg_cholesky", "linalg_qr", "linalg_svd",
     "linalg_eigh",
-    "argsort", "argsort_slices", "argtopk", "nonzero", "scatter_reduce", "searchsorted",
+    "argsort", "argsort_slices", "argtopk", "nonzero", "scatter_reduce", "searchsorted", "select_rows",
     "unary_math", "binary_math", "nan_to_num", "lerp", "orthogonal_polynomial",
 )
 

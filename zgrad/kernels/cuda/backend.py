@@ -61,7 +61,9 @@ from zgrad.kernels.cuda.reduce import (  # noqa: F401 - reductions, rows, losses
 from zgrad.kernels.cuda.scans import (  # noqa: F401 - running reductions and order statistics
     argsort_rows, cumextreme_rows, cumprod_backward_rows, logcumsumexp_backward_rows, logcumsumexp_rows, mode_rows,
 )
-from zgrad.kernels.cuda.sorting import argsort, argsort_slices, argtopk, nonzero, scatter_reduce, searchsorted  # noqa: F401
+from zgrad.kernels.cuda.sorting import (  # noqa: F401
+    argsort, argsort_slices, argtopk, nonzero, scatter_reduce, searchsorted, select_rows,
+)
 from zgrad.kernels.cuda.sequence import gru_backward, gru_forward, lstm_backward, lstm_forward  # noqa: F401
 
 DEVICE_TYPE = "cuda"
