@@ -177,6 +177,25 @@ def test_vector_math_accuracy(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_expm1_and_sinh_accuracy(dtype):
+    """expm1 and sinh are within 3 ulp over their whole range (Taylor's series near zero, exp
+    beyond, sinh up to its own overflow past exp's), keep -0.0 and give inf, -1 / -inf and NaN."""
+    log_max = float(np.log(np.finfo(dtype).max))
+    with np.errstate(all="ignore"):
+        spread = np.concatenate([np.linspace(-log_max * 1.05, log_max * 1.05, 400_001), np.geomspace(1e-30, 2, 2000),
+                                 -np.geomspace(1e-30, 2, 2000)]).astype(dtype)
+        assert _max_ulp_error(kernels.special.expm1_forward, spread, np.expm1) <= 3
+        assert _max_ulp_error(kernels.special.sinh_forward, spread, np.sinh) <= 3
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan], dtype=dtype)
+    for kernel, expected in ((kernels.special.expm1_forward, [0.0, -0.0, np.inf, -1.0, np.nan]),
+                             (kernels.special.sinh_forward, [0.0, -0.0, np.inf, -np.inf, np.nan])):
+        out = np.empty_like(special)
+        kernel(special, out)
+        np.testing.assert_array_equal(out, expected)
+        np.testing.assert_array_equal(np.signbit(out), np.signbit(expected))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_vector_math_log1p_accuracy(dtype):
     """log1p(exp(x)) (the Softplus kernel with no threshold) is within 3 ulp up to where exp
     overflows, tiny results included (which log(1 + z) would round away); inf and NaN pass."""
