@@ -60,7 +60,10 @@ def _erfinv_options(dtype: np.dtype) -> tuple:
 
 
 def _ufunc(ufunc: np.ufunc):
-    return lambda x, out: ufunc(x, out=out)
+    def apply(x, out):
+        with np.errstate(all="ignore"):  # NaN and inf results are the answers, as in PyTorch
+            return ufunc(x, out=out)
+    return apply
 
 
 def _isposinf(x, out):
@@ -83,7 +86,8 @@ _UNARY = {
     "erfinv": _special("erfinv_forward", _erfinv_options), "log1p": _special("log1p_forward"), "expm1": _special("expm1_forward"),
     "log2": _special("log2_forward"), "log10": _special("log10_forward"), "exp2": _special("exp2_forward"),
     "rsqrt": _special("rsqrt_forward"), "reciprocal": _special("reciprocal_forward"),
-    **{name: _rounding(name) for name in ("floor", "ceil", "round", "trunc", "frac")}, "isnan": _ufunc(np.isnan), "isinf": _ufunc(np.isinf), "isposinf": _isposinf,
+    **{name: _rounding(name) for name in ("floor", "ceil", "round", "trunc", "frac")},
+    "isnan": _ufunc(np.isnan), "isinf": _ufunc(np.isinf), "isposinf": _isposinf,
     "isneginf": _isneginf, "isfinite": _ufunc(np.isfinite), "signbit": _ufunc(np.signbit),
     "bitwise_not": _ufunc(np.invert),
     **{name: _special_function(name) for name in ("lgamma", "digamma", "trigamma", "i0", "i0e", "i1", "i1e", "erfcx",
@@ -105,8 +109,7 @@ _BINARY = {
 
 def unary_math(name: str, x, out):
     """out = ``name``(x), ``name`` one of :data:`~zgrad.kernels.vocabulary.UNARY_MATH`."""
-    with np.errstate(all="ignore"):  # NaN and inf results are the answers, as in PyTorch
-        return _UNARY[name](x, out)
+    return _UNARY[name](x, out)
 
 
 # Binary functions with a one-pass kernel of kernels.special, used where both operands are arrays of
