@@ -88,6 +88,15 @@ CASES = {
                        x * x, lib.tensor(np.linspace(-1, 1, 36).reshape(4, 1, 3, 3), dtype=lib.float64),
                        lib.tensor([0.1, -0.2, 0.3, 0.4], dtype=lib.float64), stride=(2, 1), padding=1, dilation=(1, 2),
                        groups=2) ** 2).sum()),
+    "conv_weight": ([_signed((2, 4, 6, 5)), _signed((4, 2, 3, 3)), _signed((4,))],
+                    lambda lib, x, w, b: (lib.nn.functional.conv2d(x * x, w * w, b, stride=(2, 1), padding=1,
+                                                                    dilation=(1, 2), groups=2) ** 2).sum()
+                    + (lib.nn.functional.conv2d(x[0].exp(), w, b * b, padding="same", groups=2) ** 3).sum()),
+    "conv_transpose": ([_signed((2, 4, 4, 5)), _signed((4, 3, 3, 3)), _signed((6,))],
+                       lambda lib, x, w, b: (lib.nn.functional.conv_transpose2d(
+                           x * x, w * w, b, stride=(2, 1), padding=1, output_padding=(1, 0), dilation=(1, 2), groups=2)
+                           ** 2).sum()
+                       + (lib.nn.functional.conv_transpose2d(x[1].exp(), w[:, :2], b[:2], stride=2) ** 3).sum()),
     "pooling": ([_signed((2, 3, 6, 5))],
                 lambda lib, x: (lib.nn.functional.max_pool2d(x * x, 2, stride=1, padding=1) ** 2).sum()
                 + (lib.nn.functional.avg_pool2d(x.exp(), 3, stride=2, padding=1, count_include_pad=False) ** 2).sum()
@@ -123,6 +132,11 @@ CASES = {
                     + (lib.flip(x.exp(), dims=(0,)) * x).sum()
                     + (lib.roll(x * x, shifts=(1, -2), dims=(0, 1)) * x).sum()
                     + (lib.nn.functional.pad(x * x, (1, 2, 0, 1), value=0.5) ** 3).sum()),
+    "pad_modes": ([_signed((2, 3, 4, 5))],
+                  lambda lib, x: (lib.nn.functional.pad(x * x, (2, 1, 0, 3), mode="reflect") ** 3).sum()
+                  + (lib.nn.functional.pad(x.exp(), (1, 2, 3, 0), mode="replicate") ** 2 * 0.5).sum()
+                  + (lib.nn.functional.pad(x[0] * x[1], (2, 1), mode="circular") ** 3).sum()
+                  + (lib.nn.functional.pad(x[None] ** 2, (1, 0, 4, 2, 0, 1), mode="circular") ** 2).sum()),
     "maximum_minimum": ([_signed((4, 3)), _signed((3,))],
                         lambda lib, a, b: (lib.maximum(a * a, b) ** 2).sum()
                         + (lib.minimum(a, b.exp()) * a).sum()),
@@ -171,7 +185,8 @@ def test_hessian_vector_product_matches_pytorch(name):
 
 
 @pytest.mark.parametrize("name", ["arithmetic", "mlp_mse", "cross_entropy", "layout", "norms", "dropout", "attention",
-                                  "attention_row_sees_nothing", "attention_grouped_heads"])
+                                  "attention_row_sees_nothing", "attention_grouped_heads", "conv_weight",
+                                  "conv_transpose"])
 def test_hessian_vector_product_matches_finite_differences(name):
     arrays, function = {**CASES, **OWN_CASES}[name]
     vectors = [np.cos(np.arange(a.size) + 1.0).reshape(a.shape) for a in arrays]
@@ -306,13 +321,43 @@ def test_without_create_graph_gradients_have_no_graph():
     assert g.grad_fn is None and not g.requires_grad
 
 
-def test_conv_weight_gradient_refuses_a_second_derivative():
+def test_conv_with_padding_mode_refuses_a_second_derivative():
     x = _param(zgrad, _signed((1, 2, 5, 5)))
     w = _param(zgrad, _signed((3, 2, 3, 3)))
-    gx, gw = zgrad.autograd.grad((zgrad.nn.functional.conv2d(x, w) ** 2).sum(), [x, w], create_graph=True)
-    zgrad.autograd.grad(gx.sum(), [x, w], retain_graph=True)  # the input's gradient differentiates
-    with pytest.raises(RuntimeError, match="Conv2dBackward \\(the weight's gradient\\): double backward"):
-        zgrad.autograd.grad(gw.sum(), [x, w])
+    y = zgrad.nn.functional.conv2d(zgrad.nn.functional.pad(x, (1, 1, 1, 1), mode="reflect"), w)
+    gx, gw = zgrad.autograd.grad((y ** 2).sum(), [x, w], create_graph=True)  # padded apart: differentiable
+    zgrad.autograd.grad((gx.sum() + gw.sum()), [x, w])
+    conv = zgrad.nn.Conv2d(2, 3, 3, padding=1, padding_mode="reflect").double()
+    with pytest.raises(RuntimeError, match="implemented for padding_mode='zeros' only, not 'reflect'"):
+        zgrad.autograd.grad((conv(x) ** 2).sum(), x, create_graph=True)
+
+
+def _maml_meta_gradient(lib, inner_steps):
+    """MAML on a tiny conv net: ``inner_steps`` of SGD on a support batch, differentiated
+    (create_graph), then the query loss of the adapted weights differentiated by the initial ones."""
+    F = lib.nn.functional
+    weights = np.random.default_rng(5)
+    params = [_param(lib, weights.uniform(-0.6, 0.6, shape)) for shape in ((3, 2, 3, 3), (3,), (2, 12), (2,))]
+    support, query = (lib.tensor(weights.normal(size=(4, 2, 4, 4)), dtype=lib.float64) for _ in range(2))
+    labels = lib.tensor([0, 1, 1, 0])
+
+    def net(p, x):
+        conv_w, conv_b, linear_w, linear_b = p
+        return F.linear(F.relu(F.conv2d(x, conv_w, conv_b, stride=2, padding=1)).flatten(1), linear_w, linear_b)
+
+    fast = params
+    for _ in range(inner_steps):
+        grads = lib.autograd.grad(F.cross_entropy(net(fast, support), labels), fast, create_graph=True)
+        fast = [p - 0.5 * g for p, g in zip(fast, grads)]
+    return [g.numpy() for g in lib.autograd.grad(F.cross_entropy(net(fast, query), labels), params)]
+
+
+@pytest.mark.torch
+@pytest.mark.skipif(torch is None, reason="needs torch")
+@pytest.mark.parametrize("inner_steps", [1, 2])
+def test_maml_meta_gradient_of_a_conv_net_matches_pytorch(inner_steps):
+    for mine, reference in zip(_maml_meta_gradient(zgrad, inner_steps), _maml_meta_gradient(torch, inner_steps)):
+        np.testing.assert_allclose(mine, reference, rtol=1e-9, atol=1e-12)
 
 
 MLP_ARRAYS = [_signed((4, 3)), _signed((5, 3)), _signed((5,)), _signed((2, 5))]
