@@ -77,6 +77,20 @@ CASES = {
     "cross_entropy_ignore_none": ([_signed((5, 4))],
                                   lambda lib, z: (lib.nn.functional.cross_entropy(
                                       z * z, lib.tensor([0, 3, -100, 1, 2]), reduction="none") ** 2).sum()),
+    "cross_entropy_weight_smoothing": ([_signed((6, 4)), _signed((2, 4, 3))], lambda lib, z, s: (
+        lib.nn.functional.cross_entropy(z * z, lib.tensor([0, 3, -100, 1, 2, 3]),
+                                        weight=lib.tensor([0.5, 2.0, 1.0, 1.5], dtype=lib.float64))
+        + lib.nn.functional.cross_entropy(z.exp(), lib.tensor([0, 3, 3, 1, -100, 2]), label_smoothing=0.2,
+                                          reduction="sum")
+        + (lib.nn.functional.cross_entropy(z, lib.tensor([2, 3, 0, -100, 1, 1]),
+                                           weight=lib.tensor([0.5, 2.0, 1.0, 1.5], dtype=lib.float64),
+                                           label_smoothing=0.3, reduction="none") ** 2).sum()
+        + lib.nn.functional.cross_entropy(s * s, lib.tensor([[1, 0, 2], [3, 1, 1]]), ignore_index=1,
+                                          weight=lib.tensor([0.5, 2.0, 1.0, 1.5], dtype=lib.float64),
+                                          label_smoothing=0.1)
+        + (lib.nn.functional.cross_entropy(s.exp(), lib.tensor([[1, 0, 2], [3, 1, 1]]), ignore_index=0,
+                                           weight=lib.tensor([0.5, 2.0, 1.0, 1.5], dtype=lib.float64),
+                                           reduction="none") ** 3).sum())),
     "norms": ([_signed((2, 4, 3)), _positive((3,)), _signed((3,)), _positive((4,)), _signed((4,))],
               lambda lib, x, w, b, gw, gb: (lib.nn.functional.layer_norm(x * x, (3,), w, b) ** 3).sum()
               + (lib.nn.functional.group_norm(x.exp(), 2, gw, gb) ** 2 * x).sum()
@@ -186,7 +200,7 @@ def test_hessian_vector_product_matches_pytorch(name):
 
 @pytest.mark.parametrize("name", ["arithmetic", "mlp_mse", "cross_entropy", "layout", "norms", "dropout", "attention",
                                   "attention_row_sees_nothing", "attention_grouped_heads", "conv_weight",
-                                  "conv_transpose"])
+                                  "conv_transpose", "cross_entropy_weight_smoothing"])
 def test_hessian_vector_product_matches_finite_differences(name):
     arrays, function = {**CASES, **OWN_CASES}[name]
     vectors = [np.cos(np.arange(a.size) + 1.0).reshape(a.shape) for a in arrays]
