@@ -151,6 +151,12 @@ CASES = {
                   + (lib.nn.functional.pad(x.exp(), (1, 2, 3, 0), mode="replicate") ** 2 * 0.5).sum()
                   + (lib.nn.functional.pad(x[0] * x[1], (2, 1), mode="circular") ** 3).sum()
                   + (lib.nn.functional.pad(x[None] ** 2, (1, 0, 4, 2, 0, 1), mode="circular") ** 2).sum()),
+    # zeros: none in a row, one, several; PyTorch's formulas differ between these cases
+    "prod_cumprod": ([np.array([[0.5, -1.2, 0.0, 2.0], [1.5, 0.0, 0.0, -0.7], [0.3, 0.9, -1.1, 1.3]])],
+                     lambda lib, x: (lib.prod(x, 1) ** 2).sum() + (x.prod(0, keepdim=True) * x[0]).sum()
+                     + x.prod() + (x + 1.0).prod() + (x[0] * x[0]).prod()
+                     + (lib.cumprod(x, 1) * x.exp()).sum() + (lib.cumprod(x * x, 0) ** 2).sum()
+                     + (lib.cumprod(x[2], 0) * x[1]).sum()),
     "maximum_minimum": ([_signed((4, 3)), _signed((3,))],
                         lambda lib, a, b: (lib.maximum(a * a, b) ** 2).sum()
                         + (lib.minimum(a, b.exp()) * a).sum()),
@@ -200,7 +206,7 @@ def test_hessian_vector_product_matches_pytorch(name):
 
 @pytest.mark.parametrize("name", ["arithmetic", "mlp_mse", "cross_entropy", "layout", "norms", "dropout", "attention",
                                   "attention_row_sees_nothing", "attention_grouped_heads", "conv_weight",
-                                  "conv_transpose", "cross_entropy_weight_smoothing"])
+                                  "conv_transpose", "cross_entropy_weight_smoothing", "prod_cumprod"])
 def test_hessian_vector_product_matches_finite_differences(name):
     arrays, function = {**CASES, **OWN_CASES}[name]
     vectors = [np.cos(np.arange(a.size) + 1.0).reshape(a.shape) for a in arrays]
@@ -322,11 +328,13 @@ def test_hooks_see_tensors_on_the_graph():
 
 def test_op_without_a_differentiable_backward_names_itself():
     x = _param(zgrad, [[1.0, 2.0], [3.0, 4.0]])
-    with pytest.raises(RuntimeError, match="ProdBackward: double backward \\(create_graph=True\\) is not implemented"):
-        zgrad.autograd.grad(x.prod(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="LogCumSumExpBackward: double backward \\(create_graph=True\\) is not "
+                                           "implemented"):
+        zgrad.autograd.grad(x.logcumsumexp(1).sum(), x, create_graph=True)
     # the same graph still differentiates once
-    (g,) = zgrad.autograd.grad(x.prod(), x)
-    np.testing.assert_allclose(g.numpy(), [[24.0, 12.0], [8.0, 6.0]])
+    (g,) = zgrad.autograd.grad(x.logcumsumexp(1).sum(), x)
+    e = np.exp(x.detach().numpy())  # exp(x_i) times the sum over k >= i of 1 / sum(exp(x_0..x_k))
+    np.testing.assert_allclose(g.numpy(), e * np.cumsum((1 / np.cumsum(e, 1))[:, ::-1], 1)[:, ::-1])
 
 
 def test_without_create_graph_gradients_have_no_graph():
