@@ -230,6 +230,12 @@ def test_third_derivative_and_grad_outputs_on_the_graph():
     (d3,) = zgrad.autograd.grad(d2.sum(), x)
     np.testing.assert_allclose(d1.detach().numpy(), 4 * x.detach().numpy() ** 3)
     np.testing.assert_allclose(d3.numpy(), 24 * x.detach().numpy())
+    # x ** 3 differentiated four times at 0: its last step is the derivative of x ** 0 (0, not NaN)
+    z = _param(zgrad, [0.0, 2.0])
+    derivative = (z ** 3).sum()
+    for _ in range(4):
+        (derivative,) = zgrad.autograd.grad(derivative.sum(), z, create_graph=True)
+    np.testing.assert_array_equal(derivative.detach().numpy(), [0.0, 0.0])
     # a grad_output that requires grad: the gradient depends on it (x * v summed: d/dv of v * 2x)
     v = _param(zgrad, [0.5, -1.0, 2.0])
     (gx,) = zgrad.autograd.grad(x * x, x, grad_outputs=v, create_graph=True)
