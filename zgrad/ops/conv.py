@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 
 from zgrad.autograd.function import Op, on_graph
-from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_layers
 from zgrad.kernels.dispatch_layers import PADDING_MODES
@@ -22,6 +21,8 @@ from zgrad.ops._args import tensor_arg
 from zgrad.kernels.promotion import is_floating
 from zgrad.ops.autocast import autocast_op
 from zgrad.ops.backward_ops import detached
+from zgrad.ops.padding import mode_pad_backward
+from zgrad.ops.padding import pad as mode_pad
 from zgrad.ops.reduce import formula_sum
 
 __all__ = ["Conv2d", "Conv2dWeightGrad", "ConvTranspose2d", "PADDING_MODES", "check_floating", "conv2d", "conv2d_layer", "pair"]
@@ -196,13 +197,18 @@ class Conv2d(Op):
     def formula(ctx, grad, x, weight):
         """The gradients recorded (create_graph), each a differentiable op: the input's is the
         transposed convolution of grad, the weight's :class:`Conv2dWeightGrad` of grad and x."""
-        mode = ctx.window[-1]
-        if mode != "zeros":
-            raise AutogradError(f"Conv2dBackward: double backward (create_graph=True) is implemented for "
-                                f"padding_mode='zeros' only, not {mode!r}")
         x = _saved_input(ctx, x, grad)
-        return _conv_grads(ctx, grad, lambda g: formula_conv_transpose2d(ctx.window, x.shape[2:], g, weight),
-                           lambda g: formula_conv2d_weight_grad(ctx.window, g, x, detached(weight)))
+        stride, (top, left), dilation, groups, mode = ctx.window
+        if mode == "zeros":
+            return _conv_grads(ctx, grad, lambda g: formula_conv_transpose2d(ctx.window, x.shape[2:], g, weight),
+                               lambda g: formula_conv2d_weight_grad(ctx.window, g, x, detached(weight)))
+        # the convolution without padding of x padded in its mode (to the rows and columns read)
+        read = [(n - 1) * s + (k - 1) * d + 1 for n, s, k, d in zip(grad.shape[-2:], stride, weight.shape[2:], dilation)]
+        pad = (left, read[1] - x.shape[3] - left, top, read[0] - x.shape[2] - top)
+        padded, window = mode_pad(x, pad, mode), (stride, (0, 0), dilation, groups, "zeros")
+        return _conv_grads(ctx, grad, lambda g: mode_pad_backward(
+            formula_conv_transpose2d(window, padded.shape[2:], g, weight), tuple(x.shape), pad, mode),
+            lambda g: formula_conv2d_weight_grad(window, g, padded, detached(weight)))
 
 
 class ConvTranspose2d(Conv2d):
