@@ -116,6 +116,9 @@ CASES = {
                     lambda lib, x, w, b: (lib.nn.functional.conv2d(x * x, w * w, b, stride=(2, 1), padding=1,
                                                                     dilation=(1, 2), groups=2) ** 2).sum()
                     + (lib.nn.functional.conv2d(x[0].exp(), w, b * b, padding="same", groups=2) ** 3).sum()),
+    "conv_small": ([_signed((1, 2, 4, 4)), _signed((2, 1, 2, 2)), _signed((2,))],
+                   lambda lib, x, w, b: (lib.nn.functional.conv2d(x * x, w, b, stride=2, padding=1, groups=2) ** 2).sum()
+                   + (lib.nn.functional.conv_transpose2d(x.exp(), w * w, b, stride=2, groups=2) ** 2).sum()),
     "conv_padding_modes": ([_signed((2, 4, 6, 7)), _signed((4, 2, 3, 3)), _signed((4,))],
                            lambda lib, x, w, b: sum(
                                (_conv_layer(lib, x * x, w * w, b, padding=(1, 2), stride=(3, 1), dilation=(1, 2),
@@ -209,7 +212,7 @@ def _hessian_vector(lib, name):
     grads = lib.autograd.grad(function(lib, *params), params, create_graph=True)
     product = sum((g * v).sum() for g, v in zip(grads, vectors))
     second = lib.autograd.grad(product, params)
-    return [g.detach().numpy() for g in grads], [h.numpy() for h in second]
+    return [g.detach().cpu().numpy() for g in grads], [h.cpu().numpy() for h in second]
 
 
 @pytest.mark.torch
@@ -412,3 +415,17 @@ def _mlp_hessian_vector(device):
 def test_hessian_vector_product_on_cuda_matches_cpu():
     for on_cuda, on_cpu in zip(_mlp_hessian_vector("cuda"), _mlp_hessian_vector("cpu")):
         np.testing.assert_allclose(on_cuda, on_cpu, rtol=1e-9, atol=1e-12)
+
+
+@requires_cuda
+@pytest.mark.parametrize("name", ["conv_small"] + [pytest.param(name, marks=pytest.mark.full)
+                                                    for name in ("prod_cumprod", "cross_entropy_weight_smoothing")])
+def test_hessian_vector_products_on_cuda_match_cpu(name):
+    zgrad.set_default_device("cuda")
+    try:
+        on_cuda = _hessian_vector(zgrad, name)
+    finally:
+        zgrad.set_default_device("cpu")
+    on_cpu = _hessian_vector(zgrad, name)
+    for mine, reference in zip(on_cuda[0] + on_cuda[1], on_cpu[0] + on_cpu[1]):
+        np.testing.assert_allclose(mine, reference, rtol=1e-9, atol=1e-11)
