@@ -630,6 +630,15 @@ def reduce_section(settings: Settings, threads: int) -> list[Row]:
 THREADED_SECTIONS["reduce"] = reduce_section
 
 
+_THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _thread_environment(threads: int) -> dict[str, str]:
+    """This process's environment with every thread pool sized to ``threads`` (Numba and the BLAS
+    libraries read them once, at import)."""
+    return {**os.environ, **{var: str(threads) for var in _THREAD_VARIABLES}}
+
+
 def bench_threaded_sections(settings: Settings) -> list[Row]:
     """Every threaded section with 1 thread and with all threads, each in its own interpreter."""
     try:
@@ -639,8 +648,7 @@ def bench_threaded_sections(settings: Settings) -> list[Row]:
         return []
     rows = []
     for threads in sorted({1, os.cpu_count() or 1}):
-        env = {**os.environ, **{var: str(threads) for var in (
-            "NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}}
+        env = _thread_environment(threads)
         for section in THREADED_SECTIONS:
             command = [sys.executable, __file__, "--section", section, "--threads", str(threads)]
             if settings is QUICK:
@@ -737,6 +745,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     settings = QUICK if args.quick else FULL
     if args.section:
+        env = _thread_environment(args.threads)
+        if any(os.environ.get(var) != env[var] for var in _THREAD_VARIABLES):  # run by hand: size the pools first
+            os.execve(sys.executable, [sys.executable, *sys.argv], env)
         rows = THREADED_SECTIONS[args.section](settings, args.threads)
         print(format_table(rows), file=sys.stderr)
         print(json.dumps([dataclasses.asdict(r) for r in rows]))

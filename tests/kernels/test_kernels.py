@@ -177,6 +177,25 @@ def test_vector_math_accuracy(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_expm1_and_sinh_accuracy(dtype):
+    """expm1 and sinh are within 3 ulp over their whole range (Taylor's series near zero, exp
+    beyond, sinh up to its own overflow past exp's), keep -0.0 and give inf, -1 / -inf and NaN."""
+    log_max = float(np.log(np.finfo(dtype).max))
+    with np.errstate(all="ignore"):
+        spread = np.concatenate([np.linspace(-log_max * 1.05, log_max * 1.05, 400_001), np.geomspace(1e-30, 2, 2000),
+                                 -np.geomspace(1e-30, 2, 2000)]).astype(dtype)
+        assert _max_ulp_error(kernels.special.expm1_forward, spread, np.expm1) <= 3
+        assert _max_ulp_error(kernels.special.sinh_forward, spread, np.sinh) <= 3
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan], dtype=dtype)
+    for kernel, expected in ((kernels.special.expm1_forward, [0.0, -0.0, np.inf, -1.0, np.nan]),
+                             (kernels.special.sinh_forward, [0.0, -0.0, np.inf, -np.inf, np.nan])):
+        out = np.empty_like(special)
+        kernel(special, out)
+        np.testing.assert_array_equal(out, expected)
+        np.testing.assert_array_equal(np.signbit(out), np.signbit(expected))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_vector_math_log1p_accuracy(dtype):
     """log1p(exp(x)) (the Softplus kernel with no threshold) is within 3 ulp up to where exp
     overflows, tiny results included (which log(1 + z) would round away); inf and NaN pass."""
@@ -794,3 +813,25 @@ def test_cumextreme_rows_take_the_latest_tie_and_keep_a_nan(largest):
             if np.isnan(v) or (not np.isnan(best) and (v >= best if largest else v <= best)):
                 best, at = v, j
             np.testing.assert_equal((values[r, j], indices[r, j]), (best, at))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 9), (4, 1), (7, 33), (9, 1000)])
+def test_row_extremes_and_non_zero_counts(dtype, shape):
+    """extreme_rows (four rows at a time, then the rest) and the non-zero counts against numpy,
+    with NaN winning in a row that has one, zeros of both signs and infinities."""
+    rng = np.random.default_rng(17)
+    x = rng.integers(-3, 4, shape).astype(dtype)
+    x[0, -1] = np.nan
+    x[-1, 0] = -np.inf
+    x[shape[0] // 2, shape[1] // 2] = -0.0
+    for largest in (True, False):
+        out = np.empty(shape[0], dtype)
+        kernels.reduce.extreme_rows(x, largest, out)
+        np.testing.assert_array_equal(out, np.max(x, axis=1) if largest else np.min(x, axis=1))
+    counts = np.empty(shape[0], np.int64)
+    kernels.reduce.count_nonzero_rows(x, counts)
+    np.testing.assert_array_equal(counts, np.count_nonzero(x, axis=1))
+    total = np.empty(1, np.int64)
+    kernels.reduce.count_nonzero(x.reshape(-1), total)
+    assert total[0] == np.count_nonzero(x)

@@ -85,6 +85,26 @@ def argmax(x: Any, dim: int | None, keepdim: bool, largest: bool = True, name: s
     return op(x, axis, keepdim, out)
 
 
+def extreme_rows(rows: Any, largest: bool):
+    """The (R,) max (``largest``) or min of each of the non-empty (R, C) ``rows``, in their dtype;
+    NaN where a row holds one."""
+    be = backend_of(rows)
+    return be.extreme_rows(rows, bool(largest), be.empty((rows.shape[0],), rows.dtype))
+
+
+def count_nonzero(x: Any, dim: Any, keepdim: bool = False):
+    """How many elements of ``x`` are not zero (NaN counts) over ``dim`` (an int, a tuple, or None
+    for all), as int64.
+
+    Raises:
+        IndexError: a dimension is out of range.
+    """
+    be = backend_of(x)
+    axes = _normalize_axes(dim, x.ndim)
+    counts = be.count_nonzero(x, axes, be.empty(_reduced_shape(x.shape, axes, False), np.dtype(np.int64)))
+    return counts.reshape(_reduced_shape(x.shape, axes, True)) if keepdim else counts
+
+
 def var(x: Any, dim: Any, correction: float, keepdim: bool) -> tuple[Any, Rows, Any]:
     """The variance over ``dim`` with divisor max(N - correction, 0); returns (variance, the rows
     it was computed on, their means), the last two for :func:`var_backward`."""

@@ -19,7 +19,7 @@ from zgrad.kernels.dispatch_pointwise import compare
 from zgrad.kernels.dispatch_reduce import Rows, from_rows, to_rows
 
 __all__ = [
-    "cumprod", "cumprod_backward", "cumextreme", "logcumsumexp", "logcumsumexp_backward", "sorted_rows", "mode_columns",
+    "cumprod", "cumprod_backward", "cumextreme", "logcumsumexp", "logcumsumexp_backward", "rows_along", "row_order", "mode_columns",
     "median_columns", "quantile_columns", "INTERPOLATIONS",
 ]
 
@@ -82,21 +82,24 @@ def logcumsumexp_backward(grad: Any, rows: Rows, result: Any):
     return from_rows(rows, out)
 
 
-def sorted_rows(x: Any, dim: int) -> tuple[Rows, Any]:
-    """(``x`` with ``dim`` moved last as (R, C) rows in its own dtype, the int64 positions that
-    sort each row ascending: stable, NaNs last).
+def rows_along(x: Any, dim: int) -> Rows:
+    """``x`` with ``dim`` moved last as (R, C) rows in its own dtype.
 
     Raises:
         IndexError: ``dim`` is out of range.
     """
-    be = backend_of(x)
-    rows = to_rows(x, normalize_dim(dim, x.ndim), floating=False)
-    return rows, be.argsort_rows(rows.rows, be.empty(rows.rows.shape, INT64))
+    return to_rows(x, normalize_dim(dim, x.ndim), floating=False)
+
+
+def row_order(rows: Any):
+    """The int64 positions that sort each of the (R, C) ``rows`` ascending: stable, NaNs last."""
+    be = backend_of(rows)
+    return be.argsort_rows(rows, be.empty(rows.shape, INT64))
 
 
 def mode_columns(rows: Any, order: Any):
     """The (R,) column of each of the (R, C) ``rows``' most frequent value (the smallest of equally
-    frequent ones; its last occurrence), for rows sorted by ``order`` (:func:`sorted_rows`)."""
+    frequent ones; its last occurrence), for rows sorted by ``order`` (:func:`row_order`)."""
     be = backend_of(rows)
     values, columns = be.empty((rows.shape[0],), rows.dtype), be.empty((rows.shape[0],), INT64)
     be.mode_rows(contiguous(gather(rows, 1, order)), order, values, columns)
@@ -113,17 +116,19 @@ def _columns(order: Any, ranks: Any):
     return gather(order, 1, contiguous(ranks))
 
 
-def median_columns(rows: Any, order: Any, ignore_nan: bool):
-    """The (R, 1) column of each row's median in rows sorted by ``order``: the lower of the two
-    middle elements; a NaN's (the first) where the row has one, unless ``ignore_nan``, which takes
-    the median of the other elements (a NaN's where all are)."""
+def median_columns(rows: Any, ignore_nan: bool):
+    """The (R, 1) column of the median of each of the (R, C) ``rows``: the lower of the two middle
+    elements (the first of equal ones in the stable order); a NaN's (the first) where the row has
+    one, unless ``ignore_nan``, which takes the median of the other elements (a NaN's where all
+    are). Found by selection, without sorting."""
     nans, count = _nan_counts(rows), rows.shape[1]
     if ignore_nan:
         rank = binary("floor_divide", binary("sub", binary("sub", count, nans), 1), 2)
         rank = where(compare("lt", rank, 0), 0, rank)
     else:
         rank = where(compare("gt", nans, 0), binary("sub", count, nans), (count - 1) // 2)
-    return _columns(order, as_int64(rank))
+    be = backend_of(rows)
+    return be.select_rows(rows, contiguous(as_int64(rank)), be.empty((rows.shape[0], 1), INT64))
 
 
 def quantile_columns(rows: Any, order: Any, q: Any, interpolation: str, ignore_nan: bool) -> tuple[Any, Any, Any]:

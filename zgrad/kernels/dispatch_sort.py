@@ -17,7 +17,7 @@ from zgrad.kernels.dispatch_index import normalize_dim
 from zgrad.kernels.dispatch_pointwise import compare
 from zgrad.kernels.promotion import result_type
 
-__all__ = ["argsort", "argsort_slices", "argtopk", "nonzero", "searchsorted"]
+__all__ = ["argsort", "argsort_slices", "argtopk", "kth_positions", "nonzero", "searchsorted"]
 
 _INT64 = np.dtype(np.int64)
 
@@ -56,6 +56,25 @@ def argtopk(x: Any, dim: int, k: int, largest: bool):
     if out.size:
         be.argtopk(moved.reshape(-1, x.shape[dim]), int(k), bool(largest), out.reshape(-1, k))
     return contiguous(out.swapaxes(dim, -1))
+
+
+def kth_positions(x: Any, dim: int, k: int):
+    """int64 positions along ``dim`` of the ``k``-th smallest elements (k from 1), size 1 along
+    ``dim``: ``argsort(x, dim, False)``'s k-th, found by a selection instead of a sort.
+
+    Raises:
+        IndexError: ``dim`` is out of range.
+    """
+    be = backend_of(x)
+    dim = normalize_dim(dim, x.ndim)
+    if x.ndim == 0:
+        return be.full((), 0, _INT64)
+    moved = contiguous(x.swapaxes(dim, -1))
+    rows = moved.reshape(-1, x.shape[dim])
+    out = be.empty((rows.shape[0], 1), _INT64)
+    if out.size:
+        be.select_rows(rows, be.full(out.shape, k - 1, _INT64), out)
+    return contiguous(out.reshape(moved.shape[:-1] + (1,)).swapaxes(dim, -1))
 
 
 def argsort_slices(slices: Any):

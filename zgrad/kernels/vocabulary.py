@@ -30,7 +30,7 @@ OPS = (
     "adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "batch_norm", "batch_norm_backward",
     "group_norm", "group_norm_backward",
     "remainder", "floor_divide", "maximum", "minimum", "abs", "sign", "sqrt", "clamp", "clamp_backward", "extremum_backward",
-    "compare", "logical_not", "where", "argmax", "argmin", "take", "gather", "index_add", "scatter", "scatter_add",
+    "compare", "logical_not", "where", "argmax", "argmin", "extreme_rows", "count_nonzero", "take", "gather", "index_add", "scatter", "scatter_add",
     "var_rows", "var_backward_rows", "logsumexp_rows", "logsumexp_backward_rows", "distribute_equal", "vector_norm",
     "add_scaled", "addcmul", "addcdiv", "random_uniform", "random_normal", "random_integers",
     "random_exponential", "multinomial",
@@ -44,7 +44,7 @@ OPS = (
     "to_dlpack", "dlpack_device", "from_dlpack",
     "linalg_solve", "linalg_inv", "linalg_det", "linalg_slogdet", "linalg_cholesky", "linalg_qr", "linalg_svd",
     "linalg_eigh",
-    "argsort", "argsort_slices", "argtopk", "nonzero", "scatter_reduce", "searchsorted",
+    "argsort", "argsort_slices", "argtopk", "nonzero", "scatter_reduce", "searchsorted", "select_rows",
     "unary_math", "binary_math", "nan_to_num", "lerp", "orthogonal_polynomial",
 )
 

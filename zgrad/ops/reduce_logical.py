@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from zgrad.errors import DTypeError
-from zgrad.kernels import dispatch, dispatch_pointwise
+from zgrad.kernels import dispatch, dispatch_pointwise, dispatch_reduce
 from zgrad.kernels.dispatch import scalar_type_name
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.reduce import _all_if_empty
@@ -25,18 +25,11 @@ __all__ = ["all", "any", "count_nonzero", "isclose", "allclose", "equal"]
 _UINT8 = np.dtype(np.uint8)
 
 
-def _nonzero(data: Any) -> Any:
-    """A bool array: where ``data`` is non-zero."""
-    return data if data.dtype == np.bool_ else dispatch_pointwise.compare("ne", data, 0)
-
-
 def _truth(name: str, input: Any, dim: Any, keepdim: bool, every: bool) -> Tensor:  # noqa: A002
     x = tensor_arg(input, name)
-    mask = _nonzero(x._data)
-    if every:  # all: no element is zero
-        mask = dispatch_pointwise.logical_not(mask)
-    count = dispatch.reduce_sum(mask, dim, keepdim)
-    result = dispatch_pointwise.compare("eq" if every else "gt", count, 0)
+    count = dispatch_reduce.count_nonzero(x._data, dim, keepdim)
+    reduced = x.numel() // builtins.max(count.size, 1) if x.numel() else 0  # elements per count
+    result = dispatch_pointwise.compare("eq" if every else "gt", count, reduced if every else 0)
     return Tensor(dispatch.cast(result, _UINT8) if x.dtype == _UINT8 else result)
 
 
@@ -69,7 +62,7 @@ def count_nonzero(input: Any, dim: Any = None) -> Tensor:  # noqa: A002
     Raises:
         IndexError: a dimension is out of range.
     """
-    return Tensor(dispatch.reduce_sum(_nonzero(tensor_arg(input, "count_nonzero")._data), _all_if_empty(dim)))
+    return Tensor(dispatch_reduce.count_nonzero(tensor_arg(input, "count_nonzero")._data, _all_if_empty(dim)))
 
 
 def _isclose(name: str, input: Any, other: Any, rtol: float, atol: float, equal_nan: bool) -> Any:  # noqa: A002

@@ -1,9 +1,10 @@
 """Order statistics: median, nanmedian, quantile, nanquantile and mode.
 
-Each sorts the input along the reduced dimension (a stable sort, NaNs last:
-:func:`zgrad.kernels.dispatch_scan.sorted_rows`), works out which element of each row it
-selects, and takes those elements differentiably: the gradient goes to the selected elements
-(quantile's interpolation splits it between the two it blends), as PyTorch's.
+Each orders the input along the reduced dimension (a stable order, NaNs last: the median by
+selection, :func:`zgrad.kernels.dispatch_scan.median_columns`; the others by a sort,
+:func:`zgrad.kernels.dispatch_scan.row_order`), works out which element of each row it selects,
+and takes those elements differentiably: the gradient goes to the selected elements (quantile's
+interpolation splits it between the two it blends), as PyTorch's.
 """
 
 from __future__ import annotations
@@ -43,18 +44,18 @@ class TakeFromRows(Op):
         return from_rows(ctx.layout, dispatch_index.scatter_add(ctx.shape, grad.dtype, 1, columns, grad)), None, None
 
 
-def _rows_of(name: str, x: Tensor, dim: Any) -> tuple[Tensor, Any, Any]:
-    """(``x``, flattened when ``dim`` is None, its rows along ``dim`` and their sorted order).
+def _rows_of(name: str, x: Tensor, dim: Any) -> tuple[Tensor, Any]:
+    """(``x``, flattened when ``dim`` is None, its rows along ``dim``).
 
     Raises:
         IndexError: ``dim`` is out of range, or reduces an empty dimension (PyTorch's message).
     """
     if dim is None:
         x, dim = x.reshape(-1), 0
-    rows, order = dispatch_scan.sorted_rows(x._data, dim)
+    rows = dispatch_scan.rows_along(x._data, dim)
     if rows.rows.shape[1] == 0:
         raise IndexError(f"{name}(): Expected reduction dim {rows.axes[0] if rows.axes else 0} to have non-zero size.")
-    return x, rows, order
+    return x, rows
 
 
 def _median(name: str, input: Any, dim: Any, keepdim: bool, ignore_nan: bool) -> Any:  # noqa: A002
@@ -63,8 +64,8 @@ def _median(name: str, input: Any, dim: Any, keepdim: bool, ignore_nan: bool) ->
         raise NotImplementedError(f"\"{name}\" not implemented for 'Bool'")
     if dim is None and x.numel() == 0:  # PyTorch's median of nothing
         return Tensor(dispatch.full((), math.nan, dispatch.float_dtype(x.dtype), x.device.type))
-    source, rows, order = _rows_of(name, x, dim)
-    columns = dispatch_scan.median_columns(rows.rows, order, ignore_nan)
+    source, rows = _rows_of(name, x, dim)
+    columns = dispatch_scan.median_columns(rows.rows, ignore_nan)
     shape = _reduced_shape(source.shape, rows.axes, keepdim)
     values = TakeFromRows.apply(source, rows, columns).reshape(shape)
     if dim is None:
@@ -128,9 +129,9 @@ def _quantile(name: str, input: Any, q: Any, dim: int | None, keepdim: bool,  # 
     values, scalar = _quantiles(name, q, x.dtype)
     if x.numel() == 0:
         raise RuntimeError(f"{name}() input tensor must be non-empty")
-    source, rows, order = _rows_of(name, x, dim)
+    source, rows = _rows_of(name, x, dim)
     below, above, weight = dispatch_scan.quantile_columns(
-        rows.rows, order, dispatch.asarray(values, np.float64, x.device.type), interpolation, ignore_nan)
+        rows.rows, dispatch_scan.row_order(rows.rows), dispatch.asarray(values, np.float64, x.device.type), interpolation, ignore_nan)
     result = TakeFromRows.apply(source, rows, below)
     if above is not None:
         weight = weight if isinstance(weight, float) else Tensor(weight)
@@ -172,8 +173,8 @@ def mode(input: Any, dim: int = -1, keepdim: bool = False) -> Any:  # noqa: A002
         IndexError: ``dim`` is out of range or of size 0.
     """
     x = tensor_arg(input, "mode")
-    source, rows, order = _rows_of("mode", x, dim)
-    indices = dispatch_scan.mode_columns(rows.rows, order)
+    source, rows = _rows_of("mode", x, dim)
+    indices = dispatch_scan.mode_columns(rows.rows, dispatch_scan.row_order(rows.rows))
     columns = indices.reshape(-1, 1)
     shape = _reduced_shape(source.shape, rows.axes, keepdim)
     values = TakeFromRows.apply(source, rows, columns).reshape(shape)

@@ -36,8 +36,7 @@ class AMax(Op):
                                    "Specify the reduction dim with the 'dim' argument.")
             empty = next(d for d in rows.axes if x.shape[d] == 0)
             raise IndexError(f"{name}(): Expected reduction dim {empty} to have non-zero size.")
-        index = dispatch_reduce.argmax(rows.rows, 1, True, largest, name)
-        values = dispatch_index.gather(rows.rows, 1, index).reshape(_reduced_shape(x.shape, rows.axes, keepdim))
+        values = dispatch_reduce.extreme_rows(rows.rows, largest).reshape(_reduced_shape(x.shape, rows.axes, keepdim))
         ctx.axes = rows.axes
         ctx.save_for_backward(x, values)
         return values

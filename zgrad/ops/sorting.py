@@ -96,11 +96,10 @@ def kthvalue(input: Any, k: int, dim: int = -1, keepdim: bool = False) -> Values
     dim, size = _size_along(x, dim)
     if not 1 <= k <= size:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {dim}")
-    order = dispatch_sort.argsort(x._data, dim, False)
-    positions = order[(slice(None),) * dim + (slice(k - 1, k),)] if x.ndim else order
-    values = _gather_along(x, dim, dispatch.contiguous(positions))
+    positions = dispatch_sort.kth_positions(x._data, dim, k)
+    values = _gather_along(x, dim, positions)
     if keepdim or x.ndim == 0:
-        return ValuesIndices(values, Tensor(dispatch.contiguous(positions)))
+        return ValuesIndices(values, Tensor(positions))
     return ValuesIndices(values.squeeze(dim), Tensor(dispatch.contiguous(positions.squeeze(dim))))
 
 

@@ -34,9 +34,12 @@ from zgrad.kernels.cpu.sequence import (  # noqa: F401 - embeddings, recurrences
     gru_backward, gru_forward, leaky_relu, leaky_relu_backward, lstm_backward, lstm_forward, nll, nll_backward,
     pointwise_loss, pointwise_loss_backward, pointwise_loss_sum, smooth_activation, smooth_activation_backward, zeros,
 )
-from zgrad.kernels.cpu.sorting import argsort, argsort_slices, argtopk, nonzero, scatter_reduce, searchsorted  # noqa: F401
+from zgrad.kernels.cpu.sorting import (  # noqa: F401
+    argsort, argsort_slices, argtopk, nonzero, scatter_reduce, searchsorted, select_rows,
+)
 from zgrad.kernels.cpu.tensor_ops import (  # noqa: F401 - the tensor-API ops
-    abs, add_scaled, addcdiv, addcmul, argmax, argmin, clamp, clamp_backward, compare, distribute_equal,
+    abs, add_scaled, addcdiv, addcmul, argmax, argmin, clamp, clamp_backward, compare, count_nonzero, distribute_equal,
+    extreme_rows,
     extremum_backward, floor_divide, gather, index_add, logical_not, logsumexp_backward_rows, logsumexp_rows, maximum, minimum,
     prod_backward_rows, remainder, scatter, scatter_add, sign, sqrt,
     take, var_backward_rows, var_rows, vector_norm, where,

@@ -71,9 +71,8 @@ def _isneginf(x, out):
     return np.logical_and(np.isinf(x), x < 0, out=out)
 
 
-def _frac(x, out):
-    np.trunc(x, out=out)
-    return np.subtract(x, out, out=out)  # as PyTorch: +0.0 at integers, NaN at +-inf
+def _rounding(name: str):
+    return _special("rounding_forward", lambda dtype: (kernels.special.ROUNDING.index(name),))
 
 
 _UNARY = {
@@ -83,9 +82,8 @@ _UNARY = {
     "erf": _special("erf_forward"), "erfc": _special("erfc_forward"),
     "erfinv": _special("erfinv_forward", _erfinv_options), "log1p": _special("log1p_forward"), "expm1": _special("expm1_forward"),
     "log2": _special("log2_forward"), "log10": _special("log10_forward"), "exp2": _special("exp2_forward"),
-    "rsqrt": _special("rsqrt_forward"), "reciprocal": _ufunc(np.reciprocal),
-    "floor": _ufunc(np.floor), "ceil": _ufunc(np.ceil), "round": _ufunc(np.rint), "trunc": _ufunc(np.trunc),
-    "frac": _frac, "isnan": _ufunc(np.isnan), "isinf": _ufunc(np.isinf), "isposinf": _isposinf,
+    "rsqrt": _special("rsqrt_forward"), "reciprocal": _special("reciprocal_forward"),
+    **{name: _rounding(name) for name in ("floor", "ceil", "round", "trunc", "frac")}, "isnan": _ufunc(np.isnan), "isinf": _ufunc(np.isinf), "isposinf": _isposinf,
     "isneginf": _isneginf, "isfinite": _ufunc(np.isfinite), "signbit": _ufunc(np.signbit),
     "bitwise_not": _ufunc(np.invert),
     **{name: _special_function(name) for name in ("lgamma", "digamma", "trigamma", "i0", "i0e", "i1", "i1e", "erfcx",
@@ -119,6 +117,7 @@ _BINARY_KERNELS = {
     ("logaddexp2", np.dtype(np.float32)): "logaddexp2_forward",
     ("logaddexp2", np.dtype(np.float64)): "logaddexp2_forward", ("hypot", np.dtype(np.float32)): "hypot_float32_forward",
     ("fmod", np.dtype(np.float32)): "fmod_float32_forward",
+    ("copysign", np.dtype(np.float32)): "copysign_forward", ("copysign", np.dtype(np.float64)): "copysign_forward",
 }
 
 

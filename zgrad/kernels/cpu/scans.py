@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from zgrad.kernels.cpu import kernels
+from zgrad.kernels.cpu.sorting import argsort
 from zgrad.kernels.promotion import HALF_DTYPES
 
 __all__ = [
@@ -67,8 +68,7 @@ def logcumsumexp_backward_rows(grad, x, result, out):
 
 def argsort_rows(x, out):
     """out[r] = the int64 positions that sort row x[r] ascending: stable, NaNs last."""
-    out[...] = np.argsort(x, axis=1, kind="stable")
-    return out
+    return argsort(x, False, out)
 
 
 def mode_rows(sorted_values, sorted_indices, values_out, indices_out):

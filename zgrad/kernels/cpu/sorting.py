@@ -1,6 +1,7 @@
-"""The CPU backend's sorting, searching and scatter reductions: numpy's stable sort for
-``argsort`` and ``np.argwhere`` for ``nonzero``; the Numba loops of
-:mod:`zgrad.kernels.cpu.kernels.search` for the rest.
+"""The CPU backend's sorting, searching and scatter reductions: sorts and selections of the
+packed keys of :mod:`zgrad.kernels.cpu.kernels.sort_keys` (numpy's stable sort for 64-bit values),
+``np.argwhere`` for ``nonzero``; the Numba loops of :mod:`zgrad.kernels.cpu.kernels.search` for the
+rest.
 
 Part of :mod:`zgrad.kernels.cpu.backend`; each function writes into ``out`` and returns it.
 """
@@ -10,13 +11,51 @@ from __future__ import annotations
 import numpy as np
 
 from zgrad.kernels.cpu import kernels
+from zgrad.kernels.promotion import HALF_DTYPES
 
-__all__ = ["argsort", "argsort_slices", "argtopk", "nonzero", "scatter_reduce", "searchsorted"]
+__all__ = ["argsort", "argsort_slices", "argtopk", "nonzero", "scatter_reduce", "searchsorted", "select_rows"]
+
+_LOW_HALF = np.uint64(0xFFFFFFFF)
+
+
+def _key_bits(x):
+    """(the int32 rows the key kernels of :mod:`kernels.sort_keys` take for the rows ``x``, whether
+    they are float bits), or None where the values take more than 32 bits."""
+    if x.shape[1] > _LOW_HALF:
+        return None
+    if x.dtype == np.float32 or x.dtype in HALF_DTYPES:
+        return np.ascontiguousarray(x, np.float32).view(np.int32), True
+    if x.dtype.kind in "biu" and x.dtype.itemsize < 4 or x.dtype == np.int32:
+        return np.ascontiguousarray(x, np.int32), False
+    return None
+
+
+def _sort_keys(x, descending: bool):
+    """The (rows, n) uint64 keys of the rows ``x``: sorted ascending they give the stable order,
+    ascending with NaN last (``descending``: descending with NaN first). None where the values
+    take more than 32 bits."""
+    bits = _key_bits(x)
+    if bits is None:
+        return None
+    keys = np.empty(x.shape, np.uint64)
+    if keys.size:
+        kernels.sort_keys.pack(*bits, bool(descending), keys)
+    return keys
+
+
+def _positions(keys, out):
+    """out = the columns the keys came from (their low halves), as int64."""
+    np.bitwise_and(keys, _LOW_HALF, out=out.view(np.uint64))
+    return out
 
 
 def argsort(x, descending, out):
     """out[r] = the stable order of the row x[r] (rows, n): ascending with NaN last, or descending
     with NaN first; equal elements keep their order either way."""
+    keys = _sort_keys(x, descending)
+    if keys is not None:
+        keys.sort(axis=1)
+        return _positions(keys, out)
     if not descending:
         out[...] = np.argsort(x, axis=1, kind="stable")
         return out
@@ -27,20 +66,36 @@ def argsort(x, descending, out):
 
 def argtopk(x, k, largest, out):
     """out[r] = the positions of the ``k`` largest (or smallest) elements of the row x[r] (rows, n),
-    in sorted order (NaN the largest; equal values by position): a partial selection, then a sort
-    of the ``k`` selected only."""
-    n = x.shape[1]
-    if 4 * k >= n:
+    in sorted order (NaN the largest; equal values by position): :func:`argsort`'s first ``k``: a
+    selection of the ``k`` smallest packed keys and a sort of those only, where the values fit the
+    keys."""
+    keys = _sort_keys(x, largest)
+    if keys is None:
         out[...] = argsort(x, largest, np.empty(x.shape, np.int64))[:, :k]
         return out
-    chosen = np.argpartition(x, n - k if largest else k - 1, axis=1)
-    chosen = chosen[:, n - k:] if largest else chosen[:, :k]
-    values = np.take_along_axis(x, chosen, axis=1)
-    if largest:  # ascending by value then by descending position, reversed
-        order = np.lexsort((-chosen, values), axis=-1)[:, ::-1]
+    if 4 * k >= x.shape[1]:
+        keys.sort(axis=1)
     else:
-        order = np.lexsort((chosen, values), axis=-1)
-    out[...] = np.take_along_axis(chosen, order, axis=1)
+        keys.partition(k - 1, axis=1)  # in place: a second array of keys costs more than the selection
+    return _positions(np.sort(keys[:, :k], axis=1), out)
+
+
+def select_rows(x, ranks, out):
+    """out[r] = the position in row x[r] (rows, n) of its element of rank ranks[r] in the stable
+    ascending order (NaN last): a selection, without sorting the rows."""
+    keys = _sort_keys(x, False)
+    if keys is None:
+        order = argsort(x, False, np.empty(x.shape, np.int64))
+        out[...] = np.take_along_axis(order, ranks.reshape(-1, 1), axis=1).reshape(out.shape)
+        return out
+    ranks, positions = ranks.reshape(-1), out.reshape(-1)
+    for rank in np.unique(ranks):  # one selection per distinct rank (one for a median without NaNs)
+        chosen = ranks == rank
+        if chosen.all():
+            keys.partition(rank, axis=1)
+            positions[...] = keys[:, rank] & _LOW_HALF
+        else:
+            positions[chosen] = np.partition(keys[chosen], rank, axis=1)[:, rank] & _LOW_HALF
     return out
 
 

@@ -16,10 +16,12 @@ from zgrad.kernels.cpu.common import flat, ieee_results
 
 __all__ = [
     "remainder", "floor_divide", "maximum", "minimum", "abs", "sign", "sqrt", "clamp", "clamp_backward", "extremum_backward",
-    "compare", "logical_not", "where", "argmax", "argmin", "take", "gather", "index_add", "scatter", "scatter_add",
-    "var_rows", "var_backward_rows", "logsumexp_rows", "logsumexp_backward_rows", "distribute_equal",
+    "compare", "logical_not", "where", "argmax", "argmin", "extreme_rows", "count_nonzero", "take", "gather", "index_add",
+    "scatter", "scatter_add", "var_rows", "var_backward_rows", "logsumexp_rows", "logsumexp_backward_rows", "distribute_equal",
     "prod_backward_rows", "vector_norm", "add_scaled", "addcmul", "addcdiv",
 ]
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the dtypes of the Numba reductions here
 
 _COMPARISONS = {
     "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
@@ -109,6 +111,30 @@ def where(cond, a, b, out):
 
 
 # --- selection --------------------------------------------------------------------------------
+
+def extreme_rows(x, largest, out):
+    """out[r] = the max (``largest``) or min of the non-empty row x[r] (rows, n); NaN wins. numpy's
+    reduction is the faster one over a few long rows, the row kernel over many."""
+    if x.dtype in _FLOATS and x.shape[0] >= 4:
+        kernels.reduce.extreme_rows(x, bool(largest), out)
+        return out
+    return (np.max if largest else np.min)(x, axis=1, out=out)
+
+
+def count_nonzero(x, axis, out):
+    """out = how many elements of x are not zero over the axes ``axis`` (a tuple), as int64: one
+    pass, without a mask (numpy's count makes one for all but a full count of bool)."""
+    if not x.size or x.dtype not in _FLOATS and x.dtype != np.bool_:
+        out[...] = np.count_nonzero(x, axis=axis)
+        return out
+    kept = [d for d in range(x.ndim) if d not in axis]
+    rows = np.ascontiguousarray(x.transpose(kept + list(axis))).reshape(out.size, -1)
+    if out.size == 1:
+        kernels.reduce.count_nonzero(rows.reshape(-1), out.reshape(1))
+    else:
+        kernels.reduce.count_nonzero_rows(rows, out.reshape(-1))
+    return out
+
 
 def argmax(x, axis, keepdims, out):
     return np.argmax(x, axis=axis, out=out, keepdims=keepdims)

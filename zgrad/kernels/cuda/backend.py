@@ -54,14 +54,16 @@ from zgrad.kernels.cuda.optim import (  # noqa: F401 - the fused optimizer steps
 )
 from zgrad.kernels.cuda.reduce import (  # noqa: F401 - reductions, rows, losses, matmul
     argmax, argmin, class_loss, class_loss_backward, cross_entropy, cross_entropy_backward, cumprod, cumsum,
-    distribute_equal, extreme_value, log_softmax, log_softmax_backward, logsumexp_backward_rows, logsumexp_rows,
+    count_nonzero, distribute_equal, extreme_rows, extreme_value, log_softmax, log_softmax_backward, logsumexp_backward_rows, logsumexp_rows,
     matmul, nansum, nll, nll_backward, pointwise_loss_sum, prod, prod_backward_rows, softmax,
     softmax_backward, sum, var_backward_rows, var_rows, vector_norm,
 )
 from zgrad.kernels.cuda.scans import (  # noqa: F401 - running reductions and order statistics
     argsort_rows, cumextreme_rows, cumprod_backward_rows, logcumsumexp_backward_rows, logcumsumexp_rows, mode_rows,
 )
-from zgrad.kernels.cuda.sorting import argsort, argsort_slices, argtopk, nonzero, scatter_reduce, searchsorted  # noqa: F401
+from zgrad.kernels.cuda.sorting import (  # noqa: F401
+    argsort, argsort_slices, argtopk, nonzero, scatter_reduce, searchsorted, select_rows,
+)
 from zgrad.kernels.cuda.sequence import gru_backward, gru_forward, lstm_backward, lstm_forward  # noqa: F401
 
 DEVICE_TYPE = "cuda"

@@ -19,7 +19,7 @@ from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.elementwise import binary_op, ternary_op, unary_op
 
 __all__ = [
-    "contiguous", "rows_of", "sum", "prod", "nansum", "cumsum", "cumprod", "prod_backward_rows", "extreme_value", "argmax",
+    "contiguous", "rows_of", "sum", "prod", "nansum", "cumsum", "cumprod", "prod_backward_rows", "extreme_value", "extreme_rows", "count_nonzero", "argmax",
     "argmin", "softmax", "log_softmax",
     "softmax_backward", "log_softmax_backward", "logsumexp_rows", "logsumexp_backward_rows", "var_rows",
     "var_backward_rows", "distribute_equal", "vector_norm", "cross_entropy", "cross_entropy_backward", "class_loss",
@@ -176,6 +176,17 @@ def extreme_value(x: DeviceArray, largest: bool) -> Any:
     out = DeviceArray.empty((1,), x.dtype)
     _launch_rows(kernels.rows.row_extreme, 1, matrix.arg(), bool(largest), out.arg())
     return out.item()
+
+
+def extreme_rows(x, largest, out):
+    """out[r] = the max (``largest``) or min of the non-empty row x[r] (rows, n); NaN wins."""
+    _launch_rows(kernels.rows.row_extreme, x.shape[0], x.arg(), bool(largest), out.arg())
+    return out
+
+
+def count_nonzero(x, axis, out):
+    """out = how many elements of x are not zero over the axes ``axis`` (a tuple), as int64."""
+    return sum(binary_op("ne", x, 0, DeviceArray.empty(x.shape, np.dtype(np.bool_))), axis, False, out)
 
 
 def _arg_extreme(x, axis, keepdims, out, largest: bool):

@@ -12,9 +12,10 @@ from zgrad.kernels.cuda import kernels
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.elementwise import binary_op, unary_op, upload
+from zgrad.kernels.cuda.index import gather
 from zgrad.kernels.cuda.reduce import contiguous, cumsum
 
-__all__ = ["argsort", "argsort_slices", "argtopk", "nonzero", "scatter_reduce", "searchsorted"]
+__all__ = ["argsort", "argsort_slices", "argtopk", "nonzero", "scatter_reduce", "searchsorted", "select_rows"]
 
 
 def _launch(kernel, count: int, *args) -> None:
@@ -44,6 +45,15 @@ def argtopk(x, k, largest, out):
     first ``k`` of a full stable sort (as :func:`argsort`)."""
     order = argsort(x, largest, DeviceArray.empty(x.shape, out.dtype))
     return unary_op("copy", order[:, :k], out)
+
+
+def select_rows(x, ranks, out):
+    """out[r] = the position in row x[r] (rows, n) of its element of rank ranks[r] in the stable
+    ascending order (NaN last): :func:`argsort`'s order read at the ranks."""
+    rows, n = x.shape
+    order = argsort(x, False, DeviceArray.empty(x.shape, out.dtype))
+    gather(order.reshape(rows, n, 1), ranks.reshape(rows, 1, 1), out.reshape(rows, 1, 1))
+    return out
 
 
 def argsort_slices(slices, out):

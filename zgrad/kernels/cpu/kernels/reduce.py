@@ -1,5 +1,5 @@
-"""Reduction Numba kernels of the tensor API: variance, logsumexp, vector norms, and the gradients
-of a product and of a full max.
+"""Reduction Numba kernels of the tensor API: variance, logsumexp, vector norms, row extremes,
+non-zero counts, and the gradients of a product and of a full max.
 
 Row kernels take 2-D (N, C) C-contiguous arrays and reduce each row (the caller moves the reduced
 dimensions last). Sums accumulate in float64; results are written in ``out``'s dtype.
@@ -17,7 +17,7 @@ from zgrad.kernels._jit import PARALLEL_MIN_SIZE_HEAVY, parallel_kernel
 from zgrad.kernels.cpu.kernels.rowwise import _row_max, _sum_exp_shifted
 
 __all__ = [
-    "distribute_equal", "logsumexp_backward", "logsumexp_forward", "prod_backward", "var_backward", "var_forward",
+    "count_nonzero", "count_nonzero_rows", "distribute_equal", "extreme_rows", "logsumexp_backward", "logsumexp_forward", "prod_backward", "var_backward", "var_forward",
     "vector_norm",
 ]
 
@@ -150,3 +150,45 @@ def vector_norm(x, order, out):
         for i in prange(n):
             total += abs(np.float64(x[i])) ** order
         out[0] = total ** (1.0 / order)
+
+
+@parallel_kernel()
+def extreme_rows(x, largest, out):
+    """out[r] = the max (``largest``) or min of the float row x[r] (C >= 1); NaN wins. Four rows at
+    a time, so that four chains of LLVM's vectorisable ``maximum`` overlap; the min is minus the
+    max of the negated row."""
+    rows, columns = x.shape
+    sign = x.dtype.type(1) if largest else x.dtype.type(-1)
+    for group in prange(rows // 4):
+        r = 4 * group
+        m0, m1, m2, m3 = sign * x[r, 0], sign * x[r + 1, 0], sign * x[r + 2, 0], sign * x[r + 3, 0]
+        for j in range(columns):
+            m0 = vector_math.maximum(m0, sign * x[r, j])
+            m1 = vector_math.maximum(m1, sign * x[r + 1, j])
+            m2 = vector_math.maximum(m2, sign * x[r + 2, j])
+            m3 = vector_math.maximum(m3, sign * x[r + 3, j])
+        out[r], out[r + 1], out[r + 2], out[r + 3] = sign * m0, sign * m1, sign * m2, sign * m3
+    for r in range(rows - rows % 4, rows):
+        m = sign * x[r, 0]
+        for j in range(columns):
+            m = vector_math.maximum(m, sign * x[r, j])
+        out[r] = sign * m
+
+
+@parallel_kernel()
+def count_nonzero(x, out):
+    """out[0] = how many elements of the 1-D x are not zero (NaN counts)."""
+    count = 0
+    for i in prange(x.size):
+        count += 1 if x[i] != 0 else 0
+    out[0] = count
+
+
+@parallel_kernel()
+def count_nonzero_rows(x, out):
+    """out[r] = how many elements of the row x[r] are not zero (NaN counts)."""
+    for r in prange(x.shape[0]):
+        count = 0
+        for j in range(x.shape[1]):
+            count += 1 if x[r, j] != 0 else 0
+        out[r] = count

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 
 from numba import prange
-from numba.extending import register_jitable
 
 from zgrad.kernels._jit import parallel_kernel
 
@@ -58,38 +57,21 @@ def running_rows(x, product, reverse, out):
 @parallel_kernel()
 def cumextreme(x, largest, values_out, indices_out):
     """values_out[r, j] = the max (``largest``) or min of x[r, :j + 1], indices_out[r, j] its
-    index: the latest on ties, and a NaN once one is seen (PyTorch's cummax/cummin). Four rows
-    advance together, as in :func:`running_rows`."""
+    index: the latest on ties, and NaN once one is seen, with the latest NaN's index (PyTorch's
+    cummax/cummin). Branch-free: each step selects, so no misprediction stalls the chain."""
     n, c = x.shape
     if c == 0:
         return
-    for block in prange((n + 3) // 4):
-        r = block * 4
-        if r + 4 <= n:
-            b0, b1, b2, b3 = x[r, 0], x[r + 1, 0], x[r + 2, 0], x[r + 3, 0]
-            i0 = i1 = i2 = i3 = 0
-            for j in range(c):
-                b0, i0 = _extreme_step(x[r, j], b0, i0, j, largest)
-                b1, i1 = _extreme_step(x[r + 1, j], b1, i1, j, largest)
-                b2, i2 = _extreme_step(x[r + 2, j], b2, i2, j, largest)
-                b3, i3 = _extreme_step(x[r + 3, j], b3, i3, j, largest)
-                values_out[r, j], values_out[r + 1, j], values_out[r + 2, j], values_out[r + 3, j] = b0, b1, b2, b3
-                indices_out[r, j], indices_out[r + 1, j], indices_out[r + 2, j], indices_out[r + 3, j] = i0, i1, i2, i3
-        else:
-            for row in range(r, n):
-                best, at = x[row, 0], 0
-                for j in range(c):
-                    best, at = _extreme_step(x[row, j], best, at, j, largest)
-                    values_out[row, j] = best
-                    indices_out[row, j] = at
-
-
-@register_jitable
-def _extreme_step(v, best, at, j, largest):
-    """The running extreme and its index after element ``v`` at ``j``."""
-    if v != v or (best == best and (v >= best if largest else v <= best)):
-        return v, j
-    return best, at
+    for r in prange(n):
+        best, at = x[r, 0], 0
+        for j in range(c):
+            v = x[r, j]
+            # keep the best unless v ties or beats it, or is a NaN (a NaN best yields only to a NaN)
+            keep = (v < best if largest else v > best) or (best != best and v == v)
+            best = best if keep else v
+            at = at if keep else j
+            values_out[r, j] = best
+            indices_out[r, j] = at
 
 
 @parallel_kernel()

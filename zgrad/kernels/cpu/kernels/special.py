@@ -1,13 +1,14 @@
 """Element-wise Numba kernels of the math functions numpy has no ufunc for (erf, erfc, erfinv,
 rsqrt) or whose numpy loop is a libm call per element (tan, atan, asin, acos, atan2, exp2,
 log1p, expm1, sinh, cosh, atanh, log2, log10, logaddexp, logaddexp2, float32 hypot and fmod),
-and one-pass sign and nan_to_num. 1-D C-contiguous float32 or float64 arrays (the caller
+and one-pass sign, nan_to_num, rounding, reciprocal and copysign (numpy's loops for the last
+three are not vectorised, or take two passes). 1-D C-contiguous float32 or float64 arrays (the caller
 ravels), computed in that dtype (float32 hypot and fmod in float64).
 
-erf, erfc, tan, atan, asin, acos, atan2 and exp2 are :mod:`vector_math`'s; the rest of the
-second group is written on its exp and log, which LLVM vectorises: log1p and
-expm1 by Kahan's corrections (``log(u) * x / (u - 1)`` with ``u = 1 + x``, exact where ``u`` is
-inexact), the others from those. Each stays within a few ulp of the correctly rounded result and
+erf, erfc, tan, atan, asin, acos, atan2, exp2, expm1 and sinh are :mod:`vector_math`'s; the
+rest of the second group is written on its exp and log, which LLVM vectorises: log1p by Kahan's
+correction (``log(u) * x / (u - 1)`` with ``u = 1 + x``, exact where ``u`` is inexact), the others
+from those. Each stays within a few ulp of the correctly rounded result and
 gives PyTorch's inf, NaN and signed zeros.
 """
 
@@ -28,7 +29,7 @@ __all__ = [
     "erf_forward", "erfc_forward", "atan_forward", "asin_forward", "acos_forward", "atan2_forward", "exp2_forward", "tan_forward", "erfinv_forward", "rsqrt_forward", "log1p_forward", "expm1_forward",
     "sinh_forward", "cosh_forward", "atanh_forward", "log2_forward", "log10_forward", "logaddexp_forward",
     "logaddexp2_forward", "hypot_float32_forward", "fmod_float32_forward", "sign_forward", "nan_to_num_forward", "lerp_forward",
-    "lerp_scalar_forward",
+    "lerp_scalar_forward", "ROUNDING", "rounding_forward", "reciprocal_forward", "copysign_forward",
 ]
 
 _erfinv = kernel(_erfinv_scalar)
@@ -138,35 +139,18 @@ def log1p_forward(x, out):
         out[i] = _log1p(x[i], one)
 
 
-# expm1, sinh and cosh are written out in their loops: the same code behind a helper function
-# measured several times slower.
-
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
 def expm1_forward(x, out):
-    """out = exp(x) - 1 = (u - 1) * x / log(u) with u = exp(x), accurate for small x."""
-    one = out.dtype.type(1)
+    """out = exp(x) - 1, accurate for small x."""
     for i in prange(x.size):
-        v = x[i]
-        u = vector_math.exp(v)
-        um1 = u - one
-        r = um1 * (v / vector_math.log(u))
-        out[i] = v if u == one else (u if u == math.inf else (-one if um1 == -one else r))
+        out[i] = vector_math.expm1(x[i])
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
 def sinh_forward(x, out):
-    """out = sinh(x) = (t + t / (t + 1)) / 2 with t = expm1(|x|), x's sign; past exp's overflow
-    (h / 2) * h with h = exp(|x| / 2)."""
-    half, one = out.dtype.type(0.5), out.dtype.type(1)
+    """out = sinh(x)."""
     for i in prange(x.size):
-        v = x[i]
-        a = abs(v)
-        u = vector_math.exp(a)
-        t = (u - one) * (a / vector_math.log(u))
-        t = a if u == one else t
-        h = vector_math.exp(a * half)
-        s = half * (t + t / (t + one)) if u != math.inf else (half * h) * h
-        out[i] = math.copysign(s, v)
+        out[i] = vector_math.sinh(x[i])
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
@@ -265,6 +249,43 @@ def sign_forward(x, out):
     for i in prange(x.size):
         v = x[i]
         out[i] = one if v > zero else (-one if v < zero else zero)
+
+
+# The functions of rounding_forward, by its ``mode``.
+ROUNDING = ("floor", "ceil", "round", "trunc", "frac")
+
+
+@parallel_kernel()
+def rounding_forward(x, mode, out):
+    """out = floor, ceil, round (half to even), trunc or frac (x - trunc(x): +0.0 at integers, NaN
+    at +-inf, as PyTorch) of x, by ``mode`` (a position in :data:`ROUNDING`)."""
+    for i in prange(x.size):
+        v = x[i]
+        if mode == 0:
+            out[i] = np.floor(v)
+        elif mode == 1:
+            out[i] = np.ceil(v)
+        elif mode == 2:
+            out[i] = np.rint(v)
+        elif mode == 3:
+            out[i] = np.trunc(v)
+        else:
+            out[i] = v - np.trunc(v)
+
+
+@parallel_kernel()
+def reciprocal_forward(x, out):
+    """out = 1 / x, correctly rounded."""
+    one = out.dtype.type(1)
+    for i in prange(x.size):
+        out[i] = one / x[i]
+
+
+@parallel_kernel()
+def copysign_forward(a, b, out):
+    """out = |a| with b's sign bit."""
+    for i in prange(out.size):
+        out[i] = math.copysign(a[i], b[i])
 
 
 @parallel_kernel()

@@ -1,5 +1,5 @@
-"""Scalar exp, exp2, log, log1p, tanh, sigmoid, erf, erfc, tan, atan, atan2, asin, acos, relu and
-maximum that LLVM can vectorise inside Numba loops.
+"""Scalar exp, exp2, expm1, log, log1p, sinh, tanh, sigmoid, erf, erfc, tan, atan, atan2, asin,
+acos, relu and maximum that LLVM can vectorise inside Numba loops.
 
 Without Intel SVML, Numba lowers ``math.exp`` and friends to one libm call per element, which
 no loop vectoriser can widen; numpy's own SIMD ufuncs are then several times faster than a
@@ -30,8 +30,8 @@ from numba.extending import intrinsic, overload, register_jitable
 from zgrad.kernels._jit import MATH_OPTIONS
 
 __all__ = [
-    "acos", "asin", "atan", "atan2", "erf", "erfc", "exp", "exp2", "log", "log1p", "maximum", "relu", "sigmoid",
-    "tan", "tan_in_range", "tanh",
+    "acos", "asin", "atan", "atan2", "erf", "erfc", "exp", "exp2", "expm1", "log", "log1p", "maximum", "relu",
+    "sigmoid", "sinh", "tan", "tan_in_range", "tanh",
 ]
 
 
@@ -108,6 +108,16 @@ def log(x):
 def log1p(x):
     """log(1 + x), accurate for tiny x; -inf at -1, NaN below -1."""
     raise _jitted_only("log1p")
+
+
+def expm1(x):
+    """exp(x) - 1, accurate for tiny x."""
+    raise _jitted_only("expm1")
+
+
+def sinh(x):
+    """sinh(x), finite up to its own overflow."""
+    raise _jitted_only("sinh")
 
 
 def tanh(x):
@@ -277,6 +287,52 @@ def _log_impl(x):
         if not x >= F(0.0):
             result = F(np.nan)
         return result
+
+    return impl
+
+
+# expm1 below |x| = 1/2 and sinh below |x| = 1 are Taylor's series, to where the next term is
+# below half an ulp (in Horner's form: expm1 = x + x^2 (1/2! + x (1/3! + ...)),
+# sinh = x + x^3 (1/3! + x^2 (1/5! + ...))). Above, exp has no cancellation to fear: expm1 =
+# exp(x) - 1, sinh = (e^|x| - e^-|x|) / 2, and where e^|x| overflows (h / 2) h with h = e^(|x|/2).
+# Both branches are computed and one selected, so a loop over them vectorises.
+_EXPM1_TAYLOR = {32: tuple(1 / math.factorial(n) for n in range(2, 11)),
+                 64: tuple(1 / math.factorial(n) for n in range(2, 18))}
+_SINH_TAYLOR = {32: tuple(1 / math.factorial(n) for n in range(3, 14, 2)),
+                64: tuple(1 / math.factorial(n) for n in range(3, 22, 2))}
+
+
+@overload(expm1, inline="always", jit_options=MATH_OPTIONS)
+def _expm1_impl(x):
+    if not isinstance(x, types.Float):
+        return None
+    F = _float_type(x)
+    taylor = tuple(F(c) for c in _EXPM1_TAYLOR[x.bitwidth])
+    half, one = F(0.5), F(1.0)
+
+    def impl(x):
+        near_zero = x + x * x * _polynomial(x, taylor) if x != F(0.0) else x  # keeps -0.0
+        return near_zero if abs(x) < half else exp(x) - one
+
+    return impl
+
+
+@overload(sinh, inline="always", jit_options=MATH_OPTIONS)
+def _sinh_impl(x):
+    if not isinstance(x, types.Float):
+        return None
+    F = _float_type(x)
+    taylor = tuple(F(c) for c in _SINH_TAYLOR[x.bitwidth])
+    half, one = F(0.5), F(1.0)
+
+    def impl(x):
+        s = x * x
+        near_zero = x + x * s * _polynomial(s, taylor)
+        a = abs(x)
+        u = exp(a)
+        h = exp(a * half)  # beyond exp's overflow (below sinh's): exp(a / 2) squared
+        far = half * u - half / u if u < F(math.inf) else (half * h) * h
+        return near_zero if a < one else math.copysign(far, x)
 
     return impl
 
