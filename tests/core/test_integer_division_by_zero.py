@@ -97,6 +97,43 @@ def test_floating_division_by_zero_is_not_refused():
             np.testing.assert_array_equal(got.numpy(), fn(torch, torch.tensor(a), torch.tensor(b)).numpy())
 
 
+# Floating results that are IEEE inf or NaN: given silently, as PyTorch's (numpy's ufuncs would warn)
+IEEE_RESULTS = {
+    "div_number": lambda lib, x, z: x / 0,
+    "div_zeros": lambda lib, x, z: x / z,
+    "rdiv_number": lambda lib, x, z: 1 / z,
+    "div_": lambda lib, x, z: x.clone().div_(z),
+    "div_float64": lambda lib, x, z: x.double() / z.double(),
+    "div_float16": lambda lib, x, z: x.half() / z.half(),
+    "true_divide": lambda lib, x, z: lib.true_divide(x, z),
+    "floor_divide": lambda lib, x, z: lib.floor_divide(x, z),
+    "div_floor": lambda lib, x, z: lib.div(x, z, rounding_mode="floor"),
+    "remainder": lambda lib, x, z: lib.remainder(x, z),
+    "log": lambda lib, x, z: lib.log(z),
+    "reciprocal": lambda lib, x, z: lib.reciprocal(z),
+    "sqrt_negative": lambda lib, x, z: lib.sqrt(x),
+    "pow_negative": lambda lib, x, z: z ** -1.0,
+    "pow_tensor": lambda lib, x, z: z.pow(x),
+    "fractional_power_negative": lambda lib, x, z: x ** 0.5,
+    "addcdiv": lambda lib, x, z: lib.addcdiv(z, x, z),
+    "non_finite_to_int": lambda lib, x, z: (x / z).long(),
+    "log_gradient": lambda lib, x, z: lib.autograd.grad(lib.log(z.requires_grad_()).sum(), z)[0],
+}
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", sorted(IEEE_RESULTS))
+def test_floating_division_by_zero_is_silent(name):
+    fn = IEEE_RESULTS[name]
+    x = np.array([1.0, 0.0, -1.5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = fn(zgrad, zgrad.tensor(x, dtype=zgrad.float32), zgrad.zeros(3))
+    if torch is not None:
+        expected = fn(torch, torch.tensor(x, dtype=torch.float32), torch.zeros(3))
+        np.testing.assert_array_equal(got.numpy(), expected.numpy())
+
+
 @requires_cuda
 @pytest.mark.parametrize("name", ["floor_divide", "remainder", "fmod", "div_trunc"])
 def test_cuda_integer_division_by_zero_raises(name):

@@ -14,16 +14,18 @@ from typing import Any
 import numpy as np
 
 from zgrad.autograd.function import Op, on_graph
-from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_layers
 from zgrad.kernels.dispatch_layers import PADDING_MODES
 from zgrad.ops._args import tensor_arg
 from zgrad.kernels.promotion import is_floating
 from zgrad.ops.autocast import autocast_op
-from zgrad.ops.backward_ops import OnceDifferentiable, detached
+from zgrad.ops.backward_ops import detached
+from zgrad.ops.padding import mode_pad_backward
+from zgrad.ops.padding import pad as mode_pad
+from zgrad.ops.reduce import formula_sum
 
-__all__ = ["Conv2d", "ConvTranspose2d", "PADDING_MODES", "check_floating", "conv2d", "conv2d_layer", "pair"]
+__all__ = ["Conv2d", "Conv2dWeightGrad", "ConvTranspose2d", "PADDING_MODES", "check_floating", "conv2d", "conv2d_layer", "pair"]
 
 def pair(value: Any, what: str) -> tuple[int, int]:
     """``value`` as an (h, w) pair of ints: an int is used for both.
@@ -160,7 +162,11 @@ def conv2d(input: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: 
 
 class Conv2d(Op):
     """y = conv(x, weight) + bias; the window is (stride, (top, left) padding, dilation, groups, mode).
-    An unbatched (C, H, W) input runs as a batch of one."""
+    An unbatched (C, H, W) input runs as a batch of one.
+
+    Its gradients are the transposed convolution of grad with the weight (the input's) and
+    :class:`Conv2dWeightGrad` (the weight's); each of the three maps is linear in each operand,
+    and its backward is made of the other two, so they differentiate any number of times."""
 
     kernel = "conv2d"  # of dispatch_layers; ConvTranspose2d runs its own through this forward
     differentiable_backward = True
@@ -189,46 +195,106 @@ class Conv2d(Op):
 
     @staticmethod
     def formula(ctx, grad, x, weight):
-        """The gradients recorded (create_graph): the input's is the transposed convolution of
-        grad (differentiable); the weight's is computed once and refuses a second derivative."""
-        stride, padding, dilation, groups, mode = ctx.window
-        if mode != "zeros":
-            raise AutogradError(f"Conv2dBackward: double backward (create_graph=True) is implemented for "
-                                f"padding_mode='zeros' only, not {mode!r}")
-        needs = ctx.needs_input_grad
-        x, weight = detached(x), ctx.as_input(3, detached(weight))
-        grad4 = grad.unsqueeze(0) if ctx.unbatched else grad
-        grad_x = grad_weight = None
-        if needs[2]:
-            grad_x = ConvTranspose2d.apply((stride, padding, dilation, groups), x.shape[2:], grad4, weight)
-            grad_x = grad_x[0] if ctx.unbatched else grad_x
-        if needs[3]:
-            _, values = dispatch_layers.conv2d_backward(detached(grad4), x, detached(weight), *ctx.window, False, True)
-            grad_weight = OnceDifferentiable.apply(values, "Conv2dBackward (the weight's gradient)", grad4,
-                                                   ctx.as_input(2, x[0] if ctx.unbatched else x))
-        grad_bias = grad4.sum(dim=(0, 2, 3)) if len(needs) > 4 and needs[4] else None
-        return (None, None, grad_x, grad_weight) + ((grad_bias,) if len(needs) > 4 else ())
+        """The gradients recorded (create_graph), each a differentiable op: the input's is the
+        transposed convolution of grad, the weight's :class:`Conv2dWeightGrad` of grad and x."""
+        x = _saved_input(ctx, x, grad)
+        stride, (top, left), dilation, groups, mode = ctx.window
+        if mode == "zeros":
+            return _conv_grads(ctx, grad, lambda g: formula_conv_transpose2d(ctx.window, x.shape[2:], g, weight),
+                               lambda g: formula_conv2d_weight_grad(ctx.window, g, x, detached(weight)))
+        # the convolution without padding of x padded in its mode (to the rows and columns read)
+        read = [(n - 1) * s + (k - 1) * d + 1 for n, s, k, d in zip(grad.shape[-2:], stride, weight.shape[2:], dilation)]
+        pad = (left, read[1] - x.shape[3] - left, top, read[0] - x.shape[2] - top)
+        padded, window = mode_pad(x, pad, mode), (stride, (0, 0), dilation, groups, "zeros")
+        return _conv_grads(ctx, grad, lambda g: mode_pad_backward(
+            formula_conv_transpose2d(window, padded.shape[2:], g, weight), tuple(x.shape), pad, mode),
+            lambda g: formula_conv2d_weight_grad(window, g, padded, detached(weight)))
 
 
 class ConvTranspose2d(Conv2d):
     """y = conv_transpose(x, weight) + bias; the window is (stride, (top, left) padding, dilation,
-    groups). The forward is :class:`Conv2d`'s with this kernel."""
+    groups). The forward is :class:`Conv2d`'s with this kernel; the input's gradient is the
+    convolution of grad with the weight, the weight's :class:`Conv2dWeightGrad` with the roles
+    of grad and x exchanged."""
 
     kernel = "conv_transpose2d"
 
     @staticmethod
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
+        window = (*ctx.window, "zeros")
+        x = _saved_input(ctx, x, grad)
+        return _conv_grads(ctx, grad, lambda g: formula_conv2d(window, x.shape[2:], g, weight),
+                           lambda g: formula_conv2d_weight_grad(window, x, g, detached(weight)))
+
+
+class Conv2dWeightGrad(Op):
+    """The gradient of conv2d's weight, from (N, OC, OH, OW) ``grad`` and (N, C, H, W) ``x``, for a
+    weight of the shape of ``weight`` (whose values are not read for it). It is bilinear: its
+    backward is conv2d of ``x`` with the incoming gradient (for ``grad``) and the transposed
+    convolution of ``grad`` with it (for ``x``)."""
+
+    differentiable_backward = True
+
+    @staticmethod
+    def forward(ctx, window, grad, x, weight):
+        ctx.window = window
+        ctx.save_for_backward(grad, x)
+        return dispatch_layers.conv2d_backward(grad, x, weight, *window, False, True)[1]
+
+    @staticmethod
+    def backward(ctx, grad_weight):
+        grad, x = ctx.saved_tensors
         needs = ctx.needs_input_grad
-        grad = grad[None] if ctx.unbatched else grad
-        stride, padding, dilation, groups = ctx.window
-        grad_x = grad_weight = None
-        if needs[2]:
-            grad_x = dispatch_layers.conv2d(grad, weight, None, stride, padding, dilation, groups, "zeros",
-                                            x.shape[2:])
-            grad_x = grad_x[0] if ctx.unbatched else grad_x
-        if needs[3]:
-            _, grad_weight = dispatch_layers.conv2d_backward(x, grad, weight, stride, padding, dilation, groups,
-                                                             "zeros", False, True)
-        grad_bias = dispatch.reduce_sum(grad, (0, 2, 3)) if len(needs) > 4 and needs[4] else None
-        return (None, None, grad_x, grad_weight) + ((grad_bias,) if len(needs) > 4 else ())
+        grad_grad = formula_conv2d(ctx.window, grad.shape[2:], x, grad_weight) if needs[1] else None
+        grad_x = formula_conv_transpose2d(ctx.window, x.shape[2:], grad, grad_weight) if needs[2] else None
+        return None, grad_grad, grad_x, None
+
+
+def _saved_input(ctx, x, grad):
+    """The saved input ``x`` (batched); in a recorded pass (``grad`` a tensor) the forward input
+    on the graph, with a batch of one added if the op ran unbatched."""
+    if not on_graph(grad):
+        return x
+    if not ctx.unbatched:
+        return ctx.as_input(2, detached(x))
+    return ctx.as_input(2, detached(x)[0])[None]
+
+
+def _conv_grads(ctx, grad, input_grad, weight_grad):
+    """The gradients of :class:`Conv2d` or :class:`ConvTranspose2d` for (window, out_size, x,
+    weight[, bias]) from ``input_grad`` and ``weight_grad`` of the batched ``grad``."""
+    needs = ctx.needs_input_grad
+    grad = grad[None] if ctx.unbatched else grad
+    grad_x = grad_weight = None
+    if needs[2]:
+        grad_x = input_grad(grad)
+        grad_x = grad_x[0] if ctx.unbatched else grad_x
+    if needs[3]:
+        grad_weight = weight_grad(grad)
+    grad_bias = formula_sum(grad, (0, 2, 3)) if len(needs) > 4 and needs[4] else None
+    return (None, None, grad_x, grad_weight) + ((grad_bias,) if len(needs) > 4 else ())
+
+
+def formula_conv2d(window, out_size, x, weight):
+    """conv2d of (N, C, H, W) ``x`` without bias in a backward formula (recorded when a tensor
+    takes part); ``window`` as :class:`Conv2d`'s."""
+    if on_graph(x, weight):
+        return Conv2d.apply(window, out_size, x, weight)
+    return dispatch_layers.conv2d(x, weight, None, *window, out_size)
+
+
+def formula_conv_transpose2d(window, out_size, x, weight):
+    """The transposed convolution (conv2d's input gradient) of (N, OC, OH, OW) ``x`` without bias
+    in a backward formula; ``window`` as :class:`Conv2d`'s, in zeros mode."""
+    window = window[:4]
+    if on_graph(x, weight):
+        return ConvTranspose2d.apply(window, out_size, x, weight)
+    return dispatch_layers.conv_transpose2d(x, weight, None, *window, out_size)
+
+
+def formula_conv2d_weight_grad(window, grad, x, weight):
+    """:class:`Conv2dWeightGrad` in a backward formula (recorded when a tensor takes part)."""
+    if on_graph(grad, x):
+        return Conv2dWeightGrad.apply(window, grad, x, weight)
+    return dispatch_layers.conv2d_backward(grad, x, weight, *window, False, True)[1]

@@ -136,7 +136,11 @@ class Pow(Op):
     def backward(ctx, grad):
         a, b, out = ctx.saved_tensors
         ga = gb = None
-        if ctx.needs_input_grad[0]:
+        if ctx.needs_input_grad[0] and isinstance(b, (int, float)) and b == 0:
+            # zeros, as PyTorch's: b * a ** (b - 1) would be NaN at a = 0 (a derivative of x ** n)
+            values = detached(grad)
+            ga = dispatch.full(values.shape, 0, values.dtype, dispatch.device_type_of(values))
+        elif ctx.needs_input_grad[0]:
             # A Python exponent stays a Python number: a 0-d array would promote float32 to float64.
             b_minus_1 = b - 1 if isinstance(b, (int, float)) else formula_sub(b, 1)
             ga = formula_mul(grad, formula_mul(b, formula_pow(a, b_minus_1)))

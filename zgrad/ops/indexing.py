@@ -19,7 +19,7 @@ from zgrad.ops.out_argument import accepts_out
 
 __all__ = [
     "gather", "index_select", "scatter", "where", "masked_fill", "index_put", "mask_arg", "scatter_source",
-    "source_gradient", "put",
+    "source_gradient", "put", "index_select_backward",
 ]
 
 
@@ -50,9 +50,15 @@ class IndexSelect(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        index = detached(ctx.saved_tensors[0])
-        return linear_in_grad(grad, lambda g: dispatch_index.index_select_backward(g, ctx.shape, ctx.dim, index),
-                              lambda g: dispatch_index.index_select(g, ctx.dim, index)), None, None
+        return index_select_backward(grad, ctx.shape, ctx.dim, detached(ctx.saved_tensors[0])), None, None
+
+
+def index_select_backward(grad: Any, shape: tuple[int, ...], dim: int, index: Any) -> Any:
+    """The gradient reaching the input (of ``shape``) of index_select(dim, index): ``grad``'s slices
+    added back at ``index``. Linear in ``grad``, recorded (a tensor ``grad``) with index_select
+    as its adjoint."""
+    return linear_in_grad(grad, lambda g: dispatch_index.index_select_backward(g, shape, dim, index),
+                          lambda g: dispatch_index.index_select(g, dim, index))
 
 
 class Scatter(Op):

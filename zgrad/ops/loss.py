@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 
 from zgrad.autograd.function import Op, on_graph
-from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_loss as DL
 from zgrad.kernels import dispatch_pointwise
@@ -174,23 +173,33 @@ class CrossEntropy(Op):
 
     @staticmethod
     def formula(ctx, grad, probs):
-        """(softmax(logits) - one_hot(targets)) * grad over the counted rows (and the divisor when
-        reduced), recorded: softmax(logits) on the graph is the kept ``probs``."""
-        targets, weight, ignore_index, smoothing = ctx.args
-        if weight is not None or smoothing != 0.0:
-            raise AutogradError("CrossEntropyBackward: double backward (create_graph=True) is implemented for "
-                                "cross_entropy without weight and label_smoothing only")
-        probs = detached(probs)
-        rows, device = probs.shape[0], dispatch.device_type_of(probs)
-        # nll's gradient for a row gradient of -1 is 1 at each counted row's target, 0 elsewhere
-        one_hot = DL.nll_backward(targets, None, ignore_index, dispatch.full((1,), -1.0, probs.dtype, device),
-                                  probs.shape, probs.dtype)
-        counted = dispatch.cast(dispatch_pointwise.compare("ne", targets, ignore_index), probs.dtype).reshape(rows, 1)
-        softmax = ComputedSoftmax.apply(ctx.as_input(0, probs), probs)
-        unit = formula_mul(formula_sub(softmax, one_hot), counted)
+        """sum(q) softmax(logits) - q for each row's target distribution q (below), times grad (over
+        the divisor when reduced), recorded: softmax(logits) on the graph is the kept ``probs``."""
+        q = CrossEntropy.target_distribution(ctx, detached(probs))
+        softmax = ComputedSoftmax.apply(ctx.as_input(0, detached(probs)), detached(probs))
+        unit = formula_sub(formula_mul(softmax, dispatch.reduce_sum(q, (1,), keepdims=True)), q)
         if ctx.reduction == "none":
             return formula_mul(unit, grad.reshape(-1, 1))
         return formula_mul(unit, formula_div(grad, ctx.divisor))
+
+    @staticmethod
+    def target_distribution(ctx, probs):
+        """The (M, C) weights q of each row's loss -sum_c q_c log softmax(logits)_c: w[t] at the
+        target t, times 1 - eps, plus eps / C times the class weights w (all ones without
+        ``weight``) with label smoothing eps; 0 in the ignored rows. A constant of the logits."""
+        targets, weight, ignore_index, smoothing = ctx.args
+        device = dispatch.device_type_of(probs)
+        # nll's gradient for a row gradient of -1 is w[t] at each counted row's target, 0 elsewhere
+        q = DL.nll_backward(targets, weight, ignore_index, dispatch.full((1,), -1.0, probs.dtype, device),
+                            probs.shape, probs.dtype)
+        if smoothing == 0.0:
+            return q
+        counted = dispatch.cast(dispatch_pointwise.compare("ne", targets, ignore_index), probs.dtype)
+        classes = probs.shape[1]
+        spread = counted.reshape(-1, 1) if weight is None else dispatch.binary(
+            "mul", counted.reshape(-1, 1), dispatch.as_dtype(weight, probs.dtype).reshape(1, classes))
+        return dispatch.binary("add", dispatch.binary("mul", q, 1.0 - smoothing),
+                               dispatch.binary("mul", spread, smoothing / classes))
 
 
 class NllLoss(Op):

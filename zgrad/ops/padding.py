@@ -13,10 +13,10 @@ import numpy as np
 from zgrad.autograd.function import Op
 from zgrad.kernels import dispatch
 from zgrad.ops._args import tensor_arg
-from zgrad.ops.backward_ops import linear_in_grad
-from zgrad.ops.indexing import IndexSelect
+from zgrad.ops.backward_ops import detached, linear_in_grad
+from zgrad.ops.indexing import IndexSelect, index_select_backward
 
-__all__ = ["ConstantPad", "PAD_MODES", "pad"]
+__all__ = ["ConstantPad", "PAD_MODES", "mode_pad_backward", "pad"]
 
 PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
@@ -60,7 +60,12 @@ def _pairs(x: Any, pad: Sequence[int]) -> list[tuple[int, int, int]]:
     if len(pad) // 2 > x.ndim:
         raise RuntimeError("Padding length should be less than or equal to two times the input dimension but got "
                            f"padding length {len(pad)} and input of dimension {x.ndim}")
-    return [(x.ndim - 1 - i, int(pad[2 * i]), int(pad[2 * i + 1])) for i in range(len(pad) // 2)]
+    return _checked_pairs(x.ndim, pad)
+
+
+def _checked_pairs(ndim: int, pad: Sequence[int]) -> list[tuple[int, int, int]]:
+    """:func:`_pairs` of an already checked ``pad``."""
+    return [(ndim - 1 - i, int(pad[2 * i]), int(pad[2 * i + 1])) for i in range(len(pad) // 2)]
 
 
 def _constant(x: Any, pairs: list[tuple[int, int, int]], value: float) -> Any:
@@ -138,9 +143,27 @@ def pad(input: Any, pad: Sequence[int], mode: str = "constant", value: float | N
     if value is not None and value != 0:
         raise RuntimeError(f"Padding mode \"{mode}\" doesn't take in value argument")
     _check_mode_sizes(x, pairs, mode)
-    for dim, before, after in pairs:
-        index = dispatch.asarray(_source_indices(x.shape[dim], before, after, mode), np.int64,
-                                 dispatch.device_type_of(x._data))
+    for dim, index, _ in _selections(tuple(x.shape), pairs, mode, dispatch.device_type_of(x._data)):
         x = IndexSelect.apply(x, dim, index)
     return x
+
+
+def _selections(shape: tuple[int, ...], pairs: list[tuple[int, int, int]], mode: str, device_type: str) -> list:
+    """(dim, indices, shape selected from) of each index selection that pads ``shape`` in ``mode``."""
+    steps = []
+    for dim, before, after in pairs:
+        index = dispatch.asarray(_source_indices(shape[dim], before, after, mode), np.int64, device_type)
+        steps.append((dim, index, shape))
+        shape = (*shape[:dim], index.shape[0], *shape[dim + 1:])
+    return steps
+
+
+def mode_pad_backward(grad: Any, shape: tuple[int, ...], pad: Sequence[int], mode: str) -> Any:
+    """The gradient reaching the input (of ``shape``) of ``pad(input, pad, mode)`` for a mode other
+    than 'constant', from the padded result's ``grad`` (recorded when it is a tensor). ``pad`` as
+    :func:`pad` takes it, already checked; a negative amount crops."""
+    steps = _selections(shape, _checked_pairs(len(shape), pad), mode, dispatch.device_type_of(detached(grad)))
+    for dim, index, selected_from in reversed(steps):
+        grad = index_select_backward(grad, selected_from, dim, index)
+    return grad
 

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from zgrad.autograd.function import Op
+from zgrad.autograd.function import Op, on_graph
 from zgrad.errors import DTypeError
 from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_index
@@ -23,7 +23,7 @@ from zgrad.ops._args import tensor_arg
 from zgrad.ops.backward_ops import detached, linear_in_grad
 from zgrad.ops.elementwise import Cast, formula_mul, maximum, minimum
 from zgrad.ops.indexing import Where
-from zgrad.ops.shape import Expand
+from zgrad.ops.shape import Cat, Expand
 from zgrad.tensor import Tensor
 from zgrad.kernels.promotion import is_floating
 from zgrad.ops.autocast import autocast_op
@@ -90,16 +90,41 @@ class Prod(Op):
     """The product over ``dim``; each element's gradient is the product of the others along it,
     computed without a division so that it is right where there are zeros."""
 
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, x, dim, keepdim, dtype):
-        ctx.dim = dim
+        ctx.dim, ctx.keepdim = dim, keepdim
         ctx.save_for_backward(x)
         return dispatch.reduce_axes("prod", x, dim, keepdim, dtype)
 
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
+        if on_graph(grad):
+            return Prod.formula(ctx, grad, ctx.as_input(0, detached(x))), None, None, None
         return dispatch_reduce.prod_backward(x, grad, ctx.dim), None, None, None
+
+    @staticmethod
+    def formula(ctx, grad, x):
+        """The gradient recorded (create_graph): grad times the products of the elements before and
+        after each one along dim, two running products (twice differentiable, zeros included)."""
+        grad = _expand_reduced(grad, x.shape, _axes(ctx.dim, x.ndim), ctx.keepdim)
+        if x.ndim == 0:
+            return grad
+        line = x.reshape(-1) if ctx.dim is None else x
+        dim = 0 if ctx.dim is None else ctx.dim % x.ndim
+        size = line.shape[dim]
+        if size == 0:
+            return grad
+        ones = dispatch.full((*line.shape[:dim], 1, *line.shape[dim + 1:]), 1, x.dtype, dispatch.device_type_of(x._data))
+
+        def part(start):
+            return line[(slice(None),) * dim + (slice(start, start + size - 1),)]
+
+        before = Cat.apply(dim, ones, part(0)).cumprod(dim)
+        after = Cat.apply(dim, ones, part(1).flip(dim)).cumprod(dim).flip(dim)
+        return formula_mul(grad, (before * after).reshape(x.shape))
 
 
 class NanSum(Op):

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from zgrad import return_types
-from zgrad.autograd.function import Op
-from zgrad.kernels import dispatch_index, dispatch_scan
+from zgrad.autograd.function import Op, on_graph
+from zgrad.kernels import dispatch, dispatch_index, dispatch_scan
 from zgrad.kernels.dispatch import scalar_type_name
 from zgrad.ops._args import tensor_arg
+from zgrad.ops.backward_ops import detached
+from zgrad.ops.elementwise import formula_add, formula_div, formula_mul
 from zgrad.ops.reduce import _cast
 from zgrad.kernels.promotion import is_floating
 from zgrad.ops.autocast import autocast_op
@@ -27,6 +31,8 @@ class CumProd(Op):
     """Running products along ``dim``; the gradient is exact where the input holds zeros (one or
     several), computed without a division."""
 
+    differentiable_backward = True
+
     @staticmethod
     def forward(ctx, x, dim, dtype):
         ctx.dim = dim
@@ -36,7 +42,32 @@ class CumProd(Op):
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
+        if on_graph(grad):
+            return CumProd.formula(grad, ctx.as_input(0, detached(x)), ctx.dim), None, None
         return dispatch_scan.cumprod_backward(x, grad, ctx.dim), None, None
+
+    @staticmethod
+    def formula(grad, x, dim):
+        """The gradient recorded (create_graph): without zeros in x, the running sums from the end
+        of grad * cumprod(x), over x; with zeros, for each i, sum over k >= i of grad[k] times the
+        product of x[:k + 1] without x[i], from the running products of an (n, n) table holding x
+        with 1 on its diagonal (n**2 memory along dim, as PyTorch's formula for this case)."""
+        if x.ndim == 0:
+            return grad
+        if not bool((x.detach() == 0).any()):
+            flipped = (grad * x.cumprod(dim)).flip(dim)
+            return formula_div(flipped.cumsum(dim).flip(dim), x)
+        rows, size = x.movedim(dim, -1), x.shape[dim]
+        device = dispatch.device_type_of(x._data)
+
+        def constant(array):
+            return dispatch.asarray(array, x.dtype, device)
+
+        diagonal = np.eye(size)
+        # [..., i, k]: x[k], or 1 where k == i
+        table = formula_add(formula_mul(rows.unsqueeze(-2), constant(1 - diagonal)), constant(diagonal))
+        spread = formula_mul(grad.movedim(dim, -1).unsqueeze(-2), constant(np.triu(np.ones((size, size)))))  # k >= i
+        return (table.cumprod(-1) * spread).sum(-1).movedim(-1, dim)
 
 
 class CumExtremum(Op):

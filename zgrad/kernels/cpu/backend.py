@@ -14,7 +14,7 @@ import numpy as np
 
 from zgrad.errors import ZgradError
 from zgrad.kernels.cpu import kernels
-from zgrad.kernels.cpu.common import flat
+from zgrad.kernels.cpu.common import flat, ieee_results
 from zgrad.kernels.cpu.attention import attention, attention_backward  # noqa: F401 - fused attention
 from zgrad.kernels.cpu.layers import (  # noqa: F401 - convolution, pooling and normalization ops
     adaptive_avg_pool2d, adaptive_avg_pool2d_backward, avg_pool2d, avg_pool2d_backward, batch_norm,
@@ -103,10 +103,12 @@ def mul(a, b, out):
     return np.multiply(a, b, out=out)
 
 
+@ieee_results
 def div(a, b, out):
     return np.true_divide(a, b, out=out)
 
 
+@ieee_results
 def pow(a, b, out):  # noqa: A001 - op vocabulary name
     if out.dtype.kind in "iu" and np.any(np.less(b, 0)):
         return _integer_pow_negative(a, b, out)
@@ -237,10 +239,15 @@ def extreme_value(x, largest: bool):
 # --- layout -----------------------------------------------------------------------------------
 
 def copy(x, out):
-    if out.dtype in HALF_DTYPES:  # beyond the half range is inf, silently as in PyTorch (numpy warns)
-        with np.errstate(over="ignore"):
-            np.copyto(out, x, casting="unsafe")
-        return out
+    # beyond the half range is inf, and NaN or inf as an integer is undefined, silently as in PyTorch
+    if out.dtype in HALF_DTYPES or (out.dtype.kind in "iu" and getattr(x, "dtype", out.dtype).kind == "f"):
+        return _unsafe_cast(x, out)
+    np.copyto(out, x, casting="unsafe")
+    return out
+
+
+@ieee_results
+def _unsafe_cast(x, out):
     np.copyto(out, x, casting="unsafe")
     return out
 

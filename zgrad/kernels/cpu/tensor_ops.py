@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from zgrad.kernels.cpu import kernels
-from zgrad.kernels.cpu.common import flat
+from zgrad.kernels.cpu.common import flat, ieee_results
 
 __all__ = [
     "remainder", "floor_divide", "maximum", "minimum", "abs", "sign", "sqrt", "clamp", "clamp_backward", "extremum_backward",
@@ -32,10 +32,12 @@ _COMPARISONS = {
 
 # --- element-wise -----------------------------------------------------------------------------
 
+@ieee_results
 def remainder(a, b, out):
     return np.remainder(a, b, out=out)  # Python's sign rule (the divisor's), as torch.remainder
 
 
+@ieee_results
 def floor_divide(a, b, out):
     return np.floor_divide(a, b, out=out)
 
@@ -63,6 +65,7 @@ def sign(x, out):
     return out
 
 
+@ieee_results
 def sqrt(x, out):
     return np.sqrt(x, out=out)
 
@@ -233,6 +236,7 @@ def addcmul(out, t1, t2, value):
     return out
 
 
+@ieee_results
 def addcdiv(out, t1, t2, value):
     """out += value * t1 / t2."""
     if _fusable(out, t1, t2):
