@@ -722,6 +722,45 @@ def test_small_layers_do_not_start_the_threading_layer():
     assert json.loads(out)["threads_started"] is False
 
 
+_FORK_AFTER_PARALLEL = """
+    import os, json
+    import numpy as np
+    from zgrad.kernels import _jit
+    from zgrad.kernels.cpu import kernels
+    x = np.linspace(-3, 3, 1 << 21).astype(np.float32)
+    out = np.empty_like(x)
+    kernels.elementwise.tanh_forward(x, out)  # parallel: starts the layer
+    pid = os.fork()
+    if pid == 0:  # the child: serial kernels, same results
+        again = np.empty_like(x)
+        kernels.elementwise.tanh_forward(x, again)
+        os._exit(0 if _jit._LAYER.forked and np.array_equal(again, out) else 3)
+    _, status = os.waitpid(pid, 0)
+    import time
+    start = time.process_time()
+    time.sleep(0.3)  # the pool's threads sleep too: no spinning between regions
+    print(json.dumps({"child_status": status, "parent_forked": _jit._LAYER.forked,
+                      "layer": __import__("numba").threading_layer(), "policy_left": os.environ.get("OMP_WAIT_POLICY"),
+                      "idle_cpu_below_0.1s": time.process_time() - start < 0.1}))
+"""
+
+
+@pytest.mark.parametrize("layer", ["workqueue", "omp"])
+def test_a_child_forked_after_parallel_kernels_runs_them_serially(layer):
+    """GNU OpenMP cannot run parallel regions in a child forked after the parent used it (Numba
+    terminates the child): kernels run serial there, on either layer, and give the same results;
+    OpenMP's layer starts with the passive wait policy and leaves the environment as it was."""
+    try:
+        report = json.loads(_run_python(_FORK_AFTER_PARALLEL, {"NUMBA_NUM_THREADS": "2",
+                                                               "NUMBA_THREADING_LAYER": layer}))
+    except AssertionError as error:
+        if "No threading layer could be loaded" in str(error):
+            pytest.skip(f"Numba's {layer} layer is not available here")
+        raise
+    assert report == {"child_status": 0, "parent_forked": False, "layer": layer, "policy_left": None,
+                      "idle_cpu_below_0.1s": True}
+
+
 def test_task_count_is_one_below_the_parallel_threshold():
     kernel = kernels.norm.group_norm_backward
     assert kernel.task_count(kernel.min_size - 1) == 1

@@ -44,14 +44,57 @@ from zgrad.kernels.threads import INTRA_OP_THREADS
 
 # Threading layer. OpenMP's threads spin after a parallel region and starve the BLAS threads that
 # run the next matmul: an MLP training step ran several times slower than with one Numba thread.
-# The workqueue layer does not spin, but it aborts the
-# process when two threads launch parallel kernels at once, and zgrad runs ops from many threads
-# (callee pool, concurrent contexts). So one parallel region runs at a time in the process:
-# a thread that finds it busy runs the serial variant instead, which also avoids oversubscribing
-# the cores. NUMBA_THREADING_LAYER in the environment overrides the choice.
+# The workqueue layer does not spin, but it aborts the process when two threads launch parallel
+# kernels at once, and zgrad runs ops from many threads (callee pool, concurrent contexts). So one
+# parallel region runs at a time in the process: a thread that finds it busy runs the serial
+# variant instead, which also avoids oversubscribing the cores. NUMBA_THREADING_LAYER in the
+# environment overrides the choice; with "omp" the layer starts with OMP_WAIT_POLICY=passive
+# unless the environment sets a policy (:class:`_ThreadingLayer`). On this project's 2-core
+# machines workqueue's parallel loops ran no faster than serial ones (a 4M-element exp2 0.97 ms
+# serial, 1.05 ms on two threads) where passive OpenMP's ran in 0.54 ms; but in a process that also
+# runs torch (the benchmarks), torch's spinning OpenMP threads made a minGPT step on passive OpenMP
+# twice as slow (bench/README.md, Design figures).
+# GNU OpenMP cannot run parallel regions in a child forked after the parent used it (Numba
+# terminates such a child): after a fork every kernel runs serial in the child, whichever the
+# layer (DataLoader workers are forked, as in PyTorch, whose workers run one thread).
 if not os.environ.get("NUMBA_THREADING_LAYER") and numba.config.THREADING_LAYER == "default":
     numba.config.THREADING_LAYER = "workqueue"
 _PARALLEL_REGION = threading.Lock()
+_WAIT_POLICY = "OMP_WAIT_POLICY"
+
+
+class _ThreadingLayer:
+    """Whether this process may run parallel regions, and the start of Numba's layer (OpenMP's
+    with the passive wait policy)."""
+
+    def __init__(self) -> None:
+        self.started = False
+        self.forked = False  # a child forked after the parent started the layer: serial only
+        os.register_at_fork(after_in_child=self._after_fork_in_child)
+
+    def _after_fork_in_child(self) -> None:
+        self.forked = self.forked or self.started
+
+    def run(self, parallel: Any, args: tuple) -> Any:
+        """``parallel(*args)`` on :func:`zgrad.get_num_threads` threads. The first call starts
+        Numba's layer under OMP_WAIT_POLICY=passive unless the environment sets OMP_WAIT_POLICY or
+        GOMP_SPINCOUNT (libgomp reads them once, when it loads; the environment is restored after,
+        so child processes see the user's)."""
+        if not self.started:
+            self.started = True
+            passive = not any(variable in os.environ for variable in (_WAIT_POLICY, "GOMP_SPINCOUNT"))
+            if passive:
+                os.environ[_WAIT_POLICY] = "passive"
+            try:
+                numba.set_num_threads(INTRA_OP_THREADS.in_use())  # loads the layer
+            finally:
+                if passive:
+                    del os.environ[_WAIT_POLICY]
+        numba.set_num_threads(INTRA_OP_THREADS.in_use())  # Numba's count is per calling thread
+        return parallel(*args)
+
+
+_LAYER = _ThreadingLayer()
 
 __all__ = [
     "MATH_OPTIONS",
@@ -198,13 +241,12 @@ class ParallelKernel:
         With one thread (NUMBA_NUM_THREADS=1 or set_num_threads(1)) it only costs: the calling
         thread still hands the loop to one pool thread and waits for it, two thread hand-offs at
         any size for no parallelism (figures: bench/README.md, Design figures)."""
-        return size >= self.min_size and INTRA_OP_THREADS.in_use() > 1
+        return size >= self.min_size and INTRA_OP_THREADS.in_use() > 1 and not _LAYER.forked
 
     def __call__(self, *args: Any) -> Any:
         if self._parallel_size(args[0].size) and _PARALLEL_REGION.acquire(blocking=False):
             try:
-                numba.set_num_threads(INTRA_OP_THREADS.in_use())  # Numba's count is per calling thread
-                return self.parallel(*args)
+                return _LAYER.run(self.parallel, args)
             finally:
                 _PARALLEL_REGION.release()
         return self.serial(*args)

@@ -13,6 +13,7 @@ functions the kernels cover; those are then numpy's (:data:`_NUMPY_AVX512_FASTER
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -78,13 +79,17 @@ def _isneginf(x, out):
     return np.logical_and(np.isinf(x), x < 0, out=out)
 
 
-# The functions whose numpy loop, on a CPU with AVX-512, is faster than the Numba kernel, by dtype
-# (bench/kernels.py's math section; float32 1M one thread: log2 0.18 ms against the kernel's 0.40,
-# sinh 0.24 against 0.56, exp2 0.20 against 0.23). Without AVX-512 numpy calls libm per element.
+# The functions whose numpy loop, on a CPU with AVX-512, is faster than the Numba kernel, by dtype,
+# up to an array of the given bytes (bench/kernels.py's math section, one thread): numpy's loops
+# win while the data sits in the cache (float32 1M: log2 0.17 ms against the kernel's 0.40, exp2
+# 0.20 against 0.23) and lose beyond it (4M: exp2 1.53 against 0.96, asin 1.73 against 1.28), but
+# for sinh and atanh at every size. Without AVX-512 numpy calls libm per element.
+_IN_CACHE = 4 << 20
 _NUMPY_AVX512_FASTER = {
-    np.dtype(np.float32): frozenset({"tan", "asin", "sinh", "cosh", "atanh", "log1p", "expm1", "log2", "log10", "exp2"}),
-    np.dtype(np.float64): frozenset({"asin", "acos", "sinh", "cosh", "atanh", "log1p", "expm1", "log2", "log10",
-                                     "exp2"}),
+    np.dtype(np.float32): {**dict.fromkeys(("tan", "asin", "acos", "cosh", "log1p", "expm1", "log2", "log10", "exp2"),
+                                           _IN_CACHE), "sinh": math.inf, "atanh": math.inf},
+    np.dtype(np.float64): {**dict.fromkeys(("asin", "acos", "cosh", "log1p", "log2", "log10"), _IN_CACHE),
+                           "sinh": math.inf, "atanh": math.inf},
 }
 
 
@@ -96,12 +101,12 @@ def _numpy_has_avx512() -> bool:
 
 
 def _numpy_where_faster(name: str, ufunc: np.ufunc):
-    """numpy's ``ufunc`` where :data:`_NUMPY_AVX512_FASTER` lists ``name`` for out's dtype and the
-    CPU has AVX-512, the Numba kernel ``<name>_forward`` otherwise."""
+    """numpy's ``ufunc`` where :data:`_NUMPY_AVX512_FASTER` lists ``name`` for out's dtype and size
+    and the CPU has AVX-512, the Numba kernel ``<name>_forward`` otherwise."""
     numpy_loop, kernel = _ufunc(ufunc), _special(f"{name}_forward")
 
     def apply(x, out):
-        if name in _NUMPY_AVX512_FASTER.get(out.dtype, ()) and _numpy_has_avx512():
+        if out.nbytes <= _NUMPY_AVX512_FASTER.get(out.dtype, {}).get(name, -1) and _numpy_has_avx512():
             return numpy_loop(x, out)
         return kernel(x, out)
     return apply
