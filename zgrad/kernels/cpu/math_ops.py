@@ -6,14 +6,13 @@ returns it. numpy's ufuncs (SIMD where numpy has loops for them) write into ``ou
 the functions numpy lacks, or runs as a libm call per element, run the Numba kernels of
 :mod:`kernels.special` (vectorised), the special functions (lgamma, digamma, the Bessel
 functions, zeta, the incomplete gamma functions) those of :mod:`kernels.special_functions`.
-Where the CPU has AVX-512, numpy (2.x) runs its own vectorised loops for several of the
-functions the kernels cover; those are then numpy's (:data:`_NUMPY_AVX512_FASTER`), within 3 ulp.
+Where the CPU has AVX-512, numpy (2.x) runs its own vectorised loops for some of the functions
+the kernels cover; sinh and atanh are then numpy's (:data:`_NUMPY_AVX512_FASTER`), within 2 ulp.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 
@@ -79,18 +78,14 @@ def _isneginf(x, out):
     return np.logical_and(np.isinf(x), x < 0, out=out)
 
 
-# The functions whose numpy loop, on a CPU with AVX-512, is faster than the Numba kernel, by dtype,
-# up to an array of the given bytes (bench/kernels.py's math section, one thread): numpy's loops
-# win while the data sits in the cache (float32 1M: log2 0.17 ms against the kernel's 0.40, exp2
-# 0.20 against 0.23) and lose beyond it (4M: exp2 1.53 against 0.96, asin 1.73 against 1.28), but
-# for sinh and atanh at every size. Without AVX-512 numpy calls libm per element.
-_IN_CACHE = 4 << 20
-_NUMPY_AVX512_FASTER = {
-    np.dtype(np.float32): {**dict.fromkeys(("tan", "asin", "acos", "cosh", "log1p", "expm1", "log2", "log10", "exp2"),
-                                           _IN_CACHE), "sinh": math.inf, "atanh": math.inf},
-    np.dtype(np.float64): {**dict.fromkeys(("asin", "acos", "cosh", "log1p", "log2", "log10"), _IN_CACHE),
-                           "sinh": math.inf, "atanh": math.inf},
-}
+# The functions whose numpy loop, on a CPU with AVX-512, is faster than the Numba kernel, by dtype
+# (float32 1M, one thread, fresh outputs: sinh 0.25-0.34 ms against the kernel's 0.57, atanh
+# 0.31 against 0.64; float64 512K: 0.37 against 0.69, 0.44 against 0.59). numpy's loops for log2,
+# log10, log1p, expm1, exp2, tan and cosh measured faster alone (log2 0.19 against 0.41 ms) but no
+# faster, or slower, inside bench/kernels.py's alternating runs, so those stay the kernels'.
+# Without AVX-512 numpy calls libm per element.
+_NUMPY_AVX512_FASTER = {np.dtype(np.float32): frozenset({"sinh", "atanh"}),
+                        np.dtype(np.float64): frozenset({"sinh", "atanh"})}
 
 
 @functools.cache
@@ -101,12 +96,12 @@ def _numpy_has_avx512() -> bool:
 
 
 def _numpy_where_faster(name: str, ufunc: np.ufunc):
-    """numpy's ``ufunc`` where :data:`_NUMPY_AVX512_FASTER` lists ``name`` for out's dtype and size
-    and the CPU has AVX-512, the Numba kernel ``<name>_forward`` otherwise."""
+    """numpy's ``ufunc`` where :data:`_NUMPY_AVX512_FASTER` lists ``name`` for out's dtype and the
+    CPU has AVX-512, the Numba kernel ``<name>_forward`` otherwise."""
     numpy_loop, kernel = _ufunc(ufunc), _special(f"{name}_forward")
 
     def apply(x, out):
-        if out.nbytes <= _NUMPY_AVX512_FASTER.get(out.dtype, {}).get(name, -1) and _numpy_has_avx512():
+        if name in _NUMPY_AVX512_FASTER.get(out.dtype, ()) and _numpy_has_avx512():
             return numpy_loop(x, out)
         return kernel(x, out)
     return apply
@@ -118,10 +113,11 @@ def _rounding(name: str):
 
 _UNARY = {
     "sin": _ufunc(np.sin), "cos": _ufunc(np.cos), "atan": _special("atan_forward"),
-    **{name: _numpy_where_faster(name, ufunc) for name, ufunc in (
-        ("tan", np.tan), ("asin", np.arcsin), ("acos", np.arccos), ("sinh", np.sinh), ("cosh", np.cosh),
-        ("atanh", np.arctanh), ("log1p", np.log1p), ("expm1", np.expm1), ("log2", np.log2), ("log10", np.log10),
-        ("exp2", np.exp2))},
+    "tan": _special("tan_forward"), "asin": _special("asin_forward"), "acos": _special("acos_forward"),
+    "sinh": _numpy_where_faster("sinh", np.sinh), "cosh": _special("cosh_forward"),
+    "atanh": _numpy_where_faster("atanh", np.arctanh), "log1p": _special("log1p_forward"),
+    "expm1": _special("expm1_forward"), "log2": _special("log2_forward"), "log10": _special("log10_forward"),
+    "exp2": _special("exp2_forward"),
     "asinh": _ufunc(np.arcsinh), "acosh": _ufunc(np.arccosh),
     "erf": _special("erf_forward"), "erfc": _special("erfc_forward"),
     "erfinv": _special("erfinv_forward", _erfinv_options),
