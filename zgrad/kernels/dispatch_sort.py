@@ -22,9 +22,9 @@ __all__ = ["argsort", "argsort_slices", "argtopk", "kth_positions", "nonzero", "
 _INT64 = np.dtype(np.int64)
 
 
-def argsort(x: Any, dim: int, descending: bool):
-    """int64 positions that sort ``x`` along ``dim`` (stable: equal elements keep their order;
-    NaN sorts as the largest value).
+def _positions_along(x: Any, dim: int, width: int, fill: Any):
+    """int64 positions along ``dim``, ``width`` of them per slice: ``fill(be, rows, out)`` writes
+    (R, width) positions for the C-contiguous (R, n) rows of ``x`` with ``dim`` moved last.
 
     Raises:
         IndexError: ``dim`` is out of range.
@@ -34,11 +34,21 @@ def argsort(x: Any, dim: int, descending: bool):
     if x.ndim == 0:
         return be.full((), 0, _INT64)
     moved = contiguous(x.swapaxes(dim, -1))
-    rows = moved.reshape(-1, x.shape[dim]) if moved.size else moved
-    out = be.empty(rows.shape, _INT64)
+    out = be.empty(moved.shape[:-1] + (width,), _INT64)
     if out.size:
-        be.argsort(rows, bool(descending), out)
-    return contiguous(out.reshape(moved.shape).swapaxes(dim, -1))
+        fill(be, moved.reshape(-1, x.shape[dim]), out.reshape(-1, width))
+    return contiguous(out.swapaxes(dim, -1))
+
+
+def argsort(x: Any, dim: int, descending: bool):
+    """int64 positions that sort ``x`` along ``dim`` (stable: equal elements keep their order;
+    NaN sorts as the largest value).
+
+    Raises:
+        IndexError: ``dim`` is out of range.
+    """
+    width = x.shape[normalize_dim(dim, x.ndim)] if x.ndim else 1
+    return _positions_along(x, dim, width, lambda be, rows, out: be.argsort(rows, bool(descending), out))
 
 
 def argtopk(x: Any, dim: int, k: int, largest: bool):
@@ -49,13 +59,7 @@ def argtopk(x: Any, dim: int, k: int, largest: bool):
     Raises:
         IndexError: ``dim`` is out of range.
     """
-    be = backend_of(x)
-    dim = normalize_dim(dim, x.ndim)
-    moved = contiguous(x.swapaxes(dim, -1))
-    out = be.empty(moved.shape[:-1] + (k,), _INT64)
-    if out.size:
-        be.argtopk(moved.reshape(-1, x.shape[dim]), int(k), bool(largest), out.reshape(-1, k))
-    return contiguous(out.swapaxes(dim, -1))
+    return _positions_along(x, dim, k, lambda be, rows, out: be.argtopk(rows, int(k), bool(largest), out))
 
 
 def kth_positions(x: Any, dim: int, k: int):
@@ -65,16 +69,8 @@ def kth_positions(x: Any, dim: int, k: int):
     Raises:
         IndexError: ``dim`` is out of range.
     """
-    be = backend_of(x)
-    dim = normalize_dim(dim, x.ndim)
-    if x.ndim == 0:
-        return be.full((), 0, _INT64)
-    moved = contiguous(x.swapaxes(dim, -1))
-    rows = moved.reshape(-1, x.shape[dim])
-    out = be.empty((rows.shape[0], 1), _INT64)
-    if out.size:
-        be.select_rows(rows, be.full(out.shape, k - 1, _INT64), out)
-    return contiguous(out.reshape(moved.shape[:-1] + (1,)).swapaxes(dim, -1))
+    return _positions_along(x, dim, 1, lambda be, rows, out: be.select_rows(rows, be.full(out.shape, k - 1, _INT64),
+                                                                            out))
 
 
 def argsort_slices(slices: Any):
