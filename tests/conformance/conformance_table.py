@@ -37,9 +37,6 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
     **{("polygamma-n2-edges", dtype): "torch's polygamma(n >= 2) (through zeta) is NaN at +inf; zgrad gives the "
                                        "limit, -0"
        for dtype in ("float16", "bfloat16", "float32", "float64")},
-    **{("nextafter-edges", dtype): "zgrad steps float16 and bfloat16 by a float32 ulp (its kernels compute half "
-                                   "types in float32), which rounds back to the input"
-       for dtype in ("float16", "bfloat16")},
     ("isclose-broadcast-tolerances", "bool"): "torch takes |a - b| in bool arithmetic; zgrad in the default float",
     ("isclose-broadcast-tolerances", "uint8"): "torch takes |a - b| in wrapping uint8 arithmetic; zgrad does not wrap",
     ("Tensor.allclose-atol", "bool"): "as isclose: torch's |a - b| in bool arithmetic",

@@ -27,10 +27,12 @@ import numpy as np
 
 from zgrad.errors import DTypeError
 from zgrad.kernels.dispatch import (
-    backend_of, broadcast_shape, cast, check_integer_divisor, device_type_of, float_dtype, full, scalar_type_name,
+    backend_of, binary, broadcast_shape, broadcast_to, cast, check_integer_divisor, device_type_of, float_dtype, full,
+    scalar_type_name,
 )
+from zgrad.kernels.dispatch_index import where
 from zgrad.kernels.dispatch_pointwise import compare, logical_not
-from zgrad.kernels.promotion import is_floating, opmath_dtype, result_type
+from zgrad.kernels.promotion import HALF_DTYPES, is_floating, opmath_dtype, result_type
 from zgrad.kernels.vocabulary import ORTHOGONAL_POLYNOMIALS
 
 __all__ = [
@@ -127,8 +129,28 @@ def binary_math(name: str, a: Any, b: Any):
     shape = broadcast_shape(getattr(a, "shape", ()), getattr(b, "shape", ()))
     check_integer_divisor(name, b, dtype, shape)
     a, b = (cast(v, dtype) if getattr(v, "dtype", dtype) != dtype else v for v in (a, b))
+    if name == "nextafter" and dtype in HALF_DTYPES:
+        return _half_nextafter(a, b, dtype, shape)
     out = be.empty(shape, dtype)
     return be.binary_math(name, a, b, out)
+
+
+_HALF_BITS = np.dtype(np.int16)
+
+
+def _half_nextafter(a: Any, b: Any, dtype: np.dtype, shape: tuple[int, ...]):
+    """nextafter(a, b) of float16 or bfloat16 values on their own bits (sign and magnitude: one up
+    is one step away from zero). Kernels compute half types in float32
+    (:mod:`zgrad.kernels.half_precision`), whose step of a float32 ulp rounds back to ``a``."""
+    device = device_type_of(next((v for v in (a, b) if hasattr(v, "shape")), a))
+    a, b = (cast(broadcast_to(v, shape), dtype) if hasattr(v, "shape") else full(shape, v, dtype, device)
+            for v in (a, b))
+    away_from_zero = compare("eq", compare("lt", a, b), compare("gt", a, 0))
+    stepped = binary("add", a.view(_HALF_BITS), cast(where(away_from_zero, 1, -1), _HALF_BITS))
+    smallest = cast(where(unary_math("signbit", b), -32767, 1), _HALF_BITS)  # 0x8001, 0x0001
+    result = where(compare("eq", a, 0), smallest, stepped).view(dtype)
+    result = where(compare("eq", a, b), b, result)
+    return where(compare("logical_or", compare("ne", a, a), compare("ne", b, b)), float("nan"), result)
 
 
 def sign(x: Any):
