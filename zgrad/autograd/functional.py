@@ -305,15 +305,7 @@ def hvp(func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool
     the same values for a twice continuously differentiable ``func``, as ``H`` is symmetric).
 
     Args:
-        func: a function of tensors (as many as ``inputs`` holds) that returns
-            a tensor of one element.
-        inputs: a tensor or a tuple of tensors, ``func``'s arguments.
-        v: a tensor or a tuple of tensors shaped as the inputs; may be omitted when those are
-            a single element (then 1).
-        create_graph: compute the output and the result on the graph, so that they can be
-            differentiated again with respect to ``inputs``.
-        strict: raise when an input does not reach the result (or, with ``create_graph``, the
-            result would not depend on the inputs) instead of giving zeros for it.
+        func, inputs, v, create_graph, strict: as :func:`vhp`.
 
     Returns:
         ``(func's output, hvp)``: the hvp shaped as the inputs (a tuple where they were one).
