@@ -21,6 +21,7 @@ median is far above its fastest call is marked "disturbed".
 
 Usage: python bench/kernels.py [--quick] [--out bench/results/kernels.json]
        NUMBA_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python bench/kernels.py --section layers --threads 1
+       python bench/kernels.py --section layers --threads 2 --blas-threads 1   # OpenBLAS on one thread
        python bench/kernels.py --thresholds   # serial vs parallel variant by size (min of repeats)
        python bench/kernels.py --cuda         # only the CUDA section (bench/kernels_cuda.py)
 
@@ -633,10 +634,13 @@ THREADED_SECTIONS["reduce"] = reduce_section
 _THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def _thread_environment(threads: int) -> dict[str, str]:
+def _thread_environment(threads: int, blas_threads: int | None = None) -> dict[str, str]:
     """This process's environment with every thread pool sized to ``threads`` (Numba and the BLAS
-    libraries read them once, at import)."""
-    return {**os.environ, **{var: str(threads) for var in _THREAD_VARIABLES}}
+    libraries read them once, at import), numpy's OpenBLAS to ``blas_threads`` if given."""
+    sizes = {var: str(threads) for var in _THREAD_VARIABLES}
+    if blas_threads is not None:
+        sizes["OPENBLAS_NUM_THREADS"] = str(blas_threads)
+    return {**os.environ, **sizes}
 
 
 def bench_threaded_sections(settings: Settings) -> list[Row]:
@@ -703,6 +707,20 @@ def _note(row: Row) -> str:
     return row.note
 
 
+def blas_description() -> str:
+    """numpy's BLAS as loaded: library, version, kernel architecture, threads, and the variables
+    that force its kernel (some machines set OPENBLAS_CORETYPE; its kernel changes float32 GEMM
+    speed up to twofold, see bench/README.md)."""
+    from threadpoolctl import threadpool_info
+
+    libraries = [info for info in threadpool_info() if info["user_api"] == "blas"]
+    numpys = [info for info in libraries if "numpy" in info["filepath"]] or libraries
+    found = ", ".join(f"{info['internal_api']} {info.get('version')} {info.get('architecture', '')}, "
+                      f"{info['num_threads']} threads" for info in numpys) or "none found"
+    forced = [f"{name}={os.environ[name]}" for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if name in os.environ]
+    return found + (f" ({', '.join(forced)} set)" if forced else "")
+
+
 def format_table(rows: list[Row]) -> str:
     header = ("name", "size", "zgrad ms", "numpy ms", "speed-up", "target", "pass", "incl. alloc", "note")
     lines = [
@@ -736,6 +754,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                         help="with --section: the thread count (also set NUMBA_NUM_THREADS and "
                              "OPENBLAS_NUM_THREADS to it)")
+    parser.add_argument("--blas-threads", type=int,
+                        help="with --section: numpy's OpenBLAS threads, if not --threads (zgrad splits the "
+                             "Winograd convolution's products between its own threads where OpenBLAS runs one)")
     parser.add_argument("--cuda", action="store_true", help="only the CUDA section")
     parser.add_argument("--out", type=pathlib.Path,
                         default=pathlib.Path(__file__).resolve().parent / "results" / "kernels.json")
@@ -745,10 +766,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     settings = QUICK if args.quick else FULL
     if args.section:
-        env = _thread_environment(args.threads)
+        env = _thread_environment(args.threads, args.blas_threads)
         if any(os.environ.get(var) != env[var] for var in _THREAD_VARIABLES):  # run by hand: size the pools first
             os.execve(sys.executable, [sys.executable, *sys.argv], env)
         rows = THREADED_SECTIONS[args.section](settings, args.threads)
+        if args.blas_threads is not None:
+            rows = [dataclasses.replace(row, size=f"{row.size}, OpenBLAS {args.blas_threads}") for row in rows]
         print(format_table(rows), file=sys.stderr)
         print(json.dumps([dataclasses.asdict(r) for r in rows]))
         return 0
@@ -761,12 +784,13 @@ def main(argv: list[str] | None = None) -> int:
     cuda = cuda_section(args.quick)
     print("\n" + (cuda["table"] if cuda["status"] == "ok" else f"CUDA: {cuda['status']}"))
     print(f"\nload average (1 min): {load_before:.2f} before, {load_after:.2f} after, on {os.cpu_count()} cpus")
+    print(f"numpy's BLAS: {blas_description()}")
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
         "settings": dataclasses.asdict(settings),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "numpy": np.__version__,
-                    "numba_num_threads": os.environ.get("NUMBA_NUM_THREADS"),
+                    "blas": blas_description(), "numba_num_threads": os.environ.get("NUMBA_NUM_THREADS"),
                     "load_average_1min": {"before": load_before, "after": load_after}},
         "cuda": {k: v for k, v in cuda.items() if k != "table"},
         "rows": [{**dataclasses.asdict(r), "ratio": r.ratio, "ratio_with_alloc": r.ratio_with_alloc,

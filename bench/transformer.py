@@ -49,7 +49,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import _procs  # noqa: E402
-from kernels import FULL, QUICK, Settings, alternating_times  # noqa: E402
+from kernels import FULL, QUICK, Settings, alternating_times, blas_description  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "support"))
 from mingpt import GPTConfig, create_optimizer, gpt_classes  # noqa: E402 - the model the tests compare with torch
@@ -307,9 +307,11 @@ def main(argv: list[str] | None = None) -> int:
     load_after = os.getloadavg()[0]
     print(format_table(rows))
     print(f"\nload average (1 min): {load_before:.2f} before, {load_after:.2f} after, on {os.cpu_count()} cpus")
+    print(f"numpy's BLAS: {blas_description()}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "numpy": np.__version__,
+                    "blas": blas_description(),
                     "load_average_1min": {"before": load_before, "after": load_after}},
         "rows": rows,
     }, indent=2))

@@ -8,11 +8,14 @@ import math
 
 import numpy as np
 import pytest
+import threadpoolctl
 
 import zgrad
 from helpers import case, check_finite_differences, check_torch, require_torch, torch
 from zgrad import nn
 from zgrad.kernels.cpu import layers as cpu_layers
+from zgrad.kernels.cpu import winograd
+from zgrad.kernels.cpu.parts import run_in_parts
 from zgrad.ops.conv import conv2d_layer
 
 # torch warns that 'same' padding with an even kernel copies its input; the result is what counts
@@ -201,9 +204,12 @@ def test_conv2d_batch_in_several_chunks(monkeypatch, kwargs):
     require_torch()
     monkeypatch.setattr(cpu_layers, "_COLUMNS_CHUNK_BYTES", 50_000)
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((11, 4, 9, 8))
-    w = rng.standard_normal((6, 4 // kwargs.get("groups", 1), 3, 3))
-    b = rng.standard_normal(6)
+    _check_float64_conv(rng, (11, 4, 9, 8), (6, 4 // kwargs.get("groups", 1), 3, 3), **kwargs)
+
+
+def _check_float64_conv(rng, x_shape, w_shape, **kwargs):
+    """conv2d's output and every gradient against torch's, float64, with a bias."""
+    x, w, b = rng.standard_normal(x_shape), rng.standard_normal(w_shape), rng.standard_normal(w_shape[0])
     zgrad_args = [zgrad.tensor(a, requires_grad=True) for a in (x, w, b)]
     torch_args = [torch.tensor(a, requires_grad=True) for a in (x, w, b)]
     out, ref = F(zgrad).conv2d(*zgrad_args, **kwargs), F(torch).conv2d(*torch_args, **kwargs)
@@ -213,6 +219,92 @@ def test_conv2d_batch_in_several_chunks(monkeypatch, kwargs):
     np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-10, atol=1e-10)
     for ours, theirs in zip(zgrad_args, torch_args):
         np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-10, atol=1e-10)
+
+
+# 3x3 stride-1 convolutions with at least winograd.MIN_CHANNELS channels each way take the
+# Winograd F(2x2, 3x3) path: odd and even output sizes (the last tile row or column half used),
+# padding 0, 1, 2 and (1, 2), one-row outputs, several chunks.
+WINOGRAD_CASES = [
+    case("even_padding1_bias", lambda lib, x, w, b: F(lib).conv2d(x, w, b, padding=1), (2, 16, 8, 8), (16, 16, 3, 3),
+         (16,)),
+    case("odd_valid", lambda lib, x, w: F(lib).conv2d(x, w), (2, 16, 9, 9), (18, 16, 3, 3)),
+    case("padding2_odd", lambda lib, x, w, b: F(lib).conv2d(x, w, b, padding=2), (1, 17, 9, 8), (16, 17, 3, 3),
+         (16,)),
+    case("padding_pair_same", lambda lib, x, w: F(lib).conv2d(x, w, padding=(1, 2)), (3, 16, 16, 5), (16, 16, 3, 3)),
+    case("one_output_row", lambda lib, x, w: F(lib).conv2d(x, w), (2, 16, 3, 22), (16, 16, 3, 3)),
+    case("unbatched_same", lambda lib, x, w: F(lib).conv2d(x, w, padding="same"), (16, 9, 9), (16, 16, 3, 3)),
+]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("c", WINOGRAD_CASES)
+def test_winograd_conv2d_matches_torch(c, dtype, monkeypatch):
+    calls = []
+    for name in ("forward", "backward"):
+        monkeypatch.setattr(winograd, name, _counted(getattr(winograd, name), calls))
+    # float32: a weight gradient sums a few thousand products; against float64, torch's float32
+    # weight gradient of padding_pair_same is 1.9e-5 off, the Winograd one 3.9e-5 (at 32x64x32x32:
+    # torch 3.5e-3, Winograd 6.4e-4)
+    check_torch(c.fn, c.shapes, dtype=dtype, domain=c.domain, atol=1e-4 if dtype == np.float32 else None)
+    assert "forward" in calls and "backward" in calls, f"the Winograd path was not taken: {calls}"
+
+
+def _counted(fn, calls):
+    def counted(*args, **kwargs):
+        calls.append(fn.__name__)
+        return fn(*args, **kwargs)
+    return counted
+
+
+def test_winograd_conv2d_finite_differences():
+    check_finite_differences(lambda lib, x, w, b: F(lib).conv2d(x, w, b, padding=1), [(1, 16, 8, 8), (16, 16, 3, 3),
+                                                                                       (16,)])
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("split", [False, True], ids=["one_part", "two_parts"])
+def test_winograd_conv2d_in_several_chunks(monkeypatch, split):
+    """Tiles of one sample per chunk: the last chunk and the weight gradient's running sum; split
+    between two threads where numpy's BLAS runs one (kernels/cpu/parts.py)."""
+    require_torch()
+    monkeypatch.setattr(winograd, "_CHUNK_BYTES", 1)
+    monkeypatch.setattr(winograd, "_MIN_PRODUCT_TILES", 1)
+    indexes = set()
+
+    def recorded(part, tasks, scratch):
+        def recording(index, parts, scratch):
+            indexes.add(index)
+            part(index, parts, scratch)
+        run_in_parts(recording, tasks, scratch)
+
+    monkeypatch.setattr(winograd, "run_in_parts", recorded)
+    threads = zgrad.get_num_threads()
+    zgrad.set_num_threads(2)
+    limits = threadpoolctl.threadpool_limits(1 if split else 2, user_api="blas")
+    try:
+        _winograd_in_chunks()
+    finally:
+        limits.restore_original_limits()
+        zgrad.set_num_threads(threads)
+    assert indexes == ({0, 1} if split else {0})
+
+
+def _winograd_in_chunks():
+    _check_float64_conv(np.random.default_rng(4), (5, 16, 9, 8), (20, 16, 3, 3), padding=1)
+
+
+@pytest.mark.parametrize("change, expected", [
+    (dict(), True), (dict(channels=15), False), (dict(stride=(2, 1)), False), (dict(dilation=(1, 2)), False),
+    (dict(groups=2), False), (dict(padding=(3, 1)), False), (dict(padding_mode="reflect"), False),
+    (dict(kernel=(3, 2)), False), (dict(image=(7, 9)), False), (dict(image=(4, 16)), True),
+])
+def test_winograd_applies_to_3x3_stride_1_convolutions_of_enough_channels(change, expected):
+    conv = dict(channels=16, image=(8, 8), kernel=(3, 3), stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1,
+                padding_mode="zeros") | change
+    weight_shape = (16, conv["channels"] // conv["groups"], *conv["kernel"])
+    assert winograd.applies((2, conv["channels"], *conv["image"]), weight_shape, conv["stride"], conv["padding"],
+                            conv["dilation"], conv["groups"], conv["padding_mode"]) is expected
 
 
 def test_padding_modes_are_named_once():

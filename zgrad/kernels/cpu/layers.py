@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from zgrad.kernels.cpu import kernels
+from zgrad.kernels.cpu import kernels, winograd
 from zgrad.kernels.vocabulary import PADDING_MODES
 from zgrad.kernels.scratch import Workspace, workspace
 
@@ -154,6 +154,10 @@ def conv2d(x, weight, bias, stride, padding, dilation, groups, padding_mode, out
     if _is_pointwise(weight.shape, stride, padding):
         np.matmul(weight.reshape(groups, per_group, rows), x.reshape(batch, groups, rows, out_h * out_w),
                   out=out.reshape(batch, groups, per_group, out_h * out_w))
+    elif winograd.applies(x.shape, weight.shape, stride, padding, dilation, groups, padding_mode):
+        with workspace() as scratch:
+            winograd.forward(x, weight, _or_empty(bias, out.dtype), padding, out, scratch)
+        return out
     elif _is_shifted(stride, padding_mode):
         with workspace() as scratch:
             _forward_shifted(x, weight, bias, padding, dilation, groups, out, scratch)
@@ -251,6 +255,10 @@ def conv2d_backward(grad, x, weight, stride, padding, dilation, groups, padding_
     batch, out_channels, out_h, out_w = grad.shape
     per_group = out_channels // groups
     rows = weight.shape[1] * weight.shape[2] * weight.shape[3]
+    if winograd.applies(x.shape, weight.shape, stride, padding, dilation, groups, padding_mode):
+        with workspace() as scratch:
+            winograd.backward(grad, x, weight, padding, grad_x, grad_weight, scratch)
+        return grad_x, grad_weight
     if _is_shifted(stride, padding_mode) and not _is_pointwise(weight.shape, stride, padding):
         with workspace() as scratch:
             _backward_shifted(grad, x, weight, padding, dilation, groups, grad_x, grad_weight, scratch)

@@ -18,6 +18,7 @@ from zgrad.kernels._lazy import lazy_submodules
 __all__ = [
     "activation", "attention", "batch_norm", "collectives", "conv", "elementwise", "embedding", "gather", "loss", "norm", "optim",
     "pointwise", "pool", "reduce", "rnn", "rowwise", "scan", "search", "sort_keys", "special", "special_functions", "vector_math",
+    "winograd",
 ]
 
 __getattr__ = lazy_submodules(__name__, __all__)
