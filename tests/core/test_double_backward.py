@@ -126,6 +126,10 @@ CASES = {
                                + (_conv_layer(lib, x[0].exp(), w[:, :, :2], b, padding="same", groups=2,
                                               padding_mode=mode) ** 3).sum()
                                for mode in ("reflect", "replicate", "circular"))),
+    # 16 channels of 8 x 8: the Winograd path (kernels/cpu/winograd.py) forward and backward
+    "conv_winograd": ([_signed((2, 16, 8, 8)), _signed((16, 16, 3, 3)), _signed((16,))],
+                      lambda lib, x, w, b: (lib.nn.functional.conv2d(x * x, w * w, b, padding=1) ** 2).sum()
+                      + (lib.nn.functional.conv2d(x.exp(), w, b * b) ** 3).sum()),
     "conv_transpose": ([_signed((2, 4, 4, 5)), _signed((4, 3, 3, 3)), _signed((6,))],
                        lambda lib, x, w, b: (lib.nn.functional.conv_transpose2d(
                            x * x, w * w, b, stride=(2, 1), padding=1, output_padding=(1, 0), dilation=(1, 2), groups=2)
