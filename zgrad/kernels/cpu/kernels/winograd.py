@@ -22,9 +22,9 @@ is the zero padding, and output positions past the image's end are computed and 
   it gives the weight gradient, ``G^T [sum over tiles of (A g A^T) * (B^T d B)] G``.
 - :func:`output_tiles`: ``A^T M A`` of each product tile, plus the bias.
 
-Every transform is applied one dimension at a time on whole rows of tiles, with two-dimensional
-indexing rather than row slices: the rows are short (16 tiles for a 32-wide image) and a slice
-per row cost more than its arithmetic.
+Every transform is applied one dimension at a time: across each image row with two-dimensional
+indexing (a row of tiles is short, 16 for a 32-wide image, and a slice per row cost more than its
+arithmetic), then down a whole plane's tiles in one pass over slices of the plane.
 """
 
 from __future__ import annotations
