@@ -294,6 +294,13 @@ def _winograd_in_chunks():
     _check_float64_conv(np.random.default_rng(4), (5, 16, 9, 8), (20, 16, 3, 3), padding=1)
 
 
+@pytest.mark.torch
+def test_winograd_conv2d_of_an_empty_batch_matches_torch():
+    """No samples: an empty output, an empty input gradient and zero weight and bias gradients."""
+    require_torch()
+    _check_float64_conv(np.random.default_rng(5), (0, 16, 8, 8), (16, 16, 3, 3), padding=1)
+
+
 @pytest.mark.parametrize("change, expected", [
     (dict(), True), (dict(channels=15), False), (dict(stride=(2, 1)), False), (dict(dilation=(1, 2)), False),
     (dict(groups=2), False), (dict(padding=(3, 1)), False), (dict(padding_mode="reflect"), False),

@@ -64,7 +64,9 @@ def _tile_counts(height: int, width: int) -> tuple[int, int]:
 
 
 def _chunks(x_shape, channels_out: int, tiles: int, itemsize: int) -> list[tuple[int, int]]:
-    """(start, stop) of each chunk of samples."""
+    """(start, stop) of each chunk of samples (none for an empty batch)."""
+    if x_shape[0] == 0:
+        return []
     per_sample = 16 * (x_shape[1] + channels_out) * tiles * itemsize
     chunk = max(1, -(-_MIN_PRODUCT_TILES // max(tiles, 1)), _CHUNK_BYTES // max(per_sample, 1))
     chunk = min(chunk, x_shape[0])
@@ -95,7 +97,8 @@ def _correlate(x, weight_tiles, bias, top: int, left: int, out, scratch: Workspa
             np.matmul(weight_tiles, chunk_inputs, out=chunk_products)
             kernels.winograd.output_tiles(chunk_products, bias, tiles_h, tiles_w, out[start:stop])
 
-    run_in_parts(part, len(chunks), scratch)
+    if chunks:
+        run_in_parts(part, len(chunks), scratch)
 
 
 def forward(x, weight, bias, padding, out, scratch: Workspace) -> None:
@@ -117,6 +120,8 @@ def _weight_gradient(grad, x, padding, scratch: Workspace) -> np.ndarray:
     channels_out, channels = grad.shape[1], x.shape[1]
     tiles_h, tiles_w = _tile_counts(*grad.shape[2:])
     chunks = _chunks(x.shape, channels_out, tiles_h * tiles_w, x.itemsize)
+    if not chunks:
+        return np.zeros((channels_out, channels, 3, 3), x.dtype)
     tasks = min(len(chunks), INTRA_OP_THREADS.in_use())  # run_in_parts makes at most this many parts
     totals = np.zeros((tasks, 16, channels_out, channels), x.dtype)
 
