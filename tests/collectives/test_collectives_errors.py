@@ -216,6 +216,43 @@ def test_a_rank_that_leaves_early_fails_only_what_still_waits_for_it():
     run_ranks(2, body, "tcp")
 
 
+@pytest.mark.parametrize("news", ["abort", "departure", "none"])
+def test_a_send_to_a_peer_seen_closed_first_waits_for_why_it_left(news, monkeypatch):
+    """The sending socket can see a peer close before this rank's I/O thread has handed on the
+    ABORT the peer sent before it left (a race CI met once: a three-rank mismatch surfaced on one
+    rank as "rank 2 closed its mesh"). The failed send waits for that news and raises it."""
+    from zgrad.distributed.collectives import channel as channel_module
+    from zgrad.distributed.collectives.channel import Channel
+    from zgrad.distributed.collectives.fingerprint import Fingerprint
+    from zgrad.distributed.collectives.group_state import GroupState
+
+    monkeypatch.setattr(channel_module, "_CATCH_UP_S", 0.2 if news == "none" else 30.0)
+    group = GroupState(0, (0, 1, 2), 1, "WORLD")
+    closed = WorkerUnavailableError("worker 'rank2' (rank 2) is unavailable: it closed its mesh (shut down)")
+
+    def send(rank, meta, buffers):
+        raise closed
+
+    channel = Channel(send, group, 1, Fingerprint("all_reduce", "SUM", "float32", (500,), -1), group.begin(1), 60.0,
+                      lambda reason, src: None)
+    aborted = CollectiveError(f"collective 1 of group WORLD failed on rank 2: {MISMATCH} ...")
+    arrives = {"abort": lambda: group.fail(aborted), "departure": lambda: group.depart(2, "it closed its mesh"),
+               "none": lambda: None}[news]
+    timer = threading.Timer(0.05, arrives)
+    timer.start()
+    try:
+        with pytest.raises((CollectiveError, WorkerUnavailableError)) as raised:
+            channel.send(2, 0)
+    finally:
+        timer.join(5)
+    if news == "abort":
+        assert raised.value is aborted
+    elif news == "departure":
+        assert "left (destroyed the process group" in str(raised.value)
+    else:
+        assert raised.value is closed
+
+
 # --- malformed messages -------------------------------------------------------------------------
 
 

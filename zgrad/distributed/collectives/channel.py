@@ -39,6 +39,11 @@ def as_array(buffer: "memoryview | RemoteRead", dtype: np.dtype, count: int, scr
     return np.frombuffer(buffer, dtype) if count else np.empty(0, dtype)
 
 
+# How long a failed send waits for the I/O thread to record why its peer is gone (it takes
+# milliseconds; a peer that vanished without a word is reported when this runs out).
+_CATCH_UP_S = 2.0
+
+
 class Channel:
     """Send and receive for collective ``seq`` of ``group`` (used by one thread at a time).
 
@@ -79,6 +84,11 @@ class Channel:
         try:
             self._send(self.group.ranks[peer], [self.group.id, self.seq, tag, self._wire], buffers)
         except WorkerUnavailableError:
+            # The sending socket can see the peer close before this rank's I/O thread has handed
+            # on the peer's last messages (an ABORT naming why it left): let that catch up.
+            self.group.await_news_of((peer,), min(_CATCH_UP_S, self._deadline_s - time.monotonic()))
+            if self.group.failure is not None:
+                raise self.group.failure from None
             gone = self.group.departed_among((peer,))
             if gone:  # it destroyed its process group: say so, as a receive would
                 raise self.group.departure_error(gone) from None

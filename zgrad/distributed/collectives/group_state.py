@@ -70,6 +70,7 @@ class GroupState:
         self.name = name
         self.group_rank_of = {g: i for i, g in enumerate(ranks)}
         self._lock = threading.Lock()
+        self._news = threading.Condition(self._lock)  # a failure or a departure was recorded
         self._running = 0
         self._queue: queue.SimpleQueue | None = None
         self._last_done = 0
@@ -136,6 +137,7 @@ class GroupState:
             self._stash.clear()
             self._stashed = 0
             inbox = self._queue
+            self._news.notify_all()
         if inbox is not None:
             inbox.put(FAILED)
         return True
@@ -145,8 +147,16 @@ class GroupState:
         with self._lock:
             self._departed[self.group_rank_of[rank]] = reason
             inbox = self._queue
+            self._news.notify_all()
         if inbox is not None:
             inbox.put(DEPARTED)
+
+    def await_news_of(self, ranks: Any, timeout_s: float) -> None:
+        """Wait until the group has failed or every group rank in ``ranks`` has departed, at most
+        ``timeout_s``."""
+        with self._news:
+            self._news.wait_for(lambda: self.failure is not None or all(r in self._departed for r in ranks),
+                                max(timeout_s, 0.0))
 
     def departed_among(self, ranks: Any) -> list[int]:
         """The group ranks among ``ranks`` that closed their mesh."""
