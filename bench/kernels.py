@@ -56,6 +56,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from zgrad.kernels import _jit  # noqa: E402
+from zgrad.kernels.blas import SPIN_TIMEOUT  # noqa: E402
 from zgrad.kernels.cpu import kernels  # noqa: E402
 
 FUSED_TARGET = 3.0
@@ -634,13 +635,16 @@ THREADED_SECTIONS["reduce"] = reduce_section
 _THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def _thread_environment(threads: int, blas_threads: int | None = None) -> dict[str, str]:
+def thread_environment(threads: int, blas_threads: int | None = None) -> dict[str, str]:
     """This process's environment with every thread pool sized to ``threads`` (Numba and the BLAS
-    libraries read them once, at import), numpy's OpenBLAS to ``blas_threads`` if given."""
+    libraries read them once, at import), numpy's OpenBLAS to ``blas_threads`` if given, and
+    OpenBLAS's spin bounded as zgrad bounds it in a program that imports zgrad before numpy (this
+    script imports numpy first; a value set by hand is kept)."""
     sizes = {var: str(threads) for var in _THREAD_VARIABLES}
     if blas_threads is not None:
         sizes["OPENBLAS_NUM_THREADS"] = str(blas_threads)
-    return {**os.environ, **sizes}
+    spin = {"OPENBLAS_THREAD_TIMEOUT": str(SPIN_TIMEOUT)} if "GOTO_THREAD_TIMEOUT" not in os.environ else {}
+    return {**spin, **os.environ, **sizes}
 
 
 def bench_threaded_sections(settings: Settings) -> list[Row]:
@@ -652,7 +656,7 @@ def bench_threaded_sections(settings: Settings) -> list[Row]:
         return []
     rows = []
     for threads in sorted({1, os.cpu_count() or 1}):
-        env = _thread_environment(threads)
+        env = thread_environment(threads)
         for section in THREADED_SECTIONS:
             command = [sys.executable, __file__, "--section", section, "--threads", str(threads)]
             if settings is QUICK:
@@ -718,7 +722,9 @@ def blas_description() -> str:
     found = ", ".join(f"{info['internal_api']} {info.get('version')} {info.get('architecture', '')}, "
                       f"{info['num_threads']} threads" for info in numpys) or "none found"
     forced = [f"{name}={os.environ[name]}" for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if name in os.environ]
-    return found + (f" ({', '.join(forced)} set)" if forced else "")
+    spin = next((f"{name}={os.environ[name]}" for name in ("OPENBLAS_THREAD_TIMEOUT", "GOTO_THREAD_TIMEOUT")
+                 if name in os.environ), "OpenBLAS's default spin")
+    return found + (f" ({', '.join(forced)} set)" if forced else "") + f"; {spin}"
 
 
 def format_table(rows: list[Row]) -> str:
@@ -766,8 +772,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     settings = QUICK if args.quick else FULL
     if args.section:
-        env = _thread_environment(args.threads, args.blas_threads)
-        if any(os.environ.get(var) != env[var] for var in _THREAD_VARIABLES):  # run by hand: size the pools first
+        env = thread_environment(args.threads, args.blas_threads)
+        if any(os.environ.get(var) != env.get(var) for var in (*_THREAD_VARIABLES, "OPENBLAS_THREAD_TIMEOUT")):
+            # run by hand: size the pools (and bound the spin) before numpy loads them
             os.execve(sys.executable, [sys.executable, *sys.argv], env)
         rows = THREADED_SECTIONS[args.section](settings, args.threads)
         if args.blas_threads is not None:

@@ -49,7 +49,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import _procs  # noqa: E402
-from kernels import FULL, QUICK, Settings, alternating_times, blas_description  # noqa: E402
+from kernels import FULL, QUICK, Settings, alternating_times, blas_description, thread_environment  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "support"))
 from mingpt import GPTConfig, create_optimizer, gpt_classes  # noqa: E402 - the model the tests compare with torch
@@ -57,7 +57,6 @@ from mingpt import GPTConfig, create_optimizer, gpt_classes  # noqa: E402 - the 
 TIME_TARGET = 1.0
 MEMORY_TARGET = 1.0
 THREAD_COUNTS = (1, 2)
-_THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 SDPA_BATCH, SDPA_HEADS, SDPA_HEAD_DIM = 8, 8, 64
 SDPA_LENGTHS = (256, 512, 1024)
@@ -233,12 +232,9 @@ def sdpa_peak_memory(library: str, length: int, threads: int) -> float:
     return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024.0
 
 
-def _thread_env(threads: int) -> dict[str, str]:
-    return {**os.environ, **{variable: str(threads) for variable in _THREAD_VARIABLES}}
-
-
 def _run_json(args: list[str], threads: int) -> object:
-    done = subprocess.run([sys.executable, __file__, *args], env=_thread_env(threads), capture_output=True, text=True)
+    done = subprocess.run([sys.executable, __file__, *args], env=thread_environment(threads), capture_output=True,
+                          text=True)
     if done.returncode:
         raise RuntimeError(f"bench/transformer.py {' '.join(args)} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.splitlines()[-1])

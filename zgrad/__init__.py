@@ -1,8 +1,12 @@
 """zgrad: distributed automatic differentiation over a broker-less ZeroMQ mesh.
 
 Importing zgrad opens no socket, starts no thread and compiles nothing; Numba kernels compile
-(and are cached on disk) the first time they run.
+(and are cached on disk) the first time they run. Imported before numpy, it bounds how long
+numpy's OpenBLAS threads spin (``OPENBLAS_THREAD_TIMEOUT``, where unset; :mod:`zgrad.kernels.blas`).
 """
+
+# First: importing it bounds OpenBLAS's spin, which OpenBLAS reads once, as numpy loads it.
+from zgrad.kernels import blas as _blas  # noqa: F401
 
 import numpy as _np
 

@@ -1,5 +1,6 @@
-"""run_in_parts: parts at once on as many threads where numpy's BLAS runs one thread, one part on
-the caller otherwise; a part's error raised on the caller after every part has finished."""
+"""run_in_parts: parts at once on as many threads where numpy's BLAS runs one thread or its threads
+spin briefly (held at one thread meanwhile), one part on the caller otherwise; a part's error
+raised on the caller after every part has finished."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 import zgrad
-from zgrad.kernels.cpu.parts import blas_threads, run_in_parts
+from zgrad.kernels.blas import BLAS, blas_threads
+from zgrad.kernels.cpu.parts import run_in_parts
 from zgrad.kernels.scratch import workspace
 
 
@@ -45,7 +47,25 @@ def test_parts_run_at_once_on_their_own_threads_where_blas_runs_one_thread(two_t
     assert seen[0][2] is scratch and seen[1][2] is not scratch
 
 
-def test_one_part_on_the_caller_where_blas_has_threads_one_task_or_one_thread(two_threads):
+def test_parts_hold_blas_at_one_thread_where_its_threads_spin_briefly(two_threads, monkeypatch):
+    monkeypatch.setattr(BLAS, "spin_is_bounded", lambda: True)
+    barrier = threading.Barrier(2, timeout=30)
+    seen = {}
+
+    def part(index, parts, scratch):
+        barrier.wait()
+        seen[index] = (parts, blas_threads())
+
+    with threadpool_limits(2, user_api="blas"), workspace() as scratch:
+        if blas_threads() == 1:
+            pytest.skip("numpy's BLAS runs one thread here")
+        run_in_parts(part, 5, scratch)
+        assert blas_threads() == 2
+    assert seen == {0: (2, 1), 1: (2, 1)}
+
+
+def test_one_part_on_the_caller_where_blas_threads_spin_long_one_task_or_one_thread(two_threads, monkeypatch):
+    monkeypatch.setattr(BLAS, "spin_is_bounded", lambda: False)
     cases = [(2, 5, 2), (1, 1, 2), (1, 5, 1)]  # (BLAS threads, tasks, zgrad threads)
     for blas, tasks, threads in cases:
         seen = {}

@@ -1,18 +1,19 @@
-"""Host work split into parts that run at once on Python threads, where numpy's BLAS computes on
-one thread.
+"""Host work split into parts that run at once on Python threads, numpy's BLAS held at one
+thread meanwhile.
 
 A loop of many small matrix products (the Winograd convolution's: 16 products of 64 x 64 by
 64 x 512 per chunk of samples) gains little from BLAS's own threads, which split each product and
 meet after it. Split between Python threads instead, each product on one BLAS thread, the loop
 scales with the threads; the kernels and the products release the GIL.
 
-That holds only while no BLAS thread spins: OpenBLAS's threads busy-wait for a while after each
-multi-threaded product, and on two cores a part that runs meanwhile shares its core with one.
-In a small convolutional network whose other products ran on two BLAS threads, splitting its
-convolutions this way made the training step slower than leaving their products to BLAS (figures:
-bench/README.md, Design figures). So :func:`run_in_parts` splits only where numpy's BLAS runs one
-thread (``OPENBLAS_NUM_THREADS=1``, or a process that limited it), and otherwise runs the loop in
-one part on the calling thread, its products on BLAS's threads.
+That holds only while no BLAS thread spins: OpenBLAS's threads busy-wait after each
+multi-threaded product, by default for about 0.1 s, and on two cores a part that runs meanwhile
+shares its core with one. In a small convolutional network whose other products ran on two BLAS
+threads, splitting its convolutions made the training step slower than leaving their products to
+BLAS; with the spin bounded to 2^20 cycles (:mod:`zgrad.kernels.blas`, as zgrad sets it when
+imported before numpy) the split step was a quarter faster (figures: bench/README.md, Design
+figures). So :func:`run_in_parts` splits where numpy's BLAS runs one thread or spins briefly, and
+otherwise runs the loop in one part on the calling thread, its products on BLAS's threads.
 
 Part 0 runs on the calling thread, the others on a pool of ``zgrad.get_num_threads() - 1`` threads
 started on first use (again in a forked child, whose copy of the pool has no threads).
@@ -25,33 +26,11 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from zgrad.kernels.blas import BLAS
 from zgrad.kernels.scratch import Workspace, workspace
 from zgrad.kernels.threads import INTRA_OP_THREADS
 
-__all__ = ["blas_threads", "run_in_parts"]
-
-
-class _Blas:
-    """numpy's BLAS libraries as threadpoolctl finds them, looked up once."""
-
-    def __init__(self) -> None:
-        self._libraries = None
-
-    def threads(self) -> int:
-        """The most threads any of them computes a product on now (1 where none is found)."""
-        if self._libraries is None:
-            from threadpoolctl import ThreadpoolController
-            self._libraries = ThreadpoolController().select(user_api="blas")
-        return max((library.num_threads for library in self._libraries.lib_controllers), default=1)
-
-
-_BLAS = _Blas()
-
-
-def blas_threads() -> int:
-    """How many threads numpy's BLAS computes a product on (as set now, by its environment
-    variable or at run time)."""
-    return _BLAS.threads()
+__all__ = ["run_in_parts"]
 
 
 class _Pool:
@@ -81,21 +60,24 @@ _POOL = _Pool()
 
 
 def run_in_parts(part: Callable[[int, int, Workspace], None], tasks: int, scratch: Workspace) -> None:
-    """Call ``part(index, parts, scratch)`` for index in range(parts), at once on as many threads:
-    parts = min(tasks, ``zgrad.get_num_threads()``) where numpy's BLAS runs one thread, else 1.
+    """Call ``part(index, parts, scratch)`` for index in range(parts), at once on as many threads,
+    parts = min(tasks, ``zgrad.get_num_threads()``), with numpy's BLAS held at one thread
+    meanwhile; one part (on the BLAS's threads) where they spin unbounded (see the module).
     Part 0 runs on the calling thread with ``scratch``; every other part gets a workspace of its
     own. The first error raised by a part is raised here, after every part has finished."""
     parts = max(1, min(tasks, INTRA_OP_THREADS.in_use()))
-    if parts > 1 and blas_threads() > 1:
+    if parts > 1 and BLAS.threads() > 1 and not BLAS.spin_is_bounded():
         parts = 1
     if parts == 1:
         part(0, 1, scratch)
         return
-    futures = [_POOL.executor(parts - 1).submit(_with_workspace, part, index, parts) for index in range(1, parts)]
-    try:
-        part(0, parts, scratch)
-    finally:
-        errors = [future.exception() for future in futures]
+    with BLAS.one_thread():
+        futures = [_POOL.executor(parts - 1).submit(_with_workspace, part, index, parts)
+                   for index in range(1, parts)]
+        try:
+            part(0, parts, scratch)
+        finally:
+            errors = [future.exception() for future in futures]
     for error in errors:
         if error is not None:
             raise error
