@@ -637,14 +637,20 @@ _THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREA
 
 def thread_environment(threads: int, blas_threads: int | None = None) -> dict[str, str]:
     """This process's environment with every thread pool sized to ``threads`` (Numba and the BLAS
-    libraries read them once, at import), numpy's OpenBLAS to ``blas_threads`` if given, and
-    OpenBLAS's spin bounded as zgrad bounds it in a program that imports zgrad before numpy (this
-    script imports numpy first; a value set by hand is kept)."""
+    libraries read them once, at import), numpy's OpenBLAS to ``blas_threads`` if given."""
     sizes = {var: str(threads) for var in _THREAD_VARIABLES}
     if blas_threads is not None:
         sizes["OPENBLAS_NUM_THREADS"] = str(blas_threads)
-    spin = {"OPENBLAS_THREAD_TIMEOUT": str(SPIN_TIMEOUT)} if "GOTO_THREAD_TIMEOUT" not in os.environ else {}
-    return {**spin, **os.environ, **sizes}
+    return {**os.environ, **sizes}
+
+
+def run_with_bounded_spin() -> None:
+    """Run this script again, at once, with OpenBLAS's spin bounded as zgrad bounds it in a
+    program that imports zgrad before numpy (these scripts import numpy first), unless a spin is
+    set already (a value set by hand is kept). Child interpreters inherit it."""
+    if not any(name in os.environ for name in ("OPENBLAS_THREAD_TIMEOUT", "GOTO_THREAD_TIMEOUT")):
+        os.execve(sys.executable, [sys.executable, *sys.argv],
+                  {**os.environ, "OPENBLAS_THREAD_TIMEOUT": str(SPIN_TIMEOUT)})
 
 
 def bench_threaded_sections(settings: Settings) -> list[Row]:
@@ -767,14 +773,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=pathlib.Path,
                         default=pathlib.Path(__file__).resolve().parent / "results" / "kernels.json")
     args = parser.parse_args(argv)
+    if argv is None:
+        run_with_bounded_spin()
     if args.thresholds:
         threshold_sweep()
         return 0
     settings = QUICK if args.quick else FULL
     if args.section:
         env = thread_environment(args.threads, args.blas_threads)
-        if any(os.environ.get(var) != env.get(var) for var in (*_THREAD_VARIABLES, "OPENBLAS_THREAD_TIMEOUT")):
-            # run by hand: size the pools (and bound the spin) before numpy loads them
+        if any(os.environ.get(var) != env[var] for var in _THREAD_VARIABLES):  # run by hand: size the pools first
             os.execve(sys.executable, [sys.executable, *sys.argv], env)
         rows = THREADED_SECTIONS[args.section](settings, args.threads)
         if args.blas_threads is not None:

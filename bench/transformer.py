@@ -49,7 +49,9 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import _procs  # noqa: E402
-from kernels import FULL, QUICK, Settings, alternating_times, blas_description, thread_environment  # noqa: E402
+from kernels import (  # noqa: E402
+    FULL, QUICK, Settings, alternating_times, blas_description, run_with_bounded_spin, thread_environment,
+)
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "support"))
 from mingpt import GPTConfig, create_optimizer, gpt_classes  # noqa: E402 - the model the tests compare with torch
@@ -288,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--length", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if argv is None:
+        run_with_bounded_spin()
     settings = QUICK if args.quick else FULL
     if args.spec:  # a rank of the mingpt-ddp section's worlds: --worker names its library
         mingpt_ddp_rank(args.worker, args.rank, json.loads(args.spec))
