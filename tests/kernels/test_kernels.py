@@ -857,8 +857,8 @@ def test_cumextreme_rows_take_the_latest_tie_and_keep_a_nan(largest):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(1, 9), (4, 1), (7, 33), (9, 1000)])
 def test_row_extremes_and_non_zero_counts(dtype, shape):
-    """extreme_rows (four rows at a time, then the rest) and the non-zero counts against numpy,
-    with NaN winning in a row that has one, zeros of both signs and infinities."""
+    """extreme_rows, extremes_rows (min and max in one pass) and the non-zero counts against
+    numpy, with NaN winning in a row that has one, zeros of both signs and infinities."""
     rng = np.random.default_rng(17)
     x = rng.integers(-3, 4, shape).astype(dtype)
     x[0, -1] = np.nan
@@ -868,6 +868,10 @@ def test_row_extremes_and_non_zero_counts(dtype, shape):
         out = np.empty(shape[0], dtype)
         kernels.reduce.extreme_rows(x, largest, out)
         np.testing.assert_array_equal(out, np.max(x, axis=1) if largest else np.min(x, axis=1))
+    smallest, largest = np.empty(shape[0], dtype), np.empty(shape[0], dtype)
+    kernels.reduce.extremes_rows(x, smallest, largest)
+    np.testing.assert_array_equal(smallest, np.min(x, axis=1))
+    np.testing.assert_array_equal(largest, np.max(x, axis=1))
     counts = np.empty(shape[0], np.int64)
     kernels.reduce.count_nonzero_rows(x, counts)
     np.testing.assert_array_equal(counts, np.count_nonzero(x, axis=1))

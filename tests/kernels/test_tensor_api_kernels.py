@@ -9,7 +9,7 @@ import pytest
 
 from kernel_variants import VariantCalls, dtypes_and_sizes
 from zgrad.kernels._jit import PARALLEL_MIN_SIZE
-from zgrad.kernels.cpu import kernels
+from zgrad.kernels.cpu import kernels, tensor_ops
 
 DTYPES = [np.float32, np.float64]
 SIZES = {"small": 1001, "large": PARALLEL_MIN_SIZE + 1001}
@@ -160,6 +160,42 @@ def test_reduce_kernels(rng, dtype, size_name, variants):
     flat[3] = np.nan
     kernels.reduce.distribute_equal(flat, np.nan, 2.0, share)
     assert share[3] == 2.0 and share.sum() == 2.0, "a NaN maximum: the gradient goes to the NaNs"
+
+
+@dtypes_and_sizes(SIZES)
+def test_extreme_kernels(rng, dtype, size_name, variants, monkeypatch):
+    """The row maxima and minima, alone and both in one pass, with NaN winning in its row, and one
+    long row (a full reduction) cut into a piece per thread by the host code. Their parallel
+    variants start at 8M elements: here at the usual threshold, to keep the arrays small."""
+    for kernel in (kernels.reduce.extreme_rows, kernels.reduce.extremes_rows):
+        monkeypatch.setattr(kernel, "min_size", PARALLEL_MIN_SIZE)
+    n, c = ROWS[size_name]
+    x = rng.standard_normal((n, c)).astype(dtype)
+    x[1, c // 2] = np.nan
+    x[2, :] = -np.inf
+    out, smallest, largest = np.empty(n, dtype), np.empty(n, dtype), np.empty(n, dtype)
+    for top, reference in ((True, np.max), (False, np.min)):
+        kernels.reduce.extreme_rows(x, top, out)
+        np.testing.assert_array_equal(out, reference(x, axis=1))
+        variants.assert_ran(kernels.reduce.extreme_rows, size_name)
+    kernels.reduce.extremes_rows(x, smallest, largest)
+    np.testing.assert_array_equal(smallest, np.min(x, axis=1))
+    np.testing.assert_array_equal(largest, np.max(x, axis=1))
+    variants.assert_ran(kernels.reduce.extremes_rows, size_name)
+
+    row = rng.standard_normal((1, SIZES[size_name] + 3)).astype(dtype)  # pieces and a tail of a few
+    for nan_at in (None, 5, -1):  # in the first piece, in the tail
+        if nan_at is not None:
+            row[0, nan_at] = np.nan
+        for top, reference in ((True, np.max), (False, np.min)):
+            tensor_ops.extreme_rows(row, top, out[:1])
+            np.testing.assert_array_equal(out[:1], reference(row, axis=1))
+        tensor_ops.extremes_rows(row, smallest[:1], largest[:1])
+        np.testing.assert_array_equal(smallest[:1], np.min(row, axis=1))
+        np.testing.assert_array_equal(largest[:1], np.max(row, axis=1))
+    if size_name == "large":
+        variants.assert_ran(kernels.reduce.extreme_rows, size_name)  # the pieces, on the threads
+        variants.assert_ran(kernels.reduce.extremes_rows, size_name)
 
 
 @dtypes_and_sizes(SIZES)

@@ -22,6 +22,9 @@ Options, and why:
   to kernels whose reductions tolerate reordering; helper math
   (:mod:`zgrad.kernels.cpu.kernels.vector_math`) is compiled separately without it, so range
   reductions such as ``x - n*ln2_hi - n*ln2_lo`` stay exact.
+- Running maxima and minima (``reduction="extremes"``) add ``"nsz"`` too: LLVM splits a chain of
+  NaN-propagating maxima into vector lanes only if the sign of a zero may go either way (the
+  max of -0.0 and +0.0 is then either, as in PyTorch's vector kernels). NaN still wins.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import pathlib
 import threading
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import numba
 from numba.core.caching import FunctionCache, IndexDataCacheFile
@@ -118,6 +121,7 @@ PARALLEL_MIN_SIZE_HEAVY = 1 << 18
 
 _FASTMATH = frozenset({"contract"})
 _FASTMATH_REDUCTION = frozenset({"contract", "reassoc"})
+_FASTMATH_EXTREMES = frozenset({"contract", "reassoc", "nsz"})
 
 # Options for the scalar helpers of vector_math (compiled by numba.extending.overload).
 MATH_OPTIONS = {"fastmath": set(_FASTMATH), "error_model": "numpy"}
@@ -184,13 +188,22 @@ class _KernelCache(FunctionCache):
         return (*super()._index_key(sig, codegen), _kernel_sources_digest())
 
 
-def _dispatcher(py_func: Callable, *, parallel: bool, reduction: bool) -> Any:
+Reduction = bool | Literal["extremes"]
+
+
+def _fastmath(reduction: Reduction) -> set[str]:
+    if reduction == "extremes":
+        return set(_FASTMATH_EXTREMES)
+    return set(_FASTMATH_REDUCTION if reduction else _FASTMATH)
+
+
+def _dispatcher(py_func: Callable, *, parallel: bool, reduction: Reduction) -> Any:
     dispatcher = numba.njit(
         cache=True,
         nogil=True,  # communication threads keep running while a kernel computes
         parallel=parallel,
         error_model="numpy",
-        fastmath=set(_FASTMATH_REDUCTION if reduction else _FASTMATH),
+        fastmath=_fastmath(reduction),
     )(py_func)
     dispatcher._cache = _KernelCache(py_func)
     return dispatcher
@@ -211,11 +224,12 @@ def _renamed_copy(py_func: Callable, suffix: str) -> Callable:
     return copy
 
 
-def kernel(py_func: Callable | None = None, *, reduction: bool = False) -> Any:
+def kernel(py_func: Callable | None = None, *, reduction: Reduction = False) -> Any:
     """Compile ``py_func`` lazily as one serial, cached Numba kernel.
 
     Use it for helpers called from other kernels and for loops too small to split.
-    ``reduction=True`` allows reassociating float sums (see the module docstring).
+    ``reduction=True`` allows reassociating float sums, ``"extremes"`` running maxima too (see the
+    module docstring).
     """
     if py_func is None:
         return functools.partial(kernel, reduction=reduction)
@@ -230,7 +244,7 @@ class ParallelKernel:
     arrays (or runs with ``NUMBA_NUM_THREADS=1``) never compiles the parallel one.
     """
 
-    def __init__(self, py_func: Callable, *, min_size: int, reduction: bool) -> None:
+    def __init__(self, py_func: Callable, *, min_size: int, reduction: Reduction) -> None:
         self.serial = _dispatcher(py_func, parallel=False, reduction=reduction)
         self.parallel = _dispatcher(_renamed_copy(py_func, "__parallel"), parallel=True, reduction=reduction)
         self.min_size = min_size
@@ -266,12 +280,13 @@ class ParallelKernel:
 
 
 def parallel_kernel(
-    *, min_size: int = PARALLEL_MIN_SIZE, reduction: bool = False
+    *, min_size: int = PARALLEL_MIN_SIZE, reduction: Reduction = False
 ) -> Callable[[Callable], ParallelKernel]:
     """Decorate a ``prange`` loop as a :class:`ParallelKernel`.
 
     Args:
         min_size: element count (of the first argument) from which the parallel variant runs.
-        reduction: allow reassociating float sums (see the module docstring).
+        reduction: allow reassociating float sums (True), and running maxima ("extremes"; see the
+            module docstring).
     """
     return functools.partial(ParallelKernel, min_size=min_size, reduction=reduction)

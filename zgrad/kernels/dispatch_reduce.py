@@ -92,6 +92,14 @@ def extreme_rows(rows: Any, largest: bool):
     return be.extreme_rows(rows, bool(largest), be.empty((rows.shape[0],), rows.dtype))
 
 
+def extremes_rows(rows: Any) -> tuple[Any, Any]:
+    """The (R,) min and max of each of the non-empty (R, C) ``rows``, in their dtype, in one pass
+    where the backend can; NaN where a row holds one."""
+    be = backend_of(rows)
+    empty = (rows.shape[0],)
+    return be.extremes_rows(rows, be.empty(empty, rows.dtype), be.empty(empty, rows.dtype))
+
+
 def count_nonzero(x: Any, dim: Any, keepdim: bool = False):
     """How many elements of ``x`` are not zero (NaN counts) over ``dim`` (an int, a tuple, or None
     for all), as int64.

@@ -30,7 +30,7 @@ OPS = (
     "adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "batch_norm", "batch_norm_backward",
     "group_norm", "group_norm_backward",
     "remainder", "floor_divide", "maximum", "minimum", "abs", "sign", "sqrt", "clamp", "clamp_backward", "extremum_backward",
-    "compare", "logical_not", "where", "argmax", "argmin", "extreme_rows", "count_nonzero", "take", "gather", "index_add", "scatter", "scatter_add",
+    "compare", "logical_not", "where", "argmax", "argmin", "extreme_rows", "extremes_rows", "count_nonzero", "take", "gather", "index_add", "scatter", "scatter_add",
     "var_rows", "var_backward_rows", "logsumexp_rows", "logsumexp_backward_rows", "distribute_equal", "vector_norm",
     "add_scaled", "addcmul", "addcdiv", "random_uniform", "random_normal", "random_integers",
     "random_exponential", "multinomial",

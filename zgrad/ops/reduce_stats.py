@@ -23,19 +23,39 @@ from zgrad.ops.out_argument import accepts_out
 __all__ = ["amax", "amin", "aminmax", "nanmean", "var_mean", "std_mean"]
 
 
+def _extreme_slices(x, dim, name):
+    """``x`` (an array) as rows over ``dim``.
+
+    Raises:
+        RuntimeError: an empty input reduced over all dimensions. IndexError: a dimension reduced
+            over is of size 0 (PyTorch's messages, for op ``name``).
+    """
+    rows = dispatch_reduce.to_rows(x, dim, floating=False)
+    if rows.rows.shape[1] == 0:
+        if dim is None:
+            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                               "Specify the reduction dim with the 'dim' argument.")
+        empty = next(d for d in rows.axes if x.shape[d] == 0)
+        raise IndexError(f"{name}(): Expected reduction dim {empty} to have non-zero size.")
+    return rows
+
+
+def _share_among_ties(x, values, grad, axes):
+    """The gradient of an extreme ``values`` of ``x`` over ``axes``: ``grad`` split evenly among the
+    elements equal to the extreme of their slice (NaN where the extreme is a NaN)."""
+    kept = _reduced_shape(x.shape, axes, True)
+    ties = dispatch_pointwise.compare("eq", x, values.reshape(kept))
+    share = dispatch.binary("div", grad.reshape(kept), dispatch.reduce_sum(ties, axes, True))
+    return dispatch.binary("mul", share, ties, dtype=grad.dtype)
+
+
 class AMax(Op):
     """The max (``largest``) or min over ``dim``; the gradient is split evenly among the elements
     equal to the extreme of their slice (NaN where the extreme is a NaN, as PyTorch's)."""
 
     @staticmethod
     def forward(ctx, x, dim, keepdim, largest, name):
-        rows = dispatch_reduce.to_rows(x, dim, floating=False)
-        if rows.rows.shape[1] == 0:
-            if dim is None:
-                raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
-                                   "Specify the reduction dim with the 'dim' argument.")
-            empty = next(d for d in rows.axes if x.shape[d] == 0)
-            raise IndexError(f"{name}(): Expected reduction dim {empty} to have non-zero size.")
+        rows = _extreme_slices(x, dim, name)
         values = dispatch_reduce.extreme_rows(rows.rows, largest).reshape(_reduced_shape(x.shape, rows.axes, keepdim))
         ctx.axes = rows.axes
         ctx.save_for_backward(x, values)
@@ -44,10 +64,27 @@ class AMax(Op):
     @staticmethod
     def backward(ctx, grad):
         x, values = ctx.saved_tensors
-        kept = _reduced_shape(x.shape, ctx.axes, True)
-        ties = dispatch_pointwise.compare("eq", x, values.reshape(kept))
-        share = dispatch.binary("div", grad.reshape(kept), dispatch.reduce_sum(ties, ctx.axes, True))
-        return dispatch.binary("mul", share, ties, dtype=grad.dtype), None, None, None, None
+        return _share_among_ties(x, values, grad, ctx.axes), None, None, None, None
+
+
+class AMinMax(Op):
+    """The min and the max over ``dim`` in one pass; each one's gradient as :class:`AMax`'s."""
+
+    @staticmethod
+    def forward(ctx, x, dim, keepdim):
+        rows = _extreme_slices(x, dim, "aminmax")
+        shape = _reduced_shape(x.shape, rows.axes, keepdim)
+        smallest, largest = (values.reshape(shape) for values in dispatch_reduce.extremes_rows(rows.rows))
+        ctx.axes = rows.axes
+        ctx.save_for_backward(x, smallest, largest)
+        return smallest, largest
+
+    @staticmethod
+    def backward(ctx, grad_min, grad_max):
+        x, smallest, largest = ctx.saved_tensors
+        grad = dispatch.binary("add", _share_among_ties(x, smallest, grad_min, ctx.axes),
+                               _share_among_ties(x, largest, grad_max, ctx.axes))
+        return grad, None, None
 
 
 @accepts_out("exact")
@@ -81,7 +118,7 @@ def aminmax(input: Any, *, dim: int | None = None, keepdim: bool = False) -> Any
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.")
     if dim is not None and x.ndim and x.shape[dispatch_index.normalize_dim(dim, x.ndim)] == 0:
         raise IndexError(f"aminmax: Expected reduction dim {dispatch_index.normalize_dim(dim, x.ndim)} to have non-zero size.")
-    return return_types.aminmax(AMax.apply(x, dim, keepdim, False, "aminmax"), AMax.apply(x, dim, keepdim, True, "aminmax"))
+    return return_types.aminmax(*AMinMax.apply(x, dim, keepdim))
 
 
 @accepts_out()

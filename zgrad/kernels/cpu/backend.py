@@ -39,7 +39,7 @@ from zgrad.kernels.cpu.sorting import (  # noqa: F401
 )
 from zgrad.kernels.cpu.tensor_ops import (  # noqa: F401 - the tensor-API ops
     abs, add_scaled, addcdiv, addcmul, argmax, argmin, clamp, clamp_backward, compare, count_nonzero, distribute_equal,
-    extreme_rows,
+    extreme_rows, extremes_rows,
     extremum_backward, floor_divide, gather, index_add, logical_not, logsumexp_backward_rows, logsumexp_rows, maximum, minimum,
     prod_backward_rows, remainder, scatter, scatter_add, sign, sqrt,
     take, var_backward_rows, var_rows, vector_norm, where,

@@ -16,7 +16,7 @@ from zgrad.kernels.cpu.common import flat, ieee_results
 
 __all__ = [
     "remainder", "floor_divide", "maximum", "minimum", "abs", "sign", "sqrt", "clamp", "clamp_backward", "extremum_backward",
-    "compare", "logical_not", "where", "argmax", "argmin", "extreme_rows", "count_nonzero", "take", "gather", "index_add",
+    "compare", "logical_not", "where", "argmax", "argmin", "extreme_rows", "extremes_rows", "count_nonzero", "take", "gather", "index_add",
     "scatter", "scatter_add", "var_rows", "var_backward_rows", "logsumexp_rows", "logsumexp_backward_rows", "distribute_equal",
     "prod_backward_rows", "vector_norm", "add_scaled", "addcmul", "addcdiv",
 ]
@@ -113,12 +113,51 @@ def where(cond, a, b, out):
 # --- selection --------------------------------------------------------------------------------
 
 def extreme_rows(x, largest, out):
-    """out[r] = the max (``largest``) or min of the non-empty row x[r] (rows, n); NaN wins. numpy's
-    reduction is the faster one over a few long rows, the row kernel over many."""
-    if x.dtype in _FLOATS and x.shape[0] >= 4:
-        kernels.reduce.extreme_rows(x, bool(largest), out)
+    """out[r] = the max (``largest``) or min of the non-empty row x[r] (rows, n); NaN wins. Float
+    rows by the row kernel; one long row (a full reduction) cut into a piece per thread, or on one
+    thread by numpy's 1-D reduction, which streams memory faster; other dtypes by numpy's."""
+    reduce = np.max if largest else np.min
+    if x.dtype not in _FLOATS:
+        return reduce(x, axis=1, out=out)
+    pieces, tail = _pieces(x, kernels.reduce.extreme_rows.task_count(x.size))
+    if pieces is None:
+        if x.shape[0] == 1:
+            out[0] = reduce(x[0])
+        else:
+            kernels.reduce.extreme_rows(x, bool(largest), out)
         return out
-    return (np.max if largest else np.min)(x, axis=1, out=out)
+    partial = np.empty(pieces.shape[0], x.dtype)
+    kernels.reduce.extreme_rows(pieces, bool(largest), partial)
+    out[0] = reduce(np.concatenate((partial, tail)))
+    return out
+
+
+def extremes_rows(x, smallest, largest):
+    """smallest[r], largest[r] = the min and max of the non-empty row x[r] (rows, n); NaN wins.
+    Float rows in one pass by the row kernel, one long row cut into a piece per thread; other
+    dtypes by numpy's two reductions."""
+    if x.dtype not in _FLOATS:
+        np.min(x, axis=1, out=smallest)
+        np.max(x, axis=1, out=largest)
+        return smallest, largest
+    pieces, tail = _pieces(x, kernels.reduce.extremes_rows.task_count(x.size))
+    if pieces is None:
+        kernels.reduce.extremes_rows(x, smallest, largest)
+        return smallest, largest
+    low, high = np.empty(pieces.shape[0], x.dtype), np.empty(pieces.shape[0], x.dtype)
+    kernels.reduce.extremes_rows(pieces, low, high)
+    smallest[0], largest[0] = np.min(np.concatenate((low, tail))), np.max(np.concatenate((high, tail)))
+    return smallest, largest
+
+
+def _pieces(x, count: int):
+    """One row ``x`` (1, n) as ``count`` equal rows (a view) and the few elements left over, or
+    (None, None) where ``x`` has several rows or ``count`` is 1."""
+    if x.shape[0] != 1 or count < 2:
+        return None, None
+    row = x[0]
+    length = row.size // count
+    return row[:count * length].reshape(count, length), row[count * length:]
 
 
 def count_nonzero(x, axis, out):

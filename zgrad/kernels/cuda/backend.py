@@ -54,7 +54,7 @@ from zgrad.kernels.cuda.optim import (  # noqa: F401 - the fused optimizer steps
 )
 from zgrad.kernels.cuda.reduce import (  # noqa: F401 - reductions, rows, losses, matmul
     argmax, argmin, class_loss, class_loss_backward, cross_entropy, cross_entropy_backward, cumprod, cumsum,
-    count_nonzero, distribute_equal, extreme_rows, extreme_value, log_softmax, log_softmax_backward, logsumexp_backward_rows, logsumexp_rows,
+    count_nonzero, distribute_equal, extreme_rows, extreme_value, extremes_rows, log_softmax, log_softmax_backward, logsumexp_backward_rows, logsumexp_rows,
     matmul, nansum, nll, nll_backward, pointwise_loss_sum, prod, prod_backward_rows, softmax,
     softmax_backward, sum, var_backward_rows, var_rows, vector_norm,
 )

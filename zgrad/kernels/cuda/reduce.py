@@ -19,7 +19,7 @@ from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.elementwise import binary_op, ternary_op, unary_op
 
 __all__ = [
-    "contiguous", "rows_of", "sum", "prod", "nansum", "cumsum", "cumprod", "prod_backward_rows", "extreme_value", "extreme_rows", "count_nonzero", "argmax",
+    "contiguous", "rows_of", "sum", "prod", "nansum", "cumsum", "cumprod", "prod_backward_rows", "extreme_value", "extreme_rows", "extremes_rows", "count_nonzero", "argmax",
     "argmin", "softmax", "log_softmax",
     "softmax_backward", "log_softmax_backward", "logsumexp_rows", "logsumexp_backward_rows", "var_rows",
     "var_backward_rows", "distribute_equal", "vector_norm", "cross_entropy", "cross_entropy_backward", "class_loss",
@@ -182,6 +182,11 @@ def extreme_rows(x, largest, out):
     """out[r] = the max (``largest``) or min of the non-empty row x[r] (rows, n); NaN wins."""
     _launch_rows(kernels.rows.row_extreme, x.shape[0], x.arg(), bool(largest), out.arg())
     return out
+
+
+def extremes_rows(x, smallest, largest):
+    """smallest[r], largest[r] = the min and max of the non-empty row x[r] (rows, n); NaN wins."""
+    return extreme_rows(x, False, smallest), extreme_rows(x, True, largest)
 
 
 def count_nonzero(x, axis, out):

@@ -17,7 +17,7 @@ from zgrad.kernels._jit import PARALLEL_MIN_SIZE_HEAVY, parallel_kernel
 from zgrad.kernels.cpu.kernels.rowwise import _row_max, _sum_exp_shifted
 
 __all__ = [
-    "count_nonzero", "count_nonzero_rows", "distribute_equal", "extreme_rows", "logsumexp_backward", "logsumexp_forward", "prod_backward", "var_backward", "var_forward",
+    "count_nonzero", "count_nonzero_rows", "distribute_equal", "extreme_rows", "extremes_rows", "logsumexp_backward", "logsumexp_forward", "prod_backward", "var_backward", "var_forward",
     "vector_norm",
 ]
 
@@ -152,27 +152,35 @@ def vector_norm(x, order, out):
         out[0] = total ** (1.0 / order)
 
 
-@parallel_kernel()
+# A running max reads and keeps nothing else: the parallel variant pays its wake-up only from 8M
+# elements (figures: bench/README.md, Design figures).
+_EXTREMES_MIN_SIZE = 1 << 23
+
+
+@parallel_kernel(min_size=_EXTREMES_MIN_SIZE, reduction="extremes")
 def extreme_rows(x, largest, out):
-    """out[r] = the max (``largest``) or min of the float row x[r] (C >= 1); NaN wins. Four rows at
-    a time, so that four chains of LLVM's vectorisable ``maximum`` overlap; the min is minus the
-    max of the negated row."""
-    rows, columns = x.shape
+    """out[r] = the max (``largest``) or min of the float row x[r] (C >= 1); NaN wins. The min is
+    minus the max of the negated row; LLVM keeps the running max in several vector lanes."""
     sign = x.dtype.type(1) if largest else x.dtype.type(-1)
-    for group in prange(rows // 4):
-        r = 4 * group
-        m0, m1, m2, m3 = sign * x[r, 0], sign * x[r + 1, 0], sign * x[r + 2, 0], sign * x[r + 3, 0]
-        for j in range(columns):
-            m0 = vector_math.maximum(m0, sign * x[r, j])
-            m1 = vector_math.maximum(m1, sign * x[r + 1, j])
-            m2 = vector_math.maximum(m2, sign * x[r + 2, j])
-            m3 = vector_math.maximum(m3, sign * x[r + 3, j])
-        out[r], out[r + 1], out[r + 2], out[r + 3] = sign * m0, sign * m1, sign * m2, sign * m3
-    for r in range(rows - rows % 4, rows):
-        m = sign * x[r, 0]
-        for j in range(columns):
-            m = vector_math.maximum(m, sign * x[r, j])
+    for r in prange(x.shape[0]):
+        row = x[r]
+        m = sign * row[0]
+        for j in range(row.size):
+            m = vector_math.maximum(m, sign * row[j])
         out[r] = sign * m
+
+
+@parallel_kernel(min_size=_EXTREMES_MIN_SIZE, reduction="extremes")
+def extremes_rows(x, smallest, largest):
+    """smallest[r], largest[r] = the min and max of the float row x[r] (C >= 1), in one pass; NaN
+    wins."""
+    for r in prange(x.shape[0]):
+        row = x[r]
+        high, negated_low = row[0], -row[0]
+        for j in range(row.size):
+            high = vector_math.maximum(high, row[j])
+            negated_low = vector_math.maximum(negated_low, -row[j])
+        smallest[r], largest[r] = -negated_low, high
 
 
 @parallel_kernel()
