@@ -7,6 +7,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import zgrad
+from zgrad.kernels.blas import BLAS
 from zgrad.kernels.cpu import sorting
 
 DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8,
@@ -57,6 +59,23 @@ def test_topk_is_the_first_k_of_the_stable_order(dtype, largest, k):
     x = _rows(dtype, columns=200)
     out = sorting.argtopk(x, k, largest, np.empty((x.shape[0], k), np.int64))
     np.testing.assert_array_equal(out, _stable_order(x, largest)[:, :k])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_topk_in_chunks_of_rows_on_one_or_two_threads(monkeypatch, threads):
+    """The selection packs and selects a few rows at a time (here 2 of 7 per chunk, 4 chunks split
+    between the threads where there are two)."""
+    monkeypatch.setattr(sorting, "_SELECTION_CHUNK", 400)
+    monkeypatch.setattr(BLAS, "spin_is_bounded", lambda: True)
+    before = zgrad.get_num_threads()
+    zgrad.set_num_threads(threads)
+    try:
+        x = _rows(np.float32, rows=7, columns=200)
+        for largest in (False, True):
+            out = sorting.argtopk(x, 5, largest, np.empty((x.shape[0], 5), np.int64))
+            np.testing.assert_array_equal(out, _stable_order(x, largest)[:, :5])
+    finally:
+        zgrad.set_num_threads(before)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
