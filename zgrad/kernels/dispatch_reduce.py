@@ -50,7 +50,7 @@ def to_rows(x: Any, dim: Any, floating: bool = True) -> Rows:
     moved = x.transpose(perm)
     count = math.prod(x.shape[d] for d in axes)
     rows = contiguous(moved).reshape(math.prod(moved.shape[:len(moved.shape) - len(axes)]), count)
-    return Rows(rows, axes, moved.shape, tuple(np.argsort(perm)))
+    return Rows(rows, axes, moved.shape, tuple(sorted(range(len(perm)), key=perm.__getitem__)))  # perm's inverse
 
 
 def from_rows(rows: Rows, out_rows: Any):
