@@ -589,6 +589,8 @@ THREADED_SECTIONS["math"] = math_section
 # whole tensor and along the last dim of a (n / 1024, 1024) matrix, against torch's.
 REDUCE_TARGET = 1.0
 REDUCE_CASES: dict[str, Callable[..., object]] = {
+    "sum (all)": lambda lib, t: lib.sum(t["x"]),
+    "mean (rows)": lambda lib, t: lib.mean(t["m"], dim=-1),
     "amax (all)": lambda lib, t: lib.amax(t["x"]),
     "amax (rows)": lambda lib, t: lib.amax(t["m"], dim=-1),
     "aminmax (all)": lambda lib, t: lib.aminmax(t["x"]),

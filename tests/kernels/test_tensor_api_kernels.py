@@ -199,6 +199,29 @@ def test_extreme_kernels(rng, dtype, size_name, variants, monkeypatch):
 
 
 @dtypes_and_sizes(SIZES)
+def test_sum_kernel(rng, dtype, size_name, variants, monkeypatch):
+    """Row sums in float64 against numpy's float64 sum, with a NaN and infinities; through the host
+    code, a full sum cut into a piece per thread and a sum over the last two of three axes. The
+    parallel variant starts at 8M elements: here at the usual threshold."""
+    monkeypatch.setattr(kernels.reduce.sum_rows, "min_size", PARALLEL_MIN_SIZE)
+    n, c = ROWS[size_name]
+    x = (rng.standard_normal((n, c)) * 3 + 100).astype(dtype)
+    x[1, 5], x[2, 3], x[3, :2] = np.nan, np.inf, (np.inf, -np.inf)
+    out = np.empty(n, dtype)
+    kernels.reduce.sum_rows(x, out)
+    np.testing.assert_allclose(out, x.astype(np.float64).sum(axis=1).astype(dtype), rtol=float(np.finfo(dtype).eps))
+    variants.assert_ran(kernels.reduce.sum_rows, size_name)
+
+    clean = x[4:]
+    for axes, shape in (((0, 1), ()), ((1, 2), (clean.shape[0],))):
+        cube = clean.reshape(clean.shape[0], 1, clean.shape[1]) if axes == (1, 2) else clean
+        total = np.empty(shape, dtype)
+        tensor_ops.sum_over(cube, axes, False, total)
+        np.testing.assert_allclose(total, cube.astype(np.float64).sum(axis=axes).astype(dtype),
+                                   rtol=2 * float(np.finfo(dtype).eps))
+
+
+@dtypes_and_sizes(SIZES)
 def test_prod_backward_kernel(rng, dtype, size_name, variants):
     n, c = ROWS[size_name]
     x = (1 + 0.01 * rng.standard_normal((n, c))).astype(dtype)  # products of ~1000 factors stay finite

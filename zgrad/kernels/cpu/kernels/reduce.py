@@ -17,7 +17,8 @@ from zgrad.kernels._jit import PARALLEL_MIN_SIZE_HEAVY, parallel_kernel
 from zgrad.kernels.cpu.kernels.rowwise import _row_max, _sum_exp_shifted
 
 __all__ = [
-    "count_nonzero", "count_nonzero_rows", "distribute_equal", "extreme_rows", "extremes_rows", "logsumexp_backward", "logsumexp_forward", "prod_backward", "var_backward", "var_forward",
+    "count_nonzero", "count_nonzero_rows", "distribute_equal", "extreme_rows", "extremes_rows", "logsumexp_backward", "logsumexp_forward", "prod_backward", "sum_rows", "var_backward",
+    "var_forward",
     "vector_norm",
 ]
 
@@ -152,12 +153,24 @@ def vector_norm(x, order, out):
         out[0] = total ** (1.0 / order)
 
 
-# A running max reads and keeps nothing else: the parallel variant pays its wake-up only from 8M
-# elements (figures: bench/README.md, Design figures).
-_EXTREMES_MIN_SIZE = 1 << 23
+# A loop that reads its rows once and writes one value per row (a running max, a sum): the
+# parallel variant pays its wake-up only from 8M elements (figures: bench/README.md, Design figures).
+_READ_ONCE_MIN_SIZE = 1 << 23
 
 
-@parallel_kernel(min_size=_EXTREMES_MIN_SIZE, reduction="extremes")
+@parallel_kernel(min_size=_READ_ONCE_MIN_SIZE, reduction=True)
+def sum_rows(x, out):
+    """out[r] = the sum of the float row x[r], accumulated in float64 (as exact as numpy's pairwise
+    sum of float32 up to 2^24 elements); LLVM keeps the running sum in several vector lanes."""
+    for r in prange(x.shape[0]):
+        row = x[r]
+        total = 0.0
+        for j in range(row.size):
+            total += np.float64(row[j])
+        out[r] = total
+
+
+@parallel_kernel(min_size=_READ_ONCE_MIN_SIZE, reduction="extremes")
 def extreme_rows(x, largest, out):
     """out[r] = the max (``largest``) or min of the float row x[r] (C >= 1); NaN wins. The min is
     minus the max of the negated row; LLVM keeps the running max in several vector lanes."""
@@ -170,7 +183,7 @@ def extreme_rows(x, largest, out):
         out[r] = sign * m
 
 
-@parallel_kernel(min_size=_EXTREMES_MIN_SIZE, reduction="extremes")
+@parallel_kernel(min_size=_READ_ONCE_MIN_SIZE, reduction="extremes")
 def extremes_rows(x, smallest, largest):
     """smallest[r], largest[r] = the min and max of the float row x[r] (C >= 1), in one pass; NaN
     wins."""
