@@ -19,6 +19,7 @@ GRADIENT_CASES = [
     case("amin_keepdim", lambda lib, x: x.amin(1, keepdim=True), (3, 4)),
     case("aminmax_min", lambda lib, x: lib.aminmax(x, dim=0).min, (3, 4)),
     case("aminmax_max", lambda lib, x: x.aminmax().max, (3, 4)),
+    case("aminmax_both", lambda lib, x: (lambda r: r.min * 2 + r.max)(lib.aminmax(x, dim=1)), (3, 4)),
     case("nanmean", lambda lib, x: lib.nanmean(x, 1), (3, 4)),
     case("var_mean_var", lambda lib, x: lib.var_mean(x, 1)[0], (3, 4)),
     case("std_mean_mean", lambda lib, x: lib.std_mean(x, (0, 1), keepdim=True)[1], (3, 4)),
@@ -148,6 +149,7 @@ def _grads(lib, fn, array):
 GRADIENT_CONVENTIONS = {
     "amax_splits_ties": (lambda lib, x: lib.amax(x, 1), TIES),
     "amin_all_splits_ties": (lambda lib, x: lib.amin(x), TIES),
+    "aminmax_both_split_ties": (lambda lib, x: (lambda r: r.min * 2 + r.max)(lib.aminmax(x, dim=1)), TIES),
     "median_takes_its_index": (lambda lib, x: lib.median(x, 1).values, np.array([[3.0, 1.0, 2.0, 0.0], [1.0, 1.0, 4.0, 4.0]])),
     "cumprod_with_zeros": (lambda lib, x: lib.cumprod(x, 1), np.array([[2.0, 0.0, 3.0, 0.0, 5.0], [0.0, 1.5, 2.0, 3.0, 1.0]])),
     "cumprod_one_zero": (lambda lib, x: lib.cumprod(x, 0), np.array([1.5, -2.0, 0.0, 4.0, 0.5])),

@@ -50,6 +50,14 @@ def test_numpy_imported_first_or_a_variable_set_by_the_user_keeps_openblas_defau
         assert seen[1] == "True"
 
 
+def test_a_spin_value_that_is_not_a_number_counts_as_unbounded():
+    """OpenBLAS reads such a value as 0 (clamped to 4); zgrad cannot tell what OpenBLAS did with
+    it, so it keeps loops on BLAS's threads rather than split them beside a spinning one. zgrad
+    imports and leaves the value as the user set it."""
+    for value in ("fast", "2.5"):
+        assert _in_fresh_interpreter("import zgrad; " + _REPORT, OPENBLAS_THREAD_TIMEOUT=value) == [value, "False"]
+
+
 @pytest.fixture
 def two_blas_threads():
     with threadpool_limits(2, user_api="blas"):

@@ -18,7 +18,7 @@ from zgrad.kernels import dispatch, dispatch_scan
 
 pytestmark = requires_cuda
 
-SUBSET = {"amax_dims", "median_dim", "quantile_dim", "mode_values", "cumprod", "cummax", "logcumsumexp", "nanmean"}
+SUBSET = {"amax_dims", "aminmax_both", "median_dim", "quantile_dim", "mode_values", "cumprod", "cummax", "logcumsumexp", "nanmean"}
 
 
 def _marked(cases):
@@ -39,6 +39,8 @@ EXACT = {
                 [np.array([1.0, np.nan, np.inf, 1e-9, 2.0]), np.array([1.0 + 1e-6, np.nan, np.inf, 0.0, 2.2])]),
     "amax_int_ties": (lambda lib, x: lib.amax(x, 1), [INTS]),
     "amax_ties_grad": (lambda lib, x: lib.amax(x, 1), [TIES]),
+    "aminmax_ties_nan_grad": (lambda lib, x: (lambda r: r.min * 2 + r.max)(lib.aminmax(x, dim=1)),
+                              [np.concatenate([TIES, NANS])]),
     "median_nan": (lambda lib, x: lib.median(x, 1).indices, [NANS]),
     "nanmedian_grad": (lambda lib, x: lib.nanmedian(x, 1).values, [NANS]),
     "nanquantile": (lambda lib, x: lib.nanquantile(x, lib.tensor([0.2, 0.5], dtype=lib.float64), 1, interpolation="nearest"), [NANS]),
@@ -50,7 +52,7 @@ EXACT = {
     "cummin_nan_grad": (lambda lib, x: lib.cummin(x, 0).values, [NANS]),
     "logcumsumexp_extremes": (lambda lib, x: lib.logcumsumexp(x, 0), [np.array([-1000.0, 0.0, 1.0, -np.inf, 3.0])]),
 }
-EXACT_SUBSET = {"median_nan", "mode_int", "cummax_int32", "cumprod_zeros_grad", "isclose"}
+EXACT_SUBSET = {"aminmax_ties_nan_grad", "median_nan", "mode_int", "cummax_int32", "cumprod_zeros_grad", "isclose"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in EXACT_SUBSET else (pytest.mark.full,))
