@@ -18,7 +18,8 @@ from zgrad.kernels.cpu.common import flat, ieee_results
 
 __all__ = [
     "remainder", "floor_divide", "maximum", "minimum", "abs", "sign", "sqrt", "clamp", "clamp_backward", "extremum_backward",
-    "compare", "logical_not", "where", "argmax", "argmin", "extreme_rows", "extremes_rows", "sum_over", "count_nonzero", "take", "gather", "index_add",
+    "compare", "logical_not", "where", "argmax", "argmin", "extreme_rows", "extremes_rows", "sum_over", "count_nonzero",
+    "take", "gather", "index_add",
     "scatter", "scatter_add", "var_rows", "var_backward_rows", "logsumexp_rows", "logsumexp_backward_rows", "distribute_equal",
     "prod_backward_rows", "vector_norm", "add_scaled", "addcmul", "addcdiv",
 ]
@@ -113,7 +114,7 @@ def where(cond, a, b, out):
     return out
 
 
-# --- selection --------------------------------------------------------------------------------
+# --- selection and reductions -----------------------------------------------------------------
 
 def sum_over(x, axis, keepdims, out):
     """out = the sum of x over the axes ``axis`` (a tuple). Float32 and float64 arrays summed over

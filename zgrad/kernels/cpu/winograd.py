@@ -22,7 +22,6 @@ import numpy as np
 from zgrad.kernels.cpu import kernels
 from zgrad.kernels.cpu.parts import run_in_parts
 from zgrad.kernels.scratch import Workspace
-from zgrad.kernels.threads import INTRA_OP_THREADS
 
 __all__ = ["applies", "backward", "forward"]
 
@@ -122,22 +121,23 @@ def _weight_gradient(grad, x, padding, scratch: Workspace) -> np.ndarray:
     chunks = _chunks(x.shape, channels_out, tiles_h * tiles_w, x.itemsize)
     if not chunks:
         return np.zeros((channels_out, channels, 3, 3), x.dtype)
-    tasks = min(len(chunks), INTRA_OP_THREADS.in_use())  # run_in_parts makes at most this many parts
-    totals = np.zeros((tasks, 16, channels_out, channels), x.dtype)
+    totals = []  # one per part (list.append is atomic)
 
     def part(index: int, parts: int, scratch: Workspace) -> None:
         inputs, grads = _tile_buffers(scratch, chunks, tiles_h * tiles_w, channels, channels_out, x.dtype)
         product = np.empty((16, channels_out, channels), x.dtype)
+        total = np.zeros_like(product)
         for start, stop in chunks[index::parts]:
             count = (stop - start) * tiles_h * tiles_w
             chunk_inputs, chunk_grads = inputs[:, :, :count], grads[:, :, :count]
             kernels.winograd.input_tiles(x[start:stop], padding[0], padding[1], tiles_h, tiles_w, chunk_inputs)
             kernels.winograd.grad_tiles(grad[start:stop], tiles_h, tiles_w, chunk_grads)
             np.matmul(chunk_grads, chunk_inputs.swapaxes(1, 2), out=product)
-            totals[index] += product
+            total += product
+        totals.append(total)
 
-    run_in_parts(part, tasks, scratch)
-    total = totals.sum(axis=0, dtype=np.float64)
+    run_in_parts(part, len(chunks), scratch)
+    total = np.sum(totals, axis=0, dtype=np.float64)
     down = np.tensordot(_G, total.reshape(4, 4, channels_out, channels), axes=([0], [0]))
     weights = np.tensordot(down, _G, axes=([1], [0]))  # (3, OC, C, 3): G^T T G
     return weights.transpose(1, 2, 0, 3).astype(x.dtype)

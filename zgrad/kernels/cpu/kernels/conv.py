@@ -18,8 +18,8 @@ slice assignment into its general broadcasting copy, which took most of a conv's
 compile time, and an index loop that starts at zero vectorises (no negative-index wrap check).
 
 Stride-1 zero-padded convolutions need no columns at all (3x3 ones of 16 or more channels each
-way take Winograd's algorithm instead: :mod:`zgrad.kernels.cpu.winograd`). The padded planes of several samples
-are laid end to end, one flat row per channel, each image row followed by its zero columns and
+way take Winograd's algorithm instead: :mod:`zgrad.kernels.cpu.winograd`). The padded planes of
+several samples are laid end to end, one flat row per channel, each image row followed by its zero columns and
 each image by its zero rows, which serve as the next row's left (the next image's top) padding
 too: rows of Wp = W + max(pad_left, pad_right) (or OW, if wider). Output position q of that row
 (sample q // plane, padded position q % plane) sees through tap (i, j) of the kernel the input at
