@@ -168,14 +168,51 @@ def cuda_rows(quick: bool) -> list[CudaRow]:
     row("matmul fp32", f"{size}^3", "GFLOP/s", 2.0 * size ** 3, lambda: backend.matmul(ma, mb, mc),
         lambda: torch.matmul(tma, tmb, out=tmc), repeat=5)
 
+    import zgrad
+    from zgrad.kernels.promotion import BFLOAT16
+    zgrad.set_float32_matmul_precision("high")
+    if torch:
+        torch.backends.cuda.matmul.allow_tf32 = True
+    row("matmul tf32", f"{size}^3", "GFLOP/s", 2.0 * size ** 3, lambda: backend.matmul(ma, mb, mc),
+        lambda: torch.matmul(tma, tmb, out=tmc), repeat=5)
+    zgrad.set_float32_matmul_precision("highest")
+    if torch:
+        torch.backends.cuda.matmul.allow_tf32 = False
+    half_a, half_b = (DeviceArray.from_host(rng.standard_normal((size, size)).astype(BFLOAT16)) for _ in range(2))
+    half_c = DeviceArray.empty((size, size), BFLOAT16)
+    tha, thb = (tma.bfloat16(), tmb.bfloat16()) if torch else (None, None)
+    row("matmul bf16", f"{size}^3", "GFLOP/s", 2.0 * size ** 3, lambda: backend.matmul(half_a, half_b, half_c),
+        lambda: torch.matmul(tha, thb), repeat=5)
+    tokens, width, hidden = 2048, 1024, 4096  # the train-step benchmark's first layer: x @ W.T
+    lx, lw, ly = dev(tokens, width), dev(hidden, width), DeviceArray.empty((tokens, hidden), f32)
+    tlx, tlw = (tdev(tokens, width), tdev(hidden, width)) if torch else (None, None)
+    row("linear fp32 (x @ W.T)", f"{tokens}x{width}->{hidden}", "GFLOP/s", 2.0 * tokens * width * hidden,
+        lambda: backend.matmul(lx, lw.T, ly), lambda: torch.nn.functional.linear(tlx, tlw), repeat=10)
+
     batch, channels, hw, kernel = (16 if quick else 32), 64, 56, 3
     cx, cw = dev(batch, channels, hw, hw), dev(channels, channels, kernel, kernel)
     cout = DeviceArray.empty((batch, channels, hw, hw), f32)
     flops = 2.0 * batch * channels * hw * hw * channels * kernel * kernel
     tcx, tcw = (tdev(batch, channels, hw, hw), tdev(channels, channels, kernel, kernel)) if torch else (None, None)
-    row("conv2d 3x3 (im2col)", f"{batch}x{channels}x{hw}x{hw}", "GFLOP/s", flops,
+    row("conv2d 3x3", f"{batch}x{channels}x{hw}x{hw}", "GFLOP/s", flops,
         lambda: backend.conv2d(cx, cw, None, (1, 1), (1, 1), (1, 1), 1, "zeros", cout),
         lambda: torch.nn.functional.conv2d(tcx, tcw, padding=1), repeat=5)
+
+    grad_x, grad_w = DeviceArray.empty(cx.shape, f32), DeviceArray.empty(cw.shape, f32)
+
+    def zgrad_conv_step():
+        backend.conv2d(cx, cw, None, (1, 1), (1, 1), (1, 1), 1, "zeros", cout)
+        backend.conv2d_backward(cout, cx, cw, (1, 1), (1, 1), (1, 1), 1, "zeros", grad_x, grad_w)
+
+    torch_conv_step = None
+    if torch:
+        tcx_g, tcw_g = tcx.clone().requires_grad_(), tcw.clone().requires_grad_()
+
+        def torch_conv_step():
+            y = torch.nn.functional.conv2d(tcx_g, tcw_g, padding=1)
+            torch.autograd.grad(y, (tcx_g, tcw_g), y)
+    row("conv2d 3x3 fwd+bwd", f"{batch}x{channels}x{hw}x{hw}", "GFLOP/s", 3 * flops, zgrad_conv_step, torch_conv_step,
+        repeat=5)
 
     from zgrad.kernels.cuda import runtime as rt
     host = rt.pinned_pool().lease((n,), f32)

@@ -40,6 +40,8 @@ from zgrad.engine.grad_mode import enable_grad, is_grad_enabled, no_grad, set_gr
 from zgrad.engine.grad_mode import inference_mode, is_inference_mode_enabled
 from zgrad.kernels import promotion as _promotion
 from zgrad.kernels.promotion import can_cast, get_default_dtype, promote_types, result_type, set_default_dtype
+from zgrad.kernels.matmul_precision import float32_matmul_precision as get_float32_matmul_precision
+from zgrad.kernels.matmul_precision import set_float32_matmul_precision
 from zgrad.errors import ZgradError
 from zgrad.ops import (
     add, cat, div, exp, log, log_softmax, matmul, mean, mul, neg, permute, pow, relu, reshape, sigmoid, softmax,
@@ -138,7 +140,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "abs", "accelerator", "add", "arange", "argmax", "argmin", "autograd", "backends", "bool", "cuda", "bool_", "BoolTensor",
-    "bfloat16", "can_cast", "finfo", "get_default_dtype", "half", "iinfo", "int8", "int16", "promote_types",
+    "bfloat16", "can_cast", "finfo", "get_default_dtype", "get_float32_matmul_precision", "set_float32_matmul_precision", "half", "iinfo", "int8", "int16", "promote_types",
     "result_type", "set_default_dtype",
     "short", "cat", "chunk", "clamp", "clip", "cumsum", "device", "distributions", "div", "double", "DoubleTensor", "empty",
     "empty_like", "enable_grad", "eq", "exp", "flatten", "float", "float16", "float32", "float64", "FloatTensor",

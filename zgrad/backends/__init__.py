@@ -1,5 +1,5 @@
-"""``zgrad.backends``: the switches PyTorch programs set on its backend libraries (``cudnn``)."""
+"""``zgrad.backends``: the switches PyTorch programs set on its backend libraries (``cuda``, ``cudnn``)."""
 
-from zgrad.backends import cudnn
+from zgrad.backends import cuda, cudnn
 
-__all__ = ["cudnn"]
+__all__ = ["cuda", "cudnn"]

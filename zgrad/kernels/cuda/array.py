@@ -94,9 +94,8 @@ class DeviceArray:
             if rt.SIMULATOR:
                 out._base._ary[: array.size] = array.reshape(-1).view(out._base._ary.dtype)
             else:
-                stream = rt.current_stream()
-                out._base[: array.size].copy_to_device(array.reshape(-1).view(out._base.dtype), stream=stream)
-                stream.synchronize()
+                out._base[: array.size].copy_to_device(array.reshape(-1).view(out._base.dtype), stream=rt.current_stream())
+            rt.synchronize()
         return out
 
     def _view(self, layout: np.ndarray) -> "DeviceArray":
@@ -136,9 +135,8 @@ class DeviceArray:
             if rt.SIMULATOR:
                 bits.reshape(-1)[:] = source.arg().copy_to_host().reshape(-1)
             else:
-                stream = rt.current_stream()
-                source.arg().copy_to_host(bits, stream=stream)
-                stream.synchronize()
+                source.arg().copy_to_host(bits, stream=rt.current_stream())
+            rt.synchronize()
         return out
 
     @property

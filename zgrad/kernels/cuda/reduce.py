@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.kernels.cuda import kernels
+from zgrad.kernels.cuda import cublas, kernels
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.elementwise import binary_op, ternary_op, unary_op
@@ -377,8 +377,9 @@ def matmul(a, b, out):
     if a2.shape[-1] == 0:
         unary_op("copy", 0, result)
     else:
-        linalg = kernels.linalg
-        tiles = -(-m // linalg.TILE) * -(-n // linalg.TILE) * max(1, int(np.prod(batch)))
-        rt.launch(linalg.matmul, (rt.blocks_for(tiles), (linalg.TILE, linalg.TILE)), _as_3d(a2, batch).arg(),
-                  _as_3d(b2, batch).arg(), _as_3d(result, batch).arg())
+        a3, b3, out3 = _as_3d(a2, batch), _as_3d(b2, batch), _as_3d(result, batch)
+        if not cublas.gemm(a3, b3, out3):
+            linalg = kernels.linalg
+            tiles = -(-m // linalg.TILE) * -(-n // linalg.TILE) * max(1, int(np.prod(batch)))
+            rt.launch(linalg.matmul, (rt.blocks_for(tiles), (linalg.TILE, linalg.TILE)), a3.arg(), b3.arg(), out3.arg())
     return out if result._base is out._base else unary_op("copy", result.reshape(out.shape), out)

@@ -36,7 +36,7 @@ except ImportError as exc:  # numba-cuda missing: dispatch turns this into the i
 
 __all__ = [
     "CudaUnavailableError", "SIMULATOR", "SIMULATOR_HINT", "require_device", "device_count", "device_properties",
-    "simulator_array", "import_lock", "launch", "grid_1d", "blocks_for", "row_launch", "current_stream", "synchronize", "Event", "elapsed_ms", "PinnedPool",
+    "simulator_array", "import_lock", "launch", "grid_1d", "blocks_for", "row_launch", "current_stream", "synchronize", "host_waits", "Event", "elapsed_ms", "PinnedPool",
     "pinned_pool", "is_leased", "cuda",
 ]
 
@@ -149,10 +149,22 @@ def current_stream() -> Any:
     return stream
 
 
+_host_waits = [0]
+
+
 def synchronize() -> None:
-    """Block until every kernel and copy queued by this thread has finished."""
+    """Block until every kernel and copy queued by this thread has finished (a host wait: counted
+    by :func:`host_waits`, also in the simulator, where there is nothing to wait for)."""
+    _host_waits[0] += 1
     if not SIMULATOR:
         current_stream().synchronize()
+
+
+def host_waits() -> int:
+    """How many times this process has waited for the device so far (every :func:`synchronize`,
+    which each copy to or from the host goes through): a training step that asks for no value
+    should add none."""
+    return _host_waits[0]
 
 
 @functools.cache

@@ -1,0 +1,157 @@
+"""The CUDA backend's matrix products through cuBLAS.
+
+In Numba's simulator there is no cuBLAS, and products run zgrad's own kernel. The layout
+arithmetic that maps row-major views onto cuBLAS's column-major GEMM is checked there anyway: a
+stand-in for ``cublasGemmStridedBatchedEx`` computes each call from the simulator's host memory
+exactly as cuBLAS defines it (column-major operands, op N/T, leading dimensions, batch strides),
+so a wrong operation, leading dimension or stride gives a wrong product. On a real GPU
+(``ZGRAD_TEST_REAL_GPU=1``) the library itself must be the path taken.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+from cuda_helpers import REAL_GPU, SIMULATOR, TOLERANCE, requires_cuda
+
+import zgrad
+
+pytestmark = requires_cuda
+
+_DTYPES = {0: np.float32, 1: np.float64, 2: np.float16}
+
+
+def _memory(address: int, count: int, dtype) -> np.ndarray:
+    buffer = (ctypes.c_char * (count * np.dtype(dtype).itemsize)).from_address(address)
+    return np.frombuffer(buffer, dtype)
+
+
+class _StandInCublas:
+    """cublasGemmStridedBatchedEx's definition, computed on host memory."""
+
+    def __init__(self) -> None:
+        self.calls = []
+
+    def cublasGemmStridedBatchedEx(self, handle, op_a, op_b, m, n, k, alpha, a, a_type, lda, stride_a, b, b_type, ldb,
+                                   stride_b, beta, c, c_type, ldc, stride_c, batch, compute, algo):
+        self.calls.append({"op_a": op_a, "op_b": op_b, "batch": batch, "stride_a": stride_a, "compute": compute})
+        dtype = _DTYPES[c_type]
+
+        def operand(address, op, ld, stride, rows, cols):
+            stored_rows, stored_cols = (rows, cols) if op == 0 else (cols, rows)
+            assert ld >= max(1, stored_rows), f"cuBLAS refuses ld {ld} < {stored_rows}"
+            extent = (batch - 1) * stride + (stored_cols - 1) * ld + stored_rows
+            flat = _memory(address, extent, dtype)
+            out = np.empty((batch, rows, cols), np.float64)
+            for z in range(batch):
+                stored = np.lib.stride_tricks.as_strided(flat[z * stride:], (stored_rows, stored_cols),
+                                                         (dtype().itemsize, ld * dtype().itemsize))
+                out[z] = stored if op == 0 else stored.T
+            return out
+
+        left = operand(a, op_a, lda, stride_a, m, k)
+        right = operand(b, op_b, ldb, stride_b, k, n)
+        assert ldc >= max(1, m)
+        flat = _memory(c, (batch - 1) * stride_c + (n - 1) * ldc + m, dtype)
+        for z in range(batch):
+            target = np.lib.stride_tricks.as_strided(flat[z * stride_c:], (m, n), (dtype().itemsize, ldc * dtype().itemsize))
+            product = alpha._obj.value * (left[z] @ right[z])
+            # cuBLAS does not read C when beta is 0 (uninitialized memory may hold NaN)
+            target[...] = product if beta._obj.value == 0 else product + beta._obj.value * target
+        return 0
+
+
+@pytest.fixture
+def stand_in(monkeypatch):
+    from zgrad.kernels.cuda import cublas
+    fake = _StandInCublas()
+    monkeypatch.setattr(cublas, "_library", lambda: fake)
+    monkeypatch.setattr(cublas, "_handle", lambda: None)
+    return fake
+
+
+def _operands():
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((2, 3, 7, 9))
+    other = rng.standard_normal((3, 9, 5))
+    return {
+        "plain": (rng.standard_normal((6, 4)), rng.standard_normal((4, 5)), lambda a, b: a @ b),
+        "a transposed": (rng.standard_normal((4, 6)), rng.standard_normal((4, 5)), lambda a, b: a.T @ b),
+        "b transposed": (rng.standard_normal((6, 4)), rng.standard_normal((5, 4)), lambda a, b: a @ b.T),
+        "both transposed": (rng.standard_normal((4, 6)), rng.standard_normal((5, 4)), lambda a, b: a.T @ b.T),
+        "batched, broadcast weight": (base, other[0], lambda a, b: a @ b),
+        "batch broadcast both ways": (base[:, :1], other, lambda a, b: a @ b),
+        "column slice (lda > k)": (rng.standard_normal((6, 10)), rng.standard_normal((4, 5)), lambda a, b: a[:, 2:6] @ b),
+        "row vector": (rng.standard_normal((1, 4)), rng.standard_normal((4, 5)), lambda a, b: a @ b),
+        "matrix @ vector": (rng.standard_normal((6, 4)), rng.standard_normal(4), lambda a, b: a @ b),
+        "vector @ transposed matrix": (rng.standard_normal(4), rng.standard_normal((5, 4)), lambda a, b: a @ b.T),
+        "outer (k = 1)": (rng.standard_normal((6, 1)), rng.standard_normal((1, 5)), lambda a, b: a @ b),
+    }
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="the stand-in reads the simulator's host memory")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", list(_operands()))
+def test_the_gemm_call_computes_every_layout_right(stand_in, case, dtype):
+    a, b, product = _operands()[case]
+    expected = product(a.astype(dtype), b.astype(dtype))
+    result = product(zgrad.tensor(a.astype(dtype), device="cuda"), zgrad.tensor(b.astype(dtype), device="cuda"))
+    assert stand_in.calls, "the product did not go through the cuBLAS call"
+    assert result.dtype == zgrad.float32 if dtype == np.float32 else zgrad.float64
+    np.testing.assert_allclose(result.cpu().numpy(), expected, **TOLERANCE[np.dtype(dtype)])
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="the stand-in reads the simulator's host memory")
+def test_a_transposed_view_is_not_copied_and_broadcast_batches_have_stride_zero(stand_in):
+    a = zgrad.randn(8, 6, device="cuda")
+    w = zgrad.randn(5, 6, device="cuda")
+    a @ w.T
+    (call,) = stand_in.calls
+    assert (call["op_a"], call["op_b"]) == (1, 0), "w.T is read transposed in place, a as it is"
+    stand_in.calls.clear()
+    zgrad.randn(4, 8, 6, device="cuda") @ zgrad.randn(6, 3, device="cuda")
+    (call,) = stand_in.calls
+    assert call["batch"] == 4 and call["stride_a"] == 0, "the shared right operand is broadcast, not copied"
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="the stand-in reads the simulator's host memory")
+def test_tf32_is_asked_for_only_when_allowed(stand_in):
+    a, b = zgrad.randn(4, 4, device="cuda"), zgrad.randn(4, 4, device="cuda")
+    assert zgrad.get_float32_matmul_precision() == "highest"
+    assert zgrad.backends.cuda.matmul.allow_tf32 is False
+    a @ b
+    zgrad.backends.cuda.matmul.allow_tf32 = True
+    try:
+        assert zgrad.get_float32_matmul_precision() == "high"
+        a @ b
+        a.double() @ b.double()
+    finally:
+        zgrad.set_float32_matmul_precision("highest")
+    assert [c["compute"] for c in stand_in.calls] == [68, 77, 70], "float32, TF32, float64 compute types"
+    assert zgrad.backends.cuda.matmul.allow_tf32 is False
+
+
+def test_an_unknown_precision_is_refused_with_the_choices():
+    with pytest.raises(RuntimeError, match="'highest', 'high', 'medium'"):
+        zgrad.set_float32_matmul_precision("low")
+
+
+def test_integer_products_do_not_use_cublas(stand_in):
+    a = zgrad.arange(12, device="cuda").reshape(3, 4)
+    result = a @ a.T
+    assert not stand_in.calls
+    np.testing.assert_array_equal(result.cpu().numpy(), np.arange(12).reshape(3, 4) @ np.arange(12).reshape(3, 4).T)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not REAL_GPU, reason="needs a real CUDA GPU (run with ZGRAD_TEST_REAL_GPU=1 on a machine with one)")
+def test_on_a_gpu_the_library_takes_the_products():
+    from zgrad.kernels.cuda import cublas
+    assert cublas.available(), cublas.INSTALL_HINT
+    rng = np.random.default_rng(1)
+    for dtype in (np.float32, np.float64, np.float16):
+        a, b = rng.standard_normal((3, 65, 33)).astype(dtype), rng.standard_normal((33, 17)).astype(dtype)
+        result = (zgrad.tensor(a, device="cuda") @ zgrad.tensor(b, device="cuda")).cpu().numpy()
+        np.testing.assert_allclose(result, (a.astype(np.float64) @ b).astype(dtype), **TOLERANCE[np.dtype(dtype)])
