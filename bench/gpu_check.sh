@@ -33,7 +33,7 @@ echo "== benchmarks"
 timeout "$bench_s" python3 bench/kernels_cuda.py > "$out/kernels_cuda.json" 2> "$out/kernels_cuda.err"
 python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r.get('table', r))" "$out/kernels_cuda.json" \
   || tail -20 "$out/kernels_cuda.err"
-timeout "$bench_s" python3 bench/train_step.py --cuda --quick --out "$out/train_step.json" 2>&1 | tail -25
+timeout "$bench_s" python3 bench/train_step.py --cuda --quick --profile --out "$out/train_step.json" 2>&1 | tail -70
 
 echo "== tests on the GPU"
 ZGRAD_TEST_REAL_GPU=1 timeout "$test_s" python3 -m pytest -q -n 12 -p no:cacheprovider --timeout 200 \

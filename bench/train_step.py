@@ -11,11 +11,13 @@ Each library's step runs ``per_round`` times back to back, then the device is sy
 time per step is the wall time of the round over ``per_round``. Rounds alternate between the two
 libraries; the table gives medians and zgrad's median over torch's (target <= 1.3x). zgrad's row
 also counts the host waits inside one step (:func:`zgrad.kernels.cuda.runtime.host_waits`): a step
-that never asks for a value should have none.
+that never asks for a value should have none. "host ms" is the time the host spends queueing one
+step: near the step's time, the step is bound by launch costs, not by the device. ``--profile``
+adds zgrad's device time by kernel over one step (CUDA events around each launch and cuBLAS call).
 
 Runs only on a real GPU; elsewhere it prints "no GPU" and exits 0.
 
-    python bench/train_step.py --cuda [--quick] [--out bench/results/train_step.json]
+    python bench/train_step.py --cuda [--quick] [--profile] [--out bench/results/train_step.json]
 """
 
 from __future__ import annotations
@@ -101,7 +103,56 @@ def _host_waits_per_step(step: Callable[[], None]) -> int:
     return rt.host_waits() - before
 
 
-def measure(name: str, quick: bool) -> dict:
+def _host_ms(step: Callable[[], None], synchronize: Callable[[], None]) -> float:
+    """Milliseconds the host spends queueing one step (the device idle at the start): a step whose
+    host time is close to its wall time is bound by the host (launch costs), not the device."""
+    synchronize()
+    start = time.perf_counter()
+    step()
+    host = (time.perf_counter() - start) * 1e3
+    synchronize()
+    return host
+
+
+def profile(step: Callable[[], None], top: int = 25) -> dict:
+    """Device time by kernel in one zgrad step: CUDA events around every launch and every cuBLAS
+    call (which serializes nothing on the device but adds host time), summed by kernel name."""
+    from zgrad.kernels.cuda import cublas
+    from zgrad.kernels.cuda import runtime as rt
+    records: list[tuple[str, object, object]] = []
+    launch, gemm = rt.launch, cublas.gemm
+
+    def timed(name: str, fn: Callable[..., object], *args: object) -> object:
+        start, end = rt.Event(), rt.Event()
+        start.record()
+        result = fn(*args)
+        end.record()
+        records.append((name, start, end))
+        return result
+
+    def timed_launch(kernel, config, *args):
+        name = getattr(getattr(kernel, "py_func", None), "__name__", None) or getattr(kernel, "__name__", "kernel")
+        return timed(f"{name} grid={config[0]}", launch, kernel, config, *args)
+
+    def timed_gemm(a, b, out):
+        return timed(f"cublas gemm {tuple(out.shape)} {out.dtype}", gemm, a, b, out)
+
+    rt.launch, cublas.gemm = timed_launch, timed_gemm
+    try:
+        rt.synchronize()
+        step()
+        rt.synchronize()
+    finally:
+        rt.launch, cublas.gemm = launch, gemm
+    by_name: dict[str, list[float]] = {}
+    for name, start, end in records:
+        by_name.setdefault(name, []).append(start.elapsed_ms(end))
+    rows = sorted(((sum(t), len(t), name) for name, t in by_name.items()), reverse=True)
+    return {"launches": len(records), "device_ms": sum(r[0] for r in rows),
+            "top": [{"ms": round(ms, 4), "calls": calls, "kernel": name} for ms, calls, name in rows[:top]]}
+
+
+def measure(name: str, quick: bool, with_profile: bool = False) -> dict:
     """zgrad's and torch's step times (alternating rounds, medians) for the step ``name``."""
     import torch
 
@@ -114,6 +165,7 @@ def measure(name: str, quick: bool) -> dict:
             step()
         synchronize()
     waits = _host_waits_per_step(steps["zgrad"][0])
+    host_ms = {library: _host_ms(step, synchronize) for library, (step, synchronize) in steps.items()}
     times: dict[str, list[float]] = {"zgrad": [], "torch": []}
     rounds, per_round = (3, 3) if quick else (7, 5)
     for _ in range(rounds):
@@ -121,17 +173,26 @@ def measure(name: str, quick: bool) -> dict:
             times[library].append(_round_ms(step, synchronize, per_round))
     zgrad_ms, torch_ms = statistics.median(times["zgrad"]), statistics.median(times["torch"])
     return {"step": name, "zgrad_ms": zgrad_ms, "torch_ms": torch_ms, "ratio": zgrad_ms / torch_ms,
-            "target": TARGET, "host_waits_per_step": waits, "zgrad_samples": times["zgrad"], "torch_samples": times["torch"]}
+            "target": TARGET, "host_waits_per_step": waits, "zgrad_host_ms": host_ms["zgrad"],
+            "torch_host_ms": host_ms["torch"], "zgrad_samples": times["zgrad"], "torch_samples": times["torch"],
+            "profile": profile(steps["zgrad"][0]) if with_profile else None}
 
 
 def format_table(rows: list[dict], device: str) -> str:
-    header = ("step", "zgrad ms", "torch ms", "zgrad/torch", "target", "host waits/step")
+    header = ("step", "zgrad ms", "torch ms", "zgrad/torch", "target", "host waits/step", "host ms zgrad/torch")
     lines = [(r["step"], f"{r['zgrad_ms']:.2f}", f"{r['torch_ms']:.2f}", f"{r['ratio']:.2f}x", f"<= {r['target']}x",
-              str(r["host_waits_per_step"])) for r in rows]
+              str(r["host_waits_per_step"]), f"{r['zgrad_host_ms']:.1f} / {r['torch_host_ms']:.1f}") for r in rows]
     widths = [max(len(c) for c in col) for col in zip(header, *lines)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return "\n".join([f"device: {device}", fmt.format(*header), fmt.format(*("-" * w for w in widths)),
-                      *(fmt.format(*ln) for ln in lines)])
+    table = [f"device: {device}", fmt.format(*header), fmt.format(*("-" * w for w in widths)),
+             *(fmt.format(*ln) for ln in lines)]
+    for r in rows:
+        if r.get("profile"):
+            p = r["profile"]
+            table.append(f"\n{r['step']}: zgrad's device time by kernel, one step ({p['launches']} launches, "
+                         f"{p['device_ms']:.2f} ms in kernels)")
+            table += [f"  {k['ms']:9.3f} ms  {k['calls']:5d}x  {k['kernel']}" for k in p["top"]]
+    return "\n".join(table)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                                                             "with bench/kernels.py --cuda)")
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
     parser.add_argument("--step", choices=sorted(STEPS), action="append", help="one step (default: all)")
+    parser.add_argument("--profile", action="store_true", help="also zgrad's device time by kernel in one step")
     parser.add_argument("--out", type=pathlib.Path, help="write the rows as JSON here")
     args = parser.parse_args(argv)
     status = gpu_status()
@@ -147,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         print(status)
         return 0
     import zgrad
-    rows = [measure(name, args.quick) for name in (args.step or list(STEPS))]
+    rows = [measure(name, args.quick, args.profile) for name in (args.step or list(STEPS))]
     print(format_table(rows, zgrad.cuda.get_device_name()))
     if args.out:
         args.out.write_text(json.dumps({"rows": rows}, indent=1))

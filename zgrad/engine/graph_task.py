@@ -209,8 +209,12 @@ class GraphTask:
         if node not in self._seen:
             raise AutogradError(f"{node.name} is not part of this backward pass")
         # Gradients from the network arrive in host memory: each goes to the device its input expects.
-        grads = [g if g is None or meta.device_type == "cpu" or dispatch.device_type_of(g) == meta.device_type
-                 else dispatch.to_device(g, meta.device_type) for g, meta in zip(grads, node.input_metadata)]
+        moved = [g is not None and meta.device_type != "cpu" and dispatch.device_type_of(g) != meta.device_type
+                 for g, meta in zip(grads, node.input_metadata)]
+        grads = [dispatch.to_device(g, meta.device_type) if move else g
+                 for g, meta, move in zip(grads, node.input_metadata, moved)]
+        for device_type in {meta.device_type for meta, move in zip(node.input_metadata, moved) if move}:
+            dispatch.backend(device_type).synchronize()  # copied on this thread's stream; the engine's thread reads them
         grads = validate_gradients(node, [Edge(node, i) for i in range(len(node.input_metadata))], grads)
         with self._lock:
             self._ready.append((node, grads))

@@ -23,19 +23,24 @@ def _class_weight(weight: Any, dtype: np.dtype, be: Any) -> Any:
     return be.empty((0,), dtype) if weight is None else contiguous(as_dtype(weight, dtype))
 
 
-def cross_entropy(logits: Any, targets: Any, ignore_index: int) -> tuple[float, int, Any]:
-    """The fused softmax + cross-entropy of (M, C) ``logits``: (the sum of the counted rows'
-    losses, how many rows were counted, softmax (M, C))."""
+def cross_entropy(logits: Any, targets: Any, ignore_index: int, mean: bool) -> tuple[Any, Any, Any]:
+    """The fused softmax + cross-entropy of (M, C) ``logits``, reduced by a sum or (``mean``) over
+    the counted rows: (the loss, the divisor (counted rows, or 1), softmax (M, C)). The loss and
+    divisor are 0-d arrays on the logits' device: nothing waits for a GPU (NaN for a mean over no
+    counted rows, as PyTorch's)."""
     be = backend_of(logits)
     probs = be.empty(logits.shape, logits.dtype)
-    total, counted = be.cross_entropy(logits, as_int64(targets), ignore_index, probs)
-    return total, counted, probs
+    loss, divisor = be.empty((), logits.dtype), be.empty((), logits.dtype)
+    be.cross_entropy(logits, as_int64(targets), ignore_index, bool(mean), probs, loss, divisor)
+    return loss, divisor, probs
 
 
-def cross_entropy_backward(probs: Any, targets: Any, ignore_index: int, scale: float):
-    """scale * (probs - onehot(targets)), zero on ignored rows, into a fresh ``out``."""
+def cross_entropy_backward(probs: Any, targets: Any, ignore_index: int, grad: Any, divisor: Any):
+    """grad / divisor * (probs - onehot(targets)), zero on ignored rows, into a fresh array
+    (``grad`` and ``divisor``: 0-d arrays on the device of ``probs``)."""
     be = backend_of(probs)
-    return be.cross_entropy_backward(probs, as_int64(targets), ignore_index, scale, be.empty(probs.shape, probs.dtype))
+    return be.cross_entropy_backward(probs, as_int64(targets), ignore_index, grad, divisor,
+                                     be.empty(probs.shape, probs.dtype))
 
 
 def class_loss(logits: Any, targets: Any, weight: Any, ignore_index: int, smoothing: float):

@@ -38,18 +38,18 @@ def check_embedding_indices(indices: Any, num_embeddings: int) -> Any:
 
     Raises:
         IndexError: a value is outside [0, num_embeddings): PyTorch's "index out of range in self",
-            then the first such index and the valid range.
+            then the first such index and the valid range (for CUDA indices at this thread's next
+            wait for the device: the check runs there without a wait).
         TypeError: the indices are not integers.
     """
     if indices.dtype.kind not in "iu":
         raise TypeError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
                         f"Long, Int; but got {indices.dtype} instead (while checking arguments for embedding)")
-    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= num_embeddings):
-        flat = indices.reshape(-1)
-        bad = int(flat[np.flatnonzero((flat < 0) | (flat >= num_embeddings))[0]])
-        valid = f"valid indices are 0..{num_embeddings - 1}" if num_embeddings else "the table has no rows"
-        raise IndexError(f"index out of range in self: got index {bad}, {valid}")
-    return as_int64(indices)
+    valid = f"valid indices are 0..{num_embeddings - 1}" if num_embeddings else "the table has no rows"
+    indices = as_int64(indices)
+    backend_of(indices).check_index_range(
+        indices, 0, num_embeddings, None, lambda bad: IndexError(f"index out of range in self: got index {bad}, {valid}"))
+    return indices
 
 
 def embedding(weight: Any, indices: Any):

@@ -34,7 +34,7 @@ OPS = (
     "var_rows", "var_backward_rows", "logsumexp_rows", "logsumexp_backward_rows", "distribute_equal", "vector_norm",
     "add_scaled", "addcmul", "addcdiv", "random_uniform", "random_normal", "random_integers",
     "random_exponential", "multinomial",
-    "zeros", "embedding", "embedding_backward", "embedding_renorm", "embedding_bag", "embedding_bag_backward",
+    "zeros", "check_index_range", "embedding", "embedding_backward", "embedding_renorm", "embedding_bag", "embedding_bag_backward",
     "embedding_bag_per_sample_weights_backward", "lstm_forward", "lstm_backward", "gru_forward", "gru_backward",
     "dropout", "dropout_backward", "gelu", "gelu_backward", "leaky_relu", "leaky_relu_backward",
     "smooth_activation", "smooth_activation_backward",

@@ -149,9 +149,7 @@ class CrossEntropy(Op):
         ctx.fused = weight is None and smoothing == 0.0 and reduction != "none"
         ctx.args, ctx.reduction = (targets, weight, ignore_index, smoothing), reduction
         if ctx.fused:
-            total, counted, probs = DL.cross_entropy(logits, targets, ignore_index)
-            ctx.divisor = float(counted) if reduction == "mean" else 1.0
-            out = dispatch.full((), _divide(total, ctx.divisor), logits.dtype, dispatch.device_type_of(logits))
+            out, ctx.divisor, probs = DL.cross_entropy(logits, targets, ignore_index, reduction == "mean")
         else:
             loss, row_weight, probs = DL.class_loss(logits, targets, weight, ignore_index, smoothing)
             out, ctx.divisor = _reduce_rows(loss, row_weight, reduction, shape)
@@ -165,7 +163,7 @@ class CrossEntropy(Op):
         if on_graph(grad):
             return (CrossEntropy.formula(ctx, grad, probs), None, None, None, None, None, None)
         if ctx.fused:
-            grad_logits = DL.cross_entropy_backward(probs, targets, ignore_index, _divide(float(grad), ctx.divisor))
+            grad_logits = DL.cross_entropy_backward(probs, targets, ignore_index, grad, ctx.divisor)
         else:
             row_grad = _row_grad(grad, ctx.reduction, ctx.divisor, probs.dtype)
             grad_logits = DL.class_loss_backward(probs, *ctx.args, row_grad)

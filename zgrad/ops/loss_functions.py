@@ -57,7 +57,8 @@ def _class_targets(target: Any, per_row: tuple[int, ...], classes: int, ignore_i
     Raises:
         ValueError: a batch size other than the input's.
         RuntimeError: a wrong dtype or shape (spatial sizes).
-        IndexError: a class outside [0, C) that is not ``ignore_index`` ("Target 7 is out of bounds. ...").
+        IndexError: a class outside [0, C) that is not ``ignore_index`` ("Target 7 is out of bounds. ...";
+            for CUDA targets at this thread's next wait for the device).
     """
     array = tensor_arg(target, what)._data
     if array.dtype.kind not in "iu":
@@ -68,12 +69,10 @@ def _class_targets(target: Any, per_row: tuple[int, ...], classes: int, ignore_i
     if array.shape != per_row:
         raise RuntimeError(f"{what}: Expected target size {list(per_row)}, got {list(array.shape)}")
     flat = dispatch.as_int64(array.reshape(-1))
-    if flat.size and (flat.min() < 0 or flat.max() >= classes):
-        host = dispatch.to_device(flat, "cpu")
-        bad = host[((host < 0) | (host >= classes)) & (host != ignore_index)]
-        if bad.size:
-            raise IndexError(f"Target {int(bad[0])} is out of bounds. Expected class indices in [0, {classes - 1}] "
-                             f"or ignore_index ({ignore_index}).")
+    dispatch.backend_of(flat).check_index_range(
+        flat, 0, classes, ignore_index,
+        lambda bad: IndexError(f"Target {bad} is out of bounds. Expected class indices in [0, {classes - 1}] "
+                               f"or ignore_index ({ignore_index})."))
     return flat
 
 

@@ -242,7 +242,9 @@ def _place(array: np.ndarray, device: str) -> Any:
     if not dispatch.backend_available("cuda"):
         raise ZgradError(f"received a tensor on {device}, but this worker has no CUDA device; "
                          "move it to the CPU (.cpu()) before sending it here")
-    return dispatch.to_device(array, "cuda")
+    placed = dispatch.to_device(array, "cuda")
+    dispatch.backend("cuda").synchronize()  # the copy is queued on this thread's stream; others read it
+    return placed
 
 
 class _Decoder:

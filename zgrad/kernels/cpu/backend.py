@@ -29,7 +29,7 @@ from zgrad.kernels.cpu.scans import (  # noqa: F401 - running reductions and ord
 )
 from zgrad.kernels.cpu.math_ops import binary_math, lerp, nan_to_num, orthogonal_polynomial, unary_math  # noqa: F401 - math functions
 from zgrad.kernels.cpu.sequence import (  # noqa: F401 - embeddings, recurrences, dropout, activations, losses
-    class_loss, class_loss_backward, dropout, dropout_backward, embedding, embedding_backward, embedding_bag,
+    check_index_range, class_loss, class_loss_backward, dropout, dropout_backward, embedding, embedding_backward, embedding_bag,
     embedding_bag_backward, embedding_bag_per_sample_weights_backward, embedding_renorm, gelu, gelu_backward,
     gru_backward, gru_forward, leaky_relu, leaky_relu_backward, lstm_backward, lstm_forward, nll, nll_backward,
     pointwise_loss, pointwise_loss_backward, pointwise_loss_sum, smooth_activation, smooth_activation_backward, zeros,
@@ -309,12 +309,20 @@ def log_softmax_backward(grad, y, out):
     return out
 
 
-def cross_entropy(logits, targets, ignore_index: int, probs_out) -> tuple[float, int]:
-    """(sum of the counted rows' losses, counted rows); softmax into ``probs_out``."""
-    return kernels.rowwise.cross_entropy_forward(_rows(logits), targets, ignore_index, probs_out)
+def cross_entropy(logits, targets, ignore_index: int, mean: bool, probs_out, loss_out, divisor_out):
+    """loss_out = the sum of the counted rows' losses, over their count when ``mean`` (NaN for
+    none); divisor_out = that count (or 1); softmax into ``probs_out``."""
+    total, counted = kernels.rowwise.cross_entropy_forward(_rows(logits), targets, ignore_index, probs_out)
+    divisor = counted if mean else 1
+    loss_out[()] = total / divisor if divisor else np.nan
+    divisor_out[()] = divisor
+    return loss_out
 
 
-def cross_entropy_backward(probs, targets, ignore_index: int, scale: float, out):
+def cross_entropy_backward(probs, targets, ignore_index: int, grad, divisor, out):
+    """out = grad / divisor * (probs - onehot(targets)), 0 on ignored rows."""
+    divisor = float(divisor)
+    scale = float(grad) / divisor if divisor else np.nan
     kernels.rowwise.cross_entropy_backward(probs, targets, ignore_index, scale, out)
     return out
 

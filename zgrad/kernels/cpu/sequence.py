@@ -15,13 +15,15 @@ previous states are contiguous views.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from zgrad.kernels.cpu import kernels
 from zgrad.kernels.cpu.common import flat
 
 __all__ = [
-    "class_loss", "class_loss_backward", "dropout", "dropout_backward", "embedding", "embedding_backward",
+    "check_index_range", "class_loss", "class_loss_backward", "dropout", "dropout_backward", "embedding", "embedding_backward",
     "embedding_bag", "embedding_bag_backward", "embedding_bag_per_sample_weights_backward", "embedding_renorm",
     "gelu", "gelu_backward", "gru_backward", "gru_forward", "leaky_relu", "leaky_relu_backward",
     "smooth_activation", "smooth_activation_backward",
@@ -38,6 +40,18 @@ def zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 
 
 # --- embeddings -------------------------------------------------------------------------------
+
+def check_index_range(values, low: int, high: int, skip: int | None, error: Callable[[int], Exception]) -> None:
+    """Raise ``error(value)`` for the first integer of ``values`` outside [low, high) that is not
+    ``skip`` (the CUDA backend checks on the device and raises at the next wait)."""
+    flat = values.reshape(-1)
+    if flat.size and (int(flat.min()) < low or int(flat.max()) >= high):
+        bad = (flat < low) | (flat >= high)
+        if skip is not None:
+            bad &= flat != skip
+        positions = np.flatnonzero(bad)
+        if positions.size:
+            raise error(int(flat[positions[0]]))
 
 def embedding(weight, indices, out):
     """out[...] = weight[indices[...]] (``out``: indices.shape + (D,))."""

@@ -86,8 +86,14 @@ class DeviceArray:
 
     @classmethod
     def from_host(cls, array: np.ndarray) -> "DeviceArray":
-        """A device copy of host ``array`` (copied on this thread's stream; returns once the host
-        memory may be reused)."""
+        """A device copy of host ``array``, queued on this thread's stream; returns once the host
+        memory may be reused, without waiting for the device.
+
+        From ordinary (pageable) memory the driver stages the bytes before the call returns, so
+        nothing waits for the work queued before it. A pinned buffer of the pool is read by the
+        device later, so that copy is waited for. Another thread that reads the result needs a
+        :func:`zgrad.kernels.cuda.runtime.synchronize` on this one first, as for any kernel's output.
+        """
         array = array if array.flags.c_contiguous else array.copy()  # ascontiguousarray would make 0-d 1-d
         out = cls.empty(array.shape, array.dtype)
         if array.size:
@@ -95,7 +101,8 @@ class DeviceArray:
                 out._base._ary[: array.size] = array.reshape(-1).view(out._base._ary.dtype)
             else:
                 out._base[: array.size].copy_to_device(array.reshape(-1).view(out._base.dtype), stream=rt.current_stream())
-            rt.synchronize()
+            if rt.is_leased(array):
+                rt.synchronize()
         return out
 
     def _view(self, layout: np.ndarray) -> "DeviceArray":

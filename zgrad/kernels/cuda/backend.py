@@ -26,7 +26,7 @@ from zgrad.kernels.cuda.attention import attention, attention_backward  # noqa: 
 from zgrad.kernels.cuda.dlpack import dlpack_device, from_dlpack, to_dlpack  # noqa: F401 - DLPack
 from zgrad.kernels.cuda.elementwise import upload
 from zgrad.kernels.cuda.index import (  # noqa: F401 - the indexing and embedding ops
-    concatenate, embedding, embedding_backward, embedding_bag, embedding_bag_backward,
+    check_index_range, concatenate, embedding, embedding_backward, embedding_bag, embedding_bag_backward,
     embedding_bag_per_sample_weights_backward, embedding_renorm, gather, index_add, put_positions, scatter,
     scatter_add, scatter_slice, stack, take, take_positions,
 )

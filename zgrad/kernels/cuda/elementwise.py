@@ -30,7 +30,10 @@ def upload(value: Any, dtype: Any = None) -> DeviceArray:
 
 @functools.lru_cache(maxsize=1024)
 def _scalar(value: Any, dtype: np.dtype) -> DeviceArray:
-    return upload(value, dtype)
+    # Cached for every thread: waited for once, so that other threads' streams read it complete.
+    scalar = upload(value, dtype)
+    rt.synchronize()
+    return scalar
 
 
 def device_operand(x: Any, like: Sequence[Any]) -> DeviceArray:

@@ -7,7 +7,7 @@ Part of :mod:`zgrad.kernels.cuda.backend`; each function writes into ``out`` and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from zgrad.kernels.cuda.reduce import contiguous
 
 __all__ = [
     "take", "gather", "scatter", "scatter_add", "index_add", "take_positions", "put_positions", "scatter_slice",
-    "stack", "concatenate", "embedding", "embedding_backward", "embedding_renorm", "embedding_bag",
+    "stack", "concatenate", "check_index_range", "embedding", "embedding_backward", "embedding_renorm", "embedding_bag",
     "embedding_bag_backward", "embedding_bag_per_sample_weights_backward",
 ]
 
@@ -126,6 +126,27 @@ def _counts(indices: DeviceArray, rows: int, enabled: bool) -> DeviceArray:
     if enabled:
         _launch(kernels.index.count_indices, indices.size, indices.reshape(-1), counts)
     return counts
+
+
+def check_index_range(values, low: int, high: int, skip: int | None, error: Callable[[int], Exception]) -> None:
+    """Check that every integer in ``values`` lies in [low, high) (or equals ``skip``) without
+    waiting for the device: the first bad value's position is found on the device now, and
+    ``error(value)`` is raised at this thread's next wait for the device (``.item()``, ``.cpu()``,
+    ``zgrad.cuda.synchronize()``), as CUDA reports its device-side asserts. The kernels that
+    index with such values read nothing outside their tables meanwhile."""
+    flat = contiguous(values).reshape(-1)
+    if flat.size == 0:
+        return
+    first = upload(np.array([flat.size], np.int64))
+    _launch(kernels.index.first_outside, flat.size, flat, int(low), int(high), 0 if skip is None else int(skip),
+            skip is not None, first)
+
+    def check() -> None:
+        position = int(first.to_host()[0])
+        if position < flat.size:
+            raise error(int(flat[position].to_host()))
+
+    rt.defer_check(check)
 
 
 def embedding(weight, indices, out):

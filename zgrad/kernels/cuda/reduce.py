@@ -284,15 +284,17 @@ def _or_weight(weight: Any, dtype: np.dtype) -> DeviceArray:
     return weight if weight.size else DeviceArray.empty((0,), dtype)
 
 
-def cross_entropy(logits, targets, ignore_index: int, probs_out) -> tuple[float, int]:
-    """(sum of the counted rows' losses, counted rows); softmax into ``probs_out``."""
+def cross_entropy(logits, targets, ignore_index: int, mean: bool, probs_out, loss_out, divisor_out):
+    """loss_out = the sum of the counted rows' losses, over their count when ``mean`` (NaN for
+    none); divisor_out = that count (or 1); softmax into ``probs_out``. Nothing waits."""
     rows, dtype = logits.shape[0], logits.dtype
     loss, row_weight = DeviceArray.empty((rows,), dtype), DeviceArray.empty((rows,), dtype)
     class_loss(logits, targets, DeviceArray.empty((0,), dtype), ignore_index, 0.0, probs_out, loss, row_weight)
     totals = DeviceArray.empty((2,), dtype)
     sum(_stack_rows(loss, row_weight), (1,), False, totals)
-    total, counted = totals.to_host()
-    return float(total), int(round(float(counted)))
+    rt.launch(kernels.rows.loss_ratio, (1, 1), totals.arg(), bool(mean), loss_out.reshape(1).arg(),
+              divisor_out.reshape(1).arg())
+    return loss_out
 
 
 def _stack_rows(a: DeviceArray, b: DeviceArray) -> DeviceArray:
@@ -302,10 +304,13 @@ def _stack_rows(a: DeviceArray, b: DeviceArray) -> DeviceArray:
     return out
 
 
-def cross_entropy_backward(probs, targets, ignore_index: int, scale: float, out):
+def cross_entropy_backward(probs, targets, ignore_index: int, grad, divisor, out):
+    """out = grad / divisor * (probs - onehot(targets)), 0 on ignored rows (grad and divisor: 0-d
+    device arrays, read by the kernel)."""
     if out.size:
+        grad = grad if grad.dtype == probs.dtype else unary_op("copy", grad, DeviceArray.empty((), probs.dtype))
         rt.launch(kernels.rows.cross_entropy_backward, rt.grid_1d(out.size), probs.arg(), targets.arg(),
-                  int(ignore_index), probs.dtype.type(scale), out.arg())
+                  int(ignore_index), contiguous(grad).reshape(1).arg(), divisor.reshape(1).arg(), out.arg())
     return out
 
 

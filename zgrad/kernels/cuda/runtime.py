@@ -36,7 +36,7 @@ except ImportError as exc:  # numba-cuda missing: dispatch turns this into the i
 
 __all__ = [
     "CudaUnavailableError", "SIMULATOR", "SIMULATOR_HINT", "require_device", "device_count", "device_properties",
-    "simulator_array", "import_lock", "launch", "grid_1d", "blocks_for", "row_launch", "current_stream", "synchronize", "host_waits", "Event", "elapsed_ms", "PinnedPool",
+    "simulator_array", "import_lock", "launch", "grid_1d", "blocks_for", "row_launch", "current_stream", "synchronize", "host_waits", "defer_check", "Event", "elapsed_ms", "PinnedPool",
     "pinned_pool", "is_leased", "cuda",
 ]
 
@@ -154,10 +154,41 @@ _host_waits = [0]
 
 def synchronize() -> None:
     """Block until every kernel and copy queued by this thread has finished (a host wait: counted
-    by :func:`host_waits`, also in the simulator, where there is nothing to wait for)."""
-    _host_waits[0] += 1
+    by :func:`host_waits`, also in the simulator, where there is nothing to wait for); then run
+    the checks :func:`defer_check` left for this wait.
+
+    Raises:
+        Exception: the first error a deferred check raised (the later checks still ran).
+    """
+    checking = getattr(_local, "checking", False)
+    if not checking:  # a check's own reads come inside a wait already counted
+        _host_waits[0] += 1
     if not SIMULATOR:
         current_stream().synchronize()
+    checks = getattr(_local, "checks", None)
+    if checks and not checking:
+        _local.checks, _local.checking = [], True
+        errors = []
+        try:
+            for check in checks:
+                try:
+                    check()
+                except Exception as exc:  # noqa: BLE001 - every check runs; the first error is raised
+                    errors.append(exc)
+        finally:
+            _local.checking = False
+        if errors:
+            raise errors[0]
+
+
+def defer_check(check: Callable[[], None]) -> None:
+    """Run ``check`` at this thread's next :func:`synchronize`, once the device has computed what
+    it reads: a check of input values (indices in range, targets valid) that would otherwise
+    make the host wait for the device inside a step. ``check`` raises to report a bad input; it
+    may read device arrays (its own waits run no further checks and are not counted)."""
+    if getattr(_local, "checks", None) is None:
+        _local.checks = []
+    _local.checks.append(check)
 
 
 def host_waits() -> int:

@@ -64,12 +64,22 @@ def get_total_norm(tensors: Tensor | Iterable[Tensor], norm_type: float = 2.0, e
 def clip_grads_with_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float, total_norm: Tensor,
                           foreach: bool | None = None) -> None:
     """Scale the gradients of ``parameters`` in place by min(max_norm / (total_norm + 1e-6), 1),
-    computed in ``total_norm``'s dtype as PyTorch does. Blocks (reads ``total_norm``)."""
+    computed in ``total_norm``'s dtype as PyTorch does. A CPU norm is read on the host (a
+    coefficient of exactly 1 then changes nothing and is skipped); a CUDA norm's coefficient is
+    computed and applied on the device, without waiting for it."""
     grads = _grads(_as_list(parameters))
     if not grads:
         return
-    norm = dispatch.to_device(total_norm._data if isinstance(total_norm, Tensor) else np.asarray(total_norm), "cpu")
+    norm = total_norm._data if isinstance(total_norm, Tensor) else np.asarray(total_norm)
     scalar = norm.dtype.type
+    if dispatch.device_type_of(norm) != "cpu":
+        # A device's norm: the coefficient is computed and applied there, with no wait for it.
+        # (Python floats: they compute in the norm's dtype, as the scalars below do)
+        coefficient = dispatch.binary("minimum", dispatch.binary(
+            "div", float(max_norm), dispatch.binary("add", norm, 1e-6)), 1.0)
+        for g in grads:
+            dispatch_pointwise.inplace_binary("mul", g._data, coefficient)
+        return
     coefficient = np.minimum(scalar(float(max_norm)) / (norm + scalar(1e-6)), scalar(1.0))
     if coefficient != 1.0:  # multiplying by exactly 1 changes nothing (a NaN coefficient is applied)
         # An infinite gradient (a step GradScaler will skip) times the zero coefficient is NaN, as

@@ -16,7 +16,7 @@ from zgrad.kernels.cuda.kernels.common import kernel
 
 __all__ = [
     "take", "gather", "scatter", "scatter_add", "index_add", "take_flat", "add_at_flat", "put_flat",
-    "count_indices", "embedding_backward", "embedding_renorm", "embedding_bag", "embedding_bag_backward",
+    "count_indices", "first_outside", "embedding_backward", "embedding_renorm", "embedding_bag", "embedding_bag_backward",
     "embedding_bag_psw_backward",
 ]
 
@@ -25,12 +25,24 @@ MODE_MEAN, MODE_MAX = 1, 2
 
 @kernel
 def take(x, index, out):
-    """out[o, j, i] = x[o, index[j], i]."""
-    k, inner = out.shape[1], out.shape[2]
+    """out[o, j, i] = x[o, index[j], i]; 0 for an index outside x's rows (an embedding's indices
+    are checked after the launch: :func:`first_outside`)."""
+    k, inner, rows = out.shape[1], out.shape[2], x.shape[1]
     for e in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         o, r = e // (k * inner), e % (k * inner)
         j, i = r // inner, r % inner
-        out[o, j, i] = x[o, index[j], i]
+        row = index[j]
+        out[o, j, i] = x[o, row, i] if 0 <= row < rows else out.dtype.type(0)
+
+
+@kernel
+def first_outside(values, low, high, skip, has_skip, out):
+    """out[0] = min(out[0], the first position i whose values[i] is outside [low, high) and, with
+    ``has_skip``, not ``skip``) (out[0] starts at values.size: none)."""
+    for i in range(cuda.grid(1), values.size, cuda.gridsize(1)):
+        v = values[i]
+        if (v < low or v >= high) and not (has_skip and v == skip):
+            cuda.atomic.min(out, 0, i)
 
 
 @kernel
@@ -96,9 +108,11 @@ def put_flat(positions, values, out):
 
 @kernel
 def count_indices(indices, counts):
-    """counts[indices[k]] += 1 (atomic); ``counts`` starts zeroed."""
+    """counts[indices[k]] += 1 (atomic) for the indices inside counts; ``counts`` starts zeroed."""
     for k in range(cuda.grid(1), indices.size, cuda.gridsize(1)):
-        cuda.atomic.add(counts, indices[k], 1)
+        index = indices[k]
+        if 0 <= index < counts.size:
+            cuda.atomic.add(counts, index, 1)
 
 
 @kernel
@@ -109,7 +123,7 @@ def embedding_backward(grad, indices, padding_idx, counts, scale_by_freq, out):
     for e in range(cuda.grid(1), indices.size * width, cuda.gridsize(1)):
         k, j = e // width, e % width
         index = indices[k]
-        if index != padding_idx:
+        if index != padding_idx and 0 <= index < out.shape[0]:
             value = grad[k, j] / T(counts[index]) if scale_by_freq else grad[k, j]
             cuda.atomic.add(out, (index, j), value)
 
@@ -234,4 +248,5 @@ def ptx_signatures() -> list:
             ("embedding_bag_psw_backward", embedding_bag_psw_backward.py_func, (m, m, idx, idx, i64, idx, v)),
         ]
     cases.append(("count_indices", count_indices.py_func, (idx, idx)))
+    cases.append(("first_outside", first_outside.py_func, (idx, i64, i64, i64, b, idx)))
     return cases

@@ -311,6 +311,13 @@ def _class_weight(weight, target, T):
     return weight[target] if weight.size > 0 else T(1)
 
 
+@device
+def _skipped(target, ignore_index, classes):
+    """A row that counts nothing: its target is ``ignore_index``, or outside [0, classes) (the
+    host reports that after the launch; until then nothing is read out of bounds)."""
+    return target == ignore_index or target < 0 or target >= classes
+
+
 @kernel
 def class_loss(logits, targets, weight, ignore_index, smoothing, probs_out, loss_out, weight_out):
     """probs_out = softmax(logits); per-row smoothed, weighted cross-entropy (PyTorch's form) into
@@ -329,7 +336,7 @@ def class_loss(logits, targets, weight, ignore_index, smoothing, probs_out, loss
         smooth = _block_sum(buf, smooth)
         if cuda.threadIdx.x == 0:
             target = targets[r]
-            if target == ignore_index:
+            if _skipped(target, ignore_index, c):
                 loss_out[r] = T(0)
                 weight_out[r] = T(0)
             else:
@@ -351,10 +358,11 @@ def class_loss_backward(probs, targets, weight, ignore_index, smoothing, row_gra
     for r in range(cuda.blockIdx.x, probs.shape[0], cuda.gridDim.x):
         target = targets[r]
         g = row_grad[0] if row_grad.size == 1 else row_grad[r]
-        hard = g * (T(1) - smoothing) * (T(0) if target == ignore_index else _class_weight(weight, target, T))
+        skipped = _skipped(target, ignore_index, c)
+        hard = g * (T(1) - smoothing) * (T(0) if skipped else _class_weight(weight, target, T))
         soft = g * smoothing / T(c)
         for j in range(cuda.threadIdx.x, c, cuda.blockDim.x):
-            if target == ignore_index:
+            if skipped:
                 out[r, j] = T(0)
             else:
                 value = hard * probs[r, j] + soft * weight_sum * probs[r, j] - soft * _class_weight(weight, j, T)
@@ -367,7 +375,7 @@ def nll(log_probs, targets, weight, ignore_index, loss_out, weight_out):
     T = loss_out.dtype.type
     for i in range(cuda.grid(1), targets.size, cuda.gridsize(1)):
         target = targets[i]
-        if target == ignore_index:
+        if _skipped(target, ignore_index, log_probs.shape[1]):
             loss_out[i] = T(0)
             weight_out[i] = T(0)
         else:
@@ -389,17 +397,30 @@ def nll_backward(targets, weight, ignore_index, row_grad, out):
 
 
 @kernel
-def cross_entropy_backward(probs, targets, ignore_index, scale, out):
-    """out = scale * (probs - onehot(targets)), 0 on rows whose target is ``ignore_index``."""
+def cross_entropy_backward(probs, targets, ignore_index, grad, divisor, out):
+    """out = grad[0] / divisor[0] * (probs - onehot(targets)), 0 on rows whose target is
+    ``ignore_index`` (or out of range); NaN throughout for a divisor of 0."""
     T = out.dtype.type
     c = out.shape[1]
+    scale = grad[0] / divisor[0] if divisor[0] != T(0) else T(math.nan)
     for k in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         i, j = k // c, k % c
         target = targets[i]
-        if target == ignore_index:
+        if _skipped(target, ignore_index, c):
             out[i, j] = T(0)
         else:
             out[i, j] = scale * (probs[i, j] - (T(1) if j == target else T(0)))
+
+
+@kernel
+def loss_ratio(totals, mean, loss_out, divisor_out):
+    """From totals = [the counted rows' summed loss, their count]: loss_out[0] = the sum, over the
+    count when ``mean`` (NaN for none); divisor_out[0] = the count (or 1). One thread."""
+    T = loss_out.dtype.type
+    if cuda.grid(1) == 0:
+        divisor = totals[1] if mean else T(1)
+        loss_out[0] = totals[0] / divisor if divisor != T(0) else T(math.nan)
+        divisor_out[0] = divisor
 
 
 def ptx_signatures() -> list:
@@ -426,7 +447,8 @@ def ptx_signatures() -> list:
             ("class_loss_backward", class_loss_backward.py_func, (m, idx, v, i64, dt, v, m)),
             ("nll", nll.py_func, (m, idx, v, i64, v, v)),
             ("nll_backward", nll_backward.py_func, (idx, v, i64, v, m)),
-            ("cross_entropy_backward", cross_entropy_backward.py_func, (m, idx, i64, dt, m)),
+            ("cross_entropy_backward", cross_entropy_backward.py_func, (m, idx, i64, v, v, m)),
+            ("loss_ratio", loss_ratio.py_func, (v, types.boolean, v, v)),
         ]
     flag = types.boolean
     for dt in (types.boolean, types.uint8, types.int8, types.int16, types.int32, types.int64):
