@@ -51,9 +51,25 @@ def _zeros(shape: tuple[int, ...], dtype: np.dtype) -> DeviceArray:
 def _columns(x, weight_shape, stride, padding, dilation, padding_mode, out_h, out_w) -> DeviceArray:
     """cols (N, C*KH*KW, OH*OW) of x."""
     cols = _new((x.shape[0], x.shape[1] * weight_shape[2] * weight_shape[3], out_h * out_w), x.dtype)
-    _launch(kernels.layers.im2col, cols.size, contiguous(x), _window(weight_shape[2:], stride, padding, dilation),
-            PADDING_MODES.index(padding_mode), out_h, out_w, cols)
+    if cols.size:
+        rt.launch(kernels.layers.im2col, rt.plane_launch(cols.shape[0] * cols.shape[1], cols.shape[2]),
+                  contiguous(x).arg(), _window(weight_shape[2:], stride, padding, dilation).arg(),
+                  PADDING_MODES.index(padding_mode), out_w, cols.arg())
     return cols
+
+
+def _add_columns_back(grad_cols, weight_shape, stride, padding, dilation, padding_mode, out_h, out_w, grad_x) -> None:
+    """grad_x = the sum of the column gradients over the taps that read each input element."""
+    window = _window(weight_shape[2:], stride, padding, dilation)
+    if padding_mode == "zeros":
+        if grad_x.size:
+            rt.launch(kernels.layers.col2im, rt.plane_launch(grad_x.shape[0] * grad_x.shape[1], grad_x.shape[2] * grad_x.shape[3]),
+                      grad_cols.arg(), window.arg(), out_h, out_w, grad_x.arg())
+        return
+    unary_op("copy", 0, grad_x)
+    if grad_cols.size:
+        rt.launch(kernels.layers.col2im_padded, rt.plane_launch(grad_cols.shape[0] * grad_cols.shape[1], grad_cols.shape[2]),
+                  grad_cols.arg(), window.arg(), PADDING_MODES.index(padding_mode), out_h, out_w, grad_x.arg())
 
 
 def conv2d(x, weight, bias, stride, padding, dilation, groups, padding_mode, out):
@@ -91,9 +107,7 @@ def conv2d_backward(grad, x, weight, stride, padding, dilation, groups, padding_
             w_t = w_matrix[g * per_group:(g + 1) * per_group].T
             matmul(w_t.broadcast_to((batch, rows, per_group)), g3[:, g * per_group:(g + 1) * per_group],
                    grad_cols[:, g * rows:(g + 1) * rows])
-        unary_op("copy", 0, grad_x)
-        _launch(kernels.layers.col2im, grad_cols.size, grad_cols, _window(weight.shape[2:], stride, padding, dilation),
-                PADDING_MODES.index(padding_mode), out_h, out_w, grad_x)
+        _add_columns_back(grad_cols, weight.shape, stride, padding, dilation, padding_mode, out_h, out_w, grad_x)
     return grad_x, grad_weight
 
 

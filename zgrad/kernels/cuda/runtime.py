@@ -36,7 +36,7 @@ except ImportError as exc:  # numba-cuda missing: dispatch turns this into the i
 
 __all__ = [
     "CudaUnavailableError", "SIMULATOR", "SIMULATOR_HINT", "require_device", "device_count", "device_properties",
-    "simulator_array", "import_lock", "launch", "grid_1d", "blocks_for", "row_launch", "current_stream", "synchronize", "host_waits", "defer_check", "Event", "elapsed_ms", "PinnedPool",
+    "simulator_array", "import_lock", "launch", "grid_1d", "blocks_for", "row_launch", "plane_launch", "current_stream", "synchronize", "host_waits", "defer_check", "Event", "elapsed_ms", "PinnedPool",
     "pinned_pool", "is_leased", "cuda",
 ]
 
@@ -218,6 +218,15 @@ def row_launch(rows: int) -> tuple[int, int]:
     """(blocks, threads per block) for a kernel that runs one block per row (rows stride past the
     grid's end)."""
     return max(1, min(rows, SIM_GRID if SIMULATOR else MAX_GRID_ROWS)), SIM_BLOCK if SIMULATOR else BLOCK
+
+
+def plane_launch(planes: int, per_plane: int) -> tuple[tuple[int, int], int]:
+    """((blocks across, blocks down), threads per block) for a kernel whose grid y walks
+    ``planes`` (striding past the grid's end) and whose grid x and threads walk each plane's
+    ``per_plane`` elements."""
+    if SIMULATOR:
+        return (SIM_GRID, SIM_GRID), SIM_BLOCK
+    return (max(1, min(-(-per_plane // BLOCK), 1024)), max(1, min(planes, MAX_GRID_ROWS))), BLOCK
 
 
 def import_lock() -> Any:

@@ -2,8 +2,10 @@
 is :func:`zgrad.kernels.cuda.kernels.linalg.matmul`), and max / average / adaptive average pooling.
 
 Windows, padding modes, ties and NaN follow the CPU kernels (:mod:`zgrad.kernels.cpu.kernels.conv`,
-:mod:`zgrad.kernels.cpu.kernels.pool`). One thread per output element, grid-stride; gradients that
-overlapping windows send to one input element are added atomically into a zeroed ``grad_x``.
+:mod:`zgrad.kernels.cpu.kernels.pool`). im2col and col2im walk planes (grid y) and their elements
+(grid x); col2im gathers each input element's taps (with zero padding; the other padding modes
+add atomically into a zeroed ``grad_x``). Pooling runs one thread per output element, grid-stride;
+gradients that overlapping windows send to one input element are added atomically.
 ``window`` is the int64 array (kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h,
 dilation_w). Kernels only.
 """
@@ -16,7 +18,7 @@ from zgrad.kernels.cuda.kernels.common import device, kernel
 from zgrad.kernels.vocabulary import padding_source
 
 __all__ = [
-    "im2col", "col2im", "max_pool", "max_pool_backward", "avg_pool", "avg_pool_backward", "adaptive_avg_pool",
+    "im2col", "col2im", "col2im_padded", "max_pool", "max_pool_backward", "avg_pool", "avg_pool_backward", "adaptive_avg_pool",
     "adaptive_avg_pool_backward",
 ]
 
@@ -24,38 +26,95 @@ _source = device(padding_source)
 
 
 @device
-def _column_source(e, window, mode, channels, height, width, rows, out_h, out_w):
-    """For flat index ``e`` of cols (N, C*KH*KW, OH*OW): (n, row, p, c, ih, iw), ih/iw -1 for a zero."""
-    kernel_h, kernel_w = window[0], window[1]
-    positions = out_h * out_w
-    n, rest = e // (rows * positions), e % (rows * positions)
-    row, p = rest // positions, rest % positions
-    c, tap = row // (kernel_h * kernel_w), row % (kernel_h * kernel_w)
-    i, j = tap // kernel_w, tap % kernel_w
-    oh, ow = p // out_w, p % out_w
-    ih = _source(oh * window[2] - window[4] + i * window[6], height, mode)
-    iw = _source(ow * window[3] - window[5] + j * window[7], width, mode)
-    return n, row, p, c, ih, iw
+def _plane_threads():
+    """(first, step) of this thread's walk over a plane's elements (x and the block's threads)."""
+    return cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, cuda.gridDim.x * cuda.blockDim.x
 
 
 @kernel
-def im2col(x, window, mode, out_h, out_w, cols):
-    """cols[n, (c, i, j), oh * OW + ow] = padded x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]."""
+def im2col(x, window, mode, out_w, cols):
+    """cols[n, (c, i, j), oh * OW + ow] = padded x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw].
+
+    Grid y walks the (n, (c, i, j)) rows of cols, grid x and the threads their positions: the row
+    is worked out once per block row, so an element costs one division (its position) and reads
+    and writes along a row (coalesced)."""
     T = cols.dtype.type
-    channels, height, width = x.shape[1], x.shape[2], x.shape[3]
-    for e in range(cuda.grid(1), cols.size, cuda.gridsize(1)):
-        n, row, p, c, ih, iw = _column_source(e, window, mode, channels, height, width, cols.shape[1], out_h, out_w)
-        cols[n, row, p] = x[n, c, ih, iw] if (ih >= 0 and iw >= 0) else T(0)
+    kernel_h, kernel_w, stride_h, stride_w = window[0], window[1], window[2], window[3]
+    pad_h, pad_w, dilation_h, dilation_w = window[4], window[5], window[6], window[7]
+    height, width = x.shape[2], x.shape[3]
+    rows, positions = cols.shape[1], cols.shape[2]
+    taps = kernel_h * kernel_w
+    first, step = _plane_threads()
+    for plane in range(cuda.blockIdx.y, cols.shape[0] * rows, cuda.gridDim.y):
+        n = plane // rows
+        row = plane - n * rows
+        c = row // taps
+        i = (row - c * taps) // kernel_w
+        j = row - c * taps - i * kernel_w
+        top, left = i * dilation_h - pad_h, j * dilation_w - pad_w
+        for p in range(first, positions, step):
+            oh = p // out_w
+            ow = p - oh * out_w
+            ih = _source(oh * stride_h + top, height, mode)
+            iw = _source(ow * stride_w + left, width, mode)
+            cols[n, row, p] = x[n, c, ih, iw] if (ih >= 0 and iw >= 0) else T(0)
 
 
 @kernel
-def col2im(cols, window, mode, out_h, out_w, x):
-    """x[n, c, source position] += cols[n, (c, i, j), p] (atomic; ``x`` starts zeroed)."""
+def col2im(cols, window, out_h, out_w, x):
+    """x[n, c, ih, iw] = the sum of the cols entries whose window tap reads it (zero padding).
+
+    Each input element gathers its own taps (no atomics, no zeroed output, a fixed order of
+    additions); grid y walks the (n, c) planes, grid x and the threads their elements."""
+    T = x.dtype.type
+    kernel_h, kernel_w, stride_h, stride_w = window[0], window[1], window[2], window[3]
+    pad_h, pad_w, dilation_h, dilation_w = window[4], window[5], window[6], window[7]
     channels, height, width = x.shape[1], x.shape[2], x.shape[3]
-    for e in range(cuda.grid(1), cols.size, cuda.gridsize(1)):
-        n, row, p, c, ih, iw = _column_source(e, window, mode, channels, height, width, cols.shape[1], out_h, out_w)
-        if ih >= 0 and iw >= 0:
-            cuda.atomic.add(x, (n, c, ih, iw), cols[n, row, p])
+    first, step = _plane_threads()
+    for plane in range(cuda.blockIdx.y, x.shape[0] * channels, cuda.gridDim.y):
+        n = plane // channels
+        c = plane - n * channels
+        for q in range(first, height * width, step):
+            ih = q // width
+            iw = q - ih * width
+            acc = T(0)
+            for i in range(kernel_h):
+                th = ih + pad_h - i * dilation_h
+                oh = th // stride_h
+                if th < 0 or oh * stride_h != th or oh >= out_h:
+                    continue
+                for j in range(kernel_w):
+                    tw = iw + pad_w - j * dilation_w
+                    ow = tw // stride_w
+                    if tw >= 0 and ow * stride_w == tw and ow < out_w:
+                        acc += cols[n, (c * kernel_h + i) * kernel_w + j, oh * out_w + ow]
+            x[n, c, ih, iw] = acc
+
+
+@kernel
+def col2im_padded(cols, window, mode, out_h, out_w, x):
+    """x[n, c, source] += cols[n, (c, i, j), p] for the reflect, replicate and circular padding
+    modes, where one tap can read an input element twice (atomic; ``x`` starts zeroed)."""
+    kernel_h, kernel_w, stride_h, stride_w = window[0], window[1], window[2], window[3]
+    pad_h, pad_w, dilation_h, dilation_w = window[4], window[5], window[6], window[7]
+    height, width = x.shape[2], x.shape[3]
+    rows, positions = cols.shape[1], cols.shape[2]
+    taps = kernel_h * kernel_w
+    first, step = _plane_threads()
+    for plane in range(cuda.blockIdx.y, cols.shape[0] * rows, cuda.gridDim.y):
+        n = plane // rows
+        row = plane - n * rows
+        c = row // taps
+        i = (row - c * taps) // kernel_w
+        j = row - c * taps - i * kernel_w
+        top, left = i * dilation_h - pad_h, j * dilation_w - pad_w
+        for p in range(first, positions, step):
+            oh = p // out_w
+            ow = p - oh * out_w
+            ih = _source(oh * stride_h + top, height, mode)
+            iw = _source(ow * stride_w + left, width, mode)
+            if ih >= 0 and iw >= 0:
+                cuda.atomic.add(x, (n, c, ih, iw), cols[n, row, p])
 
 
 @device
@@ -196,8 +255,9 @@ def ptx_signatures() -> list:
     for dt in (types.float32, types.float64):
         t4, t3 = dt[:, :, :, ::1], dt[:, :, ::1]
         cases += [
-            ("im2col", im2col.py_func, (t4, win, i64, i64, i64, t3)),
-            ("col2im", col2im.py_func, (t3, win, i64, i64, i64, t4)),
+            ("im2col", im2col.py_func, (t4, win, i64, i64, t3)),
+            ("col2im", col2im.py_func, (t3, win, i64, i64, t4)),
+            ("col2im_padded", col2im_padded.py_func, (t3, win, i64, i64, i64, t4)),
             ("max_pool", max_pool.py_func, (t4, win, t4, idx4)),
             ("max_pool_backward", max_pool_backward.py_func, (t4, idx4, t4)),
             ("avg_pool", avg_pool.py_func, (t4, win, b, i64, t4)),
