@@ -387,3 +387,23 @@ def test_a_missing_backend_package_asks_for_the_cuda_extras(monkeypatch):
     monkeypatch.delitem(dispatch._loaded, "cuda", raising=False)
     with pytest.raises(RuntimeError, match=r"Install the CUDA extras with: pip install 'zgrad\[cuda\]'"):
         dispatch.backend("cuda")
+
+
+# --- kernels whose loops take several elements per trip -------------------------------------------
+
+_SIZES_AROUND_THE_UNROLLING = [1, 15, 16, 17, 31, 33, 63, 64, 65, 100, 1031]  # the simulator's grid: 16 threads
+
+
+@pytest.mark.parametrize("size", _SIZES_AROUND_THE_UNROLLING)
+def test_flat_element_wise_kernels_cover_every_element_and_the_tail(size):
+    backend = dispatch.backend("cuda")
+    rng = np.random.default_rng(size)
+    a, b, c = (rng.standard_normal(size).astype(np.float32) for _ in range(3))
+    da, db, dc = (backend.asarray(v) for v in (a, b, c))
+    out = backend.empty((size,), np.dtype(np.float32))
+    np.testing.assert_allclose(backend.exp(da, out).to_host(), np.exp(a), rtol=1e-6)  # a GPU's exp: an ulp
+    np.testing.assert_array_equal(backend.add(da, db, out).to_host(), a + b)
+    mask = backend.asarray(a > 0)
+    np.testing.assert_array_equal(backend.where(mask, db, dc, out).to_host(), np.where(a > 0, b, c))
+    backend.mul(da, db, da)  # in place: out is an operand
+    np.testing.assert_array_equal(da.to_host(), a * b)
