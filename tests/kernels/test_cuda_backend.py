@@ -407,3 +407,17 @@ def test_flat_element_wise_kernels_cover_every_element_and_the_tail(size):
     np.testing.assert_array_equal(backend.where(mask, db, dc, out).to_host(), np.where(a > 0, b, c))
     backend.mul(da, db, da)  # in place: out is an operand
     np.testing.assert_array_equal(da.to_host(), a * b)
+
+
+@pytest.mark.parametrize("length", [1, 7, 8, 9, 63, 64, 65, 200])  # the simulator's block: 8 threads holding 8 each
+def test_row_softmax_and_sum_around_the_held_row_and_the_unrolled_trip(length):
+    rng = np.random.default_rng(length)
+    x = rng.standard_normal((5, length)).astype(np.float32)
+    x[1, 0] = np.nan
+    device = zgrad.tensor(x, device="cuda")
+    shifted = x - x.max(1, keepdims=True)
+    expected = np.exp(shifted) / np.exp(shifted).sum(1, keepdims=True)
+    np.testing.assert_allclose(F.softmax(device, -1).cpu().numpy(), expected, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(F.log_softmax(device, -1).cpu().numpy(), np.log(expected), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(device.sum(1).cpu().numpy(), x.sum(1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(device.nansum(1).cpu().numpy(), np.nansum(x, 1), rtol=1e-5, atol=1e-5)

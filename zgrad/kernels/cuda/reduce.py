@@ -219,7 +219,10 @@ def _last_axis_rows(a: DeviceArray) -> DeviceArray:
 
 def _softmax(x, out, log: bool):
     rows = _last_axis_rows(x)
-    _launch_rows(kernels.rows.softmax, rows.shape[0], rows.arg(), log, out.reshape(rows.shape).arg())
+    k = kernels.rows
+    block = rt.row_launch(rows.shape[0])[1]
+    kernel = k.softmax_cached if rows.shape[1] <= k.CACHED_ROW_PER_THREAD * block else k.softmax
+    _launch_rows(kernel, rows.shape[0], rows.arg(), log, out.reshape(rows.shape).arg())
     return out
 
 

@@ -14,7 +14,7 @@ from numba import cuda
 
 from zgrad.kernels.cuda.kernels.common import device, kernel, math
 
-__all__ = ["MAX_BLOCK", "SUM", "PROD", "NANSUM"]
+__all__ = ["CACHED_ROW_PER_THREAD", "MAX_BLOCK", "NANSUM", "PROD", "SUM"]
 
 MAX_BLOCK = 256
 
@@ -35,6 +35,14 @@ def _smaller(a, b):
 @device
 def _combine(a, b, product):
     return a * b if product else a + b
+
+
+@device
+def _accumulate(acc, value, op, T):
+    """acc combined with ``value`` by the row reduction ``op`` (a NaN skipped by NANSUM)."""
+    if op == NANSUM and value != value:
+        return acc
+    return _combine(acc, T(value), op == PROD)
 
 
 @device
@@ -117,12 +125,22 @@ def row_reduce(x, op, out):
     buf = cuda.shared.array(MAX_BLOCK, out.dtype)
     T = out.dtype.type
     product = op == PROD
+    n, step = x.shape[1], cuda.blockDim.x
     for r in range(cuda.blockIdx.x, x.shape[0], cuda.gridDim.x):
-        acc = T(1) if product else T(0)
-        for j in range(cuda.threadIdx.x, x.shape[1], cuda.blockDim.x):
-            value = x[r, j]
-            if op != NANSUM or value == value:
-                acc = _combine(acc, T(value), product)
+        # four accumulators, four loads in flight per trip (one load per trip leaves the memory idle)
+        acc0 = acc1 = acc2 = acc3 = T(1) if product else T(0)
+        j = cuda.threadIdx.x
+        while j + 3 * step < n:
+            v0, v1, v2, v3 = x[r, j], x[r, j + step], x[r, j + 2 * step], x[r, j + 3 * step]
+            acc0 = _accumulate(acc0, v0, op, T)
+            acc1 = _accumulate(acc1, v1, op, T)
+            acc2 = _accumulate(acc2, v2, op, T)
+            acc3 = _accumulate(acc3, v3, op, T)
+            j += 4 * step
+        while j < n:
+            acc0 = _accumulate(acc0, x[r, j], op, T)
+            j += step
+        acc = _combine(_combine(acc0, acc1, product), _combine(acc2, acc3, product), product)
         total = _block_reduce(buf, acc, product)
         if cuda.threadIdx.x == 0:
             out[r] = total
@@ -237,6 +255,38 @@ def row_arg_extreme(x, largest, out):
         if t == 0:
             out[r] = index[0]
         cuda.syncthreads()
+
+
+# A row of up to CACHED_ROW_PER_THREAD * the block's threads is read once into the threads' own
+# memory; longer rows take three passes over the row (max, sum of exponentials, write).
+CACHED_ROW_PER_THREAD = 8
+
+
+@kernel
+def softmax_cached(x, log, out):
+    """out[r] = softmax(x[r]) or, with ``log``, log_softmax(x[r]), max-shifted, for rows of at
+    most CACHED_ROW_PER_THREAD * blockDim elements: one read of x (each thread keeps its elements)
+    and one exp per element."""
+    buf = cuda.shared.array(MAX_BLOCK, out.dtype)
+    held = cuda.local.array(CACHED_ROW_PER_THREAD, out.dtype)
+    T = out.dtype.type
+    n, t, step = x.shape[1], cuda.threadIdx.x, cuda.blockDim.x
+    count = (n - t + step - 1) // step if t < n else 0
+    for r in range(cuda.blockIdx.x, x.shape[0], cuda.gridDim.x):
+        peak = -T(math.inf)
+        for k in range(count):
+            held[k] = x[r, t + k * step]
+        for k in range(count):
+            peak = _larger(peak, held[k])
+        peak = _block_extreme(buf, peak, True)
+        acc = T(0)
+        for k in range(count):
+            held[k] = held[k] - peak
+            acc += math.exp(held[k])
+        total = _block_sum(buf, acc)
+        log_total = math.log(total)
+        for k in range(count):
+            out[r, t + k * step] = held[k] - log_total if log else math.exp(held[k]) / total
 
 
 @kernel
@@ -440,6 +490,7 @@ def ptx_signatures() -> list:
             ("row_norm", row_norm.py_func, (m, dt, dt, v)),
             ("row_arg_extreme", row_arg_extreme.py_func, (m, types.boolean, idx)),
             ("softmax", softmax.py_func, (m, types.boolean, m)),
+            ("softmax_cached", softmax_cached.py_func, (m, types.boolean, m)),
             ("softmax_backward", softmax_backward.py_func, (m, m, types.boolean, m)),
             ("logsumexp", logsumexp.py_func, (m, v)),
             ("variance", variance.py_func, (m, dt, v, v)),
