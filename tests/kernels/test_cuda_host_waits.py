@@ -51,6 +51,22 @@ def _mlp_step():
     return step
 
 
+def _regression_step():
+    zgrad.manual_seed(0)
+    model = zgrad.nn.Linear(4, 2).cuda()
+    optimizer = zgrad.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x, y = zgrad.randn(8, 4, device="cuda"), zgrad.randn(8, 2, device="cuda")
+
+    def step():
+        optimizer.zero_grad()
+        loss = zgrad.nn.functional.mse_loss(model(x), y) + zgrad.nn.functional.l1_loss(model(x), y, reduction="sum")
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return step
+
+
 def _gpt_step():
     zgrad.manual_seed(0)
     config = GPTConfig(n_layer=1, n_head=2, n_embd=8, vocab_size=11, block_size=4)
@@ -70,8 +86,8 @@ def _gpt_step():
     return step
 
 
-@pytest.mark.parametrize("make_step", [_mlp_step, pytest.param(_gpt_step, marks=pytest.mark.full)],
-                         ids=["mlp", "mingpt"])  # minGPT: ~300 launches a step, a minute in the simulator
+@pytest.mark.parametrize("make_step", [_mlp_step, _regression_step, pytest.param(_gpt_step, marks=pytest.mark.full)],
+                         ids=["mlp", "regression", "mingpt"])  # minGPT: ~300 launches a step, a minute in the simulator
 def test_a_training_step_never_waits_for_the_device(make_step):
     step = make_step()
     step()  # the first step creates the optimizer's state

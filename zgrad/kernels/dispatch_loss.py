@@ -83,9 +83,11 @@ def pointwise_loss(a: Any, b: Any, squared: bool):
     return be.pointwise_loss(a, b, squared, be.empty(a.shape, a.dtype))
 
 
-def pointwise_loss_sum(a: Any, b: Any, squared: bool) -> float:
-    """sum((a - b)**2) or sum(|a - b|) in one pass (same shapes and dtype), as a Python float."""
-    return backend_of(a, b).pointwise_loss_sum(a, b, squared)
+def pointwise_loss_sum(a: Any, b: Any, squared: bool, divisor: float) -> Any:
+    """sum((a - b)**2) or sum(|a - b|) over ``divisor`` (NaN for 0) in one pass (same shapes and
+    dtype), as a 0-d array on their device (nothing waits for a GPU)."""
+    be = backend_of(a, b)
+    return be.pointwise_loss_sum(a, b, squared, float(divisor), be.empty((), a.dtype))
 
 
 def pointwise_loss_backward(a: Any, b: Any, grad: Any, squared: bool):

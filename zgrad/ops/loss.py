@@ -245,15 +245,15 @@ class PointwiseLoss(Op):
         if reduction == "none":
             return DL.pointwise_loss(a, b, squared)
         ctx.divisor = a.size if reduction == "mean" else 1.0
-        return dispatch.full((), _divide(DL.pointwise_loss_sum(a, b, squared), ctx.divisor), a.dtype, dispatch.device_type_of(a))
+        return DL.pointwise_loss_sum(a, b, squared, ctx.divisor)
 
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
         if on_graph(grad):
             return (*PointwiseLoss.formula(ctx, grad, a, b), None, None)
-        if ctx.reduction != "none":
-            grad = dispatch.full((1,), _divide(float(grad), ctx.divisor), a.dtype, dispatch.device_type_of(a))
+        if ctx.reduction != "none":  # grad / divisor on grad's device (an empty input's divisor: any)
+            grad = dispatch.binary("div", dispatch.as_dtype(grad, a.dtype), ctx.divisor or 1).reshape(1)
         ga = DL.pointwise_loss_backward(a, b, grad, ctx.squared)
         return ga, (dispatch.unary("neg", ga) if ctx.needs_input_grad[1] else None), None, None
 

@@ -244,8 +244,11 @@ def pointwise_loss(a, b, squared: bool, out):
     return out
 
 
-def pointwise_loss_sum(a, b, squared: bool) -> float:
-    return kernels.loss.pointwise_loss_sum(flat(a), flat(b), squared)
+def pointwise_loss_sum(a, b, squared: bool, divisor: float, out):
+    """out (0-d) = sum((a - b)**2) or sum(|a - b|), over ``divisor`` (NaN for 0)."""
+    total = kernels.loss.pointwise_loss_sum(flat(a), flat(b), squared)
+    out[()] = total / divisor if divisor else np.nan
+    return out
 
 
 def pointwise_loss_backward(a, b, grad, squared: bool, out):

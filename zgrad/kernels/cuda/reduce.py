@@ -347,12 +347,13 @@ def nll_backward(targets, weight, ignore_index: int, row_grad, out):
     return out
 
 
-def pointwise_loss_sum(a, b, squared: bool) -> float:
-    """sum((a - b)**2) or sum(|a - b|) as a Python float (blocks)."""
+def pointwise_loss_sum(a, b, squared: bool, divisor: float, out):
+    """out (0-d) = sum((a - b)**2) or sum(|a - b|), over ``divisor`` (NaN for 0). Nothing waits."""
+    if not divisor:
+        return unary_op("copy", math.nan, out)
     errors = binary_op("squared_error" if squared else "absolute_error", a, b, DeviceArray.empty(a.shape, a.dtype))
-    total = DeviceArray.empty((), a.dtype)
-    sum(errors, tuple(range(a.ndim)), False, total)
-    return float(total.item())
+    sum(errors, tuple(range(a.ndim)), False, out)
+    return out if divisor == 1 else binary_op("div", out, divisor, out)
 
 
 # --- matrix product ------------------------------------------------------------------------------
