@@ -17,10 +17,11 @@ import pytest
 from cuda_helpers import REAL_GPU, SIMULATOR, TOLERANCE, requires_cuda
 
 import zgrad
+from zgrad.kernels.promotion import BFLOAT16
 
 pytestmark = requires_cuda
 
-_DTYPES = {0: np.float32, 1: np.float64, 2: np.float16}
+_DTYPES = {0: np.float32, 1: np.float64, 2: np.float16, 14: BFLOAT16}
 
 
 def _memory(address: int, count: int, dtype) -> np.ndarray:
@@ -47,7 +48,7 @@ class _StandInCublas:
             out = np.empty((batch, rows, cols), np.float64)
             for z in range(batch):
                 stored = np.lib.stride_tricks.as_strided(flat[z * stride:], (stored_rows, stored_cols),
-                                                         (dtype().itemsize, ld * dtype().itemsize))
+                                                         (np.dtype(dtype).itemsize, ld * np.dtype(dtype).itemsize))
                 out[z] = stored if op == 0 else stored.T
             return out
 
@@ -56,7 +57,7 @@ class _StandInCublas:
         assert ldc >= max(1, m)
         flat = _memory(c, (batch - 1) * stride_c + (n - 1) * ldc + m, dtype)
         for z in range(batch):
-            target = np.lib.stride_tricks.as_strided(flat[z * stride_c:], (m, n), (dtype().itemsize, ldc * dtype().itemsize))
+            target = np.lib.stride_tricks.as_strided(flat[z * stride_c:], (m, n), (np.dtype(dtype).itemsize, ldc * np.dtype(dtype).itemsize))
             product = alpha._obj.value * (left[z] @ right[z])
             # cuBLAS does not read C when beta is 0 (uninitialized memory may hold NaN)
             target[...] = product if beta._obj.value == 0 else product + beta._obj.value * target
@@ -101,6 +102,22 @@ def test_the_gemm_call_computes_every_layout_right(stand_in, case, dtype):
     assert stand_in.calls, "the product did not go through the cuBLAS call"
     assert result.dtype == zgrad.float32 if dtype == np.float32 else zgrad.float64
     np.testing.assert_allclose(result.cpu().numpy(), expected, **TOLERANCE[np.dtype(dtype)])
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="the stand-in reads the simulator's host memory")
+@pytest.mark.parametrize("dtype", [np.float16, BFLOAT16], ids=["float16", "bfloat16"])
+def test_half_products_go_to_cublas_as_they_are_and_without_it_in_float32(stand_in, monkeypatch, dtype):
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((2, 9, 7)).astype(dtype), rng.standard_normal((7, 5)).astype(dtype)
+    expected = (a.astype(np.float32) @ b.astype(np.float32)).astype(dtype).astype(np.float32)
+    da, db = zgrad.tensor(a, device="cuda"), zgrad.tensor(b, device="cuda")
+    result = (da @ db).cpu().to(zgrad.float32).numpy()
+    (call,) = stand_in.calls
+    assert call["compute"] == 68, "half inputs, float32 accumulation"
+    np.testing.assert_allclose(result, expected, **TOLERANCE[np.dtype(dtype)])
+    from zgrad.kernels.cuda import cublas
+    monkeypatch.setattr(cublas, "_library", lambda: None)  # no cuBLAS: zgrad's kernel, in float32
+    np.testing.assert_allclose((da @ db).cpu().to(zgrad.float32).numpy(), expected, **TOLERANCE[np.dtype(dtype)])
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="the stand-in reads the simulator's host memory")

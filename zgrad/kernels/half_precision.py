@@ -12,7 +12,9 @@ half dtype once, as PyTorch's CPU kernels do, instead of rounding after every st
 Which arguments an op writes is not declared per op: every writable 16-bit argument is rounded
 back (an argument it only read gets its own bits back, since widening is exact), the ones the op
 returned last, so that an input viewing an output's memory cannot overwrite the result.
-Allocation and transfer ops (:data:`STORAGE_OPS`) move the half dtype itself and are not wrapped.
+Allocation and transfer ops (:data:`STORAGE_OPS`) move the half dtype itself and are not wrapped,
+nor are the ops a backend lists in its ``HALF_NATIVE_OPS``: those take half arrays themselves and
+accumulate in float32 on their own (the CUDA backend's matmul, on the tensor cores through cuBLAS).
 """
 
 from __future__ import annotations
@@ -102,9 +104,10 @@ class HalfPrecisionBackend:
 
     def __init__(self, module: ModuleType) -> None:
         self.module = module
+        native = getattr(module, "HALF_NATIVE_OPS", frozenset())
         for op in OPS:
             kernel = getattr(module, op)
-            setattr(self, op, kernel if op in STORAGE_OPS else _in_float32(kernel, module))
+            setattr(self, op, kernel if op in STORAGE_OPS or op in native else _in_float32(kernel, module))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.module, name)

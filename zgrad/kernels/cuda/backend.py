@@ -66,6 +66,11 @@ from zgrad.kernels.cuda.sorting import (  # noqa: F401
 )
 from zgrad.kernels.cuda.sequence import gru_backward, gru_forward, lstm_backward, lstm_forward  # noqa: F401
 
+# Ops that take float16 and bfloat16 arrays themselves (see zgrad.kernels.half_precision): matmul
+# runs them on the tensor cores through cuBLAS, accumulating in float32, and widens them itself
+# where cuBLAS cannot run.
+HALF_NATIVE_OPS = frozenset({"matmul"})
+
 DEVICE_TYPE = "cuda"
 
 rt.require_device()

@@ -17,6 +17,8 @@ from zgrad.kernels.cuda import cublas, kernels
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.elementwise import binary_op, ternary_op, unary_op
+from zgrad.kernels.cuda.pointwise import copy as cast_copy
+from zgrad.kernels.promotion import HALF_DTYPES
 
 __all__ = [
     "contiguous", "rows_of", "sum", "prod", "nansum", "cumsum", "cumprod", "prod_backward_rows", "extreme_value", "extreme_rows", "extremes_rows", "count_nonzero", "argmax",
@@ -375,7 +377,9 @@ def _as_3d(a: DeviceArray, batch: tuple[int, ...]) -> DeviceArray:
 
 
 def matmul(a, b, out):
-    """numpy's matmul of device arrays (vectors promoted and dropped, batch broadcast)."""
+    """numpy's matmul of device arrays (vectors promoted and dropped, batch broadcast). float16
+    and bfloat16 go to cuBLAS as they are (tensor cores, float32 accumulation); where it cannot
+    take them, they are computed in float32 and rounded once."""
     if out.size == 0:
         return out
     a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
@@ -388,7 +392,13 @@ def matmul(a, b, out):
     else:
         a3, b3, out3 = _as_3d(a2, batch), _as_3d(b2, batch), _as_3d(result, batch)
         if not cublas.gemm(a3, b3, out3):
-            linalg = kernels.linalg
-            tiles = -(-m // linalg.TILE) * -(-n // linalg.TILE) * max(1, int(np.prod(batch)))
-            rt.launch(linalg.matmul, (rt.blocks_for(tiles), (linalg.TILE, linalg.TILE)), a3.arg(), b3.arg(), out3.arg())
+            if out.dtype in HALF_DTYPES:  # zgrad's kernel computes half types in float32, rounded once
+                wide = DeviceArray.empty(result.shape, np.dtype(np.float32))
+                matmul(a2.astype(np.float32), b2.astype(np.float32), wide)
+                cast_copy(wide, result)
+            else:
+                linalg = kernels.linalg
+                tiles = -(-m // linalg.TILE) * -(-n // linalg.TILE) * max(1, int(np.prod(batch)))
+                rt.launch(linalg.matmul, (rt.blocks_for(tiles), (linalg.TILE, linalg.TILE)), a3.arg(), b3.arg(),
+                          out3.arg())
     return out if result._base is out._base else unary_op("copy", result.reshape(out.shape), out)
