@@ -31,6 +31,27 @@ def _plane_threads():
     return cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, cuda.gridDim.x * cuda.blockDim.x
 
 
+@device
+def _columns_row(plane, rows, window):
+    """Row ``plane`` of cols (N, C*KH*KW, OH*OW) as (n, row, c, the tap's offsets top and left)."""
+    kernel_w, taps = window[1], window[0] * window[1]
+    n = plane // rows
+    row = plane - n * rows
+    c = row // taps
+    i = (row - c * taps) // kernel_w
+    j = row - c * taps - i * kernel_w
+    return n, row, c, i * window[6] - window[4], j * window[7] - window[5]
+
+
+@device
+def _column_source(p, out_w, window, top, left, height, width, mode):
+    """The input position (ih, iw) that position ``p`` of a cols row with offsets (top, left)
+    reads; -1 for a zero of the padding."""
+    oh = p // out_w
+    ow = p - oh * out_w
+    return _source(oh * window[2] + top, height, mode), _source(ow * window[3] + left, width, mode)
+
+
 @kernel
 def im2col(x, window, mode, out_w, cols):
     """cols[n, (c, i, j), oh * OW + ow] = padded x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw].
@@ -39,24 +60,12 @@ def im2col(x, window, mode, out_w, cols):
     is worked out once per block row, so an element costs one division (its position) and reads
     and writes along a row (coalesced)."""
     T = cols.dtype.type
-    kernel_h, kernel_w, stride_h, stride_w = window[0], window[1], window[2], window[3]
-    pad_h, pad_w, dilation_h, dilation_w = window[4], window[5], window[6], window[7]
-    height, width = x.shape[2], x.shape[3]
     rows, positions = cols.shape[1], cols.shape[2]
-    taps = kernel_h * kernel_w
     first, step = _plane_threads()
     for plane in range(cuda.blockIdx.y, cols.shape[0] * rows, cuda.gridDim.y):
-        n = plane // rows
-        row = plane - n * rows
-        c = row // taps
-        i = (row - c * taps) // kernel_w
-        j = row - c * taps - i * kernel_w
-        top, left = i * dilation_h - pad_h, j * dilation_w - pad_w
+        n, row, c, top, left = _columns_row(plane, rows, window)
         for p in range(first, positions, step):
-            oh = p // out_w
-            ow = p - oh * out_w
-            ih = _source(oh * stride_h + top, height, mode)
-            iw = _source(ow * stride_w + left, width, mode)
+            ih, iw = _column_source(p, out_w, window, top, left, x.shape[2], x.shape[3], mode)
             cols[n, row, p] = x[n, c, ih, iw] if (ih >= 0 and iw >= 0) else T(0)
 
 
@@ -95,24 +104,12 @@ def col2im(cols, window, out_h, out_w, x):
 def col2im_padded(cols, window, mode, out_h, out_w, x):
     """x[n, c, source] += cols[n, (c, i, j), p] for the reflect, replicate and circular padding
     modes, where one tap can read an input element twice (atomic; ``x`` starts zeroed)."""
-    kernel_h, kernel_w, stride_h, stride_w = window[0], window[1], window[2], window[3]
-    pad_h, pad_w, dilation_h, dilation_w = window[4], window[5], window[6], window[7]
-    height, width = x.shape[2], x.shape[3]
     rows, positions = cols.shape[1], cols.shape[2]
-    taps = kernel_h * kernel_w
     first, step = _plane_threads()
     for plane in range(cuda.blockIdx.y, cols.shape[0] * rows, cuda.gridDim.y):
-        n = plane // rows
-        row = plane - n * rows
-        c = row // taps
-        i = (row - c * taps) // kernel_w
-        j = row - c * taps - i * kernel_w
-        top, left = i * dilation_h - pad_h, j * dilation_w - pad_w
+        n, row, c, top, left = _columns_row(plane, rows, window)
         for p in range(first, positions, step):
-            oh = p // out_w
-            ow = p - oh * out_w
-            ih = _source(oh * stride_h + top, height, mode)
-            iw = _source(ow * stride_w + left, width, mode)
+            ih, iw = _column_source(p, out_w, window, top, left, x.shape[2], x.shape[3], mode)
             if ih >= 0 and iw >= 0:
                 cuda.atomic.add(x, (n, c, ih, iw), cols[n, row, p])
 
