@@ -253,6 +253,36 @@ def test_a_send_to_a_peer_seen_closed_first_waits_for_why_it_left(news, monkeypa
         assert raised.value is closed
 
 
+def test_a_rank_told_of_a_failure_passes_it_on_before_it_can_leave(monkeypatch):
+    """Three ranks in a ring: rank 0 finds the mismatch and ABORTs; rank 1 learns it from that
+    ABORT before it sends rank 2 anything, and leaves. Rank 2 waits for rank 1, and rank 0's ABORT
+    reaches it over another connection, in no order with rank 1's goodbye (a race CI met: the
+    mismatch surfaced on rank 2 as "rank 1 left"). So rank 1 passes the ABORT on, once, on the
+    connection its goodbye takes later."""
+    from zgrad.distributed.collectives.comm import MeshComm
+    from zgrad.transport import Envelope
+
+    sent = []
+
+    class StandInMesh:
+        def is_alive(self, rank):
+            return True
+
+        def send(self, rank, kind, flags, meta, buffers=()):
+            sent.append((rank, kind, meta))
+
+    monkeypatch.setattr("zgrad.distributed.collectives.comm.create_mesh", lambda *a, **k: StandInMesh())
+    comm = MeshComm(None, 1, 3, "rank1", None, None)
+    group = comm.add_group(0, (0, 1, 2), "WORLD")
+    abort = Envelope(0, KIND_ABORT, 0, 0, {"group": 0, "seq": 1, "error": f"CollectiveError: {MISMATCH} ..."}, ())
+    comm._on_message(abort)
+    assert MISMATCH in str(group.failure) and "failed on rank 0" in str(group.failure)
+    assert sorted(rank for rank, kind, _ in sent if kind == KIND_ABORT) == [0, 2]
+    assert all(MISMATCH in meta["error"] for _, _, meta in sent), "the reason travels on"
+    comm._on_message(abort._replace(src=2))  # a second failure changes nothing and is not passed on
+    assert len(sent) == 2
+
+
 # --- malformed messages -------------------------------------------------------------------------
 
 

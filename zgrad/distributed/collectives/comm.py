@@ -2,7 +2,7 @@
 
 The mesh's I/O thread calls :meth:`MeshComm._on_message`, which only checks and routes (cheap,
 never blocks): DATA goes to its group's running collective or stash (``group_state.py``), ABORT
-fails its group. A group this rank has not created yet (another rank called ``new_group``
+fails its group and is passed on to the group's other members (once: a group fails once). A group this rank has not created yet (another rank called ``new_group``
 sooner) keeps its messages until it is created. A lost peer fails every group it belongs to,
 which wakes their running collectives at once; a peer that closed its mesh only fails the
 collectives that still wait for it.
@@ -125,7 +125,11 @@ class MeshComm:
         self.received[envelope.kind] += 1
         if envelope.kind == KIND_ABORT:
             _, seq, error = parsed
-            state.fail(CollectiveError(f"collective {seq} of group {state.name} failed on rank {envelope.src}: {error}"))
+            # Passed on to the other members: this rank may be the one another member waits for,
+            # and its goodbye must not reach that member before the reason it stopped does (the
+            # ABORT from the first rank travels another connection, with no order to this one's).
+            self.fail_group(state, seq, CollectiveError(
+                f"collective {seq} of group {state.name} failed on rank {envelope.src}: {error}"))
             return
         outcome = state.deliver(parsed.seq, Inbound(src, parsed.tag, parsed.fingerprint, envelope.buffers))
         if outcome is None:
