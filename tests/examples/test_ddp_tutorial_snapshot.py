@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+from rpc_harness import free_port
 import pytest
 
 import zgrad
@@ -26,12 +26,6 @@ SCRIPT = HERE / "ddp_tutorial_multigpu.py"
 RUN_TIMEOUT_S = 240
 
 pytestmark = pytest.mark.timeout(2 * RUN_TIMEOUT_S + 60)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_tutorial(cwd: Path, *args: str) -> str:

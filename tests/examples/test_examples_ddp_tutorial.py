@@ -5,11 +5,11 @@ process, ``multigpu.py`` on two ranks started with ``mp.spawn``."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
+from rpc_harness import free_port
 import pytest
 
 import zgrad
@@ -28,12 +28,6 @@ def run(cwd: Path, script: str, *args: str) -> str:
     done = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, f"{args[0]} exited with {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def assert_checkpoint(path: Path, names: list[str]) -> None:

@@ -9,10 +9,10 @@ they exist the program must run.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 
+from rpc_harness import free_port
 import pytest
 
 import zgrad
@@ -46,21 +46,6 @@ def needs(*layers: str, distributions: bool = False, process_group: bool = False
         if not hasattr(dist, "init_process_group"):
             reasons.append("issue 14 (init_process_group, DistributedDataParallel) not landed")
     return pytest.mark.skipif(bool(reasons), reason="; ".join(reasons))
-
-
-def free_port_pair() -> int:
-    """A port p such that p and p + 1 are free (the programs that rendezvous twice use both)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        try:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", port + 1))
-            return port
-        except OSError:
-            continue
-    raise RuntimeError("no two consecutive free ports")
 
 
 def env() -> dict:
@@ -103,13 +88,13 @@ def resnet_kernels_compiled() -> None:
 
 @needs("Embedding", "LSTM", "Dropout", "CrossEntropyLoss")
 def test_rnn():
-    out = run("rnn_main.py", "--epochs", "2", "--port", str(free_port_pair()))
+    out = run("rnn_main.py", "--epochs", "2", "--port", str(free_port(pair=True)))
     assert "Training epoch 0" in out and "Training epoch 1" in out
 
 
 @needs("Conv2d", "Dropout2d", "Linear")
 def test_parameter_server():
-    port = str(free_port_pair())
+    port = str(free_port(pair=True))
     common = ["--world_size", "3", "--master_port", port, "--batches", "2", "--batch_size", "4"]
     procs = [subprocess.Popen([sys.executable, "parameter_server.py", "--rank", str(rank), *common], cwd=EXAMPLES,
                               env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -131,21 +116,21 @@ def test_parameter_server():
 @needs("Conv2d", "BatchNorm2d", "MaxPool2d", "AdaptiveAvgPool2d", "MSELoss")
 def test_pipeline(resnet_kernels_compiled):
     out = run("pipeline.py", "--image-size", "64", "--batch-size", "4", "--num-classes", "10", "--num-batches", "2",
-              "--splits", "1", "2", "--width", "8", "--port", str(free_port_pair()))
+              "--splits", "1", "2", "--width", "8", "--port", str(free_port(pair=True)))
     assert "number of splits = 1" in out and "number of splits = 2" in out and "Processing batch 1" in out
 
 
 @needs("Conv2d", "BatchNorm2d", "MaxPool2d", "AdaptiveAvgPool2d", "MSELoss", process_group=True)
 def test_batch_parameter_server(resnet_kernels_compiled):
     out = run("batch_parameter_server.py", "--trainers", "2", "--num-batches", "2", "--batch-size", "2",
-              "--image-size", "32", "--num-classes", "10", "--width", "8", "--port", str(free_port_pair()))
+              "--image-size", "32", "--num-classes", "10", "--width", "8", "--port", str(free_port(pair=True)))
     assert out.count("PS updated model") == 2 and "Finish training" in out
 
 
 @needs("Dropout", distributions=True)
 def test_batch_reinforce():
     out = run("batch_reinforce.py", "--num-episode", "2", "--max-world-size", "4", "--num-steps", "20",
-              "--port", str(free_port_pair()))
+              "--port", str(free_port(pair=True)))
     assert out.count("Episode 1") == 4  # world sizes 2 and 3, batched and not
     assert [line.split(",")[0] for line in out.splitlines() if line.count(",") == 2] == ["2", "3"]
 
@@ -153,11 +138,11 @@ def test_batch_reinforce():
 @needs("Dropout", distributions=True)
 def test_rl():
     out = run("rl.py", "--world-size", "3", "--max-episodes", "2", "--log-interval", "1",
-              "--port", str(free_port_pair()))
+              "--port", str(free_port(pair=True)))
     assert "Episode 1\t" in out and "Episode 2\t" in out
 
 
 @needs("EmbeddingBag", "Linear", "CrossEntropyLoss", process_group=True)
 def test_ddp_rpc():
-    out = run("ddp_rpc.py", "--epochs", "2", "--port", str(free_port_pair()))
+    out = run("ddp_rpc.py", "--epochs", "2", "--port", str(free_port(pair=True)))
     assert out.count("Training done for epoch 1") == 2 and "Distributed RPC example completed successfully." in out

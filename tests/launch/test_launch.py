@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from rpc_harness import free_port
 import pytest
 
 from zgrad.config import load_config
@@ -20,12 +20,6 @@ ROOT = REPO
 CONFIGS = ROOT / "configs"
 LAUNCH = [sys.executable, "-m", "zgrad.launch.cli"]
 SHORT = ["--", "zgrad.launch.demo", "--epochs", "2", "--samples", "1000", "--no-target"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launch(*args: str, timeout: float = 60.0, cwd: Path = ROOT, **kwargs) -> subprocess.CompletedProcess:

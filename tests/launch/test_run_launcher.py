@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from rpc_harness import free_port
 import pytest
 
 import zgrad
@@ -44,12 +45,6 @@ if rank == 1 and attempt < int(sys.argv[1]):
 time.sleep(0.5)
 """
 SLEEPER = "import os, time\nprint('up', os.environ['RANK'], flush=True)\ntime.sleep(300)\n"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def write(path: Path, text: str) -> Path:

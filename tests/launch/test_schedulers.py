@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from rpc_harness import free_port
 import pytest
 
 import zgrad
@@ -53,12 +54,6 @@ def test_open_mpi_variables_place_each_task():
 
 def test_slurm_host_lists_expand():
     assert expand_hostlist("node[01-03,07],gpu5,x[9-10]") == ["node01", "node02", "node03", "node07", "gpu5", "x9", "x10"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float = 180.0) -> str:

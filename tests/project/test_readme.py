@@ -7,11 +7,11 @@ import importlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
+from rpc_harness import free_port
 import pytest
 from paths import REPO
 
@@ -33,12 +33,6 @@ def python_blocks() -> list[tuple[int, str]]:
     """Each ``python`` block of the README: the line its fence opens on, and its code."""
     text = README.read_text(encoding="utf-8")
     return [(text.count("\n", 0, m.start()) + 1, m.group(1)) for m in PYTHON_BLOCK.finditer(text)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_script(path: Path, timeout_s: float) -> subprocess.CompletedProcess:

@@ -28,10 +28,43 @@ TRANSPORTS = ("tcp", "ipc", "inproc")
 HERE = Path(__file__).resolve().parent
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+_LOWEST_PORT = 10000
+_next_port: list[int] = []
+
+
+def free_port(pair: bool = False) -> int:
+    """A loopback TCP port that is free now (with ``pair``, the next one is free too).
+
+    Not a port from bind(port 0): those come from the kernel's ephemeral range, where any
+    outbound connection (ZeroMQ connects all the time, in every test process) may take it
+    between this call and the bind that uses it, which CI met ("Address already in use"). These
+    ports lie below that range, where only an explicit bind takes one, and each pytest-xdist
+    worker walks its own slice of them, so two test processes never pick the same port.
+    """
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0) % workers
+    width = (_ephemeral_low() - _LOWEST_PORT) // workers
+    low = _LOWEST_PORT + worker * width
+    if not _next_port:
+        _next_port.append(low + (os.getpid() * 7919) % (width - 1))
+    for _ in range(width):
+        port = _next_port[0]
+        _next_port[0] = low + (port + (2 if pair else 1) - low) % (width - 1)
+        try:
+            for candidate in (port, port + 1) if pair else (port,):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", candidate))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError(f"no free port in {low}..{low + width - 1}")
 
 
 def make_config(kind: str, world_size: int, tmp_path: Any = None, **sections: dict) -> dict:
