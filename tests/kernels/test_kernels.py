@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 
+import numba
 import numpy as np
 import pytest
 
@@ -23,6 +24,7 @@ from optim_reference import REFERENCES
 from zgrad.kernels._jit import PARALLEL_MIN_SIZE
 from zgrad.kernels import vocabulary
 from zgrad.kernels.cpu import kernels
+from zgrad.kernels.cpu.kernels.vector_math import SCALE_BY_VSCALEF, _ldexp, _scale_by_factors
 
 DTYPES = [np.float32, np.float64]
 SIZES = {"small": 1001, "large": PARALLEL_MIN_SIZE + 1001}
@@ -338,6 +340,46 @@ def test_erfinv_float32_estimate_kernel():
     np.testing.assert_array_equal(out, [np.inf, -np.inf, np.nan, np.nan, np.nan, out[5], 0.0, -0.0])
     assert out[5] == pytest.approx(1e-30 * math.sqrt(math.pi) / 2, rel=1e-6)
     assert np.signbit(out[-1]) and not np.signbit(out[-2])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_vector_math_log1p_unit_accuracy(dtype):
+    """log1p_unit (logaddexp's log1p of exp(-|a - b|)) is within 2 ulp on [0, 1], tiny and 0 included."""
+    @numba.njit
+    def log1p_unit(x, out):
+        for i in range(x.size):
+            out[i] = kernels.vector_math.log1p_unit(x[i])
+
+    tiny = float(np.finfo(dtype).smallest_subnormal)
+    x = np.concatenate([np.linspace(0, 1, 200_001), np.geomspace(tiny, 1, 2000)]).astype(dtype)
+    out = np.empty_like(x)
+    log1p_unit(x, out)
+    want = np.log1p(x.astype(np.longdouble))
+    rounded = want.astype(dtype)
+    assert out[0] == 0 and not np.signbit(out[0])
+    assert float(np.max(np.abs(out[1:] - want[1:]) / np.spacing(rounded[1:]))) <= 2
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_exp_scaling_by_vscalef_equals_scaling_by_factors(dtype):
+    """exp's 2**n, as AVX-512's vscalef (where the CPU has it) and as two exact factors (elsewhere),
+    bit for bit over the whole range of n, subnormal results and overflow to inf included."""
+    if not SCALE_BY_VSCALEF:
+        pytest.skip("this CPU has no AVX-512: exp scales by factors only")
+
+    @numba.njit
+    def scale(p, n, by_vscalef, out):
+        for i in range(p.size):
+            out[i] = _ldexp(p[i], n[i]) if by_vscalef else _scale_by_factors(p[i], n[i])
+
+    low, high, subnormal = (-153, 130, -140) if dtype == np.float32 else (-1078, 1026, -1040)
+    n = np.repeat(np.arange(low, high + 1), 64).astype(dtype)
+    p = np.random.default_rng(5).uniform(0.7, 1.42, n.size).astype(dtype)  # exp(r) for |r| <= ln2 / 2
+    by_vscalef, by_factors = np.empty_like(p), np.empty_like(p)
+    scale(p, n, True, by_vscalef)
+    scale(p, n, False, by_factors)
+    np.testing.assert_array_equal(by_vscalef.view(f"i{p.itemsize}"), by_factors.view(f"i{p.itemsize}"))
+    assert np.isinf(by_factors[-1]) and 0 < by_factors[n == subnormal].max() < np.finfo(dtype).tiny
 
 
 def test_vector_math_is_numba_only():

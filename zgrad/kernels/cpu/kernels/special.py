@@ -191,27 +191,27 @@ def log10_forward(x, out):
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
 def logaddexp_forward(a, b, out):
     """out = log(exp(a) + exp(b)) = max + log1p(exp(-|a - b|))."""
-    ln2, one = out.dtype.type(_LN2), out.dtype.type(1)
+    ln2 = out.dtype.type(_LN2)
     for i in prange(out.size):
         x, y = a[i], b[i]
         if x == y:  # also +-inf with itself
             out[i] = x + ln2
         else:
             m = x if x > y else y
-            out[i] = m + _log1p(vector_math.exp(-abs(x - y)), one) if x == x and y == y else x + y
+            out[i] = m + vector_math.log1p_unit(vector_math.exp(-abs(x - y))) if x == x and y == y else x + y
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
 def logaddexp2_forward(a, b, out):
     """out = log2(2**a + 2**b) = max + log1p(2**-|a - b|) / ln2."""
-    ln2, log2_e, one = out.dtype.type(_LN2), out.dtype.type(_LOG2_E), out.dtype.type(1)
+    log2_e, one = out.dtype.type(_LOG2_E), out.dtype.type(1)
     for i in prange(out.size):
         x, y = a[i], b[i]
         if x == y:
             out[i] = x + one
         else:
             m = x if x > y else y
-            tail = _log1p(vector_math.exp(-abs(x - y) * ln2), one) * log2_e
+            tail = vector_math.log1p_unit(vector_math.exp2(-abs(x - y))) * log2_e
             out[i] = m + tail if x == x and y == y else x + y
 
 

@@ -1,11 +1,12 @@
-"""Scalar exp, exp2, expm1, log, log1p, sinh, tanh, sigmoid, erf, erfc, tan, atan, atan2, asin,
+"""Scalar exp, exp2, expm1, log, log1p (and log1p_unit, on [0, 1]), sinh, tanh, sigmoid, erf, erfc, tan, atan, atan2, asin,
 acos, relu and maximum that LLVM can vectorise inside Numba loops.
 
 Without Intel SVML, Numba lowers ``math.exp`` and friends to one libm call per element, which
 no loop vectoriser can widen; numpy's own SIMD ufuncs are then several times faster than a
 Numba loop.
 These versions are plain arithmetic (Cephes/fdlibm range reduction + polynomial, with the
-exponent handled through bit casts), so a loop that calls them becomes AVX-512/AVX2 code.
+exponent handled through bit casts, or AVX-512's vscalef where the CPU has it), so a loop that
+calls them becomes AVX-512/AVX2 code.
 exp, exp2, log and tanh are within 2 ulp of the correctly rounded result, sigmoid, erf, tan and atan2
 within 3, atan, asin and acos within 4, erfc within 6 (checked by tests/kernels/test_kernels.py); NaN,
 +-inf, +-0 and subnormal results are handled like numpy.
@@ -21,7 +22,9 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
+from llvmlite import binding as llvm_binding
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
@@ -30,7 +33,8 @@ from numba.extending import intrinsic, overload, register_jitable
 from zgrad.kernels._jit import MATH_OPTIONS
 
 __all__ = [
-    "acos", "asin", "atan", "atan2", "erf", "erfc", "exp", "exp2", "expm1", "log", "log1p", "maximum", "relu",
+    "acos", "asin", "atan", "atan2", "erf", "erfc", "exp", "exp2", "expm1", "log", "log1p", "log1p_unit", "maximum",
+    "relu",
     "sigmoid", "sinh", "tan", "tan_in_range", "tanh",
 ]
 
@@ -64,6 +68,72 @@ def _bits_float(typingctx, bits, like):
 
         return like(bits, like), codegen
     return None
+
+
+def _target_has_avx512() -> bool:
+    """Whether Numba compiles for a CPU with AVX-512F: the features it compiles for are
+    NUMBA_CPU_FEATURES where set, else the host's (as Numba's own code generator decides)."""
+    features = numba.config.CPU_FEATURES
+    if features is None:
+        features = llvm_binding.get_host_cpu_features().flatten()
+    return "+avx512f" in features.split(",")
+
+
+# With AVX-512, LLVM lowers ``llvm.ldexp`` to one vscalef per vector; elsewhere to a libm call
+# per element, which no loop vectoriser widens: there exp's scaling multiplies by 2**n built from
+# its bits, in two factors so that subnormal results and overflow come out right.
+SCALE_BY_VSCALEF = _target_has_avx512()
+
+
+@intrinsic
+def _ldexp(typingctx, p, n):
+    """p * 2**n for a float ``p`` and an integral float ``n`` of p's type in int32's range
+    (``llvm.ldexp``: one rounding, so subnormal results and overflow to inf are exact)."""
+    if isinstance(p, types.Float) and p == n:
+
+        def codegen(context, builder, signature, args):
+            float_ir, int_ir = context.get_value_type(p), ir.IntType(32)
+            fn_type = ir.FunctionType(float_ir, [float_ir, int_ir])
+            llvm_ldexp = cgutils.get_or_insert_function(builder.module, fn_type, f"llvm.ldexp.f{p.bitwidth}.i32")
+            return builder.call(llvm_ldexp, [args[0], builder.fptosi(args[1], int_ir)])
+
+        return p(p, n), codegen
+    return None
+
+
+def _scale(p, n):
+    """p * 2**n for an integral float ``n`` of p's type within exp's range ([-153, 130] for
+    float32, [-1078, 1026] for float64): one vscalef where :data:`SCALE_BY_VSCALEF`, else
+    :func:`_scale_by_factors`; the two agree bit for bit."""
+    raise _jitted_only("_scale")
+
+
+def _scale_by_factors(p, n):
+    """:func:`_scale` as two exact powers of two built from their bits (each factor normal)."""
+    raise _jitted_only("_scale_by_factors")
+
+
+@overload(_scale_by_factors, inline="always", jit_options=MATH_OPTIONS)
+def _scale_by_factors_impl(p, n):
+    if not (isinstance(p, types.Float) and p == n):
+        return None
+    int_type, bias, shift = (np.int32, 127, 23) if p == types.float32 else (np.int64, 1023, 52)
+
+    def impl(p, n):
+        k = int_type(n)
+        k_half = k >> 1
+        return p * _bits_float((k_half + bias) << shift, p) * _bits_float((k - k_half + bias) << shift, p)
+
+    return impl
+
+
+@overload(_scale, inline="always", jit_options=MATH_OPTIONS)
+def _scale_impl(p, n):
+    if not (isinstance(p, types.Float) and p == n):
+        return None
+    if SCALE_BY_VSCALEF:
+        return lambda p, n: _ldexp(p, n)
+    return lambda p, n: _scale_by_factors(p, n)
 
 
 @intrinsic
@@ -135,7 +205,7 @@ def relu(x):
     raise _jitted_only("relu")
 
 
-@overload(exp, jit_options=MATH_OPTIONS)
+@overload(exp, inline="always", jit_options=MATH_OPTIONS)
 def _exp_impl(x):
     if x == types.float32:
         return lambda x: _exp_f32(x, None)
@@ -147,19 +217,19 @@ def _exp_impl(x):
 # _exp_f32(x, lo) and _exp_f64(x, lo) are exp(x + lo) without rounding x + lo first: ``lo``
 # (|lo| < 2, never NaN) joins the reduced argument, where its bits survive. erfc needs this for
 # exp(-z*z), z*z split into two exact parts; exp itself passes None, and Numba prunes the adds.
+# A NaN x goes through the reduction as it is (its 2**n is meaningless, LLVM's poison) and the
+# result selects x instead: a select that discards the lane is cheaper than clearing x first.
 
 @register_jitable(**MATH_OPTIONS)
 def _exp_f32(x, lo):
-    # Cephes expf: n = round(x / ln2), r = x - n*ln2 (two-part ln2), exp(r) by a polynomial;
-    # 2**n is applied as two factors so that subnormal results and overflow to inf come out right.
+    # Cephes expf: n = round(x / ln2), r = x - n*ln2 (two-part ln2), exp(r) by a polynomial,
+    # times 2**n (_scale: subnormal results and overflow to inf come out right).
     F = np.float32
     v = x
     if v > F(89.0):
         v = F(89.0)
     if v < F(-104.0):
         v = F(-104.0)
-    if v != v:
-        v = F(0.0)
     if lo is None:
         n = np.floor(v * F(1.44269504088896341) + F(0.5))
         r = v - n * F(0.693359375) - n * F(-2.12194440e-4)
@@ -175,10 +245,8 @@ def _exp_reduced_f32(x, r, n):
     F = np.float32
     p = (((((F(1.9875691500e-4) * r + F(1.3981999507e-3)) * r + F(8.3334519073e-3)) * r
            + F(4.1665795894e-2)) * r + F(1.6666665459e-1)) * r + F(5.0000001201e-1)) * (r * r) + r + F(1.0)
-    k = np.int32(n)
-    k_half = k >> 1
-    p = p * _bits_float((k_half + 127) << 23, p) * _bits_float((k - k_half + 127) << 23, p)
-    return x if x != x else p
+    p = _scale(p, n)
+    return p if x == x else x
 
 
 @register_jitable(**MATH_OPTIONS)
@@ -189,8 +257,6 @@ def _exp_f64(x, lo):
         v = 710.0
     if v < -746.0:
         v = -746.0
-    if v != v:
-        v = 0.0
     if lo is None:
         n = np.floor(v * 1.4426950408889634073599 + 0.5)
         r = v - n * 6.93145751953125e-1 - n * 1.42860682030941723212e-6
@@ -208,13 +274,11 @@ def _exp_reduced_f64(x, r, n):
     qx = ((3.00198505138664455042e-6 * rr + 2.52448340349684104192e-3) * rr
           + 2.27265548208155028766e-1) * rr + 2.00000000000000000009e0
     p = 1.0 + 2.0 * (px / (qx - px))
-    k = np.int64(n)
-    k_half = k >> 1
-    p = p * _bits_float((k_half + 1023) << 52, p) * _bits_float((k - k_half + 1023) << 52, p)
-    return x if x != x else p
+    p = _scale(p, n)
+    return p if x == x else x
 
 
-@overload(exp2, jit_options=MATH_OPTIONS)
+@overload(exp2, inline="always", jit_options=MATH_OPTIONS)
 def _exp2_impl(x):
     # 2**x = 2**n * exp((x - n) ln2), n = round(x): x - n is exact, so only ln2's rounding enters.
     if not isinstance(x, types.Float):
@@ -229,33 +293,52 @@ def _exp2_impl(x):
             v = high
         if v < low:
             v = low
-        if v != v:
-            v = F(0.0)
         n = np.floor(v + F(0.5))
         return reduced(x, (v - n) * F(0.6931471805599453), n)
 
     return impl
 
 
+# fdlibm log: x = 2**k * m with m in [sqrt(2)/2, sqrt(2)), f = m - 1, s = f / (2 + f),
+# log(1 + f) = f - f*f/2 + s*(f*f/2 + R(s*s)), k*ln2 added in two parts. Per width: R's
+# coefficients lg1..lg7, then ln2's high and low parts.
+_LOG_FDLIBM = {
+    32: ((6.6666668653e-01, 4.0000000596e-01, 2.8571429849e-01, 2.2222198546e-01, 1.8183572590e-01,
+          1.5313838422e-01, 1.4798198640e-01), 6.9313812256e-01, 9.0580006145e-06),
+    64: ((6.666666666666735130e-01, 3.999999999940941908e-01, 2.857142874366239149e-01, 2.222219843214978396e-01,
+          1.818357216161805012e-01, 1.531383769920937332e-01, 1.479819860511658591e-01),
+         6.93147180369123816490e-01, 1.90821492927058770002e-10),
+}
+
+
+def _log_of_one_plus(x):
+    """A jitted ``(f, k) -> log(1 + f) + k ln2`` for x's float type: fdlibm's log after its
+    reduction, for ``f`` in [sqrt(2)/2 - 1, sqrt(2) - 1] and ``k`` an integral float."""
+    F = _float_type(x)
+    (lg1, lg2, lg3, lg4, lg5, lg6, lg7), ln2_hi, ln2_lo = _LOG_FDLIBM[x.bitwidth]
+
+    @register_jitable(inline="always", **MATH_OPTIONS)
+    def log_of_one_plus(f, dk):
+        s = f / (F(2.0) + f)
+        z = s * s
+        w = z * z
+        r = w * (F(lg2) + w * (F(lg4) + w * F(lg6))) + z * (F(lg1) + w * (F(lg3) + w * (F(lg5) + w * F(lg7))))
+        hfsq = F(0.5) * f * f
+        return dk * F(ln2_hi) - ((hfsq - (s * (hfsq + r) + dk * F(ln2_lo))) - f)
+
+    return log_of_one_plus
+
+
 @overload(log, jit_options=MATH_OPTIONS)
 def _log_impl(x):
     if not isinstance(x, types.Float):
         return None
-    # fdlibm log: x = 2**k * m with m in [sqrt(2)/2, sqrt(2)), f = m - 1, s = f / (2 + f),
-    # log(1 + f) = f - f*f/2 + s*(f*f/2 + R(s*s)), k*ln2 added in two parts.
     F = x
     if x == types.float32:
         mantissa_bits, exponent_bias, subnormal_shift = 23, 127, 25
-        lg1, lg2, lg3, lg4, lg5, lg6, lg7 = (6.6666668653e-01, 4.0000000596e-01, 2.8571429849e-01,
-                                             2.2222198546e-01, 1.8183572590e-01, 1.5313838422e-01, 1.4798198640e-01)
-        ln2_hi, ln2_lo = 6.9313812256e-01, 9.0580006145e-06
     else:
         mantissa_bits, exponent_bias, subnormal_shift = 52, 1023, 54
-        lg1, lg2, lg3, lg4, lg5, lg6, lg7 = (6.666666666666735130e-01, 3.999999999940941908e-01,
-                                             2.857142874366239149e-01, 2.222219843214978396e-01,
-                                             1.818357216161805012e-01, 1.531383769920937332e-01,
-                                             1.479819860511658591e-01)
-        ln2_hi, ln2_lo = 6.93147180369123816490e-01, 1.90821492927058770002e-10
+    log_of_one_plus = _log_of_one_plus(x)
     min_normal = float(np.finfo(np.float32 if x == types.float32 else np.float64).tiny)
     mantissa_mask = (1 << mantissa_bits) - 1
     one_bits = exponent_bias << mantissa_bits
@@ -272,14 +355,7 @@ def _log_impl(x):
         if m > F(1.4142135623730951):
             m = m * F(0.5)
             k += 1
-        f = m - F(1.0)
-        s = f / (F(2.0) + f)
-        z = s * s
-        w = z * z
-        r = w * (F(lg2) + w * (F(lg4) + w * F(lg6))) + z * (F(lg1) + w * (F(lg3) + w * (F(lg5) + w * F(lg7))))
-        hfsq = F(0.5) * f * f
-        dk = F(k)
-        result = dk * F(ln2_hi) - ((hfsq - (s * (hfsq + r) + dk * F(ln2_lo))) - f)
+        result = log_of_one_plus(m - F(1.0), F(k))
         if x == F(np.inf):
             result = x
         if x == F(0.0):
@@ -366,7 +442,7 @@ def _tanh_impl(x):
     return impl
 
 
-@overload(sigmoid, jit_options=MATH_OPTIONS)
+@overload(sigmoid, inline="always", jit_options=MATH_OPTIONS)
 def _sigmoid_impl(x):
     if not isinstance(x, types.Float):
         return None
@@ -376,6 +452,28 @@ def _sigmoid_impl(x):
         e = exp(-abs(x))  # in (0, 1]: never overflows
         s = F(1.0) / (F(1.0) + e)
         return s if x >= F(0.0) else e * s
+
+    return impl
+
+
+def log1p_unit(x):
+    """log(1 + x) for x in [0, 1] (exp(-|a - b|) in logaddexp)."""
+    raise _jitted_only("log1p_unit")
+
+
+@overload(log1p_unit, inline="always", jit_options=MATH_OPTIONS)
+def _log1p_unit_impl(x):
+    # 1 + x lies in [1, 2]: no exponent to extract and no rounding of 1 + x to undo, unlike log1p.
+    # Above sqrt(2) - 1, log(1 + x) = ln2 + log(1 + f) with f = (x - 1) / 2.
+    if not isinstance(x, types.Float):
+        return None
+    F = _float_type(x)
+    log_of_one_plus = _log_of_one_plus(x)
+    split = F(math.sqrt(2.0) - 1.0)
+
+    def impl(x):
+        above = x > split
+        return log_of_one_plus((x - F(1.0)) * F(0.5) if above else x, F(1.0) if above else F(0.0))
 
     return impl
 
