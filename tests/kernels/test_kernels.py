@@ -405,9 +405,9 @@ def test_pointwise_loss(squared, dtype, size_name, rng, variants):
     variants.assert_ran(kernels.loss.pointwise_loss_forward, size_name)
     grad = rng.standard_normal(n).astype(dtype)
     slope = 2 * d64 if squared else np.sign(d64)
-    for upstream in (grad, np.array([0.5 / n], dtype)):  # one gradient per element, or one broadcast
-        kernels.loss.pointwise_loss_backward(a, b, upstream, squared, out)
-        assert_close(out, upstream.astype(np.float64) * slope, dtype, scale=np.abs(upstream).max())
+    for upstream, divisor in ((grad, 1.0), (np.array([0.5], dtype), float(n))):  # per element, or one broadcast
+        kernels.loss.pointwise_loss_backward(a, b, upstream, squared, divisor, out)
+        assert_close(out, upstream.astype(np.float64) / divisor * slope, dtype, scale=np.abs(upstream).max() / divisor)
     variants.assert_ran(kernels.loss.pointwise_loss_backward, size_name)
 
 

@@ -90,7 +90,9 @@ def pointwise_loss_sum(a: Any, b: Any, squared: bool, divisor: float) -> Any:
     return be.pointwise_loss_sum(a, b, squared, float(divisor), be.empty((), a.dtype))
 
 
-def pointwise_loss_backward(a: Any, b: Any, grad: Any, squared: bool):
-    """grad * d loss / d a; ``grad`` has a's shape or one element."""
+def pointwise_loss_backward(a: Any, b: Any, grad: Any, squared: bool, divisor: float = 1.0):
+    """(grad / divisor) * d loss / d a; ``grad`` has a's shape or one element (the gradient of a
+    loss reduced over ``divisor`` elements, divided on its device)."""
     be = backend_of(a, b)
-    return be.pointwise_loss_backward(a, b, as_dtype(grad, a.dtype), squared, be.empty(a.shape, a.dtype))
+    return be.pointwise_loss_backward(a, b, as_dtype(grad, a.dtype), squared, float(divisor),
+                                      be.empty(a.shape, a.dtype))

@@ -252,9 +252,10 @@ class PointwiseLoss(Op):
         a, b = ctx.saved_tensors
         if on_graph(grad):
             return (*PointwiseLoss.formula(ctx, grad, a, b), None, None)
-        if ctx.reduction != "none":  # grad / divisor on grad's device (an empty input's divisor: any)
-            grad = dispatch.binary("div", dispatch.as_dtype(grad, a.dtype), ctx.divisor or 1).reshape(1)
-        ga = DL.pointwise_loss_backward(a, b, grad, ctx.squared)
+        divisor = 1.0
+        if ctx.reduction != "none":  # divided in the kernel, on grad's device (an empty input's divisor: any)
+            grad, divisor = grad.reshape(1), ctx.divisor or 1.0
+        ga = DL.pointwise_loss_backward(a, b, grad, ctx.squared, divisor)
         return ga, (dispatch.unary("neg", ga) if ctx.needs_input_grad[1] else None), None, None
 
     @staticmethod

@@ -251,6 +251,8 @@ def pointwise_loss_sum(a, b, squared: bool, divisor: float, out):
     return out
 
 
-def pointwise_loss_backward(a, b, grad, squared: bool, out):
-    kernels.loss.pointwise_loss_backward(flat(a), flat(b), flat(grad), squared, out.reshape(-1))
+def pointwise_loss_backward(a, b, grad, squared: bool, divisor: float, out):
+    """out = d loss / d a for the gradient ``grad`` of a loss over ``divisor`` elements (1 for a
+    sum or no reduction; a one-element ``grad`` broadcasts and is divided)."""
+    kernels.loss.pointwise_loss_backward(flat(a), flat(b), flat(grad), squared, divisor, out.reshape(-1))
     return out

@@ -220,11 +220,12 @@ def pointwise_loss(a, b, squared: bool, out):
     return binary_op("squared_error" if squared else "absolute_error", a, b, out)
 
 
-def pointwise_loss_backward(a, b, grad, squared: bool, out):
-    """out = grad * 2 (a - b) if ``squared`` else grad * sign(a - b); a one-element grad broadcasts."""
+def pointwise_loss_backward(a, b, grad, squared: bool, divisor: float, out):
+    """out = g * 2 (a - b) if ``squared`` else g * sign(a - b), g = grad / ``divisor``; a
+    one-element grad broadcasts (read on the device: nothing waits)."""
     if grad.shape != a.shape:
         grad = grad.reshape(())
-    return ternary_op("pointwise_loss_backward", a, b, grad, out, int(squared))
+    return ternary_op("pointwise_loss_backward", a, b, grad, out, int(squared), float(divisor))
 
 
 def _row_view(a: DeviceArray, rows: int) -> DeviceArray:

@@ -151,17 +151,18 @@ def pointwise_loss_sum(a, b, squared):
 
 
 @parallel_kernel()
-def pointwise_loss_backward(a, b, grad, squared, out):
-    """out = grad * 2 (a - b) if ``squared`` else grad * sign(a - b); ``grad`` of size 1 broadcasts."""
+def pointwise_loss_backward(a, b, grad, squared, divisor, out):
+    """out = g * 2 (a - b) if ``squared`` else g * sign(a - b), g = grad / ``divisor`` (a reduced
+    loss's count; ``grad`` of size 1 broadcasts, and only then is divided)."""
     F = out.dtype.type
     two, one, zero = F(2), F(1), F(0)
     if grad.size == 1:
-        g2 = grad[0] * two
+        g = grad[0] / F(divisor)
+        g2 = g * two
         if squared:
             for i in prange(a.size):
                 out[i] = g2 * (a[i] - b[i])
         else:
-            g = grad[0]
             for i in prange(a.size):
                 d = a[i] - b[i]
                 out[i] = g * (one if d > zero else (-one if d < zero else zero))

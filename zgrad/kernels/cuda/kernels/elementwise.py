@@ -409,6 +409,7 @@ def _extremum_b(g, a, b, p, q, T):
 @device
 def _pointwise_loss_backward(a, b, g, p, q, T):
     d = a - b
+    g = g / T(q)  # q: the reduced loss's divisor (1 for none)
     if p != T(0):
         return T(2) * g * d
     return g * _sign(d, p, q, T)
