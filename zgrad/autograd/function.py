@@ -243,6 +243,17 @@ def _output_arrays(cls: type, raw: Any) -> tuple[Any, ...]:
     return tuple(arrays)
 
 
+class _ForwardOnlyCtx:
+    """The ctx of a built-in op's forward that records no node (no input requires grad, or grad
+    mode is off): what the forward saves is dropped, and no backward node is built."""
+
+    def __init__(self, needs_input_grad: tuple[bool, ...]) -> None:
+        self.needs_input_grad = needs_input_grad
+
+    def save_for_backward(self, *values: Any) -> None:
+        pass
+
+
 class Op(Function):
     """Base of built-in ops: ``forward``/``backward`` take and return raw arrays.
 
@@ -267,11 +278,12 @@ class Op(Function):
             else:
                 arrays.append(a)
                 needs.append(False)
-        ctx = FunctionCtx(cls, tuple(needs))
+        record = record and is_grad_enabled()
+        ctx = FunctionCtx(cls, tuple(needs)) if record else _ForwardOnlyCtx(tuple(needs))
         raw = cls.forward(ctx, *arrays)
         single = not isinstance(raw, tuple)
         outputs = (raw,) if single else raw
-        if not (record and is_grad_enabled()):
+        if not record:
             wrapped = [Tensor(o) for o in outputs]
         else:
             ctx.next_edges = [gradient_edge(a) if need else None for a, need in zip(args, needs)]

@@ -258,6 +258,8 @@ class ParallelKernel:
         return size >= self.min_size and INTRA_OP_THREADS.in_use() > 1 and not _LAYER.forked
 
     def __call__(self, *args: Any) -> Any:
+        if args[0].size < self.min_size:  # the common case, decided before any further call
+            return self.serial(*args)
         if self._parallel_size(args[0].size) and _PARALLEL_REGION.acquire(blocking=False):
             try:
                 return _LAYER.run(self.parallel, args)

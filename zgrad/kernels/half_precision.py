@@ -89,6 +89,13 @@ class _Widener:
 def _in_float32(op: Callable, module: ModuleType) -> Callable:
     @functools.wraps(op)
     def call(*args: Any, **kwargs: Any) -> Any:
+        if not kwargs:  # the common call, checked here without a further call
+            for value in args:
+                dtype = getattr(value, "dtype", None)
+                if dtype in HALF_DTYPES or (dtype is None and type(value) in _SEQUENCES):
+                    break
+            else:
+                return op(*args)
         if not _needs_widening(args) and not (kwargs and _needs_widening(kwargs.values())):
             return op(*args, **kwargs)
         widener = _Widener(module)

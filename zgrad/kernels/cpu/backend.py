@@ -62,7 +62,7 @@ def _rows(a: np.ndarray) -> np.ndarray:
 # --- allocation -------------------------------------------------------------------------------
 
 def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    return np.empty(shape, dtype=dtype)
+    return np.empty(shape, dtype)
 
 
 def full(shape: tuple[int, ...], value: float, dtype: np.dtype) -> np.ndarray:

@@ -12,6 +12,8 @@ __all__ = ["flat", "ieee_results"]
 
 def flat(a: np.ndarray) -> np.ndarray:
     """A 1-D C-contiguous view (or copy, for strided input) of ``a``."""
+    if type(a) is np.ndarray:
+        return a.ravel()  # the same, in one call
     return np.ascontiguousarray(a).reshape(-1)
 
 
