@@ -160,6 +160,9 @@ _BINARY_KERNELS = {
 }
 
 
+_BITWISE = frozenset({"bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift"})
+
+
 def binary_math(name: str, a, b, out):
     """out = ``name``(a, b), broadcast, ``name`` one of :data:`~zgrad.kernels.vocabulary.BINARY_MATH`.
     Operands are already in out's dtype, so numpy's loop is out's."""
@@ -168,8 +171,10 @@ def binary_math(name: str, a, b, out):
         if out.size:
             getattr(kernels.special, kernel)(flat(a), flat(b), out.reshape(-1))
         return out
+    function = _BINARY[name]
+    if name in _BITWISE and out.dtype.kind in "biu":  # no floating-point error to silence
+        return function(a, b, out=out)
     with np.errstate(all="ignore"):
-        function = _BINARY[name]
         return function(a, b, out=out) if isinstance(function, np.ufunc) else function(a, b, out)
 
 
