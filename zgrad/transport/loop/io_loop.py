@@ -342,9 +342,23 @@ class IoLoop(Inbound, Upkeep):
             if self._streams is not None:
                 items.extend((fd, zmq.POLLIN) for fd in self._streams.poll_fds())
             events = zmq.zmq_poll(items, max(1, int(timeout_s * 1000)))
-            return len(events) == 1 and events[0][0] == sock
+            if len(events) == 1 and events[0][0] == sock:
+                return True
+            # why the leader hands its role on (get_debug_info()["transport"]): its own reply was
+            # late, or something else arrived, counted by where
+            if not events:
+                self._stats.add("leader_waits_timed_out")
+            for ready, _ in events:
+                if ready is not sock:
+                    self._stats.add("leader_waits_interrupted_" + self._describe_interrupt(ready))
+            return False
         finally:
             self.role.lock.release()
+
+    def _describe_interrupt(self, ready: Any) -> str:
+        if ready is self._sockets.inbound:
+            return "by_inbound"
+        return "by_zap" if ready is self._sockets.zap else "by_stream"
 
     def route(self, routing_id: bytes, frames: list) -> None:
         """Send ``frames`` on the inbound socket to the caller-direct socket ``routing_id``
