@@ -42,7 +42,6 @@ _loaded: dict[str, Any] = {}
 DEFAULT_FLOAT = np.dtype(np.float32)
 INT64 = np.dtype(np.int64)
 _BOOL = np.dtype(np.bool_)
-_NUMBERS = (int, float)
 # Ops PyTorch refuses on bool tensors (a result of bool dtype): arithmetic with no logical meaning.
 _NOT_FOR_BOOL = frozenset({"neg", "abs", "remainder", "floor_divide", "pow"})
 # Ops that divide: integer results refuse a zero divisor.
@@ -265,12 +264,6 @@ def mean_dtype(dtype: np.dtype, requested: Any = None) -> np.dtype:
 
 
 def _result_dtype(a: Any, b: Any) -> np.dtype:
-    if type(b) in _NUMBERS and type(a) is np.ndarray and a.ndim:
-        # an array and a Python number, the commonest mix: the array's dtype unless the number is of
-        # a higher category (a float with integers), which result_type works out
-        kind = a.dtype.kind
-        if kind == "f" or (kind in "iu" and type(b) is int):
-            return a.dtype
     return result_type(a, b)
 
 

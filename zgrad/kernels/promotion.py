@@ -117,6 +117,9 @@ def can_cast(from_: Any, to: Any) -> bool:
     return _category(np.dtype(from_)) <= _category(np.dtype(to))
 
 
+_NUMBERS = (int, float)
+
+
 def _scalar_dtype(value: Any) -> np.dtype:
     if isinstance(value, (bool, np.bool_)):
         return _BOOL
@@ -151,6 +154,14 @@ def result_type(*operands: Any) -> np.dtype:
     Raises:
         TypeError: no operand, or one that is neither an array nor a number.
     """
+    if len(operands) == 2:
+        a, b = operands
+        if type(b) in _NUMBERS and type(a) is np.ndarray and a.ndim:
+            # an array and a Python number, the commonest mix: the array's dtype unless the number
+            # is of a higher category (a float with integers), worked out below
+            kind = a.dtype.kind
+            if kind == "f" or (kind in "iu" and type(b) is int):
+                return a.dtype
     dimensioned, zero_dim, numbers = [], [], []
     for operand in operands:
         ndim = getattr(operand, "ndim", None)
