@@ -18,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 THREAD_ENV = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
               "OPENBLAS_NUM_THREADS": "1", "TP_SOCKET_IFNAME": "lo", "GLOO_SOCKET_IFNAME": "lo"}
+THREAD_POOLS = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 def free_port() -> int:
@@ -42,9 +43,12 @@ def zgrad_config(world_size: int = 2) -> dict:
     }
 
 
-def worker_env() -> dict:
+def worker_env(threads: int = 1) -> dict:
+    """This process's environment with every thread pool of a worker sized to ``threads`` and this
+    directory on the import path."""
     env = dict(os.environ)
     env.update(THREAD_ENV)
+    env.update({name: str(threads) for name in THREAD_POOLS})
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
 
@@ -66,16 +70,18 @@ def _world_spec(framework: str, extra: dict, world_size: int) -> dict:
     return spec
 
 
-def _start_world(script: str, framework: str, spec: dict, commanded_ranks: int) -> list[subprocess.Popen]:
-    """Start every rank of ``script --worker framework``; rank 0's stdout is a pipe, and so is the
-    stdin of the first ``commanded_ranks`` ranks. Kills what it started if a start fails."""
+def _start_world(script: str, framework: str, spec: dict, commanded_ranks: int,
+                 env: dict | None = None) -> list[subprocess.Popen]:
+    """Start every rank of ``script --worker framework`` (environment ``env``, else
+    :func:`worker_env`); rank 0's stdout is a pipe, and so is the stdin of the first
+    ``commanded_ranks`` ranks. Kills what it started if a start fails."""
     procs: list[subprocess.Popen] = []
     try:
         for rank in range(spec["world_size"]):
             procs.append(subprocess.Popen(
                 [sys.executable, script, "--worker", framework, "--rank", str(rank), "--spec", json.dumps(spec)],
                 stdin=subprocess.PIPE if rank < commanded_ranks else subprocess.DEVNULL,
-                stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL, text=True, env=worker_env()))
+                stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL, text=True, env=env or worker_env()))
     except BaseException:
         _kill(procs)
         raise
@@ -116,12 +122,14 @@ class ServedWorld:
     :meth:`close` ends the processes (killing what does not exit).
 
     With ``every_rank`` each command goes to every rank's stdin (each rank serves it, as the
-    ranks of a DDP world must all step); only rank 0's answer is read."""
+    ranks of a DDP world must all step); only rank 0's answer is read. ``env`` replaces
+    :func:`worker_env`'s environment (e.g. ``worker_env(threads)``)."""
 
-    def __init__(self, script: str, framework: str, extra: dict, world_size: int, every_rank: bool = False) -> None:
+    def __init__(self, script: str, framework: str, extra: dict, world_size: int, every_rank: bool = False,
+                 env: dict | None = None) -> None:
         self.framework = framework
         self.procs = _start_world(script, framework, _world_spec(framework, extra, world_size),
-                                  world_size if every_rank else 1)
+                                  world_size if every_rank else 1, env)
         self._commanded = self.procs if every_rank else self.procs[:1]
 
     def _send(self, command: dict) -> None:
@@ -180,6 +188,42 @@ def activate(worlds: dict[str, ServedWorld], framework: str) -> None:
         if other != framework:
             world.pause()
     worlds[framework].resume()
+
+
+def alternating_rounds(worlds: dict[str, ServedWorld], commands: dict[str, dict], repeats: int,
+                       min_sampling_s: float, per_round: int, timeout_s: float) -> dict[str, list[float]]:
+    """Times of ``commands[name]`` served by ``worlds[name]`` (see :func:`serve_timed`), sampled in
+    alternating rounds of ``per_round`` timed calls, the other worlds stopped during each round
+    (:func:`activate`): at least ``repeats`` calls each, and more until the rounds took
+    ``min_sampling_s`` per world. Each library alone in its process: neither one's idle threads
+    (torch's spinning OpenMP workers) take a core from the other."""
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    while (min(map(len, times.values())) < repeats
+           or sum(map(sum, times.values())) < len(times) * min_sampling_s):
+        for name, command in commands.items():
+            activate(worlds, name)
+            times[name] += worlds[name].ask({**command, "calls": per_round}, timeout_s)["times"]
+    return times
+
+
+def serve_timed(calls: dict[str, object], warmup: int, description: dict | None = None) -> None:
+    """Serve :func:`alternating_rounds`' commands ``{"call": key, "calls": n}`` with the times of
+    ``n`` calls of ``calls[key]``, after ``warmup`` untimed calls the first time a key is asked
+    and one untimed call every time (the first call after a stop pays for waking the threads);
+    answer ``{"describe": true}`` with ``description``."""
+    warm: set[str] = set()
+
+    def handle(command: dict) -> dict:
+        if command.get("describe"):
+            return description or {}
+        fn = calls[command["call"]]
+        for _ in range(0 if command["call"] in warm else warmup):
+            fn()
+        warm.add(command["call"])
+        fn()
+        return {"times": timed_calls(fn, command["calls"])}
+
+    serve(handle)
 
 
 def serve(handle) -> None:

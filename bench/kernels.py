@@ -20,7 +20,7 @@ The load average before and after the run is printed and stored with the results
 median is far above its fastest call is marked "disturbed".
 
 Usage: python bench/kernels.py [--quick] [--out bench/results/kernels.json]
-       NUMBA_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python bench/kernels.py --section layers --threads 1
+       python bench/kernels.py --section layers --threads 1
        python bench/kernels.py --section layers --threads 2 --blas-threads 1   # OpenBLAS on one thread
        python bench/kernels.py --thresholds   # serial vs parallel variant by size (min of repeats)
        python bench/kernels.py --cuda         # only the CUDA section (bench/kernels_cuda.py)
@@ -33,14 +33,19 @@ Other sections (the MLP step) add a function to ``BENCHMARKS``: it takes a :clas
 returns a list of :class:`Row`. Sections against torch that must run with one thread and with all
 threads (layers: Conv2d, BatchNorm2d; sequence: LSTM, Embedding; optim: every optimizer's step
 against torch's single-tensor, foreach and fused steps; math: every element-wise math function;
-reduce: the reductions, sorts and scans) go into ``THREADED_SECTIONS`` instead: each runs in its own interpreter per thread count, zgrad and torch alternating
-(``--section NAME --threads N`` runs one).
+reduce: the reductions, sorts and scans) go into ``THREADED_SECTIONS`` instead: a function that
+builds the section's :class:`Case` list with either library. For each thread count, zgrad and
+torch each run in their own interpreter (``--section NAME --threads N`` runs one section), and
+the two alternate rounds of calls with the waiting one stopped (SIGSTOP): in one process, torch's
+OpenMP threads spin after each torch call and take the core zgrad's second thread needs.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
+import importlib
 import json
 import os
 import pathlib
@@ -54,6 +59,8 @@ from collections.abc import Callable
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+import _procs  # noqa: E402
 
 from zgrad.kernels import _jit  # noqa: E402
 from zgrad.kernels.blas import SPIN_TIMEOUT  # noqa: E402
@@ -351,18 +358,41 @@ def bench_mlp_step(settings: Settings) -> list[Row]:
     return rows
 
 
-# --- layers against torch, one thread and all threads ----------------------------------------
+# --- sections against torch, one thread and all threads -------------------------------------
 
 LAYER_TARGET = 1 / 1.5  # a zgrad layer's forward+backward at most 1.5x torch's time
-# Sections run in a fresh interpreter per thread count: numpy's OpenBLAS and Numba read their
-# thread counts once, when they load, so one process cannot switch between 1 and all threads.
-# A section takes the settings and the thread count and returns rows; it may import torch.
-THREADED_SECTIONS: dict[str, Callable[[Settings, int], list[Row]]] = {}
+LIBRARIES = ("zgrad", "torch")
+SERVED_CALL_TIMEOUT_S = 900.0  # a case's first call compiles its kernels
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One timed call of a threaded section, built by each library: its row's ``name`` and
+    ``size``, and ``variant`` for an implementation besides the library's default (torch's foreach
+    and fused optimizer steps), reported in the row's note."""
+    name: str
+    size: str
+    fn: Callable[[], object]
+    target: float
+    variant: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}|{self.size}|{self.variant}"
+
+
+# A threaded section takes a library (the zgrad or torch module), the settings and the thread
+# count, and returns its cases, the same for both libraries. Each library runs in its own
+# interpreter per thread count (numpy's OpenBLAS and Numba read their thread counts once, when
+# they load), and the two alternate rounds of calls with the idle one stopped
+# (:func:`run_threaded_section`).
+THREADED_SECTIONS: dict[str, Callable[[object, Settings, int], list[Case]]] = {}
 
 
 def alternating_times(first: Callable[[], object], second: Callable[[], object], settings: Settings,
                       per_round: int = 3) -> tuple[list[float], list[float]]:
-    """Wall times of two callables sampled in alternating rounds of ``per_round`` timed calls.
+    """Wall times of two callables in one process, sampled in alternating rounds of ``per_round``
+    timed calls.
 
     Each round starts with one untimed call: threads the other library leaves spinning after its
     last parallel region (OpenMP's, OpenBLAS's) slow that call down instead of a timed one.
@@ -381,12 +411,17 @@ def alternating_times(first: Callable[[], object], second: Callable[[], object],
     return times
 
 
-def compare_with_torch(name: str, size: str, zgrad_fn: Callable[[], object], torch_fn: Callable[[], object],
-                       settings: Settings, note: str = "", target: float = LAYER_TARGET) -> Row:
-    """A row with torch's time in the "numpy ms" column, from alternating samples."""
-    zgrad_times, torch_times = alternating_times(zgrad_fn, torch_fn, settings)
-    return Row(name, size, statistics.median(zgrad_times), statistics.median(torch_times), target,
-               min(zgrad_times), note="; ".join(filter(None, ["numpy ms column = torch ms", note])))
+def _thread_label(size: str, threads: int) -> str:
+    return f"{size}, {threads} thread{'s' if threads > 1 else ''}"
+
+
+def _same_parameters(lib, module, seed: int) -> None:
+    """Every parameter of ``module`` drawn uniformly from (-0.05, 0.05) with ``seed``: the same
+    values in either library, each in its own process."""
+    rng = np.random.default_rng(seed)
+    with lib.no_grad():
+        for p in module.parameters():
+            p.copy_(lib.tensor(rng.uniform(-0.05, 0.05, tuple(p.shape)).astype(DTYPE)))
 
 
 def _training_step(module, x, upstream) -> Callable[[], None]:
@@ -399,36 +434,36 @@ def _training_step(module, x, upstream) -> Callable[[], None]:
     return step
 
 
-def layers_section(settings: Settings, threads: int) -> list[Row]:
+def layers_section(lib, settings: Settings, threads: int) -> list[Case]:
     """Conv2d 3x3 64->64 and BatchNorm2d(64) forward+backward on 32x64x32x32 float32 vs torch."""
-    import torch
-
-    import zgrad
-
-    torch.set_num_threads(threads)
     rng = np.random.default_rng(5)
     x, upstream = rng.standard_normal((2, 32, 64, 32, 32), dtype=DTYPE)
-    label = f"32x64x32x32, {threads} thread{'s' if threads > 1 else ''}"
-    zgrad.manual_seed(0)
-    pairs = [("Conv2d 3x3 64->64 pad 1 fwd+bwd", zgrad.nn.Conv2d(64, 64, 3, padding=1),
-              torch.nn.Conv2d(64, 64, 3, padding=1)),
-             ("BatchNorm2d(64) train fwd+bwd", zgrad.nn.BatchNorm2d(64), torch.nn.BatchNorm2d(64))]
-    rows = []
-    for name, zgrad_module, torch_module in pairs:
-        with torch.no_grad():  # same parameters on both sides
-            for p, q in zip(torch_module.parameters(), zgrad_module.parameters()):
-                p.copy_(torch.from_numpy(q.numpy()))
-        zgrad_step = _training_step(zgrad_module, zgrad.tensor(x, requires_grad=True), zgrad.tensor(upstream))
-        torch_step = _training_step(torch_module, torch.tensor(x, requires_grad=True), torch.tensor(upstream))
-        rows.append(compare_with_torch(name, label, zgrad_step, torch_step, settings))
-    return rows
+    label = _thread_label("32x64x32x32", threads)
+    cases = []
+    for seed, (name, module) in enumerate([("Conv2d 3x3 64->64 pad 1 fwd+bwd", lib.nn.Conv2d(64, 64, 3, padding=1)),
+                                           ("BatchNorm2d(64) train fwd+bwd", lib.nn.BatchNorm2d(64))]):
+        _same_parameters(lib, module, seed)
+        step = _training_step(module, lib.tensor(x, requires_grad=True), lib.tensor(upstream))
+        cases.append(Case(name, label, step, LAYER_TARGET))
+    return cases
 
 
 THREADED_SECTIONS["layers"] = layers_section
 
 
-def _sequence_steps(lstm, embedding, x, tokens, upstream_lstm, upstream_embedding):
-    """(LSTM step, Embedding step) of one library: forward + backward, gradients cleared first."""
+def sequence_section(lib, settings: Settings, threads: int) -> list[Case]:
+    """A 2-layer LSTM (256 hidden) on 35x20 tokens of 256 features, and the scatter-add backward of
+    a 50000x256 Embedding on 35x20 tokens, forward+backward float32 vs torch."""
+    rng = np.random.default_rng(6)
+    steps, batch, features, rows = 35, 20, 256, 50_000
+    x = lib.tensor(rng.standard_normal((steps, batch, features), dtype=DTYPE), requires_grad=True)
+    upstream_lstm = lib.tensor(rng.standard_normal((steps, batch, features), dtype=DTYPE))
+    tokens = lib.tensor(rng.integers(0, rows, size=(steps, batch)))
+    upstream_embedding = lib.tensor(rng.standard_normal((steps, batch, features), dtype=DTYPE))
+    lstm, embedding = lib.nn.LSTM(features, features, num_layers=2), lib.nn.Embedding(rows, features)
+    _same_parameters(lib, lstm, 0)
+    _same_parameters(lib, embedding, 1)
+
     def lstm_step() -> None:
         x.grad = None
         lstm.zero_grad()
@@ -439,38 +474,8 @@ def _sequence_steps(lstm, embedding, x, tokens, upstream_lstm, upstream_embeddin
         embedding.zero_grad()  # set_to_none: every backward builds a fresh 50000x256 gradient
         embedding(tokens).backward(upstream_embedding)
 
-    return lstm_step, embedding_step
-
-
-def sequence_section(settings: Settings, threads: int) -> list[Row]:
-    """A 2-layer LSTM (256 hidden) on 35x20 tokens of 256 features, and the scatter-add backward of
-    a 50000x256 Embedding on 35x20 tokens, forward+backward float32 vs torch."""
-    import torch
-
-    import zgrad
-
-    torch.set_num_threads(threads)
-    rng = np.random.default_rng(6)
-    steps, batch, features, rows = 35, 20, 256, 50_000
-    x = rng.standard_normal((steps, batch, features), dtype=DTYPE)
-    upstream_lstm = rng.standard_normal((steps, batch, features), dtype=DTYPE)
-    tokens = rng.integers(0, rows, size=(steps, batch))
-    upstream_embedding = rng.standard_normal((steps, batch, features), dtype=DTYPE)
-    zgrad.manual_seed(0)
-    modules = {zgrad: (zgrad.nn.LSTM(features, features, num_layers=2), zgrad.nn.Embedding(rows, features)),
-               torch: (torch.nn.LSTM(features, features, num_layers=2), torch.nn.Embedding(rows, features))}
-    with torch.no_grad():  # same parameters on both sides
-        for theirs, ours in zip(modules[torch], modules[zgrad]):
-            for p, q in zip(theirs.parameters(), ours.parameters()):
-                p.copy_(torch.from_numpy(q.numpy()))
-    steps_of = {lib: _sequence_steps(*modules[lib], lib.tensor(x, requires_grad=True), lib.tensor(tokens),
-                                     lib.tensor(upstream_lstm), lib.tensor(upstream_embedding))
-                for lib in (zgrad, torch)}
-    plural = "s" if threads > 1 else ""
-    names = [("LSTM 2x256 fwd+bwd", f"35x20x256, {threads} thread{plural}"),
-             ("Embedding 50000x256 fwd+bwd", f"35x20 tokens, {threads} thread{plural}")]
-    return [compare_with_torch(name, size, zgrad_step, torch_step, settings)
-            for (name, size), zgrad_step, torch_step in zip(names, steps_of[zgrad], steps_of[torch])]
+    return [Case("LSTM 2x256 fwd+bwd", _thread_label("35x20x256", threads), lstm_step, LAYER_TARGET),
+            Case("Embedding 50000x256 fwd+bwd", _thread_label("35x20 tokens", threads), embedding_step, LAYER_TARGET)]
 
 
 THREADED_SECTIONS["sequence"] = sequence_section
@@ -492,32 +497,23 @@ def _optimizer_step(lib, name: str, options: dict, param: np.ndarray, grad: np.n
     return getattr(lib.optim, name)([tensor], **options).step
 
 
-def optim_section(settings: Settings, threads: int) -> list[Row]:
+def optim_section(lib, settings: Settings, threads: int) -> list[Case]:
     """One optimizer step (one fused kernel) of every optimizer on one float32 parameter vs
     torch's step on the same sizes: its default on the CPU (the single-tensor loop) in the
     ratio, its foreach and fused implementations in the note."""
-    import torch
-
-    import zgrad
-
-    torch.set_num_threads(threads)
     rng = np.random.default_rng(7)
-    rows = []
+    cases = []
     for n in settings.sizes:
         param, grad = rng.standard_normal((2, n), dtype=DTYPE)
-        label = f"{_size_label(n)}, {threads} thread{'s' if threads > 1 else ''}"
+        label = _thread_label(_size_label(n), threads)
         for name, options in OPTIM_CASES:
-            zgrad_step = _optimizer_step(zgrad, name, options, param, grad)
-            others = []
-            for implementation in TORCH_IMPLEMENTATIONS[name]:
-                theirs = _optimizer_step(torch, name, {**options, implementation: True}, param, grad)
-                zgrad_times, torch_times = alternating_times(zgrad_step, theirs, settings)
-                others.append(f"{implementation} {statistics.median(torch_times) / statistics.median(zgrad_times):.2f}x")
-            rows.append(compare_with_torch(f"{name} step (vs torch single-tensor)", label, zgrad_step,
-                                           _optimizer_step(torch, name, {**options, "foreach": False}, param, grad),
-                                           settings, note="speed-up vs torch " + ", ".join(others),
-                                           target=OPTIM_TARGET))
-    return rows
+            row = f"{name} step (vs torch single-tensor)"
+            if lib.__name__ == "torch":
+                options = {**options, "foreach": False}
+                cases += [Case(row, label, _optimizer_step(lib, name, {**options, implementation: True}, param, grad),
+                               OPTIM_TARGET, variant=implementation) for implementation in TORCH_IMPLEMENTATIONS[name]]
+            cases.append(Case(row, label, _optimizer_step(lib, name, options, param, grad), OPTIM_TARGET))
+    return cases
 
 
 THREADED_SECTIONS["optim"] = optim_section
@@ -558,28 +554,19 @@ MATH_CASES: dict[str, Callable[..., object]] = {
 }
 
 
-def math_section(settings: Settings, threads: int) -> list[Row]:
+def math_section(lib, settings: Settings, threads: int) -> list[Case]:
     """Every element-wise math function of MATH_CASES (forward) vs torch, per size."""
-    import torch
-
-    import zgrad
-
-    torch.set_num_threads(threads)
     rng = np.random.default_rng(11)
-    rows = []
+    cases = []
     for n in settings.sizes:
         x = rng.uniform(0.1, 0.9, n).astype(DTYPE)
         arrays = {"x": x, "y": x + DTYPE(1), "i": rng.integers(-1000, 1000, n, dtype=np.int32),
                   "j": rng.integers(0, 31, n, dtype=np.int32), "u": rng.standard_normal(n, dtype=DTYPE)}
-        normal = rng.standard_normal(n, dtype=DTYPE)
-        ours = {k: zgrad.tensor(v) for k, v in arrays.items()} | {"g": zgrad.tensor(normal, requires_grad=True)}
-        theirs = ({k: torch.from_numpy(v) for k, v in arrays.items()}
-                  | {"g": torch.tensor(normal, requires_grad=True)})
-        label = f"{_size_label(n)}, {threads} thread{'s' if threads > 1 else ''}"
-        for name, fn in MATH_CASES.items():
-            rows.append(compare_with_torch(name, label, lambda fn=fn: fn(zgrad, ours), lambda fn=fn: fn(torch, theirs),
-                                           settings, target=MATH_TARGET))
-    return rows
+        tensors = ({k: lib.tensor(v) for k, v in arrays.items()}
+                   | {"g": lib.tensor(rng.standard_normal(n, dtype=DTYPE), requires_grad=True)})
+        label = _thread_label(_size_label(n), threads)
+        cases += [Case(name, label, functools.partial(fn, lib, tensors), MATH_TARGET) for name, fn in MATH_CASES.items()]
+    return cases
 
 
 THREADED_SECTIONS["math"] = math_section
@@ -609,41 +596,32 @@ REDUCE_CASES: dict[str, Callable[..., object]] = {
 }
 
 
-def reduce_section(settings: Settings, threads: int) -> list[Row]:
+def reduce_section(lib, settings: Settings, threads: int) -> list[Case]:
     """Every reduction of REDUCE_CASES (forward) vs torch, per size."""
-    import torch
-
-    import zgrad
-
-    torch.set_num_threads(threads)
     rng = np.random.default_rng(13)
-    rows = []
+    cases = []
     for n in settings.sizes:
         x = rng.uniform(0.1, 0.9, n).astype(DTYPE)
         flags = rng.random(n) < 0.999
         arrays = {"x": x, "m": x.reshape(-1, 1024), "b": flags, "bm": flags.reshape(-1, 1024)}
-        ours = {k: zgrad.tensor(v) for k, v in arrays.items()}
-        theirs = {k: torch.from_numpy(v) for k, v in arrays.items()}
-        label = f"{_size_label(n)}, {threads} thread{'s' if threads > 1 else ''}"
-        for name, fn in REDUCE_CASES.items():
-            rows.append(compare_with_torch(name, label, lambda fn=fn: fn(zgrad, ours), lambda fn=fn: fn(torch, theirs),
-                                           settings, target=REDUCE_TARGET))
-    return rows
+        tensors = {k: lib.tensor(v) for k, v in arrays.items()}
+        label = _thread_label(_size_label(n), threads)
+        cases += [Case(name, label, functools.partial(fn, lib, tensors), REDUCE_TARGET)
+                  for name, fn in REDUCE_CASES.items()]
+    return cases
 
 
 THREADED_SECTIONS["reduce"] = reduce_section
 
 
-_THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-
-
 def thread_environment(threads: int, blas_threads: int | None = None) -> dict[str, str]:
-    """This process's environment with every thread pool sized to ``threads`` (Numba and the BLAS
-    libraries read them once, at import), numpy's OpenBLAS to ``blas_threads`` if given."""
-    sizes = {var: str(threads) for var in _THREAD_VARIABLES}
+    """A worker's environment (:func:`_procs.worker_env`) with every thread pool sized to
+    ``threads`` (Numba and the BLAS libraries read them once, at import), numpy's OpenBLAS to
+    ``blas_threads`` if given."""
+    env = _procs.worker_env(threads)
     if blas_threads is not None:
-        sizes["OPENBLAS_NUM_THREADS"] = str(blas_threads)
-    return {**os.environ, **sizes}
+        env["OPENBLAS_NUM_THREADS"] = str(blas_threads)
+    return env
 
 
 def run_with_bounded_spin() -> None:
@@ -655,23 +633,65 @@ def run_with_bounded_spin() -> None:
                   {**os.environ, "OPENBLAS_THREAD_TIMEOUT": str(SPIN_TIMEOUT)})
 
 
-def bench_threaded_sections(settings: Settings) -> list[Row]:
-    """Every threaded section with 1 thread and with all threads, each in its own interpreter."""
+def serve_section(library: str, spec: dict) -> None:
+    """The worker of :func:`run_threaded_section`: build ``spec["section"]``'s cases with
+    ``library``, answer ``{"describe": true}`` with them and time the calls asked for
+    (:func:`_procs.serve_timed`)."""
+    lib = importlib.import_module(library)
+    if library == "torch":
+        lib.set_num_threads(spec["threads"])
+    settings = QUICK if spec["quick"] else FULL
+    cases = THREADED_SECTIONS[spec["section"]](lib, settings, spec["threads"])
+    described = [{"key": c.key, "name": c.name, "size": c.size, "variant": c.variant, "target": c.target}
+                 for c in cases]
+    _procs.serve_timed({c.key: c.fn for c in cases}, settings.warmup, {"cases": described})
+
+
+def run_threaded_section(section: str, threads: int, settings: Settings, blas_threads: int | None = None) -> list[Row]:
+    """The rows of ``section`` at ``threads`` threads: zgrad's and torch's cases, each library in
+    its own interpreter, alternating rounds of calls while the other is stopped."""
+    spec = {"section": section, "threads": threads, "quick": settings is QUICK}
+    worlds: dict[str, _procs.ServedWorld] = {}
     try:
-        import torch  # noqa: F401
-    except ImportError:
-        print("torch is not installed: skipping the layer rows (pip install torch==2.13.0)")
+        for library in LIBRARIES:
+            worlds[library] = _procs.ServedWorld(__file__, library, spec, 1,
+                                                 env=thread_environment(threads, blas_threads))
+        cases = {}
+        for library, world in worlds.items():
+            _procs.activate(worlds, library)
+            cases[library] = {c["key"]: c for c in world.ask({"describe": True}, SERVED_CALL_TIMEOUT_S)["cases"]}
+
+        def times(zgrad_key: str, torch_key: str) -> dict[str, list[float]]:
+            return _procs.alternating_rounds(worlds, {"zgrad": {"call": zgrad_key}, "torch": {"call": torch_key}},
+                                             settings.repeats, settings.min_sampling_s, 3, SERVED_CALL_TIMEOUT_S)
+
+        rows = []
+        for key, case in cases["zgrad"].items():
+            variants = [c for c in cases["torch"].values()
+                        if (c["name"], c["size"]) == (case["name"], case["size"]) and c["variant"]]
+            speedups = []
+            for variant in variants:
+                sampled = times(key, variant["key"])
+                speedups.append(f"{variant['variant']} "
+                                f"{statistics.median(sampled['torch']) / statistics.median(sampled['zgrad']):.2f}x")
+            sampled = times(key, key)
+            note = "; ".join(filter(None, ["numpy ms column = torch ms",
+                                           speedups and "speed-up vs torch " + ", ".join(speedups)]))
+            rows.append(Row(case["name"], case["size"], statistics.median(sampled["zgrad"]),
+                            statistics.median(sampled["torch"]), case["target"], min(sampled["zgrad"]), note=note))
+        return rows
+    finally:
+        for world in worlds.values():
+            world.close()
+
+
+def bench_threaded_sections(settings: Settings) -> list[Row]:
+    """Every threaded section with 1 thread and with all threads (:func:`run_threaded_section`)."""
+    if not _procs.have_torch():
+        print("torch is not installed: skipping the sections against torch (pip install torch==2.13.0)")
         return []
-    rows = []
-    for threads in sorted({1, os.cpu_count() or 1}):
-        env = thread_environment(threads)
-        for section in THREADED_SECTIONS:
-            command = [sys.executable, __file__, "--section", section, "--threads", str(threads)]
-            if settings is QUICK:
-                command.append("--quick")
-            done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
-            rows += [Row(**fields) for fields in json.loads(done.stdout.splitlines()[-1])]
-    return rows
+    return [row for threads in sorted({1, os.cpu_count() or 1}) for section in THREADED_SECTIONS
+            for row in run_threaded_section(section, threads, settings)]
 
 
 BENCHMARKS: list[Callable[[Settings], list[Row]]] = [bench_elementwise, bench_rowwise, bench_optim, bench_matmul,
@@ -683,8 +703,10 @@ BENCHMARKS: list[Callable[[Settings], list[Row]]] = [bench_elementwise, bench_ro
 def threshold_sweep() -> None:
     """Print serial and parallel times of representative kernels from 2**12 to 2**24 elements.
 
-    Uses the minimum of repeats (what the hardware needs, with the least interference from other
-    processes); the thresholds in zgrad/kernels/_jit.py come from this table.
+    Medians of alternating rounds: a parallel call that follows other work pays for waking the
+    layer's sleeping threads, as in a program. The parallel variant runs as a kernel call runs it
+    (``_jit._LAYER``, which starts Numba's layer with zgrad's wait policy); the thresholds in
+    zgrad/kernels/_jit.py come from this table.
     """
     rng = np.random.default_rng(4)
     def data(*shape):
@@ -705,8 +727,9 @@ def threshold_sweep() -> None:
     for name, make in cases.items():
         for power in range(12, 25):
             kernel, args = make(1 << power)
-            serial, parallel = (min(sample_times_s(lambda v=v: v(*args), settings))
-                                for v in (kernel.serial, kernel.parallel))
+            serial, parallel = map(statistics.median, alternating_times(
+                functools.partial(kernel.serial, *args), functools.partial(_jit._LAYER.run, kernel.parallel, args),
+                settings))
             print(f"{name:<26}{'2^' + str(power):>8}{serial * 1e6:>12.1f}{parallel * 1e6:>13.1f}"
                   f"{serial / parallel:>17.2f}")
 
@@ -772,20 +795,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --section: numpy's OpenBLAS threads, if not --threads (zgrad splits the "
                              "Winograd convolution's products between its own threads where OpenBLAS runs one)")
     parser.add_argument("--cuda", action="store_true", help="only the CUDA section")
+    parser.add_argument("--worker", choices=LIBRARIES, help=argparse.SUPPRESS)  # a served library (serve_section)
+    parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--spec", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=pathlib.Path,
                         default=pathlib.Path(__file__).resolve().parent / "results" / "kernels.json")
     args = parser.parse_args(argv)
     if argv is None:
         run_with_bounded_spin()
+    if args.worker:
+        serve_section(args.worker, json.loads(args.spec))
+        return 0
     if args.thresholds:
         threshold_sweep()
         return 0
     settings = QUICK if args.quick else FULL
     if args.section:
-        env = thread_environment(args.threads, args.blas_threads)
-        if any(os.environ.get(var) != env[var] for var in _THREAD_VARIABLES):  # run by hand: size the pools first
-            os.execve(sys.executable, [sys.executable, *sys.argv], env)
-        rows = THREADED_SECTIONS[args.section](settings, args.threads)
+        rows = run_threaded_section(args.section, args.threads, settings, args.blas_threads)
         if args.blas_threads is not None:
             rows = [dataclasses.replace(row, size=f"{row.size}, OpenBLAS {args.blas_threads}") for row in rows]
         print(format_table(rows), file=sys.stderr)

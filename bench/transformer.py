@@ -16,9 +16,11 @@ Sections (``--section NAME``; all of them without it):
   difference). Both libraries' worlds are up together, and blocks of steps alternate between
   them, the waiting world stopped (:class:`_procs.ServedWorld`); rank 0's times, after barriers.
 
-Every other section runs in a fresh interpreter per thread count (1 and 2): Numba and torch read
-their thread counts once (``NUMBA_NUM_THREADS``, ``torch.set_num_threads``). Times are medians of
-alternating rounds (:func:`kernels.alternating_times`); the ratio is zgrad's median / torch's.
+The sdpa and mingpt sections run each library in its own interpreter per thread count (1 and 2):
+Numba and torch read their thread counts once (``NUMBA_NUM_THREADS``, ``torch.set_num_threads``),
+and in one process torch's OpenMP threads spin after its steps on the cores zgrad needs. Single
+steps alternate between the two, the waiting one stopped (:func:`_procs.alternating_rounds`);
+times are medians, the ratio is zgrad's median / torch's.
 
 Peak memory: each library runs one forward + backward in its own fresh interpreter after a warm-up
 on a small input of the same dtype and thread count (which compiles the kernels and loads
@@ -50,7 +52,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import _procs  # noqa: E402
 from kernels import (  # noqa: E402
-    FULL, QUICK, Settings, alternating_times, blas_description, run_with_bounded_spin, thread_environment,
+    FULL, QUICK, Settings, blas_description, run_with_bounded_spin, thread_environment,
 )
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "support"))
@@ -105,26 +107,26 @@ def _mingpt_step(lib, autocast: bool, seed: int = 0, wrap: Callable = lambda mod
     return step
 
 
+def mingpt_steps(lib, settings: Settings) -> dict[str, Callable[[], None]]:
+    """The mingpt section's steps of one library: float32, and under bfloat16 autocast."""
+    return {"float32": _mingpt_step(lib, False), "bf16": _mingpt_step(lib, True)}
+
+
 def mingpt_times(settings: Settings, threads: int) -> list[dict]:
     """Rows of zgrad's and torch's median step times, alternating, in float32 and under bfloat16 autocast."""
-    libraries = _libraries()
-    libraries["torch"].set_num_threads(threads)
     rows = []
-    for autocast in (False, True):
-        zgrad_times, torch_times = alternating_times(_mingpt_step(libraries["zgrad"], autocast),
-                                                     _mingpt_step(libraries["torch"], autocast), settings, per_round=1)
+    for key, times in served_times("mingpt", settings, threads).items():
+        autocast = key == "bf16"
         rows.append({"section": "mingpt", "name": "minGPT train step" + (" bf16 autocast" if autocast else ""),
                      "size": "4L 4H 256w T128 B16", "threads": threads,
-                     "zgrad_ms": 1e3 * statistics.median(zgrad_times), "torch_ms": 1e3 * statistics.median(torch_times),
-                     "zgrad_best_ms": 1e3 * min(zgrad_times), "target": None if autocast else TIME_TARGET})
+                     "zgrad_ms": 1e3 * statistics.median(times["zgrad"]), "torch_ms": 1e3 * statistics.median(times["torch"]),
+                     "zgrad_best_ms": 1e3 * min(times["zgrad"]), "target": None if autocast else TIME_TARGET})
     return rows
 
 
 def mingpt_section(settings: Settings) -> list[dict]:
-    """Step times of the mingpt section at each thread count, each in a fresh interpreter."""
-    quick = ["--quick"] if settings is QUICK else []
-    return [row for threads in THREAD_COUNTS
-            for row in _run_json(["--worker", "mingpt", "--threads", str(threads), *quick], threads)]
+    """Step times of the mingpt section at each thread count."""
+    return [row for threads in THREAD_COUNTS for row in mingpt_times(settings, threads)]
 
 
 MINGPT_DDP_RANKS = 2
@@ -207,19 +209,54 @@ def _libraries():
     return {name: importlib.import_module(name) for name in ("zgrad", "torch")}
 
 
+def sdpa_steps(lib, settings: Settings) -> dict[str, Callable[[], None]]:
+    """The sdpa section's steps of one library, by sequence length."""
+    return {str(length): _sdpa_step(lib, length) for length in (SDPA_LENGTHS[:1] if settings is QUICK else SDPA_LENGTHS)}
+
+
 def sdpa_times(settings: Settings, threads: int) -> list[dict]:
     """Rows of zgrad's and torch's median times, alternating, at each sequence length."""
-    libraries = _libraries()
-    libraries["torch"].set_num_threads(threads)
-    rows = []
-    for length in SDPA_LENGTHS[:1] if settings is QUICK else SDPA_LENGTHS:
-        zgrad_times, torch_times = alternating_times(_sdpa_step(libraries["zgrad"], length),
-                                                     _sdpa_step(libraries["torch"], length), settings, per_round=1)
-        rows.append({"section": "sdpa", "name": "SDPA causal fwd+bwd", "size": f"8x8x{length}x64 float32",
-                     "threads": threads, "zgrad_ms": 1e3 * statistics.median(zgrad_times),
-                     "torch_ms": 1e3 * statistics.median(torch_times), "zgrad_best_ms": 1e3 * min(zgrad_times),
-                     "target": TIME_TARGET})
-    return rows
+    return [{"section": "sdpa", "name": "SDPA causal fwd+bwd", "size": f"8x8x{length}x64 float32",
+             "threads": threads, "zgrad_ms": 1e3 * statistics.median(times["zgrad"]),
+             "torch_ms": 1e3 * statistics.median(times["torch"]), "zgrad_best_ms": 1e3 * min(times["zgrad"]),
+             "target": TIME_TARGET}
+            for length, times in served_times("sdpa", settings, threads).items()]
+
+
+TIMED_STEPS: dict[str, Callable[[object, Settings], dict[str, Callable[[], None]]]] = {
+    "sdpa": sdpa_steps, "mingpt": mingpt_steps}
+STEP_TIMEOUT_S = 900.0  # a step's first calls compile its kernels
+
+
+def serve_steps(library: str, spec: dict) -> None:
+    """A served library of :func:`served_times`: build ``spec["section"]``'s steps and time the
+    ones asked for (:func:`_procs.serve_timed`)."""
+    lib = importlib.import_module(library)
+    if library == "torch":
+        lib.set_num_threads(spec["threads"])
+    settings = QUICK if spec["quick"] else FULL
+    steps = TIMED_STEPS[spec["section"]](lib, settings)
+    _procs.serve_timed(steps, settings.warmup, {"keys": list(steps)})
+
+
+def served_times(section: str, settings: Settings, threads: int) -> dict[str, dict[str, list[float]]]:
+    """Step key -> library -> times of ``section``'s steps: zgrad and torch each in its own
+    interpreter with ``threads`` threads, alternating single steps while the other is stopped
+    (in one process, torch's OpenMP threads spin after its steps on the cores zgrad needs, and
+    zgrad takes the workqueue layer where torch's libgomp is loaded)."""
+    spec = {"section": section, "threads": threads, "quick": settings is QUICK}
+    worlds: dict[str, _procs.ServedWorld] = {}
+    try:
+        for library in ("zgrad", "torch"):
+            worlds[library] = _procs.ServedWorld(__file__, library, spec, 1, env=thread_environment(threads))
+        _procs.activate(worlds, "zgrad")
+        keys = worlds["zgrad"].ask({"describe": True}, STEP_TIMEOUT_S)["keys"]
+        return {key: _procs.alternating_rounds(worlds, {library: {"call": key} for library in worlds}, settings.repeats,
+                                               settings.min_sampling_s, 1, STEP_TIMEOUT_S)
+                for key in keys}
+    finally:
+        for world in worlds.values():
+            world.close()
 
 
 def sdpa_peak_memory(library: str, length: int, threads: int) -> float:
@@ -246,9 +283,7 @@ def sdpa_section(settings: Settings) -> list[dict]:
     """Times and peak memory of the sdpa section at each thread count."""
     rows = []
     for threads in THREAD_COUNTS:
-        timed = _run_json(["--worker", "sdpa", "--threads", str(threads), *(["--quick"] if settings is QUICK else [])],
-                          threads)
-        for row in timed:
+        for row in sdpa_times(settings, threads):
             length = int(row["size"].split("x")[2])
             row["zgrad_peak_mib"], row["torch_peak_mib"] = (
                 _run_json(["--memory", library, "--length", str(length), "--threads", str(threads)], threads)
@@ -259,7 +294,6 @@ def sdpa_section(settings: Settings) -> list[dict]:
 
 SECTIONS: dict[str, Callable[[Settings], list[dict]]] = {"sdpa": sdpa_section, "mingpt": mingpt_section,
                                                          "mingpt-ddp": mingpt_ddp_section}
-WORKERS: dict[str, Callable[[Settings, int], list[dict]]] = {"sdpa": sdpa_times, "mingpt": mingpt_times}
 
 
 def format_table(rows: list[dict]) -> str:
@@ -293,11 +327,12 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         run_with_bounded_spin()
     settings = QUICK if args.quick else FULL
-    if args.spec:  # a rank of the mingpt-ddp section's worlds: --worker names its library
-        mingpt_ddp_rank(args.worker, args.rank, json.loads(args.spec))
-        return 0
-    if args.worker:
-        print(json.dumps(WORKERS[args.worker](settings, args.threads)))
+    if args.spec:  # --worker names the library: a served library of a timed section, or a mingpt-ddp rank
+        spec = json.loads(args.spec)
+        if "section" in spec:
+            serve_steps(args.worker, spec)
+        else:
+            mingpt_ddp_rank(args.worker, args.rank, spec)
         return 0
     if args.memory:
         print(json.dumps(sdpa_peak_memory(args.memory, args.length, args.threads)))
