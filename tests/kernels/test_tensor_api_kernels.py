@@ -13,7 +13,7 @@ from zgrad.kernels.cpu import kernels, tensor_ops
 
 DTYPES = [np.float32, np.float64]
 SIZES = {"small": 1001, "large": PARALLEL_MIN_SIZE + 1001}
-ROWS = {"small": (7, 33), "large": (1031, 1031)}  # 1031 * 1031 > PARALLEL_MIN_SIZE
+ROWS = {"small": (7, 33), "large": (2063, 1031)}  # 2063 * 1031 > PARALLEL_MIN_SIZE
 
 
 def tolerance(dtype):

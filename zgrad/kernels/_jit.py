@@ -35,6 +35,7 @@ import functools
 import hashlib
 import os
 import pathlib
+import sys
 import threading
 import types
 from collections.abc import Callable
@@ -45,25 +46,41 @@ from numba.core.caching import FunctionCache, IndexDataCacheFile
 
 from zgrad.kernels.threads import INTRA_OP_THREADS
 
-# Threading layer. OpenMP's threads spin after a parallel region and starve the BLAS threads that
-# run the next matmul: an MLP training step ran several times slower than with one Numba thread.
-# The workqueue layer does not spin, but it aborts the process when two threads launch parallel
-# kernels at once, and zgrad runs ops from many threads (callee pool, concurrent contexts). So one
-# parallel region runs at a time in the process: a thread that finds it busy runs the serial
-# variant instead, which also avoids oversubscribing the cores. NUMBA_THREADING_LAYER in the
-# environment overrides the choice; with "omp" the layer starts with OMP_WAIT_POLICY=passive
-# unless the environment sets a policy (:class:`_ThreadingLayer`). On this project's 2-core
-# machines workqueue's parallel loops ran no faster than serial ones (a 4M-element exp2 0.97 ms
-# serial, 1.05 ms on two threads) where passive OpenMP's ran in 0.54 ms; but in a process that also
-# runs torch (the benchmarks), torch's spinning OpenMP threads made a minGPT step on passive OpenMP
-# twice as slow (bench/README.md, Design figures).
+# Threading layer: GNU OpenMP's (Numba's "omp") under the passive wait policy, where it loads.
+# Its threads sleep between regions instead of spinning: spinning ones starve the BLAS threads
+# that run the next matmul (an MLP training step took twice as long). Numba's workqueue layer is
+# the fallback where libgomp is missing, and the layer when another library already loaded
+# libgomp.so.1 into the process (torch does): one libgomp serves every caller, with the wait
+# policy it read when it loaded, so zgrad's regions would spin on torch's threads (a minGPT step
+# twice as slow). Workqueue runs its loops on its own threads while the caller sleeps, two
+# hand-offs per region where OpenMP's caller shares the work: on two cores passive OpenMP ran
+# element-wise kernels of 1M-4M elements about 1.8x faster than workqueue, and training steps
+# alike (bench/README.md, Design figures). NUMBA_THREADING_LAYER or
+# NUMBA_THREADING_LAYER_PRIORITY in the environment overrides the choice; OMP_WAIT_POLICY or
+# GOMP_SPINCOUNT overrides the wait policy (:class:`_ThreadingLayer`). Whatever the layer, one
+# parallel region runs at a time in the process (workqueue aborts the process when two threads
+# launch parallel kernels at once, and zgrad runs ops from many threads): a thread that finds it
+# busy runs the serial variant instead, which also avoids oversubscribing the cores.
 # GNU OpenMP cannot run parallel regions in a child forked after the parent used it (Numba
 # terminates such a child): after a fork every kernel runs serial in the child, whichever the
 # layer (DataLoader workers are forked, as in PyTorch, whose workers run one thread).
-if not os.environ.get("NUMBA_THREADING_LAYER") and numba.config.THREADING_LAYER == "default":
-    numba.config.THREADING_LAYER = "workqueue"
+_CHOOSE_LAYER = (numba.config.THREADING_LAYER == "default"
+                 and not any(name in os.environ for name in ("NUMBA_THREADING_LAYER", "NUMBA_THREADING_LAYER_PRIORITY")))
+if _CHOOSE_LAYER:
+    numba.config.THREADING_LAYER_PRIORITY = ["omp", "workqueue", "tbb"]
 _PARALLEL_REGION = threading.Lock()
 _WAIT_POLICY = "OMP_WAIT_POLICY"
+_PROCESS_MAPS = pathlib.Path("/proc/self/maps")
+
+
+def _libgomp_loaded() -> bool:
+    """Whether a shared library named libgomp.so.* is mapped into this process already (a copy
+    under a private name, as wheels repaired by auditwheel carry, is not shared)."""
+    try:
+        maps = _PROCESS_MAPS.read_text()
+    except OSError:  # no procfs: judge by the library known to bring its own libgomp.so.1
+        return "torch" in sys.modules
+    return any(pathlib.PurePath(line.rpartition(" ")[2]).name.startswith("libgomp.so") for line in maps.splitlines())
 
 
 class _ThreadingLayer:
@@ -80,11 +97,14 @@ class _ThreadingLayer:
 
     def run(self, parallel: Any, args: tuple) -> Any:
         """``parallel(*args)`` on :func:`zgrad.get_num_threads` threads. The first call starts
-        Numba's layer under OMP_WAIT_POLICY=passive unless the environment sets OMP_WAIT_POLICY or
+        Numba's layer (OpenMP's, or workqueue's where libgomp is missing or already loaded: see
+        above) under OMP_WAIT_POLICY=passive unless the environment sets OMP_WAIT_POLICY or
         GOMP_SPINCOUNT (libgomp reads them once, when it loads; the environment is restored after,
         so child processes see the user's)."""
         if not self.started:
             self.started = True
+            if _CHOOSE_LAYER and _libgomp_loaded():
+                numba.config.THREADING_LAYER = "workqueue"
             passive = not any(variable in os.environ for variable in (_WAIT_POLICY, "GOMP_SPINCOUNT"))
             if passive:
                 os.environ[_WAIT_POLICY] = "passive"
@@ -103,21 +123,23 @@ __all__ = [
     "MATH_OPTIONS",
     "PARALLEL_MIN_SIZE",
     "PARALLEL_MIN_SIZE_HEAVY",
+    "PARALLEL_MIN_SIZE_MULTI_STREAM",
     "ParallelKernel",
     "kernel",
     "parallel_kernel",
 ]
 
-# From these element counts up the parallel variant runs (`python bench/kernels.py --thresholds`;
-# figures: bench/README.md, Design figures): the workqueue layer's threads sleep between regions,
-# so a parallel call first wakes one and then waits for it (two thread hand-offs, where OpenMP's
-# spinning threads take almost nothing). A memory-bound loop (relu, activation backward,
-# optimizer steps) wins from about 2**20 elements; a loop that evaluates exp/log/tanh per element
-# from about 2**18.
+# From these element counts up the parallel variant runs (`python bench/kernels.py --thresholds`,
+# medians; figures: bench/README.md, Design figures). The layer's threads sleep between regions,
+# so a parallel call first wakes one, which on this project's 2-core VMs takes about 45 us: a loop
+# over one or two arrays (relu, an activation's backward, a sum) wins from about 2**21 elements;
+# an optimizer step (four to seven arrays) from 2**20 (PARALLEL_MIN_SIZE_MULTI_STREAM); a loop
+# that evaluates exp/log/tanh per element, or a row of softmax, from about 2**19.
 # On a machine shared with other busy processes a parallel call can instead wait a scheduler time
 # slice (ms) for its second thread: give each process no more NUMBA_NUM_THREADS than free cores.
-PARALLEL_MIN_SIZE = 1 << 20
-PARALLEL_MIN_SIZE_HEAVY = 1 << 18
+PARALLEL_MIN_SIZE = 1 << 21
+PARALLEL_MIN_SIZE_MULTI_STREAM = 1 << 20
+PARALLEL_MIN_SIZE_HEAVY = 1 << 19
 
 _FASTMATH = frozenset({"contract"})
 _FASTMATH_REDUCTION = frozenset({"contract", "reassoc"})

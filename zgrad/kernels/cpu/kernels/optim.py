@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from zgrad.kernels._jit import kernel, parallel_kernel
+from zgrad.kernels._jit import PARALLEL_MIN_SIZE_MULTI_STREAM, kernel, parallel_kernel
 from zgrad.kernels.optim_host import adagrad_learning_rate, adam_bias_corrections, check_sizes
 
 __all__ = ["adadelta_step", "adagrad_step", "adam_step", "non_finite_check_and_unscale", "rmsprop_step", "sgd_step"]
@@ -49,7 +49,8 @@ def _sgd_loop(use_momentum: bool):
     return sgd_update
 
 
-_SGD_UPDATES = {use_momentum: parallel_kernel()(_sgd_loop(use_momentum)) for use_momentum in (False, True)}
+_SGD_UPDATES = {use_momentum: parallel_kernel(min_size=PARALLEL_MIN_SIZE_MULTI_STREAM)(_sgd_loop(use_momentum))
+                for use_momentum in (False, True)}
 
 
 def sgd_step(param: np.ndarray, grad: np.ndarray, momentum_buf: np.ndarray, lr: float, momentum: float,
@@ -107,7 +108,8 @@ def _adam_loop(amsgrad: bool):
     return adam_update
 
 
-_ADAM_UPDATES = {amsgrad: parallel_kernel()(_adam_loop(amsgrad)) for amsgrad in (False, True)}
+_ADAM_UPDATES = {amsgrad: parallel_kernel(min_size=PARALLEL_MIN_SIZE_MULTI_STREAM)(_adam_loop(amsgrad))
+                 for amsgrad in (False, True)}
 
 
 def adam_step(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_avg_sq: np.ndarray,
@@ -169,7 +171,8 @@ def _rmsprop_loop(centered: bool, use_momentum: bool):
     return rmsprop_update
 
 
-_RMSPROP_UPDATES = {(centered, use_momentum): parallel_kernel()(_rmsprop_loop(centered, use_momentum))
+_RMSPROP_UPDATES = {(centered, use_momentum):
+                    parallel_kernel(min_size=PARALLEL_MIN_SIZE_MULTI_STREAM)(_rmsprop_loop(centered, use_momentum))
                     for centered in (False, True) for use_momentum in (False, True)}
 
 
@@ -194,7 +197,7 @@ def rmsprop_step(param: np.ndarray, grad: np.ndarray, square_avg: np.ndarray, gr
            float(momentum), bool(maximize))
 
 
-@parallel_kernel()
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_MULTI_STREAM)
 def _adagrad_update(param, grad, state_sum, clr, weight_decay, eps, maximize):
     """The element loop of :func:`adagrad_step` (``clr``: the decayed learning rate)."""
     n = param.size
@@ -227,7 +230,7 @@ def adagrad_step(param: np.ndarray, grad: np.ndarray, state_sum: np.ndarray, ste
     _adagrad_update(param, grad, state_sum, float(clr), float(weight_decay), float(eps), bool(maximize))
 
 
-@parallel_kernel()
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_MULTI_STREAM)
 def _adadelta_update(param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay, maximize):
     """The element loop of :func:`adadelta_step`."""
     n = param.size

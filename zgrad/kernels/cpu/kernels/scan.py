@@ -13,7 +13,7 @@ import math
 
 from numba import prange
 
-from zgrad.kernels._jit import parallel_kernel
+from zgrad.kernels._jit import PARALLEL_MIN_SIZE_HEAVY, parallel_kernel
 
 __all__ = ["cumextreme", "cumprod_backward", "logcumsumexp", "logcumsumexp_backward", "mode", "running_rows"]
 
@@ -91,7 +91,7 @@ def cumprod_backward(x, grad, out):
             before *= x[r, j]
 
 
-@parallel_kernel()
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
 def logcumsumexp(x, out):
     """out[r, j] = log(sum(exp(x[r, :j + 1]))), each step a log-add-exp of two terms (exact where
     an element is far below the running result)."""
@@ -110,7 +110,7 @@ def logcumsumexp(x, out):
             out[r, j] = total
 
 
-@parallel_kernel()
+@parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
 def logcumsumexp_backward(grad, x, result, out):
     """out[r, j] = sum over i >= j of grad[r, i] * exp(x[r, j] - result[r, i]), as
     exp(x[r, j] - result[r, j]) * s[j] with s[j] = grad[r, j] + exp(result[r, j] - result[r, j + 1]) s[j + 1]:
