@@ -44,7 +44,12 @@ from typing import Any, Literal
 import numba
 from numba.core.caching import FunctionCache, IndexDataCacheFile
 
-from zgrad.kernels.threads import INTRA_OP_THREADS
+from zgrad.kernels.threads import (
+    INTRA_OP_THREADS,
+    PARALLEL_MIN_SIZE,
+    PARALLEL_MIN_SIZE_HEAVY,
+    PARALLEL_MIN_SIZE_MULTI_STREAM,
+)
 
 # Threading layer: GNU OpenMP's (Numba's "omp") under the passive wait policy, where it loads.
 # Its threads sleep between regions instead of spinning: spinning ones starve the BLAS threads
@@ -129,17 +134,6 @@ __all__ = [
     "parallel_kernel",
 ]
 
-# From these element counts up the parallel variant runs (`python bench/kernels.py --thresholds`,
-# medians; figures: bench/README.md, Design figures). The layer's threads sleep between regions,
-# so a parallel call first wakes one, which on this project's 2-core VMs takes about 45 us: a loop
-# over one or two arrays (relu, an activation's backward, a sum) wins from about 2**21 elements;
-# an optimizer step (four to seven arrays) from 2**20 (PARALLEL_MIN_SIZE_MULTI_STREAM); a loop
-# that evaluates exp/log/tanh per element, or a row of softmax, from about 2**19.
-# On a machine shared with other busy processes a parallel call can instead wait a scheduler time
-# slice (ms) for its second thread: give each process no more NUMBA_NUM_THREADS than free cores.
-PARALLEL_MIN_SIZE = 1 << 21
-PARALLEL_MIN_SIZE_MULTI_STREAM = 1 << 20
-PARALLEL_MIN_SIZE_HEAVY = 1 << 19
 
 _FASTMATH = frozenset({"contract"})
 _FASTMATH_REDUCTION = frozenset({"contract", "reassoc"})

@@ -17,8 +17,22 @@ from __future__ import annotations
 import os
 import threading
 
-__all__ = ["INTRA_OP_THREADS", "IntraOpThreads", "get_num_interop_threads", "get_num_threads",
-           "set_num_interop_threads", "set_num_threads"]
+__all__ = ["INTRA_OP_THREADS", "PARALLEL_MIN_SIZE", "PARALLEL_MIN_SIZE_HEAVY", "PARALLEL_MIN_SIZE_MULTI_STREAM",
+           "IntraOpThreads", "get_num_interop_threads", "get_num_threads", "set_num_interop_threads", "set_num_threads"]
+
+# From these element counts up a parallel kernel runs its parallel variant, and an op backed by a
+# numpy ufunc splits its loop (zgrad.kernels.cpu.parts.ufunc_in_parts); `python bench/kernels.py
+# --thresholds` measures them (medians; figures: bench/README.md, Design figures). Threads sleep
+# between regions, so a parallel call first wakes one, which on this project's 2-core VMs takes
+# about 45 us: a loop
+# over one or two arrays (relu, an activation's backward, a sum) wins from about 2**21 elements;
+# an optimizer step (four to seven arrays) from 2**20 (PARALLEL_MIN_SIZE_MULTI_STREAM); a loop
+# that evaluates exp/log/tanh per element, or a row of softmax, from about 2**19.
+# On a machine shared with other busy processes a parallel call can instead wait a scheduler time
+# slice (ms) for its second thread: give each process no more NUMBA_NUM_THREADS than free cores.
+PARALLEL_MIN_SIZE = 1 << 21
+PARALLEL_MIN_SIZE_MULTI_STREAM = 1 << 20
+PARALLEL_MIN_SIZE_HEAVY = 1 << 19
 
 
 class IntraOpThreads:

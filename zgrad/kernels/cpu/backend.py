@@ -15,6 +15,7 @@ import numpy as np
 from zgrad.errors import ZgradError
 from zgrad.kernels.cpu import kernels
 from zgrad.kernels.cpu.common import flat, ieee_results
+from zgrad.kernels.cpu.parts import ufunc_in_parts
 from zgrad.kernels.cpu.attention import attention, attention_backward  # noqa: F401 - fused attention
 from zgrad.kernels.cpu.layers import (  # noqa: F401 - convolution, pooling and normalization ops
     adaptive_avg_pool2d, adaptive_avg_pool2d_backward, avg_pool2d, avg_pool2d_backward, batch_norm,
@@ -48,6 +49,7 @@ from zgrad.kernels.sampling import (  # noqa: F401 - random draws (host code, sh
     multinomial, random_exponential, random_integers, random_normal, random_uniform,
 )
 from zgrad.kernels.promotion import HALF_DTYPES
+from zgrad.kernels.threads import PARALLEL_MIN_SIZE
 from zgrad.kernels.vocabulary import ACTIVATION_CODES
 
 DEVICE_TYPE = "cpu"
@@ -92,20 +94,20 @@ def from_dlpack(obj: Any) -> np.ndarray:
 # --- element-wise -----------------------------------------------------------------------------
 
 def add(a, b, out):
-    return np.add(a, b, out=out)
+    return ufunc_in_parts(np.add, (a, b), out, PARALLEL_MIN_SIZE)
 
 
 def sub(a, b, out):
-    return np.subtract(a, b, out=out)
+    return ufunc_in_parts(np.subtract, (a, b), out, PARALLEL_MIN_SIZE)
 
 
 def mul(a, b, out):
-    return np.multiply(a, b, out=out)
+    return ufunc_in_parts(np.multiply, (a, b), out, PARALLEL_MIN_SIZE)
 
 
 @ieee_results
 def div(a, b, out):
-    return np.true_divide(a, b, out=out)
+    return ufunc_in_parts(np.true_divide, (a, b), out, PARALLEL_MIN_SIZE)
 
 
 @ieee_results
@@ -128,7 +130,7 @@ def _integer_pow_negative(a, b, out):
 
 
 def neg(x, out):
-    return np.negative(x, out=out)
+    return ufunc_in_parts(np.negative, (x,), out, PARALLEL_MIN_SIZE)
 
 
 def _unary_fused(name: str, x, out):

@@ -18,6 +18,8 @@ import numpy as np
 
 from zgrad.kernels.cpu import kernels
 from zgrad.kernels.cpu.common import flat
+from zgrad.kernels.cpu.parts import ufunc_in_parts
+from zgrad.kernels.threads import PARALLEL_MIN_SIZE, PARALLEL_MIN_SIZE_HEAVY
 
 __all__ = ["unary_math", "binary_math", "nan_to_num", "lerp", "orthogonal_polynomial"]
 
@@ -63,10 +65,11 @@ def _erfinv_options(dtype: np.dtype) -> tuple:
     return (8 if dtype == np.float64 else 0,)  # Halley steps at most (see zgrad.kernels.special_math.erfinv)
 
 
-def _ufunc(ufunc: np.ufunc):
+def _ufunc(ufunc: np.ufunc, min_size: int = PARALLEL_MIN_SIZE):
+    """numpy's ``ufunc``, split between the threads from ``min_size`` elements (its loop runs on one)."""
     def apply(x, out):
         with np.errstate(all="ignore"):  # NaN and inf results are the answers, as in PyTorch
-            return ufunc(x, out=out)
+            return ufunc_in_parts(ufunc, (x,), out, min_size)
     return apply
 
 
@@ -98,7 +101,7 @@ def _numpy_has_avx512() -> bool:
 def _numpy_where_faster(name: str, ufunc: np.ufunc):
     """numpy's ``ufunc`` where :data:`_NUMPY_AVX512_FASTER` lists ``name`` for out's dtype and the
     CPU has AVX-512, the Numba kernel ``<name>_forward`` otherwise."""
-    numpy_loop, kernel = _ufunc(ufunc), _special(f"{name}_forward")
+    numpy_loop, kernel = _ufunc(ufunc, PARALLEL_MIN_SIZE_HEAVY), _special(f"{name}_forward")
 
     def apply(x, out):
         if name in _NUMPY_AVX512_FASTER.get(out.dtype, ()) and _numpy_has_avx512():
@@ -112,13 +115,14 @@ def _rounding(name: str):
 
 
 _UNARY = {
-    "sin": _ufunc(np.sin), "cos": _ufunc(np.cos), "atan": _special("atan_forward"),
+    "sin": _ufunc(np.sin, PARALLEL_MIN_SIZE_HEAVY), "cos": _ufunc(np.cos, PARALLEL_MIN_SIZE_HEAVY),
+    "atan": _special("atan_forward"),
     "tan": _special("tan_forward"), "asin": _special("asin_forward"), "acos": _special("acos_forward"),
     "sinh": _numpy_where_faster("sinh", np.sinh), "cosh": _special("cosh_forward"),
     "atanh": _numpy_where_faster("atanh", np.arctanh), "log1p": _special("log1p_forward"),
     "expm1": _special("expm1_forward"), "log2": _special("log2_forward"), "log10": _special("log10_forward"),
     "exp2": _special("exp2_forward"),
-    "asinh": _ufunc(np.arcsinh), "acosh": _ufunc(np.arccosh),
+    "asinh": _ufunc(np.arcsinh, PARALLEL_MIN_SIZE_HEAVY), "acosh": _ufunc(np.arccosh, PARALLEL_MIN_SIZE_HEAVY),
     "erf": _special("erf_forward"), "erfc": _special("erfc_forward"),
     "erfinv": _special("erfinv_forward", _erfinv_options),
     "rsqrt": _special("rsqrt_forward"), "reciprocal": _special("reciprocal_forward"),
@@ -173,9 +177,11 @@ def binary_math(name: str, a, b, out):
         return out
     function = _BINARY[name]
     if name in _BITWISE and out.dtype.kind in "biu":  # no floating-point error to silence
-        return function(a, b, out=out)
+        return ufunc_in_parts(function, (a, b), out, PARALLEL_MIN_SIZE)
     with np.errstate(all="ignore"):
-        return function(a, b, out=out) if isinstance(function, np.ufunc) else function(a, b, out)
+        if not isinstance(function, np.ufunc):
+            return function(a, b, out)
+        return ufunc_in_parts(function, (a, b), out, PARALLEL_MIN_SIZE if name in _BITWISE else PARALLEL_MIN_SIZE_HEAVY)
 
 
 def nan_to_num(x, nan: float, posinf: float, neginf: float, out):
