@@ -119,7 +119,8 @@ def mingpt_times(settings: Settings, threads: int) -> list[dict]:
         autocast = key == "bf16"
         rows.append({"section": "mingpt", "name": "minGPT train step" + (" bf16 autocast" if autocast else ""),
                      "size": "4L 4H 256w T128 B16", "threads": threads,
-                     "zgrad_ms": 1e3 * statistics.median(times["zgrad"]), "torch_ms": 1e3 * statistics.median(times["torch"]),
+                     "zgrad_ms": 1e3 * statistics.median(times["zgrad"]),
+                     "torch_ms": 1e3 * statistics.median(times["torch"]),
                      "zgrad_best_ms": 1e3 * min(times["zgrad"]), "target": None if autocast else TIME_TARGET})
     return rows
 
@@ -211,7 +212,8 @@ def _libraries():
 
 def sdpa_steps(lib, settings: Settings) -> dict[str, Callable[[], None]]:
     """The sdpa section's steps of one library, by sequence length."""
-    return {str(length): _sdpa_step(lib, length) for length in (SDPA_LENGTHS[:1] if settings is QUICK else SDPA_LENGTHS)}
+    lengths = SDPA_LENGTHS[:1] if settings is QUICK else SDPA_LENGTHS
+    return {str(length): _sdpa_step(lib, length) for length in lengths}
 
 
 def sdpa_times(settings: Settings, threads: int) -> list[dict]:

@@ -69,8 +69,8 @@ from zgrad.kernels.threads import (
 # GNU OpenMP cannot run parallel regions in a child forked after the parent used it (Numba
 # terminates such a child): after a fork every kernel runs serial in the child, whichever the
 # layer (DataLoader workers are forked, as in PyTorch, whose workers run one thread).
-_CHOOSE_LAYER = (numba.config.THREADING_LAYER == "default"
-                 and not any(name in os.environ for name in ("NUMBA_THREADING_LAYER", "NUMBA_THREADING_LAYER_PRIORITY")))
+_LAYER_VARIABLES = ("NUMBA_THREADING_LAYER", "NUMBA_THREADING_LAYER_PRIORITY")
+_CHOOSE_LAYER = numba.config.THREADING_LAYER == "default" and not any(name in os.environ for name in _LAYER_VARIABLES)
 if _CHOOSE_LAYER:
     numba.config.THREADING_LAYER_PRIORITY = ["omp", "workqueue", "tbb"]
 _PARALLEL_REGION = threading.Lock()
@@ -85,7 +85,8 @@ def _libgomp_loaded() -> bool:
         maps = _PROCESS_MAPS.read_text()
     except OSError:  # no procfs: judge by the library known to bring its own libgomp.so.1
         return "torch" in sys.modules
-    return any(pathlib.PurePath(line.rpartition(" ")[2]).name.startswith("libgomp.so") for line in maps.splitlines())
+    paths = (line.rpartition(" ")[2] for line in maps.splitlines())
+    return any(pathlib.PurePath(path).name.startswith("libgomp.so") for path in paths)
 
 
 class _ThreadingLayer:
