@@ -163,12 +163,9 @@ def test_reduce_kernels(rng, dtype, size_name, variants):
 
 
 @dtypes_and_sizes(SIZES)
-def test_extreme_kernels(rng, dtype, size_name, variants, monkeypatch):
+def test_extreme_kernels(rng, dtype, size_name, variants):
     """The row maxima and minima, alone and both in one pass, with NaN winning in its row, and one
-    long row (a full reduction) cut into a piece per thread by the host code. Their parallel
-    variants start at 8M elements: here at the usual threshold, to keep the arrays small."""
-    for kernel in (kernels.reduce.extreme_rows, kernels.reduce.extremes_rows):
-        monkeypatch.setattr(kernel, "min_size", PARALLEL_MIN_SIZE)
+    long row (a full reduction) cut into a piece per thread by the host code."""
     n, c = ROWS[size_name]
     x = rng.standard_normal((n, c)).astype(dtype)
     x[1, c // 2] = np.nan
@@ -199,11 +196,9 @@ def test_extreme_kernels(rng, dtype, size_name, variants, monkeypatch):
 
 
 @dtypes_and_sizes(SIZES)
-def test_sum_kernel(rng, dtype, size_name, variants, monkeypatch):
+def test_sum_kernel(rng, dtype, size_name, variants):
     """Row sums in float64 against numpy's float64 sum, with a NaN and infinities; through the host
-    code, a full sum cut into a piece per thread and a sum over the last two of three axes. The
-    parallel variant starts at 8M elements: here at the usual threshold."""
-    monkeypatch.setattr(kernels.reduce.sum_rows, "min_size", PARALLEL_MIN_SIZE)
+    code, a full sum cut into a piece per thread and a sum over the last two of three axes."""
     n, c = ROWS[size_name]
     x = (rng.standard_normal((n, c)) * 3 + 100).astype(dtype)
     x[1, 5], x[2, 3], x[3, :2] = np.nan, np.inf, (np.inf, -np.inf)

@@ -152,12 +152,7 @@ def vector_norm(x, order, out):
         out[0] = total ** (1.0 / order)
 
 
-# A loop that reads its rows once and writes one value per row (a running max, a sum): the
-# parallel variant pays its wake-up only from 8M elements (figures: bench/README.md, Design figures).
-_READ_ONCE_MIN_SIZE = 1 << 23
-
-
-@parallel_kernel(min_size=_READ_ONCE_MIN_SIZE, reduction=True)
+@parallel_kernel(reduction=True)
 def sum_rows(x, out):
     """out[r] = the sum of the float row x[r], accumulated in float64: for float32 rows as exact as
     numpy's pairwise sum (measured up to 2^24 elements), for float64 ones a few ulp from it. LLVM
@@ -170,7 +165,7 @@ def sum_rows(x, out):
         out[r] = total
 
 
-@parallel_kernel(min_size=_READ_ONCE_MIN_SIZE, reduction="extremes")
+@parallel_kernel(reduction="extremes")
 def extreme_rows(x, largest, out):
     """out[r] = the max (``largest``) or min of the float row x[r] (C >= 1); NaN wins. The min is
     minus the max of the negated row; LLVM keeps the running max in several vector lanes."""
@@ -183,7 +178,7 @@ def extreme_rows(x, largest, out):
         out[r] = sign * m
 
 
-@parallel_kernel(min_size=_READ_ONCE_MIN_SIZE, reduction="extremes")
+@parallel_kernel(reduction="extremes")
 def extremes_rows(x, smallest, largest):
     """smallest[r], largest[r] = the min and max of the float row x[r] (C >= 1), in one pass; NaN
     wins."""
