@@ -32,7 +32,7 @@ __all__ = [
     "broadcast_axes", "binary",
     "unary", "activation_backward", "matmul", "reduce_sum", "reduce_axes", "rowwise", "rowwise_backward", "bias_act", "stack",
     "concatenate", "slice_backward", "cast",
-    "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "host_buffer", "dlpack_capsule", "dlpack_device", "from_dlpack", "pin_memory", "is_pinned", "add_inplace", "copy_into",
+    "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "host_buffer", "dlpack_capsule", "dlpack_device", "from_dlpack", "pin_memory", "is_pinned", "add_inplace", "scale_inplace", "copy_into",
     "check_integer_divisor",
 ]
 
@@ -396,6 +396,11 @@ def add_inplace(out: Any, other: Any):
     """out += other (broadcast); ``out`` must be an array the caller owns."""
     be = backend_of(out, other)
     return be.add(out, other, out)
+
+
+def scale_inplace(out: Any, factor: float):
+    """out *= factor (a Python number) in out's dtype; ``out`` must be an array the caller owns."""
+    return backend_of(out).mul(out, factor, out)
 
 
 def copy_into(out: Any, x: Any):

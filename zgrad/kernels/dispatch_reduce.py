@@ -46,6 +46,8 @@ def to_rows(x: Any, dim: Any, floating: bool = True) -> Rows:
     axes = _normalize_axes(dim, x.ndim)
     if floating and not is_floating(x.dtype):
         x = cast(x, float_dtype(x.dtype))
+    if len(axes) == x.ndim and x.flags.c_contiguous:  # every dimension, in order: one row, no copy
+        return Rows(x.reshape(1, x.size), axes, x.shape, axes)
     perm = [d for d in range(x.ndim) if d not in axes] + list(axes)
     moved = x.transpose(perm)
     count = math.prod(x.shape[d] for d in axes)

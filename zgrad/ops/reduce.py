@@ -79,7 +79,7 @@ class Mean(Op):
     def forward(ctx, x, dim, keepdim):
         ctx.shape, ctx.axes, ctx.keepdim = x.shape, _axes(dim, x.ndim), keepdim
         ctx.scale = 1.0 / builtins.max(math.prod(x.shape[a] for a in ctx.axes), 1)
-        return dispatch.binary("mul", dispatch.reduce_sum(x, ctx.axes, keepdim), ctx.scale)
+        return dispatch.scale_inplace(dispatch.reduce_sum(x, ctx.axes, keepdim), ctx.scale)
 
     @staticmethod
     def backward(ctx, grad):
@@ -197,8 +197,8 @@ class ExtremumAll(Op):
         if x.size == 0:
             raise RuntimeError(f"{'max' if largest else 'min'}(): Expected reduction dim to be specified for "
                                "input.numel() == 0. Specify the reduction dim with the 'dim' argument.")
-        index = dispatch_reduce.argmax(x, None, False, largest)
-        value = dispatch_index.index_select(x.reshape(-1), 0, index.reshape(1)).reshape(())
+        rows = dispatch_reduce.to_rows(x, None, floating=False).rows
+        value = dispatch_reduce.extreme_rows(rows, largest).reshape(())
         ctx.save_for_backward(x, value)
         return value
 

@@ -139,7 +139,7 @@ def extreme_rows(x, largest, out):
     """out[r] = the max (``largest``) or min of the non-empty row x[r] (rows, n); NaN wins. Float
     rows by the row kernel; one long row (a full reduction) cut into a piece per thread, or on one
     thread by numpy's 1-D reduction, which streams memory faster; other dtypes by numpy's."""
-    reduce = np.max if largest else np.min
+    reduce = np.maximum.reduce if largest else np.minimum.reduce  # np.max's reductions, without its wrapper
     if x.dtype not in _FLOATS:
         return reduce(x, axis=1, out=out)
     pieces, tail = _pieces(x, kernels.reduce.extreme_rows.task_count(x.size))
