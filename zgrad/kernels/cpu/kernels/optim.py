@@ -49,8 +49,9 @@ def _sgd_loop(use_momentum: bool):
     return sgd_update
 
 
-_SGD_UPDATES = {use_momentum: parallel_kernel(min_size=PARALLEL_MIN_SIZE_MULTI_STREAM)(_sgd_loop(use_momentum))
-                for use_momentum in (False, True)}
+# SGD's loop (three arrays, a multiply-add each) gains from a second thread only from 2**21
+# elements, the other optimizers' from 2**20 (bench/README.md, Design figures).
+_SGD_UPDATES = {use_momentum: parallel_kernel()(_sgd_loop(use_momentum)) for use_momentum in (False, True)}
 
 
 def sgd_step(param: np.ndarray, grad: np.ndarray, momentum_buf: np.ndarray, lr: float, momentum: float,
