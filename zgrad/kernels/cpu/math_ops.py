@@ -41,12 +41,17 @@ def _special_function(name: str):
     return _special(f"{name}_forward", module="special_functions")
 
 
+def _flat_over(value, shape: tuple[int, ...]):
+    """``value`` broadcast to ``shape``, flattened (np.broadcast_to only where the shape differs)."""
+    return flat(value if getattr(value, "shape", None) == shape else np.broadcast_to(value, shape))
+
+
 def _special_binary(name: str):
     """The two-operand Numba kernel ``name`` of :mod:`kernels.special_functions`, on operands
     broadcast to out's shape."""
     def apply(a, b, out):
         if out.size:
-            a, b = (flat(np.broadcast_to(v, out.shape)) for v in (a, b))
+            a, b = (_flat_over(v, out.shape) for v in (a, b))
             getattr(kernels.special_functions, f"{name}_forward")(a, b, out.reshape(-1))
         return out
     return apply
@@ -196,11 +201,11 @@ def lerp(start, end, weight, out):
     """out = start + weight * (end - start) from the nearer end (PyTorch's formula, bit for bit),
     broadcast; ``weight`` a number or an array. Broadcast operands are expanded first."""
     if out.size:
-        start, end = (flat(np.broadcast_to(a, out.shape)) for a in (start, end))
+        start, end = (_flat_over(a, out.shape) for a in (start, end))
         if isinstance(weight, (int, float)):
             kernels.special.lerp_scalar_forward(start, end, out.dtype.type(weight), out.reshape(-1))
         else:
-            kernels.special.lerp_forward(start, end, flat(np.broadcast_to(weight, out.shape)), out.reshape(-1))
+            kernels.special.lerp_forward(start, end, _flat_over(weight, out.shape), out.reshape(-1))
     return out
 
 
@@ -209,6 +214,6 @@ def orthogonal_polynomial(x, n, kind: int, shifted: bool, out):
     :data:`~zgrad.kernels.vocabulary.ORTHOGONAL_POLYNOMIALS`) of degree n at x (at 2x - 1 where
     ``shifted``), broadcast."""
     if out.size:
-        x, n = (flat(np.broadcast_to(v, out.shape)) for v in (x, n))
+        x, n = (_flat_over(v, out.shape) for v in (x, n))
         kernels.special_functions.orthogonal_polynomial_forward(x, n, kind, shifted, out.reshape(-1))
     return out
