@@ -181,12 +181,13 @@ def binary_math(name: str, a, b, out):
             getattr(kernels.special, kernel)(flat(a), flat(b), out.reshape(-1))
         return out
     function = _BINARY[name]
+    min_size = PARALLEL_MIN_SIZE if name in _BITWISE else PARALLEL_MIN_SIZE_HEAVY
     if name in _BITWISE and out.dtype.kind in "biu":  # no floating-point error to silence
-        return ufunc_in_parts(function, (a, b), out, PARALLEL_MIN_SIZE)
+        return ufunc_in_parts(function, (a, b), out, min_size)
     with np.errstate(all="ignore"):
         if not isinstance(function, np.ufunc):
             return function(a, b, out)
-        return ufunc_in_parts(function, (a, b), out, PARALLEL_MIN_SIZE if name in _BITWISE else PARALLEL_MIN_SIZE_HEAVY)
+        return ufunc_in_parts(function, (a, b), out, min_size)
 
 
 def nan_to_num(x, nan: float, posinf: float, neginf: float, out):

@@ -121,9 +121,9 @@ def ufunc_in_parts(ufunc: np.ufunc, operands: tuple, out: np.ndarray, min_size: 
     every array operand is a number, a 0-d array or a C-ordered array of out's shape, and none
     overlaps out unless it is out itself (an in-place op); else one call. numpy's error state
     (``np.errstate``) of the calling thread applies to every part."""
-    if out.size < min_size or INTRA_OP_THREADS.in_use() == 1 or not _splittable(operands, out):
+    parts = 1 if out.size < min_size else INTRA_OP_THREADS.in_use()
+    if parts == 1 or not _splittable(operands, out):
         return ufunc(*operands, out=out)
-    parts = INTRA_OP_THREADS.in_use()
     flat_out = out.reshape(-1)
     flat = [(v.reshape(-1), True) if isinstance(v, np.ndarray) and v.ndim else (v, False) for v in operands]
     bounds = [out.size * index // parts for index in range(parts + 1)]
