@@ -27,8 +27,6 @@ __all__ = [
     "smooth_activation_forward",
 ]
 
-_SQRT_HALF = math.sqrt(0.5)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _TANH_BETA = math.sqrt(2.0 / math.pi)  # PyTorch's kBeta = M_SQRT2 * M_2_SQRTPI * 0.5
 _TANH_KAPPA = 0.044715
 
@@ -44,10 +42,8 @@ def gelu_forward(x, tanh_approximation, out):
             v = x[i]
             out[i] = half * v * (one + vector_math.tanh(beta * (v + kappa * v * v * v)))
     else:
-        sqrt_half = F(_SQRT_HALF)
         for i in prange(x.size):
-            v = x[i]
-            out[i] = v * half * (one + vector_math.erf(v * sqrt_half))
+            out[i] = vector_math.gelu(x[i])
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)
@@ -65,12 +61,8 @@ def gelu_backward(grad, x, tanh_approximation, out):
             right_derivative = half * v * (one - t * t) * beta * (one + F(3) * kappa * v_sq)
             out[i] = grad[i] * (left_derivative + right_derivative)
     else:
-        sqrt_half, inv_sqrt_2pi = F(_SQRT_HALF), F(_INV_SQRT_2PI)
         for i in prange(x.size):
-            v = x[i]
-            cdf = half * (one + vector_math.erf(v * sqrt_half))
-            pdf = vector_math.exp(-half * v * v) * inv_sqrt_2pi
-            out[i] = grad[i] * (cdf + v * pdf)
+            out[i] = grad[i] * vector_math.gelu_derivative(x[i])
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)

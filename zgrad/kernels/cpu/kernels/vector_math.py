@@ -1,5 +1,5 @@
-"""Scalar exp, exp2, expm1, log, log1p (and log1p_unit, on [0, 1]), sinh, tanh, sigmoid, erf, erfc, tan, atan, atan2, asin,
-acos, relu and maximum that LLVM can vectorise inside Numba loops.
+"""Scalar exp, exp2, expm1, log, log1p (and log1p_unit, on [0, 1]), sinh, tanh, sigmoid, erf, erfc, gelu (and its
+derivative), tan, atan, atan2, asin, acos, relu and maximum that LLVM can vectorise inside Numba loops.
 
 Without Intel SVML, Numba lowers ``math.exp`` and friends to one libm call per element, which
 no loop vectoriser can widen; numpy's own SIMD ufuncs are then several times faster than a
@@ -8,7 +8,8 @@ These versions are plain arithmetic (Cephes/fdlibm range reduction + polynomial,
 exponent handled through bit casts, or AVX-512's vscalef where the CPU has it), so a loop that
 calls them becomes AVX-512/AVX2 code.
 exp, exp2, log and tanh are within 2 ulp of the correctly rounded result, sigmoid, erf, tan and atan2
-within 3, atan, asin and acos within 4, erfc within 6 (checked by tests/kernels/test_kernels.py); NaN,
+within 3, atan, asin and acos within 4, erfc within 6, float32 gelu within 2e-7 of max(1, |x|) (checked by
+tests/kernels/test_kernels.py); NaN,
 +-inf, +-0 and subnormal results are handled like numpy.
 
 ``maximum`` is LLVM's NaN-propagating ``llvm.maximum`` (numpy's ``np.maximum`` semantics): unlike
@@ -33,8 +34,8 @@ from numba.extending import intrinsic, overload, register_jitable
 from zgrad.kernels._jit import MATH_OPTIONS
 
 __all__ = [
-    "acos", "asin", "atan", "atan2", "erf", "erfc", "exp", "exp2", "expm1", "log", "log1p", "log1p_unit", "maximum",
-    "relu",
+    "acos", "asin", "atan", "atan2", "erf", "erfc", "exp", "exp2", "expm1", "gelu", "gelu_derivative", "log", "log1p",
+    "log1p_unit", "maximum", "relu",
     "sigmoid", "sinh", "tan", "tan_in_range", "tanh",
 ]
 
@@ -640,6 +641,121 @@ def _erfc_impl(x):
         return tail if x > F(0.0) else F(2.0) - tail
 
     return impl
+
+
+def _polynomial_estrin(s, s_squared, coefficients):
+    """:func:`_polynomial`'s value by Estrin's scheme: pairs c_i + s c_{i+1}, then pairs of those
+    with s^2, s^4, s^8. Its dependency chain is about log2 of the degree instead of the degree,
+    which is what limits a loop of long polynomials (each FMA waits for the one before)."""
+    raise _jitted_only("_polynomial_estrin")
+
+
+@overload(_polynomial_estrin, inline="always", jit_options=MATH_OPTIONS)
+def _polynomial_estrin_impl(s, s_squared, coefficients):
+    if not (isinstance(s, types.Float) and isinstance(coefficients, types.UniTuple)):
+        return None
+    count = coefficients.count
+    if count == 1:
+        return lambda s, s_squared, coefficients: coefficients[0]
+    if count == 2:
+        return lambda s, s_squared, coefficients: coefficients[0] + s * coefficients[1]
+    if count <= 4:
+        return lambda s, s_squared, coefficients: (
+            _polynomial_estrin(s, s_squared, coefficients[:2])
+            + s_squared * _polynomial_estrin(s, s_squared, coefficients[2:]))
+    if count <= 8:
+        return lambda s, s_squared, coefficients: (
+            _polynomial_estrin(s, s_squared, coefficients[:4])
+            + (s_squared * s_squared) * _polynomial_estrin(s, s_squared, coefficients[4:]))
+    if count <= 16:
+        return lambda s, s_squared, coefficients: (
+            _polynomial_estrin(s, s_squared, coefficients[:8])
+            + ((s_squared * s_squared) * (s_squared * s_squared)) * _polynomial_estrin(s, s_squared, coefficients[8:]))
+    return None
+
+
+def gelu(x):
+    """GELU, x Phi(x) with Phi the standard normal CDF: within 2e-7 of the exact value relative to
+    max(1, |x|) (PyTorch's float32 kernel: 1.1e-6)."""
+    raise _jitted_only("gelu")
+
+
+def gelu_derivative(x):
+    """d gelu(x) / dx = Phi(x) + x phi(x), within 3e-7 of the exact value."""
+    raise _jitted_only("gelu_derivative")
+
+
+# float32 GELU from one fit over the whole range, no branch: with a = |x| (clamped to 3.92 sqrt 2,
+# where Phi rounds to 1) and s = a / c - 1 in [-1, 1],
+#   Phi(-a) = 2^(P(s) - a^2 / (2 ln 2))  and  phi(a) = Phi(-a) K(s),
+# P and K fitted by weighted least squares (weights Phi(-a) and Phi(-a) max(1, a): the absolute
+# error of Phi and of x phi) against 40-digit values; the power of two as 2^n 2^f with
+# 2^f = 1 + f Q(f) on [-1/2, 1/2] (relative error 2e-9). P's constant term is moved one ulp so that P(-1)
+# evaluates to exactly -1: Phi(0) is then exactly 1/2.
+# Beyond the clamp a^2 keeps falling, so Phi(-a) and phi(a) decay to exact zeros.
+_GELU_32_CLAMP = 3.92 * math.sqrt(2.0)
+_SQRT_HALF = math.sqrt(0.5)
+_GELU_32_LOG2_TAIL = (-2.94488787651062, -1.1998836994171143, 0.4341315031051636, -0.18364617228507996,
+                      0.0795893743634224, -0.04196792095899582, -0.013395717367529869, -0.02872447483241558,
+                      -0.009659628383815289)
+_GELU_32_DENSITY_RATIO = (3.0719127655029297, 2.554934501647949, 0.13895247876644135, -0.07917262613773346,
+                          0.03977833688259125, -0.018355533480644226, 0.004790031351149082,
+                          0.00024904494057409465, 0.003955014515668154, 0.0038484674878418446)
+_EXP2_HALF_32 = (1.0, 0.6931471824645996, 0.24022647738456726, 0.055503323674201965, 0.009618437848985195,
+                 0.0013398858718574047, 0.00015353267372120172)
+
+
+def _gelu_parts_32():
+    """A jitted v -> (Phi(v), Phi(-|v|), s, s^2) for float32 v (s and s^2 for the density ratio)."""
+    F = np.float32
+    clamp, scale = F(_GELU_32_CLAMP), F(2.0 / _GELU_32_CLAMP)
+    log2_tail = tuple(F(c) for c in _GELU_32_LOG2_TAIL)
+    exp2_half = tuple(F(c) for c in _EXP2_HALF_32)
+    half_log2e = F(0.5 / math.log(2.0))
+
+    @register_jitable(inline="always", **MATH_OPTIONS)
+    def parts(v):
+        a = abs(v)
+        if not a < clamp:  # inf and NaN too: NaN comes back through v * v below
+            a = clamp
+        s = a * scale - F(1.0)
+        s_squared = s * s
+        power = _polynomial_estrin(s, s_squared, log2_tail) - (v * v) * half_log2e
+        if power < F(-153.0):  # not max(): NaN must pass. 2^-153 rounds to 0; -inf would make f NaN
+            power = F(-153.0)
+        n = np.rint(power)
+        f = power - n
+        lower = _scale(_polynomial_estrin(f, f * f, exp2_half), n)
+        return (lower if v < F(0.0) else F(1.0) - lower), lower, s, s_squared
+
+    return parts
+
+
+@overload(gelu, inline="always", jit_options=MATH_OPTIONS)
+def _gelu_impl(x):
+    if x == types.float32:
+        parts = _gelu_parts_32()
+        return lambda x: x * parts(x)[0]
+    if x == types.float64:
+        return lambda x: x * 0.5 * (1.0 + erf(x * _SQRT_HALF))
+    return None
+
+
+@overload(gelu_derivative, inline="always", jit_options=MATH_OPTIONS)
+def _gelu_derivative_impl(x):
+    if x == types.float32:
+        parts = _gelu_parts_32()
+        density_ratio = tuple(np.float32(c) for c in _GELU_32_DENSITY_RATIO)
+
+        def impl32(x):
+            cdf, lower, s, s_squared = parts(x)
+            return cdf + x * lower * _polynomial_estrin(s, s_squared, density_ratio)
+
+        return impl32
+    if x == types.float64:
+        inv_sqrt_2pi = 1.0 / math.sqrt(2.0 * math.pi)
+        return lambda x: 0.5 * (1.0 + erf(x * _SQRT_HALF)) + x * (exp(-0.5 * x * x) * inv_sqrt_2pi)
+    return None
 
 
 def atan(x):
