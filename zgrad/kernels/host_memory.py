@@ -6,10 +6,14 @@ that allocates and frees the same megabyte-sized arrays every step (activations,
 received tensors) therefore touches fresh zeroed pages every step, which often costs more than
 the arithmetic on them (figures: bench/README.md, Design figures).
 
-``tune_host_allocator`` fixes the mmap threshold at glibc's largest (32 MiB), so smaller blocks
-come from the heap and are reused, and lets up to ``keep_free_mb`` of freed memory stay with the
-process. Resident memory then stays near the job's high-water mark, as with PyTorch's caching
-allocators. It changes process-wide malloc settings, so it runs only once zgrad's own workload
+``tune_host_allocator`` fixes the mmap threshold at glibc's largest (32 MiB) and turns off
+mapping blocks on their own, so blocks of every size come from the heap and are reused (above
+32 MiB glibc would otherwise map each one afresh, and a 64 MiB tensor's pages would be faulted in
+on every allocation, with stalls of tens of milliseconds on a VM). It lets up to
+``keep_free_mb`` of freed memory at the heap's top stay with the process; memory freed below it
+stays until the process reuses it. Resident memory then stays near the job's high-water mark, as
+with PyTorch's caching allocators. Threads other than the main one still map blocks of 64 MiB and
+more (the size of glibc's per-thread heaps). It changes process-wide malloc settings, so it runs only once zgrad's own workload
 starts: ``init_rpc`` and ``init_process_group`` apply it unless ``[memory] tune_malloc = false``
 (:func:`leave_host_allocator` then records the choice), and otherwise the process's first local
 backward pass applies it (:func:`tune_for_training`) unless ``ZGRAD_TUNE_MALLOC=0``.
@@ -29,6 +33,7 @@ __all__ = ["DEFAULT_KEEP_FREE_MB", "MMAP_THRESHOLD_BYTES", "TUNE_ENVIRONMENT_VAR
 # (HEAP_MAX_SIZE / 2); anything larger is refused.
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
+_M_MMAP_MAX = -4
 MMAP_THRESHOLD_BYTES = 32 << 20
 
 DEFAULT_KEEP_FREE_MB = 256  # the default of ``[memory] keep_free_mb``
@@ -59,6 +64,7 @@ def tune_host_allocator(keep_free_mb: int) -> bool:
         mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
         mallopt.restype = ctypes.c_int
         ok = mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1
+        ok = ok and mallopt(_M_MMAP_MAX, 0) == 1
         ok = ok and mallopt(_M_TRIM_THRESHOLD, keep_free_mb << 20) == 1
         _applied = keep_free_mb if ok else None
         return ok
