@@ -15,6 +15,7 @@ import numpy as np
 from zgrad.errors import ZgradError
 from zgrad.kernels.cpu import kernels
 from zgrad.kernels.cpu.common import flat, ieee_results
+from zgrad.kernels.cpu.half_casts import cast_by_kernel
 from zgrad.kernels.cpu.parts import ufunc_in_parts
 from zgrad.kernels.cpu.attention import attention, attention_backward  # noqa: F401 - fused attention
 from zgrad.kernels.cpu.layers import (  # noqa: F401 - convolution, pooling and normalization ops
@@ -240,6 +241,8 @@ def extreme_value(x, largest: bool):
 # --- layout -----------------------------------------------------------------------------------
 
 def copy(x, out):
+    if cast_by_kernel(x, out):  # float32 <-> float16, bfloat16
+        return out
     # beyond the half range is inf, and NaN or inf as an integer is undefined, silently as in PyTorch
     if out.dtype in HALF_DTYPES or (out.dtype.kind in "iu" and getattr(x, "dtype", out.dtype).kind == "f"):
         return _unsafe_cast(x, out)

@@ -16,8 +16,8 @@ its first call for the dtype it is given (and is cached on disk). The contract e
 from zgrad.kernels._lazy import lazy_submodules
 
 __all__ = [
-    "activation", "attention", "batch_norm", "collectives", "conv", "elementwise", "embedding", "gather", "loss", "norm", "optim",
-    "pointwise", "pool", "reduce", "rnn", "rowwise", "scan", "search", "sort_keys", "special", "special_functions", "vector_math",
+    "activation", "attention", "batch_norm", "collectives", "conv", "elementwise", "embedding", "gather", "half_casts", "loss",
+    "norm", "optim", "pointwise", "pool", "reduce", "rnn", "rowwise", "scan", "search", "sort_keys", "special", "special_functions", "vector_math",
     "winograd",
 ]
 
