@@ -42,6 +42,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import numba
+from llvmlite import binding as llvm_binding
 from numba.core.caching import FunctionCache, IndexDataCacheFile
 
 from zgrad.kernels.threads import (
@@ -139,6 +140,16 @@ __all__ = [
 _FASTMATH = frozenset({"contract"})
 _FASTMATH_REDUCTION = frozenset({"contract", "reassoc"})
 _FASTMATH_EXTREMES = frozenset({"contract", "reassoc", "nsz"})
+
+def target_has_feature(name: str) -> bool:
+    """Whether Numba compiles for a CPU with feature ``name`` (LLVM's spelling: "avx512f", "f16c"):
+    the features it compiles for are NUMBA_CPU_FEATURES where set, else the host's (as Numba's own
+    code generator decides)."""
+    features = numba.config.CPU_FEATURES
+    if features is None:
+        features = llvm_binding.get_host_cpu_features().flatten()
+    return f"+{name}" in features.split(",")
+
 
 # Options for the scalar helpers of vector_math (compiled by numba.extending.overload).
 MATH_OPTIONS = {"fastmath": set(_FASTMATH), "error_model": "numpy"}

@@ -14,29 +14,18 @@ and every op on a 16-bit tensor (computed in float32, see
 
 from __future__ import annotations
 
-import numba
 import numpy as np
-from llvmlite import binding as llvm_binding
 from llvmlite import ir
 from numba import prange, types
 from numba.extending import intrinsic
 
-from zgrad.kernels._jit import parallel_kernel
+from zgrad.kernels._jit import parallel_kernel, target_has_feature
 
 __all__ = ["FLOAT16_IN_HARDWARE", "bfloat16_to_float32", "float16_to_float32", "float32_to_bfloat16",
            "float32_to_float16"]
 
 
-def _target_has_f16c() -> bool:
-    """Whether Numba compiles for a CPU with F16C (the features it compiles for, as
-    vector_math's AVX-512 check reads them)."""
-    features = numba.config.CPU_FEATURES
-    if features is None:
-        features = llvm_binding.get_host_cpu_features().flatten()
-    return "+f16c" in features.split(",")
-
-
-FLOAT16_IN_HARDWARE = _target_has_f16c()
+FLOAT16_IN_HARDWARE = target_has_feature("f16c")
 
 
 @intrinsic

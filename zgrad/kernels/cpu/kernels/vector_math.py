@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
-from llvmlite import binding as llvm_binding
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload, register_jitable
 
-from zgrad.kernels._jit import MATH_OPTIONS
+from zgrad.kernels._jit import MATH_OPTIONS, target_has_feature
 
 __all__ = [
     "acos", "asin", "atan", "atan2", "erf", "erfc", "exp", "exp2", "expm1", "gelu", "gelu_derivative", "log", "log1p",
@@ -71,19 +69,10 @@ def _bits_float(typingctx, bits, like):
     return None
 
 
-def _target_has_avx512() -> bool:
-    """Whether Numba compiles for a CPU with AVX-512F: the features it compiles for are
-    NUMBA_CPU_FEATURES where set, else the host's (as Numba's own code generator decides)."""
-    features = numba.config.CPU_FEATURES
-    if features is None:
-        features = llvm_binding.get_host_cpu_features().flatten()
-    return "+avx512f" in features.split(",")
-
-
 # With AVX-512, LLVM lowers ``llvm.ldexp`` to one vscalef per vector; elsewhere to a libm call
 # per element, which no loop vectoriser widens: there exp's scaling multiplies by 2**n built from
 # its bits, in two factors so that subnormal results and overflow come out right.
-SCALE_BY_VSCALEF = _target_has_avx512()
+SCALE_BY_VSCALEF = target_has_feature("avx512f")
 
 
 @intrinsic
