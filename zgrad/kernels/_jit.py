@@ -141,6 +141,7 @@ _FASTMATH = frozenset({"contract"})
 _FASTMATH_REDUCTION = frozenset({"contract", "reassoc"})
 _FASTMATH_EXTREMES = frozenset({"contract", "reassoc", "nsz"})
 
+
 def target_has_feature(name: str) -> bool:
     """Whether Numba compiles for a CPU with feature ``name`` (LLVM's spelling: "avx512f", "f16c"):
     the features it compiles for are NUMBA_CPU_FEATURES where set, else the host's (as Numba's own
