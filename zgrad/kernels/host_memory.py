@@ -13,8 +13,10 @@ on every allocation, with stalls of tens of milliseconds on a VM). It lets up to
 ``keep_free_mb`` of freed memory at the heap's top stay with the process; memory freed below it
 stays until the process reuses it. Resident memory then stays near the job's high-water mark, as
 with PyTorch's caching allocators. Threads other than the main one still map blocks of 64 MiB and
-more (the size of glibc's per-thread heaps). It changes process-wide malloc settings, so it runs only once zgrad's own workload
-starts: ``init_rpc`` and ``init_process_group`` apply it unless ``[memory] tune_malloc = false``
+more (the size of glibc's per-thread heaps).
+
+It changes process-wide malloc settings, so it runs only once zgrad's own workload starts:
+``init_rpc`` and ``init_process_group`` apply it unless ``[memory] tune_malloc = false``
 (:func:`leave_host_allocator` then records the choice), and otherwise the process's first local
 backward pass applies it (:func:`tune_for_training`) unless ``ZGRAD_TUNE_MALLOC=0``.
 """
