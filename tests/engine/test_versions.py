@@ -103,3 +103,19 @@ def test_the_error_names_the_array_and_the_node():
     with pytest.raises(AutogradError, match=r"a float32 array of shape \[3\], which TanhBackward saved for its backward, "
                                             r"is at version 1; expected version 0 instead"):
         y.sum().backward()
+
+
+def test_a_leaf_whose_data_left_the_host_owns_no_host_memory():
+    """The leaf registry is keyed by the memory a leaf had when it was marked. Once its data is
+    replaced by a device array (``Module.cuda()``, ``.data =``), a lookup of that old memory (or of
+    another array that took its id) finds no leaf instead of failing on the device array."""
+    from zgrad.engine.versions import leaf_owning
+
+    class DeviceData:  # what a device tensor's data looks like to the registry: no numpy ``base``
+        shape = (2,)
+
+    w = zgrad.tensor([1.0, 2.0], requires_grad=True)
+    old = w._data
+    assert leaf_owning(old[:1]) is w
+    w._data = DeviceData()
+    assert leaf_owning(old[:1]) is None

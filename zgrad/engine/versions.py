@@ -115,6 +115,9 @@ def leaf_owning(array: Any) -> Any:
         return None
     ref = _leaf_tensors.get(id(_owner(array)))
     leaf = None if ref is None else ref()
-    if leaf is None or not leaf._requires_grad or leaf.grad_fn is not None or _owner(leaf._data) is not _owner(array):
+    # The registry is keyed by the memory the leaf had when marked: its data may since have been
+    # replaced (``.data =``, moved to a device), and that memory's id taken by another array.
+    if leaf is None or not leaf._requires_grad or leaf.grad_fn is not None or type(leaf._data) is not np.ndarray \
+            or _owner(leaf._data) is not _owner(array):
         return None
     return leaf
