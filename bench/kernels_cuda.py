@@ -214,12 +214,51 @@ def cuda_rows(quick: bool) -> list[CudaRow]:
     row("conv2d 3x3 fwd+bwd", f"{batch}x{channels}x{hw}x{hw}", "GFLOP/s", 3 * flops, zgrad_conv_step, torch_conv_step,
         repeat=5)
 
+    _attention_rows(row, dev, tdev, torch, quick)
+
     from zgrad.kernels.cuda import runtime as rt
     host = rt.pinned_pool().lease((n,), f32)
     host[:] = 1.0
     row("host->device (pinned)", label, "GB/s", 4 * n, lambda: DeviceArray.from_host(host), repeat=5)
     row("device->host (pinned)", label, "GB/s", 4 * n, lambda: a.to_host(out=host), repeat=5)
     return [dataclasses.replace(r, peak=None) if r.name.startswith(("host->", "device->")) else r for r in rows]
+
+
+def _attention_rows(row: Callable, dev: Callable, tdev: Callable, torch, quick: bool) -> None:
+    """Causal attention forward + backward at minGPT's shape (batch 32, 8 heads, 256 tokens, head
+    dim 64): as cuBLAS products (the path a GPU with cuBLAS takes) and as the fused kernels (the
+    path without it), against torch's SDPA. The rate counts the six products of a pass without
+    the causal saving (2 forward, 4 backward; the backward's recomputed scores not counted)."""
+    from zgrad.kernels.cuda import attention, backend
+    from zgrad.kernels.cuda.array import DeviceArray
+    shape = (8 if quick else 32, 8, 256, 64)
+    batch, heads, length, dim = shape
+    q, k, v, grad = (dev(*shape) for _ in range(4))
+    out, lse = DeviceArray.empty(shape, np.float32), DeviceArray.empty(shape[:3], np.float32)
+    grads = [DeviceArray.empty(shape, np.float32) for _ in range(3)]
+    scale = 1.0 / dim ** 0.5
+
+    def zgrad_step():
+        backend.attention(q, k, v, None, scale, True, 0, 0, 1.0, out, lse)
+        backend.attention_backward(grad, q, k, v, None, out, lse, scale, True, 0, 0, 1.0, *grads, None)
+
+    torch_step = None
+    if torch:
+        tq, tk, tv = (tdev(*shape).requires_grad_() for _ in range(3))
+        tgrad = tdev(*shape)
+
+        def torch_step():
+            y = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
+            torch.autograd.grad(y, (tq, tk, tv), tgrad)
+    flops = 6 * 2.0 * batch * heads * length * length * dim
+    size = "x".join(map(str, shape))
+    row("sdpa causal fwd+bwd (cuBLAS products)", size, "GFLOP/s", flops, zgrad_step, torch_step, repeat=5)
+    by_products = attention._by_products
+    attention._by_products = lambda _q: False
+    try:
+        row("sdpa causal fwd+bwd (fused kernels)", size, "GFLOP/s", flops, zgrad_step, torch_step, repeat=2)
+    finally:
+        attention._by_products = by_products
 
 
 def format_table(rows: list[CudaRow], device: str) -> str:

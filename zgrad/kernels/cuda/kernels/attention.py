@@ -8,7 +8,14 @@ in two launches, neither with atomics: one thread per query row (D = dO . out, s
 ``deltas``, and dQ), then one thread per key row (dK and dV over the query heads its key/value
 head serves). Weights are recomputed from ``lse``; dropout regenerates the forward's mask with
 :func:`zgrad.kernels.vocabulary.attention_keeps`. ``mask`` is a broadcast view of the additive
-mask or, for none, an empty (1, 1, 1, 0) array. Kernels only.
+mask or, for none, an empty (1, 1, 1, 0) array.
+
+With cuBLAS, the host runs attention as matrix products instead (``zgrad.kernels.cuda.attention``)
+and these kernels only turn a chunk of raw scores q k^T into weights and score gradients, one
+block per row: :func:`attention_weights`, :func:`attention_score_gradients`, and
+:func:`attention_deltas` (D = dO . out per row). A chunk holds the key/value heads z0 .. z0 + Z - 1
+(z = b * Hk + hk), each with the G * L query rows of the G query heads it serves, head-major: the
+layout of q (B, Hq, L, E) read as (B * Hk, G * L, E). Kernels only.
 """
 
 from __future__ import annotations
@@ -17,9 +24,17 @@ import numpy as np
 from numba import cuda
 
 from zgrad.kernels.cuda.kernels.common import device, kernel, math
+from zgrad.kernels.cuda.kernels.rows import MAX_BLOCK, block_extreme, block_sum
 from zgrad.kernels.vocabulary import attention_keeps
 
-__all__ = ["attention_forward", "attention_backward_keys", "attention_backward_queries"]
+__all__ = [
+    "attention_backward_keys",
+    "attention_backward_queries",
+    "attention_deltas",
+    "attention_forward",
+    "attention_score_gradients",
+    "attention_weights",
+]
 
 _keeps = device(attention_keeps)
 
@@ -149,6 +164,98 @@ def attention_backward_keys(q, k, v, mask, scale, causal, seed, threshold, dropo
                     grad_k[b, hk, j, c] += ds * scale_ * q[b, h, i, c]
 
 
+@device
+def _chunk_row(scores, r, z0, kv_heads, group, length):
+    """(chunk index, row in it, b, h, i) of row ``r`` of a chunk of scores (see the module docstring)."""
+    zl, row = r // scores.shape[1], r % scores.shape[1]
+    z = z0 + zl
+    return zl, row, z // kv_heads, (z % kv_heads) * group + row // length, row % length
+
+
+@device
+def _masked(scores, zl, row, mask, b, h, i, j, scale, causal):
+    """The raw product q . k at scores[zl, row, j] as the score the softmax takes: scaled, masked
+    (-inf past the causal diagonal), plus the additive mask."""
+    if causal and j > i:
+        return -scores.dtype.type(np.inf)
+    s = scores[zl, row, j] * scale
+    if mask.shape[3]:
+        s += mask[b, h, i, j]
+    return s
+
+
+@kernel
+def attention_weights(scores, mask, scale, causal, seed, threshold, dropout_scale, kv_heads, z0, lse):
+    """In place: each row of the chunk ``scores`` (raw products q k^T) becomes its softmax weights,
+    dropped and scaled as the fused kernel keeps them (0 where dropped); lse[b, h, i] = the row's
+    log-sum-exp (+inf, and all weights 0, for a fully masked row)."""
+    buf = cuda.shared.array(MAX_BLOCK, scores.dtype)
+    T = scores.dtype.type
+    scale_, dropout_scale_ = T(scale), T(dropout_scale)
+    heads, length, keys = lse.shape[1], lse.shape[2], scores.shape[2]
+    group = heads // kv_heads
+    t, step = cuda.threadIdx.x, cuda.blockDim.x
+    for r in range(cuda.blockIdx.x, scores.shape[0] * scores.shape[1], cuda.gridDim.x):
+        zl, row, b, h, i = _chunk_row(scores, r, z0, kv_heads, group, length)
+        top = -T(np.inf)
+        for j in range(t, keys, step):
+            s = _masked(scores, zl, row, mask, b, h, i, j, scale_, causal)
+            scores[zl, row, j] = s
+            if s > top or s != s:
+                top = s
+        top = block_extreme(buf, top, True)
+        total = T(0)
+        if top != -T(np.inf):
+            for j in range(t, keys, step):
+                total += math.exp(scores[zl, row, j] - top)
+        total = block_sum(buf, total)
+        for j in range(t, keys, step):
+            kept = total != T(0) and _kept(seed, threshold, b, h, i, j, heads, length, keys)
+            scores[zl, row, j] = math.exp(scores[zl, row, j] - top) / total * dropout_scale_ if kept else T(0)
+        if t == 0:
+            lse[b, h, i] = top + math.log(total) if total != T(0) else T(np.inf)
+
+
+@kernel
+def attention_score_gradients(scores, grad_weights, mask, scale, causal, seed, threshold, dropout_scale, kv_heads,
+                              z0, lse, deltas, grad_mask):
+    """In place, for a chunk: ``scores`` (raw q k^T) becomes the kept weights P * keep *
+    dropout_scale, recomputed from ``lse``; ``grad_weights`` (dO v^T) becomes scale * dS, with dS =
+    P * (dP - D) the gradient of the score (dP the kept weights' gradient: keep * dropout_scale *
+    dO v^T); grad_mask[b, h, i, j] = dS where grad_mask has a size."""
+    T = scores.dtype.type
+    scale_, dropout_scale_ = T(scale), T(dropout_scale)
+    heads, length, keys = lse.shape[1], lse.shape[2], scores.shape[2]
+    group = heads // kv_heads
+    for r in range(cuda.blockIdx.x, scores.shape[0] * scores.shape[1], cuda.gridDim.x):
+        zl, row, b, h, i = _chunk_row(scores, r, z0, kv_heads, group, length)
+        row_lse, delta = lse[b, h, i], deltas[b, h, i]
+        for j in range(cuda.threadIdx.x, keys, cuda.blockDim.x):
+            p = math.exp(_masked(scores, zl, row, mask, b, h, i, j, scale_, causal) - row_lse)
+            if _kept(seed, threshold, b, h, i, j, heads, length, keys):
+                weight, ds = p * dropout_scale_, p * (grad_weights[zl, row, j] * dropout_scale_ - delta)
+            else:
+                weight, ds = T(0), -p * delta
+            scores[zl, row, j] = weight
+            grad_weights[zl, row, j] = ds * scale_
+            if grad_mask.shape[3]:
+                grad_mask[b, h, i, j] = ds
+
+
+@kernel
+def attention_deltas(grad_out, out, deltas):
+    """deltas[r] = grad_out[r] . out[r] for (rows, Ev) matrices: D of each query row."""
+    buf = cuda.shared.array(MAX_BLOCK, deltas.dtype)
+    T = deltas.dtype.type
+    for r in range(cuda.blockIdx.x, grad_out.shape[0], cuda.gridDim.x):
+        acc = T(0)
+        for c in range(cuda.threadIdx.x, grad_out.shape[1], cuda.blockDim.x):
+            acc += grad_out[r, c] * out[r, c]
+        acc = block_sum(buf, acc)
+        if cuda.threadIdx.x == 0:
+            deltas[r] = acc
+
+
 def ptx_signatures() -> list:
     """(name, Python function, argument types) of every kernel here, for float32 and float64."""
     from numba import types
@@ -162,5 +269,9 @@ def ptx_signatures() -> list:
             ("attention_forward", attention_forward.py_func, (*head, t4, t3)),
             ("attention_backward_queries", attention_backward_queries.py_func, (*head, t4, t4, t3, t3, t4, t4)),
             ("attention_backward_keys", attention_backward_keys.py_func, (*head, t4, t3, t3, t4, t4)),
+            ("attention_weights", attention_weights.py_func, (t3, m4, dt, b, i64, i64, dt, i64, i64, t3)),
+            ("attention_score_gradients", attention_score_gradients.py_func,
+             (t3, t3, m4, dt, b, i64, i64, dt, i64, i64, t3, t3, t4)),
+            ("attention_deltas", attention_deltas.py_func, (dt[:, ::1], dt[:, ::1], dt[::1])),
         ]
     return cases

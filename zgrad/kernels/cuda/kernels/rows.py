@@ -14,7 +14,7 @@ from numba import cuda
 
 from zgrad.kernels.cuda.kernels.common import device, kernel, math
 
-__all__ = ["CACHED_ROW_PER_THREAD", "MAX_BLOCK", "NANSUM", "PROD", "SUM"]
+__all__ = ["CACHED_ROW_PER_THREAD", "MAX_BLOCK", "NANSUM", "PROD", "SUM", "block_extreme", "block_sum"]
 
 MAX_BLOCK = 256
 
@@ -63,7 +63,8 @@ def _block_reduce(buf, value, product):
 
 
 @device
-def _block_sum(buf, value):
+def block_sum(buf, value):
+    """The sum of the block's values (every thread calls it; ``buf``: a shared array of blockDim)."""
     return _block_reduce(buf, value, False)
 
 
@@ -86,7 +87,8 @@ def _block_scan(buf, value, product):
 
 
 @device
-def _block_extreme(buf, value, largest):
+def block_extreme(buf, value, largest):
+    """The max (``largest``) or min of the block's values, NaN winning (every thread calls it)."""
     t = cuda.threadIdx.x
     buf[t] = value
     cuda.syncthreads()
@@ -107,7 +109,7 @@ def _row_max(x, r, buf):
     m = x[r, min(cuda.threadIdx.x, n - 1)]
     for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
         m = _larger(m, x[r, j])
-    return _block_extreme(buf, m, True)
+    return block_extreme(buf, m, True)
 
 
 @device
@@ -115,7 +117,7 @@ def _row_sum_exp(x, r, shift, buf, T):
     acc = T(0)
     for j in range(cuda.threadIdx.x, x.shape[1], cuda.blockDim.x):
         acc += math.exp(x[r, j] - shift)
-    return _block_sum(buf, acc)
+    return block_sum(buf, acc)
 
 
 @kernel
@@ -163,7 +165,7 @@ def row_norm(x, order, power, out):
             for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
                 a = T(math.fabs(x[r, j]))
                 m = _larger(m, a) if largest else _smaller(m, a)
-            result = _block_extreme(buf, m, largest)
+            result = block_extreme(buf, m, largest)
         else:
             acc = T(0)
             for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
@@ -176,7 +178,7 @@ def row_norm(x, order, power, out):
                     acc += T(1) if a != T(0) else T(0)
                 else:
                     acc += math.pow(a, order)
-            total = _block_sum(buf, acc)
+            total = block_sum(buf, acc)
             result = total if power == T(1) else math.pow(total, power)
         if cuda.threadIdx.x == 0:
             out[r] = result
@@ -214,7 +216,7 @@ def row_extreme(x, largest, out):
         m = x[r, min(cuda.threadIdx.x, n - 1)]
         for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
             m = _larger(m, x[r, j]) if largest else _smaller(m, x[r, j])
-        result = _block_extreme(buf, m, largest)
+        result = block_extreme(buf, m, largest)
         if cuda.threadIdx.x == 0:
             out[r] = result
 
@@ -278,12 +280,12 @@ def softmax_cached(x, log, out):
             held[k] = x[r, t + k * step]
         for k in range(count):
             peak = _larger(peak, held[k])
-        peak = _block_extreme(buf, peak, True)
+        peak = block_extreme(buf, peak, True)
         acc = T(0)
         for k in range(count):
             held[k] = held[k] - peak
             acc += math.exp(held[k])
-        total = _block_sum(buf, acc)
+        total = block_sum(buf, acc)
         log_total = math.log(total)
         for k in range(count):
             out[r, t + k * step] = held[k] - log_total if log else math.exp(held[k]) / total
@@ -312,7 +314,7 @@ def softmax_backward(grad, y, log, out):
         acc = T(0)
         for j in range(cuda.threadIdx.x, y.shape[1], cuda.blockDim.x):
             acc += grad[r, j] if log else grad[r, j] * y[r, j]
-        total = _block_sum(buf, acc)
+        total = block_sum(buf, acc)
         for j in range(cuda.threadIdx.x, y.shape[1], cuda.blockDim.x):
             if log:
                 out[r, j] = grad[r, j] - math.exp(y[r, j]) * total
@@ -345,12 +347,12 @@ def variance(x, correction, mean_out, var_out):
         acc = T(0)
         for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
             acc += x[r, j]
-        mean = _block_sum(buf, acc) / T(n)
+        mean = block_sum(buf, acc) / T(n)
         acc = T(0)
         for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
             d = x[r, j] - mean
             acc += d * d
-        squares = _block_sum(buf, acc)
+        squares = block_sum(buf, acc)
         if cuda.threadIdx.x == 0:
             mean_out[r] = mean
             var_out[r] = squares / max(T(n) - correction, T(0))
@@ -383,7 +385,7 @@ def class_loss(logits, targets, weight, ignore_index, smoothing, probs_out, loss
         for j in range(cuda.threadIdx.x, c, cuda.blockDim.x):
             probs_out[r, j] = math.exp(logits[r, j] - peak) / total
             smooth += _class_weight(weight, j, T) * (shift - logits[r, j])
-        smooth = _block_sum(buf, smooth)
+        smooth = block_sum(buf, smooth)
         if cuda.threadIdx.x == 0:
             target = targets[r]
             if _skipped(target, ignore_index, c):
@@ -404,7 +406,7 @@ def class_loss_backward(probs, targets, weight, ignore_index, smoothing, row_gra
     acc = T(0)
     for j in range(cuda.threadIdx.x, c, cuda.blockDim.x):
         acc += _class_weight(weight, j, T)
-    weight_sum = _block_sum(buf, acc)
+    weight_sum = block_sum(buf, acc)
     for r in range(cuda.blockIdx.x, probs.shape[0], cuda.gridDim.x):
         target = targets[r]
         g = row_grad[0] if row_grad.size == 1 else row_grad[r]
