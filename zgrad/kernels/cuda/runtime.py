@@ -1,6 +1,7 @@
 """The CUDA runtime of zgrad: numba.cuda and cuda-python for the host code (besides it only the
-kernel modules of :mod:`zgrad.kernels.cuda.kernels`, which compile with numba.cuda, and
-``DeviceArray.arg``, which wraps device memory as Numba's device array, import numba.cuda), device
+kernel modules of :mod:`zgrad.kernels.cuda.kernels`, which compile with numba.cuda,
+``DeviceArray.arg``, which wraps device memory as Numba's device array, and
+:mod:`zgrad.kernels.cuda.memory_pool`, Numba's memory manager for zgrad, import numba.cuda), device
 discovery, launch configuration, a stream per thread, events for timing, a pinned host buffer pool.
 
 Imported only on the first CUDA use (by :mod:`zgrad.kernels.cuda.backend`). Two modes:
@@ -189,6 +190,12 @@ def defer_check(check: Callable[[], None]) -> None:
     if getattr(_local, "checks", None) is None:
         _local.checks = []
     _local.checks.append(check)
+
+
+if not SIMULATOR:
+    from zgrad.kernels.cuda import memory_pool
+
+    memory_pool.install(current_stream, lambda: getattr(_local, "stream", None))
 
 
 def host_waits() -> int:
