@@ -421,3 +421,35 @@ def test_row_softmax_and_sum_around_the_held_row_and_the_unrolled_trip(length):
     np.testing.assert_allclose(F.log_softmax(device, -1).cpu().numpy(), np.log(expected), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(device.sum(1).cpu().numpy(), x.sum(1), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(device.nansum(1).cpu().numpy(), np.nansum(x, 1), rtol=1e-5, atol=1e-5)
+
+
+def test_scalar_operands_take_the_flat_kernels(monkeypatch):
+    """A scalar (0-d or one element) next to C-contiguous operands is read through a repeating
+    view by the flat kernel: the n-d kernel unravels every index."""
+    from zgrad.kernels.cuda import kernels
+    from zgrad.kernels.cuda import runtime as rt
+    launched = []
+    launch = rt.launch
+    monkeypatch.setattr(rt, "launch", lambda kernel, *args: launched.append(kernel) or launch(kernel, *args))
+    backend = dispatch.backend("cuda")
+    a = np.arange(1, 22, dtype=np.float32).reshape(3, 7)
+    da, out = backend.asarray(a), backend.empty((3, 7), np.dtype(np.float32))
+    one = backend.asarray(np.array([[2.5]], np.float32))
+    np.testing.assert_array_equal(backend.mul(da, 2.0, out).to_host(), a * 2)
+    np.testing.assert_array_equal(backend.sub(one, da, out).to_host(), 2.5 - a)
+    np.testing.assert_array_equal(backend.where(backend.asarray(a > 9), 0.5, da, out).to_host(), np.where(a > 9, 0.5, a))
+    assert launched == [kernels.elementwise.BINARY["mul"][0], kernels.elementwise.BINARY["sub"][0],
+                        kernels.elementwise.TERNARY["where"][0]]
+    launched.clear()
+    backend.add(da, backend.asarray(a[0]), out)  # a broadcast row still needs the n-d kernel
+    assert launched == [kernels.elementwise.BINARY["add"][1]]
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 7, 11), (2, 1000, 1000, 1000), (1, 1, 1, 70000)])
+def test_nd_kernels_unravel_in_32_bits_as_in_64(shape):
+    from zgrad.kernels.cuda.kernels.elementwise import _unravel4
+    unravel = _unravel4.py_func
+    size = int(np.prod(shape))
+    for i in sorted(i for i in {0, 1, shape[-1] - 1, shape[-1], size // 3, size - shape[-1], size - 2, size - 1} if i < size):
+        expected = np.unravel_index(i, shape)
+        assert unravel(i, *shape[1:], True) == expected == unravel(i, *shape[1:], False)

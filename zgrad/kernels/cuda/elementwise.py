@@ -78,6 +78,21 @@ def _as_nd(views: list[DeviceArray], dims: list[int], steps: list[list[int]]) ->
     return args
 
 
+def _flat_operands(ops: list[DeviceArray], out: DeviceArray) -> list[DeviceArray] | None:
+    """The operands as 1-D views over a C-contiguous ``out``'s elements, for the flat kernels:
+    those of out's shape when C-contiguous, single elements (a scalar) as a view repeating it
+    (stride 0); None when another operand needs the n-d kernel."""
+    flat = []
+    for o in ops:
+        if o.shape == out.shape and o.flags.c_contiguous:
+            flat.append(o.reshape(-1))
+        elif o.size == 1:
+            flat.append(DeviceArray(o._base, np.lib.stride_tricks.as_strided(o._layout, (out.size,), (0,))))
+        else:
+            return None
+    return flat
+
+
 def _run(table: dict, name: str, out: DeviceArray, operands: list[Any], p: Any, q: Any) -> DeviceArray:
     if out.size == 0:
         return out
@@ -86,8 +101,9 @@ def _run(table: dict, name: str, out: DeviceArray, operands: list[Any], p: Any, 
     ptype = (ops[0].dtype if out.dtype.kind == "b" else out.dtype).type
     params = (ptype(p), ptype(q))
     config = rt.grid_1d(out.size)
-    if out.flags.c_contiguous and all(o.shape == out.shape and o.flags.c_contiguous for o in ops):
-        rt.launch(flat_kernel, config, *(o.reshape(-1).arg() for o in ops), *params, out.reshape(-1).arg())
+    flat = _flat_operands(ops, out) if out.flags.c_contiguous else None
+    if flat is not None:
+        rt.launch(flat_kernel, config, *(o.arg() for o in flat), *params, out.reshape(-1).arg())
         return out
     views = [o if o.shape == out.shape else o.broadcast_to(out.shape) for o in ops] + [out]
     dims, steps = _collapse(out.shape, [v.strides for v in views])

@@ -8,6 +8,7 @@ side is :mod:`zgrad.kernels.cuda.elementwise`.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import cuda
 
 from zgrad.kernels.cuda.kernels.common import device, kernel, math
@@ -470,9 +471,20 @@ TERNARY_OPS = {
 # floats moved 61% of an H200's peak). Stores after loads keep in-place ops (out is an operand,
 # at the same index) right.
 
+# Below this many elements, the n-d kernels unravel indices in 32-bit arithmetic: a GPU divides
+# 64-bit integers in a long software routine, 32-bit ones in a few instructions.
+_INDEX32 = 1 << 31
+
+
 @device
-def _unravel4(i, n1, n2, n3):
-    """The index of flat element ``i`` of a C-ordered 4-D array of shape (any, n1, n2, n3)."""
+def _unravel4(i, n1, n2, n3, small):
+    """The index of flat element ``i`` of a C-ordered 4-D array of shape (any, n1, n2, n3);
+    ``small``: the array has fewer than _INDEX32 elements."""
+    if small:
+        j, m1, m2, m3 = np.uint32(i), np.uint32(n1), np.uint32(n2), np.uint32(n3)
+        k3, t = j % m3, j // m3
+        k2, t = t % m2, t // m2
+        return np.int64(t // m1), np.int64(t % m1), np.int64(k2), np.int64(k3)
     i3, r = i % n3, i // n3
     i2, r = r % n2, r // n2
     return r // n1, r % n1, i2, i3
@@ -493,9 +505,9 @@ def _unary_kernels(fn):
 
     def nd(x, p, q, out):
         T = out.dtype.type
-        n1, n2, n3 = out.shape[1], out.shape[2], out.shape[3]
+        n1, n2, n3, small = out.shape[1], out.shape[2], out.shape[3], out.size < _INDEX32
         for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-            i0, i1, i2, i3 = _unravel4(i, n1, n2, n3)
+            i0, i1, i2, i3 = _unravel4(i, n1, n2, n3, small)
             out[i0, i1, i2, i3] = fn(x[i0, i1, i2, i3], p, q, T)
 
     return kernel(flat), kernel(nd)
@@ -517,9 +529,9 @@ def _binary_kernels(fn):
 
     def nd(a, b, p, q, out):
         T = out.dtype.type
-        n1, n2, n3 = out.shape[1], out.shape[2], out.shape[3]
+        n1, n2, n3, small = out.shape[1], out.shape[2], out.shape[3], out.size < _INDEX32
         for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-            i0, i1, i2, i3 = _unravel4(i, n1, n2, n3)
+            i0, i1, i2, i3 = _unravel4(i, n1, n2, n3, small)
             out[i0, i1, i2, i3] = fn(a[i0, i1, i2, i3], b[i0, i1, i2, i3], p, q, T)
 
     return kernel(flat), kernel(nd)
@@ -538,9 +550,9 @@ def _ternary_kernels(fn):
 
     def nd(a, b, c, p, q, out):
         T = out.dtype.type
-        n1, n2, n3 = out.shape[1], out.shape[2], out.shape[3]
+        n1, n2, n3, small = out.shape[1], out.shape[2], out.shape[3], out.size < _INDEX32
         for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-            i0, i1, i2, i3 = _unravel4(i, n1, n2, n3)
+            i0, i1, i2, i3 = _unravel4(i, n1, n2, n3, small)
             out[i0, i1, i2, i3] = fn(a[i0, i1, i2, i3], b[i0, i1, i2, i3], c[i0, i1, i2, i3], p, q, T)
 
     return kernel(flat), kernel(nd)
