@@ -31,7 +31,7 @@ SUBSET = {
     "ops": {"add_fn_broadcast", "rdiv_scalar", "pow_tensor", "matmul_3d_2d", "matmul_broadcast_batch",
             "activations_noncontiguous"},
     "conv": {"groups_stride_dilation", "reflect"},
-    "norm": set(),
+    "norm": {"layer_norm_last", "layer_norm_two_dims", "layer_norm_no_affine", "layer_norm_weight_only"},
     "pool": set(),
     "class_losses": {"ce_label_smoothing_weight_ignore", "nll_weight_spatial"},
 }

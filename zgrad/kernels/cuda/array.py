@@ -132,6 +132,15 @@ class DeviceArray:
                                           gpu_data=self._base.gpu_data.view(offset))
         return self._arg
 
+    def flat_arg(self) -> Any:
+        """The elements of this C-contiguous view as the 1-D device array a kernel takes: the
+        allocation's own array when the view spans all of it (no new wrapper), else a 1-D view."""
+        layout = self._layout
+        if (layout.size == self._base.size and layout.flags.c_contiguous and _offset_of(layout) == 0
+                and self._base.dtype == _kernel_dtype(layout.dtype)):
+            return self._base
+        return self.reshape(-1).arg()
+
     def to_host(self, out: np.ndarray | None = None) -> np.ndarray:
         """A host (numpy) copy, into ``out`` (C-contiguous, this shape and dtype) when given;
         blocks until this thread's queued work and the copy are done."""

@@ -78,19 +78,26 @@ def _as_nd(views: list[DeviceArray], dims: list[int], steps: list[list[int]]) ->
     return args
 
 
-def _flat_operands(ops: list[DeviceArray], out: DeviceArray) -> list[DeviceArray] | None:
-    """The operands as 1-D views over a C-contiguous ``out``'s elements, for the flat kernels:
-    those of out's shape when C-contiguous, single elements (a scalar) as a view repeating it
-    (stride 0); None when another operand needs the n-d kernel."""
+def _flat_operands(ops: list[DeviceArray], out: DeviceArray) -> list[Any] | None:
+    """The operands as the flat kernels take them over a C-contiguous ``out``'s elements: 1-D
+    arrays of those of out's shape when C-contiguous, single elements (a scalar) as a view
+    repeating it (stride 0); None when another operand needs the n-d kernel."""
     flat = []
     for o in ops:
         if o.shape == out.shape and o.flags.c_contiguous:
-            flat.append(o.reshape(-1))
+            flat.append(o.flat_arg())
         elif o.size == 1:
-            flat.append(DeviceArray(o._base, np.lib.stride_tricks.as_strided(o._layout, (out.size,), (0,))))
+            flat.append(_repeating(o, out.size))
         else:
             return None
     return flat
+
+
+@functools.lru_cache(maxsize=256)
+def _repeating(element: DeviceArray, size: int) -> Any:
+    """The kernel argument reading the one element of ``element`` ``size`` times (cached: the
+    scalars of :func:`_scalar` recur in every step)."""
+    return DeviceArray(element._base, np.lib.stride_tricks.as_strided(element._layout, (size,), (0,))).arg()
 
 
 def _run(table: dict, name: str, out: DeviceArray, operands: list[Any], p: Any, q: Any) -> DeviceArray:
@@ -103,7 +110,7 @@ def _run(table: dict, name: str, out: DeviceArray, operands: list[Any], p: Any, 
     config = rt.grid_1d(out.size)
     flat = _flat_operands(ops, out) if out.flags.c_contiguous else None
     if flat is not None:
-        rt.launch(flat_kernel, config, *(o.arg() for o in flat), *params, out.reshape(-1).arg())
+        rt.launch(flat_kernel, config, *flat, *params, out.flat_arg())
         return out
     views = [o if o.shape == out.shape else o.broadcast_to(out.shape) for o in ops] + [out]
     dims, steps = _collapse(out.shape, [v.strides for v in views])

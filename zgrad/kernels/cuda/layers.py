@@ -4,7 +4,8 @@
 Convolution is im2col then the tiled matrix product, one product per group over the whole batch
 (the weight broadcast across samples by a zero stride); its backward builds the columns again,
 multiplies, and adds the column gradient back with col2im. Batch and group normalization are
-composed from the row variance kernel and element-wise launches. Part of
+composed from the row variance kernel and element-wise launches; layer normalization (group norm
+of (rows, C, 1) in one group) has its own row kernels (:mod:`kernels.layer_norm`). Part of
 :mod:`zgrad.kernels.cuda.backend`; each function writes into its output arrays and returns them.
 """
 
@@ -234,6 +235,44 @@ def batch_norm_backward(grad, x, weight, save_mean, save_invstd, training, grad_
     return grad_x, grad_weight, grad_bias
 
 
+# Layer norm is group norm of (rows, C, 1) in one group: its own row kernels, one launch forward
+# and three or four backward (the composed path takes a dozen and a transposing copy).
+_LAYER_NORM_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+PARAMETER_CHUNKS = 256  # row chunks of the weight and bias gradients' first pass
+
+
+def _is_layer_norm(x: DeviceArray, groups: int) -> bool:
+    return groups == 1 and x.shape[2] == 1 and x.dtype in _LAYER_NORM_DTYPES
+
+
+def _or_none(affine: DeviceArray | None, x: DeviceArray) -> DeviceArray:
+    """``affine``, or the empty array the layer-norm kernels take for none."""
+    return DeviceArray.empty((0,), x.dtype) if affine is None else affine
+
+
+def _launch_rows(kernel: Any, rows: int, *args: Any) -> None:
+    if rows:
+        rt.launch(kernel, rt.row_launch(rows), *(a.arg() if isinstance(a, DeviceArray) else a for a in args))
+
+
+def _layer_norm_backward(grad, x, weight, mean, invstd, grad_x, grad_weight, grad_bias):
+    """Gradients of layer norm over the rows of (R, C) ``x``; a None output is not computed."""
+    k = kernels.layer_norm
+    rows, channels = x.shape
+    if grad_x is not None:
+        _launch_rows(k.layer_norm_backward_rows, rows, grad, x, _or_none(weight, x), mean, invstd,
+                     grad_x.reshape(rows, channels))
+    if grad_weight is not None or grad_bias is not None:
+        chunks = min(rows, PARAMETER_CHUNKS)
+        parts = [_new((chunks, channels), x.dtype) for _ in range(2)]
+        rt.launch(k.layer_norm_parameter_partials, rt.plane_launch(chunks, channels), grad.arg(), x.arg(), mean.arg(),
+                  invstd.arg(), parts[0].arg(), parts[1].arg())
+        for part, target in zip(parts, (grad_weight, grad_bias)):
+            if target is not None:
+                _launch(k.column_sums, channels, part, target)
+    return grad_x, grad_weight, grad_bias
+
+
 def group_norm(x, weight, bias, groups, eps, out, save_mean, save_invstd):
     """Group norm of (N, C, S) ``x`` over each (sample, group), then the per-channel affine."""
     if x.size == 0:
@@ -242,6 +281,11 @@ def group_norm(x, weight, bias, groups, eps, out, save_mean, save_invstd):
         return out, save_mean, save_invstd
     batch, channels, size = x.shape
     x = contiguous(x)
+    if _is_layer_norm(x, groups):
+        _launch_rows(kernels.layer_norm.layer_norm_rows, batch, x.reshape(batch, channels), _or_none(weight, x),
+                     _or_none(bias, x), x.dtype.type(eps), out.reshape(batch, channels), save_mean.reshape(-1),
+                     save_invstd.reshape(-1))
+        return out, save_mean, save_invstd
     _stats(x.reshape(batch * groups, -1), eps, save_mean, save_invstd)
     shape4 = (batch, groups, channels // groups, size)
     _normalize(x.reshape(shape4), save_mean.reshape(batch, groups), save_invstd.reshape(batch, groups),
@@ -257,6 +301,9 @@ def group_norm_backward(grad, x, weight, save_mean, save_invstd, groups, grad_x,
             if g is not None:
                 unary_op("copy", 0, g)
         return grad_x, grad_weight, grad_bias
+    if _is_layer_norm(x, groups):
+        return _layer_norm_backward(contiguous(grad).reshape(batch, channels), contiguous(x).reshape(batch, channels),
+                                    weight, save_mean.reshape(-1), save_invstd.reshape(-1), grad_x, grad_weight, grad_bias)
     shape4, stats4 = (batch, groups, channels // groups, size), (batch, groups, 1, 1)
     grad4 = contiguous(grad).reshape(shape4)
     xhat = _normalize(contiguous(x).reshape(shape4), save_mean, save_invstd, stats4, None, None,

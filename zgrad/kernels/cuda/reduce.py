@@ -96,24 +96,22 @@ def _split_row_reduce(row: DeviceArray, out: DeviceArray, op: int) -> None:
     # the chunks' partial results combine as a plain sum or product: a NaN that a nansum's chunk
     # makes of inf - inf is a result, not an element to skip
     combine = k.PROD if op == k.PROD else k.SUM
-    _two_passes(row, out, _identity(op), lambda m, o: _launch_rows(k.row_reduce, m.shape[0], m.arg(), op, o.arg()),
+    _two_passes(row, out, lambda m, o: _launch_rows(k.row_reduce, m.shape[0], m.arg(), op, o.arg()),
                 lambda m, o: _launch_rows(k.row_reduce, 1, m.arg(), combine, o.arg()))
 
 
-def _two_passes(row: DeviceArray, out: DeviceArray, identity: Any, reduce_rows: Any, reduce_partials: Any) -> None:
-    """out[0] = a long contiguous 1-D ``row`` reduced in two launches: ``reduce_rows(matrix,
-    results)`` over chunks of the row (a block each), then ``reduce_partials(matrix, out)`` over the
-    (1, chunks + 1) matrix of their results, the last slot ``identity`` when the chunks divide it."""
+def _two_passes(row: DeviceArray, out: DeviceArray, reduce_rows: Any, reduce_partials: Any) -> None:
+    """out[0] = a long contiguous 1-D ``row`` reduced in two launches (three when the chunks do
+    not divide it): ``reduce_rows(matrix, results)`` over chunks of the row (a block each), then
+    ``reduce_partials(matrix, out)`` over the (1, chunks) matrix of their results."""
     length = row.shape[0]
     chunk = -(-length // rt.blocks_for(length))
     parts, rest = divmod(length, chunk)
-    partial = DeviceArray.empty((parts + 1,), out.dtype)
+    partial = DeviceArray.empty((parts + (1 if rest else 0),), out.dtype)
     reduce_rows(row[:parts * chunk].reshape(parts, chunk), partial[:parts])
     if rest:
         reduce_rows(row[parts * chunk:].reshape(1, rest), partial[parts:])
-    else:
-        unary_op("copy", identity, partial[parts:])
-    reduce_partials(partial.reshape(1, parts + 1), out)
+    reduce_partials(partial.reshape(1, -1), out)
 
 
 def vector_norm(x, order, out):
@@ -131,7 +129,7 @@ def vector_norm(x, order, out):
         _launch_rows(k.row_norm, 1, flat.reshape(1, -1).arg(), t(order), root, target.arg())
     else:  # partial sums of |x| ** order add up (order 1), partial extremes compare (inf, -inf)
         combine = t(order if math.isinf(order) else 1.0)
-        _two_passes(flat, target, empty,
+        _two_passes(flat, target,
                     lambda m, o: _launch_rows(k.row_norm, m.shape[0], m.arg(), t(order), t(1.0), o.arg()),
                     lambda m, o: _launch_rows(k.row_norm, 1, m.arg(), combine, root, o.arg()))
     return out
