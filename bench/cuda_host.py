@@ -1,0 +1,95 @@
+"""zgrad's own host work per CUDA training step, measured without a GPU.
+
+On a GPU a training step is bound by the host when queueing its kernels takes longer than the
+device takes to run them: torch's minGPT step (``bench/train_step.py``) takes 41.4 ms on an H200
+in all. This script runs the steps of ``bench/train_step.py`` on zgrad's CUDA backend in Numba's
+simulator with every launch and every device allocation replaced by a stub (a kernel launch
+records its kernel and returns; an allocation is a plain ``numpy.empty``), so what it times is
+zgrad's Python above the driver: autograd, dispatch, layouts, kernel arguments. Numba's own
+launch path and the driver add to it on a GPU (not measured here).
+
+Prints a table (median host ms per step over ``--steps`` steps after two warm-up steps, launches
+per step, host µs per launch, the most launched kernels) and its JSON as the last line.
+
+    python bench/cuda_host.py [--steps 7] [--step mlp|mingpt]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # before numba is imported
+
+import argparse
+import collections
+import json
+import pathlib
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from train_step import STEPS  # after the simulator is chosen
+
+
+def _stub_the_device(launches: collections.Counter) -> None:
+    """Launches count their kernel and return; allocations are host memory never copied."""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    from zgrad.kernels.cuda import array
+    from zgrad.kernels.cuda import runtime as rt
+
+    def launch(kernel: object, config: object, *args: object) -> None:
+        launches[getattr(kernel, "__name__", None) or kernel.py_func.__name__] += 1
+
+    rt.launch = launch
+    array._allocate = lambda size, dtype: FakeCUDAArray(np.empty(max(size, 1), array._kernel_dtype(dtype)))
+
+
+def measure(name: str, step_factory: Callable, steps: int) -> dict:
+    import zgrad
+
+    launches: collections.Counter = collections.Counter()
+    _stub_the_device(launches)
+    step = step_factory(zgrad)
+    step()
+    step()
+    launches.clear()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        times.append((time.perf_counter() - start) * 1e3)
+    per_step = sum(launches.values()) / steps
+    host_ms = statistics.median(times)
+    return {"step": name, "host_ms": host_ms, "launches": per_step, "us_per_launch": 1e3 * host_ms / per_step,
+            "kernels": {k: v / steps for k, v in launches.most_common(8)}}
+
+
+def format_table(rows: list[dict]) -> str:
+    lines = ["| step | host ms per step | launches per step | host µs per launch | most launched |",
+             "|---|---|---|---|---|"]
+    for r in rows:
+        top = ", ".join(f"{k} {v:.0f}" for k, v in r["kernels"].items())
+        lines.append(f"| {r['step']} | {r['host_ms']:.1f} | {r['launches']:.0f} | {r['us_per_launch']:.1f} | {top} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=7)
+    parser.add_argument("--step", choices=sorted(STEPS), action="append")
+    args = parser.parse_args(argv)
+    rows = [measure(name, STEPS[name], args.steps) for name in (args.step or sorted(STEPS))]
+    print(format_table(rows))
+    print(json.dumps({"rows": rows}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
