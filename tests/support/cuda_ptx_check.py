@@ -21,7 +21,7 @@ import sys
 import types
 
 COMPUTE_CAPABILITY = (9, 0)
-MODULES = ("attention", "elementwise", "rows", "layer_norm", "linalg", "optim", "index", "layers", "rnn", "scan", "sorting")  # of zgrad.kernels.cuda.kernels
+MODULES = ("attention", "elementwise", "rows", "layer_norm", "multi_tensor", "linalg", "optim", "index", "layers", "rnn", "scan", "sorting")  # of zgrad.kernels.cuda.kernels
 # A float64 instruction: an f64 register, operation or conversion (.f64 / .rn.f64.f32 ...).
 F64 = re.compile(r"\.f64\b")
 # libdevice's sinf/cosf/tanf reduce huge arguments (Payne-Hanek, |x| > 105615) with one float64

@@ -9,6 +9,7 @@ sqrt) go through :func:`dispatch.binary` / :func:`dispatch.unary`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from zgrad.kernels.promotion import result_type
 
 __all__ = [
     "clamp", "clamp_dtype", "clamp_backward", "extremum_backward", "compare", "logical_not", "write", "inplace_binary",
-    "unary_inplace", "add_scaled_", "addcmul_", "addcdiv_", "random_uniform_", "random_normal_",
+    "mul_each_", "unary_inplace", "add_scaled_", "addcmul_", "addcdiv_", "random_uniform_", "random_normal_",
     "random_integers_", "random_exponential_", "multinomial",
 ]
 
@@ -108,6 +109,17 @@ def write(out: Any, value: Any):
 def inplace_binary(op: str, out: Any, other: Any):
     """out = op(out, other) in place, ``op`` in add, sub, mul, div (``other`` broadcast to ``out``)."""
     return getattr(backend_of(out, other), op)(out, other, out)
+
+
+def mul_each_(arrays: Sequence[Any], factor: Any) -> None:
+    """arrays[k] *= factor in place for every k (``factor`` a scalar or a one-element array of their
+    backend): a backend with ``mul_each`` takes the list at once (CUDA: a launch per group)."""
+    be = backend_of(*arrays)
+    if hasattr(be, "mul_each") and not isinstance(factor, (int, float)):
+        be.mul_each(arrays, factor)
+        return
+    for a in arrays:
+        inplace_binary("mul", a, factor)
 
 
 def unary_inplace(op: str, x: Any):

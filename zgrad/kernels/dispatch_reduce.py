@@ -10,6 +10,7 @@ dimensions run as row kernels: the reduced dimensions are moved last and flatten
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -22,7 +23,7 @@ from zgrad.kernels.promotion import is_floating
 
 __all__ = [
     "Rows", "to_rows", "from_rows", "argmax", "var", "var_backward", "logsumexp", "logsumexp_backward", "distribute_equal",
-    "cumsum", "prod_backward", "vector_norm",
+    "cumsum", "prod_backward", "vector_norm", "vector_norms",
 ]
 
 
@@ -185,6 +186,21 @@ def prod_backward(x: Any, grad: Any, dim: int | None):
     grad = contiguous(grad if grad.dtype == dtype else cast(grad, dtype)).reshape(-1)
     out = be.prod_backward_rows(rows.rows, grad, be.empty(rows.rows.shape, dtype))
     return from_rows(rows, out)
+
+
+def vector_norms(arrays: Sequence[Any], order: float):
+    """[:func:`vector_norm` of each of ``arrays``] as one 1-D array, on their backend and in their
+    floating dtype (the arrays share both): a backend with ``vector_norms`` takes the list at once
+    (CUDA: a launch per group of tensors), others each array into its slot."""
+    be = backend_of(*arrays)
+    dtype = float_dtype(arrays[0].dtype)
+    arrays = [a if a.dtype == dtype else cast(a, dtype) for a in arrays]
+    out = be.empty((len(arrays),), dtype)
+    if hasattr(be, "vector_norms"):
+        return be.vector_norms(arrays, float(order), out)
+    for k, a in enumerate(arrays):
+        be.vector_norm(a, float(order), out[k:k + 1].reshape(()))
+    return out
 
 
 def vector_norm(x: Any, order: float):

@@ -49,6 +49,7 @@ from zgrad.kernels.cuda.linalg import (  # noqa: F401 - factorizations and solve
 from zgrad.kernels.cuda.sampling import (  # noqa: F401 - random draws (on the host, copied up)
     multinomial, random_exponential, random_integers, random_normal, random_uniform,
 )
+from zgrad.kernels.cuda.multi_tensor import mul_each, vector_norms  # noqa: F401 - ops over lists of tensors
 from zgrad.kernels.cuda.optim import (  # noqa: F401 - the fused optimizer steps
     adadelta_step, adagrad_step, adam_step, non_finite_check_and_unscale, rmsprop_step, sgd_step,
 )

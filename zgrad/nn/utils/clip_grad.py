@@ -1,9 +1,10 @@
 """Gradient clipping, as ``torch.nn.utils.clip_grad``: ``clip_grad_norm_`` (``get_total_norm``
 then ``clip_grads_with_norm_``) and ``clip_grad_value_``.
 
-Each gradient's norm is one fused pass of a norm kernel (``dispatch_reduce.vector_norm``, on the
-CPU and on CUDA), and the total norm is the norm of those norms, as PyTorch computes it; scaling
-is one in-place pass per gradient, skipped when the factor is exactly 1. Under
+Each gradient's norm is one fused pass of a norm kernel, written into one vector of norms
+(``dispatch_reduce.vector_norms``; on CUDA one launch per group of gradients, as PyTorch's
+``_foreach_norm``), and the total norm is the norm of those norms, as PyTorch computes it; scaling
+is one in-place pass per gradient (on CUDA per group), skipped when the factor is exactly 1. Under
 DistributedDataParallel, ``backward()`` returns with the gradients already averaged over the
 ranks, so every rank computes the same total norm and clips alike.
 """
@@ -39,7 +40,7 @@ def get_total_norm(tensors: Tensor | Iterable[Tensor], norm_type: float = 2.0, e
         tensors: a tensor or an iterable of tensors (the gradients, not the parameters).
         norm_type: p of the p-norm; ``inf`` (or ``"inf"``) for the largest absolute value.
         error_if_nonfinite: raise if the norm is NaN or infinite.
-        foreach: accepted for PyTorch's signature (zgrad always takes one pass per tensor).
+        foreach: accepted for PyTorch's signature (zgrad groups the tensors where the backend can).
 
     Returns:
         A 0-d tensor on the first tensor's device (``tensor(0.)`` for no tensors). Blocks.
@@ -52,8 +53,12 @@ def get_total_norm(tensors: Tensor | Iterable[Tensor], norm_type: float = 2.0, e
     if not tensors:
         return Tensor(dispatch.full((), 0.0, dispatch.DEFAULT_FLOAT))
     device = dispatch.device_type_of(tensors[0]._data)
-    norms = [dispatch.to_device(dispatch_reduce.vector_norm(t._data, norm_type), device) for t in tensors]
-    total = dispatch_reduce.vector_norm(dispatch.stack(norms, 0), norm_type)
+    arrays = [t._data for t in tensors]
+    if all(dispatch.device_type_of(a) == device and a.dtype == arrays[0].dtype for a in arrays):
+        norms = dispatch_reduce.vector_norms(arrays, norm_type)
+    else:  # PyTorch's grouping by device and dtype: each norm moved to the first tensor's device
+        norms = dispatch.stack([dispatch.to_device(dispatch_reduce.vector_norm(a, norm_type), device) for a in arrays], 0)
+    total = dispatch_reduce.vector_norm(norms, norm_type)
     if error_if_nonfinite and not math.isfinite(float(dispatch.to_device(total, "cpu"))):
         raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so it "
                            "cannot be clipped. To disable this error and scale the gradients by the non-finite norm "
@@ -77,8 +82,7 @@ def clip_grads_with_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float
         # (Python floats: they compute in the norm's dtype, as the scalars below do)
         coefficient = dispatch.binary("minimum", dispatch.binary(
             "div", float(max_norm), dispatch.binary("add", norm, 1e-6)), 1.0)
-        for g in grads:
-            dispatch_pointwise.inplace_binary("mul", g._data, coefficient)
+        dispatch_pointwise.mul_each_([g._data for g in grads], coefficient)
         return
     coefficient = np.minimum(scalar(float(max_norm)) / (norm + scalar(1e-6)), scalar(1.0))
     if coefficient != 1.0:  # multiplying by exactly 1 changes nothing (a NaN coefficient is applied)

@@ -10,7 +10,7 @@ module globals. What the modules share (the ``cuda.jit`` options, the math kerne
 from zgrad.kernels._lazy import lazy_submodules
 from zgrad.kernels.cuda.runtime import import_lock
 
-__all__ = ["attention", "common", "elementwise", "elementwise_math", "elementwise_special", "index", "layer_norm", "layers", "linalg", "optim", "rnn", "rows", "scan",
+__all__ = ["attention", "common", "elementwise", "elementwise_math", "elementwise_special", "index", "layer_norm", "layers", "linalg", "multi_tensor", "optim", "rnn", "rows", "scan",
            "simulator_math", "sorting"]
 
 __getattr__ = lazy_submodules(__name__, __all__, import_lock)

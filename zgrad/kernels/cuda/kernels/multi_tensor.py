@@ -1,0 +1,79 @@
+"""CUDA kernels over several tensors at once (PyTorch's ``_foreach`` kernels): ``arrays`` is a
+tuple of up to :data:`MAX_TENSORS` flat C-contiguous arrays of one dtype, grid y picks the tensor
+and grid x and the threads stride over its elements. One launch serves a group of a model's
+gradients where a launch per tensor cost the host more than the kernel's work (``clip_grad_norm_``
+of a transformer's 100+ parameters). Host side: :mod:`zgrad.kernels.cuda.multi_tensor`. Kernels only.
+"""
+
+from __future__ import annotations
+
+from numba import cuda
+
+from zgrad.kernels.cuda.kernels.common import kernel, math
+from zgrad.kernels.cuda.kernels.rows import MAX_BLOCK, block_extreme, block_sum
+
+__all__ = ["MAX_TENSORS", "norm_partials", "scale"]
+
+# Tensors per launch: each array argument is seven kernel parameters (56 bytes), and a launch's
+# parameters must fit in 4 KiB on every device.
+MAX_TENSORS = 8
+
+
+@kernel
+def norm_partials(arrays, order, partials):
+    """partials[k, b] = over the elements of arrays[k] that block b (of grid x) strides over: the
+    largest |x| for order inf, the smallest for -inf (inf for none), the count of non-zeros for
+    order 0, else the sum of |x| ** order (squares for 2). ``order`` in partials' dtype."""
+    buf = cuda.shared.array(MAX_BLOCK, partials.dtype)
+    T = partials.dtype.type
+    k = cuda.blockIdx.y
+    x = arrays[k]
+    start, step = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, cuda.gridDim.x * cuda.blockDim.x
+    if math.isinf(order):
+        largest = order > T(0)
+        m = T(0) if largest else T(math.inf)
+        for i in range(start, x.size, step):
+            a = T(math.fabs(x[i]))
+            if a != a or (a > m if largest else a < m):  # NaN wins
+                m = a
+        result = block_extreme(buf, m, largest)
+    else:
+        acc = T(0)
+        for i in range(start, x.size, step):
+            a = T(math.fabs(x[i]))
+            if order == T(2):
+                acc += a * a
+            elif order == T(1):
+                acc += a
+            elif order == T(0):
+                acc += T(1) if a != T(0) else T(0)
+            else:
+                acc += math.pow(a, order)
+        result = block_sum(buf, acc)
+    if cuda.threadIdx.x == 0:
+        partials[k, cuda.blockIdx.x] = result
+
+
+@kernel
+def scale(arrays, factor):
+    """arrays[k] *= factor[0] in place for every k (grid y: k)."""
+    x = arrays[cuda.blockIdx.y]
+    f = factor[0]
+    for i in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, x.size, cuda.gridDim.x * cuda.blockDim.x):
+        x[i] = x[i] * f
+
+
+def ptx_signatures() -> list:
+    """(name, Python function, argument types) of every kernel here, for float32 and float64, with
+    a full group of tensors and a group of one."""
+    from numba import types
+
+    cases = []
+    for dt in (types.float32, types.float64):
+        for count in (MAX_TENSORS, 1):
+            group = types.UniTuple(dt[::1], count)
+            cases += [
+                ("norm_partials", norm_partials.py_func, (group, dt, dt[:, ::1])),
+                ("scale", scale.py_func, (group, dt[::1])),
+            ]
+    return cases
