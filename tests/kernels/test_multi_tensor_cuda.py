@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from cuda_helpers import requires_cuda
+from cuda_helpers import TOLERANCE, requires_cuda
 
 import zgrad
 from zgrad.kernels import dispatch, dispatch_pointwise, dispatch_reduce
@@ -96,3 +96,27 @@ def test_clip_grad_norm_of_many_parameters_matches_the_cpu(monkeypatch):
     launched = _launches(monkeypatch)
     zgrad.nn.utils.clip_grad_norm_(params, 0.5)
     assert len(launched) <= 10, f"{len(launched)} launches for 11 gradients: grouped, not one per tensor"
+
+
+@pytest.mark.parametrize("options", [{}, {"amsgrad": True, "weight_decay": 0.1}, {"maximize": True, "weight_decay": 0.05}],
+                         ids=["plain", "amsgrad_l2", "maximize_l2"])
+@pytest.mark.parametrize("optimizer", ["Adam", "AdamW"])
+def test_adam_steps_many_parameters_a_group_per_launch_as_on_the_cpu(monkeypatch, optimizer, options):
+    rng = np.random.default_rng(3)
+    starts = [rng.standard_normal(n).astype(np.float32) for n in _SIZES]
+    grads = [[rng.standard_normal(n).astype(np.float32) for n in _SIZES] for _ in range(3)]
+    skipped = 4  # has no gradient in the second step: a step behind the others from then on
+    results = {}
+    for device in ("cpu", "cuda"):
+        params = [zgrad.tensor(s, device=device, requires_grad=True) for s in starts]
+        opt = getattr(zgrad.optim, optimizer)(params, lr=0.01, **options)
+        for step, step_grads in enumerate(grads):
+            for i, (p, g) in enumerate(zip(params, step_grads)):
+                p.grad = None if (step == 1 and i == skipped) else zgrad.tensor(g, device=device)
+            if device == "cuda" and step == 2:
+                launched = _launches(monkeypatch)
+            opt.step()
+        results[device] = [p.detach().cpu().numpy() for p in params]
+    for on_cuda, on_cpu in zip(results["cuda"], results["cpu"]):
+        np.testing.assert_allclose(on_cuda, on_cpu, **TOLERANCE[np.dtype(np.float32)])
+    assert len(launched) == 4, "18 parameters at step 3 in three groups, the one at step 2 alone"

@@ -18,7 +18,8 @@ class Adam(Optimizer):
 
     State: ``step`` (an int), ``exp_avg``, ``exp_avg_sq``, and ``max_exp_avg_sq`` with AMSGrad.
     ``maximize`` ascends the objective. ``foreach``, ``capturable`` and ``fused`` are accepted and
-    change nothing (one fused kernel per parameter); ``differentiable=True`` raises
+    change nothing (one fused kernel per parameter; on CUDA one per group of up to eight parameters
+    at the same step, as PyTorch's foreach path); ``differentiable=True`` raises
     NotImplementedError.
 
     Raises:
@@ -40,17 +41,41 @@ class Adam(Optimizer):
                                       differentiable=differentiable, fused=fused,
                                       decoupled_weight_decay=decoupled_weight_decay))
 
-    def _update(self, param: Tensor, grad: Any, group: dict[str, Any], state: dict[str, Any]) -> None:
+    def _prepare(self, param: Tensor, group: dict[str, Any], state: dict[str, Any]) -> None:
+        """Make the parameter's state on its first step; count the step."""
         if not state:
             state.update(step=0, exp_avg=full_like(param), exp_avg_sq=full_like(param))
-        amsgrad = bool(group["amsgrad"])
-        if amsgrad and "max_exp_avg_sq" not in state:
+        if group["amsgrad"] and "max_exp_avg_sq" not in state:
             state["max_exp_avg_sq"] = full_like(param)
         state["step"] += 1
+
+    def _options(self, group: dict[str, Any]) -> tuple:
+        """The kernels' arguments after the step: lr, beta1, beta2, eps, weight_decay, amsgrad,
+        maximize, decoupled_weight_decay."""
         beta1, beta2 = group["betas"]
+        return (float(group["lr"]), float(beta1), float(beta2), float(group["eps"]), float(group["weight_decay"]),
+                bool(group["amsgrad"]), bool(group["maximize"]), bool(group["decoupled_weight_decay"]))
+
+    def _update(self, param: Tensor, grad: Any, group: dict[str, Any], state: dict[str, Any]) -> None:
+        self._prepare(param, group, state)
         dispatch.backend_of(param._data).adam_step(
             param._data, grad, state["exp_avg"], state["exp_avg_sq"],
-            state["max_exp_avg_sq"] if amsgrad else unused(param), state["step"], float(group["lr"]), float(beta1),
-            float(beta2), float(group["eps"]), float(group["weight_decay"]), amsgrad, bool(group["maximize"]),
-            bool(group["decoupled_weight_decay"]),
-        )
+            state["max_exp_avg_sq"] if group["amsgrad"] else unused(param), state["step"], *self._options(group))
+
+    def _update_group(self, group: dict[str, Any], updates: list[tuple[Tensor, Any, dict[str, Any]]]) -> None:
+        """Parameters on one backend with ``adam_steps`` (CUDA), of one dtype and at one step,
+        take one call (a launch per group of tensors there); the others one :meth:`_update` each."""
+        together: dict[tuple, list] = {}
+        for param, grad, state in updates:
+            be = dispatch.backend_of(param._data)
+            if not hasattr(be, "adam_steps"):
+                self._update(param, grad, group, state)
+                continue
+            self._prepare(param, group, state)
+            together.setdefault((be, param.dtype, state["step"]), []).append((param, grad, state))
+        amsgrad = group["amsgrad"]
+        for (be, _, step), members in together.items():
+            be.adam_steps([p._data for p, _, _ in members], [g for _, g, _ in members],
+                          [s["exp_avg"] for _, _, s in members], [s["exp_avg_sq"] for _, _, s in members],
+                          [s["max_exp_avg_sq"] if amsgrad else unused(p) for p, _, s in members], step,
+                          *self._options(group))

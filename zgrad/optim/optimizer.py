@@ -159,6 +159,7 @@ class Optimizer:
         """Update the parameters present in ``gradients`` (tensors or arrays) and leave the others."""
         with self._lock:
             for group in self.param_groups:
+                updates = []
                 for p in group["params"]:
                     grad = gradients.get(p)
                     if grad is None:
@@ -168,7 +169,14 @@ class Optimizer:
                         raise ValueError(f"gradient of shape {list(array.shape)} for a parameter of shape {list(p.shape)}")
                     if array.dtype != p.dtype:
                         array = array.astype(p.dtype)
-                    self._update(p, array, group, self.state.setdefault(p, {}))
+                    updates.append((p, array, self.state.setdefault(p, {})))
+                self._update_group(group, updates)
+
+    def _update_group(self, group: dict[str, Any], updates: list[tuple[Tensor, Any, dict[str, Any]]]) -> None:
+        """Update the (parameter, gradient array, state) of ``updates``, all of ``group``: one
+        :meth:`_update` each, unless an optimizer takes them together."""
+        for param, grad, state in updates:
+            self._update(param, grad, group, state)
 
     def _update(self, param: Tensor, grad: Any, group: dict[str, Any], state: dict[str, Any]) -> None:
         raise NotImplementedError

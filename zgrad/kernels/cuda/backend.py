@@ -51,7 +51,7 @@ from zgrad.kernels.cuda.sampling import (  # noqa: F401 - random draws (on the h
 )
 from zgrad.kernels.cuda.multi_tensor import mul_each, vector_norms  # noqa: F401 - ops over lists of tensors
 from zgrad.kernels.cuda.optim import (  # noqa: F401 - the fused optimizer steps
-    adadelta_step, adagrad_step, adam_step, non_finite_check_and_unscale, rmsprop_step, sgd_step,
+    adadelta_step, adagrad_step, adam_step, adam_steps, non_finite_check_and_unscale, rmsprop_step, sgd_step,
 )
 from zgrad.kernels.cuda.reduce import (  # noqa: F401 - reductions, rows, losses, matmul
     argmax, argmin, class_loss, class_loss_backward, cross_entropy, cross_entropy_backward, cumprod, cumsum,

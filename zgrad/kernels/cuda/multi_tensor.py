@@ -18,12 +18,14 @@ from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.elementwise import binary_op
 from zgrad.kernels.cuda.reduce import vector_norm
 
-__all__ = ["mul_each", "vector_norms"]
+__all__ = ["groupable", "mul_each", "vector_norms"]
 
 _FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 
 
-def _groupable(arrays: Sequence[DeviceArray], dtype: np.dtype) -> bool:
+def groupable(arrays: Sequence[DeviceArray], dtype: np.dtype) -> bool:
+    """Whether the multi-tensor kernels take ``arrays``: non-empty, C-contiguous, all of the
+    floating ``dtype``."""
     return dtype in _FLOATS and all(a.dtype == dtype and a.size and a.flags.c_contiguous for a in arrays)
 
 
@@ -36,7 +38,7 @@ def _groups(arrays: Sequence[DeviceArray]) -> list[tuple[int, tuple[Any, ...]]]:
 def vector_norms(arrays: Sequence[DeviceArray], order: float, out: DeviceArray) -> DeviceArray:
     """out[k] = the ``order``-norm of arrays[k] (see :func:`reduce.vector_norm`), out (n,) in the
     arrays' dtype: one launch per group for their partial results, one for all the norms."""
-    if not _groupable(arrays, out.dtype):
+    if not groupable(arrays, out.dtype):
         for k, a in enumerate(arrays):
             vector_norm(a, order, out[k:k + 1].reshape(()))
         return out
@@ -55,7 +57,7 @@ def vector_norms(arrays: Sequence[DeviceArray], order: float, out: DeviceArray) 
 
 def mul_each(arrays: Sequence[DeviceArray], factor: DeviceArray) -> None:
     """arrays[k] *= factor in place for every k (``factor``: a one-element device array)."""
-    if not _groupable(arrays, factor.dtype):
+    if not groupable(arrays, factor.dtype):
         for a in arrays:
             binary_op("mul", a, factor, a)
         return

@@ -13,11 +13,12 @@ from typing import Any, Sequence
 
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda import kernels
+from zgrad.kernels.cuda.multi_tensor import groupable
 from zgrad.kernels.cuda.pointwise import copy
 from zgrad.kernels.cuda.reduce import contiguous
 from zgrad.kernels.optim_host import adagrad_learning_rate, adam_bias_corrections, check_sizes
 
-__all__ = ["sgd_step", "adam_step", "rmsprop_step", "adagrad_step", "adadelta_step", "non_finite_check_and_unscale"]
+__all__ = ["sgd_step", "adam_step", "adam_steps", "rmsprop_step", "adagrad_step", "adadelta_step", "non_finite_check_and_unscale"]
 
 
 def _launch(name: str, param: Any, grad: Any, state: Sequence[Any], *scalars: Any) -> None:
@@ -52,6 +53,39 @@ def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1,
     _launch("adam_step", param, grad, [exp_avg, exp_avg_sq, max_exp_avg_sq], t(weight), abs(weight) < 0.5,
             t(beta2), t(step_size), t(bias_correction2_sqrt), t(eps), t(weight_decay), t(1 - lr * weight_decay),
             bool(amsgrad), bool(maximize), bool(decoupled_weight_decay))
+
+
+def adam_steps(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step, lr, beta1, beta2, eps, weight_decay, amsgrad,
+               maximize, decoupled_weight_decay):
+    """:func:`adam_step` of several parameters at the same ``step`` (lists of arrays), a launch
+    per group of up to ``MAX_TENSORS`` parameters where every array is C-contiguous, non-empty and
+    of one floating dtype (a strided gradient is copied first); otherwise a launch per parameter.
+
+    Raises:
+        ValueError: ``step`` < 1, or an array's size differs from its parameter's.
+    """
+    step_size, bias_correction2_sqrt = adam_bias_corrections(step, lr, beta1, beta2)
+    for param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq in zip(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs):
+        check_sizes("adam_step", param, grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq,
+                    **({"max_exp_avg_sq": max_exp_avg_sq} if amsgrad else {}))
+    dtype = params[0].dtype
+    if not groupable([*params, *exp_avgs, *exp_avg_sqs, *(max_exp_avg_sqs if amsgrad else ())], dtype):
+        for arrays in zip(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs):
+            adam_step(*arrays, step, lr, beta1, beta2, eps, weight_decay, amsgrad, maximize, decoupled_weight_decay)
+        return
+    t = dtype.type
+    weight = 1 - beta1
+    scalars = (t(weight), abs(weight) < 0.5, t(beta2), t(step_size), t(bias_correction2_sqrt), t(eps), t(weight_decay),
+               t(1 - lr * weight_decay), bool(amsgrad), bool(maximize), bool(decoupled_weight_decay))
+    most = kernels.multi_tensor.MAX_TENSORS
+    blocks, block = rt.grid_1d(max(p.size for p in params))
+    for start in range(0, len(params), most):
+        part = slice(start, start + most)
+        group = [tuple(a.flat_arg() for a in arrays[part]) for arrays in (params, exp_avgs, exp_avg_sqs)]
+        gradients = tuple(contiguous(g).flat_arg() for g in grads[part])
+        maxima = tuple((a.flat_arg() if amsgrad else a.reshape(-1).arg()) for a in max_exp_avg_sqs[part])
+        rt.launch(kernels.optim.adam_steps, ((blocks, len(gradients)), block), group[0], gradients, group[1], group[2],
+                  maxima, *scalars)
 
 
 def rmsprop_step(param, grad, square_avg, grad_avg, momentum_buffer, lr, alpha, eps, weight_decay, momentum,

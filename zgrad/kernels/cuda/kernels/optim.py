@@ -14,7 +14,7 @@ from numba import cuda
 
 from zgrad.kernels.cuda.kernels.common import device, kernel, math
 
-__all__ = ["sgd_step", "adam_step", "rmsprop_step", "adagrad_step", "adadelta_step", "non_finite_check_and_unscale"]
+__all__ = ["sgd_step", "adam_step", "adam_steps", "rmsprop_step", "adagrad_step", "adadelta_step", "non_finite_check_and_unscale"]
 
 
 @device
@@ -39,34 +39,52 @@ def sgd_step(param, grad, momentum_buf, lr, momentum, keep, weight_decay, nester
         param[i] = param[i] - lr * d_p
 
 
+@device
+def _adam_element(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, i, weight, small_weight, beta2, step_size,
+                  bias_correction2_sqrt, eps, weight_decay, decay_factor, amsgrad, maximize, decoupled):
+    """Adam's update of element ``i`` (see :func:`adam_step`)."""
+    T = param.dtype.type
+    p = param[i]
+    g = -grad[i] if maximize else grad[i]
+    if weight_decay != T(0):
+        if decoupled:
+            p = p * decay_factor
+        else:
+            g = g + weight_decay * p
+    m = _lerp(exp_avg[i], g, weight, T(1) - weight, small_weight)
+    exp_avg[i] = m
+    v = exp_avg_sq[i] * beta2 + (T(1) - beta2) * g * g
+    exp_avg_sq[i] = v
+    if amsgrad:
+        v_max = max_exp_avg_sq[i]
+        if v > v_max or v != v:
+            v_max = v
+        max_exp_avg_sq[i] = v_max
+        v = v_max
+    denom = math.sqrt(v) / bias_correction2_sqrt + eps
+    param[i] = p - step_size * m / denom
+
+
 @kernel
 def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, weight, small_weight, beta2, step_size,
               bias_correction2_sqrt, eps, weight_decay, decay_factor, amsgrad, maximize, decoupled):
     """One Adam or AdamW step (see :func:`zgrad.kernels.cpu.kernels.optim.adam_step`); scalars
     bias-corrected, ``decay_factor`` = 1 - lr * weight_decay."""
-    T = param.dtype.type
-    one_minus_weight = T(1) - weight
-    one_minus_beta2 = T(1) - beta2
     for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
-        p = param[i]
-        g = -grad[i] if maximize else grad[i]
-        if weight_decay != T(0):
-            if decoupled:
-                p = p * decay_factor
-            else:
-                g = g + weight_decay * p
-        m = _lerp(exp_avg[i], g, weight, one_minus_weight, small_weight)
-        exp_avg[i] = m
-        v = exp_avg_sq[i] * beta2 + one_minus_beta2 * g * g
-        exp_avg_sq[i] = v
-        if amsgrad:
-            v_max = max_exp_avg_sq[i]
-            if v > v_max or v != v:
-                v_max = v
-            max_exp_avg_sq[i] = v_max
-            v = v_max
-        denom = math.sqrt(v) / bias_correction2_sqrt + eps
-        param[i] = p - step_size * m / denom
+        _adam_element(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, i, weight, small_weight, beta2, step_size,
+                      bias_correction2_sqrt, eps, weight_decay, decay_factor, amsgrad, maximize, decoupled)
+
+
+@kernel
+def adam_steps(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, weight, small_weight, beta2, step_size,
+               bias_correction2_sqrt, eps, weight_decay, decay_factor, amsgrad, maximize, decoupled):
+    """:func:`adam_step` of a group of parameters at the same step (tuples of flat arrays, as the
+    kernels of :mod:`multi_tensor` take them; grid y picks the parameter)."""
+    k = cuda.blockIdx.y
+    param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq = params[k], grads[k], exp_avgs[k], exp_avg_sqs[k], max_exp_avg_sqs[k]
+    for i in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, param.size, cuda.gridDim.x * cuda.blockDim.x):
+        _adam_element(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, i, weight, small_weight, beta2, step_size,
+                      bias_correction2_sqrt, eps, weight_decay, decay_factor, amsgrad, maximize, decoupled)
 
 
 @kernel
@@ -150,6 +168,8 @@ def ptx_signatures() -> list:
         cases += [
             ("sgd_step", sgd_step.py_func, (v, v, v, dt, dt, dt, dt, b, b, b)),
             ("adam_step", adam_step.py_func, (v, v, v, v, v, dt, b, dt, dt, dt, dt, dt, dt, b, b, b)),
+            *(("adam_steps", adam_steps.py_func, (*[types.UniTuple(v, count)] * 5, dt, b, dt, dt, dt, dt, dt, dt, b, b, b))
+              for count in (8, 1)),
             ("rmsprop_step", rmsprop_step.py_func, (v, v, v, v, v, dt, dt, dt, b, dt, dt, dt, b, b)),
             ("adagrad_step", adagrad_step.py_func, (v, v, v, dt, dt, dt, b)),
             ("adadelta_step", adadelta_step.py_func, (v, v, v, v, dt, dt, dt, dt, b)),
