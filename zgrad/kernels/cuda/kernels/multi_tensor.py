@@ -10,7 +10,7 @@ from __future__ import annotations
 from numba import cuda
 
 from zgrad.kernels.cuda.kernels.common import kernel, math
-from zgrad.kernels.cuda.kernels.rows import MAX_BLOCK, block_extreme, block_sum
+from zgrad.kernels.cuda.kernels.rows import MAX_BLOCK, block_extreme, block_sum, extreme_of, norm_term
 
 __all__ = ["MAX_TENSORS", "norm_partials", "scale"]
 
@@ -33,22 +33,12 @@ def norm_partials(arrays, order, partials):
         largest = order > T(0)
         m = T(0) if largest else T(math.inf)
         for i in range(start, x.size, step):
-            a = T(math.fabs(x[i]))
-            if a != a or (a > m if largest else a < m):  # NaN wins
-                m = a
+            m = extreme_of(m, T(math.fabs(x[i])), largest)
         result = block_extreme(buf, m, largest)
     else:
         acc = T(0)
         for i in range(start, x.size, step):
-            a = T(math.fabs(x[i]))
-            if order == T(2):
-                acc += a * a
-            elif order == T(1):
-                acc += a
-            elif order == T(0):
-                acc += T(1) if a != T(0) else T(0)
-            else:
-                acc += math.pow(a, order)
+            acc += norm_term(T(math.fabs(x[i])), order, T)
         result = block_sum(buf, acc)
     if cuda.threadIdx.x == 0:
         partials[k, cuda.blockIdx.x] = result

@@ -14,7 +14,7 @@ from numba import cuda
 
 from zgrad.kernels.cuda.kernels.common import device, kernel, math
 
-__all__ = ["CACHED_ROW_PER_THREAD", "MAX_BLOCK", "NANSUM", "PROD", "SUM", "block_extreme", "block_sum"]
+__all__ = ["CACHED_ROW_PER_THREAD", "MAX_BLOCK", "NANSUM", "PROD", "SUM", "block_extreme", "block_sum", "extreme_of", "norm_term"]
 
 MAX_BLOCK = 256
 
@@ -148,6 +148,25 @@ def row_reduce(x, op, out):
             out[r] = total
 
 
+@device
+def extreme_of(m, a, largest):
+    """The larger (``largest``) or smaller of m and a, NaN winning."""
+    return _larger(m, a) if largest else _smaller(m, a)
+
+
+@device
+def norm_term(a, order, T):
+    """What |x| = ``a`` adds to an ``order``-norm's sum (finite order): a² for 2, a for 1, 1 for a
+    non-zero with order 0, else a ** order."""
+    if order == T(2):
+        return a * a
+    if order == T(1):
+        return a
+    if order == T(0):
+        return T(1) if a != T(0) else T(0)
+    return math.pow(a, order)
+
+
 @kernel
 def row_norm(x, order, power, out):
     """out[r] = (the sum over j of |x[r, j]| ** ``order``) ** ``power`` in out's dtype: squares for
@@ -163,21 +182,12 @@ def row_norm(x, order, power, out):
         if math.isinf(order):
             m = T(math.fabs(x[r, min(cuda.threadIdx.x, n - 1)]))
             for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
-                a = T(math.fabs(x[r, j]))
-                m = _larger(m, a) if largest else _smaller(m, a)
+                m = extreme_of(m, T(math.fabs(x[r, j])), largest)
             result = block_extreme(buf, m, largest)
         else:
             acc = T(0)
             for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
-                a = T(math.fabs(x[r, j]))
-                if order == T(2):
-                    acc += a * a
-                elif order == T(1):
-                    acc += a
-                elif order == T(0):
-                    acc += T(1) if a != T(0) else T(0)
-                else:
-                    acc += math.pow(a, order)
+                acc += norm_term(T(math.fabs(x[r, j])), order, T)
             total = block_sum(buf, acc)
             result = total if power == T(1) else math.pow(total, power)
         if cuda.threadIdx.x == 0:
