@@ -453,3 +453,25 @@ def test_nd_kernels_unravel_in_32_bits_as_in_64(shape):
     for i in sorted(i for i in {0, 1, shape[-1] - 1, shape[-1], size // 3, size - shape[-1], size - 2, size - 1} if i < size):
         expected = np.unravel_index(i, shape)
         assert unravel(i, *shape[1:], True) == expected == unravel(i, *shape[1:], False)
+
+
+@pytest.mark.parametrize("shape, axes", [((40, 33), (0,)), ((3, 5, 36), (0, 1)), ((7, 40), (0,)), ((50, 2, 16), (0,))],
+                         ids=["two_passes", "two_axes", "one_pass", "columns_of_two_axes"])
+def test_reductions_over_leading_axes_read_columns_in_place(monkeypatch, shape, axes):
+    from zgrad.kernels.cuda import kernels
+    from zgrad.kernels.cuda import runtime as rt
+    launched = []
+    launch = rt.launch
+    monkeypatch.setattr(rt, "launch", lambda kernel, *args: launched.append(kernel) or launch(kernel, *args))
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[1, ...] = np.where(x[1] > 1.0, np.nan, x[1])
+    device = zgrad.tensor(x, device="cuda")
+    np.testing.assert_allclose(device.nansum(axes).cpu().numpy(), np.nansum(x, axes), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(device.sum(axes, keepdim=True).cpu().numpy(), x.sum(axes, keepdims=True),
+                               rtol=1e-5, atol=1e-5, equal_nan=True)
+    small = (x[:4] * 0.5 + 1).astype(np.float64)
+    np.testing.assert_allclose(zgrad.tensor(small, device="cuda").prod(0).cpu().numpy(), small.prod(0), rtol=1e-12)
+    flags = x > 0
+    np.testing.assert_array_equal(zgrad.tensor(flags, device="cuda").sum(axes).cpu().numpy(), flags.sum(axes))
+    assert kernels.rows.column_reduce in launched and not any(k is kernels.rows.row_reduce for k in launched)

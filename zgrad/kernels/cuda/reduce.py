@@ -68,6 +68,8 @@ def _identity(op: int) -> int:
 
 
 def _reduce(x, axis, out, op: int):
+    if _over_leading_axes(x, tuple(axis)):
+        return _reduce_columns(x, len(axis), out, op)
     matrix = rows_of(x, tuple(axis))
     target = out if out.flags.c_contiguous else DeviceArray.empty(out.shape, out.dtype)
     flat = target.reshape(-1)
@@ -79,6 +81,39 @@ def _reduce(x, axis, out, op: int):
             _split_row_reduce(matrix[r], flat[r:r + 1], op)
     else:
         _launch_rows(kernels.rows.row_reduce, rows, matrix.arg(), op, flat.arg())
+    return out if target is out else unary_op("copy", target, out)
+
+
+# A reduction over leading axes of a C-contiguous array (a bias's gradient: the sum over the batch)
+# reads it in place as columns, when there are enough of them for a warp's loads to be adjacent;
+# else its reduced axes are moved last by a transposing copy.
+COLUMNS_MIN = 32
+ROWS_PER_CHUNK = 16  # rows a thread sums in the first of the two column passes, at least
+COLUMN_CHUNKS_MAX = 256
+
+
+def _over_leading_axes(x: DeviceArray, axes: tuple[int, ...]) -> bool:
+    kept = math.prod(x.shape[len(axes):])
+    return (bool(axes) and sorted(axes) == list(range(len(axes))) and len(axes) < x.ndim and x.flags.c_contiguous
+            and kept >= COLUMNS_MIN and x.size > 0)
+
+
+def _reduce_columns(x, count: int, out, op: int):
+    """out = x reduced over its first ``count`` axes by column sums: chunks of rows, then the
+    chunks' partial results (a launch each; one when there are few rows)."""
+    k = kernels.rows
+    matrix = x.reshape(-1, math.prod(x.shape[count:]))
+    rows, columns = matrix.shape
+    target = out if out.flags.c_contiguous else DeviceArray.empty(out.shape, out.dtype)
+    result = target.reshape(1, columns)
+    chunks = min(COLUMN_CHUNKS_MAX, -(-rows // ROWS_PER_CHUNK))
+    if chunks == 1:
+        rt.launch(k.column_reduce, rt.plane_launch(1, columns), matrix.arg(), op, result.arg())
+    else:
+        partial = DeviceArray.empty((chunks, columns), out.dtype)
+        rt.launch(k.column_reduce, rt.plane_launch(chunks, columns), matrix.arg(), op, partial.arg())
+        combine = k.PROD if op == k.PROD else k.SUM  # a NaN a nansum's chunk made is a result
+        rt.launch(k.column_reduce, rt.plane_launch(1, columns), partial.arg(), combine, result.arg())
     return out if target is out else unary_op("copy", target, out)
 
 

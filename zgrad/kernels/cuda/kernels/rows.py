@@ -148,6 +148,24 @@ def row_reduce(x, op, out):
             out[r] = total
 
 
+@kernel
+def column_reduce(x, op, out):
+    """out[p, j] = the sum (``op`` SUM), product (PROD) or NaN-skipping sum (NANSUM) of x[r, j]
+    over the rows r of chunk p (x's rows split into out.shape[0] chunks), accumulated in out's
+    dtype: a reduction over the leading axes that reads x in place, each thread a column (grid y
+    walks the chunks; grid x and the threads, the columns)."""
+    T = out.dtype.type
+    rows, n, chunks = x.shape[0], x.shape[1], out.shape[0]
+    per_chunk = (rows + chunks - 1) // chunks
+    for p in range(cuda.blockIdx.y, chunks, cuda.gridDim.y):
+        end = min(rows, (p + 1) * per_chunk)
+        for j in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, n, cuda.gridDim.x * cuda.blockDim.x):
+            acc = T(1) if op == PROD else T(0)
+            for r in range(p * per_chunk, end):
+                acc = _accumulate(acc, x[r, j], op, T)
+            out[p, j] = acc
+
+
 @device
 def extreme_of(m, a, largest):
     """The larger (``largest``) or smaller of m and a, NaN winning."""
@@ -497,6 +515,7 @@ def ptx_signatures() -> list:
         idx = i64[::1]
         cases += [
             ("row_reduce", row_reduce.py_func, (m, i64, v)),
+            ("column_reduce", column_reduce.py_func, (m, i64, m)),
             ("row_scan", row_scan.py_func, (m, types.boolean, types.boolean, types.boolean, m)),
             ("row_extreme", row_extreme.py_func, (m, types.boolean, v)),
             ("row_norm", row_norm.py_func, (m, dt, dt, v)),
@@ -517,6 +536,7 @@ def ptx_signatures() -> list:
     for dt in (types.boolean, types.uint8, types.int8, types.int16, types.int32, types.int64):
         cases += [
             ("row_reduce", row_reduce.py_func, (dt[:, ::1], i64, i64[::1])),
+            ("column_reduce", column_reduce.py_func, (dt[:, ::1], i64, i64[:, ::1])),
             ("row_scan", row_scan.py_func, (dt[:, ::1], flag, flag, flag, i64[:, ::1])),
         ]
     return cases
