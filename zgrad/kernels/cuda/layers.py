@@ -236,7 +236,7 @@ def batch_norm_backward(grad, x, weight, save_mean, save_invstd, training, grad_
 
 
 # Layer norm is group norm of (rows, C, 1) in one group: its own row kernels, one launch forward
-# and three or four backward (the composed path takes a dozen and a transposing copy).
+# and three or four backward (the parameters' partial sums over row chunks, then their column sums) (the composed path takes a dozen and a transposing copy).
 _LAYER_NORM_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 PARAMETER_CHUNKS = 256  # row chunks of the weight and bias gradients' first pass
 
@@ -269,7 +269,8 @@ def _layer_norm_backward(grad, x, weight, mean, invstd, grad_x, grad_weight, gra
                   invstd.arg(), parts[0].arg(), parts[1].arg())
         for part, target in zip(parts, (grad_weight, grad_bias)):
             if target is not None:
-                _launch(k.column_sums, channels, part, target)
+                rt.launch(kernels.rows.column_reduce, rt.plane_launch(1, channels), part.arg(), kernels.rows.SUM,
+                          target.reshape(1, channels).arg())
     return grad_x, grad_weight, grad_bias
 
 

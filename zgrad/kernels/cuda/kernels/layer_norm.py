@@ -1,6 +1,6 @@
 """CUDA kernels of layer normalization over the rows of a C-contiguous (R, C) array: the forward
-and the input gradient one block per row, the weight and bias gradients as column sums in two
-launches (chunks of rows, then the chunks' partial sums). Host side: the layer-norm case of
+and the input gradient one block per row, the weight and bias gradients' partial sums over chunks
+of rows (then summed by ``rows.column_reduce``). Host side: the layer-norm case of
 :func:`zgrad.kernels.cuda.layers.group_norm` and its backward. ``weight`` and ``bias`` are (C,)
 arrays, or empty (0,) ones for none. Kernels only.
 """
@@ -12,7 +12,7 @@ from numba import cuda
 from zgrad.kernels.cuda.kernels.common import kernel, math
 from zgrad.kernels.cuda.kernels.rows import MAX_BLOCK, block_sum
 
-__all__ = ["column_sums", "layer_norm_backward_rows", "layer_norm_parameter_partials", "layer_norm_rows"]
+__all__ = ["layer_norm_backward_rows", "layer_norm_parameter_partials", "layer_norm_rows"]
 
 
 @kernel
@@ -85,17 +85,6 @@ def layer_norm_parameter_partials(grad, x, mean, invstd, weight_parts, bias_part
             bias_parts[p, j] = acc_b
 
 
-@kernel
-def column_sums(parts, out):
-    """out[j] = the sum of parts[:, j] (a few rows of partial sums)."""
-    T = out.dtype.type
-    for j in range(cuda.grid(1), parts.shape[1], cuda.gridsize(1)):
-        acc = T(0)
-        for p in range(parts.shape[0]):
-            acc += parts[p, j]
-        out[j] = acc
-
-
 def ptx_signatures() -> list:
     """(name, Python function, argument types) of every kernel here, for float32 and float64."""
     from numba import types
@@ -107,6 +96,5 @@ def ptx_signatures() -> list:
             ("layer_norm_rows", layer_norm_rows.py_func, (m, v, v, dt, m, v, v)),
             ("layer_norm_backward_rows", layer_norm_backward_rows.py_func, (m, m, v, v, v, m)),
             ("layer_norm_parameter_partials", layer_norm_parameter_partials.py_func, (m, m, v, v, m, m)),
-            ("column_sums", column_sums.py_func, (m, v)),
         ]
     return cases
