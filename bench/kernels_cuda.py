@@ -144,6 +144,8 @@ def cuda_rows(quick: bool) -> list[CudaRow]:
     row("softmax rows", f"{rows_}x{cols}", "GB/s", 2 * 4 * n, lambda: backend.softmax(x2, y2),
         lambda: torch.softmax(tx2, -1))
 
+    _row_kernel_rows(row, dev, tdev, torch, rows_, cols)
+
     params = n // 4
     p, g, m, v = dev(params), dev(params), DeviceArray.empty((params,), f32), DeviceArray.empty((params,), f32)
     backend.copy(g, m), backend.copy(g, v)
@@ -224,14 +226,65 @@ def cuda_rows(quick: bool) -> list[CudaRow]:
     return [dataclasses.replace(r, peak=None) if r.name.startswith(("host->", "device->")) else r for r in rows]
 
 
-def _attention_rows(row: Callable, dev: Callable, tdev: Callable, torch, quick: bool) -> None:
+def _row_kernel_rows(row: Callable, dev: Callable, tdev: Callable, torch, rows: int, cols: int) -> None:
+    """Layer norm (forward; forward + backward) and cross-entropy over (rows, cols) float32, the
+    issue's row kernels besides softmax, against torch's."""
+    from zgrad.kernels.cuda import backend
+    from zgrad.kernels.cuda.array import DeviceArray
+    f32 = np.float32
+    n = rows * cols
+    x, grad = dev(rows, cols, 1), dev(rows, cols, 1)
+    weight, bias = dev(cols), dev(cols)
+    out, mean, invstd = DeviceArray.empty((rows, cols, 1), f32), DeviceArray.empty((rows,), f32), DeviceArray.empty((rows,), f32)
+    grads = [DeviceArray.empty(shape, f32) for shape in ((rows, cols, 1), (cols,), (cols,))]
+
+    def zgrad_norm():
+        backend.group_norm(x, weight, bias, 1, 1e-5, out, mean, invstd)
+
+    def zgrad_norm_step():
+        zgrad_norm()
+        backend.group_norm_backward(grad, x, weight, mean, invstd, 1, *grads)
+
+    torch_norm = torch_norm_step = None
+    if torch:
+        tx, tw, tb, tgrad = tdev(rows, cols), tdev(cols), tdev(cols), tdev(rows, cols)
+
+        def torch_norm():
+            torch.nn.functional.layer_norm(tx, (cols,), tw, tb)
+
+        txg, twg, tbg = tx.clone().requires_grad_(), tw.clone().requires_grad_(), tb.clone().requires_grad_()
+
+        def torch_norm_step():
+            y = torch.nn.functional.layer_norm(txg, (cols,), twg, tbg)
+            torch.autograd.grad(y, (txg, twg, tbg), tgrad)
+    size = f"{rows}x{cols}"
+    row("layer_norm", size, "GB/s", 2 * 4 * n, zgrad_norm, torch_norm)
+    row("layer_norm fwd+bwd", size, "GB/s", 7 * 4 * n, zgrad_norm_step, torch_norm_step, repeat=10)
+
+    logits = x.reshape(rows, cols)
+    rng = np.random.default_rng(1)
+    targets = DeviceArray.from_host(rng.integers(0, cols, rows))
+    probs = DeviceArray.empty((rows, cols), f32)
+    loss, divisor = DeviceArray.empty((), f32), DeviceArray.empty((), f32)
+    torch_ce = None
+    if torch:
+        tlogits, ttargets = tdev(rows, cols), torch.tensor(rng.integers(0, cols, rows), device="cuda")
+
+        def torch_ce():
+            torch.nn.functional.cross_entropy(tlogits, ttargets)
+    row("cross_entropy", size, "GB/s", 2 * 4 * n,
+        lambda: backend.cross_entropy(logits, targets, -100, True, probs, loss, divisor), torch_ce)
+
+
+def _attention_rows(row: Callable, dev: Callable, tdev: Callable, torch, quick: bool,
+                    shape: tuple[int, int, int, int] | None = None) -> None:
     """Causal attention forward + backward at minGPT's shape (batch 32, 8 heads, 256 tokens, head
     dim 64): as cuBLAS products (the path a GPU with cuBLAS takes) and as the fused kernels (the
     path without it), against torch's SDPA. The rate counts the six products of a pass without
     the causal saving (2 forward, 4 backward; the backward's recomputed scores not counted)."""
     from zgrad.kernels.cuda import attention, backend
     from zgrad.kernels.cuda.array import DeviceArray
-    shape = (8 if quick else 32, 8, 256, 64)
+    shape = shape or (8 if quick else 32, 8, 256, 64)
     batch, heads, length, dim = shape
     q, k, v, grad = (dev(*shape) for _ in range(4))
     out, lse = DeviceArray.empty(shape, np.float32), DeviceArray.empty(shape[:3], np.float32)
