@@ -20,7 +20,7 @@ import numpy as np
 from zgrad.kernels.cuda import cublas, kernels
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda.array import DeviceArray
-from zgrad.kernels.cuda.reduce import contiguous, matmul
+from zgrad.kernels.cuda.reduce import contiguous, launch_rows, matmul
 
 __all__ = ["SCORE_CHUNK_BYTES", "attention", "attention_backward"]
 
@@ -36,10 +36,6 @@ def _launch(kernel, count: int, *args) -> None:
     if count:
         rt.launch(kernel, rt.grid_1d(count), *(a.arg() if isinstance(a, DeviceArray) else a for a in args))
 
-
-def _launch_rows(kernel, rows: int, *args) -> None:
-    if rows:
-        rt.launch(kernel, rt.row_launch(rows), *(a.arg() if isinstance(a, DeviceArray) else a for a in args))
 
 
 def _by_products(q: DeviceArray) -> bool:
@@ -81,7 +77,7 @@ def attention(q, k, v, mask, scale, causal, seed, threshold, dropout_scale, out,
     outz = _grouped(target, kv_heads)
     for z0, z1 in _head_chunks(q, k):
         weights = _scores(qz, kz, z0, z1)
-        _launch_rows(kernels.attention.attention_weights, weights.shape[0] * weights.shape[1], weights, full,
+        launch_rows(kernels.attention.attention_weights, weights.shape[0] * weights.shape[1], weights, full,
                      *options, kv_heads, z0, lse)
         matmul(weights, vz[z0:z1], outz[z0:z1])
     if target is not out:
@@ -104,7 +100,7 @@ def attention_backward(grad, q, k, v, mask, out, lse, scale, causal, seed, thres
         _launch(kernels.attention.attention_backward_keys, k.shape[0] * k.shape[1] * k.shape[2], q, k, v, full,
                 *options, grad, lse, deltas, grad_k, grad_v)
         return grad_q, grad_k, grad_v, grad_mask
-    _launch_rows(kernels.attention.attention_deltas, lse.size, grad.reshape(lse.size, -1),
+    launch_rows(kernels.attention.attention_deltas, lse.size, grad.reshape(lse.size, -1),
                  contiguous(out).reshape(lse.size, -1), deltas.reshape(-1))
     kv_heads = k.shape[1]
     qz, kz, vz, gz = _grouped(q, kv_heads), _grouped(k, kv_heads), _grouped(v, kv_heads), _grouped(grad, kv_heads)
@@ -112,7 +108,7 @@ def attention_backward(grad, q, k, v, mask, out, lse, scale, causal, seed, thres
     for z0, z1 in _head_chunks(q, k):
         weights = _scores(qz, kz, z0, z1)
         score_grads = matmul(gz[z0:z1], vz[z0:z1].transpose(0, 2, 1), DeviceArray.empty(weights.shape, q.dtype))
-        _launch_rows(kernels.attention.attention_score_gradients, weights.shape[0] * weights.shape[1], weights,
+        launch_rows(kernels.attention.attention_score_gradients, weights.shape[0] * weights.shape[1], weights,
                      score_grads, full, *options, kv_heads, z0, lse, deltas, mask_grad)
         matmul(weights.transpose(0, 2, 1), gz[z0:z1], dvz[z0:z1])
         matmul(score_grads, kz[z0:z1], dqz[z0:z1])

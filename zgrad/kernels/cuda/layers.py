@@ -19,7 +19,7 @@ from zgrad.kernels.cuda import kernels
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.elementwise import binary_op, unary_op, upload
-from zgrad.kernels.cuda.reduce import contiguous, matmul, rows_of
+from zgrad.kernels.cuda.reduce import contiguous, launch_rows, matmul, rows_of
 from zgrad.kernels.cuda.reduce import sum as reduce_sum
 from zgrad.kernels.vocabulary import PADDING_MODES
 
@@ -236,7 +236,8 @@ def batch_norm_backward(grad, x, weight, save_mean, save_invstd, training, grad_
 
 
 # Layer norm is group norm of (rows, C, 1) in one group: its own row kernels, one launch forward
-# and three or four backward (the parameters' partial sums over row chunks, then their column sums) (the composed path takes a dozen and a transposing copy).
+# and three or four backward (the input gradient; the parameters' partial sums over chunks of
+# rows, then their column sums), where the composed path takes a dozen and a transposing copy.
 _LAYER_NORM_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 PARAMETER_CHUNKS = 256  # row chunks of the weight and bias gradients' first pass
 
@@ -250,17 +251,13 @@ def _or_none(affine: DeviceArray | None, x: DeviceArray) -> DeviceArray:
     return DeviceArray.empty((0,), x.dtype) if affine is None else affine
 
 
-def _launch_rows(kernel: Any, rows: int, *args: Any) -> None:
-    if rows:
-        rt.launch(kernel, rt.row_launch(rows), *(a.arg() if isinstance(a, DeviceArray) else a for a in args))
-
 
 def _layer_norm_backward(grad, x, weight, mean, invstd, grad_x, grad_weight, grad_bias):
     """Gradients of layer norm over the rows of (R, C) ``x``; a None output is not computed."""
     k = kernels.layer_norm
     rows, channels = x.shape
     if grad_x is not None:
-        _launch_rows(k.layer_norm_backward_rows, rows, grad, x, _or_none(weight, x), mean, invstd,
+        launch_rows(k.layer_norm_backward_rows, rows, grad, x, _or_none(weight, x), mean, invstd,
                      grad_x.reshape(rows, channels))
     if grad_weight is not None or grad_bias is not None:
         chunks = min(rows, PARAMETER_CHUNKS)
@@ -283,7 +280,7 @@ def group_norm(x, weight, bias, groups, eps, out, save_mean, save_invstd):
     batch, channels, size = x.shape
     x = contiguous(x)
     if _is_layer_norm(x, groups):
-        _launch_rows(kernels.layer_norm.layer_norm_rows, batch, x.reshape(batch, channels), _or_none(weight, x),
+        launch_rows(kernels.layer_norm.layer_norm_rows, batch, x.reshape(batch, channels), _or_none(weight, x),
                      _or_none(bias, x), x.dtype.type(eps), out.reshape(batch, channels), save_mean.reshape(-1),
                      save_invstd.reshape(-1))
         return out, save_mean, save_invstd

@@ -16,7 +16,7 @@ from zgrad.kernels.cuda import kernels
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.elementwise import binary_op
-from zgrad.kernels.cuda.reduce import vector_norm
+from zgrad.kernels.cuda.reduce import launch_rows, vector_norm
 
 __all__ = ["groupable", "mul_each", "vector_norms"]
 
@@ -51,7 +51,7 @@ def vector_norms(arrays: Sequence[DeviceArray], order: float, out: DeviceArray) 
     # each row of partials combines as in a long array's norm: sums add (order 1), extremes compare
     combine = t(order if math.isinf(order) else 1.0)
     root = t(1.0 if math.isinf(order) or order == 0 else 1.0 / order)
-    rt.launch(kernels.rows.row_norm, rt.row_launch(len(arrays)), partials.arg(), combine, root, out.arg())
+    launch_rows(kernels.rows.row_norm, len(arrays), partials, combine, root, out)
     return out
 
 

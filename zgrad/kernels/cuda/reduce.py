@@ -21,7 +21,7 @@ from zgrad.kernels.cuda.pointwise import copy as cast_copy
 from zgrad.kernels.promotion import HALF_DTYPES
 
 __all__ = [
-    "contiguous", "rows_of", "sum", "prod", "nansum", "cumsum", "cumprod", "prod_backward_rows", "extreme_value", "extreme_rows", "extremes_rows", "count_nonzero", "argmax",
+    "contiguous", "rows_of", "launch_rows", "sum", "prod", "nansum", "cumsum", "cumprod", "prod_backward_rows", "extreme_value", "extreme_rows", "extremes_rows", "count_nonzero", "argmax",
     "argmin", "softmax", "log_softmax",
     "softmax_backward", "log_softmax_backward", "logsumexp_rows", "logsumexp_backward_rows", "var_rows",
     "var_backward_rows", "distribute_equal", "vector_norm", "cross_entropy", "cross_entropy_backward", "class_loss",
@@ -42,9 +42,11 @@ def rows_of(x: DeviceArray, axes: tuple[int, ...]) -> DeviceArray:
     return moved.reshape(-1, count) if count else moved.reshape(moved.size, 0)
 
 
-def _launch_rows(kernel: Any, rows: int, *args: Any) -> None:
+def launch_rows(kernel: Any, rows: int, *args: Any) -> None:
+    """Launch a one-block-per-row ``kernel`` over ``rows`` rows (none for 0); DeviceArrays among
+    ``args`` go as their kernel arguments."""
     if rows:
-        rt.launch(kernel, rt.row_launch(rows), *args)
+        rt.launch(kernel, rt.row_launch(rows), *(a.arg() if isinstance(a, DeviceArray) else a for a in args))
 
 
 def sum(x, axis, keepdims, out):  # noqa: A001 - op vocabulary name
@@ -80,7 +82,7 @@ def _reduce(x, axis, out, op: int):
         for r in range(rows):
             _split_row_reduce(matrix[r], flat[r:r + 1], op)
     else:
-        _launch_rows(kernels.rows.row_reduce, rows, matrix.arg(), op, flat.arg())
+        launch_rows(kernels.rows.row_reduce, rows, matrix.arg(), op, flat.arg())
     return out if target is out else unary_op("copy", target, out)
 
 
@@ -131,8 +133,8 @@ def _split_row_reduce(row: DeviceArray, out: DeviceArray, op: int) -> None:
     # the chunks' partial results combine as a plain sum or product: a NaN that a nansum's chunk
     # makes of inf - inf is a result, not an element to skip
     combine = k.PROD if op == k.PROD else k.SUM
-    _two_passes(row, out, lambda m, o: _launch_rows(k.row_reduce, m.shape[0], m.arg(), op, o.arg()),
-                lambda m, o: _launch_rows(k.row_reduce, 1, m.arg(), combine, o.arg()))
+    _two_passes(row, out, lambda m, o: launch_rows(k.row_reduce, m.shape[0], m.arg(), op, o.arg()),
+                lambda m, o: launch_rows(k.row_reduce, 1, m.arg(), combine, o.arg()))
 
 
 def _two_passes(row: DeviceArray, out: DeviceArray, reduce_rows: Any, reduce_partials: Any) -> None:
@@ -161,12 +163,12 @@ def vector_norm(x, order, out):
     if flat.size == 0:
         unary_op("copy", empty, target)
     elif flat.size < SPLIT_MIN_LENGTH:
-        _launch_rows(k.row_norm, 1, flat.reshape(1, -1).arg(), t(order), root, target.arg())
+        launch_rows(k.row_norm, 1, flat.reshape(1, -1).arg(), t(order), root, target.arg())
     else:  # partial sums of |x| ** order add up (order 1), partial extremes compare (inf, -inf)
         combine = t(order if math.isinf(order) else 1.0)
         _two_passes(flat, target,
-                    lambda m, o: _launch_rows(k.row_norm, m.shape[0], m.arg(), t(order), t(1.0), o.arg()),
-                    lambda m, o: _launch_rows(k.row_norm, 1, m.arg(), combine, root, o.arg()))
+                    lambda m, o: launch_rows(k.row_norm, m.shape[0], m.arg(), t(order), t(1.0), o.arg()),
+                    lambda m, o: launch_rows(k.row_norm, 1, m.arg(), combine, root, o.arg()))
     return out
 
 
@@ -175,7 +177,7 @@ def _scan(x, axis: int, product: bool, reverse: bool, exclusive: bool, out):
     matrix = rows_of(x, (axis,))
     in_place = axis == x.ndim - 1 and out.flags.c_contiguous  # rows of out are rows of the result
     scanned = out.reshape(matrix.shape) if in_place else DeviceArray.empty(matrix.shape, out.dtype)
-    _launch_rows(kernels.rows.row_scan, matrix.shape[0], matrix.arg(), bool(product), bool(reverse),
+    launch_rows(kernels.rows.row_scan, matrix.shape[0], matrix.arg(), bool(product), bool(reverse),
                  bool(exclusive), scanned.arg())
     if in_place:
         return out
@@ -209,13 +211,13 @@ def extreme_value(x: DeviceArray, largest: bool) -> Any:
     """The max (``largest``) or min of a non-empty array, as a Python number (blocks)."""
     matrix = contiguous(x).reshape(1, -1)
     out = DeviceArray.empty((1,), x.dtype)
-    _launch_rows(kernels.rows.row_extreme, 1, matrix.arg(), bool(largest), out.arg())
+    launch_rows(kernels.rows.row_extreme, 1, matrix.arg(), bool(largest), out.arg())
     return out.item()
 
 
 def extreme_rows(x, largest, out):
     """out[r] = the max (``largest``) or min of the non-empty row x[r] (rows, n); NaN wins."""
-    _launch_rows(kernels.rows.row_extreme, x.shape[0], x.arg(), bool(largest), out.arg())
+    launch_rows(kernels.rows.row_extreme, x.shape[0], x.arg(), bool(largest), out.arg())
     return out
 
 
@@ -235,7 +237,7 @@ def _arg_extreme(x, axis, keepdims, out, largest: bool):
     else:
         matrix = rows_of(x, (axis,))
     flat = DeviceArray.empty((matrix.shape[0],), np.dtype(np.int64))
-    _launch_rows(kernels.rows.row_arg_extreme, matrix.shape[0], matrix.arg(), bool(largest), flat.arg())
+    launch_rows(kernels.rows.row_arg_extreme, matrix.shape[0], matrix.arg(), bool(largest), flat.arg())
     return unary_op("copy", flat.reshape(out.shape), out)
 
 
@@ -257,7 +259,7 @@ def _softmax(x, out, log: bool):
     k = kernels.rows
     block = rt.row_launch(rows.shape[0])[1]
     kernel = k.softmax_cached if rows.shape[1] <= k.CACHED_ROW_PER_THREAD * block else k.softmax
-    _launch_rows(kernel, rows.shape[0], rows.arg(), log, out.reshape(rows.shape).arg())
+    launch_rows(kernel, rows.shape[0], rows.arg(), log, out.reshape(rows.shape).arg())
     return out
 
 
@@ -271,7 +273,7 @@ def log_softmax(x, out):
 
 def _softmax_backward(grad, y, out, log: bool):
     g, rows = _last_axis_rows(grad), _last_axis_rows(y)
-    _launch_rows(kernels.rows.softmax_backward, rows.shape[0], g.arg(), rows.arg(), log,
+    launch_rows(kernels.rows.softmax_backward, rows.shape[0], g.arg(), rows.arg(), log,
                  out.reshape(rows.shape).arg())
     return out
 
@@ -285,7 +287,7 @@ def log_softmax_backward(grad, y, out):
 
 
 def logsumexp_rows(x, out):
-    _launch_rows(kernels.rows.logsumexp, x.shape[0], x.arg(), out.arg())
+    launch_rows(kernels.rows.logsumexp, x.shape[0], x.arg(), out.arg())
     return out
 
 
@@ -294,7 +296,7 @@ def logsumexp_backward_rows(grad, x, result, out):
 
 
 def var_rows(x, correction, mean_out, var_out):
-    _launch_rows(kernels.rows.variance, x.shape[0], x.arg(), x.dtype.type(correction), mean_out.arg(),
+    launch_rows(kernels.rows.variance, x.shape[0], x.arg(), x.dtype.type(correction), mean_out.arg(),
                  var_out.arg())
     return var_out
 
@@ -354,14 +356,14 @@ def cross_entropy_backward(probs, targets, ignore_index: int, grad, divisor, out
 
 def class_loss(logits, targets, weight, ignore_index: int, smoothing: float, probs_out, loss_out, weight_out):
     logits = contiguous(logits)
-    _launch_rows(kernels.rows.class_loss, logits.shape[0], logits.arg(), targets.arg(),
+    launch_rows(kernels.rows.class_loss, logits.shape[0], logits.arg(), targets.arg(),
                  _or_weight(weight, logits.dtype).arg(), int(ignore_index), logits.dtype.type(smoothing),
                  probs_out.arg(), loss_out.arg(), weight_out.arg())
     return loss_out
 
 
 def class_loss_backward(probs, targets, weight, ignore_index: int, smoothing: float, row_grad, out):
-    _launch_rows(kernels.rows.class_loss_backward, probs.shape[0], probs.arg(), targets.arg(),
+    launch_rows(kernels.rows.class_loss_backward, probs.shape[0], probs.arg(), targets.arg(),
                  _or_weight(weight, probs.dtype).arg(), int(ignore_index), probs.dtype.type(smoothing),
                  contiguous(row_grad).reshape(-1).arg(), out.arg())
     return out
