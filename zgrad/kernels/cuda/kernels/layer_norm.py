@@ -10,7 +10,7 @@ from __future__ import annotations
 from numba import cuda
 
 from zgrad.kernels.cuda.kernels.common import kernel, math
-from zgrad.kernels.cuda.kernels.rows import MAX_BLOCK, block_sum
+from zgrad.kernels.cuda.kernels.rows import MAX_BLOCK, block_sum, chunk_of_rows
 
 __all__ = ["layer_norm_backward_rows", "layer_norm_parameter_partials", "layer_norm_rows"]
 
@@ -71,13 +71,12 @@ def layer_norm_parameter_partials(grad, x, mean, invstd, weight_parts, bias_part
     grad[r, j] over the rows r of chunk p (the rows split into weight_parts.shape[0] chunks);
     grid y walks the chunks, grid x and threads the columns."""
     T = weight_parts.dtype.type
-    rows, n, chunks = x.shape[0], x.shape[1], weight_parts.shape[0]
-    per_chunk = (rows + chunks - 1) // chunks
+    n, chunks = x.shape[1], weight_parts.shape[0]
     for p in range(cuda.blockIdx.y, chunks, cuda.gridDim.y):
-        end = min(rows, (p + 1) * per_chunk)
+        start, end = chunk_of_rows(p, x.shape[0], chunks)
         for j in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, n, cuda.gridDim.x * cuda.blockDim.x):
             acc_w, acc_b = T(0), T(0)
-            for r in range(p * per_chunk, end):
+            for r in range(start, end):
                 g = grad[r, j]
                 acc_w += g * (x[r, j] - mean[r]) * invstd[r]
                 acc_b += g

@@ -14,7 +14,7 @@ from numba import cuda
 
 from zgrad.kernels.cuda.kernels.common import device, kernel, math
 
-__all__ = ["CACHED_ROW_PER_THREAD", "MAX_BLOCK", "NANSUM", "PROD", "SUM", "block_extreme", "block_sum", "extreme_of", "norm_term"]
+__all__ = ["CACHED_ROW_PER_THREAD", "MAX_BLOCK", "NANSUM", "PROD", "SUM", "block_extreme", "block_sum", "chunk_of_rows", "extreme_of", "norm_term"]
 
 MAX_BLOCK = 256
 
@@ -148,6 +148,13 @@ def row_reduce(x, op, out):
             out[r] = total
 
 
+@device
+def chunk_of_rows(p, rows, chunks):
+    """(first, end) of the rows of chunk ``p`` when ``rows`` rows are split into ``chunks`` chunks."""
+    per_chunk = (rows + chunks - 1) // chunks
+    return p * per_chunk, min(rows, (p + 1) * per_chunk)
+
+
 @kernel
 def column_reduce(x, op, out):
     """out[p, j] = the sum (``op`` SUM), product (PROD) or NaN-skipping sum (NANSUM) of x[r, j]
@@ -155,13 +162,12 @@ def column_reduce(x, op, out):
     dtype: a reduction over the leading axes that reads x in place, each thread a column (grid y
     walks the chunks; grid x and the threads, the columns)."""
     T = out.dtype.type
-    rows, n, chunks = x.shape[0], x.shape[1], out.shape[0]
-    per_chunk = (rows + chunks - 1) // chunks
+    n, chunks = x.shape[1], out.shape[0]
     for p in range(cuda.blockIdx.y, chunks, cuda.gridDim.y):
-        end = min(rows, (p + 1) * per_chunk)
+        start, end = chunk_of_rows(p, x.shape[0], chunks)
         for j in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, n, cuda.gridDim.x * cuda.blockDim.x):
             acc = T(1) if op == PROD else T(0)
-            for r in range(p * per_chunk, end):
+            for r in range(start, end):
                 acc = _accumulate(acc, x[r, j], op, T)
             out[p, j] = acc
 
