@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Iterable
 
 from zgrad.kernels import dispatch
@@ -10,6 +11,12 @@ from zgrad.optim.optimizer import Optimizer, check_non_negative
 from zgrad.tensor import Tensor
 
 __all__ = ["Adam"]
+
+
+@functools.cache
+def _takes_groups(backend: Any) -> bool:
+    """Whether ``backend`` steps a group of parameters at once (``adam_steps``)."""
+    return hasattr(backend, "adam_steps")
 
 
 class Adam(Optimizer):
@@ -58,24 +65,28 @@ class Adam(Optimizer):
 
     def _update(self, param: Tensor, grad: Any, group: dict[str, Any], state: dict[str, Any]) -> None:
         self._prepare(param, group, state)
-        dispatch.backend_of(param._data).adam_step(
+        self._step_one(dispatch.backend_of(param._data), param, grad, state, self._options(group))
+
+    def _step_one(self, be: Any, param: Tensor, grad: Any, state: dict[str, Any], options: tuple) -> None:
+        amsgrad = options[5]
+        be.adam_step(
             param._data, grad, state["exp_avg"], state["exp_avg_sq"],
-            state["max_exp_avg_sq"] if group["amsgrad"] else unused(param), state["step"], *self._options(group))
+            state["max_exp_avg_sq"] if amsgrad else unused(param), state["step"], *options)
 
     def _update_group(self, group: dict[str, Any], updates: list[tuple[Tensor, Any, dict[str, Any]]]) -> None:
         """Parameters on one backend with ``adam_steps`` (CUDA), of one dtype and at one step,
-        take one call (a launch per group of tensors there); the others one :meth:`_update` each."""
+        take one call (a launch per group of tensors there); the others one kernel each."""
+        options = self._options(group)
         together: dict[tuple, list] = {}
         for param, grad, state in updates:
-            be = dispatch.backend_of(param._data)
-            if not hasattr(be, "adam_steps"):
-                self._update(param, grad, group, state)
-                continue
             self._prepare(param, group, state)
-            together.setdefault((be, param.dtype, state["step"]), []).append((param, grad, state))
-        amsgrad = group["amsgrad"]
+            be = dispatch.backend_of(param._data)
+            if _takes_groups(be):
+                together.setdefault((be, param.dtype, state["step"]), []).append((param, grad, state))
+            else:
+                self._step_one(be, param, grad, state, options)
+        amsgrad = options[5]
         for (be, _, step), members in together.items():
             be.adam_steps([p._data for p, _, _ in members], [g for _, g, _ in members],
                           [s["exp_avg"] for _, _, s in members], [s["exp_avg_sq"] for _, _, s in members],
-                          [s["max_exp_avg_sq"] if amsgrad else unused(p) for p, _, s in members], step,
-                          *self._options(group))
+                          [s["max_exp_avg_sq"] if amsgrad else unused(p) for p, _, s in members], step, *options)
