@@ -23,7 +23,7 @@ import ml_dtypes
 import numpy as np
 
 __all__ = [
-    "BFLOAT16", "FLOAT16", "HALF_DTYPES", "can_cast", "dtype_str", "get_default_dtype", "is_floating", "kind",
+    "BFLOAT16", "FLOAT16", "FULL_FLOAT_DTYPES", "HALF_DTYPES", "can_cast", "dtype_str", "get_default_dtype", "is_floating", "kind",
     "opmath_dtype", "promote_types",
     "result_type", "set_default_dtype",
 ]
@@ -32,7 +32,8 @@ FLOAT16 = np.dtype(np.float16)
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)  # numpy has no bfloat16: ml_dtypes' (JAX's) is the one numpy knows
 # The 16-bit floating dtypes: stored as themselves, computed on in float32 (see dispatch's backend).
 HALF_DTYPES = frozenset({FLOAT16, BFLOAT16})
-_FLOATING = HALF_DTYPES | {np.dtype(np.float32), np.dtype(np.float64)}
+FULL_FLOAT_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})  # what the CUDA kernels compute in
+_FLOATING = HALF_DTYPES | FULL_FLOAT_DTYPES
 
 _BOOL = np.dtype(np.bool_)
 _INT64 = np.dtype(np.int64)

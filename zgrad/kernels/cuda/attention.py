@@ -21,11 +21,11 @@ from zgrad.kernels.cuda import cublas, kernels
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.reduce import contiguous, launch_rows, matmul
+from zgrad.kernels.promotion import FULL_FLOAT_DTYPES
 
 __all__ = ["SCORE_CHUNK_BYTES", "attention", "attention_backward"]
 
 SCORE_CHUNK_BYTES = 256 << 20
-_BY_PRODUCTS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 
 
 def _full_mask(mask: DeviceArray | None, shape: tuple[int, ...], dtype: np.dtype) -> DeviceArray:
@@ -39,7 +39,7 @@ def _launch(kernel, count: int, *args) -> None:
 
 
 def _by_products(q: DeviceArray) -> bool:
-    return q.dtype in _BY_PRODUCTS and cublas.available()
+    return q.dtype in FULL_FLOAT_DTYPES and cublas.available()
 
 
 def _head_chunks(q: DeviceArray, k: DeviceArray) -> list[tuple[int, int]]:

@@ -21,6 +21,7 @@ from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.elementwise import binary_op, unary_op, upload
 from zgrad.kernels.cuda.reduce import contiguous, launch_rows, matmul, rows_of
 from zgrad.kernels.cuda.reduce import sum as reduce_sum
+from zgrad.kernels.promotion import FULL_FLOAT_DTYPES
 from zgrad.kernels.vocabulary import PADDING_MODES
 
 __all__ = [
@@ -238,12 +239,11 @@ def batch_norm_backward(grad, x, weight, save_mean, save_invstd, training, grad_
 # Layer norm is group norm of (rows, C, 1) in one group: its own row kernels, one launch forward
 # and three or four backward (the input gradient; the parameters' partial sums over chunks of
 # rows, then their column sums), where the composed path takes a dozen and a transposing copy.
-_LAYER_NORM_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 PARAMETER_CHUNKS = 256  # row chunks of the weight and bias gradients' first pass
 
 
 def _is_layer_norm(x: DeviceArray, groups: int) -> bool:
-    return groups == 1 and x.shape[2] == 1 and x.dtype in _LAYER_NORM_DTYPES
+    return groups == 1 and x.shape[2] == 1 and x.dtype in FULL_FLOAT_DTYPES
 
 
 def _or_none(affine: DeviceArray | None, x: DeviceArray) -> DeviceArray:

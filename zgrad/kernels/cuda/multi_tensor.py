@@ -17,16 +17,16 @@ from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.elementwise import binary_op
 from zgrad.kernels.cuda.reduce import launch_rows, vector_norm
+from zgrad.kernels.promotion import FULL_FLOAT_DTYPES
 
 __all__ = ["groupable", "mul_each", "vector_norms"]
 
-_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 
 
 def groupable(arrays: Sequence[DeviceArray], dtype: np.dtype) -> bool:
     """Whether the multi-tensor kernels take ``arrays``: non-empty, C-contiguous, all of the
     floating ``dtype``."""
-    return dtype in _FLOATS and all(a.dtype == dtype and a.size and a.flags.c_contiguous for a in arrays)
+    return dtype in FULL_FLOAT_DTYPES and all(a.dtype == dtype and a.size and a.flags.c_contiguous for a in arrays)
 
 
 def _groups(arrays: Sequence[DeviceArray]) -> list[tuple[int, tuple[Any, ...]]]:
