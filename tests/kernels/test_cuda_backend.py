@@ -141,6 +141,51 @@ def test_inplace_updates_write_through_views():
     assert not np.any(x.cpu().numpy())
 
 
+def test_a_device_array_is_a_sole_view_only_while_nothing_else_refers_to_its_memory():
+    from zgrad.kernels.cuda.array import DeviceArray
+
+    a = DeviceArray.empty((4, 8), np.float32)
+    assert a.is_sole_view()
+    a.arg()  # its own cached kernel argument does not count
+    assert a.is_sole_view()
+    view = a.reshape(-1)  # another DeviceArray over the memory
+    assert not a.is_sole_view()
+    del view
+    assert a.is_sole_view()
+    argument = a[1:].arg()  # a kernel argument kept without its DeviceArray
+    assert not a.is_sole_view()
+    del argument
+    assert a.is_sole_view()
+    assert not a[:2].is_sole_view()  # part of its allocation
+    assert not a.T.is_sole_view()  # not C-contiguous
+    assert not a.broadcast_to((2, 4, 8)).is_sole_view()  # read-only
+    assert not dispatch.is_sole_view(np.zeros(3))  # numpy arrays: the engine follows their base chain
+
+
+def test_a_first_cuda_gradient_nothing_else_holds_becomes_grad_without_a_copy(monkeypatch):
+    """As on the CPU (tests/engine/test_autograd.py): a copy and a launch per parameter and step saved."""
+    copies = []
+    real_accumulate = zgrad.Tensor._accumulate_grad
+    monkeypatch.setattr(zgrad.Tensor, "_accumulate_grad", lambda self, g: copies.append(1) or real_accumulate(self, g))
+    w = zgrad.randn(16, 8, device="cuda", requires_grad=True)
+    x = zgrad.randn(16, 8, device="cuda")
+    (w * x).sum().backward()
+    assert copies == []
+    np.testing.assert_allclose(_host(w.grad), _host(x))
+    a, b = zgrad.randn(3, device="cuda", requires_grad=True), zgrad.randn(3, device="cuda", requires_grad=True)
+    ((a + b) * 2).sum().backward()  # Add's backward hands one (fresh) array to both leaves
+    assert a.grad._data._base is not b.grad._data._base
+    v = zgrad.randn(2, 8, device="cuda", requires_grad=True)
+    p, q = zgrad.randn(8, device="cuda", requires_grad=True), zgrad.randn(8, device="cuda", requires_grad=True)
+    (v.reshape(-1) * 2).sum().backward()  # a view of the only gradient array: kept
+    (zgrad.stack([p, q]) * 3).sum().backward()  # two views of one array: copied
+    np.testing.assert_allclose(_host(v.grad), np.full((2, 8), 2.0))
+    np.testing.assert_allclose(_host(p.grad), np.full(8, 3.0))
+    (w * x).sum().backward()  # a second pass adds into the kept array
+    np.testing.assert_allclose(_host(w.grad), 2 * _host(x))
+    assert len(copies) == 4  # the leaf of a, b that got the array first (the other keeps it), p, q, w's second
+
+
 @pytest.mark.parametrize("shape, axis", [((203,), None), ((3, 150), 1), ((2, 64), (0, 1))])
 def test_long_rows_are_summed_in_chunks(monkeypatch, shape, axis):
     from zgrad.kernels.cuda import reduce as cuda_reduce

@@ -110,6 +110,18 @@ def test_dlpack_round_trips_with_torch_without_copies():
 
 
 @pytest.mark.torch
+def test_memory_shared_with_torch_is_never_a_sole_view():
+    torch = _torch_cuda()
+    x = zgrad.ones(8, device="cuda")
+    exported = torch.from_dlpack(x)  # the export holds x's array: not a sole view while it lives
+    assert not x._data.is_sole_view()
+    del exported
+    assert x._data.is_sole_view()
+    imported = zgrad.from_dlpack(torch.ones(8, device="cuda"))  # torch's memory: never zgrad's to keep
+    assert not imported._data.is_sole_view()
+
+
+@pytest.mark.torch
 def test_the_cuda_array_interface_is_read_by_torch():
     torch = _torch_cuda()
     x = zgrad.ones(5, device="cuda") * 3

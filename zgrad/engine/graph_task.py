@@ -70,11 +70,11 @@ def current_graph_task() -> "GraphTask | None":
     return _current.task
 
 
-def _reference_counts(array: np.ndarray) -> tuple[list[int], Any]:
+def _reference_counts(array: Any) -> tuple[list[int], Any]:
     """Reference counts of ``array`` and of every ndarray in its ``base`` chain, as seen from here,
-    and the chain's last ``base`` (None, or the buffer the memory belongs to)."""
+    and the chain's last ``base`` (None, or the buffer the memory belongs to; None for a device array)."""
     counts = [sys.getrefcount(array)]
-    base = array.base
+    base = getattr(array, "base", None)
     while isinstance(base, np.ndarray):
         counts.append(sys.getrefcount(base))
         base = base.base
@@ -100,7 +100,10 @@ _ARRAY_REFS, _BASE_REFS = _baseline()
 def _private(grad: Any) -> bool:
     """Only the caller's one name holds ``grad``, nothing else views its memory (it owns it, or
     it is a receive buffer's), and it may be written: a leaf sink may keep it."""
-    if not isinstance(grad, np.ndarray) or not (grad.flags.writeable and grad.flags.c_contiguous):
+    if not isinstance(grad, np.ndarray):  # a device array: the backend knows what views its memory
+        counts, _ = _reference_counts(grad)
+        return counts[0] <= _ARRAY_REFS and dispatch.is_sole_view(grad)
+    if not (grad.flags.writeable and grad.flags.c_contiguous):
         return False
     counts, base = _reference_counts(grad)
     return (counts[0] <= _ARRAY_REFS and all(c <= _BASE_REFS for c in counts[1:])

@@ -120,6 +120,15 @@ def host_buffer(array: Any) -> np.ndarray:
     return backend(device_type_of(array)).staged_to_host(array)
 
 
+def is_sole_view(array: Any) -> bool:
+    """Whether device ``array`` spans its whole allocation, C-contiguous and writeable, with nothing
+    else referring to that memory, so that the only holder of ``array`` may keep the memory as its
+    own (see ``DeviceArray.is_sole_view``). False for arrays of other kinds: numpy arrays have their
+    own ``base`` chain to follow, and a foreign device array's memory is never zgrad's to keep."""
+    check = getattr(type(array), "is_sole_view", None)
+    return check is not None and check(array)
+
+
 def pin_memory(array: Any):
     """A copy of host ``array`` in page-locked memory of the CUDA backend's pool, from which
     copies to the device are faster (the DataLoader's ``pin_memory=True``); a device array as it

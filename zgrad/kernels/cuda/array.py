@@ -15,6 +15,7 @@ fall back to a numpy function fails loudly instead of silently computing on the 
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -140,6 +141,20 @@ class DeviceArray:
                 and self._base.dtype == _kernel_dtype(layout.dtype)):
             return self._base
         return self.reshape(-1).arg()
+
+    def is_sole_view(self) -> bool:
+        """Whether this C-contiguous, writeable view spans its whole allocation and nothing else
+        refers to that memory: no other DeviceArray, no kernel argument or export but the one this
+        array caches. Whoever holds the only reference to this array may then keep its memory (the
+        engine keeps a leaf's first gradient so, without a copy). Memory zgrad did not allocate
+        (imported through DLPack) is never a sole view."""
+        layout = self._layout
+        if (not (layout.flags.c_contiguous and layout.flags.writeable) or layout.size != self._base.size
+                or _offset_of(layout)):
+            return False
+        sole_base, sole_memory = _sole_counts()
+        base, memory = _holders(self)
+        return base <= sole_base and memory <= sole_memory + (self._arg is not None)
 
     def to_host(self, out: np.ndarray | None = None) -> np.ndarray:
         """A host (numpy) copy, into ``out`` (C-contiguous, this shape and dtype) when given;
@@ -290,6 +305,34 @@ def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
         strides.append(step)
         step *= max(n, 1)
     return tuple(reversed(strides))
+
+
+def _holders(array: DeviceArray) -> tuple[int, int]:
+    """References to ``array``'s allocation object, and to its memory (each kernel argument viewing
+    the memory holds one), as counted from here; a huge count for memory zgrad did not allocate."""
+    allocation = array._base
+    if rt.SIMULATOR:
+        owner = allocation._ary
+        while isinstance(owner.base, np.ndarray):  # numpy's views refer to the array that owns the memory
+            owner = owner.base
+        return sys.getrefcount(allocation), sys.getrefcount(owner)
+    memory = allocation.gpu_data
+    if memory is None or getattr(memory, "_owner", True) is not None:  # another's memory, or a view of it
+        return sys.getrefcount(allocation), sys.maxsize
+    return sys.getrefcount(allocation), memory.refct  # Numba counts the views of its allocations
+
+
+_SOLE_COUNTS: list[tuple[int, int]] = []
+
+
+def _sole_counts() -> tuple[int, int]:
+    """What :func:`_holders` counts for a fresh array that only one name holds (measured once, on
+    the allocator in use: the counts differ between Python versions, Numba's memory managers and
+    the simulator)."""
+    if not _SOLE_COUNTS:
+        probe = DeviceArray.empty((1,), np.dtype(np.float32))
+        _SOLE_COUNTS.append(_holders(probe))
+    return _SOLE_COUNTS[0]
 
 
 def _reshaped(size: int, shape: tuple[Any, ...]) -> tuple[int, ...]:
