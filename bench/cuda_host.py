@@ -3,10 +3,11 @@
 On a GPU a training step is bound by the host when queueing its kernels takes longer than the
 device takes to run them: torch's minGPT step (``bench/train_step.py``) takes 41.4 ms on an H200
 in all. This script runs the steps of ``bench/train_step.py`` on zgrad's CUDA backend in Numba's
-simulator with every launch and every device allocation replaced by a stub (a kernel launch
-records its kernel and returns; an allocation is a plain ``numpy.empty``), so what it times is
-zgrad's Python above the driver: autograd, dispatch, layouts, kernel arguments. Numba's own
-launch path and the driver add to it on a GPU (not measured here).
+simulator with every launch, cuBLAS call and device allocation replaced by a stub (a kernel
+launch records its kernel and returns; products take the cuBLAS path, as on a GPU, and compute
+nothing; an allocation is a plain ``numpy.empty``), so what it times is zgrad's Python above the
+driver: autograd, dispatch, layouts, kernel arguments. Numba's own launch path and the driver add
+to it on a GPU (not measured here).
 
 Prints a table (median host ms per step over ``--steps`` steps after two warm-up steps, launches
 per step, host µs per launch, the most launched kernels) and its JSON as the last line.
@@ -38,17 +39,27 @@ from train_step import STEPS  # after the simulator is chosen
 
 
 def _stub_the_device(launches: collections.Counter) -> None:
-    """Launches count their kernel and return; allocations are host memory never copied."""
+    """Launches and cuBLAS products count their kernel and return; allocations are host memory
+    never copied."""
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
-    from zgrad.kernels.cuda import array
+    from zgrad.kernels.cuda import array, cublas
     from zgrad.kernels.cuda import runtime as rt
 
     def launch(kernel: object, config: object, *args: object) -> None:
         launches[getattr(kernel, "__name__", None) or kernel.py_func.__name__] += 1
 
+    class NoProducts:
+        """cuBLAS present, each product queued and not computed: the host path a GPU takes."""
+
+        def cublasGemmStridedBatchedEx(self, *args: object) -> int:
+            launches["cublas_gemm"] += 1
+            return 0
+
     rt.launch = launch
     array._allocate = lambda size, dtype: FakeCUDAArray(np.empty(max(size, 1), array._kernel_dtype(dtype)))
+    cublas._library = lambda: NoProducts()
+    cublas._handle = lambda: None
 
 
 def measure(name: str, step_factory: Callable, steps: int) -> dict:

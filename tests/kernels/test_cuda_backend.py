@@ -490,6 +490,23 @@ def test_scalar_operands_take_the_flat_kernels(monkeypatch):
     assert launched == [kernels.elementwise.BINARY["add"][1]]
 
 
+def test_nd_kernels_read_and_write_views_anywhere_in_their_allocation():
+    """The n-d kernels take each operand's whole allocation and its place in it (offset, strides
+    in elements): views at an offset, transposed, reversed, broadcast, and memory read as another
+    dtype of the same size."""
+    backend = dispatch.backend("cuda")
+    host = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    x = backend.asarray(host)
+    out = backend.empty((4, 3), np.dtype(np.float32))
+    expected = host[:, ::-1, 2].T * host[0, :, 4][:, None]
+    np.testing.assert_array_equal(backend.mul(x[:, ::-1, 2].T, x[0, :, 4][:, None], out).to_host(), expected)
+    bits = x.view(np.int32)
+    backend.add(bits[2, 1:, ::2], 1, bits[2, 1:, ::2])  # in place, through another dtype's view
+    changed = host.copy()
+    changed.view(np.int32)[2, 1:, ::2] += 1
+    np.testing.assert_array_equal(x.to_host().view(np.int32), changed.view(np.int32))
+
+
 @pytest.mark.parametrize("shape", [(3, 5, 7, 11), (2, 1000, 1000, 1000), (1, 1, 1, 70000)])
 def test_nd_kernels_unravel_in_32_bits_as_in_64(shape):
     from zgrad.kernels.cuda.kernels.elementwise import _unravel4

@@ -142,6 +142,15 @@ class DeviceArray:
             return self._base
         return self.reshape(-1).arg()
 
+    def memory_arg(self) -> Any:
+        """The whole allocation under this view as the 1-D device array (of this view's element
+        type) that kernels index with explicit offsets and strides: the allocation's own array,
+        no new wrapper, unless this view reads the memory as another dtype of the same size."""
+        base, dtype = self._base, _kernel_dtype(self._layout.dtype)
+        if base.dtype == dtype:
+            return base
+        return rt.simulator_array(base._ary.view(dtype)) if rt.SIMULATOR else base.view(dtype)
+
     def is_sole_view(self) -> bool:
         """Whether this C-contiguous, writeable view spans its whole allocation and nothing else
         refers to that memory: no other DeviceArray, no kernel argument or export but the one this

@@ -68,13 +68,13 @@ def _collapse(shape: tuple[int, ...], strides: list[tuple[int, ...]]) -> tuple[l
     return dims, steps
 
 
-def _as_nd(views: list[DeviceArray], dims: list[int], steps: list[list[int]]) -> list[Any]:
-    pad = _ND - len(dims)
-    shape = (1,) * pad + tuple(dims)
-    args = []
+def _placed(views: list[DeviceArray], steps: list[list[int]], pad: int) -> list[Any]:
+    """Each view as the n-d kernels take it: the 1-D array of its allocation, then its place
+    (element offset, its strides in elements over the collapsed shape padded to 4-D)."""
+    args: list[Any] = []
     for view, st in zip(views, steps):
-        layout = np.lib.stride_tricks.as_strided(view._layout, shape, (0,) * pad + tuple(st))
-        args.append(DeviceArray(view._base, layout).arg())
+        item = view.itemsize
+        args += (view.memory_arg(), (view.storage_offset(),) + (0,) * pad + tuple(s // item for s in st))
     return args
 
 
@@ -118,7 +118,9 @@ def _run(table: dict, name: str, out: DeviceArray, operands: list[Any], p: Any, 
         for i in range(out.shape[0]):
             _run(table, name, out[i], [v[i] for v in views[:-1]], p, q)
         return out
-    rt.launch(nd_kernel, config, *_as_nd(views[:-1], dims, steps[:-1]), *params, *_as_nd([out], dims, steps[-1:]))
+    pad = _ND - len(dims)
+    rt.launch(nd_kernel, config, *_placed(views[:-1], steps[:-1], pad), *params, *_placed([out], steps[-1:], pad),
+              (1,) * pad + tuple(dims))
     return out
 
 

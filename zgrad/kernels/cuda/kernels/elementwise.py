@@ -462,8 +462,10 @@ TERNARY_OPS = {
 
 
 # --- kernel factories ----------------------------------------------------------------------------
-# The 4-D kernels unravel a flat index over out's shape; host code collapses and pads every
-# operand to 4-D views of out's shape first.
+# The n-d kernels unravel a flat index over out's shape, collapsed and padded to 4-D by the host.
+# Each operand arrives as the 1-D array of its whole allocation and a ``place``: (element offset,
+# the four element strides), so a launch passes arrays that already exist instead of a strided
+# device-array wrapper made per operand (the host cost of an n-d launch).
 #
 # The flat kernels load several elements, a grid apart, before they store any (four for one or
 # two operands, two for three): with one load per trip a grid of 8 blocks of 256 threads per
@@ -490,6 +492,12 @@ def _unravel4(i, n1, n2, n3, small):
     return r // n1, r % n1, i2, i3
 
 
+@device
+def _element(place, i0, i1, i2, i3):
+    """Where element (i0, i1, i2, i3) of an operand placed at ``place`` lies in its allocation."""
+    return place[0] + i0 * place[1] + i1 * place[2] + i2 * place[3] + i3 * place[4]
+
+
 def _unary_kernels(fn):
     def flat(x, p, q, out):
         T = out.dtype.type
@@ -503,12 +511,14 @@ def _unary_kernels(fn):
             out[i] = fn(x[i], p, q, T)
             i += step
 
-    def nd(x, p, q, out):
+    def nd(x, x_at, p, q, out, out_at, shape):
         T = out.dtype.type
-        n1, n2, n3, small = out.shape[1], out.shape[2], out.shape[3], out.size < _INDEX32
-        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        n1, n2, n3 = shape[1], shape[2], shape[3]
+        size = shape[0] * n1 * n2 * n3
+        small = size < _INDEX32
+        for i in range(cuda.grid(1), size, cuda.gridsize(1)):
             i0, i1, i2, i3 = _unravel4(i, n1, n2, n3, small)
-            out[i0, i1, i2, i3] = fn(x[i0, i1, i2, i3], p, q, T)
+            out[_element(out_at, i0, i1, i2, i3)] = fn(x[_element(x_at, i0, i1, i2, i3)], p, q, T)
 
     return kernel(flat), kernel(nd)
 
@@ -527,12 +537,15 @@ def _binary_kernels(fn):
             out[i] = fn(a[i], b[i], p, q, T)
             i += step
 
-    def nd(a, b, p, q, out):
+    def nd(a, a_at, b, b_at, p, q, out, out_at, shape):
         T = out.dtype.type
-        n1, n2, n3, small = out.shape[1], out.shape[2], out.shape[3], out.size < _INDEX32
-        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        n1, n2, n3 = shape[1], shape[2], shape[3]
+        size = shape[0] * n1 * n2 * n3
+        small = size < _INDEX32
+        for i in range(cuda.grid(1), size, cuda.gridsize(1)):
             i0, i1, i2, i3 = _unravel4(i, n1, n2, n3, small)
-            out[i0, i1, i2, i3] = fn(a[i0, i1, i2, i3], b[i0, i1, i2, i3], p, q, T)
+            out[_element(out_at, i0, i1, i2, i3)] = fn(a[_element(a_at, i0, i1, i2, i3)],
+                                                       b[_element(b_at, i0, i1, i2, i3)], p, q, T)
 
     return kernel(flat), kernel(nd)
 
@@ -548,12 +561,16 @@ def _ternary_kernels(fn):
         if i < n:
             out[i] = fn(a[i], b[i], c[i], p, q, T)
 
-    def nd(a, b, c, p, q, out):
+    def nd(a, a_at, b, b_at, c, c_at, p, q, out, out_at, shape):
         T = out.dtype.type
-        n1, n2, n3, small = out.shape[1], out.shape[2], out.shape[3], out.size < _INDEX32
-        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        n1, n2, n3 = shape[1], shape[2], shape[3]
+        size = shape[0] * n1 * n2 * n3
+        small = size < _INDEX32
+        for i in range(cuda.grid(1), size, cuda.gridsize(1)):
             i0, i1, i2, i3 = _unravel4(i, n1, n2, n3, small)
-            out[i0, i1, i2, i3] = fn(a[i0, i1, i2, i3], b[i0, i1, i2, i3], c[i0, i1, i2, i3], p, q, T)
+            out[_element(out_at, i0, i1, i2, i3)] = fn(a[_element(a_at, i0, i1, i2, i3)],
+                                                       b[_element(b_at, i0, i1, i2, i3)],
+                                                       c[_element(c_at, i0, i1, i2, i3)], p, q, T)
 
     return kernel(flat), kernel(nd)
 
@@ -579,14 +596,14 @@ def ptx_signatures() -> list:
             for name, (flat, nd) in table.items():
                 if (name in INTEGER_MATH or name in _BIT_OPS) != isinstance(dt, types.Integer):
                     continue
-                for layout, variant in (("flat", flat), ("nd", nd)):
-                    array = dt[::1] if layout == "flat" else dt[:, :, :, :]
-                    boolean = types.boolean[::1] if layout == "flat" else types.boolean[:, :, :, :]
-                    operands = [array] * kinds
-                    if name in _BOOL_FIRST:
-                        operands[0] = boolean
-                    if name in _BOOL_SECOND:
-                        operands[1] = boolean
-                    out = boolean if name in _BOOL_OUT else array
-                    cases.append((f"{name}_{layout}", variant.py_func, (*operands, dt, dt, out)))
+                operands = [dt[::1]] * kinds
+                if name in _BOOL_FIRST:
+                    operands[0] = types.boolean[::1]
+                if name in _BOOL_SECOND:
+                    operands[1] = types.boolean[::1]
+                out = types.boolean[::1] if name in _BOOL_OUT else dt[::1]
+                cases.append((f"{name}_flat", flat.py_func, (*operands, dt, dt, out)))
+                place, shape = types.UniTuple(types.int64, 5), types.UniTuple(types.int64, 4)
+                placed = [t for operand in operands for t in (operand, place)]
+                cases.append((f"{name}_nd", nd.py_func, (*placed, dt, dt, out, place, shape)))
     return cases
