@@ -364,8 +364,8 @@ def binary(op: str, a: Any, b: Any, dtype: Any = None):
             floor_divide or remainder by zero.
     """
     be = backend_of(a, b)
-    if dtype is None and type(a) is np.ndarray and type(b) is np.ndarray and a.shape == b.shape \
-            and a.dtype == b.dtype and (op != "div" or is_floating(a.dtype)) and a.dtype != _BOOL:
+    if dtype is None and type(a) is type(b) and (type(a) is np.ndarray or hasattr(type(a), "zgrad_device_type")) \
+            and a.shape == b.shape and a.dtype == b.dtype and (op != "div" or is_floating(a.dtype)) and a.dtype != _BOOL:
         check_integer_divisor(op, b, a.dtype, a.shape)
         return getattr(be, op)(a, b, be.empty(a.shape, a.dtype))  # same shape and dtype: nothing to work out
     shape = broadcast_shape(_shape_of(a), _shape_of(b))

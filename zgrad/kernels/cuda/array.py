@@ -14,6 +14,7 @@ fall back to a numpy function fails loudly instead of silently computing on the 
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from typing import Any
@@ -67,13 +68,22 @@ def _allocate(size: int, dtype: np.dtype) -> Any:
 class DeviceArray:
     """An n-d strided view of CUDA device memory (see the module docstring)."""
 
-    __slots__ = ("_base", "_layout", "_arg")
+    __slots__ = ("_base", "_layout", "_arg", "_start", "_whole")
     zgrad_device_type = "cuda"  # what dispatch.device_type_of reports
 
-    def __init__(self, base: Any, layout: np.ndarray) -> None:
+    def __init__(self, base: Any, layout: np.ndarray, start: int | None = None) -> None:
         self._base = base
         self._layout = layout
         self._arg = None
+        self._start = start  # the byte offset in the allocation, once known
+        self._whole = None  # whether this view is its whole allocation, C-ordered, once known
+
+    def _offset(self) -> int:
+        """Where this view starts in its allocation, in bytes (read from the layout once)."""
+        start = self._start
+        if start is None:
+            start = self._start = _offset_of(self._layout)
+        return start
 
     # --- making ---------------------------------------------------------------------------------
 
@@ -81,9 +91,8 @@ class DeviceArray:
     def empty(cls, shape: tuple[int, ...], dtype: np.dtype) -> "DeviceArray":
         """Uninitialised C-contiguous device memory of ``shape`` and ``dtype``."""
         dtype = np.dtype(dtype)
-        size = math.prod(shape)
-        strides = _c_strides(shape, dtype.itemsize)
-        return cls(_allocate(size, dtype), _layout(tuple(shape), strides, dtype, 0))
+        shape = tuple(shape)
+        return cls(_allocate(math.prod(shape), dtype), _fresh_layout(shape, dtype), 0)
 
     @classmethod
     def from_host(cls, array: np.ndarray) -> "DeviceArray":
@@ -109,13 +118,17 @@ class DeviceArray:
     def _view(self, layout: np.ndarray) -> "DeviceArray":
         return DeviceArray(self._base, layout)
 
+    def _same_start(self, layout: np.ndarray) -> "DeviceArray":
+        """A view whose first element is this one's (a reshape, transpose, broadcast, dtype view)."""
+        return DeviceArray(self._base, layout, self._start)
+
     def view(self, dtype: Any) -> "DeviceArray":
         """This memory read as ``dtype``, of the same item size (numpy's ``view``; no copy)."""
         dtype = np.dtype(dtype)
         if dtype.itemsize != self.dtype.itemsize:
             raise ValueError(f"DeviceArray.view: {dtype} has {dtype.itemsize} bytes per element, {self.dtype} "
                              f"{self.dtype.itemsize}; only a dtype of the same size can view the same memory")
-        return self._view(self._layout.view(dtype))
+        return self._same_start(self._layout.view(dtype))
 
     # --- what kernels take ----------------------------------------------------------------------
 
@@ -123,7 +136,7 @@ class DeviceArray:
         """This view as the device array a kernel takes (cached)."""
         if self._arg is None:
             layout, dtype = self._layout, _kernel_dtype(self._layout.dtype)
-            offset = _offset_of(layout)
+            offset = self._offset()
             if rt.SIMULATOR:
                 host = self._base._ary.view(np.uint8)[offset:].view(dtype)
                 self._arg = rt.simulator_array(np.lib.stride_tricks.as_strided(host, layout.shape, layout.strides))
@@ -136,11 +149,12 @@ class DeviceArray:
     def flat_arg(self) -> Any:
         """The elements of this C-contiguous view as the 1-D device array a kernel takes: the
         allocation's own array when the view spans all of it (no new wrapper), else a 1-D view."""
-        layout = self._layout
-        if (layout.size == self._base.size and layout.flags.c_contiguous and _offset_of(layout) == 0
-                and self._base.dtype == _kernel_dtype(layout.dtype)):
-            return self._base
-        return self.reshape(-1).arg()
+        whole = self._whole
+        if whole is None:
+            layout = self._layout
+            whole = self._whole = (layout.size == self._base.size and layout.flags.c_contiguous and self._offset() == 0
+                                   and self._base.dtype == _kernel_dtype(layout.dtype))
+        return self._base if whole else self.reshape(-1).arg()
 
     def memory_arg(self) -> Any:
         """The whole allocation under this view as the 1-D device array (of this view's element
@@ -159,7 +173,7 @@ class DeviceArray:
         (imported through DLPack) is never a sole view."""
         layout = self._layout
         if (not (layout.flags.c_contiguous and layout.flags.writeable) or layout.size != self._base.size
-                or _offset_of(layout)):
+                or self._offset()):
             return False
         sole_base, sole_memory = _sole_counts()
         base, memory = _holders(self)
@@ -188,13 +202,13 @@ class DeviceArray:
 
     def storage_offset(self) -> int:
         """Where this view starts in its allocation, in elements."""
-        return _offset_of(self._layout) // self.itemsize
+        return self._offset() // self.itemsize
 
     def data_ptr(self) -> int:
         """The address of this view's first element: on the device, or in the simulator the host
         address of its stand-in memory."""
         base = self._base._ary.ctypes.data if rt.SIMULATOR else self._base.device_ctypes_pointer.value
-        return base + _offset_of(self._layout)
+        return base + self._offset()
 
     def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
         raise TypeError("can't convert a cuda device array to numpy implicitly: copy it to the host first "
@@ -226,13 +240,13 @@ class DeviceArray:
     def transpose(self, *axes: Any) -> "DeviceArray":
         if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
             axes = axes[0]
-        return self._view(self._layout.transpose(axes or None))
+        return self._same_start(self._layout.transpose(axes or None))
 
     def squeeze(self, axis: Any = None) -> "DeviceArray":
-        return self._view(self._layout.squeeze(axis))
+        return self._same_start(self._layout.squeeze(axis))
 
     def swapaxes(self, a: int, b: int) -> "DeviceArray":
-        return self._view(self._layout.swapaxes(a, b))
+        return self._same_start(self._layout.swapaxes(a, b))
 
     def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> "DeviceArray":
         """The ``offset``-th diagonal of the matrices in ``axis1``, ``axis2`` as a view (numpy's)."""
@@ -244,7 +258,7 @@ class DeviceArray:
 
     def broadcast_to(self, shape: tuple[int, ...]) -> "DeviceArray":
         """A read-only broadcast view to ``shape`` (numpy's rules and errors)."""
-        return self._view(np.broadcast_to(self._layout, tuple(shape)))
+        return self._same_start(np.broadcast_to(self._layout, tuple(shape)))
 
     def reshape(self, *shape: Any, copy: bool | None = None) -> "DeviceArray":
         """numpy's reshape: a view where the strides allow one, else (unless ``copy`` is False,
@@ -254,12 +268,12 @@ class DeviceArray:
         new_shape = _reshaped(self.size, shape)
         if not copy:
             try:
-                return self._view(self._layout.reshape(new_shape, copy=False))
+                return self._same_start(self._layout.reshape(new_shape, copy=False))
             except ValueError:
                 if copy is False:
                     raise
         source = self.copy()
-        return DeviceArray(source._base, _layout(new_shape, _c_strides(new_shape, source.itemsize), source.dtype, 0))
+        return DeviceArray(source._base, _fresh_layout(new_shape, source.dtype), 0)
 
     def __getitem__(self, index: Any) -> "DeviceArray":
         if is_basic_index(index):
@@ -308,6 +322,13 @@ class DeviceArray:
         return self.to_host().tolist()
 
 
+@functools.lru_cache(maxsize=4096)
+def _fresh_layout(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """The layout of a new C-contiguous array (cached: a step allocates the same shapes again, and
+    layouts are never changed in place, only viewed)."""
+    return _layout(shape, _c_strides(shape, dtype.itemsize), dtype, 0)
+
+
 def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     strides, step = [], itemsize
     for n in reversed(shape):
@@ -346,6 +367,8 @@ def _sole_counts() -> tuple[int, int]:
 
 def _reshaped(size: int, shape: tuple[Any, ...]) -> tuple[int, ...]:
     """``shape`` with a -1 resolved, checked against ``size`` (numpy's error text)."""
+    if math.prod(shape) == size and all(type(n) is int and n >= 0 for n in shape):
+        return shape  # the common case: nothing to resolve
     shape = tuple(int(n) for n in shape)
     if shape.count(-1) > 1:
         raise ValueError("can only specify one unknown dimension")

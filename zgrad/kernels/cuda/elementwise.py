@@ -104,7 +104,7 @@ def _run(table: dict, name: str, out: DeviceArray, operands: list[Any], p: Any, 
     if out.size == 0:
         return out
     flat_kernel, nd_kernel = table[name]
-    ops = [device_operand(o, operands + [out]) for o in operands]
+    ops = [o if type(o) is DeviceArray else device_operand(o, operands + [out]) for o in operands]
     ptype = (ops[0].dtype if out.dtype.kind == "b" else out.dtype).type
     params = (ptype(p), ptype(q))
     config = rt.grid_1d(out.size)
