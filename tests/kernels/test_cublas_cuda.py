@@ -87,6 +87,28 @@ def test_a_transposed_view_is_not_copied_and_broadcast_batches_have_stride_zero(
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="the stand-in reads the simulator's host memory")
+def test_an_operand_without_a_unit_stride_is_copied_for_cublas_not_left_to_zgrads_kernel(stand_in, monkeypatch):
+    """The gradient of ``.sum()`` reaches a linear layer's backward broadcast from one number
+    (every stride 0), which cuBLAS cannot read: a contiguous copy of it goes to cuBLAS."""
+    from zgrad.kernels.cuda import kernels
+    from zgrad.kernels.cuda import runtime as rt
+    launched = []
+    launch = rt.launch
+    monkeypatch.setattr(rt, "launch", lambda kernel, *args: launched.append(kernel) or launch(kernel, *args))
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((8, 6)).astype(np.float32), rng.standard_normal((5, 6)).astype(np.float32)
+    grads = []
+    for device in ("cuda", "cpu"):
+        dx, dw = (zgrad.tensor(v, device=device, requires_grad=True) for v in (x, w))
+        (dx @ dw.T).sum().backward()
+        grads.append((dx.grad.cpu().numpy(), dw.grad.cpu().numpy()))
+    assert len(stand_in.calls) == 3, "the product and both gradients' products"
+    assert kernels.linalg.matmul not in launched
+    for mine, expected in zip(*grads):
+        np.testing.assert_allclose(mine, expected, **TOLERANCE[np.dtype(np.float32)])
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="the stand-in reads the simulator's host memory")
 def test_tf32_is_asked_for_only_when_allowed(stand_in):
     a, b = zgrad.randn(4, 4, device="cuda"), zgrad.randn(4, 4, device="cuda")
     assert zgrad.get_float32_matmul_precision() == "highest"

@@ -29,7 +29,7 @@ from zgrad.kernels import matmul_precision
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.promotion import BFLOAT16
 
-__all__ = ["CublasError", "available", "gemm", "library_path"]
+__all__ = ["CublasError", "available", "gemm", "library_path", "takes_dtype"]
 
 # cuBLAS's enums (cublas_api.h, library_types.h)
 _OP_N, _OP_T = 0, 1
@@ -88,6 +88,11 @@ def _library() -> ctypes.CDLL | None:
 def available() -> bool:
     """Whether products run through cuBLAS here (a real GPU and the library found)."""
     return _library() is not None
+
+
+def takes_dtype(dtype: Any) -> bool:
+    """Whether cuBLAS is present here and multiplies matrices of ``dtype``."""
+    return np.dtype(dtype) in _TYPES and available()
 
 
 def library_path() -> str | None:

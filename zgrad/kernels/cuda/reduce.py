@@ -411,6 +411,15 @@ def _as_3d(a: DeviceArray, batch: tuple[int, ...]) -> DeviceArray:
     return contiguous(full).reshape(-1, *a.shape[-2:])
 
 
+def _gemm_of_copies(a: DeviceArray, b: DeviceArray, out: DeviceArray) -> bool:
+    """cuBLAS's product of C-contiguous copies of operands it cannot read as they are (a gradient
+    broadcast from a sum has no unit stride), where cuBLAS takes the dtype: a copy costs far less
+    than zgrad's own matmul kernel. False, copying nothing, where cuBLAS is not used."""
+    if not cublas.takes_dtype(out.dtype) or a.dtype != out.dtype or b.dtype != out.dtype:
+        return False
+    return cublas.gemm(contiguous(a), contiguous(b), out)
+
+
 def matmul(a, b, out):
     """numpy's matmul of device arrays (vectors promoted and dropped, batch broadcast). float16
     and bfloat16 go to cuBLAS as they are (tensor cores, float32 accumulation); where it cannot
@@ -426,7 +435,7 @@ def matmul(a, b, out):
         unary_op("copy", 0, result)
     else:
         a3, b3, out3 = _as_3d(a2, batch), _as_3d(b2, batch), _as_3d(result, batch)
-        if not cublas.gemm(a3, b3, out3):
+        if not cublas.gemm(a3, b3, out3) and not _gemm_of_copies(a3, b3, out3):
             if out.dtype in HALF_DTYPES:  # zgrad's kernel computes half types in float32, rounded once
                 wide = DeviceArray.empty(result.shape, np.dtype(np.float32))
                 matmul(a2.astype(np.float32), b2.astype(np.float32), wide)
