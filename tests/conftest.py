@@ -52,7 +52,31 @@ FULL = os.environ.get("ZGRAD_TEST_FULL") == "1"
 TORCH = importlib.util.find_spec("torch") is not None
 
 
+def _never_read_layouts() -> None:
+    """Make numpy's repr describe a DeviceArray's layout dummy instead of reading it: its data
+    pointer is a fake address, and pytest shows the arguments of every frame of a failure (numpy's
+    own frames get the dummies), so a failing CUDA test would crash its process instead of
+    reporting. Other arrays keep numpy's repr."""
+    import numpy as np
+    try:
+        from zgrad.kernels.cuda.array import FAKE_ADDRESS_SPAN
+    except ImportError:  # no CUDA extras: no layouts
+        return
+    if "override_repr" not in np.get_printoptions():  # numpy < 2.0
+        return
+    first, end = FAKE_ADDRESS_SPAN
+
+    def layout_safe_repr(array: np.ndarray) -> str:
+        if first <= array.__array_interface__["data"][0] < end:
+            return f"<device array layout: shape={array.shape}, strides={array.strides}, dtype={array.dtype}>"
+        with np.printoptions(override_repr=None):
+            return repr(array)
+
+    np.set_printoptions(override_repr=layout_safe_repr)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _never_read_layouts()
     config.addinivalue_line("markers", "gpu: needs a real CUDA GPU (skipped without one)")
     config.addinivalue_line("markers", "full: a further variant of a path the default run covers; runs with "
                                        "ZGRAD_TEST_FULL=1 (CI: ZGRAD_TEST_FULL=1 pytest -m full)")

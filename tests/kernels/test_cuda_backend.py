@@ -141,6 +141,16 @@ def test_inplace_updates_write_through_views():
     assert not np.any(x.cpu().numpy())
 
 
+@pytest.mark.skipif("override_repr" not in np.get_printoptions(), reason="numpy < 2.0 has no override_repr")
+def test_a_layout_dummy_is_described_in_failure_reports_never_read():
+    """tests/conftest.py: pytest shows the arguments of a failure's frames, numpy's among them,
+    and reading a layout dummy's fake address would crash the test process."""
+    from zgrad.kernels.cuda.array import DeviceArray
+    layout = DeviceArray.empty((3, 4), np.float32).T._layout
+    assert repr(layout) == "<device array layout: shape=(4, 3), strides=(4, 16), dtype=float32>"
+    assert repr(np.arange(3)) == "array([0, 1, 2])"
+
+
 def test_a_device_array_is_a_sole_view_only_while_nothing_else_refers_to_its_memory():
     from zgrad.kernels.cuda.array import DeviceArray
 

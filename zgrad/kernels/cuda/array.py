@@ -24,9 +24,11 @@ import numpy as np
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.promotion import BFLOAT16
 
-__all__ = ["DeviceArray", "is_basic_index"]
+__all__ = ["FAKE_ADDRESS_SPAN", "DeviceArray", "is_basic_index"]
 
 _FAKE_ADDRESS = 1 << 44  # where layout dummies "live"; never dereferenced
+FAKE_ADDRESS_SPAN = (_FAKE_ADDRESS, 2 * _FAKE_ADDRESS)
+"""Where layout dummies' data pointers lie: [first, end). Reading there crashes the process."""
 _BFLOAT16_BITS = np.dtype(np.uint16)
 
 
