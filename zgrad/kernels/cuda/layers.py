@@ -19,7 +19,7 @@ from zgrad.kernels.cuda import kernels
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.elementwise import binary_op, unary_op, upload
-from zgrad.kernels.cuda.reduce import contiguous, launch_rows, matmul, rows_of
+from zgrad.kernels.cuda.reduce import contiguous, launch_column_reduce, launch_rows, matmul, rows_of
 from zgrad.kernels.cuda.reduce import sum as reduce_sum
 from zgrad.kernels.promotion import FULL_FLOAT_DTYPES
 from zgrad.kernels.vocabulary import PADDING_MODES
@@ -266,8 +266,7 @@ def _layer_norm_backward(grad, x, weight, mean, invstd, grad_x, grad_weight, gra
                   invstd.arg(), parts[0].arg(), parts[1].arg())
         for part, target in zip(parts, (grad_weight, grad_bias)):
             if target is not None:
-                rt.launch(kernels.rows.column_reduce, rt.plane_launch(1, channels), part.arg(), kernels.rows.SUM,
-                          target.reshape(1, channels).arg())
+                launch_column_reduce(part, kernels.rows.SUM, target.reshape(1, channels))
     return grad_x, grad_weight, grad_bias
 
 

@@ -21,7 +21,7 @@ from zgrad.kernels.cuda.pointwise import copy as cast_copy
 from zgrad.kernels.promotion import HALF_DTYPES
 
 __all__ = [
-    "contiguous", "rows_of", "launch_rows", "sum", "prod", "nansum", "cumsum", "cumprod", "prod_backward_rows", "extreme_value", "extreme_rows", "extremes_rows", "count_nonzero", "argmax",
+    "contiguous", "rows_of", "launch_rows", "launch_column_reduce", "sum", "prod", "nansum", "cumsum", "cumprod", "prod_backward_rows", "extreme_value", "extreme_rows", "extremes_rows", "count_nonzero", "argmax",
     "argmin", "softmax", "log_softmax",
     "softmax_backward", "log_softmax_backward", "logsumexp_rows", "logsumexp_backward_rows", "var_rows",
     "var_backward_rows", "distribute_equal", "vector_norm", "cross_entropy", "cross_entropy_backward", "class_loss",
@@ -110,13 +110,21 @@ def _reduce_columns(x, count: int, out, op: int):
     result = target.reshape(1, columns)
     chunks = min(COLUMN_CHUNKS_MAX, -(-rows // ROWS_PER_CHUNK))
     if chunks == 1:
-        rt.launch(k.column_reduce, rt.plane_launch(1, columns), matrix.arg(), op, result.arg())
+        launch_column_reduce(matrix, op, result)
     else:
         partial = DeviceArray.empty((chunks, columns), out.dtype)
-        rt.launch(k.column_reduce, rt.plane_launch(chunks, columns), matrix.arg(), op, partial.arg())
+        launch_column_reduce(matrix, op, partial)
         combine = k.PROD if op == k.PROD else k.SUM  # a NaN a nansum's chunk made is a result
-        rt.launch(k.column_reduce, rt.plane_launch(1, columns), partial.arg(), combine, result.arg())
+        launch_column_reduce(partial, combine, result)
     return out if target is out else unary_op("copy", target, out)
+
+
+def launch_column_reduce(matrix: DeviceArray, op: int, out: DeviceArray) -> None:
+    """Row p of C-contiguous (chunks, C) ``out`` = the ``op`` reduction of chunk p of the rows of
+    C-contiguous (R, C) ``matrix`` (``kernels.rows.column_reduce``)."""
+    rows, columns = matrix.shape
+    rt.launch(kernels.rows.column_reduce, rt.plane_launch(out.shape[0], columns), matrix.flat_arg(), rows, columns,
+              op, out.flat_arg())
 
 
 # A row sum runs one block per row: a few long rows (a loss's .sum(), a full reduction) would leave

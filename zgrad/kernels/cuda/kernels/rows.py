@@ -156,20 +156,22 @@ def chunk_of_rows(p, rows, chunks):
 
 
 @kernel
-def column_reduce(x, op, out):
-    """out[p, j] = the sum (``op`` SUM), product (PROD) or NaN-skipping sum (NANSUM) of x[r, j]
-    over the rows r of chunk p (x's rows split into out.shape[0] chunks), accumulated in out's
-    dtype: a reduction over the leading axes that reads x in place, each thread a column (grid y
-    walks the chunks; grid x and the threads, the columns)."""
+def column_reduce(x, rows, columns, op, out):
+    """Row p of out = the sum (``op`` SUM), product (PROD) or NaN-skipping sum (NANSUM) over the
+    rows of chunk p of x, accumulated in out's dtype: a reduction over the leading axes that reads
+    x in place, each thread a column (grid y walks the chunks; grid x and the threads, the columns).
+    x holds ``rows`` rows of ``columns`` elements, out one row per chunk, both C-ordered and flat
+    (the allocations' own arrays: no strided wrapper per launch)."""
     T = out.dtype.type
-    n, chunks = x.shape[1], out.shape[0]
+    chunks = out.size // columns
     for p in range(cuda.blockIdx.y, chunks, cuda.gridDim.y):
-        start, end = chunk_of_rows(p, x.shape[0], chunks)
-        for j in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, n, cuda.gridDim.x * cuda.blockDim.x):
+        start, end = chunk_of_rows(p, rows, chunks)
+        for j in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, columns,
+                       cuda.gridDim.x * cuda.blockDim.x):
             acc = T(1) if op == PROD else T(0)
             for r in range(start, end):
-                acc = _accumulate(acc, x[r, j], op, T)
-            out[p, j] = acc
+                acc = _accumulate(acc, x[r * columns + j], op, T)
+            out[p * columns + j] = acc
 
 
 @device
@@ -521,7 +523,7 @@ def ptx_signatures() -> list:
         idx = i64[::1]
         cases += [
             ("row_reduce", row_reduce.py_func, (m, i64, v)),
-            ("column_reduce", column_reduce.py_func, (m, i64, m)),
+            ("column_reduce", column_reduce.py_func, (v, i64, i64, i64, v)),
             ("row_scan", row_scan.py_func, (m, types.boolean, types.boolean, types.boolean, m)),
             ("row_extreme", row_extreme.py_func, (m, types.boolean, v)),
             ("row_norm", row_norm.py_func, (m, dt, dt, v)),
@@ -542,7 +544,7 @@ def ptx_signatures() -> list:
     for dt in (types.boolean, types.uint8, types.int8, types.int16, types.int32, types.int64):
         cases += [
             ("row_reduce", row_reduce.py_func, (dt[:, ::1], i64, i64[::1])),
-            ("column_reduce", column_reduce.py_func, (dt[:, ::1], i64, i64[:, ::1])),
+            ("column_reduce", column_reduce.py_func, (dt[::1], i64, i64, i64, i64[::1])),
             ("row_scan", row_scan.py_func, (dt[:, ::1], flag, flag, flag, i64[:, ::1])),
         ]
     return cases
