@@ -253,17 +253,19 @@ def _or_none(affine: DeviceArray | None, x: DeviceArray) -> DeviceArray:
 
 
 def _layer_norm_backward(grad, x, weight, mean, invstd, grad_x, grad_weight, grad_bias):
-    """Gradients of layer norm over the rows of (R, C) ``x``; a None output is not computed."""
+    """Gradients of layer norm over the rows of C-contiguous (R, C) ``x`` and ``grad``; a None
+    output is not computed. The kernels take every array flat."""
     k = kernels.layer_norm
     rows, channels = x.shape
+    grad_flat, x_flat, mean_flat, invstd_flat = grad.flat_arg(), x.flat_arg(), mean.flat_arg(), invstd.flat_arg()
     if grad_x is not None:
-        launch_rows(k.layer_norm_backward_rows, rows, grad, x, _or_none(weight, x), mean, invstd,
-                     grad_x.reshape(rows, channels))
+        launch_rows(k.layer_norm_backward_rows, rows, grad_flat, x_flat, rows, channels,
+                    _or_none(weight, x).flat_arg(), mean_flat, invstd_flat, grad_x.flat_arg())
     if grad_weight is not None or grad_bias is not None:
         chunks = min(rows, PARAMETER_CHUNKS)
         parts = [_new((chunks, channels), x.dtype) for _ in range(2)]
-        rt.launch(k.layer_norm_parameter_partials, rt.plane_launch(chunks, channels), grad.arg(), x.arg(), mean.arg(),
-                  invstd.arg(), parts[0].arg(), parts[1].arg())
+        rt.launch(k.layer_norm_parameter_partials, rt.plane_launch(chunks, channels), grad_flat, x_flat, rows,
+                  channels, mean_flat, invstd_flat, parts[0].flat_arg(), parts[1].flat_arg())
         for part, target in zip(parts, (grad_weight, grad_bias)):
             if target is not None:
                 launch_column_reduce(part, kernels.rows.SUM, target.reshape(1, channels))
@@ -279,9 +281,9 @@ def group_norm(x, weight, bias, groups, eps, out, save_mean, save_invstd):
     batch, channels, size = x.shape
     x = contiguous(x)
     if _is_layer_norm(x, groups):
-        launch_rows(kernels.layer_norm.layer_norm_rows, batch, x.reshape(batch, channels), _or_none(weight, x),
-                     _or_none(bias, x), x.dtype.type(eps), out.reshape(batch, channels), save_mean.reshape(-1),
-                     save_invstd.reshape(-1))
+        launch_rows(kernels.layer_norm.layer_norm_rows, batch, x.flat_arg(), batch, channels,
+                    _or_none(weight, x).flat_arg(), _or_none(bias, x).flat_arg(), x.dtype.type(eps), out.flat_arg(),
+                    save_mean.flat_arg(), save_invstd.flat_arg())
         return out, save_mean, save_invstd
     _stats(x.reshape(batch * groups, -1), eps, save_mean, save_invstd)
     shape4 = (batch, groups, channels // groups, size)

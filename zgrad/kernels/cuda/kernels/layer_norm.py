@@ -1,8 +1,9 @@
-"""CUDA kernels of layer normalization over the rows of a C-contiguous (R, C) array: the forward
-and the input gradient one block per row, the weight and bias gradients' partial sums over chunks
-of rows (then summed by ``rows.column_reduce``). Host side: the layer-norm case of
-:func:`zgrad.kernels.cuda.layers.group_norm` and its backward. ``weight`` and ``bias`` are (C,)
-arrays, or empty (0,) ones for none. Kernels only.
+"""CUDA kernels of layer normalization over the ``rows`` rows of ``n`` elements of a C-contiguous
+array: the forward and the input gradient one block per row, the weight and bias gradients'
+partial sums over chunks of rows (then summed by ``rows.column_reduce``). Host side: the
+layer-norm case of :func:`zgrad.kernels.cuda.layers.group_norm` and its backward. Every array
+arrives flat (the allocation's own array: no strided wrapper per launch); ``weight`` and ``bias``
+are (n,) arrays, or empty (0,) ones for none. Kernels only.
 """
 
 from __future__ import annotations
@@ -16,72 +17,74 @@ __all__ = ["layer_norm_backward_rows", "layer_norm_parameter_partials", "layer_n
 
 
 @kernel
-def layer_norm_rows(x, weight, bias, eps, out, mean, invstd):
-    """out[r] = (x[r] - mean[r]) * invstd[r] * weight + bias, with mean[r] and invstd[r] = 1 /
-    sqrt(var + eps) of the row (two passes; the biased variance) saved."""
+def layer_norm_rows(x, rows, n, weight, bias, eps, out, mean, invstd):
+    """Row r of out = (row r of x - mean[r]) * invstd[r] * weight + bias, with mean[r] and
+    invstd[r] = 1 / sqrt(var + eps) of the row (two passes; the biased variance) saved."""
     buf = cuda.shared.array(MAX_BLOCK, out.dtype)
     T = out.dtype.type
-    n, t, step = x.shape[1], cuda.threadIdx.x, cuda.blockDim.x
-    for r in range(cuda.blockIdx.x, x.shape[0], cuda.gridDim.x):
+    t, step = cuda.threadIdx.x, cuda.blockDim.x
+    for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+        row = r * n
         acc = T(0)
         for j in range(t, n, step):
-            acc += x[r, j]
+            acc += x[row + j]
         m = block_sum(buf, acc) / T(n)
         acc = T(0)
         for j in range(t, n, step):
-            d = x[r, j] - m
+            d = x[row + j] - m
             acc += d * d
         s = T(1) / math.sqrt(block_sum(buf, acc) / T(n) + eps)
         for j in range(t, n, step):
-            y = (x[r, j] - m) * s
+            y = (x[row + j] - m) * s
             if weight.size:
                 y *= weight[j]
             if bias.size:
                 y += bias[j]
-            out[r, j] = y
+            out[row + j] = y
         if t == 0:
             mean[r] = m
             invstd[r] = s
 
 
 @kernel
-def layer_norm_backward_rows(grad, x, weight, mean, invstd, grad_x):
-    """grad_x[r] = (d - xhat * mean(d * xhat) - mean(d)) * invstd[r] with xhat the normalized row
-    and d = grad[r] * weight."""
+def layer_norm_backward_rows(grad, x, rows, n, weight, mean, invstd, grad_x):
+    """Row r of grad_x = (d - xhat * mean(d * xhat) - mean(d)) * invstd[r] with xhat the
+    normalized row and d = row r of grad * weight."""
     buf = cuda.shared.array(MAX_BLOCK, grad_x.dtype)
     T = grad_x.dtype.type
-    n, t, step = x.shape[1], cuda.threadIdx.x, cuda.blockDim.x
-    for r in range(cuda.blockIdx.x, x.shape[0], cuda.gridDim.x):
+    t, step = cuda.threadIdx.x, cuda.blockDim.x
+    for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+        row = r * n
         m, s = mean[r], invstd[r]
         acc_d, acc_dx = T(0), T(0)
         for j in range(t, n, step):
-            d = grad[r, j] * weight[j] if weight.size else grad[r, j]
+            d = grad[row + j] * weight[j] if weight.size else grad[row + j]
             acc_d += d
-            acc_dx += d * (x[r, j] - m) * s
+            acc_dx += d * (x[row + j] - m) * s
         mean_d = block_sum(buf, acc_d) / T(n)
         mean_dx = block_sum(buf, acc_dx) / T(n)
         for j in range(t, n, step):
-            d = grad[r, j] * weight[j] if weight.size else grad[r, j]
-            grad_x[r, j] = (d - (x[r, j] - m) * s * mean_dx - mean_d) * s
+            d = grad[row + j] * weight[j] if weight.size else grad[row + j]
+            grad_x[row + j] = (d - (x[row + j] - m) * s * mean_dx - mean_d) * s
 
 
 @kernel
-def layer_norm_parameter_partials(grad, x, mean, invstd, weight_parts, bias_parts):
-    """weight_parts[p, j] = the sum of grad[r, j] * xhat[r, j] and bias_parts[p, j] that of
-    grad[r, j] over the rows r of chunk p (the rows split into weight_parts.shape[0] chunks);
+def layer_norm_parameter_partials(grad, x, rows, n, mean, invstd, weight_parts, bias_parts):
+    """Element j of row p of weight_parts = the sum of grad * xhat at column j over the rows of
+    chunk p, and of bias_parts that of grad (the rows split into weight_parts.size // n chunks);
     grid y walks the chunks, grid x and threads the columns."""
     T = weight_parts.dtype.type
-    n, chunks = x.shape[1], weight_parts.shape[0]
+    chunks = weight_parts.size // n
     for p in range(cuda.blockIdx.y, chunks, cuda.gridDim.y):
-        start, end = chunk_of_rows(p, x.shape[0], chunks)
+        start, end = chunk_of_rows(p, rows, chunks)
         for j in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, n, cuda.gridDim.x * cuda.blockDim.x):
             acc_w, acc_b = T(0), T(0)
             for r in range(start, end):
-                g = grad[r, j]
-                acc_w += g * (x[r, j] - mean[r]) * invstd[r]
+                g = grad[r * n + j]
+                acc_w += g * (x[r * n + j] - mean[r]) * invstd[r]
                 acc_b += g
-            weight_parts[p, j] = acc_w
-            bias_parts[p, j] = acc_b
+            weight_parts[p * n + j] = acc_w
+            bias_parts[p * n + j] = acc_b
 
 
 def ptx_signatures() -> list:
@@ -89,11 +92,12 @@ def ptx_signatures() -> list:
     from numba import types
 
     cases = []
+    i64 = types.int64
     for dt in (types.float32, types.float64):
-        m, v = dt[:, ::1], dt[::1]
+        v = dt[::1]
         cases += [
-            ("layer_norm_rows", layer_norm_rows.py_func, (m, v, v, dt, m, v, v)),
-            ("layer_norm_backward_rows", layer_norm_backward_rows.py_func, (m, m, v, v, v, m)),
-            ("layer_norm_parameter_partials", layer_norm_parameter_partials.py_func, (m, m, v, v, m, m)),
+            ("layer_norm_rows", layer_norm_rows.py_func, (v, i64, i64, v, v, dt, v, v, v)),
+            ("layer_norm_backward_rows", layer_norm_backward_rows.py_func, (v, v, i64, i64, v, v, v, v)),
+            ("layer_norm_parameter_partials", layer_norm_parameter_partials.py_func, (v, v, i64, i64, v, v, v, v)),
         ]
     return cases
