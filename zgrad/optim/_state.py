@@ -8,6 +8,7 @@ instead of a state entry, so the state holds exactly the entries PyTorch's would
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from zgrad.kernels import dispatch
@@ -22,5 +23,11 @@ def full_like(param: Tensor, value: float = 0) -> Any:
 
 
 def unused(param: Tensor) -> Any:
-    """An empty array of ``param``'s dtype and device, for a state argument the kernel ignores."""
-    return dispatch.empty((0,), param.dtype, dispatch.device_type_of(param._data))
+    """An empty array of ``param``'s dtype and device, for a state argument the kernel ignores
+    (one per dtype and device, shared: it has no element to write)."""
+    return _empty(param._data.dtype, dispatch.device_type_of(param._data))
+
+
+@functools.lru_cache(maxsize=None)
+def _empty(dtype: Any, device_type: str) -> Any:
+    return dispatch.empty((0,), dtype, device_type)

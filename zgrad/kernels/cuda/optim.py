@@ -83,7 +83,7 @@ def adam_steps(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step, lr, 
         part = slice(start, start + most)
         group = [tuple(a.flat_arg() for a in arrays[part]) for arrays in (params, exp_avgs, exp_avg_sqs)]
         gradients = tuple(contiguous(g).flat_arg() for g in grads[part])
-        maxima = tuple((a.flat_arg() if amsgrad else a.reshape(-1).arg()) for a in max_exp_avg_sqs[part])
+        maxima = tuple((a.flat_arg() if amsgrad else a.arg()) for a in max_exp_avg_sqs[part])  # unused: (0,), cached
         rt.launch(kernels.optim.adam_steps, ((blocks, len(gradients)), block), group[0], gradients, group[1], group[2],
                   maxima, *scalars)
 
