@@ -28,6 +28,6 @@ def unused(param: Tensor) -> Any:
     return _empty(param._data.dtype, dispatch.device_type_of(param._data))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _empty(dtype: Any, device_type: str) -> Any:
     return dispatch.empty((0,), dtype, device_type)
