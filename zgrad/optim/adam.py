@@ -13,6 +13,9 @@ from zgrad.tensor import Tensor
 __all__ = ["Adam"]
 
 
+_AMSGRAD = 5  # where Adam._options puts amsgrad among the kernels' arguments
+
+
 @functools.cache
 def _takes_groups(backend: Any) -> bool:
     """Whether ``backend`` steps a group of parameters at once (``adam_steps``)."""
@@ -68,7 +71,7 @@ class Adam(Optimizer):
         self._step_one(dispatch.backend_of(param._data), param, grad, state, self._options(group))
 
     def _step_one(self, be: Any, param: Tensor, grad: Any, state: dict[str, Any], options: tuple) -> None:
-        amsgrad = options[5]
+        amsgrad = options[_AMSGRAD]
         be.adam_step(
             param._data, grad, state["exp_avg"], state["exp_avg_sq"],
             state["max_exp_avg_sq"] if amsgrad else unused(param), state["step"], *options)
@@ -85,7 +88,7 @@ class Adam(Optimizer):
                 together.setdefault((be, param.dtype, state["step"]), []).append((param, grad, state))
             else:
                 self._step_one(be, param, grad, state, options)
-        amsgrad = options[5]
+        amsgrad = options[_AMSGRAD]
         for (be, _, step), members in together.items():
             be.adam_steps([p._data for p, _, _ in members], [g for _, g, _ in members],
                           [s["exp_avg"] for _, _, s in members], [s["exp_avg_sq"] for _, _, s in members],

@@ -37,7 +37,6 @@ def _launch(kernel, count: int, *args) -> None:
         rt.launch(kernel, rt.grid_1d(count), *(a.arg() if isinstance(a, DeviceArray) else a for a in args))
 
 
-
 def _by_products(q: DeviceArray) -> bool:
     return q.dtype in FULL_FLOAT_DTYPES and cublas.available()
 
@@ -78,7 +77,7 @@ def attention(q, k, v, mask, scale, causal, seed, threshold, dropout_scale, out,
     for z0, z1 in _head_chunks(q, k):
         weights = _scores(qz, kz, z0, z1)
         launch_rows(kernels.attention.attention_weights, weights.shape[0] * weights.shape[1], weights, full,
-                     *options, kv_heads, z0, lse)
+                    *options, kv_heads, z0, lse)
         matmul(weights, vz[z0:z1], outz[z0:z1])
     if target is not out:
         out[...] = target
@@ -101,7 +100,7 @@ def attention_backward(grad, q, k, v, mask, out, lse, scale, causal, seed, thres
                 *options, grad, lse, deltas, grad_k, grad_v)
         return grad_q, grad_k, grad_v, grad_mask
     launch_rows(kernels.attention.attention_deltas, lse.size, grad.reshape(lse.size, -1),
-                 contiguous(out).reshape(lse.size, -1), deltas.reshape(-1))
+                contiguous(out).reshape(lse.size, -1), deltas.reshape(-1))
     kv_heads = k.shape[1]
     qz, kz, vz, gz = _grouped(q, kv_heads), _grouped(k, kv_heads), _grouped(v, kv_heads), _grouped(grad, kv_heads)
     dqz, dkz, dvz = _grouped(grad_q, kv_heads), _grouped(grad_k, kv_heads), _grouped(grad_v, kv_heads)
@@ -109,7 +108,7 @@ def attention_backward(grad, q, k, v, mask, out, lse, scale, causal, seed, thres
         weights = _scores(qz, kz, z0, z1)
         score_grads = matmul(gz[z0:z1], vz[z0:z1].transpose(0, 2, 1), DeviceArray.empty(weights.shape, q.dtype))
         launch_rows(kernels.attention.attention_score_gradients, weights.shape[0] * weights.shape[1], weights,
-                     score_grads, full, *options, kv_heads, z0, lse, deltas, mask_grad)
+                    score_grads, full, *options, kv_heads, z0, lse, deltas, mask_grad)
         matmul(weights.transpose(0, 2, 1), gz[z0:z1], dvz[z0:z1])
         matmul(score_grads, kz[z0:z1], dqz[z0:z1])
         matmul(score_grads.transpose(0, 2, 1), qz[z0:z1], dkz[z0:z1])

@@ -251,7 +251,6 @@ def _or_none(affine: DeviceArray | None, x: DeviceArray) -> DeviceArray:
     return DeviceArray.empty((0,), x.dtype) if affine is None else affine
 
 
-
 def _layer_norm_backward(grad, x, weight, mean, invstd, grad_x, grad_weight, grad_bias):
     """Gradients of layer norm over the rows of C-contiguous (R, C) ``x`` and ``grad``; a None
     output is not computed. The kernels take every array flat."""

@@ -22,7 +22,6 @@ from zgrad.kernels.promotion import FULL_FLOAT_DTYPES
 __all__ = ["groupable", "mul_each", "vector_norms"]
 
 
-
 def groupable(arrays: Sequence[DeviceArray], dtype: np.dtype) -> bool:
     """Whether the multi-tensor kernels take ``arrays``: non-empty, C-contiguous, all of the
     floating ``dtype``."""

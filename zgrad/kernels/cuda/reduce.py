@@ -186,7 +186,7 @@ def _scan(x, axis: int, product: bool, reverse: bool, exclusive: bool, out):
     in_place = axis == x.ndim - 1 and out.flags.c_contiguous  # rows of out are rows of the result
     scanned = out.reshape(matrix.shape) if in_place else DeviceArray.empty(matrix.shape, out.dtype)
     launch_rows(kernels.rows.row_scan, matrix.shape[0], matrix.arg(), bool(product), bool(reverse),
-                 bool(exclusive), scanned.arg())
+                bool(exclusive), scanned.arg())
     if in_place:
         return out
     perm = [d for d in range(x.ndim) if d != axis] + [axis]
@@ -282,7 +282,7 @@ def log_softmax(x, out):
 def _softmax_backward(grad, y, out, log: bool):
     g, rows = _last_axis_rows(grad), _last_axis_rows(y)
     launch_rows(kernels.rows.softmax_backward, rows.shape[0], g.arg(), rows.arg(), log,
-                 out.reshape(rows.shape).arg())
+                out.reshape(rows.shape).arg())
     return out
 
 
@@ -305,7 +305,7 @@ def logsumexp_backward_rows(grad, x, result, out):
 
 def var_rows(x, correction, mean_out, var_out):
     launch_rows(kernels.rows.variance, x.shape[0], x.arg(), x.dtype.type(correction), mean_out.arg(),
-                 var_out.arg())
+                var_out.arg())
     return var_out
 
 
@@ -365,15 +365,15 @@ def cross_entropy_backward(probs, targets, ignore_index: int, grad, divisor, out
 def class_loss(logits, targets, weight, ignore_index: int, smoothing: float, probs_out, loss_out, weight_out):
     logits = contiguous(logits)
     launch_rows(kernels.rows.class_loss, logits.shape[0], logits.arg(), targets.arg(),
-                 _or_weight(weight, logits.dtype).arg(), int(ignore_index), logits.dtype.type(smoothing),
-                 probs_out.arg(), loss_out.arg(), weight_out.arg())
+                _or_weight(weight, logits.dtype).arg(), int(ignore_index), logits.dtype.type(smoothing),
+                probs_out.arg(), loss_out.arg(), weight_out.arg())
     return loss_out
 
 
 def class_loss_backward(probs, targets, weight, ignore_index: int, smoothing: float, row_grad, out):
     launch_rows(kernels.rows.class_loss_backward, probs.shape[0], probs.arg(), targets.arg(),
-                 _or_weight(weight, probs.dtype).arg(), int(ignore_index), probs.dtype.type(smoothing),
-                 contiguous(row_grad).reshape(-1).arg(), out.arg())
+                _or_weight(weight, probs.dtype).arg(), int(ignore_index), probs.dtype.type(smoothing),
+                contiguous(row_grad).reshape(-1).arg(), out.arg())
     return out
 
 
