@@ -46,11 +46,12 @@ def vector_norms(arrays: Sequence[DeviceArray], order: float, out: DeviceArray) 
     partials = DeviceArray.empty((len(arrays), blocks), out.dtype)
     for start, group in _groups(arrays):
         rt.launch(kernels.multi_tensor.norm_partials, ((blocks, len(group)), block), group, t(order),
-                  partials[start:start + len(group)].arg())
+                  partials.flat_arg(), start)
     # each row of partials combines as in a long array's norm: sums add (order 1), extremes compare
     combine = t(order if math.isinf(order) else 1.0)
     root = t(1.0 if math.isinf(order) or order == 0 else 1.0 / order)
-    launch_rows(kernels.rows.row_norm, len(arrays), partials, combine, root, out)
+    launch_rows(kernels.rows.row_norm, len(arrays), partials.flat_arg(), *partials.shape, combine, root,
+                out.flat_arg())
     return out
 
 
@@ -62,4 +63,4 @@ def mul_each(arrays: Sequence[DeviceArray], factor: DeviceArray) -> None:
         return
     blocks, block = rt.grid_1d(max(a.size for a in arrays))
     for _, group in _groups(arrays):
-        rt.launch(kernels.multi_tensor.scale, ((blocks, len(group)), block), group, factor.reshape(1).arg())
+        rt.launch(kernels.multi_tensor.scale, ((blocks, len(group)), block), group, factor.flat_arg())

@@ -82,7 +82,7 @@ def _reduce(x, axis, out, op: int):
         for r in range(rows):
             _split_row_reduce(matrix[r], flat[r:r + 1], op)
     else:
-        launch_rows(kernels.rows.row_reduce, rows, matrix.arg(), op, flat.arg())
+        launch_rows(kernels.rows.row_reduce, rows, matrix.flat_arg(), rows, length, op, flat.flat_arg())
     return out if target is out else unary_op("copy", target, out)
 
 
@@ -141,8 +141,8 @@ def _split_row_reduce(row: DeviceArray, out: DeviceArray, op: int) -> None:
     # the chunks' partial results combine as a plain sum or product: a NaN that a nansum's chunk
     # makes of inf - inf is a result, not an element to skip
     combine = k.PROD if op == k.PROD else k.SUM
-    _two_passes(row, out, lambda m, o: launch_rows(k.row_reduce, m.shape[0], m.arg(), op, o.arg()),
-                lambda m, o: launch_rows(k.row_reduce, 1, m.arg(), combine, o.arg()))
+    _two_passes(row, out, lambda m, o: launch_rows(k.row_reduce, m.shape[0], m.flat_arg(), *m.shape, op, o.flat_arg()),
+                lambda m, o: launch_rows(k.row_reduce, 1, m.flat_arg(), *m.shape, combine, o.flat_arg()))
 
 
 def _two_passes(row: DeviceArray, out: DeviceArray, reduce_rows: Any, reduce_partials: Any) -> None:
@@ -171,12 +171,13 @@ def vector_norm(x, order, out):
     if flat.size == 0:
         unary_op("copy", empty, target)
     elif flat.size < SPLIT_MIN_LENGTH:
-        launch_rows(k.row_norm, 1, flat.reshape(1, -1).arg(), t(order), root, target.arg())
+        launch_rows(k.row_norm, 1, flat.flat_arg(), 1, flat.size, t(order), root, target.flat_arg())
     else:  # partial sums of |x| ** order add up (order 1), partial extremes compare (inf, -inf)
         combine = t(order if math.isinf(order) else 1.0)
         _two_passes(flat, target,
-                    lambda m, o: launch_rows(k.row_norm, m.shape[0], m.arg(), t(order), t(1.0), o.arg()),
-                    lambda m, o: launch_rows(k.row_norm, 1, m.arg(), combine, root, o.arg()))
+                    lambda m, o: launch_rows(k.row_norm, m.shape[0], m.flat_arg(), *m.shape, t(order), t(1.0),
+                                             o.flat_arg()),
+                    lambda m, o: launch_rows(k.row_norm, 1, m.flat_arg(), *m.shape, combine, root, o.flat_arg()))
     return out
 
 
@@ -267,7 +268,7 @@ def _softmax(x, out, log: bool):
     k = kernels.rows
     block = rt.row_launch(rows.shape[0])[1]
     kernel = k.softmax_cached if rows.shape[1] <= k.CACHED_ROW_PER_THREAD * block else k.softmax
-    launch_rows(kernel, rows.shape[0], rows.arg(), log, out.reshape(rows.shape).arg())
+    launch_rows(kernel, rows.shape[0], rows.flat_arg(), *rows.shape, log, out.flat_arg())
     return out
 
 
@@ -281,8 +282,8 @@ def log_softmax(x, out):
 
 def _softmax_backward(grad, y, out, log: bool):
     g, rows = _last_axis_rows(grad), _last_axis_rows(y)
-    launch_rows(kernels.rows.softmax_backward, rows.shape[0], g.arg(), rows.arg(), log,
-                out.reshape(rows.shape).arg())
+    launch_rows(kernels.rows.softmax_backward, rows.shape[0], g.flat_arg(), rows.flat_arg(), *rows.shape, log,
+                out.flat_arg())
     return out
 
 
@@ -295,7 +296,7 @@ def log_softmax_backward(grad, y, out):
 
 
 def logsumexp_rows(x, out):
-    launch_rows(kernels.rows.logsumexp, x.shape[0], x.arg(), out.arg())
+    launch_rows(kernels.rows.logsumexp, x.shape[0], contiguous(x).flat_arg(), *x.shape, out.flat_arg())
     return out
 
 
@@ -340,8 +341,8 @@ def cross_entropy(logits, targets, ignore_index: int, mean: bool, probs_out, los
     class_loss(logits, targets, DeviceArray.empty((0,), dtype), ignore_index, 0.0, probs_out, loss, row_weight)
     totals = DeviceArray.empty((2,), dtype)
     sum(_stack_rows(loss, row_weight), (1,), False, totals)
-    rt.launch(kernels.rows.loss_ratio, (1, 1), totals.arg(), bool(mean), loss_out.reshape(1).arg(),
-              divisor_out.reshape(1).arg())
+    rt.launch(kernels.rows.loss_ratio, (1, 1), totals.flat_arg(), bool(mean), loss_out.flat_arg(),
+              divisor_out.flat_arg())
     return loss_out
 
 
@@ -357,23 +358,25 @@ def cross_entropy_backward(probs, targets, ignore_index: int, grad, divisor, out
     device arrays, read by the kernel)."""
     if out.size:
         grad = grad if grad.dtype == probs.dtype else unary_op("copy", grad, DeviceArray.empty((), probs.dtype))
-        rt.launch(kernels.rows.cross_entropy_backward, rt.grid_1d(out.size), probs.arg(), targets.arg(),
-                  int(ignore_index), contiguous(grad).reshape(1).arg(), divisor.reshape(1).arg(), out.arg())
+        rt.launch(kernels.rows.cross_entropy_backward, rt.grid_1d(out.size), probs.flat_arg(), probs.shape[1],
+                  contiguous(targets).flat_arg(), int(ignore_index), contiguous(grad).flat_arg(), divisor.flat_arg(),
+                  out.flat_arg())
     return out
 
 
 def class_loss(logits, targets, weight, ignore_index: int, smoothing: float, probs_out, loss_out, weight_out):
     logits = contiguous(logits)
-    launch_rows(kernels.rows.class_loss, logits.shape[0], logits.arg(), targets.arg(),
-                _or_weight(weight, logits.dtype).arg(), int(ignore_index), logits.dtype.type(smoothing),
-                probs_out.arg(), loss_out.arg(), weight_out.arg())
+    launch_rows(kernels.rows.class_loss, logits.shape[0], logits.flat_arg(), *logits.shape,
+                contiguous(targets).flat_arg(), contiguous(_or_weight(weight, logits.dtype)).flat_arg(),
+                int(ignore_index), logits.dtype.type(smoothing), probs_out.flat_arg(), loss_out.flat_arg(),
+                weight_out.flat_arg())
     return loss_out
 
 
 def class_loss_backward(probs, targets, weight, ignore_index: int, smoothing: float, row_grad, out):
-    launch_rows(kernels.rows.class_loss_backward, probs.shape[0], probs.arg(), targets.arg(),
-                _or_weight(weight, probs.dtype).arg(), int(ignore_index), probs.dtype.type(smoothing),
-                contiguous(row_grad).reshape(-1).arg(), out.arg())
+    launch_rows(kernels.rows.class_loss_backward, probs.shape[0], probs.flat_arg(), *probs.shape,
+                contiguous(targets).flat_arg(), contiguous(_or_weight(weight, probs.dtype)).flat_arg(),
+                int(ignore_index), probs.dtype.type(smoothing), contiguous(row_grad).flat_arg(), out.flat_arg())
     return out
 
 

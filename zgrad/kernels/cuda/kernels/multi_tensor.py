@@ -20,10 +20,11 @@ MAX_TENSORS = 8
 
 
 @kernel
-def norm_partials(arrays, order, partials):
-    """partials[k, b] = over the elements of arrays[k] that block b (of grid x) strides over: the
-    largest |x| for order inf, the smallest for -inf (inf for none), the count of non-zeros for
-    order 0, else the sum of |x| ** order (squares for 2). ``order`` in partials' dtype."""
+def norm_partials(arrays, order, partials, first):
+    """partials[first + k, b] = over the elements of arrays[k] that block b (of grid x) strides
+    over: the largest |x| for order inf, the smallest for -inf (inf for none), the count of
+    non-zeros for order 0, else the sum of |x| ** order (squares for 2). ``order`` in partials'
+    dtype; partials flat, rows of gridDim.x."""
     buf = cuda.shared.array(MAX_BLOCK, partials.dtype)
     T = partials.dtype.type
     k = cuda.blockIdx.y
@@ -41,7 +42,7 @@ def norm_partials(arrays, order, partials):
             acc += norm_term(T(math.fabs(x[i])), order, T)
         result = block_sum(buf, acc)
     if cuda.threadIdx.x == 0:
-        partials[k, cuda.blockIdx.x] = result
+        partials[(first + k) * cuda.gridDim.x + cuda.blockIdx.x] = result
 
 
 @kernel
@@ -63,7 +64,7 @@ def ptx_signatures() -> list:
         for count in (MAX_TENSORS, 1):
             group = types.UniTuple(dt[::1], count)
             cases += [
-                ("norm_partials", norm_partials.py_func, (group, dt, dt[:, ::1])),
+                ("norm_partials", norm_partials.py_func, (group, dt, dt[::1], types.int64)),
                 ("scale", scale.py_func, (group, dt[::1])),
             ]
     return cases

@@ -1,5 +1,8 @@
 """Row-wise CUDA kernels: one block per row of a C-contiguous (R, N) array (rows stride past the
 grid), the block's threads striding over the row and combining through a shared-memory tree.
+The kernels on a training step's path (sums, norms, softmax, the cross-entropy) take their arrays
+flat with the row count and width: a flat array is the allocation's own, where a 2-D one needs a
+new strided wrapper per launch.
 
 Reductions (sum, product, nansum, max/min, argmax/argmin, vector norms), running sums and products, softmax
 and log-softmax with their gradients, logsumexp, variance, and the class losses. Accumulators
@@ -104,43 +107,46 @@ def block_extreme(buf, value, largest):
 
 
 @device
-def _row_max(x, r, buf):
-    n = x.shape[1]
-    m = x[r, min(cuda.threadIdx.x, n - 1)]
+def _row_max(x, row, n, buf):
+    """The largest of the ``n`` elements of flat ``x`` from ``row`` on (NaN wins)."""
+    m = x[row + min(cuda.threadIdx.x, n - 1)]
     for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
-        m = _larger(m, x[r, j])
+        m = _larger(m, x[row + j])
     return block_extreme(buf, m, True)
 
 
 @device
-def _row_sum_exp(x, r, shift, buf, T):
+def _row_sum_exp(x, row, n, shift, buf, T):
+    """The sum of exp(v - ``shift``) over the ``n`` elements v of flat ``x`` from ``row`` on."""
     acc = T(0)
-    for j in range(cuda.threadIdx.x, x.shape[1], cuda.blockDim.x):
-        acc += math.exp(x[r, j] - shift)
+    for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
+        acc += math.exp(x[row + j] - shift)
     return block_sum(buf, acc)
 
 
 @kernel
-def row_reduce(x, op, out):
+def row_reduce(x, rows, n, op, out):
     """out[r] = the sum (``op`` SUM), product (PROD) or sum of the non-NaN elements (NANSUM) of
-    x[r, :], accumulated in out's dtype (0, or 1 for a product, for an empty row)."""
+    row r of x, accumulated in out's dtype (0, or 1 for a product, for an empty row). x: ``rows``
+    rows of ``n`` elements, flat."""
     buf = cuda.shared.array(MAX_BLOCK, out.dtype)
     T = out.dtype.type
     product = op == PROD
-    n, step = x.shape[1], cuda.blockDim.x
-    for r in range(cuda.blockIdx.x, x.shape[0], cuda.gridDim.x):
+    step = cuda.blockDim.x
+    for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+        row = r * n
         # four accumulators, four loads in flight per trip (one load per trip leaves the memory idle)
         acc0 = acc1 = acc2 = acc3 = T(1) if product else T(0)
         j = cuda.threadIdx.x
         while j + 3 * step < n:
-            v0, v1, v2, v3 = x[r, j], x[r, j + step], x[r, j + 2 * step], x[r, j + 3 * step]
+            v0, v1, v2, v3 = x[row + j], x[row + j + step], x[row + j + 2 * step], x[row + j + 3 * step]
             acc0 = _accumulate(acc0, v0, op, T)
             acc1 = _accumulate(acc1, v1, op, T)
             acc2 = _accumulate(acc2, v2, op, T)
             acc3 = _accumulate(acc3, v3, op, T)
             j += 4 * step
         while j < n:
-            acc0 = _accumulate(acc0, x[r, j], op, T)
+            acc0 = _accumulate(acc0, x[row + j], op, T)
             j += step
         acc = _combine(_combine(acc0, acc1, product), _combine(acc2, acc3, product), product)
         total = _block_reduce(buf, acc, product)
@@ -194,26 +200,27 @@ def norm_term(a, order, T):
 
 
 @kernel
-def row_norm(x, order, power, out):
+def row_norm(x, rows, n, order, power, out):
     """out[r] = (the sum over j of |x[r, j]| ** ``order``) ** ``power`` in out's dtype: squares for
     order 2 and absolute values for order 1 without a power, the count of non-zeros for order 0;
     for order inf (-inf) the largest (smallest) |x[r, j]| of the non-empty row, NaN winning, and no
     power. ``power`` 1 / order gives each row's norm, 1 the partial sums of a longer reduction.
-    ``order`` and ``power`` come in out's dtype (a float32 kernel computes in float32)."""
+    ``order`` and ``power`` come in out's dtype (a float32 kernel computes in float32). x: ``rows``
+    rows of ``n`` elements, flat."""
     buf = cuda.shared.array(MAX_BLOCK, out.dtype)
     T = out.dtype.type
     largest = order > T(0)
-    n = x.shape[1]
-    for r in range(cuda.blockIdx.x, x.shape[0], cuda.gridDim.x):
+    for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+        row = r * n
         if math.isinf(order):
-            m = T(math.fabs(x[r, min(cuda.threadIdx.x, n - 1)]))
+            m = T(math.fabs(x[row + min(cuda.threadIdx.x, n - 1)]))
             for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
-                m = extreme_of(m, T(math.fabs(x[r, j])), largest)
+                m = extreme_of(m, T(math.fabs(x[row + j])), largest)
             result = block_extreme(buf, m, largest)
         else:
             acc = T(0)
             for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
-                acc += norm_term(T(math.fabs(x[r, j])), order, T)
+                acc += norm_term(T(math.fabs(x[row + j])), order, T)
             total = block_sum(buf, acc)
             result = total if power == T(1) else math.pow(total, power)
         if cuda.threadIdx.x == 0:
@@ -301,19 +308,20 @@ CACHED_ROW_PER_THREAD = 8
 
 
 @kernel
-def softmax_cached(x, log, out):
+def softmax_cached(x, rows, n, log, out):
     """out[r] = softmax(x[r]) or, with ``log``, log_softmax(x[r]), max-shifted, for rows of at
     most CACHED_ROW_PER_THREAD * blockDim elements: one read of x (each thread keeps its elements)
-    and one exp per element."""
+    and one exp per element. x and out: ``rows`` rows of ``n`` elements, flat."""
     buf = cuda.shared.array(MAX_BLOCK, out.dtype)
     held = cuda.local.array(CACHED_ROW_PER_THREAD, out.dtype)
     T = out.dtype.type
-    n, t, step = x.shape[1], cuda.threadIdx.x, cuda.blockDim.x
+    t, step = cuda.threadIdx.x, cuda.blockDim.x
     count = (n - t + step - 1) // step if t < n else 0
-    for r in range(cuda.blockIdx.x, x.shape[0], cuda.gridDim.x):
+    for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+        row = r * n + t
         peak = -T(math.inf)
         for k in range(count):
-            held[k] = x[r, t + k * step]
+            held[k] = x[row + k * step]
         for k in range(count):
             peak = _larger(peak, held[k])
         peak = block_extreme(buf, peak, True)
@@ -324,51 +332,56 @@ def softmax_cached(x, log, out):
         total = block_sum(buf, acc)
         log_total = math.log(total)
         for k in range(count):
-            out[r, t + k * step] = held[k] - log_total if log else math.exp(held[k]) / total
+            out[row + k * step] = held[k] - log_total if log else math.exp(held[k]) / total
 
 
 @kernel
-def softmax(x, log, out):
-    """out[r] = softmax(x[r]) or, with ``log``, log_softmax(x[r]), max-shifted."""
+def softmax(x, rows, n, log, out):
+    """out[r] = softmax(x[r]) or, with ``log``, log_softmax(x[r]), max-shifted. x and out:
+    ``rows`` rows of ``n`` elements, flat."""
     buf = cuda.shared.array(MAX_BLOCK, out.dtype)
     T = out.dtype.type
-    for r in range(cuda.blockIdx.x, x.shape[0], cuda.gridDim.x):
-        peak = _row_max(x, r, buf)
-        total = _row_sum_exp(x, r, peak, buf, T)
+    for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+        row = r * n
+        peak = _row_max(x, row, n, buf)
+        total = _row_sum_exp(x, row, n, peak, buf, T)
         log_total = math.log(total)
-        for j in range(cuda.threadIdx.x, x.shape[1], cuda.blockDim.x):
-            shifted = x[r, j] - peak
-            out[r, j] = shifted - log_total if log else math.exp(shifted) / total
+        for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
+            shifted = x[row + j] - peak
+            out[row + j] = shifted - log_total if log else math.exp(shifted) / total
 
 
 @kernel
-def softmax_backward(grad, y, log, out):
-    """Softmax: out = y * (g - sum(g * y)); log-softmax: out = g - exp(y) * sum(g), per row."""
+def softmax_backward(grad, y, rows, n, log, out):
+    """Softmax: out = y * (g - sum(g * y)); log-softmax: out = g - exp(y) * sum(g), per row.
+    grad, y and out: ``rows`` rows of ``n`` elements, flat."""
     buf = cuda.shared.array(MAX_BLOCK, out.dtype)
     T = out.dtype.type
-    for r in range(cuda.blockIdx.x, y.shape[0], cuda.gridDim.x):
+    for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+        row = r * n
         acc = T(0)
-        for j in range(cuda.threadIdx.x, y.shape[1], cuda.blockDim.x):
-            acc += grad[r, j] if log else grad[r, j] * y[r, j]
+        for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
+            acc += grad[row + j] if log else grad[row + j] * y[row + j]
         total = block_sum(buf, acc)
-        for j in range(cuda.threadIdx.x, y.shape[1], cuda.blockDim.x):
+        for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
             if log:
-                out[r, j] = grad[r, j] - math.exp(y[r, j]) * total
+                out[row + j] = grad[row + j] - math.exp(y[row + j]) * total
             else:
-                out[r, j] = y[r, j] * (grad[r, j] - total)
+                out[row + j] = y[row + j] * (grad[row + j] - total)
 
 
 @kernel
-def logsumexp(x, out):
-    """out[r] = log(sum(exp(x[r]))), max-shifted; rows with an infinite max give it."""
+def logsumexp(x, rows, n, out):
+    """out[r] = log(sum(exp(x[r]))), max-shifted; rows with an infinite max give it. x: ``rows``
+    rows of ``n`` elements, flat."""
     buf = cuda.shared.array(MAX_BLOCK, out.dtype)
     T = out.dtype.type
-    for r in range(cuda.blockIdx.x, x.shape[0], cuda.gridDim.x):
-        peak = _row_max(x, r, buf)
+    for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+        peak = _row_max(x, r * n, n, buf)
         if peak == T(math.inf) or peak == -T(math.inf):
             total = T(1)
         else:
-            total = _row_sum_exp(x, r, peak, buf, T)
+            total = _row_sum_exp(x, r * n, n, peak, buf, T)
         if cuda.threadIdx.x == 0:
             out[r] = peak if (peak == T(math.inf) or peak == -T(math.inf)) else math.log(total) + peak
 
@@ -407,20 +420,21 @@ def _skipped(target, ignore_index, classes):
 
 
 @kernel
-def class_loss(logits, targets, weight, ignore_index, smoothing, probs_out, loss_out, weight_out):
+def class_loss(logits, rows, c, targets, weight, ignore_index, smoothing, probs_out, loss_out, weight_out):
     """probs_out = softmax(logits); per-row smoothed, weighted cross-entropy (PyTorch's form) into
-    loss_out, w[target] into weight_out (0 and 0 on ignored rows)."""
+    loss_out, w[target] into weight_out (0 and 0 on ignored rows). logits and probs_out: ``rows``
+    rows of ``c`` classes, flat."""
     buf = cuda.shared.array(MAX_BLOCK, loss_out.dtype)
     T = loss_out.dtype.type
-    c = logits.shape[1]
-    for r in range(cuda.blockIdx.x, logits.shape[0], cuda.gridDim.x):
-        peak = _row_max(logits, r, buf)
-        total = _row_sum_exp(logits, r, peak, buf, T)
+    for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+        row = r * c
+        peak = _row_max(logits, row, c, buf)
+        total = _row_sum_exp(logits, row, c, peak, buf, T)
         shift = peak + math.log(total)  # log_softmax = x - shift
         smooth = T(0)
         for j in range(cuda.threadIdx.x, c, cuda.blockDim.x):
-            probs_out[r, j] = math.exp(logits[r, j] - peak) / total
-            smooth += _class_weight(weight, j, T) * (shift - logits[r, j])
+            probs_out[row + j] = math.exp(logits[row + j] - peak) / total
+            smooth += _class_weight(weight, j, T) * (shift - logits[row + j])
         smooth = block_sum(buf, smooth)
         if cuda.threadIdx.x == 0:
             target = targets[r]
@@ -429,21 +443,22 @@ def class_loss(logits, targets, weight, ignore_index, smoothing, probs_out, loss
                 weight_out[r] = T(0)
             else:
                 w = _class_weight(weight, target, T)
-                loss_out[r] = (T(1) - smoothing) * w * (shift - logits[r, target]) + smoothing / T(c) * smooth
+                loss_out[r] = (T(1) - smoothing) * w * (shift - logits[row + target]) + smoothing / T(c) * smooth
                 weight_out[r] = w
 
 
 @kernel
-def class_loss_backward(probs, targets, weight, ignore_index, smoothing, row_grad, out):
-    """out = g (1-eps) w_t (p - onehot(t)) + g eps/C (sum(w) p - w) per row; 0 on ignored rows."""
+def class_loss_backward(probs, rows, c, targets, weight, ignore_index, smoothing, row_grad, out):
+    """out = g (1-eps) w_t (p - onehot(t)) + g eps/C (sum(w) p - w) per row; 0 on ignored rows.
+    probs and out: ``rows`` rows of ``c`` classes, flat."""
     buf = cuda.shared.array(MAX_BLOCK, out.dtype)
     T = out.dtype.type
-    c = probs.shape[1]
     acc = T(0)
     for j in range(cuda.threadIdx.x, c, cuda.blockDim.x):
         acc += _class_weight(weight, j, T)
     weight_sum = block_sum(buf, acc)
-    for r in range(cuda.blockIdx.x, probs.shape[0], cuda.gridDim.x):
+    for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+        row = r * c
         target = targets[r]
         g = row_grad[0] if row_grad.size == 1 else row_grad[r]
         skipped = _skipped(target, ignore_index, c)
@@ -451,10 +466,10 @@ def class_loss_backward(probs, targets, weight, ignore_index, smoothing, row_gra
         soft = g * smoothing / T(c)
         for j in range(cuda.threadIdx.x, c, cuda.blockDim.x):
             if skipped:
-                out[r, j] = T(0)
+                out[row + j] = T(0)
             else:
-                value = hard * probs[r, j] + soft * weight_sum * probs[r, j] - soft * _class_weight(weight, j, T)
-                out[r, j] = value - hard if j == target else value
+                value = hard * probs[row + j] + soft * weight_sum * probs[row + j] - soft * _class_weight(weight, j, T)
+                out[row + j] = value - hard if j == target else value
 
 
 @kernel
@@ -485,19 +500,19 @@ def nll_backward(targets, weight, ignore_index, row_grad, out):
 
 
 @kernel
-def cross_entropy_backward(probs, targets, ignore_index, grad, divisor, out):
+def cross_entropy_backward(probs, c, targets, ignore_index, grad, divisor, out):
     """out = grad[0] / divisor[0] * (probs - onehot(targets)), 0 on rows whose target is
-    ``ignore_index`` (or out of range); NaN throughout for a divisor of 0."""
+    ``ignore_index`` (or out of range); NaN throughout for a divisor of 0. probs and out: rows of
+    ``c`` classes, flat."""
     T = out.dtype.type
-    c = out.shape[1]
     scale = grad[0] / divisor[0] if divisor[0] != T(0) else T(math.nan)
     for k in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         i, j = k // c, k % c
         target = targets[i]
         if _skipped(target, ignore_index, c):
-            out[i, j] = T(0)
+            out[k] = T(0)
         else:
-            out[i, j] = scale * (probs[i, j] - (T(1) if j == target else T(0)))
+            out[k] = scale * (probs[k] - (T(1) if j == target else T(0)))
 
 
 @kernel
@@ -522,28 +537,28 @@ def ptx_signatures() -> list:
         m, v = dt[:, ::1], dt[::1]
         idx = i64[::1]
         cases += [
-            ("row_reduce", row_reduce.py_func, (m, i64, v)),
+            ("row_reduce", row_reduce.py_func, (v, i64, i64, i64, v)),
             ("column_reduce", column_reduce.py_func, (v, i64, i64, i64, v)),
             ("row_scan", row_scan.py_func, (m, types.boolean, types.boolean, types.boolean, m)),
             ("row_extreme", row_extreme.py_func, (m, types.boolean, v)),
-            ("row_norm", row_norm.py_func, (m, dt, dt, v)),
+            ("row_norm", row_norm.py_func, (v, i64, i64, dt, dt, v)),
             ("row_arg_extreme", row_arg_extreme.py_func, (m, types.boolean, idx)),
-            ("softmax", softmax.py_func, (m, types.boolean, m)),
-            ("softmax_cached", softmax_cached.py_func, (m, types.boolean, m)),
-            ("softmax_backward", softmax_backward.py_func, (m, m, types.boolean, m)),
-            ("logsumexp", logsumexp.py_func, (m, v)),
+            ("softmax", softmax.py_func, (v, i64, i64, types.boolean, v)),
+            ("softmax_cached", softmax_cached.py_func, (v, i64, i64, types.boolean, v)),
+            ("softmax_backward", softmax_backward.py_func, (v, v, i64, i64, types.boolean, v)),
+            ("logsumexp", logsumexp.py_func, (v, i64, i64, v)),
             ("variance", variance.py_func, (m, dt, v, v)),
-            ("class_loss", class_loss.py_func, (m, idx, v, i64, dt, m, v, v)),
-            ("class_loss_backward", class_loss_backward.py_func, (m, idx, v, i64, dt, v, m)),
+            ("class_loss", class_loss.py_func, (v, i64, i64, idx, v, i64, dt, v, v, v)),
+            ("class_loss_backward", class_loss_backward.py_func, (v, i64, i64, idx, v, i64, dt, v, v)),
             ("nll", nll.py_func, (m, idx, v, i64, v, v)),
             ("nll_backward", nll_backward.py_func, (idx, v, i64, v, m)),
-            ("cross_entropy_backward", cross_entropy_backward.py_func, (m, idx, i64, v, v, m)),
+            ("cross_entropy_backward", cross_entropy_backward.py_func, (v, i64, idx, i64, v, v, v)),
             ("loss_ratio", loss_ratio.py_func, (v, types.boolean, v, v)),
         ]
     flag = types.boolean
     for dt in (types.boolean, types.uint8, types.int8, types.int16, types.int32, types.int64):
         cases += [
-            ("row_reduce", row_reduce.py_func, (dt[:, ::1], i64, i64[::1])),
+            ("row_reduce", row_reduce.py_func, (dt[::1], i64, i64, i64, i64[::1])),
             ("column_reduce", column_reduce.py_func, (dt[::1], i64, i64, i64, i64[::1])),
             ("row_scan", row_scan.py_func, (dt[:, ::1], flag, flag, flag, i64[:, ::1])),
         ]
