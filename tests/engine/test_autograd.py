@@ -474,3 +474,43 @@ def test_a_first_gradient_nothing_else_holds_becomes_grad_without_a_copy(monkeyp
     (w * x).sum().backward()  # a second pass accumulates into the kept array
     np.testing.assert_allclose(w.grad.numpy(), 2 * x.numpy())
     assert copies == [1, 1, 1]  # a's and b's first gradients (one array, held twice), w's second
+
+
+def _count_in_place_sums(monkeypatch) -> list:
+    from zgrad.kernels import dispatch
+    added = []
+    real = dispatch.add_inplace
+    monkeypatch.setattr(dispatch, "add_inplace", lambda out, other: added.append(out.shape) or real(out, other))
+    return added
+
+
+def test_a_node_adds_its_second_gradient_into_the_first_in_place_when_the_pass_owns_it(monkeypatch):
+    """A residual connection's two gradients meet in a node's input buffer: as PyTorch's input
+    buffer does, the second is added into the first when nothing else holds or views the first."""
+    added = _count_in_place_sums(monkeypatch)
+    x, w = (zgrad.randn(*shape, dtype=zgrad.float64, requires_grad=True) for shape in ((4, 5), (5, 5)))
+    h = x @ w
+    (h.relu() + h.tanh()).sum().backward()
+    assert added == [(4, 5)]
+    hv = x.detach().numpy() @ w.detach().numpy()
+    through_h = (hv > 0) + (1 - np.tanh(hv) ** 2)
+    np.testing.assert_allclose(x.grad.numpy(), through_h @ w.detach().numpy().T, rtol=1e-12)
+
+
+def test_a_gradient_someone_else_holds_is_never_added_into(monkeypatch):
+    """The user's gradient reaches a node that later receives a second one: it stays the user's
+    (a sum in place would change it); one array routed to both inputs of one node is not doubled
+    in place either."""
+    added = _count_in_place_sums(monkeypatch)
+    x = zgrad.randn(6, dtype=zgrad.float64, requires_grad=True)
+    u = x.exp()
+    g = zgrad.full((6,), 2.0, dtype=zgrad.float64)
+    (u + u.sin()).backward(g)
+    np.testing.assert_array_equal(g.numpy(), np.full(6, 2.0))
+    ux = np.exp(x.detach().numpy())
+    np.testing.assert_allclose(x.grad.numpy(), 2.0 * (1 + np.cos(ux)) * ux, rtol=1e-12)
+    a = zgrad.randn(3, requires_grad=True)
+    b = a * 2
+    (b + b).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), np.full(3, 4.0))
+    assert added == []

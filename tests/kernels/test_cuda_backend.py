@@ -196,6 +196,25 @@ def test_a_first_cuda_gradient_nothing_else_holds_becomes_grad_without_a_copy(mo
     assert len(copies) == 4  # the leaf of a, b that got the array first (the other keeps it), p, q, w's second
 
 
+def test_a_cuda_node_adds_its_second_gradient_into_the_first_in_place(monkeypatch):
+    """As on the CPU (tests/engine/test_autograd.py): a residual connection's gradients meet in
+    the first one's memory when the pass owns it, and never in an array the user holds."""
+    added = []
+    real = dispatch.add_inplace
+    monkeypatch.setattr(dispatch, "add_inplace", lambda out, other: added.append(out.shape) or real(out, other))
+    x = zgrad.randn(4, 8, dtype=zgrad.float64, device="cuda", requires_grad=True)
+    h = x * 3.0
+    (h.relu() + h.tanh()).sum().backward()
+    assert added == [(4, 8)]
+    hv = 3.0 * _host(x)
+    np.testing.assert_allclose(_host(x.grad), 3.0 * ((hv > 0) + 1 - np.tanh(hv) ** 2), rtol=1e-12)
+    u = x.detach().exp().requires_grad_()
+    g = zgrad.full((4, 8), 2.0, dtype=zgrad.float64, device="cuda")
+    (u + u.sin()).backward(g)
+    np.testing.assert_array_equal(_host(g), np.full((4, 8), 2.0))
+    assert added == [(4, 8)]
+
+
 @pytest.mark.parametrize("shape, axis", [((203,), None), ((3, 150), 1), ((2, 64), (0, 1))])
 def test_long_rows_are_summed_in_chunks(monkeypatch, shape, axis):
     from zgrad.kernels.cuda import reduce as cuda_reduce

@@ -23,7 +23,9 @@ copied only when something else may still hold them or their memory: as PyTorch'
 AccumulateGrad does with a tensor's use count, the task looks at the array's reference count
 (measured against a calibrated baseline, like ``zgrad/transport/pool.py``) and at its ``base``
 chain. A gradient a node just computed, or one that arrived in its own receive buffer, is kept
-as is; a 4 MB gradient copy on fresh pages costs up to a millisecond.
+as is; a 4 MB gradient copy on fresh pages costs up to a millisecond. The same test lets a node's
+input buffer add a second gradient into the first in place (a residual connection's two
+gradients) instead of into a new array.
 """
 
 from __future__ import annotations
@@ -108,6 +110,14 @@ def _private(grad: Any) -> bool:
     counts, base = _reference_counts(grad)
     return (counts[0] <= _ARRAY_REFS and all(c <= _BASE_REFS for c in counts[1:])
             and (base is None or (isinstance(base, memoryview) and isinstance(base.obj, bytearray))))
+
+
+def _sum(held: Any, grad: Any, owned: bool) -> Any:
+    """``held + grad``: added into ``held`` in place where the pass ``owned`` it (nothing else
+    holds or views it: PyTorch's input buffer does the same) and the sum has its layout, else new."""
+    if owned and type(held) is type(grad) and held.shape == grad.shape and held.dtype == grad.dtype:
+        return dispatch.add_inplace(held, grad)
+    return dispatch.binary("add", held, grad)
 
 
 def _has_missing(inputs: list[Any]) -> bool:
@@ -392,8 +402,13 @@ class GraphTask:
                 held = buffer[edge.input_nr]
                 if held is None:
                     buffer[edge.input_nr] = grad
+                elif graph is not None:
+                    buffer[edge.input_nr] = graph.add(held, grad)
                 else:
-                    buffer[edge.input_nr] = dispatch.binary("add", held, grad) if graph is None else graph.add(held, grad)
+                    buffer[edge.input_nr] = None  # now only ``held`` holds it
+                    owned = _private(held)  # a statement of its own, as in _execute
+                    buffer[edge.input_nr] = _sum(held, grad, owned)
+                    del held
             remaining = dependencies[child] - 1
             dependencies[child] = remaining
             if remaining == 0:
