@@ -332,7 +332,18 @@ class TensorMath:
     def reshape(self, *shape: Any) -> Any:
         return ops.reshape(self, _dims(shape))
 
-    def view(self, *shape: Any) -> Any:
+    def view(self, *shape: Any, dtype: Any = None) -> Any:
+        """This tensor's memory with another shape (``view(2, -1)``), or read as another dtype
+        (``view(zgrad.int32)``, ``view(dtype=...)``: :func:`zgrad.ops.shape.view_dtype`)."""
+        if dtype is None and len(shape) == 1 and isinstance(shape[0], np.dtype):
+            shape, dtype = (), shape[0]
+        if dtype is not None and not shape:
+            return ops.shape.view_dtype(self, dtype)
+        if dtype is not None or any(isinstance(n, np.dtype) for n in shape):
+            got = ", ".join("dtype" if isinstance(n, np.dtype) else type(n).__name__
+                            for n in shape + ((dtype,) if dtype is not None else ()))
+            raise TypeError(f"view() received an invalid combination of arguments - got ({got}), but expected one "
+                            f"of:\n * (dtype dtype)\n * (tuple of ints size)\n")
         return ops.shape.view(self, _dims(shape))
 
     def view_as(self, other: Any) -> Any:

@@ -326,3 +326,79 @@ def test_meshgrid_without_indexing_warns_as_torch():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         zgrad.meshgrid(a, b, indexing="ij")
+
+
+# Tensor.view(dtype): the same bytes read as another dtype, over layouts PyTorch accepts and refuses.
+VIEW_DTYPE_LAYOUTS = {
+    "contiguous": lambda t: t,
+    "rows_sliced": lambda t: t[1:],
+    "columns_from_two": lambda t: t[:, 2:],
+    "columns_from_one": lambda t: t[:, 1:3],
+    "odd_width": lambda t: t[:, :3],
+    "every_other_row": lambda t: t[::2],
+    "transposed": lambda t: t.t(),
+    "a_0d_element": lambda t: t[1, 1],
+    "empty": lambda t: t[:0],
+}
+VIEW_DTYPES = ("bool", "uint8", "int16", "float16", "bfloat16", "int32", "float32", "float64", "int64")
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("layout", sorted(VIEW_DTYPE_LAYOUTS))
+@pytest.mark.parametrize("source", ("int16", "float32", "float64"))
+def test_view_dtype_matches_torch(source, layout):
+    """Shape, strides, offset and bits of every result, and PyTorch's error (type and message) for
+    every view it refuses; the result never requires grad and writes reach the viewed memory."""
+    if torch is None:
+        pytest.skip("needs torch")
+    bits = np.arange(4 * 8 * 8, dtype=np.uint8).reshape(4, -1)  # 4 rows of 64 bytes, no NaN patterns
+    for target in VIEW_DTYPES:
+        def view(lib, target=target):
+            t = lib.from_numpy(bits.copy()).view(getattr(lib, source))
+            t.requires_grad_(t.is_floating_point())
+            return VIEW_DTYPE_LAYOUTS[layout](t).view(getattr(lib, target))
+        try:
+            expected = view(torch)
+        except RuntimeError as refused:
+            with pytest.raises(RuntimeError) as got:
+                view(zgrad)
+            assert str(got.value) == str(refused), f"{source} -> {target}"
+            continue
+        got = view(zgrad)
+        assert (got.shape, got.stride(), got.storage_offset()) == \
+               (tuple(expected.shape), expected.stride(), expected.storage_offset()), f"{source} -> {target}"
+        assert not got.requires_grad and not expected.requires_grad
+        as_bytes = {"bfloat16": "int16", "bool": "uint8"}.get(target, target)
+        np.testing.assert_array_equal(got.view(getattr(zgrad, as_bytes)).numpy(),
+                                      expected.view(getattr(torch, as_bytes)).numpy(), err_msg=f"{source} -> {target}")
+    x = zgrad.zeros(2, 4, dtype=zgrad.float16)
+    x[:, 2:].view(zgrad.float32).fill_(1.0)
+    np.testing.assert_array_equal(x.view(zgrad.int16).numpy()[:, 2:], [[0, 16256]] * 2)
+    with pytest.raises(TypeError, match="invalid combination of arguments"):
+        x.view(zgrad.float32, 2)
+
+
+@requires_cuda
+def test_cuda_view_dtype_reads_and_writes_the_same_bytes():
+    """On CUDA (Numba's simulator here) a view of another element size at an offset, and one whose
+    allocation does not hold a whole number of the wider elements, read and write the right bytes
+    through the element-wise kernels; a view of part of an allocation is never its sole view."""
+    from zgrad.kernels.cuda.array import DeviceArray
+    host = np.arange(12, dtype=np.float16).reshape(2, 6)
+    x = zgrad.tensor(host, device="cuda")
+    wide = x[:, 2:4].view(zgrad.float32)
+    np.testing.assert_array_equal(wide.cpu().numpy(), host[:, 2:4].copy().view(np.float32))
+    wide.mul_(zgrad.tensor([[1.0], [2.0]], device="cuda"))  # the n-d kernel at an offset
+    expected = host.copy()
+    expected[:, 2:4] = (expected[:, 2:4].copy().view(np.float32) * np.array([[1.0], [2.0]], np.float32)).view(np.float16)
+    np.testing.assert_array_equal(x.cpu().numpy(), expected)
+    odd = zgrad.tensor(np.arange(9, dtype=np.float16), device="cuda")  # 18 bytes: four whole float32
+    other = np.arange(4, dtype=np.float32).reshape(2, 2)
+    odd[:8].reshape(2, 4).view(zgrad.float32).add_(zgrad.tensor(other, device="cuda").t())  # the n-d kernel
+    expected = np.arange(9, dtype=np.float16)
+    expected[:8] = (expected[:8].view(np.float32) + other.T.reshape(-1)).view(np.float16)
+    np.testing.assert_array_equal(odd.cpu().numpy(), expected)
+    half = DeviceArray.empty((4,), np.dtype(np.float32)).view(np.float16)[:4]  # half of the bytes
+    assert not half.is_sole_view()
+    whole = DeviceArray.empty((4,), np.dtype(np.float32)).view(np.float16)  # (no name keeps the float32 view)
+    assert whole.is_sole_view()

@@ -13,6 +13,7 @@ from zgrad.errors import ShapeError
 from zgrad.kernels import dispatch
 from zgrad.kernels.dispatch_index import normalize_dim
 from zgrad.ops._args import tensor_arg
+from zgrad.tensor import Tensor
 
 
 class Reshape(Op):
@@ -207,6 +208,43 @@ def view(input: Any, shape: Sequence[int]) -> Any:  # noqa: A002 - torch's argum
             (then use reshape), with PyTorch's message.
     """
     return View.apply(tensor_arg(input, "view"), tuple(int(n) for n in shape))
+
+
+def view_dtype(input: Any, dtype: Any) -> Tensor:  # noqa: A002 - torch's argument name
+    """``input``'s memory read as ``dtype`` (PyTorch's ``Tensor.view(dtype)``): the same bytes, the
+    last dimension scaled by the ratio of the element sizes. As in PyTorch, the result does not
+    require grad (bits reinterpreted have no gradient).
+
+    Raises:
+        ShapeError: the element sizes differ and the tensor is 0-d, its last dimension is not
+            contiguous, or its last size, storage offset or other strides do not divide by the
+            ratio of the sizes (PyTorch's messages).
+    """
+    x = tensor_arg(input, "view")
+    new, old = np.dtype(dtype), x.dtype
+    if new.itemsize != old.itemsize:
+        _check_view_dtype(x, old, new)
+    return Tensor(x._data.view(new))
+
+
+def _check_view_dtype(x: Tensor, old: np.dtype, new: np.dtype) -> None:
+    """PyTorch's conditions for reading ``x``'s memory as ``new``, of another element size."""
+    what = f"to view {dispatch.scalar_type_name(old)} as {dispatch.scalar_type_name(new)} (different element sizes)"
+    if x.ndim == 0:
+        raise ShapeError(f"self.dim() cannot be 0 {what}")
+    strides = x.stride()
+    if strides[-1] != 1:
+        raise ShapeError(f"self.stride(-1) must be 1 {what}, but got {strides[-1]}")
+    ratio = new.itemsize // old.itemsize
+    if ratio <= 1:  # a smaller element: every place and stride still falls on one
+        return
+    if x.shape[-1] % ratio:
+        raise ShapeError(f"self.size(-1) must be divisible by {ratio} {what}, but got {x.shape[-1]}")
+    if x.storage_offset() % ratio:
+        raise ShapeError(f"self.storage_offset() must be divisible by {ratio} {what}, but got {x.storage_offset()}")
+    for d, stride in enumerate(strides[:-1]):
+        if stride % ratio:
+            raise ShapeError(f"self.stride({d}) must be divisible by {ratio} {what}, but got {stride}")
 
 
 def flatten(input: Any, start_dim: int = 0, end_dim: int = -1) -> Any:  # noqa: A002 - torch's name

@@ -125,12 +125,9 @@ class DeviceArray:
         return DeviceArray(self._base, layout, self._start)
 
     def view(self, dtype: Any) -> "DeviceArray":
-        """This memory read as ``dtype``, of the same item size (numpy's ``view``; no copy)."""
-        dtype = np.dtype(dtype)
-        if dtype.itemsize != self.dtype.itemsize:
-            raise ValueError(f"DeviceArray.view: {dtype} has {dtype.itemsize} bytes per element, {self.dtype} "
-                             f"{self.dtype.itemsize}; only a dtype of the same size can view the same memory")
-        return self._same_start(self._layout.view(dtype))
+        """This memory read as ``dtype`` (numpy's ``view`` and its rules; no copy): another element
+        size scales the last axis, which must then be contiguous."""
+        return self._same_start(self._layout.view(np.dtype(dtype)))
 
     # --- what kernels take ----------------------------------------------------------------------
 
@@ -140,7 +137,8 @@ class DeviceArray:
             layout, dtype = self._layout, _kernel_dtype(self._layout.dtype)
             offset = self._offset()
             if rt.SIMULATOR:
-                host = self._base._ary.view(np.uint8)[offset:].view(dtype)
+                raw = self._base._ary.view(np.uint8)[offset:]
+                host = raw[:raw.size - raw.size % dtype.itemsize].view(dtype)  # whole elements of a wider dtype
                 self._arg = rt.simulator_array(np.lib.stride_tricks.as_strided(host, layout.shape, layout.strides))
             else:
                 from numba.cuda.cudadrv.devicearray import DeviceNDArray
@@ -161,11 +159,16 @@ class DeviceArray:
     def memory_arg(self) -> Any:
         """The whole allocation under this view as the 1-D device array (of this view's element
         type) that kernels index with explicit offsets and strides: the allocation's own array,
-        no new wrapper, unless this view reads the memory as another dtype of the same size."""
+        no new wrapper, unless this view reads the memory as another dtype (then the whole
+        elements of that dtype in the allocation)."""
         base, dtype = self._base, _kernel_dtype(self._layout.dtype)
         if base.dtype == dtype:
             return base
-        return rt.simulator_array(base._ary.view(dtype)) if rt.SIMULATOR else base.view(dtype)
+        count = base.size * base.dtype.itemsize // dtype.itemsize
+        if rt.SIMULATOR:
+            return rt.simulator_array(base._ary.view(np.uint8)[:count * dtype.itemsize].view(dtype))
+        from numba.cuda.cudadrv.devicearray import DeviceNDArray
+        return DeviceNDArray((count,), (dtype.itemsize,), dtype, stream=rt.current_stream(), gpu_data=base.gpu_data)
 
     def is_sole_view(self) -> bool:
         """Whether this C-contiguous, writeable view spans its whole allocation and nothing else
@@ -174,8 +177,8 @@ class DeviceArray:
         engine keeps a leaf's first gradient so, without a copy). Memory zgrad did not allocate
         (imported through DLPack) is never a sole view."""
         layout = self._layout
-        if (not (layout.flags.c_contiguous and layout.flags.writeable) or layout.size != self._base.size
-                or self._offset()):
+        if (not (layout.flags.c_contiguous and layout.flags.writeable)
+                or layout.nbytes != self._base.size * self._base.dtype.itemsize or self._offset()):
             return False
         sole_base, sole_memory = _sole_counts()
         base, memory = _holders(self)
