@@ -107,21 +107,51 @@ def block_extreme(buf, value, largest):
 
 
 @device
-def _row_max(x, row, n, buf):
-    """The largest of the ``n`` elements of flat ``x`` from ``row`` on (NaN wins)."""
-    m = x[row + min(cuda.threadIdx.x, n - 1)]
-    for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
-        m = _larger(m, x[row + j])
-    return block_extreme(buf, m, True)
+def _online_add(m, s, v, T):
+    """A run's (max m, sum s of exp(x - m)) with the element ``v`` added: s rescaled when ``v`` is
+    a new max. As in the two-pass form: NaN wins, -inf adds nothing, +inf makes the sum NaN (its
+    exp(inf - inf))."""
+    if v > m:
+        return v, s * math.exp(m - v) + math.exp(v - v)
+    if v != v:
+        return v, v
+    if v == -T(math.inf):
+        return m, s
+    return m, s + math.exp(v - m)
 
 
 @device
-def _row_sum_exp(x, row, n, shift, buf, T):
-    """The sum of exp(v - ``shift``) over the ``n`` elements v of flat ``x`` from ``row`` on."""
-    acc = T(0)
-    for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
-        acc += math.exp(x[row + j] - shift)
-    return block_sum(buf, acc)
+def _online_merge(m, s, m2, s2, T):
+    """The (max, sum of exp(x - max)) of two runs from theirs; NaN wins."""
+    if m != m or m2 != m2:
+        return T(math.nan), T(math.nan)
+    top = _larger(m, m2)
+    if top == -T(math.inf):  # no element above -inf in either run
+        return top, T(0)
+    return top, s * math.exp(m - top) + s2 * math.exp(m2 - top)
+
+
+@device
+def _row_max_and_sum_exp(x, row, n, peaks, sums, T):
+    """(max, sum of exp(v - max)) over the ``n`` elements v of flat ``x`` from ``row`` on, in one
+    read of the row (online softmax: each thread's sum is rescaled whenever its max grows, then
+    the threads' pairs merge through the shared arrays ``peaks`` and ``sums``)."""
+    t = cuda.threadIdx.x
+    m, s = -T(math.inf), T(0)
+    for j in range(t, n, cuda.blockDim.x):
+        m, s = _online_add(m, s, T(x[row + j]), T)
+    peaks[t] = m
+    sums[t] = s
+    cuda.syncthreads()
+    half = cuda.blockDim.x // 2
+    while half > 0:
+        if t < half:
+            peaks[t], sums[t] = _online_merge(peaks[t], sums[t], peaks[t + half], sums[t + half], T)
+        cuda.syncthreads()
+        half //= 2
+    m, s = peaks[0], sums[0]
+    cuda.syncthreads()
+    return m, s
 
 
 @kernel
@@ -303,7 +333,8 @@ def row_arg_extreme(x, largest, out):
 
 
 # A row of up to CACHED_ROW_PER_THREAD * the block's threads is read once into the threads' own
-# memory; longer rows take three passes over the row (max, sum of exponentials, write).
+# memory; longer rows take two passes over the row (max and sum of exponentials at once, then the
+# write).
 CACHED_ROW_PER_THREAD = 8
 
 
@@ -337,14 +368,15 @@ def softmax_cached(x, rows, n, log, out):
 
 @kernel
 def softmax(x, rows, n, log, out):
-    """out[r] = softmax(x[r]) or, with ``log``, log_softmax(x[r]), max-shifted. x and out:
-    ``rows`` rows of ``n`` elements, flat."""
-    buf = cuda.shared.array(MAX_BLOCK, out.dtype)
+    """out[r] = softmax(x[r]) or, with ``log``, log_softmax(x[r]), max-shifted, in two reads of
+    x[r]: its max and sum of exponentials together, then the write. x and out: ``rows`` rows of
+    ``n`` elements, flat."""
+    peaks = cuda.shared.array(MAX_BLOCK, out.dtype)
+    sums = cuda.shared.array(MAX_BLOCK, out.dtype)
     T = out.dtype.type
     for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
         row = r * n
-        peak = _row_max(x, row, n, buf)
-        total = _row_sum_exp(x, row, n, peak, buf, T)
+        peak, total = _row_max_and_sum_exp(x, row, n, peaks, sums, T)
         log_total = math.log(total)
         for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
             shifted = x[row + j] - peak
@@ -372,16 +404,13 @@ def softmax_backward(grad, y, rows, n, log, out):
 
 @kernel
 def logsumexp(x, rows, n, out):
-    """out[r] = log(sum(exp(x[r]))), max-shifted; rows with an infinite max give it. x: ``rows``
-    rows of ``n`` elements, flat."""
-    buf = cuda.shared.array(MAX_BLOCK, out.dtype)
+    """out[r] = log(sum(exp(x[r]))), max-shifted, in one read of x[r]; rows with an infinite max
+    give it. x: ``rows`` rows of ``n`` elements, flat."""
+    peaks = cuda.shared.array(MAX_BLOCK, out.dtype)
+    sums = cuda.shared.array(MAX_BLOCK, out.dtype)
     T = out.dtype.type
     for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
-        peak = _row_max(x, r * n, n, buf)
-        if peak == T(math.inf) or peak == -T(math.inf):
-            total = T(1)
-        else:
-            total = _row_sum_exp(x, r * n, n, peak, buf, T)
+        peak, total = _row_max_and_sum_exp(x, r * n, n, peaks, sums, T)
         if cuda.threadIdx.x == 0:
             out[r] = peak if (peak == T(math.inf) or peak == -T(math.inf)) else math.log(total) + peak
 
@@ -425,11 +454,11 @@ def class_loss(logits, rows, c, targets, weight, ignore_index, smoothing, probs_
     loss_out, w[target] into weight_out (0 and 0 on ignored rows). logits and probs_out: ``rows``
     rows of ``c`` classes, flat."""
     buf = cuda.shared.array(MAX_BLOCK, loss_out.dtype)
+    sums = cuda.shared.array(MAX_BLOCK, loss_out.dtype)
     T = loss_out.dtype.type
     for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
         row = r * c
-        peak = _row_max(logits, row, c, buf)
-        total = _row_sum_exp(logits, row, c, peak, buf, T)
+        peak, total = _row_max_and_sum_exp(logits, row, c, buf, sums, T)
         shift = peak + math.log(total)  # log_softmax = x - shift
         smooth = T(0)
         for j in range(cuda.threadIdx.x, c, cuda.blockDim.x):
