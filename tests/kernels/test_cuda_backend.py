@@ -226,6 +226,30 @@ def test_long_rows_are_summed_in_chunks(monkeypatch, shape, axis):
     np.testing.assert_allclose(_host(total), data.astype(np.float64).sum(axis), rtol=1e-5, atol=1e-5)
 
 
+def test_rows_longer_than_the_threads_hold_match_cpu_with_nan_and_infinities():
+    """Softmax, log-softmax, logsumexp and the cross-entropy read a long row's max and sum of
+    exponentials in one pass (online: the sum rescaled when the max grows): every row ordering
+    (the max early, late, rising), NaN, +inf, -inf among finite values, threads that see only
+    -inf and an all -inf row give the CPU's results."""
+    from zgrad.kernels.cuda import kernels, runtime as rt
+    block = rt.row_launch(1)[1]
+    n = kernels.rows.CACHED_ROW_PER_THREAD * block + 37  # past the one-read kernel
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((8, n)).astype(np.float32) * 4
+    x[1] = np.sort(x[1])  # every element a new max for its thread
+    x[2] = np.sort(x[2])[::-1]
+    x[3, 11], x[4, n - 2], x[5, ::3], x[6] = np.nan, np.inf, -np.inf, -np.inf
+    x[7, ::block // 2] = -np.inf  # threads 0 and block / 2 see only -inf: their pairs merge first
+    targets = rng.integers(0, n, 8)
+    calls = [lambda t: t.softmax(-1), lambda t: t.log_softmax(-1), lambda t: zgrad.logsumexp(t, -1)]
+    calls += [lambda t, s=s: F.cross_entropy(t, zgrad.tensor(targets, device=t.device), label_smoothing=s,
+                                             reduction="none") for s in (0.0, 0.2)]
+    with np.errstate(invalid="ignore"):
+        for call in calls:
+            np.testing.assert_allclose(call(zgrad.tensor(x, device="cuda")).cpu().numpy(), call(zgrad.tensor(x)).numpy(),
+                                       rtol=2e-5, atol=1e-7, equal_nan=True)
+
+
 def test_reductions_with_nan_and_indices_match_cpu():
     data = np.array([[1.0, np.nan, 3.0], [4.0, 4.0, -1.0]], np.float32)
     for fn in (lambda t: t.max(), lambda t: t.max(1).values, lambda t: t.argmax(1), lambda t: t.argmin(0),

@@ -472,7 +472,10 @@ def class_loss(logits, rows, c, targets, weight, ignore_index, smoothing, probs_
                 weight_out[r] = T(0)
             else:
                 w = _class_weight(weight, target, T)
-                loss_out[r] = (T(1) - smoothing) * w * (shift - logits[row + target]) + smoothing / T(c) * smooth
+                loss = (T(1) - smoothing) * w * (shift - logits[row + target])
+                if smoothing > T(0):  # else a -inf logit's infinite term would make 0 * inf = NaN of it
+                    loss += smoothing / T(c) * smooth
+                loss_out[r] = loss
                 weight_out[r] = w
 
 
