@@ -226,6 +226,25 @@ def test_long_rows_are_summed_in_chunks(monkeypatch, shape, axis):
     np.testing.assert_allclose(_host(total), data.astype(np.float64).sum(axis), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("block", [32, 64, 128])
+def test_block_sums_combine_the_warps_totals(block):
+    """A block's sum is each warp's (shuffles), then the warps' totals: the simulator's launches
+    have 8 threads, one partial warp, so the second stage runs only here, with ``block`` threads
+    as a GPU's 256 do (exact integer sums and products, float sums to rounding)."""
+    from zgrad.kernels.cuda import kernels, runtime as rt
+    from zgrad.kernels.cuda.array import DeviceArray
+    k = kernels.rows
+    rng = np.random.default_rng(block)
+    cases = [(rng.integers(-50, 50, (3, 301)), k.SUM), (rng.integers(1, 3, (2, 40)), k.PROD),
+             (rng.standard_normal((3, 301)), k.SUM)]
+    for data, op in cases:
+        x = DeviceArray.from_host(np.ascontiguousarray(data))
+        out = DeviceArray.empty((data.shape[0],), data.dtype)
+        rt.launch(k.row_reduce, (2, block), x.flat_arg(), *data.shape, op, out.flat_arg())
+        expected = data.sum(1) if op == k.SUM else data.prod(1)
+        np.testing.assert_allclose(out.to_host(), expected, rtol=1e-12)
+
+
 def test_rows_longer_than_the_threads_hold_match_cpu_with_nan_and_infinities():
     """Softmax, log-softmax, logsumexp and the cross-entropy read a long row's max and sum of
     exponentials in one pass (online: the sum rescaled when the max grows): every row ordering

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from numba import cuda
 
-__all__ = ["SIMULATOR", "math", "kernel", "device", "PTX_CASES", "ptx_case"]
+__all__ = ["SIMULATOR", "WARP", "math", "kernel", "device", "shuffle_xor", "PTX_CASES", "ptx_case"]
 
 SIMULATOR = cuda.jit.__module__.startswith("numba.cuda.simulator")  # what numba.cuda became at import
 
@@ -50,3 +50,34 @@ def ptx_case(name: str, dispatcher: Any, *signatures: tuple) -> None:
     """Register ``dispatcher``'s kernel for the PTX test under ``name``, once per signature."""
     for signature in signatures:
         PTX_CASES.append((name, dispatcher.py_func, tuple(signature)))
+
+
+WARP = 32  # threads per warp on every CUDA device
+
+
+if SIMULATOR:
+    @device
+    def shuffle_xor(value, lane_mask):
+        """The simulator's stand-in for ``cuda.shfl_xor_sync`` over a full warp (the simulator has
+        no warp intrinsics): the value of the thread whose index differs from this one's in the
+        bits of ``lane_mask``. Every thread of the block must call it, as every lane of a warp
+        must call the intrinsic; the block's barrier stands in for the warp's. The values meet in
+        a dict on the launch's simulated ``cuda`` module (the simulator runs one block at a time;
+        its shared arrays are looked up from the caller's stack, far slower)."""
+        slots = cuda.__dict__.setdefault("zgrad_shuffle_slots", {})
+        t = cuda.threadIdx.x
+        slots[t] = value
+        cuda.syncthreads()
+        partner = t ^ lane_mask
+        if partner >= cuda.blockDim.x or lane_mask >= WARP:
+            raise ValueError(f"shuffle_xor: lane {t} has no partner {partner} in its warp (a real GPU's result "
+                             "would be undefined)")
+        result = slots[partner]
+        cuda.syncthreads()
+        return result
+else:
+    @device
+    def shuffle_xor(value, lane_mask):
+        """The value of the lane whose index differs from this one's in the bits of ``lane_mask``
+        (every lane of the warp takes part)."""
+        return cuda.shfl_xor_sync(0xFFFFFFFF, value, lane_mask)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from numba import cuda
 
-from zgrad.kernels.cuda.kernels.common import device, kernel, math
+from zgrad.kernels.cuda.kernels.common import WARP, device, kernel, math, shuffle_xor
 
 __all__ = ["CACHED_ROW_PER_THREAD", "MAX_BLOCK", "NANSUM", "PROD", "SUM", "block_extreme", "block_sum", "chunk_of_rows", "extreme_of", "norm_term"]
 
@@ -49,25 +49,42 @@ def _accumulate(acc, value, op, T):
 
 
 @device
+def _warp_reduce(value, product, width):
+    """The sum (or ``product``) of the values of each group of ``width`` lanes (a power of two, at
+    most a warp), in every lane of the group: a butterfly of shuffles, each lane adding its
+    partner's value (a + b == b + a exactly, so every lane ends with the same bits)."""
+    offset = width // 2
+    while offset > 0:
+        value = _combine(value, shuffle_xor(value, offset), product)
+        offset //= 2
+    return value
+
+
+@device
 def _block_reduce(buf, value, product):
-    """The sum (or ``product``) of the block's values."""
+    """The sum (or ``product``) of the block's values, in every thread: each warp's by shuffles,
+    then the warps' totals the same way (two barriers, where a shared-memory tree takes one per
+    halving). Blocks of a power-of-two size; ``buf``: a shared array of at least blockDim / WARP."""
+    T = buf.dtype.type
+    width = min(WARP, cuda.blockDim.x)
+    value = _warp_reduce(value, product, width)
+    if cuda.blockDim.x <= WARP:
+        return value
     t = cuda.threadIdx.x
-    buf[t] = value
+    lane = t % WARP
+    if lane == 0:
+        buf[t // WARP] = value
     cuda.syncthreads()
-    s = cuda.blockDim.x // 2
-    while s > 0:
-        if t < s:
-            buf[t] = _combine(buf[t], buf[t + s], product)
-        cuda.syncthreads()
-        s //= 2
-    total = buf[0]
-    cuda.syncthreads()
+    part = buf[lane] if lane < cuda.blockDim.x // WARP else (T(1) if product else T(0))
+    total = _warp_reduce(part, product, width)
+    cuda.syncthreads()  # every warp has read buf before the block's next use of it
     return total
 
 
 @device
 def block_sum(buf, value):
-    """The sum of the block's values (every thread calls it; ``buf``: a shared array of blockDim)."""
+    """The sum of the block's values, in every thread (every thread calls it; ``buf``: a shared
+    array of at least blockDim / WARP elements of the values' type)."""
     return _block_reduce(buf, value, False)
 
 
