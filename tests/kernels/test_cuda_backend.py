@@ -227,10 +227,12 @@ def test_long_rows_are_summed_in_chunks(monkeypatch, shape, axis):
 
 
 @pytest.mark.parametrize("block", [32, 64, 128])
-def test_block_sums_combine_the_warps_totals(block):
-    """A block's sum is each warp's (shuffles), then the warps' totals: the simulator's launches
-    have 8 threads, one partial warp, so the second stage runs only here, with ``block`` threads
-    as a GPU's 256 do (exact integer sums and products, float sums to rounding)."""
+def test_block_sums_and_extremes_combine_the_warps_results(block):
+    """A block's sum (max, min) is each warp's (shuffles), then the warps' results: the
+    simulator's launches have 8 threads, one partial warp, so the second stage runs only here,
+    with ``block`` threads as a GPU's 256 do (exact integer sums and products, float sums to
+    rounding; the largest and smallest |x| of rows with a NaN, an inf, and the extreme in each
+    warp in turn)."""
     from zgrad.kernels.cuda import kernels, runtime as rt
     from zgrad.kernels.cuda.array import DeviceArray
     k = kernels.rows
@@ -243,6 +245,17 @@ def test_block_sums_combine_the_warps_totals(block):
         rt.launch(k.row_reduce, (2, block), x.flat_arg(), *data.shape, op, out.flat_arg())
         expected = data.sum(1) if op == k.SUM else data.prod(1)
         np.testing.assert_allclose(out.to_host(), expected, rtol=1e-12)
+    data = rng.uniform(1.0, 2.0, (block // 32 + 3, 301))
+    for w in range(block // 32):
+        data[w, w * 32 + 5] = 9.0 + w  # the row's largest in warp w
+        data[w, w * 32 + 6] = 0.5  # and its smallest
+    data[-3, 77], data[-2, 200], data[-1, 3] = np.nan, np.inf, -np.inf
+    x = DeviceArray.from_host(data)
+    for order in (np.inf, -np.inf):
+        out = DeviceArray.empty((data.shape[0],), data.dtype)
+        rt.launch(k.row_norm, (2, block), x.flat_arg(), *data.shape, order, 1.0, out.flat_arg())
+        expected = np.abs(data).max(1) if order > 0 else np.abs(data).min(1)
+        np.testing.assert_array_equal(out.to_host(), expected)
 
 
 def test_rows_longer_than_the_threads_hold_match_cpu_with_nan_and_infinities():

@@ -108,14 +108,47 @@ def _block_scan(buf, value, product):
 
 @device
 def block_extreme(buf, value, largest):
-    """The max (``largest``) or min of the block's values, NaN winning (every thread calls it)."""
+    """The max (``largest``) or min of the block's 32- or 64-bit values, NaN winning, in every
+    thread (every thread calls it; ``buf``: a shared array of at least blockDim / WARP): each
+    warp's by shuffles, then the warps' results, as :func:`_block_reduce`. Lanes may differ only
+    in the sign of a zero result."""
+    width = min(WARP, cuda.blockDim.x)
+    value = _warp_extreme(value, largest, width)
+    if cuda.blockDim.x <= WARP:
+        return value
+    t = cuda.threadIdx.x
+    lane = t % WARP
+    if lane == 0:
+        buf[t // WARP] = value
+    cuda.syncthreads()
+    part = buf[min(lane, cuda.blockDim.x // WARP - 1)]  # a repeated warp's result changes no extreme
+    result = _warp_extreme(part, largest, width)
+    cuda.syncthreads()
+    return result
+
+
+@device
+def _warp_extreme(value, largest, width):
+    """The max (``largest``) or min of each group of ``width`` lanes' values (NaN winning), in
+    every lane of the group: a butterfly of shuffles."""
+    offset = width // 2
+    while offset > 0:
+        value = extreme_of(value, shuffle_xor(value, offset), largest)
+        offset //= 2
+    return value
+
+
+@device
+def _block_extreme_by_tree(buf, value, largest):
+    """:func:`block_extreme` for values of any type (bool, 8- and 16-bit integers: warp shuffles
+    carry 32- and 64-bit values only), through a shared-memory tree (``buf``: blockDim)."""
     t = cuda.threadIdx.x
     buf[t] = value
     cuda.syncthreads()
     s = cuda.blockDim.x // 2
     while s > 0:
         if t < s:
-            buf[t] = _larger(buf[t], buf[t + s]) if largest else _smaller(buf[t], buf[t + s])
+            buf[t] = extreme_of(buf[t], buf[t + s], largest)
         cuda.syncthreads()
         s //= 2
     result = buf[0]
@@ -306,7 +339,7 @@ def row_extreme(x, largest, out):
         m = x[r, min(cuda.threadIdx.x, n - 1)]
         for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
             m = _larger(m, x[r, j]) if largest else _smaller(m, x[r, j])
-        result = block_extreme(buf, m, largest)
+        result = _block_extreme_by_tree(buf, m, largest)
         if cuda.threadIdx.x == 0:
             out[r] = result
 
