@@ -48,44 +48,58 @@ def _accumulate(acc, value, op, T):
     return _combine(acc, T(value), op == PROD)
 
 
+# How a block combines its threads' values besides SUM and PROD.
+_MAX, _MIN = 3, 4
+
+
 @device
-def _warp_reduce(value, product, width):
-    """The sum (or ``product``) of the values of each group of ``width`` lanes (a power of two, at
-    most a warp), in every lane of the group: a butterfly of shuffles, each lane adding its
-    partner's value (a + b == b + a exactly, so every lane ends with the same bits)."""
+def _merge(a, b, how):
+    """a and b combined as ``how`` says: SUM, PROD, _MAX or _MIN (NaN winning the last two)."""
+    if how == SUM:
+        return a + b
+    if how == PROD:
+        return a * b
+    return _larger(a, b) if how == _MAX else _smaller(a, b)
+
+
+@device
+def _warp_combine(value, how, width):
+    """The values of each group of ``width`` lanes (a power of two, at most a warp) combined as
+    ``how`` says (:func:`_merge`), in every lane of the group: a butterfly of shuffles, each lane
+    merging its partner's value (a + b == b + a exactly, so lanes end with the same bits; a max or
+    min may differ in the sign of a zero)."""
     offset = width // 2
     while offset > 0:
-        value = _combine(value, shuffle_xor(value, offset), product)
+        value = _merge(value, shuffle_xor(value, offset), how)
         offset //= 2
     return value
 
 
 @device
-def _block_reduce(buf, value, product):
-    """The sum (or ``product``) of the block's values, in every thread: each warp's by shuffles,
-    then the warps' totals the same way (two barriers, where a shared-memory tree takes one per
-    halving). Blocks of a power-of-two size; ``buf``: a shared array of at least blockDim / WARP."""
-    T = buf.dtype.type
+def _block_combine(buf, value, how):
+    """The block's 32- or 64-bit values combined as ``how`` says (:func:`_merge`), in every thread:
+    each warp's by shuffles, then the warps' results the same way (two barriers, where a
+    shared-memory tree takes one per halving). Blocks of a power-of-two size; every thread calls
+    it; ``buf``: a shared array of at least blockDim / WARP."""
     width = min(WARP, cuda.blockDim.x)
-    value = _warp_reduce(value, product, width)
+    value = _warp_combine(value, how, width)
     if cuda.blockDim.x <= WARP:
         return value
     t = cuda.threadIdx.x
-    lane = t % WARP
-    if lane == 0:
+    if t % WARP == 0:
         buf[t // WARP] = value
     cuda.syncthreads()
-    part = buf[lane] if lane < cuda.blockDim.x // WARP else (T(1) if product else T(0))
-    total = _warp_reduce(part, product, width)
+    warps = cuda.blockDim.x // WARP  # a power of two: every group of that many lanes gets them all
+    result = _warp_combine(buf[t % warps], how, warps)
     cuda.syncthreads()  # every warp has read buf before the block's next use of it
-    return total
+    return result
 
 
 @device
 def block_sum(buf, value):
     """The sum of the block's values, in every thread (every thread calls it; ``buf``: a shared
     array of at least blockDim / WARP elements of the values' type)."""
-    return _block_reduce(buf, value, False)
+    return _block_combine(buf, value, SUM)
 
 
 @device
@@ -109,33 +123,8 @@ def _block_scan(buf, value, product):
 @device
 def block_extreme(buf, value, largest):
     """The max (``largest``) or min of the block's 32- or 64-bit values, NaN winning, in every
-    thread (every thread calls it; ``buf``: a shared array of at least blockDim / WARP): each
-    warp's by shuffles, then the warps' results, as :func:`_block_reduce`. Lanes may differ only
-    in the sign of a zero result."""
-    width = min(WARP, cuda.blockDim.x)
-    value = _warp_extreme(value, largest, width)
-    if cuda.blockDim.x <= WARP:
-        return value
-    t = cuda.threadIdx.x
-    lane = t % WARP
-    if lane == 0:
-        buf[t // WARP] = value
-    cuda.syncthreads()
-    part = buf[min(lane, cuda.blockDim.x // WARP - 1)]  # a repeated warp's result changes no extreme
-    result = _warp_extreme(part, largest, width)
-    cuda.syncthreads()
-    return result
-
-
-@device
-def _warp_extreme(value, largest, width):
-    """The max (``largest``) or min of each group of ``width`` lanes' values (NaN winning), in
-    every lane of the group: a butterfly of shuffles."""
-    offset = width // 2
-    while offset > 0:
-        value = extreme_of(value, shuffle_xor(value, offset), largest)
-        offset //= 2
-    return value
+    thread (:func:`_block_combine`)."""
+    return _block_combine(buf, value, _MAX if largest else _MIN)
 
 
 @device
@@ -229,7 +218,7 @@ def row_reduce(x, rows, n, op, out):
             acc0 = _accumulate(acc0, x[row + j], op, T)
             j += step
         acc = _combine(_combine(acc0, acc1, product), _combine(acc2, acc3, product), product)
-        total = _block_reduce(buf, acc, product)
+        total = _block_combine(buf, acc, PROD if product else SUM)  # NANSUM's partial sums add
         if cuda.threadIdx.x == 0:
             out[r] = total
 
