@@ -233,7 +233,8 @@ def test_block_sums_and_extremes_combine_the_warps_results(block):
     with ``block`` threads as a GPU's 256 do (exact integer sums and products, float sums to
     rounding; the largest and smallest |x| of rows with a NaN, an inf, and the extreme in each
     warp in turn)."""
-    from zgrad.kernels.cuda import kernels, runtime as rt
+    from zgrad.kernels.cuda import kernels
+    from zgrad.kernels.cuda import runtime as rt
     from zgrad.kernels.cuda.array import DeviceArray
     k = kernels.rows
     rng = np.random.default_rng(block)
@@ -263,7 +264,8 @@ def test_rows_longer_than_the_threads_hold_match_cpu_with_nan_and_infinities():
     exponentials in one pass (online: the sum rescaled when the max grows): every row ordering
     (the max early, late, rising), NaN, +inf, -inf among finite values, threads that see only
     -inf and an all -inf row give the CPU's results."""
-    from zgrad.kernels.cuda import kernels, runtime as rt
+    from zgrad.kernels.cuda import kernels
+    from zgrad.kernels.cuda import runtime as rt
     block = rt.row_launch(1)[1]
     n = kernels.rows.CACHED_ROW_PER_THREAD * block + 37  # past the one-read kernel
     rng = np.random.default_rng(5)

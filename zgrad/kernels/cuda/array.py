@@ -60,6 +60,13 @@ def is_basic_index(index: Any) -> bool:
                for p in parts)
 
 
+def _simulated_elements(allocation: Any, start: int, dtype: np.dtype) -> np.ndarray:
+    """A simulator allocation's memory from byte ``start`` on as the whole ``dtype`` elements it
+    holds (a wider dtype's view may leave a few bytes over)."""
+    raw = allocation._ary.view(np.uint8)[start:]
+    return raw[:raw.size - raw.size % dtype.itemsize].view(dtype)
+
+
 def _allocate(size: int, dtype: np.dtype) -> Any:
     dtype = _kernel_dtype(dtype)
     if rt.SIMULATOR:
@@ -137,8 +144,7 @@ class DeviceArray:
             layout, dtype = self._layout, _kernel_dtype(self._layout.dtype)
             offset = self._offset()
             if rt.SIMULATOR:
-                raw = self._base._ary.view(np.uint8)[offset:]
-                host = raw[:raw.size - raw.size % dtype.itemsize].view(dtype)  # whole elements of a wider dtype
+                host = _simulated_elements(self._base, offset, dtype)
                 self._arg = rt.simulator_array(np.lib.stride_tricks.as_strided(host, layout.shape, layout.strides))
             else:
                 from numba.cuda.cudadrv.devicearray import DeviceNDArray
@@ -164,9 +170,9 @@ class DeviceArray:
         base, dtype = self._base, _kernel_dtype(self._layout.dtype)
         if base.dtype == dtype:
             return base
-        count = base.size * base.dtype.itemsize // dtype.itemsize
         if rt.SIMULATOR:
-            return rt.simulator_array(base._ary.view(np.uint8)[:count * dtype.itemsize].view(dtype))
+            return rt.simulator_array(_simulated_elements(base, 0, dtype))
+        count = base.size * base.dtype.itemsize // dtype.itemsize
         from numba.cuda.cudadrv.devicearray import DeviceNDArray
         return DeviceNDArray((count,), (dtype.itemsize,), dtype, stream=rt.current_stream(), gpu_data=base.gpu_data)
 
