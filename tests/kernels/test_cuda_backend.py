@@ -259,6 +259,38 @@ def test_block_sums_and_extremes_combine_the_warps_results(block):
         np.testing.assert_array_equal(out.to_host(), expected)
 
 
+@pytest.mark.parametrize("block", [32, 64, 128])
+def test_long_rows_merge_the_warps_max_and_sum_pairs(block):
+    """Softmax, log-softmax and logsumexp of rows longer than the threads hold merge each warp's
+    (max, sum of exp) pairs by shuffles, then the warps' pairs: with ``block`` threads (the
+    simulator's 8 are one partial warp), the row's max in each warp in turn, a NaN, +inf, a row
+    finite in one lane of the last warp only (every other pair is (-inf, 0)) and an all -inf row
+    give the CPU's results."""
+    from zgrad.kernels.cuda import kernels
+    from zgrad.kernels.cuda import runtime as rt
+    from zgrad.kernels.cuda.array import DeviceArray
+    k = kernels.rows
+    warps = block // 32
+    rng = np.random.default_rng(block)
+    data = rng.uniform(-3.0, 3.0, (warps + 4, 3 * block + 7))
+    for w in range(warps):
+        data[w, block + w * 32 + 5] = 20.0 + w  # the row's max, held by warp w
+    data[warps, 17], data[warps + 1, 100] = np.nan, np.inf
+    data[warps + 2:] = -np.inf
+    data[warps + 2, 2 * block - 1] = 1.5
+    x = DeviceArray.from_host(data)
+    for log in (False, True):
+        out = DeviceArray.empty(data.shape, data.dtype)
+        rt.launch(k.softmax, (2, block), x.flat_arg(), *data.shape, log, out.flat_arg())
+        cpu = zgrad.tensor(data)
+        expected = (cpu.log_softmax(-1) if log else cpu.softmax(-1)).numpy()
+        np.testing.assert_allclose(out.to_host(), expected, rtol=1e-12, atol=1e-14, equal_nan=True)
+    out = DeviceArray.empty((data.shape[0],), data.dtype)
+    rt.launch(k.logsumexp, (2, block), x.flat_arg(), *data.shape, out.flat_arg())
+    np.testing.assert_allclose(out.to_host(), zgrad.logsumexp(zgrad.tensor(data), -1).numpy(), rtol=1e-12,
+                               equal_nan=True)
+
+
 def test_rows_longer_than_the_threads_hold_match_cpu_with_nan_and_infinities():
     """Softmax, log-softmax, logsumexp and the cross-entropy read a long row's max and sum of
     exponentials in one pass (online: the sum rescaled when the max grows): every row ordering

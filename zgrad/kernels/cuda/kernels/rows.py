@@ -1,5 +1,6 @@
 """Row-wise CUDA kernels: one block per row of a C-contiguous (R, N) array (rows stride past the
-grid), the block's threads striding over the row and combining through a shared-memory tree.
+grid), the block's threads striding over the row and combining by warp shuffles (each warp's
+values), then shared memory (the warps' results).
 The kernels on a training step's path (sums, norms, softmax, the cross-entropy) take their arrays
 flat with the row count and width: a flat array is the allocation's own, where a 2-D one needs a
 new strided wrapper per launch.
@@ -171,25 +172,37 @@ def _online_merge(m, s, m2, s2, T):
 
 
 @device
+def _warp_online_merge(m, s, width, T):
+    """The (max, sum of exp(x - max)) pairs of each group of ``width`` lanes merged
+    (:func:`_online_merge`), in every lane of the group: :func:`_warp_combine`'s butterfly for a
+    pair (the merge is symmetric, so lanes end with the same bits)."""
+    offset = width // 2
+    while offset > 0:
+        m, s = _online_merge(m, s, shuffle_xor(m, offset), shuffle_xor(s, offset), T)
+        offset //= 2
+    return m, s
+
+
+@device
 def _row_max_and_sum_exp(x, row, n, peaks, sums, T):
     """(max, sum of exp(v - max)) over the ``n`` elements v of flat ``x`` from ``row`` on, in one
-    read of the row (online softmax: each thread's sum is rescaled whenever its max grows, then
-    the threads' pairs merge through the shared arrays ``peaks`` and ``sums``)."""
+    read of the row (online softmax: each thread's sum is rescaled whenever its max grows), in
+    every thread: the threads' pairs merge as :func:`_block_combine` merges values, each warp's by
+    shuffles, then the warps' through the shared arrays ``peaks`` and ``sums`` (blockDim / WARP)."""
     t = cuda.threadIdx.x
     m, s = -T(math.inf), T(0)
     for j in range(t, n, cuda.blockDim.x):
         m, s = _online_add(m, s, T(x[row + j]), T)
-    peaks[t] = m
-    sums[t] = s
+    m, s = _warp_online_merge(m, s, min(WARP, cuda.blockDim.x), T)
+    if cuda.blockDim.x <= WARP:
+        return m, s
+    if t % WARP == 0:
+        peaks[t // WARP] = m
+        sums[t // WARP] = s
     cuda.syncthreads()
-    half = cuda.blockDim.x // 2
-    while half > 0:
-        if t < half:
-            peaks[t], sums[t] = _online_merge(peaks[t], sums[t], peaks[t + half], sums[t + half], T)
-        cuda.syncthreads()
-        half //= 2
-    m, s = peaks[0], sums[0]
-    cuda.syncthreads()
+    warps = cuda.blockDim.x // WARP
+    m, s = _warp_online_merge(peaks[t % warps], sums[t % warps], warps, T)
+    cuda.syncthreads()  # every warp has read the shared arrays before the block's next use of them
     return m, s
 
 
