@@ -1,5 +1,5 @@
 """What the CUDA kernel modules of this package share: the one ``cuda.jit`` wrapper with zgrad's
-options, the math module kernels call, and the registry the PTX test compiles from.
+options, the math module kernels call, and the warp shuffle (with its simulator stand-in).
 
 Options, and why:
 
@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from numba import cuda
 
-__all__ = ["SIMULATOR", "WARP", "math", "kernel", "device", "shuffle_xor", "PTX_CASES", "ptx_case"]
+__all__ = ["SIMULATOR", "WARP", "math", "kernel", "device", "shuffle_xor"]
 
 SIMULATOR = cuda.jit.__module__.startswith("numba.cuda.simulator")  # what numba.cuda became at import
 
@@ -30,10 +30,6 @@ if SIMULATOR:
     from zgrad.kernels.cuda.kernels import simulator_math as math
 else:
     import math  # noqa: F401 - re-exported for the kernel modules
-
-# (name, kernel's Python function, argument types) for every kernel and every dtype it supports:
-# what tests/kernels/test_cuda_ptx.py compiles for sm_90.
-PTX_CASES: list[tuple[str, Callable, tuple]] = []
 
 
 def kernel(py_func: Callable) -> Any:
@@ -44,12 +40,6 @@ def kernel(py_func: Callable) -> Any:
 def device(py_func: Callable) -> Any:
     """A CUDA device function with zgrad's options."""
     return cuda.jit(py_func, device=True)
-
-
-def ptx_case(name: str, dispatcher: Any, *signatures: tuple) -> None:
-    """Register ``dispatcher``'s kernel for the PTX test under ``name``, once per signature."""
-    for signature in signatures:
-        PTX_CASES.append((name, dispatcher.py_func, tuple(signature)))
 
 
 WARP = 32  # threads per warp on every CUDA device
