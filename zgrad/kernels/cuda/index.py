@@ -26,7 +26,15 @@ __all__ = [
 
 def _launch(kernel: Any, count: int, *arrays: Any) -> None:
     if count:
-        rt.launch(kernel, rt.grid_1d(count), *(a.arg() if isinstance(a, DeviceArray) else a for a in arrays))
+        rt.launch(kernel, rt.grid_1d(count), *(_arg(a) for a in arrays))
+
+
+def _arg(a: Any) -> Any:
+    """A kernel's argument for ``a``: a 1-D C-contiguous device array as its allocation's own
+    array where it spans it (no new wrapper per launch), another one as its view."""
+    if not isinstance(a, DeviceArray):
+        return a
+    return a.flat_arg() if a.ndim == 1 and a.flags.c_contiguous else a.arg()
 
 
 def _index(index: Any) -> DeviceArray:
@@ -37,8 +45,8 @@ def take(x, index, axis, out):
     """out = x's slices at ``index`` (1-D) along ``axis``."""
     outer = int(np.prod(x.shape[:axis]))
     inner = int(np.prod(x.shape[axis + 1:]))
-    x3 = contiguous(x).reshape(outer, x.shape[axis], inner)
-    _launch(kernels.index.take, out.size, x3, contiguous(_index(index)).reshape(-1), out.reshape(outer, -1, inner))
+    _launch(kernels.index.take, out.size, contiguous(x).reshape(-1), contiguous(_index(index)).reshape(-1),
+            x.shape[axis], inner, _flat_target(out))
     return out
 
 
@@ -151,16 +159,16 @@ def check_index_range(values, low: int, high: int, skip: int | None, error: Call
 
 def embedding(weight, indices, out):
     """out = weight[indices]: indices.shape + (D,)."""
-    flat = indices.reshape(-1)
-    _launch(kernels.index.take, out.size, contiguous(weight).reshape(1, *weight.shape), flat, out.reshape(1, flat.size, -1))
+    _launch(kernels.index.take, out.size, contiguous(weight).reshape(-1), contiguous(indices).reshape(-1),
+            weight.shape[0], weight.shape[1], _flat_target(out))
     return out
 
 
 def embedding_backward(grad, indices, padding_idx: int, scale_grad_by_freq: bool, out):
     flat = contiguous(indices).reshape(-1)
     counts = _counts(flat, out.shape[0], scale_grad_by_freq)
-    _launch(kernels.index.embedding_backward, flat.size * out.shape[1], contiguous(grad).reshape(flat.size, -1), flat,
-            int(padding_idx), counts, bool(scale_grad_by_freq), out)
+    _launch(kernels.index.embedding_backward, flat.size * out.shape[1], contiguous(grad).reshape(-1), flat,
+            out.shape[1], int(padding_idx), counts, bool(scale_grad_by_freq), _flat_target(out))
     return out
 
 

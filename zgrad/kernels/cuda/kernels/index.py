@@ -24,15 +24,16 @@ MODE_MEAN, MODE_MAX = 1, 2
 
 
 @kernel
-def take(x, index, out):
-    """out[o, j, i] = x[o, index[j], i]; 0 for an index outside x's rows (an embedding's indices
-    are checked after the launch: :func:`first_outside`)."""
-    k, inner, rows = out.shape[1], out.shape[2], x.shape[1]
+def take(x, index, rows, inner, out):
+    """out[o, j, i] = x[o, index[j], i], x and out flat in C order as (outer, rows, inner) and
+    (outer, index.size, inner); 0 for an index outside x's rows (an embedding's indices are
+    checked after the launch: :func:`first_outside`)."""
+    k = index.size
     for e in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         o, r = e // (k * inner), e % (k * inner)
         j, i = r // inner, r % inner
         row = index[j]
-        out[o, j, i] = x[o, row, i] if 0 <= row < rows else out.dtype.type(0)
+        out[e] = x[(o * rows + row) * inner + i] if 0 <= row < rows else out.dtype.type(0)
 
 
 @kernel
@@ -116,16 +117,17 @@ def count_indices(indices, counts):
 
 
 @kernel
-def embedding_backward(grad, indices, padding_idx, counts, scale_by_freq, out):
-    """out[indices[k], j] += grad[k, j] (/ counts[index] with ``scale_by_freq``), padding skipped."""
+def embedding_backward(grad, indices, width, padding_idx, counts, scale_by_freq, out):
+    """out[indices[k], j] += grad[k, j] (/ counts[index] with ``scale_by_freq``), padding skipped;
+    grad (indices.size, width) and out (rows, width) flat in C order."""
     T = out.dtype.type
-    width = out.shape[1]
+    rows = out.size // width
     for e in range(cuda.grid(1), indices.size * width, cuda.gridsize(1)):
         k, j = e // width, e % width
         index = indices[k]
-        if index != padding_idx and 0 <= index < out.shape[0]:
-            value = grad[k, j] / T(counts[index]) if scale_by_freq else grad[k, j]
-            cuda.atomic.add(out, (index, j), value)
+        if index != padding_idx and 0 <= index < rows:
+            value = grad[e] / T(counts[index]) if scale_by_freq else grad[e]
+            cuda.atomic.add(out, index * width + j, value)
 
 
 @kernel
@@ -232,7 +234,7 @@ def ptx_signatures() -> list:
     for dt in (types.float32, types.float64):
         v, m, t3 = dt[::1], dt[:, ::1], dt[:, :, :]
         cases += [
-            ("take", take.py_func, (t3, idx, t3)),
+            ("take", take.py_func, (v, idx, i64, i64, v)),
             ("gather", gather.py_func, (t3, idx3, t3)),
             ("scatter", scatter.py_func, (idx3, t3, t3)),
             ("scatter_add", scatter_add.py_func, (idx3, t3, t3)),
@@ -240,7 +242,7 @@ def ptx_signatures() -> list:
             ("take_flat", take_flat.py_func, (v, idx, v)),
             ("add_at_flat", add_at_flat.py_func, (idx, v, v)),
             ("put_flat", put_flat.py_func, (idx, v, v)),
-            ("embedding_backward", embedding_backward.py_func, (m, idx, i64, idx, b, m)),
+            ("embedding_backward", embedding_backward.py_func, (v, idx, i64, i64, idx, b, v)),
             ("embedding_renorm", embedding_renorm.py_func, (m, idx, dt, dt, b)),
             ("embedding_bag", embedding_bag.py_func, (m, idx, idx, v, i64, i64, m, idx, idx2)),
             ("embedding_bag_backward", embedding_bag_backward.py_func,
