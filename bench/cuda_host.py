@@ -4,8 +4,8 @@ On a GPU a training step is bound by the host when queueing its kernels takes lo
 device takes to run them: torch's minGPT step (``bench/train_step.py``) takes 41.4 ms on an H200
 in all. This script runs the steps of ``bench/train_step.py`` on zgrad's CUDA backend in Numba's
 simulator with every launch, cuBLAS call and device allocation replaced by a stub (a kernel
-launch records its kernel and returns; products take the cuBLAS path, as on a GPU, and compute
-nothing; an allocation is a plain ``numpy.empty``), so what it times is zgrad's Python above the
+launch records its kernel and returns; products take the cuBLAS and cuBLASLt paths, as on a GPU,
+and compute nothing; an allocation is a plain ``numpy.empty``), so what it times is zgrad's Python above the
 driver: autograd, dispatch, layouts, kernel arguments. Numba's own launch path and the driver add
 to it on a GPU (not measured here).
 
@@ -43,7 +43,7 @@ def _stub_the_device(launches: collections.Counter) -> None:
     never copied."""
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
-    from zgrad.kernels.cuda import array, cublas
+    from zgrad.kernels.cuda import array, cublas, cublas_lt
     from zgrad.kernels.cuda import runtime as rt
 
     def launch(kernel: object, config: object, *args: object) -> None:
@@ -56,10 +56,26 @@ def _stub_the_device(launches: collections.Counter) -> None:
             launches["cublas_gemm"] += 1
             return 0
 
+    class NoBiasedProducts:
+        """cuBLASLt present, each product with a bias in its epilogue queued and not computed."""
+
+        def cublasLtMatmulAlgoGetHeuristic(self, *args: object) -> int:
+            args[-1]._obj.value = 1  # one algorithm found
+            return 0
+
+        def cublasLtMatmul(self, *args: object) -> int:
+            launches["cublaslt_matmul"] += 1
+            return 0
+
+        def __getattr__(self, name: str) -> Callable:  # descriptors and their attributes
+            return lambda *args: 0
+
     rt.launch = launch
     array._allocate = lambda size, dtype: FakeCUDAArray(np.empty(max(size, 1), array._kernel_dtype(dtype)))
     cublas._library = lambda: NoProducts()
     cublas._handle = lambda: None
+    cublas_lt._library = lambda: NoBiasedProducts()
+    cublas_lt._dtypes.update(dict.fromkeys(map(np.dtype, ("float32", "float64")), True))  # the check reads results
 
 
 def measure(name: str, step_factory: Callable, steps: int) -> dict:

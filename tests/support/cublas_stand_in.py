@@ -1,21 +1,25 @@
-"""A stand-in for cuBLAS in Numba's CUDA simulator: :func:`install_stand_in` makes
+"""Stand-ins for cuBLAS and cuBLASLt in Numba's CUDA simulator: :func:`install_stand_in` makes
 ``zgrad.kernels.cuda.cublas`` call :class:`StandInCublas`, which computes each
 ``cublasGemmStridedBatchedEx`` exactly as cuBLAS defines it (column-major operands, op N/T, leading
 dimensions, batch strides, beta = 0 not reading C) from the simulator's device memory, which is
-host memory. Code that maps row-major views onto cuBLAS's GEMM is checked with it: a wrong
-operation, leading dimension or stride gives a wrong product.
+host memory; :func:`install_lt_stand_in` makes ``zgrad.kernels.cuda.cublas_lt`` call
+:class:`StandInCublasLt`, which does the same for ``cublasLtMatmul`` with its descriptors (stored
+shapes and leading dimensions, transposes, the bias epilogue). Code that maps row-major views onto
+the libraries' column-major products is checked with them: a wrong operation, leading dimension,
+stride or bias pointer gives a wrong product.
 """
 
 from __future__ import annotations
 
 import ctypes
+import threading
 
 import numpy as np
 import pytest
 
 from zgrad.kernels.promotion import BFLOAT16
 
-__all__ = ["StandInCublas", "install_stand_in"]
+__all__ = ["StandInCublas", "StandInCublasLt", "install_lt_stand_in", "install_stand_in"]
 
 _DTYPES = {0: np.float32, 1: np.float64, 2: np.float16, 14: BFLOAT16}
 
@@ -66,4 +70,111 @@ def install_stand_in(monkeypatch: pytest.MonkeyPatch) -> StandInCublas:
     fake = StandInCublas()
     monkeypatch.setattr(cublas, "_library", lambda: fake)
     monkeypatch.setattr(cublas, "_handle", lambda: None)
+    return fake
+
+
+# cublasLtMatmulDescAttributes_t values zgrad sets, and the epilogues
+_LT_DESC_ATTRIBUTES = {3: "transa", 4: "transb", 7: "epilogue", 8: "bias"}
+_LT_EPILOGUE_DEFAULT, _LT_EPILOGUE_BIAS = 1, 4
+
+
+class StandInCublasLt:
+    """The cuBLASLt calls zgrad makes, as the library defines them, on host memory: descriptors,
+    layouts and preferences are Python objects behind integer handles; ``cublasLtMatmul``
+    computes D = alpha op(A) op(B) + beta C (+ the bias down D's column-major rows).
+
+    ``drop_bias``: compute without the bias (a library getting the product wrong);
+    ``status``: what ``cublasLtMatmul`` returns (a refusal when not 0)."""
+
+    def __init__(self, drop_bias: bool = False, status: int = 0) -> None:
+        self.objects: dict[int, object] = {}
+        self.matmuls: list[dict] = []
+        self.heuristics = 0
+        self.drop_bias, self.status = drop_bias, status
+
+    def _new(self, reference, value) -> int:
+        key = len(self.objects) + 1
+        self.objects[key] = value
+        reference._obj.value = key
+        return 0
+
+    def _destroy(self, handle) -> int:
+        return 0
+
+    cublasLtDestroy = cublasLtMatmulDescDestroy = cublasLtMatrixLayoutDestroy = _destroy
+    cublasLtMatmulPreferenceDestroy = _destroy
+
+    def cublasLtCreate(self, reference) -> int:
+        return self._new(reference, "handle")
+
+    def cublasLtMatmulDescCreate(self, reference, compute, scale_type) -> int:
+        return self._new(reference, {"compute": compute, "scale": scale_type, "transa": 0, "transb": 0,
+                                     "epilogue": _LT_EPILOGUE_DEFAULT, "bias": None})
+
+    def cublasLtMatmulDescSetAttribute(self, desc, attribute, buffer, size) -> int:
+        value = buffer._obj
+        assert size == ctypes.sizeof(value), f"attribute {attribute}: {size} bytes given for a {type(value).__name__}"
+        expected = ctypes.c_void_p if attribute == 8 else ctypes.c_uint32 if attribute == 7 else ctypes.c_int32
+        assert isinstance(value, expected), f"attribute {attribute} takes a {expected.__name__}"
+        self.objects[desc.value][_LT_DESC_ATTRIBUTES[attribute]] = value.value
+        return 0
+
+    def cublasLtMatrixLayoutCreate(self, reference, data_type, rows, cols, ld) -> int:
+        assert ld >= max(1, rows), f"cuBLASLt refuses ld {ld} < rows {rows}"
+        return self._new(reference, (data_type, rows, cols, ld))
+
+    def cublasLtMatmulPreferenceCreate(self, reference) -> int:
+        return self._new(reference, {})
+
+    def cublasLtMatmulPreferenceSetAttribute(self, preference, attribute, buffer, size) -> int:
+        assert size == ctypes.sizeof(buffer._obj)
+        self.objects[preference.value][attribute] = buffer._obj.value
+        return 0
+
+    def cublasLtMatmulAlgoGetHeuristic(self, handle, desc, a, b, c, d, preference, requested, results, found) -> int:
+        assert requested >= 1
+        self.heuristics += 1
+        found._obj.value = 1
+        return 0
+
+    def cublasLtGetStatusName(self, status) -> bytes:
+        return b"CUBLAS_STATUS_NOT_SUPPORTED" if status == 15 else b"CUBLAS_STATUS_%d" % status
+
+    def _matrix(self, address, layout):
+        data_type, rows, cols, ld = self.objects[layout.value]
+        dtype = np.dtype(_DTYPES[data_type])
+        flat = _memory(address, (cols - 1) * ld + rows, dtype)
+        return np.lib.stride_tricks.as_strided(flat, (rows, cols), (dtype.itemsize, ld * dtype.itemsize)), dtype
+
+    def cublasLtMatmul(self, handle, desc, alpha, a, a_layout, b, b_layout, beta, c, c_layout, d, d_layout, algo,
+                       workspace, workspace_size, stream) -> int:
+        if self.status:
+            return self.status
+        op = self.objects[desc.value]
+        assert c == d and c_layout.value == d_layout.value, "zgrad writes D over C"
+        stored_a, _ = self._matrix(a, a_layout)
+        stored_b, _ = self._matrix(b, b_layout)
+        target, dtype = self._matrix(d, d_layout)
+        left = stored_a.astype(np.float64) if op["transa"] == 0 else stored_a.T.astype(np.float64)
+        right = stored_b.astype(np.float64) if op["transb"] == 0 else stored_b.T.astype(np.float64)
+        assert left.shape[1] == right.shape[0] and (left.shape[0], right.shape[1]) == target.shape
+        result = alpha._obj.value * (left @ right)
+        if beta._obj.value != 0:
+            result += beta._obj.value * target
+        if op["epilogue"] == _LT_EPILOGUE_BIAS and not self.drop_bias:
+            result += _memory(op["bias"], target.shape[0], dtype).astype(np.float64)[:, None]
+        target[...] = result
+        self.matmuls.append({"epilogue": op["epilogue"], "shape": target.shape, "transa": op["transa"],
+                             "transb": op["transb"]})
+        return 0
+
+
+def install_lt_stand_in(monkeypatch: pytest.MonkeyPatch, **options) -> StandInCublasLt:
+    """cuBLASLt present, as a new stand-in (for this test), none of its state kept from before:
+    the products it took are in its ``matmuls``."""
+    from zgrad.kernels.cuda import cublas_lt
+    fake = StandInCublasLt(**options)
+    monkeypatch.setattr(cublas_lt, "_library", lambda: fake)
+    monkeypatch.setattr(cublas_lt, "_local", threading.local())
+    monkeypatch.setattr(cublas_lt, "_dtypes", {})
     return fake

@@ -476,9 +476,11 @@ def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     return shape
 
 
-def matmul(a: Any, b: Any):
+def matmul(a: Any, b: Any, bias: Any = None):
     """numpy's matmul (batched and vector cases included) into a fresh ``out``, of the dtype both
-    arrays share (PyTorch promotes none in its products).
+    arrays share (PyTorch promotes none in its products); plus ``bias``, a 1-D array of the
+    product's columns and dtype, when given (a linear layer's: the CUDA backend adds it in
+    cuBLASLt's epilogue).
 
     Raises:
         ValueError: the inner dimensions do not match, naming both shapes.
@@ -492,7 +494,12 @@ def matmul(a: Any, b: Any):
                          f"{cpp_type_name(b.dtype)}")
     if a.dtype == np.bool_:
         raise NotImplementedError('"addmm_impl_cpu_" not implemented for \'Bool\'')
-    return be.matmul(a, b, be.empty(shape, a.dtype))
+    if bias is None:
+        return be.matmul(a, b, be.empty(shape, a.dtype))
+    if bias.shape != shape[-1:] or bias.dtype != a.dtype:
+        raise ShapeError(f"matmul: a bias of shape {list(bias.shape)} and dtype {bias.dtype} does not fit a product of "
+                         f"shape {list(shape)} and dtype {a.dtype}")
+    return be.matmul(a, b, be.empty(shape, a.dtype), bias)
 
 
 def _normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:

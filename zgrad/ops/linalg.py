@@ -79,9 +79,12 @@ class Linear(Op):
         rows = dispatch.contiguous(x).reshape(-1, x.shape[-1]) if x.ndim > 2 else x
         ctx.save_for_backward(rows, weight)
         ctx.input_shape = x.shape
-        out = dispatch.matmul(rows, weight.T)
-        if bias is not None:
-            dispatch.add_inplace(out, bias)
+        if bias is not None and bias.ndim == 1 and bias.dtype == x.dtype and bias.shape[0] == weight.shape[0]:
+            out = dispatch.matmul(rows, weight.T, bias)  # one pass where the backend fuses the addition
+        else:
+            out = dispatch.matmul(rows, weight.T)
+            if bias is not None:
+                dispatch.add_inplace(out, bias)
         return out.reshape(*x.shape[:-1], weight.shape[0]) if x.ndim > 2 else out
 
     @staticmethod

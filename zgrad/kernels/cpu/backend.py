@@ -202,14 +202,18 @@ def _short_times_transposed(a: np.ndarray, b: np.ndarray) -> bool:
     )
 
 
-def matmul(a, b, out):
+def matmul(a, b, out, bias=None):
+    """out = a @ b (numpy's matmul), plus ``bias`` (broadcast) when given."""
     if a.ndim > 2 and b.ndim == 2 and out.flags.c_contiguous:
         # numpy runs a stack of matrices times one matrix as one BLAS call per matrix; folding the
         # stack into the rows of one product (copying ``a`` first where its layout does not fold,
         # as PyTorch does) gives BLAS one large product to block and thread.
         _matmul_2d(a.reshape(-1, a.shape[-1]), b, out.reshape(-1, out.shape[-1]))
-        return out
-    return _matmul_2d(a, b, out)
+    else:
+        _matmul_2d(a, b, out)
+    if bias is not None:
+        np.add(out, bias, out=out)
+    return out
 
 
 def _matmul_2d(a, b, out):

@@ -21,7 +21,7 @@ import ctypes
 import functools
 import threading
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -29,10 +29,10 @@ from zgrad.kernels import matmul_precision
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.promotion import BFLOAT16
 
-__all__ = ["CublasError", "available", "gemm", "library_path", "takes_dtype"]
+__all__ = ["OP_N", "OP_T", "CublasError", "Problem", "available", "gemm", "library_path", "problem", "takes_dtype"]
 
 # cuBLAS's enums (cublas_api.h, library_types.h)
-_OP_N, _OP_T = 0, 1
+OP_N, OP_T = 0, 1  # cublasOperation_t
 _R_32F, _R_64F, _R_16F, _R_16BF = 0, 1, 2, 14
 _COMPUTE_32F, _COMPUTE_32F_FAST_TF32, _COMPUTE_64F = 68, 77, 70
 _GEMM_DEFAULT = -1
@@ -142,15 +142,55 @@ def _column_major(matrix: Any, rows: int, cols: int) -> tuple[int, int] | None:
     if matrix.strides[-2] % item or matrix.strides[-1] % item:
         return None
     if (cols == 1 or s_col == 1) and (rows == 1 or s_row >= cols):
-        return _OP_N, max(s_row, cols, 1)
+        return OP_N, max(s_row, cols, 1)
     if (rows == 1 or s_row == 1) and (cols == 1 or s_col >= rows):
-        return _OP_T, max(s_col, rows, 1)
+        return OP_T, max(s_col, rows, 1)
     return None
 
 
 def _batch_stride(matrix: Any) -> int | None:
     stride = matrix.strides[0]
     return stride // matrix.itemsize if stride >= 0 and stride % matrix.itemsize == 0 else None
+
+
+class Problem(NamedTuple):
+    """A row-major product out[z] = a[z] @ b[z] as cuBLAS computes it: the column-major
+    out^T = b^T @ a^T, so cuBLAS's first operand is ``b`` and its second ``a``."""
+
+    rows: int  # of cuBLAS's result: out's columns
+    cols: int  # of cuBLAS's result: out's rows
+    inner: int
+    batch: int
+    first: tuple[int, int, int]  # b's (operation, leading dimension, batch stride)
+    second: tuple[int, int, int]  # a's
+    ld_out: int
+    stride_out: int
+    data_type: int
+    compute: int
+    scalar: Any  # the ctypes type of alpha and beta
+
+
+def problem(a: Any, b: Any, out: Any) -> Problem | None:
+    """How cuBLAS takes out[z] = a[z] @ b[z] for 3-D device views (batch broadcast by a zero batch
+    stride), or None where it cannot (a dtype it lacks, operands of another dtype, sizes past
+    int32, an operand or out without a unit stride)."""
+    types = _TYPES.get(np.dtype(out.dtype))
+    if types is None or a.dtype != out.dtype or b.dtype != out.dtype:
+        return None
+    batch, m, n = out.shape
+    k = a.shape[2]
+    if max(batch, m, n, k) > _INT32_MAX or out.strides[2] != out.itemsize:
+        return None
+    b_layout, a_layout = _column_major(b, k, n), _column_major(a, m, k)
+    ldc = out.strides[1] // out.itemsize
+    strides = _batch_stride(a), _batch_stride(b), _batch_stride(out)
+    if b_layout is None or a_layout is None or None in strides or (m > 1 and ldc < n):
+        return None
+    data_type, compute, scalar = types
+    if compute == _COMPUTE_32F and data_type == _R_32F and matmul_precision.allow_tf32():
+        compute = _COMPUTE_32F_FAST_TF32
+    return Problem(n, m, k, batch, (*b_layout, strides[1]), (*a_layout, strides[0]), max(ldc, n, 1), strides[2],
+                   data_type, compute, scalar)
 
 
 def gemm(a: Any, b: Any, out: Any) -> bool:
@@ -160,28 +200,16 @@ def gemm(a: Any, b: Any, out: Any) -> bool:
     Raises:
         CublasError: cuBLAS refused a call it was given.
     """
-    types = _TYPES.get(np.dtype(out.dtype))
-    if types is None or a.dtype != out.dtype or b.dtype != out.dtype or _library() is None:
+    p = problem(a, b, out) if _library() is not None else None
+    if p is None:
         return False
-    batch, m, n = out.shape
-    k = a.shape[2]
-    if max(batch, m, n, k) > _INT32_MAX or out.strides[2] != out.itemsize:
-        return False
-    # Row-major C = A @ B is column-major C^T = B^T @ A^T: cuBLAS's first operand is b.
-    b_layout, a_layout = _column_major(b, k, n), _column_major(a, m, k)
-    ldc = out.strides[1] // out.itemsize
-    strides = _batch_stride(a), _batch_stride(b), _batch_stride(out)
-    if b_layout is None or a_layout is None or None in strides or (m > 1 and ldc < n):
-        return False
-    data_type, compute, scalar = types
-    if compute == _COMPUTE_32F and data_type == _R_32F and matmul_precision.allow_tf32():
-        compute = _COMPUTE_32F_FAST_TF32
-    alpha, beta = scalar(1.0), scalar(0.0)
+    alpha, beta = p.scalar(1.0), p.scalar(0.0)
+    (op_b, ld_b, stride_b), (op_a, ld_a, stride_a) = p.first, p.second
     status = _library().cublasGemmStridedBatchedEx(
-        _handle(), b_layout[0], a_layout[0], n, m, k, ctypes.byref(alpha),
-        b.data_ptr(), data_type, b_layout[1], strides[1],
-        a.data_ptr(), data_type, a_layout[1], strides[0],
-        ctypes.byref(beta), out.data_ptr(), data_type, max(ldc, n, 1), strides[2],
-        batch, compute, _GEMM_DEFAULT)
+        _handle(), op_b, op_a, p.rows, p.cols, p.inner, ctypes.byref(alpha),
+        b.data_ptr(), p.data_type, ld_b, stride_b,
+        a.data_ptr(), p.data_type, ld_a, stride_a,
+        ctypes.byref(beta), out.data_ptr(), p.data_type, p.ld_out, p.stride_out,
+        p.batch, p.compute, _GEMM_DEFAULT)
     _check(status, "cublasGemmStridedBatchedEx")
     return True

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.kernels.cuda import cublas, kernels
+from zgrad.kernels.cuda import cublas, cublas_lt, kernels
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.elementwise import binary_op, ternary_op, unary_op
@@ -431,10 +431,12 @@ def _gemm_of_copies(a: DeviceArray, b: DeviceArray, out: DeviceArray) -> bool:
     return cublas.gemm(contiguous(a), contiguous(b), out)
 
 
-def matmul(a, b, out):
-    """numpy's matmul of device arrays (vectors promoted and dropped, batch broadcast). float16
-    and bfloat16 go to cuBLAS as they are (tensor cores, float32 accumulation); where it cannot
-    take them, they are computed in float32 and rounded once."""
+def matmul(a, b, out, bias=None):
+    """numpy's matmul of device arrays (vectors promoted and dropped, batch broadcast), plus
+    ``bias`` (broadcast) when given: for a matrix product and a 1-D bias of its dtype, added in
+    cuBLASLt's epilogue where it runs. float16 and bfloat16 go to cuBLAS as they are (tensor cores,
+    float32 accumulation); where it cannot take them, they are computed in float32 and rounded
+    once."""
     if out.size == 0:
         return out
     a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
@@ -446,7 +448,9 @@ def matmul(a, b, out):
         unary_op("copy", 0, result)
     else:
         a3, b3, out3 = _as_3d(a2, batch), _as_3d(b2, batch), _as_3d(result, batch)
-        if not cublas.gemm(a3, b3, out3) and not _gemm_of_copies(a3, b3, out3):
+        if bias is not None and bias.ndim == 1 and cublas_lt.gemm_bias(a3, b3, bias, out3):
+            bias = None  # added already
+        elif not cublas.gemm(a3, b3, out3) and not _gemm_of_copies(a3, b3, out3):
             if out.dtype in HALF_DTYPES:  # zgrad's kernel computes half types in float32, rounded once
                 wide = DeviceArray.empty(result.shape, np.dtype(np.float32))
                 matmul(a2.astype(np.float32), b2.astype(np.float32), wide)
@@ -456,4 +460,14 @@ def matmul(a, b, out):
                 tiles = -(-m // linalg.TILE) * -(-n // linalg.TILE) * max(1, int(np.prod(batch)))
                 rt.launch(linalg.matmul, (rt.blocks_for(tiles), (linalg.TILE, linalg.TILE)), a3.arg(), b3.arg(),
                           out3.arg())
-    return out if result._base is out._base else unary_op("copy", result.reshape(out.shape), out)
+    if result._base is not out._base:
+        unary_op("copy", result.reshape(out.shape), out)
+    return out if bias is None else _add_bias(out, bias)
+
+
+def _add_bias(out: DeviceArray, bias: DeviceArray) -> DeviceArray:
+    """out += bias (broadcast); half types added in float32 and rounded once, as other ops."""
+    if out.dtype not in HALF_DTYPES and bias.dtype not in HALF_DTYPES:
+        return binary_op("add", out, bias, out)
+    wide, wide_bias = (cast_copy(v, DeviceArray.empty(v.shape, np.dtype(np.float32))) for v in (out, bias))
+    return cast_copy(binary_op("add", wide, wide_bias, wide), out)

@@ -1,0 +1,144 @@
+"""A linear layer's bias added in cuBLASLt's epilogue (``zgrad.kernels.cuda.cublas_lt``).
+
+In Numba's simulator there is no cuBLASLt: a stand-in computes each ``cublasLtMatmul`` from the
+simulator's host memory as the library defines it (stored shapes, leading dimensions, transposes,
+the bias down the column-major rows), so a wrong layout or bias pointer gives a wrong product.
+On a real GPU (``ZGRAD_TEST_REAL_GPU=1``) the library itself must take the products and pass the
+check each dtype's first product gets.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cublas_stand_in import install_lt_stand_in
+from cuda_helpers import REAL_GPU, SIMULATOR, TOLERANCE, requires_cuda
+
+import zgrad
+import zgrad.nn.functional as F
+from zgrad.kernels.promotion import BFLOAT16
+
+pytestmark = requires_cuda
+simulator_only = pytest.mark.skipif(not SIMULATOR, reason="the stand-in reads the simulator's host memory")
+
+_BIAS = 4  # CUBLASLT_EPILOGUE_BIAS
+
+
+def _linear_cases(rng):
+    x3 = rng.standard_normal((2, 5, 7))
+    return {
+        "rows": (rng.standard_normal((6, 7)), lambda x: x),
+        "3-d input folded into rows": (x3, lambda x: x),
+        "sequence-first view (copied to rows)": (x3, lambda x: x.transpose(0, 1)),
+        "one row": (rng.standard_normal((1, 7)), lambda x: x),
+        "vector": (rng.standard_normal(7), lambda x: x),
+        "column slice (lda > k)": (rng.standard_normal((6, 10)), lambda x: x[:, 3:]),
+    }
+
+
+@simulator_only
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", list(_linear_cases(np.random.default_rng(0))))
+def test_linear_adds_its_bias_in_the_epilogue_for_every_layout(monkeypatch, case, dtype):
+    lt = install_lt_stand_in(monkeypatch)
+    rng = np.random.default_rng(1)
+    data, view = _linear_cases(rng)[case]
+    w, b = rng.standard_normal((4, 7)).astype(dtype), rng.standard_normal(4).astype(dtype)
+    results = [F.linear(view(zgrad.tensor(data.astype(dtype), device=device)), zgrad.tensor(w, device=device),
+                        zgrad.tensor(b, device=device)) for device in ("cuda", "cpu")]
+    products = [m for m in lt.matmuls if m["shape"] != (6, 5)]  # past the dtype's check (5 x 6 products)
+    assert [m["epilogue"] for m in products] == [_BIAS], "one product, with the bias in its epilogue"
+    assert products[0]["transa"] == 1, "the weight read transposed in place"
+    np.testing.assert_allclose(results[0].cpu().numpy(), results[1].numpy(), **TOLERANCE[np.dtype(dtype)])
+
+
+@simulator_only
+def test_each_dtype_is_checked_once_then_its_plans_are_kept(monkeypatch):
+    """A plan (descriptors, algorithm) per problem and pointer alignments: the simulator's
+    allocations are aligned as numpy's happen to be, so alignment is fixed here but for one call."""
+    from zgrad.kernels.cuda import cublas_lt
+    lt = install_lt_stand_in(monkeypatch)
+    monkeypatch.setattr(cublas_lt, "_alignment", lambda address: 256)
+    x, w, b = (zgrad.randn(*shape, device="cuda") for shape in ((9, 6), (5, 6), (5,)))
+    for _ in range(3):
+        F.linear(x[1:], w, b)
+    checks = [m for m in lt.matmuls if m["shape"] == (6, 5)]
+    assert len(checks) == 2, "the weight's layout and a plain one, once"
+    assert len(lt.matmuls) == 5 and lt.heuristics == 3, "one plan for the three equal products"
+    monkeypatch.undo()
+    lt = install_lt_stand_in(monkeypatch)
+    F.linear(x[:8], w, b)
+    F.linear(x[1:], w, b)  # x's start 24 bytes further: less aligned than cuBLASLt assumes
+    assert lt.heuristics == 2 + 2
+    F.linear(x.double(), w.double(), b.double())
+    assert len(lt.matmuls) == 2 + 2 + 3, "float64 checked on its first product"
+
+
+@simulator_only
+@pytest.mark.parametrize("dtype", [np.float16, BFLOAT16], ids=["float16", "bfloat16"])
+def test_half_linear_layers_add_the_bias_in_the_epilogue_and_without_it_in_float32(monkeypatch, dtype):
+    rng = np.random.default_rng(3)
+    x, w, b = (rng.standard_normal(shape).astype(dtype) for shape in ((9, 7), (5, 7), (5,)))
+    wide = [v.astype(np.float32) for v in (x, w, b)]
+    expected = (wide[0] @ wide[1].T + wide[2]).astype(dtype).astype(np.float32)
+    tensors = [zgrad.tensor(v, device="cuda") for v in (x, w, b)]
+    lt = install_lt_stand_in(monkeypatch)
+    result = F.linear(*tensors)
+    assert lt.matmuls[-1]["epilogue"] == _BIAS
+    np.testing.assert_allclose(result.cpu().to(zgrad.float32).numpy(), expected, **TOLERANCE[np.dtype(dtype)])
+    from zgrad.kernels.cuda import cublas_lt
+    monkeypatch.setattr(cublas_lt, "_library", lambda: None)  # no cuBLASLt: the product, then the bias
+    result = F.linear(*tensors)
+    np.testing.assert_allclose(result.cpu().to(zgrad.float32).numpy(), expected, **TOLERANCE[np.dtype(dtype)])
+
+
+@simulator_only
+@pytest.mark.parametrize("options, warning", [({"drop_bias": True}, "came out wrong"), ({"status": 13}, "STATUS_13"),
+                                              ({"status": 15}, None)],
+                         ids=["wrong product", "refused", "not supported"])
+def test_a_dtype_cublaslt_gets_wrong_or_lacks_keeps_the_addition(monkeypatch, recwarn, options, warning):
+    """A wrong product or a refused call turns the path off for the dtype with a warning; no
+    algorithm for it (CUBLAS_STATUS_NOT_SUPPORTED) does so silently. Products stay right."""
+    lt = install_lt_stand_in(monkeypatch, **options)
+    rng = np.random.default_rng(4)
+    x, w, b = (rng.standard_normal(shape).astype(np.float32) for shape in ((8, 6), (5, 6), (5,)))
+    result = F.linear(*(zgrad.tensor(v, device="cuda") for v in (x, w, b)))
+    np.testing.assert_allclose(result.cpu().numpy(), x @ w.T + b, **TOLERANCE[np.dtype(np.float32)])
+    messages = [str(w.message) for w in recwarn.list if issubclass(w.category, RuntimeWarning)]
+    if warning is None:
+        assert not messages
+    else:
+        assert len(messages) == 1 and "cuBLASLt's bias epilogue is off for float32 in this process" in messages[0]
+        assert warning in messages[0]
+    calls = len(lt.matmuls)
+    F.linear(*(zgrad.tensor(v, device="cuda") for v in (x, w, b)))
+    assert len(lt.matmuls) == calls, "not asked again"
+    from zgrad.kernels.cuda import cublas_lt
+    assert not cublas_lt.available(np.float32) and cublas_lt.available(np.float64)
+
+
+@simulator_only
+def test_a_bias_the_epilogue_cannot_take_is_added_after_the_product(monkeypatch):
+    """A strided bias, a 0-d bias and a batched product keep the separate addition."""
+    lt = install_lt_stand_in(monkeypatch)
+    rng = np.random.default_rng(6)
+    x, w, b = (rng.standard_normal(shape).astype(np.float32) for shape in ((8, 6), (5, 6), (10,)))
+    dx, dw, db = (zgrad.tensor(v, device="cuda") for v in (x, w, b))
+    np.testing.assert_allclose(F.linear(dx, dw, db[::2]).cpu().numpy(), x @ w.T + b[::2],
+                               **TOLERANCE[np.dtype(np.float32)])
+    np.testing.assert_allclose(F.linear(dx, dw, db[3]).cpu().numpy(), x @ w.T + b[3], **TOLERANCE[np.dtype(np.float32)])
+    assert not [m for m in lt.matmuls if m["shape"] != (6, 5)]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not REAL_GPU, reason="needs a real CUDA GPU (run with ZGRAD_TEST_REAL_GPU=1 on a machine with one)")
+def test_on_a_gpu_cublaslt_takes_linear_layers_and_passes_its_check():
+    from zgrad.kernels.cuda import cublas_lt
+    rng = np.random.default_rng(7)
+    for dtype in (np.float32, np.float64, np.float16):
+        x, w, b = (rng.standard_normal(shape).astype(dtype) for shape in ((65, 33), (17, 33), (17,)))
+        result = F.linear(*(zgrad.tensor(v, device="cuda") for v in (x, w, b))).cpu().numpy()
+        expected = (x.astype(np.float64) @ w.T.astype(np.float64) + b).astype(dtype)
+        np.testing.assert_allclose(result, expected, **TOLERANCE[np.dtype(dtype)])
+        if dtype != np.float64:  # float64 may have no algorithm with a bias: then the addition runs
+            assert cublas_lt._dtypes.get(np.dtype(dtype)), "cuBLASLt was turned off for it (see the warning, if any)"
