@@ -212,7 +212,7 @@ def matmul(a, b, out, bias=None):
     else:
         _matmul_2d(a, b, out)
     if bias is not None:
-        np.add(out, bias, out=out)
+        add(out, bias, out)
     return out
 
 
