@@ -57,7 +57,7 @@ def _stub_the_device(launches: collections.Counter) -> None:
             return 0
 
     class NoBiasedProducts:
-        """cuBLASLt present, each product with a bias in its epilogue queued and not computed."""
+        """cuBLASLt present, each product with an epilogue queued and not computed."""
 
         def cublasLtMatmulAlgoGetHeuristic(self, *args: object) -> int:
             args[-1]._obj.value = 1  # one algorithm found
@@ -75,7 +75,8 @@ def _stub_the_device(launches: collections.Counter) -> None:
     cublas._library = lambda: NoProducts()
     cublas._handle = lambda: None
     cublas_lt._library = lambda: NoBiasedProducts()
-    cublas_lt._dtypes.update(dict.fromkeys(map(np.dtype, ("float32", "float64")), True))  # the check reads results
+    cublas_lt._works.update({(np.dtype(t), e): True for t in ("float32", "float64")  # the check reads results
+                             for e in (cublas_lt.BIAS, cublas_lt.BIAS_GRADIENT)})
 
 
 def measure(name: str, step_factory: Callable, steps: int) -> dict:

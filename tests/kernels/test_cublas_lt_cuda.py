@@ -1,4 +1,5 @@
-"""A linear layer's bias added in cuBLASLt's epilogue (``zgrad.kernels.cuda.cublas_lt``).
+"""A linear layer's bias added, and its gradient summed, in cuBLASLt's epilogues
+(``zgrad.kernels.cuda.cublas_lt``).
 
 In Numba's simulator there is no cuBLASLt: a stand-in computes each ``cublasLtMatmul`` from the
 simulator's host memory as the library defines it (stored shapes, leading dimensions, transposes,
@@ -21,7 +22,7 @@ from zgrad.kernels.promotion import BFLOAT16
 pytestmark = requires_cuda
 simulator_only = pytest.mark.skipif(not SIMULATOR, reason="the stand-in reads the simulator's host memory")
 
-_BIAS = 4  # CUBLASLT_EPILOGUE_BIAS
+_BIAS, _BGRADB = 4, 512  # CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_BGRADB
 
 
 def _linear_cases(rng):
@@ -50,6 +51,50 @@ def test_linear_adds_its_bias_in_the_epilogue_for_every_layout(monkeypatch, case
     assert [m["epilogue"] for m in products] == [_BIAS], "one product, with the bias in its epilogue"
     assert products[0]["transa"] == 1, "the weight read transposed in place"
     np.testing.assert_allclose(results[0].cpu().numpy(), results[1].numpy(), **TOLERANCE[np.dtype(dtype)])
+
+
+@simulator_only
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", ["rows", "3-d input folded into rows", "one row"])
+def test_linear_backward_sums_the_bias_gradient_in_the_weight_gradients_epilogue(monkeypatch, case, dtype):
+    from zgrad.kernels.cuda import kernels
+    from zgrad.kernels.cuda import runtime as rt
+    lt = install_lt_stand_in(monkeypatch)
+    launched = []
+    launch = rt.launch
+    monkeypatch.setattr(rt, "launch", lambda kernel, *args: launched.append(kernel) or launch(kernel, *args))
+    rng = np.random.default_rng(8)
+    data, _ = _linear_cases(rng)[case]
+    w, b = rng.standard_normal((4, 7)).astype(dtype), rng.standard_normal(4).astype(dtype)
+    g = rng.standard_normal(data.shape[:-1] + (4,)).astype(dtype)
+    grads = []
+    for device in ("cuda", "cpu"):
+        leaves = [zgrad.tensor(v.astype(dtype), device=device, requires_grad=True) for v in (data, w, b)]
+        F.linear(*leaves).backward(zgrad.tensor(g, device=device))
+        grads.append([leaf.grad.cpu().numpy() for leaf in leaves])
+    products = [m for m in lt.matmuls if m["shape"] != (6, 5)]
+    assert [m["epilogue"] for m in products] == [_BIAS, _BGRADB], "the forward's product, the weight gradient's"
+    assert products[1]["transb"] == (case != "one row"), "the output gradient read transposed in place"
+    assert kernels.rows.column_reduce not in launched and kernels.rows.row_reduce not in launched
+    for mine, expected in zip(*grads):
+        np.testing.assert_allclose(mine, expected, **TOLERANCE[np.dtype(dtype)])
+
+
+@simulator_only
+def test_a_wrong_bias_gradient_turns_its_epilogue_off_and_the_gradients_stay_right(monkeypatch):
+    from zgrad.kernels.cuda import cublas_lt
+    install_lt_stand_in(monkeypatch)
+    assert cublas_lt._check_epilogue(np.dtype(np.float32), cublas_lt.BIAS)  # the forward's epilogue works
+    monkeypatch.setattr(cublas_lt._library(), "drop_bias", True)
+    rng = np.random.default_rng(9)
+    x, w, b = (rng.standard_normal(shape).astype(np.float32) for shape in ((8, 6), (5, 6), (5,)))
+    leaves = [zgrad.tensor(v, device="cuda", requires_grad=True) for v in (x, w, b)]
+    g = rng.standard_normal((8, 5)).astype(np.float32)
+    with pytest.warns(RuntimeWarning, match="cuBLASLt's bias-gradient epilogue is off for float32 in this process"):
+        F.linear(*leaves).backward(zgrad.tensor(g, device="cuda"))  # the forward's bias is dropped: not checked here
+    np.testing.assert_allclose(leaves[2].grad.cpu().numpy(), g.sum(0), **TOLERANCE[np.dtype(np.float32)])
+    np.testing.assert_allclose(leaves[1].grad.cpu().numpy(), g.T @ x, **TOLERANCE[np.dtype(np.float32)])
+    assert cublas_lt.available(np.float32, cublas_lt.BIAS) and not cublas_lt.available(np.float32, cublas_lt.BIAS_GRADIENT)
 
 
 @simulator_only
@@ -141,4 +186,4 @@ def test_on_a_gpu_cublaslt_takes_linear_layers_and_passes_its_check():
         expected = (x.astype(np.float64) @ w.T.astype(np.float64) + b).astype(dtype)
         np.testing.assert_allclose(result, expected, **TOLERANCE[np.dtype(dtype)])
         if dtype != np.float64:  # float64 may have no algorithm with a bias: then the addition runs
-            assert cublas_lt._dtypes.get(np.dtype(dtype)), "cuBLASLt was turned off for it (see the warning, if any)"
+            assert cublas_lt._works.get((np.dtype(dtype), cublas_lt.BIAS)), "cuBLASLt was turned off for it (see the warning, if any)"

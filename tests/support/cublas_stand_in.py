@@ -4,9 +4,9 @@
 dimensions, batch strides, beta = 0 not reading C) from the simulator's device memory, which is
 host memory; :func:`install_lt_stand_in` makes ``zgrad.kernels.cuda.cublas_lt`` call
 :class:`StandInCublasLt`, which does the same for ``cublasLtMatmul`` with its descriptors (stored
-shapes and leading dimensions, transposes, the bias epilogue). Code that maps row-major views onto
+shapes and leading dimensions, transposes, the bias and bias-gradient epilogues). Code that maps row-major views onto
 the libraries' column-major products is checked with them: a wrong operation, leading dimension,
-stride or bias pointer gives a wrong product.
+stride or bias pointer gives a wrong product or bias gradient.
 """
 
 from __future__ import annotations
@@ -75,15 +75,16 @@ def install_stand_in(monkeypatch: pytest.MonkeyPatch) -> StandInCublas:
 
 # cublasLtMatmulDescAttributes_t values zgrad sets, and the epilogues
 _LT_DESC_ATTRIBUTES = {3: "transa", 4: "transb", 7: "epilogue", 8: "bias"}
-_LT_EPILOGUE_DEFAULT, _LT_EPILOGUE_BIAS = 1, 4
+_LT_EPILOGUE_DEFAULT, _LT_EPILOGUE_BIAS, _LT_EPILOGUE_BGRADB = 1, 4, 512
 
 
 class StandInCublasLt:
     """The cuBLASLt calls zgrad makes, as the library defines them, on host memory: descriptors,
     layouts and preferences are Python objects behind integer handles; ``cublasLtMatmul``
-    computes D = alpha op(A) op(B) + beta C (+ the bias down D's column-major rows).
+    computes D = alpha op(A) op(B) + beta C, plus the bias down D's column-major rows (epilogue
+    BIAS) or writing op(B) summed over k, one per column of D, to the bias pointer (BGRADB).
 
-    ``drop_bias``: compute without the bias (a library getting the product wrong);
+    ``drop_bias``: leave out the bias or its gradient (a library getting the product wrong);
     ``status``: what ``cublasLtMatmul`` returns (a refusal when not 0)."""
 
     def __init__(self, drop_bias: bool = False, status: int = 0) -> None:
@@ -163,6 +164,8 @@ class StandInCublasLt:
             result += beta._obj.value * target
         if op["epilogue"] == _LT_EPILOGUE_BIAS and not self.drop_bias:
             result += _memory(op["bias"], target.shape[0], dtype).astype(np.float64)[:, None]
+        if op["epilogue"] == _LT_EPILOGUE_BGRADB and not self.drop_bias:  # op(B) summed over k, per column of D
+            _memory(op["bias"], target.shape[1], dtype)[:] = right.sum(0)
         target[...] = result
         self.matmuls.append({"epilogue": op["epilogue"], "shape": target.shape, "transa": op["transa"],
                              "transb": op["transb"]})
@@ -176,5 +179,5 @@ def install_lt_stand_in(monkeypatch: pytest.MonkeyPatch, **options) -> StandInCu
     fake = StandInCublasLt(**options)
     monkeypatch.setattr(cublas_lt, "_library", lambda: fake)
     monkeypatch.setattr(cublas_lt, "_local", threading.local())
-    monkeypatch.setattr(cublas_lt, "_dtypes", {})
+    monkeypatch.setattr(cublas_lt, "_works", {})
     return fake

@@ -30,7 +30,7 @@ __all__ = [
     "OPS", "DEFAULT_FLOAT", "INT64", "backend", "backend_of", "backend_available", "device_type_of", "empty", "full",
     "asarray", "float_dtype", "scalar_type_name", "cpp_type_name", "sum_dtype", "mean_dtype", "broadcast_shape", "sum_to",
     "broadcast_axes", "binary",
-    "unary", "activation_backward", "matmul", "reduce_sum", "reduce_axes", "rowwise", "rowwise_backward", "bias_act", "stack",
+    "unary", "activation_backward", "matmul", "matmul_with_row_sums", "reduce_sum", "reduce_axes", "rowwise", "rowwise_backward", "bias_act", "stack",
     "concatenate", "slice_backward", "cast",
     "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "host_buffer", "dlpack_capsule", "dlpack_device", "from_dlpack", "pin_memory", "is_pinned", "add_inplace", "scale_inplace", "copy_into",
     "check_integer_divisor",
@@ -500,6 +500,19 @@ def matmul(a: Any, b: Any, bias: Any = None):
         raise ShapeError(f"matmul: a bias of shape {list(bias.shape)} and dtype {bias.dtype} does not fit a product of "
                          f"shape {list(shape)} and dtype {a.dtype}")
     return be.matmul(a, b, be.empty(shape, a.dtype), bias)
+
+
+def matmul_with_row_sums(a: Any, b: Any) -> tuple[Any, Any]:
+    """(a @ b, a's rows summed) for matrices of one floating dtype: a linear layer's weight and
+    bias gradients (a = the output gradient transposed), which the CUDA backend computes in one
+    cuBLASLt call."""
+    be = backend_of(a, b)
+    if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.shape[1] != b.shape[0]:
+        raise ShapeError(f"matmul_with_row_sums: matrices of one dtype that multiply, not {list(a.shape)} {a.dtype} "
+                         f"and {list(b.shape)} {b.dtype}")
+    out, sums = be.empty((a.shape[0], b.shape[1]), a.dtype), be.empty((a.shape[0],), a.dtype)
+    be.matmul(a, b, out, None, sums)
+    return out, sums
 
 
 def _normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:

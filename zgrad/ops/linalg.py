@@ -95,7 +95,11 @@ class Linear(Op):
         needs = ctx.needs_input_grad
         g2 = grad.reshape(-1, grad.shape[-1])
         gx = formula_matmul(g2, weight).reshape(ctx.input_shape) if needs[0] else None
-        gw = formula_matmul(_swap_last(g2), rows.reshape(-1, rows.shape[-1])) if needs[1] else None
+        rows2 = rows.reshape(-1, rows.shape[-1])
+        if len(needs) == 3 and needs[1] and needs[2] and not on_graph(g2) and not on_graph(rows2) \
+                and g2.dtype == rows2.dtype:  # both in one pass where the backend fuses them
+            return (gx, *dispatch.matmul_with_row_sums(_swap_last(g2), rows2))
+        gw = formula_matmul(_swap_last(g2), rows2) if needs[1] else None
         if len(needs) == 2:  # applied without a bias
             return gx, gw
         return gx, gw, (formula_sum(g2, 0) if needs[2] else None)

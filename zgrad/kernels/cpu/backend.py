@@ -202,8 +202,11 @@ def _short_times_transposed(a: np.ndarray, b: np.ndarray) -> bool:
     )
 
 
-def matmul(a, b, out, bias=None):
-    """out = a @ b (numpy's matmul), plus ``bias`` (broadcast) when given."""
+def matmul(a, b, out, bias=None, row_sums=None):
+    """out = a @ b (numpy's matmul), plus ``bias`` (broadcast) when given; with ``row_sums``
+    given (2-D ``a``), a's rows summed into it."""
+    if row_sums is not None:
+        sum_over(a, (1,), False, row_sums)
     if a.ndim > 2 and b.ndim == 2 and out.flags.c_contiguous:
         # numpy runs a stack of matrices times one matrix as one BLAS call per matrix; folding the
         # stack into the rows of one product (copying ``a`` first where its layout does not fold,

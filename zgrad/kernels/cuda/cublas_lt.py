@@ -1,20 +1,22 @@
-"""Matrix products with a bias added in cuBLASLt's epilogue: a linear layer's ``x @ W.T + b`` as one
-library call, where cuBLAS's GEMM and a separate addition write the product and then read and
-write it again.
+"""Matrix products with a linear layer's bias work in cuBLASLt's epilogue: the forward's
+``x @ W.T + b`` (:func:`gemm_bias`) and the backward's weight gradient ``g.T @ x`` with the bias's,
+``g`` summed over its rows (:func:`gemm_row_sums`), each as one library call, where cuBLAS's GEMM
+and a separate kernel read or write the product, or read ``g``, once more.
 
 cuBLASLt comes with cuBLAS (the same ``nvidia-cublas`` wheel, ``libcublasLt``) and is called
-through ctypes: ``cublasLtMatmul`` with the epilogue ``CUBLASLT_EPILOGUE_BIAS``, which adds a
-vector to every row of the (row-major) product. Each thread has its own handle, workspace and, per
-problem (dtype, shape, operations, leading dimensions, pointer alignments), the operation and
-layout descriptors and the algorithm cuBLASLt's heuristic picked, made on first use.
+through ctypes: ``cublasLtMatmul`` with the epilogue ``CUBLASLT_EPILOGUE_BIAS`` (a vector added to
+every row of the row-major product) or ``CUBLASLT_EPILOGUE_BGRADB`` (the left operand's rows
+summed: cuBLASLt's B is the row-major left operand). Each thread has its own handle, workspace
+and, per problem (epilogue, dtype, shape, operations, leading dimensions, pointer alignments), the
+operation and layout descriptors and the algorithm cuBLASLt's heuristic picked, made on first use.
 
-A dtype's first product in a process is checked against the same product of small integers (exact
-in every dtype and summation order) read back to the host: one wait for the device, once. Where
-cuBLASLt has no algorithm for a product, that product takes cuBLAS's GEMM and an addition, as in
-Numba's simulator; where it cannot be loaded, refuses a call or gets the check wrong, the path
-turns off (for that dtype) with a warning.
+Each epilogue's first product of a dtype in a process is checked against the same product of small
+integers (exact in every dtype and summation order) read back to the host: one wait for the
+device, once. Where cuBLASLt has no algorithm for a product, the caller computes it as before
+(cuBLAS's GEMM and a kernel, as in Numba's simulator); where it cannot be loaded, refuses a call or
+gets the check wrong, the epilogue turns off for that dtype with a warning.
 
-:func:`gemm_bias` returns False where it does not compute the product; the caller then does.
+Both functions return False where they do not compute the product; the caller then does.
 """
 
 from __future__ import annotations
@@ -31,11 +33,12 @@ from zgrad.kernels.cuda import cublas
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda.array import DeviceArray
 
-__all__ = ["available", "gemm_bias"]
+__all__ = ["BIAS", "BIAS_GRADIENT", "available", "gemm_bias", "gemm_row_sums"]
 
 # cuBLASLt's enums (cublasLt.h)
 _DESC_TRANSA, _DESC_TRANSB, _DESC_EPILOGUE, _DESC_BIAS_POINTER = 3, 4, 7, 8
-_EPILOGUE_BIAS = 4
+BIAS, BIAS_GRADIENT = 4, 512  # CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_BGRADB
+_EPILOGUE_NAMES = {BIAS: "bias", BIAS_GRADIENT: "bias-gradient"}
 _PREF_MAX_WORKSPACE_BYTES = 1
 _PREF_MIN_ALIGNMENT = {"a": 5, "b": 6, "c": 7, "d": 8}
 _SCALE_TYPES = {ctypes.c_float: 0, ctypes.c_double: 1}  # CUDA_R_32F, CUDA_R_64F: alpha and beta's type
@@ -90,7 +93,7 @@ _NOT_SUPPORTED = 15  # CUBLAS_STATUS_NOT_SUPPORTED
 
 
 class _NotSupported(cublas.CublasError):
-    """cuBLASLt has no algorithm for a product with a bias (not an error: the bias is added after)."""
+    """cuBLASLt has no algorithm for a product with an epilogue (not an error: the caller computes it)."""
 
 
 def _check(status: int, call: str) -> None:
@@ -112,8 +115,8 @@ def _alignment(address: int) -> int:
 class _Plan:
     """The descriptors of one problem and the algorithm picked for it (destroyed with the plan)."""
 
-    def __init__(self, lib: ctypes.CDLL, handle: ctypes.c_void_p, p: cublas.Problem, alignments: dict[str, int],
-                 bias_address: int) -> None:
+    def __init__(self, lib: ctypes.CDLL, handle: ctypes.c_void_p, p: cublas.Problem, epilogue: int,
+                 alignments: dict[str, int], vector_address: int) -> None:
         self._lib = lib
         self.desc, self.layouts = ctypes.c_void_p(), []
         _check(lib.cublasLtMatmulDescCreate(ctypes.byref(self.desc), p.compute, _SCALE_TYPES[p.scalar]),
@@ -122,8 +125,8 @@ class _Plan:
         setter = lib.cublasLtMatmulDescSetAttribute
         _set(setter, self.desc, _DESC_TRANSA, ctypes.c_int32(op_b))
         _set(setter, self.desc, _DESC_TRANSB, ctypes.c_int32(op_a))
-        _set(setter, self.desc, _DESC_EPILOGUE, ctypes.c_uint32(_EPILOGUE_BIAS))
-        self.set_bias(bias_address)
+        _set(setter, self.desc, _DESC_EPILOGUE, ctypes.c_uint32(epilogue))
+        self.set_vector(vector_address)
         # Layouts describe the matrices as stored, before their operation
         self._layout(p.data_type, *((p.rows, p.inner) if op_b == cublas.OP_N else (p.inner, p.rows)), ld_b)
         self._layout(p.data_type, *((p.inner, p.cols) if op_a == cublas.OP_N else (p.cols, p.inner)), ld_a)
@@ -143,7 +146,8 @@ class _Plan:
         finally:
             lib.cublasLtMatmulPreferenceDestroy(preference)
         if found.value < 1:
-            raise _NotSupported("cublasLtMatmulAlgoGetHeuristic found no algorithm for a product with a bias")
+            raise _NotSupported(f"cublasLtMatmulAlgoGetHeuristic found no algorithm for the {_EPILOGUE_NAMES[epilogue]} "
+                                f"epilogue")
 
     def _layout(self, data_type: int, rows: int, cols: int, ld: int) -> None:
         layout = ctypes.c_void_p()
@@ -151,7 +155,8 @@ class _Plan:
                "cublasLtMatrixLayoutCreate")
         self.layouts.append(layout)
 
-    def set_bias(self, address: int) -> None:
+    def set_vector(self, address: int) -> None:
+        """Where the epilogue reads the bias or writes the bias gradient."""
         _set(self._lib.cublasLtMatmulDescSetAttribute, self.desc, _DESC_BIAS_POINTER, ctypes.c_void_p(address))
 
     def __del__(self) -> None:
@@ -187,14 +192,14 @@ def _state() -> _ThreadState:
     return state
 
 
-def available(dtype: Any = np.float32) -> bool:
-    """Whether products of ``dtype`` with a bias run through cuBLASLt here (so far)."""
-    return _library() is not None and _dtypes.get(np.dtype(dtype), True)
+def available(dtype: Any = np.float32, epilogue: int = BIAS) -> bool:
+    """Whether products of ``dtype`` with ``epilogue`` run through cuBLASLt here (so far)."""
+    return _library() is not None and _works.get((np.dtype(dtype), epilogue), True)
 
 
-# Per dtype: its first product checked and right (True), or the path off for it (False): the
-# library has no algorithm for it, refused a call, or got the check wrong (the last two warned).
-_dtypes: dict[np.dtype, bool] = {}
+# Per (dtype, epilogue): its first product checked and right (True), or the path off for it (False):
+# the library has no algorithm for it, refused a call, or got the check wrong (the last two warned).
+_works: dict[tuple[np.dtype, int], bool] = {}
 _check_lock = threading.Lock()
 
 
@@ -202,39 +207,51 @@ def gemm_bias(a: Any, b: Any, bias: Any, out: Any) -> bool:
     """out[0] = a[0] @ b[0] + bias (added to every row) for 3-D device views with a batch of one
     and a C-contiguous 1-D ``bias`` of out's columns and dtype, through cuBLASLt on this thread's
     stream. Returns False, computing nothing, where it does not take the product."""
-    if out.shape[0] != 1 or bias.dtype != out.dtype or bias.shape != (out.shape[2],) \
-            or bias.strides[0] != bias.itemsize or _library() is None:
+    return _gemm_with(a, b, bias, out, BIAS, out.shape[2])
+
+
+def gemm_row_sums(a: Any, b: Any, sums: Any, out: Any) -> bool:
+    """out[0] = a[0] @ b[0] and sums[i] = the sum of a[0, i, :] (a linear layer's weight gradient
+    g.T @ x with its bias's, g summed over its rows) for 3-D device views with a batch of one and
+    a C-contiguous 1-D ``sums`` of out's rows and dtype, through cuBLASLt on this thread's stream.
+    Returns False, computing nothing, where it does not take the product."""
+    return _gemm_with(a, b, sums, out, BIAS_GRADIENT, out.shape[1])
+
+
+def _gemm_with(a: Any, b: Any, vector: Any, out: Any, epilogue: int, length: int) -> bool:
+    if out.shape[0] != 1 or vector.dtype != out.dtype or vector.shape != (length,) \
+            or vector.strides[0] != vector.itemsize or _library() is None:
         return False
     p = cublas.problem(a, b, out)
     if p is None:
         return False
-    works = _dtypes.get(out.dtype)
+    works = _works.get((out.dtype, epilogue))
     if works is None:
-        works = _check_dtype(out.dtype)
+        works = _check_epilogue(out.dtype, epilogue)
     if not works:
         return False
     try:
-        return _matmul(p, a, b, bias, out)
+        return _matmul(p, a, b, vector, out, epilogue)
     except cublas.CublasError as exc:
-        _turn_off(out.dtype, str(exc))
+        _turn_off(out.dtype, epilogue, str(exc))
         return False
 
 
-def _matmul(p: cublas.Problem, a: Any, b: Any, bias: Any, out: Any) -> bool:
+def _matmul(p: cublas.Problem, a: Any, b: Any, vector: Any, out: Any, epilogue: int) -> bool:
     """The product through the thread's plan for it (made on first use); False, computing
     nothing, where cuBLASLt has no algorithm for it."""
     state = _state()
     addresses = {"a": b.data_ptr(), "b": a.data_ptr(), "c": out.data_ptr(), "d": out.data_ptr()}  # cuBLASLt's A is b
     alignments = {name: _alignment(address) for name, address in addresses.items()}
-    bias_address = bias.data_ptr()
-    key = (p, tuple(alignments.values()), _alignment(bias_address))
+    vector_address = vector.data_ptr()
+    key = (p, epilogue, tuple(alignments.values()), _alignment(vector_address))
     try:
         if key not in state.plans:
-            state.plans[key] = _Plan(_library(), state.handle, p, alignments, bias_address)
+            state.plans[key] = _Plan(_library(), state.handle, p, epilogue, alignments, vector_address)
         plan = state.plans[key]
         if plan is None:
             return False
-        plan.set_bias(bias_address)
+        plan.set_vector(vector_address)
         alpha, beta = p.scalar(1.0), p.scalar(0.0)
         a_layout, b_layout, c_layout = plan.layouts
         _check(_library().cublasLtMatmul(
@@ -247,39 +264,53 @@ def _matmul(p: cublas.Problem, a: Any, b: Any, bias: Any, out: Any) -> bool:
     return True
 
 
-def _check_dtype(dtype: np.dtype) -> bool:
-    """Whether cuBLASLt computes a product with a bias of ``dtype`` right: small integers, exact
-    in every dtype and order of summation, through a linear layer's layout (b a transposed view)
-    and a plain one. Off for ``dtype`` where it has no algorithm for them, and, warning, where it
-    refuses a call or gets them wrong."""
+def _check_epilogue(dtype: np.dtype, epilogue: int) -> bool:
+    """Whether cuBLASLt computes products of ``dtype`` with ``epilogue`` right: small integers,
+    exact in every dtype and order of summation, through a linear layer's layouts (the forward's
+    weight and the backward's output gradient transposed views) and plain ones. Off for the pair
+    where it has no algorithm for them, and, warning, where it refuses a call or gets them wrong."""
     with _check_lock:
-        if dtype in _dtypes:
-            return _dtypes[dtype]
+        if (dtype, epilogue) in _works:
+            return _works[(dtype, epilogue)]
         rng = np.random.default_rng(0)
-        x, w, bias = (rng.integers(-3, 4, shape).astype(np.float32) for shape in ((5, 7), (6, 7), (6,)))
-        expected = x @ w.T + bias
+        left, right = rng.integers(-3, 4, (5, 7)).astype(np.float32), rng.integers(-3, 4, (7, 6)).astype(np.float32)
+        vector = rng.integers(-3, 4, 6).astype(np.float32)
+        expected = (left @ right + vector, None) if epilogue == BIAS else (left @ right, left.sum(1))
         works = True
         try:
-            x_dev = DeviceArray.from_host(x.astype(dtype)).reshape(1, 5, 7)
-            bias_dev = DeviceArray.from_host(bias.astype(dtype))
-            linear_layout = DeviceArray.from_host(w.astype(dtype)).transpose(1, 0)
-            for b in (linear_layout, DeviceArray.from_host(np.ascontiguousarray(w.T).astype(dtype))):
+            vector_dev = DeviceArray.from_host(vector.astype(dtype) if epilogue == BIAS else np.zeros(5, dtype))
+            for transposed in (True, False):
+                a_dev, b_dev = (_on_device(m, dtype, transposed and side == epilogue)
+                                for m, side in ((left, BIAS_GRADIENT), (right, BIAS)))
                 out = DeviceArray.empty((1, 5, 6), dtype)
-                if not _matmul(cublas.problem(x_dev, b[None], out), x_dev, b[None], bias_dev, out):
+                if not _matmul(cublas.problem(a_dev[None], b_dev[None], out), a_dev[None], b_dev[None], vector_dev, out,
+                               epilogue):
                     works = False
                     break
-                got = out.to_host().astype(np.float32).reshape(5, 6)
-                if not np.array_equal(got, expected):
-                    _turn_off(dtype, f"a product with a bias came out wrong (largest error {np.abs(got - expected).max()})")
-                    return False
+                got = [out.to_host().astype(np.float32).reshape(5, 6)]
+                if epilogue == BIAS_GRADIENT:
+                    got.append(vector_dev.to_host().astype(np.float32))
+                for value, wanted in zip(got, expected):
+                    if not np.array_equal(value, wanted):
+                        _turn_off(dtype, epilogue, f"a product came out wrong (largest error "
+                                  f"{np.abs(value - wanted).max()})")
+                        return False
         except cublas.CublasError as exc:
-            _turn_off(dtype, str(exc))
+            _turn_off(dtype, epilogue, str(exc))
             return False
-        _dtypes[dtype] = works
+        _works[(dtype, epilogue)] = works
         return works
 
 
-def _turn_off(dtype: np.dtype, reason: str) -> None:
-    _dtypes[dtype] = False
-    warnings.warn(f"cuBLASLt's bias epilogue is off for {dtype} in this process: {reason}; linear layers add their "
-                  f"bias after cuBLAS's product", RuntimeWarning, stacklevel=4)
+def _on_device(matrix: np.ndarray, dtype: np.dtype, as_transposed_view: bool) -> DeviceArray:
+    """``matrix`` in ``dtype`` on the device: as a linear layer passes the operand it transposes
+    (the forward's right, W.T; the backward's left, g.T), a transposed view, when asked."""
+    if as_transposed_view:
+        return DeviceArray.from_host(np.ascontiguousarray(matrix.T).astype(dtype)).transpose(1, 0)
+    return DeviceArray.from_host(matrix.astype(dtype))
+
+
+def _turn_off(dtype: np.dtype, epilogue: int, reason: str) -> None:
+    _works[(dtype, epilogue)] = False
+    warnings.warn(f"cuBLASLt's {_EPILOGUE_NAMES[epilogue]} epilogue is off for {dtype} in this process: {reason}; "
+                  f"linear layers compute it after cuBLAS's product", RuntimeWarning, stacklevel=4)

@@ -431,12 +431,16 @@ def _gemm_of_copies(a: DeviceArray, b: DeviceArray, out: DeviceArray) -> bool:
     return cublas.gemm(contiguous(a), contiguous(b), out)
 
 
-def matmul(a, b, out, bias=None):
+def matmul(a, b, out, bias=None, row_sums=None):
     """numpy's matmul of device arrays (vectors promoted and dropped, batch broadcast), plus
-    ``bias`` (broadcast) when given: for a matrix product and a 1-D bias of its dtype, added in
-    cuBLASLt's epilogue where it runs. float16 and bfloat16 go to cuBLAS as they are (tensor cores,
-    float32 accumulation); where it cannot take them, they are computed in float32 and rounded
-    once."""
+    ``bias`` (broadcast) when given, and with ``row_sums`` given (2-D ``a``), a's rows summed into
+    it; for matrix products a 1-D bias or the sums of the product's dtype are worked in cuBLASLt's
+    epilogue where it runs. float16 and bfloat16 go to cuBLAS as they are (tensor cores, float32
+    accumulation); where it cannot take them, they are computed in float32 and rounded once."""
+    if row_sums is not None:
+        if out.size and a.shape[-1] and cublas_lt.gemm_row_sums(a[None], b[None], row_sums, out[None]):
+            return out
+        _row_sums(a, row_sums)
     if out.size == 0:
         return out
     a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
@@ -463,6 +467,17 @@ def matmul(a, b, out, bias=None):
     if result._base is not out._base:
         unary_op("copy", result.reshape(out.shape), out)
     return out if bias is None else _add_bias(out, bias)
+
+
+def _row_sums(a: DeviceArray, out: DeviceArray) -> DeviceArray:
+    """out = the sums of 2-D ``a``'s rows, read in place where ``a`` is a transposed C-contiguous
+    matrix (a gradient g.T: its column sums); half types summed in float32 and rounded once."""
+    if a.dtype in HALF_DTYPES:
+        wide = DeviceArray.empty(out.shape, np.dtype(np.float32))
+        return cast_copy(_row_sums(cast_copy(a, DeviceArray.empty(a.shape, np.dtype(np.float32))), wide), out)
+    if a.T.flags.c_contiguous and not a.flags.c_contiguous:
+        return sum(a.T, (0,), False, out)
+    return sum(a, (1,), False, out)
 
 
 def _add_bias(out: DeviceArray, bias: DeviceArray) -> DeviceArray:
