@@ -145,6 +145,7 @@ class _Plan:
                    "cublasLtMatmulAlgoGetHeuristic")
         finally:
             lib.cublasLtMatmulPreferenceDestroy(preference)
+        self.algo = ctypes.byref(self.result.algo)
         if found.value < 1:
             raise _NotSupported(f"cublasLtMatmulAlgoGetHeuristic found no algorithm for the {_EPILOGUE_NAMES[epilogue]} "
                                 f"epilogue")
@@ -157,6 +158,7 @@ class _Plan:
 
     def set_vector(self, address: int) -> None:
         """Where the epilogue reads the bias or writes the bias gradient."""
+        self.vector_address = address
         _set(self._lib.cublasLtMatmulDescSetAttribute, self.desc, _DESC_BIAS_POINTER, ctypes.c_void_p(address))
 
     def __del__(self) -> None:
@@ -174,7 +176,9 @@ class _ThreadState:
         self.handle = ctypes.c_void_p()
         _check(lib.cublasLtCreate(ctypes.byref(self.handle)), "cublasLtCreate")
         self.workspace = DeviceArray.empty((WORKSPACE_BYTES,), np.dtype(np.uint8))
-        self.plans: dict[tuple, _Plan] = {}
+        self.workspace_address = self.workspace.data_ptr()
+        self.stream = ctypes.c_void_p(int(rt.current_stream()))
+        self.plans: dict[tuple, _Plan | None] = {}
 
     def __del__(self) -> None:
         self.plans.clear()
@@ -237,31 +241,38 @@ def _gemm_with(a: Any, b: Any, vector: Any, out: Any, epilogue: int, length: int
         return False
 
 
+# alpha = 1 and beta = 0 by reference, for each type they take
+_ONE = {scalar: ctypes.byref(scalar(1.0)) for scalar in _SCALE_TYPES}
+_ZERO = {scalar: ctypes.byref(scalar(0.0)) for scalar in _SCALE_TYPES}
+
+
 def _matmul(p: cublas.Problem, a: Any, b: Any, vector: Any, out: Any, epilogue: int) -> bool:
     """The product through the thread's plan for it (made on first use); False, computing
     nothing, where cuBLASLt has no algorithm for it."""
     state = _state()
-    addresses = {"a": b.data_ptr(), "b": a.data_ptr(), "c": out.data_ptr(), "d": out.data_ptr()}  # cuBLASLt's A is b
-    alignments = {name: _alignment(address) for name, address in addresses.items()}
-    vector_address = vector.data_ptr()
-    key = (p, epilogue, tuple(alignments.values()), _alignment(vector_address))
+    first, second, target, vector_address = b.data_ptr(), a.data_ptr(), out.data_ptr(), vector.data_ptr()  # A is b
+    key = (p, epilogue, _alignment(first), _alignment(second), _alignment(target), _alignment(vector_address))
     try:
-        if key not in state.plans:
-            state.plans[key] = _Plan(_library(), state.handle, p, epilogue, alignments, vector_address)
-        plan = state.plans[key]
+        plan = state.plans.get(key, _UNPLANNED)
+        if plan is _UNPLANNED:
+            alignments = dict(zip("abcd", key[2:5] + key[4:5]))
+            plan = state.plans[key] = _Plan(_library(), state.handle, p, epilogue, alignments, vector_address)
         if plan is None:
             return False
-        plan.set_vector(vector_address)
-        alpha, beta = p.scalar(1.0), p.scalar(0.0)
+        if plan.vector_address != vector_address:
+            plan.set_vector(vector_address)
         a_layout, b_layout, c_layout = plan.layouts
         _check(_library().cublasLtMatmul(
-            state.handle, plan.desc, ctypes.byref(alpha), addresses["a"], a_layout, addresses["b"], b_layout,
-            ctypes.byref(beta), addresses["c"], c_layout, addresses["d"], c_layout, ctypes.byref(plan.result.algo),
-            state.workspace.data_ptr(), WORKSPACE_BYTES, ctypes.c_void_p(int(rt.current_stream()))), "cublasLtMatmul")
+            state.handle, plan.desc, _ONE[p.scalar], first, a_layout, second, b_layout, _ZERO[p.scalar], target,
+            c_layout, target, c_layout, plan.algo, state.workspace_address, WORKSPACE_BYTES, state.stream),
+            "cublasLtMatmul")
     except _NotSupported:
         state.plans[key] = None
         return False
     return True
+
+
+_UNPLANNED = object()
 
 
 def _check_epilogue(dtype: np.dtype, epilogue: int) -> bool:
