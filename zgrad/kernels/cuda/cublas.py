@@ -29,7 +29,8 @@ from zgrad.kernels import matmul_precision
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.promotion import BFLOAT16
 
-__all__ = ["OP_N", "OP_T", "CublasError", "Problem", "available", "gemm", "library_path", "problem", "takes_dtype"]
+__all__ = ["OP_N", "OP_T", "CublasError", "Problem", "available", "gemm", "library_path", "load_library", "problem",
+           "takes_dtype"]
 
 # cuBLAS's enums (cublas_api.h, library_types.h)
 OP_N, OP_T = 0, 1  # cublasOperation_t
@@ -54,18 +55,24 @@ class CublasError(RuntimeError):
     """A cuBLAS call failed (its status code and name in the message)."""
 
 
+def load_library(name: str, label: str, otherwise: str) -> ctypes.CDLL | None:
+    """The NVIDIA library ``name`` (from its wheel or a CUDA toolkit, as ``cuda.pathfinder`` finds
+    it) loaded, or None, warning that ``label`` could not be loaded and what happens ``otherwise``."""
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+        return ctypes.CDLL(load_nvidia_dynamic_lib(name).abs_path)
+    except Exception as exc:  # noqa: BLE001 - any failure to find or load it means: no library
+        warnings.warn(f"{label} could not be loaded ({type(exc).__name__}: {str(exc).splitlines()[0]}); {otherwise}",
+                      RuntimeWarning, stacklevel=4)
+        return None
+
+
 @functools.cache
 def _library() -> ctypes.CDLL | None:
     """cuBLAS loaded, its functions typed; None in the simulator or where it cannot be found
     (warned once, with the install hint)."""
-    if rt.SIMULATOR:
-        return None
-    try:
-        from cuda.pathfinder import load_nvidia_dynamic_lib
-        lib = ctypes.CDLL(load_nvidia_dynamic_lib("cublas").abs_path)
-    except Exception as exc:  # noqa: BLE001 - any failure to find or load it means: no cuBLAS
-        warnings.warn(f"cuBLAS could not be loaded ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
-                      f"{INSTALL_HINT}", RuntimeWarning, stacklevel=3)
+    lib = None if rt.SIMULATOR else load_library("cublas", "cuBLAS", INSTALL_HINT)
+    if lib is None:
         return None
     handle, i32, i64, ptr = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_void_p
     lib.cublasCreate_v2.argtypes = [ctypes.POINTER(handle)]

@@ -60,14 +60,9 @@ class _HeuristicResult(ctypes.Structure):
 def _library() -> ctypes.CDLL | None:
     """cuBLASLt loaded, its functions typed; None in the simulator, without cuBLAS, or where it
     cannot be loaded (warned once)."""
-    if not cublas.available():
-        return None
-    try:
-        from cuda.pathfinder import load_nvidia_dynamic_lib
-        lib = ctypes.CDLL(load_nvidia_dynamic_lib("cublasLt").abs_path)
-    except Exception as exc:  # noqa: BLE001 - any failure to find or load it means: no cuBLASLt
-        warnings.warn(f"cuBLASLt could not be loaded ({type(exc).__name__}: {str(exc).splitlines()[0]}); linear "
-                      f"layers add their bias after cuBLAS's product", RuntimeWarning, stacklevel=3)
+    lib = cublas.available() and cublas.load_library(
+        "cublasLt", "cuBLASLt", "linear layers' biases and bias gradients take kernels of their own")
+    if not lib:
         return None
     p, i32, u64, i64, size = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_int64, ctypes.c_size_t
     out = ctypes.POINTER(p)
