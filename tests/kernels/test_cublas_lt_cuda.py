@@ -3,9 +3,9 @@
 
 In Numba's simulator there is no cuBLASLt: a stand-in computes each ``cublasLtMatmul`` from the
 simulator's host memory as the library defines it (stored shapes, leading dimensions, transposes,
-the bias down the column-major rows), so a wrong layout or bias pointer gives a wrong product.
-On a real GPU (``ZGRAD_TEST_REAL_GPU=1``) the library itself must take the products and pass the
-check each dtype's first product gets.
+the bias added down the column-major rows or its gradient summed over k), so a wrong layout or
+vector pointer gives a wrong product or gradient. On a real GPU (``ZGRAD_TEST_REAL_GPU=1``) the
+library itself must take the products and pass the check each dtype's first product gets.
 """
 
 from __future__ import annotations
@@ -178,12 +178,23 @@ def test_a_bias_the_epilogue_cannot_take_is_added_after_the_product(monkeypatch)
 @pytest.mark.gpu
 @pytest.mark.skipif(not REAL_GPU, reason="needs a real CUDA GPU (run with ZGRAD_TEST_REAL_GPU=1 on a machine with one)")
 def test_on_a_gpu_cublaslt_takes_linear_layers_and_passes_its_check():
+    """Forward and backward against float64 on the host; cuBLASLt must take float32 and float16
+    forward products, and neither epilogue may have been turned off with a warning (a dtype with
+    no algorithm for the bias gradient keeps the column sums silently)."""
+    import warnings
+
     from zgrad.kernels.cuda import cublas_lt
     rng = np.random.default_rng(7)
-    for dtype in (np.float32, np.float64, np.float16):
-        x, w, b = (rng.standard_normal(shape).astype(dtype) for shape in ((65, 33), (17, 33), (17,)))
-        result = F.linear(*(zgrad.tensor(v, device="cuda") for v in (x, w, b))).cpu().numpy()
-        expected = (x.astype(np.float64) @ w.T.astype(np.float64) + b).astype(dtype)
-        np.testing.assert_allclose(result, expected, **TOLERANCE[np.dtype(dtype)])
-        if dtype != np.float64:  # float64 may have no algorithm with a bias: then the addition runs
-            assert cublas_lt._works.get((np.dtype(dtype), cublas_lt.BIAS)), "cuBLASLt was turned off for it (see the warning, if any)"
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="cuBLASLt", category=RuntimeWarning)
+        for dtype in (np.float32, np.float64, np.float16):
+            x, w, b, g = (rng.standard_normal(shape).astype(dtype) for shape in ((65, 33), (17, 33), (17,), (65, 17)))
+            leaves = [zgrad.tensor(v, device="cuda", requires_grad=True) for v in (x, w, b)]
+            out = F.linear(*leaves)
+            out.backward(zgrad.tensor(g, device="cuda"))
+            wide = [v.astype(np.float64) for v in (x, w, b, g)]
+            expected = [wide[0] @ wide[1].T + wide[2], wide[3] @ wide[1], wide[3].T @ wide[0], wide[3].sum(0)]
+            for got, want in zip([out, *(leaf.grad for leaf in leaves)], expected):
+                np.testing.assert_allclose(got.detach().cpu().numpy(), want.astype(dtype), **TOLERANCE[np.dtype(dtype)])
+            if dtype != np.float64:  # float64 may have no algorithm with a bias: then the addition runs
+                assert cublas_lt._works.get((np.dtype(dtype), cublas_lt.BIAS)), "cuBLASLt did not take the bias"
