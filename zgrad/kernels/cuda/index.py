@@ -43,7 +43,6 @@ def _index(index: Any) -> DeviceArray:
 
 def take(x, index, axis, out):
     """out = x's slices at ``index`` (1-D) along ``axis``."""
-    outer = int(np.prod(x.shape[:axis]))
     inner = int(np.prod(x.shape[axis + 1:]))
     _launch(kernels.index.take, out.size, contiguous(x).reshape(-1), contiguous(_index(index)).reshape(-1),
             x.shape[axis], inner, _flat_target(out))
