@@ -473,8 +473,7 @@ def _row_sums(a: DeviceArray, out: DeviceArray) -> DeviceArray:
     """out = the sums of 2-D ``a``'s rows, read in place where ``a`` is a transposed C-contiguous
     matrix (a gradient g.T: its column sums); half types summed in float32 and rounded once."""
     if a.dtype in HALF_DTYPES:
-        wide = DeviceArray.empty(out.shape, np.dtype(np.float32))
-        return cast_copy(_row_sums(cast_copy(a, DeviceArray.empty(a.shape, np.dtype(np.float32))), wide), out)
+        return cast_copy(_row_sums(a.astype(np.float32), DeviceArray.empty(out.shape, np.dtype(np.float32))), out)
     if a.T.flags.c_contiguous and not a.flags.c_contiguous:
         return sum(a.T, (0,), False, out)
     return sum(a, (1,), False, out)
@@ -484,5 +483,5 @@ def _add_bias(out: DeviceArray, bias: DeviceArray) -> DeviceArray:
     """out += bias (broadcast); half types added in float32 and rounded once, as other ops."""
     if out.dtype not in HALF_DTYPES and bias.dtype not in HALF_DTYPES:
         return binary_op("add", out, bias, out)
-    wide, wide_bias = (cast_copy(v, DeviceArray.empty(v.shape, np.dtype(np.float32))) for v in (out, bias))
-    return cast_copy(binary_op("add", wide, wide_bias, wide), out)
+    wide = out.astype(np.float32)
+    return cast_copy(binary_op("add", wide, bias.astype(np.float32), wide), out)
