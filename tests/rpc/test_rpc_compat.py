@@ -234,7 +234,9 @@ def test_async_execution_answers_a_batch_without_holding_callee_threads(transpor
         server = rpc.rpc_sync("worker1", T.make_batch_server, args=(batch,))
         futures = [rpc.rpc_async(f"worker{2 + i % 2}", T.submit_to, args=(server, i)) for i in range(batch - 1)]
         arrived = poll(lambda: server.rpc_sync().waiting(), lambda n: n == batch - 1)
-        in_flight = rpc.rpc_sync("worker1", T.callee_tasks_in_flight)
+        # a submit is counted as waiting when its handler adds it, a moment before its callee task
+        # ends: the count settles to the counting call's own task
+        in_flight = poll(lambda: rpc.rpc_sync("worker1", T.callee_tasks_in_flight), lambda n: n == 1)
         early = [f.done() for f in futures]
         last = rpc.rpc_sync("worker1", T.BatchServer.submit, args=(server, batch - 1))
         return arrived, in_flight, early, [f.wait(10) for f in futures] + [last]
