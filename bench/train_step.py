@@ -114,13 +114,15 @@ def _host_ms(step: Callable[[], None], synchronize: Callable[[], None]) -> float
     return host
 
 
-def profile(step: Callable[[], None], top: int = 25) -> dict:
+def profile(step: Callable[[], None], top: int = 40) -> dict:
     """Device time by kernel in one zgrad step: CUDA events around every launch and every cuBLAS
-    call (which serializes nothing on the device but adds host time), summed by kernel name."""
-    from zgrad.kernels.cuda import cublas
+    and cuBLASLt call (which serializes nothing on the device but adds host time), summed by kernel
+    name."""
+    from zgrad.kernels.cuda import cublas, cublas_lt
     from zgrad.kernels.cuda import runtime as rt
     records: list[tuple[str, object, object]] = []
     launch, gemm = rt.launch, cublas.gemm
+    gemm_bias, gemm_row_sums = cublas_lt.gemm_bias, cublas_lt.gemm_row_sums
 
     def timed(name: str, fn: Callable[..., object], *args: object) -> object:
         start, end = rt.Event(), rt.Event()
@@ -137,13 +139,18 @@ def profile(step: Callable[[], None], top: int = 25) -> dict:
     def timed_gemm(a, b, out):
         return timed(f"cublas gemm {tuple(out.shape)} {out.dtype}", gemm, a, b, out)
 
+    def timed_lt(name: str, fn: Callable[..., bool]) -> Callable[..., bool]:
+        return lambda a, b, vector, out: timed(f"cublasLt {name} {tuple(out.shape)} {out.dtype}", fn, a, b, vector, out)
+
     rt.launch, cublas.gemm = timed_launch, timed_gemm
+    cublas_lt.gemm_bias, cublas_lt.gemm_row_sums = timed_lt("bias", gemm_bias), timed_lt("bias-gradient", gemm_row_sums)
     try:
         rt.synchronize()
         step()
         rt.synchronize()
     finally:
         rt.launch, cublas.gemm = launch, gemm
+        cublas_lt.gemm_bias, cublas_lt.gemm_row_sums = gemm_bias, gemm_row_sums
     by_name: dict[str, list[float]] = {}
     for name, start, end in records:
         by_name.setdefault(name, []).append(start.elapsed_ms(end))

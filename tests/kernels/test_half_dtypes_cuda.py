@@ -30,6 +30,21 @@ def test_half_tensors_move_to_the_device_and_back_bit_for_bit(dtype):
         np.full(3, 1.3, dtype).tobytes()
 
 
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+@pytest.mark.parametrize("integer", [zgrad.int64, zgrad.int32, zgrad.int16, zgrad.uint8], ids=str)
+def test_half_to_integer_casts_truncate_toward_zero(dtype, integer):
+    """As numpy's and PyTorch's casts: 2.75 -> 2, -2.75 -> -2 (Numba's float16-to-integer
+    conversion on a GPU rounds to nearest; zgrad converts through float32)."""
+    values = np.array([2.75, 2.5, 1.5, 0.75, -0.75, -1.5, -2.75, 7.0, 0.0], np.float32)
+    if integer == zgrad.uint8:
+        values = np.abs(values)
+    host = zgrad.tensor(values.astype(dtype))
+    device = host.to("cuda")
+    np.testing.assert_array_equal(device.to(integer).cpu().numpy(), host.to(integer).numpy())
+    np.testing.assert_array_equal(device.to(integer).cpu().numpy(), np.trunc(values).astype(integer))
+    np.testing.assert_array_equal(device.long().cpu().numpy(), np.trunc(values).astype(np.int64))
+
+
 def test_bfloat16_conversions_on_the_device_round_as_ml_dtypes():
     bits = np.random.default_rng(1).integers(0, 2 ** 32, 4096, dtype=np.uint64).astype(np.uint32)
     special = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0xFFFFFFFF, 0x3F808000,

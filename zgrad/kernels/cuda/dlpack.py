@@ -66,8 +66,9 @@ _PyCapsule_GetPointer = _capi.PyCapsule_GetPointer
 _PyCapsule_GetPointer.restype = ctypes.c_void_p
 _PyCapsule_GetPointer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 
-# What an exported capsule keeps alive (the array, the struct and its shape/strides), by the
-# struct's address; the deleter drops the entry.
+# What an exported capsule keeps alive (the allocation, the array, the struct and its
+# shape/strides), by the struct's address; the deleter drops the entry. The allocation is held by
+# name: a reference to it is what tells DeviceArray.is_sole_view that an export still reads it.
 _exported: dict[int, tuple[Any, ...]] = {}
 _exported_lock = threading.Lock()
 
@@ -123,7 +124,7 @@ def to_dlpack(array: DeviceArray, stream: Any = None, max_version: Any = None, *
     managed.deleter = _delete
     address = ctypes.addressof(managed)
     with _exported_lock:
-        _exported[address] = (array, managed, shape, strides)
+        _exported[address] = (array._base, array, managed, shape, strides)
     return _PyCapsule_New(address, _CAPSULE_NAME, _destroy_unconsumed)
 
 

@@ -25,6 +25,9 @@ __all__ = [
     "dropout_backward", "reduce_inplace", "reduce_pair", "reduce_and_copy", "divide_inplace", "scale_copy",
 ]
 
+_FLOAT16 = np.dtype(np.float16)
+_FLOAT32 = np.dtype(np.float32)
+
 
 def add(a, b, out):
     return binary_op("add", a, b, out)
@@ -151,7 +154,18 @@ def copy(x, out):
     """out = x (broadcast, cast to out's dtype); ``x`` may be a scalar or a host array."""
     if out.dtype == BFLOAT16 or getattr(x, "dtype", None) == BFLOAT16:
         return _copy_bfloat16(x, out)
+    if out.dtype.kind in "iu" and getattr(x, "dtype", None) == _FLOAT16:
+        return _copy_float16_to_integers(x, out)
     return unary_op("copy", x, out)
+
+
+def _copy_float16_to_integers(x, out):
+    """:func:`copy` from float16 to an integer dtype, through float32 (exact): Numba's own
+    float16-to-integer conversion on a GPU rounds to the nearest integer (``cvt.rni``) where a
+    cast truncates toward zero, as numpy's, C's and PyTorch's do."""
+    if not isinstance(x, DeviceArray):
+        return unary_op("copy", np.float32(x) if np.ndim(x) == 0 else np.asarray(x, np.float32), out)
+    return unary_op("copy", unary_op("copy", x, DeviceArray.empty(x.shape, _FLOAT32)), out)
 
 
 def _copy_bfloat16(x, out):
