@@ -267,7 +267,7 @@ def _layer_norm_backward(grad, x, weight, mean, invstd, grad_x, grad_weight, gra
                   channels, mean_flat, invstd_flat, parts[0].flat_arg(), parts[1].flat_arg())
         for part, target in zip(parts, (grad_weight, grad_bias)):
             if target is not None:
-                launch_column_reduce(part, kernels.rows.SUM, target.reshape(1, channels))
+                launch_column_reduce(part, chunks, channels, kernels.rows.SUM, target.reshape(1, channels))
     return grad_x, grad_weight, grad_bias
 
 

@@ -70,8 +70,9 @@ def _identity(op: int) -> int:
 
 
 def _reduce(x, axis, out, op: int):
-    if _over_leading_axes(x, tuple(axis)):
-        return _reduce_columns(x, len(axis), out, op)
+    run = _column_run(x, tuple(axis))
+    if run is not None:
+        return _reduce_columns(x, run, out, op)
     matrix = rows_of(x, tuple(axis))
     target = out if out.flags.c_contiguous else DeviceArray.empty(out.shape, out.dtype)
     flat = target.reshape(-1)
@@ -86,44 +87,56 @@ def _reduce(x, axis, out, op: int):
     return out if target is out else unary_op("copy", target, out)
 
 
-# A reduction over leading axes of a C-contiguous array (a bias's gradient: the sum over the batch)
-# reads it in place as columns, when there are enough of them for a warp's loads to be adjacent;
-# else its reduced axes are moved last by a transposing copy.
+# A reduction over adjacent axes of a C-contiguous array followed by enough elements for a warp's
+# loads to be adjacent (a bias's gradient: the sum over the batch; attention weights averaged over
+# the heads) reads it in place as columns; else its reduced axes are moved last by a transposing
+# copy and each row is reduced by a block.
 COLUMNS_MIN = 32
 ROWS_PER_CHUNK = 16  # rows a thread sums in the first of the two column passes, at least
 COLUMN_CHUNKS_MAX = 256
 
 
-def _over_leading_axes(x: DeviceArray, axes: tuple[int, ...]) -> bool:
-    kept = math.prod(x.shape[len(axes):])
-    return (bool(axes) and sorted(axes) == list(range(len(axes))) and len(axes) < x.ndim and x.flags.c_contiguous
-            and kept >= COLUMNS_MIN and x.size > 0)
+def _column_run(x: DeviceArray, axes: tuple[int, ...]) -> tuple[int, int, int] | None:
+    """(outer, reduced, inner) element counts when ``axes`` are adjacent axes of C-contiguous,
+    non-empty ``x`` with at least :data:`COLUMNS_MIN` elements after them, else None."""
+    if not axes or not x.flags.c_contiguous or x.size == 0:
+        return None
+    first, last = min(axes), max(axes)
+    if sorted(axes) != list(range(first, last + 1)) or last == x.ndim - 1:
+        return None
+    inner = math.prod(x.shape[last + 1:])
+    if inner < COLUMNS_MIN:
+        return None
+    return math.prod(x.shape[:first]), math.prod(x.shape[first:last + 1]), inner
 
 
-def _reduce_columns(x, count: int, out, op: int):
-    """out = x reduced over its first ``count`` axes by column sums: chunks of rows, then the
-    chunks' partial results (a launch each; one when there are few rows)."""
+def _reduce_columns(x, run: tuple[int, int, int], out, op: int):
+    """out = x reduced over the middle of its (outer, reduced, inner) ``run`` by column sums:
+    chunks of rows, then the chunks' partial results (a launch each; one when there are few
+    rows)."""
     k = kernels.rows
-    matrix = x.reshape(-1, math.prod(x.shape[count:]))
-    rows, columns = matrix.shape
+    outer, rows, inner = run
+    columns = outer * inner
     target = out if out.flags.c_contiguous else DeviceArray.empty(out.shape, out.dtype)
     result = target.reshape(1, columns)
     chunks = min(COLUMN_CHUNKS_MAX, -(-rows // ROWS_PER_CHUNK))
     if chunks == 1:
-        launch_column_reduce(matrix, op, result)
+        launch_column_reduce(x, rows, inner, op, result)
     else:
         partial = DeviceArray.empty((chunks, columns), out.dtype)
-        launch_column_reduce(matrix, op, partial)
+        launch_column_reduce(x, rows, inner, op, partial)
         combine = k.PROD if op == k.PROD else k.SUM  # a NaN a nansum's chunk made is a result
-        launch_column_reduce(partial, combine, result)
+        launch_column_reduce(partial, chunks, columns, combine, result)
     return out if target is out else unary_op("copy", target, out)
 
 
-def launch_column_reduce(matrix: DeviceArray, op: int, out: DeviceArray) -> None:
-    """Row p of C-contiguous (chunks, C) ``out`` = the ``op`` reduction of chunk p of the rows of
-    C-contiguous (R, C) ``matrix`` (``kernels.rows.column_reduce``)."""
-    rows, columns = matrix.shape
-    rt.launch(kernels.rows.column_reduce, rt.plane_launch(out.shape[0], columns), matrix.flat_arg(), rows, columns,
+def launch_column_reduce(x: DeviceArray, rows: int, inner: int, op: int, out: DeviceArray) -> None:
+    """Row p of C-contiguous (chunks, C) ``out`` = the ``op`` reduction of chunk p of the ``rows``
+    of C-contiguous ``x``, read as (C // ``inner``, ``rows``, ``inner``): column j is
+    x[j // inner, :, j % inner] (``kernels.rows.column_reduce``). A (rows, C) matrix has ``inner``
+    C."""
+    columns = out.shape[1]
+    rt.launch(kernels.rows.column_reduce, rt.plane_launch(out.shape[0], columns), x.flat_arg(), rows, columns, inner,
               op, out.flat_arg())
 
 

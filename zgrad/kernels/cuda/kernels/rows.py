@@ -244,21 +244,24 @@ def chunk_of_rows(p, rows, chunks):
 
 
 @kernel
-def column_reduce(x, rows, columns, op, out):
+def column_reduce(x, rows, columns, inner, op, out):
     """Row p of out = the sum (``op`` SUM), product (PROD) or NaN-skipping sum (NANSUM) over the
-    rows of chunk p of x, accumulated in out's dtype: a reduction over the leading axes that reads
-    x in place, each thread a column (grid y walks the chunks; grid x and the threads, the columns).
-    x holds ``rows`` rows of ``columns`` elements, out one row per chunk, both C-ordered and flat
-    (the allocations' own arrays: no strided wrapper per launch)."""
+    rows of chunk p of x, accumulated in out's dtype: a reduction over axes of x that it reads in
+    place, each thread a column (grid y walks the chunks; grid x and the threads, the columns).
+    x is C-ordered (outer, ``rows``, ``inner``), ``columns`` = outer * inner: column j is
+    x[j // inner, :, j % inner] (a reduction over leading axes has outer 1, ``inner`` =
+    ``columns``). out holds one row of ``columns`` per chunk. Both are flat (the allocations' own
+    arrays: no strided wrapper per launch)."""
     T = out.dtype.type
     chunks = out.size // columns
     for p in range(cuda.blockIdx.y, chunks, cuda.gridDim.y):
         start, end = chunk_of_rows(p, rows, chunks)
         for j in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, columns,
                        cuda.gridDim.x * cuda.blockDim.x):
+            first = (j // inner) * rows * inner + j % inner
             acc = T(1) if op == PROD else T(0)
             for r in range(start, end):
-                acc = _accumulate(acc, x[r * columns + j], op, T)
+                acc = _accumulate(acc, x[first + r * inner], op, T)
             out[p * columns + j] = acc
 
 
@@ -622,7 +625,7 @@ def ptx_signatures() -> list:
         idx = i64[::1]
         cases += [
             ("row_reduce", row_reduce.py_func, (v, i64, i64, i64, v)),
-            ("column_reduce", column_reduce.py_func, (v, i64, i64, i64, v)),
+            ("column_reduce", column_reduce.py_func, (v, i64, i64, i64, i64, v)),
             ("row_scan", row_scan.py_func, (m, types.boolean, types.boolean, types.boolean, m)),
             ("row_extreme", row_extreme.py_func, (m, types.boolean, v)),
             ("row_norm", row_norm.py_func, (v, i64, i64, dt, dt, v)),
@@ -643,7 +646,7 @@ def ptx_signatures() -> list:
     for dt in (types.boolean, types.uint8, types.int8, types.int16, types.int32, types.int64):
         cases += [
             ("row_reduce", row_reduce.py_func, (dt[::1], i64, i64, i64, i64[::1])),
-            ("column_reduce", column_reduce.py_func, (dt[::1], i64, i64, i64, i64[::1])),
+            ("column_reduce", column_reduce.py_func, (dt[::1], i64, i64, i64, i64, i64[::1])),
             ("row_scan", row_scan.py_func, (dt[:, ::1], flag, flag, flag, i64[:, ::1])),
         ]
     return cases
