@@ -29,6 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from zgrad.errors import ZgradError
+from zgrad.kernels.cuda import launcher as _launcher
 
 try:
     from numba import cuda
@@ -250,7 +251,7 @@ def launch(kernel: Any, config: tuple[Any, Any], *args: Any) -> None:
         with _SIM_LAUNCH:
             kernel[grid, block](*args)
     else:
-        kernel[grid, block, current_stream()](*args)
+        _launcher.launch(kernel, grid, block, current_stream(), args)
 
 
 # --- timing -----------------------------------------------------------------------------------

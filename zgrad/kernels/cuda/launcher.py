@@ -1,0 +1,159 @@
+"""Kernel launches on a GPU without Numba's per-launch argument path.
+
+Numba launches a kernel by typing every argument, choosing the compiled overload, turning each
+device array into a cuda.core ``StridedMemoryView`` and then into its ABI fields (meminfo, parent,
+size, itemsize, data pointer, shape, strides), scalars into ctypes values, and calling cuda.core's
+``launch``. All of that is Python, per argument and per launch; a minGPT step makes about 500
+launches. Here each (kernel, argument types) pair is launched through Numba once (which compiles
+it); after that a :class:`Plan` remembers the compiled kernel and one converter per parameter, and
+later launches with arguments of the same types go straight to cuda.core's ``launch`` with the same
+values Numba would pass. A device array's fields are read once per array object and kept on it
+(an array's memory, shape and strides never change).
+
+Kernels that need more than this (debug builds, argument extensions, cooperative launches, a type
+without a converter here: records, complex numbers) keep Numba's path. Setting ``ZGRAD_CUDA_NUMBA_LAUNCH=1``
+before the first launch keeps Numba's path for every kernel. Only for a real GPU: the simulator
+launches through Numba (``runtime.launch``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["launch", "plans"]
+
+_NO_PLAN = object()  # a (kernel, types) pair that always goes through Numba
+_plans: dict[tuple, Any] = {}
+_configs: dict[tuple, Any] = {}
+_FIELDS = "_zgrad_launch_fields"  # attribute of a device array: its ABI fields, once read
+_NUMBA_ONLY = os.environ.get("ZGRAD_CUDA_NUMBA_LAUNCH") == "1"
+
+
+def plans() -> int:
+    """How many (kernel, argument types) pairs launch directly (tests, benchmarks)."""
+    return sum(plan is not _NO_PLAN for plan in _plans.values())
+
+
+_INT64_END = 1 << 63
+_UINT64_INT = "int past int64"  # Numba types a Python int from 2**63 on as uint64
+
+
+def _kind(value: Any) -> Any:
+    """What selects a compiled overload for ``value``: a device array's Numba type (cached on the
+    array by Numba), else the Python type (int, float, bool and numpy scalars type by class; an
+    int by its range too)."""
+    kind = getattr(value, "_numba_type_", None)
+    if kind is not None:
+        return kind
+    kind = type(value)
+    if kind is tuple:
+        return tuple(_kind(item) for item in value)
+    return _UINT64_INT if kind is int and value >= _INT64_END else kind
+
+
+def _dim3(dims: Any) -> tuple[int, int, int]:
+    dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+    return (*dims, *(1,) * (3 - len(dims)))
+
+
+def launch(kernel: Any, grid: Any, block: Any, stream: Any, args: tuple) -> None:
+    """Launch ``kernel`` over (``grid``, ``block``) on ``stream`` with ``args``: through the
+    kernel's :class:`Plan` when its argument types have one, else through Numba (compiling on
+    first use) and then make the plan."""
+    key = (kernel, *[_kind(a) for a in args])
+    plan = _plans.get(key)
+    if plan is None or plan is _NO_PLAN:
+        kernel[grid, block, stream](*args)
+        if plan is None:
+            _plans[key] = _NO_PLAN if _NUMBA_ONLY else (Plan.of(kernel, args) or _NO_PLAN)
+        return
+    config = _configs.get((grid, block))
+    if config is None:
+        config = _configs[grid, block] = plan.config_type(grid=_dim3(grid), block=_dim3(block), shmem_size=0)
+    plan.launch_with(stream, config, plan.values(args))
+
+
+def _array_fields(array: Any) -> tuple:
+    """A device array's kernel parameters as Numba passes them: meminfo and parent (null), size,
+    itemsize, data pointer, shape, byte strides."""
+    fields = array.__dict__.get(_FIELDS)
+    if fields is None:
+        itemsize = array.dtype.itemsize
+        strides = tuple(array.strides) if array.ndim else ()
+        fields = (0, 0, array.size, itemsize, array.device_ctypes_pointer.value or 0, *array.shape, *strides)
+        array.__dict__[_FIELDS] = fields
+    return fields
+
+
+def _scalar(ctype: Any) -> Callable[[Any], tuple]:
+    return lambda value: (ctype(value),)
+
+
+def _converter(numba_type: Any) -> Callable[[Any], tuple] | None:
+    """How an argument of ``numba_type`` becomes its kernel parameters (as in Numba's
+    ``_Kernel._prepare_args``), or None for a type this module leaves to Numba."""
+    from numba.cuda import types
+    if isinstance(numba_type, types.Array):
+        return _array_fields
+    if isinstance(numba_type, types.BaseTuple):
+        items = [_converter(t) for t in numba_type]
+        if any(c is None for c in items):
+            return None
+        return lambda value: tuple(field for convert, item in zip(items, value) for field in convert(item))
+    if isinstance(numba_type, types.Boolean):
+        return lambda value: (bool(value),)
+    if isinstance(numba_type, types.Integer):
+        return _scalar(getattr(ctypes, f"c_{numba_type}"))
+    if numba_type == types.float64:
+        return _scalar(ctypes.c_double)
+    if numba_type == types.float32:
+        return _scalar(ctypes.c_float)
+    if numba_type == types.float16:
+        return lambda value: (ctypes.c_uint16(np.float16(value).view(np.uint16)),)
+    return None
+
+
+class Plan:
+    """One compiled kernel and its parameters' converters (see the module docstring)."""
+
+    __slots__ = ("config_type", "converters", "kernel", "launch_with")
+
+    def __init__(self, kernel: Any, converters: list, launch_with: Callable, config_type: Any) -> None:
+        self.kernel = kernel
+        self.converters = converters
+        self.launch_with = lambda stream, config, values: launch_with(stream, config, kernel, *values)
+        self.config_type = config_type
+
+    @classmethod
+    def of(cls, dispatcher: Any, args: tuple) -> Plan | None:
+        """The plan for launching ``dispatcher`` with arguments typed as ``args`` are, once Numba
+        has compiled it for them (launched it once); None where Numba's own path is needed."""
+        from numba.cuda import dispatcher as numba_dispatcher
+        from numba.cuda.typing.typeof import Purpose, typeof
+        try:
+            argtypes = tuple(typeof(a, Purpose.argument) for a in args)
+        except ValueError:
+            return None
+        compiled = dispatcher.overloads.get(argtypes)
+        if (compiled is None or getattr(compiled, "debug", False) or getattr(compiled, "cooperative", False)
+                or getattr(compiled, "launch_config_sensitive", False)
+                or getattr(dispatcher, "_launch_config_sensitive", False)
+                or dispatcher.targetoptions.get("extensions") or tuple(compiled.argument_types) != argtypes):
+            return None
+        converters = [_converter(t) for t in argtypes]
+        if any(c is None for c in converters):
+            return None
+        kernel = compiled._codelibrary.get_cufunc().kernel
+        return cls(kernel, converters, numba_dispatcher.launch, numba_dispatcher.LaunchConfig)
+
+    def values(self, args: tuple) -> list:
+        """The kernel parameters for ``args``, in order."""
+        values: list = []
+        for convert, value in zip(self.converters, args):
+            values.extend(convert(value))
+        return values
