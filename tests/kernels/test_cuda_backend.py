@@ -292,6 +292,70 @@ def test_long_rows_merge_the_warps_max_and_sum_pairs(block):
                                equal_nan=True)
 
 
+@pytest.mark.parametrize("block, n", [(32, 1), (32, 1024), (64, 33), (128, 200)])
+def test_short_rows_run_a_warp_per_row(block, n):
+    """Softmax and log-softmax of rows a warp holds (32 elements a lane), forward and backward, a
+    warp per row: with ``block`` threads (the simulator's own 8 make one partial warp), a row count
+    that leaves spare warps in the last group, NaN, +inf, an all -inf row and rows shorter than a
+    warp give the CPU's results."""
+    from zgrad.kernels.cuda import kernels
+    from zgrad.kernels.cuda import runtime as rt
+    from zgrad.kernels.cuda.array import DeviceArray
+    k = kernels.rows
+    rows = 2 * (block // 32) * 2 + 3  # two blocks: one group of rows each, then a partial one
+    rng = np.random.default_rng(n)
+    data = rng.uniform(-3.0, 3.0, (rows, n))
+    data[1, n // 2] = np.nan
+    data[2, n - 1] = np.inf
+    data[3] = -np.inf
+    grad = rng.standard_normal((rows, n))
+    x, g = DeviceArray.from_host(data), DeviceArray.from_host(grad)
+    for log in (False, True):
+        y = DeviceArray.empty(data.shape, data.dtype)
+        rt.launch(k.softmax_warp_rows, (2, block), x.flat_arg(), rows, n, log, y.flat_arg())
+        cpu = zgrad.tensor(data)
+        expected = (cpu.log_softmax(-1) if log else cpu.softmax(-1)).numpy()
+        np.testing.assert_allclose(y.to_host(), expected, rtol=1e-12, atol=1e-14, equal_nan=True)
+        out = DeviceArray.empty(data.shape, data.dtype)
+        rt.launch(k.softmax_backward_warp_rows, (2, block), g.flat_arg(), y.flat_arg(), rows, n, log, out.flat_arg())
+        held = expected
+        want = (grad - np.exp(held) * grad.sum(1, keepdims=True) if log
+                else held * (grad - (grad * held).sum(1, keepdims=True)))
+        np.testing.assert_allclose(out.to_host(), want, rtol=1e-12, atol=1e-13, equal_nan=True)
+
+
+@pytest.mark.parametrize("block, n, affine", [(32, 1, True), (32, 1024, False), (64, 33, True), (128, 200, False)])
+def test_layer_norm_of_short_rows_runs_a_warp_per_row(block, n, affine):
+    """Layer norm's forward and input gradient over rows a warp holds, a warp per row, with
+    ``block`` threads and spare warps in the last group of rows: the numpy formulas' results, the
+    saved mean and 1 / std included."""
+    from zgrad.kernels.cuda import kernels
+    from zgrad.kernels.cuda import runtime as rt
+    from zgrad.kernels.cuda.array import DeviceArray
+    k = kernels.layer_norm
+    rows, eps = 2 * (block // 32) * 2 + 3, 1e-5
+    rng = np.random.default_rng(n)
+    data, grad = rng.standard_normal((rows, n)) * 3 + 1, rng.standard_normal((rows, n))
+    weight, bias = (rng.standard_normal(n), rng.standard_normal(n)) if affine else (np.empty(0), np.empty(0))
+    x, g = DeviceArray.from_host(data), DeviceArray.from_host(grad)
+    w, b = DeviceArray.from_host(weight), DeviceArray.from_host(bias)
+    out, mean, invstd = (DeviceArray.empty(s, np.dtype(np.float64)) for s in ((rows, n), (rows,), (rows,)))
+    rt.launch(k.layer_norm_warp_rows, (2, block), x.flat_arg(), rows, n, w.flat_arg(), b.flat_arg(), eps,
+              out.flat_arg(), mean.flat_arg(), invstd.flat_arg())
+    m = data.mean(1, keepdims=True)
+    s = 1 / np.sqrt(((data - m) ** 2).mean(1, keepdims=True) + eps)
+    xhat = (data - m) * s
+    np.testing.assert_allclose(out.to_host(), xhat * weight + bias if affine else xhat, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(mean.to_host(), m[:, 0], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(invstd.to_host(), s[:, 0], rtol=1e-10)
+    grad_x = DeviceArray.empty((rows, n), np.dtype(np.float64))
+    rt.launch(k.layer_norm_backward_warp_rows, (2, block), g.flat_arg(), x.flat_arg(), rows, n, w.flat_arg(),
+              mean.flat_arg(), invstd.flat_arg(), grad_x.flat_arg())
+    d = grad * weight if affine else grad
+    want = (d - xhat * (d * xhat).mean(1, keepdims=True) - d.mean(1, keepdims=True)) * s
+    np.testing.assert_allclose(grad_x.to_host(), want, rtol=1e-9, atol=1e-11)
+
+
 def test_rows_longer_than_the_threads_hold_match_cpu_with_nan_and_infinities():
     """Softmax, log-softmax, logsumexp and the cross-entropy read a long row's max and sum of
     exponentials in one pass (online: the sum rescaled when the max grows): every row ordering

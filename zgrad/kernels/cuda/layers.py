@@ -19,7 +19,7 @@ from zgrad.kernels.cuda import kernels
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.elementwise import binary_op, unary_op, upload
-from zgrad.kernels.cuda.reduce import contiguous, launch_column_reduce, launch_rows, matmul, rows_of
+from zgrad.kernels.cuda.reduce import contiguous, launch_column_reduce, launch_rows, matmul, rows_of, warp_rows_launch
 from zgrad.kernels.cuda.reduce import sum as reduce_sum
 from zgrad.kernels.promotion import FULL_FLOAT_DTYPES
 from zgrad.kernels.vocabulary import PADDING_MODES
@@ -258,8 +258,13 @@ def _layer_norm_backward(grad, x, weight, mean, invstd, grad_x, grad_weight, gra
     rows, channels = x.shape
     grad_flat, x_flat, mean_flat, invstd_flat = grad.flat_arg(), x.flat_arg(), mean.flat_arg(), invstd.flat_arg()
     if grad_x is not None:
-        launch_rows(k.layer_norm_backward_rows, rows, grad_flat, x_flat, rows, channels,
-                    _or_none(weight, x).flat_arg(), mean_flat, invstd_flat, grad_x.flat_arg())
+        args = (grad_flat, x_flat, rows, channels, _or_none(weight, x).flat_arg(), mean_flat, invstd_flat,
+                grad_x.flat_arg())
+        config = warp_rows_launch(rows, channels)
+        if config is None:
+            launch_rows(k.layer_norm_backward_rows, rows, *args)
+        elif rows:
+            rt.launch(k.layer_norm_backward_warp_rows, config, *args)
     if grad_weight is not None or grad_bias is not None:
         chunks = min(rows, PARAMETER_CHUNKS)
         parts = [_new((chunks, channels), x.dtype) for _ in range(2)]
@@ -280,9 +285,14 @@ def group_norm(x, weight, bias, groups, eps, out, save_mean, save_invstd):
     batch, channels, size = x.shape
     x = contiguous(x)
     if _is_layer_norm(x, groups):
-        launch_rows(kernels.layer_norm.layer_norm_rows, batch, x.flat_arg(), batch, channels,
-                    _or_none(weight, x).flat_arg(), _or_none(bias, x).flat_arg(), x.dtype.type(eps), out.flat_arg(),
-                    save_mean.flat_arg(), save_invstd.flat_arg())
+        k = kernels.layer_norm
+        args = (x.flat_arg(), batch, channels, _or_none(weight, x).flat_arg(), _or_none(bias, x).flat_arg(),
+                x.dtype.type(eps), out.flat_arg(), save_mean.flat_arg(), save_invstd.flat_arg())
+        config = warp_rows_launch(batch, channels)
+        if config is None:
+            launch_rows(k.layer_norm_rows, batch, *args)
+        elif batch:
+            rt.launch(k.layer_norm_warp_rows, config, *args)
         return out, save_mean, save_invstd
     _stats(x.reshape(batch * groups, -1), eps, save_mean, save_invstd)
     shape4 = (batch, groups, channels // groups, size)

@@ -21,7 +21,7 @@ from zgrad.kernels.cuda.pointwise import copy as cast_copy
 from zgrad.kernels.promotion import HALF_DTYPES
 
 __all__ = [
-    "contiguous", "rows_of", "launch_rows", "launch_column_reduce", "sum", "prod", "nansum", "cumsum", "cumprod", "prod_backward_rows", "extreme_value", "extreme_rows", "extremes_rows", "count_nonzero", "argmax",
+    "contiguous", "rows_of", "launch_rows", "launch_column_reduce", "warp_rows_launch", "sum", "prod", "nansum", "cumsum", "cumprod", "prod_backward_rows", "extreme_value", "extreme_rows", "extremes_rows", "count_nonzero", "argmax",
     "argmin", "softmax", "log_softmax",
     "softmax_backward", "log_softmax_backward", "logsumexp_rows", "logsumexp_backward_rows", "var_rows",
     "var_backward_rows", "distribute_equal", "vector_norm", "cross_entropy", "cross_entropy_backward", "class_loss",
@@ -276,9 +276,24 @@ def _last_axis_rows(a: DeviceArray) -> DeviceArray:
     return a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
 
 
+def warp_rows_launch(rows: int, n: int) -> tuple[int, int] | None:
+    """The launch of a warp-per-row kernel (``kernels.rows.WARP_ROW_PER_LANE``) over ``rows`` rows
+    of ``n`` elements, or None when a row is longer than a warp holds."""
+    block = rt.row_launch(rows)[1]
+    lanes = min(kernels.common.WARP, block)
+    if n > lanes * kernels.rows.WARP_ROW_PER_LANE:
+        return None
+    return rt.row_launch(-(-rows // (block // lanes)))
+
+
 def _softmax(x, out, log: bool):
     rows = _last_axis_rows(x)
     k = kernels.rows
+    config = warp_rows_launch(*rows.shape)
+    if config is not None:
+        if rows.size:
+            rt.launch(k.softmax_warp_rows, config, rows.flat_arg(), *rows.shape, log, out.flat_arg())
+        return out
     block = rt.row_launch(rows.shape[0])[1]
     kernel = k.softmax_cached if rows.shape[1] <= k.CACHED_ROW_PER_THREAD * block else k.softmax
     launch_rows(kernel, rows.shape[0], rows.flat_arg(), *rows.shape, log, out.flat_arg())
@@ -295,8 +310,13 @@ def log_softmax(x, out):
 
 def _softmax_backward(grad, y, out, log: bool):
     g, rows = _last_axis_rows(grad), _last_axis_rows(y)
-    launch_rows(kernels.rows.softmax_backward, rows.shape[0], g.flat_arg(), rows.flat_arg(), *rows.shape, log,
-                out.flat_arg())
+    config = warp_rows_launch(*rows.shape)
+    if config is None:
+        launch_rows(kernels.rows.softmax_backward, rows.shape[0], g.flat_arg(), rows.flat_arg(), *rows.shape, log,
+                    out.flat_arg())
+    elif rows.size:
+        rt.launch(kernels.rows.softmax_backward_warp_rows, config, g.flat_arg(), rows.flat_arg(), *rows.shape, log,
+                  out.flat_arg())
     return out
 
 

@@ -18,7 +18,7 @@ from numba import cuda
 
 from zgrad.kernels.cuda.kernels.common import WARP, device, kernel, math, shuffle_xor
 
-__all__ = ["CACHED_ROW_PER_THREAD", "MAX_BLOCK", "NANSUM", "PROD", "SUM", "block_extreme", "block_sum", "chunk_of_rows", "extreme_of", "norm_term"]
+__all__ = ["CACHED_ROW_PER_THREAD", "MAX_BLOCK", "NANSUM", "PROD", "SUM", "WARP_ROW_PER_LANE", "block_extreme", "block_sum", "chunk_of_rows", "extreme_of", "norm_term", "warp_rows", "warp_sum"]
 
 MAX_BLOCK = 256
 
@@ -421,6 +421,89 @@ def softmax_cached(x, rows, n, log, out):
             out[row + k * step] = held[k] - log_total if log else math.exp(held[k]) / total
 
 
+# A row of at most WARP_ROW_PER_LANE elements per lane of a warp (1024 on a GPU) is a warp's: the
+# lanes hold it in registers, and its max and sum meet by shuffles, without a barrier or shared
+# memory (a block of 256 threads on a row of 256 elements spent its time in barriers).
+WARP_ROW_PER_LANE = 32
+
+
+@device
+def warp_rows():
+    """(lanes per row, this thread's lane, its row in the block's group of rows, rows per block)
+    for the warp-per-row kernels (a warp, or the block when it is smaller)."""
+    lanes = min(WARP, cuda.blockDim.x)
+    t = cuda.threadIdx.x
+    return lanes, t % lanes, t // lanes, cuda.blockDim.x // lanes
+
+
+@device
+def warp_sum(value, lanes):
+    """The sum of the values of each group of ``lanes`` lanes, in every lane of the group."""
+    return _warp_combine(value, SUM, lanes)
+
+
+@kernel
+def softmax_warp_rows(x, rows, n, log, out):
+    """:func:`softmax` for rows of at most WARP_ROW_PER_LANE elements per lane, a warp per row:
+    one read of x and one exp per element. The block's warps step through the rows together (the
+    last group's spare warps compute nothing but take part)."""
+    held = cuda.local.array(WARP_ROW_PER_LANE, out.dtype)
+    T = out.dtype.type
+    lanes, lane, w, per_block = warp_rows()
+    for first in range(cuda.blockIdx.x * per_block, rows, cuda.gridDim.x * per_block):
+        r = first + w
+        live = r < rows
+        row = r * n + lane
+        peak = -T(math.inf)
+        for k in range(WARP_ROW_PER_LANE):
+            v = T(x[row + k * lanes]) if live and lane + k * lanes < n else -T(math.inf)
+            held[k] = v
+            peak = _larger(peak, v)
+        peak = _warp_combine(peak, _MAX, lanes)
+        acc = T(0)
+        for k in range(WARP_ROW_PER_LANE):
+            if lane + k * lanes < n:
+                shifted = held[k] - peak
+                e = math.exp(shifted)
+                acc += e
+                held[k] = shifted if log else e
+        total = warp_sum(acc, lanes)
+        if live:
+            log_total = math.log(total)
+            for k in range(WARP_ROW_PER_LANE):
+                if lane + k * lanes < n:
+                    out[row + k * lanes] = held[k] - log_total if log else held[k] / total
+
+
+@kernel
+def softmax_backward_warp_rows(grad, y, rows, n, log, out):
+    """:func:`softmax_backward` for rows of at most WARP_ROW_PER_LANE elements per lane, a warp per
+    row: one read of grad and y, their row sum by shuffles."""
+    held_g = cuda.local.array(WARP_ROW_PER_LANE, out.dtype)
+    held_y = cuda.local.array(WARP_ROW_PER_LANE, out.dtype)
+    T = out.dtype.type
+    lanes, lane, w, per_block = warp_rows()
+    for first in range(cuda.blockIdx.x * per_block, rows, cuda.gridDim.x * per_block):
+        r = first + w
+        live = r < rows
+        row = r * n + lane
+        acc = T(0)
+        for k in range(WARP_ROW_PER_LANE):
+            if live and lane + k * lanes < n:
+                g, v = grad[row + k * lanes], y[row + k * lanes]
+                held_g[k] = g
+                held_y[k] = v
+                acc += g if log else g * v
+        total = warp_sum(acc, lanes)
+        if live:
+            for k in range(WARP_ROW_PER_LANE):
+                if lane + k * lanes < n:
+                    if log:
+                        out[row + k * lanes] = held_g[k] - math.exp(held_y[k]) * total
+                    else:
+                        out[row + k * lanes] = held_y[k] * (held_g[k] - total)
+
+
 @kernel
 def softmax(x, rows, n, log, out):
     """out[r] = softmax(x[r]) or, with ``log``, log_softmax(x[r]), max-shifted, in two reads of
@@ -633,6 +716,8 @@ def ptx_signatures() -> list:
             ("softmax", softmax.py_func, (v, i64, i64, types.boolean, v)),
             ("softmax_cached", softmax_cached.py_func, (v, i64, i64, types.boolean, v)),
             ("softmax_backward", softmax_backward.py_func, (v, v, i64, i64, types.boolean, v)),
+            ("softmax_warp_rows", softmax_warp_rows.py_func, (v, i64, i64, types.boolean, v)),
+            ("softmax_backward_warp_rows", softmax_backward_warp_rows.py_func, (v, v, i64, i64, types.boolean, v)),
             ("logsumexp", logsumexp.py_func, (v, i64, i64, v)),
             ("variance", variance.py_func, (m, dt, v, v)),
             ("class_loss", class_loss.py_func, (v, i64, i64, idx, v, i64, dt, v, v, v)),
