@@ -135,6 +135,11 @@ def cuda_rows(quick: bool) -> list[CudaRow]:
     row("add", label, "GB/s", 3 * 4 * n, lambda: backend.add(a, b, out), lambda: torch.add(ta, tb, out=tout))
     row("exp", label, "GB/s", 2 * 4 * n, lambda: backend.exp(a, out), lambda: torch.exp(ta, out=tout))
     row("relu", label, "GB/s", 2 * 4 * n, lambda: backend.relu(a, out), lambda: torch.clamp_min(ta, 0, out=tout))
+    heads = (n // (1 << 14), 256, 8, 8)  # (batch, sequence, heads, 8) taken heads-first, as attention's
+    view, tview = a.reshape(*heads).transpose((0, 2, 1, 3)), (ta.view(*heads).permute(0, 2, 1, 3) if torch else None)
+    moved, tmoved = out.reshape(heads[0], heads[2], heads[1], heads[3]), (tout.view(heads[0], heads[2], heads[1], heads[3])
+                                                                          if torch else None)
+    row("permuted copy (n-d)", label, "GB/s", 2 * 4 * n, lambda: backend.copy(view, moved), lambda: tmoved.copy_(tview))
     total = DeviceArray.empty((), f32)
     row("sum (all)", label, "GB/s", 4 * n, lambda: backend.sum(a, (0,), False, total), lambda: torch.sum(ta))
 

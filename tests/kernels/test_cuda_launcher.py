@@ -59,14 +59,28 @@ def test_arguments_select_a_plan_by_their_types():
 
 
 _PLAN_SCRIPT = textwrap.dedent("""
-    import ctypes, json
+    import ctypes, json, types, warnings
     import numpy as np
     from numba.cuda import dispatcher as numba_dispatcher
+    from numba.cuda.cudadrv import devicearray
     from numba.cuda.typing.typeof import Purpose, typeof
     from zgrad.kernels.cuda import launcher
 
+    class View:  # what cuda.core's StridedMemoryView gives Numba for a device array (no GPU here)
+        def __init__(self, array):
+            contiguous = devicearray.is_contiguous(array)
+            self.size, self.dtype, self.shape = array.size, array.dtype, array.shape
+            self.ptr = array.device_ctypes_pointer.value
+            self._layout = types.SimpleNamespace(
+                strides_in_bytes=None if contiguous else array.strides, is_contiguous_c=contiguous,
+                is_contiguous_f=contiguous and sum(n > 1 for n in array.shape) <= 1)
+
+    devicearray._to_strided_memory_view = lambda value, **_: (View(value), False)
+
     class Compiled:
         debug = cooperative = launch_config_sensitive = False
+        extensions = []
+        _prepare_args = numba_dispatcher._Kernel._prepare_args  # Numba's own conversion
         def __init__(self, argument_types):
             self.argument_types = argument_types
         class _codelibrary:
@@ -79,44 +93,61 @@ _PLAN_SCRIPT = textwrap.dedent("""
         def __init__(self, compiled):
             self.overloads = {compiled.argument_types: compiled}
 
-    class Array:
-        shape, strides, size, ndim, dtype = (2, 3), (12, 4), 6, 2, np.dtype(np.float32)
-        device_ctypes_pointer = ctypes.c_void_p(1 << 20)
+    class Array:  # a device array as the launcher and Numba read it
+        def __init__(self, like, strides, address=1 << 20):
+            self.shape, self.strides, self.ndim, self.dtype = like.shape, strides, like.ndim, like.dtype
+            self.size = like.size
+            self.device_ctypes_pointer = ctypes.c_void_p(address)
+            self._numba_type_ = typeof(like, Purpose.argument)
 
-    args = (np.zeros((2, 3), np.float32), 7, 2.5, True, np.float32(1.5), np.int32(-4), np.float16(0.5), 1 << 63,
-            (np.zeros(2, np.float32), np.zeros(2, np.float32)))
-    types = tuple(typeof(a, Purpose.argument) for a in args)
+    host = (np.zeros((2, 3), np.float32), 7, 2.5, True, np.float32(1.5), np.int32(-4), np.float16(0.5), 1 << 63,
+            (np.zeros(2, np.float32), np.zeros(2, np.float32)), np.zeros((3, 2), np.float32).T)
+    argtypes = tuple(typeof(a, Purpose.argument) for a in host)
+    device = (Array(host[0], (12, 4)), *host[1:-2], (Array(host[8][0], (4,)), Array(host[8][1], (4,), 256)),
+              Array(host[9], (4, 8)))
     calls = []
     numba_dispatcher.launch = lambda *call: calls.append(call)
-    plan = launcher.Plan.of(Dispatcher(Compiled(types)), args)
-    values = plan.values((Array(), *args[1:-1], (Array(), Array())))
+    plan = launcher.Plan.of(Dispatcher(Compiled(argtypes)), device, "stream")
+    values = plan.values(device)
     plan.launch_with("stream", "config", values)
-    debug = Compiled(types)
-    debug.debug = True
+    row = np.zeros((1, 3), np.float32)
+    one_row = launcher.Plan.of(Dispatcher(Compiled((typeof(row, Purpose.argument),))), (Array(row, (40, 4)),), "stream")
+    launcher._array_fields = lambda array: (0, 0, array.size, 4, 0, *array.shape, *array.strides)  # a wrong pointer
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        wrong = launcher.Plan.of(Dispatcher(Compiled(argtypes)), device, "stream")
     print(json.dumps({
         "values": [[type(v).__name__, getattr(v, "value", v)] for v in values],
         "call": [str(part) for part in calls[0][:3]], "parameters": len(calls[0]) - 3,
-        "debug_plan": launcher.Plan.of(Dispatcher(debug), args) is not None,
+        "one_row": one_row is not None, "wrong": wrong is not None, "warnings": [str(w.message) for w in caught],
+        "config": str(numba_dispatcher.LaunchConfig(grid=launcher._dim3((4, 2)), block=launcher._dim3(256),
+                                                    shmem_size=0)),
     }))
 """)
 
 
 def test_a_plan_passes_the_parameters_numba_would():
-    """In a process with Numba's real CUDA target (no GPU needed to type and convert): the plan
-    finds the compiled overload by the arguments' Numba types and converts each argument as
-    Numba's ``_Kernel._prepare_args`` does."""
+    """In a process with Numba's real CUDA target (no GPU needed to type and convert; cuda.core's
+    view of a device array stood in for): the plan finds the compiled overload by the arguments'
+    Numba types, converts each argument as Numba's ``_Kernel._prepare_args`` does, and checks that
+    against it, refusing (with a warning) a plan whose parameters differ."""
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     run = subprocess.run([sys.executable, "-c", _PLAN_SCRIPT], capture_output=True, text=True, timeout=120, env=env,
                          check=False)
     assert run.returncode == 0, run.stderr
     result = json.loads(run.stdout.splitlines()[-1])
+    array_2x3 = [["int", 0], ["int", 0], ["int", 6], ["int", 4], ["int", 1 << 20], ["int", 2], ["int", 3]]
     assert result["values"] == [
-        ["int", 0], ["int", 0], ["int", 6], ["int", 4], ["int", 1 << 20], ["int", 2], ["int", 3], ["int", 12],
-        ["int", 4], ["c_long", 7], ["c_double", 2.5], ["bool", True], ["c_float", 1.5], ["c_int", -4],
-        ["c_ushort", 0x3800], ["c_ulong", 1 << 63], *2 * [["int", 0], ["int", 0], ["int", 6], ["int", 4], ["int", 1 << 20],
-                                                      ["int", 2], ["int", 3], ["int", 12], ["int", 4]]]
-    assert result["call"] == ["stream", "config", "the kernel"] and result["parameters"] == 34
-    assert not result["debug_plan"]  # a debug build checks its error flag after each launch: Numba's path
+        *array_2x3, ["int", 12], ["int", 4], ["c_long", 7], ["c_double", 2.5], ["bool", True], ["c_float", 1.5],
+        ["c_int", -4], ["c_ushort", 0x3800], ["c_ulong", 1 << 63],
+        *[["int", 0], ["int", 0], ["int", 2], ["int", 4], ["int", 1 << 20], ["int", 2], ["int", 4]],
+        *[["int", 0], ["int", 0], ["int", 2], ["int", 4], ["int", 256], ["int", 2], ["int", 4]],
+        *array_2x3, ["int", 4], ["int", 8]]
+    assert result["call"] == ["stream", "config", "the kernel"] and result["parameters"] == 39
+    assert result["one_row"]  # a C-ordered array's strides are not compared: Numba's canonical ones differ there
+    assert not result["wrong"] and len(result["warnings"]) == 1
+    assert "direct CUDA launch is off" in result["warnings"][0] and "parameter 4" in result["warnings"][0]
+    assert "grid=(4, 2, 1)" in result["config"] and "block=(256, 1, 1)" in result["config"]
 
 
 @pytest.mark.skipif(REAL_GPU, reason="the simulator's path")

@@ -10,16 +10,20 @@ later launches with arguments of the same types go straight to cuda.core's ``lau
 values Numba would pass. A device array's fields are read once per array object and kept on it
 (an array's memory, shape and strides never change).
 
-Kernels that need more than this (debug builds, argument extensions, cooperative launches, a type
-without a converter here: records, complex numbers) keep Numba's path. Setting ``ZGRAD_CUDA_NUMBA_LAUNCH=1``
-before the first launch keeps Numba's path for every kernel. Only for a real GPU: the simulator
-launches through Numba (``runtime.launch``).
+A plan is made only when its parameters for the launch that makes it equal, value for value and
+type for type, what Numba's own conversion (``_Kernel._prepare_args``) gives for the same
+arguments; otherwise that (kernel, types) pair keeps Numba's path, with a RuntimeWarning once per
+process. Kernels that need more than this (debug builds, argument extensions, cooperative
+launches, a type without a converter here: records, complex numbers) keep Numba's path too.
+Setting ``ZGRAD_CUDA_NUMBA_LAUNCH=1`` before the first launch keeps it for every kernel. Only for
+a real GPU: the simulator launches through Numba (``runtime.launch``).
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -70,7 +74,7 @@ def launch(kernel: Any, grid: Any, block: Any, stream: Any, args: tuple) -> None
     if plan is None or plan is _NO_PLAN:
         kernel[grid, block, stream](*args)
         if plan is None:
-            _plans[key] = _NO_PLAN if _NUMBA_ONLY else (Plan.of(kernel, args) or _NO_PLAN)
+            _plans[key] = _NO_PLAN if _NUMBA_ONLY else (Plan.of(kernel, args, stream) or _NO_PLAN)
         return
     config = _configs.get((grid, block))
     if config is None:
@@ -130,9 +134,10 @@ class Plan:
         self.config_type = config_type
 
     @classmethod
-    def of(cls, dispatcher: Any, args: tuple) -> Plan | None:
+    def of(cls, dispatcher: Any, args: tuple, stream: Any) -> Plan | None:
         """The plan for launching ``dispatcher`` with arguments typed as ``args`` are, once Numba
-        has compiled it for them (launched it once); None where Numba's own path is needed."""
+        has compiled it for them (launched it once on ``stream``); None where Numba's own path is
+        needed."""
         from numba.cuda import dispatcher as numba_dispatcher
         from numba.cuda.typing.typeof import Purpose, typeof
         try:
@@ -149,7 +154,8 @@ class Plan:
         if any(c is None for c in converters):
             return None
         kernel = compiled._codelibrary.get_cufunc().kernel
-        return cls(kernel, converters, numba_dispatcher.launch, numba_dispatcher.LaunchConfig)
+        plan = cls(kernel, converters, numba_dispatcher.launch, numba_dispatcher.LaunchConfig)
+        return plan if _agrees_with_numba(compiled, argtypes, args, plan.values(args), stream) else None
 
     def values(self, args: tuple) -> list:
         """The kernel parameters for ``args``, in order."""
@@ -157,3 +163,51 @@ class Plan:
         for convert, value in zip(self.converters, args):
             values.extend(convert(value))
         return values
+
+
+_warned: list[bool] = []
+
+
+def _agrees_with_numba(compiled: Any, argtypes: tuple, args: tuple, values: list, stream: Any) -> bool:
+    """Whether ``values`` are the parameters Numba's own conversion gives for ``args`` (same
+    Python or ctypes type, same bytes); warns once per process where they are not."""
+    expected: list = []
+    try:
+        for numba_type, value in zip(argtypes, args):
+            compiled._prepare_args(numba_type, value, stream, [], expected)
+    except Exception as exc:  # noqa: BLE001 - any failure means Numba's path, as the warning says
+        return _differs(compiled, f"Numba's conversion raised {type(exc).__name__}: {exc}")
+    read = [flag for numba_type in argtypes for flag in _read_by_kernel(numba_type)]
+    if not len(expected) == len(values) == len(read):
+        return _differs(compiled, f"{len(values)} parameters where Numba passes {len(expected)}")
+    for i, (ours, theirs, compared) in enumerate(zip(values, expected, read)):
+        if type(ours) is not type(theirs) and not (type(ours) is bool and isinstance(theirs, (bool, np.bool_))):
+            return _differs(compiled, f"parameter {i} is a {type(ours).__name__} where Numba passes a "
+                                      f"{type(theirs).__name__}")
+        same = bytes(ours) == bytes(theirs) if isinstance(ours, ctypes._SimpleCData) else ours == theirs
+        if compared and not same:
+            return _differs(compiled, f"parameter {i} is {ours!r} where Numba passes {theirs!r}")
+    return True
+
+
+def _read_by_kernel(numba_type: Any) -> list[bool]:
+    """For each parameter an argument of ``numba_type`` becomes, whether the compiled kernel reads
+    it: a C- or F-ordered array's strides it does not (Numba indexes such arrays from their shape,
+    and passes them in a canonical form that, for axes of one element, may differ from the
+    array's own)."""
+    from numba.cuda import types
+    if isinstance(numba_type, types.Array):
+        return [True] * (5 + numba_type.ndim) + [numba_type.layout == "A"] * numba_type.ndim
+    if isinstance(numba_type, types.BaseTuple):
+        return [flag for item in numba_type for flag in _read_by_kernel(item)]
+    return [True]
+
+
+def _differs(compiled: Any, reason: str) -> bool:
+    if not _warned:
+        _warned.append(True)
+        name = getattr(getattr(compiled, "py_func", None), "__name__", "a kernel")
+        warnings.warn(f"zgrad's direct CUDA launch is off for {name} with these argument types: {reason}; it "
+                      "launches through Numba (correct, slower). Please report this with your numba-cuda and "
+                      "cuda-core versions.", RuntimeWarning, stacklevel=4)
+    return False
