@@ -52,11 +52,16 @@ def test_cuda_matches_cpu(fn, shapes, dtype):
 
 @pytest.mark.skipif(not SIMULATOR, reason="the stand-in reads the simulator's host memory")
 @pytest.mark.parametrize("fn, shapes", [pytest.param(fn, shapes, id=name) for name, (fn, shapes) in CASES.items()])
-@pytest.mark.parametrize("chunk", ["one chunk", "a head a chunk"])
+@pytest.mark.parametrize("chunk", ["one chunk", "a head a chunk", "blocks of two warps"])
 def test_by_matrix_products_matches_cpu(stand_in, monkeypatch, fn, shapes, chunk):
+    """The products path's row kernels run a warp per row; with blocks of 64 threads (the
+    simulator's own 8 make one partial warp) two warps share a block and its rows."""
     from zgrad.kernels.cuda import attention
-    if chunk != "one chunk":
+    from zgrad.kernels.cuda import runtime as rt
+    if chunk == "a head a chunk":
         monkeypatch.setattr(attention, "SCORE_CHUNK_BYTES", 1)
+    if chunk == "blocks of two warps":
+        monkeypatch.setattr(rt, "SIM_BLOCK", 64)
     check_device(fn, shapes, dtype=np.float64)
     assert stand_in.calls, "attention did not run as matrix products"
 

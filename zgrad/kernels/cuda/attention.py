@@ -20,7 +20,7 @@ import numpy as np
 from zgrad.kernels.cuda import cublas, kernels
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda.array import DeviceArray
-from zgrad.kernels.cuda.reduce import contiguous, launch_rows, matmul
+from zgrad.kernels.cuda.reduce import contiguous, launch_rows, matmul, warp_rows_launch
 from zgrad.kernels.promotion import FULL_FLOAT_DTYPES
 
 __all__ = ["SCORE_CHUNK_BYTES", "attention", "attention_backward"]
@@ -76,8 +76,13 @@ def attention(q, k, v, mask, scale, causal, seed, threshold, dropout_scale, out,
     outz = _grouped(target, kv_heads)
     for z0, z1 in _head_chunks(q, k):
         weights = _scores(qz, kz, z0, z1)
-        launch_rows(kernels.attention.attention_weights, weights.shape[0] * weights.shape[1], weights, full,
-                    *options, kv_heads, z0, lse)
+        rows = weights.shape[0] * weights.shape[1]
+        config = warp_rows_launch(rows, weights.shape[2])
+        args = (weights.arg(), full.arg(), *options, kv_heads, z0, lse.arg())
+        if config is None:
+            rt.launch(kernels.attention.attention_weights, rt.row_launch(rows), *args)
+        elif rows:
+            rt.launch(kernels.attention.attention_weights_warp_rows, config, *args)
         matmul(weights, vz[z0:z1], outz[z0:z1])
     if target is not out:
         out[...] = target
@@ -99,8 +104,9 @@ def attention_backward(grad, q, k, v, mask, out, lse, scale, causal, seed, thres
         _launch(kernels.attention.attention_backward_keys, k.shape[0] * k.shape[1] * k.shape[2], q, k, v, full,
                 *options, grad, lse, deltas, grad_k, grad_v)
         return grad_q, grad_k, grad_v, grad_mask
-    launch_rows(kernels.attention.attention_deltas, lse.size, grad.reshape(lse.size, -1),
-                contiguous(out).reshape(lse.size, -1), deltas.reshape(-1))
+    if lse.size:
+        rt.launch(kernels.attention.attention_deltas, warp_rows_launch(lse.size, 0), grad.reshape(lse.size, -1).arg(),
+                  contiguous(out).reshape(lse.size, -1).arg(), deltas.reshape(-1).arg())
     kv_heads = k.shape[1]
     qz, kz, vz, gz = _grouped(q, kv_heads), _grouped(k, kv_heads), _grouped(v, kv_heads), _grouped(grad, kv_heads)
     dqz, dkz, dvz = _grouped(grad_q, kv_heads), _grouped(grad_k, kv_heads), _grouped(grad_v, kv_heads)

@@ -11,9 +11,10 @@ head serves). Weights are recomputed from ``lse``; dropout regenerates the forwa
 mask or, for none, an empty (1, 1, 1, 0) array.
 
 With cuBLAS, the host runs attention as matrix products instead (``zgrad.kernels.cuda.attention``)
-and these kernels only turn a chunk of raw scores q k^T into weights and score gradients, one
-block per row: :func:`attention_weights`, :func:`attention_score_gradients`, and
-:func:`attention_deltas` (D = dO . out per row). A chunk holds the key/value heads z0 .. z0 + Z - 1
+and these kernels only turn a chunk of raw scores q k^T into weights and score gradients:
+:func:`attention_weights` (a warp per row where a warp holds the row:
+:func:`attention_weights_warp_rows`), :func:`attention_score_gradients` (a block per row), and
+:func:`attention_deltas` (D = dO . out per row, a warp per row). A chunk holds the key/value heads z0 .. z0 + Z - 1
 (z = b * Hk + hk), each with the G * L query rows of the G query heads it serves, head-major: the
 layout of q (B, Hq, L, E) read as (B * Hk, G * L, E). Kernels only.
 """
@@ -24,7 +25,15 @@ import numpy as np
 from numba import cuda
 
 from zgrad.kernels.cuda.kernels.common import device, kernel, math
-from zgrad.kernels.cuda.kernels.rows import MAX_BLOCK, block_extreme, block_sum
+from zgrad.kernels.cuda.kernels.rows import (
+    MAX_BLOCK,
+    WARP_ROW_PER_LANE,
+    block_extreme,
+    block_sum,
+    warp_max,
+    warp_rows,
+    warp_sum,
+)
 from zgrad.kernels.vocabulary import attention_keeps
 
 __all__ = [
@@ -34,6 +43,7 @@ __all__ = [
     "attention_forward",
     "attention_score_gradients",
     "attention_weights",
+    "attention_weights_warp_rows",
 ]
 
 _keeps = device(attention_keeps)
@@ -217,6 +227,49 @@ def attention_weights(scores, mask, scale, causal, seed, threshold, dropout_scal
 
 
 @kernel
+def attention_weights_warp_rows(scores, mask, scale, causal, seed, threshold, dropout_scale, kv_heads, z0, lse):
+    """:func:`attention_weights` a warp per row, for rows of at most WARP_ROW_PER_LANE keys a lane:
+    the row's scores held in the lanes' registers (one read), its max and sum by shuffles. The
+    block's warps step through the rows together."""
+    held = cuda.local.array(WARP_ROW_PER_LANE, scores.dtype)
+    T = scores.dtype.type
+    scale_, dropout_scale_ = T(scale), T(dropout_scale)
+    heads, length, keys = lse.shape[1], lse.shape[2], scores.shape[2]
+    group = heads // kv_heads
+    rows = scores.shape[0] * scores.shape[1]
+    lanes, lane, w, per_block = warp_rows()
+    for first in range(cuda.blockIdx.x * per_block, rows, cuda.gridDim.x * per_block):
+        r = first + w
+        live = r < rows
+        zl, row, b, h, i = _chunk_row(scores, r if live else 0, z0, kv_heads, group, length)
+        top = -T(np.inf)
+        for k in range(WARP_ROW_PER_LANE):
+            j = lane + k * lanes
+            s = _masked(scores, zl, row, mask, b, h, i, j, scale_, causal) if live and j < keys else -T(np.inf)
+            held[k] = s
+            if s > top or s != s:
+                top = s
+        top = warp_max(top, lanes)
+        total = T(0)
+        if top != -T(np.inf):
+            for k in range(WARP_ROW_PER_LANE):
+                if lane + k * lanes < keys:
+                    total += math.exp(held[k] - top)
+        total = warp_sum(total, lanes)
+        if live:
+            for k in range(WARP_ROW_PER_LANE):  # unrolled: the held scores stay in registers
+                j = lane + k * lanes
+                if j < keys:
+                    scores[zl, row, j] = math.exp(held[k] - top) / total * dropout_scale_ if total != T(0) else T(0)
+            if threshold != 0:  # dropout: zero the dropped weights (the hash's loop keeps this loop rolled)
+                for j in range(lane, keys, lanes):
+                    if not _kept(seed, threshold, b, h, i, j, heads, length, keys):
+                        scores[zl, row, j] = T(0)
+            if lane == 0:
+                lse[b, h, i] = top + math.log(total) if total != T(0) else T(np.inf)
+
+
+@kernel
 def attention_score_gradients(scores, grad_weights, mask, scale, causal, seed, threshold, dropout_scale, kv_heads,
                               z0, lse, deltas, grad_mask):
     """In place, for a chunk: ``scores`` (raw q k^T) becomes the kept weights P * keep *
@@ -244,15 +297,19 @@ def attention_score_gradients(scores, grad_weights, mask, scale, causal, seed, t
 
 @kernel
 def attention_deltas(grad_out, out, deltas):
-    """deltas[r] = grad_out[r] . out[r] for (rows, Ev) matrices: D of each query row."""
-    buf = cuda.shared.array(MAX_BLOCK, deltas.dtype)
+    """deltas[r] = grad_out[r] . out[r] for (rows, Ev) matrices: D of each query row, a warp per
+    row (the block's warps step through the rows together)."""
     T = deltas.dtype.type
-    for r in range(cuda.blockIdx.x, grad_out.shape[0], cuda.gridDim.x):
+    rows, n = grad_out.shape
+    lanes, lane, w, per_block = warp_rows()
+    for first in range(cuda.blockIdx.x * per_block, rows, cuda.gridDim.x * per_block):
+        r = first + w
         acc = T(0)
-        for c in range(cuda.threadIdx.x, grad_out.shape[1], cuda.blockDim.x):
-            acc += grad_out[r, c] * out[r, c]
-        acc = block_sum(buf, acc)
-        if cuda.threadIdx.x == 0:
+        if r < rows:
+            for c in range(lane, n, lanes):
+                acc += grad_out[r, c] * out[r, c]
+        acc = warp_sum(acc, lanes)
+        if r < rows and lane == 0:
             deltas[r] = acc
 
 
@@ -270,6 +327,8 @@ def ptx_signatures() -> list:
             ("attention_backward_queries", attention_backward_queries.py_func, (*head, t4, t4, t3, t3, t4, t4)),
             ("attention_backward_keys", attention_backward_keys.py_func, (*head, t4, t3, t3, t4, t4)),
             ("attention_weights", attention_weights.py_func, (t3, m4, dt, b, i64, i64, dt, i64, i64, t3)),
+            ("attention_weights_warp_rows", attention_weights_warp_rows.py_func,
+             (t3, m4, dt, b, i64, i64, dt, i64, i64, t3)),
             ("attention_score_gradients", attention_score_gradients.py_func,
              (t3, t3, m4, dt, b, i64, i64, dt, i64, i64, t3, t3, t4)),
             ("attention_deltas", attention_deltas.py_func, (dt[:, ::1], dt[:, ::1], dt[::1])),

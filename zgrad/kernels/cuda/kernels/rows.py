@@ -18,7 +18,7 @@ from numba import cuda
 
 from zgrad.kernels.cuda.kernels.common import WARP, device, kernel, math, shuffle_xor
 
-__all__ = ["CACHED_ROW_PER_THREAD", "MAX_BLOCK", "NANSUM", "PROD", "SUM", "WARP_ROW_PER_LANE", "block_extreme", "block_sum", "chunk_of_rows", "extreme_of", "norm_term", "warp_rows", "warp_sum"]
+__all__ = ["CACHED_ROW_PER_THREAD", "MAX_BLOCK", "NANSUM", "PROD", "SUM", "WARP_ROW_PER_LANE", "block_extreme", "block_sum", "chunk_of_rows", "extreme_of", "norm_term", "warp_max", "warp_rows", "warp_sum"]
 
 MAX_BLOCK = 256
 
@@ -440,6 +440,12 @@ def warp_rows():
 def warp_sum(value, lanes):
     """The sum of the values of each group of ``lanes`` lanes, in every lane of the group."""
     return _warp_combine(value, SUM, lanes)
+
+
+@device
+def warp_max(value, lanes):
+    """The largest of the values of each group of ``lanes`` lanes, NaN winning, in every lane."""
+    return _warp_combine(value, _MAX, lanes)
 
 
 @kernel
