@@ -253,16 +253,29 @@ def column_reduce(x, rows, columns, inner, op, out):
     ``columns``). out holds one row of ``columns`` per chunk. Both are flat (the allocations' own
     arrays: no strided wrapper per launch)."""
     T = out.dtype.type
+    product = op == PROD
     chunks = out.size // columns
     for p in range(cuda.blockIdx.y, chunks, cuda.gridDim.y):
         start, end = chunk_of_rows(p, rows, chunks)
         for j in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, columns,
                        cuda.gridDim.x * cuda.blockDim.x):
             first = (j // inner) * rows * inner + j % inner
-            acc = T(1) if op == PROD else T(0)
-            for r in range(start, end):
-                acc = _accumulate(acc, x[first + r * inner], op, T)
-            out[p * columns + j] = acc
+            # four accumulators, four loads in flight per trip: one leaves each trip waiting for its
+            # load (the partial results' pass, 256 rows a thread, took 81 us on an H200)
+            acc0 = acc1 = acc2 = acc3 = T(1) if product else T(0)
+            r = start
+            while r + 3 < end:
+                at = first + r * inner
+                v0, v1, v2, v3 = x[at], x[at + inner], x[at + 2 * inner], x[at + 3 * inner]
+                acc0 = _accumulate(acc0, v0, op, T)
+                acc1 = _accumulate(acc1, v1, op, T)
+                acc2 = _accumulate(acc2, v2, op, T)
+                acc3 = _accumulate(acc3, v3, op, T)
+                r += 4
+            while r < end:
+                acc0 = _accumulate(acc0, x[first + r * inner], op, T)
+                r += 1
+            out[p * columns + j] = _combine(_combine(acc0, acc1, product), _combine(acc2, acc3, product), product)
 
 
 @device
