@@ -381,6 +381,35 @@ def test_rows_longer_than_the_threads_hold_match_cpu_with_nan_and_infinities():
                                        rtol=2e-5, atol=1e-7, equal_nan=True)
 
 
+@pytest.mark.parametrize("block", [8, 64], ids=["a_warp_of_8", "two_warps_a_block"])
+def test_cross_entropy_of_short_rows_runs_a_warp_per_row(monkeypatch, block):
+    """The cross-entropy over rows a warp holds (class weights, label smoothing, an ignored row,
+    NaN, +inf and an all -inf row), forward and backward, a warp per row: the CPU's results, with
+    the simulator's 8 threads a block and with blocks of two warps of 32."""
+    from zgrad.kernels.cuda import runtime as rt
+    monkeypatch.setattr(rt, "SIM_BLOCK", block)
+    rng = np.random.default_rng(block)
+    x = rng.standard_normal((7, 45)) * 3
+    x[1, 4], x[2, 40], x[3] = np.nan, np.inf, -np.inf
+    targets = rng.integers(0, 45, 7)
+    targets[5] = -100
+    weight = rng.uniform(0.5, 2.0, 45)
+    grad = rng.standard_normal(7)
+    for smoothing, w in ((0.0, None), (0.1, weight)):
+        results = []
+        for device in ("cpu", "cuda"):
+            t = zgrad.tensor(x, device=device, requires_grad=True)
+            loss = F.cross_entropy(t, zgrad.tensor(targets, device=device), reduction="none", label_smoothing=smoothing,
+                                   weight=None if w is None else zgrad.tensor(w, device=device))
+            loss.backward(zgrad.tensor(grad, device=device))
+            results.append((loss.detach().cpu().numpy(), t.grad.cpu().numpy()))
+        with np.errstate(invalid="ignore"):
+            for got, want in zip(results[1], results[0]):
+                np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14, equal_nan=True)
+    mean = [F.cross_entropy(zgrad.tensor(x[4:], device=d), zgrad.tensor(targets[4:], device=d)).item() for d in ("cpu", "cuda")]
+    assert mean[1] == pytest.approx(mean[0], rel=1e-12)
+
+
 def test_reductions_with_nan_and_indices_match_cpu():
     data = np.array([[1.0, np.nan, 3.0], [4.0, 4.0, -1.0]], np.float32)
     for fn in (lambda t: t.max(), lambda t: t.max(1).values, lambda t: t.argmax(1), lambda t: t.argmin(0),

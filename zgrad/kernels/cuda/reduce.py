@@ -370,20 +370,13 @@ def cross_entropy(logits, targets, ignore_index: int, mean: bool, probs_out, los
     """loss_out = the sum of the counted rows' losses, over their count when ``mean`` (NaN for
     none); divisor_out = that count (or 1); softmax into ``probs_out``. Nothing waits."""
     rows, dtype = logits.shape[0], logits.dtype
-    loss, row_weight = DeviceArray.empty((rows,), dtype), DeviceArray.empty((rows,), dtype)
-    class_loss(logits, targets, DeviceArray.empty((0,), dtype), ignore_index, 0.0, probs_out, loss, row_weight)
+    per_row = DeviceArray.empty((2, rows), dtype)  # the rows' losses and weights, summed together
+    class_loss(logits, targets, DeviceArray.empty((0,), dtype), ignore_index, 0.0, probs_out, per_row[0], per_row[1])
     totals = DeviceArray.empty((2,), dtype)
-    sum(_stack_rows(loss, row_weight), (1,), False, totals)
+    sum(per_row, (1,), False, totals)
     rt.launch(kernels.rows.loss_ratio, (1, 1), totals.flat_arg(), bool(mean), loss_out.flat_arg(),
               divisor_out.flat_arg())
     return loss_out
-
-
-def _stack_rows(a: DeviceArray, b: DeviceArray) -> DeviceArray:
-    out = DeviceArray.empty((2, a.size), a.dtype)
-    unary_op("copy", a, out[0])
-    unary_op("copy", b, out[1])
-    return out
 
 
 def cross_entropy_backward(probs, targets, ignore_index: int, grad, divisor, out):
@@ -399,10 +392,14 @@ def cross_entropy_backward(probs, targets, ignore_index: int, grad, divisor, out
 
 def class_loss(logits, targets, weight, ignore_index: int, smoothing: float, probs_out, loss_out, weight_out):
     logits = contiguous(logits)
-    launch_rows(kernels.rows.class_loss, logits.shape[0], logits.flat_arg(), *logits.shape,
-                contiguous(targets).flat_arg(), contiguous(_or_weight(weight, logits.dtype)).flat_arg(),
-                int(ignore_index), logits.dtype.type(smoothing), probs_out.flat_arg(), loss_out.flat_arg(),
-                weight_out.flat_arg())
+    args = (logits.flat_arg(), *logits.shape, contiguous(targets).flat_arg(),
+            contiguous(_or_weight(weight, logits.dtype)).flat_arg(), int(ignore_index), logits.dtype.type(smoothing),
+            probs_out.flat_arg(), loss_out.flat_arg(), weight_out.flat_arg())
+    config = warp_rows_launch(*logits.shape)
+    if config is None:
+        launch_rows(kernels.rows.class_loss, logits.shape[0], *args)
+    elif logits.shape[0]:
+        rt.launch(kernels.rows.class_loss_warp_rows, config, *args)
     return loss_out
 
 

@@ -637,6 +637,48 @@ def class_loss(logits, rows, c, targets, weight, ignore_index, smoothing, probs_
 
 
 @kernel
+def class_loss_warp_rows(logits, rows, c, targets, weight, ignore_index, smoothing, probs_out, loss_out, weight_out):
+    """:func:`class_loss` a warp per row, for rows of at most WARP_ROW_PER_LANE classes a lane: the
+    row held in the lanes' registers (one read of the logits), its (max, sum of exp) pairs and the
+    smoothing term merged by shuffles. The block's warps step through the rows together."""
+    held = cuda.local.array(WARP_ROW_PER_LANE, loss_out.dtype)
+    T = loss_out.dtype.type
+    lanes, lane, w, per_block = warp_rows()
+    for first in range(cuda.blockIdx.x * per_block, rows, cuda.gridDim.x * per_block):
+        r = first + w
+        live = r < rows
+        row = r * c + lane
+        m, s = -T(math.inf), T(0)
+        for k in range(WARP_ROW_PER_LANE):
+            if live and lane + k * lanes < c:
+                v = T(logits[row + k * lanes])
+                held[k] = v
+                m, s = _online_add(m, s, v, T)
+        peak, total = _warp_online_merge(m, s, lanes, T)
+        shift = peak + math.log(total)  # log_softmax = x - shift
+        smooth = T(0)
+        if live:
+            for k in range(WARP_ROW_PER_LANE):
+                j = lane + k * lanes
+                if j < c:
+                    probs_out[row + k * lanes] = math.exp(held[k] - peak) / total
+                    smooth += _class_weight(weight, j, T) * (shift - held[k])
+        smooth = warp_sum(smooth, lanes)
+        if live and lane == 0:
+            target = targets[r]
+            if _skipped(target, ignore_index, c):
+                loss_out[r] = T(0)
+                weight_out[r] = T(0)
+            else:
+                w_t = _class_weight(weight, target, T)
+                loss = (T(1) - smoothing) * w_t * (shift - logits[r * c + target])
+                if smoothing > T(0):  # else a -inf logit's infinite term would make 0 * inf = NaN of it
+                    loss += smoothing / T(c) * smooth
+                loss_out[r] = loss
+                weight_out[r] = w_t
+
+
+@kernel
 def class_loss_backward(probs, rows, c, targets, weight, ignore_index, smoothing, row_grad, out):
     """out = g (1-eps) w_t (p - onehot(t)) + g eps/C (sum(w) p - w) per row; 0 on ignored rows.
     probs and out: ``rows`` rows of ``c`` classes, flat."""
@@ -740,6 +782,7 @@ def ptx_signatures() -> list:
             ("logsumexp", logsumexp.py_func, (v, i64, i64, v)),
             ("variance", variance.py_func, (m, dt, v, v)),
             ("class_loss", class_loss.py_func, (v, i64, i64, idx, v, i64, dt, v, v, v)),
+            ("class_loss_warp_rows", class_loss_warp_rows.py_func, (v, i64, i64, idx, v, i64, dt, v, v, v)),
             ("class_loss_backward", class_loss_backward.py_func, (v, i64, i64, idx, v, i64, dt, v, v)),
             ("nll", nll.py_func, (m, idx, v, i64, v, v)),
             ("nll_backward", nll_backward.py_func, (idx, v, i64, v, m)),
