@@ -14,6 +14,14 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
 
+# A machine whose Python lacks what zgrad needs (the lent H200's image has no pyzmq, and numpy
+# 2.5, which numba-cuda 0.30 cannot import): wheels for its Python put in .whl/ (pyzmq, numpy<2.5)
+# are installed into /tmp/site first.
+if compgen -G ".whl/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+fi
+
 echo "== versions"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
 python3 - <<'PY'
@@ -34,10 +42,12 @@ timeout "$bench_s" python3 bench/kernels_cuda.py > "$out/kernels_cuda.json" 2> "
 python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r.get('table', r))" "$out/kernels_cuda.json" \
   || tail -20 "$out/kernels_cuda.err"
 timeout "$bench_s" python3 bench/train_step.py --cuda --quick --profile --out "$out/train_step.json" 2>&1 | tail -70
+echo "== the minGPT step through Numba's own launch path (against the direct launches above)"
+ZGRAD_CUDA_NUMBA_LAUNCH=1 timeout "$bench_s" python3 bench/train_step.py --cuda --quick --step mingpt 2>&1 | tail -4
 
 echo "== tests on the GPU"
 ZGRAD_TEST_REAL_GPU=1 timeout "$test_s" python3 -m pytest -q -n 12 -p no:cacheprovider --timeout 200 \
-  tests/kernels/test_cublas_cuda.py tests/kernels/test_cublas_lt_cuda.py tests/kernels/test_cuda_gpu.py tests/kernels/test_cuda_backend.py tests/kernels/test_cuda_host_waits.py \
+  tests/kernels/test_cublas_cuda.py tests/kernels/test_cublas_lt_cuda.py tests/kernels/test_cuda_launcher.py tests/kernels/test_cuda_gpu.py tests/kernels/test_cuda_backend.py tests/kernels/test_cuda_host_waits.py \
   tests/kernels/test_cuda_memory_pool.py tests/kernels/test_multi_tensor_cuda.py \
   tests/kernels/test_cuda_ops.py tests/kernels/test_reductions_cuda.py tests/kernels/test_half_dtypes_cuda.py \
   tests/nn/test_attention_cuda.py tests/nn/test_transformer_cuda.py > "$out/tests.log" 2>&1
