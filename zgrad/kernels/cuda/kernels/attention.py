@@ -237,9 +237,8 @@ def attention_weights_warp_rows(scores, mask, scale, causal, seed, threshold, dr
     heads, length, keys = lse.shape[1], lse.shape[2], scores.shape[2]
     group = heads // kv_heads
     rows = scores.shape[0] * scores.shape[1]
-    lanes, lane, w, per_block = warp_rows()
-    for first in range(cuda.blockIdx.x * per_block, rows, cuda.gridDim.x * per_block):
-        r = first + w
+    lanes, lane, first, end, step = warp_rows(rows)
+    for r in range(first, end, step):
         live = r < rows
         zl, row, b, h, i = _chunk_row(scores, r if live else 0, z0, kv_heads, group, length)
         top = -T(np.inf)
@@ -301,9 +300,8 @@ def attention_deltas(grad_out, out, deltas):
     row (the block's warps step through the rows together)."""
     T = deltas.dtype.type
     rows, n = grad_out.shape
-    lanes, lane, w, per_block = warp_rows()
-    for first in range(cuda.blockIdx.x * per_block, rows, cuda.gridDim.x * per_block):
-        r = first + w
+    lanes, lane, first, end, step = warp_rows(rows)
+    for r in range(first, end, step):
         acc = T(0)
         if r < rows:
             for c in range(lane, n, lanes):

@@ -84,9 +84,8 @@ def layer_norm_warp_rows(x, rows, n, weight, bias, eps, out, mean, invstd):
     together (spare warps in the last group compute nothing but take part)."""
     held = cuda.local.array(WARP_ROW_PER_LANE, out.dtype)
     T = out.dtype.type
-    lanes, lane, w, per_block = warp_rows()
-    for first in range(cuda.blockIdx.x * per_block, rows, cuda.gridDim.x * per_block):
-        r = first + w
+    lanes, lane, first, end, step = warp_rows(rows)
+    for r in range(first, end, step):
         live = r < rows
         row = r * n + lane
         acc = T(0)
@@ -123,9 +122,8 @@ def layer_norm_backward_warp_rows(grad, x, rows, n, weight, mean, invstd, grad_x
     held_d = cuda.local.array(WARP_ROW_PER_LANE, grad_x.dtype)
     held_xhat = cuda.local.array(WARP_ROW_PER_LANE, grad_x.dtype)
     T = grad_x.dtype.type
-    lanes, lane, w, per_block = warp_rows()
-    for first in range(cuda.blockIdx.x * per_block, rows, cuda.gridDim.x * per_block):
-        r = first + w
+    lanes, lane, first, end, step = warp_rows(rows)
+    for r in range(first, end, step):
         live = r < rows
         row = r * n + lane
         m, s = (mean[r], invstd[r]) if live else (T(0), T(0))

@@ -441,12 +441,17 @@ WARP_ROW_PER_LANE = 32
 
 
 @device
-def warp_rows():
-    """(lanes per row, this thread's lane, its row in the block's group of rows, rows per block)
-    for the warp-per-row kernels (a warp, or the block when it is smaller)."""
+def warp_rows(rows):
+    """(lanes per row, this thread's lane, and the range (first, end, step) of the rows its warp
+    takes) for a warp-per-row kernel over ``rows`` rows (a warp, or the block when it is smaller).
+    The range runs past ``rows`` to a whole number of the block's rows, so that every warp of a
+    block makes the same trips (the simulator's shuffles wait at the block's barrier); a row from
+    ``rows`` on is spare, computed by no one."""
     lanes = min(WARP, cuda.blockDim.x)
     t = cuda.threadIdx.x
-    return lanes, t % lanes, t // lanes, cuda.blockDim.x // lanes
+    per_block = cuda.blockDim.x // lanes
+    end = (rows + per_block - 1) // per_block * per_block
+    return lanes, t % lanes, cuda.blockIdx.x * per_block + t // lanes, end, cuda.gridDim.x * per_block
 
 
 @device
@@ -468,9 +473,8 @@ def softmax_warp_rows(x, rows, n, log, out):
     last group's spare warps compute nothing but take part)."""
     held = cuda.local.array(WARP_ROW_PER_LANE, out.dtype)
     T = out.dtype.type
-    lanes, lane, w, per_block = warp_rows()
-    for first in range(cuda.blockIdx.x * per_block, rows, cuda.gridDim.x * per_block):
-        r = first + w
+    lanes, lane, first, end, step = warp_rows(rows)
+    for r in range(first, end, step):
         live = r < rows
         row = r * n + lane
         peak = -T(math.inf)
@@ -501,9 +505,8 @@ def softmax_backward_warp_rows(grad, y, rows, n, log, out):
     held_g = cuda.local.array(WARP_ROW_PER_LANE, out.dtype)
     held_y = cuda.local.array(WARP_ROW_PER_LANE, out.dtype)
     T = out.dtype.type
-    lanes, lane, w, per_block = warp_rows()
-    for first in range(cuda.blockIdx.x * per_block, rows, cuda.gridDim.x * per_block):
-        r = first + w
+    lanes, lane, first, end, step = warp_rows(rows)
+    for r in range(first, end, step):
         live = r < rows
         row = r * n + lane
         acc = T(0)
@@ -643,9 +646,8 @@ def class_loss_warp_rows(logits, rows, c, targets, weight, ignore_index, smoothi
     smoothing term merged by shuffles. The block's warps step through the rows together."""
     held = cuda.local.array(WARP_ROW_PER_LANE, loss_out.dtype)
     T = loss_out.dtype.type
-    lanes, lane, w, per_block = warp_rows()
-    for first in range(cuda.blockIdx.x * per_block, rows, cuda.gridDim.x * per_block):
-        r = first + w
+    lanes, lane, first, end, step = warp_rows(rows)
+    for r in range(first, end, step):
         live = r < rows
         row = r * c + lane
         m, s = -T(math.inf), T(0)
