@@ -112,6 +112,7 @@ _PLAN_SCRIPT = textwrap.dedent("""
     plan.launch_with("stream", "config", values)
     row = np.zeros((1, 3), np.float32)
     one_row = launcher.Plan.of(Dispatcher(Compiled((typeof(row, Purpose.argument),))), (Array(row, (40, 4)),), "stream")
+    host_array = launcher.Plan.of(Dispatcher(Compiled(argtypes)), host, "stream")  # Numba copies it each launch
     launcher._array_fields = lambda array: (0, 0, array.size, 4, 0, *array.shape, *array.strides)  # a wrong pointer
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -119,7 +120,7 @@ _PLAN_SCRIPT = textwrap.dedent("""
     print(json.dumps({
         "values": [[type(v).__name__, getattr(v, "value", v)] for v in values],
         "call": [str(part) for part in calls[0][:3]], "parameters": len(calls[0]) - 3,
-        "one_row": one_row is not None, "wrong": wrong is not None, "warnings": [str(w.message) for w in caught],
+        "one_row": one_row is not None, "wrong": wrong is not None, "host_array": host_array is not None, "warnings": [str(w.message) for w in caught],
         "config": str(numba_dispatcher.LaunchConfig(grid=launcher._dim3((4, 2)), block=launcher._dim3(256),
                                                     shmem_size=0)),
     }))
@@ -146,6 +147,7 @@ def test_a_plan_passes_the_parameters_numba_would():
     assert result["call"] == ["stream", "config", "the kernel"] and result["parameters"] == 39
     assert result["one_row"]  # a C-ordered array's strides are not compared: Numba's canonical ones differ there
     assert not result["wrong"] and len(result["warnings"]) == 1
+    assert not result["host_array"]
     assert "direct CUDA launch is off" in result["warnings"][0] and "parameter 4" in result["warnings"][0]
     assert "grid=(4, 2, 1)" in result["config"] and "block=(256, 1, 1)" in result["config"]
 

@@ -60,6 +60,11 @@ def _kind(value: Any) -> Any:
     return _UINT64_INT if kind is int and value >= _INT64_END else kind
 
 
+def _on_the_host(value: Any) -> bool:
+    """Whether ``value`` is (or a tuple holds) a host array."""
+    return isinstance(value, np.ndarray) or (type(value) is tuple and any(_on_the_host(v) for v in value))
+
+
 def _dim3(dims: Any) -> tuple[int, int, int]:
     dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
     return (*dims, *(1,) * (3 - len(dims)))
@@ -140,6 +145,8 @@ class Plan:
         needed."""
         from numba.cuda import dispatcher as numba_dispatcher
         from numba.cuda.typing.typeof import Purpose, typeof
+        if any(_on_the_host(a) for a in args):  # Numba copies those to the device each launch
+            return None
         try:
             argtypes = tuple(typeof(a, Purpose.argument) for a in args)
         except ValueError:
