@@ -109,7 +109,7 @@ _PLAN_SCRIPT = textwrap.dedent("""
     numba_dispatcher.launch = lambda *call: calls.append(call)
     plan = launcher.Plan.of(Dispatcher(Compiled(argtypes)), device, "stream")
     values = plan.values(device)
-    plan.launch_with("stream", "config", values)
+    plan.launch("stream", "config", device)
     row = np.zeros((1, 3), np.float32)
     one_row = launcher.Plan.of(Dispatcher(Compiled((typeof(row, Purpose.argument),))), (Array(row, (40, 4)),), "stream")
     host_array = launcher.Plan.of(Dispatcher(Compiled(argtypes)), host, "stream")  # Numba copies it each launch

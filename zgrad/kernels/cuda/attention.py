@@ -20,7 +20,7 @@ import numpy as np
 from zgrad.kernels.cuda import cublas, kernels
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda.array import DeviceArray
-from zgrad.kernels.cuda.reduce import contiguous, launch_rows, matmul, warp_rows_launch
+from zgrad.kernels.cuda.reduce import contiguous, launch_rows, launch_short_rows, matmul, warp_rows_launch
 from zgrad.kernels.promotion import FULL_FLOAT_DTYPES
 
 __all__ = ["SCORE_CHUNK_BYTES", "attention", "attention_backward"]
@@ -76,13 +76,9 @@ def attention(q, k, v, mask, scale, causal, seed, threshold, dropout_scale, out,
     outz = _grouped(target, kv_heads)
     for z0, z1 in _head_chunks(q, k):
         weights = _scores(qz, kz, z0, z1)
-        rows = weights.shape[0] * weights.shape[1]
-        config = warp_rows_launch(rows, weights.shape[2])
-        args = (weights.arg(), full.arg(), *options, kv_heads, z0, lse.arg())
-        if config is None:
-            rt.launch(kernels.attention.attention_weights, rt.row_launch(rows), *args)
-        elif rows:
-            rt.launch(kernels.attention.attention_weights_warp_rows, config, *args)
+        launch_short_rows(kernels.attention.attention_weights_warp_rows, kernels.attention.attention_weights,
+                          weights.shape[0] * weights.shape[1], weights.shape[2], weights, full, *options, kv_heads, z0,
+                          lse)
         matmul(weights, vz[z0:z1], outz[z0:z1])
     if target is not out:
         out[...] = target

@@ -22,6 +22,7 @@ a real GPU: the simulator launches through Numba (``runtime.launch``).
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import warnings
 from collections.abc import Callable
@@ -83,8 +84,16 @@ def launch(kernel: Any, grid: Any, block: Any, stream: Any, args: tuple) -> None
         return
     config = _configs.get((grid, block))
     if config is None:
-        config = _configs[grid, block] = plan.config_type(grid=_dim3(grid), block=_dim3(block), shmem_size=0)
-    plan.launch_with(stream, config, plan.values(args))
+        config = _configs[grid, block] = _numba_launch()[1](grid=_dim3(grid), block=_dim3(block), shmem_size=0)
+    plan.launch(stream, config, args)
+
+
+@functools.cache
+def _numba_launch() -> tuple[Callable, type]:
+    """cuda.core's launch function and LaunchConfig class, as Numba's CUDA target imports them
+    (imported at the first plan: the simulator has none)."""
+    from numba.cuda import dispatcher
+    return dispatcher.launch, dispatcher.LaunchConfig
 
 
 def _array_fields(array: Any) -> tuple:
@@ -130,20 +139,17 @@ def _converter(numba_type: Any) -> Callable[[Any], tuple] | None:
 class Plan:
     """One compiled kernel and its parameters' converters (see the module docstring)."""
 
-    __slots__ = ("config_type", "converters", "kernel", "launch_with")
+    __slots__ = ("converters", "kernel")
 
-    def __init__(self, kernel: Any, converters: list, launch_with: Callable, config_type: Any) -> None:
-        self.kernel = kernel
+    def __init__(self, kernel: Any, converters: list) -> None:
+        self.kernel = kernel  # cuda.core's Kernel of the compiled overload
         self.converters = converters
-        self.launch_with = lambda stream, config, values: launch_with(stream, config, kernel, *values)
-        self.config_type = config_type
 
     @classmethod
     def of(cls, dispatcher: Any, args: tuple, stream: Any) -> Plan | None:
         """The plan for launching ``dispatcher`` with arguments typed as ``args`` are, once Numba
         has compiled it for them (launched it once on ``stream``); None where Numba's own path is
         needed."""
-        from numba.cuda import dispatcher as numba_dispatcher
         from numba.cuda.typing.typeof import Purpose, typeof
         if any(_on_the_host(a) for a in args):  # Numba copies those to the device each launch
             return None
@@ -161,8 +167,12 @@ class Plan:
         if any(c is None for c in converters):
             return None
         kernel = compiled._codelibrary.get_cufunc().kernel
-        plan = cls(kernel, converters, numba_dispatcher.launch, numba_dispatcher.LaunchConfig)
+        plan = cls(kernel, converters)
         return plan if _agrees_with_numba(compiled, argtypes, args, plan.values(args), stream) else None
+
+    def launch(self, stream: Any, config: Any, args: tuple) -> None:
+        """Launch the kernel with ``config`` on ``stream`` with the parameters of ``args``."""
+        _numba_launch()[0](stream, config, self.kernel, *self.values(args))
 
     def values(self, args: tuple) -> list:
         """The kernel parameters for ``args``, in order."""

@@ -19,7 +19,7 @@ from zgrad.kernels.cuda import kernels
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.elementwise import binary_op, unary_op, upload
-from zgrad.kernels.cuda.reduce import contiguous, launch_column_reduce, launch_rows, matmul, rows_of, warp_rows_launch
+from zgrad.kernels.cuda.reduce import contiguous, launch_column_reduce, launch_short_rows, matmul, rows_of
 from zgrad.kernels.cuda.reduce import sum as reduce_sum
 from zgrad.kernels.promotion import FULL_FLOAT_DTYPES
 from zgrad.kernels.vocabulary import PADDING_MODES
@@ -260,11 +260,7 @@ def _layer_norm_backward(grad, x, weight, mean, invstd, grad_x, grad_weight, gra
     if grad_x is not None:
         args = (grad_flat, x_flat, rows, channels, _or_none(weight, x).flat_arg(), mean_flat, invstd_flat,
                 grad_x.flat_arg())
-        config = warp_rows_launch(rows, channels)
-        if config is None:
-            launch_rows(k.layer_norm_backward_rows, rows, *args)
-        elif rows:
-            rt.launch(k.layer_norm_backward_warp_rows, config, *args)
+        launch_short_rows(k.layer_norm_backward_warp_rows, k.layer_norm_backward_rows, rows, channels, *args)
     if grad_weight is not None or grad_bias is not None:
         chunks = min(rows, PARAMETER_CHUNKS)
         parts = [_new((chunks, channels), x.dtype) for _ in range(2)]
@@ -288,11 +284,7 @@ def group_norm(x, weight, bias, groups, eps, out, save_mean, save_invstd):
         k = kernels.layer_norm
         args = (x.flat_arg(), batch, channels, _or_none(weight, x).flat_arg(), _or_none(bias, x).flat_arg(),
                 x.dtype.type(eps), out.flat_arg(), save_mean.flat_arg(), save_invstd.flat_arg())
-        config = warp_rows_launch(batch, channels)
-        if config is None:
-            launch_rows(k.layer_norm_rows, batch, *args)
-        elif batch:
-            rt.launch(k.layer_norm_warp_rows, config, *args)
+        launch_short_rows(k.layer_norm_warp_rows, k.layer_norm_rows, batch, channels, *args)
         return out, save_mean, save_invstd
     _stats(x.reshape(batch * groups, -1), eps, save_mean, save_invstd)
     shape4 = (batch, groups, channels // groups, size)

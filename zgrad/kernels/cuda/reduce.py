@@ -21,7 +21,7 @@ from zgrad.kernels.cuda.pointwise import copy as cast_copy
 from zgrad.kernels.promotion import HALF_DTYPES
 
 __all__ = [
-    "contiguous", "rows_of", "launch_rows", "launch_column_reduce", "warp_rows_launch", "sum", "prod", "nansum", "cumsum", "cumprod", "prod_backward_rows", "extreme_value", "extreme_rows", "extremes_rows", "count_nonzero", "argmax",
+    "contiguous", "rows_of", "launch_rows", "launch_short_rows", "launch_column_reduce", "warp_rows_launch", "sum", "prod", "nansum", "cumsum", "cumprod", "prod_backward_rows", "extreme_value", "extreme_rows", "extremes_rows", "count_nonzero", "argmax",
     "argmin", "softmax", "log_softmax",
     "softmax_backward", "log_softmax_backward", "logsumexp_rows", "logsumexp_backward_rows", "var_rows",
     "var_backward_rows", "distribute_equal", "vector_norm", "cross_entropy", "cross_entropy_backward", "class_loss",
@@ -46,7 +46,22 @@ def launch_rows(kernel: Any, rows: int, *args: Any) -> None:
     """Launch a one-block-per-row ``kernel`` over ``rows`` rows (none for 0); DeviceArrays among
     ``args`` go as their kernel arguments."""
     if rows:
-        rt.launch(kernel, rt.row_launch(rows), *(a.arg() if isinstance(a, DeviceArray) else a for a in args))
+        rt.launch(kernel, rt.row_launch(rows), *_kernel_args(args))
+
+
+def launch_short_rows(warp_kernel: Any, block_kernel: Any, rows: int, n: int, *args: Any) -> None:
+    """Launch ``warp_kernel`` a warp per row over ``rows`` rows of ``n`` elements where a warp holds
+    such a row (``kernels.rows.WARP_ROW_PER_LANE`` a lane), else ``block_kernel`` a block per row
+    (none for 0 rows); DeviceArrays among ``args`` go as their kernel arguments."""
+    config = warp_rows_launch(rows, n)
+    if config is None:
+        launch_rows(block_kernel, rows, *args)
+    elif rows:
+        rt.launch(warp_kernel, config, *_kernel_args(args))
+
+
+def _kernel_args(args: tuple) -> list:
+    return [a.arg() if isinstance(a, DeviceArray) else a for a in args]
 
 
 def sum(x, axis, keepdims, out):  # noqa: A001 - op vocabulary name
@@ -289,14 +304,9 @@ def warp_rows_launch(rows: int, n: int) -> tuple[int, int] | None:
 def _softmax(x, out, log: bool):
     rows = _last_axis_rows(x)
     k = kernels.rows
-    config = warp_rows_launch(*rows.shape)
-    if config is not None:
-        if rows.size:
-            rt.launch(k.softmax_warp_rows, config, rows.flat_arg(), *rows.shape, log, out.flat_arg())
-        return out
     block = rt.row_launch(rows.shape[0])[1]
     kernel = k.softmax_cached if rows.shape[1] <= k.CACHED_ROW_PER_THREAD * block else k.softmax
-    launch_rows(kernel, rows.shape[0], rows.flat_arg(), *rows.shape, log, out.flat_arg())
+    launch_short_rows(k.softmax_warp_rows, kernel, *rows.shape, rows.flat_arg(), *rows.shape, log, out.flat_arg())
     return out
 
 
@@ -310,13 +320,8 @@ def log_softmax(x, out):
 
 def _softmax_backward(grad, y, out, log: bool):
     g, rows = _last_axis_rows(grad), _last_axis_rows(y)
-    config = warp_rows_launch(*rows.shape)
-    if config is None:
-        launch_rows(kernels.rows.softmax_backward, rows.shape[0], g.flat_arg(), rows.flat_arg(), *rows.shape, log,
-                    out.flat_arg())
-    elif rows.size:
-        rt.launch(kernels.rows.softmax_backward_warp_rows, config, g.flat_arg(), rows.flat_arg(), *rows.shape, log,
-                  out.flat_arg())
+    launch_short_rows(kernels.rows.softmax_backward_warp_rows, kernels.rows.softmax_backward, *rows.shape,
+                      g.flat_arg(), rows.flat_arg(), *rows.shape, log, out.flat_arg())
     return out
 
 
@@ -395,11 +400,7 @@ def class_loss(logits, targets, weight, ignore_index: int, smoothing: float, pro
     args = (logits.flat_arg(), *logits.shape, contiguous(targets).flat_arg(),
             contiguous(_or_weight(weight, logits.dtype)).flat_arg(), int(ignore_index), logits.dtype.type(smoothing),
             probs_out.flat_arg(), loss_out.flat_arg(), weight_out.flat_arg())
-    config = warp_rows_launch(*logits.shape)
-    if config is None:
-        launch_rows(kernels.rows.class_loss, logits.shape[0], *args)
-    elif logits.shape[0]:
-        rt.launch(kernels.rows.class_loss_warp_rows, config, *args)
+    launch_short_rows(kernels.rows.class_loss_warp_rows, kernels.rows.class_loss, *logits.shape, *args)
     return loss_out
 
 
