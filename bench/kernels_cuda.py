@@ -218,8 +218,17 @@ def cuda_rows(quick: bool) -> list[CudaRow]:
         def torch_conv_step():
             y = torch.nn.functional.conv2d(tcx_g, tcw_g, padding=1)
             torch.autograd.grad(y, (tcx_g, tcw_g), y)
+    # both libraries' defaults: TF32 products (zgrad.backends.cudnn.allow_tf32, torch's likewise)
     row("conv2d 3x3 fwd+bwd", f"{batch}x{channels}x{hw}x{hw}", "GFLOP/s", 3 * flops, zgrad_conv_step, torch_conv_step,
         repeat=5)
+    zgrad.backends.cudnn.allow_tf32 = False
+    if torch:
+        torch.backends.cudnn.allow_tf32 = False
+    row("conv2d 3x3 fwd+bwd fp32", f"{batch}x{channels}x{hw}x{hw}", "GFLOP/s", 3 * flops, zgrad_conv_step,
+        torch_conv_step, repeat=5)
+    zgrad.backends.cudnn.allow_tf32 = True
+    if torch:
+        torch.backends.cudnn.allow_tf32 = True
 
     _attention_rows(row, dev, tdev, torch, quick)
 

@@ -125,6 +125,37 @@ def test_tf32_is_asked_for_only_when_allowed(stand_in):
     assert zgrad.backends.cuda.matmul.allow_tf32 is False
 
 
+@pytest.mark.skipif(not SIMULATOR, reason="the stand-in reads the simulator's host memory")
+def test_convolutions_follow_cudnns_tf32_switch_on_by_default_as_pytorchs(stand_in):
+    """PyTorch runs float32 convolutions in TF32 unless ``backends.cudnn.allow_tf32`` is turned
+    off, whatever the matrix-product switch says; zgrad's convolution products likewise."""
+    rng = np.random.default_rng(3)
+    x = zgrad.tensor(rng.standard_normal((2, 3, 6, 6)).astype(np.float32), device="cuda", requires_grad=True)
+    w = zgrad.tensor(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), device="cuda", requires_grad=True)
+    assert zgrad.backends.cudnn.allow_tf32 is True and zgrad.backends.cuda.matmul.allow_tf32 is False
+
+    def computes() -> list[int]:
+        stand_in.calls.clear()
+        zgrad.nn.functional.conv2d(x, w, padding=1).sum().backward()
+        return sorted({c["compute"] for c in stand_in.calls})
+
+    assert computes() == [77], "forward, input and weight gradients in TF32"
+    zgrad.backends.cudnn.allow_tf32 = False
+    try:
+        assert computes() == [68]
+        zgrad.backends.cuda.matmul.allow_tf32 = True
+        assert computes() == [68], "the matrix-product switch is not the convolutions'"
+        stand_in.calls.clear()
+        x[0, 0] @ x[0, 1]
+        assert [c["compute"] for c in stand_in.calls] == [77]
+    finally:
+        zgrad.backends.cudnn.allow_tf32 = True
+        zgrad.set_float32_matmul_precision("highest")
+    expected = zgrad.nn.functional.conv2d(x.cpu(), w.cpu(), padding=1)
+    np.testing.assert_allclose(zgrad.nn.functional.conv2d(x, w, padding=1).cpu().numpy(), expected.detach().numpy(),
+                               **TOLERANCE[np.dtype(np.float32)])
+
+
 def test_an_unknown_precision_is_refused_with_the_choices():
     with pytest.raises(RuntimeError, match="'highest', 'high', 'medium'"):
         zgrad.set_float32_matmul_precision("low")

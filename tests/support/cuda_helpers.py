@@ -57,8 +57,22 @@ def is_device_array(array: Any) -> bool:
     return dispatch.device_type_of(array) == "cuda" and not isinstance(array, np.ndarray)
 
 
+@contextlib.contextmanager
+def full_float32_convolutions() -> Iterator[None]:
+    """Convolutions in full float32, as PyTorch's own tests compare them (on a GPU they run in
+    TF32 by default, ``zgrad.backends.cudnn.allow_tf32``: about 1e-3 apart from the CPU's)."""
+    zgrad.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        zgrad.backends.cudnn.allow_tf32 = True
+
+
 def _run(fn: Callable[..., Any], arrays: Sequence[np.ndarray], upstream: np.ndarray | None, device: str):
-    context = strict_cuda() if device == "cuda" else contextlib.nullcontext()
+    context = contextlib.ExitStack()
+    if device == "cuda":
+        context.enter_context(strict_cuda())
+        context.enter_context(full_float32_convolutions())
     with context:
         inputs = [zgrad.tensor(a, requires_grad=is_floating(a.dtype)) for a in arrays]
         out = fn(zgrad, *inputs)

@@ -8,7 +8,8 @@ transposed views without a copy). Each thread has its own cuBLAS handle bound to
 so a product is ordered with the thread's Numba kernels and never synchronizes the host.
 
 float32 products run in full float32 unless PyTorch's switch allows TF32
-(``zgrad.backends.cuda.matmul.allow_tf32`` or ``zgrad.set_float32_matmul_precision("high")``).
+(``zgrad.backends.cuda.matmul.allow_tf32`` or ``zgrad.set_float32_matmul_precision("high")``; a
+convolution's products follow ``zgrad.backends.cudnn.allow_tf32``, which its caller passes).
 Half-precision products run on the tensor cores and accumulate in float32.
 
 :func:`gemm` returns False where cuBLAS cannot take the product (Numba's simulator, no library, an
@@ -177,10 +178,11 @@ class Problem(NamedTuple):
     scalar: Any  # the ctypes type of alpha and beta
 
 
-def problem(a: Any, b: Any, out: Any) -> Problem | None:
+def problem(a: Any, b: Any, out: Any, tf32: bool | None = None) -> Problem | None:
     """How cuBLAS takes out[z] = a[z] @ b[z] for 3-D device views (batch broadcast by a zero batch
     stride), or None where it cannot (a dtype it lacks, operands of another dtype, sizes past
-    int32, an operand or out without a unit stride)."""
+    int32, an operand or out without a unit stride). A float32 product runs in TF32 when ``tf32``
+    says so, or when it is None and the matrix-product switch allows it."""
     types = _TYPES.get(np.dtype(out.dtype))
     if types is None or a.dtype != out.dtype or b.dtype != out.dtype:
         return None
@@ -194,20 +196,21 @@ def problem(a: Any, b: Any, out: Any) -> Problem | None:
     if b_layout is None or a_layout is None or None in strides or (m > 1 and ldc < n):
         return None
     data_type, compute, scalar = types
-    if compute == _COMPUTE_32F and data_type == _R_32F and matmul_precision.allow_tf32():
+    if compute == _COMPUTE_32F and data_type == _R_32F and (matmul_precision.allow_tf32() if tf32 is None else tf32):
         compute = _COMPUTE_32F_FAST_TF32
     return Problem(n, m, k, batch, (*b_layout, strides[1]), (*a_layout, strides[0]), max(ldc, n, 1), strides[2],
                    data_type, compute, scalar)
 
 
-def gemm(a: Any, b: Any, out: Any) -> bool:
+def gemm(a: Any, b: Any, out: Any, tf32: bool | None = None) -> bool:
     """out[z] = a[z] @ b[z] for 3-D device views (batch broadcast by a zero batch stride), through
-    cuBLAS on this thread's stream. Returns False, computing nothing, where cuBLAS cannot take it.
+    cuBLAS on this thread's stream (float32 in TF32 as :func:`problem` says for ``tf32``). Returns
+    False, computing nothing, where cuBLAS cannot take it.
 
     Raises:
         CublasError: cuBLAS refused a call it was given.
     """
-    p = problem(a, b, out) if _library() is not None else None
+    p = problem(a, b, out, tf32) if _library() is not None else None
     if p is None:
         return False
     alpha, beta = p.scalar(1.0), p.scalar(0.0)

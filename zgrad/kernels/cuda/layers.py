@@ -1,9 +1,11 @@
 """The CUDA backend's convolution, pooling and normalization ops (host side of
 :mod:`kernels.layers`).
 
-Convolution is im2col then the tiled matrix product, one product per group over the whole batch
-(the weight broadcast across samples by a zero stride); its backward builds the columns again,
-multiplies, and adds the column gradient back with col2im. Batch and group normalization are
+Convolution is im2col then the matrix product (cuBLAS on a GPU), one product per group over the
+whole batch (the weight broadcast across samples by a zero stride); its backward builds the
+columns again, multiplies, and adds the column gradient back with col2im. float32 products run in
+TF32 while ``zgrad.backends.cudnn.allow_tf32`` is set (PyTorch's switch for its convolutions, on
+by default). Batch and group normalization are
 composed from the row variance kernel and element-wise launches; layer normalization (group norm
 of (rows, C, 1) in one group) has its own row kernels (:mod:`kernels.layer_norm`). Part of
 :mod:`zgrad.kernels.cuda.backend`; each function writes into its output arrays and returns them.
@@ -15,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from zgrad.kernels import matmul_precision
 from zgrad.kernels.cuda import kernels
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda.array import DeviceArray
@@ -81,10 +84,11 @@ def conv2d(x, weight, bias, stride, padding, dilation, groups, padding_mode, out
     cols = _columns(x, weight.shape, stride, padding, dilation, padding_mode, out_h, out_w)
     w_matrix = contiguous(weight).reshape(out_channels, rows)
     out3 = out.reshape(batch, out_channels, out_h * out_w)
+    tf32 = matmul_precision.convolution_allow_tf32()
     for g in range(groups):
         w_g = w_matrix[g * per_group:(g + 1) * per_group]
         matmul(w_g.broadcast_to((batch, per_group, rows)), cols[:, g * rows:(g + 1) * rows],
-               out3[:, g * per_group:(g + 1) * per_group])
+               out3[:, g * per_group:(g + 1) * per_group], tf32=tf32)
     if bias is not None:
         binary_op("add", out, bias.reshape(-1, 1, 1), out)
     return out
@@ -96,19 +100,20 @@ def conv2d_backward(grad, x, weight, stride, padding, dilation, groups, padding_
     per_group, rows = out_channels // groups, weight.shape[1] * weight.shape[2] * weight.shape[3]
     g3 = contiguous(grad).reshape(batch, out_channels, out_h * out_w)
     w_matrix = contiguous(weight).reshape(out_channels, rows)
+    tf32 = matmul_precision.convolution_allow_tf32()
     if grad_weight is not None:
         cols = _columns(x, weight.shape, stride, padding, dilation, padding_mode, out_h, out_w)
         per_sample = _new((batch, out_channels, rows), x.dtype)
         for g in range(groups):
             matmul(g3[:, g * per_group:(g + 1) * per_group], cols[:, g * rows:(g + 1) * rows].transpose(0, 2, 1),
-                   per_sample[:, g * per_group:(g + 1) * per_group])
+                   per_sample[:, g * per_group:(g + 1) * per_group], tf32=tf32)
         reduce_sum(per_sample, (0,), False, grad_weight.reshape(out_channels, rows))
     if grad_x is not None:
         grad_cols = _new((batch, groups * rows, out_h * out_w), x.dtype)
         for g in range(groups):
             w_t = w_matrix[g * per_group:(g + 1) * per_group].T
             matmul(w_t.broadcast_to((batch, rows, per_group)), g3[:, g * per_group:(g + 1) * per_group],
-                   grad_cols[:, g * rows:(g + 1) * rows])
+                   grad_cols[:, g * rows:(g + 1) * rows], tf32=tf32)
         _add_columns_back(grad_cols, weight.shape, stride, padding, dilation, padding_mode, out_h, out_w, grad_x)
     return grad_x, grad_weight
 

@@ -453,21 +453,23 @@ def _as_3d(a: DeviceArray, batch: tuple[int, ...]) -> DeviceArray:
     return contiguous(full).reshape(-1, *a.shape[-2:])
 
 
-def _gemm_of_copies(a: DeviceArray, b: DeviceArray, out: DeviceArray) -> bool:
+def _gemm_of_copies(a: DeviceArray, b: DeviceArray, out: DeviceArray, tf32: bool | None) -> bool:
     """cuBLAS's product of C-contiguous copies of operands it cannot read as they are (a gradient
     broadcast from a sum has no unit stride), where cuBLAS takes the dtype: a copy costs far less
     than zgrad's own matmul kernel. False, copying nothing, where cuBLAS is not used."""
     if not cublas.takes_dtype(out.dtype) or a.dtype != out.dtype or b.dtype != out.dtype:
         return False
-    return cublas.gemm(contiguous(a), contiguous(b), out)
+    return cublas.gemm(contiguous(a), contiguous(b), out, tf32)
 
 
-def matmul(a, b, out, bias=None, row_sums=None):
+def matmul(a, b, out, bias=None, row_sums=None, tf32=None):
     """numpy's matmul of device arrays (vectors promoted and dropped, batch broadcast), plus
     ``bias`` (broadcast) when given, and with ``row_sums`` given (2-D ``a``), a's rows summed into
     it; for matrix products a 1-D bias or the sums of the product's dtype are worked in cuBLASLt's
     epilogue where it runs. float16 and bfloat16 go to cuBLAS as they are (tensor cores, float32
-    accumulation); where it cannot take them, they are computed in float32 and rounded once."""
+    accumulation); where it cannot take them, they are computed in float32 and rounded once.
+    ``tf32``: whether cuBLAS may run a float32 product in TF32 (None: the matrix-product switch;
+    a convolution passes its own)."""
     if row_sums is not None:
         if out.size and a.shape[-1] and cublas_lt.gemm_row_sums(a[None], b[None], row_sums, out[None]):
             return out
@@ -485,7 +487,7 @@ def matmul(a, b, out, bias=None, row_sums=None):
         a3, b3, out3 = _as_3d(a2, batch), _as_3d(b2, batch), _as_3d(result, batch)
         if bias is not None and bias.ndim == 1 and cublas_lt.gemm_bias(a3, b3, bias, out3):
             bias = None  # added already
-        elif not cublas.gemm(a3, b3, out3) and not _gemm_of_copies(a3, b3, out3):
+        elif not cublas.gemm(a3, b3, out3, tf32) and not _gemm_of_copies(a3, b3, out3, tf32):
             if out.dtype in HALF_DTYPES:  # zgrad's kernel computes half types in float32, rounded once
                 wide = DeviceArray.empty(result.shape, np.dtype(np.float32))
                 matmul(a2.astype(np.float32), b2.astype(np.float32), wide)
