@@ -12,6 +12,7 @@ import numpy as np
 from numba import cuda
 
 from zgrad.kernels.cuda.kernels.common import device, kernel, math
+from zgrad.kernels.cuda.kernels.vectors import VECTOR, fits4, load4, store4
 from zgrad.kernels.cuda.kernels.elementwise_math import (
     BINARY_MATH_OPS, BOOL_OUT_MATH, INTEGER_MATH, TERNARY_MATH_OPS, UNARY_MATH_OPS,
 )
@@ -467,11 +468,15 @@ TERNARY_OPS = {
 # the four element strides), so a launch passes arrays that already exist instead of a strided
 # device-array wrapper made per operand (the host cost of an n-d launch).
 #
-# The flat kernels load several elements, a grid apart, before they store any (four for one or
-# two operands, two for three): with one load per trip a grid of 8 blocks of 256 threads per
-# multiprocessor keeps too few bytes in flight to cover the memory's latency (a copy of 64M
-# floats moved 61% of an H200's peak). Stores after loads keep in-place ops (out is an operand,
-# at the same index) right.
+# The flat kernels load several elements before they store any: with one load per trip a grid of
+# 8 blocks of 256 threads per multiprocessor keeps too few bytes in flight to cover the memory's
+# latency (a copy of 64M floats moved 61% of an H200's peak). Each thread takes groups of 4
+# adjacent elements (vectors.load4: one 16-byte load for a contiguous float32 operand; an operand
+# repeating a scalar reads its one element), two groups in flight for one or two operands, one for
+# three, where every contiguous array starts on a 4-element boundary (zgrad's allocations do);
+# else (a view starting mid-vector) four single elements a grid apart (two for three operands).
+# The last elements past a multiple of 4 go one per thread. Stores after loads keep in-place ops
+# (out is an operand, at the same index) right.
 
 # Below this many elements, the n-d kernels unravel indices in 32-bit arithmetic: a GPU divides
 # 64-bit integers in a long software routine, 32-bit ones in a few instructions.
@@ -502,6 +507,17 @@ def _unary_kernels(fn):
     def flat(x, p, q, out):
         T = out.dtype.type
         n, i, step = out.size, cuda.grid(1), cuda.gridsize(1)
+        if fits4(x) and fits4(out):  # groups of 4 (see the note above)
+            groups = n // VECTOR
+            while i < groups:
+                j, k = VECTOR * i, VECTOR * (i + step)
+                x0, x1, x2, x3 = load4(x, j)
+                if i + step < groups:
+                    y0, y1, y2, y3 = load4(x, k)
+                    store4(out, k, fn(y0, p, q, T), fn(y1, p, q, T), fn(y2, p, q, T), fn(y3, p, q, T))
+                store4(out, j, fn(x0, p, q, T), fn(x1, p, q, T), fn(x2, p, q, T), fn(x3, p, q, T))
+                i += 2 * step
+            i = VECTOR * groups + cuda.grid(1)
         while i + 3 * step < n:  # four loads in flight before the first store (see the note above)
             x0, x1, x2, x3 = x[i], x[i + step], x[i + 2 * step], x[i + 3 * step]
             out[i], out[i + step] = fn(x0, p, q, T), fn(x1, p, q, T)
@@ -527,6 +543,19 @@ def _binary_kernels(fn):
     def flat(a, b, p, q, out):
         T = out.dtype.type
         n, i, step = out.size, cuda.grid(1), cuda.gridsize(1)
+        if fits4(a) and fits4(b) and fits4(out):
+            groups = n // VECTOR
+            while i < groups:
+                j, k = VECTOR * i, VECTOR * (i + step)
+                a0, a1, a2, a3 = load4(a, j)
+                b0, b1, b2, b3 = load4(b, j)
+                if i + step < groups:
+                    c0, c1, c2, c3 = load4(a, k)
+                    d0, d1, d2, d3 = load4(b, k)
+                    store4(out, k, fn(c0, d0, p, q, T), fn(c1, d1, p, q, T), fn(c2, d2, p, q, T), fn(c3, d3, p, q, T))
+                store4(out, j, fn(a0, b0, p, q, T), fn(a1, b1, p, q, T), fn(a2, b2, p, q, T), fn(a3, b3, p, q, T))
+                i += 2 * step
+            i = VECTOR * groups + cuda.grid(1)
         while i + 3 * step < n:
             a0, a1, a2, a3 = a[i], a[i + step], a[i + 2 * step], a[i + 3 * step]
             b0, b1, b2, b3 = b[i], b[i + step], b[i + 2 * step], b[i + 3 * step]
@@ -554,6 +583,17 @@ def _ternary_kernels(fn):
     def flat(a, b, c, p, q, out):
         T = out.dtype.type
         n, i, step = out.size, cuda.grid(1), cuda.gridsize(1)
+        if fits4(a) and fits4(b) and fits4(c) and fits4(out):
+            groups = n // VECTOR
+            while i < groups:
+                j = VECTOR * i
+                a0, a1, a2, a3 = load4(a, j)
+                b0, b1, b2, b3 = load4(b, j)
+                c0, c1, c2, c3 = load4(c, j)
+                store4(out, j, fn(a0, b0, c0, p, q, T), fn(a1, b1, c1, p, q, T), fn(a2, b2, c2, p, q, T),
+                       fn(a3, b3, c3, p, q, T))
+                i += step
+            i = VECTOR * groups + cuda.grid(1)
         while i + step < n:
             a0, a1, b0, b1, c0, c1 = a[i], a[i + step], b[i], b[i + step], c[i], c[i + step]
             out[i], out[i + step] = fn(a0, b0, c0, p, q, T), fn(a1, b1, c1, p, q, T)

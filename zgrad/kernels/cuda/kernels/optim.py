@@ -13,6 +13,7 @@ from __future__ import annotations
 from numba import cuda
 
 from zgrad.kernels.cuda.kernels.common import device, kernel, math
+from zgrad.kernels.cuda.kernels.vectors import VECTOR, fits4, load4, store4
 
 __all__ = ["sgd_step", "adam_step", "adam_steps", "rmsprop_step", "adagrad_step", "adadelta_step", "non_finite_check_and_unscale"]
 
@@ -40,39 +41,91 @@ def sgd_step(param, grad, momentum_buf, lr, momentum, keep, weight_decay, nester
 
 
 @device
-def _adam_element(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, i, weight, small_weight, beta2, step_size,
-                  bias_correction2_sqrt, eps, weight_decay, decay_factor, amsgrad, maximize, decoupled):
-    """Adam's update of element ``i`` (see :func:`adam_step`)."""
-    T = param.dtype.type
-    p = param[i]
-    g = -grad[i] if maximize else grad[i]
+def _adam_values(p, g, m, v, v_max, weight, small_weight, beta2, step_size, bias_correction2_sqrt, eps, weight_decay,
+                 decay_factor, amsgrad, maximize, decoupled, T):
+    """Adam's update of one element: (param, exp_avg, exp_avg_sq, max_exp_avg_sq) after the step,
+    from their values and the gradient's before it (see :func:`adam_step`); ``T`` the scalar type."""
+    if maximize:
+        g = -g
     if weight_decay != T(0):
         if decoupled:
             p = p * decay_factor
         else:
             g = g + weight_decay * p
-    m = _lerp(exp_avg[i], g, weight, T(1) - weight, small_weight)
-    exp_avg[i] = m
-    v = exp_avg_sq[i] * beta2 + (T(1) - beta2) * g * g
-    exp_avg_sq[i] = v
+    m = _lerp(m, g, weight, T(1) - weight, small_weight)
+    v = v * beta2 + (T(1) - beta2) * g * g
+    largest = v
     if amsgrad:
-        v_max = max_exp_avg_sq[i]
-        if v > v_max or v != v:
-            v_max = v
+        if not (v > v_max or v != v):
+            largest = v_max
+        v_max = largest
+    denom = math.sqrt(largest) / bias_correction2_sqrt + eps
+    return p - step_size * m / denom, m, v, v_max
+
+
+@device
+def _adam_element(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, i, weight, small_weight, beta2, step_size,
+                  bias_correction2_sqrt, eps, weight_decay, decay_factor, amsgrad, maximize, decoupled):
+    """Adam's update of element ``i`` (see :func:`adam_step`)."""
+    v_max = max_exp_avg_sq[i] if amsgrad else exp_avg_sq[i]
+    p, m, v, v_max = _adam_values(param[i], grad[i], exp_avg[i], exp_avg_sq[i], v_max, weight, small_weight, beta2,
+                                  step_size, bias_correction2_sqrt, eps, weight_decay, decay_factor, amsgrad, maximize,
+                                  decoupled, param.dtype.type)
+    param[i], exp_avg[i], exp_avg_sq[i] = p, m, v
+    if amsgrad:
         max_exp_avg_sq[i] = v_max
-        v = v_max
-    denom = math.sqrt(v) / bias_correction2_sqrt + eps
-    param[i] = p - step_size * m / denom
+
+
+@device
+def _adam_group(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, j, weight, small_weight, beta2, step_size,
+                bias_correction2_sqrt, eps, weight_decay, decay_factor, amsgrad, maximize, decoupled):
+    """Adam's update of elements j .. j + 3, each array read and written 4 elements at once
+    (vectors.load4; j a multiple of 4, every array fits4)."""
+    p0, p1, p2, p3 = load4(param, j)
+    g0, g1, g2, g3 = load4(grad, j)
+    m0, m1, m2, m3 = load4(exp_avg, j)
+    v0, v1, v2, v3 = load4(exp_avg_sq, j)
+    w0, w1, w2, w3 = load4(max_exp_avg_sq, j) if amsgrad else (v0, v1, v2, v3)
+    hyper = (weight, small_weight, beta2, step_size, bias_correction2_sqrt, eps, weight_decay, decay_factor, amsgrad,
+             maximize, decoupled, param.dtype.type)
+    p0, m0, v0, w0 = _adam_values(p0, g0, m0, v0, w0, *hyper)
+    p1, m1, v1, w1 = _adam_values(p1, g1, m1, v1, w1, *hyper)
+    p2, m2, v2, w2 = _adam_values(p2, g2, m2, v2, w2, *hyper)
+    p3, m3, v3, w3 = _adam_values(p3, g3, m3, v3, w3, *hyper)
+    store4(param, j, p0, p1, p2, p3)
+    store4(exp_avg, j, m0, m1, m2, m3)
+    store4(exp_avg_sq, j, v0, v1, v2, v3)
+    if amsgrad:
+        store4(max_exp_avg_sq, j, w0, w1, w2, w3)
+
+
+@device
+def _adam_run(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, start, step, weight, small_weight, beta2, step_size,
+              bias_correction2_sqrt, eps, weight_decay, decay_factor, amsgrad, maximize, decoupled):
+    """Adam's update of the elements ``start``, ``start + step``, ... of one parameter: by groups of
+    4 where every array it touches fits4, then (or else) one element at a time."""
+    n, i = param.size, start
+    if fits4(param) and fits4(grad) and fits4(exp_avg) and fits4(exp_avg_sq) and (not amsgrad or fits4(max_exp_avg_sq)):
+        groups = n // VECTOR
+        while i < groups:
+            _adam_group(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, VECTOR * i, weight, small_weight, beta2,
+                        step_size, bias_correction2_sqrt, eps, weight_decay, decay_factor, amsgrad, maximize, decoupled)
+            i += step
+        i = VECTOR * groups + start
+    while i < n:
+        _adam_element(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, i, weight, small_weight, beta2, step_size,
+                      bias_correction2_sqrt, eps, weight_decay, decay_factor, amsgrad, maximize, decoupled)
+        i += step
 
 
 @kernel
 def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, weight, small_weight, beta2, step_size,
               bias_correction2_sqrt, eps, weight_decay, decay_factor, amsgrad, maximize, decoupled):
     """One Adam or AdamW step (see :func:`zgrad.kernels.cpu.kernels.optim.adam_step`); scalars
-    bias-corrected, ``decay_factor`` = 1 - lr * weight_decay."""
-    for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
-        _adam_element(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, i, weight, small_weight, beta2, step_size,
-                      bias_correction2_sqrt, eps, weight_decay, decay_factor, amsgrad, maximize, decoupled)
+    bias-corrected, ``decay_factor`` = 1 - lr * weight_decay. ``max_exp_avg_sq`` is read only for
+    amsgrad."""
+    _adam_run(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, cuda.grid(1), cuda.gridsize(1), weight, small_weight,
+              beta2, step_size, bias_correction2_sqrt, eps, weight_decay, decay_factor, amsgrad, maximize, decoupled)
 
 
 @kernel
@@ -81,10 +134,10 @@ def adam_steps(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, weight, sm
     """:func:`adam_step` of a group of parameters at the same step (tuples of flat arrays, as the
     kernels of :mod:`multi_tensor` take them; grid y picks the parameter)."""
     k = cuda.blockIdx.y
-    param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq = params[k], grads[k], exp_avgs[k], exp_avg_sqs[k], max_exp_avg_sqs[k]
-    for i in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, param.size, cuda.gridDim.x * cuda.blockDim.x):
-        _adam_element(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, i, weight, small_weight, beta2, step_size,
-                      bias_correction2_sqrt, eps, weight_decay, decay_factor, amsgrad, maximize, decoupled)
+    _adam_run(params[k], grads[k], exp_avgs[k], exp_avg_sqs[k], max_exp_avg_sqs[k],
+              cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, cuda.gridDim.x * cuda.blockDim.x, weight,
+              small_weight, beta2, step_size, bias_correction2_sqrt, eps, weight_decay, decay_factor, amsgrad, maximize,
+              decoupled)
 
 
 @kernel
