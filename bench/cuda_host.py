@@ -5,9 +5,9 @@ device takes to run them: torch's minGPT step (``bench/train_step.py``) takes 41
 in all. This script runs the steps of ``bench/train_step.py`` on zgrad's CUDA backend in Numba's
 simulator with every launch, cuBLAS call and device allocation replaced by a stub (a kernel
 launch records its kernel and returns; products take the cuBLAS and cuBLASLt paths, as on a GPU,
-and compute nothing; an allocation is a plain ``numpy.empty``), so what it times is zgrad's Python above the
-driver: autograd, dispatch, layouts, kernel arguments. Numba's own launch path and the driver add
-to it on a GPU (not measured here).
+and compute nothing; an allocation is host memory, freed buffers handed out again as the device's
+pool does), so what it times is zgrad's Python above the driver: autograd, dispatch, layouts,
+kernel arguments. Numba's own launch path and the driver add to it on a GPU (not measured here).
 
 Prints a table (median host ms per step over ``--steps`` steps after two warm-up steps, launches
 per step, host µs per launch, the most launched kernels) and its JSON as the last line.
@@ -28,6 +28,7 @@ import pathlib
 import statistics
 import sys
 import time
+import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -71,12 +72,32 @@ def _stub_the_device(launches: collections.Counter) -> None:
             return lambda *args: 0
 
     rt.launch = launch
-    array._allocate = lambda size, dtype: FakeCUDAArray(np.empty(max(size, 1), array._kernel_dtype(dtype)))
+    array._allocate = _reusing_allocator(FakeCUDAArray, array._kernel_dtype)
     cublas._library = lambda: NoProducts()
     cublas._handle = lambda: None
     cublas_lt._library = lambda: NoBiasedProducts()
     cublas_lt._works.update({(np.dtype(t), e): True for t in ("float32", "float64")  # the check reads results
                              for e in (cublas_lt.BIAS, cublas_lt.BIAS_GRADIENT)})
+
+
+def _reusing_allocator(wrap: Callable, kernel_dtype: Callable) -> Callable:
+    """An allocation stub that hands out freed host buffers again, as the device's memory pool does:
+    a fresh ``numpy.empty`` of a step's larger arrays costs the kernel a new mapping each time
+    (tens of µs, varying with the machine's load), which would swamp the Python measured here.
+
+    Each buffer is referred to by its one allocation view and the finalizer that returns it, so
+    the reference counts zgrad's sole-view test reads are the same for every allocation."""
+    free: dict = collections.defaultdict(list)
+
+    def allocate(size: int, dtype: np.dtype) -> object:
+        key = (max(size, 1), kernel_dtype(dtype))
+        buffers = free[key]
+        buffer = buffers.pop() if buffers else np.empty(*key)
+        allocation = wrap(buffer[:])
+        weakref.finalize(allocation, buffers.append, buffer)
+        return allocation
+
+    return allocate
 
 
 def measure(name: str, step_factory: Callable, steps: int) -> dict:

@@ -48,9 +48,36 @@ def main() -> int:
               "size": memory.size, "freed_at_exit": memory._finalizer.atexit}
     del memory
     gc.collect()
+    result["vectors"] = _device_vectors(context, manager, stream)
     result["calls"] = calls
     print(json.dumps(result))
     return 0
+
+
+def _device_vectors(context, manager, stream) -> list:
+    """For a few lengths and dtypes: whether ``runtime.device_vector``'s array (memory from the
+    context's manager directly) has every field Numba's own ``device_array`` path gives it, and its
+    length, dtype and memory's size."""
+    import numpy as np
+    from numba import cuda
+    from numba.cuda.cudadrv import devicearray, devices
+
+    from zgrad.kernels.cuda import runtime
+
+    context.memalloc = manager.memalloc
+    cuda.current_context = devices.get_context = lambda devnum=None: context
+    runtime._local.stream = stream
+
+    def fields(array):
+        return [list(array.shape), list(array.strides), str(array.dtype), array.size, array.alloc_size, array.ndim,
+                str(array._numba_type_), dict(array.flags), array.stream is stream, array.gpu_data.size]
+
+    found = []
+    for length, dtype in ((5, np.float32), (1, np.float64), (7, np.uint16), (3, np.bool_)):
+        mine = runtime.device_vector(length, np.dtype(dtype))
+        numbas = devicearray.DeviceNDArray(shape=(length,), strides=(np.dtype(dtype).itemsize,), dtype=dtype, stream=stream)
+        found.append([fields(mine) == fields(numbas), length, str(mine.dtype), mine.gpu_data.size])
+    return found
 
 
 if __name__ == "__main__":

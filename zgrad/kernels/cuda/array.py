@@ -71,7 +71,7 @@ def _allocate(size: int, dtype: np.dtype) -> Any:
     dtype = _kernel_dtype(dtype)
     if rt.SIMULATOR:
         return rt.cuda.to_device(np.empty(max(size, 1), dtype))
-    return rt.cuda.device_array(max(size, 1), dtype=dtype, stream=rt.current_stream())
+    return rt.device_vector(max(size, 1), dtype)
 
 
 class DeviceArray:

@@ -38,7 +38,7 @@ except ImportError as exc:  # numba-cuda missing: dispatch turns this into the i
 
 __all__ = [
     "CudaUnavailableError", "SIMULATOR", "SIMULATOR_HINT", "require_device", "device_count", "device_properties",
-    "simulator_array", "import_lock", "launch", "grid_1d", "blocks_for", "row_launch", "plane_launch", "current_stream", "synchronize", "host_waits", "defer_check", "Event", "elapsed_ms", "PinnedPool",
+    "simulator_array", "import_lock", "launch", "grid_1d", "blocks_for", "row_launch", "plane_launch", "current_stream", "device_vector", "synchronize", "host_waits", "defer_check", "Event", "elapsed_ms", "PinnedPool",
     "pinned_pool", "is_leased", "cuda",
 ]
 
@@ -149,6 +149,26 @@ def current_stream() -> Any:
     if stream is None:
         stream = _local.stream = cuda.stream()
     return stream
+
+
+def device_vector(length: int, dtype: np.dtype) -> Any:
+    """A new 1-D device array of ``length`` elements of ``dtype`` (not the simulator's), its memory
+    taken from this thread's context's memory manager directly: ``cuda.device_array`` asks the
+    driver for the current context at every call (Numba's ``require_context``), where this
+    thread's stream has made it current once and for all."""
+    stream = current_stream()
+    context = getattr(_local, "context", None)
+    if context is None:
+        context = _local.context = cuda.current_context()
+    itemsize = dtype.itemsize
+    return _device_array_class()((length,), (itemsize,), dtype, stream=stream,
+                                 gpu_data=context.memalloc(length * itemsize))
+
+
+@functools.cache
+def _device_array_class() -> type:
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    return DeviceNDArray
 
 
 _host_waits = [0]
