@@ -47,6 +47,20 @@ def _conv_layer(lib, x, weight, bias, **options):
     return layer(x)
 
 
+def _self_attention(lib, x, w_in, b_in, w_out):
+    """Packed-weight self-attention of a sequence-first (L, N, E) input, and of the same values
+    lying batch-first in memory (passed as a transposed view, as ``batch_first`` modules do): the
+    two ways the projection is split into heads."""
+    F = lib.nn.functional
+
+    def attend(query):
+        return F.multi_head_attention_forward(query, query, query, 4, 2, w_in, b_in, None, None, False, 0.0,
+                                              w_out, None)[0]
+
+    batch_major = (x.transpose(0, 1) * 1.0).transpose(0, 1)
+    return (attend(x) ** 2).sum() + (attend(batch_major) * x.tanh()).sum()
+
+
 # name -> (parameter arrays, function(lib, *params) -> scalar tensor)
 CASES = {
     "arithmetic": ([_signed((3, 4)), _positive((4,))],
@@ -184,6 +198,8 @@ CASES = {
     "maximum_minimum": ([_signed((4, 3)), _signed((3,))],
                         lambda lib, a, b: (lib.maximum(a * a, b) ** 2).sum()
                         + (lib.minimum(a, b.exp()) * a).sum()),
+    "self_attention": ([_signed((3, 2, 4)), _signed((12, 4)) * 0.5, _signed((12,)), _signed((4, 4))],
+                       _self_attention),
     "log_softmax_nll": ([_signed((4, 5))],
                         lambda lib, z: lib.nn.functional.nll_loss(
                             lib.log_softmax(z * z, dim=1), lib.tensor([1, 0, 4, 4]))
@@ -230,7 +246,8 @@ def test_hessian_vector_product_matches_pytorch(name):
 
 @pytest.mark.parametrize("name", ["arithmetic", "mlp_mse", "cross_entropy", "layout", "norms", "dropout", "attention",
                                   "attention_row_sees_nothing", "attention_grouped_heads", "conv_weight",
-                                  "conv_transpose", "cross_entropy_weight_smoothing", "prod_cumprod"])
+                                  "conv_transpose", "cross_entropy_weight_smoothing", "prod_cumprod",
+                                  "self_attention"])
 def test_hessian_vector_product_matches_finite_differences(name):
     arrays, function = {**CASES, **OWN_CASES}[name]
     vectors = [np.cos(np.arange(a.size) + 1.0).reshape(a.shape) for a in arrays]

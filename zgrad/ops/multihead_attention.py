@@ -20,6 +20,7 @@ from zgrad.creation import zeros
 from zgrad.ops import attention
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.dropout import dropout
+from zgrad.ops.heads import split_heads
 from zgrad.ops.padding import pad
 
 __all__ = ["canonical_mask", "multi_head_attention_forward"]
@@ -77,6 +78,17 @@ def _in_projection(query: Any, key: Any, value: Any, weights: tuple[Any, Any, An
     if packed is not None and query is key and key is value:
         return ops.chunk(ops.linear(query, packed, packed_bias), 3, dim=-1)
     return tuple(ops.linear(x, w, b) for x, w, b in zip((query, key, value), weights, biases))
+
+
+def _packed_heads(query: Any, packed: Any, packed_bias: Any, num_heads: int) -> tuple[Any, Any, Any]:
+    """Self-attention's q, k and v, each (N * num_heads, L, head_dim), from (L, N, E) ``query``:
+    one projection by the packed (3E, E) weight, computed in the order ``query`` lies in memory (a
+    batch-first input arrives as a transposed view: no copy of it), split into heads by one op
+    (:mod:`zgrad.ops.heads`)."""
+    batch_major = query.transpose(0, 1)
+    if batch_major.is_contiguous():
+        return split_heads(ops.linear(batch_major, packed, packed_bias), num_heads, True)
+    return split_heads(ops.linear(query, packed, packed_bias), num_heads, False)
 
 
 def _projection_weights(in_proj_weight: Any, in_proj_bias: Any, use_separate_proj_weight: bool,
@@ -192,23 +204,26 @@ def multi_head_attention_forward(query: Any, key: Any, value: Any, embed_dim_to_
 
     weights, biases = _projection_weights(in_proj_weight, in_proj_bias, use_separate_proj_weight,
                                           (q_proj_weight, k_proj_weight, v_proj_weight))
-    q, k, v = _in_projection(query, key, value, weights, biases,
-                             None if use_separate_proj_weight else in_proj_weight, in_proj_bias)
     heads_total = bsz * num_heads
     if attn_mask is not None:
         attn_mask = _attn_mask_3d(attn_mask, tgt_len, src_len, heads_total)
     if (bias_k is None) != (bias_v is None):
         raise AssertionError("bias_k is set but bias_v is None" if bias_v is None else
                              "bias_v is set but bias_k is None")
-    if bias_k is not None:
-        if static_k is not None or static_v is not None:
-            raise AssertionError(f"bias cannot be added to static {'key' if static_k is not None else 'value'}.")
-        k, v, attn_mask, key_padding_mask = _append_key(k, v, bias_k.repeat(1, bsz, 1), bias_v.repeat(1, bsz, 1), 0,
-                                                        attn_mask, key_padding_mask)
-
-    q = ops.reshape(q, (tgt_len, heads_total, head_dim)).transpose(0, 1)
-    k = _heads_first(k, static_k, heads_total, head_dim, "static_k")
-    v = _heads_first(v, static_v, heads_total, head_dim, "static_v")
+    if (not use_separate_proj_weight and query is key and key is value and bias_k is None and static_k is None
+            and static_v is None):
+        q, k, v = _packed_heads(query, in_proj_weight, in_proj_bias, num_heads)
+    else:
+        q, k, v = _in_projection(query, key, value, weights, biases,
+                                 None if use_separate_proj_weight else in_proj_weight, in_proj_bias)
+        if bias_k is not None:
+            if static_k is not None or static_v is not None:
+                raise AssertionError(f"bias cannot be added to static {'key' if static_k is not None else 'value'}.")
+            k, v, attn_mask, key_padding_mask = _append_key(k, v, bias_k.repeat(1, bsz, 1), bias_v.repeat(1, bsz, 1),
+                                                            0, attn_mask, key_padding_mask)
+        q = ops.reshape(q, (tgt_len, heads_total, head_dim)).transpose(0, 1)
+        k = _heads_first(k, static_k, heads_total, head_dim, "static_k")
+        v = _heads_first(v, static_v, heads_total, head_dim, "static_v")
     if add_zero_attn:
         zero = zeros(heads_total, 1, head_dim, dtype=k.dtype, device=k.device)
         k, v, attn_mask, key_padding_mask = _append_key(k, v, zero, zero, 1, attn_mask, key_padding_mask)
