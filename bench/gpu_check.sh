@@ -48,7 +48,7 @@ ZGRAD_CUDA_NUMBA_LAUNCH=1 timeout "$bench_s" python3 bench/train_step.py --cuda 
 echo "== tests on the GPU"
 ZGRAD_TEST_REAL_GPU=1 timeout "$test_s" python3 -m pytest -q -n 12 -p no:cacheprovider --timeout 200 \
   tests/kernels/test_cublas_cuda.py tests/kernels/test_cublas_lt_cuda.py tests/kernels/test_cuda_launcher.py tests/kernels/test_cuda_gpu.py tests/kernels/test_cuda_backend.py tests/kernels/test_cuda_host_waits.py \
-  tests/kernels/test_cuda_memory_pool.py tests/kernels/test_multi_tensor_cuda.py \
+  tests/kernels/test_cuda_memory_pool.py tests/kernels/test_multi_tensor_cuda.py tests/kernels/test_cuda_vector_access.py \
   tests/kernels/test_cuda_ops.py tests/kernels/test_reductions_cuda.py tests/kernels/test_half_dtypes_cuda.py \
   tests/nn/test_attention_cuda.py tests/nn/test_transformer_cuda.py > "$out/tests.log" 2>&1
 echo "pytest exit $?"

@@ -178,3 +178,26 @@ def test_on_a_gpu_the_library_takes_the_products():
         a, b = rng.standard_normal((3, 65, 33)).astype(dtype), rng.standard_normal((33, 17)).astype(dtype)
         result = (zgrad.tensor(a, device="cuda") @ zgrad.tensor(b, device="cuda")).cpu().numpy()
         np.testing.assert_allclose(result, (a.astype(np.float64) @ b).astype(dtype), **TOLERANCE[np.dtype(dtype)])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not REAL_GPU, reason="needs a real CUDA GPU (run with ZGRAD_TEST_REAL_GPU=1 on a machine with one)")
+def test_on_a_gpu_convolutions_round_as_tf32_by_default_and_as_float32_when_told():
+    """TF32 keeps 10 bits of each factor's mantissa: a convolution's error against float64 is near
+    1e-3 of its scale by default, and near 1e-6 with ``zgrad.backends.cudnn.allow_tf32 = False``."""
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((4, 16, 10, 10)).astype(np.float32), rng.standard_normal((8, 16, 3, 3)).astype(np.float32)
+    expected = zgrad.nn.functional.conv2d(zgrad.tensor(x.astype(np.float64)), zgrad.tensor(w.astype(np.float64))).numpy()
+
+    def error() -> float:
+        result = zgrad.nn.functional.conv2d(zgrad.tensor(x, device="cuda"), zgrad.tensor(w, device="cuda"))
+        return float(np.abs(result.cpu().numpy() - expected).max() / np.abs(expected).max())
+
+    tf32 = error()
+    zgrad.backends.cudnn.allow_tf32 = False
+    try:
+        full = error()
+    finally:
+        zgrad.backends.cudnn.allow_tf32 = True
+    assert 1e-5 < tf32 < 1e-2, f"default (TF32) error {tf32}"
+    assert full < 1e-5, f"full float32 error {full}"
