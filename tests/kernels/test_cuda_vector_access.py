@@ -109,3 +109,30 @@ def test_flat_kernels_agree_by_groups_of_four_and_one_at_a_time(n, monkeypatch):
     inplace = zgrad.tensor(a[:n], device="cuda")
     inplace.mul_(3).add_(inplace)
     np.testing.assert_allclose(inplace.cpu().numpy(), a[:n] * 6, rtol=1e-6)
+
+
+@requires_cuda
+@pytest.mark.parametrize("op", ["sum", "nansum", "prod"])
+@pytest.mark.parametrize("shape", [(3, 40), (2, 100), (4, 12), (2, 7)])
+def test_row_reductions_agree_by_groups_of_four_and_one_at_a_time(op, shape, monkeypatch):
+    """Rows whose length is a multiple of 4, in an array starting on the boundary, are read by
+    groups (counted; the simulator's 8 threads a block take two groups a trip for rows of 40 and
+    100); rows of another length, or in a view starting one element in, one element at a time."""
+    import zgrad
+    from zgrad.kernels.cuda import kernels
+
+    loads = []
+    if SIMULATOR:
+        load4 = kernels.rows.load4
+        monkeypatch.setattr(kernels.rows, "load4", lambda a, i: loads.append(i) or load4(a, i))
+    rows, n = shape
+    values = np.random.default_rng(n).uniform(0.5, 1.5, rows * n + 1)
+    values[5] = np.nan
+    data = zgrad.tensor(values, device="cuda")
+    for offset in (0, 1):
+        loads.clear()
+        x = data[offset:offset + rows * n].reshape(rows, n)
+        expected = getattr(np, op)(values[offset:offset + rows * n].reshape(rows, n), axis=1)
+        np.testing.assert_allclose(getattr(zgrad, op)(x, dim=1).cpu().numpy(), expected, rtol=1e-12)
+        if SIMULATOR:
+            assert len(loads) == (0 if offset or n % 4 else rows * n // 4)

@@ -179,6 +179,7 @@ def _two_passes(row: DeviceArray, out: DeviceArray, reduce_rows: Any, reduce_par
     ``reduce_partials(matrix, out)`` over the (1, chunks) matrix of their results."""
     length = row.shape[0]
     chunk = -(-length // rt.blocks_for(length))
+    chunk += -chunk % 4  # every chunk starting on a 4-element boundary: the kernels' vector loads
     parts, rest = divmod(length, chunk)
     partial = DeviceArray.empty((parts + (1 if rest else 0),), out.dtype)
     reduce_rows(row[:parts * chunk].reshape(parts, chunk), partial[:parts])

@@ -17,6 +17,7 @@ from __future__ import annotations
 from numba import cuda
 
 from zgrad.kernels.cuda.kernels.common import WARP, device, kernel, math, shuffle_xor
+from zgrad.kernels.cuda.kernels.vectors import VECTOR, fits4, load4
 
 __all__ = ["CACHED_ROW_PER_THREAD", "MAX_BLOCK", "NANSUM", "PROD", "SUM", "WARP_ROW_PER_LANE", "block_extreme", "block_sum", "chunk_of_rows", "extreme_of", "norm_term", "warp_max", "warp_rows", "warp_sum"]
 
@@ -215,11 +216,28 @@ def row_reduce(x, rows, n, op, out):
     T = out.dtype.type
     product = op == PROD
     step = cuda.blockDim.x
+    groups = n // VECTOR if fits4(x) and n % VECTOR == 0 else 0  # every row starts on a 4-element boundary
     for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
         row = r * n
-        # four accumulators, four loads in flight per trip (one load per trip leaves the memory idle)
+        # four accumulators, four loads in flight per trip (one load per trip leaves the memory idle);
+        # by groups of 4 adjacent elements where the rows allow (vectors.load4), two groups a trip
         acc0 = acc1 = acc2 = acc3 = T(1) if product else T(0)
         j = cuda.threadIdx.x
+        if groups:
+            while j < groups:
+                a0, a1, a2, a3 = load4(x, row + VECTOR * j)
+                if j + step < groups:
+                    b0, b1, b2, b3 = load4(x, row + VECTOR * (j + step))
+                    acc0 = _accumulate(acc0, b0, op, T)
+                    acc1 = _accumulate(acc1, b1, op, T)
+                    acc2 = _accumulate(acc2, b2, op, T)
+                    acc3 = _accumulate(acc3, b3, op, T)
+                acc0 = _accumulate(acc0, a0, op, T)
+                acc1 = _accumulate(acc1, a1, op, T)
+                acc2 = _accumulate(acc2, a2, op, T)
+                acc3 = _accumulate(acc3, a3, op, T)
+                j += 2 * step
+            j = n
         while j + 3 * step < n:
             v0, v1, v2, v3 = x[row + j], x[row + j + step], x[row + j + 2 * step], x[row + j + 3 * step]
             acc0 = _accumulate(acc0, v0, op, T)
