@@ -81,3 +81,32 @@ def test_the_cuda_sort_is_numpys_stable_argsort(dtype):
             order = dispatch_scan.row_order(zgrad.tensor(data)._data)
             order = dispatch.to_device(order, "cpu")
         np.testing.assert_array_equal(order, np.argsort(data, axis=1, kind="stable"))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_a_few_long_rows_reduce_to_extremes_and_their_indices_in_two_passes(dtype, monkeypatch):
+    """Rows long enough (here: from 40 elements) are read by a block per chunk (here up to 20, more
+    than the simulator's 8 threads a block), then the chunks' results are combined: the max and min, and argmax/argmin taking the first index on ties across
+    chunks and the first NaN's index, as one block per row does."""
+    from zgrad.kernels.cuda import reduce as cuda_reduce
+
+    monkeypatch.setattr(cuda_reduce, "SPLIT_MIN_LENGTH", 40)
+    monkeypatch.setattr(cuda_reduce.rt, "blocks_for", lambda tasks: min(tasks, 20))  # more chunks than threads
+    launched = []
+    launch_rows = cuda_reduce.launch_rows
+    monkeypatch.setattr(cuda_reduce, "launch_rows", lambda kernel, *a: launched.append(kernel.__name__) or
+                        launch_rows(kernel, *a))
+    rng = np.random.default_rng(2)
+    rows = rng.integers(-50, 50, (3, 101)).astype(dtype)
+    rows[0, [10, 55, 99]] = 80  # the max three times, in chunks 1, 9 and 16 (of 6): ties across chunks
+    rows[1, [3, 90]] = -80
+    if dtype == np.float32:
+        rows[2, [70, 95]] = np.nan  # NaN wins: the first one's index
+    x = zgrad.tensor(rows, device="cuda")
+    cases = [(lambda t: t.argmax(1), 3), (lambda t: t.argmin(1), 3), (lambda t: t.max(1).values, 3),
+             (lambda t: t.min(1).values, 3), (lambda t: t[0].argmax(), 1), (lambda t: t[1].argmin(), 1),
+             (lambda t: t[2].max(), 1), (lambda t: t.argmax(), 1)]
+    for fn, reduced_rows in cases:
+        launched.clear()
+        np.testing.assert_array_equal(fn(x).cpu().numpy(), fn(zgrad.tensor(rows)).numpy())
+        assert len(launched) >= 2 * reduced_rows and "row_arg_extreme" not in launched, "two passes a row"

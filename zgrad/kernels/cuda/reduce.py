@@ -94,7 +94,7 @@ def _reduce(x, axis, out, op: int):
     rows, length = matrix.shape
     if length == 0:
         unary_op("copy", _identity(op), flat)
-    elif rows <= SPLIT_MAX_ROWS and length >= SPLIT_MIN_LENGTH:
+    elif _splits(rows, length):
         for r in range(rows):
             _split_row_reduce(matrix[r], flat[r:r + 1], op)
     else:
@@ -155,12 +155,18 @@ def launch_column_reduce(x: DeviceArray, rows: int, inner: int, op: int, out: De
               op, out.flat_arg())
 
 
-# A row sum runs one block per row: a few long rows (a loss's .sum(), a full reduction) would leave
-# all but a few multiprocessors idle (one block summed 64M floats at 0.3% of the memory's peak on
-# an H100). Such rows are summed in two launches: blocks over chunks of the row, then one block
-# over the chunks' sums.
+# A row reduction runs one block per row: a few long rows (a loss's .sum(), a full reduction, a
+# tensor's max or argmax) would leave all but a few multiprocessors idle (one block summed 64M
+# floats at 0.3% of the memory's peak on an H100). Such rows are reduced in two launches: blocks
+# over chunks of the row, then one block over the chunks' results (for argmax and argmin, each
+# chunk's best value with its index).
 SPLIT_MAX_ROWS = 16
 SPLIT_MIN_LENGTH = 1 << 16
+
+
+def _splits(rows: int, length: int) -> bool:
+    """Whether rows this few and this long are each reduced in two passes."""
+    return rows <= SPLIT_MAX_ROWS and length >= SPLIT_MIN_LENGTH
 
 
 def _split_row_reduce(row: DeviceArray, out: DeviceArray, op: int) -> None:
@@ -247,15 +253,22 @@ def prod_backward_rows(x, grad, out):
 
 def extreme_value(x: DeviceArray, largest: bool) -> Any:
     """The max (``largest``) or min of a non-empty array, as a Python number (blocks)."""
-    matrix = contiguous(x).reshape(1, -1)
     out = DeviceArray.empty((1,), x.dtype)
-    launch_rows(kernels.rows.row_extreme, 1, matrix.arg(), bool(largest), out.arg())
-    return out.item()
+    return extreme_rows(contiguous(x).reshape(1, -1), largest, out).item()
 
 
 def extreme_rows(x, largest, out):
-    """out[r] = the max (``largest``) or min of the non-empty row x[r] (rows, n); NaN wins."""
-    launch_rows(kernels.rows.row_extreme, x.shape[0], x.arg(), bool(largest), out.arg())
+    """out[r] = the max (``largest``) or min of the non-empty row x[r] (rows, n); NaN wins. A few
+    long rows are read by many blocks each (two passes), as row sums are."""
+    k = kernels.rows
+    largest = bool(largest)
+    if not _splits(*x.shape):
+        launch_rows(k.row_extreme, x.shape[0], x.arg(), largest, out.arg())
+        return out
+    rows = contiguous(x)
+    for r in range(rows.shape[0]):
+        _two_passes(rows[r], out[r:r + 1], lambda m, o: launch_rows(k.row_extreme, m.shape[0], m, largest, o),
+                    lambda m, o: launch_rows(k.row_extreme, 1, m, largest, o))
     return out
 
 
@@ -275,8 +288,24 @@ def _arg_extreme(x, axis, keepdims, out, largest: bool):
     else:
         matrix = rows_of(x, (axis,))
     flat = DeviceArray.empty((matrix.shape[0],), np.dtype(np.int64))
-    launch_rows(kernels.rows.row_arg_extreme, matrix.shape[0], matrix.arg(), bool(largest), flat.arg())
+    if _splits(*matrix.shape):
+        for r in range(matrix.shape[0]):
+            _split_arg_extreme(contiguous(matrix[r]), bool(largest), flat[r:r + 1])
+    else:
+        launch_rows(kernels.rows.row_arg_extreme, matrix.shape[0], matrix.arg(), bool(largest), flat.arg())
     return unary_op("copy", flat.reshape(out.shape), out)
+
+
+def _split_arg_extreme(row: DeviceArray, largest: bool, out: DeviceArray) -> None:
+    """out[0] = the index of the max (``largest``) or min of a long contiguous 1-D ``row``: the
+    best of each chunk with its index (a block per chunk), then the best of those pairs."""
+    k = kernels.rows
+    length = row.shape[0]
+    chunk = -(-length // rt.blocks_for(length))
+    chunks = -(-length // chunk)
+    values, indices = DeviceArray.empty((chunks,), row.dtype), DeviceArray.empty((chunks,), np.dtype(np.int64))
+    launch_rows(k.chunk_arg_extremes, chunks, row, chunk, largest, values, indices)
+    launch_rows(k.arg_extreme_of_pairs, 1, values, indices, largest, out)
 
 
 def argmax(x, axis, keepdims, out):

@@ -390,6 +390,26 @@ def _better(v, i, w, k, largest):
     return v > w if largest else v < w
 
 
+@device
+def _block_arg_best(values, index, best, best_i, largest):
+    """The block's best (value, index) pair by :func:`_better`, given each thread's, in thread 0
+    (the shared arrays ``values`` and ``index`` hold blockDim pairs; a barrier on return)."""
+    t = cuda.threadIdx.x
+    values[t] = best
+    index[t] = best_i
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if t < s and _better(values[t + s], index[t + s], values[t], index[t], largest):
+            values[t] = values[t + s]
+            index[t] = index[t + s]
+        cuda.syncthreads()
+        s //= 2
+    best, best_i = values[0], index[0]
+    cuda.syncthreads()  # every thread has read the pair before the arrays' next use
+    return best, best_i
+
+
 @kernel
 def row_arg_extreme(x, largest, out):
     """out[r] = the index of the max (``largest``) or min of x[r]: first on ties, a NaN's if any."""
@@ -403,19 +423,50 @@ def row_arg_extreme(x, largest, out):
         for j in range(t, n, cuda.blockDim.x):
             if _better(x[r, j], j, best, best_i, largest):
                 best, best_i = x[r, j], j
-        values[t] = best
-        index[t] = best_i
-        cuda.syncthreads()
-        s = cuda.blockDim.x // 2
-        while s > 0:
-            if t < s and _better(values[t + s], index[t + s], values[t], index[t], largest):
-                values[t] = values[t + s]
-                index[t] = index[t + s]
-            cuda.syncthreads()
-            s //= 2
+        best, best_i = _block_arg_best(values, index, best, best_i, largest)
         if t == 0:
-            out[r] = index[0]
-        cuda.syncthreads()
+            out[r] = best_i
+
+
+@kernel
+def chunk_arg_extremes(x, chunk, largest, best_values, best_indices):
+    """For each chunk p of ``chunk`` elements of the long 1-D row ``x`` (the last may be shorter):
+    best_values[p], best_indices[p] = the max (``largest``) or min of the chunk and its index in
+    the row, first on ties, a NaN's if any (a block per chunk; the first of two passes over a row
+    one block would read alone)."""
+    values = cuda.shared.array(MAX_BLOCK, x.dtype)
+    index = cuda.shared.array(MAX_BLOCK, best_indices.dtype)
+    t = cuda.threadIdx.x
+    for p in range(cuda.blockIdx.x, best_values.size, cuda.gridDim.x):
+        start = p * chunk
+        end = min(start + chunk, x.size)
+        best_i = min(start + t, end - 1)
+        best = x[best_i]
+        for j in range(start + t, end, cuda.blockDim.x):
+            if _better(x[j], j, best, best_i, largest):
+                best, best_i = x[j], j
+        best, best_i = _block_arg_best(values, index, best, best_i, largest)
+        if t == 0:
+            best_values[p] = best
+            best_indices[p] = best_i
+
+
+@kernel
+def arg_extreme_of_pairs(pair_values, pair_indices, largest, out):
+    """out[0] = the index of the best of the (value, index) pairs (:func:`chunk_arg_extremes`'
+    results), by the same order: NaN first, then the larger (smaller) value, then the lower index.
+    One block."""
+    values = cuda.shared.array(MAX_BLOCK, pair_values.dtype)
+    index = cuda.shared.array(MAX_BLOCK, pair_indices.dtype)
+    t = cuda.threadIdx.x
+    first = min(t, pair_values.size - 1)
+    best, best_i = pair_values[first], pair_indices[first]
+    for j in range(t, pair_values.size, cuda.blockDim.x):
+        if _better(pair_values[j], pair_indices[j], best, best_i, largest):
+            best, best_i = pair_values[j], pair_indices[j]
+    best, best_i = _block_arg_best(values, index, best, best_i, largest)
+    if t == 0:
+        out[0] = best_i
 
 
 # A row of up to CACHED_ROW_PER_THREAD * the block's threads is read once into the threads' own
@@ -794,6 +845,8 @@ def ptx_signatures() -> list:
             ("row_extreme", row_extreme.py_func, (m, types.boolean, v)),
             ("row_norm", row_norm.py_func, (v, i64, i64, dt, dt, v)),
             ("row_arg_extreme", row_arg_extreme.py_func, (m, types.boolean, idx)),
+            ("chunk_arg_extremes", chunk_arg_extremes.py_func, (v, types.int64, types.boolean, v, idx)),
+            ("arg_extreme_of_pairs", arg_extreme_of_pairs.py_func, (v, idx, types.boolean, idx)),
             ("softmax", softmax.py_func, (v, i64, i64, types.boolean, v)),
             ("softmax_cached", softmax_cached.py_func, (v, i64, i64, types.boolean, v)),
             ("softmax_backward", softmax_backward.py_func, (v, v, i64, i64, types.boolean, v)),
