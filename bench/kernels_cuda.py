@@ -142,6 +142,9 @@ def cuda_rows(quick: bool) -> list[CudaRow]:
     row("permuted copy (n-d)", label, "GB/s", 2 * 4 * n, lambda: backend.copy(view, moved), lambda: tmoved.copy_(tview))
     total = DeviceArray.empty((), f32)
     row("sum (all)", label, "GB/s", 4 * n, lambda: backend.sum(a, (0,), False, total), lambda: torch.sum(ta))
+    whole, largest, where = a.reshape(1, n), DeviceArray.empty((1,), f32), DeviceArray.empty((), np.dtype(np.int64))
+    row("max (all)", label, "GB/s", 4 * n, lambda: backend.extreme_rows(whole, True, largest), lambda: torch.amax(ta))
+    row("argmax (all)", label, "GB/s", 4 * n, lambda: backend.argmax(a, None, False, where), lambda: torch.argmax(ta))
 
     rows_, cols = n // 1024, 1024
     x2, y2 = a.reshape(rows_, cols), out.reshape(rows_, cols)
