@@ -11,6 +11,7 @@ from numba import cuda
 
 from zgrad.kernels.cuda.kernels.common import kernel, math
 from zgrad.kernels.cuda.kernels.rows import MAX_BLOCK, block_extreme, block_sum, extreme_of, norm_term
+from zgrad.kernels.cuda.kernels.vectors import VECTOR, fits4, load4, store4
 
 __all__ = ["MAX_TENSORS", "norm_partials", "scale"]
 
@@ -30,17 +31,28 @@ def norm_partials(arrays, order, partials, first):
     k = cuda.blockIdx.y
     x = arrays[k]
     start, step = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, cuda.gridDim.x * cuda.blockDim.x
+    # groups of 4 adjacent elements where x starts on the boundary (vectors.load4), then the rest
+    groups = x.size // VECTOR if fits4(x) else 0
+    tail = VECTOR * groups + start
     if math.isinf(order):
         largest = order > T(0)
         m = T(0) if largest else T(math.inf)
-        for i in range(start, x.size, step):
+        for g in range(start, groups, step):
+            a0, a1, a2, a3 = load4(x, VECTOR * g)
+            m = extreme_of(extreme_of(m, T(math.fabs(a0)), largest), T(math.fabs(a1)), largest)
+            m = extreme_of(extreme_of(m, T(math.fabs(a2)), largest), T(math.fabs(a3)), largest)
+        for i in range(tail, x.size, step):
             m = extreme_of(m, T(math.fabs(x[i])), largest)
         result = block_extreme(buf, m, largest)
     else:
-        acc = T(0)
-        for i in range(start, x.size, step):
-            acc += norm_term(T(math.fabs(x[i])), order, T)
-        result = block_sum(buf, acc)
+        acc0 = acc1 = T(0)
+        for g in range(start, groups, step):
+            a0, a1, a2, a3 = load4(x, VECTOR * g)
+            acc0 += norm_term(T(math.fabs(a0)), order, T) + norm_term(T(math.fabs(a1)), order, T)
+            acc1 += norm_term(T(math.fabs(a2)), order, T) + norm_term(T(math.fabs(a3)), order, T)
+        for i in range(tail, x.size, step):
+            acc0 += norm_term(T(math.fabs(x[i])), order, T)
+        result = block_sum(buf, acc0 + acc1)
     if cuda.threadIdx.x == 0:
         partials[(first + k) * cuda.gridDim.x + cuda.blockIdx.x] = result
 
@@ -50,7 +62,12 @@ def scale(arrays, factor):
     """arrays[k] *= factor[0] in place for every k (grid y: k)."""
     x = arrays[cuda.blockIdx.y]
     f = factor[0]
-    for i in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, x.size, cuda.gridDim.x * cuda.blockDim.x):
+    start, step = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, cuda.gridDim.x * cuda.blockDim.x
+    groups = x.size // VECTOR if fits4(x) else 0
+    for g in range(start, groups, step):
+        a0, a1, a2, a3 = load4(x, VECTOR * g)
+        store4(x, VECTOR * g, a0 * f, a1 * f, a2 * f, a3 * f)
+    for i in range(VECTOR * groups + start, x.size, step):
         x[i] = x[i] * f
 
 
