@@ -98,7 +98,7 @@ def test_a_few_long_rows_reduce_to_extremes_and_their_indices_in_two_passes(dtyp
                         launch_rows(kernel, *a))
     rng = np.random.default_rng(2)
     rows = rng.integers(-50, 50, (3, 101)).astype(dtype)
-    rows[0, [10, 55, 99]] = 80  # the max three times, in chunks 1, 9 and 16 (of 6): ties across chunks
+    rows[0, [12, 75, 99]] = 80  # the max three times, in chunks 1, 9 and 12 (of 8): ties across chunks
     rows[1, [3, 90]] = -80
     if dtype == np.float32:
         rows[2, [70, 95]] = np.nan  # NaN wins: the first one's index

@@ -169,6 +169,14 @@ def _splits(rows: int, length: int) -> bool:
     return rows <= SPLIT_MAX_ROWS and length >= SPLIT_MIN_LENGTH
 
 
+def _chunk_length(length: int) -> int:
+    """The elements a block takes of a long row in the first pass: the row shared among the
+    grid's blocks, rounded up to a multiple of 4 so that every chunk starts where the kernels'
+    vector loads may start."""
+    chunk = -(-length // rt.blocks_for(length))
+    return chunk + -chunk % 4
+
+
 def _split_row_reduce(row: DeviceArray, out: DeviceArray, op: int) -> None:
     """out[0] = the ``op`` reduction of a long contiguous 1-D ``row``, in out's dtype."""
     k = kernels.rows
@@ -184,8 +192,7 @@ def _two_passes(row: DeviceArray, out: DeviceArray, reduce_rows: Any, reduce_par
     not divide it): ``reduce_rows(matrix, results)`` over chunks of the row (a block each), then
     ``reduce_partials(matrix, out)`` over the (1, chunks) matrix of their results."""
     length = row.shape[0]
-    chunk = -(-length // rt.blocks_for(length))
-    chunk += -chunk % 4  # every chunk starting on a 4-element boundary: the kernels' vector loads
+    chunk = _chunk_length(length)
     parts, rest = divmod(length, chunk)
     partial = DeviceArray.empty((parts + (1 if rest else 0),), out.dtype)
     reduce_rows(row[:parts * chunk].reshape(parts, chunk), partial[:parts])
@@ -301,7 +308,7 @@ def _split_arg_extreme(row: DeviceArray, largest: bool, out: DeviceArray) -> Non
     best of each chunk with its index (a block per chunk), then the best of those pairs."""
     k = kernels.rows
     length = row.shape[0]
-    chunk = -(-length // rt.blocks_for(length))
+    chunk = _chunk_length(length)
     chunks = -(-length // chunk)
     values, indices = DeviceArray.empty((chunks,), row.dtype), DeviceArray.empty((chunks,), np.dtype(np.int64))
     launch_rows(k.chunk_arg_extremes, chunks, row, chunk, largest, values, indices)
