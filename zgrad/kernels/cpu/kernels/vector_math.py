@@ -507,19 +507,57 @@ def erfc(x):
     raise _jitted_only("erfc")
 
 
-def _polynomial(s, coefficients):
-    """c0 + s (c1 + s (c2 + ...)) for a tuple of constants: Horner's scheme, written out at compile
-    time (static tuple slices, so no indexing that could raise)."""
-    raise _jitted_only("_polynomial")
+def _horner(builder, s, coefficients):
+    """c0 + s (c1 + s (c2 + ...)), as LLVM instructions (Numba adds the function's fast-math flags
+    to them, as to its own)."""
+    value = coefficients[-1]
+    for c in reversed(coefficients[:-1]):
+        value = builder.fadd(c, builder.fmul(s, value))
+    return value
 
 
-@overload(_polynomial, jit_options=MATH_OPTIONS)
-def _polynomial_impl(s, coefficients):
-    if not (isinstance(s, types.Float) and isinstance(coefficients, types.UniTuple)):
-        return None
-    if coefficients.count == 1:
-        return lambda s, coefficients: coefficients[0]
-    return lambda s, coefficients: coefficients[0] + s * _polynomial(s, coefficients[1:])
+def _estrin(builder, s, s_squared, coefficients):
+    """The same polynomial by Estrin's scheme: pairs c_i + s c_{i+1}, then pairs of those with s^2,
+    s^4, s^8, as LLVM instructions."""
+    count = len(coefficients)
+    if count == 1:
+        return coefficients[0]
+    if count == 2:
+        return builder.fadd(coefficients[0], builder.fmul(s, coefficients[1]))
+    power, half = s_squared, 2  # the power of s that multiplies the upper half, the lower half's length
+    while half * 2 < count:
+        power, half = builder.fmul(power, power), half * 2
+    if count > 16:
+        raise ValueError(f"Estrin's scheme is written for up to 16 coefficients, not {count}")
+    lower = _estrin(builder, s, s_squared, coefficients[:half])
+    return builder.fadd(lower, builder.fmul(power, _estrin(builder, s, s_squared, coefficients[half:])))
+
+
+def _polynomial_typer(evaluate):
+    """An intrinsic's typer for (s, [s_squared,] coefficients): floats of one type and a tuple of
+    constants of it; ``evaluate(builder, *values, coefficient_values)`` emits the value."""
+
+    def typer(typingctx, *args):
+        *floats, coefficients = args
+        if not (isinstance(coefficients, types.UniTuple) and isinstance(coefficients.dtype, types.Float)
+                and all(f == coefficients.dtype for f in floats)):
+            return None
+
+        def codegen(context, builder, signature, values):
+            *scalars, packed = values
+            constants = [builder.extract_value(packed, k) for k in range(coefficients.count)]
+            return evaluate(builder, *scalars, constants)
+
+        return coefficients.dtype(*args), codegen
+
+    return typer
+
+
+@intrinsic
+def _polynomial(typingctx, s, coefficients):
+    """c0 + s (c1 + s (c2 + ...)) for a tuple of constants of s's type: Horner's scheme, emitted
+    directly (a recursive overload typed one function per tuple length, and compiled slowly)."""
+    return _polynomial_typer(_horner)(typingctx, s, coefficients)
 
 
 # erf and erfc, fitted for this module (interpolation at Chebyshev nodes, 50-digit references):
@@ -632,17 +670,12 @@ def _erfc_impl(x):
     return impl
 
 
-def _polynomial_estrin(s, s_squared, coefficients):
-    """:func:`_polynomial`'s value by Estrin's scheme: pairs c_i + s c_{i+1}, then pairs of those
-    with s^2, s^4, s^8. Its dependency chain is about log2 of the degree instead of the degree,
-    which is what limits a loop of long polynomials (each FMA waits for the one before)."""
-    raise _jitted_only("_polynomial_estrin")
-
-
-@overload(_polynomial_estrin, inline="always", jit_options=MATH_OPTIONS)
-def _polynomial_estrin_impl(s, s_squared, coefficients):
-    if not (isinstance(s, types.Float) and isinstance(coefficients, types.UniTuple)):
-        return None
+@intrinsic
+def _polynomial_estrin(typingctx, s, s_squared, coefficients):
+    """:func:`_polynomial`'s value by Estrin's scheme, up to 16 coefficients: its dependency chain
+    is about log2 of the degree instead of the degree, which is what limits a loop of long
+    polynomials (each FMA waits for the one before)."""
+    return _polynomial_typer(_estrin)(typingctx, s, s_squared, coefficients)
     count = coefficients.count
     if count == 1:
         return lambda s, s_squared, coefficients: coefficients[0]
