@@ -3,13 +3,19 @@
 Several processes (pytest workers, ranks) compile different signatures of one kernel at the same
 time. Numba's own cache file picks a data file number from the index it read: two writers can pick
 the same one, and a signature then loads another signature's machine code. zgrad's cache file
-saves and loads under a lock.
+saves and loads under a lock. Processes that start together on a cold cache compile each kernel
+once: the first to need it compiles, the others wait and load its machine code.
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing
+import os
+import subprocess
+import sys
 
+from paths import REPO
 from zgrad.kernels._jit import _LockedCacheFile
 
 WRITERS, KEYS_EACH = 4, 12
@@ -40,3 +46,30 @@ def test_kernels_use_the_locked_cache_file():
 
     for dispatcher in (kernels.scan.running_rows.serial, kernels.scan.running_rows.parallel):
         assert isinstance(dispatcher._cache._cache_file, _LockedCacheFile)
+
+
+_COMPILE_ONE_KERNEL = """
+import json, numpy as np
+from zgrad.kernels.cpu.kernels import activation
+x = np.ones(4, np.float64)
+activation.leaky_relu_forward.serial(x, 0.5, np.empty_like(x))
+stats = activation.leaky_relu_forward.serial.stats
+print(json.dumps([sum(stats.cache_hits.values()), sum(stats.cache_misses.values())]))
+"""
+
+
+def test_processes_on_a_cold_cache_compile_a_kernel_once_and_the_others_load_it(tmp_path):
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+    processes = [subprocess.Popen([sys.executable, "-c", _COMPILE_ONE_KERNEL], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    results = []
+    try:
+        for process in processes:
+            out, err = process.communicate(timeout=120)
+            assert process.returncode == 0, err
+            results.append(json.loads(out.splitlines()[-1]))
+    finally:
+        for process in processes:
+            process.kill()
+    hits, misses = map(sum, zip(*results))
+    assert (hits, misses) == (2, 1), results

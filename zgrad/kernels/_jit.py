@@ -38,12 +38,15 @@ import pathlib
 import sys
 import threading
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import numba
 from llvmlite import binding as llvm_binding
+from numba.core import sigutils
 from numba.core.caching import FunctionCache, IndexDataCacheFile
+from numba.core.compiler_lock import global_compiler_lock
+from numba.core.registry import CPUDispatcher
 
 from zgrad.kernels.threads import (
     INTRA_OP_THREADS,
@@ -183,20 +186,33 @@ class _LockedCacheFile(IndexDataCacheFile):
         with self._locked(fcntl.LOCK_SH):
             return super().load(key)
 
-    @contextlib.contextmanager
-    def _locked(self, mode: int):
+    def _locked(self, mode: int) -> contextlib.AbstractContextManager:
+        return _file_lock(self._cache_path, self._index_path + ".lock", mode)
+
+    def compiling(self) -> contextlib.AbstractContextManager:
+        """Held while this process loads or compiles a signature missing from its memory: the
+        first process to miss compiles while the others wait, then they load its machine code."""
+        return _file_lock(self._cache_path, self._index_path + ".compiling", fcntl.LOCK_EX)
+
+
+@contextlib.contextmanager
+def _file_lock(directory: str, path: str, mode: int) -> Iterator[None]:
+    """A POSIX lock (``lockf``: ``mode`` LOCK_SH or LOCK_EX) on the file ``path`` (made in
+    ``directory``) while the block runs; no lock where the directory takes no new file (then as
+    unlocked as Numba's own cache). POSIX locks belong to the process, so a child forked while a
+    thread holds one (a DataLoader worker) does not keep it held."""
+    try:
+        os.makedirs(directory, exist_ok=True)
+        lock = open(path, "a+")  # readable and writable: a shared POSIX lock needs read access
+    except OSError:
+        yield
+        return
+    with lock:
+        fcntl.lockf(lock, mode)
         try:
-            os.makedirs(self._cache_path, exist_ok=True)
-            lock = open(self._index_path + ".lock", "a")
-        except OSError:  # a cache directory that takes no new file: as unlocked as Numba's own
             yield
-            return
-        with lock:
-            fcntl.flock(lock, mode)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        finally:
+            fcntl.lockf(lock, fcntl.LOCK_UN)
 
 
 class _KernelCache(FunctionCache):
@@ -226,14 +242,35 @@ def _fastmath(reduction: Reduction) -> set[str]:
     return set(_FASTMATH_REDUCTION if reduction else _FASTMATH)
 
 
+class _KernelDispatcher(CPUDispatcher):
+    """Numba's CPU dispatcher, compiling a signature it lacks under the kernel's compile lock
+    (:meth:`_LockedCacheFile.compiling`): processes that start together on a cold cache (ranks,
+    pytest workers) compile each kernel once, the others load it from the cache when the first is
+    done, instead of each compiling it at the same time."""
+
+    _compiling_here = 0  # nested compiles of this dispatcher in this process (the lock is held)
+
+    def compile(self, sig: Any) -> Any:
+        args, _ = sigutils.normalize_signature(sig)
+        if self._compiling_here or tuple(args) in self.overloads:
+            return super().compile(sig)
+        with global_compiler_lock, self._cache._cache_file.compiling():
+            self._compiling_here += 1
+            try:
+                return super().compile(sig)
+            finally:
+                self._compiling_here -= 1
+
+
 def _dispatcher(py_func: Callable, *, parallel: bool, reduction: Reduction) -> Any:
-    dispatcher = numba.njit(
-        cache=True,
-        nogil=True,  # communication threads keep running while a kernel computes
-        parallel=parallel,
-        error_model="numpy",
-        fastmath=_fastmath(reduction),
-    )(py_func)
+    dispatcher = _KernelDispatcher(py_func=py_func, locals={}, targetoptions={
+        "nopython": True,
+        "nogil": True,  # communication threads keep running while a kernel computes
+        "parallel": parallel,
+        "error_model": "numpy",
+        "fastmath": _fastmath(reduction),
+        "boundscheck": None,
+    })
     dispatcher._cache = _KernelCache(py_func)
     return dispatcher
 
