@@ -61,11 +61,12 @@ def is_device_array(array: Any) -> bool:
 def full_float32_convolutions() -> Iterator[None]:
     """Convolutions in full float32, as PyTorch's own tests compare them (on a GPU they run in
     TF32 by default, ``zgrad.backends.cudnn.allow_tf32``: about 1e-3 apart from the CPU's)."""
+    before = zgrad.backends.cudnn.allow_tf32
     zgrad.backends.cudnn.allow_tf32 = False
     try:
         yield
     finally:
-        zgrad.backends.cudnn.allow_tf32 = True
+        zgrad.backends.cudnn.allow_tf32 = before
 
 
 def _run(fn: Callable[..., Any], arrays: Sequence[np.ndarray], upstream: np.ndarray | None, device: str):

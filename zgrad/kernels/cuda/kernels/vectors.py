@@ -61,8 +61,8 @@ def _fits4_typer(types: Any) -> Callable:
 
 
 def _element_pointers(context: Any, builder: Any, array_type: Any, array: Any, index: Any,
-                      index_type: Any, types: Any) -> tuple[Any, list[Any]]:
-    """(the array struct, the pointers to elements index .. index + 3 of a 1-D array of any layout)."""
+                      index_type: Any, types: Any) -> list[Any]:
+    """The pointers to elements index .. index + 3 of a 1-D array of any layout."""
     from llvmlite import ir
     struct = context.make_array(array_type)(context, builder, array)
     first = context.cast(builder, index, index_type, types.intp)
@@ -72,7 +72,7 @@ def _element_pointers(context: Any, builder: Any, array_type: Any, array: Any, i
     for k in range(VECTOR):
         offset = builder.mul(builder.add(first, ir.Constant(first.type, k)), stride)
         pointers.append(builder.inttoptr(builder.add(base, offset), struct.data.type))
-    return struct, pointers
+    return pointers
 
 
 def _vector_pointer(context: Any, builder: Any, array_type: Any, struct: Any, index: Any, index_type: Any,
@@ -102,7 +102,7 @@ def _load4_typer(types: Any) -> Callable:
                 vector = builder.load(pointer, align=alignment)
                 raw = [builder.extract_element(vector, ir.Constant(ir.IntType(32), k)) for k in range(VECTOR)]
             else:
-                _, pointers = _element_pointers(context, builder, array_type, args[0], args[1], index_type, types)
+                pointers = _element_pointers(context, builder, array_type, args[0], args[1], index_type, types)
                 raw = [builder.load(p) for p in pointers]
             values = [model.from_data(builder, r) for r in raw]
             return context.make_tuple(builder, sig.return_type, values)
@@ -132,7 +132,7 @@ def _store4_typer(types: Any) -> Callable:
                     vector = builder.insert_element(vector, value, ir.Constant(ir.IntType(32), k))
                 builder.store(vector, pointer, align=alignment)
             else:
-                _, pointers = _element_pointers(context, builder, array_type, args[0], args[1], index_type, types)
+                pointers = _element_pointers(context, builder, array_type, args[0], args[1], index_type, types)
                 for value, pointer in zip(values, pointers):
                     builder.store(value, pointer)
             return context.get_dummy_value()
