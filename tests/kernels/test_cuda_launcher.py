@@ -29,19 +29,25 @@ def _on_a_gpu(test):
 
 
 class _Array:
-    """What the launcher reads of a Numba device array."""
+    """What the launcher reads of a Numba device array (whose data pointer is a property of its
+    class, as there)."""
 
     def __init__(self, shape, strides, dtype, address):
         self.shape, self.strides, self.dtype = shape, strides, np.dtype(dtype)
         self.ndim, self.size = len(shape), int(np.prod(shape))
-        self.device_ctypes_pointer = ctypes.c_void_p(address)
-        self._numba_type_ = ("array", self.dtype, self.ndim)
+        like = np.lib.stride_tricks.as_strided(np.empty(1, self.dtype), shape, strides)
+        self.flags = {"C_CONTIGUOUS": like.flags.c_contiguous, "F_CONTIGUOUS": like.flags.f_contiguous}
+        self.address = address
+
+    @property
+    def device_ctypes_pointer(self):
+        return ctypes.c_void_p(self.address)
 
 
 def test_an_arrays_parameters_are_numbas_abi_fields_read_once():
     array = _Array((3, 4), (32, 8), np.float64, 4096)
     assert launcher._array_fields(array) == (0, 0, 12, 8, 4096, 3, 4, 32, 8)
-    array.device_ctypes_pointer = ctypes.c_void_p(8192)  # cached: an array's memory never moves
+    array.address = 8192  # cached: an array's memory never moves
     assert launcher._array_fields(array)[4] == 4096
     assert launcher._array_fields(_Array((), (), np.int32, 64)) == (0, 0, 1, 4, 64)
     assert launcher._array_fields(_Array((0,), (4,), np.float32, 0))[:5] == (0, 0, 0, 4, 0)
@@ -49,12 +55,16 @@ def test_an_arrays_parameters_are_numbas_abi_fields_read_once():
 
 def test_arguments_select_a_plan_by_their_types():
     array = _Array((5,), (4,), np.float32, 256)
-    assert launcher._kind(array) == ("array", np.dtype(np.float32), 1)
+    assert launcher._kind(array) == (_Array, np.dtype(np.float32), 1, True, True, False, False)
+    assert launcher._kind(_Array((2, 3), (4, 8), np.float32, 256))[3:] == (False, True, False, False)
+    assert launcher._kind(_Array((2, 3), (0, 4), np.float32, 256))[3:] == (False, False, True, False)
+    assert launcher._kind(np.zeros(3)) is np.ndarray  # a host array: Numba's path (it copies it)
     assert launcher._kind(3) is int and launcher._kind(-(1 << 63)) is int
     assert launcher._kind(1 << 63) != int  # Numba types it as uint64: another overload
     assert launcher._kind(2.5) is float and launcher._kind(True) is bool
     assert launcher._kind(np.float32(1)) is np.float32
     assert launcher._kind((array, 2)) == (launcher._kind(array), int)
+    assert launcher._kind((4, 5)) == (int, int) and launcher._kind((4, 1 << 63)) == (int, launcher._kind(1 << 63))
     assert launcher._dim3(7) == (7, 1, 1) and launcher._dim3((4, 2)) == (4, 2, 1)
 
 
@@ -62,7 +72,7 @@ _PLAN_SCRIPT = textwrap.dedent("""
     import ctypes, json, types, warnings
     import numpy as np
     from numba.cuda import dispatcher as numba_dispatcher
-    from numba.cuda.cudadrv import devicearray
+    from numba.cuda.cudadrv import devicearray, dummyarray
     from numba.cuda.typing.typeof import Purpose, typeof
     from zgrad.kernels.cuda import launcher
 
@@ -97,8 +107,36 @@ _PLAN_SCRIPT = textwrap.dedent("""
         def __init__(self, like, strides, address=1 << 20):
             self.shape, self.strides, self.ndim, self.dtype = like.shape, strides, like.ndim, like.dtype
             self.size = like.size
-            self.device_ctypes_pointer = ctypes.c_void_p(address)
+            self.flags = {"C_CONTIGUOUS": like.flags.c_contiguous, "F_CONTIGUOUS": like.flags.f_contiguous}
+            self.address = address
             self._numba_type_ = typeof(like, Purpose.argument)
+
+        @property
+        def device_ctypes_pointer(self):
+            return ctypes.c_void_p(self.address)
+
+    class Described:  # a device array's attributes as DeviceNDArray computes them from shape and strides
+        def __init__(self, shape, strides, dtype):
+            self.dtype = np.dtype(dtype)
+            dummy = dummyarray.Array.from_desc(0, shape, strides, self.dtype.itemsize)
+            self.shape, self.strides, self.size, self.ndim = dummy.shape, dummy.strides, dummy.size, len(shape)
+            self.flags = dict(dummy.flags)
+        device_ctypes_pointer = property(lambda self: ctypes.c_void_p(0))
+
+    # Arrays of one kind must have one Numba type (DeviceNDArray's own rule), over layouts that
+    # differ in what Numba reads: contiguity either way, axes of one element, zero strides, empty.
+    layouts = [((6,), (4,)), ((6,), (8,)), ((6,), (0,)), ((1,), (4,)), ((1,), (0,)), ((0,), (4,)), ((0,), (0,)),
+               ((2, 3), (12, 4)), ((2, 3), (4, 8)), ((2, 3), (24, 8)), ((2, 3), (0, 4)), ((2, 3), (12, 0)),
+               ((1, 3), (12, 4)), ((1, 3), (40, 4)), ((3, 1), (4, 4)), ((3, 1), (4, 40)), ((1, 1), (4, 4)),
+               ((1, 1), (0, 0)), ((0, 3), (12, 4)), ((0, 3), (0, 4)), ((2, 0), (4, 8)), ((), ()),
+               ((2, 3, 4), (48, 16, 4)), ((2, 3, 4), (4, 8, 24)), ((2, 3, 4), (48, 4, 12)), ((2, 1, 4), (16, 0, 4))]
+    numba_type = devicearray.DeviceNDArrayBase._numba_type_.func
+    type_of_kind = {}
+    for shape, strides in layouts:
+        for dtype in (np.float32, np.int64):
+            described = Described(shape, strides, dtype)
+            type_of_kind.setdefault(launcher._kind(described), set()).add(numba_type(described))
+    kinds_with_types = [len(numba_types) for numba_types in type_of_kind.values()]
 
     host = (np.zeros((2, 3), np.float32), 7, 2.5, True, np.float32(1.5), np.int32(-4), np.float16(0.5), 1 << 63,
             (np.zeros(2, np.float32), np.zeros(2, np.float32)), np.zeros((3, 2), np.float32).T)
@@ -120,6 +158,7 @@ _PLAN_SCRIPT = textwrap.dedent("""
     print(json.dumps({
         "values": [[type(v).__name__, getattr(v, "value", v)] for v in values],
         "call": [str(part) for part in calls[0][:3]], "parameters": len(calls[0]) - 3,
+        "kinds_with_types": kinds_with_types,
         "one_row": one_row is not None, "wrong": wrong is not None, "host_array": host_array is not None, "warnings": [str(w.message) for w in caught],
         "config": str(numba_dispatcher.LaunchConfig(grid=launcher._dim3((4, 2)), block=launcher._dim3(256),
                                                     shmem_size=0)),
@@ -145,6 +184,7 @@ def test_a_plan_passes_the_parameters_numba_would():
         *[["int", 0], ["int", 0], ["int", 2], ["int", 4], ["int", 256], ["int", 2], ["int", 4]],
         *array_2x3, ["int", 4], ["int", 8]]
     assert result["call"] == ["stream", "config", "the kernel"] and result["parameters"] == 39
+    assert all(count == 1 for count in result["kinds_with_types"]) and len(result["kinds_with_types"]) > 20
     assert result["one_row"]  # a C-ordered array's strides are not compared: Numba's canonical ones differ there
     assert not result["wrong"] and len(result["warnings"]) == 1
     assert not result["host_array"]

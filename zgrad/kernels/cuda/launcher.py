@@ -7,8 +7,10 @@ size, itemsize, data pointer, shape, strides), scalars into ctypes values, and c
 launches. Here each (kernel, argument types) pair is launched through Numba once (which compiles
 it); after that a :class:`Plan` remembers the compiled kernel and one converter per parameter, and
 later launches with arguments of the same types go straight to cuda.core's ``launch`` with the same
-values Numba would pass. A device array's fields are read once per array object and kept on it
-(an array's memory, shape and strides never change).
+values Numba would pass. A device array's kind (what selects the overload) and fields are read
+once per array object and kept on it (an array's memory, shape and strides never change); the kind
+is read from the array's flags and strides, not from Numba's type of it, whose construction costs
+several times more and which every fresh array of a step would build once.
 
 A plan is made only when its parameters for the launch that makes it equal, value for value and
 type for type, what Numba's own conversion (``_Kernel._prepare_args``) gives for the same
@@ -35,7 +37,7 @@ __all__ = ["launch", "plans"]
 _NO_PLAN = object()  # a (kernel, types) pair that always goes through Numba
 _plans: dict[tuple, Any] = {}
 _configs: dict[tuple, Any] = {}
-_FIELDS = "_zgrad_launch_fields"  # attribute of a device array: its ABI fields, once read
+_READ = "_zgrad_launch_read"  # attribute of a device array: its (kind, ABI fields), once read
 _NUMBA_ONLY = os.environ.get("ZGRAD_CUDA_NUMBA_LAUNCH") == "1"
 
 
@@ -46,19 +48,24 @@ def plans() -> int:
 
 _INT64_END = 1 << 63
 _UINT64_INT = "int past int64"  # Numba types a Python int from 2**63 on as uint64
+_INT = {int}
 
 
 def _kind(value: Any) -> Any:
-    """What selects a compiled overload for ``value``: a device array's Numba type (cached on the
-    array by Numba), else the Python type (int, float, bool and numpy scalars type by class; an
-    int by its range too)."""
-    kind = getattr(value, "_numba_type_", None)
-    if kind is not None:
-        return kind
+    """What selects a compiled overload for ``value``: for a device array, its :func:`_read` kind;
+    else the Python type (int, float, bool and numpy scalars type by class; an int by its range
+    too)."""
     kind = type(value)
+    if kind is int:
+        return _UINT64_INT if value >= _INT64_END else kind
     if kind is tuple:
+        kinds = tuple(map(type, value))
+        if set(kinds) == _INT and max(value) < _INT64_END:  # a shape or strides: no call per item
+            return kinds
         return tuple(_kind(item) for item in value)
-    return _UINT64_INT if kind is int and value >= _INT64_END else kind
+    if getattr(kind, "device_ctypes_pointer", None) is None:  # not a device array: scalars, host arrays
+        return kind
+    return _read(value)[0]
 
 
 def _on_the_host(value: Any) -> bool:
@@ -96,16 +103,28 @@ def _numba_launch() -> tuple[Callable, type]:
     return dispatcher.launch, dispatcher.LaunchConfig
 
 
-def _array_fields(array: Any) -> tuple:
-    """A device array's kernel parameters as Numba passes them: meminfo and parent (null), size,
+def _read(array: Any) -> tuple[tuple, tuple]:
+    """(kind, fields) of a device array, read on first use and kept on it.
+
+    The kind is (class, dtype, ndim, C-contiguous, F-contiguous, has a zero stride, empty): Numba
+    types a device array by its class, dtype, ndim and a layout that follows from the other four,
+    so arrays of one kind have one Numba type (a kind may be finer than a type; that only makes one
+    more plan).
+    The fields are its kernel parameters as Numba passes them: meminfo and parent (null), size,
     itemsize, data pointer, shape, byte strides."""
-    fields = array.__dict__.get(_FIELDS)
-    if fields is None:
-        itemsize = array.dtype.itemsize
-        strides = tuple(array.strides) if array.ndim else ()
-        fields = (0, 0, array.size, itemsize, array.device_ctypes_pointer.value or 0, *array.shape, *strides)
-        array.__dict__[_FIELDS] = fields
-    return fields
+    read = array.__dict__.get(_READ)
+    if read is None:
+        dtype, ndim, size, strides, flags = array.dtype, array.ndim, array.size, tuple(array.strides), array.flags
+        kind = (type(array), dtype, ndim, flags["C_CONTIGUOUS"], flags["F_CONTIGUOUS"], 0 in strides, size == 0)
+        fields = (0, 0, size, dtype.itemsize, array.device_ctypes_pointer.value or 0, *array.shape,
+                  *(strides if ndim else ()))
+        read = array.__dict__[_READ] = (kind, fields)
+    return read
+
+
+def _array_fields(array: Any) -> tuple:
+    """A device array's kernel parameters (:func:`_read`)."""
+    return _read(array)[1]
 
 
 def _scalar(ctype: Any) -> Callable[[Any], tuple]:
