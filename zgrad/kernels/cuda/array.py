@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import sys
 from typing import Any
 
@@ -225,16 +226,16 @@ class DeviceArray:
         raise TypeError("can't convert a cuda device array to numpy implicitly: copy it to the host first "
                         "(Tensor.cpu(), or .to_host() on the array)")
 
-    # --- the numpy array interface ----------------------------------------------------------------
+    # --- the numpy array interface (read through the layout by C getters: no Python call) ------
 
-    shape = property(lambda self: self._layout.shape)
-    strides = property(lambda self: self._layout.strides)
-    dtype = property(lambda self: self._layout.dtype)
-    ndim = property(lambda self: self._layout.ndim)
-    size = property(lambda self: self._layout.size)
-    itemsize = property(lambda self: self._layout.itemsize)
-    nbytes = property(lambda self: self._layout.nbytes)
-    flags = property(lambda self: self._layout.flags)
+    shape = property(operator.attrgetter("_layout.shape"))
+    strides = property(operator.attrgetter("_layout.strides"))
+    dtype = property(operator.attrgetter("_layout.dtype"))
+    ndim = property(operator.attrgetter("_layout.ndim"))
+    size = property(operator.attrgetter("_layout.size"))
+    itemsize = property(operator.attrgetter("_layout.itemsize"))
+    nbytes = property(operator.attrgetter("_layout.nbytes"))
+    flags = property(operator.attrgetter("_layout.flags"))
 
     def __len__(self) -> int:
         if not self.shape:
