@@ -139,10 +139,11 @@ _PLAN_SCRIPT = textwrap.dedent("""
     kinds_with_types = [len(numba_types) for numba_types in type_of_kind.values()]
 
     host = (np.zeros((2, 3), np.float32), 7, 2.5, True, np.float32(1.5), np.int32(-4), np.float16(0.5), 1 << 63,
-            (np.zeros(2, np.float32), np.zeros(2, np.float32)), np.zeros((3, 2), np.float32).T)
+            (np.zeros(2, np.float32), np.zeros(2, np.float32)), np.zeros((3, 2), np.float32).T, (5, 6),
+            (np.float32(0.5), np.float32(0.25)), (2, 1.5))
     argtypes = tuple(typeof(a, Purpose.argument) for a in host)
-    device = (Array(host[0], (12, 4)), *host[1:-2], (Array(host[8][0], (4,)), Array(host[8][1], (4,), 256)),
-              Array(host[9], (4, 8)))
+    device = (Array(host[0], (12, 4)), *host[1:8], (Array(host[8][0], (4,)), Array(host[8][1], (4,), 256)),
+              Array(host[9], (4, 8)), *host[10:])
     calls = []
     numba_dispatcher.launch = lambda *call: calls.append(call)
     plan = launcher.Plan.of(Dispatcher(Compiled(argtypes)), device, "stream")
@@ -182,8 +183,9 @@ def test_a_plan_passes_the_parameters_numba_would():
         ["c_int", -4], ["c_ushort", 0x3800], ["c_ulong", 1 << 63],
         *[["int", 0], ["int", 0], ["int", 2], ["int", 4], ["int", 1 << 20], ["int", 2], ["int", 4]],
         *[["int", 0], ["int", 0], ["int", 2], ["int", 4], ["int", 256], ["int", 2], ["int", 4]],
-        *array_2x3, ["int", 4], ["int", 8]]
-    assert result["call"] == ["stream", "config", "the kernel"] and result["parameters"] == 39
+        *array_2x3, ["int", 4], ["int", 8], ["c_long", 5], ["c_long", 6], ["c_float", 0.5], ["c_float", 0.25],
+        ["c_long", 2], ["c_double", 1.5]]
+    assert result["call"] == ["stream", "config", "the kernel"] and result["parameters"] == 45
     assert all(count == 1 for count in result["kinds_with_types"]) and len(result["kinds_with_types"]) > 20
     assert result["one_row"]  # a C-ordered array's strides are not compared: Numba's canonical ones differ there
     assert not result["wrong"] and len(result["warnings"]) == 1

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import itertools
 import os
 import warnings
 from collections.abc import Callable
@@ -131,12 +132,26 @@ def _scalar(ctype: Any) -> Callable[[Any], tuple]:
     return lambda value: (ctype(value),)
 
 
+def _ctype(numba_type: Any) -> Any:
+    """The ctypes class Numba passes a scalar of ``numba_type`` as (None for others)."""
+    from numba.cuda import types
+    if isinstance(numba_type, types.Integer):
+        return getattr(ctypes, f"c_{numba_type}")
+    return {types.float64: ctypes.c_double, types.float32: ctypes.c_float}.get(numba_type)
+
+
 def _converter(numba_type: Any) -> Callable[[Any], tuple] | None:
     """How an argument of ``numba_type`` becomes its kernel parameters (as in Numba's
     ``_Kernel._prepare_args``), or None for a type this module leaves to Numba."""
     from numba.cuda import types
     if isinstance(numba_type, types.Array):
         return _array_fields
+    if isinstance(numba_type, types.UniTuple):  # a shape, a group of arrays: one C-level pass
+        if isinstance(numba_type.dtype, types.Array):
+            return lambda value: tuple(itertools.chain.from_iterable(map(_array_fields, value)))
+        ctype = _ctype(numba_type.dtype)
+        if ctype is not None:
+            return lambda value: tuple(map(ctype, value))
     if isinstance(numba_type, types.BaseTuple):
         items = [_converter(t) for t in numba_type]
         if any(c is None for c in items):
@@ -144,15 +159,10 @@ def _converter(numba_type: Any) -> Callable[[Any], tuple] | None:
         return lambda value: tuple(field for convert, item in zip(items, value) for field in convert(item))
     if isinstance(numba_type, types.Boolean):
         return lambda value: (bool(value),)
-    if isinstance(numba_type, types.Integer):
-        return _scalar(getattr(ctypes, f"c_{numba_type}"))
-    if numba_type == types.float64:
-        return _scalar(ctypes.c_double)
-    if numba_type == types.float32:
-        return _scalar(ctypes.c_float)
     if numba_type == types.float16:
         return lambda value: (ctypes.c_uint16(np.float16(value).view(np.uint16)),)
-    return None
+    ctype = _ctype(numba_type)
+    return None if ctype is None else _scalar(ctype)
 
 
 class Plan:
