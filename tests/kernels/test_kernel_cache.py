@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 from paths import REPO
+
 from zgrad.kernels._jit import _LockedCacheFile
 
 WRITERS, KEYS_EACH = 4, 12
