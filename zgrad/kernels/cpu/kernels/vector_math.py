@@ -520,6 +520,8 @@ def _estrin(builder, s, s_squared, coefficients):
     """The same polynomial by Estrin's scheme: pairs c_i + s c_{i+1}, then pairs of those with s^2,
     s^4, s^8, as LLVM instructions."""
     count = len(coefficients)
+    if count > 16:
+        raise ValueError(f"Estrin's scheme is written for up to 16 coefficients, not {count}")
     if count == 1:
         return coefficients[0]
     if count == 2:
@@ -527,8 +529,6 @@ def _estrin(builder, s, s_squared, coefficients):
     power, half = s_squared, 2  # the power of s that multiplies the upper half, the lower half's length
     while half * 2 < count:
         power, half = builder.fmul(power, power), half * 2
-    if count > 16:
-        raise ValueError(f"Estrin's scheme is written for up to 16 coefficients, not {count}")
     lower = _estrin(builder, s, s_squared, coefficients[:half])
     return builder.fadd(lower, builder.fmul(power, _estrin(builder, s, s_squared, coefficients[half:])))
 
@@ -676,24 +676,6 @@ def _polynomial_estrin(typingctx, s, s_squared, coefficients):
     is about log2 of the degree instead of the degree, which is what limits a loop of long
     polynomials (each FMA waits for the one before)."""
     return _polynomial_typer(_estrin)(typingctx, s, s_squared, coefficients)
-    count = coefficients.count
-    if count == 1:
-        return lambda s, s_squared, coefficients: coefficients[0]
-    if count == 2:
-        return lambda s, s_squared, coefficients: coefficients[0] + s * coefficients[1]
-    if count <= 4:
-        return lambda s, s_squared, coefficients: (
-            _polynomial_estrin(s, s_squared, coefficients[:2])
-            + s_squared * _polynomial_estrin(s, s_squared, coefficients[2:]))
-    if count <= 8:
-        return lambda s, s_squared, coefficients: (
-            _polynomial_estrin(s, s_squared, coefficients[:4])
-            + (s_squared * s_squared) * _polynomial_estrin(s, s_squared, coefficients[4:]))
-    if count <= 16:
-        return lambda s, s_squared, coefficients: (
-            _polynomial_estrin(s, s_squared, coefficients[:8])
-            + ((s_squared * s_squared) * (s_squared * s_squared)) * _polynomial_estrin(s, s_squared, coefficients[8:]))
-    return None
 
 
 def gelu(x):
