@@ -74,3 +74,29 @@ def test_processes_on_a_cold_cache_compile_a_kernel_once_and_the_others_load_it(
             process.kill()
     hits, misses = map(sum, zip(*results))
     assert (hits, misses) == (2, 1), results
+
+
+_HOLD_THE_COMPILE_LOCK = """
+import sys, time
+from zgrad.kernels.cpu.kernels import activation
+with activation.leaky_relu_forward.serial._cache._cache_file.compiling():
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_process_that_waits_too_long_for_anothers_compile_compiles_itself(tmp_path):
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_THE_COMPILE_LOCK], env=env, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        script = "from zgrad.kernels import _jit; _jit.COMPILE_WAIT_S = 0.5\n" + _COMPILE_ONE_KERNEL
+        run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=45,
+                             check=False)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout.splitlines()[-1]) == [0, 1]  # compiled itself, the lock still held
+        assert holder.poll() is None
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)

@@ -37,6 +37,7 @@ import os
 import pathlib
 import sys
 import threading
+import time
 import types
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
@@ -191,16 +192,22 @@ class _LockedCacheFile(IndexDataCacheFile):
 
     def compiling(self) -> contextlib.AbstractContextManager:
         """Held while this process loads or compiles a signature missing from its memory: the
-        first process to miss compiles while the others wait, then they load its machine code."""
-        return _file_lock(self._cache_path, self._index_path + ".compiling", fcntl.LOCK_EX)
+        first process to miss compiles while the others wait, then they load its machine code. A
+        process that waits longer than ``COMPILE_WAIT_S`` (the holder stopped or stuck) compiles
+        without it, as every process did before the lock."""
+        return _file_lock(self._cache_path, self._index_path + ".compiling", fcntl.LOCK_EX, COMPILE_WAIT_S)
+
+
+COMPILE_WAIT_S = 60.0  # the longest one process waits for another's compile of a kernel
 
 
 @contextlib.contextmanager
-def _file_lock(directory: str, path: str, mode: int) -> Iterator[None]:
+def _file_lock(directory: str, path: str, mode: int, wait_s: float | None = None) -> Iterator[None]:
     """A POSIX lock (``lockf``: ``mode`` LOCK_SH or LOCK_EX) on the file ``path`` (made in
     ``directory``) while the block runs; no lock where the directory takes no new file (then as
-    unlocked as Numba's own cache). POSIX locks belong to the process, so a child forked while a
-    thread holds one (a DataLoader worker) does not keep it held."""
+    unlocked as Numba's own cache), nor after waiting ``wait_s`` seconds for it when given. POSIX
+    locks belong to the process, so a child forked while a thread holds one (a DataLoader worker)
+    does not keep it held."""
     try:
         os.makedirs(directory, exist_ok=True)
         lock = open(path, "a+")  # readable and writable: a shared POSIX lock needs read access
@@ -208,11 +215,30 @@ def _file_lock(directory: str, path: str, mode: int) -> Iterator[None]:
         yield
         return
     with lock:
-        fcntl.lockf(lock, mode)
+        held = _acquire(lock, mode, wait_s)
         try:
             yield
         finally:
-            fcntl.lockf(lock, fcntl.LOCK_UN)
+            if held:
+                fcntl.lockf(lock, fcntl.LOCK_UN)
+
+
+def _acquire(lock: Any, mode: int, wait_s: float | None) -> bool:
+    """Take the lock: blocking, or (``wait_s`` given) trying with sleeps that grow to 0.1 s until
+    ``wait_s`` has passed. Whether it was taken."""
+    if wait_s is None:
+        fcntl.lockf(lock, mode)
+        return True
+    deadline, pause = time.monotonic() + wait_s, 0.001
+    while True:
+        try:
+            fcntl.lockf(lock, mode | fcntl.LOCK_NB)
+            return True
+        except OSError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(pause)
+            pause = min(2 * pause, 0.1)
 
 
 class _KernelCache(FunctionCache):
