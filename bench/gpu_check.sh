@@ -41,7 +41,10 @@ echo "== benchmarks"
 timeout "$bench_s" python3 bench/kernels_cuda.py > "$out/kernels_cuda.json" 2> "$out/kernels_cuda.err"
 python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r.get('table', r))" "$out/kernels_cuda.json" \
   || tail -20 "$out/kernels_cuda.err"
-timeout "$bench_s" python3 bench/train_step.py --cuda --quick --profile --out "$out/train_step.json" 2>&1 | tail -70
+timeout "$bench_s" python3 bench/train_step.py --cuda --quick --profile --out "$out/train_step.json" \
+  > "$out/train_step.txt" 2>&1
+sed -n "/^device:/,/^$/p" "$out/train_step.txt" | grep . || tail -20 "$out/train_step.txt"  # the kernel tables: there
+grep -E "busy|no device profile" "$out/train_step.txt"
 echo "== the minGPT step through Numba's own launch path (against the direct launches above)"
 ZGRAD_CUDA_NUMBA_LAUNCH=1 timeout "$bench_s" python3 bench/train_step.py --cuda --quick --step mingpt 2>&1 | tail -4
 

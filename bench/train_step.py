@@ -13,7 +13,8 @@ libraries; the table gives medians and zgrad's median over torch's (target <= 1.
 also counts the host waits inside one step (:func:`zgrad.kernels.cuda.runtime.host_waits`): a step
 that never asks for a value should have none. "host ms" is the time the host spends queueing one
 step: near the step's time, the step is bound by launch costs, not by the device. ``--profile``
-adds zgrad's device time by kernel over one step (CUDA events around each launch and cuBLAS call).
+adds each library's device time by kernel per step, from CUDA's activity trace (CUPTI, through
+torch.profiler): what the GPU itself spent in each kernel, next to torch's kernels for the same step.
 
 Runs only on a real GPU; elsewhere it prints "no GPU" and exits 0.
 
@@ -23,13 +24,14 @@ Runs only on a real GPU; elsewhere it prints "no GPU" and exits 0.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import pathlib
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -114,49 +116,100 @@ def _host_ms(step: Callable[[], None], synchronize: Callable[[], None]) -> float
     return host
 
 
-def profile(step: Callable[[], None], top: int = 40) -> dict:
-    """Device time by kernel in one zgrad step: CUDA events around every launch and every cuBLAS
-    and cuBLASLt call (which serializes nothing on the device but adds host time), summed by kernel
-    name."""
+def kernel_name(name: str) -> str:
+    """A short readable name of a kernel as CUDA reports it: a Numba kernel's mangled name as its
+    Python qualified name (``_ZN...14_unary_kernels12_3clocals_3e4flatB2v1...`` ->
+    ``_unary_kernels.<locals>.flat``), a C++ kernel's without its return type and parameters."""
+    if name.startswith("_ZN"):
+        parts, at = [], 3
+        while at < len(name) and name[at].isdigit():
+            digits = at
+            while name[at].isdigit():
+                at += 1
+            length = int(name[digits:at])
+            parts.append(name[at:at + length])
+            at += length
+        if parts:
+            qualified = [p.replace("_3c", "<").replace("_3e", ">") for p in parts]
+            return ".".join(qualified[-3:])
+    if name.startswith("void "):
+        name = name[len("void "):].split("(")[0]
+    return name[:120]
+
+
+def device_profile(step: Callable[[], None], synchronize: Callable[[], None], label: Callable[[], object],
+                   steps: int = 3, top: int = 30) -> dict:
+    """Device time by kernel per step as the GPU ran it, from CUDA's activity trace (CUPTI, through
+    torch.profiler): every kernel, memset and copy in the process, whichever library queued it, with
+    no host time in it (CUDA events around a launch also count the host's issue time while the
+    device waits for it). ``label()`` is entered around the steps (zgrad's launches named, see
+    :func:`_named_launches`); kernels launched inside a name are also summed under it.
+
+    Returns {"device_ms": per step, "kernels": per step, "top": [...], "by_name": [...]} or
+    {"error": why} where the trace is not available (no CUPTI, no permission to profile)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+    synchronize()
+    try:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as trace, label():
+            for _ in range(steps):
+                step()
+            synchronize()
+        events = trace.events()
+    except Exception as exc:  # noqa: BLE001 - the profile is an extra: the timings above stand without it
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    kernels: dict[str, list[float]] = {}
+    named: dict[str, list[float]] = {}
+    for event in events:
+        if event.device_type == DeviceType.CUDA:
+            kernels.setdefault(kernel_name(event.name), []).append(event.time_range.elapsed_us() / 1e3)
+        elif event.name.startswith(_LAUNCH_LABEL) and event.device_time_total:
+            named.setdefault(event.name[len(_LAUNCH_LABEL):], []).append(event.device_time_total / 1e3)
+    if not kernels:
+        return {"error": "the trace holds no kernel: CUDA's activity trace is not available here"}
+
+    def per_step(times: dict[str, list[float]]) -> list[dict]:
+        rows = sorted(((sum(t), len(t), name) for name, t in times.items()), reverse=True)[:top]
+        return [{"ms": round(ms / steps, 4), "calls": round(calls / steps, 1), "kernel": name} for ms, calls, name in rows]
+
+    return {"device_ms": sum(map(sum, kernels.values())) / steps,
+            "kernels": sum(map(len, kernels.values())) / steps, "top": per_step(kernels), "by_name": per_step(named)}
+
+
+_LAUNCH_LABEL = "zgrad launch "
+
+
+@contextlib.contextmanager
+def _named_launches() -> Iterator[None]:
+    """zgrad's kernel launches and cuBLAS calls each inside a torch.profiler range named after the
+    kernel (``zgrad launch flat``; Numba's own names of zgrad's kernels do not tell the op apart)."""
+    from torch.profiler import record_function
+
     from zgrad.kernels.cuda import cublas, cublas_lt
     from zgrad.kernels.cuda import runtime as rt
-    records: list[tuple[str, object, object]] = []
     launch, gemm = rt.launch, cublas.gemm
     gemm_bias, gemm_row_sums = cublas_lt.gemm_bias, cublas_lt.gemm_row_sums
 
-    def timed(name: str, fn: Callable[..., object], *args: object) -> object:
-        start, end = rt.Event(), rt.Event()
-        start.record()
-        result = fn(*args)
-        end.record()
-        records.append((name, start, end))
-        return result
+    def named(name: str, fn: Callable[..., object], *args: object) -> object:
+        with record_function(_LAUNCH_LABEL + name):
+            return fn(*args)
 
-    def timed_launch(kernel, config, *args):
-        name = getattr(getattr(kernel, "py_func", None), "__name__", None) or getattr(kernel, "__name__", "kernel")
-        return timed(f"{name} grid={config[0]}", launch, kernel, config, *args)
+    def named_launch(kernel, config, *args):
+        py_func = getattr(kernel, "py_func", None)
+        name = getattr(py_func, "__qualname__", None) or getattr(kernel, "__name__", "kernel")
+        return named(f"{name} grid={config[0]}", launch, kernel, config, *args)
 
-    def timed_gemm(a, b, out):
-        return timed(f"cublas gemm {tuple(out.shape)} {out.dtype}", gemm, a, b, out)
+    def named_lt(name: str, fn: Callable[..., bool]) -> Callable[..., bool]:
+        return lambda a, b, vector, out: named(f"cublasLt {name} {tuple(out.shape)} {out.dtype}", fn, a, b, vector, out)
 
-    def timed_lt(name: str, fn: Callable[..., bool]) -> Callable[..., bool]:
-        return lambda a, b, vector, out: timed(f"cublasLt {name} {tuple(out.shape)} {out.dtype}", fn, a, b, vector, out)
-
-    rt.launch, cublas.gemm = timed_launch, timed_gemm
-    cublas_lt.gemm_bias, cublas_lt.gemm_row_sums = timed_lt("bias", gemm_bias), timed_lt("bias-gradient", gemm_row_sums)
+    rt.launch = named_launch
+    cublas.gemm = lambda a, b, out: named(f"cublas gemm {tuple(out.shape)} {out.dtype}", gemm, a, b, out)
+    cublas_lt.gemm_bias, cublas_lt.gemm_row_sums = named_lt("bias", gemm_bias), named_lt("bias-gradient", gemm_row_sums)
     try:
-        rt.synchronize()
-        step()
-        rt.synchronize()
+        yield
     finally:
         rt.launch, cublas.gemm = launch, gemm
         cublas_lt.gemm_bias, cublas_lt.gemm_row_sums = gemm_bias, gemm_row_sums
-    by_name: dict[str, list[float]] = {}
-    for name, start, end in records:
-        by_name.setdefault(name, []).append(start.elapsed_ms(end))
-    rows = sorted(((sum(t), len(t), name) for name, t in by_name.items()), reverse=True)
-    return {"launches": len(records), "device_ms": sum(r[0] for r in rows),
-            "top": [{"ms": round(ms, 4), "calls": calls, "kernel": name} for ms, calls, name in rows[:top]]}
 
 
 def measure(name: str, quick: bool, with_profile: bool = False) -> dict:
@@ -182,7 +235,8 @@ def measure(name: str, quick: bool, with_profile: bool = False) -> dict:
     return {"step": name, "zgrad_ms": zgrad_ms, "torch_ms": torch_ms, "ratio": zgrad_ms / torch_ms,
             "target": TARGET, "host_waits_per_step": waits, "zgrad_host_ms": host_ms["zgrad"],
             "torch_host_ms": host_ms["torch"], "zgrad_samples": times["zgrad"], "torch_samples": times["torch"],
-            "profile": profile(steps["zgrad"][0]) if with_profile else None}
+            "profile": {"zgrad": device_profile(*steps["zgrad"], _named_launches),
+                        "torch": device_profile(*steps["torch"], contextlib.nullcontext)} if with_profile else None}
 
 
 def format_table(rows: list[dict], device: str) -> str:
@@ -194,11 +248,16 @@ def format_table(rows: list[dict], device: str) -> str:
     table = [f"device: {device}", fmt.format(*header), fmt.format(*("-" * w for w in widths)),
              *(fmt.format(*ln) for ln in lines)]
     for r in rows:
-        if r.get("profile"):
-            p = r["profile"]
-            table.append(f"\n{r['step']}: zgrad's device time by kernel, one step ({p['launches']} launches, "
-                         f"{p['device_ms']:.2f} ms in kernels)")
-            table += [f"  {k['ms']:9.3f} ms  {k['calls']:5d}x  {k['kernel']}" for k in p["top"]]
+        for library, p in (r.get("profile") or {}).items():
+            if "error" in p:
+                table.append(f"\n{r['step']}, {library}: no device profile ({p['error']})")
+                continue
+            table.append(f"\n{r['step']}, {library}: device time by kernel per step, as the GPU ran them "
+                         f"({p['kernels']:.0f} kernels, {p['device_ms']:.2f} ms busy)")
+            table += [f"  {k['ms']:9.3f} ms  {k['calls']:6.1f}x  {k['kernel']}" for k in p["top"]]
+            if p["by_name"]:
+                table.append(f"  {r['step']}, {library}: the same by the launch that queued them")
+                table += [f"  {k['ms']:9.3f} ms  {k['calls']:6.1f}x  {k['kernel']}" for k in p["by_name"]]
     return "\n".join(table)
 
 
@@ -208,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                                                             "with bench/kernels.py --cuda)")
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
     parser.add_argument("--step", choices=sorted(STEPS), action="append", help="one step (default: all)")
-    parser.add_argument("--profile", action="store_true", help="also zgrad's device time by kernel in one step")
+    parser.add_argument("--profile", action="store_true", help="also each library's device time by kernel (CUPTI)")
     parser.add_argument("--out", type=pathlib.Path, help="write the rows as JSON here")
     args = parser.parse_args(argv)
     status = gpu_status()
