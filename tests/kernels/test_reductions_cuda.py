@@ -110,3 +110,32 @@ def test_a_few_long_rows_reduce_to_extremes_and_their_indices_in_two_passes(dtyp
         launched.clear()
         np.testing.assert_array_equal(fn(x).cpu().numpy(), fn(zgrad.tensor(rows)).numpy())
         assert len(launched) >= 2 * reduced_rows and "row_arg_extreme" not in launched, "two passes a row"
+
+
+@pytest.mark.parametrize("dtype", [zgrad.bool, zgrad.uint8, zgrad.int8, zgrad.int16, zgrad.int32])
+def test_sums_and_products_into_narrow_dtypes_match_the_cpu_and_reach_the_kernels_wide(dtype, monkeypatch):
+    """A GPU's warp shuffles take 32- and 64-bit values only: a sum or product with a bool or
+    narrow ``dtype`` reaches the block reductions as int64 and is cast at the end. (The simulator
+    refuses to store an out-of-range integer into a signed narrow array, so the values here keep
+    the signed results in range; uint8's sums wrap.)"""
+    from zgrad.kernels.cuda import kernels
+    from zgrad.kernels.cuda import runtime as rt
+
+    launched = []
+    launch = rt.launch
+    monkeypatch.setattr(rt, "launch", lambda kernel, config, *args: launched.append((kernel, args)) or
+                        launch(kernel, config, *args))
+    rng = np.random.default_rng(4)
+    data = rng.integers(0, 120 if dtype == zgrad.uint8 else 2, (5, 24)).astype(np.int32)
+    data[1, :] = 0
+    x, cx = zgrad.tensor(data), zgrad.tensor(data, device="cuda")
+    cases = [lambda t: t.sum(dtype=dtype), lambda t: t.sum(1, dtype=dtype), lambda t: t.sum(0, dtype=dtype),
+             lambda t: t[:, :4].prod(1, dtype=dtype), lambda t: t[:2, :3].prod(dtype=dtype),
+             lambda t: t.nansum(1, dtype=dtype)]
+    for fn in cases:
+        want = fn(x)
+        got = fn(cx)
+        assert got.dtype == want.dtype == dtype
+        np.testing.assert_array_equal(got.cpu().numpy(), want.numpy())
+    reduced = {args[-1].dtype for kernel, args in launched if kernel is kernels.rows.row_reduce}
+    assert reduced and reduced <= {np.dtype(np.int32), np.dtype(np.int64)}

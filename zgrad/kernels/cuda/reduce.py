@@ -84,7 +84,18 @@ def _identity(op: int) -> int:
     return 1 if op == kernels.rows.PROD else 0
 
 
+# The warp shuffles that combine a block's values take 32- and 64-bit numbers only: a sum or
+# product into bool or a narrower or unsigned integer dtype (``sum(dtype=zgrad.uint8)``) is
+# computed in int64 over the input cast to that dtype, then cast to it: the same result, as
+# integer sums and products wrap alike and a bool result is whether the total is nonzero.
+_SHUFFLED = frozenset(map(np.dtype, ("int32", "int64")))
+
+
 def _reduce(x, axis, out, op: int):
+    if out.dtype.kind in "biu" and out.dtype not in _SHUFFLED:
+        narrow = x if x.dtype == out.dtype else cast_copy(x, DeviceArray.empty(x.shape, out.dtype))
+        wide = _reduce(narrow, axis, DeviceArray.empty(out.shape, np.dtype(np.int64)), op)
+        return cast_copy(wide, out)
     run = _column_run(x, tuple(axis))
     if run is not None:
         return _reduce_columns(x, run, out, op)

@@ -176,10 +176,16 @@ def _online_merge(m, s, m2, s2, T):
 def _warp_online_merge(m, s, width, T):
     """The (max, sum of exp(x - max)) pairs of each group of ``width`` lanes merged
     (:func:`_online_merge`), in every lane of the group: :func:`_warp_combine`'s butterfly for a
-    pair (the merge is symmetric, so lanes end with the same bits)."""
+    pair. Both lanes of a pair merge the lower lane's pair first: the sum's two products may be
+    contracted into one fused multiply-add, which rounds differently with its operands swapped,
+    and the lanes must end with the same bits."""
     offset = width // 2
     while offset > 0:
-        m, s = _online_merge(m, s, shuffle_xor(m, offset), shuffle_xor(s, offset), T)
+        m2, s2 = shuffle_xor(m, offset), shuffle_xor(s, offset)
+        if cuda.threadIdx.x & offset:  # the upper lane of the pair
+            m, s = _online_merge(m2, s2, m, s, T)
+        else:
+            m, s = _online_merge(m, s, m2, s2, T)
         offset //= 2
     return m, s
 
