@@ -450,6 +450,63 @@ def test_inplace_shape_and_dtype_errors_match_torch():
             torch.zeros(3, dtype=torch.int32).add_(torch.zeros((), dtype=torch.float64))
 
 
+# In-place writes whose operand lies over the output (PyTorch's TensorIterator checks): each case
+# is (name, the write on a fresh arange(6.) x; None where PyTorch refuses it).
+_OVERLAPS = [
+    ("shifted add_", lambda x: x[2:].add_(x[:-2]), None),
+    ("one element of the output", lambda x: x.div_(x[1]), None),
+    ("shifted copy_", lambda x: x[1:].copy_(x[:-1]), None),
+    ("shifted setitem", lambda x: x.__setitem__(slice(1, None), x[:-1]), None),
+    ("transposed onto itself", lambda x: x[:4].view(2, 2).add_(x[:4].view(2, 2).t()), None),
+    ("add_ with alpha", lambda x: x[2:].add_(x[:-2], alpha=2), None),
+    ("addcmul_", lambda x: x[2:].addcmul_(x[:-2], x[:-2]), None),
+    ("itself", lambda x: x.add_(x), [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]),
+    ("itself as another view", lambda x: x.view(2, 3).mul_(x.view(2, 3)), [0.0, 1.0, 4.0, 9.0, 16.0, 25.0]),
+    ("disjoint halves", lambda x: x[:3].add_(x[3:]), [3.0, 5.0, 7.0, 3.0, 4.0, 5.0]),
+    ("interleaved strided (not checked)", lambda x: x[::2].add_(x[1::2]), [1.0, 1.0, 5.0, 3.0, 9.0, 5.0]),
+]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize(("name", "write", "expected"), _OVERLAPS, ids=[c[0] for c in _OVERLAPS])
+def test_inplace_writes_over_their_own_operands_are_refused_like_torch(name, write, expected, device):
+    """An operand partly over the output would be read after its elements were overwritten (on a
+    GPU in no fixed order): refused with PyTorch's message; the same memory element for element,
+    disjoint memory, and strided layouts are written."""
+    if device == "cuda" and not zgrad.cuda.is_available():
+        pytest.skip("no CUDA backend")
+    x = zgrad.arange(6.0, device=device)
+    if expected is None:
+        with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor refer to a "
+                                               "single memory location. Please clone"):
+            write(x)
+        assert x.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]  # nothing written
+    else:
+        write(x)
+        assert x.tolist() == expected
+    if torch is not None:
+        t = torch.arange(6.0)
+        if expected is None:
+            with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor"):
+                write(t)
+        else:
+            write(t)
+            assert t.tolist() == expected
+
+
+@pytest.mark.torch
+def test_inplace_writes_into_an_expanded_view_are_refused_like_torch():
+    message = "more than one element of the written-to tensor refers to a single memory location"
+    with pytest.raises(RuntimeError, match=message):
+        zgrad.zeros(3).expand(2, 3).add_(1)
+    with pytest.raises(RuntimeError, match=message):
+        zgrad.zeros(3).expand(2, 3).copy_(zgrad.ones(2, 3))
+    if torch is not None:
+        with pytest.raises(RuntimeError, match=message):
+            torch.zeros(3).expand(2, 3).add_(1)
+
+
 def test_inplace_on_graph_tensor_rebases_its_history():
     x = zgrad.tensor([1.0, -2.0, 3.0], requires_grad=True)
     y = x * 2

@@ -18,6 +18,7 @@ from zgrad.errors import DTypeError
 from zgrad.kernels.dispatch import (
     as_dtype, backend_of, broadcast_shape, broadcast_to, cast, cpp_type_name, scalar_type_name,
 )
+from zgrad.kernels.memory_overlap import check_inplace
 from zgrad.kernels.promotion import result_type
 
 __all__ = [
@@ -102,12 +103,19 @@ def logical_not(x: Any):
 # --- in place ---------------------------------------------------------------------------------
 
 def write(out: Any, value: Any):
-    """out[...] = value (an array broadcast to ``out``, or a scalar), cast to ``out``'s dtype."""
+    """out[...] = value (an array broadcast to ``out``, or a scalar), cast to ``out``'s dtype.
+
+    Raises:
+        RuntimeError: ``value`` partly overlaps ``out``, or ``out`` is an expanded view
+            (:func:`memory_overlap.check_inplace`); so do the in-place functions below.
+    """
+    check_inplace(out, value)
     return backend_of(out, value).copy(value, out)
 
 
 def inplace_binary(op: str, out: Any, other: Any):
     """out = op(out, other) in place, ``op`` in add, sub, mul, div (``other`` broadcast to ``out``)."""
+    check_inplace(out, other)
     return getattr(backend_of(out, other), op)(out, other, out)
 
 
@@ -133,16 +141,19 @@ def unary_inplace(op: str, x: Any):
 
 def add_scaled_(out: Any, other: Any, alpha: float):
     """out += alpha * other, in one pass where the shapes match."""
+    check_inplace(out, other)
     return backend_of(out, other).add_scaled(out, other, alpha)
 
 
 def addcmul_(out: Any, t1: Any, t2: Any, value: float):
     """out += value * t1 * t2, in one pass where the shapes match."""
+    check_inplace(out, t1, t2)
     return backend_of(out, t1, t2).addcmul(out, t1, t2, value)
 
 
 def addcdiv_(out: Any, t1: Any, t2: Any, value: float):
     """out += value * t1 / t2, in one pass where the shapes match."""
+    check_inplace(out, t1, t2)
     return backend_of(out, t1, t2).addcdiv(out, t1, t2, value)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from zgrad.kernels.cuda import runtime as rt
+from zgrad.kernels.index_keys import is_basic_index
 from zgrad.kernels.promotion import BFLOAT16
 
 __all__ = ["FAKE_ADDRESS_SPAN", "DeviceArray", "is_basic_index"]
@@ -52,13 +53,6 @@ def _kernel_dtype(dtype: np.dtype) -> np.dtype:
 
 def _offset_of(layout: np.ndarray) -> int:
     return layout.__array_interface__["data"][0] - _FAKE_ADDRESS
-
-
-def is_basic_index(index: Any) -> bool:
-    """Whether ``index`` selects a view (ints, slices, None, Ellipsis) rather than a gather."""
-    parts = index if isinstance(index, tuple) else (index,)
-    return all(p is None or p is Ellipsis or isinstance(p, (slice, int, np.integer)) and not isinstance(p, bool)
-               for p in parts)
 
 
 def _simulated_elements(allocation: Any, start: int, dtype: np.dtype) -> np.ndarray:
