@@ -16,12 +16,14 @@ import numpy as np
 
 from zgrad.errors import IndexRangeError, ShapeError
 from zgrad.kernels.dispatch import as_int64, backend_of, broadcast_shape, cast, contiguous
+from zgrad.kernels.index_keys import is_basic_index
+from zgrad.kernels.memory_overlap import check_inplace
 from zgrad.kernels.promotion import result_type
 from zgrad.kernels.vocabulary import SCATTER_REDUCTIONS
 
 __all__ = [
     "normalize_dim", "check_index_range", "gather", "scatter", "scatter_add", "scatter_reduce_", "index_select",
-    "index_select_backward", "index_add_", "where", "masked_fill_", "diagonal_view", "sliding_windows",
+    "index_select_backward", "index_add_", "where", "masked_fill_", "put", "diagonal_view", "sliding_windows",
 ]
 
 
@@ -212,6 +214,20 @@ def where(cond: Any, a: Any, b: Any):
 def masked_fill_(out: Any, mask: Any, value: Any):
     """out = value where ``mask``, in place (``mask`` broadcast to ``out``)."""
     return backend_of(out, mask).where(mask, value, out, out)
+
+
+def put(out: Any, key: Any, value: Any) -> None:
+    """``out[key] = value`` in place (basic, integer-array or mask ``key``; ``value`` a number or
+    an array broadcast to ``out[key]``).
+
+    Raises:
+        RuntimeError: ``value`` partly overlaps the view ``out[key]`` of a basic ``key``
+            (:func:`memory_overlap.check_inplace`).
+        ValueError: a value that does not broadcast to ``out[key]``.
+    """
+    if getattr(value, "strides", None) is not None and is_basic_index(key):  # a copy into a view of out
+        check_inplace(out[key], value)
+    out[key] = value
 
 
 def diagonal_view(x: Any, offset: int, axis1: int, axis2: int) -> Any:

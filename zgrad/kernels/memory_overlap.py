@@ -52,7 +52,7 @@ def _overlaps_partly(a: Any, b: Any) -> bool:
             return False
         start_a, start_b = a.__array_interface__["data"][0], b.__array_interface__["data"][0]
     else:
-        if getattr(b, "_base", None) is not getattr(a, "_base", a) or isinstance(b, np.ndarray):
+        if getattr(b, "_base", None) is not getattr(a, "_base", a):  # a device array's allocation
             return False
         start_a, start_b = a.data_ptr(), b.data_ptr()
     if not (_dense(a) and _dense(b)):

@@ -10,8 +10,6 @@ from zgrad.autograd.function import Op, on_graph
 from zgrad.errors import DTypeError, ShapeError
 from zgrad.kernels import dispatch
 from zgrad.kernels import dispatch_index
-from zgrad.kernels.index_keys import is_basic_index
-from zgrad.kernels.memory_overlap import check_inplace
 from zgrad.ops._args import index_arg, index_key, operand, tensor_arg
 from zgrad.ops.backward_ops import detached, linear_in_grad
 from zgrad.ops.shape import GetItem
@@ -91,12 +89,10 @@ def put(out: Any, key: Any, value: Any) -> Any:
 
     Raises:
         ShapeError: a value that does not broadcast to ``out[key]`` (a RuntimeError, as PyTorch's).
-        RuntimeError: ``value`` partly overlaps ``out[key]`` (:func:`memory_overlap.check_inplace`).
+        RuntimeError: ``value`` partly overlaps ``out[key]`` (:func:`dispatch_index.put`).
     """
-    if getattr(value, "strides", None) is not None and is_basic_index(key):  # a copy into a view of out
-        check_inplace(out[key], value)
     try:
-        out[key] = value
+        dispatch_index.put(out, key, value)
     except ValueError as error:
         raise ShapeError(str(error)) from error
     return out

@@ -26,7 +26,7 @@ from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.index_keys import is_basic_index
 from zgrad.kernels.promotion import BFLOAT16
 
-__all__ = ["FAKE_ADDRESS_SPAN", "DeviceArray", "is_basic_index"]
+__all__ = ["FAKE_ADDRESS_SPAN", "DeviceArray"]
 
 _FAKE_ADDRESS = 1 << 44  # where layout dummies "live"; never dereferenced
 FAKE_ADDRESS_SPAN = (_FAKE_ADDRESS, 2 * _FAKE_ADDRESS)

@@ -13,9 +13,10 @@ import numpy as np
 
 from zgrad.kernels.cuda import kernels
 from zgrad.kernels.cuda import runtime as rt
-from zgrad.kernels.cuda.array import DeviceArray, is_basic_index
+from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.elementwise import binary_op, unary_op, upload
 from zgrad.kernels.cuda.reduce import contiguous
+from zgrad.kernels.index_keys import is_basic_index
 
 __all__ = [
     "take", "gather", "scatter", "scatter_add", "index_add", "take_positions", "put_positions", "scatter_slice",
