@@ -5,8 +5,8 @@ device takes to run them: torch's minGPT step (``bench/train_step.py``) takes 41
 in all. This script runs the steps of ``bench/train_step.py`` on zgrad's CUDA backend in Numba's
 simulator with every launch, cuBLAS call and device allocation replaced by a stub (a kernel
 launch records its kernel and returns; products take the cuBLAS and cuBLASLt paths, as on a GPU,
-and compute nothing; an allocation is host memory, freed buffers handed out again as the device's
-pool does), so what it times is zgrad's Python above the driver: autograd, dispatch, layouts,
+and compute nothing; an allocation is host memory, and zgrad's allocation cache hands freed ones
+out again as on a GPU), so what it times is zgrad's Python above the driver: autograd, dispatch, layouts,
 kernel arguments. Each launch goes through zgrad's direct launcher (``kernels/cuda/launcher.py``)
 as on a GPU, its plan made from the arguments' types, up to cuda.core's ``launch``, which is the
 stub (``--no-launcher`` stops at the launch, as this script did before 2026-12-01's tenth
@@ -33,7 +33,6 @@ import pathlib
 import statistics
 import sys
 import time
-import weakref
 from collections.abc import Callable
 
 import numba
@@ -80,7 +79,7 @@ def _stub_the_device(launches: collections.Counter, through_launcher: bool = Tru
     rt.launch = launch
     launchable = _launchable_array_class()
     rt.simulator_array = launchable
-    array._allocate = _reusing_allocator(launchable, array._kernel_dtype)
+    array._new_allocation = _host_allocator(launchable)
     launcher._plans = _PlansFromTypes()
     launcher._numba_launch = lambda: (_launched, _LaunchConfig)
     cublas._library = lambda: NoProducts()
@@ -142,22 +141,13 @@ class _LaunchConfig:
         self.grid, self.block, self.shmem_size = grid, block, shmem_size
 
 
-def _reusing_allocator(wrap: Callable, kernel_dtype: Callable) -> Callable:
-    """An allocation stub that hands out freed host buffers again, as the device's memory pool does:
-    a fresh ``numpy.empty`` of a step's larger arrays costs the kernel a new mapping each time
-    (tens of µs, varying with the machine's load), which would swamp the Python measured here.
+def _host_allocator(wrap: Callable) -> Callable:
+    """An allocation stub: host memory, never copied, as a launchable array. zgrad's allocation
+    cache (``kernels/cuda/allocation_cache.py``) above it hands freed allocations out again, so
+    a step's allocations after the first steps come from there, as on a GPU."""
 
-    Each buffer is referred to by its one allocation view and the finalizer that returns it, so
-    the reference counts zgrad's sole-view test reads are the same for every allocation."""
-    free: dict = collections.defaultdict(list)
-
-    def allocate(size: int, dtype: np.dtype) -> object:
-        key = (max(size, 1), kernel_dtype(dtype))
-        buffers = free[key]
-        buffer = buffers.pop() if buffers else np.empty(*key)
-        allocation = wrap(buffer[:])
-        weakref.finalize(allocation, buffers.append, buffer)
-        return allocation
+    def allocate(length: int, dtype: np.dtype) -> object:
+        return wrap(np.empty(length, dtype))
 
     return allocate
 

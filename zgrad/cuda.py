@@ -1,5 +1,6 @@
-"""``zgrad.cuda``: whether CUDA can be used here, how many devices, waiting for queued work, and
-the CUDA default generator's seed and state, as ``torch.cuda``.
+"""``zgrad.cuda``: whether CUDA can be used here, how many devices, waiting for queued work, the
+memory zgrad's tensors use and keep for reuse, and the CUDA default generator's seed and state,
+as ``torch.cuda``.
 
 CUDA work runs on a GPU found by the driver, or on Numba's CUDA simulator when
 ``NUMBA_ENABLE_CUDASIM=1`` was set before zgrad (and numba) were imported. Nothing here loads
@@ -8,11 +9,14 @@ the CUDA backend until called.
 
 from __future__ import annotations
 
+from zgrad.device import Device, check_supported
 from zgrad.kernels import dispatch
 from zgrad.random import cuda_default_generator
 from zgrad.tensor import Tensor
 
 __all__ = ["is_available", "device_count", "synchronize", "current_device", "get_device_name", "default_generators",
+           "empty_cache", "max_memory_allocated", "max_memory_reserved", "memory_allocated", "memory_reserved",
+           "memory_stats", "reset_peak_memory_stats",
            "get_rng_state", "initial_seed", "manual_seed", "manual_seed_all", "seed", "seed_all", "set_rng_state"]
 
 default_generators = (cuda_default_generator,)
@@ -55,6 +59,83 @@ def synchronize() -> None:
         ZgradError: no CUDA device can be used here.
     """
     dispatch.backend("cuda").synchronize()
+
+
+def memory_allocated(device: Device | str | int | None = None) -> int:
+    """Bytes of device memory the tensors (and other arrays zgrad allocated) occupy now; 0 where
+    CUDA cannot be used, as in PyTorch.
+
+    ``device`` (None, an index, ``"cuda"``, ``"cuda:0"`` or a device) must be a CUDA device zgrad
+    can use; zgrad computes on one. Memory from elsewhere (tensors imported through DLPack) is not
+    counted.
+
+    Raises:
+        ZgradError: no CUDA device can be used here, or the index is past the last device.
+        ValueError: ``device`` is not a CUDA device.
+    """
+    return memory_stats(device).get("allocated_bytes.all.current", 0)
+
+
+def max_memory_allocated(device: Device | str | int | None = None) -> int:
+    """The most bytes :func:`memory_allocated` has counted since the process started or
+    :func:`reset_peak_memory_stats` (``device`` as there)."""
+    return memory_stats(device).get("allocated_bytes.all.peak", 0)
+
+
+def memory_reserved(device: Device | str | int | None = None) -> int:
+    """Bytes held by zgrad's allocations: in use (:func:`memory_allocated`) plus freed and kept for
+    reuse by the thread that allocated them (``device`` as in :func:`memory_allocated`). The
+    driver's memory pool beneath may hold more; :func:`empty_cache` gives both back."""
+    return memory_stats(device).get("reserved_bytes.all.current", 0)
+
+
+def max_memory_reserved(device: Device | str | int | None = None) -> int:
+    """The most bytes :func:`memory_reserved` has counted since the process started or
+    :func:`reset_peak_memory_stats`."""
+    return memory_stats(device).get("reserved_bytes.all.peak", 0)
+
+
+def memory_stats(device: Device | str | int | None = None) -> dict[str, int]:
+    """PyTorch's memory statistics that zgrad keeps, under PyTorch's keys, sorted:
+    ``allocated_bytes.all.current`` / ``.peak``, ``reserved_bytes.all.current`` / ``.peak``,
+    ``inactive_split_bytes.all.current`` (kept for reuse), ``allocation.all.allocated`` /
+    ``.freed``, ``allocation.all.cache_hits``, ``num_alloc_retries`` (allocations that emptied
+    the cache and tried again) and ``num_ooms``. ``device`` as in :func:`memory_allocated`. Empty
+    where CUDA cannot be used, as in PyTorch."""
+    if not is_available():
+        return {}
+    _require_cuda_device(device)
+    return dict(sorted(dispatch.backend("cuda").memory_stats().items()))
+
+
+def reset_peak_memory_stats(device: Device | str | int | None = None) -> None:
+    """Start the peaks of :func:`max_memory_allocated` and :func:`max_memory_reserved` again from
+    the current values (nothing where CUDA cannot be used)."""
+    if not is_available():
+        return
+    _require_cuda_device(device)
+    dispatch.backend("cuda").reset_peak_memory_stats()
+
+
+def empty_cache() -> None:
+    """Give the device memory kept for reuse back to the driver, so that other processes (and
+    libraries that allocate their own) can use it: freed allocations every thread kept, then on a
+    GPU the unused memory of the driver's pool, after waiting for the device. Memory in use is
+    untouched. Does nothing where CUDA cannot be used, as in PyTorch."""
+    if is_available():
+        dispatch.backend("cuda").empty_cache()
+
+
+def _require_cuda_device(device: Device | str | int | None) -> None:
+    if device is None:
+        dispatch.backend("cuda")
+        return
+    if isinstance(device, int) and not isinstance(device, bool):
+        if device < 0:
+            raise ValueError(f"Expected a non-negative CUDA device index, but got: {device}")
+        device = f"cuda:{device}"
+    if check_supported(device).type != "cuda":
+        raise ValueError(f"Expected a cuda device, but got: {device}")
 
 
 def manual_seed(seed: int) -> None:

@@ -182,7 +182,13 @@ def test_numbas_memory_manager_allocates_from_the_pool_and_frees_when_dropped():
     # zgrad's allocations (runtime.device_vector) are the arrays Numba's device_array makes
     assert result["vectors"] == [[True, 5, "float32", 20], [True, 1, "float64", 8], [True, 7, "uint16", 14],
                                  [True, 3, "bool", 3]]
-    assert [call[1] for call in result["calls"][5:] if call[0] == "cuMemAllocAsync"] == ["20", "20", "8", "8", "14", "14", "3", "3"]
+    assert [call[1] for call in result["calls"][5:] if call[0] == "cuMemAllocAsync"][:8] == [
+        "20", "20", "8", "8", "14", "14", "3", "3"]
+    # zgrad's allocation cache over it: a dropped allocation is made again without a driver call,
+    # as a Numba device array of the same Numba type, and freed when the cache is emptied
+    reuse = result["reuse"]
+    assert reuse["same_pointer"] and reuse["numba_device_array"] and reuse["numba_type"] == "array(float32, 1d, C)"
+    assert reuse["calls"] == ["cuMemAllocAsync"] and reuse["after_empty"] == ["cuMemAllocAsync", "cuMemFreeAsync"]
 
 
 @pytest.mark.gpu

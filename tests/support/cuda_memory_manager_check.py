@@ -49,6 +49,7 @@ def main() -> int:
     del memory
     gc.collect()
     result["vectors"] = _device_vectors(context, manager, stream)
+    result["reuse"] = _reuse(calls)
     result["calls"] = calls
     print(json.dumps(result))
     return 0
@@ -78,6 +79,34 @@ def _device_vectors(context, manager, stream) -> list:
         numbas = devicearray.DeviceNDArray(shape=(length,), strides=(np.dtype(dtype).itemsize,), dtype=dtype, stream=stream)
         found.append([fields(mine) == fields(numbas), length, str(mine.dtype), mine.gpu_data.size])
     return found
+
+
+def _reuse(calls: list) -> dict:
+    """An allocation through zgrad's allocation cache, dropped and made again: the driver calls in
+    between and after emptying the cache, whether the memory is the same, and the Numba type of
+    the cached array (after ``_device_vectors`` has pointed the runtime at the stand-in context)."""
+    import numpy as np
+    from numba.cuda.cudadrv import devicearray
+    from numba.cuda.typing.typeof import Purpose, typeof
+
+    from zgrad.kernels.cuda import allocation_cache
+    from zgrad.kernels.cuda.array import DeviceArray
+
+    start = len(calls)
+    first = DeviceArray.empty((6,), np.dtype(np.float32))
+    pointer, base = first.data_ptr(), first.flat_arg()
+    is_numbas = isinstance(base, devicearray.DeviceNDArray)
+    numba_type = str(typeof(base, Purpose.argument))
+    del first, base
+    gc.collect()
+    second = DeviceArray.empty((6,), np.dtype(np.float32))
+    same = second.data_ptr() == pointer
+    kept = [call[0] for call in calls[start:]]
+    del second
+    allocation_cache.empty_cache()
+    gc.collect()
+    return {"same_pointer": same, "numba_device_array": is_numbas, "numba_type": numba_type, "calls": kept,
+            "after_empty": [call[0] for call in calls[start:]]}
 
 
 if __name__ == "__main__":

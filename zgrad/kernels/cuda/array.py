@@ -22,7 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from zgrad.kernels.cuda import allocation_cache
 from zgrad.kernels.cuda import runtime as rt
+from zgrad.kernels.cuda.memory_pool import is_out_of_memory
 from zgrad.kernels.index_keys import is_basic_index
 from zgrad.kernels.promotion import BFLOAT16
 
@@ -63,10 +65,15 @@ def _simulated_elements(allocation: Any, start: int, dtype: np.dtype) -> np.ndar
 
 
 def _allocate(size: int, dtype: np.dtype) -> Any:
-    dtype = _kernel_dtype(dtype)
+    """A 1-D device array for ``size`` elements of ``dtype`` (at least one), freed memory of this
+    thread's reused where it has some of that length (:mod:`~zgrad.kernels.cuda.allocation_cache`)."""
+    return allocation_cache.allocate(max(size, 1), _kernel_dtype(dtype), _new_allocation, is_out_of_memory)
+
+
+def _new_allocation(length: int, dtype: np.dtype) -> Any:
     if rt.SIMULATOR:
-        return rt.cuda.to_device(np.empty(max(size, 1), dtype))
-    return rt.device_vector(max(size, 1), dtype)
+        return rt.cuda.to_device(np.empty(length, dtype))
+    return rt.device_vector(length, dtype)
 
 
 class DeviceArray:

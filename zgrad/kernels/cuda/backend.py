@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from zgrad.kernels.cuda import allocation_cache, memory_pool
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda.array import DeviceArray
 from zgrad.kernels.cuda.attention import attention, attention_backward  # noqa: F401 - fused attention
@@ -90,6 +91,25 @@ def device_properties() -> dict[str, Any]:
 def synchronize() -> None:
     """Wait for the calling thread's queued kernels and copies."""
     rt.synchronize()
+
+
+def memory_stats() -> dict[str, int]:
+    """Bytes in use and kept for reuse by zgrad's allocations, their peaks, and event counts
+    (:func:`zgrad.kernels.cuda.allocation_cache.memory_stats`)."""
+    return allocation_cache.memory_stats()
+
+
+def reset_peak_memory_stats() -> None:
+    """Start the peaks of :func:`memory_stats` again from the current values."""
+    allocation_cache.reset_peak_memory_stats()
+
+
+def empty_cache() -> None:
+    """Give back the memory kept for reuse: every thread's freed allocations, then (on a GPU with
+    the driver's pool) the pool's unused memory to the driver, after waiting for the device."""
+    allocation_cache.empty_cache()
+    if not rt.SIMULATOR:
+        memory_pool.release_unused()
 
 
 # --- allocation and transfer ----------------------------------------------------------------------

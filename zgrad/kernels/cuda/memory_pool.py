@@ -35,7 +35,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ALLOCATOR_ENVIRONMENT_VARIABLE", "StreamOrderedAllocator", "install", "installed"]
+__all__ = ["ALLOCATOR_ENVIRONMENT_VARIABLE", "StreamOrderedAllocator", "install", "installed", "is_out_of_memory", "release_unused"]
 
 ALLOCATOR_ENVIRONMENT_VARIABLE = "ZGRAD_CUDA_ALLOCATOR"
 _CHOICES = ("pool", "numba")
@@ -70,11 +70,16 @@ class StreamOrderedAllocator:
         except Exception as exc:
             if not self._is_out_of_memory(exc):
                 raise
-            self.queue_foreign_frees()
-            self._driver.cuCtxSynchronize()
-            self._driver.cuMemPoolTrimTo(self._pool, 0)
+            self.release_unused()
             pointer = self._driver.cuMemAllocAsync(size, stream.handle)
         return pointer, self._free_function(pointer, stream)
+
+    def release_unused(self) -> None:
+        """Queue the pending frees, wait for the device, and give the pool's unused memory back to
+        the driver (for other allocations of this process's and other processes)."""
+        self.queue_foreign_frees()
+        self._driver.cuCtxSynchronize()
+        self._driver.cuMemPoolTrimTo(self._pool, 0)
 
     def _free_function(self, pointer: Any, stream: Any) -> Callable[[], None]:
         def free() -> None:
@@ -107,6 +112,15 @@ class StreamOrderedAllocator:
         return len(self._foreign_frees)
 
 
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is the CUDA driver's out-of-memory error (as Numba raises it)."""
+    from numba.cuda.cudadrv import driver as numba_driver
+    error, binding = getattr(numba_driver, "CudaAPIError", None), getattr(numba_driver, "binding", None)
+    if error is None or binding is None or not isinstance(exc, error):  # the simulator has no such error
+        return False
+    return exc.code == binding.CUresult.CUDA_ERROR_OUT_OF_MEMORY
+
+
 def _chosen() -> str:
     choice = os.environ.get(ALLOCATOR_ENVIRONMENT_VARIABLE, "pool").strip().lower() or "pool"
     if choice not in _CHOICES:
@@ -124,7 +138,6 @@ def install(stream_of_thread: Callable[[], Any], existing_stream: Callable[[], A
     if _chosen() == "numba" or config.CUDA_MEMORY_MANAGER != "default" or numba_driver._memory_manager is not None:
         return False
     binding = numba_driver.binding
-    out_of_memory = binding.CUresult.CUDA_ERROR_OUT_OF_MEMORY
 
     class StreamOrderedMemoryManager(numba_driver.NumbaCUDAMemoryManager):
         """Numba's manager with device memory from the driver's stream-ordered pool (pinned host
@@ -145,8 +158,7 @@ def install(stream_of_thread: Callable[[], Any], existing_stream: Callable[[], A
             numba_driver.driver.cuMemPoolSetAttribute(
                 pool, binding.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, binding.cuuint64_t(_KEEP_EVERYTHING))
             self._allocator = StreamOrderedAllocator(
-                numba_driver.driver, binding, pool, stream_of_thread, existing_stream,
-                lambda exc: isinstance(exc, numba_driver.CudaAPIError) and exc.code == out_of_memory)
+                numba_driver.driver, binding, pool, stream_of_thread, existing_stream, is_out_of_memory)
 
         def memalloc(self, size: int) -> Any:
             if self._allocator is None:
@@ -168,6 +180,16 @@ def _unless_exiting(free: Callable[[], None]) -> Callable[[], None]:
         if not sys.is_finalizing():
             free()
     return run
+
+
+def release_unused() -> None:
+    """:meth:`StreamOrderedAllocator.release_unused` for the current context, where the pool is
+    its memory manager (nothing otherwise)."""
+    from numba import cuda
+
+    allocator = getattr(cuda.current_context().memory_manager, "_allocator", None)
+    if isinstance(allocator, StreamOrderedAllocator):
+        allocator.release_unused()
 
 
 def installed() -> bool:
