@@ -221,7 +221,13 @@ class TensorInplace:
             lambda old: ops.add(old, ops.mul(ops.div(tensor1, tensor2), value)), tensor1, tensor2)
 
     def clamp_(self, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - torch's argument names
-        """Clamp every element into [min, max] in place."""
+        """Clamp every element into [min, max] (numbers or tensors, as :func:`zgrad.clamp`) in place."""
+        if elementwise.tensor_bounds(min, max, "clamp_"):
+            bounds = [b for b in (min, max) if b is not None]
+            self._check_operands(*bounds)
+            return self._inplace(
+                lambda: dispatch_pointwise.write(self._data, ops.clamp(Tensor(self._data), min, max)._data),
+                lambda old: ops.clamp(old, min, max), *bounds)
         low, high = elementwise.clamp_bounds(min, max)
         return self._inplace(lambda: dispatch_pointwise.clamp(self._data, low, high, out=self._data),
                              lambda old: ops.clamp(old, low, high))

@@ -377,6 +377,68 @@ def test_clamp_in_place_of_an_integer_tensor_with_a_float_bound_fails_like_torch
         assert zgrad.tensor(np.array([5, 0], dtype=dtype)).clamp_(1, 3).tolist() == [3, 1]
 
 
+def _clamp_bound(lib, spec, requires_grad):
+    if spec == "0-d float64":
+        return lib.tensor(1.5, dtype=lib.float64)
+    if spec == "0-d float32":
+        return lib.tensor(2.5, requires_grad=requires_grad)
+    if spec == "1-d float32":
+        return lib.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], requires_grad=requires_grad)
+    return spec
+
+
+def _clamped(lib, dtype, low, high, in_place, requires_grad):
+    """clamp's (or clamp_'s) dtype, values and the gradients of x and of each bound that requires
+    grad, or the kind of error it raised."""
+    x = lib.arange(6).to(getattr(lib, dtype))
+    if requires_grad:
+        x.requires_grad_(True)
+    low, high = _clamp_bound(lib, low, requires_grad), _clamp_bound(lib, high, requires_grad)
+    try:
+        out = (x * 1).clamp_(low, high) if in_place else lib.clamp(x, low, high)
+    except TypeError:
+        return "TypeError"
+    except RuntimeError:
+        return "RuntimeError"
+    found = [str(out.dtype).rsplit(".", 1)[-1], out.tolist()]
+    if requires_grad:
+        out.sum().backward()
+        found += [t.grad.tolist() for t in (x, low, high) if isinstance(t, lib.Tensor) and t.requires_grad]
+    return found
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("in_place", [False, True])
+@pytest.mark.parametrize("dtype, low, high, requires_grad, expected", [
+    ("float32", "0-d float64", 3.5, False, ["float32", [1.5, 1.5, 2.0, 3.0, 3.5, 3.5]]),  # 0-d: a number
+    ("int64", "0-d float64", 2, False, ["float32", [1.5, 1.5, 2.0, 2.0, 2.0, 2.0]]),
+    ("float32", 4.0, "0-d float32", False, ["float32", [2.5] * 6]),
+    ("float32", "0-d float32", 4.0, True, "TypeError"),  # requires grad: not a number
+    ("float32", 2, "1-d float32", False, "TypeError"),  # a number beside a 1-d tensor
+    ("float32", "1-d float32", 1, True, "TypeError"),
+    ("float32", "1-d float32", "0-d float32", True,
+     ["float32", [1.0, 2.0, 2.5, 2.5, 2.5, 2.5], [0.0] * 6, [1.0, 1.0, 0.0, 0.0, 0.0, 0.0], 4.0]),
+    ("float32", None, "1-d float32", True, ["float32", [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], [1.0] * 6, [0.0] * 6]),
+])
+def test_clamp_with_tensor_and_number_bounds_takes_torchs_overload(dtype, low, high, requires_grad, expected, in_place):
+    if in_place and isinstance(expected, list) and expected[0] != dtype:
+        expected = "RuntimeError"  # the result type does not cast to x's
+    assert _clamped(zgrad, dtype, low, high, in_place, requires_grad) == expected
+    if torch is not None:
+        assert _clamped(torch, dtype, low, high, in_place, requires_grad) == expected
+
+
+def test_clamp_in_place_with_tensor_bounds_writes_into_the_tensor():
+    x = zgrad.arange(6.0)
+    data = x.data_ptr()
+    assert x.clamp_(zgrad.tensor([1.0, 1.0, 1.0, 4.0, 4.0, 4.0]), zgrad.tensor(3.5)) is x
+    assert x.tolist() == [1.0, 1.0, 2.0, 3.5, 3.5, 3.5] and x.data_ptr() == data
+    integers = zgrad.arange(6)
+    with pytest.raises(RuntimeError, match="^result type Float can't be cast to the desired output type Long$"):
+        integers.clamp_(zgrad.tensor([2.5]))
+    assert integers.tolist() == list(range(6)), "untouched"
+
+
 # --- in place: rules, memory, errors ------------------------------------------------------------
 
 def test_inplace_on_leaf_that_requires_grad_is_an_error_outside_no_grad():

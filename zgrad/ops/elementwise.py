@@ -438,19 +438,36 @@ def clamp_bounds(min: Any, max: Any) -> tuple[Any, Any]:  # noqa: A002
 @accepts_out("exact")
 def clamp(input: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002
     """Each element clamped into [min, max] (a missing bound is open); if min > max, all become
-    max. Bounds are numbers or tensors (broadcast, and promoted with ``input`` as PyTorch does).
+    max. Bounds are numbers or tensors (broadcast, and promoted with ``input`` as PyTorch does; a
+    0-d tensor that does not require grad beside a number bound counts as a number, as in PyTorch).
 
     Raises:
-        ValueError: both bounds are None. TypeError: a tensor bound beside a number bound.
+        ValueError: both bounds are None. TypeError: a number bound beside a tensor bound that is not
+            0-d or requires grad.
     """
     x = tensor_arg(input, "clamp")
-    if isinstance(min, Tensor) or isinstance(max, Tensor):
-        if min is None and max is None:
-            raise ValueError("clamp: At least one of 'min' or 'max' must not be None")
-        if not all(b is None or isinstance(b, Tensor) for b in (min, max)):
-            raise TypeError("clamp(): expected min and max to be both tensors or both numbers (either may be None)")
+    if tensor_bounds(min, max, "clamp"):
         return ClampTensor.apply(x, min, max)
     return Clamp.apply(x, *clamp_bounds(min, max))
+
+
+def tensor_bounds(min: Any, max: Any, name: str) -> bool:  # noqa: A002
+    """Whether a clamp's bounds take the tensor form (each a tensor or None) rather than the number
+    form (each a number, a 0-d tensor that does not require grad, or None), as PyTorch's argument
+    parser picks between its two overloads.
+
+    Raises:
+        ValueError: both are None. TypeError: a number beside a tensor that is not 0-d or requires grad.
+    """
+    bounds = [b for b in (min, max) if b is not None]
+    if not bounds:
+        raise ValueError(f"{name}: At least one of 'min' or 'max' must not be None")
+    if not any(isinstance(b, Tensor) for b in bounds) or all(isinstance(b, Tensor) for b in bounds):
+        return isinstance(bounds[0], Tensor)
+    if any(isinstance(b, Tensor) and (b.ndim or b.requires_grad) for b in bounds):
+        raise TypeError(f"{name}() received an invalid combination of arguments: min and max must be both tensors "
+                        "or both numbers (either may be None; a 0-d tensor that does not require grad counts as a number)")
+    return False
 
 
 clip = clamp
