@@ -10,11 +10,15 @@ the CUDA backend until called.
 from __future__ import annotations
 
 from zgrad.device import Device, check_supported
+from dataclasses import dataclass
+
 from zgrad.kernels import dispatch
 from zgrad.random import cuda_default_generator
 from zgrad.tensor import Tensor
 
 __all__ = ["is_available", "device_count", "synchronize", "current_device", "get_device_name", "default_generators",
+           "set_device", "get_device_capability", "get_device_properties", "is_bf16_supported", "mem_get_info",
+           "DeviceProperties",
            "empty_cache", "max_memory_allocated", "max_memory_reserved", "memory_allocated", "memory_reserved",
            "memory_stats", "reset_peak_memory_stats",
            "get_rng_state", "initial_seed", "manual_seed", "manual_seed_all", "seed", "seed_all", "set_rng_state"]
@@ -43,13 +47,82 @@ def current_device() -> int:
     return 0
 
 
-def get_device_name(device: int = 0) -> str:
+def set_device(device: Device | str | int | None) -> None:
+    """Select the device zgrad computes on. zgrad uses one device per process, device 0 (start one
+    process per GPU and pick it with ``CUDA_VISIBLE_DEVICES``), so this only checks ``device``; a
+    negative index does nothing, as in PyTorch.
+
+    Raises:
+        ZgradError: no CUDA device can be used here, or the index is past the last device.
+        ValueError: ``device`` is not a CUDA device.
+    """
+    if isinstance(device, int) and not isinstance(device, bool) and device < 0:
+        return
+    _require_cuda_device(device)
+
+
+def get_device_name(device: Device | str | int | None = None) -> str:
     """The name of CUDA device ``device`` ("Numba CUDA simulator" in the simulator).
 
     Raises:
-        ZgradError: no CUDA device can be used here.
+        ZgradError: no CUDA device can be used here, or the index is past the last device.
+        ValueError: ``device`` is not a CUDA device.
     """
-    return str(dispatch.backend("cuda").device_properties()["name"])
+    return get_device_properties(device).name
+
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    """What :func:`get_device_properties` reports, under PyTorch's attribute names."""
+
+    name: str
+    major: int
+    minor: int
+    total_memory: int
+    multi_processor_count: int
+
+
+def get_device_properties(device: Device | str | int | None = None) -> DeviceProperties:
+    """The name, compute capability, memory in bytes and multiprocessor count of ``device`` (in the
+    simulator: capability 0.0, one multiprocessor, the host's memory).
+
+    Raises:
+        ZgradError: no CUDA device can be used here, or the index is past the last device.
+        ValueError: ``device`` is not a CUDA device.
+    """
+    _require_cuda_device(device)
+    backend = dispatch.backend("cuda")
+    properties = backend.device_properties()
+    major, minor = properties["compute_capability"]
+    return DeviceProperties(str(properties["name"]), int(major), int(minor), backend.memory_info()[1],
+                            int(properties["multiprocessors"]))
+
+
+def get_device_capability(device: Device | str | int | None = None) -> tuple[int, int]:
+    """(major, minor) compute capability of ``device`` ((0, 0) in the simulator)."""
+    properties = get_device_properties(device)
+    return properties.major, properties.minor
+
+
+def mem_get_info(device: Device | str | int | None = None) -> tuple[int, int]:
+    """(free, total) bytes of ``device``'s memory as the driver reports them (free counts memory
+    zgrad keeps for reuse as used: :func:`empty_cache` gives it back); in the simulator, the host's.
+
+    Raises:
+        ZgradError: no CUDA device can be used here, or the index is past the last device.
+        ValueError: ``device`` is not a CUDA device.
+    """
+    _require_cuda_device(device)
+    return dispatch.backend("cuda").memory_info()
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """Whether bfloat16 tensors compute on the device: natively from compute capability 8.0 (the
+    tensor cores' products), else through float32 when ``including_emulation`` (as zgrad computes
+    every other bfloat16 op). False where CUDA cannot be used."""
+    if not is_available():
+        return False
+    return including_emulation or get_device_capability() >= (8, 0)
 
 
 def synchronize() -> None:
@@ -99,8 +172,9 @@ def memory_stats(device: Device | str | int | None = None) -> dict[str, int]:
     """PyTorch's memory statistics that zgrad keeps, under PyTorch's keys, sorted:
     ``allocated_bytes.all.current`` / ``.peak``, ``reserved_bytes.all.current`` / ``.peak``,
     ``inactive_split_bytes.all.current`` (kept for reuse), ``allocation.all.allocated`` /
-    ``.freed``, ``allocation.all.cache_hits``, ``num_alloc_retries`` (allocations that emptied
-    the cache and tried again) and ``num_ooms``. ``device`` as in :func:`memory_allocated`. Empty
+    ``.freed``, ``num_alloc_retries`` (allocations that emptied
+    the cache and tried again), ``num_ooms``, and zgrad's own ``allocation.all.cache_hits``
+    (allocations served from the cache). ``device`` as in :func:`memory_allocated`. Empty
     where CUDA cannot be used, as in PyTorch."""
     if not is_available():
         return {}

@@ -27,13 +27,14 @@ F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
 class _Memory:
-    """A stand-in device array: its length, dtype and a serial number for the memory behind it."""
+    """A stand-in device array: its length, dtype, a serial number for the memory behind it, and
+    how many views of that memory there are."""
 
     made = 0
 
     def __init__(self, length: int, dtype: np.dtype) -> None:
         _Memory.made += 1
-        self.length, self.dtype, self.serial = length, dtype, _Memory.made
+        self.length, self.dtype, self.serial, self.views = length, dtype, _Memory.made, 0
 
 
 class _OutOfMemory(Exception):
@@ -51,7 +52,8 @@ def cache(monkeypatch):
 
 
 def _allocate(length: int, dtype: np.dtype = F32, new=_Memory):
-    return allocation_cache.allocate(length, dtype, new, lambda exc: isinstance(exc, _OutOfMemory))
+    return allocation_cache.allocate(length, dtype, new, lambda exc: isinstance(exc, _OutOfMemory),
+                                     lambda array: array.views)
 
 
 def _on_a_thread(fn):
@@ -91,6 +93,37 @@ def test_only_the_allocating_thread_reuses_an_allocation(cache):
     del kept  # kept by this thread
     assert _on_a_thread(lambda: _allocate(20).serial) != serial, "another thread makes its own"
     assert _allocate(20).serial == serial
+
+
+def test_a_dead_threads_kept_allocations_go_back_while_its_others_live_on(cache):
+    def work():
+        handed_over, scratch = _allocate(30), _allocate(40)
+        del scratch  # kept by this thread, until it ends
+        return handed_over
+
+    result = _on_a_thread(work)
+    gc.collect()
+    assert cache.memory_stats()["inactive_split_bytes.all.current"] == 0
+    assert cache.memory_stats()["allocated_bytes.all.current"] == 120
+    del result
+
+
+def test_memory_still_viewed_or_not_the_allocation_itself_is_not_kept(cache):
+    viewed = _allocate(10)
+    viewed.views = 1  # a kernel argument over its memory outlives it
+    del viewed
+    assert cache.memory_stats()["inactive_split_bytes.all.current"] == 0
+    assert cache.memory_stats()["allocated_bytes.all.current"] == 0
+
+    original = _allocate(10)
+    twin = object.__new__(type(original))  # as Numba's slices are made: type(self), fields of its own
+    twin.__dict__ = dict(original.__dict__)
+    del twin
+    stats = cache.memory_stats()
+    assert stats["allocated_bytes.all.current"] == 40 and stats["inactive_split_bytes.all.current"] == 0
+    serial = original.serial
+    del original
+    assert _allocate(10).serial == serial
 
 
 def test_what_is_kept_is_bounded_by_the_peak_in_use(cache):
@@ -201,6 +234,18 @@ def test_cuda_tensors_reuse_freed_memory_and_zgrad_cuda_reports_it():
     assert zgrad.cuda.memory_reserved() == zgrad.cuda.memory_allocated() == before
     stats = zgrad.cuda.memory_stats()
     assert list(stats) == sorted(stats) and stats["allocation.all.cache_hits"] >= 1
+
+
+def test_an_allocation_is_not_reused_while_a_kernel_argument_views_its_memory():
+    from zgrad.kernels.cuda.array import DeviceArray
+
+    temporary = DeviceArray.empty((64,), F32)
+    address = temporary.data_ptr()
+    argument = temporary[1:].arg()  # what contiguous(x).arg() leaves behind
+    del temporary
+    other = DeviceArray.empty((64,), F32)
+    assert other.data_ptr() != address
+    del argument
 
 
 def test_a_reused_allocation_is_a_sole_view_as_a_new_one_is():

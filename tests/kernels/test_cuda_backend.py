@@ -123,6 +123,26 @@ def test_cuda_and_accelerator_report_the_simulator_device():
     zgrad.cuda.synchronize()
 
 
+@pytest.mark.skipif(not SIMULATOR, reason="the simulator's properties")
+def test_cuda_device_queries_take_pytorchs_arguments():
+    for device in (None, 0, "cuda", "cuda:0", zgrad.device("cuda", 0)):
+        properties = zgrad.cuda.get_device_properties(device)
+        assert (properties.name, properties.major, properties.minor, properties.multi_processor_count) == (
+            "Numba CUDA simulator", 0, 0, 1)
+        assert zgrad.cuda.get_device_name(device) == "Numba CUDA simulator"
+        assert zgrad.cuda.get_device_capability(device) == (0, 0)
+        free, total = zgrad.cuda.mem_get_info(device)
+        assert type(free) is type(total) is int and 0 < free <= total == properties.total_memory  # the host's memory
+        zgrad.cuda.set_device(device)
+    zgrad.cuda.set_device(-1)  # a negative index does nothing, as in PyTorch
+    assert zgrad.cuda.is_bf16_supported() and not zgrad.cuda.is_bf16_supported(including_emulation=False)
+    for query in (zgrad.cuda.set_device, zgrad.cuda.get_device_properties, zgrad.cuda.mem_get_info):
+        with pytest.raises(zgrad.ZgradError, match=r"invalid device ordinal: cuda:1 requested, 1 device\(s\) present"):
+            query(1)
+        with pytest.raises(ValueError, match="Expected a cuda device, but got: cpu"):
+            query("cpu")
+
+
 # --- in place and indexing -----------------------------------------------------------------------
 
 def test_inplace_updates_write_through_views():

@@ -189,6 +189,9 @@ def test_numbas_memory_manager_allocates_from_the_pool_and_frees_when_dropped():
     reuse = result["reuse"]
     assert reuse["same_pointer"] and reuse["numba_device_array"] and reuse["numba_type"] == "array(float32, 1d, C)"
     assert reuse["calls"] == ["cuMemAllocAsync"] and reuse["after_empty"] == ["cuMemAllocAsync", "cuMemFreeAsync"]
+    # memory a reference cycle's collection freed is not kept: the next allocation is a new one
+    assert reuse["cycle_calls"] == ["cuMemAllocAsync", "cuMemFreeAsync", "cuMemAllocAsync", "cuMemFreeAsync"]
+    assert reuse["cycle_memory_alive"] and reuse["ignored_in_del"] == []
 
 
 @pytest.mark.gpu

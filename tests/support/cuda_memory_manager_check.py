@@ -92,7 +92,8 @@ def _reuse(calls: list) -> dict:
     from zgrad.kernels.cuda import allocation_cache
     from zgrad.kernels.cuda.array import DeviceArray
 
-    start = len(calls)
+    start, ignored = len(calls), []
+    sys.unraisablehook = ignored.append  # errors in __del__
     first = DeviceArray.empty((6,), np.dtype(np.float32))
     pointer, base = first.data_ptr(), first.flat_arg()
     is_numbas = isinstance(base, devicearray.DeviceNDArray)
@@ -102,11 +103,31 @@ def _reuse(calls: list) -> dict:
     second = DeviceArray.empty((6,), np.dtype(np.float32))
     same = second.data_ptr() == pointer
     kept = [call[0] for call in calls[start:]]
+    base = second.flat_arg()  # a slice as Numba's __getitem__ makes it, with type(self): not the allocation
+    numbas_slice = type(base)((3,), (4,), base.dtype, stream=base.stream, gpu_data=base.gpu_data.view(0, 12))
+    del numbas_slice, base
     del second
     allocation_cache.empty_cache()
     gc.collect()
+    after_empty = [call[0] for call in calls[start:]]
+
+    class Holder:
+        pass
+
+    start = len(calls)
+    cyclic = Holder()
+    cyclic.me, cyclic.array = cyclic, DeviceArray.empty((6,), np.dtype(np.float32))
+    del cyclic
+    gc.collect()  # the memory's finalizer frees it before the allocation's __del__ runs
+    again = DeviceArray.empty((6,), np.dtype(np.float32))
+    alive = again._base.gpu_data._finalizer.alive
+    del again
+    allocation_cache.empty_cache()
+    gc.collect()
+    sys.unraisablehook = sys.__unraisablehook__
     return {"same_pointer": same, "numba_device_array": is_numbas, "numba_type": numba_type, "calls": kept,
-            "after_empty": [call[0] for call in calls[start:]]}
+            "after_empty": after_empty, "cycle_calls": [call[0] for call in calls[start:]],
+            "cycle_memory_alive": alive, "ignored_in_del": [repr(u.exc_value) for u in ignored]}
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ The rules:
   queued on the memory before any kernel of the next user (the stream-ordered pool's rule for its
   own frees, :mod:`~zgrad.kernels.cuda.memory_pool`); an allocation dropped on another thread goes
   back to the pool, through the pool's handling of frees from other threads;
+- an allocation whose memory something else still views when it goes (a kernel argument made from
+  it, an export), or whose memory is already freed, is not kept: it is freed as before, when the
+  last view goes;
 - what is kept is bounded by the peak of bytes in use so far (the most a step has needed at once);
   past that a freed allocation goes back to the pool;
 - an allocation that fails for want of memory empties every thread's cache and tries once more;
@@ -20,7 +23,9 @@ The rules:
 
 The array a cache hands out is of a subclass of the allocator's array class that adds
 ``__del__``: when its last reference goes, a new object of the same class takes over its fields
-(the same memory pointer object, so nothing is freed) and waits in the cache.
+(the same memory pointer object, so nothing is freed) and waits in the cache. Arrays of that class
+made otherwise (Numba's slices and reshapes build theirs with ``type(self)``; a copy) are not the
+allocation: their fields do not carry its mark, and their ``__del__`` does nothing.
 """
 
 from __future__ import annotations
@@ -39,7 +44,9 @@ __all__ = ["allocate", "empty_cache", "memory_stats", "reset_peak_memory_stats"]
 _LIVE = "_zgrad_live"  # in a cached allocation's __dict__: in use (True) or waiting in a cache (False)
 _KEY = "_zgrad_key"  # (dtype, length): what it is reused for
 _NBYTES = "_zgrad_nbytes"
-_OWNER = "_zgrad_owner"  # the _ThreadCache of the thread that made it
+_OWNER = "_zgrad_owner"  # a weak reference to the _ThreadCache of the thread that made it
+_MARK = "_zgrad_mark"  # id() of the allocation's __dict__, which each successor takes over
+_SOLE = "_zgrad_sole"  # references to its memory when nothing views it (the memory_holders count)
 
 
 class _ThreadCache:
@@ -69,10 +76,12 @@ def _thread_cache() -> _ThreadCache:
 
 
 def allocate(length: int, dtype: np.dtype, new: Callable[[int, np.dtype], Any],
-             is_out_of_memory: Callable[[BaseException], bool]) -> Any:
+             is_out_of_memory: Callable[[BaseException], bool], memory_holders: Callable[[Any], int]) -> Any:
     """A 1-D device array of ``length`` elements of ``dtype``: one this thread freed, else
     ``new(length, dtype)``. When ``new`` raises an error ``is_out_of_memory`` accepts, every
-    cache is emptied and ``new`` tried once more."""
+    cache is emptied and ``new`` tried once more. ``memory_holders(array)`` counts the references
+    to an array's memory (a view of it holds one; huge once the memory is freed): an array is kept
+    only if the count is what it was when the array was new."""
     cache = getattr(_local, "cache", None) or _thread_cache()
     key = (dtype, length)
     blocks = cache.blocks.get(key)
@@ -106,8 +115,10 @@ def allocate(length: int, dtype: np.dtype, new: Callable[[int, np.dtype], Any],
                     _counts["ooms"] += 1
             raise
     nbytes = length * dtype.itemsize
-    array.__class__ = _cached_class(type(array))
-    array.__dict__.update({_LIVE: True, _KEY: key, _NBYTES: nbytes, _OWNER: cache})
+    array.__class__ = _cached_class(type(array), memory_holders)
+    fields = array.__dict__
+    fields.update({_LIVE: True, _KEY: key, _NBYTES: nbytes, _OWNER: weakref.ref(cache), _MARK: id(fields)})
+    fields[_SOLE] = memory_holders(array)
     with _lock:
         _in_use(nbytes)
     return array
@@ -130,20 +141,22 @@ def _release(array: Any, _finalizing: Callable[[], bool] = sys.is_finalizing) ->
     """The ``__del__`` of a cached class: a freed allocation's fields move to a new object that
     waits in its thread's cache (see the module docstring); a cached one's memory goes back.
     Nothing is counted or kept once the interpreter is shutting down (its modules may be gone)."""
-    if _finalizing():
-        return
     fields = array.__dict__
+    if _finalizing() or fields.get(_MARK) != id(fields):  # not the allocation itself (module docstring)
+        return
     nbytes = fields[_NBYTES]
     counts = _counts
     if not fields[_LIVE]:
         with _lock:
             counts["cached"] -= nbytes
         return
-    owner = fields[_OWNER]
+    owner = fields[_OWNER]()
+    keep = (owner is not None and getattr(_local, "cache", None) is owner
+            and type(array)._zgrad_memory_holders(array) <= fields[_SOLE])
     with _lock:
         counts["allocated"] -= nbytes
         counts["frees"] += 1
-        keep = getattr(_local, "cache", None) is owner and counts["cached"] + nbytes <= counts["allocated_ever_peak"]
+        keep = keep and counts["cached"] + nbytes <= counts["allocated_ever_peak"]
         if keep:
             counts["cached"] += nbytes
     if keep:
@@ -157,9 +170,9 @@ def _release(array: Any, _finalizing: Callable[[], bool] = sys.is_finalizing) ->
 
 
 @functools.cache
-def _cached_class(base: type) -> type:
-    return type(base.__name__, (base,), {"__del__": _release, "__module__": base.__module__,
-                                         "__doc__": base.__doc__})
+def _cached_class(base: type, memory_holders: Callable[[Any], int]) -> type:
+    return type(base.__name__, (base,), {"__del__": _release, "__module__": base.__module__, "__doc__": base.__doc__,
+                                         "_zgrad_memory_holders": staticmethod(memory_holders)})
 
 
 def empty_cache() -> None:

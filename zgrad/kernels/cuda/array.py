@@ -67,7 +67,8 @@ def _simulated_elements(allocation: Any, start: int, dtype: np.dtype) -> np.ndar
 def _allocate(size: int, dtype: np.dtype) -> Any:
     """A 1-D device array for ``size`` elements of ``dtype`` (at least one), freed memory of this
     thread's reused where it has some of that length (:mod:`~zgrad.kernels.cuda.allocation_cache`)."""
-    return allocation_cache.allocate(max(size, 1), _kernel_dtype(dtype), _new_allocation, is_out_of_memory)
+    return allocation_cache.allocate(max(size, 1), _kernel_dtype(dtype), _new_allocation, is_out_of_memory,
+                                     _memory_holders)
 
 
 def _new_allocation(length: int, dtype: np.dtype) -> Any:
@@ -351,18 +352,30 @@ def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
 
 
 def _holders(array: DeviceArray) -> tuple[int, int]:
-    """References to ``array``'s allocation object, and to its memory (each kernel argument viewing
-    the memory holds one), as counted from here; a huge count for memory zgrad did not allocate."""
+    """References to ``array``'s allocation object, and to its memory (:func:`_memory_holders`),
+    as counted from here."""
     allocation = array._base
+    return sys.getrefcount(allocation), _memory_holders(allocation)
+
+
+def _memory_holders(allocation: Any) -> int:
+    """References to ``allocation``'s memory as counted from here (each kernel argument or export
+    viewing it holds one): in the simulator to the host array that owns it, on a GPU Numba's count
+    of its memory pointer's views; a huge count for memory zgrad did not allocate, or that is
+    already freed (collecting a reference cycle runs the memory's finalizer before the
+    allocation's own ``__del__``)."""
     if rt.SIMULATOR:
         owner = allocation._ary
         while isinstance(owner.base, np.ndarray):  # numpy's views refer to the array that owns the memory
             owner = owner.base
-        return sys.getrefcount(allocation), sys.getrefcount(owner)
+        return sys.getrefcount(owner)
     memory = allocation.gpu_data
     if memory is None or getattr(memory, "_owner", True) is not None:  # another's memory, or a view of it
-        return sys.getrefcount(allocation), sys.maxsize
-    return sys.getrefcount(allocation), memory.refct  # Numba counts the views of its allocations
+        return sys.maxsize
+    finalizer = getattr(memory, "_finalizer", None)
+    if finalizer is not None and not finalizer.alive:
+        return sys.maxsize
+    return memory.refct  # Numba counts the views of its allocations
 
 
 _SOLE_COUNTS: list[tuple[int, int]] = []

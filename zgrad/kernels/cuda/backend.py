@@ -88,6 +88,11 @@ def device_properties() -> dict[str, Any]:
     return rt.device_properties()
 
 
+def memory_info() -> tuple[int, int]:
+    """(free, total) bytes of the device's memory (the host's in the simulator)."""
+    return rt.memory_info()
+
+
 def synchronize() -> None:
     """Wait for the calling thread's queued kernels and copies."""
     rt.synchronize()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import threading
 import time
 import weakref
@@ -38,7 +39,7 @@ except ImportError as exc:  # numba-cuda missing: dispatch turns this into the i
 
 __all__ = [
     "CudaUnavailableError", "SIMULATOR", "SIMULATOR_HINT", "require_device", "device_count", "device_properties",
-    "simulator_array", "import_lock", "launch", "grid_1d", "blocks_for", "row_launch", "plane_launch", "current_stream", "device_vector", "synchronize", "host_waits", "defer_check", "Event", "elapsed_ms", "PinnedPool",
+    "memory_info", "simulator_array", "import_lock", "launch", "grid_1d", "blocks_for", "row_launch", "plane_launch", "current_stream", "device_vector", "synchronize", "host_waits", "defer_check", "Event", "elapsed_ms", "PinnedPool",
     "pinned_pool", "is_leased", "cuda",
 ]
 
@@ -127,6 +128,17 @@ def device_properties() -> dict[str, Any]:
         "peak_gb_s": 2 * mem_khz * 1e3 * bus_bits / 8 / 1e9,  # double data rate
         "peak_gflop_s": 2 * fp32_per_sm * sms * clock_khz * 1e3 / 1e9,  # one FMA = 2 FLOPs
     }
+
+
+def memory_info() -> tuple[int, int]:
+    """(free, total) bytes of device 0's memory, as the driver reports them; in the simulator,
+    whose device memory is host memory, the host's available and physical memory."""
+    require_device()
+    if SIMULATOR:
+        page = os.sysconf("SC_PAGE_SIZE")
+        return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
+    free, total = cuda.current_context().get_memory_info()
+    return int(free), int(total)
 
 
 def simulator_array(host_view: np.ndarray) -> Any:
