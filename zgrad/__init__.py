@@ -202,3 +202,28 @@ __all__ += [  # the in-place functions (zgrad.inplace_functions; fill_ and zero_
 ]
 # torch.<name> forms of nn.functional ops (same signatures)
 __all__ += ["conv_transpose2d", "cosine_similarity", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu"]
+
+
+# Packages of the distributed layer, loaded on first use (importing zgrad loads none of them), so
+# that ``zgrad.distributed.get_rank()`` and ``zgrad.nn.parallel.DistributedDataParallel`` work after
+# a plain ``import zgrad``, as they do in PyTorch.
+_ON_FIRST_USE = ("distributed", "multiprocessing")
+
+
+def __getattr__(name: str) -> object:
+    if name in _ON_FIRST_USE:
+        import importlib
+
+        return importlib.import_module(f"zgrad.{name}")
+    raise AttributeError(f"module 'zgrad' has no attribute {name!r}")
+
+
+def _nn_on_first_use(name: str) -> object:
+    if name == "parallel":
+        import zgrad.nn.parallel
+
+        return zgrad.nn.parallel
+    raise AttributeError(f"module 'zgrad.nn' has no attribute {name!r}")
+
+
+nn.__getattr__ = _nn_on_first_use  # zgrad.nn (the core layer) may not import the distributed layer itself

@@ -18,6 +18,10 @@ class Device:
     index: int | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.type, int) and not isinstance(self.type, bool) and self.index is None:
+            parsed = as_device(self.type)  # ``device(0)``: an index of the accelerator, as torch.device
+            object.__setattr__(self, "type", parsed.type)
+            object.__setattr__(self, "index", parsed.index)
         # ``device("cuda:1")`` parses like ``device("cuda", 1)``, as torch.device does
         if self.index is None and ":" in self.type:
             parsed = as_device(self.type)
@@ -44,14 +48,19 @@ class Device:
 CPU = Device("cpu")
 
 
-def as_device(spec: "str | Device") -> Device:
-    """Parse ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or pass a :class:`Device` through.
+def as_device(spec: "str | int | Device") -> Device:
+    """Parse ``"cpu"``, ``"cuda"``, ``"cuda:1"``, an index of the accelerator (``1`` is
+    ``cuda:1``, as PyTorch reads it) or pass a :class:`Device` through.
 
     Raises:
-        ValueError: an unknown device string.
+        ValueError: an unknown device string. RuntimeError: a negative index.
     """
     if isinstance(spec, Device):
         return spec
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        if spec < 0:
+            raise RuntimeError("Device index must not be negative")
+        return Device("cuda", spec)
     if not isinstance(spec, str):
         raise TypeError(f"expected a device string like 'cpu' or 'cuda:0', got {type(spec).__name__}")
     kind, _, index = spec.partition(":")
@@ -60,7 +69,7 @@ def as_device(spec: "str | Device") -> Device:
     return Device(kind, int(index) if index else None)
 
 
-def check_supported(spec: "str | Device") -> Device:
+def check_supported(spec: "str | int | Device") -> Device:
     """The device ``spec`` names, if zgrad can hold tensors there (loading the CUDA backend on the
     first CUDA device named).
 

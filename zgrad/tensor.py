@@ -60,8 +60,8 @@ def parse_to_args(*args: Any, device: Any = None, dtype: Any = None,
             continue
         if isinstance(arg, Tensor):
             device, dtype = arg.device, arg.dtype
-        elif isinstance(arg, (str, Device)):
-            device = arg
+        elif isinstance(arg, (str, Device)) or (isinstance(arg, int) and not isinstance(arg, bool)):
+            device = arg  # an int is an accelerator index, as in PyTorch: to(0) is to("cuda:0")
         else:
             try:
                 dtype = np.dtype(arg)

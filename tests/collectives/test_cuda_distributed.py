@@ -196,6 +196,38 @@ def test_ddp_on_cuda_averages_as_on_the_cpu(as_view):
         np.testing.assert_allclose(a[2], b[2], rtol=1e-6), "the ranks stay in step"
 
 
+def test_ddp_takes_the_device_of_a_module_on_one_gpu_and_moves_the_inputs_there():
+    from zgrad.nn.parallel import DistributedDataParallel as DDP
+
+    class Pair(zgrad.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = zgrad.nn.Linear(3, 2)
+
+        def forward(self, pair, scale=None):
+            return self.linear(pair[0] + pair[1]) * scale["by"]
+
+    def body(rank):
+        model = Pair().to(0)
+        ddp = DDP(model, device_ids=[0])
+        assert (ddp.device_ids, ddp.output_device) == ([0], 0)
+        out = ddp((zgrad.ones(4, 3), zgrad.ones(4, 3)), scale={"by": zgrad.tensor(2.0)})  # inputs on the CPU
+        out.sum().backward()
+        assert out.is_cuda and model.linear.weight.grad.is_cuda
+        explicit = DDP(model, device_ids=[zgrad.device("cuda:0")], output_device="cuda:0")
+        assert (explicit.device_ids, explicit.output_device) == ([0], 0)
+        with pytest.raises(ValueError, match=r"^device_ids can only be None or contain a single element\.$"):
+            DDP(model, device_ids=[0, 0])
+        with pytest.raises(ZgradError, match=r"invalid device ordinal: cuda:1 requested"):
+            DDP(model, device_ids=[1])
+        mixed = zgrad.nn.Sequential(zgrad.nn.Linear(2, 2), zgrad.nn.Linear(2, 2).to("cuda"))
+        with pytest.raises(ValueError, match=r"DistributedDataParallel's input module must be on the same type of "
+                                             r"devices, but input module parameters locate in \{.*'cpu'.*\}\."):
+            DDP(mixed)
+
+    run_ranks(1, body, "inproc")
+
+
 def test_a_cuda_tensor_at_a_worker_without_cuda_fails_that_call_and_the_worker_keeps_serving(monkeypatch):
     def body(rank):
         if rank != 0:

@@ -92,6 +92,22 @@ def test_factories_take_device_and_the_default_device():
     assert not zgrad.ones(1).is_cuda and zgrad.get_default_device() == "cpu"
 
 
+def test_an_integer_device_is_an_index_of_cuda_as_in_pytorch():
+    assert zgrad.device(0) == zgrad.device("cuda", 0) == "cuda:0" and repr(zgrad.device(0)) == "device(type='cuda', index=0)"
+    for moved in (zgrad.ones(2).to(0), zgrad.ones(2).to(device=0), zgrad.ones(2, device=0), zgrad.zeros(2).to(0, zgrad.float64),
+                  zgrad.tensor([1, 2], device=0), zgrad.nn.Linear(2, 2).to(0).weight):
+        assert moved.is_cuda
+    assert zgrad.ones(2).to(0, zgrad.float64).dtype == zgrad.float64
+    with pytest.raises(RuntimeError, match="^Device index must not be negative$"):
+        zgrad.device(-1)
+    with pytest.raises(RuntimeError, match="Device index must not be negative"):
+        zgrad.ones(2).to(-1)
+    with pytest.raises(zgrad.ZgradError, match=r"invalid device ordinal: cuda:1 requested, 1 device\(s\) present"):
+        zgrad.ones(2).to(1)
+    with pytest.raises(TypeError, match="expected a device, a dtype or a Tensor"):
+        zgrad.ones(2).to(True)
+
+
 def test_same_seed_gives_the_same_numbers_on_both_devices():
     zgrad.manual_seed(3)
     cpu = zgrad.randn(5)

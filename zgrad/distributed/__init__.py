@@ -20,7 +20,8 @@ from zgrad.distributed.collectives.api import (
     monitored_barrier, new_group, reduce, reduce_scatter, reduce_scatter_tensor,
 )
 from zgrad.distributed.collectives.backends import (
-    get_default_backend_for_device, is_gloo_available, is_mpi_available, is_nccl_available, is_torchelastic_launched,
+    get_default_backend_for_device, is_available, is_gloo_available, is_mpi_available, is_nccl_available,
+    is_torchelastic_launched,
 )
 from zgrad.distributed.collectives.fingerprint import ReduceOp
 from zgrad.distributed.collectives.process_group import ProcessGroup
@@ -30,7 +31,8 @@ from zgrad.errors import CollectiveError as DistBackendError
 __all__ = [
     "DistBackendError", "GroupMember", "ProcessGroup", "ReduceOp", "Work", "all_gather", "all_gather_into_tensor",
     "all_reduce", "barrier", "broadcast", "destroy_process_group", "get_backend", "get_default_backend_for_device",
-    "get_process_group_ranks", "get_rank", "get_world_size", "group", "init_process_group", "is_gloo_available",
+    "get_process_group_ranks", "get_rank", "get_world_size", "group", "init_process_group", "is_available",
+    "is_gloo_available",
     "is_initialized", "is_mpi_available", "is_nccl_available", "is_torchelastic_launched", "monitored_barrier",
     "new_group", "reduce", "reduce_scatter", "reduce_scatter_tensor",
 ]

@@ -11,8 +11,8 @@ from typing import Any
 
 from zgrad.distributed.collectives.env import launched_by_torchelastic
 
-__all__ = ["get_default_backend_for_device", "is_gloo_available", "is_mpi_available", "is_nccl_available",
-           "is_torchelastic_launched"]
+__all__ = ["get_default_backend_for_device", "is_available", "is_gloo_available", "is_mpi_available",
+           "is_nccl_available", "is_torchelastic_launched"]
 
 _DEFAULT_BACKENDS = {"cpu": "gloo", "cuda": "nccl"}
 
@@ -25,6 +25,11 @@ def is_gloo_available() -> bool:
 def is_nccl_available() -> bool:
     """False: zgrad ships no NCCL (``"nccl"`` is still accepted as a name for the mesh)."""
     return False
+
+
+def is_available() -> bool:
+    """True: zgrad's distributed package (collectives, RPC, distributed autograd) is always built in."""
+    return True
 
 
 def is_mpi_available() -> bool:

@@ -20,6 +20,7 @@ from zgrad.distributed.collectives.env import debug_detail
 from zgrad.distributed.collectives.process_group import ProcessGroup
 from zgrad.distributed.collectives.state import current_world
 from zgrad.engine.grad_mode import is_grad_enabled
+from zgrad.device import check_supported
 from zgrad.errors import ZgradError
 from zgrad.futures import Future
 from zgrad.kernels import dispatch
@@ -34,6 +35,55 @@ __all__ = ["DistributedDataParallel"]
 _MIB = 1 << 20
 
 
+def _device_indices(module: Module, device_ids: Any, output_device: Any) -> tuple[list[int] | None, int | None]:
+    """(device_ids, output_device) as device indices, PyTorch's rules: a module on one GPU may name
+    that device (one element, an index or a device); a CPU module or one on several devices names
+    none (both None then).
+
+    Raises:
+        ValueError: more than one device id; parameters on different device types; device ids or
+            an output device for a CPU module or one on several devices.
+        ZgradError: a device index past the last device.
+    """
+    if device_ids is not None and len(device_ids) > 1:
+        raise ValueError("device_ids can only be None or contain a single element.")
+    devices = {p.device for p in module.parameters()}
+    types = {d.type for d in devices}
+    if len(types) != 1:
+        raise ValueError("DistributedDataParallel's input module must be on the same type of devices, but input "
+                         f"module parameters locate in {types}.")
+    if not device_ids or types == {"cpu"} or len(devices) > 1:
+        if device_ids or output_device:
+            raise ValueError(
+                "DistributedDataParallel device_ids and output_device arguments only work with single-device/multiple-"
+                f"device GPU modules or CPU modules, but got device_ids {device_ids}, output_device {output_device}, "
+                f"and module parameters {devices}.")
+        return None, None
+    indices = [_cuda_index(d) for d in device_ids]
+    return indices, _cuda_index(device_ids[0] if output_device is None else output_device)
+
+
+def _cuda_index(device: Any) -> int:
+    found = check_supported(device)
+    if found.type != "cuda":
+        raise ValueError(f"Expected a cuda device, but got: {device}")
+    return found.index or 0
+
+
+def _moved_to(value: Any, device: str) -> Any:
+    """``value`` with every tensor in it (through tuples, named tuples, lists and dicts) on ``device``."""
+    if isinstance(value, Tensor):
+        return value.to(device)
+    if isinstance(value, tuple):
+        items = [_moved_to(v, device) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    if isinstance(value, list):
+        return [_moved_to(v, device) for v in value]
+    if isinstance(value, dict):
+        return {k: _moved_to(v, device) for k, v in value.items()}
+    return value
+
+
 class DistributedDataParallel(Module):
     """Wrap ``module`` so that each backward averages its gradients over the process group.
 
@@ -43,7 +93,9 @@ class DistributedDataParallel(Module):
 
     Args:
         module: the model (its parameters that require grad are synchronised).
-        device_ids, output_device: for GPU modules; a CPU module takes neither (as in PyTorch).
+        device_ids, output_device: for a module on one GPU: that device (a one-element list of an
+            index or a device; the output device defaults to it), to which each forward moves its
+            tensor inputs; a CPU module, or one on several devices, takes neither (as in PyTorch).
         dim: accepted for compatibility (inputs are not scattered).
         broadcast_buffers: broadcast rank 0's buffers at the start of every forward.
         process_group: the group to average over (default: the world).
@@ -59,7 +111,8 @@ class DistributedDataParallel(Module):
             not needed when a module doesn't have any parameter that requires a gradient.");
             ranks' models differ ("DDP expects same model across all ranks, ..." or "... appears
             not to match sizes of the same param in process 0.").
-        ValueError: ``device_ids`` or ``output_device`` for a CPU module.
+        ValueError: ``device_ids`` or ``output_device`` for a CPU module; more than one device id;
+            parameters on different device types.
 
     Blocks during construction: it runs collectives with every rank of the group.
 
@@ -82,12 +135,7 @@ class DistributedDataParallel(Module):
         if not named:
             raise ZgradError("DistributedDataParallel is not needed when a module doesn't have any parameter that "
                              "requires a gradient.")
-        if device_ids or output_device is not None:
-            devices = {p.device for p in module.parameters()}
-            raise ValueError(
-                "DistributedDataParallel device_ids and output_device arguments only work with single-device/multiple-"
-                f"device GPU modules or CPU modules, but got device_ids {device_ids}, output_device {output_device}, "
-                f"and module parameters {devices}.")
+        self.device_ids, self.output_device = _device_indices(module, device_ids, output_device)
         world = current_world()
         self.process_group = process_group if process_group is not None else world.default
         config = world.config.ddp
@@ -187,6 +235,9 @@ class DistributedDataParallel(Module):
         self.sync_buffers()
         if self.join_config is not None and self.join_config.enable:
             check_global_requires_backward_grad_sync(self, joined=False)
+        if self.device_ids:
+            device = f"cuda:{self.device_ids[0]}"
+            inputs, kwargs = _moved_to(inputs, device), _moved_to(kwargs, device)
         output = self.module(*inputs, **kwargs)
         if grad_enabled and self.require_backward_grad_sync:
             self.require_forward_param_sync = True
