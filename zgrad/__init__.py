@@ -42,7 +42,7 @@ from zgrad.kernels import promotion as _promotion
 from zgrad.kernels.promotion import can_cast, get_default_dtype, promote_types, result_type, set_default_dtype
 from zgrad.kernels.matmul_precision import float32_matmul_precision as get_float32_matmul_precision
 from zgrad.kernels.matmul_precision import set_float32_matmul_precision
-from zgrad.errors import ZgradError
+from zgrad.errors import OutOfMemoryError, ZgradError
 from zgrad.ops import (
     add, cat, div, exp, log, log_softmax, matmul, mean, mul, neg, permute, pow, relu, reshape, sigmoid, softmax,
     square, stack, sub, sum, tanh, transpose,
@@ -151,7 +151,7 @@ __all__ = [
     "ones_like", "optim", "permute", "pow", "prod", "rand", "rand_like", "randn", "randn_like", "relu", "remainder",
     "reshape", "save", "scatter", "set_default_device", "set_grad_enabled", "sigmoid", "softmax", "split", "sqrt", "square", "squeeze", "stack", "std",
     "sub", "sum", "t", "tanh", "Tensor", "tensor", "transpose", "uint8", "unsqueeze", "utils", "var", "where", "zeros",
-    "zeros_like", "ZgradError",
+    "zeros_like", "ZgradError", "OutOfMemoryError",
     "addbmm", "addmm", "addmv", "addr", "baddbmm", "bmm", "cdist", "cholesky_solve", "cross", "det", "dot", "einsum", "ger", "inner", "inverse",
     "kron", "linalg", "logdet", "mm", "mv", "norm", "outer", "slogdet", "tensordot", "vdot",
     "all", "allclose", "amax", "amin", "aminmax", "any", "count_nonzero", "cummax", "cummin", "cumprod", "equal",

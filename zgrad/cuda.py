@@ -10,6 +10,7 @@ the CUDA backend until called.
 from __future__ import annotations
 
 from zgrad.device import Device, check_supported
+from zgrad.errors import OutOfMemoryError
 from dataclasses import dataclass
 
 from zgrad.kernels import dispatch
@@ -18,7 +19,7 @@ from zgrad.tensor import Tensor
 
 __all__ = ["is_available", "device_count", "synchronize", "current_device", "get_device_name", "default_generators",
            "set_device", "get_device_capability", "get_device_properties", "is_bf16_supported", "mem_get_info",
-           "DeviceProperties",
+           "DeviceProperties", "OutOfMemoryError",
            "empty_cache", "max_memory_allocated", "max_memory_reserved", "memory_allocated", "memory_reserved",
            "memory_stats", "reset_peak_memory_stats",
            "get_rng_state", "initial_seed", "manual_seed", "manual_seed_all", "seed", "seed_all", "set_rng_state"]

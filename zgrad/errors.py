@@ -25,6 +25,7 @@ __all__ = [
     "LinAlgError",
     "IndexRangeError",
     "IntegerDivisionByZeroError",
+    "OutOfMemoryError",
 ]
 
 
@@ -112,3 +113,9 @@ class LinAlgError(ZgradError):
     """A matrix factorization or solve could not complete (a singular matrix, one that is not
     positive-definite, an algorithm that did not converge); ``zgrad.linalg.LinAlgError``, as
     ``torch.linalg.LinAlgError``."""
+
+
+class OutOfMemoryError(ZgradError):
+    """The device has no memory left for an allocation, after zgrad gave back what it kept for
+    reuse and tried again; the message says how much was asked for and how the device's memory is
+    used. ``zgrad.cuda.OutOfMemoryError`` and ``zgrad.OutOfMemoryError``, as PyTorch's."""

@@ -281,3 +281,26 @@ def test_without_cuda_the_statistics_are_empty_as_in_pytorch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["{}", "0", "0"]
+
+
+def test_a_full_device_raises_pytorchs_out_of_memory_error(monkeypatch):
+    from zgrad.kernels.cuda import array
+
+    class DeviceFull(Exception):
+        pass
+
+    def full(length, dtype):
+        raise DeviceFull()
+
+    monkeypatch.setattr(array, "is_out_of_memory", lambda exc: isinstance(exc, DeviceFull))
+    monkeypatch.setattr(array, "_new_allocation", full)
+    with pytest.raises(zgrad.cuda.OutOfMemoryError,
+                       match=r"^CUDA out of memory\. Tried to allocate 3\.00 MiB\. GPU 0 has a total capacity of "
+                             r"[0-9.]+ GiB of which [0-9.]+ [GMK]iB is free\. Of the allocated memory .* is allocated by "
+                             r"zgrad, and .* is reserved by zgrad but unallocated\. Free tensors") as caught:
+        zgrad.empty(3 * 2**18, device="cuda")  # 3 MiB of float32, a length nothing has kept
+    assert isinstance(caught.value.__cause__, DeviceFull) and isinstance(caught.value, RuntimeError)
+    assert zgrad.OutOfMemoryError is zgrad.cuda.OutOfMemoryError
+    monkeypatch.setattr(array, "_new_allocation", lambda length, dtype: (_ for _ in ()).throw(ValueError("other")))
+    with pytest.raises(ValueError, match="other"):
+        zgrad.empty(3 * 2**18 + 1, device="cuda")

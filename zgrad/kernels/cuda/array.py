@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from zgrad.errors import OutOfMemoryError
 from zgrad.kernels.cuda import allocation_cache
 from zgrad.kernels.cuda import runtime as rt
 from zgrad.kernels.cuda.memory_pool import is_out_of_memory
@@ -66,9 +67,36 @@ def _simulated_elements(allocation: Any, start: int, dtype: np.dtype) -> np.ndar
 
 def _allocate(size: int, dtype: np.dtype) -> Any:
     """A 1-D device array for ``size`` elements of ``dtype`` (at least one), freed memory of this
-    thread's reused where it has some of that length (:mod:`~zgrad.kernels.cuda.allocation_cache`)."""
-    return allocation_cache.allocate(max(size, 1), _kernel_dtype(dtype), _new_allocation, is_out_of_memory,
-                                     _memory_holders)
+    thread's reused where it has some of that length (:mod:`~zgrad.kernels.cuda.allocation_cache`).
+
+    Raises:
+        OutOfMemoryError: the device is full, even after the memory kept for reuse went back.
+    """
+    length, kernel_dtype = max(size, 1), _kernel_dtype(dtype)
+    try:
+        return allocation_cache.allocate(length, kernel_dtype, _new_allocation, is_out_of_memory, _memory_holders)
+    except Exception as exc:
+        if not is_out_of_memory(exc):
+            raise
+        raise OutOfMemoryError(_out_of_memory_message(length * kernel_dtype.itemsize)) from exc
+
+
+def _out_of_memory_message(wanted: int) -> str:
+    free, total = rt.memory_info()
+    stats = allocation_cache.memory_stats()
+    allocated, reserved = stats["allocated_bytes.all.current"], stats["reserved_bytes.all.current"]
+    return (f"CUDA out of memory. Tried to allocate {_size(wanted)}. GPU 0 has a total capacity of {_size(total)} of "
+            f"which {_size(free)} is free. Of the allocated memory {_size(allocated)} is allocated by zgrad, and "
+            f"{_size(reserved - allocated)} is reserved by zgrad but unallocated. Free tensors you no longer need "
+            "(and call zgrad.cuda.empty_cache() so that other processes can use the memory), or use a smaller batch.")
+
+
+def _size(nbytes: int) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if nbytes < 1024:
+            return f"{nbytes:.2f} {unit}" if unit != "B" else f"{nbytes} bytes"
+        nbytes /= 1024
+    return f"{nbytes:.2f} GiB"
 
 
 def _new_allocation(length: int, dtype: np.dtype) -> Any:
