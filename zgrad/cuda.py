@@ -173,10 +173,10 @@ def memory_stats(device: Device | str | int | None = None) -> dict[str, int]:
     """PyTorch's memory statistics that zgrad keeps, under PyTorch's keys, sorted:
     ``allocated_bytes.all.current`` / ``.peak``, ``reserved_bytes.all.current`` / ``.peak``,
     ``inactive_split_bytes.all.current`` (kept for reuse), ``allocation.all.allocated`` /
-    ``.freed``, ``num_alloc_retries`` (allocations that emptied
-    the cache and tried again), ``num_ooms``, and zgrad's own ``allocation.all.cache_hits``
-    (allocations served from the cache). ``device`` as in :func:`memory_allocated`. Empty
-    where CUDA cannot be used, as in PyTorch."""
+    ``.freed``, ``num_alloc_retries`` (allocations that emptied the cache and tried again),
+    ``num_ooms``, and zgrad's own ``allocation.all.cache_hits`` (allocations served from the
+    cache). ``device`` as in :func:`memory_allocated`. Empty where CUDA cannot be used, as in
+    PyTorch."""
     if not is_available():
         return {}
     _require_cuda_device(device)

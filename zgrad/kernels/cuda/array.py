@@ -82,11 +82,15 @@ def _allocate(size: int, dtype: np.dtype) -> Any:
 
 
 def _out_of_memory_message(wanted: int) -> str:
-    free, total = rt.memory_info()
+    try:
+        free, total = rt.memory_info()
+        capacity = f"GPU 0 has a total capacity of {_size(total)} of which {_size(free)} is free."
+    except Exception as exc:  # noqa: BLE001 - the message must not hide the out-of-memory error
+        capacity = f"GPU 0's free memory could not be read ({exc})."
     stats = allocation_cache.memory_stats()
     allocated, reserved = stats["allocated_bytes.all.current"], stats["reserved_bytes.all.current"]
-    return (f"CUDA out of memory. Tried to allocate {_size(wanted)}. GPU 0 has a total capacity of {_size(total)} of "
-            f"which {_size(free)} is free. Of the allocated memory {_size(allocated)} is allocated by zgrad, and "
+    return (f"CUDA out of memory. Tried to allocate {_size(wanted)}. {capacity} "
+            f"Of the allocated memory {_size(allocated)} is allocated by zgrad, and "
             f"{_size(reserved - allocated)} is reserved by zgrad but unallocated. Free tensors you no longer need "
             "(and call zgrad.cuda.empty_cache() so that other processes can use the memory), or use a smaller batch.")
 

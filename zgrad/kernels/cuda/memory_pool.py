@@ -35,7 +35,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ALLOCATOR_ENVIRONMENT_VARIABLE", "StreamOrderedAllocator", "install", "installed", "is_out_of_memory", "release_unused"]
+__all__ = ["ALLOCATOR_ENVIRONMENT_VARIABLE", "StreamOrderedAllocator", "install", "installed", "is_out_of_memory",
+           "release_unused"]
 
 ALLOCATOR_ENVIRONMENT_VARIABLE = "ZGRAD_CUDA_ALLOCATOR"
 _CHOICES = ("pool", "numba")
