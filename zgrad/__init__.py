@@ -218,12 +218,18 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'zgrad' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_ON_FIRST_USE})
+
+
 def _nn_on_first_use(name: str) -> object:
     if name == "parallel":
-        import zgrad.nn.parallel
+        import importlib
 
-        return zgrad.nn.parallel
+        return importlib.import_module("zgrad.nn.parallel")
     raise AttributeError(f"module 'zgrad.nn' has no attribute {name!r}")
 
 
-nn.__getattr__ = _nn_on_first_use  # zgrad.nn (the core layer) may not import the distributed layer itself
+# zgrad.nn (the core layer) may not import the distributed layer itself
+nn.__getattr__ = _nn_on_first_use
+nn.__dir__ = lambda: sorted({*vars(nn), "parallel"})

@@ -9,7 +9,7 @@ the CUDA backend until called.
 
 from __future__ import annotations
 
-from zgrad.device import Device, check_supported
+from zgrad.device import Device, as_device, check_supported, is_device_index
 from zgrad.errors import OutOfMemoryError
 from dataclasses import dataclass
 
@@ -50,15 +50,19 @@ def current_device() -> int:
 
 def set_device(device: Device | str | int | None) -> None:
     """Select the device zgrad computes on. zgrad uses one device per process, device 0 (start one
-    process per GPU and pick it with ``CUDA_VISIBLE_DEVICES``), so this only checks ``device``; a
-    negative index does nothing, as in PyTorch.
+    process per GPU and pick it with ``CUDA_VISIBLE_DEVICES``), so this only checks ``device`` (an
+    index, or a device with one); a negative index does nothing, as in PyTorch.
 
     Raises:
-        ZgradError: no CUDA device can be used here, or the index is past the last device.
-        ValueError: ``device`` is not a CUDA device.
+        ZgradError: no CUDA device can be used here, or an index other than 0.
+        ValueError: ``device`` is not a CUDA device, or has no index.
     """
-    if isinstance(device, int) and not isinstance(device, bool) and device < 0:
+    if is_device_index(device) and device < 0:
         return
+    if not is_device_index(device) and (not isinstance(device, (str, Device)) or as_device(device).index is None):
+        if isinstance(device, (str, Device)) and as_device(device).type != "cuda":
+            raise ValueError(f"Expected a cuda device, but got: {device}")
+        raise ValueError(f"Expected a device with a specified index or an integer, but got:{device}")
     _require_cuda_device(device)
 
 
@@ -205,7 +209,7 @@ def _require_cuda_device(device: Device | str | int | None) -> None:
     if device is None:
         dispatch.backend("cuda")
         return
-    if isinstance(device, int) and not isinstance(device, bool):
+    if is_device_index(device):
         if device < 0:
             raise ValueError(f"Expected a non-negative CUDA device index, but got: {device}")
         device = f"cuda:{device}"

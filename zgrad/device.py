@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from zgrad.errors import ZgradError
 from zgrad.kernels import dispatch
 
-__all__ = ["Device", "as_device", "check_supported"]
+__all__ = ["Device", "as_device", "check_supported", "cuda_device", "is_device_index"]
 
 
 @dataclass(frozen=True)
@@ -18,10 +20,19 @@ class Device:
     index: int | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.type, int) and not isinstance(self.type, bool) and self.index is None:
+        if not isinstance(self.type, str):
+            if self.index is not None or not is_device_index(self.type):
+                raise TypeError(f"device() expects a device type string and an optional index, or an index; got "
+                                f"{self.type!r}" + ("" if self.index is None else f", {self.index!r}"))
             parsed = as_device(self.type)  # ``device(0)``: an index of the accelerator, as torch.device
             object.__setattr__(self, "type", parsed.type)
             object.__setattr__(self, "index", parsed.index)
+        if self.index is not None:
+            if not is_device_index(self.index):
+                raise TypeError(f"device() expects an integer index, got {self.index!r}")
+            if self.index < 0:
+                raise RuntimeError("Device index must not be negative")
+            object.__setattr__(self, "index", int(self.index))
         # ``device("cuda:1")`` parses like ``device("cuda", 1)``, as torch.device does
         if self.index is None and ":" in self.type:
             parsed = as_device(self.type)
@@ -57,16 +68,34 @@ def as_device(spec: "str | int | Device") -> Device:
     """
     if isinstance(spec, Device):
         return spec
-    if isinstance(spec, int) and not isinstance(spec, bool):
+    if is_device_index(spec):
         if spec < 0:
             raise RuntimeError("Device index must not be negative")
-        return Device("cuda", spec)
+        return Device("cuda", int(spec))
     if not isinstance(spec, str):
         raise TypeError(f"expected a device string like 'cpu' or 'cuda:0', got {type(spec).__name__}")
     kind, _, index = spec.partition(":")
     if kind not in ("cpu", "cuda") or (index and not index.isdigit()):
         raise ValueError(f"Expected one of cpu, cuda device type at start of device string: {spec}")
     return Device(kind, int(index) if index else None)
+
+
+def cuda_device(spec: "str | int | Device | None") -> Device:
+    """The CUDA device ``spec`` names for ``.cuda(spec)`` (None: the current one).
+
+    Raises:
+        ZgradError: ``spec`` names another device type.
+    """
+    device = Device("cuda") if spec is None else as_device(spec)
+    if device.type != "cuda":
+        raise ZgradError(f"Invalid device, must be cuda device (got {device})")
+    return device
+
+
+def is_device_index(value: object) -> bool:
+    """Whether ``value`` is an integer (a Python or numpy one, not a bool) that PyTorch reads as a
+    device index."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 def check_supported(spec: "str | int | Device") -> Device:
@@ -83,4 +112,7 @@ def check_supported(spec: "str | int | Device") -> Device:
         count = int(dispatch.backend("cuda").device_count())
         if (device.index or 0) >= count:
             raise ZgradError(f"CUDA error: invalid device ordinal: {device} requested, {count} device(s) present")
+        if device.index:
+            raise ZgradError(f"{device} requested: zgrad uses one CUDA device per process, cuda:0 (start one process "
+                             f"per GPU and select it with CUDA_VISIBLE_DEVICES, e.g. CUDA_VISIBLE_DEVICES={device.index})")
     return device

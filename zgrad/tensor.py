@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from zgrad.device import CPU, Device, as_device
+from zgrad.device import CPU, Device, as_device, is_device_index
 from zgrad.engine.graph import AccumulateGrad, Edge, InputMetadata
 from zgrad.engine.versions import mark_leaf_memory
 from zgrad.errors import AutogradError, ShapeError
@@ -60,7 +60,7 @@ def parse_to_args(*args: Any, device: Any = None, dtype: Any = None,
             continue
         if isinstance(arg, Tensor):
             device, dtype = arg.device, arg.dtype
-        elif isinstance(arg, (str, Device)) or (isinstance(arg, int) and not isinstance(arg, bool)):
+        elif isinstance(arg, (str, Device)) or is_device_index(arg):
             device = arg  # an int is an accelerator index, as in PyTorch: to(0) is to("cuda:0")
         else:
             try:

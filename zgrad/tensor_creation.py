@@ -40,28 +40,28 @@ class TensorCreation:
 
     def new_tensor(self, data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
         """A new tensor holding a copy of ``data``, of this tensor's dtype and device unless given."""
-        return creation.tensor(data, dtype=dtype or self.dtype, device=device or self.device,
+        return creation.tensor(data, dtype=self.dtype if dtype is None else dtype, device=self.device if device is None else device,
                                requires_grad=requires_grad)
 
     def new_zeros(self, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
         """Zeros of ``size`` (ints or one tuple), of this tensor's dtype and device unless given."""
-        return creation.zeros(*size, dtype=dtype or self.dtype, device=device or self.device,
+        return creation.zeros(*size, dtype=self.dtype if dtype is None else dtype, device=self.device if device is None else device,
                               requires_grad=requires_grad)
 
     def new_ones(self, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
         """Ones of ``size`` (ints or one tuple), of this tensor's dtype and device unless given."""
-        return creation.ones(*size, dtype=dtype or self.dtype, device=device or self.device,
+        return creation.ones(*size, dtype=self.dtype if dtype is None else dtype, device=self.device if device is None else device,
                              requires_grad=requires_grad)
 
     def new_empty(self, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
         """An uninitialized tensor of ``size``, of this tensor's dtype and device unless given."""
-        return creation.empty(*size, dtype=dtype or self.dtype, device=device or self.device,
+        return creation.empty(*size, dtype=self.dtype if dtype is None else dtype, device=self.device if device is None else device,
                               requires_grad=requires_grad)
 
     def new_full(self, size: Any, fill_value: Any, dtype: Any = None, device: Any = None,
                  requires_grad: bool = False) -> Tensor:
         """``fill_value`` in ``size``, of this tensor's dtype and device unless given."""
-        return creation.full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device,
+        return creation.full(size, fill_value, dtype=self.dtype if dtype is None else dtype, device=self.device if device is None else device,
                              requires_grad=requires_grad)
 
     # --- random fills -----------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from zgrad.engine.grad_mode import is_grad_enabled
 from zgrad.engine.versions import bump, leaf_owning
 from zgrad.errors import AutogradError, DTypeError, ShapeError
 from zgrad.kernels import dispatch, dispatch_index, dispatch_pointwise
+from zgrad.kernels.memory_overlap import check_inplace
 from zgrad.kernels.promotion import can_cast, is_floating, result_type
 from zgrad.ops import _args, elementwise, functions, indexing
 from zgrad.tensor import Tensor, tensor_methods
@@ -225,6 +226,7 @@ class TensorInplace:
         if elementwise.tensor_bounds(min, max, "clamp_"):
             bounds = [b for b in (min, max) if b is not None]
             self._check_operands(*bounds)
+            check_inplace(self._data, *(b._data for b in bounds))
             return self._inplace(
                 lambda: dispatch_pointwise.write(self._data, ops.clamp(Tensor(self._data), min, max)._data),
                 lambda old: ops.clamp(old, min, max), *bounds)

@@ -18,7 +18,7 @@ from zgrad import linalg, ops
 from zgrad.linalg.matrix_functions import cholesky_solve
 from zgrad.linalg.norms import legacy_norm
 from zgrad.linalg.solvers import logdet
-from zgrad.device import check_supported
+from zgrad.device import check_supported, cuda_device
 from zgrad.kernels.promotion import BFLOAT16
 from zgrad.ops.activation import prelu
 from zgrad.tensor import Tensor, parse_to_args, tensor_methods
@@ -434,13 +434,14 @@ class TensorMath:
         """This tensor on the host: self on CPU, else a copy."""
         return self.to("cpu")
 
-    def cuda(self, device: Any = None) -> Tensor:
-        """This tensor on a CUDA device (``device``: an index, "cuda:N" or None for the current).
+    def cuda(self, device: Any = None, non_blocking: bool = False, memory_format: Any = None) -> Tensor:
+        """This tensor on a CUDA device (``device``: an index, "cuda:N", a device, or None for the
+        current); ``non_blocking`` and ``memory_format`` are accepted as PyTorch's.
 
         Raises:
-            ZgradError: no CUDA device can be used here.
+            ZgradError: no CUDA device can be used here, or ``device`` is not a CUDA device.
         """
-        return self.to("cuda" if device is None else device if isinstance(device, str) else f"cuda:{int(device)}")
+        return self.to(cuda_device(device))
 
     def type_as(self, other: Tensor) -> Tensor:
         return self.to(other.dtype)

@@ -3,6 +3,7 @@ buffers of the CUDA backend's pool, their device in the metadata, placed on the 
 
 from __future__ import annotations
 
+import collections
 import gc
 
 import numpy as np
@@ -205,13 +206,14 @@ def test_ddp_takes_the_device_of_a_module_on_one_gpu_and_moves_the_inputs_there(
             self.linear = zgrad.nn.Linear(3, 2)
 
         def forward(self, pair, scale=None):
+            assert type(scale) is collections.OrderedDict, "a dict's class is kept"
             return self.linear(pair[0] + pair[1]) * scale["by"]
 
     def body(rank):
         model = Pair().to(0)
         ddp = DDP(model, device_ids=[0])
         assert (ddp.device_ids, ddp.output_device) == ([0], 0)
-        out = ddp((zgrad.ones(4, 3), zgrad.ones(4, 3)), scale={"by": zgrad.tensor(2.0)})  # inputs on the CPU
+        out = ddp((zgrad.ones(4, 3), zgrad.ones(4, 3)), scale=collections.OrderedDict(by=zgrad.tensor(2.0)))  # on the CPU
         out.sum().backward()
         assert out.is_cuda and model.linear.weight.grad.is_cuda
         explicit = DDP(model, device_ids=[zgrad.device("cuda:0")], output_device="cuda:0")

@@ -428,6 +428,21 @@ def test_clamp_with_tensor_and_number_bounds_takes_torchs_overload(dtype, low, h
         assert _clamped(torch, dtype, low, high, in_place, requires_grad) == expected
 
 
+@pytest.mark.torch
+def test_a_nan_bound_makes_every_element_nan_as_in_torch():
+    nan = float("nan")
+    x = zgrad.tensor([1.0, 3.0, 5.0], requires_grad=True)
+    for out in (zgrad.clamp(x, 2.0, nan), zgrad.clamp(x, nan, 4.0), zgrad.clamp(x, min=nan),
+                zgrad.clamp(zgrad.tensor([1, 2]), 0, nan), zgrad.tensor([1.0, 2.0]).clamp_(max=nan)):
+        assert np.isnan(out.detach().numpy()).all()
+    zgrad.clamp(x, 2.0, nan).sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0, 0.0]
+    if torch is not None:
+        t = torch.tensor([1.0, 3.0, 5.0], requires_grad=True)
+        torch.clamp(t, 2.0, nan).sum().backward()
+        assert torch.clamp(t, 2.0, nan).isnan().all() and t.grad.tolist() == [0.0, 0.0, 0.0]
+
+
 def test_clamp_in_place_with_tensor_bounds_writes_into_the_tensor():
     x = zgrad.arange(6.0)
     data = x.data_ptr()
@@ -437,6 +452,11 @@ def test_clamp_in_place_with_tensor_bounds_writes_into_the_tensor():
     with pytest.raises(RuntimeError, match="^result type Float can't be cast to the desired output type Long$"):
         integers.clamp_(zgrad.tensor([2.5]))
     assert integers.tolist() == list(range(6)), "untouched"
+    y = zgrad.tensor([3.0, 1.0, 2.0, 0.0])
+    with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor refer to a "
+                                           "single memory location"):
+        y[1:].clamp_(max=y[:-1])  # a bound that overlaps the tensor written, as PyTorch refuses it
+    assert y.tolist() == [3.0, 1.0, 2.0, 0.0]
 
 
 # --- in place: rules, memory, errors ------------------------------------------------------------

@@ -106,6 +106,31 @@ def test_an_integer_device_is_an_index_of_cuda_as_in_pytorch():
         zgrad.ones(2).to(1)
     with pytest.raises(TypeError, match="expected a device, a dtype or a Tensor"):
         zgrad.ones(2).to(True)
+    # numpy integers are indices too; the new_* factories take index 0 (not "no device")
+    assert zgrad.ones(2).to(np.int64(0)).is_cuda and zgrad.device(np.int32(0)) == "cuda:0"
+    x = zgrad.ones(2)
+    assert all(t.is_cuda for t in (x.new_zeros(2, device=0), x.new_ones(2, device=0), x.new_empty(2, device=0),
+                                   x.new_full((2,), 3.0, device=0), x.new_tensor([1.0], device=0)))
+    assert x.cuda(zgrad.device("cuda:0")).is_cuda and x.cuda(0, non_blocking=True).is_cuda
+    assert zgrad.nn.Linear(2, 2).cuda(zgrad.device("cuda")).weight.is_cuda
+    with pytest.raises(RuntimeError, match="^Invalid device, must be cuda device"):
+        x.cuda("cpu")
+    with pytest.raises(RuntimeError, match="^Device index must not be negative$"):
+        zgrad.device("cuda", -1)
+    for bad in ((0, 1), (True,)):
+        with pytest.raises(TypeError, match="device\\(\\) expects a device type string"):
+            zgrad.device(*bad)
+
+
+def test_a_cuda_index_past_0_names_the_one_device_per_process_rule(monkeypatch):
+    from zgrad.kernels import dispatch
+
+    monkeypatch.setattr(dispatch.backend("cuda"), "device_count", lambda: 2)  # as on a host with two GPUs
+    for move in (lambda: zgrad.ones(2).to(1), lambda: zgrad.ones(2, device="cuda:1"), lambda: zgrad.cuda.set_device(1)):
+        with pytest.raises(zgrad.ZgradError, match=r"^cuda:1 requested: zgrad uses one CUDA device per process, "
+                                                   r"cuda:0 \(start one process per GPU and select it with "
+                                                   r"CUDA_VISIBLE_DEVICES, e\.g\. CUDA_VISIBLE_DEVICES=1\)$"):
+            move()
 
 
 def test_same_seed_gives_the_same_numbers_on_both_devices():
@@ -149,8 +174,12 @@ def test_cuda_device_queries_take_pytorchs_arguments():
         assert zgrad.cuda.get_device_capability(device) == (0, 0)
         free, total = zgrad.cuda.mem_get_info(device)
         assert type(free) is type(total) is int and 0 < free <= total == properties.total_memory  # the host's memory
-        zgrad.cuda.set_device(device)
+        if device not in (None, "cuda"):
+            zgrad.cuda.set_device(device)
     zgrad.cuda.set_device(-1)  # a negative index does nothing, as in PyTorch
+    for no_index in (None, "cuda", zgrad.device("cuda")):
+        with pytest.raises(ValueError, match="^Expected a device with a specified index or an integer, but got:"):
+            zgrad.cuda.set_device(no_index)
     assert zgrad.cuda.is_bf16_supported() and not zgrad.cuda.is_bf16_supported(including_emulation=False)
     for query in (zgrad.cuda.set_device, zgrad.cuda.get_device_properties, zgrad.cuda.mem_get_info):
         with pytest.raises(zgrad.ZgradError, match=r"invalid device ordinal: cuda:1 requested, 1 device\(s\) present"):

@@ -11,6 +11,7 @@ _PROBE = """
 import json, sys
 import zgrad
 loaded_by_import = sorted(m for m in sys.modules if m.startswith(("zgrad.distributed", "zgrad.nn.parallel")))
+listed = ["distributed" in dir(zgrad), "multiprocessing" in dir(zgrad), "parallel" in dir(zgrad.nn)]
 found = {
     "ddp": zgrad.nn.parallel.DistributedDataParallel.__name__,
     "available": zgrad.distributed.is_available(),
@@ -23,7 +24,7 @@ for owner, name in ((zgrad, "no_such_thing"), (zgrad.nn, "no_such_layer")):
         getattr(owner, name)
     except AttributeError as exc:
         missing.append(str(exc))
-print(json.dumps({"loaded_by_import": loaded_by_import, "found": found, "missing": missing}))
+print(json.dumps({"loaded_by_import": loaded_by_import, "listed": listed, "found": found, "missing": missing}))
 """
 
 
@@ -31,7 +32,7 @@ def test_the_distributed_packages_load_on_first_use():
     done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.splitlines()[-1])
-    assert result["loaded_by_import"] == []
+    assert result["loaded_by_import"] == [] and result["listed"] == [True, True, True]
     assert result["found"] == {"ddp": "DistributedDataParallel", "available": True, "initialized": False, "spawn": True}
     assert result["missing"] == ["module 'zgrad' has no attribute 'no_such_thing'",
                                  "module 'zgrad.nn' has no attribute 'no_such_layer'"]

@@ -66,6 +66,8 @@ def clamp(x: Any, low: float | None, high: float | None, out: Any = None):
     elif dtype != out.dtype:
         raise RuntimeError(f"result type {scalar_type_name(dtype)} can't be cast to the desired output type "
                            f"{cpp_type_name(out.dtype)}")
+    if any(bound != bound for bound in (low, high) if bound is not None):  # a NaN bound: NaN everywhere, as PyTorch
+        return write(out, np.nan)
     return be.clamp(x, low, high, out)
 
 

@@ -7,6 +7,7 @@ from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
 import numpy as np
 
+from zgrad.device import cuda_device
 from zgrad.kernels import dispatch
 from zgrad.tensor import Tensor, parse_to_args
 from zgrad.kernels.promotion import BFLOAT16, is_floating
@@ -375,8 +376,9 @@ class Module:
         return self.to("cpu")
 
     def cuda(self, device: Any = None) -> "Module":
-        """Move parameters and buffers to a CUDA device. Raises ZgradError: no CUDA device here."""
-        return self.to("cuda" if device is None else device if isinstance(device, str) else f"cuda:{int(device)}")
+        """Move parameters and buffers to a CUDA device (an index, "cuda:N", a device, or None for
+        the current). Raises ZgradError: no CUDA device here, or not a CUDA device."""
+        return self.to(cuda_device(device))
 
     def float(self) -> "Module":
         return self.to(np.float32)

@@ -10,6 +10,7 @@ average over the ranks. Works the same inside a distributed autograd context, wh
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Iterator
 from typing import Any, Callable
 
@@ -71,7 +72,8 @@ def _cuda_index(device: Any) -> int:
 
 
 def _moved_to(value: Any, device: str) -> Any:
-    """``value`` with every tensor in it (through tuples, named tuples, lists and dicts) on ``device``."""
+    """``value`` with every tensor in it (through tuples, named tuples, lists and dicts, each kept of
+    its class) on ``device``."""
     if isinstance(value, Tensor):
         return value.to(device)
     if isinstance(value, tuple):
@@ -80,7 +82,12 @@ def _moved_to(value: Any, device: str) -> Any:
     if isinstance(value, list):
         return [_moved_to(v, device) for v in value]
     if isinstance(value, dict):
-        return {k: _moved_to(v, device) for k, v in value.items()}
+        moved = {k: _moved_to(v, device) for k, v in value.items()}
+        if type(value) is dict:
+            return moved
+        same_kind = copy.copy(value)  # an OrderedDict, a defaultdict (its factory kept): the same class
+        same_kind.update(moved)
+        return same_kind
     return value
 
 
