@@ -47,6 +47,7 @@ _NBYTES = "_zgrad_nbytes"
 _OWNER = "_zgrad_owner"  # a weak reference to the _ThreadCache of the thread that made it
 _MARK = "_zgrad_mark"  # id() of the allocation's __dict__, which each successor takes over
 _SOLE = "_zgrad_sole"  # references to its memory when nothing views it (the memory_holders count)
+_COUNTS = "_zgrad_counts"  # the counts it was counted in, which its release updates
 
 
 class _ThreadCache:
@@ -95,7 +96,8 @@ def allocate(length: int, dtype: np.dtype, new: Callable[[int, np.dtype], Any],
             fields[_LIVE] = True
             nbytes = fields[_NBYTES]
             with _lock:
-                _counts["cached"] -= nbytes
+                fields[_COUNTS]["cached"] -= nbytes
+                fields[_COUNTS] = _counts
                 _counts["cache_hits"] += 1
                 _in_use(nbytes)
             return array
@@ -120,6 +122,7 @@ def allocate(length: int, dtype: np.dtype, new: Callable[[int, np.dtype], Any],
     fields.update({_LIVE: True, _KEY: key, _NBYTES: nbytes, _OWNER: weakref.ref(cache), _MARK: id(fields)})
     fields[_SOLE] = memory_holders(array)
     with _lock:
+        fields[_COUNTS] = _counts
         _in_use(nbytes)
     return array
 
@@ -145,7 +148,7 @@ def _release(array: Any, _finalizing: Callable[[], bool] = sys.is_finalizing) ->
     if _finalizing() or fields.get(_MARK) != id(fields):  # not the allocation itself (module docstring)
         return
     nbytes = fields[_NBYTES]
-    counts = _counts
+    counts = fields[_COUNTS]
     if not fields[_LIVE]:
         with _lock:
             counts["cached"] -= nbytes
