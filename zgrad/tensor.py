@@ -22,12 +22,15 @@ import numpy as np
 from zgrad.device import CPU, Device, as_device, is_device_index
 from zgrad.engine.graph import AccumulateGrad, Edge, InputMetadata
 from zgrad.engine.versions import mark_leaf_memory
+from zgrad.engine.view_history import ViewOfBase
 from zgrad.errors import AutogradError, ShapeError
 from zgrad.kernels import dispatch
 from zgrad.kernels.promotion import get_default_dtype, is_floating
+from zgrad.kernels.view_geometry import ViewGeometry, shares_allocation
 from zgrad.printing import add_suffixes, print_options, tensor_body
 
-__all__ = ["Tensor", "RemovableHandle", "parse_to_args", "gradient_edge", "tensor_methods"]
+__all__ = ["Tensor", "RemovableHandle", "parse_to_args", "gradient_edge", "tensor_methods", "link_views",
+           "refresh_view"]
 
 # dtypes a tensor's repr leaves out besides the default dtype, as PyTorch does (an empty tensor's names them)
 _REPR_DEFAULT_DTYPES = (np.dtype(np.int64), np.dtype(np.bool_))
@@ -77,7 +80,8 @@ class Tensor:
     friends rather than with this constructor, which wraps an existing array as is.
     """
 
-    __slots__ = ("_data", "_requires_grad", "grad", "grad_fn", "_output_nr", "_accumulator", "__weakref__")
+    __slots__ = ("_data", "_requires_grad", "grad", "grad_fn", "_output_nr", "_accumulator", "_view_base", "_view_base_fn",
+                 "__weakref__")
     __array_priority__ = 1000  # numpy defers to our reflected operators
 
     def __init__(self, data: Any, requires_grad: bool = False, *, _grad_fn: Any = None, _output_nr: int = 0) -> None:
@@ -87,6 +91,7 @@ class Tensor:
         self.grad_fn = _grad_fn
         self._output_nr = _output_nr
         self._accumulator: AccumulateGrad | None = None
+        self._view_base: Tensor | None = None  # the tensor this one is a view of (see link_view)
         if requires_grad and _grad_fn is None:
             mark_leaf_memory(self)
 
@@ -153,6 +158,8 @@ class Tensor:
 
     @property
     def requires_grad(self) -> bool:
+        if self._view_base is not None:
+            refresh_view(self)
         return self._requires_grad
 
     @requires_grad.setter
@@ -189,10 +196,20 @@ class Tensor:
             raise TypeError(f"data must be set to a Tensor, got {type(value).__name__}")
         self._rebind(value._data)
 
+    @property
+    def _base(self) -> "Tensor | None":
+        """The tensor this one is a view of (the start of a chain of views), or None."""
+        return self._view_base
+
+    def _is_view(self) -> bool:
+        """Whether this tensor is a view of another (see :attr:`_base`)."""
+        return self._view_base is not None
+
     def _rebind(self, array: Any) -> None:
         """Hold ``array`` from now on (it may differ in shape, dtype or device), keeping the
         metadata of this leaf's gradient node in step."""
         self._data = array
+        self._view_base = None
         if self._accumulator is not None:
             self._accumulator.input_metadata = [InputMetadata.of(array)]
 
@@ -407,8 +424,45 @@ class _RetainGrad:
             tensor._accumulate_grad(grad)
 
 
+def link_views(source: Tensor, outputs: Any) -> None:
+    """Make each of ``outputs`` (tensors a view op returned for ``source``) that is a view of
+    ``source``'s memory, in its dtype, a view of ``source``'s base (the start of its chain of views).
+
+    A view knows its base (``_view_base``, PyTorch's ``_base``) and the base's ``grad_fn`` when the
+    view's history was last made from it (``_view_base_fn``): :func:`refresh_view` compares them.
+    """
+    base = source._view_base
+    if base is None:
+        base = source
+    base_array = base._data
+    dtype = base_array.dtype
+    for out in outputs:
+        array = out._data
+        if shares_allocation(array, base_array) and (array.dtype is dtype or array.dtype == dtype):
+            out._view_base, out._view_base_fn = base, base.grad_fn
+
+
+def refresh_view(view: Tensor) -> None:
+    """Give ``view`` a new history from its base if the base changed in place since its history
+    was made (PyTorch regenerates a view's ``grad_fn`` so): its elements of the base's new value."""
+    base = view._view_base
+    if base.grad_fn is view._view_base_fn:
+        return
+    if not shares_allocation(view._data, base._data):  # the base's memory was replaced (``.data =``)
+        view._view_base = None
+        return
+    view._view_base_fn = base.grad_fn
+    if base._requires_grad and base.grad_fn is not None:
+        node = ViewOfBase(ViewGeometry.of(view._data, base._data), Edge(base.grad_fn, base._output_nr), view._data)
+        view.grad_fn, view._output_nr, view._requires_grad = node, 0, True
+    else:
+        view.grad_fn, view._output_nr, view._requires_grad = None, 0, False
+
+
 def gradient_edge(tensor: Tensor) -> Edge:
     """The edge a gradient for ``tensor`` flows along: its grad_fn, or its leaf accumulator."""
+    if tensor._view_base is not None:
+        refresh_view(tensor)
     if tensor.grad_fn is not None:
         return Edge(tensor.grad_fn, tensor._output_nr)
     return Edge(tensor._grad_accumulator(), 0)

@@ -13,8 +13,12 @@ in-place op as through the out-of-place one.
 Every change counts one version of the memory (:mod:`zgrad.engine.versions`): a backward that
 needs a value saved before the change refuses to run, with PyTorch's "modified by an inplace
 operation" error, whether the change went through the tensor itself or through a view of it.
-Known gap: the history of a view's *base* is not rewritten (``x[0].mul_(2)`` changes ``x``'s
-memory; a backward through ``x`` that needs no saved value of it does not see the change).
+
+A change through a view reaches its base, as in PyTorch: ``y = x * 2; y[0].mul_(3)`` gives ``y``
+the history "old ``y`` with the view's new value in its elements" (:mod:`zgrad.engine.view_history`),
+and every view of ``y`` (the changed one included) takes its elements of that history the next
+time it is used. A view of a leaf that requires grad is refused, whether or not the view was made
+with grad mode on.
 """
 
 from __future__ import annotations
@@ -26,12 +30,15 @@ import numpy as np
 from zgrad import ops
 from zgrad.engine.grad_mode import is_grad_enabled
 from zgrad.engine.versions import bump, leaf_owning
+from zgrad.engine.view_history import WriteThroughView
 from zgrad.errors import AutogradError, DTypeError, ShapeError
 from zgrad.kernels import dispatch, dispatch_index, dispatch_pointwise
 from zgrad.kernels.memory_overlap import check_inplace
 from zgrad.kernels.promotion import can_cast, is_floating, result_type
+from zgrad.kernels.view_geometry import ViewGeometry, shares_allocation
 from zgrad.ops import _args, elementwise, functions, indexing
-from zgrad.tensor import Tensor, tensor_methods
+from zgrad.ops.shape import Expand
+from zgrad.tensor import Tensor, gradient_edge, refresh_view, tensor_methods
 
 __all__ = ["TensorInplace", "LEAF_INPLACE_ERROR", "VIEW_OF_LEAF_INPLACE_ERROR"]
 
@@ -63,10 +70,15 @@ class TensorInplace:
         """
         if not is_grad_enabled():
             return False
+        base = self._view_base
+        if base is not None:
+            refresh_view(self)
         if self._requires_grad and self.grad_fn is None:
             raise AutogradError(LEAF_INPLACE_ERROR)
-        records = self._requires_grad or any(_requires_grad(o) for o in others)
-        if records and self.grad_fn is not None and leaf_owning(self._data) is not None:
+        base_requires_grad = base is not None and base._requires_grad
+        records = self._requires_grad or base_requires_grad or any(_requires_grad(o) for o in others)
+        if records and ((base_requires_grad and base.grad_fn is None)
+                        or (self.grad_fn is not None and leaf_owning(self._data) is not None)):
             raise AutogradError(VIEW_OF_LEAF_INPLACE_ERROR)
         return records
 
@@ -118,7 +130,24 @@ class TensorInplace:
         dispatch_pointwise.write(self._data, result._data)
         bump(self._data)
         self.grad_fn, self._output_nr, self._requires_grad = result.grad_fn, result._output_nr, result._requires_grad
+        if self._view_base is not None:
+            self._write_through_base()
         return self
+
+    def _write_through_base(self) -> None:
+        """After an in-place change of this view, make its base's history the base's old value with
+        the view's new one in the view's elements, and this view's history its elements of that."""
+        base = self._view_base
+        if not shares_allocation(self._data, base._data):  # the base's memory was replaced (``.data =``)
+            self._view_base = None
+            return
+        old_base = gradient_edge(base) if base._requires_grad else None
+        new_view = gradient_edge(self) if self._requires_grad else None
+        if old_base is None and new_view is None:
+            return
+        node = WriteThroughView(ViewGeometry.of(self._data, base._data), old_base, new_view, base._data)
+        base.grad_fn, base._output_nr, base._requires_grad = node, 0, True
+        refresh_view(self)
 
     def _overwrite(self, fill: Callable[[Any], Any]) -> Any:
         """Set every element to what ``fill(array)`` writes; recorded (with a zero gradient to the
@@ -149,7 +178,7 @@ class TensorInplace:
         self._check_shapes([_array(src)])
         return self._inplace(
             lambda: dispatch_pointwise.write(self._data, _array(src)),
-            lambda old: ops.expand(src.to(self.dtype), self.shape), src)
+            lambda old: Expand.apply(src.to(self.dtype), self.shape), src)  # a node even for a src of self's shape
 
     def scatter_(self, dim: int, index: Any, src: Any = None, *, value: Any = None) -> Any:
         """self[..., index[..., j, ...], ...] = src[..., j, ...] along ``dim`` (or ``value`` everywhere

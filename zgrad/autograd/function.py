@@ -23,7 +23,7 @@ from zgrad.engine.grad_mode import enable_grad, is_grad_enabled, no_grad
 from zgrad.engine.graph import InputMetadata, Node, raise_freed
 from zgrad.engine.versions import snapshot, verify
 from zgrad.errors import AutogradError
-from zgrad.tensor import Tensor, gradient_edge
+from zgrad.tensor import Tensor, gradient_edge, link_views, refresh_view
 from zgrad.kernels.promotion import is_floating
 
 __all__ = ["Function", "Op", "FunctionCtx", "on_graph"]
@@ -259,10 +259,14 @@ class Op(Function):
 
     ``differentiable_backward``: ``backward`` is written so that it also runs on tensors (the
     ``formula_*`` arithmetic), which makes the op twice differentiable (``create_graph=True``).
+    ``returns_view``: the outputs may be views of the first argument's memory (reshape, slicing,
+    transpose...); those that are become views of its base (:func:`~zgrad.tensor.link_views`),
+    so that an in-place change of one reaches the others' gradients.
     """
 
     _tensor_api = False
     differentiable_backward = False
+    returns_view = False
 
     @classmethod
     def apply(cls, *args: Any) -> Any:
@@ -272,6 +276,8 @@ class Op(Function):
         record = False
         for a in args:
             if isinstance(a, Tensor):
+                if a._view_base is not None:
+                    refresh_view(a)
                 arrays.append(a._data)
                 needs.append(a._requires_grad)
                 record = record or a._requires_grad
@@ -293,4 +299,6 @@ class Op(Function):
                 if cls.differentiable_backward:
                     ctx._identities = (*map(id, arrays), *map(id, outputs))
             wrapped = [Tensor(o, is_floating(o.dtype), _grad_fn=ctx, _output_nr=i) for i, o in enumerate(outputs)]
+        if cls.returns_view and isinstance(args[0], Tensor):
+            link_views(args[0], wrapped)
         return wrapped[0] if single else tuple(wrapped)

@@ -24,7 +24,7 @@ from zgrad.ops.elementwise import Add, Cast, Div, Exp, Log, Mul, Neg, Pow, Relu,
 from zgrad.ops.linalg import Linear, MatMul
 from zgrad.ops.loss import LogSoftmax, Softmax
 from zgrad.ops.shape import Cat, GetItem, Permute, Reshape, Stack
-from zgrad.tensor import Tensor
+from zgrad.tensor import Tensor, link_views
 from zgrad.ops.autocast import autocast_op
 from zgrad.ops.out_argument import accepts_out
 
@@ -278,7 +278,9 @@ def getitem(x: Any, index: Any) -> Any:
         return GetItem.apply(x, index)
     # Nothing to record: the result alone, without the backward node that would be most of the
     # cost (a data loader indexes its samples this way, tens of thousands of times an epoch).
-    return Tensor(GetItem.select(x._data, index))
+    out = Tensor(GetItem.select(x._data, index))
+    link_views(x, (out,))
+    return out
 
 
 @accepts_out()

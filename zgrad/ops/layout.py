@@ -165,6 +165,8 @@ def ravel(input: Any) -> Any:  # noqa: A002
 class Unbind(Op):
     """Views of the slices of ``x`` along ``dim``; the gradient stacks theirs."""
 
+    returns_view = True
+
     @staticmethod
     def forward(ctx, x, dim):
         ctx.dim = dim

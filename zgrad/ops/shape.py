@@ -17,6 +17,7 @@ from zgrad.tensor import Tensor
 
 
 class Reshape(Op):
+    returns_view = True
     differentiable_backward = True
 
     @staticmethod
@@ -33,6 +34,7 @@ class Reshape(Op):
 
 
 class Permute(Op):
+    returns_view = True
     differentiable_backward = True
 
     @staticmethod
@@ -53,6 +55,7 @@ class Permute(Op):
 
 
 class GetItem(Op):
+    returns_view = True
     differentiable_backward = True
 
     @staticmethod
@@ -131,6 +134,7 @@ class Cat(Op):
 class View(Op):
     """A reshape that never copies: its result shares ``x``'s memory, as PyTorch's ``view``."""
 
+    returns_view = True
     differentiable_backward = True
 
     @staticmethod
@@ -164,6 +168,7 @@ def _fits(size: int, shape: tuple[int, ...]) -> bool:
 class Expand(Op):
     """A read-only broadcast view; the engine sums the gradient back to the input's shape."""
 
+    returns_view = True
     differentiable_backward = True
 
     @staticmethod
@@ -178,6 +183,7 @@ class Expand(Op):
 class Split(Op):
     """Views of consecutive pieces along ``dim``; the gradient is the pieces' gradients joined."""
 
+    returns_view = True
     differentiable_backward = True
 
     @staticmethod

@@ -146,6 +146,8 @@ class Diagonal(Op):
     """A view of the ``offset``-th diagonal of the matrices in dims ``dim1``, ``dim2``; the
     gradient is zeros with the incoming gradient on that diagonal."""
 
+    returns_view = True
+
     @staticmethod
     def forward(ctx, x, offset, dim1, dim2):
         ctx.shape, ctx.where = x.shape, (offset, dim1, dim2)

@@ -302,6 +302,11 @@ class DeviceArray:
         """The windows of ``size`` along ``axis`` as a view (numpy's ``sliding_window_view``)."""
         return self._view(np.lib.stride_tricks.sliding_window_view(self._layout, size, axis))
 
+    def as_strided(self, shape: tuple[int, ...], strides: tuple[int, ...]) -> "DeviceArray":
+        """A view starting at this one's first element with ``shape`` and byte ``strides`` (numpy's
+        ``as_strided``: unchecked, so the caller keeps it inside the allocation)."""
+        return self._same_start(np.lib.stride_tricks.as_strided(self._layout, tuple(shape), tuple(strides)))
+
     def broadcast_to(self, shape: tuple[int, ...]) -> "DeviceArray":
         """A read-only broadcast view to ``shape`` (numpy's rules and errors)."""
         return self._same_start(np.broadcast_to(self._layout, tuple(shape)))
