@@ -9,7 +9,7 @@ the CUDA backend until called.
 
 from __future__ import annotations
 
-from zgrad.device import Device, as_device, check_supported, is_device_index
+from zgrad.device import Device, as_device, is_device_index, usable_cuda_device
 from zgrad.errors import OutOfMemoryError
 from dataclasses import dataclass
 
@@ -57,13 +57,16 @@ def set_device(device: Device | str | int | None) -> None:
         ZgradError: no CUDA device can be used here, or an index other than 0.
         ValueError: ``device`` is not a CUDA device, or has no index.
     """
-    if is_device_index(device) and device < 0:
-        return
-    if not is_device_index(device) and (not isinstance(device, (str, Device)) or as_device(device).index is None):
-        if isinstance(device, (str, Device)) and as_device(device).type != "cuda":
-            raise ValueError(f"Expected a cuda device, but got: {device}")
-        raise ValueError(f"Expected a device with a specified index or an integer, but got:{device}")
-    _require_cuda_device(device)
+    if is_device_index(device):
+        if device < 0:
+            return
+    else:
+        named = as_device(device) if isinstance(device, (str, Device)) else None
+        if named is None or named.index is None:
+            if named is not None and named.type != "cuda":
+                raise ValueError(f"Expected a cuda device, but got: {device}")
+            raise ValueError(f"Expected a device with a specified index or an integer, but got:{device}")
+    usable_cuda_device(device)
 
 
 def get_device_name(device: Device | str | int | None = None) -> str:
@@ -209,12 +212,9 @@ def _require_cuda_device(device: Device | str | int | None) -> None:
     if device is None:
         dispatch.backend("cuda")
         return
-    if is_device_index(device):
-        if device < 0:
-            raise ValueError(f"Expected a non-negative CUDA device index, but got: {device}")
-        device = f"cuda:{device}"
-    if check_supported(device).type != "cuda":
-        raise ValueError(f"Expected a cuda device, but got: {device}")
+    if is_device_index(device) and device < 0:
+        raise ValueError(f"Expected a non-negative CUDA device index, but got: {device}")
+    usable_cuda_device(device)
 
 
 def manual_seed(seed: int) -> None:

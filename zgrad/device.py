@@ -9,7 +9,7 @@ import numpy as np
 from zgrad.errors import ZgradError
 from zgrad.kernels import dispatch
 
-__all__ = ["Device", "as_device", "check_supported", "cuda_device", "is_device_index"]
+__all__ = ["Device", "as_device", "check_supported", "cuda_device", "is_device_index", "usable_cuda_device"]
 
 
 @dataclass(frozen=True)
@@ -115,4 +115,17 @@ def check_supported(spec: "str | int | Device") -> Device:
         if device.index:
             raise ZgradError(f"{device} requested: zgrad uses one CUDA device per process, cuda:0 (start one process "
                              f"per GPU and select it with CUDA_VISIBLE_DEVICES, e.g. CUDA_VISIBLE_DEVICES={device.index})")
+    return device
+
+
+def usable_cuda_device(spec: "str | int | Device") -> Device:
+    """The CUDA device ``spec`` names, once :func:`check_supported` found it usable.
+
+    Raises:
+        ValueError: ``spec`` names another device type, or is an unknown device string.
+        ZgradError: as :func:`check_supported`.
+    """
+    device = check_supported(spec)
+    if device.type != "cuda":
+        raise ValueError(f"Expected a cuda device, but got: {spec}")
     return device

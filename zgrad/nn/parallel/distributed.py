@@ -21,7 +21,7 @@ from zgrad.distributed.collectives.env import debug_detail
 from zgrad.distributed.collectives.process_group import ProcessGroup
 from zgrad.distributed.collectives.state import current_world
 from zgrad.engine.grad_mode import is_grad_enabled
-from zgrad.device import check_supported
+from zgrad.device import usable_cuda_device
 from zgrad.errors import ZgradError
 from zgrad.futures import Future
 from zgrad.kernels import dispatch
@@ -65,10 +65,7 @@ def _device_indices(module: Module, device_ids: Any, output_device: Any) -> tupl
 
 
 def _cuda_index(device: Any) -> int:
-    found = check_supported(device)
-    if found.type != "cuda":
-        raise ValueError(f"Expected a cuda device, but got: {device}")
-    return found.index or 0
+    return usable_cuda_device(device).index or 0
 
 
 def _moved_to(value: Any, device: str) -> Any:
