@@ -23,8 +23,6 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("clamp-tensor_bounds", "bool"): "torch refuses clamp of a bool tensor between two tensor bounds only; zgrad "
                                      "clamps it",
     ("pow-number", "bool"): "a bool tensor to a Python bool power stays bool in torch; zgrad refuses pow on bool",
-    ("clamp-math", "uint8"): "torch wraps the bound -1 to 255 in uint8 (so min > max); zgrad clamps to [-1, 1]",
-    ("clamp_", "uint8"): "as clamp-math: torch wraps the bound -1 to 255 in uint8",
     **{(row, dtype): "torch's i0 and i1 are NaN at +-inf; zgrad gives the limits, inf and +-inf"
        for row in ("i0-edges", "special.i1-edges") for dtype in ("float16", "bfloat16", "float32", "float64")},
     **{("special.modified_bessel_i1-edges", dtype): "torch's modified_bessel_i1 is NaN at +-inf; zgrad gives the "

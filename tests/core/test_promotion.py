@@ -76,3 +76,41 @@ def test_default_dtype_is_float32_and_only_floating_types_may_replace_it():
         assert zgrad.result_type(zgrad.tensor([1, 2]), 0.5) == zgrad.float64
     finally:
         zgrad.set_default_dtype(zgrad.float32)
+
+
+# An integer result converts every operand to its dtype first, as PyTorch does: numpy would refuse
+# an int64 0-d tensor or -1 beside uint8, and would take a maximum in int64.
+INTEGER_CASES = [
+    ("u8 + -1", lambda lib, x: x + (-1), [0, 1, 2]),
+    ("u8 + 300", lambda lib, x: x + 300, [45, 46, 47]),
+    ("u8 * 0-d", lambda lib, x: x * lib.tensor(1), [1, 2, 3]),
+    ("u8 max 0-d -1", lambda lib, x: lib.maximum(x, lib.tensor(-1)), [255, 255, 255]),
+    ("u8 add_ 0-d -1", lambda lib, x: x.clone().add_(lib.tensor(-1)), [0, 1, 2]),
+    ("u8 clamp -1", lambda lib, x: lib.clamp(x, min=-1), [255, 255, 255]),
+    ("u8 clamp 0-d -1", lambda lib, x: lib.clamp(x, lib.tensor(-1)), [255, 255, 255]),
+    ("i8 max 0-d -200", lambda lib, x: lib.maximum(x.to(lib.int8), lib.tensor(-200)), [56, 56, 56]),
+]
+
+
+@pytest.mark.parametrize("case", INTEGER_CASES, ids=lambda c: c[0])
+def test_an_integer_result_converts_its_operands_first(case):
+    _, run, expected = case
+    result = run(zgrad, zgrad.tensor([1, 2, 3], dtype=zgrad.uint8))
+    assert result.tolist() == expected
+
+
+@pytest.mark.torch
+@pytest.mark.skipif(torch is None, reason="torch is not installed")
+@pytest.mark.parametrize("case", INTEGER_CASES, ids=lambda c: c[0])
+def test_an_integer_result_converts_its_operands_as_torch(case):
+    _, run, _ = case
+    got = run(zgrad, zgrad.tensor([1, 2, 3], dtype=zgrad.uint8))
+    expected = run(torch, torch.tensor([1, 2, 3], dtype=torch.uint8))
+    assert got.tolist() == expected.tolist() and str(got.dtype) == torch_name(expected.dtype)
+
+
+@pytest.mark.parametrize("dtype, bound", [("uint8", 300), ("uint8", -256), ("int8", -129), ("int16", 2 ** 15)])
+def test_a_clamp_bound_the_integer_dtype_cannot_take_is_refused(dtype, bound):
+    x = zgrad.tensor([1, 2], dtype=getattr(zgrad, dtype))
+    with pytest.raises(RuntimeError, match="value cannot be converted to type .* without overflow"):
+        zgrad.clamp(x, max=bound)

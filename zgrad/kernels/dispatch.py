@@ -16,6 +16,8 @@ collectives and DDP's buckets).
 
 from __future__ import annotations
 
+import functools
+
 import importlib
 from typing import Any, Callable, Sequence
 
@@ -33,7 +35,7 @@ __all__ = [
     "unary", "activation_backward", "matmul", "matmul_with_row_sums", "reduce_sum", "reduce_axes", "rowwise", "rowwise_backward", "bias_act", "stack",
     "concatenate", "slice_backward", "cast",
     "as_dtype", "as_int64", "contiguous", "broadcast_to", "to_device", "host_buffer", "dlpack_capsule", "dlpack_device", "from_dlpack", "pin_memory", "is_pinned", "add_inplace", "scale_inplace", "copy_into",
-    "check_integer_divisor",
+    "check_integer_divisor", "integer_operand",
 ]
 
 _BACKEND_MODULES = {"cpu": "zgrad.kernels.cpu.backend", "cuda": "zgrad.kernels.cuda.backend"}
@@ -377,7 +379,30 @@ def binary(op: str, a: Any, b: Any, dtype: Any = None):
             raise DTypeError(f'"{op}_cpu" not implemented for \'Bool\'')
     check_integer_divisor(op, b, dtype, shape)
     out = be.empty(shape, dtype)
+    if out.dtype.kind in "iu":
+        a, b = integer_operand(a, out.dtype), integer_operand(b, out.dtype)
     return getattr(be, op)(a, b, out)
+
+
+def integer_operand(x: Any, dtype: np.dtype) -> Any:
+    """``x`` (an array or a number) as an operand of an op computed in integer ``dtype``: an integer
+    of another dtype, or a number ``dtype`` cannot hold, converted to ``dtype`` first, wrapping as
+    PyTorch converts it (numpy refuses an int64 array or -1 beside a uint8 result, and would take
+    max(int8, int64) in int64)."""
+    kind = getattr(x, "dtype", None)
+    if kind is not None:
+        return x.astype(dtype) if kind != dtype and kind.kind in "iu" else x
+    if isinstance(x, int) and not isinstance(x, bool):
+        low, high = _integer_range(dtype)
+        if not low <= x <= high:
+            return dtype.type(np.array(x).astype(dtype))
+    return x
+
+
+@functools.cache
+def _integer_range(dtype: np.dtype) -> tuple[int, int]:
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max)
 
 
 def unary(op: str, x: Any):

@@ -16,7 +16,7 @@ import numpy as np
 
 from zgrad.errors import DTypeError
 from zgrad.kernels.dispatch import (
-    as_dtype, backend_of, broadcast_shape, broadcast_to, cast, cpp_type_name, scalar_type_name,
+    as_dtype, backend_of, broadcast_shape, broadcast_to, cast, cpp_type_name, integer_operand, scalar_type_name,
 )
 from zgrad.kernels.memory_overlap import check_inplace
 from zgrad.kernels.promotion import result_type
@@ -68,7 +68,27 @@ def clamp(x: Any, low: float | None, high: float | None, out: Any = None):
                            f"{cpp_type_name(out.dtype)}")
     if any(bound != bound for bound in (low, high) if bound is not None):  # a NaN bound: NaN everywhere, as PyTorch
         return write(out, np.nan)
+    if dtype.kind in "iu":
+        low, high = (None if bound is None else _integer_bound(bound, dtype) for bound in (low, high))
     return be.clamp(x, low, high, out)
+
+
+_BOUND_TYPE_NAMES = {"uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int", "int64": "long int"}
+
+
+def _integer_bound(bound: Any, dtype: np.dtype) -> int:
+    """A clamp bound converted to integer ``dtype`` as PyTorch converts it: a negative bound of an
+    unsigned dtype wraps (uint8 clamped by -1 is clamped by 255), within the dtype's magnitude.
+
+    Raises:
+        RuntimeError: a bound beyond that (PyTorch's "value cannot be converted ... without overflow").
+    """
+    info = np.iinfo(dtype)
+    low = -int(info.max) if dtype.kind == "u" else int(info.min)
+    if not low <= bound <= info.max:
+        name = _BOUND_TYPE_NAMES.get(dtype.name, dtype.name)
+        raise RuntimeError(f"value cannot be converted to type {name} without overflow")
+    return int(integer_operand(int(bound), dtype))
 
 
 def clamp_backward(grad: Any, x: Any, low: float | None, high: float | None):
@@ -118,6 +138,8 @@ def write(out: Any, value: Any):
 def inplace_binary(op: str, out: Any, other: Any):
     """out = op(out, other) in place, ``op`` in add, sub, mul, div (``other`` broadcast to ``out``)."""
     check_inplace(out, other)
+    if out.dtype.kind in "iu":
+        other = integer_operand(other, out.dtype)
     return getattr(backend_of(out, other), op)(out, other, out)
 
 
