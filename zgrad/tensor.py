@@ -21,6 +21,7 @@ import numpy as np
 
 from zgrad.device import CPU, Device, as_device, is_device_index
 from zgrad.engine.graph import AccumulateGrad, Edge, InputMetadata
+from zgrad.engine.grad_mode import is_grad_enabled
 from zgrad.engine.versions import mark_leaf_memory
 from zgrad.engine.view_history import ViewOfBase
 from zgrad.errors import AutogradError, ShapeError
@@ -30,7 +31,7 @@ from zgrad.kernels.view_geometry import ViewGeometry, shares_allocation
 from zgrad.printing import add_suffixes, print_options, tensor_body
 
 __all__ = ["Tensor", "RemovableHandle", "parse_to_args", "gradient_edge", "tensor_methods", "link_views",
-           "refresh_view"]
+           "refresh_view", "NO_GRAD_VIEW_INPLACE_ERROR", "NO_GRAD_VIEW_OF_CHANGED_BASE_ERROR"]
 
 # dtypes a tensor's repr leaves out besides the default dtype, as PyTorch does (an empty tensor's names them)
 _REPR_DEFAULT_DTYPES = (np.dtype(np.int64), np.dtype(np.bool_))
@@ -80,8 +81,9 @@ class Tensor:
     friends rather than with this constructor, which wraps an existing array as is.
     """
 
+    # _view_base_fn and _view_no_grad are set (and read) only on views: see link_views
     __slots__ = ("_data", "_requires_grad", "grad", "grad_fn", "_output_nr", "_accumulator", "_view_base", "_view_base_fn",
-                 "__weakref__")
+                 "_view_no_grad", "__weakref__")
     __array_priority__ = 1000  # numpy defers to our reflected operators
 
     def __init__(self, data: Any, requires_grad: bool = False, *, _grad_fn: Any = None, _output_nr: int = 0) -> None:
@@ -154,6 +156,8 @@ class Tensor:
 
     @property
     def is_leaf(self) -> bool:
+        if self._view_base is not None:
+            refresh_view(self)
         return self.grad_fn is None
 
     @property
@@ -411,6 +415,15 @@ class Tensor:
         return add_suffixes(prefix + tensor_body(self._host(), len(prefix)), suffixes, len(prefix))
 
 
+_NO_GRAD_VIEW_ADVICE = ("Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your "
+                        "code by moving both the view and the inplace either both inside the no_grad block (if you "
+                        "don't want the inplace to be tracked) or both outside (if you want the inplace to be tracked).")
+NO_GRAD_VIEW_INPLACE_ERROR = ("A view was created in no_grad mode and is being modified inplace with grad mode enabled. "
+                              + _NO_GRAD_VIEW_ADVICE)
+NO_GRAD_VIEW_OF_CHANGED_BASE_ERROR = ("A view was created in no_grad mode and its base or another view of its base has "
+                                      "been modified inplace with grad mode enabled. " + _NO_GRAD_VIEW_ADVICE)
+
+
 class _RetainGrad:
     """The pre-hook :meth:`Tensor.retain_grad` puts on a tensor's ``grad_fn``: accumulates the
     gradient into the tensor's ``.grad`` (a weak reference: the graph does not keep it alive)."""
@@ -436,20 +449,35 @@ def link_views(source: Tensor, outputs: Any) -> None:
         base = source
     base_array = base._data
     dtype = base_array.dtype
+    made_without_grad = None
     for out in outputs:
         array = out._data
         if shares_allocation(array, base_array) and (array.dtype is dtype or array.dtype == dtype):
-            out._view_base, out._view_base_fn = base, base.grad_fn
+            if made_without_grad is None:
+                made_without_grad = not is_grad_enabled()
+            out._view_base, out._view_base_fn, out._view_no_grad = base, base.grad_fn, made_without_grad
 
 
 def refresh_view(view: Tensor) -> None:
     """Give ``view`` a new history from its base if the base changed in place since its history
-    was made (PyTorch regenerates a view's ``grad_fn`` so): its elements of the base's new value."""
+    was made (PyTorch regenerates a view's ``grad_fn`` so): its elements of the base's new value.
+
+    Raises:
+        AutogradError: the view was made with grad mode off, and is used with it on (PyTorch's
+            refusal: whether the change should reach the view is ambiguous).
+    """
     base = view._view_base
     if base.grad_fn is view._view_base_fn:
         return
     if not shares_allocation(view._data, base._data):  # the base's memory was replaced (``.data =``)
         view._view_base = None
+        return
+    if base.grad_fn is None:  # the base was detached in place (detach_): its views keep their history
+        view._view_base_fn = None
+        return
+    if view._view_no_grad:
+        if is_grad_enabled():
+            raise AutogradError(NO_GRAD_VIEW_OF_CHANGED_BASE_ERROR)
         return
     view._view_base_fn = base.grad_fn
     if base._requires_grad and base.grad_fn is not None:

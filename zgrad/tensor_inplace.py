@@ -38,7 +38,7 @@ from zgrad.kernels.promotion import can_cast, is_floating, result_type
 from zgrad.kernels.view_geometry import ViewGeometry, shares_allocation
 from zgrad.ops import _args, elementwise, functions, indexing
 from zgrad.ops.shape import Expand
-from zgrad.tensor import Tensor, gradient_edge, refresh_view, tensor_methods
+from zgrad.tensor import NO_GRAD_VIEW_INPLACE_ERROR, Tensor, gradient_edge, refresh_view, tensor_methods
 
 __all__ = ["TensorInplace", "LEAF_INPLACE_ERROR", "VIEW_OF_LEAF_INPLACE_ERROR"]
 
@@ -53,7 +53,7 @@ def _array(x: Any) -> Any:
 
 
 def _requires_grad(x: Any) -> bool:
-    return isinstance(x, Tensor) and x._requires_grad
+    return isinstance(x, Tensor) and x.requires_grad  # the property: a view whose base changed takes its new history
 
 
 @tensor_methods
@@ -72,6 +72,8 @@ class TensorInplace:
             return False
         base = self._view_base
         if base is not None:
+            if self._view_no_grad and base._requires_grad:
+                raise AutogradError(NO_GRAD_VIEW_INPLACE_ERROR)
             refresh_view(self)
         if self._requires_grad and self.grad_fn is None:
             raise AutogradError(LEAF_INPLACE_ERROR)
@@ -165,7 +167,10 @@ class TensorInplace:
     # --- fills and copies -----------------------------------------------------------------------
 
     def fill_(self, value: Any) -> Any:
-        """Set every element to ``value`` (a number or a one-element tensor)."""
+        """Set every element to ``value`` (a number or a one-element tensor; differentiable with
+        respect to a 0-d tensor)."""
+        if isinstance(value, Tensor) and value.ndim == 0 and value.requires_grad and is_grad_enabled():
+            return self.copy_(value)
         value = _args.scalar_arg(value, "fill_")
         return self._overwrite(lambda a: dispatch_pointwise.write(a, value))
 

@@ -112,9 +112,41 @@ def view_backward_after_base_change(lib, a, t, w):
     return (v * w[1:].reshape(-1)).sum()
 
 
+def expanded_view_then_base_changed(lib, a, t, w):
+    b = a[:, :1] * 1
+    e = b.expand(4, 3)
+    b[0].mul_(2)
+    b.mul_(t[0, 0])
+    return (e * w).sum()
+
+
+def changed_view_as_the_other_operand(lib, a, t, w):
+    buf = lib.zeros(5, dtype=lib.float64)
+    window = buf[2:4]
+    buf[3].add_(t[0, 0])
+    d = lib.zeros(2, dtype=lib.float64)
+    d.add_(window)
+    return (d * w[0, :2]).sum() + a.sum()
+
+
+def base_detached_in_place(lib, a, t, w):
+    b = a * 2
+    v = b[1]
+    b.detach_()
+    return (v * w[1]).sum() + (a * t[0, 0]).sum()
+
+
+def scaled_column_written_over_another(lib, a, t, w):
+    b = a * 1
+    b[:, 0] = b[:, 1] * 3
+    return (b * w).sum()
+
+
 PROGRAMS = [slice_copy, slice_mul_then_base, view_of_view, transposed_select, flat_view_window, narrow_relu,
             diagonal_add, base_changed_view_used, view_changed_other_view_used, view_changed_twice,
-            buffer_filled_through_views, setitem_on_view, view_backward_after_base_change]
+            buffer_filled_through_views, setitem_on_view, view_backward_after_base_change,
+            expanded_view_then_base_changed, changed_view_as_the_other_operand, base_detached_in_place,
+            scaled_column_written_over_another]
 
 
 def _out_of_place(program):
@@ -198,6 +230,26 @@ def _ref_view_backward_after_base_change(a, t, w):
     return (b[1:].reshape(-1) * w[1:].reshape(-1)).sum()
 
 
+def _ref_expanded_view_then_base_changed(a, t, w):
+    column = a[:, :1] * 1
+    column = zgrad.cat([column[:1] * 2, column[1:]]) * t[0, 0]
+    return (column.expand(4, 3) * w).sum()
+
+
+def _ref_changed_view_as_the_other_operand(a, t, w):
+    return w[0, 1] * t[0, 0] + a.sum()
+
+
+def _ref_base_detached_in_place(a, t, w):
+    return ((a * 2)[1] * w[1]).sum() + (a * t[0, 0]).sum()
+
+
+def _ref_scaled_column_written_over_another(a, t, w):
+    b = a * 1
+    b = zgrad.stack([b[:, 1] * 3, b[:, 1], b[:, 2]], dim=1)
+    return (b * w).sum()
+
+
 REFERENCES = {name[len("_ref_"):]: f for name, f in globals().items() if name.startswith("_ref_")}
 
 
@@ -260,15 +312,23 @@ def test_a_buffer_that_did_not_require_grad_takes_a_view_s_history():
     np.testing.assert_array_equal(x.grad.numpy(), np.ones(3))
 
 
-def test_a_view_of_a_leaf_made_without_grad_is_refused_in_grad_mode():
+def test_a_view_made_without_grad_is_not_changed_or_used_stale_with_grad_as_in_torch():
     leaf = zgrad.randn(3, requires_grad=True)
     with zgrad.no_grad():
         view = leaf[1:]
-    with pytest.raises(AutogradError, match="a view of a leaf Variable that requires grad"):
+    with pytest.raises(AutogradError, match="A view was created in no_grad mode and is being modified inplace"):
         view.mul_(2)
     with zgrad.no_grad():
         view.mul_(2)  # what optimizers do
-    np.testing.assert_array_equal(leaf.grad_fn, None)
+    assert leaf.grad_fn is None
+    b = leaf * 2
+    with zgrad.no_grad():
+        row = b[1:]
+    b.mul_(3)
+    with zgrad.no_grad():
+        (row * 2).sum()  # without grad the stale view is only values
+    with pytest.raises(AutogradError, match="A view was created in no_grad mode and its base .* has been modified"):
+        (row * 2).sum()
 
 
 def test_a_view_whose_base_took_new_memory_is_a_view_no_more():
@@ -307,3 +367,26 @@ def test_copying_a_leaf_of_the_same_shape_records_the_copy():
     (b * 2).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0, 2.0])
     assert b.grad is None
+
+
+def test_filling_with_a_0_d_tensor_that_requires_grad_sends_it_the_gradient():
+    value = zgrad.tensor(2.0, requires_grad=True)
+    b = zgrad.zeros(3) * 1
+    b.fill_(value)
+    (b * 3).sum().backward()
+    assert value.grad.item() == 9.0
+
+
+def test_a_product_by_a_number_saves_nothing_the_input_may_change():
+    a = zgrad.tensor([1.0, 2.0], requires_grad=True)
+    b = a * 1
+    c = b * 3 + b / 4
+    b.add_(1)
+    c.sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), [3.25, 3.25])
+
+
+def test_an_empty_transposed_tensor_changes_in_place():
+    x = zgrad.zeros(0, 3).t()
+    x.mul_(zgrad.ones(3, 1))
+    assert x.shape == (3, 0)

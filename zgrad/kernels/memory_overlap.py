@@ -33,7 +33,7 @@ def check_inplace(out: Any, *sources: Any) -> None:
             (PyTorch's messages: clone the tensor first).
     """
     strides = getattr(out, "strides", None)
-    if strides is None:
+    if strides is None or out.size == 0:
         return
     if 0 in strides and any(step == 0 and n > 1 for step, n in zip(strides, out.shape)):
         raise RuntimeError(INTERNAL_OVERLAP_ERROR)

@@ -104,9 +104,15 @@ class ViewGeometry:
         return whole, region
 
     def placed(self, grad: Any) -> Any:
-        """An array of the base's shape, zero but for ``grad`` (of the view's shape) in the view's elements."""
+        """An array of the base's shape, zero but for ``grad`` (of the view's shape) in the view's
+        elements; an element the view reads several times (an expanded view's) takes their sum."""
         memory = dispatch.full((self.span,), 0, grad.dtype, dispatch.device_type_of(grad))
         whole, region = self._layouts(memory)
+        repeated = [i for i, (n, step) in enumerate(zip(self.view_shape, self.view_strides)) if step == 0 and n > 1]
+        if repeated:
+            once = tuple(1 if i in repeated else n for i, n in enumerate(self.view_shape))
+            grad = dispatch.sum_to(grad, once)
+            region = _strided(region, once, region.strides)
         dispatch.copy_into(region, grad)
         return whole
 

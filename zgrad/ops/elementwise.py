@@ -91,7 +91,9 @@ class Mul(Op):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
+        # each operand only for the other's gradient (PyTorch saves no more: y = x * 2 leaves x free to change)
+        need_a, need_b = ctx.needs_input_grad[:2]
+        ctx.save_for_backward(a if need_b else None, b if need_a else None)
         return dispatch.binary("mul", a, b)
 
     @staticmethod
@@ -109,7 +111,7 @@ class Div(Op):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
+        ctx.save_for_backward(a if ctx.needs_input_grad[1] else None, b)  # a only for b's gradient, as PyTorch
         return dispatch.binary("div", a, b)
 
     @staticmethod

@@ -291,8 +291,6 @@ class Unfold(Op):
     part back where it came from: in one copy when windows do not overlap, else one add per
     offset in the window (the windows' elements at one offset never overlap)."""
 
-    returns_view = True
-
     @staticmethod
     def forward(ctx, x, dim, size, step):
         ctx.shape, ctx.dim, ctx.size, ctx.step = x.shape, dim, size, step
