@@ -93,7 +93,7 @@ class Tensor:
         self.grad_fn = _grad_fn
         self._output_nr = _output_nr
         self._accumulator: AccumulateGrad | None = None
-        self._view_base: Tensor | None = None  # the tensor this one is a view of (see link_view)
+        self._view_base: Tensor | None = None  # the tensor this one is a view of (see link_views)
         if requires_grad and _grad_fn is None:
             mark_leaf_memory(self)
 
@@ -480,11 +480,8 @@ def refresh_view(view: Tensor) -> None:
             raise AutogradError(NO_GRAD_VIEW_OF_CHANGED_BASE_ERROR)
         return
     view._view_base_fn = base.grad_fn
-    if base._requires_grad and base.grad_fn is not None:
-        node = ViewOfBase(ViewGeometry.of(view._data, base._data), Edge(base.grad_fn, base._output_nr), view._data)
-        view.grad_fn, view._output_nr, view._requires_grad = node, 0, True
-    else:
-        view.grad_fn, view._output_nr, view._requires_grad = None, 0, False
+    node = ViewOfBase(ViewGeometry.of(view._data, base._data), Edge(base.grad_fn, base._output_nr), view._data)
+    view.grad_fn, view._output_nr, view._requires_grad = node, 0, True
 
 
 def gradient_edge(tensor: Tensor) -> Edge:

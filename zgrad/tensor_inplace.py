@@ -17,8 +17,8 @@ operation" error, whether the change went through the tensor itself or through a
 A change through a view reaches its base, as in PyTorch: ``y = x * 2; y[0].mul_(3)`` gives ``y``
 the history "old ``y`` with the view's new value in its elements" (:mod:`zgrad.engine.view_history`),
 and every view of ``y`` (the changed one included) takes its elements of that history the next
-time it is used. A view of a leaf that requires grad is refused, whether or not the view was made
-with grad mode on.
+time it is used. A view of a leaf that requires grad is refused, and so is a view made with grad
+mode off (PyTorch's rules).
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ class TensorInplace:
         """Whether an in-place op on self with ``others`` must be recorded in the graph.
 
         Raises:
-            AutogradError: self is a leaf that requires grad and grad mode is on.
+            AutogradError: grad mode is on, and self is a leaf that requires grad, a view of one, or
+                a view made with grad mode off of a tensor that requires grad.
         """
         if not is_grad_enabled():
             return False

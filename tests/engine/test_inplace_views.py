@@ -339,12 +339,31 @@ def test_a_view_whose_base_took_new_memory_is_a_view_no_more():
     assert not v._is_view()
 
 
-def test_double_backward_through_a_changed_view_is_refused_clearly():
-    a = zgrad.randn(3, requires_grad=True)
-    b = a * 2
-    b[1:].mul_(3)
-    with pytest.raises(AutogradError, match="CopySlices.*create_graph"):
-        zgrad.autograd.grad(b.sum(), a, create_graph=True)
+def _second_order(loss, a, t):
+    """The gradients of the squared first-order gradients (a double backward)."""
+    first = zgrad.autograd.grad(loss, (a, t), create_graph=True, allow_unused=True)
+    total = sum((g * g).sum() for g in first if g is not None and g.requires_grad)
+    if not isinstance(total, zgrad.Tensor):
+        return [None, None]
+    return [None if g is None else g.numpy() for g in zgrad.autograd.grad(total, (a, t), allow_unused=True)]
+
+
+# Not diagonal_add, setitem_on_view, scaled_column_written_over_another: diagonal and index_put have
+# no double backward yet (their own, not the view nodes').
+TWICE_DIFFERENTIABLE = [p for p in PROGRAMS if p not in (diagonal_add, setitem_on_view, scaled_column_written_over_another)]
+
+
+@pytest.mark.parametrize("program", TWICE_DIFFERENTIABLE, ids=lambda p: p.__name__)
+def test_double_backward_through_a_changed_view_equals_the_out_of_place_program(program):
+    a, t, w = _inputs(zgrad, seed=1)
+    got = _second_order(program(zgrad, a, t, w), a, t)
+    a2, t2, w2 = _inputs(zgrad, seed=1)
+    expected = _second_order(_out_of_place(program)(a2, t2, w2), a2, t2)
+    for g, e in zip(got, expected):
+        if e is None or g is None:
+            assert (g is None or not g.any()) and (e is None or not e.any())
+        else:
+            np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
 
 
 def test_in_place_through_a_view_on_the_cuda_simulator():

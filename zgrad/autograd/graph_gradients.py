@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from zgrad.autograd.function import FunctionCtx
+from zgrad.autograd.view_gradients import view_node_with_graph
 from zgrad.engine.graph import GraphRoot, Node
+from zgrad.engine.view_history import ViewOfBase, WriteThroughView
 from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch
 from zgrad.tensor import Tensor
@@ -43,6 +45,8 @@ class TensorGradients:
             return node.apply_with_graph(grads)
         if type(node) is GraphRoot:
             return node.apply(grads)
+        if isinstance(node, (WriteThroughView, ViewOfBase)):
+            return view_node_with_graph(node, grads)
         raise AutogradError(f"{node.name}: double backward (create_graph=True) is not supported through this node")
 
     def accumulate(self, variable: Tensor, grad: Tensor) -> None:

@@ -34,10 +34,10 @@ class WriteThroughView(Node):
         return "CopySlices"
 
     def apply(self, grads: Sequence[Any]) -> Sequence[Any]:
+        if self.next_edges[0] is None:
+            return None, self.geometry.taken(grads[0])
         whole, region = self.geometry.spread(grads[0])
         view_grad = dispatch.cast(region, region.dtype) if self.next_edges[1] is not None else None
-        if self.next_edges[0] is None:
-            return None, view_grad
         dispatch_pointwise.write(region, 0)
         return whole, view_grad
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from zgrad.kernels import dispatch
+from zgrad.kernels import dispatch, dispatch_pointwise
 
 __all__ = ["ViewGeometry", "shares_allocation"]
 
@@ -102,6 +102,17 @@ class ViewGeometry:
         whole, region = self._layouts(memory)
         dispatch.copy_into(whole, grad)
         return whole, region
+
+    def taken(self, grad: Any) -> Any:
+        """The view's elements of ``grad`` (an array of the base's shape), in an array of their own."""
+        region = self.spread(grad)[1]
+        return dispatch.cast(region, region.dtype)
+
+    def zeroed(self, grad: Any) -> Any:
+        """A copy of ``grad`` (an array of the base's shape) with the view's elements zero."""
+        whole, region = self.spread(grad)
+        dispatch_pointwise.write(region, 0)
+        return whole
 
     def placed(self, grad: Any) -> Any:
         """An array of the base's shape, zero but for ``grad`` (of the view's shape) in the view's
