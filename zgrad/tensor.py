@@ -30,7 +30,7 @@ from zgrad.kernels.promotion import get_default_dtype, is_floating
 from zgrad.kernels.view_geometry import ViewGeometry, shares_allocation
 from zgrad.printing import add_suffixes, print_options, tensor_body
 
-__all__ = ["Tensor", "RemovableHandle", "parse_to_args", "gradient_edge", "tensor_methods", "link_views",
+__all__ = ["Tensor", "RemovableHandle", "parse_to_args", "gradient_edge", "tensor_methods", "link_views", "link_view",
            "refresh_view", "NO_GRAD_VIEW_INPLACE_ERROR", "NO_GRAD_VIEW_OF_CHANGED_BASE_ERROR"]
 
 # dtypes a tensor's repr leaves out besides the default dtype, as PyTorch does (an empty tensor's names them)
@@ -444,18 +444,19 @@ def link_views(source: Tensor, outputs: Any) -> None:
     A view knows its base (``_view_base``, PyTorch's ``_base``) and the base's ``grad_fn`` when the
     view's history was last made from it (``_view_base_fn``): :func:`refresh_view` compares them.
     """
+    made_without_grad = not is_grad_enabled()
+    for out in outputs:
+        link_view(source, out, made_without_grad)
+
+
+def link_view(source: Tensor, out: Tensor, made_without_grad: bool) -> None:
+    """:func:`link_views` for one output, made with grad mode off if ``made_without_grad``."""
     base = source._view_base
     if base is None:
         base = source
-    base_array = base._data
-    dtype = base_array.dtype
-    made_without_grad = None
-    for out in outputs:
-        array = out._data
-        if shares_allocation(array, base_array) and (array.dtype is dtype or array.dtype == dtype):
-            if made_without_grad is None:
-                made_without_grad = not is_grad_enabled()
-            out._view_base, out._view_base_fn, out._view_no_grad = base, base.grad_fn, made_without_grad
+    array, base_array = out._data, base._data
+    if (array.dtype is base_array.dtype or array.dtype == base_array.dtype) and shares_allocation(array, base_array):
+        out._view_base, out._view_base_fn, out._view_no_grad = base, base.grad_fn, made_without_grad
 
 
 def refresh_view(view: Tensor) -> None:
@@ -486,7 +487,8 @@ def refresh_view(view: Tensor) -> None:
 
 def gradient_edge(tensor: Tensor) -> Edge:
     """The edge a gradient for ``tensor`` flows along: its grad_fn, or its leaf accumulator."""
-    if tensor._view_base is not None:
+    base = tensor._view_base
+    if base is not None and base.grad_fn is not tensor._view_base_fn:
         refresh_view(tensor)
     if tensor.grad_fn is not None:
         return Edge(tensor.grad_fn, tensor._output_nr)

@@ -19,6 +19,7 @@ from zgrad.engine.versions import bump
 from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch
 from zgrad.kernels.promotion import BFLOAT16
+from zgrad.kernels.view_geometry import memory_owner
 from zgrad.tensor import Tensor, tensor_methods
 
 __all__ = ["TensorInfo", "type_name"]
@@ -60,20 +61,13 @@ def _parse_type(dtype: Any) -> tuple[np.dtype, str | None]:
         raise TypeError("dtype must be a type, str, or dtype object") from None
 
 
-def _root(array: np.ndarray) -> np.ndarray:
-    """The numpy array at the start of ``array``'s chain of views (the one owning the memory)."""
-    while isinstance(array.base, np.ndarray):
-        array = array.base
-    return array
-
-
 def _address(array: np.ndarray) -> int:
     return array.__array_interface__["data"][0]
 
 
 def _in_shared_memory(array: np.ndarray) -> bool:
     """Whether host ``array`` lies in a shared mapping made by :meth:`TensorInfo.share_memory_`."""
-    owner = _root(array).base
+    owner = memory_owner(array).base
     return isinstance(owner, mmap.mmap) or isinstance(owner, memoryview) and isinstance(owner.obj, mmap.mmap)
 
 
@@ -116,7 +110,7 @@ class TensorInfo:
         array = self._data
         if not isinstance(array, np.ndarray):
             return array.storage_offset()
-        return (_address(array) - _address(_root(array))) // array.itemsize
+        return (_address(array) - _address(memory_owner(array))) // array.itemsize
 
     def data_ptr(self) -> int:
         """The address of the first element (on CUDA a device address; 0 for no elements)."""
@@ -232,7 +226,7 @@ class TensorInfo:
         count = int(np.prod(shape, dtype=np.int64))
         array = self._data
         if isinstance(array, np.ndarray):
-            root = _root(array)
+            root = memory_owner(array)
             if root.dtype == array.dtype and root.flags.c_contiguous:
                 storage = root.reshape(-1)[self.storage_offset():]  # the elements PyTorch's storage holds from here
             else:

@@ -276,7 +276,8 @@ class Op(Function):
         record = False
         for a in args:
             if isinstance(a, Tensor):
-                if a._view_base is not None:
+                base = a._view_base
+                if base is not None and base.grad_fn is not a._view_base_fn:
                     refresh_view(a)
                 arrays.append(a._data)
                 needs.append(a._requires_grad)

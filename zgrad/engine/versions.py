@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from zgrad.errors import AutogradError
+from zgrad.kernels.view_geometry import memory_owner
 
 __all__ = ["Snapshot", "snapshot", "verify", "bump", "mark_leaf_memory", "leaf_owning", "MODIFIED_SAVED_ERROR"]
 
@@ -36,15 +37,6 @@ _counters: dict[int, _Counter] = {}
 _leaf_tensors: dict[int, Any] = {}  # id(memory owner) -> weakref to the leaf tensor that owns it
 
 Snapshot = tuple  # ((counter, version at save, array), ...)
-
-
-def _owner(array: np.ndarray) -> np.ndarray:
-    """The array that owns ``array``'s memory (itself, or the last array of its base chain)."""
-    base = array.base
-    while type(base) is np.ndarray:
-        array = base
-        base = array.base
-    return array
 
 
 def _counter(owner: np.ndarray) -> _Counter:
@@ -66,7 +58,7 @@ def snapshot(values: Sequence[Any]) -> Snapshot:
     for value in values:
         array = value if type(value) is np.ndarray else getattr(value, "_data", None)
         if type(array) is np.ndarray:
-            counter = _counter(_owner(array))
+            counter = _counter(memory_owner(array))
             taken.append((counter, counter.version, array))
     return tuple(taken)
 
@@ -90,7 +82,7 @@ def bump(array: np.ndarray) -> None:
     """Count one in-place change of ``array``'s memory (a no-op unless a recorded op saved it)."""
     if type(array) is not np.ndarray:
         return
-    counter = _counters.get(id(_owner(array)))
+    counter = _counters.get(id(memory_owner(array)))
     if counter is not None:
         counter.version += 1
 
@@ -100,7 +92,7 @@ def mark_leaf_memory(tensor: Any) -> None:
     array = tensor._data
     if type(array) is not np.ndarray:
         return
-    key = id(_owner(array))
+    key = id(memory_owner(array))
     _leaf_tensors[key] = weakref.ref(tensor, lambda _, key=key: _forget_leaf(key, _))
 
 
@@ -113,11 +105,11 @@ def leaf_owning(array: Any) -> Any:
     """The live leaf tensor that requires grad and owns ``array``'s memory, or None."""
     if type(array) is not np.ndarray:
         return None
-    ref = _leaf_tensors.get(id(_owner(array)))
+    ref = _leaf_tensors.get(id(memory_owner(array)))
     leaf = None if ref is None else ref()
     # The registry is keyed by the memory the leaf had when marked: its data may since have been
     # replaced (``.data =``, moved to a device), and that memory's id taken by another array.
     if leaf is None or not leaf._requires_grad or leaf.grad_fn is not None or type(leaf._data) is not np.ndarray \
-            or _owner(leaf._data) is not _owner(array):
+            or memory_owner(leaf._data) is not memory_owner(array):
         return None
     return leaf

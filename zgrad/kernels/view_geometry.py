@@ -16,16 +16,28 @@ import numpy as np
 
 from zgrad.kernels import dispatch, dispatch_pointwise
 
-__all__ = ["ViewGeometry", "shares_allocation"]
+__all__ = ["ViewGeometry", "memory_owner", "shares_allocation"]
+
+
+def memory_owner(array: np.ndarray) -> np.ndarray:
+    """The host array owning ``array``'s memory: the last numpy array of its chain of bases
+    (``array`` itself when it owns its memory).
+
+    The chain is walked by exact type, as numpy collapses it: a view of a view has the owner as
+    its ``base``, but a subclass (``np.memmap``) or a foreign buffer ends a link.
+    """
+    base = array.base
+    while type(base) is np.ndarray:
+        array = base
+        base = array.base
+    return array
 
 
 def _allocation(array: Any) -> Any:
-    """The object owning ``array``'s memory: the numpy array at the start of its chain of views,
-    or a device array's allocation; None for anything else."""
+    """The object owning ``array``'s memory: the host array owning it, or a device array's
+    allocation; None for anything else."""
     if isinstance(array, np.ndarray):
-        while isinstance(array.base, np.ndarray):
-            array = array.base
-        return array
+        return memory_owner(array)
     return getattr(array, "_base", None) if dispatch.device_type_of(array) == "cuda" else None
 
 
@@ -38,14 +50,17 @@ def _byte_offset(array: Any, allocation: Any) -> int:
 
 def shares_allocation(view: Any, base: Any) -> bool:
     """Whether arrays ``view`` and ``base`` lie in the same allocation."""
-    if type(view) is np.ndarray:  # written out: every view op of a model asks
-        if type(base) is not np.ndarray or view.base is None:
+    if type(view) is np.ndarray:  # memory_owner written out: every view op of a model asks
+        owner = view.base
+        if owner is None or type(base) is not np.ndarray:
             return False
-        while type(view.base) is np.ndarray:
-            view = view.base
+        if type(owner) is not np.ndarray:
+            owner = view
+        while type(owner.base) is np.ndarray:
+            owner = owner.base
         while type(base.base) is np.ndarray:
             base = base.base
-        return view is base
+        return owner is base
     allocation = _allocation(base)
     return allocation is not None and _allocation(view) is allocation
 

@@ -24,7 +24,7 @@ from zgrad.ops.elementwise import Add, Cast, Div, Exp, Log, Mul, Neg, Pow, Relu,
 from zgrad.ops.linalg import Linear, MatMul
 from zgrad.ops.loss import LogSoftmax, Softmax
 from zgrad.ops.shape import Cat, GetItem, Permute, Reshape, Stack
-from zgrad.tensor import Tensor, link_views
+from zgrad.tensor import Tensor, link_view
 from zgrad.ops.autocast import autocast_op
 from zgrad.ops.out_argument import accepts_out
 
@@ -273,13 +273,17 @@ def transpose(x: Any, dim0: int, dim1: int) -> Any:
 
 def getitem(x: Any, index: Any) -> Any:
     """Indexing and slicing, ``x[index]`` (basic slicing, integers, and integer arrays)."""
-    x, index = _tensor(x, "getitem"), _index(index)
-    if x.requires_grad and is_grad_enabled():
+    if not isinstance(x, Tensor):
+        _tensor(x, "getitem")  # raises
+    if isinstance(index, (Tensor, tuple)):
+        index = _index(index)
+    grad_mode = is_grad_enabled()
+    if grad_mode and x.requires_grad:
         return GetItem.apply(x, index)
     # Nothing to record: the result alone, without the backward node that would be most of the
     # cost (a data loader indexes its samples this way, tens of thousands of times an epoch).
     out = Tensor(GetItem.select(x._data, index))
-    link_views(x, (out,))
+    link_view(x, out, not grad_mode)
     return out
 
 
