@@ -1,5 +1,5 @@
-"""The host-allocator tuning of ``init_rpc``, ``init_process_group`` and the first backward pass:
-freed tensor memory is reused, not faulted in again.
+"""The host-allocator tuning of ``init_rpc``, ``init_process_group``, the first backward pass and
+the first DataLoader iterator: freed tensor memory is reused, not faulted in again.
 
 Each case runs in a fresh interpreter (malloc settings are process-wide) and counts minor page
 faults (``ru_minflt``) over repeated allocate/free cycles of 4 MiB arrays (64 MiB ones too, over
@@ -37,6 +37,9 @@ _PROBE = textwrap.dedent(
     if sys.argv[1] == "backward":
         import zgrad
         (zgrad.ones(3, requires_grad=True) * 2).sum().backward()
+    if sys.argv[1] == "loader":
+        import zgrad.utils.data
+        iter(zgrad.utils.data.DataLoader(zgrad.utils.data.TensorDataset(zgrad.ones(4)), batch_size=2))
     mib = int(sys.argv[2]) if len(sys.argv) > 2 else 4
     def cycle():
         a = np.ones((mib << 8, 1024), dtype=np.float32)  # mib MiB, written in full
@@ -88,11 +91,13 @@ def test_tune_is_idempotent_and_checks_its_argument():
 
 @glibc_only
 @pytest.mark.parametrize("setting", [None, "0"], ids=["default", "declined"])
-def test_the_first_backward_pass_tunes_the_allocator_unless_declined(setting):
+@pytest.mark.parametrize("workload", ["backward", "loader"])
+def test_the_first_backward_pass_or_loader_tunes_the_allocator_unless_declined(workload, setting):
+    """A loader's batches are allocated and freed every step as a backward pass's tensors are."""
     env = {k: v for k, v in os.environ.items() if k != TUNE_ENVIRONMENT_VARIABLE}
     if setting is not None:
         env[TUNE_ENVIRONMENT_VARIABLE] = setting
-    faults = _faults("backward", env)["faults"]
+    faults = _faults(workload, env)["faults"]
     if setting is None:
         assert faults < _PAGES_PER_ARRAY, faults
     else:

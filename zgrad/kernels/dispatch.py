@@ -632,7 +632,8 @@ def stack(arrays: Sequence[Any], axis: int, empty: Callable[[tuple[int, ...], np
     if not -ndim <= axis < ndim:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got {axis})")
     axis %= ndim
-    dtype = result_type(*arrays)
+    dtypes = {a.dtype for a in arrays}
+    dtype = dtypes.pop() if len(dtypes) == 1 else result_type(*arrays)  # equal shapes: one dtype is the result
     shape = first.shape[:axis] + (len(arrays),) + first.shape[axis:]
     return be.stack(arrays, axis, (be.empty if empty is None else empty)(shape, dtype))
 

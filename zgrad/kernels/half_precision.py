@@ -48,7 +48,8 @@ def _needs_widening(values: Any) -> bool:
         dtype = getattr(value, "dtype", None)
         if dtype in HALF_DTYPES:
             return True
-        if dtype is None and type(value) in _SEQUENCES and any(_is_half(item) for item in value):
+        if dtype is None and type(value) in _SEQUENCES \
+                and not HALF_DTYPES.isdisjoint([getattr(item, "dtype", None) for item in value]):
             return True
     return False
 

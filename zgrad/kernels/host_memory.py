@@ -18,7 +18,8 @@ more (the size of glibc's per-thread heaps).
 It changes process-wide malloc settings, so it runs only once zgrad's own workload starts:
 ``init_rpc`` and ``init_process_group`` apply it unless ``[memory] tune_malloc = false``
 (:func:`leave_host_allocator` then records the choice), and otherwise the process's first local
-backward pass applies it (:func:`tune_for_training`) unless ``ZGRAD_TUNE_MALLOC=0``.
+backward pass or DataLoader iterator applies it (:func:`tune_for_training`) unless
+``ZGRAD_TUNE_MALLOC=0``.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def leave_host_allocator() -> None:
 
 def tune_for_training() -> None:
     """Tune the allocator (:func:`tune_host_allocator` with :data:`DEFAULT_KEEP_FREE_MB`) on the
-    process's first call, run by every local backward pass, unless ``init_rpc`` or
+    process's first call, run by every local backward pass and DataLoader iterator, unless ``init_rpc`` or
     ``init_process_group`` settled it already or ``ZGRAD_TUNE_MALLOC`` is 0 (or false, no, off)."""
     if _settled:
         return

@@ -134,7 +134,10 @@ def _scalar_dtype(value: Any) -> np.dtype:
 def _promote_all(dtypes: Iterable[np.dtype]) -> np.dtype | None:
     result = None
     for dtype in dtypes:
-        result = dtype if result is None else promote_types(result, dtype)
+        if result is None:
+            result = dtype
+        elif dtype is not result:  # numpy's built-in dtypes are singletons: a run of one dtype skips the table
+            result = promote_types(result, dtype)
     return result
 
 

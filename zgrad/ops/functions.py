@@ -293,7 +293,10 @@ def stack(tensors: Sequence[Any], dim: int = 0) -> Any:
     """Join same-shaped tensors along a new dimension."""
     if not tensors:
         raise ShapeError("stack expects a non-empty TensorList")
-    return Stack.apply(dim, *(_tensor(t, "stack") for t in tensors))
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            _tensor(t, "stack")  # raises
+    return Stack.apply(dim, *tensors)
 
 
 @accepts_out()
@@ -302,7 +305,10 @@ def cat(tensors: Sequence[Any], dim: int = 0) -> Any:
     """Join tensors along an existing dimension."""
     if not tensors:
         raise ShapeError("torch.cat(): expected a non-empty list of Tensors")
-    return Cat.apply(dim, *(_tensor(t, "cat") for t in tensors))
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            _tensor(t, "cat")  # raises
+    return Cat.apply(dim, *tensors)
 
 
 def cast(x: Any, dtype: Any) -> Any:

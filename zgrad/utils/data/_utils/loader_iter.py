@@ -7,6 +7,7 @@ import warnings
 from typing import Any
 
 from zgrad.accelerator import is_available as accelerator_available
+from zgrad.kernels.host_memory import tune_for_training
 from zgrad.utils.data._random import draw_seed
 from zgrad.utils.data._utils.fetch import create_fetcher
 from zgrad.utils.data._utils.pin_memory import pin_memory
@@ -34,6 +35,7 @@ class BaseDataLoaderIter:
             warnings.warn("'pin_memory' argument is set as true but no accelerator is found, then device pinned "
                           "memory won't be used.", stacklevel=5)  # the loop that iterates the loader
         self._base_seed = draw_seed(loader.generator)
+        tune_for_training()  # the batches it collates are fresh memory every step, freed the next
         BaseDataLoaderIter._reset(self, loader)
 
     def _reset(self, loader: Any) -> None:
