@@ -28,6 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from zgrad import ops
+from zgrad.creation import as_tensor
 from zgrad.engine.grad_mode import is_grad_enabled
 from zgrad.engine.versions import bump, leaf_owning
 from zgrad.engine.view_history import WriteThroughView
@@ -50,6 +51,13 @@ VIEW_OF_LEAF_INPLACE_ERROR = ("a view of a leaf Variable that requires grad is b
 
 def _array(x: Any) -> Any:
     return x._data if isinstance(x, Tensor) else x
+
+
+def _replacing(old: Tensor, new: Tensor) -> Tensor:
+    """``new`` recorded as what replaced ``old``: the gradient ``old`` gets is zero, not none
+    (PyTorch's CopyBackwards and fills), so that every tensor upstream still receives one."""
+    true = Tensor(dispatch.full((), True, np.bool_, dispatch.device_type_of(new._data)))
+    return ops.where(true, new, old)
 
 
 def _requires_grad(x: Any) -> bool:
@@ -159,11 +167,9 @@ class TensorInplace:
             fill(self._data)
             bump(self._data)
             return self
-        device = dispatch.device_type_of(self._data)
-        fresh = dispatch.empty(self.shape, self.dtype, device)
+        fresh = dispatch.empty(self.shape, self.dtype, dispatch.device_type_of(self._data))
         fill(fresh)
-        new, true = Tensor(fresh), Tensor(dispatch.full((), True, np.bool_, device))
-        return self._inplace(lambda: None, lambda old: ops.where(true, new, old))
+        return self._inplace(lambda: None, lambda old: _replacing(old, Tensor(fresh)))
 
     # --- fills and copies -----------------------------------------------------------------------
 
@@ -182,9 +188,13 @@ class TensorInplace:
         """Copy ``src`` (broadcast to self's shape, cast to self's dtype) into self; differentiable
         with respect to ``src``."""
         self._check_shapes([_array(src)])
-        return self._inplace(
-            lambda: dispatch_pointwise.write(self._data, _array(src)),
-            lambda old: Expand.apply(src.to(self.dtype), self.shape), src)  # a node even for a src of self's shape
+
+        def record(old: Tensor) -> Tensor:
+            source = src if isinstance(src, Tensor) else as_tensor(src, self.dtype, self.device)
+            new = Expand.apply(source.to(device=self.device, dtype=self.dtype), self.shape)  # a node even for src of self's shape
+            return _replacing(old, new) if old._requires_grad else new
+
+        return self._inplace(lambda: dispatch_pointwise.write(self._data, _array(src)), record, src)
 
     def scatter_(self, dim: int, index: Any, src: Any = None, *, value: Any = None) -> Any:
         """self[..., index[..., j, ...], ...] = src[..., j, ...] along ``dim`` (or ``value`` everywhere

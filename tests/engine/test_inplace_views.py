@@ -396,6 +396,33 @@ def test_filling_with_a_0_d_tensor_that_requires_grad_sends_it_the_gradient():
     assert value.grad.item() == 9.0
 
 
+@pytest.mark.parametrize("overwrite", ["copy_", "copy_ a number", "fill_", "zero_"])
+def test_an_overwritten_history_gets_a_zero_gradient_not_none(overwrite):
+    """As PyTorch's CopyBackwards and fills: the tensors upstream of the old value still receive a
+    gradient (zeros), so optimizers and DDP see the same parameters used."""
+    leaf = zgrad.ones(3, requires_grad=True)
+    src = zgrad.full((3,), 2.0, requires_grad=True)
+    b = leaf * 1
+    {"copy_": lambda: b.copy_(src), "copy_ a number": lambda: b.copy_(5), "fill_": lambda: b.fill_(4.0),
+     "zero_": b.zero_}[overwrite]()
+    (b * 3).sum().backward()
+    np.testing.assert_array_equal(leaf.grad.numpy(), [0.0, 0.0, 0.0])
+    expected = {"copy_": [6.0] * 3, "copy_ a number": [15.0] * 3, "fill_": [12.0] * 3, "zero_": [0.0] * 3}
+    np.testing.assert_array_equal((b * 3).detach().numpy(), expected[overwrite])
+    if overwrite == "copy_":
+        np.testing.assert_array_equal(src.grad.numpy(), [3.0, 3.0, 3.0])
+
+
+def test_copying_a_broadcast_source_of_another_dtype_sums_its_gradient_in_its_dtype():
+    src = zgrad.tensor([1.0, 2.0], dtype=zgrad.float64, requires_grad=True)
+    b = zgrad.zeros(3, 2, requires_grad=True) * 1
+    b.copy_(src)
+    assert b.dtype == zgrad.float32
+    (b * 2).sum().backward()
+    assert src.grad.dtype == zgrad.float64
+    np.testing.assert_array_equal(src.grad.numpy(), [6.0, 6.0])
+
+
 def test_a_product_by_a_number_saves_nothing_the_input_may_change():
     a = zgrad.tensor([1.0, 2.0], requires_grad=True)
     b = a * 1
