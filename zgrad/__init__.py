@@ -111,8 +111,8 @@ from zgrad.serialization import load, save
 from zgrad.kernels.threads import get_num_interop_threads, get_num_threads, set_num_interop_threads, set_num_threads
 from zgrad.printing import set_printoptions
 from zgrad.tensor_functions import (
-    clone, detach, fill, fill_, is_complex, is_floating_point, is_nonzero, is_tensor, numel, rsub, split_with_sizes,
-    unsafe_chunk, unsafe_split, zero_,
+    clone, conj, conj_physical, detach, fill, fill_, imag, is_complex, is_conj, is_floating_point, is_nonzero,
+    is_tensor, numel, real, resolve_conj, resolve_neg, rsub, split_with_sizes, unsafe_chunk, unsafe_split, zero_,
 )
 from zgrad.tensor import Tensor
 from zgrad.type_info import finfo, iinfo
@@ -182,6 +182,7 @@ __all__ += ["bartlett_window", "blackman_window", "hamming_window", "hann_window
 __all__ += ["chain_matmul", "dist", "histogram", "index_reduce", "matrix_exp", "matrix_power", "renorm"]
 __all__ += ["corrcoef", "cov", "cumulative_trapezoid", "diff", "isin", "trapezoid", "trapz", "unravel_index",
             "vander"]
+__all__ += ["conj", "conj_physical", "imag", "is_conj", "real", "resolve_conj", "resolve_neg"]
 __all__ += ["as_tensor", "asarray", "clone", "detach", "fill", "fill_", "get_num_interop_threads", "get_num_threads",
             "is_complex", "is_floating_point", "is_nonzero", "is_tensor", "numel", "rsub", "scalar_tensor",
             "set_num_interop_threads", "set_num_threads", "set_printoptions", "split_with_sizes", "unsafe_chunk",

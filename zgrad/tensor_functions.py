@@ -14,7 +14,8 @@ from zgrad.kernels import dispatch
 from zgrad.tensor import Tensor
 
 __all__ = ["is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel", "clone", "detach", "fill",
-           "fill_", "zero_", "rsub", "split_with_sizes", "unsafe_chunk", "unsafe_split"]
+           "fill_", "zero_", "rsub", "split_with_sizes", "unsafe_chunk", "unsafe_split", "conj", "conj_physical",
+           "resolve_conj", "resolve_neg", "is_conj", "real", "imag"]
 
 
 def _tensor(x: Any, name: str) -> Tensor:
@@ -41,6 +42,45 @@ def is_floating_point(input: Any) -> bool:  # noqa: A002 - PyTorch's argument na
 def is_complex(input: Any) -> bool:  # noqa: A002
     """Whether ``input``'s dtype is complex: always False, zgrad has no complex dtypes."""
     return _tensor(input, "is_complex").is_complex()
+
+
+def conj(input: Any) -> Tensor:  # noqa: A002
+    """``input`` itself: the conjugate of a real tensor (zgrad's dtypes are all real)."""
+    return _tensor(input, "conj").conj()
+
+
+def conj_physical(input: Any) -> Tensor:  # noqa: A002
+    """``input`` itself, as :func:`conj`."""
+    return _tensor(input, "conj_physical").conj_physical()
+
+
+def resolve_conj(input: Any) -> Tensor:  # noqa: A002
+    """``input`` itself: a real tensor has no conjugate bit to resolve."""
+    return _tensor(input, "resolve_conj").resolve_conj()
+
+
+def resolve_neg(input: Any) -> Tensor:  # noqa: A002
+    """``input`` itself: a real tensor has no negative bit to resolve."""
+    return _tensor(input, "resolve_neg").resolve_neg()
+
+
+def is_conj(input: Any) -> bool:  # noqa: A002
+    """False: a real tensor's conjugate bit is never set."""
+    return _tensor(input, "is_conj").is_conj()
+
+
+def real(input: Any) -> Tensor:  # noqa: A002
+    """``input`` itself: the real part of a real tensor."""
+    return _tensor(input, "real").real
+
+
+def imag(input: Any) -> Tensor:  # noqa: A002
+    """Refused for real tensors, as PyTorch refuses it.
+
+    Raises:
+        RuntimeError: always (zgrad's dtypes are all real).
+    """
+    return _tensor(input, "imag").imag
 
 
 def is_nonzero(input: Any) -> bool:  # noqa: A002

@@ -159,6 +159,36 @@ class TensorInfo:
         """False: zgrad has no complex dtypes."""
         return False
 
+    # zgrad's dtypes are all real: PyTorch's conjugate and negative views of them are the tensor itself
+
+    def conj(self) -> Any:
+        """Self: the conjugate of a real tensor (PyTorch returns the tensor itself too)."""
+        return self
+
+    conj_physical = resolve_conj = resolve_neg = conj
+
+    def is_conj(self) -> bool:
+        """False: no tensor of a real dtype has its conjugate bit set."""
+        return False
+
+    def is_neg(self) -> bool:
+        """False: no tensor of a real dtype has its negative bit set."""
+        return False
+
+    @property
+    def real(self) -> Any:
+        """Self: the real part of a real tensor."""
+        return self
+
+    @property
+    def imag(self) -> Any:
+        """Refused, as PyTorch refuses it for real dtypes (the only ones zgrad has).
+
+        Raises:
+            RuntimeError: always.
+        """
+        raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+
     def is_inference(self) -> bool:
         """False: zgrad's ``inference_mode`` turns recording off as ``no_grad`` does and makes no
         inference tensors, so every tensor may later take part in autograd."""

@@ -83,6 +83,9 @@ class TensorMath:
     def __neg__(self) -> Any:
         return ops.neg(self)
 
+    def __pos__(self) -> Any:
+        return ops.positive(self)
+
     def __abs__(self) -> Any:
         return ops.abs(self)
 

@@ -65,6 +65,44 @@ def test_sizes_and_types_match_torch(dtype):
         assert str(getattr(ours, name)().dtype) == str(getattr(theirs, name)().dtype).removeprefix("torch.")
 
 
+@pytest.mark.torch
+def test_the_tensor_itself_where_torch_returns_it_for_a_real_tensor():
+    """Generic code written for complex tensors (x.conj(), x.real, +x) or asking for a new view
+    (squeeze or expand with nothing to change) gets what it gets from torch."""
+    require_torch()
+    identities = {
+        "+x": lambda x: +x, "conj": lambda x: x.conj(), "conj_physical": lambda x: x.conj_physical(),
+        "resolve_conj": lambda x: x.resolve_conj(), "resolve_neg": lambda x: x.resolve_neg(), "real": lambda x: x.real,
+        "flatten(0, 0)": lambda x: x.flatten(0, 0), "squeeze()": lambda x: x.squeeze(),
+        "squeeze(0)": lambda x: x.squeeze(0), "expand(2, 3)": lambda x: x.expand(2, 3),
+        "expand_as": lambda x: x.expand_as(x), "broadcast_to": lambda x: x.broadcast_to((2, 3)),
+        "movedim(0, 0)": lambda x: x.movedim(0, 0), "view(2, 3)": lambda x: x.view(2, 3),
+    }
+    for lib in (torch, zgrad):
+        x = lib.ones(2, 3)
+        found = {name: f(x) is x for name, f in identities.items()}
+        if lib is torch:
+            expected = found
+        else:
+            assert found == expected
+        assert lib.conj(x) is x and lib.real(x) is x and not lib.is_conj(x) and not x.is_neg()
+        with pytest.raises(RuntimeError, match="imag is not implemented for tensors with non-complex dtypes"):
+            x.imag  # noqa: B018
+    with pytest.raises(RuntimeError, match=r"The `\+` operator, on a bool tensor is not supported"):
+        +zgrad.ones(2, dtype=zgrad.bool)
+
+
+def test_a_new_view_with_nothing_to_change_takes_part_in_autograd():
+    x = zgrad.ones(2, 3, requires_grad=True)
+    y = x * 1
+    for view in (y.squeeze(), y.expand(2, 3), y.movedim(1, 1)):
+        assert view is not y and view._base is y
+    z = y.squeeze()
+    z.mul_(3)  # reaches y, as through any view
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((2, 3), 3.0))
+
+
 def test_type_converts_to_a_dtype_a_name_or_a_constructor():
     x = zgrad.ones(2, requires_grad=True)
     assert x.type(zgrad.float32) is x

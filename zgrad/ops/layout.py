@@ -53,7 +53,7 @@ def movedim(input: Any, source: Any, destination: Any) -> Any:  # noqa: A002 - t
     rest = iter(d for d in range(x.ndim) if d not in src)
     placed = dict(zip(dst, src))
     order = tuple(placed[d] if d in placed else next(rest) for d in range(x.ndim))
-    return x if order == tuple(range(x.ndim)) else permute(x, order)
+    return permute(x, order)  # a new view even with nothing moved, as PyTorch's
 
 
 moveaxis = movedim

@@ -290,7 +290,7 @@ def squeeze(input: Any, dim: Any = None) -> Any:  # noqa: A002
                 raise ShapeError(f"dim {d} appears multiple times in the list of dims")
             dims.add(d)
     shape = tuple(n for d, n in enumerate(x.shape) if not (d in dims and n == 1))
-    return x if shape == x.shape else Reshape.apply(x, shape)
+    return Reshape.apply(x, shape)  # a new view even with nothing to squeeze, as PyTorch's
 
 
 def expand(input: Any, sizes: Sequence[int]) -> Any:  # noqa: A002
@@ -321,7 +321,7 @@ def expand(input: Any, sizes: Sequence[int]) -> Any:  # noqa: A002
             raise ShapeError(f"The expanded size of the tensor ({size}) must match the existing size ({current}) at "
                              f"non-singleton dimension {i}.  Target sizes: {list(sizes)}.  Tensor sizes: {list(x.shape)}")
         shape.append(size)
-    return x if tuple(shape) == x.shape else Expand.apply(x, tuple(shape))
+    return Expand.apply(x, tuple(shape))  # a new view even of the same shape, as PyTorch's
 
 
 def split(tensor: Any, split_size_or_sections: Any, dim: int = 0) -> tuple[Any, ...]:
