@@ -263,6 +263,13 @@ class Tensor:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
 
+    def __format__(self, format_spec: str) -> str:
+        """A 0-d tensor formats as its number (``f"{loss:.4f}"``); any other tensor only with an
+        empty spec, as its ``str``, as in PyTorch."""
+        if self._data.ndim == 0:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
     def __bool__(self) -> bool:
         if self._data.size != 1:
             raise RuntimeError(f"Boolean value of Tensor with {self._data.size} values is ambiguous")

@@ -228,7 +228,8 @@ class TensorInplace:
                              lambda old: getattr(ops, op)(old, other), other)
 
     def add_(self, other: Any, *, alpha: float = 1) -> Any:
-        """self += alpha * other."""
+        """self += alpha * other (``alpha`` a number, or a one-element tensor read as one)."""
+        alpha = _args.scalar_arg(alpha, "add_")
         if alpha == 1:
             return self._binary_("add", other)
         self._check_operands(other)
@@ -236,8 +237,9 @@ class TensorInplace:
                              lambda old: ops.add(old, ops.mul(other, alpha)), other)
 
     def sub_(self, other: Any, *, alpha: float = 1) -> Any:
-        """self -= alpha * other."""
+        """self -= alpha * other (``alpha`` a number, or a one-element tensor read as one)."""
         functions.refuse_bool_subtraction(self, other)
+        alpha = _args.scalar_arg(alpha, "sub_")
         return self._binary_("sub", other) if alpha == 1 else self.add_(other, alpha=-alpha)
 
     def mul_(self, other: Any) -> Any:
@@ -253,14 +255,16 @@ class TensorInplace:
             lambda old: ops.div(old, other, rounding_mode=rounding_mode), other)
 
     def addcmul_(self, tensor1: Any, tensor2: Any, *, value: float = 1) -> Any:
-        """self += value * tensor1 * tensor2."""
+        """self += value * tensor1 * tensor2 (``value`` a number, or a one-element tensor read as one)."""
+        value = _args.scalar_arg(value, "addcmul_")
         self._check_operands(tensor1, tensor2)
         return self._inplace(
             lambda: dispatch_pointwise.addcmul_(self._data, _array(tensor1), _array(tensor2), value),
             lambda old: ops.add(old, ops.mul(ops.mul(tensor1, tensor2), value)), tensor1, tensor2)
 
     def addcdiv_(self, tensor1: Any, tensor2: Any, *, value: float = 1) -> Any:
-        """self += value * tensor1 / tensor2."""
+        """self += value * tensor1 / tensor2 (``value`` a number, or a one-element tensor read as one)."""
+        value = _args.scalar_arg(value, "addcdiv_")
         self._check_operands(tensor1, tensor2, true_division=True)
         return self._inplace(
             lambda: dispatch_pointwise.addcdiv_(self._data, _array(tensor1), _array(tensor2), value),

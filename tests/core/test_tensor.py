@@ -329,3 +329,28 @@ def test_deepcopy_copies_leaves_and_refuses_graph_tensors():
     assert pair[0] is pair[1]  # one object copied once, as the memo asks
     with pytest.raises(RuntimeError, match=r"Only Tensors created explicitly by the user \(graph leaves\)"):
         copy.deepcopy(weight * 2)
+
+
+def test_a_0_d_tensor_formats_as_its_number():
+    """Training logs write f"{loss:.4f}" and "{:+.2f}".format(w) (PyTorch formats a 0-d tensor as
+    its item); a tensor with elements formats only with an empty spec."""
+    assert f"{zgrad.tensor(2.0):.1f}" == "2.0" and "{:+.2f}".format(zgrad.tensor(3)) == "+3.00"
+    assert f"{zgrad.tensor(True)}" == "True" and f"{zgrad.ones(2)}" == str(zgrad.ones(2))
+    with pytest.raises(TypeError, match="unsupported format string passed to Tensor.__format__"):
+        f"{zgrad.ones(2):.1f}"
+
+
+@pytest.mark.parametrize("method", ["add_", "sub_", "addcmul_", "addcdiv_"])
+def test_an_in_place_scale_given_as_a_one_element_tensor_is_read_as_its_number(method):
+    p = zgrad.zeros(3)
+    one = zgrad.ones(3)
+    if method in ("add_", "sub_"):
+        getattr(p, method)(one, alpha=zgrad.tensor(0.5))
+    else:
+        getattr(p, method)(one, one, value=zgrad.tensor(0.5))
+    assert p.tolist() == [-0.5 if method == "sub_" else 0.5] * 3
+
+
+def test_the_mps_backend_is_never_available():
+    """The device-choosing idiom ``elif torch.backends.mps.is_available():`` runs."""
+    assert zgrad.backends.mps.is_available() is False and zgrad.backends.mps.is_built() is False

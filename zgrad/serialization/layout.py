@@ -88,6 +88,11 @@ def encode_header(arrays: Sequence[tuple[str, np.dtype, tuple[int, ...]]],
     return HEADER_LENGTH.pack(len(text)) + text, order
 
 
+# How torch.save's files start: a zip archive (its default since 1.6), or a pickle (protocol 2 to 5);
+# a safetensors file may start with these bytes too, so they count only where the length is impossible
+_TORCH_FORMATS = (b"PK\x03\x04", b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
+
+
 def header_length(prefix: bytes, source: str, file_bytes: int | None) -> int:
     """The header length an 8-byte ``prefix`` announces, checked against the format's limit and
     the file's size (``file_bytes``, None when unknown).
@@ -99,6 +104,12 @@ def header_length(prefix: bytes, source: str, file_bytes: int | None) -> int:
         raise CheckpointError(f"{source} is not a checkpoint: it holds {len(prefix)} bytes, fewer than the 8-byte "
                               "header length a safetensors file starts with")
     (length,) = HEADER_LENGTH.unpack(prefix)
+    impossible = length > MAX_HEADER_BYTES or file_bytes is not None and HEADER_LENGTH.size + length > file_bytes
+    if impossible and prefix.startswith(_TORCH_FORMATS):
+        raise CheckpointError(
+            f"{source} looks like a PyTorch checkpoint (torch.save's zip or pickle format), which zgrad does not read: "
+            "it never unpickles a file. Convert the state_dict once where PyTorch runs: "
+            "safetensors.torch.save_file(torch.load(path), 'model.safetensors'), then zgrad.load('model.safetensors')")
     if length > MAX_HEADER_BYTES:
         raise CheckpointError(f"{source} is not a safetensors checkpoint: its first 8 bytes announce a "
                               f"{length}-byte header, over the format's {MAX_HEADER_BYTES}-byte limit")
