@@ -20,6 +20,20 @@ __all__ = ["tensor", "zeros", "ones", "full", "empty", "zeros_like", "ones_like"
            "empty_like", "eye", "linspace", "logspace", "from_numpy", "from_dlpack", "as_tensor", "asarray", "scalar_tensor", "set_default_device", "get_default_device", "arange", "FloatTensor",
            "DoubleTensor", "LongTensor", "IntTensor", "BoolTensor", "device_arg", "size_arg", "wrap"]
 
+def factory_size(sizes: tuple[Any, ...], size: Any, what: str) -> tuple[int, ...]:
+    """The shape a factory is given: its ``*sizes``, or its ``size=`` keyword (PyTorch takes either).
+
+    Raises:
+        TypeError: both, in PyTorch's words. ShapeError, ValueError: as :func:`size_arg`.
+    """
+    if size is None:
+        return size_arg(sizes)
+    if sizes:
+        raise TypeError(f"{what}() received an invalid combination of arguments - got sizes both positionally "
+                        f"{list(sizes)} and as size={size!r}")
+    return size_arg((size,))
+
+
 def size_arg(size: tuple[Any, ...]) -> tuple[int, ...]:
     """The shape a factory's ``*size`` names: ints, or one tuple or list of ints.
 
@@ -107,8 +121,9 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False, device: An
     return _finish(array, requires_grad, device)
 
 
-def empty(*size: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
-    return _finish(np.empty(size_arg(size), dtype=dtype or get_default_dtype()), requires_grad, device)
+def empty(*sizes: Any, size: Any = None, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
+    """An uninitialized tensor; the size as ints, one tuple, or ``size=``."""
+    return _finish(np.empty(factory_size(sizes, size, "empty"), dtype=dtype or get_default_dtype()), requires_grad, device)
 
 
 def _scalar_dtype(value: Any) -> np.dtype:
@@ -127,14 +142,14 @@ def full(size: Any, fill_value: Any, dtype: Any = None, requires_grad: bool = Fa
     return _finish(np.full(size_arg((size,)), fill_value, dtype=dtype), requires_grad, device)
 
 
-def zeros(*size: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
-    """A tensor of zeros; ``size`` as ints or one tuple."""
-    return _finish(np.zeros(size_arg(size), dtype=dtype or get_default_dtype()), requires_grad, device)
+def zeros(*sizes: Any, size: Any = None, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
+    """A tensor of zeros; the size as ints, one tuple, or ``size=``."""
+    return _finish(np.zeros(factory_size(sizes, size, "zeros"), dtype=dtype or get_default_dtype()), requires_grad, device)
 
 
-def ones(*size: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
-    """A tensor of ones; ``size`` as ints or one tuple."""
-    return _finish(np.ones(size_arg(size), dtype=dtype or get_default_dtype()), requires_grad, device)
+def ones(*sizes: Any, size: Any = None, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
+    """A tensor of ones; the size as ints, one tuple, or ``size=``."""
+    return _finish(np.ones(factory_size(sizes, size, "ones"), dtype=dtype or get_default_dtype()), requires_grad, device)
 
 
 def _like(make: Any, input: Tensor, dtype: Any, requires_grad: bool, device: Any, *args: Any) -> Tensor:  # noqa: A002

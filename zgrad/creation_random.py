@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from zgrad.creation import device_arg, size_arg, wrap
+from zgrad.creation import device_arg, factory_size, size_arg, wrap
 from zgrad.errors import DTypeError, ShapeError, ZgradError
 from zgrad.generator import Generator
 from zgrad.kernels import dispatch, dispatch_pointwise
@@ -51,29 +51,29 @@ def random_tensor(shape: tuple[int, ...], dtype: Any, device: Any, requires_grad
     return wrap(out, requires_grad)
 
 
-def rand(*size: Any, generator: Generator | None = None, dtype: Any = None, device: Any = None,
+def rand(*sizes: Any, size: Any = None, generator: Generator | None = None, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
-    """Samples of U[0, 1); ``size`` as ints or one tuple.
+    """Samples of U[0, 1); the size as ints, one tuple, or ``size=``.
 
     Raises:
         DTypeError: a non-floating ``dtype``.
     """
     dtype = np.dtype(dtype or get_default_dtype())
     check_floating(dtype, "rand")
-    return random_tensor(size_arg(size), dtype, device, requires_grad, generator,
+    return random_tensor(factory_size(sizes, size, "rand"), dtype, device, requires_grad, generator,
                          lambda out, g: dispatch_pointwise.random_uniform_(out, 0.0, 1.0, g))
 
 
-def randn(*size: Any, generator: Generator | None = None, dtype: Any = None, device: Any = None,
+def randn(*sizes: Any, size: Any = None, generator: Generator | None = None, dtype: Any = None, device: Any = None,
           requires_grad: bool = False) -> Tensor:
-    """Standard normal samples; ``size`` as ints or one tuple.
+    """Standard normal samples; the size as ints, one tuple, or ``size=``.
 
     Raises:
         DTypeError: a non-floating ``dtype``.
     """
     dtype = np.dtype(dtype or get_default_dtype())
     check_floating(dtype, "randn")
-    return random_tensor(size_arg(size), dtype, device, requires_grad, generator,
+    return random_tensor(factory_size(sizes, size, "randn"), dtype, device, requires_grad, generator,
                          lambda out, g: dispatch_pointwise.random_normal_(out, 0.0, 1.0, g))
 
 

@@ -86,7 +86,10 @@ class Tensor:
                  "_view_no_grad", "__weakref__")
     __array_priority__ = 1000  # numpy defers to our reflected operators
 
-    def __init__(self, data: Any, requires_grad: bool = False, *, _grad_fn: Any = None, _output_nr: int = 0) -> None:
+    def __init__(self, data: Any = None, requires_grad: bool = False, *sizes: int, _grad_fn: Any = None,
+                 _output_nr: int = 0) -> None:
+        if type(data) is not np.ndarray and type(data) in _LEGACY_DATA:
+            data, requires_grad = _legacy_array(data, requires_grad, sizes), False
         self._data = data
         self._requires_grad = requires_grad
         self.grad: Tensor | None = None
@@ -442,6 +445,32 @@ class _RetainGrad:
         tensor = self.tensor()
         if tensor is not None:
             tensor._accumulate_grad(grad)
+
+
+# What PyTorch's legacy constructor takes, where zgrad's takes an array: Tensor(), Tensor(*sizes), Tensor(sequence)
+_LEGACY_DATA = frozenset({type(None), int, list, tuple})
+
+
+def _legacy_array(data: Any, second: Any, sizes: tuple[int, ...]) -> np.ndarray:
+    """The array of PyTorch's legacy ``Tensor()`` (no elements), ``Tensor(*sizes)`` (uninitialized)
+    or ``Tensor(sequence)``, of the default dtype.
+
+    Raises:
+        TypeError: another combination of arguments. ShapeError: a negative size.
+    """
+    dtype = get_default_dtype()
+    if data is None:
+        return np.empty((0,), dtype)
+    if type(data) is int:
+        dims = (data,) + (() if second is False else (second,)) + sizes
+        if not all(type(n) is int for n in dims):
+            raise TypeError(f"Tensor(): expected sizes (ints) or one sequence of data, got {dims!r}")
+        if min(dims) < 0:
+            raise ShapeError(f"Trying to create tensor with negative dimension {min(dims)}: {list(dims)}")
+        return np.empty(dims, dtype)
+    if second is not False or sizes:
+        raise TypeError("Tensor(): expected sizes (ints) or one sequence of data, got a sequence and more arguments")
+    return np.array(data, dtype=dtype)
 
 
 def link_views(source: Tensor, outputs: Any) -> None:

@@ -107,3 +107,24 @@ def test_factory_errors():
         zgrad.zeros(3, -2)
     with pytest.raises(RuntimeError, match="only Tensors of floating point dtype can require gradients"):
         zgrad.eye(2, dtype=zgrad.int64, requires_grad=True)
+
+
+def test_the_legacy_tensor_constructor_makes_default_dtype_tensors():
+    """``nn.Parameter(torch.Tensor(n_in, n_out))`` and ``torch.Tensor([1, 2])``, as older layers write them."""
+    assert zgrad.Tensor(3, 4).shape == (3, 4) and zgrad.Tensor(3).dtype == zgrad.float32
+    assert zgrad.Tensor().shape == (0,) and not zgrad.Tensor(2, 3, 4).requires_grad
+    data = zgrad.Tensor([1, 2])
+    assert data.dtype == zgrad.float32 and data.tolist() == [1.0, 2.0]
+    assert zgrad.nn.Parameter(zgrad.Tensor(2, 3)).shape == (2, 3)
+    with pytest.raises(RuntimeError, match=r"negative dimension -1: \[2, -1\]"):
+        zgrad.Tensor(2, -1)
+    with pytest.raises(TypeError, match="expected sizes"):
+        zgrad.Tensor([1.0], 2)
+
+
+@pytest.mark.parametrize("factory", ["empty", "zeros", "ones", "rand", "randn"])
+def test_factories_take_their_size_as_a_keyword(factory):
+    make = getattr(zgrad, factory)
+    assert make(size=(2, 3)).shape == (2, 3) and make(size=[4]).shape == (4,) and make((2, 1)).shape == (2, 1)
+    with pytest.raises(TypeError, match=f"{factory}\\(\\) received an invalid combination of arguments"):
+        make(2, size=(2,))
