@@ -92,9 +92,39 @@ def test_dropout2d_drops_whole_channels():
     per_channel = out.reshape(8, 16, -1)
     assert np.all((per_channel == 0).all(-1) | (per_channel == 2.0).all(-1))
     assert 0.3 < (per_channel[..., 0] == 0).mean() < 0.7
-    # 3-D input, PyTorch's rule: one draw per entry of the first dimension
-    three_d = F.dropout2d(zgrad.ones(6, 4, 3), 0.5).numpy().reshape(6, -1)
-    assert np.all((three_d == 0).all(-1) | (three_d == 2.0).all(-1))
+
+
+def _whole(out, groups):
+    """Whether every group of ``out`` viewed as (groups, -1) is all dropped or all kept (at 1/(1-0.5))."""
+    flat = out.numpy().reshape(groups, -1)
+    return bool(np.all((flat == 0).all(-1) | (flat == 2.0).all(-1)))
+
+
+@pytest.mark.parametrize("function, shape, groups, warned", [
+    (F.dropout2d, (6, 4, 30), 24, ["Received a 3D input to dropout2d and assuming that channel-wise 1D"]),
+    (F.dropout2d, (6, 40), 240, ["Received a 2-D input to dropout2d, which is deprecated"]),
+    (F.dropout1d, (6, 4, 30), 24, []),
+    (F.dropout1d, (6, 30), 6, []),
+    (F.dropout3d, (2, 3, 2, 2, 5), 6, []),
+    (F.dropout3d, (3, 2, 2, 5), 3, []),
+    (F.dropout3d, (3, 20), 3, ["Received a 2-D input to dropout3d, which is deprecated"]),
+], ids=["2d-of-3d", "2d-of-2d", "1d-batched", "1d-unbatched", "3d-batched", "3d-unbatched", "3d-of-2d"])
+def test_channel_wise_dropout_draws_as_pytorch_2_13_does(function, shape, groups, warned, recwarn):
+    """One draw per (N, C), with a batch of 1 in front of an unbatched input; dropout2d of a 2-D
+    input so drops single elements, and of a 3-D one reads it as (N, C, L), with PyTorch's warnings."""
+    zgrad.manual_seed(0)
+    assert _whole(function(zgrad.ones(*shape, dtype=zgrad.float64), 0.5), groups)
+    assert [str(w.message) for w in recwarn if any(text in str(w.message) for text in warned)] and len(recwarn) == len(warned) \
+        if warned else not recwarn
+
+
+def test_dropout1d_refuses_other_ranks_and_feature_dropout_needs_two_dims():
+    with pytest.raises(RuntimeError, match="dropout1d: Expected 2D or 3D input, but received a 4D input"):
+        F.dropout1d(zgrad.ones(2, 2, 2, 2), 0.5)
+    with pytest.warns(UserWarning, match="Received a 1-D input to dropout2d"), \
+            pytest.raises(RuntimeError, match="Feature dropout requires at least 2 dimensions in the input"):
+        F.dropout2d(zgrad.ones(5), 0.5)
+    assert nn.Dropout1d(0.5)(zgrad.ones(3, 4)).shape == (3, 4) and repr(nn.Dropout3d(0.2)) == "Dropout3d(p=0.2, inplace=False)"
 
 
 def test_empty_input():

@@ -7,7 +7,7 @@ from zgrad.nn.module import Module, Parameter
 from zgrad.nn.activation import ELU, GELU, LeakyReLU, LogSoftmax, PReLU, Softmax
 from zgrad.nn.activation_smooth import Mish, SiLU, Softplus
 from zgrad.nn.attention import MultiheadAttention
-from zgrad.nn.dropout import Dropout, Dropout2d
+from zgrad.nn.dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from zgrad.nn.loss import (
     BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss,
 )
@@ -31,7 +31,7 @@ from zgrad.nn import modules  # after the classes it re-exports
 
 __all__ = ["Linear", "Module", "Parameter", "ReLU", "Sequential", "Sigmoid", "Tanh", "functional"]
 __all__ += ["Flatten", "Identity", "ModuleDict", "ModuleList", "init", "utils"]
-__all__ += ["CrossEntropyLoss", "Dropout", "Dropout2d", "Embedding", "EmbeddingBag", "GELU", "GRU", "GRUCell", "L1Loss",
+__all__ += ["CrossEntropyLoss", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "Embedding", "EmbeddingBag", "GELU", "GRU", "GRUCell", "L1Loss",
             "LSTM", "LSTMCell", "LeakyReLU", "LogSoftmax", "MSELoss", "NLLLoss", "Softmax"]
 __all__ += ["AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Conv2d", "GroupNorm", "LayerNorm",
             "MaxPool2d"]

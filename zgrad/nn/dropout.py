@@ -1,13 +1,13 @@
-"""Dropout layers: ``Dropout`` and ``Dropout2d`` (identity in eval mode)."""
+"""Dropout layers: ``Dropout`` and the channel-wise ``Dropout1d``/``2d``/``3d`` (identity in eval mode)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from zgrad.nn.module import Module
-from zgrad.ops.dropout import check_probability, dropout, dropout2d
+from zgrad.ops.dropout import check_probability, dropout, dropout1d, dropout2d, dropout3d
 
-__all__ = ["Dropout", "Dropout2d"]
+__all__ = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d"]
 
 
 class _DropoutBase(Module):
@@ -31,9 +31,25 @@ class Dropout(_DropoutBase):
         return dropout(input, self.p, self.training, self.inplace)
 
 
+class Dropout1d(_DropoutBase):
+    """In training mode, zero whole channels of (N, C, L) or (C, L) input with probability ``p`` and
+    scale the others by 1/(1-p)."""
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        return dropout1d(input, self.p, self.training, self.inplace)
+
+
 class Dropout2d(_DropoutBase):
     """In training mode, zero whole channels of (N, C, H, W) input with probability ``p`` and scale
-    the others by 1/(1-p)."""
+    the others by 1/(1-p) (other ranks: :func:`zgrad.nn.functional.dropout2d`)."""
 
     def forward(self, input: Any) -> Any:  # noqa: A002
         return dropout2d(input, self.p, self.training, self.inplace)
+
+
+class Dropout3d(_DropoutBase):
+    """In training mode, zero whole channels of (N, C, D, H, W) or (C, D, H, W) input with
+    probability ``p`` and scale the others by 1/(1-p)."""
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        return dropout3d(input, self.p, self.training, self.inplace)

@@ -6,7 +6,7 @@ from zgrad.ops.activation import elu, gelu, leaky_relu, prelu, relu
 from zgrad.ops.activation_smooth import mish, silu, softplus
 from zgrad.ops.multihead_attention import multi_head_attention_forward
 from zgrad.ops.rms_norm import rms_norm
-from zgrad.ops.dropout import dropout, dropout2d
+from zgrad.ops.dropout import dropout, dropout1d, dropout2d, dropout3d
 from zgrad.ops.embedding import embedding, embedding_bag
 from zgrad.ops.loss_functions import l1_loss, nll_loss
 from zgrad.ops.loss_pointwise import (
@@ -21,7 +21,7 @@ from zgrad.ops.norm import batch_norm, group_norm, instance_norm, layer_norm
 from zgrad.ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 
 __all__ = ["cross_entropy", "linear", "log_softmax", "mse_loss", "relu", "sigmoid", "softmax", "tanh"]
-__all__ += ["dropout", "dropout2d", "embedding", "embedding_bag", "gelu", "l1_loss", "leaky_relu", "nll_loss"]
+__all__ += ["dropout", "dropout1d", "dropout2d", "dropout3d", "embedding", "embedding_bag", "gelu", "l1_loss", "leaky_relu", "nll_loss"]
 __all__ += ["adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "conv2d", "group_norm", "layer_norm", "max_pool2d"]
 __all__ += ["binary_cross_entropy", "binary_cross_entropy_with_logits", "conv_transpose2d", "cosine_similarity", "elu",
             "huber_loss", "instance_norm", "interpolate", "kl_div", "normalize", "one_hot", "pad", "pairwise_distance",

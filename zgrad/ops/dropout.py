@@ -1,15 +1,15 @@
-"""Dropout (``dropout``, ``dropout2d``): zero elements or whole channels with probability p and
+"""Dropout (``dropout``, ``dropout1d``/``2d``/``3d``): zero elements or whole channels with probability p and
 scale the rest by 1/(1-p), in training only.
 
 Masks come from the default generator of the input's device (``zgrad.manual_seed`` makes them
-reproducible): one uniform draw per element (``dropout``) or per (sample, channel)
-(``dropout2d``), kept where it is >= p. The kernel applies the mask and the scale in one pass and
+reproducible): one uniform draw per element (``dropout``) or per (sample, channel) (the
+channel-wise forms), kept where it is >= p. The kernel applies the mask and the scale in one pass and
 keeps the mask (one byte per draw) for backward.
 """
 
 from __future__ import annotations
 
-import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -21,7 +21,7 @@ from zgrad.ops.elementwise import formula_mul
 from zgrad.random import numpy_generator
 from zgrad.kernels.promotion import is_floating
 
-__all__ = ["Dropout", "check_probability", "dropout", "dropout2d"]
+__all__ = ["Dropout", "check_probability", "dropout", "dropout1d", "dropout2d", "dropout3d"]
 
 
 class Dropout(Op):
@@ -79,14 +79,75 @@ def dropout(input: Any, p: float = 0.5, training: bool = True, inplace: bool = F
     return _apply(input, p, training, inplace, input.numel(), "dropout")
 
 
-def dropout2d(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Any:  # noqa: A002
-    """Zero whole channels with probability ``p``: one draw per (N, C) of an (N, C, H, W) input
-    (for other ranks, PyTorch's rule: one draw per entry of the first dimension), scale the kept
-    ones by 1/(1-p); identity unless ``training``.
+def _feature_rows(input: Any, batched: bool) -> int:  # noqa: A002
+    """The draws of a channel-wise dropout: one per (N, C) of ``input`` (with a batch of 1 in front
+    when not ``batched``).
 
     Raises:
-        ValueError: ``p`` outside [0, 1].
+        RuntimeError: fewer than 2 dims that way (PyTorch's message).
+    """
+    dims = tuple(input.shape) if batched else (1, *input.shape)
+    if len(dims) < 2:
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+    return dims[0] * dims[1]
+
+
+def _deprecated_rank(what: str, ndim: int, spatial: str, expected: str) -> None:
+    warnings.warn(f"{what}: Received a {ndim}-D input to {what}, which is deprecated and will result in an error in a "
+                  "future release. To retain the behavior and silence this warning, please use dropout instead. Note "
+                  f"that {what} exists to provide channel-wise dropout on inputs with {spatial} spatial dimensions, a "
+                  f"channel dimension, and an optional batch dimension (i.e. {expected} inputs).", UserWarning, stacklevel=3)
+
+
+def dropout1d(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Any:  # noqa: A002
+    """Zero whole channels with probability ``p``: one draw per (N, C) of an (N, C, L) input, per C
+    of a (C, L) one; scale the kept ones by 1/(1-p); identity unless ``training``.
+
+    Raises:
+        ValueError: ``p`` outside [0, 1]. RuntimeError: not 2 or 3 dims (PyTorch's message).
+    """
+    tensor_arg(input, "dropout1d")
+    check_probability(p)
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {input.ndim}D input. Note that dropout1d "
+                           "exists to provide channel-wise dropout on inputs with 1 spatial dimension, a channel "
+                           "dimension, and an optional batch dimension (i.e. 2D or 3D inputs).")
+    return _apply(input, p, training, inplace, _feature_rows(input, input.ndim == 3), "dropout1d")
+
+
+def dropout2d(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Any:  # noqa: A002
+    """Zero whole channels with probability ``p``: one draw per (N, C) of an (N, C, H, W) input;
+    scale the kept ones by 1/(1-p); identity unless ``training``.
+
+    Other ranks follow PyTorch 2.13, with its warnings: a 3-D input is read as (N, C, L), and any
+    other as (N, C, ...) too (a 2-D input so loses single elements).
+
+    Raises:
+        ValueError: ``p`` outside [0, 1]. RuntimeError: fewer than 2 dims.
     """
     tensor_arg(input, "dropout2d")
-    rows = math.prod(input.shape[:2]) if input.ndim == 4 else (input.shape[0] if input.ndim else 1)
-    return _apply(input, p, training, inplace, rows, "dropout2d")
+    check_probability(p)
+    if input.ndim not in (3, 4):
+        _deprecated_rank("dropout2d", input.ndim, "2", "3D or 4D")
+    if input.ndim == 3:
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout behavior "
+                      "is desired - input is interpreted as shape (N, C, L), where C is the channel dim. This behavior "
+                      "will change in a future release to interpret the input as one without a batch dimension, i.e. "
+                      "shape (C, H, W). To maintain the 1D channel-wise dropout behavior, please switch to using "
+                      "dropout1d instead.", UserWarning, stacklevel=2)
+    return _apply(input, p, training, inplace, _feature_rows(input, True), "dropout2d")
+
+
+def dropout3d(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Any:  # noqa: A002
+    """Zero whole channels with probability ``p``: one draw per (N, C) of an (N, C, D, H, W) input,
+    per C of a (C, D, H, W) one; scale the kept ones by 1/(1-p); identity unless ``training``.
+    Other ranks are read as unbatched, with PyTorch's warning.
+
+    Raises:
+        ValueError: ``p`` outside [0, 1]. RuntimeError: a 0-d input.
+    """
+    tensor_arg(input, "dropout3d")
+    check_probability(p)
+    if input.ndim not in (4, 5):
+        _deprecated_rank("dropout3d", input.ndim, "3", "4D or 5D")
+    return _apply(input, p, training, inplace, _feature_rows(input, input.ndim == 5), "dropout3d")

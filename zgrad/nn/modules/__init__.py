@@ -12,7 +12,7 @@ from zgrad.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d
 from zgrad.nn.modules.container import ModuleDict, ModuleList, Sequential
 from zgrad.nn.modules.conv import Conv2d, ConvTranspose2d
 from zgrad.nn.modules.distance import CosineSimilarity, PairwiseDistance
-from zgrad.nn.modules.dropout import Dropout, Dropout2d
+from zgrad.nn.modules.dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from zgrad.nn.modules.flatten import Flatten, Unflatten
 from zgrad.nn.modules.instancenorm import InstanceNorm1d, InstanceNorm2d
 from zgrad.nn.modules.linear import Identity, Linear
@@ -40,7 +40,7 @@ __all__ = [
     "loss", "module", "normalization", "padding", "pixelshuffle", "pooling", "rnn", "sparse", "upsampling",
     "AdaptiveAvgPool2d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d", "BatchNorm2d", "CircularPad1d",
     "CircularPad2d", "CircularPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "Conv2d",
-    "ConvTranspose2d", "CosineSimilarity", "CrossEntropyLoss", "Dropout", "Dropout2d", "ELU", "Embedding",
+    "ConvTranspose2d", "CosineSimilarity", "CrossEntropyLoss", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "ELU", "Embedding",
     "EmbeddingBag", "Flatten", "GELU", "GRU", "GRUCell", "GroupNorm", "HuberLoss", "Identity", "InstanceNorm1d",
     "InstanceNorm2d", "KLDivLoss", "L1Loss", "LSTM", "LSTMCell", "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax",
     "MSELoss", "MaxPool2d", "Module", "ModuleDict", "ModuleList", "NLLLoss", "PReLU", "PairwiseDistance",
