@@ -19,6 +19,7 @@ from zgrad.engine.versions import bump
 from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch
 from zgrad.kernels.promotion import BFLOAT16
+from zgrad.kernels.shared_host_memory import allocate_shared
 from zgrad.kernels.view_geometry import memory_owner
 from zgrad.tensor import Tensor, tensor_methods
 
@@ -277,12 +278,12 @@ class TensorInfo:
     # --- shared and pinned memory ---------------------------------------------------------------
 
     def share_memory_(self) -> Tensor:
-        """Move a CPU tensor's elements into shared memory (an anonymous shared mapping), so that
-        processes forked after this call see each other's writes, and return self; a no-op for a
-        tensor already there and on CUDA. Views of the old memory no longer share it."""
+        """Move a CPU tensor's elements into shared memory and return self: processes forked after
+        this call, and processes it is sent to through ``zgrad.multiprocessing`` (a spawned
+        child's arguments, a queue), see each other's writes. A no-op for a tensor already there
+        and on CUDA. Views of the old memory no longer share it."""
         if self.is_cpu and not _in_shared_memory(self._data):
-            shared = mmap.mmap(-1, max(self._data.nbytes, 1))
-            self._rebind(_resized_copy(self._data, self.shape, shared))
+            self._rebind(_resized_copy(self._data, self.shape, allocate_shared(self._data.nbytes)))
         return self
 
     def is_shared(self) -> bool:

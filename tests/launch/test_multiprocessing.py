@@ -157,3 +157,44 @@ def test_rpc_between_spawned_workers_resolves_the_scripts_functions(tmp_path):
                           timeout=90)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "squares [0, 1, 4, 9] totals [0, 1, 5, 14]" in done.stdout and "done" in done.stdout
+
+
+@pytest.mark.parametrize("method", ["spawn", "fork"])
+def test_a_shared_model_sent_to_a_child_is_trained_in_place(method):
+    """The upstream mnist_hogwild flow: model.share_memory(), then the model among a child's
+    arguments; under spawn the arguments are pickled, and the parameters travel by their shared
+    memory (before, the child trained a private copy and the parent's model never changed)."""
+    import zgrad
+
+    model = zgrad.nn.Linear(2, 2)
+    assert model.share_memory() is model and all(p.is_shared() for p in model.parameters())
+    before = model.weight.detach().clone()
+    view = zgrad.ones(4)[1:]
+    view.share_memory_()
+    ctx = mp.get_context(method)
+    results, done = ctx.Queue(), ctx.Event()
+    child = ctx.Process(target=S.train_shared, args=(model, view, results, done))
+    child.start()
+    try:
+        kind, requires_grad, sent = results.get(timeout=60)
+        done.set()
+        child.join(60)
+    finally:
+        if child.is_alive():
+            child.kill()
+            child.join(10)
+    assert child.exitcode == 0
+    assert zgrad.allclose(model.weight - before, zgrad.ones(2, 2)) and view.tolist() == [3.0] * 3
+    assert (kind, requires_grad) == ("Parameter", True)
+    assert sent.tolist() == [7.0, 7.0] and sent.is_shared()
+
+
+def test_a_tensor_with_history_is_refused_at_the_process_boundary():
+    import zgrad
+    from multiprocessing.reduction import ForkingPickler
+
+    x = zgrad.ones(2, requires_grad=True) * 2
+    with pytest.raises(RuntimeError, match="Cowardly refusing to serialize non-leaf tensor which requires_grad"):
+        ForkingPickler.dumps(x)
+    sent = ForkingPickler.dumps(x.detach())  # moved into shared memory on the way, as PyTorch moves it
+    assert sent and x.detach().is_shared() is False

@@ -35,3 +35,16 @@ def kill_self(index, victim):
 def sleep_for(index, seconds, out_dir):
     Path(out_dir, f"{index}").write_text(str(os.getpid()))
     time.sleep(seconds)
+
+
+def train_shared(model, view, results, done):
+    """A Hogwild worker: update the shared parameters and a shared view in place, send a tensor
+    back, and stay alive until the parent has it (the queue hands over the memory's descriptor)."""
+    import zgrad
+
+    with zgrad.no_grad():
+        for p in model.parameters():
+            p.add_(1)
+        view.mul_(3)
+    results.put((type(model.weight).__name__, model.weight.requires_grad, zgrad.full((2,), 7.0)))
+    done.wait(60)

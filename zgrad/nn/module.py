@@ -375,6 +375,12 @@ class Module:
     def cpu(self) -> "Module":
         return self.to("cpu")
 
+    def share_memory(self) -> "Module":
+        """Move every parameter and buffer (and gradient) into shared memory
+        (:meth:`Tensor.share_memory_`), so that processes forked later or sent this module through
+        ``zgrad.multiprocessing`` train the same values; returns self."""
+        return self._apply(lambda t: t.share_memory_())
+
     def cuda(self, device: Any = None) -> "Module":
         """Move parameters and buffers to a CUDA device (an index, "cuda:N", a device, or None for
         the current). Raises ZgradError: no CUDA device here, or not a CUDA device."""
