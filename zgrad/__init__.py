@@ -30,6 +30,10 @@ from zgrad.creation import (
     set_default_device,
 )
 from zgrad.creation import eye, linspace, logspace
+from zgrad.memory_formats import (
+    Size, channels_last, channels_last_3d, contiguous_format, jagged, layout, memory_format, preserve_format, sparse_bsc,
+    sparse_bsr, sparse_coo, sparse_csc, sparse_csr, strided,
+)
 from zgrad.creation import as_tensor, asarray, scalar_tensor
 from zgrad.creation_windows import bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window
 from zgrad.creation_random import rand, rand_like, randint, randint_like, randn, randn_like, randperm
@@ -182,6 +186,8 @@ __all__ += ["bartlett_window", "blackman_window", "hamming_window", "hann_window
 __all__ += ["chain_matmul", "dist", "histogram", "index_reduce", "matrix_exp", "matrix_power", "renorm"]
 __all__ += ["corrcoef", "cov", "cumulative_trapezoid", "diff", "isin", "trapezoid", "trapz", "unravel_index",
             "vander"]
+__all__ += ["Size", "channels_last", "channels_last_3d", "contiguous_format", "jagged", "layout", "memory_format",
+            "preserve_format", "sparse_bsc", "sparse_bsr", "sparse_coo", "sparse_csc", "sparse_csr", "strided"]
 __all__ += ["conj", "conj_physical", "imag", "is_conj", "real", "resolve_conj", "resolve_neg"]
 __all__ += ["as_tensor", "asarray", "clone", "detach", "fill", "fill_", "get_num_interop_threads", "get_num_threads",
             "is_complex", "is_floating_point", "is_nonzero", "is_tensor", "numel", "rsub", "scalar_tensor",

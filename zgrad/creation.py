@@ -14,6 +14,7 @@ from zgrad.device import CPU, Device, check_supported
 from zgrad.errors import DTypeError, ShapeError
 from zgrad.kernels import dispatch
 from zgrad.kernels.promotion import get_default_dtype, is_floating
+from zgrad.memory_formats import check_strided, dim_order, preserve_format, preserved_order
 from zgrad.tensor import Tensor
 
 __all__ = ["tensor", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
@@ -152,31 +153,50 @@ def ones(*sizes: Any, size: Any = None, dtype: Any = None, requires_grad: bool =
     return _finish(np.ones(factory_size(sizes, size, "ones"), dtype=dtype or get_default_dtype()), requires_grad, device)
 
 
-def _like(make: Any, input: Tensor, dtype: Any, requires_grad: bool, device: Any, *args: Any) -> Tensor:  # noqa: A002
-    """``make(input.shape, *args)`` with ``input``'s dtype and device unless given."""
-    return make(input.shape, *args, dtype=dtype or input.dtype, requires_grad=requires_grad,
+def _like(make: Any, input: Tensor, dtype: Any, requires_grad: bool, device: Any, *args: Any,  # noqa: A002
+          layout: Any = None, memory_format: Any = None) -> Tensor:
+    """``make(input.shape, *args)`` with ``input``'s dtype and device unless given, laid out as
+    ``input`` where it is dense (PyTorch's ``preserve_format``) or as ``memory_format`` says.
+
+    Raises:
+        RuntimeError: a sparse ``layout``.
+    """
+    check_strided(layout, make.__name__ + "_like")
+    natural = tuple(range(input.ndim))
+    if memory_format is None or memory_format is preserve_format:
+        order = natural if input._data.flags.c_contiguous else preserved_order(input.shape, input.stride())
+    else:
+        order = dim_order(memory_format, input.ndim)
+    made = make(tuple(input.shape[d] for d in order), *args, dtype=dtype or input.dtype, requires_grad=requires_grad,
                 device=input.device if device is None else device)
+    if order == natural:
+        return made
+    inverse = tuple(sorted(range(len(order)), key=order.__getitem__))
+    return wrap(made._data.transpose(inverse), made.requires_grad)
 
 
-def zeros_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:  # noqa: A002
+def zeros_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None, *,  # noqa: A002
+               layout: Any = None, memory_format: Any = None) -> Tensor:
     """Zeros of ``input``'s shape (and dtype and device, unless given)."""
-    return _like(zeros, input, dtype, requires_grad, device)
+    return _like(zeros, input, dtype, requires_grad, device, layout=layout, memory_format=memory_format)
 
 
-def ones_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:  # noqa: A002
+def ones_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None, *,  # noqa: A002
+              layout: Any = None, memory_format: Any = None) -> Tensor:
     """Ones of ``input``'s shape (and dtype and device, unless given)."""
-    return _like(ones, input, dtype, requires_grad, device)
+    return _like(ones, input, dtype, requires_grad, device, layout=layout, memory_format=memory_format)
 
 
 def full_like(input: Tensor, fill_value: Any, dtype: Any = None, requires_grad: bool = False,  # noqa: A002
-              device: Any = None) -> Tensor:
+              device: Any = None, *, layout: Any = None, memory_format: Any = None) -> Tensor:
     """``fill_value`` in ``input``'s shape (and dtype and device, unless given)."""
-    return _like(full, input, dtype, requires_grad, device, fill_value)
+    return _like(full, input, dtype, requires_grad, device, fill_value, layout=layout, memory_format=memory_format)
 
 
-def empty_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:  # noqa: A002
+def empty_like(input: Tensor, dtype: Any = None, requires_grad: bool = False, device: Any = None, *,  # noqa: A002
+               layout: Any = None, memory_format: Any = None) -> Tensor:
     """An uninitialized tensor of ``input``'s shape (and dtype and device, unless given)."""
-    return _like(empty, input, dtype, requires_grad, device)
+    return _like(empty, input, dtype, requires_grad, device, layout=layout, memory_format=memory_format)
 
 
 def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None, requires_grad: bool = False,

@@ -28,6 +28,7 @@ from zgrad.errors import AutogradError, ShapeError
 from zgrad.kernels import dispatch
 from zgrad.kernels.promotion import get_default_dtype, is_floating
 from zgrad.kernels.view_geometry import ViewGeometry, shares_allocation
+from zgrad.memory_formats import contiguous_format, dim_order, is_laid_out
 from zgrad.printing import add_suffixes, print_options, tensor_body
 
 __all__ = ["Tensor", "RemovableHandle", "parse_to_args", "gradient_edge", "tensor_methods", "link_views", "link_view",
@@ -154,8 +155,12 @@ class Tensor:
     def is_floating_point(self) -> bool:
         return is_floating(self.dtype)
 
-    def is_contiguous(self) -> bool:
-        return bool(self._data.flags.c_contiguous)
+    def is_contiguous(self, memory_format: Any = None) -> bool:
+        """Whether the elements lie densely in C order, or in the order ``memory_format`` names
+        (``zgrad.channels_last``...), sizes of 1 aside."""
+        if memory_format is None or memory_format is contiguous_format:
+            return bool(self._data.flags.c_contiguous)
+        return is_laid_out(self.shape, self.stride(), dim_order(memory_format, self.ndim))
 
     @property
     def is_leaf(self) -> bool:

@@ -11,6 +11,7 @@ import numpy as np
 
 from zgrad import ops
 from zgrad.kernels import dispatch
+from zgrad.memory_formats import preserve_format
 from zgrad.tensor import Tensor
 
 __all__ = ["is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel", "clone", "detach", "fill",
@@ -97,10 +98,10 @@ def numel(input: Any) -> int:  # noqa: A002
     return _tensor(input, "numel").numel()
 
 
-def clone(input: Any, *, memory_format: Any = None) -> Tensor:  # noqa: A002
-    """A differentiable copy of ``input`` (``memory_format`` is accepted for PyTorch's signature;
-    every copy is contiguous)."""
-    return ops.clone(_tensor(input, "clone"))
+def clone(input: Any, *, memory_format: Any = preserve_format) -> Tensor:  # noqa: A002
+    """``input.clone(memory_format=...)``: a differentiable copy, laid out as ``input`` where it is
+    dense, or as ``memory_format`` says."""
+    return _tensor(input, "clone").clone(memory_format=memory_format)
 
 
 def detach(input: Any) -> Tensor:  # noqa: A002

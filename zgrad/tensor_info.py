@@ -21,6 +21,7 @@ from zgrad.kernels import dispatch
 from zgrad.kernels.promotion import BFLOAT16
 from zgrad.kernels.shared_host_memory import allocate_shared
 from zgrad.kernels.view_geometry import memory_owner
+from zgrad.memory_formats import strided
 from zgrad.tensor import Tensor, tensor_methods
 
 __all__ = ["TensorInfo", "type_name"]
@@ -159,6 +160,18 @@ class TensorInfo:
     def is_complex(self) -> bool:
         """False: zgrad has no complex dtypes."""
         return False
+
+    @property
+    def layout(self) -> Any:
+        """``zgrad.strided``: zgrad has no sparse tensors."""
+        return strided
+
+    @property
+    def is_sparse(self) -> bool:
+        """False: zgrad has no sparse tensors (nor sparse CSR, quantized, meta, MKL-DNN or nested ones)."""
+        return False
+
+    is_sparse_csr = is_quantized = is_meta = is_mkldnn = is_nested = is_sparse
 
     # zgrad's dtypes are all real: PyTorch's conjugate and negative views of them are the tensor itself
 

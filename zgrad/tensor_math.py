@@ -20,6 +20,7 @@ from zgrad.linalg.norms import legacy_norm
 from zgrad.linalg.solvers import logdet
 from zgrad.device import check_supported, cuda_device
 from zgrad.kernels.promotion import BFLOAT16
+from zgrad.memory_formats import contiguous_format, preserve_format
 from zgrad.ops.activation import prelu
 from zgrad.tensor import Tensor, parse_to_args, tensor_methods
 
@@ -407,17 +408,29 @@ class TensorMath:
 
     # --- copies and conversions ----------------------------------------------------------------
 
-    def clone(self) -> Tensor:
-        return ops.clone(self)
+    def clone(self, *, memory_format: Any = preserve_format) -> Tensor:
+        """A differentiable copy, laid out as self where self is dense (a transposed or
+        channels-last tensor stays so), else C-contiguous; or as ``memory_format`` says."""
+        return ops.clone(self, memory_format)
 
-    def contiguous(self) -> Tensor:
-        """Self if its memory is C-contiguous, else a differentiable contiguous copy."""
-        return self if self._data.flags.c_contiguous else ops.clone(self)
+    def contiguous(self, memory_format: Any = contiguous_format) -> Tensor:
+        """Self if its elements are laid out as ``memory_format`` says (C order by default), else
+        a differentiable copy laid out so.
 
-    def to(self, *args: Any, copy: bool = False, **kwargs: Any) -> Tensor:
+        Raises:
+            RuntimeError: ``preserve_format`` where a copy would be needed (PyTorch's message).
+        """
+        if memory_format is preserve_format:
+            if self._data.flags.c_contiguous:
+                return self
+            raise RuntimeError("preserve memory format is unsupported by the contiguous operator")
+        return self if self.is_contiguous(memory_format) else ops.clone(self, memory_format)
+
+    def to(self, *args: Any, copy: bool = False, memory_format: Any = preserve_format, **kwargs: Any) -> Tensor:
         """This tensor in another dtype or on another device: ``to(dtype)``, ``to(device)``,
-        ``to(device, dtype)``, ``to(other)``; self when nothing changes (unless ``copy``).
-        A dtype change is differentiable.
+        ``to(device, dtype)``, ``to(other)``, and laid out as ``memory_format`` says (when not
+        ``preserve_format``); self when nothing changes (unless ``copy``). A dtype change is
+        differentiable.
 
         A device change copies (blocking until a copy to the host has arrived) and is
         differentiable: the gradient flows back to this tensor's device.
@@ -430,7 +443,10 @@ class TensorMath:
         if device is not None and device != self.device:
             result = ops.to_device(self, check_supported(device).type)
         if dtype is not None and dtype != self.dtype:
-            return ops.cast(result, dtype)
+            result = ops.cast(result, dtype)
+        if memory_format is not preserve_format:
+            laid_out = result.contiguous(memory_format)
+            return ops.clone(result, memory_format) if copy and laid_out is self else laid_out
         return ops.clone(result) if copy and result is self else result
 
     def cpu(self) -> Tensor:

@@ -359,9 +359,12 @@ class Module:
                     module._buffers[name] = convert(buf)
         return self
 
-    def to(self, *args: Any, **kwargs: Any) -> "Module":
+    def to(self, *args: Any, memory_format: Any = None, **kwargs: Any) -> "Module":
         """Move or cast parameters and buffers: ``to(device)``, ``to(dtype)``, ``to(device, dtype)``
         or ``to(tensor)``. A dtype applies to floating-point tensors only; returns self.
+
+        ``memory_format`` is accepted as PyTorch's, and the parameters stay C-contiguous: zgrad's
+        optimizers update contiguous parameters, and a layout changes no result.
 
         Raises:
             TypeError: a non-floating dtype.

@@ -23,7 +23,8 @@ from zgrad.ops.rounding_division import rounded_division
 from zgrad.ops.elementwise import Add, Cast, Div, Exp, Log, Mul, Neg, Pow, Relu, Sigmoid, Sub, Tanh, ToDevice
 from zgrad.ops.linalg import Linear, MatMul
 from zgrad.ops.loss import LogSoftmax, Softmax
-from zgrad.ops.shape import Cat, GetItem, Permute, Reshape, Stack
+from zgrad.ops.shape import Cat, GetItem, LaidOut, Permute, Reshape, Stack
+from zgrad.memory_formats import contiguous_format, dim_order, preserve_format, preserved_order
 from zgrad.tensor import Tensor, link_view
 from zgrad.ops.autocast import autocast_op
 from zgrad.ops.out_argument import accepts_out
@@ -320,8 +321,19 @@ def to_device(x: Any, device_type: str) -> Any:
     return ToDevice.apply(_tensor(x, "to"), device_type)
 
 
-def clone(x: Any) -> Any:
-    return Cast.apply(_tensor(x, "clone"), x.dtype)
+def clone(x: Any, memory_format: Any = None) -> Any:
+    """A differentiable copy of ``x``: C-contiguous (``memory_format`` None or contiguous_format),
+    in the layout ``memory_format`` names (channels_last...), or with the order of dims of ``x``'s
+    own layout where it is dense (``preserve_format``, PyTorch's default for ``Tensor.clone``)."""
+    x = _tensor(x, "clone")
+    if memory_format is None or memory_format is contiguous_format or \
+            memory_format is preserve_format and x._data.flags.c_contiguous:
+        return Cast.apply(x, x.dtype)
+    if memory_format is preserve_format:
+        order = preserved_order(x.shape, x.stride())
+    else:
+        order = dim_order(memory_format, x.ndim)
+    return Cast.apply(x, x.dtype) if order == tuple(range(x.ndim)) else LaidOut.apply(x, order)
 
 
 def _softmax_input(name: str, input: Any, dim: int | None, dtype: Any) -> tuple[Any, int]:  # noqa: A002

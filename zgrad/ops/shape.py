@@ -165,6 +165,22 @@ def _fits(size: int, shape: tuple[int, ...]) -> bool:
     return known == size if -1 not in shape else (known > 0 and size % known == 0) or (known == 0 and size == 0)
 
 
+class LaidOut(Op):
+    """A copy of ``x`` with its elements in memory in ``order`` (dims outermost first): a
+    transposed or channels-last clone; the gradient passes as it is."""
+
+    differentiable_backward = True
+
+    @staticmethod
+    def forward(ctx, x, order):
+        inverse = tuple(sorted(range(len(order)), key=order.__getitem__))
+        return dispatch.cast(x.transpose(order), x.dtype).transpose(inverse)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
 class Expand(Op):
     """A read-only broadcast view; the engine sums the gradient back to the input's shape."""
 
