@@ -161,14 +161,17 @@ def _like(make: Any, input: Tensor, dtype: Any, requires_grad: bool, device: Any
     Raises:
         RuntimeError: a sparse ``layout``.
     """
+    device = input.device if device is None else device
+    if layout is None and (memory_format is None or memory_format is preserve_format) and input._data.flags.c_contiguous:
+        return make(input.shape, *args, dtype=dtype or input.dtype, requires_grad=requires_grad, device=device)
     check_strided(layout, make.__name__ + "_like")
     natural = tuple(range(input.ndim))
     if memory_format is None or memory_format is preserve_format:
-        order = natural if input._data.flags.c_contiguous else preserved_order(input.shape, input.stride())
+        order = preserved_order(input.shape, input.stride())
     else:
         order = dim_order(memory_format, input.ndim)
     made = make(tuple(input.shape[d] for d in order), *args, dtype=dtype or input.dtype, requires_grad=requires_grad,
-                device=input.device if device is None else device)
+                device=device)
     if order == natural:
         return made
     inverse = tuple(sorted(range(len(order)), key=order.__getitem__))
