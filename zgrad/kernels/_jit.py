@@ -39,6 +39,7 @@ import sys
 import threading
 import time
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
@@ -47,6 +48,7 @@ from llvmlite import binding as llvm_binding
 from numba.core import sigutils
 from numba.core.caching import FunctionCache, IndexDataCacheFile
 from numba.core.compiler_lock import global_compiler_lock
+from numba.core.errors import NumbaIRAssumptionWarning
 from numba.core.registry import CPUDispatcher
 
 from zgrad.kernels.threads import (
@@ -81,6 +83,11 @@ if _CHOOSE_LAYER:
 _PARALLEL_REGION = threading.Lock()
 _WAIT_POLICY = "OMP_WAIT_POLICY"
 _PROCESS_MAPS = pathlib.Path("/proc/self/maps")
+
+# Numba's SSA pass warns, asking for a bug report, when it meets its own renamed variables in the
+# inlined vector-math helpers of the LSTM/GRU cells: a pedantic check of Numba's IR, not of the
+# results, printed to users on the first compile. Only that check, and only from that pass.
+warnings.filterwarnings("ignore", category=NumbaIRAssumptionWarning, module=r"numba\.core\.ssa")
 
 
 def _libgomp_loaded() -> bool:
