@@ -20,6 +20,7 @@ __all__ = [
     "AutogradError",
     "CollectiveError",
     "CheckpointError",
+    "StateDictError",
     "ShapeError",
     "DTypeError",
     "LinAlgError",
@@ -102,6 +103,13 @@ class AutogradError(ZgradError):
 class CollectiveError(ZgradError):
     """A collective failed: ranks called different collectives, or another rank of the group
     failed one. The group is unusable afterwards (``destroy_process_group``, then init again)."""
+
+
+class StateDictError(ZgradError, KeyError):
+    """``load_state_dict(strict=True)`` met keys missing from the state dict or unexpected in it
+    (a RuntimeError as in PyTorch, and a KeyError)."""
+
+    __str__ = BaseException.__str__  # the message as written, not KeyError's quoted form
 
 
 class CheckpointError(ZgradError):

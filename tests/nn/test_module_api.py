@@ -90,7 +90,8 @@ def test_load_state_dict_non_strict_reports_keys():
     state = net.state_dict()
     del state["body.0.running"]
     state["body.0.bogus"] = zgrad.zeros(1)
-    with pytest.raises(KeyError, match=r"missing keys \['body.0.running'\], unexpected keys \['body.0.bogus'\]"):
+    with pytest.raises(KeyError, match=r'Missing key\(s\) in state_dict: "body.0.running". \n\tUnexpected key\(s\) in '
+                                       r'state_dict: "body.0.bogus". '):
         net.load_state_dict(state)
     result = net.load_state_dict(state, strict=False)
     assert result == (["body.0.running"], ["body.0.bogus"])
@@ -108,7 +109,7 @@ def test_buffer_shape_mismatch_loads_nothing():
     state = net.state_dict()
     state["body.0.running"] = zgrad.zeros(5)
     state["body.0.fc.bias"] = zgrad.full((4,), 9.0)
-    with pytest.raises(ValueError, match=r"size mismatch for body.0.running: copying a param with shape \[5\]"):
+    with pytest.raises(ValueError, match=r"size mismatch for body.0.running: copying a param with shape zgrad.Size\(\[5\]\)"):
         net.load_state_dict(state)
     assert not np.any(net.body[0].fc.bias.numpy() == 9.0)
 

@@ -72,10 +72,11 @@ def test_load_state_dict_strict_errors_name_the_keys():
     state = model.state_dict()
     del state["fc1.bias"]
     state["fc3.weight"] = zgrad.ones(1)
-    with pytest.raises(KeyError) as info:
+    with pytest.raises(RuntimeError) as info:  # PyTorch's type; a KeyError too
         model.load_state_dict(state)
     message = str(info.value)
-    assert "missing keys ['fc1.bias']" in message and "unexpected keys ['fc3.weight']" in message
+    assert isinstance(info.value, KeyError)
+    assert 'Missing key(s) in state_dict: "fc1.bias". ' in message and 'Unexpected key(s) in state_dict: "fc3.weight". ' in message
     before = model.fc1.weight.numpy().copy()
     state["fc1.weight"] = zgrad.zeros(4, 3)
     model.load_state_dict(state, strict=False)
@@ -87,8 +88,8 @@ def test_load_state_dict_shape_mismatch_loads_nothing():
     state = {k: zgrad.zeros(v.shape) for k, v in model.state_dict().items()}
     state["fc2.weight"] = zgrad.zeros(3, 3)
     before = {k: v.numpy().copy() for k, v in model.state_dict().items()}
-    with pytest.raises(ValueError, match=r"size mismatch for fc2.weight: copying a param with shape \[3, 3\], "
-                                         r"the shape in current model is \[2, 4\]"):
+    with pytest.raises(ValueError, match=r"size mismatch for fc2.weight: copying a param with shape zgrad.Size\(\[3, 3\]\) "
+                                         r"from checkpoint, the shape in current model is zgrad.Size\(\[2, 4\]\)"):
         model.load_state_dict(state)
     for name, value in model.state_dict().items():
         np.testing.assert_array_equal(value.numpy(), before[name], err_msg=f"{name} changed by a failed load")
@@ -215,3 +216,13 @@ def test_regression_with_sgd_and_mse():
     assert loss.item() < 1e-6
     np.testing.assert_allclose(model.weight.numpy(), true_w.T, atol=1e-3)
     np.testing.assert_allclose(model.bias.numpy(), [0.3], atol=1e-3)
+
+
+def test_a_load_that_matched_every_key_prints_as_pytorchs():
+    model = TwoLayer()
+    assert repr(model.load_state_dict(model.state_dict())) == "<All keys matched successfully>"
+    state = model.state_dict()
+    del state["fc1.weight"], state["scale"]
+    result = model.load_state_dict(state, strict=False)
+    assert result.missing_keys == ["scale", "fc1.weight"]  # the module's order, as PyTorch's
+    assert str(result) == "IncompatibleKeys(missing_keys=['scale', 'fc1.weight'], unexpected_keys=[])"

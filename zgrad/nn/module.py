@@ -10,7 +10,9 @@ import numpy as np
 from zgrad.device import cuda_device
 from zgrad.kernels import dispatch
 from zgrad.tensor import Tensor, parse_to_args
+from zgrad.errors import ShapeError, StateDictError
 from zgrad.kernels.promotion import BFLOAT16, is_floating
+from zgrad.memory_formats import Size
 
 __all__ = ["Module", "Parameter", "IncompatibleKeys"]
 
@@ -38,6 +40,13 @@ class IncompatibleKeys(NamedTuple):
 
     missing_keys: list[str]
     unexpected_keys: list[str]
+
+    def __repr__(self) -> str:
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"  # PyTorch's words, which training logs print
+        return f"IncompatibleKeys(missing_keys={self.missing_keys!r}, unexpected_keys={self.unexpected_keys!r})"
+
+    __str__ = __repr__
 
 
 def _check_name(name: Any, kind: str) -> None:
@@ -319,15 +328,20 @@ class Module:
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> IncompatibleKeys:
         """Copy values into the parameters and persistent buffers of the same names.
 
-        Returns the missing and unexpected keys. Raises:
-            KeyError: with ``strict``, names missing from or unexpected in ``state_dict``.
-            ValueError: a value's shape differs from its parameter's or buffer's.
+        Returns the missing keys (in the module's order) and the unexpected ones (in the state
+        dict's). Raises, with PyTorch's messages:
+            StateDictError: with ``strict``, names missing from or unexpected in ``state_dict``
+                (a RuntimeError and a KeyError).
+            ShapeError: a value's shape differs from its parameter's or buffer's (a RuntimeError
+                and a ValueError).
         """
         own = dict(self._state_entries())
-        missing = sorted(set(own) - set(state_dict))
-        unexpected = sorted(set(state_dict) - set(own))
+        missing = [name for name in own if name not in state_dict]
+        unexpected = [name for name in state_dict if name not in own]
         if strict and (missing or unexpected):
-            raise KeyError(f"Error(s) in loading state_dict for {type(self).__name__}: missing keys {missing}, unexpected keys {unexpected}")
+            lines = [f"{what} key(s) in state_dict: " + ", ".join(f'"{k}"' for k in keys) + ". "
+                     for what, keys in (("Missing", missing), ("Unexpected", unexpected)) if keys]
+            raise StateDictError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(lines))
         # Check every shape before copying anything, so a failed load leaves the module unchanged.
         arrays = {}
         for name, value in state_dict.items():
@@ -335,10 +349,10 @@ class Module:
                 continue
             array = value._data if isinstance(value, Tensor) else np.asarray(value)
             if array.shape != own[name].shape:
-                raise ValueError(
-                    f"size mismatch for {name}: copying a param with shape {list(array.shape)}, "
-                    f"the shape in current model is {list(own[name].shape)}"
-                )
+                raise ShapeError(
+                    f"Error(s) in loading state_dict for {type(self).__name__}:\n\tsize mismatch for {name}: copying a "
+                    f"param with shape {Size(array.shape)!r} from checkpoint, the shape in current model is "
+                    f"{Size(own[name].shape)!r}.")
             arrays[name] = array
         for name, array in arrays.items():
             own[name]._data[...] = dispatch.to_device(array, dispatch.device_type_of(own[name]._data))
