@@ -40,7 +40,8 @@ from paths import REPO, SUPPORT
 __all__ = ["Trace", "comparable", "load_module", "run_program", "run_script"]
 
 SCRIPT_TIMEOUT_S = 120
-# what the ports import in place of packages zgrad has no counterpart of (torchvision)
+# what the ports import in place of packages zgrad has no counterpart of (torchvision) or that are not installed
+# (matplotlib)
 STANDINS = SUPPORT / "examples_standins"
 
 _PORTED_NAME = re.compile(r"\bzgrad\b")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+from collections import defaultdict
 from typing import Any, Callable, Iterable, Mapping
 
 from zgrad.optim import state_dict as _state_dict
@@ -38,14 +39,21 @@ class Optimizer:
     ``.grad``; :meth:`step_with_gradients` applies gradients given explicitly (as the distributed
     optimizer does with a context's gradients). Steps are serialized by a lock, so concurrent
     callers on one optimizer never interleave updates.
+
+    ``state`` is a ``collections.defaultdict(dict)`` keyed by parameter, as PyTorch's: an
+    optimizer written for PyTorch can start a parameter's state with ``state = self.state[p]``.
     """
+
+    # Whether each state array has its parameter's shape, which load_state_dict then checks
+    # (LBFGS's are flat vectors over all the parameters).
+    _state_shaped_like_params = True
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
                             f"but got {type(params).__name__}")
         self.defaults = defaults
-        self.state: dict[Tensor, dict[str, Any]] = {}
+        self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
         self.param_groups: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         params = list(params)

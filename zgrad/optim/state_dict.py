@@ -8,22 +8,25 @@ is PyTorch's::
      "param_groups": [{"lr": 0.01, ..., "params": [0, 1]}, ...]}
 
 parameters numbered in the order of the groups; an int ``step`` becomes a 0-d float32 tensor and
-every array a tensor sharing its memory (as PyTorch's state dict holds the live state tensors).
-Loading converts back by the same rules, whatever optimizer class: a ``step`` tensor or number
-becomes an int, a tensor or numpy array a private copy in the parameter's dtype and on its device
-(so the loaded optimizer shares nothing with the dict), anything else is kept. So a state dict
-saved by ``torch.optim`` (converted to numpy or loaded from a safetensors checkpoint) loads too.
+every array (also one in a list: LBFGS keeps its history in lists) a tensor sharing its memory (as
+PyTorch's state dict holds the live state tensors). Loading converts back by the same rules,
+whatever optimizer class: a ``step`` tensor or number becomes an int, a tensor or numpy array (also
+in a list or tuple) a private copy in the parameter's dtype and on its device (so the loaded
+optimizer shares nothing with the dict), anything else is kept. So a state dict saved by
+``torch.optim`` (converted to numpy or loaded from a safetensors checkpoint) loads too.
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+from collections import defaultdict
 from typing import Any
 
 import numpy as np
 
 from zgrad.kernels import dispatch
+from zgrad.optim._state import as_tensors
 from zgrad.tensor import Tensor
 
 __all__ = ["pack", "unpack"]
@@ -49,23 +52,21 @@ def pack(optimizer: Any) -> dict[str, Any]:
     return {"state": state, "param_groups": groups}
 
 
-def _is_array(value: Any) -> bool:
-    return isinstance(value, np.ndarray) or (not isinstance(value, Tensor) and dispatch.device_type_of(value) == "cuda")
-
-
 def _packed(key: str, value: Any) -> Any:
     if key == STEP and isinstance(value, int) and not isinstance(value, bool):
         return Tensor(dispatch.full((), value, np.float32, "cpu"))  # PyTorch's step: a float32 scalar tensor
-    return Tensor(value) if _is_array(value) else value
+    return as_tensors(value)
 
 
-def unpack(optimizer: Any, state_dict: dict[str, Any]) -> tuple[dict, list[dict]]:
+def unpack(optimizer: Any, state_dict: dict[str, Any]) -> tuple[defaultdict, list[dict]]:
     """The (state, param_groups) ``optimizer`` takes from ``state_dict``: the saved groups' options
-    with the optimizer's own parameters, and the saved state of parameter i moved to the i-th.
+    with the optimizer's own parameters, and the saved state of parameter i moved to the i-th (a
+    ``defaultdict(dict)``, as PyTorch's).
 
     Raises:
         ValueError: PyTorch's errors for a different number of groups or of parameters in a
-            group; a state array whose shape differs from its parameter's; a group option that
+            group; a state array whose shape differs from its parameter's (unless the optimizer's
+            state is not shaped like its parameters, as LBFGS's flat vectors); a group option that
             changes the update and that ``optimizer`` does not implement (``maximize=True``).
     """
     groups = optimizer.param_groups
@@ -81,13 +82,14 @@ def unpack(optimizer: Any, state_dict: dict[str, Any]) -> tuple[dict, list[dict]
                                  f"{type(optimizer).__name__} does not implement; load it into an optimizer that does")
     params = dict(zip(itertools.chain.from_iterable(s["params"] for s in saved_groups),
                       itertools.chain.from_iterable(g["params"] for g in groups)))
-    state: dict[Any, dict[str, Any]] = {}
+    check_shapes = optimizer._state_shaped_like_params
+    state: defaultdict[Any, dict[str, Any]] = defaultdict(dict)
     for key, per in state_dict["state"].items():
         param = params.get(key)
         if param is None:
             state[key] = per  # state of no parameter is kept as it is, as PyTorch keeps it
         else:
-            state[param] = {name: _unpacked(param, key, name, value) for name, value in per.items()}
+            state[param] = {name: _unpacked(param, key, name, value, check_shapes) for name, value in per.items()}
     for group, saved in zip(groups, saved_groups):
         saved["params"] = group["params"]
         if "param_names" in group and "param_names" not in saved:
@@ -95,13 +97,15 @@ def unpack(optimizer: Any, state_dict: dict[str, Any]) -> tuple[dict, list[dict]
     return state, saved_groups
 
 
-def _unpacked(param: Tensor, index: Any, name: str, value: Any) -> Any:
+def _unpacked(param: Tensor, index: Any, name: str, value: Any, check_shape: bool) -> Any:
     if name == STEP and isinstance(value, (Tensor, np.ndarray, int, float)) and not isinstance(value, bool):
         return int(value.item() if isinstance(value, (Tensor, np.ndarray)) else value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_unpacked(param, index, name, item, check_shape) for item in value)
     if not isinstance(value, (Tensor, np.ndarray)):
         return value
     array = value._data if isinstance(value, Tensor) else value
-    if array.shape != param.shape:
+    if check_shape and array.shape != param.shape:
         raise ValueError(f"loaded state dict holds {name!r} of shape {list(array.shape)} for parameter {index}, "
                          f"whose shape is {list(param.shape)}; was it saved from another model?")
     moved = dispatch.to_device(array, dispatch.device_type_of(param._data))
