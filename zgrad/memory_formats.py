@@ -18,8 +18,9 @@ __all__ = ["memory_format", "layout", "contiguous_format", "preserve_format", "c
            "is_laid_out", "preserved_order", "check_strided"]
 
 
-class memory_format:  # noqa: N801 - PyTorch's name
-    """One of PyTorch's memory formats (compare with ``is``/``==``; printed as ``zgrad.<name>``)."""
+class _Named:
+    """A constant known by its name: printed as ``zgrad.<name>``, the same object after a copy or
+    a pickle round trip (compare with ``is`` or ``==``)."""
 
     __slots__ = ("name",)
 
@@ -30,22 +31,19 @@ class memory_format:  # noqa: N801 - PyTorch's name
         return f"zgrad.{self.name}"
 
     def __reduce__(self) -> str:
-        return self.name  # the module attribute: the same object after a round trip
+        return self.name  # the module attribute of that name
 
 
-class layout:  # noqa: N801 - PyTorch's name
+class memory_format(_Named):  # noqa: N801 - PyTorch's name
+    """One of PyTorch's memory formats."""
+
+    __slots__ = ()
+
+
+class layout(_Named):  # noqa: N801 - PyTorch's name
     """One of PyTorch's tensor layouts; every zgrad tensor is ``strided``."""
 
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"zgrad.{self.name}"
-
-    def __reduce__(self) -> str:
-        return self.name
+    __slots__ = ()
 
 
 contiguous_format = memory_format("contiguous_format")
