@@ -28,7 +28,7 @@ from zgrad.errors import AutogradError, ShapeError
 from zgrad.kernels import dispatch
 from zgrad.kernels.promotion import get_default_dtype, is_floating
 from zgrad.kernels.view_geometry import ViewGeometry, shares_allocation
-from zgrad.memory_formats import contiguous_format, dim_order, is_laid_out
+from zgrad.memory_formats import Size, contiguous_format, dim_order, is_laid_out, preserve_format
 from zgrad.printing import add_suffixes, print_options, tensor_body
 
 __all__ = ["Tensor", "RemovableHandle", "parse_to_args", "gradient_edge", "tensor_methods", "link_views", "link_view",
@@ -89,7 +89,7 @@ class Tensor:
 
     def __init__(self, data: Any = None, requires_grad: bool = False, *sizes: int, _grad_fn: Any = None,
                  _output_nr: int = 0) -> None:
-        if type(data) is not np.ndarray and type(data) in _LEGACY_DATA:
+        if type(data) is not np.ndarray and (type(data) in _LEGACY_DATA or isinstance(data, (np.integer, Tensor))):
             data, requires_grad = _legacy_array(data, requires_grad, sizes), False
         self._data = data
         self._requires_grad = requires_grad
@@ -158,9 +158,13 @@ class Tensor:
     def is_contiguous(self, memory_format: Any = None) -> bool:
         """Whether the elements lie densely in C order, or in the order ``memory_format`` names
         (``zgrad.channels_last``...), sizes of 1 aside."""
-        if memory_format is None or memory_format is contiguous_format:
+        if memory_format is None or memory_format is contiguous_format or memory_format is preserve_format:
             return bool(self._data.flags.c_contiguous)
-        return is_laid_out(self.shape, self.stride(), dim_order(memory_format, self.ndim))
+        try:
+            order = dim_order(memory_format, self.ndim)
+        except RuntimeError:  # a channels-last format of another rank: not laid out so (PyTorch answers False)
+            return False
+        return is_laid_out(self.shape, self.stride(), order)
 
     @property
     def is_leaf(self) -> bool:
@@ -452,8 +456,9 @@ class _RetainGrad:
             tensor._accumulate_grad(grad)
 
 
-# What PyTorch's legacy constructor takes, where zgrad's takes an array: Tensor(), Tensor(*sizes), Tensor(sequence)
-_LEGACY_DATA = frozenset({type(None), int, list, tuple})
+# What PyTorch's legacy constructor takes, where zgrad's takes an array: Tensor(), Tensor(*sizes), Tensor(Size),
+# Tensor(sequence) (and what it refuses: a float or a bool)
+_LEGACY_DATA = frozenset({type(None), int, list, tuple, range, Size, float, bool})
 
 
 def _legacy_array(data: Any, second: Any, sizes: tuple[int, ...]) -> np.ndarray:
@@ -466,8 +471,21 @@ def _legacy_array(data: Any, second: Any, sizes: tuple[int, ...]) -> np.ndarray:
     dtype = get_default_dtype()
     if data is None:
         return np.empty((0,), dtype)
-    if type(data) is int:
-        dims = (data,) + (() if second is False else (second,)) + sizes
+    if type(data) in (float, bool):
+        raise TypeError(f"Tensor(): expected sizes (ints) or one sequence of data, got a {type(data).__name__}")
+    if isinstance(data, Tensor):
+        if data.dtype != dtype or second is not False or sizes:
+            raise TypeError(f"Tensor(): expected a tensor of the default dtype {dtype} to alias, got {data.dtype}")
+        return data._data
+    if type(data) is Size:
+        data = tuple(data) + (() if second is False else (second,)) + sizes
+        second, sizes = data[1] if len(data) > 1 else False, data[2:]
+        data = data[0] if data else 0
+        if not data and second is False:
+            return np.empty((0,), dtype)
+    if type(data) is int or isinstance(data, np.integer):
+        dims = (int(data),) + (() if second is False else (second,)) + sizes
+        dims = tuple(int(n) if isinstance(n, np.integer) else n for n in dims)
         if not all(type(n) is int for n in dims):
             raise TypeError(f"Tensor(): expected sizes (ints) or one sequence of data, got {dims!r}")
         if min(dims) < 0:

@@ -128,3 +128,13 @@ def test_factories_take_their_size_as_a_keyword(factory):
     assert make(size=(2, 3)).shape == (2, 3) and make(size=[4]).shape == (4,) and make((2, 1)).shape == (2, 1)
     with pytest.raises(TypeError, match=f"{factory}\\(\\) received an invalid combination of arguments"):
         make(2, size=(2,))
+
+
+def test_the_legacy_constructor_takes_a_size_numpy_ints_ranges_and_refuses_numbers():
+    assert zgrad.Tensor(zgrad.Size([2, 3])).shape == (2, 3) and zgrad.Tensor(np.int64(3), 2).shape == (3, 2)
+    assert zgrad.Tensor(range(3)).tolist() == [0.0, 1.0, 2.0] and zgrad.Tensor(zgrad.Size([])).shape == (0,)
+    x = zgrad.ones(2)
+    assert zgrad.Tensor(x)._data is x._data
+    for refused in (2.5, True):
+        with pytest.raises(TypeError, match="expected sizes"):
+            zgrad.Tensor(refused)

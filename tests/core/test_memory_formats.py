@@ -75,3 +75,10 @@ def test_size_is_pytorchs_tuple_of_sizes():
         zgrad.Size([1.5])
     normal = zgrad.distributions.Normal(zgrad.zeros(2), zgrad.ones(2))
     assert normal.sample(zgrad.Size([5])).shape == (5, 2)
+
+
+def test_a_format_of_another_rank_is_not_the_layout():
+    x = zgrad.ones(2, 3, 4)
+    assert not x.is_contiguous(memory_format=zgrad.channels_last)
+    assert not zgrad.ones(2, 3, 4, 5).is_contiguous(memory_format=zgrad.channels_last_3d)
+    assert x.is_contiguous(memory_format=zgrad.preserve_format)

@@ -227,3 +227,16 @@ def test_cuda_strides_offsets_and_pointers():
     y = zgrad.arange(6.0).cuda()
     y.resize_(3, 3)
     assert y.shape == (3, 3) and y.cpu().reshape(-1)[:6].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_an_expand_with_nothing_to_broadcast_stays_writable():
+    x = zgrad.ones(2, 3)
+    x.expand(2, 3).add_(1)
+    x.expand_as(x).mul_(2)
+    x.broadcast_to((2, 3)).sub_(1)
+    assert x.tolist() == [[3.0] * 3] * 2
+
+
+def test_stack_and_cat_take_any_iterable_of_tensors():
+    x = zgrad.ones(2)
+    assert zgrad.stack(t for t in (x, x)).shape == (2, 2) and zgrad.cat(iter([x, x])).shape == (4,)

@@ -198,3 +198,78 @@ def test_a_tensor_with_history_is_refused_at_the_process_boundary():
         ForkingPickler.dumps(x)
     sent = ForkingPickler.dumps(x.detach())  # moved into shared memory on the way, as PyTorch moves it
     assert sent and x.detach().is_shared() is False
+
+
+def _run(ctx, target, args, done):
+    child = ctx.Process(target=target, args=args)
+    child.start()
+    try:
+        assert done.wait(60)
+        child.join(60)
+    finally:
+        if child.is_alive():
+            child.kill()
+            child.join(10)
+    return child.exitcode
+
+
+def test_views_and_aliases_reach_a_spawned_child_as_views_of_the_same_memory():
+    """Two views of one block among a child's arguments (one descriptor passed once), and a
+    parameter's alias (p.detach()), which moves the parameter itself into shared memory."""
+    import zgrad
+
+    ctx = mp.get_context("spawn")
+    base = zgrad.arange(6.0).reshape(2, 3).share_memory_()
+    param = zgrad.nn.Parameter(zgrad.zeros(3))
+    done = ctx.Event()
+    assert _run(ctx, S.add_one_to_each, ([base, base[1], base[:, 0], param.detach()], done), done) == 0
+    assert base.tolist() == [[2.0, 2.0, 3.0], [6.0, 6.0, 7.0]]
+    assert param.is_shared() and param.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_a_received_view_sent_on_keeps_its_elements():
+    import zgrad
+
+    ctx = mp.get_context("spawn")
+    b = zgrad.arange(6.0).reshape(3, 2).share_memory_()
+    inbox, outbox, done = ctx.Queue(), ctx.Queue(), ctx.Event()
+    inbox.put(b[1])
+    child = ctx.Process(target=S.send_back, args=(inbox, outbox, done))
+    child.start()
+    try:
+        back = outbox.get(timeout=60)
+        done.set()
+        child.join(60)
+    finally:
+        if child.is_alive():
+            child.kill()
+            child.join(10)
+    assert back.tolist() == [2.0, 3.0] and back.storage_offset() == 2
+
+
+def test_a_view_of_unshared_memory_is_refused_rather_than_sent_apart():
+    import zgrad
+    from multiprocessing.reduction import ForkingPickler
+
+    y = zgrad.arange(6.0).reshape(2, 3)
+    with pytest.raises(RuntimeError, match=r"views memory other tensors hold.*base.share_memory_\(\)"):
+        ForkingPickler.dumps(y[1])
+    assert not y.is_shared()
+
+
+def test_a_shared_block_holds_its_descriptors_only_while_it_lives():
+    """Counted in a fresh interpreter: nothing else there opens or closes descriptors meanwhile."""
+    script = textwrap.dedent("""
+        import gc, os
+        import zgrad
+        def open_fds():
+            return len(os.listdir("/proc/self/fd"))
+        before = open_fds()
+        blocks = [zgrad.ones(4).share_memory_() for _ in range(10)]
+        held = open_fds() - before
+        del blocks
+        gc.collect()
+        print(held, open_fds() - before)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split() == ["20", "0"]  # the memory file's descriptor and the mapping's, then none

@@ -48,3 +48,16 @@ def train_shared(model, view, results, done):
         view.mul_(3)
     results.put((type(model.weight).__name__, model.weight.requires_grad, zgrad.full((2,), 7.0)))
     done.wait(60)
+
+
+def add_one_to_each(tensors, done):
+    """Add 1 in place to each tensor sent (views of one block among them)."""
+    for t in tensors:
+        t.add_(1)
+    done.set()
+
+
+def send_back(inbox, outbox, done):
+    """Send the received tensor on, unchanged (its view must reach the same elements)."""
+    outbox.put(inbox.get(timeout=60))
+    done.wait(60)

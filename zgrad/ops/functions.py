@@ -292,6 +292,8 @@ def getitem(x: Any, index: Any) -> Any:
 @autocast_op()
 def stack(tensors: Sequence[Any], dim: int = 0) -> Any:
     """Join same-shaped tensors along a new dimension."""
+    if not isinstance(tensors, (list, tuple)):
+        tensors = tuple(tensors)
     if not tensors:
         raise ShapeError("stack expects a non-empty TensorList")
     for t in tensors:
@@ -304,6 +306,8 @@ def stack(tensors: Sequence[Any], dim: int = 0) -> Any:
 @autocast_op()
 def cat(tensors: Sequence[Any], dim: int = 0) -> Any:
     """Join tensors along an existing dimension."""
+    if not isinstance(tensors, (list, tuple)):
+        tensors = tuple(tensors)
     if not tensors:
         raise ShapeError("torch.cat(): expected a non-empty list of Tensors")
     for t in tensors:

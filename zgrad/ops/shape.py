@@ -337,7 +337,9 @@ def expand(input: Any, sizes: Sequence[int]) -> Any:  # noqa: A002
             raise ShapeError(f"The expanded size of the tensor ({size}) must match the existing size ({current}) at "
                              f"non-singleton dimension {i}.  Target sizes: {list(sizes)}.  Tensor sizes: {list(x.shape)}")
         shape.append(size)
-    return Expand.apply(x, tuple(shape))  # a new view even of the same shape, as PyTorch's
+    if tuple(shape) == x.shape:
+        return Reshape.apply(x, x.shape)  # a new view, writable as the input (a broadcast view is read-only)
+    return Expand.apply(x, tuple(shape))
 
 
 def split(tensor: Any, split_size_or_sections: Any, dim: int = 0) -> tuple[Any, ...]:
