@@ -89,7 +89,7 @@ class Tensor:
 
     def __init__(self, data: Any = None, requires_grad: bool = False, *sizes: int, _grad_fn: Any = None,
                  _output_nr: int = 0) -> None:
-        if type(data) is not np.ndarray and (type(data) in _LEGACY_DATA or isinstance(data, (np.integer, Tensor))):
+        if type(data) is not np.ndarray and (type(data) in _LEGACY_DATA or isinstance(data, Tensor)):
             data, requires_grad = _legacy_array(data, requires_grad, sizes), False
         self._data = data
         self._requires_grad = requires_grad
@@ -483,8 +483,8 @@ def _legacy_array(data: Any, second: Any, sizes: tuple[int, ...]) -> np.ndarray:
         data = data[0] if data else 0
         if not data and second is False:
             return np.empty((0,), dtype)
-    if type(data) is int or isinstance(data, np.integer):
-        dims = (int(data),) + (() if second is False else (second,)) + sizes
+    if type(data) is int:  # (a numpy scalar stays what zgrad wraps as a 0-d array)
+        dims = (data,) + (() if second is False else (second,)) + sizes
         dims = tuple(int(n) if isinstance(n, np.integer) else n for n in dims)
         if not all(type(n) is int for n in dims):
             raise TypeError(f"Tensor(): expected sizes (ints) or one sequence of data, got {dims!r}")

@@ -131,7 +131,8 @@ def test_factories_take_their_size_as_a_keyword(factory):
 
 
 def test_the_legacy_constructor_takes_a_size_numpy_ints_ranges_and_refuses_numbers():
-    assert zgrad.Tensor(zgrad.Size([2, 3])).shape == (2, 3) and zgrad.Tensor(np.int64(3), 2).shape == (3, 2)
+    assert zgrad.Tensor(zgrad.Size([2, 3])).shape == (2, 3) and zgrad.Tensor(3, np.int64(2)).shape == (3, 2)
+    assert zgrad.Tensor(np.int64(3)).shape == ()  # a numpy scalar is wrapped as a 0-d array, as zgrad's ops do
     assert zgrad.Tensor(range(3)).tolist() == [0.0, 1.0, 2.0] and zgrad.Tensor(zgrad.Size([])).shape == (0,)
     x = zgrad.ones(2)
     assert zgrad.Tensor(x)._data is x._data
