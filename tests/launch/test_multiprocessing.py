@@ -4,6 +4,7 @@ defined in the script (``__mp_main__`` in the children)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -159,6 +160,20 @@ def test_rpc_between_spawned_workers_resolves_the_scripts_functions(tmp_path):
     assert "squares [0, 1, 4, 9] totals [0, 1, 5, 14]" in done.stdout and "done" in done.stdout
 
 
+@contextlib.contextmanager
+def _child(ctx, target, args):
+    """A started child process of ``ctx``, joined on leaving (killed if still alive after 60 s)."""
+    child = ctx.Process(target=target, args=args)
+    child.start()
+    try:
+        yield child
+        child.join(60)
+    finally:
+        if child.is_alive():
+            child.kill()
+            child.join(10)
+
+
 @pytest.mark.parametrize("method", ["spawn", "fork"])
 def test_a_shared_model_sent_to_a_child_is_trained_in_place(method):
     """The upstream mnist_hogwild flow: model.share_memory(), then the model among a child's
@@ -173,16 +188,9 @@ def test_a_shared_model_sent_to_a_child_is_trained_in_place(method):
     view.share_memory_()
     ctx = mp.get_context(method)
     results, done = ctx.Queue(), ctx.Event()
-    child = ctx.Process(target=S.train_shared, args=(model, view, results, done))
-    child.start()
-    try:
+    with _child(ctx, S.train_shared, (model, view, results, done)) as child:
         kind, requires_grad, sent = results.get(timeout=60)
         done.set()
-        child.join(60)
-    finally:
-        if child.is_alive():
-            child.kill()
-            child.join(10)
     assert child.exitcode == 0
     assert zgrad.allclose(model.weight - before, zgrad.ones(2, 2)) and view.tolist() == [3.0] * 3
     assert (kind, requires_grad) == ("Parameter", True)
@@ -201,15 +209,9 @@ def test_a_tensor_with_history_is_refused_at_the_process_boundary():
 
 
 def _run(ctx, target, args, done):
-    child = ctx.Process(target=target, args=args)
-    child.start()
-    try:
+    """Run a child to its end (it sets ``done``); its exit code."""
+    with _child(ctx, target, args) as child:
         assert done.wait(60)
-        child.join(60)
-    finally:
-        if child.is_alive():
-            child.kill()
-            child.join(10)
     return child.exitcode
 
 
@@ -234,16 +236,9 @@ def test_a_received_view_sent_on_keeps_its_elements():
     b = zgrad.arange(6.0).reshape(3, 2).share_memory_()
     inbox, outbox, done = ctx.Queue(), ctx.Queue(), ctx.Event()
     inbox.put(b[1])
-    child = ctx.Process(target=S.send_back, args=(inbox, outbox, done))
-    child.start()
-    try:
+    with _child(ctx, S.send_back, (inbox, outbox, done)):
         back = outbox.get(timeout=60)
         done.set()
-        child.join(60)
-    finally:
-        if child.is_alive():
-            child.kill()
-            child.join(10)
     assert back.tolist() == [2.0, 3.0] and back.storage_offset() == 2
 
 
