@@ -97,9 +97,9 @@ from zgrad.ops import (
     reciprocal, round, rsqrt, sgn, sign, signbit, sin, sinh, tan, trunc,
 )
 from zgrad.ops import (
-    absolute, addcdiv, addcmul, deg2rad, digamma, divide, float_power, fmax, fmin, frexp, gcd, greater, greater_equal,
-    heaviside, i0, igamma, igammac, lcm, ldexp, less, less_equal, lgamma, multiply, mvlgamma, negative, nextafter,
-    not_equal, polygamma, positive, rad2deg, subtract, true_divide,
+    absolute, addcdiv, addcmul, deg2rad, digamma, float_power, fmax, fmin, frexp, gcd, greater, greater_equal,
+    heaviside, i0, igamma, igammac, lcm, ldexp, less, less_equal, lgamma, mvlgamma, negative, nextafter, not_equal,
+    polygamma, positive, rad2deg,
 )
 from zgrad.special import logit, sinc, xlogy
 from zgrad.inplace_functions import (
@@ -120,6 +120,18 @@ from zgrad.tensor_functions import (
 )
 from zgrad.tensor import Tensor
 from zgrad.type_info import finfo, iinfo
+# The public products, arithmetic and sum take sparse COO tensors too (zgrad.sparse)
+from zgrad import sparse
+from zgrad.sparse import operations as _sparse
+from zgrad.sparse.coo import sparse_coo_tensor
+
+add, sub, mul, div = (_sparse.either_layout(add, _sparse.add), _sparse.either_layout(sub, _sparse.sub),
+                      _sparse.either_layout(mul, _sparse.mul), _sparse.either_layout(div, _sparse.div))
+mm, matmul, addmm = (_sparse.either_layout(mm, _sparse.mm), _sparse.either_layout(matmul, _sparse.matmul),
+                     _sparse.either_layout(addmm, _sparse.addmm))
+spmm = mm
+sum = _sparse.either_layout(sum, _sparse.sum)  # noqa: A001
+subtract, multiply, divide, true_divide = sub, mul, div, div  # PyTorch's aliases stay the functions themselves
 
 float16 = _np.dtype(_np.float16)
 bfloat16 = _promotion.BFLOAT16
@@ -188,6 +200,7 @@ __all__ += ["corrcoef", "cov", "cumulative_trapezoid", "diff", "isin", "trapezoi
             "vander"]
 __all__ += ["Size", "channels_last", "channels_last_3d", "contiguous_format", "jagged", "layout", "memory_format",
             "preserve_format", "sparse_bsc", "sparse_bsr", "sparse_coo", "sparse_csc", "sparse_csr", "strided"]
+__all__ += ["sparse", "sparse_coo_tensor", "spmm"]
 __all__ += ["conj", "conj_physical", "imag", "is_conj", "real", "resolve_conj", "resolve_neg"]
 __all__ += ["as_tensor", "asarray", "clone", "detach", "fill", "fill_", "get_num_interop_threads", "get_num_threads",
             "is_complex", "is_floating_point", "is_nonzero", "is_tensor", "numel", "rsub", "scalar_tensor",

@@ -5,8 +5,9 @@ and ``zgrad.Size``.
 A tensor's elements are laid out as its array's strides say. ``channels_last`` is the order
 (N, H, W, C) in memory for a tensor of shape (N, C, H, W): ``x.contiguous(memory_format=
 zgrad.channels_last)`` and ``clone`` give such a layout, and ``is_contiguous(memory_format=...)``
-recognizes it, as in PyTorch. zgrad has no sparse tensors: every tensor's layout is ``strided``,
-and the sparse layouts exist only so that code comparing against them runs.
+recognizes it, as in PyTorch. A dense tensor's layout is ``strided``, a sparse COO tensor's
+(:mod:`zgrad.sparse.coo`) ``sparse_coo``; the other sparse layouts exist only so that code comparing
+against them runs.
 """
 
 from __future__ import annotations

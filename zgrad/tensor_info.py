@@ -163,12 +163,13 @@ class TensorInfo:
 
     @property
     def layout(self) -> Any:
-        """``zgrad.strided``: zgrad has no sparse tensors."""
+        """``zgrad.strided`` (a sparse COO tensor's is ``zgrad.sparse_coo``)."""
         return strided
 
     @property
     def is_sparse(self) -> bool:
-        """False: zgrad has no sparse tensors (nor sparse CSR, quantized, meta, MKL-DNN or nested ones)."""
+        """False for a dense tensor (True for a sparse COO one); zgrad has no sparse CSR, quantized, meta,
+        MKL-DNN or nested tensors."""
         return False
 
     is_sparse_csr = is_quantized = is_meta = is_mkldnn = is_nested = is_sparse

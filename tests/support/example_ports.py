@@ -8,7 +8,7 @@ and in the modules beside it that the program imports, so the run is the example
 
 Two runs of a seeded program still differ: zgrad's random streams are not PyTorch's. Inside
 :func:`comparable` a library computes in float64 and takes every random draw a program makes
-(``randn``, ``rand``, ``randint``, their ``_like`` forms, the DataLoader's shuffling) from one
+(``randn``, ``rand``, ``randint``, their ``_like`` forms, ``randperm``, the DataLoader's shuffling) from one
 numpy generator seeded the same for both runs; each module the program calls from outside any
 module (its networks, also its losses) records its ``state_dict`` as the program initialized it
 when first called, or, given another run's, loads that one (the ``state_dict`` copied across), and
@@ -225,6 +225,7 @@ def comparable(lib: Any, states: list[dict[str, np.ndarray]] | None = None, seed
             patch.setattr(lib, "randn", randn)
             patch.setattr(lib, "rand", rand)
             patch.setattr(lib, "randint", randint)
+            patch.setattr(lib, "randperm", lambda n, **kwargs: lib.tensor(rng.permutation(n)))
             patch.setattr(lib, "randn_like", lambda t, dtype=None, **kw: like(randn, t, dtype))
             patch.setattr(lib, "rand_like", lambda t, dtype=None, **kw: like(rand, t, dtype))
             patch.setattr(lib.utils.data.RandomSampler, "__iter__", shuffled)
