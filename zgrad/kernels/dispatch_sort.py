@@ -12,9 +12,8 @@ from typing import Any
 import numpy as np
 
 from zgrad.errors import ShapeError
-from zgrad.kernels.dispatch import backend_of, cast, contiguous, reduce_sum
+from zgrad.kernels.dispatch import backend_of, cast, contiguous
 from zgrad.kernels.dispatch_index import normalize_dim
-from zgrad.kernels.dispatch_pointwise import compare
 from zgrad.kernels.promotion import result_type
 
 __all__ = ["argsort", "argsort_slices", "argtopk", "kth_positions", "nonzero", "searchsorted"]
@@ -88,7 +87,7 @@ def argsort_slices(slices: Any):
 def nonzero(x: Any):
     """The (count, ndim) int64 coordinates of the nonzero elements of ``x``, in C order."""
     be = backend_of(x)
-    count = int(reduce_sum(compare("ne", x, 0), dtype=_INT64))
+    count = int(be.count_nonzero(x, tuple(range(x.ndim)), be.empty((), _INT64)))
     out = be.empty((count, x.ndim), _INT64)
     if out.size:
         be.nonzero(x, out)

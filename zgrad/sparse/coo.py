@@ -422,8 +422,8 @@ def to_sparse(dense: Tensor, sparse_dim: int | None = None, *, layout: Any = Non
     if not 0 < sparse_dim <= dense.ndim:
         raise RuntimeError(f"to_sparse: sparse_dim argument must be in [1, {dense.ndim}] for a {dense.ndim}-d "
                            f"tensor, but got {sparse_dim}")
-    nonzero = dense.detach().cpu().numpy() != 0
+    kept = dense.detach()
     if sparse_dim < dense.ndim:
-        nonzero = nonzero.any(axis=tuple(range(sparse_dim, dense.ndim)))
-    indices = _device_indices(np.stack(np.nonzero(nonzero)), dense)
+        kept = kept.ne(0).any(dim=tuple(range(sparse_dim, dense.ndim)))
+    indices = ops.nonzero(kept).t().contiguous()
     return SparseCooTensor(indices, dense[tuple(indices)], dense.shape, True)

@@ -1,7 +1,7 @@
 """The CPU backend's sorting, searching and scatter reductions: sorts and selections of the
 packed keys of :mod:`zgrad.kernels.cpu.kernels.sort_keys` (numpy's stable sort for 64-bit values),
-``np.argwhere`` for ``nonzero``; the Numba loops of :mod:`zgrad.kernels.cpu.kernels.search` for the
-rest.
+the Numba loops of :mod:`zgrad.kernels.cpu.kernels.search` for the rest (``np.argwhere`` finds the
+nonzero elements of the half-precision dtypes, which Numba does not know).
 
 Part of :mod:`zgrad.kernels.cpu.backend`; each function writes into ``out`` and returns it.
 """
@@ -128,8 +128,12 @@ def argsort_slices(slices, out):
 
 
 def nonzero(x, out):
-    """out (count, ndim) = the coordinates of x's nonzero elements, in C order."""
-    out[...] = np.argwhere(x)
+    """out (count, ndim) = the coordinates of x's nonzero elements, in C order: one pass over x
+    (``np.argwhere`` makes a mask first, then its coordinates)."""
+    if x.dtype in HALF_DTYPES:
+        out[...] = np.argwhere(x)
+    else:
+        kernels.search.nonzero_coordinates(np.ascontiguousarray(x).reshape(-1), np.array(x.shape, np.int64), out)
     return out
 
 

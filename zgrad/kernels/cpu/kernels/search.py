@@ -1,4 +1,4 @@
-"""Scatter reductions and binary searches, as Numba loops.
+"""Scatter reductions, binary searches and the search for nonzero elements, as Numba loops.
 
 ``scatter_reduce`` combines ``src`` into ``out`` along the middle axis of 3-D (outer, dim, inner)
 views with one of :data:`zgrad.kernels.vocabulary.SCATTER_REDUCTIONS`; ``searchsorted`` finds
@@ -12,7 +12,7 @@ from __future__ import annotations
 from zgrad.kernels._jit import kernel
 from zgrad.kernels.vocabulary import scatter_combine, search_position
 
-__all__ = ["scatter_reduce", "searchsorted"]
+__all__ = ["scatter_reduce", "searchsorted", "nonzero_coordinates"]
 
 _combine = kernel(scatter_combine)
 _position = kernel(search_position)
@@ -38,3 +38,18 @@ def searchsorted(sequence, values, right, out):
         row = 0 if shared else r
         for j in range(m):
             out[r, j] = _position(sequence, row, values[r, j], right)
+
+
+@kernel
+def nonzero_coordinates(flat, shape, out):
+    """out[k] = the coordinates in an array of ``shape`` of the k-th nonzero element of ``flat``
+    (that array's elements in C order; NaN counts as nonzero). ``out`` has a row per nonzero element."""
+    k = 0
+    ndim = shape.shape[0]
+    for i in range(flat.shape[0]):
+        if flat[i] != 0:
+            rest = i
+            for d in range(ndim - 1, -1, -1):
+                out[k, d] = rest % shape[d]
+                rest //= shape[d]
+            k += 1
