@@ -114,6 +114,26 @@ def test_buffer_shape_mismatch_loads_nothing():
     assert not np.any(net.body[0].fc.bias.numpy() == 9.0)
 
 
+def test_a_strict_load_reports_missing_unexpected_and_mismatched_keys_together_as_torch():
+    """PyTorch lists every error: the missing and unexpected keys first, then each size mismatch."""
+    def errors(lib):
+        net = make_block(lib)
+        state = net.state_dict()
+        del state["body.0.running"]
+        state["body.0.bogus"] = lib.zeros(1)
+        state["body.0.fc.bias"] = lib.zeros(5)
+        with pytest.raises(RuntimeError) as caught:
+            net.load_state_dict(state)
+        return str(caught.value).replace("torch.", "zgrad.")
+    got = errors(zgrad)
+    assert got.splitlines()[1:] == ['\tMissing key(s) in state_dict: "body.0.running". ',
+                                    '\tUnexpected key(s) in state_dict: "body.0.bogus". ',
+                                    "\tsize mismatch for body.0.fc.bias: copying a param with shape zgrad.Size([5]) from "
+                                    "checkpoint, the shape in current model is zgrad.Size([4])."]
+    torch = pytest.importorskip("torch")
+    assert got == errors(torch)
+
+
 def test_buffer_assignment_and_registration_errors():
     block = make_block(zgrad).body[0]
     block.running = zgrad.ones(4)

@@ -338,10 +338,9 @@ class Module:
         own = dict(self._state_entries())
         missing = [name for name in own if name not in state_dict]
         unexpected = [name for name in state_dict if name not in own]
-        if strict and (missing or unexpected):
-            lines = [f"{what} key(s) in state_dict: " + ", ".join(f'"{k}"' for k in keys) + ". "
-                     for what, keys in (("Missing", missing), ("Unexpected", unexpected)) if keys]
-            raise StateDictError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(lines))
+        errors = [f"{what} key(s) in state_dict: " + ", ".join(f'"{k}"' for k in keys) + ". "
+                  for what, keys in (("Missing", missing), ("Unexpected", unexpected)) if keys] if strict else []
+        key_errors = len(errors)
         # Check every shape before copying anything, so a failed load leaves the module unchanged.
         arrays = {}
         for name, value in state_dict.items():
@@ -349,11 +348,12 @@ class Module:
                 continue
             array = value._data if isinstance(value, Tensor) else np.asarray(value)
             if array.shape != own[name].shape:
-                raise ShapeError(
-                    f"Error(s) in loading state_dict for {type(self).__name__}:\n\tsize mismatch for {name}: copying a "
-                    f"param with shape {Size(array.shape)!r} from checkpoint, the shape in current model is "
-                    f"{Size(own[name].shape)!r}.")
+                errors.append(f"size mismatch for {name}: copying a param with shape {Size(array.shape)!r} from "
+                              f"checkpoint, the shape in current model is {Size(own[name].shape)!r}.")
             arrays[name] = array
+        if errors:
+            message = f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors)
+            raise StateDictError(message) if key_errors else ShapeError(message)
         for name, array in arrays.items():
             own[name]._data[...] = dispatch.to_device(array, dispatch.device_type_of(own[name]._data))
         return IncompatibleKeys(missing, unexpected)
