@@ -127,11 +127,17 @@ from zgrad.sparse.coo import sparse_coo_tensor
 
 add, sub, mul, div = (_sparse.either_layout(add, _sparse.add), _sparse.either_layout(sub, _sparse.sub),
                       _sparse.either_layout(mul, _sparse.mul), _sparse.either_layout(div, _sparse.div))
-mm, matmul, addmm = (_sparse.either_layout(mm, _sparse.mm), _sparse.either_layout(matmul, _sparse.matmul),
+mm, matmul, addmm = (_sparse.either_layout(mm, _sparse.mm_either), _sparse.either_layout(matmul, _sparse.matmul),
                      _sparse.either_layout(addmm, _sparse.addmm))
 spmm = mm
 sum = _sparse.either_layout(sum, _sparse.sum)  # noqa: A001
 subtract, multiply, divide, true_divide = sub, mul, div, div  # PyTorch's aliases stay the functions themselves
+for _name in _sparse.SPARSE_METHOD_FUNCTIONS:  # zgrad.sqrt(sparse) is its method; each alias (absolute...) too
+    _dense = globals()[_name]
+    _either = _sparse.either_layout(_dense, getattr(sparse.coo.SparseCooTensor, _name))
+    for _alias in [alias for alias, value in globals().items() if value is _dense]:
+        globals()[_alias] = _either
+del _name, _dense, _either, _alias
 
 float16 = _np.dtype(_np.float16)
 bfloat16 = _promotion.BFLOAT16

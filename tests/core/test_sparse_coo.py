@@ -96,11 +96,13 @@ def test_size_dtype_and_device_are_taken_or_inferred_as_torch(torch):
 
 @pytest.mark.torch
 def test_repr_is_torchs(torch):
-    for dtype in ("float32", "int64"):
+    for dtype in ("float32", "int64", "float64", "int32"):
         got = repr(sparse(zgrad, dtype=getattr(zgrad, dtype)))
         expected = repr(sparse(torch, dtype=getattr(torch, dtype)))
-        assert got == expected.replace("torch.", "zgrad.")
+        assert got == expected.replace("dtype=torch.", "dtype=").replace("torch.", "zgrad.")
     assert repr(sparse(zgrad)).endswith("nnz=5, dtype=float64, layout=zgrad.sparse_coo)")
+    assert repr(zgrad.zeros(2, 2).to_sparse()) == repr(torch.zeros(2, 2).to_sparse()).replace("torch.", "zgrad.")
+    assert f"{sparse(zgrad)}" == repr(sparse(zgrad))
     assert "requires_grad=True" in repr(sparse(zgrad, requires_grad=True))
 
 
@@ -152,6 +154,25 @@ ARITHMETIC = {
     "t": lambda lib: sparse(lib).t(),
     "transpose": lambda lib: sparse(lib).transpose(0, 1),
     "sparse_mask": lambda lib: dense_matrix(lib).sparse_mask(sparse(lib).coalesce()),
+    "floor division of repeated entries": lambda lib: sparse(lib).div(2, rounding_mode="floor"),
+    "//": lambda lib: sparse(lib) // 2,
+    "softmax of a dense dim, repeated entries": lambda lib: lib.sparse.softmax(
+        lib.sparse_coo_tensor([[0, 0]], [[0.0, 1.0], [2.0, 3.0]], (1, 2), dtype=lib.float64), 1),
+    "addmm beta=0 ignores NaN": lambda lib: lib.addmm(lib.full((3, 2), float("nan"), dtype=lib.float64), sparse(lib),
+                                                       dense_matrix(lib, (4, 2)), beta=0),
+    "sparse @ vector operator": lambda lib: sparse(lib) @ dense_matrix(lib, (4,)),
+    "vector @ sparse": lambda lib: dense_matrix(lib, (3,)) @ sparse(lib),
+    "mv": lambda lib: sparse(lib).mv(dense_matrix(lib, (4,))),
+    "zgrad.mv": lambda lib: lib.mv(sparse(lib), dense_matrix(lib, (4,))),
+    "T": lambda lib: sparse(lib).T,
+    "mm keywords": lambda lib: lib.mm(input=sparse(lib), mat2=dense_matrix(lib, (4, 2))),
+    "zgrad.sqrt": lambda lib: lib.sqrt(lib.abs(sparse(lib))),
+    "zgrad.pow": lambda lib: lib.pow(sparse(lib), 3),
+    "zgrad.t": lambda lib: lib.t(sparse(lib)),
+    "isnan": lambda lib: lib.isnan(sparse(lib)),
+    "norm": lambda lib: sparse(lib).norm(),
+    "0-d sparse + 0-d sparse": lambda lib: lib.tensor(2.0).to_sparse() + lib.tensor(3.0).to_sparse(),
+    "dense + 0-d sparse": lambda lib: lib.tensor(2.0) + lib.tensor(3.0).to_sparse(),
 }
 
 
@@ -208,13 +229,53 @@ def test_a_sparse_leafs_gradient_is_sparse_with_its_pattern_as_in_torch(product,
     assert_same(got, expected)
 
 
+@pytest.mark.torch
+def test_the_gradient_of_a_leaf_with_repeated_indices_holds_each_position_once_as_torchs(torch):
+    def run(lib):
+        s = sparse(lib, requires_grad=True)
+        (lib.sparse.mm(s, dense_matrix(lib, (4, 2))) ** 2).sum().backward()
+        (s.to_dense() * dense_matrix(lib)).sum().backward()
+        return s.grad
+    got, expected = run(zgrad), run(torch)
+    assert got.is_coalesced() and got._nnz() == expected.coalesce()._nnz() == 4
+    assert_same(got, expected)
+
+
+@pytest.mark.torch
+def test_an_op_on_a_sparse_leaf_is_not_that_leaf(torch):
+    for lib in (zgrad, torch):
+        s = sparse(lib, requires_grad=True)
+        transposed, coalesced = s.t(), s.coalesce()
+        assert not transposed.is_leaf and not coalesced.is_leaf and transposed.grad_fn is not None
+        lib.sparse.sum(transposed).backward()
+        assert transposed.grad is None and s.grad is not None
+        with pytest.raises(RuntimeError, match="leaf"):
+            transposed.requires_grad_(False)
+
+
+def test_copies_and_descriptions():
+    import copy
+    s = sparse(zgrad, requires_grad=True)
+    copied = copy.deepcopy(s)
+    assert copied.is_leaf and copied.requires_grad and copied._values() is not s._values()
+    assert_same(copied, s)
+    with pytest.raises(RuntimeError, match="Only Tensors created explicitly by the user"):
+        copy.deepcopy(s * 2)
+    assert (s.ndimension(), s.nelement(), s.element_size(), s.itemsize, s.get_device()) == (2, 12, 8, 8, -1)
+    assert zgrad.sparse_coo_tensor([[0]], [1.0], (2,), is_coalesced=False).is_coalesced() is False
+    assert zgrad.tensor(0.0).to_sparse()._nnz() == 0
+
+
 def test_a_sparse_leaf_keeps_its_gradient_until_cleared():
     s = sparse(zgrad, requires_grad=True)
     (s.to_dense() * 2).sum().backward()
-    np.testing.assert_array_equal(s.grad._values().numpy(), [2.0] * 5)
+    np.testing.assert_array_equal(s.grad._values().numpy(), [2.0] * 4)
+    np.testing.assert_array_equal(s._values().grad.numpy(), [2.0] * 5)
     s.grad = None
     assert s.grad is None and s._values().grad is None
-    with pytest.raises(zgrad.ZgradError, match="same indices"):
+    s.grad = zgrad.full((3, 4), 3.0, dtype=zgrad.float64).to_sparse()
+    np.testing.assert_array_equal(s._values().grad.numpy(), [3.0] * 5)
+    with pytest.raises(zgrad.ZgradError, match="can be set to None or to a sparse tensor of its size"):
         s.grad = zgrad.ones(3, 4)
 
 
@@ -222,9 +283,9 @@ def test_bad_indices_and_sizes_are_refused_with_torchs_messages():
     with pytest.raises(RuntimeError, match="indices and values must have same nnz, but got nnz from indices: 5, nnz "
                                            "from values: 4"):
         zgrad.sparse_coo_tensor(INDICES, VALUES[:4], SIZE)
-    with pytest.raises(IndexError, match="size is inconsistent with indices: for dim 1, size is 3 but found index 3"):
+    with pytest.raises(RuntimeError, match="size is inconsistent with indices: for dim 1, size is 3 but found index 3"):
         zgrad.sparse_coo_tensor(INDICES, VALUES, (3, 3))
-    with pytest.raises(IndexError, match="found negative index -1 for dim 0"):
+    with pytest.raises(RuntimeError, match="found negative index -1 for dim 0"):
         zgrad.sparse_coo_tensor([[-1], [0]], [1.0], (2, 2))
     with pytest.raises(RuntimeError, match="indices must be an int64 tensor"):
         zgrad.sparse_coo_tensor(zgrad.tensor(INDICES).double(), VALUES, SIZE)
@@ -258,9 +319,22 @@ def test_what_sparse_tensors_do_not_take_is_refused_naming_the_operation():
         zgrad.mm(s, zgrad.ones(4, 2))
     with pytest.raises(RuntimeError, match="pow: a sparse tensor can be raised to a positive"):
         s.pow(0)
+    with pytest.raises(RuntimeError, match="For integral input tensors, argument alpha must not be a floating point"):
+        zgrad.add(sparse(zgrad, dtype=zgrad.int64), sparse(zgrad, dtype=zgrad.int64), alpha=2.5)
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with two bool tensors is not supported"):
+        sparse(zgrad, dtype=zgrad.bool) - sparse(zgrad, dtype=zgrad.bool)
+    with pytest.raises(RuntimeError, match="dim 0 appears multiple times in the list of dims"):
+        zgrad.sparse.sum(s, (0, -2))
+    with pytest.raises(NotImplementedError, match="\"softmax\" not implemented for 'Long'"):
+        zgrad.sparse.softmax(sparse(zgrad, dtype=zgrad.int64), 0)
+    with pytest.raises(RuntimeError, match="expected scalar type Double but found Float"):
+        zgrad.addmm(zgrad.ones(3, 2), s, zgrad.ones(4, 2, dtype=zgrad.float64))
+    with pytest.raises(RuntimeError, match=r"t\(\) expects a tensor with <= 2 sparse and 0 dense dimensions"):
+        zgrad.ones(2, 2, 2).to_sparse().t()
     for operation, name in [(lambda: s.exp(), "exp"), (lambda: zgrad.exp(s), "exp"), (lambda: s[0], "__getitem__"),
                             (lambda: s.reshape(12), "reshape"), (lambda: zgrad.nn.functional.linear(s, s), "linear"),
-                            (lambda: s.add_(s), "add_"), (lambda: np.asarray(s), "__array__")]:
+                            (lambda: s.add_(s), "add_"), (lambda: np.asarray(s), "__array__"),
+                            (lambda: zgrad.optim.SGD([s]), "SGD.__init__")]:
         with pytest.raises(NotImplementedError, match=f"^{name}: zgrad's sparse COO tensors do not support"):
             operation()
 

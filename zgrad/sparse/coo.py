@@ -31,9 +31,10 @@ from zgrad.creation import tensor, zeros
 from zgrad.errors import AutogradError, ShapeError
 from zgrad.kernels.promotion import get_default_dtype
 from zgrad.memory_formats import preserve_format, sparse_coo
+from zgrad.printing import add_suffixes, tensor_body
 from zgrad.tensor import Tensor, parse_to_args
 
-__all__ = ["SparseCooTensor", "sparse_coo_tensor", "to_sparse", "is_sparse_coo"]
+__all__ = ["SparseCooTensor", "sparse_coo_tensor", "to_sparse", "is_sparse_coo", "derived"]
 
 
 # the names of zgrad's decorators' wrappers (functools.wraps keeps the function's name, not its frame's)
@@ -42,13 +43,15 @@ _WRAPPER_NAMES = frozenset({"op", "call", "wrapper", "decorate_autocast"})
 
 def _operation_name() -> str:
     """The zgrad function the user called that reached for a sparse tensor's dense memory: the
-    outermost zgrad frame below the caller's code that is not a decorator's wrapper."""
-    frame, name = sys._getframe(2), None
+    outermost zgrad frame below the caller's code that is not a decorator's wrapper (the frames
+    of this module's refusal itself left out)."""
+    frame, name = sys._getframe(3), None
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
         if module == "zgrad" or module.startswith("zgrad."):
-            if frame.f_code.co_name not in _WRAPPER_NAMES:
-                name = frame.f_code.co_name
+            code = frame.f_code
+            if code.co_name not in _WRAPPER_NAMES:
+                name = code.co_qualname if code.co_name == "__init__" else code.co_name
         elif name is not None:
             break
         frame = frame.f_back
@@ -207,17 +210,22 @@ class SparseCooTensor(Tensor):
         values_grad = self._sparse_values.grad
         if values_grad is None:
             return None
-        return SparseCooTensor(self._sparse_indices, values_grad, self._sparse_size, self._coalesced)
+        if self._coalesced:
+            return SparseCooTensor(self._sparse_indices, values_grad, self._sparse_size, True)
+        # Every copy of a repeated position holds the whole gradient there: keep one of each
+        unique, first, _ = _unique_positions(self)
+        return SparseCooTensor(_device_indices(unique, values_grad), values_grad.index_select(
+            0, _device_indices(first, values_grad)), self._sparse_size, True)
 
     @grad.setter
     def grad(self, value: Any) -> None:
         if value is None:
             self._sparse_values.grad = None
-        elif is_sparse_coo(value) and value._sparse_indices is self._sparse_indices:
-            self._sparse_values.grad = value._sparse_values
+        elif is_sparse_coo(value) and value.shape == self.shape:  # kept at this tensor's positions
+            self._sparse_values.grad = value.detach().to_dense(self.dtype)[tuple(self._sparse_indices)]
         else:
-            raise AutogradError("a sparse tensor's .grad can be set to None, or to a sparse tensor with the same "
-                                "indices (its own .grad)")
+            raise AutogradError(f"a sparse tensor's .grad can be set to None or to a sparse tensor of its size "
+                                f"{list(self.shape)}")
 
     def detach(self) -> "SparseCooTensor":
         return SparseCooTensor(self._sparse_indices, self._sparse_values.detach(), self._sparse_size, self._coalesced)
@@ -269,26 +277,58 @@ class SparseCooTensor(Tensor):
         coalesced already. Differentiable in the values."""
         if self._coalesced:
             return self
-        host = self._sparse_indices.cpu().numpy()
-        sparse_sizes = self._sparse_size[:host.shape[0]]
-        linear = np.ravel_multi_index(tuple(host), sparse_sizes) if host.shape[1] else np.zeros(0, np.int64)
-        unique, first, inverse = np.unique(linear, return_index=True, return_inverse=True)
+        indices, first, inverse = _unique_positions(self)
         values = self._sparse_values
-        if unique.size == linear.size:
-            values = values if np.array_equal(first, np.arange(first.size)) else values.index_select(
+        if indices.shape[1] == self._nnz():
+            values = derived(values) if np.array_equal(first, np.arange(first.size)) else values.index_select(
                 0, _device_indices(first, values))
         else:
-            summed = zeros((unique.size, *values.shape[1:]), dtype=values.dtype, device=values.device)
-            values = ops.index_add(summed, 0, _device_indices(inverse.reshape(-1), values), values)
-        indices = np.stack(np.unravel_index(unique, sparse_sizes)) if unique.size else host[:, :0]
+            summed = zeros((indices.shape[1], *values.shape[1:]), dtype=values.dtype, device=values.device)
+            values = ops.index_add(summed, 0, _device_indices(inverse, values), values)
         return SparseCooTensor(_device_indices(indices, values), values, self._sparse_size, True)
+
+    def __format__(self, format_spec: str) -> str:
+        return repr(self) if not format_spec else format(repr(self), format_spec)
+
+    def __deepcopy__(self, memo: dict) -> "SparseCooTensor":
+        """A copy with its own indices and values; a leaf's copy is a leaf that requires grad as it does.
+
+        Raises:
+            RuntimeError: a tensor with history (PyTorch's rule).
+        """
+        if not self.is_leaf:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
+                               "protocol at the moment.  If you were attempting to deepcopy a module, this may be "
+                               "because of a torch.nn.utils.weight_norm usage, see "
+                               "https://github.com/pytorch/pytorch/pull/103001")
+        values = self._sparse_values.detach().clone().requires_grad_(self._sparse_values.requires_grad)
+        copied = SparseCooTensor(self._sparse_indices.clone(), values, self._sparse_size, self._coalesced)
+        memo[id(self)] = copied
+        return copied
+
+    def ndimension(self) -> int:
+        return len(self._sparse_size)
+
+    def nelement(self) -> int:
+        return self.numel()
+
+    def element_size(self) -> int:
+        return self._sparse_values.element_size()
+
+    @property
+    def itemsize(self) -> int:
+        return self._sparse_values.element_size()
+
+    def get_device(self) -> int:
+        """The CUDA device index, or -1 on the CPU."""
+        return -1 if self.device.type == "cpu" else (self.device.index or 0)
 
     # --- printing -------------------------------------------------------------------------------
 
     def __repr__(self) -> str:
         """PyTorch's layout: the indices and values as tensors, then size, nnz, dtype and layout."""
-        indices = _indented(repr(self._sparse_indices), len("tensor(indices="))
-        values = _indented(repr(self._sparse_values.detach()), len("       values="))
+        indices = _indented(_plain_repr(self._sparse_indices), len("tensor(indices="))
+        values = _indented(_plain_repr(self._sparse_values), len("       values="))
         suffixes = [f"size={self._sparse_size}", f"nnz={self._nnz()}"]
         if self.dtype not in (get_default_dtype(), np.dtype(np.int64), np.dtype(np.bool_)):
             suffixes.append(f"dtype={self.dtype}")
@@ -302,8 +342,36 @@ class SparseCooTensor(Tensor):
         return f"tensor(indices={indices},\n       values={values},\n       {', '.join(suffixes)})"
 
 
+def _plain_repr(part: Tensor) -> str:
+    """A part's repr as PyTorch prints it inside a sparse tensor's: its elements (and its size when
+    it has none), no dtype."""
+    host = part.detach().cpu().numpy()
+    return add_suffixes("tensor(" + tensor_body(host, len("tensor(")), [f"size={host.shape}"] if not host.size else [],
+                        len("tensor("))
+
+
 def _indented(text: str, indent: int) -> str:
     return text.replace("\n", "\n" + " " * indent)
+
+
+def derived(values: Tensor) -> Tensor:
+    """``values`` for a new sparse tensor that shares them: an alias with history where they require
+    grad, so the new tensor is not the old one's leaf (PyTorch's result of an op is not a leaf)."""
+    return values.view(values.shape) if values.requires_grad else values
+
+
+def _unique_positions(s: "SparseCooTensor") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The sorted unique (sparse_dim, count) indices of ``s``, the first entry at each, and each
+    entry's place among them."""
+    host = s._sparse_indices.cpu().numpy()
+    nnz = host.shape[1]
+    if not host.shape[0]:  # no sparse dimensions: every entry is at the one position there is
+        return host[:, :min(nnz, 1)], np.zeros(min(nnz, 1), np.int64), np.zeros(nnz, np.int64)
+    sparse_sizes = s.shape[:host.shape[0]]
+    linear = np.ravel_multi_index(tuple(host), sparse_sizes) if nnz else np.zeros(0, np.int64)
+    unique, first, inverse = np.unique(linear, return_index=True, return_inverse=True)
+    indices = np.stack(np.unravel_index(unique, sparse_sizes)) if unique.size else host[:, :0]
+    return indices, first, inverse.reshape(-1)
 
 
 def is_sparse_coo(value: Any) -> bool:
@@ -362,9 +430,9 @@ def _checked_size(host: np.ndarray, values: Tensor, size: Any) -> tuple[int, ...
         lowest, highest = host.min(axis=1), host.max(axis=1)
         for dim in range(sparse_dim):
             if lowest[dim] < 0:
-                raise IndexError(f"found negative index {lowest[dim]} for dim {dim}")
+                raise RuntimeError(f"found negative index {lowest[dim]} for dim {dim}")
             if highest[dim] >= size[dim]:
-                raise IndexError(f"size is inconsistent with indices: for dim {dim}, size is {size[dim]} but found "
+                raise RuntimeError(f"size is inconsistent with indices: for dim {dim}, size is {size[dim]} but found "
                                  f"index {highest[dim]}")
     return size
 
@@ -387,7 +455,7 @@ def sparse_coo_tensor(indices: Any, values: Any, size: Any = None, *, dtype: Any
 
     Raises:
         RuntimeError: indices that are not integers, or whose count differs from the values'; a
-            size of the wrong length. IndexError: an index outside ``size``. ShapeError: values whose
+            size of the wrong length; an index outside ``size``. ShapeError: values whose
             dense sizes differ from ``size``'s, or indices that are not 2-D.
     """
     host = _indices_array(indices)
@@ -402,7 +470,8 @@ def sparse_coo_tensor(indices: Any, values: Any, size: Any = None, *, dtype: Any
         values = values.detach().requires_grad_()
     elif values.requires_grad:
         values = values.view(values.shape)  # the sparse tensor is made by an op: not a leaf, as PyTorch's
-    return SparseCooTensor(_device_indices(host, values), values, size, bool(is_coalesced) or host.shape[1] < 2)
+    coalesced = bool(is_coalesced) if is_coalesced is not None else host.shape[1] < 2
+    return SparseCooTensor(_device_indices(host, values), values, size, coalesced)
 
 
 def to_sparse(dense: Tensor, sparse_dim: int | None = None, *, layout: Any = None, blocksize: Any = None,
@@ -418,7 +487,8 @@ def to_sparse(dense: Tensor, sparse_dim: int | None = None, *, layout: Any = Non
     if sparse_dim is None:
         sparse_dim = dense.ndim if dense_dim is None else dense.ndim - dense_dim
     if dense.ndim == 0:
-        return SparseCooTensor(_device_indices(np.zeros((0, 1)), dense), dense.unsqueeze(0), (), True)
+        count = int(bool(dense.detach().cpu().numpy() != 0))
+        return SparseCooTensor(_device_indices(np.zeros((0, count)), dense), dense.unsqueeze(0)[:count], (), True)
     if not 0 < sparse_dim <= dense.ndim:
         raise RuntimeError(f"to_sparse: sparse_dim argument must be in [1, {dense.ndim}] for a {dense.ndim}-d "
                            f"tensor, but got {sparse_dim}")

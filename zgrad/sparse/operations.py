@@ -21,17 +21,19 @@ from zgrad import ops
 from zgrad.creation import zeros
 from zgrad.errors import ShapeError
 from zgrad.kernels.dispatch import scalar_type_name
-from zgrad.kernels.promotion import promote_types
-from zgrad.sparse.coo import SparseCooTensor, _device_indices, is_sparse_coo, to_sparse
+from zgrad.kernels.promotion import is_floating, promote_types
+from zgrad.sparse.coo import SparseCooTensor, _device_indices, derived, is_sparse_coo, to_sparse
 from zgrad.tensor import Tensor, tensor_methods
 
-__all__ = ["either_layout", "add", "sub", "mul", "div", "mm", "matmul", "addmm", "sum", "softmax", "log_softmax",
-           "transpose", "sparse_mask", "ZERO_PRESERVING_FUNCTIONS"]
+__all__ = ["either_layout", "add", "sub", "mul", "div", "mm", "mm_either", "matmul", "mv", "addmm", "sum", "softmax",
+           "log_softmax", "transpose", "sparse_mask", "ZERO_PRESERVING_FUNCTIONS", "SPARSE_METHOD_FUNCTIONS"]
 
 # Unary functions with f(0) == 0: applied to the values, they give the sparse tensor of the result
 ZERO_PRESERVING_FUNCTIONS = ("abs", "asin", "asinh", "atan", "atanh", "ceil", "deg2rad", "erf", "erfinv", "expm1",
-                             "floor", "frac", "log1p", "rad2deg", "relu", "round", "sgn", "sign", "sin", "sinh", "sqrt",
-                             "square", "tan", "tanh", "trunc")
+                             "floor", "frac", "isinf", "isnan", "log1p", "nan_to_num", "rad2deg", "relu", "round", "sgn",
+                             "sign", "signbit", "sin", "sinh", "sqrt", "square", "tan", "tanh", "trunc")
+# The functions of zgrad's namespace that take a sparse tensor as their first argument (as its method)
+SPARSE_METHOD_FUNCTIONS = (*ZERO_PRESERVING_FUNCTIONS, "neg", "pow", "t", "transpose", "mv", "norm")
 
 
 def either_layout(dense_function: Callable, sparse_function: Callable) -> Callable:
@@ -78,14 +80,16 @@ def add(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:  # noqa: A002 - to
         if not isinstance(input, Tensor):
             raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) instead.")
         _same_size(input, other)
-        dtype = promote_types(input.dtype, other.dtype)
+        dtype = _sum_dtype(input, other, alpha)
+        if not other.sparse_dim():
+            return input.to(dtype) + other.to_dense(dtype) * alpha
         values = other._sparse_values.to(dtype)
         return ops.index_put(input.to(dtype), tuple(other._sparse_indices), values if alpha == 1 else values * alpha,
                              accumulate=True)
     if not is_sparse_coo(other):
         raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) instead.")
     _same_size(input, other)
-    dtype = promote_types(input.dtype, other.dtype)
+    dtype = _sum_dtype(input, other, alpha)
     other_values = other._sparse_values.to(dtype)
     values = ops.cat([input._sparse_values.to(dtype), other_values if alpha == 1 else other_values * alpha])
     indices = ops.cat([input._sparse_indices, other._sparse_indices], dim=1)
@@ -93,8 +97,22 @@ def add(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:  # noqa: A002 - to
 
 
 def sub(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:  # noqa: A002 - torch's argument name
-    """``input - alpha * other`` where either is sparse, as :func:`add`."""
+    """``input - alpha * other`` where either is sparse, as :func:`add`.
+
+    Raises:
+        RuntimeError: two bool tensors (PyTorch's message), and as :func:`add`.
+    """
+    if getattr(input, "dtype", None) == np.bool_ and other.dtype == np.bool_:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+                           "`logical_xor()` operator instead.")
     return add(input, other, alpha=-alpha)
+
+
+def _sum_dtype(input: Tensor, other: Tensor, alpha: Any) -> np.dtype:
+    dtype = promote_types(input.dtype, other.dtype)
+    if isinstance(alpha, float) and not is_floating(dtype):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    return dtype
 
 
 def mul(input: Any, other: Any) -> Tensor:  # noqa: A002 - torch's argument name
@@ -129,6 +147,8 @@ def div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor: 
         shape = list(other.shape) if isinstance(other, Tensor) else "a sparse dividend"
         raise RuntimeError(f"Sparse division requires a scalar or zero-dim dense tensor divisor (got shape {shape} "
                            f"for divisor)")
+    if rounding_mode is not None:  # rounding is not linear: the repeated entries are added up first
+        input = input.coalesce()  # noqa: A001
     return _with_values(input, ops.div(input._sparse_values, other, rounding_mode=rounding_mode))
 
 
@@ -174,6 +194,11 @@ def mm(mat1: Any, mat2: Any, reduce: str = "sum") -> Tensor:
     return ops.index_add(result, 0, rows, contributions)
 
 
+def mm_either(input: Any, mat2: Any) -> Tensor:  # noqa: A002 - torch's argument name
+    """``zgrad.mm``'s signature over :func:`mm`, for its sparse operands."""
+    return mm(input, mat2)
+
+
 def _sparse_sparse_mm(mat1: SparseCooTensor, mat2: SparseCooTensor) -> SparseCooTensor:
     a, b = mat1.coalesce(), mat2.coalesce()
     a_rows, a_columns = a._sparse_indices.cpu().numpy()
@@ -191,10 +216,24 @@ def _sparse_sparse_mm(mat1: SparseCooTensor, mat2: SparseCooTensor) -> SparseCoo
 
 
 def matmul(input: Any, other: Any) -> Tensor:  # noqa: A002 - torch's argument name
-    """:func:`mm` where either is sparse, and a sparse matrix times a dense vector."""
+    """:func:`mm` where either is sparse, and a sparse matrix times a dense vector (or a dense
+    vector times a sparse matrix)."""
     if is_sparse_coo(input) and not is_sparse_coo(other) and other.ndim == 1:
         return mm(input, other.unsqueeze(1)).squeeze(1)
+    if is_sparse_coo(other) and not is_sparse_coo(input) and input.ndim == 1:
+        return mm(input.unsqueeze(0), other).squeeze(0)
     return mm(input, other)
+
+
+def mv(input: Any, vec: Any) -> Tensor:  # noqa: A002 - torch's argument name
+    """A sparse matrix times a dense vector.
+
+    Raises:
+        NotImplementedError: a ``vec`` that is not 1-D (use :func:`mm`).
+    """
+    if vec.ndim != 1:
+        raise NotImplementedError(f"mv: vec must be 1-D, but got a tensor of size {list(vec.shape)}")
+    return matmul(input, vec)
 
 
 def addmm(input: Any, mat1: Any, mat2: Any, *, beta: Any = 1, alpha: Any = 1) -> Tensor:  # noqa: A002
@@ -202,7 +241,13 @@ def addmm(input: Any, mat1: Any, mat2: Any, *, beta: Any = 1, alpha: Any = 1) ->
     product = mm(mat1, mat2)
     if is_sparse_coo(product):
         product = product.to_dense()
-    return (input if beta == 1 else input * beta) + (product if alpha == 1 else product * alpha)
+    if input.dtype != product.dtype:
+        raise RuntimeError(f"expected scalar type {scalar_type_name(product.dtype)} but found "
+                           f"{scalar_type_name(input.dtype)}")
+    scaled = product if alpha == 1 else product * alpha
+    if beta == 0:  # PyTorch ignores the input then: its NaN and inf do not spread
+        return scaled
+    return (input if beta == 1 else input * beta) + scaled
 
 
 # --- reductions ----------------------------------------------------------------------------------
@@ -213,7 +258,11 @@ def _dims(s: SparseCooTensor, dim: Any) -> list[int]:
     for d in dims:
         if not -n <= d < n:
             raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})")
-    return sorted({d % n for d in dims})
+    normalized = [d % n for d in dims]
+    for d in normalized:
+        if normalized.count(d) > 1:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+    return sorted(normalized)
 
 
 def sum(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:  # noqa: A001,A002
@@ -241,6 +290,12 @@ def sum(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None
     return SparseCooTensor(indices, values, size, False).coalesce()
 
 
+def _softmax_input(input: SparseCooTensor, dim: int, dtype: Any, name: str) -> SparseCooTensor:
+    if dtype is None and not is_floating(input.dtype):
+        raise NotImplementedError(f'"{name}" not implemented for \'{scalar_type_name(input.dtype)}\'')
+    return input.coalesce()
+
+
 def _softmax_parts(input: SparseCooTensor, dim: int, dtype: Any) -> tuple[SparseCooTensor, Tensor, Tensor, Tensor]:
     """The coalesced input, each entry's group (the entries that differ only along ``dim``), the
     values less their group's maximum, and each group's sum of exponentials."""
@@ -264,6 +319,7 @@ def softmax(input: Any, dim: int, *, dtype: Any = None) -> SparseCooTensor:  # n
     """Softmax along ``dim`` over the entries a sparse tensor holds (the rest count as -inf, and
     stay unspecified), as ``zgrad.sparse.softmax``."""
     dim = _dims(input, dim)[0]
+    input = _softmax_input(input, dim, dtype, "softmax")  # noqa: A001
     if dim >= input.sparse_dim():
         return _with_values(input, input._sparse_values.softmax(dim - input.sparse_dim() + 1, dtype=dtype))
     s, group_of, shifted, sums = _softmax_parts(input, dim, dtype)
@@ -273,6 +329,7 @@ def softmax(input: Any, dim: int, *, dtype: Any = None) -> SparseCooTensor:  # n
 def log_softmax(input: Any, dim: int, *, dtype: Any = None) -> SparseCooTensor:  # noqa: A002
     """The logarithm of :func:`softmax`, computed stably."""
     dim = _dims(input, dim)[0]
+    input = _softmax_input(input, dim, dtype, "log_softmax")  # noqa: A001
     if dim >= input.sparse_dim():
         return _with_values(input, input._sparse_values.log_softmax(dim - input.sparse_dim() + 1, dtype=dtype))
     s, group_of, shifted, sums = _softmax_parts(input, dim, dtype)
@@ -299,7 +356,31 @@ def transpose(input: SparseCooTensor, dim0: int, dim1: int) -> SparseCooTensor: 
     size = list(input.shape)
     size[dim0], size[dim1] = size[dim1], size[dim0]
     indices = input._sparse_indices.index_select(0, _device_indices(np.array(order), input._sparse_indices))
-    return SparseCooTensor(indices, input._sparse_values, tuple(size), dim0 == dim1 and input._coalesced)
+    return SparseCooTensor(indices, derived(input._sparse_values), tuple(size), dim0 == dim1 and input._coalesced)
+
+
+def _t(self: SparseCooTensor) -> SparseCooTensor:
+    """The transpose of a matrix (self for fewer dimensions).
+
+    Raises:
+        RuntimeError: more than two sparse dimensions, or dense ones.
+    """
+    if self.sparse_dim() > 2 or self.dense_dim():
+        raise RuntimeError(f"t() expects a tensor with <= 2 sparse and 0 dense dimensions, but got tensor with "
+                           f"{self.sparse_dim()} sparse and {self.dense_dim()} dense dimensions")
+    return transpose(self, 0, 1) if self.ndim == 2 else self
+
+
+def _norm(self: SparseCooTensor, p: Any = "fro", dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
+    """The norm of all entries (``dim`` None): of the coalesced values.
+
+    Raises:
+        NotImplementedError: a ``dim``.
+    """
+    if dim is not None:
+        raise NotImplementedError("norm: zgrad's sparse tensors take the norm of all entries only (dim=None)")
+    values = self.coalesce()._sparse_values
+    return values.norm(2 if p == "fro" else p, dtype=dtype)
 
 
 def sparse_mask(input: Tensor, mask: SparseCooTensor) -> SparseCooTensor:  # noqa: A002
@@ -317,9 +398,9 @@ def sparse_mask(input: Tensor, mask: SparseCooTensor) -> SparseCooTensor:  # noq
 
 
 def _map_values(name: str) -> Callable:
-    def method(self: SparseCooTensor) -> SparseCooTensor:
+    def method(self: SparseCooTensor, *args: Any, **kwargs: Any) -> SparseCooTensor:
         coalesced = self.coalesce()
-        return _with_values(coalesced, getattr(coalesced._sparse_values, name)())
+        return _with_values(coalesced, getattr(coalesced._sparse_values, name)(*args, **kwargs))
     method.__name__ = method.__qualname__ = name
     method.__doc__ = f"``{name}`` of each entry (zero stays zero): a coalesced sparse tensor."
     return method
@@ -340,6 +421,10 @@ def _pow(self: SparseCooTensor, exponent: Any) -> SparseCooTensor:
 
 # --- methods -------------------------------------------------------------------------------------
 
+def _floor_divide(self: SparseCooTensor, other: Any) -> SparseCooTensor:
+    return div(self, other, rounding_mode="floor")
+
+
 def _reflected(function: Callable) -> Callable:
     return lambda self, other: function(other, self)
 
@@ -348,12 +433,13 @@ def _sparse_methods() -> None:
     methods = {
         "add": add, "sub": sub, "mul": mul, "div": div, "mm": mm, "matmul": matmul, "sum": sum, "pow": _pow,
         "softmax": softmax, "log_softmax": log_softmax, "transpose": transpose, "swapaxes": transpose,
-        "swapdims": transpose, "t": lambda self: transpose(self, 0, 1) if self.ndim == 2 else self,
+        "swapdims": transpose, "t": _t, "mv": mv, "norm": _norm, "floor_divide": _floor_divide,
+        "__floordiv__": _floor_divide, "T": property(_t), "mT": property(_t),
         "neg": lambda self: _with_values(self, -self._sparse_values), "true_divide": div, "multiply": mul,
         "subtract": sub, "divide": div,
         "__add__": add, "__radd__": _reflected(add), "__sub__": sub, "__rsub__": _reflected(sub), "__mul__": mul,
-        "__rmul__": mul, "__truediv__": div, "__rtruediv__": _reflected(div), "__matmul__": mm,
-        "__rmatmul__": _reflected(mm), "__pow__": _pow,
+        "__rmul__": mul, "__truediv__": div, "__rtruediv__": _reflected(div), "__matmul__": matmul,
+        "__rmatmul__": _reflected(matmul), "__pow__": _pow,
     }
     methods["negative"] = methods["__neg__"] = methods["neg"]
     methods.update((name, _map_values(name)) for name in ZERO_PRESERVING_FUNCTIONS)
