@@ -135,7 +135,7 @@ def test_attributes():
     assert t.requires_grad and t.is_leaf and t.grad is None and t.grad_fn is None
     y = t * 2
     assert y.requires_grad and not y.is_leaf and y.grad_fn is not None
-    assert "MulBackward" in y.grad_fn.name and "grad_fn=<MulBackward>" in repr(y)
+    assert y.grad_fn.name == y.grad_fn.name() == "MulBackward0" and "grad_fn=<MulBackward0>" in repr(y)
 
 
 def test_next_functions_point_at_input_nodes():

@@ -100,7 +100,7 @@ def test_the_error_names_the_array_and_the_node():
     x = zgrad.tensor([0.5, 1.0, 2.0], requires_grad=True)
     y = x.tanh()
     y.mul_(2)
-    with pytest.raises(AutogradError, match=r"a float32 array of shape \[3\], which TanhBackward saved for its backward, "
+    with pytest.raises(AutogradError, match=r"a float32 array of shape \[3\], which TanhBackward0 saved for its backward, "
                                             r"is at version 1; expected version 0 instead"):
         y.sum().backward()
 

@@ -114,6 +114,7 @@ def test_buffer_shape_mismatch_loads_nothing():
     assert not np.any(net.body[0].fc.bias.numpy() == 9.0)
 
 
+@pytest.mark.torch
 def test_a_strict_load_reports_missing_unexpected_and_mismatched_keys_together_as_torch():
     """PyTorch lists every error: the missing and unexpected keys first, then each size mismatch."""
     def errors(lib):

@@ -55,8 +55,11 @@ class FunctionCtx(Node):
         self._on_graph = False  # backward is running with create_graph=True
 
     @property
-    def name(self) -> str:
-        return f"{self.fn.__name__}Backward"
+    def next_functions(self) -> tuple[tuple["Node | None", int], ...]:
+        """PyTorch-style ``((node, input_nr), ...)``: one entry per tensor argument of ``forward``,
+        ``(None, 0)`` for those without gradient (a built-in op's other arguments have none)."""
+        return tuple((e.node, e.input_nr) if e is not None else (None, 0)
+                     for e, need in zip(self.next_edges, self.needs_input_grad) if need is not None)
 
     def save_for_backward(self, *values: Any) -> None:
         """Keep ``values`` for ``backward``; freed after a pass without ``retain_graph``."""
@@ -196,6 +199,14 @@ class Function:
 
     _tensor_api = True
     differentiable_backward = True  # a Function's backward runs on tensors, recorded under create_graph
+    _node_type: type = FunctionCtx
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Give the class its node type, named as PyTorch names it: ``<Name>Backward0`` for
+        zgrad's own ops (the overload's number), ``<Name>Backward`` for a user's Function."""
+        super().__init_subclass__(**kwargs)
+        suffix = "0" if cls.__module__.startswith("zgrad.") else ""
+        cls._node_type = type(f"{cls.__name__}Backward{suffix}", (FunctionCtx,), {"__module__": cls.__module__})
 
     @staticmethod
     def forward(ctx: FunctionCtx, *args: Any) -> Any:
@@ -210,7 +221,7 @@ class Function:
         """Run ``forward`` and, if any argument requires grad, record the backward node."""
         needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         record = is_grad_enabled() and any(needs)
-        ctx = FunctionCtx(cls, needs)
+        ctx = cls._node_type(cls, needs)
         if cls._tensor_api:
             with no_grad():
                 raw = cls.forward(ctx, *args)
@@ -284,9 +295,9 @@ class Op(Function):
                 record = record or a._requires_grad
             else:
                 arrays.append(a)
-                needs.append(False)
+                needs.append(None)  # not a tensor: no entry in next_functions, as in PyTorch
         record = record and is_grad_enabled()
-        ctx = FunctionCtx(cls, tuple(needs)) if record else _ForwardOnlyCtx(tuple(needs))
+        ctx = cls._node_type(cls, tuple(needs)) if record else _ForwardOnlyCtx(tuple(needs))
         raw = cls.forward(ctx, *arrays)
         single = not isinstance(raw, tuple)
         outputs = (raw,) if single else raw

@@ -51,6 +51,15 @@ class Edge(NamedTuple):
 GradHook = Callable[[Any], Any]
 
 
+class NodeName(str):
+    """A node's name: a string that is also callable, as PyTorch's ``grad_fn.name()`` is a method."""
+
+    __slots__ = ()
+
+    def __call__(self) -> str:
+        return str(self)
+
+
 class Node:
     """Base of every backward node.
 
@@ -72,8 +81,9 @@ class Node:
         self.pre_hooks: dict[int, list[GradHook]] = {}
 
     @property
-    def name(self) -> str:
-        return type(self).__name__
+    def name(self) -> NodeName:
+        """The node's type name (PyTorch's: ``AddBackward0``), also callable as ``name()``."""
+        return NodeName(type(self).__name__)
 
     @property
     def next_functions(self) -> tuple[tuple["Node | None", int], ...]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Sequence
 
-from zgrad.engine.graph import Edge, InputMetadata, Node
+from zgrad.engine.graph import Edge, InputMetadata, Node, NodeName
 
 __all__ = ["SendNode", "RecvNode", "recv_sender", "RecvSender"]
 
@@ -40,8 +40,8 @@ class SendNode(Node):
         self.input_metadata = list(metadata)
 
     @property
-    def name(self) -> str:
-        return "SendRpcBackward"
+    def name(self) -> NodeName:
+        return NodeName("SendRpcBackward")
 
     def apply(self, grads: Sequence[Any]) -> Sequence[Any]:
         return list(grads)
@@ -65,8 +65,8 @@ class RecvNode(Node):
         self.input_metadata = list(metadata)
 
     @property
-    def name(self) -> str:
-        return "RecvRpcBackward"
+    def name(self) -> NodeName:
+        return NodeName("RecvRpcBackward")
 
     def apply(self, grads: Sequence[Any]) -> Sequence[Any]:
         sender = recv_sender.sender

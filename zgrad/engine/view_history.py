@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from zgrad.engine.graph import Edge, InputMetadata, Node
+from zgrad.engine.graph import Edge, InputMetadata, Node, NodeName
 from zgrad.kernels import dispatch, dispatch_pointwise
 from zgrad.kernels.view_geometry import ViewGeometry
 
@@ -30,8 +30,8 @@ class WriteThroughView(Node):
         self.input_metadata = [InputMetadata.of(base)]
 
     @property
-    def name(self) -> str:
-        return "CopySlices"
+    def name(self) -> NodeName:
+        return NodeName("CopySlices")
 
     def apply(self, grads: Sequence[Any]) -> Sequence[Any]:
         if self.next_edges[0] is None:
@@ -53,8 +53,8 @@ class ViewOfBase(Node):
         self.input_metadata = [InputMetadata.of(view)]
 
     @property
-    def name(self) -> str:
-        return "AsStridedBackward0"
+    def name(self) -> NodeName:
+        return NodeName("AsStridedBackward0")
 
     def apply(self, grads: Sequence[Any]) -> Sequence[Any]:
         return (self.geometry.placed(grads[0]),)
