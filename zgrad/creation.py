@@ -13,7 +13,7 @@ import numpy as np
 from zgrad.device import CPU, Device, check_supported
 from zgrad.errors import DTypeError, ShapeError
 from zgrad.kernels import dispatch
-from zgrad.kernels.promotion import get_default_dtype, is_floating
+from zgrad.kernels.promotion import HALF_DTYPES, get_default_dtype, is_floating
 from zgrad.memory_formats import check_strided, dim_order, preserve_format, preserved_order
 from zgrad.tensor import Tensor
 
@@ -251,16 +251,28 @@ def linspace(start: Any, end: Any, steps: int, *, dtype: Any = None, device: Any
     start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
     if not is_floating(dtype):  # PyTorch casts the bounds to an integer dtype first (wrapping, as a cast does)
         start, end = (int(np.array(v).astype(dtype)) for v in (start, end))
-    # PyTorch's rule: the step is rounded to the dtype, the first half counts up from start and
-    # the second half down from end, so both ends are exact and the spacing is symmetric.
-    step = (end - start) / (steps - 1) if steps > 1 else 0.0
-    step = float(dtype.type(step)) if is_floating(dtype) else step
-    values = np.empty(steps, np.float64)
+    # PyTorch's kernel, value for value: the bounds are rounded to the dtype, and so is the step
+    # (kept as a double for the integers); the first half counts up from start, the second half down
+    # from end (both ends exact, the spacing symmetric). Its C++ fuses start + step * i into one
+    # rounding (a fused multiply-add) in float32 and float64, computed here in a wider type; the
+    # half types round after each operation.
     half = steps // 2 if steps > 1 else steps
-    np.multiply(np.arange(half, dtype=np.float64), step, out=values[:half])
-    values[:half] += start
-    np.multiply(np.arange(steps - half - 1, -1, -1, dtype=np.float64), -step, out=values[half:])
-    values[half:] += end
+    up, down = np.arange(half), np.arange(steps - half - 1, -1, -1)
+    if dtype in HALF_DTYPES:
+        start, end = (np.float32(dtype.type(v)) for v in (start, end))
+        step = np.float32(dtype.type((end - start) / (steps - 1))) if steps > 1 else np.float32(0)
+        up, down = (np.asarray(i, dtype).astype(np.float32) for i in (up, down))
+        values = np.concatenate([start + (step * up).astype(dtype).astype(np.float32),
+                                 end - (step * down).astype(dtype).astype(np.float32)])
+    else:
+        wide = np.dtype(np.float64) if dtype == np.float32 else np.dtype(np.longdouble)
+        bound = dtype.type if is_floating(dtype) else float
+        start, end = (bound(v) for v in (start, end))
+        step = (end - start) / (steps - 1) if steps > 1 else 0
+        step = dtype.type(step) if is_floating(dtype) else np.float64(step)
+        values = np.concatenate([wide.type(start) + wide.type(step) * up.astype(wide),
+                                 wide.type(end) - wide.type(step) * down.astype(wide)]).astype(
+            dtype if is_floating(dtype) else np.float64)
     return _finish(values.astype(dtype), requires_grad, device)
 
 

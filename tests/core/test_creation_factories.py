@@ -5,6 +5,8 @@ forms and the ``Tensor.new_*`` methods (values, dtype, shape, errors), and in-pl
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -88,6 +90,22 @@ def test_factories_match_pytorch(name, dtype):
 @pytest.mark.parametrize("name", sorted(NO_DTYPE))
 def test_default_dtypes_match_pytorch(name):
     _compare(NO_DTYPE[name](zgrad), NO_DTYPE[name](torch))
+
+
+LINSPACES = [(-math.pi, math.pi, 2000), (0.0, 2 * math.pi, 25), (-1.3, 7.9, 101), (1e-3, 1e3, 1000), (3, -2, 11),
+             (-7, 13, 9), (0, 100, 37)]
+
+
+@pytest.mark.torch
+@pytest.mark.skipif(torch is None, reason="needs torch")
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int64", "int32"])
+def test_linspace_is_torchs_value_for_value(dtype):
+    """Bit for bit: PyTorch fuses start + step * i into one rounding (linspace(-pi, pi, 5)[2] is 0)."""
+    for start, end, steps in LINSPACES:
+        ours = zgrad.linspace(start, end, steps, dtype=getattr(zgrad, dtype))
+        theirs = torch.linspace(start, end, steps, dtype=getattr(torch, dtype))
+        np.testing.assert_array_equal(ours.double().numpy(), theirs.double().numpy(), err_msg=f"{start, end, steps}")
+    assert zgrad.linspace(-math.pi, math.pi, 5)[2].item() == 0.0
 
 
 def test_factories_take_device_and_requires_grad():
