@@ -2,6 +2,8 @@
 
 from zgrad.nn import functional, init, utils
 from zgrad.nn.containers import ModuleDict, ModuleList, Sequential
+from zgrad.nn.parameter_containers import ParameterDict, ParameterList
+from zgrad.nn.one_dimensional import AdaptiveAvgPool1d, AvgPool1d, Conv1d, ConvTranspose1d, MaxPool1d
 from zgrad.nn.layers import Flatten, Identity, Linear, ReLU, Sigmoid, Tanh, Unflatten
 from zgrad.nn.module import Module, Parameter
 from zgrad.nn.activation import ELU, GELU, LeakyReLU, LogSoftmax, PReLU, Softmax
@@ -30,7 +32,8 @@ from zgrad.nn.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNeares
 from zgrad.nn import modules  # after the classes it re-exports
 
 __all__ = ["Linear", "Module", "Parameter", "ReLU", "Sequential", "Sigmoid", "Tanh", "functional"]
-__all__ += ["Flatten", "Identity", "ModuleDict", "ModuleList", "init", "utils"]
+__all__ += ["Flatten", "Identity", "ModuleDict", "ModuleList", "ParameterDict", "ParameterList", "init", "utils"]
+__all__ += ["AdaptiveAvgPool1d", "AvgPool1d", "Conv1d", "ConvTranspose1d", "MaxPool1d"]
 __all__ += ["CrossEntropyLoss", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "Embedding", "EmbeddingBag", "GELU", "GRU", "GRUCell", "L1Loss",
             "LSTM", "LSTMCell", "LeakyReLU", "LogSoftmax", "MSELoss", "NLLLoss", "Softmax"]
 __all__ += ["AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Conv2d", "GroupNorm", "LayerNorm",

@@ -19,10 +19,12 @@ from zgrad.ops.conv import conv2d
 from zgrad.ops.conv_transpose import conv_transpose2d
 from zgrad.ops.norm import batch_norm, group_norm, instance_norm, layer_norm
 from zgrad.ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
+from zgrad.ops.one_dimensional import adaptive_avg_pool1d, avg_pool1d, conv1d, conv_transpose1d, max_pool1d
 
 __all__ = ["cross_entropy", "linear", "log_softmax", "mse_loss", "relu", "sigmoid", "softmax", "tanh"]
 __all__ += ["dropout", "dropout1d", "dropout2d", "dropout3d", "embedding", "embedding_bag", "gelu", "l1_loss", "leaky_relu", "nll_loss"]
 __all__ += ["adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "conv2d", "group_norm", "layer_norm", "max_pool2d"]
+__all__ += ["adaptive_avg_pool1d", "avg_pool1d", "conv1d", "conv_transpose1d", "max_pool1d"]
 __all__ += ["binary_cross_entropy", "binary_cross_entropy_with_logits", "conv_transpose2d", "cosine_similarity", "elu",
             "huber_loss", "instance_norm", "interpolate", "kl_div", "normalize", "one_hot", "pad", "pairwise_distance",
             "pixel_shuffle", "pixel_unshuffle", "prelu", "scaled_dot_product_attention", "smooth_l1_loss"]

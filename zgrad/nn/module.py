@@ -421,10 +421,12 @@ class Module:
         return ""
 
     def __repr__(self) -> str:
-        lines = [f"  ({name}): " + repr(m).replace("\n", "\n  ") for name, m in self._modules.items()]
-        body = self.extra_repr()
-        if not lines:
-            return f"{type(self).__name__}({body})"
-        head = f"\n  {body}" if body else ""
-        return f"{type(self).__name__}({head}\n" + "\n".join(lines) + "\n)"
+        """PyTorch's layout: a one-line ``extra_repr`` inline, else its lines and then each child's,
+        indented, one per line."""
+        extra = self.extra_repr().split("\n") if self.extra_repr() else []
+        children = [f"({name}): " + repr(m).replace("\n", "\n  ") for name, m in self._modules.items()]
+        if len(extra) == 1 and not children:
+            return f"{type(self).__name__}({extra[0]})"
+        lines = extra + children
+        return f"{type(self).__name__}(" + ("\n  " + "\n  ".join(lines) + "\n" if lines else "") + ")"
 

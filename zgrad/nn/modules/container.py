@@ -2,5 +2,6 @@
 (re-exported: the same objects)."""
 
 from zgrad.nn.containers import ModuleDict, ModuleList, Sequential
+from zgrad.nn.parameter_containers import ParameterDict, ParameterList
 
-__all__ = ["ModuleDict", "ModuleList", "Sequential"]
+__all__ = ["ModuleDict", "ModuleList", "ParameterDict", "ParameterList", "Sequential"]

@@ -2,5 +2,6 @@
 (re-exported: the same objects)."""
 
 from zgrad.nn.conv import Conv2d, ConvTranspose2d
+from zgrad.nn.one_dimensional import Conv1d, ConvTranspose1d
 
-__all__ = ["Conv2d", "ConvTranspose2d"]
+__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]

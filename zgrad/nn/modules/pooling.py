@@ -1,6 +1,7 @@
 """``zgrad.nn.modules.pooling``: PyTorch's module path for these classes of :mod:`zgrad.nn`
 (re-exported: the same objects)."""
 
+from zgrad.nn.one_dimensional import AdaptiveAvgPool1d, AvgPool1d, MaxPool1d
 from zgrad.nn.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 
-__all__ = ["AdaptiveAvgPool2d", "AvgPool2d", "MaxPool2d"]
+__all__ = ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "MaxPool1d", "MaxPool2d"]
