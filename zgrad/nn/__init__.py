@@ -8,10 +8,16 @@ from zgrad.nn.layers import Flatten, Identity, Linear, ReLU, Sigmoid, Tanh, Unfl
 from zgrad.nn.module import Module, Parameter
 from zgrad.nn.activation import ELU, GELU, LeakyReLU, LogSoftmax, PReLU, Softmax
 from zgrad.nn.activation_smooth import Mish, SiLU, Softplus
+from zgrad.nn.activation_piecewise import Hardshrink, Hardsigmoid, Hardswish, Hardtanh, ReLU6, Softshrink, Threshold
+from zgrad.nn.activation_composed import CELU, GLU, LogSigmoid, SELU, Softmax2d, Softmin, Softsign, Tanhshrink
 from zgrad.nn.attention import MultiheadAttention
 from zgrad.nn.dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from zgrad.nn.loss import (
     BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss,
+)
+from zgrad.nn.loss_margin import (
+    CosineEmbeddingLoss, GaussianNLLLoss, HingeEmbeddingLoss, MarginRankingLoss, MultiLabelSoftMarginLoss,
+    PoissonNLLLoss, SoftMarginLoss, TripletMarginLoss,
 )
 from zgrad.nn.rnn import GRU, GRUCell, LSTM, LSTMCell
 from zgrad.nn.rnn_elman import RNN, RNNCell
@@ -46,3 +52,7 @@ __all__ += ["BCELoss", "BCEWithLogitsLoss", "CircularPad1d", "CircularPad2d", "C
             "UpsamplingBilinear2d", "UpsamplingNearest2d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "modules"]
 __all__ += ["Mish", "MultiheadAttention", "RMSNorm", "SiLU", "Softplus", "Transformer", "TransformerDecoder",
             "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer"]
+__all__ += ["CELU", "GLU", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "LogSigmoid", "ReLU6", "SELU",
+            "Softmax2d", "Softmin", "Softshrink", "Softsign", "Tanhshrink", "Threshold"]
+__all__ += ["CosineEmbeddingLoss", "GaussianNLLLoss", "HingeEmbeddingLoss", "MarginRankingLoss",
+            "MultiLabelSoftMarginLoss", "PoissonNLLLoss", "SoftMarginLoss", "TripletMarginLoss"]

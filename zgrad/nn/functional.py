@@ -4,6 +4,15 @@ from zgrad.ops import cross_entropy, linear, log_softmax, mse_loss, sigmoid, sof
 from zgrad.ops.attention import scaled_dot_product_attention
 from zgrad.ops.activation import elu, gelu, leaky_relu, prelu, relu
 from zgrad.ops.activation_smooth import mish, silu, softplus
+from zgrad.ops.activation_piecewise import (
+    hardshrink, hardsigmoid, hardswish, hardtanh, relu6, softshrink, threshold,
+)
+from zgrad.ops.activation_composed import celu, glu, logsigmoid, selu, softmin, softsign, tanhshrink
+from zgrad.ops.loss_likelihood import gaussian_nll_loss, poisson_nll_loss
+from zgrad.ops.loss_margin import (
+    cosine_embedding_loss, hinge_embedding_loss, margin_ranking_loss, multilabel_soft_margin_loss, soft_margin_loss,
+    triplet_margin_loss,
+)
 from zgrad.ops.multihead_attention import multi_head_attention_forward
 from zgrad.ops.rms_norm import rms_norm
 from zgrad.ops.dropout import dropout, dropout1d, dropout2d, dropout3d
@@ -29,3 +38,7 @@ __all__ += ["binary_cross_entropy", "binary_cross_entropy_with_logits", "conv_tr
             "huber_loss", "instance_norm", "interpolate", "kl_div", "normalize", "one_hot", "pad", "pairwise_distance",
             "pixel_shuffle", "pixel_unshuffle", "prelu", "scaled_dot_product_attention", "smooth_l1_loss"]
 __all__ += ["mish", "multi_head_attention_forward", "rms_norm", "silu", "softplus"]
+__all__ += ["celu", "glu", "hardshrink", "hardsigmoid", "hardswish", "hardtanh", "logsigmoid", "relu6", "selu",
+            "softmin", "softshrink", "softsign", "tanhshrink", "threshold"]
+__all__ += ["cosine_embedding_loss", "gaussian_nll_loss", "hinge_embedding_loss", "margin_ranking_loss",
+            "multilabel_soft_margin_loss", "poisson_nll_loss", "soft_margin_loss", "triplet_margin_loss"]

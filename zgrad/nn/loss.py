@@ -23,9 +23,6 @@ class _Loss(Module):
                                       "use reduction='none' | 'mean' | 'sum'")
         self.reduction = reduction
 
-    def extra_repr(self) -> str:
-        return "" if self.reduction == "mean" else f"reduction={self.reduction!r}"
-
 
 class _WeightedLoss(_Loss):
     """A loss with optional per-class weights, kept as the buffer ``weight`` (as PyTorch)."""
