@@ -67,6 +67,7 @@ from zgrad.linalg import det, slogdet
 from zgrad.linalg.matrix_functions import cholesky_solve
 from zgrad.linalg.solvers import logdet
 from zgrad.linalg import inv as inverse
+from zgrad.linalg.decompositions import legacy_svd as svd
 from zgrad.linalg.norms import legacy_norm as norm
 from zgrad.ops import (
     all, allclose, amax, amin, aminmax, any, count_nonzero, cummax, cummin, cumprod, equal, isclose, logcumsumexp,
@@ -121,7 +122,7 @@ from zgrad.tensor_functions import (
 from zgrad.tensor import Tensor
 from zgrad.type_info import finfo, iinfo
 # The public products, arithmetic and sum take sparse COO tensors too (zgrad.sparse)
-from zgrad import sparse
+from zgrad import functional, sparse
 from zgrad.sparse import operations as _sparse
 from zgrad.sparse.coo import sparse_coo_tensor
 
@@ -132,12 +133,17 @@ mm, matmul, addmm = (_sparse.either_layout(mm, _sparse.mm_either), _sparse.eithe
 spmm = mm
 sum = _sparse.either_layout(sum, _sparse.sum)  # noqa: A001
 subtract, multiply, divide, true_divide = sub, mul, div, div  # PyTorch's aliases stay the functions themselves
-for _name in _sparse.SPARSE_METHOD_FUNCTIONS:  # zgrad.sqrt(sparse) is its method; each alias (absolute...) too
+# zgrad.sqrt(sparse) is its method, and each alias (absolute...) too; a function that is the Tensor
+# method itself (zgrad.sin is Tensor.sin) stays so, and a sparse tensor takes it as a method only
+for _name in _sparse.SPARSE_METHOD_FUNCTIONS:
     _dense = globals()[_name]
+    if _dense is getattr(Tensor, _name, None):
+        continue
     _either = _sparse.either_layout(_dense, getattr(sparse.coo.SparseCooTensor, _name))
-    for _alias in [alias for alias, value in globals().items() if value is _dense]:
-        globals()[_alias] = _either
-del _name, _dense, _either, _alias
+    for _namespace in (globals(), vars(functional)):
+        for _alias in [alias for alias, value in _namespace.items() if value is _dense and alias[0] != "_"]:
+            _namespace[_alias] = _either
+del _name, _dense, _either, _namespace, _alias
 
 float16 = _np.dtype(_np.float16)
 bfloat16 = _promotion.BFLOAT16
@@ -174,7 +180,7 @@ __all__ = [
     "reshape", "save", "scatter", "set_default_device", "set_grad_enabled", "sigmoid", "softmax", "split", "sqrt", "square", "squeeze", "stack", "std",
     "sub", "sum", "t", "tanh", "Tensor", "tensor", "transpose", "uint8", "unsqueeze", "utils", "var", "where", "zeros",
     "zeros_like", "ZgradError", "OutOfMemoryError",
-    "addbmm", "addmm", "addmv", "addr", "baddbmm", "bmm", "cdist", "cholesky_solve", "cross", "det", "dot", "einsum", "ger", "inner", "inverse",
+    "addbmm", "addmm", "addmv", "addr", "baddbmm", "bmm", "cdist", "cholesky_solve", "cross", "det", "dot", "einsum", "ger", "inner", "inverse", "svd",
     "kron", "linalg", "logdet", "mm", "mv", "norm", "outer", "slogdet", "tensordot", "vdot",
     "all", "allclose", "amax", "amin", "aminmax", "any", "count_nonzero", "cummax", "cummin", "cumprod", "equal",
     "isclose", "logcumsumexp", "median", "mode", "nanmean", "nanmedian", "nanquantile", "quantile", "return_types",
@@ -206,7 +212,7 @@ __all__ += ["corrcoef", "cov", "cumulative_trapezoid", "diff", "isin", "trapezoi
             "vander"]
 __all__ += ["Size", "channels_last", "channels_last_3d", "contiguous_format", "jagged", "layout", "memory_format",
             "preserve_format", "sparse_bsc", "sparse_bsr", "sparse_coo", "sparse_csc", "sparse_csr", "strided"]
-__all__ += ["sparse", "sparse_coo_tensor", "spmm"]
+__all__ += ["functional", "sparse", "sparse_coo_tensor", "spmm"]
 __all__ += ["conj", "conj_physical", "imag", "is_conj", "real", "resolve_conj", "resolve_neg"]
 __all__ += ["as_tensor", "asarray", "clone", "detach", "fill", "fill_", "get_num_interop_threads", "get_num_threads",
             "is_complex", "is_floating_point", "is_nonzero", "is_tensor", "numel", "rsub", "scalar_tensor",

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zgrad.errors import ZgradError
+from zgrad.errors import DeviceError, ZgradError
 from zgrad.kernels import dispatch
 
 __all__ = ["Device", "as_device", "check_supported", "cuda_device", "is_device_index", "usable_cuda_device"]
@@ -64,7 +64,8 @@ def as_device(spec: "str | int | Device") -> Device:
     ``cuda:1``, as PyTorch reads it) or pass a :class:`Device` through.
 
     Raises:
-        ValueError: an unknown device string. RuntimeError: a negative index.
+        DeviceError: an unknown device string (a RuntimeError and a ValueError). RuntimeError: a
+            negative index.
     """
     if isinstance(spec, Device):
         return spec
@@ -76,7 +77,7 @@ def as_device(spec: "str | int | Device") -> Device:
         raise TypeError(f"expected a device string like 'cpu' or 'cuda:0', got {type(spec).__name__}")
     kind, _, index = spec.partition(":")
     if kind not in ("cpu", "cuda") or (index and not index.isdigit()):
-        raise ValueError(f"Expected one of cpu, cuda device type at start of device string: {spec}")
+        raise DeviceError(f"Expected one of cpu, cuda device type at start of device string: {spec}")
     return Device(kind, int(index) if index else None)
 
 

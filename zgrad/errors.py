@@ -12,6 +12,7 @@ from __future__ import annotations
 __all__ = [
     "ZgradError",
     "ConfigError",
+    "DeviceError",
     "ProtocolError",
     "TransportError",
     "WorkerUnavailableError",
@@ -46,6 +47,11 @@ class ShapeError(ZgradError, ValueError):
 class DTypeError(ZgradError, TypeError):
     """A tensor's dtype does not fit an op (an integer tensor where a floating one is needed, a
     result type an in-place op cannot hold); raised where PyTorch raises ``RuntimeError``."""
+
+
+class DeviceError(ZgradError, ValueError):
+    """A device string that names no device zgrad knows: a ``RuntimeError`` as PyTorch raises, and
+    a ``ValueError``."""
 
 
 class IndexRangeError(ZgradError, IndexError):

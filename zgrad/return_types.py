@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["median", "nanmedian", "mode", "cummax", "cummin", "aminmax", "histogram", "frexp"]
+__all__ = ["median", "nanmedian", "mode", "cummax", "cummin", "aminmax", "histogram", "frexp", "svd"]
 
 
 class median(NamedTuple):  # noqa: N801 - torch.return_types' names
@@ -60,6 +60,14 @@ class histogram(NamedTuple):  # noqa: N801
 
     hist: Any
     bin_edges: Any
+
+
+class svd(NamedTuple):  # noqa: N801
+    """What the legacy ``zgrad.svd`` returns: input = U diag(S) V^T (V, not ``linalg.svd``'s Vh)."""
+
+    U: Any
+    S: Any
+    V: Any
 
 
 class frexp(NamedTuple):  # noqa: N801

@@ -24,7 +24,7 @@ from zgrad.engine.graph import AccumulateGrad, Edge, InputMetadata
 from zgrad.engine.grad_mode import is_grad_enabled
 from zgrad.engine.versions import mark_leaf_memory
 from zgrad.engine.view_history import ViewOfBase
-from zgrad.errors import AutogradError, ShapeError
+from zgrad.errors import AutogradError, DTypeError, ShapeError, ZgradError
 from zgrad.kernels import dispatch
 from zgrad.kernels.promotion import get_default_dtype, is_floating
 from zgrad.kernels.view_geometry import ViewGeometry, shares_allocation
@@ -83,7 +83,7 @@ class Tensor:
     """
 
     # _view_base_fn and _view_no_grad are set (and read) only on views: see link_views
-    __slots__ = ("_data", "_requires_grad", "grad", "grad_fn", "_output_nr", "_accumulator", "_view_base", "_view_base_fn",
+    __slots__ = ("_data", "_requires_grad", "_grad", "grad_fn", "_output_nr", "_accumulator", "_view_base", "_view_base_fn",
                  "_view_no_grad", "__weakref__")
     __array_priority__ = 1000  # numpy defers to our reflected operators
 
@@ -93,7 +93,7 @@ class Tensor:
             data, requires_grad = _legacy_array(data, requires_grad, sizes), False
         self._data = data
         self._requires_grad = requires_grad
-        self.grad: Tensor | None = None
+        self._grad: Tensor | None = None
         self.grad_fn = _grad_fn
         self._output_nr = _output_nr
         self._accumulator: AccumulateGrad | None = None
@@ -165,6 +165,35 @@ class Tensor:
         except RuntimeError:  # a channels-last format of another rank: not laid out so (PyTorch answers False)
             return False
         return is_laid_out(self.shape, self.stride(), order)
+
+    @property
+    def grad(self) -> "Tensor | None":
+        """The gradient accumulated by backward passes (None until the first, or after ``zero_grad``)."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: "Tensor | None") -> None:
+        """Set (or clear, with None) the gradient, as PyTorch checks it.
+
+        Raises:
+            TypeError: neither a tensor nor None. ShapeError: another size. DTypeError: another dtype.
+            ZgradError: another device.
+        """
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
+                                f"{type(value).__name__}")
+            if tuple(value.shape) != tuple(self.shape):
+                raise ShapeError(f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor of size "
+                                 f"'{list(self.shape)}'. Please ensure that the gradient and the tensor are the same "
+                                 f"size")
+            if value.dtype != self.dtype:
+                raise DTypeError(f"attempting to assign a gradient with dtype '{value.dtype}' to a tensor with dtype "
+                                 f"'{self.dtype}'. The gradient must match the tensor's dtype")
+            if value.device != self.device:
+                raise ZgradError(f"assigned grad has data located on a different device: {value.device} (the tensor "
+                                 f"is on {self.device})")
+        self._grad = value
 
     @property
     def is_leaf(self) -> bool:
@@ -341,9 +370,9 @@ class Tensor:
         """Add ``grad`` (an array; or a tensor, recorded, in a pass with create_graph=True) into ``.grad``."""
         if isinstance(grad, Tensor):
             grad = grad if grad.dtype == self.dtype else grad.to(self.dtype)
-            self.grad = grad if self.grad is None else self.grad + grad
-        elif self.grad is None:
-            self.grad = Tensor(dispatch.cast(grad, self.dtype))
+            self._grad = grad if self._grad is None else self._grad + grad
+        elif self._grad is None:
+            self._grad = Tensor(dispatch.cast(grad, self.dtype))
         else:
             be = dispatch.backend_of(self.grad._data)
             be.add(self.grad._data, grad, self.grad._data)
@@ -414,7 +443,7 @@ class Tensor:
 
     def _set_grad_array(self, grad: Any) -> None:
         """Make ``.grad`` a tensor over array ``grad`` (shared, not copied)."""
-        self.grad = Tensor(grad)
+        self._grad = Tensor(grad)
 
     __hash__ = object.__hash__
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from zgrad import linalg, ops
+from zgrad.linalg.decompositions import legacy_svd
 from zgrad.linalg.matrix_functions import cholesky_solve
 from zgrad.linalg.norms import legacy_norm
 from zgrad.linalg.solvers import logdet
@@ -271,6 +272,10 @@ class TensorMath:
 
     def inverse(self) -> Any:
         return linalg.inv(self)
+
+    def svd(self, some: bool = True, compute_uv: bool = True) -> Any:
+        """PyTorch's older ``Tensor.svd``: ``(U, S, V)`` (:func:`zgrad.svd`)."""
+        return legacy_svd(self, some, compute_uv)
 
     def logdet(self) -> Any:
         return logdet(self)

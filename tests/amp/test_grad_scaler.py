@@ -177,7 +177,7 @@ def test_the_order_of_calls_is_checked():
 
 
 def test_float16_gradients_are_refused():
-    param = nn.Parameter(zgrad.zeros(3))
+    param = nn.Parameter(zgrad.zeros(3, dtype=zgrad.float16))
     param.grad = zgrad.ones(3, dtype=zgrad.float16)
     scaler = GradScaler("cpu")
     scaler.scale(zgrad.ones(1))

@@ -230,12 +230,18 @@ def test_step_with_gradients_takes_explicit_gradients():
         optimizer.step_with_gradients({b: np.ones(3)})
 
 
-def test_gradient_of_another_dtype_is_cast():
+def test_a_gradient_of_another_dtype_size_or_type_is_refused_as_torch_refuses_it():
     a = zgrad.ones(2, requires_grad=True)
-    optimizer = zgrad.optim.Adam([a], lr=0.1)
-    a.grad = zgrad.ones(2, dtype=np.float64)
-    optimizer.step()
-    assert a.dtype == np.float32
+    with pytest.raises(zgrad.errors.DTypeError, match="attempting to assign a gradient with dtype 'float64' to a "
+                                                      "tensor with dtype 'float32'"):
+        a.grad = zgrad.ones(2, dtype=np.float64)
+    with pytest.raises(RuntimeError, match="attempting to assign a gradient of size '\\[3\\]' to a tensor of size "
+                                           "'\\[2\\]'"):
+        a.grad = zgrad.ones(3)
+    with pytest.raises(TypeError, match="assigned grad expected to be a Tensor or None but got grad of type float"):
+        a.grad = 0.0
+    a.grad = zgrad.full((2,), 1.0)
+    zgrad.optim.Adam([a], lr=0.1).step()
     np.testing.assert_allclose(a.numpy(), [0.9, 0.9], rtol=1e-6)
 
 

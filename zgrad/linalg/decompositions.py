@@ -7,14 +7,16 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from zgrad import return_types
 from zgrad.autograd.function import Op
+from zgrad.creation import zeros
 from zgrad.errors import AutogradError, ShapeError
 from zgrad.kernels import dispatch, dispatch_linalg
 from zgrad.linalg._arrays import diag_embed, mT, mm, symmetrize_lower, tril
 from zgrad.linalg._checks import matrices, square_matrices
 from zgrad.ops.autocast import autocast_op
 
-__all__ = ["QRResult", "SVDResult", "EighResult", "cholesky", "qr", "svd", "svdvals", "eigh", "eigvalsh"]
+__all__ = ["QRResult", "SVDResult", "EighResult", "cholesky", "qr", "svd", "svdvals", "eigh", "eigvalsh", "legacy_svd"]
 
 
 class QRResult(NamedTuple):
@@ -226,6 +228,19 @@ def svd(A: Any, full_matrices: bool = True, *, driver: str | None = None) -> SVD
     ``full_matrices``, else (..., m, k) and (..., k, n), k = min(m, n). ``driver`` (CUDA-only in
     PyTorch) is accepted and ignored. Gradients need distinct singular values, as PyTorch's."""
     return SVDResult(*SVD.apply(matrices(A, "linalg.svd"), bool(full_matrices)))
+
+
+def legacy_svd(input: Any, some: bool = True, compute_uv: bool = True) -> return_types.svd:  # noqa: A002
+    """PyTorch's older ``torch.svd``: ``(U, S, V)`` with input = U diag(S) V^T, reduced (U (..., m, k),
+    V (..., n, k)) with ``some``, else full. Without ``compute_uv``, U and V are zero-filled
+    (..., m, m) and (..., n, n) matrices, as PyTorch's."""
+    if not compute_uv:
+        values = svdvals(input)
+        *batch, m, n = input.shape
+        return return_types.svd(zeros((*batch, m, m), dtype=values.dtype, device=values.device), values,
+                                zeros((*batch, n, n), dtype=values.dtype, device=values.device))
+    u, s, vh = svd(input, full_matrices=not some)
+    return return_types.svd(u, s, vh.mT)
 
 
 @autocast_op("linalg_svdvals")

@@ -23,6 +23,7 @@ from zgrad.ops.shape import expand, squeeze, unsqueeze
 from zgrad.tensor import Tensor
 from zgrad.kernels.promotion import is_floating
 from zgrad.ops.autocast import autocast_op
+from zgrad.warning_location import user_stacklevel
 
 __all__ = ["solve_triangular", "cholesky_solve", "matrix_power", "multi_dot", "matrix_rank", "matrix_exp",
            "chain_matmul"]
@@ -159,7 +160,7 @@ def chain_matmul(*matrices: Any) -> Any:
     Warns:
         UserWarning: the deprecation, as PyTorch's.
     """
-    warnings.warn(CHAIN_MATMUL_WARNING, UserWarning, stacklevel=2)
+    warnings.warn(CHAIN_MATMUL_WARNING, UserWarning, stacklevel=user_stacklevel())
     if not matrices:
         raise RuntimeError("chain_matmul(): Expected one or more matrices")
     for m in matrices:

@@ -15,6 +15,7 @@ from zgrad.nn.module import Module, Parameter
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.norm import batch_norm_layer, group_norm_layer, instance_norm, layer_norm_layer
 from zgrad.ops.rms_norm import rms_norm_layer
+from zgrad.warning_location import user_stacklevel
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "LayerNorm", "RMSNorm"]
 
@@ -213,7 +214,7 @@ class _InstanceNorm(_BatchNorm):
                              f"({self.num_features}), but got: {channels}.")
         warnings.warn(f"input's size at dim={input.ndim - self.unbatched_dims} does not match num_features. You can "
                       f"silence this warning by not passing in num_features, which is not used because affine=False",
-                      stacklevel=3)
+                      stacklevel=user_stacklevel())
 
     def forward(self, input: Any) -> Any:  # noqa: A002
         tensor_arg(input, self, "input")

@@ -17,6 +17,7 @@ from zgrad.ops.reduce import mean, sum
 from zgrad.ops.shape import squeeze, unsqueeze
 from zgrad.ops.triangular import diag
 from zgrad.tensor import Tensor
+from zgrad.warning_location import user_stacklevel
 
 __all__ = ["cov", "corrcoef"]
 
@@ -86,7 +87,7 @@ def cov(input: Any, *, correction: int = 1, fweights: Any = None, aweights: Any 
         else:
             norm = sub(total, correction)
     if float(norm.item() if isinstance(norm, Tensor) else norm) <= 0:
-        warnings.warn(DEGREES_OF_FREEDOM_WARNING, stacklevel=2)
+        warnings.warn(DEGREES_OF_FREEDOM_WARNING, stacklevel=user_stacklevel())
         norm = mul(norm, 0) if isinstance(norm, Tensor) else 0.0
     centred = sub(x, unsqueeze(average, 1))
     weighted = centred if w is None else mul(centred, w)

@@ -20,6 +20,7 @@ from zgrad.ops._args import tensor_arg
 from zgrad.ops.elementwise import formula_mul
 from zgrad.random import numpy_generator
 from zgrad.kernels.promotion import is_floating
+from zgrad.warning_location import user_stacklevel
 
 __all__ = ["Dropout", "check_probability", "dropout", "dropout1d", "dropout2d", "dropout3d"]
 
@@ -96,7 +97,7 @@ def _deprecated_rank(what: str, ndim: int, spatial: str, expected: str) -> None:
     warnings.warn(f"{what}: Received a {ndim}-D input to {what}, which is deprecated and will result in an error in a "
                   "future release. To retain the behavior and silence this warning, please use dropout instead. Note "
                   f"that {what} exists to provide channel-wise dropout on inputs with {spatial} spatial dimensions, a "
-                  f"channel dimension, and an optional batch dimension (i.e. {expected} inputs).", UserWarning, stacklevel=3)
+                  f"channel dimension, and an optional batch dimension (i.e. {expected} inputs).", UserWarning, stacklevel=user_stacklevel())
 
 
 def dropout1d(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Any:  # noqa: A002
@@ -134,7 +135,7 @@ def dropout2d(input: Any, p: float = 0.5, training: bool = True, inplace: bool =
                       "is desired - input is interpreted as shape (N, C, L), where C is the channel dim. This behavior "
                       "will change in a future release to interpret the input as one without a batch dimension, i.e. "
                       "shape (C, H, W). To maintain the 1D channel-wise dropout behavior, please switch to using "
-                      "dropout1d instead.", UserWarning, stacklevel=2)
+                      "dropout1d instead.", UserWarning, stacklevel=user_stacklevel())
     return _apply(input, p, training, inplace, _feature_rows(input, True), "dropout2d")
 
 

@@ -28,12 +28,13 @@ from zgrad.memory_formats import contiguous_format, dim_order, preserve_format, 
 from zgrad.tensor import Tensor, link_view
 from zgrad.ops.autocast import autocast_op
 from zgrad.ops.out_argument import accepts_out
+from zgrad.warning_location import user_stacklevel
 
 __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "square", "matmul", "exp", "log", "tanh", "sigmoid", "relu",
     "reshape", "transpose", "permute", "getitem", "stack", "cat", "clone", "cast", "to_device",
     "softmax", "log_softmax", "linear", "addcmul", "addcdiv", "negative", "positive", "subtract", "multiply", "divide",
-    "true_divide",
+    "true_divide", "softmax_input",
 ]
 
 
@@ -340,7 +341,7 @@ def clone(x: Any, memory_format: Any = None) -> Any:
     return Cast.apply(x, x.dtype) if order == tuple(range(x.ndim)) else LaidOut.apply(x, order)
 
 
-def _softmax_input(name: str, input: Any, dim: int | None, dtype: Any) -> tuple[Any, int]:  # noqa: A002
+def softmax_input(name: str, input: Any, dim: int | None, dtype: Any) -> tuple[Any, int]:  # noqa: A002
     """The floating input of a softmax (cast to ``dtype`` first if given) and its dim; without a
     dim, PyTorch's legacy implicit choice (0 for 0, 1 and 3 dims, else 1) with its warning."""
     x = _tensor(input, name)
@@ -350,7 +351,7 @@ def _softmax_input(name: str, input: Any, dim: int | None, dtype: Any) -> tuple[
     if dim is None:
         dim = 0 if x.ndim in (0, 1, 3) else 1
         warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include "
-                      f"dim=X as an argument.", UserWarning, stacklevel=3)
+                      f"dim=X as an argument.", UserWarning, stacklevel=user_stacklevel())
     return x, dim
 
 
@@ -361,14 +362,14 @@ def softmax(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # no
     Raises:
         DTypeError: a non-floating input without a floating ``dtype`` (PyTorch refuses it too).
     """
-    x, dim = _softmax_input("softmax", input, dim, dtype)
+    x, dim = softmax_input("softmax", input, dim, dtype)
     return Softmax.apply(x, dim)
 
 
 @autocast_op()
 def log_softmax(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # noqa: A002
     """log(softmax(x)) along ``dim``, computed stably; ``dtype`` and errors as :func:`softmax`."""
-    x, dim = _softmax_input("log_softmax", input, dim, dtype)
+    x, dim = softmax_input("log_softmax", input, dim, dtype)
     return LogSoftmax.apply(x, dim)
 
 

@@ -21,6 +21,7 @@ from zgrad.ops._args import int_tuple, scalar_arg, tensor_arg
 from zgrad.ops.functions import clone, getitem, permute, reshape, stack, transpose
 from zgrad.ops.shape import expand
 from zgrad.tensor import Tensor
+from zgrad.warning_location import user_stacklevel
 
 __all__ = [
     "movedim", "moveaxis", "swapaxes", "swapdims", "adjoint", "swap_last_two", "narrow", "narrow_copy", "select",
@@ -300,7 +301,7 @@ def meshgrid(*tensors: Any, indexing: str | None = None) -> tuple[Any, ...]:
     """
     tensors = _tensor_list(tensors, "meshgrid")
     if indexing is None:
-        warnings.warn(MESHGRID_INDEXING_WARNING, UserWarning, stacklevel=2)
+        warnings.warn(MESHGRID_INDEXING_WARNING, UserWarning, stacklevel=user_stacklevel())
         indexing = "ij"
     if indexing not in ("ij", "xy"):
         raise ShapeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: {indexing}")

@@ -13,6 +13,7 @@ from zgrad.ops._args import operand, tensor_arg
 from zgrad.ops.loss_functions import check_legacy, check_reduction, same_shape
 from zgrad.kernels.promotion import is_floating
 from zgrad.ops.autocast import autocast_op
+from zgrad.warning_location import user_stacklevel
 
 __all__ = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "huber_loss", "kl_div", "smooth_l1_loss"]
 
@@ -147,7 +148,7 @@ def kl_div(input: Any, target: Any, size_average: Any = None, reduce: Any = None
         warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
                       "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
                       "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
-                      stacklevel=2)
+                      stacklevel=user_stacklevel())
     x, t = same_shape(tensor_arg(input, "kl_div"), target)
     if log_target:
         loss = ops.exp(t) * (t - x)

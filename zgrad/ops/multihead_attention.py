@@ -22,6 +22,7 @@ from zgrad.ops._args import tensor_arg
 from zgrad.ops.dropout import dropout
 from zgrad.ops.heads import split_heads
 from zgrad.ops.padding import pad
+from zgrad.warning_location import user_stacklevel
 
 __all__ = ["canonical_mask", "multi_head_attention_forward"]
 
@@ -43,7 +44,7 @@ def canonical_mask(mask: Any, mask_name: str, other_type: Any, other_name: str, 
         raise AssertionError(f"only bool and floating types of {mask_name} are supported")
     if check_other and other_type is not None and mask.dtype != other_type:
         warnings.warn(f"Support for mismatched {mask_name} and {other_name} is deprecated. Use same type for both "
-                      f"instead.", stacklevel=2)
+                      f"instead.", stacklevel=user_stacklevel())
     if mask.dtype != bool:
         return mask
     return ops.masked_fill(zeros(*mask.shape, dtype=target_type, device=mask.device), mask, -math.inf)

@@ -28,6 +28,7 @@ from zgrad.errors import AutogradError, DTypeError, ZgradError
 from zgrad.kernels import dispatch, dispatch_pointwise
 from zgrad.kernels.promotion import can_cast
 from zgrad.tensor import Tensor
+from zgrad.warning_location import user_stacklevel
 
 __all__ = ["accepts_out", "write_out", "OUT_RESIZE_WARNING"]
 
@@ -131,7 +132,7 @@ def _write(result: Tensor, out: Tensor) -> None:
     if out.shape != result.shape:
         if out.numel():
             warnings.warn(OUT_RESIZE_WARNING.format(old=list(out.shape), new=list(result.shape)), UserWarning,
-                          stacklevel=4)
+                          stacklevel=user_stacklevel())
         out._data = dispatch.empty(result.shape, out.dtype, dispatch.device_type_of(out._data))
     dispatch_pointwise.write(out._data, result._data)
     bump(out._data)

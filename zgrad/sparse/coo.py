@@ -28,7 +28,7 @@ import numpy as np
 
 from zgrad import ops
 from zgrad.creation import tensor, zeros
-from zgrad.errors import AutogradError, ShapeError
+from zgrad.errors import AutogradError, IndexRangeError, ShapeError
 from zgrad.kernels.promotion import get_default_dtype
 from zgrad.memory_formats import preserve_format, sparse_coo
 from zgrad.printing import add_suffixes, tensor_body
@@ -430,9 +430,9 @@ def _checked_size(host: np.ndarray, values: Tensor, size: Any) -> tuple[int, ...
         lowest, highest = host.min(axis=1), host.max(axis=1)
         for dim in range(sparse_dim):
             if lowest[dim] < 0:
-                raise RuntimeError(f"found negative index {lowest[dim]} for dim {dim}")
+                raise IndexRangeError(f"found negative index {lowest[dim]} for dim {dim}")
             if highest[dim] >= size[dim]:
-                raise RuntimeError(f"size is inconsistent with indices: for dim {dim}, size is {size[dim]} but found "
+                raise IndexRangeError(f"size is inconsistent with indices: for dim {dim}, size is {size[dim]} but found "
                                  f"index {highest[dim]}")
     return size
 
@@ -455,7 +455,8 @@ def sparse_coo_tensor(indices: Any, values: Any, size: Any = None, *, dtype: Any
 
     Raises:
         RuntimeError: indices that are not integers, or whose count differs from the values'; a
-            size of the wrong length; an index outside ``size``. ShapeError: values whose
+            size of the wrong length. IndexRangeError: an index outside ``size`` (a RuntimeError and an
+            IndexError). ShapeError: values whose
             dense sizes differ from ``size``'s, or indices that are not 2-D.
     """
     host = _indices_array(indices)
