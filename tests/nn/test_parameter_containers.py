@@ -63,5 +63,5 @@ def test_misuse_is_refused():
         values(1)
     with pytest.raises(KeyError):
         zgrad.nn.ParameterDict()["missing"]
-    with pytest.raises(TypeError, match="should be a \\(key, value\\) pair"):
+    with pytest.raises(TypeError, match="should be a \\(name, value\\) pair"):
         zgrad.nn.ParameterDict([1])

@@ -12,7 +12,22 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from zgrad.nn.module import Module
 
-__all__ = ["Sequential", "ModuleList", "ModuleDict"]
+__all__ = ["Sequential", "ModuleList", "ModuleDict", "named_pairs"]
+
+
+def named_pairs(entries: Mapping[str, Any] | Iterable[tuple[str, Any]], owner: str, what: str) -> Iterator[tuple]:
+    """The (name, value) pairs of a mapping or of an iterable of pairs, as a dict container's
+    ``update`` takes them.
+
+    Raises:
+        TypeError: an entry that is not a pair (PyTorch's message, naming ``owner`` and ``what``).
+    """
+    pairs = entries.items() if isinstance(entries, Mapping) else entries
+    for i, pair in enumerate(pairs):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"{owner} update sequence element #{i} should be a (name, {what}) pair, "
+                            f"got {type(pair).__name__}")
+        yield pair
 
 
 def _check_module(module: Any, where: str) -> Module:
@@ -183,9 +198,5 @@ class ModuleDict(Module):
         Raises:
             TypeError: an entry that is not a (name, module) pair.
         """
-        pairs = modules.items() if isinstance(modules, Mapping) else modules
-        for i, pair in enumerate(pairs):
-            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-                raise TypeError(f"ModuleDict update sequence element #{i} should be a (name, module) pair, "
-                                f"got {type(pair).__name__}")
-            self[pair[0]] = pair[1]
+        for name, module in named_pairs(modules, "ModuleDict", "module"):
+            self[name] = module

@@ -10,7 +10,61 @@ from zgrad.nn.module import Module, Parameter
 from zgrad.ops.conv import PADDING_MODES, conv2d_layer, pair
 from zgrad.ops.conv_transpose import conv_transpose2d_layer, transposed_output_size
 
-__all__ = ["Conv2d", "ConvTranspose2d"]
+__all__ = ["Conv2d", "ConvTranspose2d", "check_groups", "conv_extra_repr", "output_padding_for"]
+
+
+def check_groups(in_channels: int, out_channels: int, groups: int) -> None:
+    """PyTorch's checks of a convolution's channel groups.
+
+    Raises:
+        ValueError: ``groups`` not a positive integer, or channels not divisible by it.
+    """
+    if not isinstance(groups, int) or groups <= 0:
+        raise ValueError("groups must be a positive integer")
+    if in_channels % groups:
+        raise ValueError("in_channels must be divisible by groups")
+    if out_channels % groups:
+        raise ValueError("out_channels must be divisible by groups")
+
+
+def conv_extra_repr(layer: Module) -> str:
+    """A convolution layer's ``extra_repr`` as PyTorch writes it: the window arguments that are
+    not their defaults, for any number of spatial dimensions."""
+    zeros, ones = (0,) * len(layer.kernel_size), (1,) * len(layer.kernel_size)
+    text = f"{layer.in_channels}, {layer.out_channels}, kernel_size={layer.kernel_size}, stride={layer.stride}"
+    for name, default in (("padding", zeros), ("dilation", ones), ("output_padding", zeros)):
+        value = getattr(layer, name, default)
+        if value != default:
+            text += f", {name}={value}"
+    if layer.groups != 1:
+        text += f", groups={layer.groups}"
+    if layer.bias is None:
+        text += ", bias=False"
+    if layer.padding_mode != "zeros":
+        text += f", padding_mode={layer.padding_mode}"
+    return text
+
+
+def output_padding_for(layer: Module, input: Any, output_size: Any) -> tuple[int, ...]:  # noqa: A002
+    """The output padding of a transposed convolution that reaches ``output_size`` (its last
+    entries, one per spatial dimension), or the layer's own without one.
+
+    Raises:
+        ValueError: a size out of reach.
+    """
+    if output_size is None:
+        return layer.output_padding
+    dims = len(layer.kernel_size)
+    wanted = [int(s) for s in output_size][-dims:]
+    spatial = tuple(input.shape[-dims:])
+    smallest = transposed_output_size(spatial, layer.kernel_size, layer.stride, layer.padding, layer.dilation,
+                                      (0,) * dims)
+    for want, low, s in zip(wanted, smallest, layer.stride):
+        if not low <= want < low + s:
+            raise ValueError(f"requested an output size of {wanted}, but valid sizes range from {list(smallest)} "
+                             f"to {[n + t - 1 for n, t in zip(smallest, layer.stride)]} (for an input of "
+                             f"{list(spatial)})")
+    return tuple(want - low for want, low in zip(wanted, smallest))
 
 
 class Conv2d(Module):
@@ -37,12 +91,7 @@ class Conv2d(Module):
                  dilation: Any = 1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
                  device: Any = None, dtype: Any = None) -> None:
         super().__init__()
-        if not isinstance(groups, int) or groups <= 0:
-            raise ValueError("groups must be a positive integer")
-        if in_channels % groups:
-            raise ValueError("in_channels must be divisible by groups")
-        if out_channels % groups:
-            raise ValueError("out_channels must be divisible by groups")
+        check_groups(in_channels, out_channels, groups)
         if padding_mode not in PADDING_MODES:
             raise ValueError(f"padding_mode must be one of {set(PADDING_MODES)}, but got padding_mode={padding_mode!r}")
         self.kernel_size, self.stride, self.dilation = (pair(kernel_size, "kernel_size"), pair(stride, "stride"),
@@ -71,18 +120,7 @@ class Conv2d(Module):
                             self.padding_mode)  # errors name the layer: its repr, built only then
 
     def extra_repr(self) -> str:
-        text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        if self.padding != (0, 0):
-            text += f", padding={self.padding!r}" if isinstance(self.padding, str) else f", padding={self.padding}"
-        if self.dilation != (1, 1):
-            text += f", dilation={self.dilation}"
-        if self.groups != 1:
-            text += f", groups={self.groups}"
-        if self.bias is None:
-            text += ", bias=False"
-        if self.padding_mode != "zeros":
-            text += f", padding_mode={self.padding_mode}"
-        return text
+        return conv_extra_repr(self)
 
 
 class ConvTranspose2d(Module):
@@ -110,12 +148,7 @@ class ConvTranspose2d(Module):
                  output_padding: Any = 0, groups: int = 1, bias: bool = True, dilation: Any = 1,
                  padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
         super().__init__()
-        if not isinstance(groups, int) or groups <= 0:
-            raise ValueError("groups must be a positive integer")
-        if in_channels % groups:
-            raise ValueError("in_channels must be divisible by groups")
-        if out_channels % groups:
-            raise ValueError("out_channels must be divisible by groups")
+        check_groups(in_channels, out_channels, groups)
         if padding_mode != "zeros":
             raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
         self.in_channels, self.out_channels, self.groups, self.padding_mode = (in_channels, out_channels, groups,
@@ -132,30 +165,9 @@ class ConvTranspose2d(Module):
         """Draw the weight and bias again, as PyTorch initializes them."""
         init.default_layer_init_(self.weight, self.bias)
 
-    def _output_padding(self, input: Any, output_size: Any) -> tuple[int, int]:  # noqa: A002
-        if output_size is None:
-            return self.output_padding
-        wanted = [int(s) for s in output_size][-2:]
-        smallest = transposed_output_size(tuple(input.shape[-2:]), self.kernel_size, self.stride, self.padding,
-                                          self.dilation, (0, 0))
-        for want, low, s in zip(wanted, smallest, self.stride):
-            if not low <= want < low + s:
-                raise ValueError(f"requested an output size of {wanted}, but valid sizes range from {list(smallest)} "
-                                 f"to {[n + t - 1 for n, t in zip(smallest, self.stride)]} (for an input of "
-                                 f"{list(input.shape[-2:])})")
-        return tuple(want - low for want, low in zip(wanted, smallest))  # type: ignore[return-value]
-
     def forward(self, input: Any, output_size: Any = None) -> Any:  # noqa: A002
         return conv_transpose2d_layer(self, input, self.weight, self.bias, self.stride, self.padding,
-                                      self._output_padding(input, output_size), self.groups, self.dilation)
+                                      output_padding_for(self, input, output_size), self.groups, self.dilation)
 
     def extra_repr(self) -> str:
-        text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        for name, default in (("padding", (0, 0)), ("dilation", (1, 1)), ("output_padding", (0, 0))):
-            if getattr(self, name) != default:
-                text += f", {name}={getattr(self, name)}"
-        if self.groups != 1:
-            text += f", groups={self.groups}"
-        if self.bias is None:
-            text += ", bias=False"
-        return text
+        return conv_extra_repr(self)

@@ -8,6 +8,7 @@ from typing import Any
 
 from zgrad.creation import empty
 from zgrad.nn import init
+from zgrad.nn.conv import check_groups, conv_extra_repr, output_padding_for
 from zgrad.nn.module import Module, Parameter
 from zgrad.ops.conv import PADDING_MODES
 from zgrad.ops.one_dimensional import (
@@ -15,15 +16,6 @@ from zgrad.ops.one_dimensional import (
 )
 
 __all__ = ["Conv1d", "ConvTranspose1d", "MaxPool1d", "AvgPool1d", "AdaptiveAvgPool1d"]
-
-
-def _check_groups(in_channels: int, out_channels: int, groups: int) -> None:
-    if not isinstance(groups, int) or groups <= 0:
-        raise ValueError("groups must be a positive integer")
-    if in_channels % groups:
-        raise ValueError("in_channels must be divisible by groups")
-    if out_channels % groups:
-        raise ValueError("out_channels must be divisible by groups")
 
 
 class Conv1d(Module):
@@ -39,7 +31,7 @@ class Conv1d(Module):
                  dilation: Any = 1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
                  device: Any = None, dtype: Any = None) -> None:
         super().__init__()
-        _check_groups(in_channels, out_channels, groups)
+        check_groups(in_channels, out_channels, groups)
         if padding_mode not in PADDING_MODES:
             raise ValueError(f"padding_mode must be one of {set(PADDING_MODES)}, but got padding_mode={padding_mode!r}")
         self.kernel_size, self.stride = single(kernel_size, "kernel_size"), single(stride, "stride")
@@ -68,18 +60,7 @@ class Conv1d(Module):
                             self.padding_mode)
 
     def extra_repr(self) -> str:
-        text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        if self.padding != (0,):
-            text += f", padding={self.padding}"
-        if self.dilation != (1,):
-            text += f", dilation={self.dilation}"
-        if self.groups != 1:
-            text += f", groups={self.groups}"
-        if self.bias is None:
-            text += ", bias=False"
-        if self.padding_mode != "zeros":
-            text += f", padding_mode={self.padding_mode}"
-        return text
+        return conv_extra_repr(self)
 
 
 class ConvTranspose1d(Module):
@@ -96,7 +77,7 @@ class ConvTranspose1d(Module):
                  output_padding: Any = 0, groups: int = 1, bias: bool = True, dilation: Any = 1,
                  padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
         super().__init__()
-        _check_groups(in_channels, out_channels, groups)
+        check_groups(in_channels, out_channels, groups)
         if padding_mode != "zeros":
             raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
         self.kernel_size, self.stride = single(kernel_size, "kernel_size"), single(stride, "stride")
@@ -113,33 +94,12 @@ class ConvTranspose1d(Module):
         """Draw the weight and bias again, as PyTorch initializes them."""
         init.default_layer_init_(self.weight, self.bias)
 
-    def _output_padding(self, input: Any, output_size: Any) -> tuple[int]:  # noqa: A002
-        if output_size is None:
-            return self.output_padding
-        wanted = int(list(output_size)[-1])
-        length = input.shape[-1]
-        smallest = ((length - 1) * self.stride[0] - 2 * self.padding[0] + self.dilation[0] * (self.kernel_size[0] - 1)
-                    + 1)
-        largest = smallest + self.stride[0] - 1
-        if not smallest <= wanted <= largest:
-            raise ValueError(f"requested an output size of {[wanted]}, but valid sizes range from {[smallest]} to "
-                             f"{[largest]} (for an input of {list(input.shape[2:] if input.ndim == 3 else input.shape[1:])})")
-        return (wanted - smallest,)
-
     def forward(self, input: Any, output_size: Any = None) -> Any:  # noqa: A002
         return conv_transpose1d_layer(self, input, self.weight, self.bias, self.stride, self.padding,
-                                      self._output_padding(input, output_size), self.groups, self.dilation)
+                                      output_padding_for(self, input, output_size), self.groups, self.dilation)
 
     def extra_repr(self) -> str:
-        text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        for name, default in (("padding", (0,)), ("dilation", (1,)), ("output_padding", (0,))):
-            if getattr(self, name) != default:
-                text += f", {name}={getattr(self, name)}"
-        if self.groups != 1:
-            text += f", groups={self.groups}"
-        if self.bias is None:
-            text += ", bias=False"
-        return text
+        return conv_extra_repr(self)
 
 
 class MaxPool1d(Module):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator, Mapping
 
+from zgrad.nn.containers import named_pairs
 from zgrad.nn.module import Module, Parameter
 from zgrad.tensor import Tensor
 from zgrad.tensor_info import type_name
@@ -182,12 +183,8 @@ class ParameterDict(Module):
         Raises:
             TypeError: an entry that is not a (key, value) pair.
         """
-        pairs = parameters.items() if isinstance(parameters, Mapping) else parameters
-        for i, pair in enumerate(pairs):
-            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-                raise TypeError(f"ParameterDict update sequence element #{i} should be a (key, value) pair, "
-                                f"got {type(pair).__name__}")
-            self[pair[0]] = pair[1]
+        for key, value in named_pairs(parameters, "ParameterDict", "value"):
+            self[key] = value
 
     def __or__(self, other: "ParameterDict") -> "ParameterDict":
         merged = self.copy()
