@@ -258,9 +258,11 @@ def linspace(start: Any, end: Any, steps: int, *, dtype: Any = None, device: Any
     # half types round after each operation.
     half = steps // 2 if steps > 1 else steps
     up, down = np.arange(half), np.arange(steps - half - 1, -1, -1)
-    if dtype in HALF_DTYPES:
+    if steps == 1:  # the start itself (-0.0 keeps its sign)
+        return _finish(np.array([start]).astype(dtype), requires_grad, device)
+    if dtype in HALF_DTYPES:  # each operation rounds to the dtype: the difference, the count, the quotient
         start, end = (np.float32(dtype.type(v)) for v in (start, end))
-        step = np.float32(dtype.type((end - start) / (steps - 1))) if steps > 1 else np.float32(0)
+        step = np.float32(dtype.type(np.float32(dtype.type(end - start)) / np.float32(dtype.type(steps - 1))))
         up, down = (np.asarray(i, dtype).astype(np.float32) for i in (up, down))
         values = np.concatenate([start + (step * up).astype(dtype).astype(np.float32),
                                  end - (step * down).astype(dtype).astype(np.float32)])

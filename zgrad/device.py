@@ -12,6 +12,12 @@ from zgrad.kernels import dispatch
 __all__ = ["Device", "as_device", "check_supported", "cuda_device", "is_device_index", "usable_cuda_device"]
 
 
+# PyTorch's device types: a device object may name any (``zgrad.device("mps")`` in a device-choosing
+# idiom); zgrad's tensors live on "cpu" and "cuda" only
+DEVICE_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga", "maia", "xla",
+                "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone")
+
+
 @dataclass(frozen=True)
 class Device:
     """A device such as ``cpu`` or ``cuda:0``; compares equal to its string form."""
@@ -38,6 +44,9 @@ class Device:
             parsed = as_device(self.type)
             object.__setattr__(self, "type", parsed.type)
             object.__setattr__(self, "index", parsed.index)
+        if self.type not in DEVICE_TYPES:
+            raise DeviceError(f"Expected one of {', '.join(DEVICE_TYPES)} device type at start of device string: "
+                              f"{self.type}")
 
     def __str__(self) -> str:
         return self.type if self.index is None else f"{self.type}:{self.index}"

@@ -13,6 +13,7 @@ ops make tensors, so they come after this module, and the methods after the ops.
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from types import FunctionType
 from typing import Any, Callable
@@ -168,8 +169,12 @@ class Tensor:
 
     @property
     def grad(self) -> "Tensor | None":
-        """The gradient accumulated by backward passes (None until the first, or after ``zero_grad``)."""
-        return self._grad
+        """The gradient accumulated by backward passes (None until the first, or after ``zero_grad``).
+        A non-leaf's is None, with PyTorch's warning, unless :meth:`retain_grad` was called."""
+        grad = self._grad
+        if grad is None and self.grad_fn is not None and not self.retains_grad:
+            warnings.warn(_NON_LEAF_GRAD_WARNING, UserWarning, stacklevel=2)
+        return grad
 
     @grad.setter
     def grad(self, value: "Tensor | None") -> None:
@@ -194,6 +199,10 @@ class Tensor:
                 raise ZgradError(f"assigned grad has data located on a different device: {value.device} (the tensor "
                                  f"is on {self.device})")
         self._grad = value
+
+    @grad.deleter
+    def grad(self) -> None:
+        self._grad = None
 
     @property
     def is_leaf(self) -> bool:
@@ -463,6 +472,11 @@ class Tensor:
         return add_suffixes(prefix + tensor_body(self._host(), len(prefix)), suffixes, len(prefix))
 
 
+_NON_LEAF_GRAD_WARNING = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad attribute won't be "
+    "populated during autograd.backward(). If you indeed want the .grad field to be populated for a non-leaf Tensor, "
+    "use .retain_grad() on the non-leaf Tensor. If you access the non-leaf Tensor by mistake, make sure you access "
+    "the leaf Tensor instead. See github.com/pytorch/pytorch/pull/30531 for more informations.")
 _NO_GRAD_VIEW_ADVICE = ("Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your "
                         "code by moving both the view and the inplace either both inside the no_grad block (if you "
                         "don't want the inplace to be tracked) or both outside (if you want the inplace to be tracked).")

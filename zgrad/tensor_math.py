@@ -44,7 +44,7 @@ class TensorMath:
         return ops.add(self, other)
 
     def __radd__(self, other: Any) -> Any:
-        return ops.add(other, self)
+        return ops.add(self, other)  # the tensor first, as PyTorch records 2 + x (the sum is the same)
 
     def __sub__(self, other: Any) -> Any:
         return ops.sub(self, other)
@@ -56,7 +56,7 @@ class TensorMath:
         return ops.mul(self, other)
 
     def __rmul__(self, other: Any) -> Any:
-        return ops.mul(other, self)
+        return ops.mul(self, other)  # the tensor first, as PyTorch records 2 * x
 
     def __truediv__(self, other: Any) -> Any:
         return ops.div(self, other)

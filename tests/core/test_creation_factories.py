@@ -92,7 +92,7 @@ def test_default_dtypes_match_pytorch(name):
     _compare(NO_DTYPE[name](zgrad), NO_DTYPE[name](torch))
 
 
-LINSPACES = [(-math.pi, math.pi, 2000), (0.0, 2 * math.pi, 25), (-1.3, 7.9, 101), (1e-3, 1e3, 1000), (3, -2, 11),
+LINSPACES = [(0.1, 0.7, 10), (0.1, 0.7, 1001), (-0.0, 0.0, 1), (2.5, 9, 1), (-math.pi, math.pi, 2000), (0.0, 2 * math.pi, 25), (-1.3, 7.9, 101), (1e-3, 1e3, 1000), (3, -2, 11),
              (-7, 13, 9), (0, 100, 37)]
 
 
@@ -105,6 +105,7 @@ def test_linspace_is_torchs_value_for_value(dtype):
         ours = zgrad.linspace(start, end, steps, dtype=getattr(zgrad, dtype))
         theirs = torch.linspace(start, end, steps, dtype=getattr(torch, dtype))
         np.testing.assert_array_equal(ours.double().numpy(), theirs.double().numpy(), err_msg=f"{start, end, steps}")
+        assert np.array_equal(np.signbit(ours.double().numpy()), np.signbit(theirs.double().numpy()))
     assert zgrad.linspace(-math.pi, math.pi, 5)[2].item() == 0.0
 
 

@@ -357,3 +357,13 @@ def test_legacy_size_average_and_reduce_are_refused():
         F(zgrad).soft_margin_loss(x, x, size_average=False)
     with pytest.raises(NotImplementedError, match="size_average and reduce"):
         zgrad.nn.TripletMarginLoss(reduce=False)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", ["hardswish", "softshrink", "hardtanh", "relu6", "hardsigmoid"])
+def test_infinities_and_nan_keep_torchs_values(name):
+    torch = require_torch()
+    values = [float("inf"), -float("inf"), float("nan"), 4.0, 3.0, -3.0, 0.5, -0.5, 0.0]
+    got = getattr(zgrad.nn.functional, name)(zgrad.tensor(values, dtype=zgrad.float64)).numpy()
+    expected = getattr(torch.nn.functional, name)(torch.tensor(values, dtype=torch.float64)).numpy()
+    np.testing.assert_array_equal(got, expected)

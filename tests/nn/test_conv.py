@@ -327,3 +327,24 @@ def test_padding_modes_are_named_once():
     assert [dispatch_layers.PADDING_MODES[code] for code in codes] == ["zeros", "reflect", "replicate", "circular"]
     with pytest.raises(ValueError, match=r"padding_mode must be one of .*, but got padding_mode='mirror'"):
         nn.Conv2d(1, 1, 3, padding_mode="mirror")
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("kernel, stride, dilation, padding, output_padding",
+                         [(1, 1, 2, 0, 1), (1, 1, 3, 1, 2), (3, 1, 2, 1, 1), (2, 2, 3, 0, 2), (3, 3, 1, 2, 2)])
+def test_conv_transpose2d_output_padding_below_the_dilation_matches_torch(kernel, stride, dilation, padding,
+                                                                        output_padding):
+    """An output padding at stride 1 (allowed below the dilation) reached past the rows the input has."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((1, 2, 4, 5)), rng.standard_normal((2, 3, kernel, kernel))
+    results = []
+    for lib in (zgrad, torch):
+        xt, wt = lib.tensor(x, requires_grad=True), lib.tensor(w, requires_grad=True)
+        y = lib.nn.functional.conv_transpose2d(xt, wt, stride=stride, padding=padding, output_padding=output_padding,
+                                               dilation=dilation)
+        (y * lib.tensor(np.linspace(0.5, 2.0, y.numel()).reshape(tuple(y.shape)))).sum().backward()
+        results.append([y.detach().numpy(), xt.grad.numpy(), wt.grad.numpy()])
+    for got, expected in zip(*results):
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)

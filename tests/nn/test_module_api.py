@@ -450,3 +450,24 @@ def test_layers_format_their_name_only_when_an_error_is_raised(make, good_shape,
     assert str(error.value).startswith(name + ": "), str(error.value)
     with pytest.raises(TypeError, match=rf"^{type(layer).__name__}\(.*\): argument 'input' expects a Tensor"):
         layer([1.0])
+
+
+@pytest.mark.torch
+def test_module_lists_fold_repeats_in_their_repr_as_torch():
+    torch = pytest.importorskip("torch")
+
+    def text(lib):
+        nn = lib.nn
+        blocks = nn.ModuleList([nn.Linear(2, 2), nn.Linear(2, 2), nn.ReLU(), nn.Sequential(nn.Linear(2, 3)),
+                                nn.Sequential(nn.Linear(2, 3)), nn.Linear(2, 2)])
+        holder = nn.Module()
+        holder.layers = nn.ModuleList([nn.Linear(1, 1) for _ in range(3)])
+        return [repr(blocks), repr(nn.ModuleList()), repr(nn.ModuleList([nn.ReLU()])), repr(holder)]
+    assert text(zgrad) == text(torch)
+
+
+def test_a_value_that_is_not_a_tensor_is_named_in_the_load_error():
+    net = zgrad.nn.Linear(1, 1)
+    with pytest.raises(RuntimeError, match='While copying the parameter named "weight", expected zgrad.Tensor or '
+                                           "Tensor-like object from checkpoint but received <class 'list'>"):
+        net.load_state_dict({"weight": [[1.0]], "bias": zgrad.zeros(1)})

@@ -25,6 +25,15 @@ def describe(lib):
     out += [tuple(table.setdefault("d", lib.ones(2)).shape), list(table), table.popitem()[0], list(table)]
     out += [list((table | nn.ParameterDict({"e": lib.ones(1)})).keys()), repr(nn.ParameterList()),
             repr(nn.ParameterDict())]
+    ordered = nn.ParameterDict({"b": lib.ones(1), "a": lib.ones(2)})  # a plain dict goes in sorted, as PyTorch
+    ordered.update(nn.ParameterDict({"c": lib.ones(3)}))
+    ordered |= {"w": lib.ones(1)}
+    out += [list(ordered), list(({"q": lib.ones(1)} | ordered).keys())]
+    for misuse in (lambda: ordered.__setitem__("a.b", lib.ones(1)), lambda: ordered["zz"]):
+        try:
+            misuse()
+        except Exception as error:  # noqa: BLE001 - the kinds are compared
+            out.append(type(error).__name__)
     holder = nn.Module()
     holder.weights = nn.ParameterList([nn.Parameter(lib.ones(1)), nn.Parameter(lib.ones(2))])
     holder.named = nn.ParameterDict({"w": nn.Parameter(lib.ones(3))})
@@ -61,7 +70,7 @@ def test_misuse_is_refused():
         values.extend(zgrad.ones(2))
     with pytest.raises(RuntimeError, match="ParameterList should not be called"):
         values(1)
-    with pytest.raises(KeyError):
+    with pytest.raises(AttributeError):
         zgrad.nn.ParameterDict()["missing"]
     with pytest.raises(TypeError, match="should be a \\(name, value\\) pair"):
         zgrad.nn.ParameterDict([1])

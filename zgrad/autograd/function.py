@@ -53,13 +53,17 @@ class FunctionCtx(Node):
         self._identities: tuple[int, ...] = ()  # id() of each forward input, then of each output (see _saved_on_graph)
         self._freed = False
         self._on_graph = False  # backward is running with create_graph=True
+        self._listed: tuple[bool, ...] | None = None  # a user Function's: which arguments were tensors
 
     @property
     def next_functions(self) -> tuple[tuple["Node | None", int], ...]:
-        """PyTorch-style ``((node, input_nr), ...)``: one entry per tensor argument of ``forward``,
-        ``(None, 0)`` for those without gradient (a built-in op's other arguments have none)."""
+        """PyTorch-style ``((node, input_nr), ...)``: one entry per argument of ``forward`` that
+        PyTorch's schema has as a tensor (a tensor, or a built-in op's number operand such as the 2
+        of ``x + 2``), ``(None, 0)`` for those without gradient."""
+        listed = self._listed or tuple(need is not None or i < self.fn.tensor_operands
+                                       for i, need in enumerate(self.needs_input_grad))
         return tuple((e.node, e.input_nr) if e is not None else (None, 0)
-                     for e, need in zip(self.next_edges, self.needs_input_grad) if need is not None)
+                     for e, keep in zip(self.next_edges, listed) if keep)
 
     def save_for_backward(self, *values: Any) -> None:
         """Keep ``values`` for ``backward``; freed after a pass without ``retain_graph``."""
@@ -199,6 +203,7 @@ class Function:
 
     _tensor_api = True
     differentiable_backward = True  # a Function's backward runs on tensors, recorded under create_graph
+    tensor_operands = 0  # leading arguments PyTorch's schema has as tensors even when given a number
     _node_type: type = FunctionCtx
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -233,6 +238,7 @@ class Function:
             wrapped = tuple(Tensor(o) for o in outputs)
         else:
             ctx.next_edges = [gradient_edge(a) if need else None for a, need in zip(args, needs)]
+            ctx._listed = tuple(isinstance(a, Tensor) for a in args)
             ctx.input_metadata = [InputMetadata.of(o) for o in outputs]
             if ctx._saved:
                 ctx._versions = snapshot(ctx._saved)

@@ -142,6 +142,21 @@ class ModuleList(_Indexed):
     def _sliced(self, items: list[tuple[str, Module]]) -> "ModuleList":
         return ModuleList(m for _, m in items)
 
+    def __repr__(self) -> str:
+        """PyTorch's: consecutive children that print alike print once, as ``(0-11): 12 x Block(...)``."""
+        runs: list[list] = []  # [first index, last index, repr]
+        for i, module in enumerate(self):
+            text = repr(module)
+            if runs and runs[-1][2] == text:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, text])
+        if not runs:
+            return "ModuleList()"
+        lines = [(f"({first}): " if first == last else f"({first}-{last}): {last - first + 1} x ")
+                 + text.replace("\n", "\n  ") for first, last, text in runs]
+        return "ModuleList(\n  " + "\n  ".join(lines) + "\n)"
+
     def __iadd__(self, modules: Iterable[Module]) -> "ModuleList":
         return self.extend(modules)
 

@@ -346,7 +346,11 @@ class Module:
         for name, value in state_dict.items():
             if name not in own:
                 continue
-            array = value._data if isinstance(value, Tensor) else np.asarray(value)
+            if not isinstance(value, (Tensor, np.ndarray)):
+                errors.append(f'While copying the parameter named "{name}", expected zgrad.Tensor or Tensor-like '
+                              f"object from checkpoint but received {type(value)}")
+                continue
+            array = value._data if isinstance(value, Tensor) else value
             if array.shape != own[name].shape:
                 errors.append(f"size mismatch for {name}: copying a param with shape {Size(array.shape)!r} from "
                               f"checkpoint, the shape in current model is {Size(own[name].shape)!r}.")

@@ -8,6 +8,7 @@ objects, kept as plain attributes. Neither has a ``forward``.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any, Iterable, Iterator, Mapping
 
 from zgrad.nn.containers import named_pairs
@@ -102,13 +103,13 @@ class ParameterDict(Module):
             self.update(parameters)
 
     def __getitem__(self, key: str) -> Any:
-        if key not in self._keys:
-            raise KeyError(key)
-        return getattr(self, key)
+        return getattr(self, key)  # a missing key is an AttributeError, as in PyTorch
 
     def __setitem__(self, key: str, value: Any) -> None:
         if not isinstance(key, str):
             raise TypeError(f"ParameterDict keys must be strings, got {type(key).__name__}")
+        if "." in key:
+            raise KeyError('parameter name can\'t contain "."')
         self._keys[key] = None
         setattr(self, key, _as_parameter(value))
 
@@ -138,6 +139,7 @@ class ParameterDict(Module):
         return [(key, self[key]) for key in self._keys]
 
     def get(self, key: str, default: Any = None) -> Any:
+        """The value under ``key``, or ``default``."""
         return self[key] if key in self._keys else default
 
     def pop(self, key: str) -> Any:
@@ -178,18 +180,34 @@ class ParameterDict(Module):
         return ParameterDict((key, default) for key in keys)
 
     def update(self, parameters: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> None:
-        """Add or replace entries from a mapping or from (key, value) pairs.
+        """Add or replace entries from a ParameterDict or OrderedDict (in its order), another
+        mapping (in sorted key order, as PyTorch), or (key, value) pairs.
 
         Raises:
             TypeError: an entry that is not a (key, value) pair.
         """
-        for key, value in named_pairs(parameters, "ParameterDict", "value"):
+        if isinstance(parameters, (ParameterDict, OrderedDict)):
+            pairs = list(parameters.items())
+        elif isinstance(parameters, Mapping):
+            pairs = sorted(parameters.items())
+        else:
+            pairs = parameters
+        for key, value in named_pairs(pairs, "ParameterDict", "value"):
             self[key] = value
 
-    def __or__(self, other: "ParameterDict") -> "ParameterDict":
+    def __or__(self, other: Any) -> "ParameterDict":
         merged = self.copy()
-        merged.update(other.items())
+        merged.update(other)
         return merged
+
+    def __ror__(self, other: Any) -> "ParameterDict":
+        merged = ParameterDict(other)
+        merged.update(self)
+        return merged
+
+    def __ior__(self, other: Any) -> "ParameterDict":
+        self.update(other)
+        return self
 
     def extra_repr(self) -> str:
         return "\n".join(

@@ -41,7 +41,7 @@ def _scalar(x: Any, value: float) -> Any:
 
 
 def _hardtanh(x: Any, min_val: Any, max_val: Any) -> Any:
-    inside = (x > min_val) & (x < max_val)
+    inside = ~((x <= min_val) | (x >= max_val))  # NaN is inside: its gradient passes, as PyTorch's
     return _gradient_where(inside, ops.clamp(x, min_val, max_val))
 
 
@@ -85,9 +85,9 @@ def hardsigmoid(input: Any, inplace: bool = False) -> Any:  # noqa: A002
 
 def _hardswish(x: Any) -> Any:
     """PyTorch's gradient: 0 where x <= -3, x / 3 + 1/2 inside (-3, 3), 1 where x >= 3."""
-    y = x * ops.clamp(x + 3, 0, 6) / 6
-    identity = y.detach() + (x - x.detach())  # y's value, x's gradient (1)
-    return ops.where(x >= 3, identity, _gradient_where(x > -3, y))
+    scale = ops.clamp(x + 3, 0, 6)
+    linear = x * scale.detach() / 6  # y's value (PyTorch's order of operations), gradient 1 where x >= 3; inf stays inf
+    return ops.where(x >= 3, linear, _gradient_where(x > -3, x * scale / 6))
 
 
 def hardswish(input: Any, inplace: bool = False) -> Any:  # noqa: A002
@@ -125,7 +125,7 @@ def softshrink(input: Any, lambd: float = 0.5) -> Any:  # noqa: A002
     if not 0 <= lambd <= float(np.finfo(x.dtype).max):
         raise RuntimeError(f"lambda must be in range [0, {float(np.finfo(x.dtype).max):g}] for input dtype "
                            f"{scalar_type_name(x.dtype)}, but found {lambd:g}")
-    return ops.where(x > lambd, x - lambd, ops.where(x < -lambd, x + lambd, 0.0))
+    return ops.where(ops.abs(x) <= lambd, 0.0, x - lambd * ops.sign(x))  # NaN stays NaN, with gradient 1
 
 
 def hardshrink(input: Any, lambd: float = 0.5) -> Any:  # noqa: A002

@@ -9,6 +9,7 @@ from typing import Any
 
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.conv import ConvTranspose2d, check_floating, pair
+from zgrad.ops.padding import pad
 from zgrad.ops.autocast import autocast_op
 
 __all__ = ["ConvTranspose2d", "conv_transpose2d", "conv_transpose2d_layer", "transposed_output_size"]
@@ -64,6 +65,13 @@ def conv_transpose2d_layer(name: object, input: Any, weight: Any, bias: Any = No
     if min(out_size) <= 0:
         raise RuntimeError(f"{name}: Given input size per channel: ({x.shape[-2]} x {x.shape[-1]}). Calculated "
                            f"output size per channel: ({out_size[0]} x {out_size[1]}). Output size is too small")
+    # An output padding at stride 1 (allowed below the dilation) makes the output larger than the
+    # convolution whose input gradient this is reaches back from x: x's missing rows are zeros
+    reached = [(o + 2 * p - d * (k - 1) - 1) // s + 1
+               for o, p, d, k, s in zip(out_size, padding, dilation, kernel, stride)]
+    missing = [r - n for r, n in zip(reached, x.shape[-2:])]
+    if max(missing) > 0:
+        x = pad(x, (0, missing[1], 0, missing[0]))
     args = (x, w) if b is None else (x, w, b)
     return ConvTranspose2d.apply((stride, padding, dilation, groups), out_size, *args)
 

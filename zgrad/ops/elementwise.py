@@ -64,6 +64,7 @@ def formula_cast(x: Any, dtype: Any) -> Any:
 
 class Add(Op):
     differentiable_backward = True
+    tensor_operands = 2  # x + 2 lists the 2, as PyTorch's wrapped scalar
 
     @staticmethod
     def forward(ctx, a, b):
@@ -76,6 +77,7 @@ class Add(Op):
 
 class Sub(Op):
     differentiable_backward = True
+    tensor_operands = 2  # x + 2 lists the 2, as PyTorch's wrapped scalar
 
     @staticmethod
     def forward(ctx, a, b):
@@ -88,6 +90,7 @@ class Sub(Op):
 
 class Mul(Op):
     differentiable_backward = True
+    tensor_operands = 2  # x + 2 lists the 2, as PyTorch's wrapped scalar
 
     @staticmethod
     def forward(ctx, a, b):
@@ -108,6 +111,7 @@ class Div(Op):
     """a / b. Saves its inputs, not its output (as PyTorch), so the output may change in place."""
 
     differentiable_backward = True
+    tensor_operands = 2  # x + 2 lists the 2, as PyTorch's wrapped scalar
 
     @staticmethod
     def forward(ctx, a, b):

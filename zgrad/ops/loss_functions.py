@@ -9,6 +9,7 @@ kernel runs is the op's choice: see :class:`zgrad.ops.loss.CrossEntropy`).
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,8 @@ from zgrad.ops.reduce import Sum
 from zgrad.ops.shape import Permute, Reshape, expand
 from zgrad.kernels.promotion import is_floating
 from zgrad.ops.autocast import autocast_op
+from zgrad.memory_formats import Size
+from zgrad.warning_location import user_stacklevel
 
 __all__ = [
     "REDUCTIONS", "check_legacy", "check_reduction", "cross_entropy", "l1_loss", "mse_loss", "nll_loss", "same_shape",
@@ -165,10 +168,15 @@ def _cross_entropy_probabilities(input: Any, target: Any, weight: Any, ignore_in
     return total / samples if samples else total * float("nan")
 
 
-def same_shape(input: Any, target: Any) -> tuple[Any, Any]:  # noqa: A002
-    """Both broadcast to one shape (PyTorch warns and broadcasts)."""
+def same_shape(input: Any, target: Any, warn: bool = True) -> tuple[Any, Any]:  # noqa: A002
+    """Both broadcast to one shape, with PyTorch's warning that this is likely a mistake (unless
+    ``warn`` is False: kl_div broadcasts silently, as PyTorch's)."""
     input, target = operand(input), operand(target)
     if input.shape != target.shape:
+        if warn:
+            warnings.warn(f"Using a target size ({Size(target.shape)!r}) that is different to the input size "
+                          f"({Size(input.shape)!r}). This will likely lead to incorrect results due to broadcasting. "
+                          f"Please ensure they have the same size.", UserWarning, stacklevel=user_stacklevel())
         shape = broadcast_shape(tuple(input.shape), tuple(target.shape))
         input, target = expand(input, shape), expand(target, shape)
     return input, target

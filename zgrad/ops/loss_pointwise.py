@@ -149,7 +149,7 @@ def kl_div(input: Any, target: Any, size_average: Any = None, reduce: Any = None
                       "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
                       "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
                       stacklevel=user_stacklevel())
-    x, t = same_shape(tensor_arg(input, "kl_div"), target)
+    x, t = same_shape(tensor_arg(input, "kl_div"), target, warn=False)
     if log_target:
         loss = ops.exp(t) * (t - x)
     else:
