@@ -383,8 +383,8 @@ class Tensor:
         elif self._grad is None:
             self._grad = Tensor(dispatch.cast(grad, self.dtype))
         else:
-            be = dispatch.backend_of(self.grad._data)
-            be.add(self.grad._data, grad, self.grad._data)
+            be = dispatch.backend_of(self._grad._data)
+            be.add(self._grad._data, grad, self._grad._data)
 
     def register_hook(self, hook: Callable[["Tensor"], "Tensor | None"]) -> RemovableHandle:
         """Call ``hook(grad)`` whenever this tensor's gradient is computed; a returned tensor replaces it.

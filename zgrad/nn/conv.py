@@ -1,8 +1,9 @@
-"""Convolution layers: ``Conv2d`` and ``ConvTranspose2d``."""
+"""Convolution layers: ``Conv2d`` and ``ConvTranspose2d``, and their base ``ConvNd``, which the
+1-D layers of :mod:`zgrad.nn.one_dimensional` share."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from zgrad.creation import empty
 from zgrad.nn import init
@@ -10,64 +11,99 @@ from zgrad.nn.module import Module, Parameter
 from zgrad.ops.conv import PADDING_MODES, conv2d_layer, pair
 from zgrad.ops.conv_transpose import conv_transpose2d_layer, transposed_output_size
 
-__all__ = ["Conv2d", "ConvTranspose2d", "check_groups", "conv_extra_repr", "output_padding_for"]
+__all__ = ["ConvNd", "Conv2d", "ConvTranspose2d"]
 
 
-def check_groups(in_channels: int, out_channels: int, groups: int) -> None:
-    """PyTorch's checks of a convolution's channel groups.
-
-    Raises:
-        ValueError: ``groups`` not a positive integer, or channels not divisible by it.
-    """
-    if not isinstance(groups, int) or groups <= 0:
-        raise ValueError("groups must be a positive integer")
-    if in_channels % groups:
-        raise ValueError("in_channels must be divisible by groups")
-    if out_channels % groups:
-        raise ValueError("out_channels must be divisible by groups")
-
-
-def conv_extra_repr(layer: Module) -> str:
-    """A convolution layer's ``extra_repr`` as PyTorch writes it: the window arguments that are
-    not their defaults, for any number of spatial dimensions."""
-    zeros, ones = (0,) * len(layer.kernel_size), (1,) * len(layer.kernel_size)
-    text = f"{layer.in_channels}, {layer.out_channels}, kernel_size={layer.kernel_size}, stride={layer.stride}"
-    for name, default in (("padding", zeros), ("dilation", ones), ("output_padding", zeros)):
-        value = getattr(layer, name, default)
-        if value != default:
-            text += f", {name}={value}"
-    if layer.groups != 1:
-        text += f", groups={layer.groups}"
-    if layer.bias is None:
-        text += ", bias=False"
-    if layer.padding_mode != "zeros":
-        text += f", padding_mode={layer.padding_mode}"
-    return text
-
-
-def output_padding_for(layer: Module, input: Any, output_size: Any) -> tuple[int, ...]:  # noqa: A002
-    """The output padding of a transposed convolution that reaches ``output_size`` (its last
-    entries, one per spatial dimension), or the layer's own without one.
+class ConvNd(Module):
+    """What every convolution layer has, as PyTorch's ``_ConvNd``: the checked window arguments
+    (``window`` makes each a tuple, one entry per spatial dimension), the weight and bias, their
+    initialization and the repr. Subclasses set ``window`` and ``transposed`` and write ``forward``.
 
     Raises:
-        ValueError: a size out of reach.
+        ValueError: channels not divisible by ``groups``, a bad padding string or padding mode
+            (a transposed convolution pads with zeros only), ``'same'`` padding with a stride.
     """
-    if output_size is None:
-        return layer.output_padding
-    dims = len(layer.kernel_size)
-    wanted = [int(s) for s in output_size][-dims:]
-    spatial = tuple(input.shape[-dims:])
-    smallest = transposed_output_size(spatial, layer.kernel_size, layer.stride, layer.padding, layer.dilation,
-                                      (0,) * dims)
-    for want, low, s in zip(wanted, smallest, layer.stride):
-        if not low <= want < low + s:
-            raise ValueError(f"requested an output size of {wanted}, but valid sizes range from {list(smallest)} "
-                             f"to {[n + t - 1 for n, t in zip(smallest, layer.stride)]} (for an input of "
-                             f"{list(spatial)})")
-    return tuple(want - low for want, low in zip(wanted, smallest))
+
+    window: Callable[[Any, str], tuple] = staticmethod(pair)
+    transposed = False
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any, padding: Any,
+                 dilation: Any, groups: int, bias: bool, padding_mode: str, device: Any, dtype: Any,
+                 output_padding: Any = 0) -> None:
+        super().__init__()
+        if not isinstance(groups, int) or groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups:
+            raise ValueError("out_channels must be divisible by groups")
+        if self.transposed and padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
+        if padding_mode not in PADDING_MODES:
+            raise ValueError(f"padding_mode must be one of {set(PADDING_MODES)}, but got padding_mode={padding_mode!r}")
+        window = self.window
+        self.kernel_size, self.stride = window(kernel_size, "kernel_size"), window(stride, "stride")
+        self.dilation = window(dilation, "dilation")
+        if isinstance(padding, str) and not self.transposed:
+            if padding not in ("same", "valid"):
+                raise ValueError(f"Invalid padding string {padding!r}, should be one of {{'same', 'valid'}}")
+            if padding == "same" and any(s != 1 for s in self.stride):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            self.padding = padding
+        else:
+            self.padding = window(padding, "padding")
+        if self.transposed:
+            self.output_padding = window(output_padding, "output_padding")
+        self.in_channels, self.out_channels, self.groups, self.padding_mode = (in_channels, out_channels, groups,
+                                                                               padding_mode)
+        channels = (in_channels, out_channels // groups) if self.transposed else (out_channels, in_channels // groups)
+        self.weight = Parameter(empty(*channels, *self.kernel_size, dtype=dtype, device=device))
+        self.bias = Parameter(empty(out_channels, dtype=dtype, device=device)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw the weight and bias again, as PyTorch initializes them."""
+        init.default_layer_init_(self.weight, self.bias)
+
+    def _output_padding_for(self, input: Any, output_size: Any) -> tuple[int, ...]:  # noqa: A002
+        """The output padding of a transposed convolution that reaches ``output_size`` (its last
+        entries, one per spatial dimension), or the layer's own without one.
+
+        Raises:
+            ValueError: a size out of reach.
+        """
+        if output_size is None:
+            return self.output_padding
+        dims = len(self.kernel_size)
+        wanted = [int(s) for s in output_size][-dims:]
+        spatial = tuple(input.shape[-dims:])
+        smallest = transposed_output_size(spatial, self.kernel_size, self.stride, self.padding, self.dilation,
+                                          (0,) * dims)
+        for want, low, s in zip(wanted, smallest, self.stride):
+            if not low <= want < low + s:
+                raise ValueError(f"requested an output size of {wanted}, but valid sizes range from {list(smallest)} "
+                                 f"to {[n + t - 1 for n, t in zip(smallest, self.stride)]} (for an input of "
+                                 f"{list(spatial)})")
+        return tuple(want - low for want, low in zip(wanted, smallest))
+
+    def extra_repr(self) -> str:
+        """PyTorch's: the window arguments that are not their defaults."""
+        zeros, ones = (0,) * len(self.kernel_size), (1,) * len(self.kernel_size)
+        text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        for name, default in (("padding", zeros), ("dilation", ones), ("output_padding", zeros)):
+            value = getattr(self, name, default)
+            if value != default:
+                text += f", {name}={value}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
+        if self.bias is None:
+            text += ", bias=False"
+        if self.padding_mode != "zeros":
+            text += f", padding_mode={self.padding_mode}"
+        return text
 
 
-class Conv2d(Module):
+class Conv2d(ConvNd):
     """2-D convolution over (N, C, H, W) or (C, H, W) input, as ``torch.nn.Conv2d``.
 
     Args:
@@ -90,40 +126,15 @@ class Conv2d(Module):
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
                  dilation: Any = 1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
                  device: Any = None, dtype: Any = None) -> None:
-        super().__init__()
-        check_groups(in_channels, out_channels, groups)
-        if padding_mode not in PADDING_MODES:
-            raise ValueError(f"padding_mode must be one of {set(PADDING_MODES)}, but got padding_mode={padding_mode!r}")
-        self.kernel_size, self.stride, self.dilation = (pair(kernel_size, "kernel_size"), pair(stride, "stride"),
-                                                        pair(dilation, "dilation"))
-        if isinstance(padding, str):
-            if padding not in ("same", "valid"):
-                raise ValueError(f"Invalid padding string {padding!r}, should be one of {{'same', 'valid'}}")
-            if padding == "same" and self.stride != (1, 1):
-                raise ValueError("padding='same' is not supported for strided convolutions")
-            self.padding = padding
-        else:
-            self.padding = pair(padding, "padding")
-        self.in_channels, self.out_channels, self.groups, self.padding_mode = (in_channels, out_channels, groups,
-                                                                               padding_mode)
-        shape = (out_channels, in_channels // groups, *self.kernel_size)
-        self.weight = Parameter(empty(*shape, dtype=dtype, device=device))
-        self.bias = Parameter(empty(out_channels, dtype=dtype, device=device)) if bias else None
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        """Draw the weight and bias again, as PyTorch initializes them."""
-        init.default_layer_init_(self.weight, self.bias)
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode,
+                         device, dtype)
 
     def forward(self, input: Any) -> Any:
         return conv2d_layer(self, input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups,
                             self.padding_mode)  # errors name the layer: its repr, built only then
 
-    def extra_repr(self) -> str:
-        return conv_extra_repr(self)
 
-
-class ConvTranspose2d(Module):
+class ConvTranspose2d(ConvNd):
     """2-D transposed convolution over (N, C, H, W) or (C, H, W) input, as ``torch.nn.ConvTranspose2d``.
 
     Args:
@@ -144,30 +155,14 @@ class ConvTranspose2d(Module):
             ``output_size`` out of reach.
     """
 
+    transposed = True
+
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
                  output_padding: Any = 0, groups: int = 1, bias: bool = True, dilation: Any = 1,
                  padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
-        super().__init__()
-        check_groups(in_channels, out_channels, groups)
-        if padding_mode != "zeros":
-            raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
-        self.in_channels, self.out_channels, self.groups, self.padding_mode = (in_channels, out_channels, groups,
-                                                                               padding_mode)
-        self.kernel_size, self.stride = pair(kernel_size, "kernel_size"), pair(stride, "stride")
-        self.padding, self.dilation = pair(padding, "padding"), pair(dilation, "dilation")
-        self.output_padding = pair(output_padding, "output_padding")
-        shape = (in_channels, out_channels // groups, *self.kernel_size)
-        self.weight = Parameter(empty(*shape, dtype=dtype, device=device))
-        self.bias = Parameter(empty(out_channels, dtype=dtype, device=device)) if bias else None
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        """Draw the weight and bias again, as PyTorch initializes them."""
-        init.default_layer_init_(self.weight, self.bias)
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode,
+                         device, dtype, output_padding)
 
     def forward(self, input: Any, output_size: Any = None) -> Any:  # noqa: A002
         return conv_transpose2d_layer(self, input, self.weight, self.bias, self.stride, self.padding,
-                                      output_padding_for(self, input, output_size), self.groups, self.dilation)
-
-    def extra_repr(self) -> str:
-        return conv_extra_repr(self)
+                                      self._output_padding_for(input, output_size), self.groups, self.dilation)
