@@ -113,9 +113,9 @@ def check_strided(value: Any, what: str) -> None:
 
 
 class Size(tuple):
-    """PyTorch's ``torch.Size``: a tuple of sizes, with :meth:`numel`. zgrad's ``Tensor.shape`` and
-    ``size()`` are plain tuples (equal to a Size of the same sizes); this type is for code that
-    builds one, such as ``sample(zgrad.Size([10]))``."""
+    """PyTorch's ``torch.Size``: the tuple of sizes that ``Tensor.shape`` and ``size()`` return, with
+    :meth:`numel`; equal to the plain tuple of the same sizes. Slicing, concatenating a tuple and
+    repeating give a Size, as PyTorch's do."""
 
     __slots__ = ()
 
@@ -142,4 +142,21 @@ class Size(tuple):
         return Size(item) if isinstance(index, slice) else item
 
     def __add__(self, other: Any) -> "Size":
-        return Size(tuple(self) + tuple(other))
+        if not isinstance(other, tuple):
+            raise TypeError(f'can only concatenate tuple (not "{type(other).__name__}") to zgrad.Size')
+        return as_size(tuple(self) + other)
+
+    def __radd__(self, other: Any) -> "Size":
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return as_size(other + tuple(self))
+
+    def __mul__(self, count: Any) -> "Size":
+        return as_size(tuple(self) * count)
+
+    __rmul__ = __mul__
+
+
+def as_size(shape: tuple[int, ...]) -> Size:
+    """A tuple of ints known to be sizes (an array's shape) as a :class:`Size`, unchecked."""
+    return tuple.__new__(Size, shape)

@@ -29,7 +29,7 @@ from zgrad.errors import AutogradError, DTypeError, ShapeError, ZgradError
 from zgrad.kernels import dispatch
 from zgrad.kernels.promotion import get_default_dtype, is_floating
 from zgrad.kernels.view_geometry import ViewGeometry, shares_allocation
-from zgrad.memory_formats import Size, contiguous_format, dim_order, is_laid_out, preserve_format
+from zgrad.memory_formats import Size, as_size, contiguous_format, dim_order, is_laid_out, preserve_format
 from zgrad.printing import add_suffixes, print_options, tensor_body
 
 __all__ = ["Tensor", "RemovableHandle", "parse_to_args", "gradient_edge", "tensor_methods", "link_views", "link_view",
@@ -105,8 +105,8 @@ class Tensor:
     # --- attributes -----------------------------------------------------------------------------
 
     @property
-    def shape(self) -> tuple[int, ...]:
-        return self._data.shape
+    def shape(self) -> Size:
+        return as_size(self._data.shape)
 
     @property
     def dtype(self) -> np.dtype:

@@ -5,7 +5,6 @@ containers, with the default tolerances of each dtype and explicit ones.
 
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import pytest
@@ -72,10 +71,8 @@ def _outcome(lib, name):
 
 def _normalized(message: str) -> str:
     """PyTorch's spelling of dtypes and shapes taken out: torch.float32 -> float32,
-    torch.Size([2]) -> (2,)."""
-    message = message.replace("torch.", "")
-    return re.sub(r"Size\(\[([^\]]*)\]\)", lambda m: str(tuple(int(v) for v in m.group(1).split(",") if v.strip())),
-                  message)
+    torch.Size([2]) -> zgrad.Size([2])."""
+    return message.replace("torch.Size(", "zgrad.Size(").replace("torch.", "")
 
 
 @pytest.mark.torch

@@ -77,6 +77,22 @@ def test_size_is_pytorchs_tuple_of_sizes():
     assert normal.sample(zgrad.Size([5])).shape == (5, 2)
 
 
+def test_shape_and_size_are_sizes_that_print_and_combine_as_pytorchs():
+    import copy
+    import pickle
+
+    x = zgrad.ones(2, 3)
+    for size in (x.shape, x.size(), x.to_sparse().shape, x.T.shape):
+        assert type(size) is zgrad.Size and repr(size) == f"zgrad.Size({list(size)})"
+    assert f"{x.shape}" == "zgrad.Size([2, 3])" and x.shape == (2, 3) and hash(x.shape) == hash((2, 3))
+    assert type((1,) + x.shape) is zgrad.Size and (1,) + x.shape == (1, 2, 3)
+    assert type(x.shape * 2) is zgrad.Size and 2 * x.shape == (2, 3, 2, 3)
+    assert type(x.shape[::-1]) is zgrad.Size and type(x.shape[0]) is int
+    with pytest.raises(TypeError, match=r'can only concatenate tuple \(not "list"\) to zgrad.Size'):
+        x.shape + [1]
+    assert pickle.loads(pickle.dumps(x.shape)) == (2, 3) and type(copy.copy(x.shape)) is zgrad.Size
+
+
 def test_a_format_of_another_rank_is_not_the_layout():
     x = zgrad.ones(2, 3, 4)
     assert not x.is_contiguous(memory_format=zgrad.channels_last)

@@ -14,7 +14,6 @@ compare the output and every input's gradient with
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -66,13 +65,11 @@ def case(name: str, fn: Callable[..., Any], *shapes: Sequence[int], domain: Doma
 
 def error_of(fn: Callable[[Any], Any], lib: Any) -> tuple[str, str] | None:
     """(type name, message) of what ``fn(lib)`` raises, or None; torch's ``torch.Size([a, b])`` is
-    written as zgrad's shape tuple ``(a, b)``, so that one library's error compares with the other's."""
+    written as zgrad's ``zgrad.Size([a, b])``, so that one library's error compares with the other's."""
     try:
         fn(lib)
     except Exception as error:  # noqa: BLE001 - the error itself is what is compared
-        sizes = re.sub(r"torch\.Size\(\[([^\]]*)\]\)", lambda m: repr(tuple(int(d) for d in m[1].split(", "))),
-                       str(error))
-        return type(error).__name__, sizes
+        return type(error).__name__, str(error).replace("torch.Size(", "zgrad.Size(")
     return None
 
 

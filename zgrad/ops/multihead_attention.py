@@ -69,7 +69,7 @@ def _is_batched(query: Any, key: Any, value: Any, key_padding_mask: Any, attn_ma
                                  f"{attn_mask.ndim}-D tensor instead")
         expected = (num_heads, query.shape[0], key.shape[0])
         if not batched and attn_mask.ndim == 3 and tuple(attn_mask.shape) != expected:
-            raise AssertionError(f"Expected `attn_mask` shape to be {expected} but got {tuple(attn_mask.shape)}")
+            raise AssertionError(f"Expected `attn_mask` shape to be {expected} but got {attn_mask.shape}")
     return batched
 
 
@@ -112,12 +112,12 @@ def _attn_mask_3d(attn_mask: Any, tgt_len: int, src_len: int, heads_total: int) 
     """A 2-D (L, S) mask as (1, L, S); a 3-D one checked to be (N * num_heads, L, S)."""
     if attn_mask.ndim == 2:
         if tuple(attn_mask.shape) != (tgt_len, src_len):
-            raise RuntimeError(f"The shape of the 2D attn_mask is {tuple(attn_mask.shape)}, but should be "
+            raise RuntimeError(f"The shape of the 2D attn_mask is {attn_mask.shape}, but should be "
                                f"{(tgt_len, src_len)}.")
         return ops.unsqueeze(attn_mask, 0)
     if attn_mask.ndim == 3:
         if tuple(attn_mask.shape) != (heads_total, tgt_len, src_len):
-            raise RuntimeError(f"The shape of the 3D attn_mask is {tuple(attn_mask.shape)}, but should be "
+            raise RuntimeError(f"The shape of the 3D attn_mask is {attn_mask.shape}, but should be "
                                f"{(heads_total, tgt_len, src_len)}.")
         return attn_mask
     raise RuntimeError(f"attn_mask's dimension {attn_mask.ndim} is not supported")
@@ -198,10 +198,10 @@ def multi_head_attention_forward(query: Any, key: Any, value: Any, embed_dim_to_
     if head_dim * num_heads != embed_dim:
         raise AssertionError(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
     if use_separate_proj_weight and key.shape[:2] != value.shape[:2]:
-        raise AssertionError(f"key's sequence and batch dims {tuple(key.shape[:2])} do not match "
-                             f"value's {tuple(value.shape[:2])}")
+        raise AssertionError(f"key's sequence and batch dims {key.shape[:2]} do not match "
+                             f"value's {value.shape[:2]}")
     if not use_separate_proj_weight and key.shape != value.shape:
-        raise AssertionError(f"key shape {tuple(key.shape)} does not match value shape {tuple(value.shape)}")
+        raise AssertionError(f"key shape {key.shape} does not match value shape {value.shape}")
 
     weights, biases = _projection_weights(in_proj_weight, in_proj_bias, use_separate_proj_weight,
                                           (q_proj_weight, k_proj_weight, v_proj_weight))

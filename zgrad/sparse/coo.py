@@ -30,7 +30,7 @@ from zgrad import ops
 from zgrad.creation import tensor, zeros
 from zgrad.errors import AutogradError, IndexRangeError, ShapeError
 from zgrad.kernels.promotion import get_default_dtype
-from zgrad.memory_formats import preserve_format, sparse_coo
+from zgrad.memory_formats import Size, as_size, preserve_format, sparse_coo
 from zgrad.printing import add_suffixes, tensor_body
 from zgrad.tensor import Tensor, parse_to_args
 
@@ -106,8 +106,8 @@ class SparseCooTensor(Tensor):
     # --- what it is ---------------------------------------------------------------------------
 
     @property
-    def shape(self) -> tuple[int, ...]:
-        return self._sparse_size
+    def shape(self) -> Size:
+        return as_size(self._sparse_size)
 
     @property
     def dtype(self) -> np.dtype:

@@ -42,7 +42,7 @@ def _fail(message: str, msg: str | Callable[[str], str] | None, path: str) -> No
 
 def _check_attributes(actual: Tensor, expected: Tensor, check_device: bool, check_dtype: bool, check_stride: bool,
                       msg: Any, path: str) -> None:
-    checks = [("shape", lambda t: tuple(t.shape), True), ("device", lambda t: t.device, check_device),
+    checks = [("shape", lambda t: t.shape, True), ("device", lambda t: t.device, check_device),
               ("dtype", lambda t: t.dtype, check_dtype),
               ("stride()", lambda t: tuple(s // t._data.itemsize for s in t._data.strides), check_stride)]
     for name, read, wanted in checks:
