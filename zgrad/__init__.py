@@ -123,6 +123,8 @@ from zgrad.tensor import Tensor
 from zgrad.type_info import finfo, iinfo
 # The public products, arithmetic and sum take sparse COO tensors too (zgrad.sparse)
 from zgrad import functional, sparse
+from zgrad import compiler
+from zgrad.compiler import compile  # noqa: A004 - PyTorch's name
 from zgrad.sparse import operations as _sparse
 from zgrad.sparse.coo import sparse_coo_tensor
 
@@ -213,6 +215,7 @@ __all__ += ["corrcoef", "cov", "cumulative_trapezoid", "diff", "isin", "trapezoi
 __all__ += ["Size", "channels_last", "channels_last_3d", "contiguous_format", "jagged", "layout", "memory_format",
             "preserve_format", "sparse_bsc", "sparse_bsr", "sparse_coo", "sparse_csc", "sparse_csr", "strided"]
 __all__ += ["functional", "sparse", "sparse_coo_tensor", "spmm"]
+__all__ += ["compile", "compiler"]
 __all__ += ["conj", "conj_physical", "imag", "is_conj", "real", "resolve_conj", "resolve_neg"]
 __all__ += ["as_tensor", "asarray", "clone", "detach", "fill", "fill_", "get_num_interop_threads", "get_num_threads",
             "is_complex", "is_floating_point", "is_nonzero", "is_tensor", "numel", "rsub", "scalar_tensor",

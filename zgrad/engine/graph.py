@@ -8,6 +8,7 @@ A node is the backward of one forward op. It receives one gradient per forward o
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
@@ -49,6 +50,7 @@ class Edge(NamedTuple):
 
 
 GradHook = Callable[[Any], Any]
+_SEQUENCE = itertools.count()  # Node.sequence_nr: the order nodes were made in
 
 
 class NodeName(str):
@@ -67,6 +69,7 @@ class Node:
     keep forward values, :meth:`release_variables`.
 
     Attributes:
+        sequence_nr: the order nodes were made in (larger: later), PyTorch's ``_sequence_nr()``.
         next_edges: one entry per forward input; ``None`` where that input needs no gradient.
         input_metadata: one entry per gradient this node receives (per forward output).
         always_run: run even when no gradient reached it (missing inputs become zeros); used by
@@ -76,6 +79,7 @@ class Node:
     always_run = False
 
     def __init__(self) -> None:
+        self.sequence_nr = next(_SEQUENCE)
         self.next_edges: list[Edge | None] = []
         self.input_metadata: list[InputMetadata] = []
         self.pre_hooks: dict[int, list[GradHook]] = {}
@@ -89,6 +93,10 @@ class Node:
     def next_functions(self) -> tuple[tuple["Node | None", int], ...]:
         """PyTorch-style ``((node, input_nr), ...)`` with ``(None, 0)`` for inputs without gradient."""
         return tuple((e.node, e.input_nr) if e is not None else (None, 0) for e in self.next_edges)
+
+    def _sequence_nr(self) -> int:
+        """PyTorch's name for :attr:`sequence_nr`: nodes made later have larger numbers."""
+        return self.sequence_nr
 
     def register_pre_hook(self, input_nr: int, hook: GradHook) -> None:
         """Run ``hook(grad) -> grad | None`` on input ``input_nr`` before the node runs."""
