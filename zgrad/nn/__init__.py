@@ -4,6 +4,8 @@ from zgrad.nn import functional, init, utils
 from zgrad.nn.containers import ModuleDict, ModuleList, Sequential
 from zgrad.nn.parameter_containers import ParameterDict, ParameterList
 from zgrad.nn.one_dimensional import AdaptiveAvgPool1d, AvgPool1d, Conv1d, ConvTranspose1d, MaxPool1d
+from zgrad.nn.three_dimensional import AdaptiveAvgPool3d, AvgPool3d, Conv3d, ConvTranspose3d, MaxPool3d
+from zgrad.nn.adaptive_max_pool import AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d
 from zgrad.nn.layers import Flatten, Identity, Linear, ReLU, Sigmoid, Tanh, Unflatten
 from zgrad.nn.module import Module, Parameter
 from zgrad.nn.activation import ELU, GELU, LeakyReLU, LogSoftmax, PReLU, Softmax
@@ -24,6 +26,7 @@ from zgrad.nn.rnn_elman import RNN, RNNCell
 from zgrad.nn.sparse import Embedding, EmbeddingBag
 from zgrad.nn.conv import Conv2d, ConvTranspose2d
 from zgrad.nn.norm import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d, LayerNorm, RMSNorm
+from zgrad.nn.norm import BatchNorm3d, InstanceNorm3d
 from zgrad.nn.transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
 from zgrad.nn.transformer import Transformer, TransformerDecoder, TransformerEncoder
 from zgrad.nn.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
@@ -35,11 +38,19 @@ from zgrad.nn.padding import (
 )
 from zgrad.nn.pixelshuffle import PixelShuffle, PixelUnshuffle
 from zgrad.nn.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
+from zgrad.nn.fold import Fold, Unfold
+from zgrad.nn.bilinear import Bilinear
+from zgrad.nn.local_response_norm import LocalResponseNorm
+from zgrad.nn.pool_lp_unpool import LPPool1d, LPPool2d, MaxUnpool1d, MaxUnpool2d
+from zgrad.nn.noise_layers import AlphaDropout, FeatureAlphaDropout, RReLU
+from zgrad.nn.loss_multi_margin import MultiLabelMarginLoss, MultiMarginLoss
 from zgrad.nn import modules  # after the classes it re-exports
 
 __all__ = ["Linear", "Module", "Parameter", "ReLU", "Sequential", "Sigmoid", "Tanh", "functional"]
 __all__ += ["Flatten", "Identity", "ModuleDict", "ModuleList", "ParameterDict", "ParameterList", "init", "utils"]
 __all__ += ["AdaptiveAvgPool1d", "AvgPool1d", "Conv1d", "ConvTranspose1d", "MaxPool1d"]
+__all__ += ["AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "AvgPool3d",
+            "BatchNorm3d", "Conv3d", "ConvTranspose3d", "InstanceNorm3d", "MaxPool3d"]
 __all__ += ["CrossEntropyLoss", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "Embedding", "EmbeddingBag", "GELU", "GRU", "GRUCell", "L1Loss",
             "LSTM", "LSTMCell", "LeakyReLU", "LogSoftmax", "MSELoss", "NLLLoss", "Softmax"]
 __all__ += ["AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Conv2d", "GroupNorm", "LayerNorm",
@@ -56,3 +67,5 @@ __all__ += ["CELU", "GLU", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh",
             "Softmax2d", "Softmin", "Softshrink", "Softsign", "Tanhshrink", "Threshold"]
 __all__ += ["CosineEmbeddingLoss", "GaussianNLLLoss", "HingeEmbeddingLoss", "MarginRankingLoss",
             "MultiLabelSoftMarginLoss", "PoissonNLLLoss", "SoftMarginLoss", "TripletMarginLoss"]
+__all__ += ["AlphaDropout", "Bilinear", "FeatureAlphaDropout", "Fold", "LPPool1d", "LPPool2d", "LocalResponseNorm",
+            "MaxUnpool1d", "MaxUnpool2d", "MultiLabelMarginLoss", "MultiMarginLoss", "RReLU", "Unfold"]

@@ -1,5 +1,6 @@
-"""Convolution layers: ``Conv2d`` and ``ConvTranspose2d``, and their base ``ConvNd``, which the
-1-D layers of :mod:`zgrad.nn.one_dimensional` share."""
+"""Convolution layers: ``Conv2d`` and ``ConvTranspose2d``, and their bases ``ConvNd`` and
+``ConvTransposeNd``, which the 1-D and 3-D layers (:mod:`zgrad.nn.one_dimensional`,
+:mod:`zgrad.nn.three_dimensional`) share."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ from zgrad.nn.module import Module, Parameter
 from zgrad.ops.conv import PADDING_MODES, conv2d_layer, pair
 from zgrad.ops.conv_transpose import conv_transpose2d_layer, transposed_output_size
 
-__all__ = ["ConvNd", "Conv2d", "ConvTranspose2d"]
+__all__ = ["ConvNd", "ConvTransposeNd", "Conv2d", "ConvTranspose2d"]
 
 
 class ConvNd(Module):
     """What every convolution layer has, as PyTorch's ``_ConvNd``: the checked window arguments
     (``window`` makes each a tuple, one entry per spatial dimension), the weight and bias, their
-    initialization and the repr. Subclasses set ``window`` and ``transposed`` and write ``forward``.
+    initialization, the repr and ``forward``, which calls ``layer`` (the op's ``*_layer`` form: the
+    layer passes itself as the name its errors start with; its repr is built only then).
+    Subclasses set ``window`` and ``layer``, and spell out PyTorch's constructor signature.
 
     Raises:
         ValueError: channels not divisible by ``groups``, a bad padding string or padding mode
@@ -25,6 +28,7 @@ class ConvNd(Module):
     """
 
     window: Callable[[Any, str], tuple] = staticmethod(pair)
+    layer: Callable[..., Any] = staticmethod(conv2d_layer)
     transposed = False
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any, padding: Any,
@@ -65,6 +69,43 @@ class ConvNd(Module):
         """Draw the weight and bias again, as PyTorch initializes them."""
         init.default_layer_init_(self.weight, self.bias)
 
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        return self.layer(self, input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups,
+                          self.padding_mode)
+
+    def extra_repr(self) -> str:
+        """PyTorch's: the window arguments that are not their defaults."""
+        zeros, ones = (0,) * len(self.kernel_size), (1,) * len(self.kernel_size)
+        text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        for name, default in (("padding", zeros), ("dilation", ones), ("output_padding", zeros)):
+            value = getattr(self, name, default)
+            if value != default:
+                text += f", {name}={value}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
+        if self.bias is None:
+            text += ", bias=False"
+        if self.padding_mode != "zeros":
+            text += f", padding_mode={self.padding_mode}"
+        return text
+
+
+class ConvTransposeNd(ConvNd):
+    """What every transposed convolution layer has, as PyTorch's ``_ConvTransposeNd``: ``forward(input,
+    output_size=None)``, where an ``output_size`` (its last entries, one per spatial dimension) picks
+    the output padding that reaches it.
+
+    Raises:
+        ValueError: an ``output_size`` out of reach.
+    """
+
+    layer = staticmethod(conv_transpose2d_layer)
+    transposed = True
+
+    def forward(self, input: Any, output_size: Any = None) -> Any:  # noqa: A002
+        return self.layer(self, input, self.weight, self.bias, self.stride, self.padding,
+                          self._output_padding_for(input, output_size), self.groups, self.dilation)
+
     def _output_padding_for(self, input: Any, output_size: Any) -> tuple[int, ...]:  # noqa: A002
         """The output padding of a transposed convolution that reaches ``output_size`` (its last
         entries, one per spatial dimension), or the layer's own without one.
@@ -85,22 +126,6 @@ class ConvNd(Module):
                                  f"to {[n + t - 1 for n, t in zip(smallest, self.stride)]} (for an input of "
                                  f"{list(spatial)})")
         return tuple(want - low for want, low in zip(wanted, smallest))
-
-    def extra_repr(self) -> str:
-        """PyTorch's: the window arguments that are not their defaults."""
-        zeros, ones = (0,) * len(self.kernel_size), (1,) * len(self.kernel_size)
-        text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        for name, default in (("padding", zeros), ("dilation", ones), ("output_padding", zeros)):
-            value = getattr(self, name, default)
-            if value != default:
-                text += f", {name}={value}"
-        if self.groups != 1:
-            text += f", groups={self.groups}"
-        if self.bias is None:
-            text += ", bias=False"
-        if self.padding_mode != "zeros":
-            text += f", padding_mode={self.padding_mode}"
-        return text
 
 
 class Conv2d(ConvNd):
@@ -129,12 +154,8 @@ class Conv2d(ConvNd):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode,
                          device, dtype)
 
-    def forward(self, input: Any) -> Any:
-        return conv2d_layer(self, input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups,
-                            self.padding_mode)  # errors name the layer: its repr, built only then
 
-
-class ConvTranspose2d(ConvNd):
+class ConvTranspose2d(ConvTransposeNd):
     """2-D transposed convolution over (N, C, H, W) or (C, H, W) input, as ``torch.nn.ConvTranspose2d``.
 
     Args:
@@ -155,14 +176,9 @@ class ConvTranspose2d(ConvNd):
             ``output_size`` out of reach.
     """
 
-    transposed = True
-
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
                  output_padding: Any = 0, groups: int = 1, bias: bool = True, dilation: Any = 1,
                  padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode,
                          device, dtype, output_padding)
 
-    def forward(self, input: Any, output_size: Any = None) -> Any:  # noqa: A002
-        return conv_transpose2d_layer(self, input, self.weight, self.bias, self.stride, self.padding,
-                                      self._output_padding_for(input, output_size), self.groups, self.dilation)

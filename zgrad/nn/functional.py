@@ -24,16 +24,26 @@ from zgrad.ops.loss_pointwise import (
 from zgrad.ops.padding import pad
 from zgrad.ops.resample import interpolate, pixel_shuffle, pixel_unshuffle
 from zgrad.ops.vector import cosine_similarity, normalize, one_hot, pairwise_distance
+from zgrad.ops.fold import fold, unfold
+from zgrad.ops.bilinear import bilinear
+from zgrad.ops.local_response_norm import local_response_norm
+from zgrad.ops.pool_lp_unpool import lp_pool1d, lp_pool2d, max_unpool1d, max_unpool2d
+from zgrad.ops.noise_layers import alpha_dropout, feature_alpha_dropout, rrelu
+from zgrad.ops.loss_multi_margin import multi_margin_loss, multilabel_margin_loss
 from zgrad.ops.conv import conv2d
 from zgrad.ops.conv_transpose import conv_transpose2d
 from zgrad.ops.norm import batch_norm, group_norm, instance_norm, layer_norm
 from zgrad.ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 from zgrad.ops.one_dimensional import adaptive_avg_pool1d, avg_pool1d, conv1d, conv_transpose1d, max_pool1d
+from zgrad.ops.three_dimensional import adaptive_avg_pool3d, avg_pool3d, conv3d, conv_transpose3d, max_pool3d
+from zgrad.ops.adaptive_max_pool import adaptive_max_pool1d, adaptive_max_pool2d, adaptive_max_pool3d
 
 __all__ = ["cross_entropy", "linear", "log_softmax", "mse_loss", "relu", "sigmoid", "softmax", "tanh"]
 __all__ += ["dropout", "dropout1d", "dropout2d", "dropout3d", "embedding", "embedding_bag", "gelu", "l1_loss", "leaky_relu", "nll_loss"]
 __all__ += ["adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "conv2d", "group_norm", "layer_norm", "max_pool2d"]
 __all__ += ["adaptive_avg_pool1d", "avg_pool1d", "conv1d", "conv_transpose1d", "max_pool1d"]
+__all__ += ["adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "avg_pool3d",
+            "conv3d", "conv_transpose3d", "max_pool3d"]
 __all__ += ["binary_cross_entropy", "binary_cross_entropy_with_logits", "conv_transpose2d", "cosine_similarity", "elu",
             "huber_loss", "instance_norm", "interpolate", "kl_div", "normalize", "one_hot", "pad", "pairwise_distance",
             "pixel_shuffle", "pixel_unshuffle", "prelu", "scaled_dot_product_attention", "smooth_l1_loss"]
@@ -42,3 +52,6 @@ __all__ += ["celu", "glu", "hardshrink", "hardsigmoid", "hardswish", "hardtanh",
             "softmin", "softshrink", "softsign", "tanhshrink", "threshold"]
 __all__ += ["cosine_embedding_loss", "gaussian_nll_loss", "hinge_embedding_loss", "margin_ranking_loss",
             "multilabel_soft_margin_loss", "poisson_nll_loss", "soft_margin_loss", "triplet_margin_loss"]
+__all__ += ["alpha_dropout", "bilinear", "feature_alpha_dropout", "fold", "local_response_norm", "lp_pool1d",
+            "lp_pool2d", "max_unpool1d", "max_unpool2d", "multi_margin_loss", "multilabel_margin_loss", "rrelu",
+            "unfold"]

@@ -1,5 +1,5 @@
-"""Normalization layers: ``BatchNorm1d``, ``BatchNorm2d``, ``InstanceNorm1d``, ``InstanceNorm2d``,
-``LayerNorm``, ``GroupNorm``, ``RMSNorm``."""
+"""Normalization layers: ``BatchNorm1d``, ``BatchNorm2d``, ``BatchNorm3d``, ``InstanceNorm1d``,
+``InstanceNorm2d``, ``InstanceNorm3d``, ``LayerNorm``, ``GroupNorm``, ``RMSNorm``."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from zgrad.ops.norm import batch_norm_layer, group_norm_layer, instance_norm, la
 from zgrad.ops.rms_norm import rms_norm_layer
 from zgrad.warning_location import user_stacklevel
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "LayerNorm", "RMSNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
+           "InstanceNorm3d", "LayerNorm", "RMSNorm"]
 
 
 def _reset_affine(weight: Any, bias: Any) -> None:
@@ -107,6 +108,12 @@ class BatchNorm2d(_BatchNorm):
     """Batch norm of (N, C, H, W) input, as ``torch.nn.BatchNorm2d``."""
 
     expected_dims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch norm of (N, C, D, H, W) input, as ``torch.nn.BatchNorm3d``."""
+
+    expected_dims = (5,)
 
 
 class LayerNorm(Module):
@@ -237,3 +244,9 @@ class InstanceNorm2d(_InstanceNorm):
     """Instance norm of (N, C, H, W) or unbatched (C, H, W) input, as ``torch.nn.InstanceNorm2d``."""
 
     unbatched_dims = 3
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance norm of (N, C, D, H, W) or unbatched (C, D, H, W) input, as ``torch.nn.InstanceNorm3d``."""
+
+    unbatched_dims = 4

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zgrad.nn.conv import ConvNd
+from zgrad.nn.conv import ConvNd, ConvTransposeNd
 from zgrad.nn.module import Module
 from zgrad.ops.one_dimensional import (
     adaptive_avg_pool1d, avg_pool1d, conv1d_layer, conv_transpose1d_layer, max_pool1d, single,
@@ -25,6 +25,7 @@ class Conv1d(ConvNd):
     """
 
     window = staticmethod(single)
+    layer = staticmethod(conv1d_layer)
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
                  dilation: Any = 1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
@@ -32,12 +33,8 @@ class Conv1d(ConvNd):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode,
                          device, dtype)
 
-    def forward(self, input: Any) -> Any:  # noqa: A002
-        return conv1d_layer(self, input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups,
-                            self.padding_mode)
 
-
-class ConvTranspose1d(ConvNd):
+class ConvTranspose1d(ConvTransposeNd):
     """1-D transposed convolution over (N, C, L) or (C, L) input, as ``torch.nn.ConvTranspose1d``:
     weight (in_channels, out_channels / groups, kernel_size). ``forward(input, output_size=None)``:
     an ``output_size`` (its last entry is used) picks the output padding that reaches it.
@@ -48,17 +45,13 @@ class ConvTranspose1d(ConvNd):
     """
 
     window = staticmethod(single)
-    transposed = True
+    layer = staticmethod(conv_transpose1d_layer)
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
                  output_padding: Any = 0, groups: int = 1, bias: bool = True, dilation: Any = 1,
                  padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode,
                          device, dtype, output_padding)
-
-    def forward(self, input: Any, output_size: Any = None) -> Any:  # noqa: A002
-        return conv_transpose1d_layer(self, input, self.weight, self.bias, self.stride, self.padding,
-                                      self._output_padding_for(input, output_size), self.groups, self.dilation)
 
 
 class MaxPool1d(Module):

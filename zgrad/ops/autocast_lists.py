@@ -22,8 +22,8 @@ LOWER, FLOAT32, PROMOTE, BANNED, COMPOSITE = "lower", "float32", "promote", "ban
 
 # Both device types: the matrix products, convolutions and attention.
 _LOWER_BOTH = (
-    "conv2d", "conv_transpose2d", "prelu", "addmm", "matmul", "mm", "linear", "addbmm", "baddbmm", "bmm",
-    "linalg_vecdot", "scaled_dot_product_attention",
+    "conv2d", "conv_transpose2d", "conv3d", "conv_transpose3d", "prelu", "addmm", "matmul", "mm", "linear",
+    "addbmm", "baddbmm", "bmm", "linalg_vecdot", "scaled_dot_product_attention",
 )
 # Registered for CUDA only: on the CPU PyTorch composes them of other ops (bmm, mm), which autocast.
 _COMPOSITE_CPU = ("einsum", "tensordot")

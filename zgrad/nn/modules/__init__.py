@@ -34,6 +34,12 @@ from zgrad.nn.modules.transformer import (
     Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
 )
 from zgrad.nn.modules.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
+from zgrad.nn.modules.batchnorm import BatchNorm3d
+from zgrad.nn.modules.conv import Conv3d, ConvTranspose3d
+from zgrad.nn.modules.instancenorm import InstanceNorm3d
+from zgrad.nn.modules.pooling import (
+    AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool3d, MaxPool3d,
+)
 
 __all__ = [
     "activation", "batchnorm", "container", "conv", "distance", "dropout", "flatten", "instancenorm", "linear",
@@ -51,3 +57,5 @@ __all__ = [
     "transformer", "Mish", "MultiheadAttention", "RMSNorm", "SiLU", "Softplus",
     "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer",
 ]
+__all__ += ["AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "AvgPool3d",
+            "BatchNorm3d", "Conv3d", "ConvTranspose3d", "InstanceNorm3d", "MaxPool3d"]

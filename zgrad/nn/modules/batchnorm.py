@@ -1,6 +1,6 @@
 """``zgrad.nn.modules.batchnorm``: PyTorch's module path for these classes of :mod:`zgrad.nn`
 (re-exported: the same objects)."""
 
-from zgrad.nn.norm import BatchNorm1d, BatchNorm2d
+from zgrad.nn.norm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 
-__all__ = ["BatchNorm1d", "BatchNorm2d"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
