@@ -415,6 +415,10 @@ class GraphTask:
                 self._ready.append((child, buffers.pop(child)))
 
 
+local_pass_observer: Callable[[Node, int, int], None] | None = None
+"""The observer of every local pass :func:`run_backward` runs (None: none); the profiler sets it."""
+
+
 def run_backward(root_edges: Sequence[Edge], root_grads: Sequence[Any], *, retain_graph: bool = False,
                  leaf_sink: LeafSink | None = None, graph_gradients: GraphGradients | None = None) -> GraphTask:
     """Run a complete local backward pass in the calling thread and return its finished task
@@ -425,6 +429,7 @@ def run_backward(root_edges: Sequence[Edge], root_grads: Sequence[Any], *, retai
     """
     tune_for_training()
     task = GraphTask(retain_graph=retain_graph, leaf_sink=leaf_sink, graph_gradients=graph_gradients)
+    task.observer = local_pass_observer
     task.start(root_edges, root_grads)
     task.run()
     task.run_final_callbacks()
