@@ -151,11 +151,12 @@ class ModuleList(_Indexed):
                 runs[-1][1] = i
             else:
                 runs.append([i, i, text])
+        name = type(self).__name__  # a subclass prints its own name (ParametrizationList), as PyTorch's
         if not runs:
-            return "ModuleList()"
+            return f"{name}()"
         lines = [(f"({first}): " if first == last else f"({first}-{last}): {last - first + 1} x ")
                  + text.replace("\n", "\n  ") for first, last, text in runs]
-        return "ModuleList(\n  " + "\n  ".join(lines) + "\n)"
+        return f"{name}(\n  " + "\n  ".join(lines) + "\n)"
 
     def __iadd__(self, modules: Iterable[Module]) -> "ModuleList":
         return self.extend(modules)

@@ -13,8 +13,13 @@ from zgrad.tensor import Tensor, parse_to_args
 from zgrad.errors import ShapeError, StateDictError
 from zgrad.kernels.promotion import BFLOAT16, is_floating
 from zgrad.memory_formats import Size
+from zgrad.nn.module_hooks import call_with_hooks
+from zgrad.utils.hooks import RemovableHandle
 
 __all__ = ["Module", "Parameter", "IncompatibleKeys"]
+
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks", "_forward_hooks_with_kwargs",
+               "_forward_hooks_always_called", "_backward_hooks", "_backward_pre_hooks")
 
 
 class Parameter(Tensor):
@@ -27,7 +32,7 @@ class Parameter(Tensor):
             data = np.empty((0,), dtype=np.float32)
         array = data._data if isinstance(data, Tensor) else data
         if dispatch.device_type_of(array) == "cpu":
-            array = np.ascontiguousarray(np.asarray(array))
+            array = np.asarray(array, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
         super().__init__(dispatch.contiguous(array))
         self.requires_grad_(requires_grad)
 
@@ -74,6 +79,8 @@ class Module:
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_non_persistent_buffers_set", set())
         object.__setattr__(self, "_modules", OrderedDict())
+        for name in _HOOK_DICTS:
+            object.__setattr__(self, name, OrderedDict())
         object.__setattr__(self, "training", True)
 
     # --- attribute routing ----------------------------------------------------------------------
@@ -195,7 +202,64 @@ class Module:
         raise NotImplementedError(f'Module [{name}] is missing the required "forward" function: {name} must implement forward()')
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        hooks = self.__dict__
+        if hooks.get("_forward_pre_hooks") or hooks.get("_forward_hooks") or hooks.get("_backward_hooks") \
+                or hooks.get("_backward_pre_hooks"):
+            return call_with_hooks(self, args, kwargs)
         return self.forward(*args, **kwargs)
+
+    # --- hooks ----------------------------------------------------------------------------------
+
+    def register_forward_pre_hook(self, hook: Callable[..., Any], *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> RemovableHandle:
+        """Call ``hook(module, args)`` before every ``forward``, as PyTorch's: a non-None result
+        replaces the positional arguments (a single value is wrapped in a tuple). With
+        ``with_kwargs`` it is ``hook(module, args, kwargs)`` and may return ``(args, kwargs)``;
+        ``prepend`` runs it before the hooks already registered. Returns a handle whose
+        ``remove()`` unregisters the hook."""
+        handle = RemovableHandle(self._forward_pre_hooks, extra_dict=self._forward_pre_hooks_with_kwargs)
+        self._forward_pre_hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_pre_hooks_with_kwargs[handle.id] = True
+        if prepend:
+            self._forward_pre_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_forward_hook(self, hook: Callable[..., Any], *, prepend: bool = False, with_kwargs: bool = False,
+                              always_call: bool = False) -> RemovableHandle:
+        """Call ``hook(module, args, output)`` after every ``forward``, as PyTorch's: a non-None
+        result replaces the output. With ``with_kwargs`` it is ``hook(module, args, kwargs,
+        output)``; ``always_call`` runs it (with output None) even when ``forward`` raises;
+        ``prepend`` runs it before the hooks already registered."""
+        handle = RemovableHandle(self._forward_hooks,
+                                 extra_dict=[self._forward_hooks_with_kwargs, self._forward_hooks_always_called])
+        self._forward_hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_hooks_with_kwargs[handle.id] = True
+        if always_call:
+            self._forward_hooks_always_called[handle.id] = True
+        if prepend:
+            self._forward_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_full_backward_pre_hook(self, hook: Callable[..., Any], prepend: bool = False) -> RemovableHandle:
+        """Call ``hook(module, grad_output)`` when the gradients of the module's outputs are
+        computed, as PyTorch's: a non-None result replaces ``grad_output``."""
+        handle = RemovableHandle(self._backward_pre_hooks)
+        self._backward_pre_hooks[handle.id] = hook
+        if prepend:
+            self._backward_pre_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_full_backward_hook(self, hook: Callable[..., Any], prepend: bool = False) -> RemovableHandle:
+        """Call ``hook(module, grad_input, grad_output)`` when the gradients of the module's
+        positional arguments are computed, as PyTorch's: ``grad_input`` has an entry per
+        positional argument (None without a gradient); a non-None result replaces it."""
+        handle = RemovableHandle(self._backward_hooks)
+        self._backward_hooks[handle.id] = hook
+        if prepend:
+            self._backward_hooks.move_to_end(handle.id, last=False)
+        return handle
 
     # --- traversal ------------------------------------------------------------------------------
 

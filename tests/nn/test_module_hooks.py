@@ -1,0 +1,119 @@
+"""Module hooks as PyTorch's: forward pre-hooks and hooks (kwargs, prepend, always_call, results
+replacing arguments and outputs), full backward hooks and pre-hooks (what they see, what they
+replace, when they fire), and handles."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import zgrad
+from zgrad import nn
+
+
+def test_forward_hooks_order_kwargs_and_replacements():
+    calls = []
+    layer = nn.Linear(3, 2)
+    layer.register_forward_pre_hook(lambda m, args: calls.append("pre") or (args[0] * 0,))
+    layer.register_forward_pre_hook(lambda m, args: calls.append("first"), prepend=True)
+    layer.register_forward_hook(lambda m, args, kwargs, out: calls.append(("kw", kwargs)), with_kwargs=True)
+    handle = layer.register_forward_hook(lambda m, args, out: out + 1)
+    out = layer(zgrad.ones(1, 3))
+    assert calls == ["first", "pre", ("kw", {})]
+    assert zgrad.allclose(out, layer.bias + 1)  # the input was zeroed, the output shifted
+    handle.remove()
+    with layer.register_forward_hook(lambda m, args, out: out * 0):
+        assert zgrad.equal(layer(zgrad.ones(1, 3)), zgrad.zeros(1, 2))
+    assert zgrad.allclose(layer(zgrad.zeros(1, 3)), layer.bias)
+
+
+def test_a_pre_hook_with_kwargs_replaces_both_and_checks_its_result():
+    class Scale(nn.Module):
+        def forward(self, x, *, factor=1.0):
+            return x * factor
+
+    module = Scale()
+    handle = module.register_forward_pre_hook(lambda m, args, kwargs: (args, {"factor": 3.0}), with_kwargs=True)
+    assert zgrad.equal(module(zgrad.ones(2), factor=2.0), zgrad.full((2,), 3.0))
+    handle.remove()
+    module.register_forward_pre_hook(lambda m, args, kwargs: args, with_kwargs=True)
+    with pytest.raises(RuntimeError, match=r"forward pre-hook must return None or a tuple of \(new_args, new_kwargs\)"):
+        module(zgrad.ones(1), factor=1.0)
+
+
+def test_always_call_hooks_run_when_forward_raises():
+    class Failing(nn.Module):
+        def forward(self, x):
+            raise ValueError("broken")
+
+    seen = []
+    module = Failing()
+    module.register_forward_hook(lambda m, args, out: seen.append(("always", out)), always_call=True)
+    module.register_forward_hook(lambda m, args, out: seen.append("normal"))
+    with pytest.raises(ValueError, match="broken"):
+        module(zgrad.ones(1))
+    assert seen == [("always", None)]
+
+
+@pytest.mark.torch
+def test_backward_hooks_see_and_replace_what_pytorchs_do():
+    import torch
+
+    def build(lib, log):
+        lib.manual_seed(0)
+        model = lib.nn.Sequential(lib.nn.Linear(3, 4), lib.nn.Tanh(), lib.nn.Linear(4, 2)).double()
+        model[2].register_full_backward_hook(lambda m, gi, go: log.append(
+            ("hook", [None if g is None else g.detach().numpy().copy() for g in gi], [g.detach().numpy().copy()
+                                                                                        for g in go])))
+        model[0].register_full_backward_hook(lambda m, gi, go: (gi[0] * 3,) if gi[0] is not None else None)
+        model[2].register_full_backward_pre_hook(lambda m, go: (go[0] * 0.5,))
+        model.register_full_backward_pre_hook(lambda m, go: log.append(("pre", go[0].detach().numpy().copy())))
+        return model
+
+    ours, theirs = [], []
+    model, reference = build(zgrad, ours), build(torch, theirs)
+    model.load_state_dict({k: zgrad.tensor(v.numpy()) for k, v in reference.state_dict().items()})
+    data = np.random.default_rng(1).standard_normal((5, 3))
+    x, tx = zgrad.tensor(data, requires_grad=True), torch.tensor(data, requires_grad=True)
+    model(x).pow(2).sum().backward()
+    reference(tx).pow(2).sum().backward()
+    assert [entry[0] for entry in ours] == [entry[0] for entry in theirs] == ["pre", "hook"]
+    np.testing.assert_allclose(ours[0][1], theirs[0][1], rtol=1e-12)
+    for a, b in zip(ours[1][1] + ours[1][2], theirs[1][1] + theirs[1][2]):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+    for p, q in zip(model.parameters(), reference.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-12)
+
+
+def test_backward_hook_without_input_gradients_fires_at_the_output_and_warns():
+    seen = []
+    layer = nn.Linear(2, 2)
+    layer.register_full_backward_hook(lambda m, gi, go: seen.append((gi, go[0].shape)))
+    with pytest.warns(UserWarning, match="Full backward hook is firing when gradients are computed with respect to"):
+        layer(zgrad.ones(3, 2)).sum().backward()
+    assert seen == [((None,), (3, 2))]
+
+
+def test_a_backward_hook_returning_the_wrong_number_of_gradients_fails():
+    layer = nn.Linear(2, 2)
+    layer.register_full_backward_hook(lambda m, gi, go: (gi[0], gi[0]))
+    with pytest.raises(RuntimeError, match="Backward hook returned an invalid number of grad_input, got 2, but "
+                                           "expected 1"):
+        layer(zgrad.ones(3, 2, requires_grad=True)).sum().backward()
+
+
+def test_no_backward_hooks_under_no_grad_and_hooks_leave_with_their_handles():
+    seen = []
+    layer = nn.Linear(2, 2)
+    handle = layer.register_full_backward_hook(lambda m, gi, go: seen.append(1))
+    with zgrad.no_grad():
+        out = layer(zgrad.ones(1, 2, requires_grad=True))
+    assert out.grad_fn is None
+    handle.remove()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        layer(zgrad.ones(1, 2, requires_grad=True)).sum().backward()
+    assert seen == [] and not layer._backward_hooks

@@ -1,0 +1,156 @@
+"""A module call with hooks, as PyTorch's ``Module.__call__``: forward pre-hooks, forward hooks
+and full backward (pre-)hooks. ``Module.__call__`` comes here only when the module has a hook.
+
+Backward hooks ride on two identity functions, as PyTorch's ``BackwardHook``: one over the
+module's tensor arguments, one over its output tensors. In backward the output one runs first: it
+hands ``grad_output`` to the backward pre-hooks (which may replace it) and keeps it; the input one
+then hands ``grad_input`` (one entry per positional argument, None where there is no gradient)
+and that ``grad_output`` to the backward hooks, which may replace ``grad_input``. When no
+argument requires grad, the backward hooks run at the output, with ``grad_input`` all None.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from zgrad.autograd.function import Function
+from zgrad.engine.grad_mode import is_grad_enabled
+from zgrad.tensor import Tensor
+
+__all__ = ["call_with_hooks"]
+
+
+def _checked_grads(replacement: Any, given: tuple, what: str) -> tuple:
+    """A hook's replacement for ``given`` gradients (None: keep them).
+
+    Raises:
+        RuntimeError: a replacement of another length (PyTorch's message).
+    """
+    if replacement is None:
+        return given
+    replacement = tuple(replacement) if isinstance(replacement, (tuple, list)) else (replacement,)
+    if len(replacement) != len(given):
+        raise RuntimeError(f"Backward hook returned an invalid number of grad_{what}, got {len(replacement)}, but "
+                           f"expected {len(given)}")
+    return replacement
+
+
+class _Pass:
+    """One call's backward-hook state: the module, where its tensor arguments sit among its
+    positional ones, and the ``grad_output`` the output side saw."""
+
+    def __init__(self, module: Any, positions: list[int], arguments: int) -> None:
+        self.module, self.positions, self.arguments = module, positions, arguments
+        self.grad_output: tuple | None = None
+
+    def at_output(self, grads: tuple) -> tuple:
+        for hook in list(self.module._backward_pre_hooks.values()):
+            grads = _checked_grads(hook(self.module, grads), grads, "output")
+        self.grad_output = grads
+        if not self.positions and self.module._backward_hooks:
+            warnings.warn("Full backward hook is firing when gradients are computed with respect to module outputs since "
+                          "no inputs require gradients. See the docs of zgrad.nn.Module.register_full_backward_hook "
+                          "for more details.", UserWarning, stacklevel=2)
+            self.at_input(())
+        return grads
+
+    def at_input(self, grads: tuple) -> tuple:
+        grad_input = [None] * self.arguments
+        for position, grad in zip(self.positions, grads):
+            grad_input[position] = grad
+        packed = tuple(grad_input)
+        for hook in list(self.module._backward_hooks.values()):
+            packed = _checked_grads(hook(self.module, packed, self.grad_output), packed, "input")
+        return tuple(packed[p] for p in self.positions)
+
+
+class _OutputSide(Function):
+    @staticmethod
+    def forward(ctx: Any, state: _Pass, *tensors: Tensor) -> tuple:
+        ctx.state = state
+        return tensors
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> tuple:
+        return (None, *ctx.state.at_output(grads))
+
+
+class _InputSide(Function):
+    @staticmethod
+    def forward(ctx: Any, state: _Pass, *tensors: Tensor) -> tuple:
+        ctx.state = state
+        return tensors
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> tuple:
+        return (None, *ctx.state.at_input(grads))
+
+
+def _through(side: type, state: _Pass, tensors: list[Tensor]) -> list[Tensor]:
+    result = side.apply(state, *tensors)
+    return [result] if isinstance(result, Tensor) else list(result)
+
+
+def _hook_outputs(state: _Pass, output: Any) -> Any:
+    """``output`` (a tensor, or a tuple or list of them and other values) with its tensors that
+    require grad passed through the output side."""
+    if isinstance(output, Tensor):
+        return _through(_OutputSide, state, [output])[0] if output.requires_grad else output
+    if isinstance(output, (tuple, list)):
+        places = [i for i, item in enumerate(output) if isinstance(item, Tensor) and item.requires_grad]
+        if places:
+            items = list(output)
+            for i, hooked in zip(places, _through(_OutputSide, state, [items[i] for i in places])):
+                items[i] = hooked
+            return type(output)(*items) if hasattr(output, "_fields") else type(output)(items)
+    return output
+
+
+def call_with_hooks(module: Any, args: tuple, kwargs: dict) -> Any:
+    """Run ``module.forward(*args, **kwargs)`` with its hooks, in PyTorch's order.
+
+    Raises:
+        RuntimeError: a pre-hook with kwargs that returns something other than (args, kwargs)
+            (PyTorch's message).
+    """
+    for key, hook in list(module._forward_pre_hooks.items()):
+        if key in module._forward_pre_hooks_with_kwargs:
+            result = hook(module, args, kwargs)
+            if result is not None:
+                if not (isinstance(result, tuple) and len(result) == 2):
+                    raise RuntimeError("forward pre-hook must return None or a tuple of (new_args, new_kwargs), "
+                                       f"but got {result}.")
+                args, kwargs = result
+        else:
+            result = hook(module, args)
+            if result is not None:
+                args = result if isinstance(result, tuple) else (result,)
+    state = None
+    if (module._backward_hooks or module._backward_pre_hooks) and is_grad_enabled():
+        positions = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+        state = _Pass(module, positions, len(args))
+        if positions:
+            items = list(args)
+            for i, hooked in zip(positions, _through(_InputSide, state, [items[i] for i in positions])):
+                items[i] = hooked
+            args = tuple(items)
+    try:
+        output = module.forward(*args, **kwargs)
+    except BaseException:
+        for key, hook in list(module._forward_hooks.items()):
+            if key in module._forward_hooks_always_called:
+                try:
+                    hook(module, args, kwargs, None) if key in module._forward_hooks_with_kwargs \
+                        else hook(module, args, None)
+                except Exception:  # noqa: BLE001 - the forward's own error is the one to raise
+                    pass
+        raise
+    for key, hook in list(module._forward_hooks.items()):
+        result = hook(module, args, kwargs, output) if key in module._forward_hooks_with_kwargs \
+            else hook(module, args, output)
+        if result is not None:
+            output = result
+    if state is not None:
+        output = _hook_outputs(state, output)
+    return output
