@@ -15,6 +15,7 @@ on the forward graph: a saved input as that input, a saved output as that output
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from zgrad.engine.graph import InputMetadata, Node, raise_freed
 from zgrad.engine.versions import snapshot, verify
 from zgrad.errors import AutogradError
 from zgrad.tensor import Tensor, gradient_edge, link_views, refresh_view
+from zgrad.engine.hooks import RemovableHandle
 from zgrad.kernels.promotion import is_floating
 
 __all__ = ["Function", "Op", "FunctionCtx", "on_graph"]
@@ -64,6 +66,26 @@ class FunctionCtx(Node):
                                        for i, need in enumerate(self.needs_input_grad))
         return tuple((e.node, e.input_nr) if e is not None else (None, 0)
                      for e, keep in zip(self.next_edges, listed) if keep)
+
+    def register_prehook(self, fn: Any) -> RemovableHandle:
+        """Call ``fn(grad_outputs)`` with the gradients this node receives (a tuple of tensors,
+        None where none arrived) before it runs, as PyTorch's ``Node.register_prehook``; a
+        non-None result (a tuple of as many) replaces them."""
+        if self.node_prehooks is None:
+            self.node_prehooks = {}
+        handle = RemovableHandle(self.node_prehooks)
+        self.node_prehooks[handle.id] = functools.partial(_tensor_hook, fn, "grad_outputs")
+        return handle
+
+    def register_hook(self, fn: Any) -> RemovableHandle:
+        """Call ``fn(grad_inputs, grad_outputs)`` once this node has run, as PyTorch's
+        ``Node.register_hook``: ``grad_inputs`` are the gradients it computed for its forward's
+        inputs, ``grad_outputs`` those it received; a non-None result replaces ``grad_inputs``."""
+        if self.node_posthooks is None:
+            self.node_posthooks = {}
+        handle = RemovableHandle(self.node_posthooks)
+        self.node_posthooks[handle.id] = functools.partial(_tensor_hook, fn, "grad_inputs")
+        return handle
 
     def save_for_backward(self, *values: Any) -> None:
         """Keep ``values`` for ``backward``; freed after a pass without ``retain_graph``."""
@@ -245,6 +267,30 @@ class Function:
             wrapped = tuple(Tensor(o, requires_grad=is_floating(o.dtype), _grad_fn=ctx, _output_nr=i)
                             for i, o in enumerate(outputs))
         return wrapped if isinstance(raw, tuple) else wrapped[0]
+
+
+def _tensor_hook(fn: Any, what: str, gradients: Any, *more: Any) -> list[Any] | None:
+    """Run a node hook ``fn`` on tensors: the engine's gradients (arrays, or tensors when it
+    records the pass) go in as tensors, and what it returns goes back as the engine's kind.
+
+    Raises:
+        AutogradError: a result of another length than ``gradients``, or one that gives a gradient
+            where there was None (PyTorch's messages).
+    """
+    def as_tensors(values: Any) -> tuple:
+        return tuple(v if v is None or isinstance(v, Tensor) else Tensor(v) for v in values)
+
+    result = fn(as_tensors(gradients), *map(as_tensors, more))
+    if result is None:
+        return None
+    result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+    if len(result) != len(gradients):
+        raise AutogradError(f"hook '{getattr(fn, '__name__', fn)}' has returned an incorrect number of values (got "
+                            f"{len(result)}, but expected {len(gradients)})")
+    if any(g is None and r is not None for g, r in zip(gradients, result)):
+        raise AutogradError("can't replace a None gradient with a non-None value")
+    recorded = any(isinstance(g, Tensor) for g in gradients)
+    return [r if r is None or recorded or not isinstance(r, Tensor) else r._data for r in result]
 
 
 def _output_arrays(cls: type, raw: Any) -> tuple[Any, ...]:

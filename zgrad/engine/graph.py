@@ -74,9 +74,15 @@ class Node:
         input_metadata: one entry per gradient this node receives (per forward output).
         always_run: run even when no gradient reached it (missing inputs become zeros); used by
             nodes whose running is itself an obligation, like distributed recv nodes.
+        node_prehooks: ``hook(grads) -> grads | None`` run on the node's incoming gradients before
+            it runs (after the per-input ``pre_hooks``); None when there are none.
+        node_posthooks: ``hook(outgoing, incoming) -> outgoing | None`` run on the gradients it
+            produced; None when there are none.
     """
 
     always_run = False
+    node_prehooks: dict[int, Callable[[list], Any]] | None = None  # PyTorch's register_prehook, by handle id
+    node_posthooks: dict[int, Callable[[Sequence, list], Any]] | None = None  # PyTorch's register_hook
 
     def __init__(self) -> None:
         self.sequence_nr = next(_SEQUENCE)

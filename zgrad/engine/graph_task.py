@@ -316,6 +316,11 @@ class GraphTask:
                         result = hook(inputs[index])
                         if result is not None:
                             inputs[index] = result
+            if node.node_prehooks:
+                for hook in list(node.node_prehooks.values()):
+                    result = hook(inputs)
+                    if result is not None:
+                        inputs[:] = result
         if type(node) is AccumulateGrad:
             if self.leaf_sink is not None:
                 grad = inputs.pop()  # the caller's list is this one: now only ``grad`` holds it
@@ -333,7 +338,13 @@ class GraphTask:
             for hook in node.post_hooks:
                 hook(node.variable)
             return ()
+        incoming = tuple(inputs) if node.node_posthooks else ()
         outputs = node.apply(inputs) if graph is None else graph.apply(node, inputs)
+        if node.node_posthooks:
+            for hook in list(node.node_posthooks.values()):
+                result = hook(outputs, incoming)
+                if result is not None:
+                    outputs = result
         if not self.retain_graph:
             node.release_variables()
         return validate_gradients(node, node.next_edges, outputs, graph)

@@ -14,7 +14,7 @@ from zgrad.errors import ShapeError, StateDictError
 from zgrad.kernels.promotion import BFLOAT16, is_floating
 from zgrad.memory_formats import Size
 from zgrad.nn.module_hooks import call_with_hooks
-from zgrad.utils.hooks import RemovableHandle
+from zgrad.engine.hooks import RemovableHandle
 
 __all__ = ["Module", "Parameter", "IncompatibleKeys"]
 

@@ -1,0 +1,58 @@
+"""Hooks on backward nodes (``grad_fn.register_hook`` / ``register_prehook``), as PyTorch's."""
+
+from __future__ import annotations
+
+import pytest
+
+import zgrad
+from zgrad.errors import AutogradError
+
+
+def _run(lib):
+    log = []
+    a = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    b = lib.tensor([4.0, 5.0, 6.0], requires_grad=True)
+    c = a * b
+    c.grad_fn.register_prehook(lambda go: log.append(("pre", [g.tolist() for g in go])) or (go[0] * 2,))
+    c.grad_fn.register_hook(lambda gi, go: log.append(("post", [g.tolist() for g in gi], [g.tolist() for g in go]))
+                            or (gi[0], gi[1] * 10))
+    c.sum().backward()
+    return log, a.grad.tolist(), b.grad.tolist()
+
+
+def test_node_hooks_see_and_replace_the_gradients():
+    log, a_grad, b_grad = _run(zgrad)
+    assert log == [("pre", [[1.0, 1.0, 1.0]]), ("post", [[8.0, 10.0, 12.0], [2.0, 4.0, 6.0]], [[2.0, 2.0, 2.0]])]
+    assert a_grad == [8.0, 10.0, 12.0] and b_grad == [20.0, 40.0, 60.0]
+
+
+@pytest.mark.torch
+def test_node_hooks_match_pytorch():
+    import torch
+
+    assert _run(zgrad) == _run(torch)
+
+
+def test_removed_node_hooks_do_not_run_and_recorded_passes_hand_tensors_with_graphs():
+    x = zgrad.tensor([1.0, 2.0], requires_grad=True)
+    y = x.exp()
+    handle = y.grad_fn.register_hook(lambda gi, go: (gi[0] * 0,))
+    handle.remove()
+    seen = []
+    y.grad_fn.register_prehook(lambda go: seen.append(go[0].grad_fn is not None))
+    (g,) = zgrad.autograd.grad(y.sum(), x, create_graph=True)
+    assert seen == [False] and zgrad.allclose(g, x.exp())
+    (gg,) = zgrad.autograd.grad(g.sum(), x)
+    assert zgrad.allclose(gg, x.exp())
+
+
+def test_node_hook_results_are_checked():
+    a = zgrad.ones(3, requires_grad=True)
+    d = a * 2  # the number's entry has no gradient
+    d.grad_fn.register_hook(lambda gi, go: (gi[0], gi[0]))
+    with pytest.raises(AutogradError, match="can't replace a None gradient with a non-None value"):
+        d.sum().backward()
+    e = a.exp()
+    e.grad_fn.register_hook(lambda gi, go: (gi[0], gi[0]))
+    with pytest.raises(AutogradError, match=r"has returned an incorrect number of values \(got 2, but expected 1\)"):
+        e.sum().backward()
