@@ -113,6 +113,7 @@ from zgrad.inplace_functions import (
 # zgrad.autograd.functional stacks and fills with ops, which import zgrad.autograd: bound once they are loaded
 from zgrad.autograd import functional as _autograd_functional  # noqa: F401
 from zgrad import profiler
+from zgrad import func
 from zgrad.autograd import profiler as _autograd_profiler  # noqa: F401
 from zgrad.serialization import load, save
 from zgrad.kernels.threads import get_num_interop_threads, get_num_threads, set_num_interop_threads, set_num_threads
@@ -217,7 +218,7 @@ __all__ += ["corrcoef", "cov", "cumulative_trapezoid", "diff", "isin", "trapezoi
 __all__ += ["Size", "channels_last", "channels_last_3d", "contiguous_format", "jagged", "layout", "memory_format",
             "preserve_format", "sparse_bsc", "sparse_bsr", "sparse_coo", "sparse_csc", "sparse_csr", "strided"]
 __all__ += ["functional", "sparse", "sparse_coo_tensor", "spmm"]
-__all__ += ["compile", "compiler", "profiler"]
+__all__ += ["compile", "compiler", "func", "profiler"]
 __all__ += ["conj", "conj_physical", "imag", "is_conj", "real", "resolve_conj", "resolve_neg"]
 __all__ += ["as_tensor", "asarray", "clone", "detach", "fill", "fill_", "get_num_interop_threads", "get_num_threads",
             "is_complex", "is_floating_point", "is_nonzero", "is_tensor", "numel", "rsub", "scalar_tensor",

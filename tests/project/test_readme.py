@@ -55,7 +55,7 @@ def run_script(path: Path, timeout_s: float) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("module", ["zgrad.nn", "zgrad.nn.functional", "zgrad.nn.utils", "zgrad.distributions",
                                     "zgrad.optim", "zgrad.optim.lr_scheduler", "zgrad.utils.data",
                                     "zgrad.utils.data.distributed", "zgrad.utils.checkpoint", "zgrad.amp",
-                                    "zgrad.special", "zgrad.profiler"])
+                                    "zgrad.special", "zgrad.profiler", "zgrad.func"])
 def test_api_table_lists_every_export(module):
     row = api_row(module)
     listed = set(re.findall(r"`(\w+)", row))
