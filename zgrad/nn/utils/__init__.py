@@ -10,6 +10,7 @@ from zgrad.nn.utils.convert_parameters import parameters_to_vector, vector_to_pa
 from zgrad.nn.utils import parametrize, parametrizations
 from zgrad.nn.utils.weight_norm import remove_weight_norm, weight_norm
 from zgrad.nn.utils.spectral_norm import remove_spectral_norm, spectral_norm
+from zgrad.nn.utils import prune  # noqa: F401
 
 __all__ = ["clip_grad_norm", "clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm",
            "parameters_to_vector", "rnn", "vector_to_parameters"]
