@@ -396,3 +396,40 @@ def test_module_reprs_match_torch():
             nn.MultiMarginLoss(), nn.MultiMarginLoss(p=2, margin=0.5, weight=lib.ones(3)), nn.MultiLabelMarginLoss())
 
     assert str(build(zgrad)) == str(build(torch)).replace("torch", "zgrad")
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("norm_type", [float("inf"), float("-inf")])
+def test_lp_pool_infinite_norm_is_the_extreme_magnitude(norm_type):
+    import torch
+
+    data = np.array([[[0.5, 2.0, 0.3, 0.9, -1.5, 0.2]]])
+    ours = zgrad.tensor(data, requires_grad=True)
+    theirs = torch.tensor(data, requires_grad=True)
+    out, expected = zgrad.nn.functional.lp_pool1d(ours, norm_type, 2), torch.nn.functional.lp_pool1d(theirs, norm_type, 2)
+    np.testing.assert_allclose(out.detach().numpy(), expected.detach().numpy())
+    out.sum().backward()
+    expected.sum().backward()
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy())
+    square = data.reshape(1, 2, 3)[:, :, :2].reshape(1, 1, 2, 2)
+    np.testing.assert_allclose(zgrad.nn.functional.lp_pool2d(zgrad.tensor(square), norm_type, 2).numpy(),
+                               torch.nn.functional.lp_pool2d(torch.tensor(square), norm_type, 2).numpy())
+
+
+@pytest.mark.torch
+def test_margin_losses_pass_no_gradient_at_the_hinge_and_shape_a_one_element_target():
+    import torch
+
+    for ours_fn, their_fn, x, t in ((zgrad.nn.functional.multi_margin_loss, torch.nn.functional.multi_margin_loss, [[1.0, 0.0, 0.0]],
+                                     [0]),
+                                    (zgrad.nn.functional.multilabel_margin_loss, torch.nn.functional.multilabel_margin_loss,
+                                     [[1.0, 0.0, 2.0]], [[2, -1, 0]])):
+        ours, theirs = zgrad.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        ours_fn(ours, zgrad.tensor(t)).backward()
+        their_fn(theirs, torch.tensor(t)).backward()
+        np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy())
+    for target in ([1], 1):
+        ours = zgrad.nn.functional.multi_margin_loss(zgrad.tensor([0.1, 0.5, -0.2]), zgrad.tensor(target), reduction="none")
+        theirs = torch.nn.functional.multi_margin_loss(torch.tensor([0.1, 0.5, -0.2]), torch.tensor(target),
+                                                       reduction="none")
+        assert tuple(ours.shape) == tuple(theirs.shape)

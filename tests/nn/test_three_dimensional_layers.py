@@ -274,3 +274,20 @@ def test_the_three_dimensional_functions_run_on_cuda_as_on_the_cpu(case):
     arrays = [np.ascontiguousarray(a) for a in arrays]
     check_device(lambda lib, *inputs: fn(lib.nn.functional, *inputs), [a.shape for a in arrays], dtype=np.float64,
                  arrays=arrays)
+
+
+@pytest.mark.torch
+def test_transposed_output_size_takes_spatial_or_full_sizes_only():
+    import torch
+
+    for lib in (zgrad, torch):
+        lib.manual_seed(0)
+    ours, theirs = zgrad.nn.ConvTranspose3d(2, 2, 3, stride=2), torch.nn.ConvTranspose3d(2, 2, 3, stride=2)
+    for size in ([1, 2, 7, 9, 11], [8, 10, 12]):
+        assert tuple(ours(zgrad.ones(1, 2, 3, 4, 5), output_size=size).shape) == \
+            tuple(theirs(torch.ones(1, 2, 3, 4, 5), output_size=size).shape)
+    with pytest.raises(ValueError, match=r"ConvTranspose3D: for 5D input, output_size must have 3 or 5 elements "
+                                         r"\(got 4\)"):
+        ours(zgrad.ones(1, 2, 3, 4, 5), output_size=[3, 8, 8, 10])
+    with pytest.raises(ValueError, match=r"for 4D input, output_size must have 3 or 4 elements \(got 2\)"):
+        ours(zgrad.ones(2, 3, 4, 5), output_size=[8, 10])

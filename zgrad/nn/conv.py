@@ -107,24 +107,30 @@ class ConvTransposeNd(ConvNd):
                           self._output_padding_for(input, output_size), self.groups, self.dilation)
 
     def _output_padding_for(self, input: Any, output_size: Any) -> tuple[int, ...]:  # noqa: A002
-        """The output padding of a transposed convolution that reaches ``output_size`` (its last
-        entries, one per spatial dimension), or the layer's own without one.
+        """The output padding of a transposed convolution that reaches ``output_size`` (one entry
+        per spatial dimension, or also the batch and channel ones), or the layer's own without one.
 
         Raises:
-            ValueError: a size out of reach.
+            ValueError: a size of another length, or out of reach (PyTorch's messages).
         """
         if output_size is None:
             return self.output_padding
         dims = len(self.kernel_size)
-        wanted = [int(s) for s in output_size][-dims:]
-        spatial = tuple(input.shape[-dims:])
+        leading = 2 if input.ndim == dims + 2 else 1
+        wanted = [int(s) for s in output_size]
+        if len(wanted) == leading + dims:
+            wanted = wanted[leading:]
+        if len(wanted) != dims:
+            raise ValueError(f"ConvTranspose{dims}D: for {input.ndim}D input, output_size must have {dims} or "
+                             f"{leading + dims} elements (got {len(wanted)})")
+        spatial = input.shape[-dims:]
         smallest = transposed_output_size(spatial, self.kernel_size, self.stride, self.padding, self.dilation,
                                           (0,) * dims)
         for want, low, s in zip(wanted, smallest, self.stride):
             if not low <= want < low + s:
                 raise ValueError(f"requested an output size of {wanted}, but valid sizes range from {list(smallest)} "
                                  f"to {[n + t - 1 for n, t in zip(smallest, self.stride)]} (for an input of "
-                                 f"{list(spatial)})")
+                                 f"{spatial})")
         return tuple(want - low for want, low in zip(wanted, smallest))
 
 

@@ -39,9 +39,9 @@ def _long_target(t: Any) -> None:
         raise RuntimeError(f"expected scalar type Long but found {scalar_type_name(t.dtype)}")
 
 
-def _per_sample(x: Any, loss: Any, reduction: str) -> Any:
-    """The (samples,) losses reduced; without a batch dim a 0-d loss, as PyTorch's."""
-    if x.ndim <= 1:
+def _per_sample(unbatched: bool, loss: Any, reduction: str) -> Any:
+    """The (samples,) losses reduced; ``unbatched``: a 0-d loss, as PyTorch's."""
+    if unbatched:
         loss = loss.reshape(())
     return _reduce(loss, reduction)
 
@@ -82,13 +82,15 @@ def multi_margin_loss(input: Any, target: Any, p: int = 1, margin: float = 1.0, 
     if samples and (int(ops.min(labels)) < 0 or int(ops.max(labels)) >= classes):
         raise RuntimeError("target out of range")
     rows = x.reshape(samples, classes)
-    hinge = ops.clamp(margin - ops.gather(rows, 1, labels) + rows, min=0)
+    hinge = margin - ops.gather(rows, 1, labels) + rows
+    hinge = ops.where(hinge > 0, hinge, 0.0)  # no gradient at 0, as PyTorch's
     if p == 2:
         hinge = hinge * hinge
     if weight is not None:
         hinge = hinge * ops.index_select(weight, 0, labels.reshape(samples)).reshape(samples, 1)
     others = arange(classes, device=x.device).reshape(1, classes) != labels
-    return _per_sample(x, ops.sum(ops.where(others, hinge, 0.0), 1) / classes, reduction)
+    # A 1-D input's loss is 0-d for a 0-d target and (1,) for a 1-element one (PyTorch's rule)
+    return _per_sample(x.ndim <= 1 and t.ndim == 0, ops.sum(ops.where(others, hinge, 0.0), 1) / classes, reduction)
 
 
 def multilabel_margin_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = None,  # noqa: A002
@@ -125,6 +127,7 @@ def multilabel_margin_loss(input: Any, target: Any, size_average: Any = None, re
     is_target = ops.any((labels.unsqueeze(2) == arange(classes, device=x.device)) & listed.unsqueeze(2), 1)
     rows = x.reshape(samples, classes)
     picked = ops.gather(rows, 1, ops.where(listed, labels, 0))
-    hinge = ops.clamp(1 - picked.unsqueeze(2) + rows.unsqueeze(1), min=0)
+    hinge = 1 - picked.unsqueeze(2) + rows.unsqueeze(1)
+    hinge = ops.where(hinge > 0, hinge, 0.0)  # no gradient at 0, as PyTorch's
     counted = listed.unsqueeze(2) & ~is_target.unsqueeze(1)
-    return _per_sample(x, ops.sum(ops.where(counted, hinge, 0.0), (1, 2)) / classes, reduction)
+    return _per_sample(x.ndim <= 1, ops.sum(ops.where(counted, hinge, 0.0), (1, 2)) / classes, reduction)

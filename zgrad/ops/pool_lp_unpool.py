@@ -20,8 +20,8 @@ from zgrad.kernels.dispatch import scalar_type_name
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.activation import relu
 from zgrad.ops.indexing import Scatter
-from zgrad.ops.one_dimensional import avg_pool1d
-from zgrad.ops.pool import avg_pool2d
+from zgrad.ops.one_dimensional import avg_pool1d, max_pool1d
+from zgrad.ops.pool import avg_pool2d, max_pool2d
 from zgrad.tensor import Tensor
 
 __all__ = ["lp_pool1d", "lp_pool2d", "max_unpool1d", "max_unpool2d"]
@@ -45,6 +45,9 @@ def lp_pool1d(input: Any, norm_type: float, kernel_size: int, stride: Any = None
         TypeError: a non-tensor input. RuntimeError: as :func:`avg_pool1d`.
     """
     x = tensor_arg(input, "lp_pool1d", "input")
+    if math.isinf(norm_type):  # the largest (or, for -inf, smallest) magnitude per window, as PyTorch's
+        sign = 1 if norm_type > 0 else -1
+        return sign * max_pool1d(sign * ops.abs(x), kernel_size, stride, 0, 1, ceil_mode)
     out = avg_pool1d(x ** norm_type, kernel_size, stride, 0, ceil_mode)
     return _lp_root(out, math.prod(_ints(kernel_size, 1)), norm_type)
 
@@ -58,6 +61,9 @@ def lp_pool2d(input: Any, norm_type: float, kernel_size: Any, stride: Any = None
         TypeError: a non-tensor input. RuntimeError: as :func:`avg_pool2d`.
     """
     x = tensor_arg(input, "lp_pool2d", "input")
+    if math.isinf(norm_type):  # the largest (or, for -inf, smallest) magnitude per window, as PyTorch's
+        sign = 1 if norm_type > 0 else -1
+        return sign * max_pool2d(sign * ops.abs(x), kernel_size, stride, 0, 1, ceil_mode)
     out = avg_pool2d(x ** norm_type, kernel_size, stride, 0, ceil_mode)
     return _lp_root(out, math.prod(_ints(kernel_size, 2)), norm_type)
 
