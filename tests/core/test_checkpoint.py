@@ -54,14 +54,14 @@ def test_the_function_runs_again_in_backward_and_keeps_nothing(reentrant):
         inner.append(weakref.ref(hidden))
         return hidden.sin()
 
-    x = zgrad.randn(6, requires_grad=True)
+    x = zgrad.randn(6, dtype=zgrad.float64, requires_grad=True)
     y = checkpoint(f, x, use_reentrant=reentrant)
     gc.collect()
     assert inner[0]() is None  # the first run's activation is gone
     assert len(calls) == 1
     y.sum().backward()
     assert calls == [not reentrant, True]
-    np.testing.assert_allclose(x.grad.numpy(), (x.exp().cos() * x.exp()).detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), (x.exp().cos() * x.exp()).detach().numpy(), rtol=1e-12)
 
 
 def test_non_reentrant_gives_parameter_gradients_to_autograd_grad_and_leaves_grad_alone():
@@ -104,13 +104,14 @@ def test_keyword_arguments_nested_and_non_tensor_outputs():
         a, b = pair
         return {"sum": (a * scale + b).tanh(), "label": label, "parts": [a.exp(), zgrad.arange(3)]}
 
-    a, b = zgrad.randn(3, requires_grad=True), zgrad.randn(3, requires_grad=True)
+    a = zgrad.randn(3, dtype=zgrad.float64, requires_grad=True)
+    b = zgrad.randn(3, dtype=zgrad.float64, requires_grad=True)
     out = checkpoint(f, (a, b), use_reentrant=False, scale=2.0, label="x")
     assert out["label"] == "x" and out["parts"][1].dtype == zgrad.int64 and not out["parts"][1].requires_grad
     (out["sum"].sum() + out["parts"][0].sum()).backward()
     t = (a.detach() * 2 + b.detach()).tanh()
-    np.testing.assert_allclose(a.grad.numpy(), (2 * (1 - t ** 2) + a.detach().exp()).numpy(), rtol=1e-6)
-    np.testing.assert_allclose(b.grad.numpy(), (1 - t ** 2).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(a.grad.numpy(), (2 * (1 - t ** 2) + a.detach().exp()).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(b.grad.numpy(), (1 - t ** 2).numpy(), rtol=1e-12)
 
 
 def test_a_second_run_that_differs_raises_checkpoint_error_unless_unchecked():

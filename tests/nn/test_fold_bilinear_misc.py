@@ -192,7 +192,18 @@ def test_max_unpool_matches_torch(rank, shape, window, output_size):
     torch = require_torch()
     source = torch.tensor(np.random.default_rng(1).standard_normal(shape))
     pooled, indices = getattr(F(torch), f"max_pool{rank}")(source, return_indices=True, **window)
-    index = indices.numpy()
+    # Overlapping windows can pick one position twice, and which value a repeated index keeps is
+    # unspecified (torch's differs run to run): each plane's positions are made distinct.
+    index = indices.numpy().copy()
+    planes = index.reshape(-1, index.shape[-1] if rank == "1d" else index.shape[-2] * index.shape[-1])
+    for row in planes:
+        taken = set()
+        for k, position in enumerate(row):
+            while position in taken:
+                position = (position + 1) % int(np.prod(source.shape[-1 if rank == "1d" else -2:]))
+            taken.add(position)
+            row[k] = position
+    index = planes.reshape(index.shape)
 
     def fn(lib, x):
         return getattr(F(lib), f"max_unpool{rank}")(x, lib.tensor(index), output_size=output_size, **window)
