@@ -26,6 +26,7 @@ from zgrad.engine.grad_mode import enable_grad, is_grad_enabled
 from zgrad.ops.functions import stack
 from zgrad.random import cuda_default_generator, default_generator
 from zgrad.tensor import Tensor
+from zgrad.utils.tensor_tree import replace_tensors, tensors_in
 
 __all__ = ["functional_call", "stack_module_state", "grad", "grad_and_value", "vmap", "jacrev", "jacfwd", "hessian", "vjp",
            "jvp"]
@@ -125,26 +126,6 @@ def _check_strict(module: Any, given: dict, slots: dict) -> None:
 
 # --- differentiation ------------------------------------------------------------------------------
 
-def _tensors(value: Any) -> list[Tensor]:
-    if isinstance(value, Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [t for item in value for t in _tensors(item)]
-    if isinstance(value, dict):
-        return [t for item in value.values() for t in _tensors(item)]
-    return []
-
-
-def _rebuild(value: Any, replacements: Any) -> Any:
-    if isinstance(value, Tensor):
-        return next(replacements)
-    if isinstance(value, (tuple, list)):
-        return type(value)(_rebuild(item, replacements) for item in value)
-    if isinstance(value, dict):
-        return {key: _rebuild(item, replacements) for key, item in value.items()}
-    return value
-
-
 def _argnums(argnums: Any, count: int, name: str) -> tuple[int, ...]:
     """``argnums`` as a tuple of non-negative positions.
 
@@ -161,12 +142,12 @@ def _argnums(argnums: Any, count: int, name: str) -> tuple[int, ...]:
 def _differentiable(value: Any) -> Any:
     """``value``'s tensors as new graph inputs: a view when they already take part in an
     enclosing transform's graph (so its pass reaches them), a fresh leaf otherwise."""
-    return _rebuild(value, iter([t.view_as(t) if t.requires_grad else t.detach().requires_grad_()
-                                 for t in _tensors(value)]))
+    return replace_tensors(value, iter([t.view_as(t) if t.requires_grad else t.detach().requires_grad_()
+                                 for t in tensors_in(value)]))
 
 
 def _outer_graph(value: Any) -> bool:
-    return is_grad_enabled() and any(t.requires_grad for t in _tensors(value))
+    return is_grad_enabled() and any(t.requires_grad for t in tensors_in(value))
 
 
 def _split_aux(result: Any, has_aux: bool, name: str) -> tuple[Any, Any]:
@@ -205,12 +186,12 @@ def grad_and_value(func: Callable, argnums: int | tuple[int, ...] = 0, has_aux: 
                 raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got "
                                    f"tensor with {output.ndim} dims. Maybe you wanted to use the vjp or jacrev APIs "
                                    "instead?")
-            leaves = _tensors(inputs)
+            leaves = tensors_in(inputs)
             found = _autograd_grad(output, leaves, allow_unused=True, materialize_grads=True,
                                    create_graph=keep_graph) if output.requires_grad else \
                 [t.new_zeros(t.shape) for t in leaves]
         found = iter(g if keep_graph else g.detach() for g in found)
-        grads = [_rebuild(value, found) for value in inputs]
+        grads = [replace_tensors(value, found) for value in inputs]
         gradient = grads[0] if isinstance(argnums, int) else tuple(grads)
         value = output if keep_graph else output.detach()
         return gradient, ((value, aux) if has_aux else value)
@@ -238,20 +219,20 @@ def vjp(func: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     with enable_grad():
         inputs = [_differentiable(p) for p in primals]
         output, aux = _split_aux(func(*inputs), has_aux, "vjp")
-    outputs = _tensors(output)
+    outputs = tensors_in(output)
 
     def vjp_fn(cotangents: Any) -> tuple:
-        given = _tensors(cotangents)
+        given = tensors_in(cotangents)
         with enable_grad():
             pairs = [(o, c) for o, c in zip(outputs, given) if o.requires_grad]
-            leaves = _tensors(inputs)
+            leaves = tensors_in(inputs)
             found = _autograd_grad([o for o, _ in pairs], leaves, [c for _, c in pairs], retain_graph=True,
                                    create_graph=keep_graph or _outer_graph(given), allow_unused=True,
                                    materialize_grads=True) if pairs else [t.new_zeros(t.shape) for t in leaves]
         found = iter(found)
-        return tuple(_rebuild(value, found) for value in inputs)
+        return tuple(replace_tensors(value, found) for value in inputs)
 
-    shown = output if keep_graph else _rebuild(output, iter([t.detach() for t in outputs]))
+    shown = output if keep_graph else replace_tensors(output, iter([t.detach() for t in outputs]))
     return (shown, vjp_fn, aux) if has_aux else (shown, vjp_fn)
 
 
@@ -272,13 +253,13 @@ def jacrev(func: Callable, argnums: int | tuple[int, ...] = 0, *, has_aux: bool 
                 call_args[i] = _differentiable(args[i])
             inputs = [call_args[i] for i in positions]
             output, aux = _split_aux(func(*call_args), has_aux, "jacrev")
-            outputs = _tensors(output)
+            outputs = tensors_in(output)
             per_output = [_jacobian_rows(o, inputs, keep_graph) for o in outputs]
         if isinstance(argnums, int):
             per_output = [rows[0] for rows in per_output]
         else:
             per_output = [tuple(rows) for rows in per_output]
-        result = _rebuild(output, iter(per_output))
+        result = replace_tensors(output, iter(per_output))
         return (result, aux) if has_aux else result
 
     return wrapper
@@ -367,7 +348,7 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
                              f"{len(args)}.")
         sizes = []
         for arg, dim in zip(args, dims):
-            for t in (_tensors(arg) if dim is not None else ()):
+            for t in (tensors_in(arg) if dim is not None else ()):
                 if not -t.ndim <= dim < t.ndim:
                     raise ValueError(f"vmap({name}, in_dims={in_dims}, ...)(<inputs>): Got in_dim={dim} for some "
                                      f"input, but that input is a Tensor of dimensionality {t.ndim} so expected in_dim "
@@ -391,7 +372,7 @@ def _call_at(func: Callable, args: Sequence[Any], dims: Sequence[Any], kwargs: d
     """``func`` on element ``index`` of the mapped arguments, under ``randomness``: 'same' starts
     every element from the generators' states at the first (``start_states``); 'error' refuses a
     draw (a generator that moved)."""
-    sliced = [arg if dim is None else _rebuild(arg, iter([t.select(dim, index) for t in _tensors(arg)]))
+    sliced = [arg if dim is None else replace_tensors(arg, iter([t.select(dim, index) for t in tensors_in(arg)]))
               for arg, dim in zip(args, dims)]
     if randomness == "same":
         for generator, state in zip(_GENERATORS, start_states):
@@ -407,10 +388,10 @@ def _call_at(func: Callable, args: Sequence[Any], dims: Sequence[Any], kwargs: d
 
 def _stacked(results: list[Any], out_dims: Any, name: str) -> Any:
     first = results[0]
-    outputs = [_tensors(r) for r in results]
+    outputs = [tensors_in(r) for r in results]
     if not isinstance(first, (Tensor, tuple, list, dict)) or len(outputs[0]) == 0:
         raise ValueError(f"vmap({name}, ...): `{name}` must only return Tensors, got type {type(first)}. Did you mean "
                          "to set out_dims= to None for output?")
     dims = out_dims if isinstance(out_dims, (tuple, list)) else (out_dims,) * len(outputs[0])
     stacked = [stack([o[k] for o in outputs], dim=d) for k, d in enumerate(dims)]
-    return _rebuild(first, iter(stacked))
+    return replace_tensors(first, iter(stacked))

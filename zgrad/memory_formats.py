@@ -122,7 +122,7 @@ class Size(tuple):
     def __new__(cls, sizes: Any = ()) -> "Size":
         values = tuple(sizes)
         for n in values:
-            if isinstance(n, bool) or not hasattr(n, "__index__"):
+            if not hasattr(n, "__index__"):  # a bool is an int here, as in PyTorch
                 raise TypeError(f"zgrad.Size() takes an iterable of 'int' (item {values.index(n)} is "
                                 f"'{type(n).__name__}')")
         return super().__new__(cls, (n.__index__() for n in values))

@@ -411,7 +411,10 @@ class Tensor:
 
         node, index = (self._grad_accumulator(), 0) if self.grad_fn is None else (self.grad_fn, self._output_nr)
         node.register_pre_hook(index, array_hook)
-        return RemovableHandle(node.pre_hooks[index], array_hook)
+        hooks = node.pre_hooks[index]
+        if any(isinstance(h, _RetainGrad) for h in hooks):  # .grad takes the gradient after every hook, as PyTorch's
+            hooks.sort(key=lambda h: isinstance(h, _RetainGrad))
+        return RemovableHandle(hooks, array_hook)
 
     def retain_grad(self) -> None:
         """Make ``.grad`` of this non-leaf tensor hold (accumulate) its gradient after backward, as

@@ -197,3 +197,18 @@ def test_an_input_can_change_in_place_after_the_call_and_after_backward(reentran
     y.sum().backward()
     h.add_(1)  # the copies checkpoint made of h are gone: h's memory is no leaf's
     assert zgrad.allclose(x.grad, x.detach().exp())
+
+
+def test_tensors_returned_in_a_dataclass_carry_the_gradient():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Output:
+        value: zgrad.Tensor
+        note: str = "kept"
+
+    x = zgrad.tensor([1.0, 2.0], dtype=zgrad.float64, requires_grad=True)
+    out = checkpoint(lambda t: Output(t * 3), x, use_reentrant=False)
+    assert out.note == "kept"
+    out.value.sum().backward()
+    assert zgrad.equal(x.grad, zgrad.full((2,), 3.0, dtype=zgrad.float64))

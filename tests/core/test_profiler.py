@@ -108,7 +108,8 @@ def test_schedule_records_the_active_steps_and_hands_each_cycle_over():
 
 @pytest.mark.torch
 @pytest.mark.parametrize("arguments", [dict(wait=1, warmup=1, active=2), dict(wait=0, warmup=0, active=1, repeat=3),
-                                       dict(wait=2, warmup=1, active=3, repeat=1, skip_first=2)])
+                                       dict(wait=2, warmup=1, active=3, repeat=1, skip_first=2),
+                                       dict(wait=2, warmup=1, active=2, repeat=2, skip_first_wait=1)])
 def test_schedule_actions_are_pytorchs(arguments):
     import torch.profiler
 
@@ -147,3 +148,18 @@ def test_autograd_profiler_reads_after_the_block():
     with zgrad.autograd.profiler.profile(enabled=False) as off:
         zgrad.ones(1) + 1
     assert off.function_events is None
+
+
+def test_a_record_step_followed_by_none_drops_its_cycle_with_a_warning():
+    actions = [ProfilerAction.RECORD, ProfilerAction.NONE, ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE]
+    ready = []
+    with profile(schedule=lambda step: actions[step] if step < len(actions) else ProfilerAction.NONE,
+                 on_trace_ready=lambda p: ready.append([e.name for e in p.events() if e.depth == 0])) as prof:
+        for _ in range(5):
+            zgrad.ones(2) + 1
+            if prof.step_num == 0:
+                with pytest.warns(UserWarning, match="Incorrect schedule: RECORD followed by NONE"):
+                    prof.step()
+            else:
+                prof.step()
+    assert ready == [["ProfilerStep#2", "ProfilerStep#3"]]

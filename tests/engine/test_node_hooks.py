@@ -56,3 +56,38 @@ def test_node_hook_results_are_checked():
     e.grad_fn.register_hook(lambda gi, go: (gi[0], gi[0]))
     with pytest.raises(AutogradError, match=r"has returned an incorrect number of values \(got 2, but expected 1\)"):
         e.sum().backward()
+
+
+def test_node_hooks_see_none_where_no_gradient_arrived_and_tensor_arguments_only():
+    seen = []
+    x = zgrad.ones(4, requires_grad=True)
+    a, _unused = x.split(2)
+    a.grad_fn.register_prehook(lambda go: seen.append(("pre", [g is None for g in go])))
+    a.grad_fn.register_hook(lambda gi, go: seen.append(("post", len(gi), [g is None for g in go])))
+    (a * 2).sum().backward()
+    assert seen == [("pre", [False, True]), ("post", 1, [False, True])]
+
+    class Scale(zgrad.autograd.Function):
+        @staticmethod
+        def forward(ctx, t, factor):
+            ctx.factor = factor
+            return t * factor
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * ctx.factor, None
+
+    y = Scale.apply(x, 3.0)
+    y.grad_fn.register_hook(lambda gi, go: (gi[0] * 2,))  # one entry: the tensor argument's
+    x.grad = None
+    y.sum().backward()
+    assert zgrad.equal(x.grad, zgrad.full((4,), 6.0))
+
+
+def test_retained_grad_is_taken_after_every_tensor_hook():
+    a = zgrad.tensor([1.0, 2.0], requires_grad=True)
+    b = a * 1
+    b.retain_grad()
+    b.register_hook(lambda g: g * 2)
+    (b * 5).sum().backward()
+    assert b.grad.tolist() == [10.0, 10.0] and a.grad.tolist() == [10.0, 10.0]

@@ -62,8 +62,7 @@ class FunctionCtx(Node):
         """PyTorch-style ``((node, input_nr), ...)``: one entry per argument of ``forward`` that
         PyTorch's schema has as a tensor (a tensor, or a built-in op's number operand such as the 2
         of ``x + 2``), ``(None, 0)`` for those without gradient."""
-        listed = self._listed or tuple(need is not None or i < self.fn.tensor_operands
-                                       for i, need in enumerate(self.needs_input_grad))
+        listed = self._listed_inputs()
         return tuple((e.node, e.input_nr) if e is not None else (None, 0)
                      for e, keep in zip(self.next_edges, listed) if keep)
 
@@ -84,8 +83,13 @@ class FunctionCtx(Node):
         if self.node_posthooks is None:
             self.node_posthooks = {}
         handle = RemovableHandle(self.node_posthooks)
-        self.node_posthooks[handle.id] = functools.partial(_tensor_hook, fn, "grad_inputs")
+        self.node_posthooks[handle.id] = functools.partial(_listed_hook, fn, self._listed_inputs())
         return handle
+
+    def _listed_inputs(self) -> tuple[bool, ...]:
+        """Which forward arguments PyTorch's schema has as tensors (see :attr:`next_functions`)."""
+        return self._listed or tuple(need is not None or i < self.fn.tensor_operands
+                                     for i, need in enumerate(self.needs_input_grad))
 
     def save_for_backward(self, *values: Any) -> None:
         """Keep ``values`` for ``backward``; freed after a pass without ``retain_graph``."""
@@ -267,6 +271,17 @@ class Function:
             wrapped = tuple(Tensor(o, requires_grad=is_floating(o.dtype), _grad_fn=ctx, _output_nr=i)
                             for i, o in enumerate(outputs))
         return wrapped if isinstance(raw, tuple) else wrapped[0]
+
+
+def _listed_hook(fn: Any, listed: tuple[bool, ...], gradients: Any, incoming: Any) -> list[Any] | None:
+    """A node post-hook on the gradients of the forward's tensor arguments only (a built-in op's
+    number operands and a Function's non-tensor arguments have no entry, as in PyTorch)."""
+    kept = [g for g, keep in zip(gradients, listed) if keep]
+    result = _tensor_hook(fn, "grad_inputs", kept, incoming)
+    if result is None:
+        return None
+    replaced = iter(result)
+    return [next(replaced) if keep else g for g, keep in zip(gradients, listed)]
 
 
 def _tensor_hook(fn: Any, what: str, gradients: Any, *more: Any) -> list[Any] | None:

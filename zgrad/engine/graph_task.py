@@ -304,7 +304,10 @@ class GraphTask:
 
     def _execute(self, node: Node, inputs: list[Any]) -> Sequence[Any]:
         graph = self.graph_gradients
+        missing: Sequence[bool] = ()  # where no gradient arrived, for the node hooks (which see None there)
         if type(node) is not GraphRoot:
+            if node.node_prehooks or node.node_posthooks:
+                missing = [g is None for g in inputs]
             if _has_missing(inputs):
                 if not node.always_run and all(g is None for g in inputs):
                     return [None] * len(node.next_edges)
@@ -317,10 +320,13 @@ class GraphTask:
                         if result is not None:
                             inputs[index] = result
             if node.node_prehooks:
+                seen = [None if gone else g for g, gone in zip(inputs, missing)]
                 for hook in list(node.node_prehooks.values()):
-                    result = hook(inputs)
+                    result = hook(seen)
                     if result is not None:
-                        inputs[:] = result
+                        seen = list(result)
+                inputs[:] = [g if g is not None else m.zeros() if graph is None else graph.zeros(*m)
+                             for g, m in zip(seen, node.input_metadata)]
         if type(node) is AccumulateGrad:
             if self.leaf_sink is not None:
                 grad = inputs.pop()  # the caller's list is this one: now only ``grad`` holds it
@@ -338,7 +344,7 @@ class GraphTask:
             for hook in node.post_hooks:
                 hook(node.variable)
             return ()
-        incoming = tuple(inputs) if node.node_posthooks else ()
+        incoming = tuple(None if gone else g for g, gone in zip(inputs, missing)) if node.node_posthooks else ()
         outputs = node.apply(inputs) if graph is None else graph.apply(node, inputs)
         if node.node_posthooks:
             for hook in list(node.node_posthooks.values()):

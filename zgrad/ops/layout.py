@@ -17,6 +17,7 @@ from zgrad.autograd.function import Op
 from zgrad.errors import ShapeError
 from zgrad.kernels import dispatch
 from zgrad.kernels.dispatch_index import normalize_dim
+from zgrad.memory_formats import Size, as_size
 from zgrad.ops._args import int_tuple, scalar_arg, tensor_arg
 from zgrad.ops.functions import clone, getitem, permute, reshape, stack, transpose
 from zgrad.ops.shape import expand
@@ -222,7 +223,7 @@ def broadcast_to(input: Any, size: Sequence[int]) -> Any:  # noqa: A002
     return expand(tensor_arg(input, "broadcast_to"), size)
 
 
-def broadcast_shapes(*shapes: Any) -> tuple[int, ...]:
+def broadcast_shapes(*shapes: Any) -> Size:
     """The shape tensors of ``shapes`` (each a sequence of sizes or an int) broadcast to.
 
     Raises:
@@ -241,7 +242,7 @@ def broadcast_shapes(*shapes: Any) -> tuple[int, ...]:
                 owner = next(k for k, s in enumerate(shapes) if len(s) >= r and s[-r] != 1)
                 raise ShapeError(f"Shape mismatch: objects cannot be broadcast to a single shape.  Mismatch is between "
                                  f"arg {owner} and arg {i}.")
-    return tuple(result)
+    return as_size(tuple(result))
 
 
 def _tensor_list(tensors: tuple[Any, ...], what: str) -> tuple[Any, ...]:

@@ -72,10 +72,10 @@ def schedule(*, wait: int, warmup: int, active: int, repeat: int = 0, skip_first
         if step < skip_first:
             return ProfilerAction.NONE
         step -= skip_first
-        cycle = (0 if skip_first_wait else wait) + warmup + active
-        first_cycle = step < cycle if skip_first_wait else False
+        if skip_first_wait:  # the first cycle starts at its warmup
+            step += wait
         length = wait + warmup + active
-        if repeat > 0 and step // length >= repeat and not first_cycle:
+        if repeat > 0 and step // length >= repeat:
             return ProfilerAction.NONE
         position = step % length
         if position < wait:
@@ -166,11 +166,15 @@ class profile:  # noqa: N801 - PyTorch's name
         """Mark the end of a training step: move the schedule on."""
         previous = self._action
         self.step_num += 1
-        if previous == ProfilerAction.RECORD_AND_SAVE:
+        action = self.schedule(self.step_num)
+        if previous == ProfilerAction.RECORD and action in (ProfilerAction.NONE, ProfilerAction.WARMUP):
+            warnings.warn(f"Incorrect schedule: RECORD followed by {action.name}", UserWarning, stacklevel=2)
+            self._stop_recording()  # the unsaved cycle is dropped, as PyTorch's
+        elif previous == ProfilerAction.RECORD_AND_SAVE:
             self._finish_cycle()
-        self._enter_action(self.schedule(self.step_num), continuing=previous in (ProfilerAction.RECORD,))
+        self._enter_action(action)
 
-    def _enter_action(self, action: ProfilerAction, continuing: bool = False) -> None:
+    def _enter_action(self, action: ProfilerAction) -> None:
         recording_wanted = action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
         if recording_wanted and self._recording is None:
             self._recording = recorder.Recording(self.record_shapes)
@@ -190,11 +194,11 @@ class profile:  # noqa: N801 - PyTorch's name
                 recorder.close_range(self._step_range)
                 self._step_range = None
             recorder.stop(self._recording)
+            self._recording = None
 
     def _finish_cycle(self) -> None:
         recording = self._recording
         self._stop_recording()
-        self._recording = None
         if recording is not None:
             self._events = EventList(sorted(recording.events, key=lambda e: e.start_ns))
         if self.on_trace_ready is not None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from zgrad.amp.autocast_mode import autocast, get_autocast_dtype, is_autocast_enabled
 from zgrad.autograd.function import Function
@@ -34,6 +34,7 @@ from zgrad.engine.graph_task import current_graph_task
 from zgrad.errors import AutogradError
 from zgrad.random import cuda_default_generator, default_generator
 from zgrad.tensor import Tensor
+from zgrad.utils.tensor_tree import replace_tensors, tensors_in
 
 __all__ = ["checkpoint", "checkpoint_sequential", "noop_context_fn", "CheckpointError"]
 
@@ -63,7 +64,7 @@ class _Replay:
 
     def call(self, tensors: list[Tensor]) -> Any:
         """Call the function on ``tensors`` in place of its tensor arguments, with grad mode on."""
-        args, kwargs = _substitute((self.args, self.kwargs), iter(tensors))
+        args, kwargs = replace_tensors((self.args, self.kwargs), iter(tensors))
         with enable_grad():
             return self.function(*args, **kwargs)
 
@@ -90,29 +91,6 @@ def _forked_rng(states: list) -> Any:
     finally:
         for generator, state in own:
             generator.set_state(state)
-
-
-def _tensors_in(value: Any) -> list[Tensor]:
-    """The tensors in ``value`` (nested tuples, lists and dict values), in order."""
-    if isinstance(value, Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [t for item in value for t in _tensors_in(item)]
-    if isinstance(value, dict):
-        return [t for item in value.values() for t in _tensors_in(item)]
-    return []
-
-
-def _substitute(value: Any, replacements: Iterable[Tensor]) -> Any:
-    """``value`` with its tensors replaced, in :func:`_tensors_in`'s order, by ``replacements``."""
-    if isinstance(value, Tensor):
-        return next(replacements)  # type: ignore[call-overload]
-    if isinstance(value, (tuple, list)):
-        items = [_substitute(item, replacements) for item in value]
-        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
-    if isinstance(value, dict):
-        return type(value)((key, _substitute(item, replacements)) for key, item in value.items())
-    return value
 
 
 def _detached(tensors: list[Tensor]) -> list[Tensor]:
@@ -200,7 +178,7 @@ class _Call:
         # Recorded, the second run starts from the saved inputs themselves, so that the gradients'
         # graphs reach them; otherwise from detached copies, so that the pass ends there.
         inputs = saved if create_graph and not self.reentrant else _detached(saved)
-        outputs = _tensors_in(self.replay.call_again(inputs, self.recompute_context))
+        outputs = tensors_in(self.replay.call_again(inputs, self.recompute_context))
         self._check_same(outputs)
         pairs = [(o, g) for o, g in zip((outputs[i] for i in self.linked), output_grads) if o.requires_grad]
         try:
@@ -281,7 +259,7 @@ def checkpoint(function: Callable, *args: Any, use_reentrant: bool | None = None
         with forward_context:
             return function(*args, **kwargs)
     replay = _Replay(function, args, kwargs, preserve)
-    inputs = _tensors_in((args, kwargs))
+    inputs = tensors_in((args, kwargs))
     call = _Call(replay, inputs, use_reentrant, determinism_check, recompute_context)
     if use_reentrant:
         if not any(t.requires_grad for t in inputs):
@@ -289,7 +267,7 @@ def checkpoint(function: Callable, *args: Any, use_reentrant: bool | None = None
                           stacklevel=2)
         with no_grad():
             result = function(*args, **kwargs)
-        call.outputs = _tensors_in(result)
+        call.outputs = tensors_in(result)
         call.linked = [i for i, t in enumerate(call.outputs) if t.is_floating_point() or t.is_complex()]
         targets = inputs
     else:
@@ -297,7 +275,7 @@ def checkpoint(function: Callable, *args: Any, use_reentrant: bool | None = None
         first = _detached(inputs)
         with forward_context:
             result = replay.call(first)
-        call.outputs = _tensors_in(result)
+        call.outputs = tensors_in(result)
         call.linked = [i for i, t in enumerate(call.outputs) if t.requires_grad]
         own = {id(t) for t in first}
         reached = _leaves_reached([call.outputs[i] for i in call.linked], since)
@@ -306,10 +284,10 @@ def checkpoint(function: Callable, *args: Any, use_reentrant: bool | None = None
         _release(first)
         targets = inputs + call.leaves
     if not call.linked or not any(t.requires_grad for t in targets):
-        return _substitute(result, iter(call.outputs))
+        return replace_tensors(result, iter(call.outputs))
     attached = CheckpointFunction.apply(call, *targets)
     linked = dict(zip(call.linked, (attached,) if isinstance(attached, Tensor) else attached))
-    return _substitute(result, iter([linked.get(i, t) for i, t in enumerate(call.outputs)]))
+    return replace_tensors(result, iter([linked.get(i, t) for i, t in enumerate(call.outputs)]))
 
 
 def checkpoint_sequential(functions: Any, segments: int, input: Tensor,  # noqa: A002 - PyTorch's name
