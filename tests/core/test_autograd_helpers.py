@@ -205,6 +205,51 @@ def test_autograd_grad_sees_tensor_hooks_and_removes_its_own():
     assert len(h.grad_fn.pre_hooks[0]) == 1
 
 
+def _pruned_pass(lib):
+    """autograd.grad / backward(inputs=) to a non-leaf h and to leaf c, with hooks everywhere:
+    which ran, and whether the graph upstream of h is still there afterwards."""
+    seen = []
+
+    class Traced(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return t * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            seen.append("Traced.backward")
+            return grad * 2
+
+    a, b, c = _leaf(lib, [1.0, -2.0]), _leaf(lib, [0.5, 3.0]), _leaf(lib, [4.0, 0.25])
+    a.register_hook(lambda g: seen.append("a"))
+    m = Traced.apply(a) * b
+    m.register_hook(lambda g: seen.append("m"))
+    m.grad_fn.register_prehook(lambda gs: seen.append("m node"))
+    h = m.tanh()
+    h.register_hook(lambda g: seen.append("h"))
+    h.grad_fn.register_prehook(lambda gs: seen.append("h node"))
+    grads = lib.autograd.grad((h * h * c).sum(), [h, c])
+    first = list(seen)
+    seen.clear()
+    (h * 2).sum().backward(inputs=[h], retain_graph=True)
+    second = list(seen)
+    seen.clear()
+    (h * 2).sum().backward()  # the graph upstream of h was not freed: it was never run
+    return grads, first, second, seen, a.grad, h.grad
+
+
+@pytest.mark.torch
+@pytest.mark.skipif(torch is None, reason="needs torch")
+def test_grad_to_a_non_leaf_runs_nothing_beyond_it_as_pytorchs():
+    ours, theirs = _pruned_pass(zgrad), _pruned_pass(torch)
+    for o, t in zip(ours[0], theirs[0]):
+        np.testing.assert_allclose(o.numpy(), t.detach().numpy(), rtol=1e-12)
+    assert ours[1:4] == theirs[1:4]
+    assert ours[1] == ["h"] and "Traced.backward" in ours[3]
+    np.testing.assert_allclose(ours[4].numpy(), theirs[4].numpy(), rtol=1e-12)
+    np.testing.assert_allclose(ours[5].numpy(), theirs[5].numpy(), rtol=1e-12)
+
+
 # --- hooks, retain_grad, requires_grad_ -----------------------------------------------------------
 
 @pytest.mark.torch

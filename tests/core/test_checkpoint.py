@@ -77,8 +77,12 @@ def test_non_reentrant_gives_parameter_gradients_to_autograd_grad_and_leaves_gra
 
 def test_reentrant_refuses_autograd_grad_and_an_input_free_call():
     m = model()
-    out = checkpoint(m, zgrad.randn(3, 4, dtype=zgrad.float64, requires_grad=True), use_reentrant=True)
-    with pytest.raises(AutogradError, match=r"Checkpointing is not compatible with \.grad\(\)"):
+    x = zgrad.randn(3, 4, dtype=zgrad.float64, requires_grad=True)
+    out = checkpoint(m, x, use_reentrant=True)
+    with pytest.raises(AutogradError, match=r"checkpoint is incompatible with \.grad\(\)"):
+        zgrad.autograd.grad(out.sum(), [x])
+    out = checkpoint(m, x, use_reentrant=True)  # the parameters are not on the graph: the pass does not run
+    with pytest.raises(AutogradError, match="Tensor at index 0 appears to not have been used in the graph"):
         zgrad.autograd.grad(out.sum(), list(m.parameters()))
     with pytest.warns(UserWarning, match="None of the inputs have requires_grad=True"):
         out = checkpoint(m, zgrad.randn(3, 4, dtype=zgrad.float64), use_reentrant=True)

@@ -31,7 +31,7 @@ _CREATE_GRAPH_CYCLE_WARNING = (
     "which can cause a memory leak. We recommend using autograd.grad when creating the graph to avoid this. If you "
     "have to use this function, make sure to reset the .grad fields of your parameters to None after use to break "
     "the cycle and avoid the leak.")
-_UNUSED_MESSAGE = ("One of the differentiated Tensors appears to not have been used in the graph. "
+_UNUSED_MESSAGE = ("The differentiated Tensor at index {} appears to not have been used in the graph. "
                    "Set allow_unused=True if this is the desired behavior.")
 
 
@@ -122,7 +122,7 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
         gradient = found.get(i)
         if gradient is None:
             if not allow_unused:
-                raise AutogradError(_UNUSED_MESSAGE)
+                raise AutogradError(_UNUSED_MESSAGE.format(i))
             results.append(_zeros_like(tensor) if materialize_grads else None)
         elif create_graph:
             results.append(gradient if gradient.dtype == tensor.dtype else gradient.to(tensor.dtype))
@@ -138,10 +138,14 @@ def _check_outputs(outputs: Sequence[Tensor]) -> None:
 
 
 def _run_to_inputs(outputs: Sequence[Tensor], root_grads: list[Any], inputs: Sequence[Tensor],
-                   take: Callable[[int, Any], None], retain_graph: bool, create_graph: bool) -> None:
-    """Run one backward pass from ``outputs`` and call ``take(i, gradient)`` with the gradient
-    reaching ``inputs[i]`` (not called for an input the pass does not reach); leaves other than
-    the inputs get nothing. ``create_graph``: record the pass (gradients are tensors)."""
+                   take: Callable[[int, Any], None], retain_graph: bool, create_graph: bool,
+                   run_targets: bool = False) -> None:
+    """Run one backward pass from ``outputs``, through only the nodes that lead to ``inputs``, and
+    call ``take(i, gradient)`` with the gradient reaching ``inputs[i]`` (not called for an input the
+    pass does not reach); leaves other than the inputs get nothing. ``create_graph``: record the
+    pass (gradients are tensors). ``run_targets``: a non-leaf input's node runs too (PyTorch's
+    ``backward(inputs=...)``; ``grad`` stops there)."""
+    targets = [gradient_edge(t).node for t in inputs]  # also brings a view's grad_fn up to date
     leaves = {id(t): i for i, t in enumerate(inputs) if t.grad_fn is None}
 
     def leaf_sink(variable: Any, gradient: Any) -> None:
@@ -156,7 +160,7 @@ def _run_to_inputs(outputs: Sequence[Tensor], root_grads: list[Any], inputs: Seq
             tensor.grad_fn.register_pre_hook(tensor._output_nr, hook)
             caught.append((tensor.grad_fn.pre_hooks[tensor._output_nr], hook))
     try:
-        _run(outputs, root_grads, retain_graph, create_graph, leaf_sink)
+        _run(outputs, root_grads, retain_graph, create_graph, leaf_sink, targets, run_targets)
     finally:
         for hooks, hook in caught:
             hooks.remove(hook)
@@ -199,26 +203,35 @@ def _accumulate(tensors: Any, grad_tensors: Any, retain_graph: bool | None, crea
     if not inputs:
         raise ValueError("'inputs' argument to backward() cannot be empty.")
 
+    for tensor in inputs:  # as PyTorch: a non-leaf input keeps its .grad from now on, this pass's included
+        if tensor.grad_fn is not None:
+            tensor.retain_grad()
+
     def accumulate(position: int, gradient: Any) -> None:
         tensor = inputs[position]
-        if tensor.grad_fn is None and not create_graph:
-            tensor._grad_accumulator().accumulate(gradient, owned=False)
-        else:
+        if tensor.grad_fn is not None:
+            return  # its retain_grad hook has it
+        if create_graph:
             tensor._accumulate_grad(gradient)
+        else:
+            tensor._grad_accumulator().accumulate(gradient, owned=False)
 
-    _run_to_inputs(tensors, root_grads, inputs, accumulate, retain_graph, create_graph)
+    _run_to_inputs(tensors, root_grads, inputs, accumulate, retain_graph, create_graph, run_targets=True)
 
 
 def _run(outputs: Sequence[Tensor], root_grads: list[Any], retain_graph: bool, create_graph: bool,
-         leaf_sink: Callable[[Any, Any], None] | None = None) -> None:
-    """One local backward pass from ``outputs``; recorded (with grad mode on) for ``create_graph``."""
+         leaf_sink: Callable[[Any, Any], None] | None = None, targets: Sequence[Any] | None = None,
+         run_targets: bool = False) -> None:
+    """One local backward pass from ``outputs`` (through only what leads to the ``targets`` nodes,
+    when given: :meth:`GraphTask.restrict_to`); recorded (with grad mode on) for ``create_graph``."""
     edges = [gradient_edge(o) for o in outputs]
     if not create_graph:
-        run_backward(edges, root_grads, retain_graph=retain_graph, leaf_sink=leaf_sink)
+        run_backward(edges, root_grads, retain_graph=retain_graph, leaf_sink=leaf_sink, targets=targets,
+                     run_targets=run_targets)
         return
     with enable_grad():
         run_backward(edges, root_grads, retain_graph=retain_graph, leaf_sink=leaf_sink,
-                     graph_gradients=TENSOR_GRADIENTS)
+                     graph_gradients=TENSOR_GRADIENTS, targets=targets, run_targets=run_targets)
 
 
 @tensor_methods

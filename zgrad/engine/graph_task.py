@@ -158,6 +158,8 @@ class GraphTask:
         self._ready: deque[tuple[Node, list[Any]]] = deque()
         self._held: set[Node] = set()
         self._running = 0
+        self._wanted: set[Node] | None = None  # with targets: the nodes gradients are routed to
+        self._stops: set[Node] = set()  # targets that capture their gradients and go no further
         self.nodes_run = 0
         self.observer: Callable[[Node, int, int], None] | None = None  # hears of every node run (traces)
 
@@ -188,6 +190,30 @@ class GraphTask:
         with self._lock:
             self._ready.append((root, []))
         return root
+
+    def restrict_to(self, targets: Iterable[Node], run_targets: bool = False) -> None:
+        """Run only what leads to ``targets`` (PyTorch's exec_info, for ``autograd.grad`` and
+        ``backward(inputs=...)``): gradients reach only nodes with a path to a target. A target
+        other than a leaf's accumulator runs its per-input hooks (where its gradient is captured)
+        and stops there, unless it leads on to another target or ``run_targets`` (then it runs,
+        as ``backward(inputs=...)`` runs it in PyTorch). Call after the roots are added."""
+        with self._lock:
+            parents: dict[Node, list[Node]] = {}
+            for node in self._seen:
+                for edge in node.next_edges:
+                    if edge is not None:
+                        parents.setdefault(edge.node, []).append(node)
+            wanted = {t for t in targets if t in self._seen}
+            stack = list(wanted)
+            while stack:
+                for parent in parents.get(stack.pop(), ()):
+                    if parent not in wanted:
+                        wanted.add(parent)
+                        stack.append(parent)
+            self._wanted = wanted
+            self._stops = set() if run_targets else {
+                n for n in wanted
+                if type(n) is not AccumulateGrad and not any(e is not None and e.node in wanted for e in n.next_edges)}
 
     def hold(self, nodes: Iterable[Node]) -> None:
         """Keep ``nodes`` from running until :meth:`release`, whatever reaches them meanwhile (one
@@ -319,6 +345,8 @@ class GraphTask:
                         result = hook(inputs[index])
                         if result is not None:
                             inputs[index] = result
+            if self._stops and node in self._stops:
+                return ()
             if node.node_prehooks:
                 seen = [None if gone else g for g, gone in zip(inputs, missing)]
                 for hook in list(node.node_prehooks.values()):
@@ -408,8 +436,9 @@ class GraphTask:
         Called with the lock held."""
         buffers, dependencies = self._buffers, self._dependencies
         graph = self.graph_gradients
+        wanted = self._wanted
         for edge, grad in zip(node.next_edges, outputs):
-            if edge is None:
+            if edge is None or (wanted is not None and edge.node not in wanted):
                 continue
             child = edge.node
             buffer = buffers.get(child)
@@ -437,9 +466,11 @@ local_pass_observer: Callable[[Node, int, int], None] | None = None
 
 
 def run_backward(root_edges: Sequence[Edge], root_grads: Sequence[Any], *, retain_graph: bool = False,
-                 leaf_sink: LeafSink | None = None, graph_gradients: GraphGradients | None = None) -> GraphTask:
+                 leaf_sink: LeafSink | None = None, graph_gradients: GraphGradients | None = None,
+                 targets: Iterable[Node] | None = None, run_targets: bool = False) -> GraphTask:
     """Run a complete local backward pass in the calling thread and return its finished task
-    (recording it, with tensor gradients, when ``graph_gradients`` is given: create_graph).
+    (recording it, with tensor gradients, when ``graph_gradients`` is given: create_graph; only
+    the nodes that lead to ``targets`` when given: :meth:`GraphTask.restrict_to`).
 
     Blocks until done, final callbacks included. Raises whatever a node or callback raised. The
     process's first pass tunes the host allocator for training (:func:`tune_for_training`).
@@ -448,6 +479,8 @@ def run_backward(root_edges: Sequence[Edge], root_grads: Sequence[Any], *, retai
     task = GraphTask(retain_graph=retain_graph, leaf_sink=leaf_sink, graph_gradients=graph_gradients)
     task.observer = local_pass_observer
     task.start(root_edges, root_grads)
+    if targets is not None:
+        task.restrict_to(targets, run_targets)
     task.run()
     task.run_final_callbacks()
     return task

@@ -38,8 +38,9 @@ from zgrad.utils.tensor_tree import replace_tensors, tensors_in
 
 __all__ = ["checkpoint", "checkpoint_sequential", "noop_context_fn", "CheckpointError"]
 
-_REENTRANT_UNDER_GRAD = ("Checkpointing is not compatible with .grad() or when an `inputs` parameter is passed to "
-                         ".backward(). Please use .backward() and do not pass its `inputs` argument.")
+_REENTRANT_UNDER_GRAD = ("When use_reentrant=True, zgrad.utils.checkpoint is incompatible with .grad() or passing "
+                         "an `inputs` parameter to .backward(). To resolve this error, you can either set "
+                         "use_reentrant=False, or call .backward() without passing the `inputs` argument.")
 
 
 class CheckpointError(RuntimeError):
