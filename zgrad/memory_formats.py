@@ -106,10 +106,11 @@ def check_strided(value: Any, what: str) -> None:
     """Refuse a ``layout=`` argument other than None or ``strided``.
 
     Raises:
-        RuntimeError: another layout (zgrad has no sparse tensors).
+        RuntimeError: another layout (the factories make strided tensors only).
     """
     if value is not None and value is not strided:
-        raise RuntimeError(f"{what}: zgrad has no sparse tensors; only layout=zgrad.strided is supported, got {value!r}")
+        raise RuntimeError(f"{what}: only layout=zgrad.strided is supported here, got {value!r}; make a sparse tensor "
+                           "with zgrad.sparse_coo_tensor or Tensor.to_sparse()")
 
 
 class Size(tuple):

@@ -22,6 +22,7 @@ import numpy as np
 
 from zgrad.device import CPU, Device, as_device, is_device_index
 from zgrad.engine.graph import AccumulateGrad, Edge, InputMetadata
+from zgrad.engine.hooks import RemovableHandle
 from zgrad.engine.grad_mode import is_grad_enabled
 from zgrad.engine.versions import mark_leaf_memory
 from zgrad.engine.view_history import ViewOfBase
@@ -32,17 +33,19 @@ from zgrad.kernels.view_geometry import ViewGeometry, shares_allocation
 from zgrad.memory_formats import Size, as_size, contiguous_format, dim_order, is_laid_out, preserve_format
 from zgrad.printing import add_suffixes, print_options, tensor_body
 
-__all__ = ["Tensor", "RemovableHandle", "parse_to_args", "gradient_edge", "tensor_methods", "link_views", "link_view",
+__all__ = ["Tensor", "parse_to_args", "gradient_edge", "tensor_methods", "link_views", "link_view",
            "refresh_view", "NO_GRAD_VIEW_INPLACE_ERROR", "NO_GRAD_VIEW_OF_CHANGED_BASE_ERROR"]
 
 # dtypes a tensor's repr leaves out besides the default dtype, as PyTorch does (an empty tensor's names them)
 _REPR_DEFAULT_DTYPES = (np.dtype(np.int64), np.dtype(np.bool_))
 
 
-class RemovableHandle:
-    """Returned by ``register_hook``; ``remove()`` unregisters the hook."""
+class _ListedHookHandle(RemovableHandle):
+    """The handle of a hook kept in a list (a node's per-input hooks, a leaf's post-accumulate
+    hooks): ``remove()`` takes it out; otherwise the handle of module and node hooks."""
 
     def __init__(self, hooks: list, hook: Callable) -> None:
+        super().__init__({})
         self._hooks = hooks
         self._hook = hook
 
@@ -414,7 +417,7 @@ class Tensor:
         hooks = node.pre_hooks[index]
         if any(isinstance(h, _RetainGrad) for h in hooks):  # .grad takes the gradient after every hook, as PyTorch's
             hooks.sort(key=lambda h: isinstance(h, _RetainGrad))
-        return RemovableHandle(hooks, array_hook)
+        return _ListedHookHandle(hooks, array_hook)
 
     def retain_grad(self) -> None:
         """Make ``.grad`` of this non-leaf tensor hold (accumulate) its gradient after backward, as
@@ -451,7 +454,7 @@ class Tensor:
             hook(variable)
 
         hooks.append(tensor_hook)
-        return RemovableHandle(hooks, tensor_hook)
+        return _ListedHookHandle(hooks, tensor_hook)
 
     def _set_grad_array(self, grad: Any) -> None:
         """Make ``.grad`` a tensor over array ``grad`` (shared, not copied)."""

@@ -34,3 +34,14 @@ def test_compile_refuses_what_pytorch_refuses():
         zgrad.compile(zgrad.sin, backend=lambda graph, inputs: graph)
     with pytest.raises(TypeError, match="A callable function is expected, but <class 'int'> is provided"):
         zgrad.compile(3)
+
+
+def test_module_compile_checks_its_arguments_and_keeps_the_module():
+    model = nn.Sequential(nn.Linear(3, 2), nn.ReLU())
+    keys = list(model.state_dict())
+    x = zgrad.randn(4, 3)
+    expected = model(x)
+    assert model.compile(mode="reduce-overhead") is None
+    assert list(model.state_dict()) == keys and zgrad.equal(model(x), expected)
+    with pytest.raises(ValueError, match="Invalid backend: 'nonexistent'"):
+        model.compile(backend="nonexistent")

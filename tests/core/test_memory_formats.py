@@ -57,7 +57,8 @@ def test_memory_format_errors_and_layout_queries():
     assert x.contiguous(memory_format=zgrad.preserve_format) is x
     with pytest.raises(RuntimeError, match="preserve memory format is unsupported by the contiguous operator"):
         x.t().contiguous(memory_format=zgrad.preserve_format)
-    with pytest.raises(RuntimeError, match="zgrad has no sparse tensors"):
+    with pytest.raises(RuntimeError, match="only layout=zgrad.strided is supported here, got zgrad.sparse_coo; make a "
+                                           "sparse tensor with zgrad.sparse_coo_tensor"):
         zgrad.zeros_like(x, layout=zgrad.sparse_coo)
     assert x.layout is zgrad.strided and repr(zgrad.strided) == "zgrad.strided"
     assert repr(zgrad.channels_last) == "zgrad.channels_last" and isinstance(zgrad.channels_last, zgrad.memory_format)

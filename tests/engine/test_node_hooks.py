@@ -56,6 +56,10 @@ def test_node_hook_results_are_checked():
     e.grad_fn.register_hook(lambda gi, go: (gi[0], gi[0]))
     with pytest.raises(AutogradError, match=r"has returned an incorrect number of values \(got 2, but expected 1\)"):
         e.sum().backward()
+    f = a.exp()
+    f.grad_fn.register_prehook(lambda go: [go[0]])  # PyTorch wants a tuple
+    with pytest.raises(TypeError, match="expected tuple, but hook returned 'list'"):
+        f.sum().backward()
 
 
 def test_node_hooks_see_none_where_no_gradient_arrived_and_tensor_arguments_only():

@@ -367,3 +367,22 @@ def test_infinities_and_nan_keep_torchs_values(name):
     got = getattr(zgrad.nn.functional, name)(zgrad.tensor(values, dtype=zgrad.float64)).numpy()
     expected = getattr(torch.nn.functional, name)(torch.tensor(values, dtype=torch.float64)).numpy()
     np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", ["relu", "leaky_relu", "relu6", "hardtanh", "gelu", "mish", "tanh"])
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_gradients_at_infinities_nan_and_zero_are_torchs(name, create_graph):
+    """Where PyTorch's backward deliberately passes a NaN input's gradient (relu and hardtanh test
+    ``x <= 0``, not ``x > 0``), and its values at the kinks and infinities."""
+    torch = require_torch()
+    values = [float("inf"), -float("inf"), float("nan"), 0.0, -0.0, 2.0, -2.0]
+
+    def gradient(lib):
+        x = lib.tensor(values, dtype=lib.float64, requires_grad=True)
+        out = getattr(lib.nn.functional, name)(x)
+        (grad,) = lib.autograd.grad(out, x, lib.full((len(values),), 3.0, dtype=lib.float64),
+                                    create_graph=create_graph)
+        return grad.detach().numpy()
+
+    np.testing.assert_array_equal(gradient(zgrad), gradient(torch))

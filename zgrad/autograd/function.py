@@ -298,7 +298,8 @@ def _tensor_hook(fn: Any, what: str, gradients: Any, *more: Any) -> list[Any] | 
     result = fn(as_tensors(gradients), *map(as_tensors, more))
     if result is None:
         return None
-    result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+    if not isinstance(result, tuple):
+        raise TypeError(f"expected tuple, but hook returned '{type(result).__name__}'")
     if len(result) != len(gradients):
         raise AutogradError(f"hook '{getattr(fn, '__name__', fn)}' has returned an incorrect number of values (got "
                             f"{len(result)}, but expected {len(gradients)})")

@@ -7,6 +7,7 @@ from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
 import numpy as np
 
+from zgrad.compiler import compile as compile_callable
 from zgrad.device import cuda_device
 from zgrad.kernels import dispatch
 from zgrad.tensor import Tensor, parse_to_args
@@ -207,6 +208,16 @@ class Module:
                 or hooks.get("_backward_pre_hooks"):
             return call_with_hooks(self, args, kwargs)
         return self.forward(*args, **kwargs)
+
+    def compile(self, *args: Any, **kwargs: Any) -> None:
+        """Compile this module's forward in place, as PyTorch's ``Module.compile``: the arguments
+        are :func:`zgrad.compile`'s and checked as it checks them; zgrad runs eagerly, so the module
+        runs on unchanged (its ``state_dict`` keys stay as they are, as PyTorch's do here).
+
+        Raises:
+            RuntimeError, ValueError, NotImplementedError: arguments :func:`zgrad.compile` refuses.
+        """
+        compile_callable(self.__call__, *args, **kwargs)
 
     # --- hooks ----------------------------------------------------------------------------------
 

@@ -245,8 +245,8 @@ class Relu(_Activation):
 
     @staticmethod
     def formula(grad, x):
-        return formula_mul(grad, piecewise_constant(x, dispatch.cast(dispatch_pointwise.compare("gt", detached(x), 0),
-                                                                     x.dtype)))
+        passes = dispatch_pointwise.logical_not(dispatch_pointwise.compare("le", detached(x), 0))  # NaN passes
+        return formula_mul(grad, piecewise_constant(x, dispatch.cast(passes, x.dtype)))
 
 
 class Cast(Op):

@@ -32,10 +32,10 @@ def relu_forward(x, out):
 
 @parallel_kernel()
 def relu_backward(grad, x, out):
-    """out = grad where x > 0 else 0."""
+    """out = 0 where x <= 0 else grad (a NaN input passes its gradient, as PyTorch's)."""
     zero = out.dtype.type(0)
     for i in prange(out.size):
-        out[i] = grad[i] if x[i] > zero else zero
+        out[i] = zero if x[i] <= zero else grad[i]
 
 
 @parallel_kernel(min_size=PARALLEL_MIN_SIZE_HEAVY)

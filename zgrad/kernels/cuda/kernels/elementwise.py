@@ -271,7 +271,7 @@ def _add_scaled(a, b, p, q, T):
 
 @device
 def _relu_backward(g, x, p, q, T):
-    return g if x > T(0) else T(0)
+    return T(0) if x <= T(0) else g
 
 
 @device
