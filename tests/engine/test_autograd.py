@@ -289,6 +289,35 @@ def _returning(value_fn):
     return Bad
 
 
+@pytest.mark.torch
+@pytest.mark.skipif(torch is None, reason="needs torch")
+@pytest.mark.parametrize("materialize", [True, False])
+def test_custom_function_non_differentiable_outputs_and_materialized_grads_as_torch(materialize):
+    def run(lib):
+        seen = []
+
+        class ArgmaxAndScale(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.set_materialize_grads(materialize)
+                index = x.argmax()
+                ctx.mark_non_differentiable(index)
+                return x * 2, index, x * 3
+
+            @staticmethod
+            def backward(ctx, g_double, g_index, g_triple):
+                seen.append(tuple(None if g is None else g.tolist() for g in (g_double, g_index, g_triple)))
+                return g_double * 2 + (0 if g_triple is None else g_triple * 3)
+
+        x = lib.tensor([1.0, 3.0, 2.0], dtype=lib.float64, requires_grad=True)
+        double, index, _ = ArgmaxAndScale.apply(x)
+        assert not index.requires_grad and index.grad_fn is None
+        double.sum().backward()
+        return seen, x.grad.tolist()
+
+    assert run(zgrad) == run(torch)
+
+
 def test_custom_function_wrong_gradient_count_is_named():
     Bad = _returning(lambda g: g)
     out = Bad.apply(leaf(1.0, 2.0), leaf(3.0, 4.0))

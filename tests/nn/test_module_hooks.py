@@ -88,6 +88,42 @@ def test_backward_hooks_see_and_replace_what_pytorchs_do():
         np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-12)
 
 
+def _hooked_call(lib, case):
+    """What a module's backward pre-hook and hook see for one kind of call (see the cases)."""
+    seen = []
+
+    def values(grads):
+        return tuple(None if g is None else g.detach().numpy().tolist() for g in grads)
+
+    class Probe(lib.nn.Module):
+        def forward(self, a, b, c=None):
+            return {"constant_argument": lambda: a * 2 + b, "unused_output": lambda: (a * 2, a * 3),
+                    "constant_output": lambda: (a * 2, b * 1, a * 4), "list_output": lambda: [a * 2, a * 3],
+                    "unused_argument": lambda: a * 2, "integer_output": lambda: (a * 2, a.argmax())}[case]()
+
+    probe = Probe()
+    probe.register_full_backward_pre_hook(lambda m, go: seen.append(("pre", values(go))))
+    probe.register_full_backward_hook(lambda m, gi, go: seen.append(("hook", values(gi), values(go))))
+    a = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+    b = lib.tensor([3.0, 4.0], dtype=lib.float64, requires_grad=case == "unused_argument")
+    out = probe(a, b, 5)
+    loss = out.sum() if isinstance(out, lib.Tensor) else out[0].sum()
+    if case == "constant_output":
+        loss = loss + out[2].sum()
+    loss.backward()
+    return seen
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("case", ["constant_argument", "unused_output", "constant_output", "list_output",
+                                  "unused_argument", "integer_output"])
+def test_backward_hook_arguments_are_pytorchs(case):
+    """Zeros for a tensor argument without grad, None for an output no gradient reached or that
+    does not require grad, and no hooks at all for a list output: as PyTorch's."""
+    import torch
+    assert _hooked_call(zgrad, case) == _hooked_call(torch, case)
+
+
 def test_backward_hook_without_input_gradients_fires_at_the_output_and_warns():
     seen = []
     layer = nn.Linear(2, 2)

@@ -56,6 +56,7 @@ class FunctionCtx(Node):
         self._freed = False
         self._on_graph = False  # backward is running with create_graph=True
         self._listed: tuple[bool, ...] | None = None  # a user Function's: which arguments were tensors
+        self._non_differentiable: tuple[int, ...] = ()  # id() of the outputs forward marked so
 
     @property
     def next_functions(self) -> tuple[tuple["Node | None", int], ...]:
@@ -90,6 +91,16 @@ class FunctionCtx(Node):
         """Which forward arguments PyTorch's schema has as tensors (see :attr:`next_functions`)."""
         return self._listed or tuple(need is not None or i < self.fn.tensor_operands
                                      for i, need in enumerate(self.needs_input_grad))
+
+    def set_materialize_grads(self, value: bool) -> None:
+        """Whether ``backward`` gets zeros (True, the default) or None for the outputs no gradient
+        reached, as PyTorch's ``ctx.set_materialize_grads``."""
+        self.materialize_grads = bool(value)
+
+    def mark_non_differentiable(self, *tensors: Any) -> None:
+        """Make these outputs of ``forward`` not require grad (indices, say), as PyTorch's: backward
+        still gets a gradient for each, zeros (None without materialized gradients)."""
+        self._non_differentiable += tuple(id(t) for t in tensors)
 
     def save_for_backward(self, *values: Any) -> None:
         """Keep ``values`` for ``backward``; freed after a pass without ``retain_graph``."""
@@ -154,7 +165,7 @@ class FunctionCtx(Node):
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         if self.fn._tensor_api:
             with no_grad():
-                result = self.fn.backward(self, *(Tensor(g) for g in grads))
+                result = self.fn.backward(self, *(None if g is None else Tensor(g) for g in grads))
             result = result if isinstance(result, tuple) else (result,)
             return tuple(_unwrap_gradient(self, i, r) for i, r in enumerate(result))
         result = self.fn.backward(self, *grads)
@@ -257,7 +268,10 @@ class Function:
             with no_grad():
                 raw = cls.forward(ctx, *args)
             outputs = _output_arrays(cls, raw)
+            marked = ctx._non_differentiable
+            fixed = tuple(id(item) in marked for item in (raw if isinstance(raw, tuple) else (raw,))) if marked else ()
         else:
+            fixed = ()
             raw = cls.forward(ctx, *(a._data if isinstance(a, Tensor) else a for a in args))
             outputs = raw if isinstance(raw, tuple) else (raw,)
         if not record:
@@ -268,7 +282,8 @@ class Function:
             ctx.input_metadata = [InputMetadata.of(o) for o in outputs]
             if ctx._saved:
                 ctx._versions = snapshot(ctx._saved)
-            wrapped = tuple(Tensor(o, requires_grad=is_floating(o.dtype), _grad_fn=ctx, _output_nr=i)
+            wrapped = tuple(Tensor(o) if fixed and fixed[i] else
+                            Tensor(o, requires_grad=is_floating(o.dtype), _grad_fn=ctx, _output_nr=i)
                             for i, o in enumerate(outputs))
         return wrapped if isinstance(raw, tuple) else wrapped[0]
 

@@ -74,6 +74,8 @@ class Node:
         input_metadata: one entry per gradient this node receives (per forward output).
         always_run: run even when no gradient reached it (missing inputs become zeros); used by
             nodes whose running is itself an obligation, like distributed recv nodes.
+        materialize_grads: hand ``apply`` zeros where no gradient arrived (False: None there, for
+            a Function whose ctx said ``set_materialize_grads(False)``).
         node_prehooks: ``hook(grads) -> grads | None`` run on the node's incoming gradients before
             it runs (after the per-input ``pre_hooks``); None when there are none.
         node_posthooks: ``hook(outgoing, incoming) -> outgoing | None`` run on the gradients it
@@ -81,6 +83,7 @@ class Node:
     """
 
     always_run = False
+    materialize_grads = True  # missing incoming gradients become zeros (False: None reaches apply)
     node_prehooks: dict[int, Callable[[list], Any]] | None = None  # PyTorch's register_prehook, by handle id
     node_posthooks: dict[int, Callable[[Sequence, list], Any]] | None = None  # PyTorch's register_hook
 

@@ -337,11 +337,14 @@ class GraphTask:
             if _has_missing(inputs):
                 if not node.always_run and all(g is None for g in inputs):
                     return [None] * len(node.next_edges)
-                inputs[:] = [g if g is not None else m.zeros() if graph is None else graph.zeros(*m)
-                             for g, m in zip(inputs, node.input_metadata)]
+                if node.materialize_grads:
+                    inputs[:] = [g if g is not None else m.zeros() if graph is None else graph.zeros(*m)
+                                 for g, m in zip(inputs, node.input_metadata)]
             if node.pre_hooks:
                 for index, hooks in node.pre_hooks.items():
                     for hook in hooks:
+                        if inputs[index] is None:  # not materialized: nothing to hook
+                            break
                         result = hook(inputs[index])
                         if result is not None:
                             inputs[index] = result
@@ -353,8 +356,8 @@ class GraphTask:
                     result = hook(seen)
                     if result is not None:
                         seen = list(result)
-                inputs[:] = [g if g is not None else m.zeros() if graph is None else graph.zeros(*m)
-                             for g, m in zip(seen, node.input_metadata)]
+                inputs[:] = [g if g is not None or not node.materialize_grads else m.zeros() if graph is None
+                             else graph.zeros(*m) for g, m in zip(seen, node.input_metadata)]
         if type(node) is AccumulateGrad:
             if self.leaf_sink is not None:
                 grad = inputs.pop()  # the caller's list is this one: now only ``grad`` holds it

@@ -2,11 +2,14 @@
 and full backward (pre-)hooks. ``Module.__call__`` comes here only when the module has a hook.
 
 Backward hooks ride on two identity functions, as PyTorch's ``BackwardHook``: one over the
-module's tensor arguments, one over its output tensors. In backward the output one runs first: it
-hands ``grad_output`` to the backward pre-hooks (which may replace it) and keeps it; the input one
-then hands ``grad_input`` (one entry per positional argument, None where there is no gradient)
-and that ``grad_output`` to the backward hooks, which may replace ``grad_input``. When no
-argument requires grad, the backward hooks run at the output, with ``grad_input`` all None.
+module's tensor arguments, one over its output tensors (a tensor, or a tuple's; a list or a dict
+output is not hooked, as in PyTorch). In backward the output one runs first: it hands
+``grad_output`` (None for an output no gradient reached or that does not require grad) to the
+backward pre-hooks (which may replace it) and keeps it; the input one then hands ``grad_input``
+(one entry per positional argument: zeros for a tensor that does not require grad, None for
+what is not a tensor) and that ``grad_output`` to the backward hooks, which may replace
+``grad_input``. When no argument requires grad, the backward hooks run at the output, with
+``grad_input`` all None; when the output side never ran, they do not run.
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ class _Pass:
         return grads
 
     def at_input(self, grads: tuple) -> tuple:
+        if self.grad_output is None:  # the gradient did not come through the output (double backward, a list)
+            return grads
         grad_input = [None] * self.arguments
         for position, grad in zip(self.positions, grads):
             grad_input[position] = grad
@@ -65,11 +70,17 @@ class _Pass:
         return tuple(packed[p] for p in self.positions)
 
 
+def _identity(ctx: Any, state: _Pass, tensors: tuple) -> tuple:
+    ctx.state = state
+    ctx.mark_non_differentiable(*(t for t in tensors if not t.requires_grad))
+    return tensors
+
+
 class _OutputSide(Function):
     @staticmethod
     def forward(ctx: Any, state: _Pass, *tensors: Tensor) -> tuple:
-        ctx.state = state
-        return tensors
+        ctx.set_materialize_grads(False)  # grad_output has None where no gradient came
+        return _identity(ctx, state, tensors)
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> tuple:
@@ -79,8 +90,7 @@ class _OutputSide(Function):
 class _InputSide(Function):
     @staticmethod
     def forward(ctx: Any, state: _Pass, *tensors: Tensor) -> tuple:
-        ctx.state = state
-        return tensors
+        return _identity(ctx, state, tensors)
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> tuple:
@@ -93,13 +103,13 @@ def _through(side: type, state: _Pass, tensors: list[Tensor]) -> list[Tensor]:
 
 
 def _hook_outputs(state: _Pass, output: Any) -> Any:
-    """``output`` (a tensor, or a tuple or list of them and other values) with its tensors that
-    require grad passed through the output side."""
+    """``output`` (a tensor, or a tuple of them and other values) with its tensors passed through
+    the output side, when one of them requires grad."""
     if isinstance(output, Tensor):
         return _through(_OutputSide, state, [output])[0] if output.requires_grad else output
-    if isinstance(output, (tuple, list)):
-        places = [i for i, item in enumerate(output) if isinstance(item, Tensor) and item.requires_grad]
-        if places:
+    if isinstance(output, tuple):
+        places = [i for i, item in enumerate(output) if isinstance(item, Tensor)]
+        if any(output[i].requires_grad for i in places):
             items = list(output)
             for i, hooked in zip(places, _through(_OutputSide, state, [items[i] for i in places])):
                 items[i] = hooked
@@ -128,7 +138,9 @@ def call_with_hooks(module: Any, args: tuple, kwargs: dict) -> Any:
                 args = result if isinstance(result, tuple) else (result,)
     state = None
     if (module._backward_hooks or module._backward_pre_hooks) and is_grad_enabled():
-        positions = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+        positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        if not any(args[i].requires_grad for i in positions):
+            positions = []
         state = _Pass(module, positions, len(args))
         if positions:
             items = list(args)
