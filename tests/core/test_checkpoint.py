@@ -139,11 +139,30 @@ def test_an_input_changed_in_place_before_backward_is_caught():
         y.sum().backward()
 
 
-def test_non_reentrant_refuses_a_non_leaf_tensor_from_outside():
-    x = zgrad.randn(3, requires_grad=True)
-    outside = x * 2
-    with pytest.raises(AutogradError, match="pass that tensor to checkpoint as an argument"):
-        checkpoint(lambda y: y * outside, zgrad.randn(3), use_reentrant=False)
+def _closing_over_a_non_leaf(lib, returns_it):
+    w = lib.tensor([0.5, -1.0, 2.0], dtype=lib.float64, requires_grad=True)
+    x = lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64, requires_grad=True)
+    scale = w * 2  # made before the call, closed over by the function
+    linear = lib.nn.Linear(3, 3).double()
+    with lib.no_grad():
+        linear.weight.copy_(lib.tensor(np.arange(9.0).reshape(3, 3) / 10 - 0.3, dtype=lib.float64))
+        linear.bias.copy_(lib.tensor([0.1, -0.2, 0.3], dtype=lib.float64))
+
+    def part(t):
+        out = linear(t * scale).sin() * scale
+        return (out, scale) if returns_it else out
+
+    out = lib.utils.checkpoint.checkpoint(part, x, use_reentrant=False)
+    (out[0].sum() + (out[1] * 3).sum() if returns_it else out.sum()).backward()
+    return [x.grad.numpy(), w.grad.numpy(), linear.weight.grad.numpy(), linear.bias.grad.numpy()]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("returns_it", [False, True])
+def test_non_reentrant_differentiates_a_non_leaf_tensor_it_closes_over(returns_it):
+    torch = pytest.importorskip("torch")
+    for ours, theirs in zip(_closing_over_a_non_leaf(zgrad, returns_it), _closing_over_a_non_leaf(torch, returns_it)):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12)
 
 
 def test_double_backward_through_a_non_reentrant_checkpoint():

@@ -5,7 +5,8 @@ Both of PyTorch's variants are here, on one backward node per call (:class:`Chec
 
 - ``use_reentrant=False`` (PyTorch's recommended one): the forward runs with grad mode on, over
   detached copies of the inputs, only to learn which tensors the part reaches (the inputs that
-  require grad and every leaf it uses, such as a module's parameters); its graph and the
+  require grad, every leaf it uses, such as a module's parameters, and the tensors from before the
+  call that it closes over); its graph and the
   activations it saved are dropped before ``checkpoint`` returns. The node's gradients go to those
   tensors, so ``zgrad.autograd.grad`` and ``backward(inputs=...)`` see the parameters' gradients
   as they would without checkpointing. Its backward runs the part again and differentiates it.
@@ -23,6 +24,8 @@ import contextlib
 import warnings
 from typing import Any, Callable
 
+import numpy as np
+
 from zgrad.amp.autocast_mode import autocast, get_autocast_dtype, is_autocast_enabled
 from zgrad.autograd.function import Function
 from zgrad.autograd.gradients import backward as accumulate_backward
@@ -33,7 +36,7 @@ from zgrad.engine.graph import AccumulateGrad, Node
 from zgrad.engine.graph_task import current_graph_task
 from zgrad.errors import AutogradError
 from zgrad.random import cuda_default_generator, default_generator
-from zgrad.tensor import Tensor
+from zgrad.tensor import Tensor, gradient_edge
 from zgrad.utils.tensor_tree import replace_tensors, tensors_in
 
 __all__ = ["checkpoint", "checkpoint_sequential", "noop_context_fn", "CheckpointError"]
@@ -107,31 +110,41 @@ def _release(copies: list[Tensor]) -> None:
         copy._accumulator = None
 
 
-def _leaves_reached(outputs: list[Tensor], since: int) -> list[Tensor]:
-    """The leaf tensors whose gradient the graph of ``outputs`` (made by nodes numbered ``since``
-    or later) reaches, in the order first met.
-
-    Raises:
-        AutogradError: the graph reaches a node made before (a tensor from outside the function
-            that requires grad and is not a leaf), which the second run could not differentiate to.
-    """
+def _leaves_reached(outputs: list[Tensor], since: int) -> tuple[list[Tensor], list[Tensor]]:
+    """What the graph of ``outputs`` (made by nodes numbered ``since`` or later) leads to outside
+    it: the leaf tensors it reaches, and stand-ins for the non-leaf tensors made before the call
+    that it reaches (the function closes over them), each in the order first met. A stand-in is a
+    tensor on the same graph edge as the tensor it stands for: gradients sent to it go on there."""
     leaves: dict[int, Tensor] = {}
+    outer: dict[tuple[int, int], Tensor] = {}
     seen: set[int] = set()
-    stack = [o.grad_fn for o in outputs if o.grad_fn is not None]
-    while stack:
-        node: Node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
+    stack: list[Node] = []
+
+    def meet(node: Node, input_nr: int) -> None:
         if isinstance(node, AccumulateGrad):
             leaves.setdefault(id(node.variable), node.variable)
-            continue
-        if node.sequence_nr < since:
-            raise AutogradError(
-                "checkpoint (use_reentrant=False): the function uses a tensor from outside it that requires grad and "
-                "is not a leaf (it has a grad_fn); pass that tensor to checkpoint as an argument")
-        stack.extend(edge.node for edge in reversed(node.next_edges) if edge is not None)
-    return list(leaves.values())
+        elif node.sequence_nr < since:
+            if (id(node), input_nr) not in outer:
+                outer[(id(node), input_nr)] = _stand_in(node, input_nr)
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append(node)
+
+    for output in outputs:
+        meet(*gradient_edge(output))
+    while stack:
+        for edge in stack.pop().next_edges:
+            if edge is not None:
+                meet(*edge)
+    return list(leaves.values()), list(outer.values())
+
+
+def _stand_in(node: Node, input_nr: int) -> Tensor:
+    """A tensor at input ``input_nr`` of ``node``, with that input's shape and dtype (its values
+    are never read: broadcast zeros on the CPU)."""
+    meta = node.input_metadata[input_nr]
+    data = np.broadcast_to(np.zeros((), meta.dtype), meta.shape) if meta.device_type == "cpu" else meta.zeros()
+    return Tensor(data, True, _grad_fn=node, _output_nr=input_nr)
 
 
 def _sequence_mark() -> int:
@@ -168,6 +181,7 @@ class _Call:
         self.outputs: list[Tensor] = []  # every tensor the first run returned
         self.linked: list[int] = []  # which of them carry the checkpoint's backward
         self.leaves: list[Tensor] = []  # non-reentrant: leaves the function reaches that are not its inputs
+        self.outer: list[Tensor] = []  # non-reentrant: stand-ins of non-leaf tensors from before the call it uses
 
     def differentiate(self, saved: list[Tensor], output_grads: list[Tensor]) -> list[Any]:
         """Run the function again and return the gradients for the node's inputs."""
@@ -188,7 +202,7 @@ class _Call:
                     raise AutogradError("none of output has requires_grad=True, this checkpoint() is not necessary")
                 accumulate_backward([o for o, _ in pairs], [g for _, g in pairs])
                 return [t.grad if t.requires_grad else None for t in inputs]
-            wanted = [t for t in inputs if t.requires_grad] + self.leaves
+            wanted = [t for t in inputs if t.requires_grad] + self.leaves + self.outer
             found = iter(gradients_of([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True,
                                       retain_graph=create_graph, create_graph=create_graph) if pairs and wanted else ())
             results = [next(found) if t.requires_grad else None for t in inputs]
@@ -239,8 +253,6 @@ def checkpoint(function: Callable, *args: Any, use_reentrant: bool | None = None
     Raises:
         ValueError: keyword arguments, ``context_fn`` or ``debug`` with ``use_reentrant=True``, or
             an unknown ``determinism_check`` (PyTorch's messages).
-        AutogradError: ``use_reentrant=False`` and the function reaches a non-leaf tensor from
-            outside it that requires grad (pass it as an argument).
     """
     if use_reentrant is None:
         warnings.warn(
@@ -279,11 +291,11 @@ def checkpoint(function: Callable, *args: Any, use_reentrant: bool | None = None
         call.outputs = tensors_in(result)
         call.linked = [i for i, t in enumerate(call.outputs) if t.requires_grad]
         own = {id(t) for t in first}
-        reached = _leaves_reached([call.outputs[i] for i in call.linked], since)
+        reached, call.outer = _leaves_reached([call.outputs[i] for i in call.linked], since)
         call.leaves = [t for t in reached if id(t) not in own]
         call.outputs = [t.detach() if t.requires_grad else t for t in call.outputs]  # the first run's graph goes
         _release(first)
-        targets = inputs + call.leaves
+        targets = inputs + call.leaves + call.outer
     if not call.linked or not any(t.requires_grad for t in targets):
         return replace_tensors(result, iter(call.outputs))
     attached = CheckpointFunction.apply(call, *targets)
