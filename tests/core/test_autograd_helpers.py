@@ -110,6 +110,17 @@ GRAD_CASES = {
     "materialize": lambda lib, g: lib.autograd.grad(g["y1"], [g["c"], g["b"]], materialize_grads=True),
     "retain_graph": lambda lib, g: (lib.autograd.grad(g["y1"], g["a"], retain_graph=True)
                                     + lib.autograd.grad(g["y1"], g["a"])),
+    "batched": lambda lib, g: lib.autograd.grad(
+        [g["y2"], g["y1"]], [g["a"], g["h"], g["c"]], is_grads_batched=True, allow_unused=True,
+        grad_outputs=[lib.arange(24, dtype=lib.float64).reshape(4, 2, 3) / 7, lib.tensor([1.0, -2.0, 0.5, 3.0],
+                                                                                         dtype=lib.float64)]),
+    "batched_materialized": lambda lib, g: lib.autograd.grad(
+        g["y1"], [g["b"], g["c"]], lib.tensor([2.0, 3.0], dtype=lib.float64), is_grads_batched=True,
+        materialize_grads=True),
+    "batched_create_graph": lambda lib, g: lib.autograd.grad(
+        lib.autograd.grad(g["y2"], g["b"], lib.ones(3, 2, 3, dtype=lib.float64) * lib.tensor([1.0, 2.0, 3.0],
+                          dtype=lib.float64).reshape(3, 1, 1), is_grads_batched=True, create_graph=True)[0].sum(),
+        g["a"]),
 }
 
 
@@ -139,6 +150,9 @@ GRAD_ERRORS = {
     "freed_graph": lambda lib, g: (lib.autograd.grad(g["y1"], g["a"]), lib.autograd.grad(g["y1"], g["a"])),
     "materialize_without_unused": lambda lib, g: lib.autograd.grad(g["y1"], g["a"], allow_unused=False,
                                                                    materialize_grads=True),
+    "batched_shape": lambda lib, g: lib.autograd.grad(g["y2"], g["a"], lib.ones(2, 3, dtype=lib.float64),
+                                                      is_grads_batched=True),
+    "batched_without_grad_output": lambda lib, g: lib.autograd.grad(g["y1"], g["a"], is_grads_batched=True),
 }
 
 
@@ -189,7 +203,7 @@ def test_autograd_grad_messages():
     g = _graph(zgrad)
     with pytest.raises(RuntimeError, match="appears to not have been used in the graph. Set allow_unused=True"):
         zgrad.autograd.grad(g["y1"], [g["c"]], retain_graph=True)
-    with pytest.raises(RuntimeError, match="is_grads_batched=True is not supported"):
+    with pytest.raises(RuntimeError, match=r"mismatch was detected: grad_output\[0\] has a shape of zgrad.Size\(\[2\]\)"):
         zgrad.autograd.grad(g["y1"], [g["a"]], grad_outputs=[zgrad.ones(2, 2)], is_grads_batched=True)
     with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar outputs"):
         zgrad.autograd.grad(g["y2"], [g["a"]])

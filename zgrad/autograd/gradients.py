@@ -17,6 +17,7 @@ import functools
 import warnings
 from typing import Any, Callable, Sequence
 
+from zgrad.autograd.function import Function
 from zgrad.autograd.graph_gradients import TENSOR_GRADIENTS
 from zgrad.engine.grad_mode import enable_grad
 from zgrad.engine.graph_task import run_backward
@@ -90,19 +91,18 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
         only_inputs: ignored, as in PyTorch (deprecated there).
         allow_unused: return None for an input the outputs do not depend on, instead of raising
             (default: ``materialize_grads``).
-        is_grads_batched: not supported.
+        is_grads_batched: the first dimension of every grad_output is a batch: the result has it
+            too, one vector-Jacobian product per row (computed one row after the other).
         materialize_grads: return zeros instead of None for such inputs.
 
     Blocks until the pass is done. Raises:
         AutogradError: an output or input that does not require grad, an input the outputs do not
-            use (without ``allow_unused``), a missing gradient for an output of several elements,
-            ``is_grads_batched``, or, with ``create_graph``, an op whose backward is not differentiable.
+            use (without ``allow_unused``), a missing gradient for an output of several elements (or
+            any missing one, batched), or, with ``create_graph``, an op whose backward is not
+            differentiable.
         ShapeError: ``grad_outputs`` that do not match the outputs.
         ValueError: ``materialize_grads`` with ``allow_unused=False``.
     """
-    if is_grads_batched:
-        raise AutogradError("zgrad.autograd.grad: is_grads_batched=True is not supported (it needs vmap); call grad "
-                            "once per row of grad_outputs instead")
     if materialize_grads and allow_unused is False:
         raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, "
                          "but got: allow_unused=False.")
@@ -112,6 +112,9 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
     for tensor in inputs:
         if not tensor.requires_grad:
             raise AutogradError("One of the differentiated Tensors does not require grad")
+    if is_grads_batched:
+        return _batched(outputs, inputs, _as_tuple(grad_outputs) or (None,) * len(outputs), retain_graph,
+                        create_graph, allow_unused, materialize_grads)
     root_grads = _root_gradients(outputs, _as_tuple(grad_outputs), create_graph)
 
     found: dict[int, Any] = {}  # input position -> gradient (an array; a tensor with create_graph)
@@ -129,6 +132,56 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
         else:
             results.append(Tensor(gradient if gradient.dtype == tensor.dtype else dispatch.cast(gradient, tensor.dtype)))
     return tuple(results)
+
+
+def _batched(outputs: tuple, inputs: tuple, grad_outputs: tuple, retain_graph: bool | None, create_graph: bool,
+             allow_unused: bool, materialize_grads: bool) -> tuple[Tensor | None, ...]:
+    """:func:`grad` with ``is_grads_batched``: one pass per row of the grad_outputs, stacked."""
+    if len(grad_outputs) != len(outputs):
+        raise ShapeError(f"grad requires one grad_output per output: got {len(grad_outputs)} grad_outputs and "
+                         f"{len(outputs)} outputs")
+    for i, (output, rows) in enumerate(zip(outputs, grad_outputs)):
+        if rows is None and output.numel() != 1:
+            raise AutogradError("grad can be implicitly created only for scalar outputs")
+        if rows is None:  # PyTorch batches the implicit 1 over its first dimension, which it has not
+            raise ValueError(f"is_grads_batched=True: grad_output[{i}] is None, and the implicit gradient of a "
+                             "one-element output has no batch dimension; pass a batch of gradients (its first "
+                             "dimension the batch) for every output")
+    for i, (output, rows) in enumerate(zip(outputs, grad_outputs)):
+        if rows.ndim == 0 or tuple(rows.shape[1:]) != tuple(output.shape):
+            raise AutogradError(
+                "If `is_grads_batched=True`, we interpret the first dimension of each grad_output as the batch "
+                "dimension. The sizes of the remaining dimensions are expected to match the shape of corresponding "
+                f"output, but a mismatch was detected: grad_output[{i}] has a shape of {rows.shape[1:]} and "
+                f"output[{i}] has a shape of {output.shape}. If you only want some tensors in `grad_output` to be "
+                "considered batched, consider using vmap.")
+    batch = grad_outputs[0].shape[0]
+    if any(rows.shape[0] != batch for rows in grad_outputs):
+        raise AutogradError(f"is_grads_batched=True: every grad_output needs the same batch size (its first "
+                            f"dimension), got {[rows.shape[0] for rows in grad_outputs]}")
+    keep = create_graph if retain_graph is None else retain_graph
+    per_row = [grad(outputs, inputs, [rows[b] for rows in grad_outputs], retain_graph=b < batch - 1 or keep,
+                    create_graph=create_graph, allow_unused=allow_unused) for b in range(batch)]
+    results: list[Tensor | None] = []
+    for i, tensor in enumerate(inputs):
+        column = [row[i] for row in per_row]
+        if not column or column[0] is None:  # (a pass reaches an input in every row or in none)
+            results.append(_zeros_like(tensor) if materialize_grads else None)
+        else:
+            results.append(_StackRows.apply(*column))
+    return tuple(results)
+
+
+class _StackRows(Function):
+    """The gradients of the rows of a batched :func:`grad`, stacked (recorded, for create_graph)."""
+
+    @staticmethod
+    def forward(ctx: Any, *rows: Tensor) -> Tensor:
+        return Tensor(dispatch.stack([r._data for r in rows], 0))
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: Tensor) -> tuple:
+        return tuple(grad_output[b] for b in range(grad_output.shape[0]))
 
 
 def _check_outputs(outputs: Sequence[Tensor]) -> None:
