@@ -203,7 +203,8 @@ def test_autograd_grad_messages():
     g = _graph(zgrad)
     with pytest.raises(RuntimeError, match="appears to not have been used in the graph. Set allow_unused=True"):
         zgrad.autograd.grad(g["y1"], [g["c"]], retain_graph=True)
-    with pytest.raises(RuntimeError, match=r"mismatch was detected: grad_output\[0\] has a shape of zgrad.Size\(\[2\]\)"):
+    with pytest.raises(RuntimeError, match=r"mismatch was detected: grad_output\[0\] has a shape of "
+                                           r"zgrad.Size\(\[2\]\)"):
         zgrad.autograd.grad(g["y1"], [g["a"]], grad_outputs=[zgrad.ones(2, 2)], is_grads_batched=True)
     with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar outputs"):
         zgrad.autograd.grad(g["y2"], [g["a"]])
