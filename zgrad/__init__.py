@@ -120,8 +120,11 @@ from zgrad.kernels.threads import get_num_interop_threads, get_num_threads, set_
 from zgrad.printing import set_printoptions
 from zgrad.tensor_functions import (
     clone, conj, conj_physical, detach, fill, fill_, imag, is_complex, is_conj, is_floating_point, is_nonzero,
-    is_tensor, numel, real, resolve_conj, resolve_neg, rsub, split_with_sizes, unsafe_chunk, unsafe_split, zero_,
+    is_tensor, isreal, numel, real, resolve_conj, resolve_neg, rsub, split_with_sizes, unsafe_chunk, unsafe_split,
+    zero_,
 )
+from zgrad.ops.products import pdist
+from zgrad.ops.resample import channel_shuffle, native_channel_shuffle
 from zgrad.tensor import Tensor
 from zgrad.type_info import finfo, iinfo
 # The public products, arithmetic and sum take sparse COO tensors too (zgrad.sparse)
@@ -220,6 +223,7 @@ __all__ += ["Size", "channels_last", "channels_last_3d", "contiguous_format", "j
 __all__ += ["functional", "sparse", "sparse_coo_tensor", "spmm"]
 __all__ += ["compile", "compiler", "func", "profiler"]
 __all__ += ["conj", "conj_physical", "imag", "is_conj", "real", "resolve_conj", "resolve_neg"]
+__all__ += ["channel_shuffle", "isreal", "native_channel_shuffle", "pdist"]
 __all__ += ["as_tensor", "asarray", "clone", "detach", "fill", "fill_", "get_num_interop_threads", "get_num_threads",
             "is_complex", "is_floating_point", "is_nonzero", "is_tensor", "numel", "rsub", "scalar_tensor",
             "set_num_interop_threads", "set_num_threads", "set_printoptions", "split_with_sizes", "unsafe_chunk",
@@ -260,14 +264,19 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_ON_FIRST_USE})
 
 
+# zgrad.nn's names that live in the distributed layer: the module each is loaded from on first use
+_NN_ON_FIRST_USE = {"parallel": "zgrad.nn.parallel", "SyncBatchNorm": "zgrad.nn.parallel.sync_batchnorm"}
+
+
 def _nn_on_first_use(name: str) -> object:
-    if name == "parallel":
+    if name in _NN_ON_FIRST_USE:
         import importlib
 
-        return importlib.import_module("zgrad.nn.parallel")
+        module = importlib.import_module(_NN_ON_FIRST_USE[name])
+        return module if name == "parallel" else getattr(module, name)
     raise AttributeError(f"module 'zgrad.nn' has no attribute {name!r}")
 
 
 # zgrad.nn (the core layer) may not import the distributed layer itself
 nn.__getattr__ = _nn_on_first_use
-nn.__dir__ = lambda: sorted({*vars(nn), "parallel"})
+nn.__dir__ = lambda: sorted({*vars(nn), *_NN_ON_FIRST_USE})

@@ -16,7 +16,7 @@ from zgrad.tensor import Tensor
 
 __all__ = ["is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel", "clone", "detach", "fill",
            "fill_", "zero_", "rsub", "split_with_sizes", "unsafe_chunk", "unsafe_split", "conj", "conj_physical",
-           "resolve_conj", "resolve_neg", "is_conj", "real", "imag"]
+           "resolve_conj", "resolve_neg", "is_conj", "real", "imag", "isreal"]
 
 
 def _tensor(x: Any, name: str) -> Tensor:
@@ -43,6 +43,11 @@ def is_floating_point(input: Any) -> bool:  # noqa: A002 - PyTorch's argument na
 def is_complex(input: Any) -> bool:  # noqa: A002
     """Whether ``input``'s dtype is complex: always False, zgrad has no complex dtypes."""
     return _tensor(input, "is_complex").is_complex()
+
+
+def isreal(input: Any) -> Tensor:  # noqa: A002
+    """True for every element, as a bool tensor: zgrad's dtypes are all real."""
+    return _tensor(input, "isreal").isreal()
 
 
 def conj(input: Any) -> Tensor:  # noqa: A002

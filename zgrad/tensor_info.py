@@ -182,6 +182,20 @@ class TensorInfo:
 
     conj_physical = resolve_conj = resolve_neg = conj
 
+    def isreal(self) -> Any:
+        """True everywhere, as a bool tensor: every element of a real dtype is real."""
+        return Tensor(dispatch.full(self.shape, True, np.dtype(np.bool_), dispatch.device_type_of(self._data)))
+
+    def get_device(self) -> int:
+        """The CUDA device index of a CUDA tensor, -1 for a CPU one (PyTorch's)."""
+        device = self.device
+        return -1 if device.type == "cpu" else device.index or 0
+
+    @property
+    def output_nr(self) -> int:
+        """Which output of its ``grad_fn`` this tensor is (0 for a leaf)."""
+        return self._output_nr if self.grad_fn is not None else 0
+
     def is_conj(self) -> bool:
         """False: no tensor of a real dtype has its conjugate bit set."""
         return False

@@ -143,6 +143,9 @@ class TensorPointwise:
     def pow_(self, exponent: Any) -> Any:
         return self._math_(functions.pow, exponent)
 
+    def square_(self) -> Any:
+        return self._math_(functions.square)
+
     def remainder_(self, other: Any) -> Any:
         return self._math_(elementwise.remainder, other)
 

@@ -52,7 +52,8 @@ def run_script(path: Path, timeout_s: float) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(proc.args, proc.returncode, output)
 
 
-@pytest.mark.parametrize("module", ["zgrad.nn", "zgrad.nn.functional", "zgrad.nn.utils", "zgrad.distributions",
+@pytest.mark.parametrize("module", ["zgrad.nn", "zgrad.nn.functional", "zgrad.nn.utils", "zgrad.nn.parameter",
+                                    "zgrad.distributions",
                                     "zgrad.optim", "zgrad.optim.lr_scheduler", "zgrad.utils.data",
                                     "zgrad.utils.data.distributed", "zgrad.utils.checkpoint", "zgrad.amp",
                                     "zgrad.special", "zgrad.profiler", "zgrad.func"])

@@ -21,7 +21,7 @@ from zgrad.nn.loss_margin import (
     CosineEmbeddingLoss, GaussianNLLLoss, HingeEmbeddingLoss, MarginRankingLoss, MultiLabelSoftMarginLoss,
     PoissonNLLLoss, SoftMarginLoss, TripletMarginLoss,
 )
-from zgrad.nn.rnn import GRU, GRUCell, LSTM, LSTMCell
+from zgrad.nn.rnn import GRU, GRUCell, LSTM, LSTMCell, RNNBase, RNNCellBase
 from zgrad.nn.rnn_elman import RNN, RNNCell
 from zgrad.nn.sparse import Embedding, EmbeddingBag
 from zgrad.nn.conv import Conv2d, ConvTranspose2d
@@ -36,14 +36,26 @@ from zgrad.nn.padding import (
     ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d, ZeroPad1d, ZeroPad2d,
     ZeroPad3d,
 )
-from zgrad.nn.pixelshuffle import PixelShuffle, PixelUnshuffle
+from zgrad.nn.pixelshuffle import ChannelShuffle, PixelShuffle, PixelUnshuffle
 from zgrad.nn.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 from zgrad.nn.fold import Fold, Unfold
 from zgrad.nn.bilinear import Bilinear
 from zgrad.nn.local_response_norm import LocalResponseNorm
-from zgrad.nn.pool_lp_unpool import LPPool1d, LPPool2d, MaxUnpool1d, MaxUnpool2d
+from zgrad.nn.pool_lp_unpool import LPPool1d, LPPool2d, LPPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d
+from zgrad.nn.loss import NLLLoss2d
+from zgrad.nn.loss_margin import TripletMarginWithDistanceLoss
 from zgrad.nn.noise_layers import AlphaDropout, FeatureAlphaDropout, RReLU
 from zgrad.nn.loss_multi_margin import MultiLabelMarginLoss, MultiMarginLoss
+from zgrad.nn.parameter import UninitializedBuffer, UninitializedParameter
+from zgrad.nn.lazy import (
+    LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyInstanceNorm1d, LazyInstanceNorm2d, LazyInstanceNorm3d,
+    LazyLinear,
+)
+from zgrad.nn.lazy_conv import (
+    LazyConv1d, LazyConv2d, LazyConv3d, LazyConvTranspose1d, LazyConvTranspose2d, LazyConvTranspose3d,
+)
+from zgrad.nn.fractional_max_pool import FractionalMaxPool2d, FractionalMaxPool3d
+from zgrad.nn.loss_ctc import CTCLoss
 from zgrad.nn import modules  # after the classes it re-exports
 
 __all__ = ["Linear", "Module", "Parameter", "ReLU", "Sequential", "Sigmoid", "Tanh", "functional"]
@@ -69,3 +81,12 @@ __all__ += ["CosineEmbeddingLoss", "GaussianNLLLoss", "HingeEmbeddingLoss", "Mar
             "MultiLabelSoftMarginLoss", "PoissonNLLLoss", "SoftMarginLoss", "TripletMarginLoss"]
 __all__ += ["AlphaDropout", "Bilinear", "FeatureAlphaDropout", "Fold", "LPPool1d", "LPPool2d", "LocalResponseNorm",
             "MaxUnpool1d", "MaxUnpool2d", "MultiLabelMarginLoss", "MultiMarginLoss", "RReLU", "Unfold"]
+__all__ += ["CTCLoss"]
+__all__ += ["ChannelShuffle", "LPPool3d", "MaxUnpool3d", "NLLLoss2d", "RNNBase", "RNNCellBase",
+            "TripletMarginWithDistanceLoss"]
+__all__ += ["FractionalMaxPool2d", "FractionalMaxPool3d", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d",
+            "LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d",
+            "LazyConvTranspose3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d", "LazyLinear",
+            "UninitializedBuffer", "UninitializedParameter"]
+# bound by zgrad/__init__.py on first use: the distributed layer, which zgrad.nn may not import
+__all__ += ["SyncBatchNorm"]

@@ -22,14 +22,23 @@ from zgrad.ops.loss_pointwise import (
     binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, kl_div, smooth_l1_loss,
 )
 from zgrad.ops.padding import pad
-from zgrad.ops.resample import interpolate, pixel_shuffle, pixel_unshuffle
+from zgrad.ops.resample import channel_shuffle, interpolate, native_channel_shuffle, pixel_shuffle, pixel_unshuffle
 from zgrad.ops.vector import cosine_similarity, normalize, one_hot, pairwise_distance
 from zgrad.ops.fold import fold, unfold
 from zgrad.ops.bilinear import bilinear
 from zgrad.ops.local_response_norm import local_response_norm
-from zgrad.ops.pool_lp_unpool import lp_pool1d, lp_pool2d, max_unpool1d, max_unpool2d
+from zgrad.ops.pool_lp_unpool import lp_pool1d, lp_pool2d, lp_pool3d, max_unpool1d, max_unpool2d, max_unpool3d
+from zgrad.ops.functional_spellings import (
+    adaptive_max_pool1d_with_indices, adaptive_max_pool2d_with_indices, adaptive_max_pool3d_with_indices, celu_, elu_,
+    hardtanh_, leaky_relu_, max_pool1d_with_indices, max_pool2d_with_indices, max_pool3d_with_indices, relu_, rrelu_,
+    selu_, threshold_, upsample, upsample_bilinear, upsample_nearest,
+)
+from zgrad.ops.gumbel_softmax import gumbel_softmax
+from zgrad.ops.products import pdist
+from zgrad.ops.loss_margin import triplet_margin_with_distance_loss
 from zgrad.ops.noise_layers import alpha_dropout, feature_alpha_dropout, rrelu
 from zgrad.ops.loss_multi_margin import multi_margin_loss, multilabel_margin_loss
+from zgrad.ops.loss_ctc import ctc_loss
 from zgrad.ops.conv import conv2d
 from zgrad.ops.conv_transpose import conv_transpose2d
 from zgrad.ops.norm import batch_norm, group_norm, instance_norm, layer_norm
@@ -37,6 +46,10 @@ from zgrad.ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 from zgrad.ops.one_dimensional import adaptive_avg_pool1d, avg_pool1d, conv1d, conv_transpose1d, max_pool1d
 from zgrad.ops.three_dimensional import adaptive_avg_pool3d, avg_pool3d, conv3d, conv_transpose3d, max_pool3d
 from zgrad.ops.adaptive_max_pool import adaptive_max_pool1d, adaptive_max_pool2d, adaptive_max_pool3d
+from zgrad.ops.fractional_max_pool import (
+    fractional_max_pool2d, fractional_max_pool2d_with_indices, fractional_max_pool3d,
+    fractional_max_pool3d_with_indices,
+)
 
 __all__ = ["cross_entropy", "linear", "log_softmax", "mse_loss", "relu", "sigmoid", "softmax", "tanh"]
 __all__ += ["dropout", "dropout1d", "dropout2d", "dropout3d", "embedding", "embedding_bag", "gelu", "l1_loss", "leaky_relu", "nll_loss"]
@@ -55,3 +68,11 @@ __all__ += ["cosine_embedding_loss", "gaussian_nll_loss", "hinge_embedding_loss"
 __all__ += ["alpha_dropout", "bilinear", "feature_alpha_dropout", "fold", "local_response_norm", "lp_pool1d",
             "lp_pool2d", "max_unpool1d", "max_unpool2d", "multi_margin_loss", "multilabel_margin_loss", "rrelu",
             "unfold"]
+__all__ += ["ctc_loss"]
+__all__ += ["adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices", "adaptive_max_pool3d_with_indices",
+            "celu_", "channel_shuffle", "elu_", "gumbel_softmax", "hardtanh_", "leaky_relu_", "lp_pool3d",
+            "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices", "max_unpool3d",
+            "native_channel_shuffle", "pdist", "relu_", "rrelu_", "selu_", "threshold_",
+            "triplet_margin_with_distance_loss", "upsample", "upsample_bilinear", "upsample_nearest"]
+__all__ += ["fractional_max_pool2d", "fractional_max_pool2d_with_indices", "fractional_max_pool3d",
+            "fractional_max_pool3d_with_indices"]

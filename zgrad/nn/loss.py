@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from zgrad.nn.module import Module
@@ -12,7 +13,7 @@ from zgrad.ops.loss_pointwise import (
 )
 
 __all__ = ["BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "HuberLoss", "KLDivLoss", "L1Loss", "MSELoss",
-           "NLLLoss", "SmoothL1Loss"]
+           "NLLLoss", "NLLLoss2d", "SmoothL1Loss"]
 
 
 class _Loss(Module):
@@ -66,6 +67,17 @@ class NLLLoss(_WeightedLoss):
         except IndexError as error:
             error.args = (f"{self!r}: {error}",)
             raise
+
+
+class NLLLoss2d(NLLLoss):
+    """Deprecated :class:`NLLLoss` (warns, as PyTorch)."""
+
+    def __init__(self, weight: Any = None, size_average: Any = None, ignore_index: int = -100, reduce: Any = None,
+                 reduction: str = "mean") -> None:
+        warnings.warn("`NLLLoss2d` has been deprecated. Please use `NLLLoss` instead as a drop-in replacement and see "
+                      "https://pytorch.org/docs/main/nn.html#torch.nn.NLLLoss for more details.", UserWarning,
+                      stacklevel=2)
+        super().__init__(weight, size_average, ignore_index, reduce, reduction)
 
 
 class MSELoss(_Loss):

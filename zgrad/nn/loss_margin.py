@@ -1,5 +1,6 @@
 """Margin, embedding and likelihood loss modules: ``CosineEmbeddingLoss``, ``MarginRankingLoss``,
-``HingeEmbeddingLoss``, ``TripletMarginLoss``, ``SoftMarginLoss``, ``MultiLabelSoftMarginLoss``,
+``HingeEmbeddingLoss``, ``TripletMarginLoss``, ``TripletMarginWithDistanceLoss``, ``SoftMarginLoss``,
+``MultiLabelSoftMarginLoss``,
 ``PoissonNLLLoss`` and ``GaussianNLLLoss``, as PyTorch's."""
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ from zgrad.nn.loss import _Loss, _WeightedLoss
 from zgrad.ops.loss_likelihood import gaussian_nll_loss, poisson_nll_loss
 from zgrad.ops.loss_margin import (
     cosine_embedding_loss, hinge_embedding_loss, margin_ranking_loss, multilabel_soft_margin_loss, soft_margin_loss,
-    triplet_margin_loss,
+    triplet_margin_loss, triplet_margin_with_distance_loss,
 )
+from zgrad.nn.distance import PairwiseDistance
 
 __all__ = ["CosineEmbeddingLoss", "GaussianNLLLoss", "HingeEmbeddingLoss", "MarginRankingLoss",
-           "MultiLabelSoftMarginLoss", "PoissonNLLLoss", "SoftMarginLoss", "TripletMarginLoss"]
+           "MultiLabelSoftMarginLoss", "PoissonNLLLoss", "SoftMarginLoss", "TripletMarginLoss",
+           "TripletMarginWithDistanceLoss"]
 
 
 class CosineEmbeddingLoss(_Loss):
@@ -70,6 +73,28 @@ class TripletMarginLoss(_Loss):
     def forward(self, anchor: Any, positive: Any, negative: Any) -> Any:
         return triplet_margin_loss(anchor, positive, negative, margin=self.margin, p=self.p, eps=self.eps,
                                    swap=self.swap, reduction=self.reduction)
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    """max(0, margin + d(anchor, positive) - d(anchor, negative)) for a distance function ``d``
+    (default: a ``PairwiseDistance()`` child module, as PyTorch's).
+
+    Raises:
+        ValueError: ``margin`` <= 0 (PyTorch's message).
+    """
+
+    def __init__(self, *, distance_function: Any = None, margin: float = 1.0, swap: bool = False,
+                 reduction: str = "mean") -> None:
+        super().__init__(None, None, reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, got {margin} "
+                             "instead")
+        self.distance_function = distance_function if distance_function is not None else PairwiseDistance()
+        self.margin, self.swap = margin, swap
+
+    def forward(self, anchor: Any, positive: Any, negative: Any) -> Any:
+        return triplet_margin_with_distance_loss(anchor, positive, negative, distance_function=self.distance_function,
+                                                 margin=self.margin, swap=self.swap, reduction=self.reduction)
 
 
 class SoftMarginLoss(_Loss):

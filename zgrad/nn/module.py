@@ -55,6 +55,12 @@ class IncompatibleKeys(NamedTuple):
     __str__ = __repr__
 
 
+def _uninitialized(value: Any) -> bool:
+    """Whether ``value`` is a lazy module's uninitialized parameter or buffer
+    (:mod:`zgrad.nn.parameter`, which imports this module), which has no data yet."""
+    return getattr(type(value), "_uninitialized", False)
+
+
 def _check_name(name: Any, kind: str) -> None:
     if not isinstance(name, str):
         raise TypeError(f"{kind} name should be a string. Got {type(name).__name__}")
@@ -394,10 +400,11 @@ class Module:
                    keep_vars: bool = False) -> "OrderedDict[str, Tensor]":
         """Parameters and persistent buffers by qualified name: detached copies, or the tensors
         themselves with ``keep_vars=True``. (PyTorch returns detached views sharing memory; zgrad
-        copies, so a state dict sent to another worker is a snapshot.)"""
+        copies, so a state dict sent to another worker is a snapshot.) A lazy module's
+        uninitialized parameters and buffers are in it as themselves, as in PyTorch."""
         out = OrderedDict() if destination is None else destination
         for name, value in self._state_entries(prefix):
-            out[name] = value if keep_vars else Tensor(value._data.copy())
+            out[name] = value if keep_vars or _uninitialized(value) else Tensor(value._data.copy())
         return out
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> IncompatibleKeys:
@@ -409,7 +416,15 @@ class Module:
                 (a RuntimeError and a KeyError).
             ShapeError: a value's shape differs from its parameter's or buffer's (a RuntimeError
                 and a ValueError).
+            RuntimeError: an uninitialized (lazy) value for an initialized parameter or buffer.
+
+        A lazy module (:mod:`zgrad.nn.modules.lazy`) first materializes its uninitialized
+        parameters and buffers that ``state_dict`` has values for, with their shapes.
         """
+        for module_prefix, module in self.named_modules():
+            lazy_load = getattr(type(module), "_lazy_load_hook", None)
+            if lazy_load is not None:
+                lazy_load(module, state_dict, f"{module_prefix}." if module_prefix else "")
         own = dict(self._state_entries())
         missing = [name for name in own if name not in state_dict]
         unexpected = [name for name in state_dict if name not in own]
@@ -421,6 +436,10 @@ class Module:
         for name, value in state_dict.items():
             if name not in own:
                 continue
+            if _uninitialized(value) or _uninitialized(own[name]):
+                if _uninitialized(value) and _uninitialized(own[name]):
+                    continue  # two lazy modules: nothing to copy yet
+                (value if _uninitialized(value) else own[name]).shape  # raises: it has no shape
             if not isinstance(value, (Tensor, np.ndarray)):
                 errors.append(f'While copying the parameter named "{name}", expected zgrad.Tensor or Tensor-like '
                               f"object from checkpoint but received {type(value)}")

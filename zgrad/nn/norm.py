@@ -75,6 +75,9 @@ class _BatchNorm(Module):
         if len(shape) not in self.expected_dims:
             dims = " or ".join(f"{d}D" for d in self.expected_dims)
             raise ValueError(f"{self!r}: expected {dims} input (got {len(shape)}D input of size {list(shape)})")
+        self._check_channels(shape)
+
+    def _check_channels(self, shape: Sequence[int]) -> None:
         if shape[1] != self.num_features:
             raise RuntimeError(f"{self!r}: expected input with {self.num_features} channels in dimension 1, "
                                f"but got input of size {list(shape)} ({shape[1]} channels)")

@@ -1,13 +1,13 @@
-"""``PixelShuffle`` and ``PixelUnshuffle``, as PyTorch's."""
+"""``PixelShuffle``, ``PixelUnshuffle`` and ``ChannelShuffle``, as PyTorch's."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from zgrad.nn.module import Module
-from zgrad.ops.resample import pixel_shuffle, pixel_unshuffle
+from zgrad.ops.resample import channel_shuffle, pixel_shuffle, pixel_unshuffle
 
-__all__ = ["PixelShuffle", "PixelUnshuffle"]
+__all__ = ["ChannelShuffle", "PixelShuffle", "PixelUnshuffle"]
 
 
 class PixelShuffle(Module):
@@ -36,3 +36,17 @@ class PixelUnshuffle(Module):
 
     def extra_repr(self) -> str:
         return f"downscale_factor={self.downscale_factor}"
+
+
+class ChannelShuffle(Module):
+    """(N, g * k, *) -> (N, k * g, *): the channels in ``groups`` of k, interleaved (ShuffleNet's)."""
+
+    def __init__(self, groups: int) -> None:
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        return channel_shuffle(input, self.groups)
+
+    def extra_repr(self) -> str:
+        return f"groups={self.groups}"

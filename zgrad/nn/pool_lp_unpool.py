@@ -1,14 +1,14 @@
-"""``LPPool1d``, ``LPPool2d``, ``MaxUnpool1d`` and ``MaxUnpool2d``, as PyTorch's (arguments,
-reprs), over the functions of :mod:`zgrad.ops.pool_lp_unpool`."""
+"""``LPPool1d``/``2d``/``3d`` and ``MaxUnpool1d``/``2d``/``3d``, as PyTorch's (arguments, reprs),
+over the functions of :mod:`zgrad.ops.pool_lp_unpool`."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from zgrad.nn.module import Module
-from zgrad.ops.pool_lp_unpool import lp_pool1d, lp_pool2d, max_unpool1d, max_unpool2d
+from zgrad.ops.pool_lp_unpool import lp_pool1d, lp_pool2d, lp_pool3d, max_unpool1d, max_unpool2d, max_unpool3d
 
-__all__ = ["LPPool1d", "LPPool2d", "MaxUnpool1d", "MaxUnpool2d"]
+__all__ = ["LPPool1d", "LPPool2d", "LPPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d"]
 
 
 class _LPPoolNd(Module):
@@ -33,6 +33,13 @@ class LPPool2d(_LPPoolNd):
 
     def forward(self, input: Any) -> Any:  # noqa: A002
         return lp_pool2d(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
+
+class LPPool3d(_LPPoolNd):
+    """(sum over each window of x ** norm_type) ** (1 / norm_type) over (N, C, D, H, W) or (C, D, H, W) input."""
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        return lp_pool3d(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
 
 
 def _tuple(value: Any, n: int) -> tuple[int, ...]:
@@ -66,3 +73,12 @@ class MaxUnpool2d(_MaxUnpoolNd):
 
     def forward(self, input: Any, indices: Any, output_size: Any = None) -> Any:  # noqa: A002
         return max_unpool2d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    """The partial inverse of ``MaxPool3d``: ``forward(input, indices, output_size=None)``."""
+
+    rank = 3
+
+    def forward(self, input: Any, indices: Any, output_size: Any = None) -> Any:  # noqa: A002
+        return max_unpool3d(input, indices, self.kernel_size, self.stride, self.padding, output_size)

@@ -21,7 +21,7 @@ from zgrad.nn.rnn_steps import run_packed
 from zgrad.nn.utils.rnn import PackedSequence
 from zgrad.ops.rnn import GRULayer, LSTMLayer
 
-__all__ = ["GRU", "GRUCell", "LSTM", "LSTMCell"]
+__all__ = ["GRU", "GRUCell", "LSTM", "LSTMCell", "RNNBase", "RNNCellBase"]
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 
@@ -52,8 +52,10 @@ class _Recurrent(Module):
             raise RuntimeError(f"{self!r}: Expected {which} dtype {like.dtype}, got {state.dtype}")
 
 
-class _RNNBase(_Recurrent):
-    """What LSTM and GRU share: parameters per layer and direction, argument checks, stacking."""
+class RNNBase(_Recurrent):
+    """What RNN, LSTM and GRU share (PyTorch's ``nn.RNNBase``, for ``isinstance``): parameters per
+    layer and direction, argument checks, stacking. Each subclass names its ``mode``; unlike
+    PyTorch's, the base is not constructed with a mode string itself."""
 
     mode = ""
 
@@ -174,7 +176,7 @@ class _RNNBase(_Recurrent):
         return text
 
 
-class LSTM(_RNNBase):
+class LSTM(RNNBase):
     """A multi-layer LSTM: ``forward(input, (h_0, c_0)=None) -> (output, (h_n, c_n))``.
 
     ``input`` is (T, B, input_size) ((B, T, input_size) with ``batch_first``) or unbatched
@@ -215,7 +217,7 @@ class LSTM(_RNNBase):
         return output, (h_n, c_n)
 
 
-class GRU(_RNNBase):
+class GRU(RNNBase):
     """A multi-layer GRU: ``forward(input, h_0=None) -> (output, h_n)``.
 
     As :class:`LSTM`, with gates r, z, n (n = tanh(W_in x + b_in + r * (W_hn h + b_hn))) and one
@@ -241,8 +243,9 @@ class GRU(_RNNBase):
         return output, h_n
 
 
-class _CellBase(_Recurrent):
-    """What LSTMCell and GRUCell share: one time step of the layer op, on (B, I) or (I,) input."""
+class RNNCellBase(_Recurrent):
+    """What RNNCell, LSTMCell and GRUCell share (PyTorch's ``nn.RNNCellBase``): one time step of the
+    layer op, on (B, I) or (I,) input."""
 
     mode = ""
 
@@ -298,7 +301,7 @@ class _CellBase(_Recurrent):
         return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
 
 
-class LSTMCell(_CellBase):
+class LSTMCell(RNNCellBase):
     """One LSTM step: ``forward(input, (h, c)=None) -> (h', c')`` on (B, input_size) or
     (input_size,) input; parameters ``weight_ih``, ``weight_hh``, ``bias_ih``, ``bias_hh``."""
 
@@ -315,7 +318,7 @@ class LSTMCell(_CellBase):
         return self._unbatch(h_next, batched), self._unbatch(c_next, batched)
 
 
-class GRUCell(_CellBase):
+class GRUCell(RNNCellBase):
     """One GRU step: ``forward(input, h=None) -> h'``."""
 
     mode = "GRU"

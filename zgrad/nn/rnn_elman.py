@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from zgrad import ops
-from zgrad.nn.rnn import _CellBase, _RNNBase
+from zgrad.nn.rnn import RNNCellBase, RNNBase
 from zgrad.nn.rnn_steps import run_packed, run_steps
 from zgrad.nn.utils.rnn import PackedSequence
 
@@ -22,7 +22,7 @@ def _elman_step(x: Any, h: Any, w_ih: Any, w_hh: Any, b_ih: Any, b_hh: Any, nonl
     return ops.tanh(pre) if nonlinearity == "tanh" else ops.relu(pre)
 
 
-class RNN(_RNNBase):
+class RNN(RNNBase):
     """A multi-layer Elman RNN: ``forward(input, h_0=None) -> (output, h_n)``.
 
     Arguments, shapes and parameters as :class:`zgrad.nn.LSTM` (one gate: ``weight_ih_l{k}`` is
@@ -63,7 +63,7 @@ class RNN(_RNNBase):
         return (ops.transpose(output, 0, 1) if self.batch_first else output), h_n
 
 
-class RNNCell(_CellBase):
+class RNNCell(RNNCellBase):
     """One Elman RNN step: ``forward(input, h=None) -> h'`` on (B, input_size) or (input_size,)
     input; parameters ``weight_ih``, ``weight_hh``, ``bias_ih``, ``bias_hh``.
 

@@ -18,6 +18,7 @@ from zgrad.kernels import dispatch_pointwise
 from zgrad.kernels.dispatch import scalar_type_name
 from zgrad.kernels.promotion import is_floating
 from zgrad.ops._args import require_kinds, tensor_arg
+from zgrad.tensor import tensor_methods
 
 __all__ = ["apply_inplace", "hardshrink", "hardsigmoid", "hardswish", "hardtanh", "relu6", "softshrink", "threshold"]
 
@@ -137,3 +138,10 @@ def hardshrink(input: Any, lambd: float = 0.5) -> Any:  # noqa: A002
     """
     x = require_kinds(tensor_arg(input, "hardshrink"), "hardshrink", "f")
     return ops.where((x >= -lambd) & (x <= lambd), 0.0, x)
+
+
+@tensor_methods
+class _ShrinkMethods:
+    def hardshrink(self, lambd: float = 0.5) -> Any:
+        """:func:`hardshrink` of this tensor."""
+        return hardshrink(self, lambd)

@@ -6,7 +6,7 @@ and ``multilabel_soft_margin_loss``, composed of differentiable ops with PyTorch
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from zgrad.ops.vector import pairwise_distance
 
 __all__ = [
     "COSINE_EMBEDDING_EPSILON", "cosine_embedding_loss", "hinge_embedding_loss", "margin_ranking_loss",
-    "multilabel_soft_margin_loss", "soft_margin_loss", "triplet_margin_loss",
+    "multilabel_soft_margin_loss", "soft_margin_loss", "triplet_margin_loss", "triplet_margin_with_distance_loss",
 ]
 
 # added to each squared magnitude: PyTorch's EPSILON, a C++ float (1e-12 rounded to float32)
@@ -125,6 +125,34 @@ def triplet_margin_loss(anchor: Any, positive: Any, negative: Any, margin: float
     to_negative = pairwise_distance(a, neg, p, eps)
     if swap:
         to_negative = ops.minimum(to_negative, pairwise_distance(pos, neg, p, eps))
+    return _reduce(ops.clamp(margin + to_positive - to_negative, min=0), reduction)
+
+
+def triplet_margin_with_distance_loss(anchor: Any, positive: Any, negative: Any, *,
+                                      distance_function: Callable[[Any, Any], Any] | None = None,
+                                      margin: float = 1.0, swap: bool = False, reduction: str = "mean") -> Any:
+    """max(0, margin + d(anchor, positive) - d(anchor, negative)) for any distance ``d`` (default
+    :func:`pairwise_distance`); with ``swap``, d(anchor, negative) is replaced by the smaller of it
+    and d(positive, negative). As ``torch.nn.functional.triplet_margin_with_distance_loss``.
+
+    Raises:
+        ValueError: ``margin`` <= 0, an unknown ``reduction``.
+        RuntimeError: tensors of different numbers of dimensions (PyTorch's message).
+    """
+    _checked(None, None, reduction)
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
+    name = "triplet_margin_with_distance_loss"
+    a, pos, neg = (tensor_arg(t, name, what) for t, what in ((anchor, "anchor"), (positive, "positive"),
+                                                             (negative, "negative")))
+    if not a.ndim == pos.ndim == neg.ndim:
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
+                           f"dimensions, but got: anchor {a.ndim}D, positive {pos.ndim}D, and negative {neg.ndim}D "
+                           f"inputs")
+    distance = pairwise_distance if distance_function is None else distance_function
+    to_positive, to_negative = distance(a, pos), distance(a, neg)
+    if swap:
+        to_negative = ops.minimum(to_negative, distance(pos, neg))
     return _reduce(ops.clamp(margin + to_positive - to_negative, min=0), reduction)
 
 

@@ -30,7 +30,7 @@ from zgrad.ops.autocast import autocast_op
 from zgrad.ops.out_argument import accepts_out
 
 __all__ = ["mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm", "addbmm", "addmv", "addr",
-           "kron", "cdist", "cross"]
+           "kron", "cdist", "pdist", "cross"]
 
 
 def _same_dtype(a: Any, b: Any, message: str) -> None:
@@ -283,6 +283,23 @@ def cdist(x1: Any, x2: Any, p: float = 2.0, compute_mode: str = "use_mm_for_eucl
         raise NotImplementedError(f"\"cdist\" not implemented for '{dispatch.scalar_type_name(a.dtype)}'")
     _same_dtype(a, b, "expected scalar type {a} but found {b}")
     return vector_norm(sub(unsqueeze(a, -2), unsqueeze(b, -3)), p, -1)
+
+
+def pdist(input: Any, p: float = 2.0) -> Any:  # noqa: A002 - PyTorch's argument name
+    """The ``p``-norm distance between every pair of rows i < j of ``input`` (N, M), in row-major
+    order of the pairs: shape (N * (N - 1) / 2,), as ``torch.nn.functional.pdist`` (the upper
+    triangle of :func:`cdist` of ``input`` with itself; the gradient at a zero distance is 0).
+
+    Raises:
+        RuntimeError: an input that is not 2-D, a negative ``p`` (PyTorch's messages).
+    """
+    x = tensor_arg(input, "pdist")
+    if x.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {x.ndim}D")
+    if p < 0:
+        raise RuntimeError("pdist only supports non-negative p values")
+    first, second = np.triu_indices(x.shape[0], 1)
+    return vector_norm(sub(x[first], x[second]), p, -1)
 
 
 @accepts_out("exact")

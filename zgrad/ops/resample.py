@@ -1,5 +1,5 @@
-"""Resampling of images: ``pixel_shuffle`` / ``pixel_unshuffle`` (a reshape, a permutation and a
-reshape) and ``interpolate`` (nearest and (bi)linear), as PyTorch's.
+"""Resampling of images: ``pixel_shuffle`` / ``pixel_unshuffle`` and ``channel_shuffle`` (each a
+reshape, a permutation and a reshape) and ``interpolate`` (nearest and (bi)linear), as PyTorch's.
 
 Interpolation is separable: each resized dimension is one index selection (nearest) or two
 selections blended by per-position weights (linear), the indices and weights computed on the host
@@ -22,7 +22,8 @@ from zgrad.tensor import Tensor
 from zgrad.kernels.promotion import is_floating, opmath_dtype
 from zgrad.ops.autocast import autocast_op
 
-__all__ = ["INTERPOLATE_MODES", "interpolate", "pixel_shuffle", "pixel_unshuffle"]
+__all__ = ["INTERPOLATE_MODES", "channel_shuffle", "interpolate", "native_channel_shuffle", "pixel_shuffle",
+           "pixel_unshuffle"]
 
 INTERPOLATE_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "area")
 _LINEAR_RANK = {"linear": 3, "bilinear": 4, "trilinear": 5}
@@ -48,6 +49,29 @@ def pixel_shuffle(input: Any, upscale_factor: int) -> Any:  # noqa: A002
     y = ops.reshape(x, (*batch, channels // (r * r), r, r, height, width))
     y = ops.permute(y, (*range(lead), lead, lead + 3, lead + 1, lead + 4, lead + 2))
     return ops.reshape(y, (*batch, channels // (r * r), height * r, width * r))
+
+
+def channel_shuffle(input: Any, groups: int) -> Any:  # noqa: A002
+    """(N, g * k, *) -> (N, k * g, *): the channels split into ``groups`` of k, interleaved (channel
+    i * k + j goes to j * g + i), as ``torch.nn.functional.channel_shuffle`` (ShuffleNet's).
+
+    Raises:
+        RuntimeError: 2 dimensions or fewer, ``groups`` <= 0, or channels not divisible by it
+            (PyTorch's messages).
+    """
+    x, g = tensor_arg(input, "channel_shuffle"), int(groups)
+    if x.ndim <= 2:
+        raise RuntimeError(f"channel_shuffle expects input with > 2 dims, but got input with sizes {list(x.shape)}")
+    if g <= 0:
+        raise RuntimeError(f"Number of groups to divide channels in must be positive. Value of groups:{g}")
+    batch, channels, *rest = x.shape
+    if channels % g:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {channels} channels and {g} groups.")
+    y = ops.transpose(ops.reshape(x, (batch, g, channels // g, *rest)), 1, 2)
+    return ops.reshape(y, tuple(x.shape))
+
+
+native_channel_shuffle = channel_shuffle
 
 
 def pixel_unshuffle(input: Any, downscale_factor: int) -> Any:  # noqa: A002

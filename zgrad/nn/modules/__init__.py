@@ -41,6 +41,15 @@ from zgrad.nn.modules.pooling import (
     AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool3d, MaxPool3d,
 )
 
+from zgrad.nn.modules import lazy
+from zgrad.nn.modules.conv import (
+    LazyConv1d, LazyConv2d, LazyConv3d, LazyConvTranspose1d, LazyConvTranspose2d, LazyConvTranspose3d,
+)
+from zgrad.nn.modules.batchnorm import LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d
+from zgrad.nn.modules.instancenorm import LazyInstanceNorm1d, LazyInstanceNorm2d, LazyInstanceNorm3d
+from zgrad.nn.modules.linear import LazyLinear
+from zgrad.nn.modules.pooling import FractionalMaxPool2d, FractionalMaxPool3d
+
 __all__ = [
     "activation", "batchnorm", "container", "conv", "distance", "dropout", "flatten", "instancenorm", "linear",
     "loss", "module", "normalization", "padding", "pixelshuffle", "pooling", "rnn", "sparse", "upsampling",
@@ -59,3 +68,7 @@ __all__ = [
 ]
 __all__ += ["AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "AvgPool3d",
             "BatchNorm3d", "Conv3d", "ConvTranspose3d", "InstanceNorm3d", "MaxPool3d"]
+__all__ += ["FractionalMaxPool2d", "FractionalMaxPool3d", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d",
+            "LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d",
+            "LazyConvTranspose3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d", "LazyLinear",
+            "lazy"]

@@ -2,5 +2,7 @@
 (re-exported: the same objects)."""
 
 from zgrad.nn.norm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
+from zgrad.nn.lazy import LazyInstanceNorm1d, LazyInstanceNorm2d, LazyInstanceNorm3d
 
-__all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
+__all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d",
+           "LazyInstanceNorm3d"]

@@ -3,5 +3,6 @@
 ``out_proj``) is importable from here and left out of ``__all__``, as PyTorch does."""
 
 from zgrad.nn.layers import Identity, Linear, NonDynamicallyQuantizableLinear  # noqa: F401 - importable here
+from zgrad.nn.lazy import LazyLinear
 
-__all__ = ["Identity", "Linear"]
+__all__ = ["Identity", "LazyLinear", "Linear"]
