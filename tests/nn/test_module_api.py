@@ -471,3 +471,95 @@ def test_a_value_that_is_not_a_tensor_is_named_in_the_load_error():
     with pytest.raises(RuntimeError, match='While copying the parameter named "weight", expected zgrad.Tensor or '
                                            "Tensor-like object from checkpoint but received <class 'list'>"):
         net.load_state_dict({"weight": [[1.0]], "bias": zgrad.zeros(1)})
+
+
+_SUBMODULE_CALLS = [
+    'm.get_submodule("1.5")', 'm.get_submodule("0.weight")', 'm.get_submodule("x")',
+    'tuple(m.get_parameter("1.1.weight").shape)', 'm.get_parameter("1.1.nope")', 'm.get_parameter("buf")',
+    'm.get_buffer("buf").tolist()', 'm.get_buffer("0.weight")', 'm.get_buffer("0.nobuf")',
+    'm.get_parameter("2.weight")', 'm.set_submodule("1.0", lib.nn.Tanh())', 'm.set_submodule("1.9", lib.nn.Tanh())',
+    'm.set_submodule("", lib.nn.Tanh())',
+    'm.set_submodule("0.weight", lib.nn.Tanh())', 'm.set_submodule("1.0", 3)',
+    'm.set_submodule("1.7", lib.nn.Tanh(), strict=True)', 'm.set_submodule("5.7", lib.nn.Tanh())',
+]
+
+
+def _submodule_calls(lib):
+    m = lib.nn.Sequential(lib.nn.Linear(2, 2), lib.nn.Sequential(lib.nn.ReLU(), lib.nn.Linear(2, 3)))
+    m.register_buffer("buf", lib.ones(1))
+    out = [repr(m.get_submodule("1.1"))]
+    for call in _SUBMODULE_CALLS:
+        try:
+            out.append((call, repr(eval(call))))  # noqa: S307 - the test's own expressions
+        except Exception as error:  # noqa: BLE001 - the type and message are what is compared
+            out.append((call, type(error).__name__, str(error).replace("torch", "X").replace("zgrad", "X")))
+    out.append(repr(m))
+    return out
+
+
+@pytest.mark.torch
+def test_get_and_set_submodule_parameter_and_buffer_as_torchs():
+    torch = require_torch()
+    assert _submodule_calls(zgrad) == _submodule_calls(torch)
+
+
+def _state_dict_hooks_and_extra_state(lib):
+    log = []
+
+    class Counter(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.steps = lib.nn.Linear(2, 2), 3
+
+        def get_extra_state(self):
+            return {"steps": self.steps}
+
+        def set_extra_state(self, state):
+            self.steps = state["steps"]
+
+    def rename(module, state_dict, prefix, metadata, strict, missing, unexpected, errors):
+        log.append(("load pre", prefix, strict))
+        if prefix + "old_weight" in state_dict:
+            state_dict[prefix + "weight"] = state_dict.pop(prefix + "old_weight")
+
+    def forgive_bias(module, keys):
+        log.append(("load post", type(module).__name__, list(keys.missing_keys), list(keys.unexpected_keys)))
+        if "1.bias" in keys.missing_keys:
+            keys.missing_keys.remove("1.bias")
+
+    def attempt(call):
+        try:
+            call()
+        except Exception as error:  # noqa: BLE001 - the type and last line are what is compared
+            kind = "RuntimeError" if isinstance(error, RuntimeError) else type(error).__name__
+            log.append((kind, str(error).split("\n")[-1]))
+
+    m = lib.nn.Sequential(Counter(), lib.nn.Linear(2, 1))
+    m.register_state_dict_pre_hook(lambda module, prefix, keep: log.append(("pre", type(module).__name__, prefix)))
+    m[0].register_state_dict_pre_hook(lambda module, prefix, keep: log.append(("pre", type(module).__name__, prefix)))
+    m[0].register_state_dict_post_hook(lambda module, sd, prefix, metadata: log.append(("post", prefix, sorted(sd))))
+    saved = m.state_dict()
+    log += [sorted(saved), saved["0._extra_state"]]
+    m[0].steps = 9
+    m[1].register_load_state_dict_pre_hook(rename)
+    m.register_load_state_dict_post_hook(forgive_bias)
+    renamed = dict(saved)
+    renamed["1.old_weight"] = renamed.pop("1.weight")
+    del renamed["1.bias"]
+    result = m.load_state_dict(renamed)
+    log += [repr(result).replace("_IncompatibleKeys", "IncompatibleKeys"), m[0].steps, "1.old_weight" in renamed]
+    attempt(lambda: m.load_state_dict({k: v for k, v in saved.items() if k != "0._extra_state"}))
+    returns = lib.nn.Linear(1, 1)
+    returns.register_load_state_dict_post_hook(lambda module, keys: 5)
+    attempt(lambda: returns.load_state_dict(returns.state_dict()))
+    attempt(lambda: lib.nn.Linear(1, 1).load_state_dict({"weight": lib.ones(1, 1), "bias": lib.ones(1),
+                                                          "_extra_state": 1}))
+    return log
+
+
+@pytest.mark.torch
+def test_state_dict_hooks_and_extra_state_as_torchs():
+    """Save pre/post hooks, load pre-hooks renaming a key, post-hooks clearing a missing key before
+    strict judges it, get_extra_state/set_extra_state under _extra_state, and the errors."""
+    torch = require_torch()
+    assert _state_dict_hooks_and_extra_state(zgrad) == _state_dict_hooks_and_extra_state(torch)

@@ -20,7 +20,8 @@ from zgrad.engine.hooks import RemovableHandle
 __all__ = ["Module", "Parameter", "IncompatibleKeys"]
 
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks", "_forward_hooks_with_kwargs",
-               "_forward_hooks_always_called", "_backward_hooks", "_backward_pre_hooks")
+               "_forward_hooks_always_called", "_backward_hooks", "_backward_pre_hooks", "_state_dict_pre_hooks",
+               "_state_dict_hooks", "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks")
 
 
 class Parameter(Tensor):
@@ -59,6 +60,12 @@ def _uninitialized(value: Any) -> bool:
     """Whether ``value`` is a lazy module's uninitialized parameter or buffer
     (:mod:`zgrad.nn.parameter`, which imports this module), which has no data yet."""
     return getattr(type(value), "_uninitialized", False)
+
+
+def _registered(hooks: dict, hook: Callable[..., Any]) -> RemovableHandle:
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    return handle
 
 
 def _check_name(name: Any, kind: str) -> None:
@@ -201,6 +208,76 @@ class Module:
         self._modules[name] = module
 
     register_module = add_module
+
+    def get_submodule(self, target: str) -> "Module":
+        """The descendant module at dotted path ``target`` ("" is this module), as PyTorch's.
+
+        Raises:
+            AttributeError: a step of the path that is missing or not a module (PyTorch's messages).
+        """
+        module = self
+        if target == "":
+            return module
+        for step in target.split("."):
+            if not hasattr(module, step):
+                raise AttributeError(f"{module._get_name()} has no attribute `{step}`")
+            module = getattr(module, step)
+            if not isinstance(module, Module):
+                raise AttributeError(f"`{step}` is not an nn.Module")
+        return module
+
+    def set_submodule(self, target: str, module: "Module", strict: bool = False) -> None:
+        """Put ``module`` at dotted path ``target`` (its parent must exist), as PyTorch's; with
+        ``strict``, only where a submodule already is.
+
+        Raises:
+            ValueError: an empty ``target``, or ``module`` that is not a Module.
+            AttributeError: a missing parent, a step that is not a module, or (``strict``) no
+                submodule at ``target``.
+        """
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        *path, last = target.split(".")
+        if not isinstance(module, Module):
+            raise ValueError(f"`module` is not an nn.Module, found {type(module)}")
+        parent = self.get_submodule(".".join(path))
+        if strict and not hasattr(parent, last):
+            raise AttributeError(f"{parent._get_name()} has no attribute `{last}`")
+        if hasattr(parent, last) and not isinstance(getattr(parent, last), Module):
+            raise AttributeError(f"`{last}` is not an nn.Module")
+        setattr(parent, last, module)
+
+    def get_parameter(self, target: str) -> "Parameter":
+        """The parameter at dotted path ``target``, as PyTorch's.
+
+        Raises:
+            AttributeError: a missing module or attribute, or one that is not a Parameter.
+        """
+        module_path, _, name = target.rpartition(".")
+        module = self.get_submodule(module_path)
+        if not hasattr(module, name):
+            raise AttributeError(f"{module._get_name()} has no attribute `{name}`")
+        value = getattr(module, name)
+        if not isinstance(value, Parameter):
+            raise AttributeError(f"`{name}` is not an nn.Parameter")
+        return value
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at dotted path ``target``, as PyTorch's.
+
+        Raises:
+            AttributeError: a missing module or attribute, or one that is not a buffer.
+        """
+        module_path, _, name = target.rpartition(".")
+        module = self.get_submodule(module_path)
+        if not hasattr(module, name):
+            raise AttributeError(f"{module._get_name()} has no attribute `{name}`")
+        if name not in module._buffers:
+            raise AttributeError(f"`{name}` is not a buffer")
+        return getattr(module, name)
+
+    def _get_name(self) -> str:
+        return type(self).__name__
 
     # --- forward --------------------------------------------------------------------------------
 
@@ -384,28 +461,98 @@ class Module:
 
     # --- state dict -----------------------------------------------------------------------------
 
-    def _state_entries(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
-        """Every parameter and persistent buffer under its state-dict key (shared ones under each key)."""
+    def _own_state_entries(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
+        """This module's own parameters and persistent buffers under their state-dict keys."""
         for name, param in self._parameters.items():
             if param is not None:
                 yield prefix + name, param
         for name, buf in self._buffers.items():
             if buf is not None and name not in self._non_persistent_buffers_set:
                 yield prefix + name, buf
+
+    def _state_entries(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
+        """Every parameter and persistent buffer under its state-dict key (shared ones under each key)."""
+        yield from self._own_state_entries(prefix)
         for name, child in self._modules.items():
             if child is not None:
                 yield from child._state_entries(f"{prefix}{name}.")
+
+    def _has_extra_state(self) -> bool:
+        return type(self).get_extra_state is not Module.get_extra_state
+
+    def get_extra_state(self) -> Any:
+        """What a module saves in its state dict besides tensors (under ``_extra_state``), as
+        PyTorch's: override it together with :meth:`set_extra_state`.
+
+        Raises:
+            RuntimeError: called on a module that does not override it (PyTorch's message).
+        """
+        raise RuntimeError("Reached a code path in Module.get_extra_state() that should never be called. Please file "
+                           "an issue at https://github.com/pytorch/pytorch/issues/new?template=bug-report.yml to "
+                           "report this bug.")
+
+    def set_extra_state(self, state: Any) -> None:
+        """Take back what :meth:`get_extra_state` saved, when a state dict is loaded.
+
+        Raises:
+            RuntimeError: the state dict has an ``_extra_state`` for a module that does not override
+                it (PyTorch's message).
+        """
+        raise RuntimeError("Reached a code path in Module.set_extra_state() that should never be called. Please file "
+                           "an issue at https://github.com/pytorch/pytorch/issues/new?template=bug-report.yml to "
+                           "report this bug.")
+
+    def _save_to_state_dict(self, destination: Any, prefix: str, keep_vars: bool) -> None:
+        """Put this module's own state (not its children's) into ``destination``, as PyTorch's
+        overridable method: parameters, persistent buffers, then :meth:`get_extra_state`'s."""
+        for name, value in self._own_state_entries(prefix):
+            destination[name] = value if keep_vars or _uninitialized(value) else Tensor(value._data.copy())
+        if self._has_extra_state():
+            destination[prefix + "_extra_state"] = self.get_extra_state()
 
     def state_dict(self, *, destination: Any = None, prefix: str = "",
                    keep_vars: bool = False) -> "OrderedDict[str, Tensor]":
         """Parameters and persistent buffers by qualified name: detached copies, or the tensors
         themselves with ``keep_vars=True``. (PyTorch returns detached views sharing memory; zgrad
         copies, so a state dict sent to another worker is a snapshot.) A lazy module's
-        uninitialized parameters and buffers are in it as themselves, as in PyTorch."""
+        uninitialized parameters and buffers are in it as themselves, as in PyTorch. Each module's
+        state-dict pre-hooks run before it saves, its post-hooks after its children have."""
         out = OrderedDict() if destination is None else destination
-        for name, value in self._state_entries(prefix):
-            out[name] = value if keep_vars or _uninitialized(value) else Tensor(value._data.copy())
+        for hook in list(self._state_dict_pre_hooks.values()):
+            hook(self, prefix, keep_vars)
+        self._save_to_state_dict(out, prefix, keep_vars)
+        for name, child in self._modules.items():
+            if child is not None:
+                child.state_dict(destination=out, prefix=f"{prefix}{name}.", keep_vars=keep_vars)
+        for hook in list(self._state_dict_hooks.values()):
+            if hook(self, out, prefix, {}) is not None:
+                raise RuntimeError("state_dict post-hook must return None")
         return out
+
+    def register_state_dict_pre_hook(self, hook: Callable[..., None]) -> RemovableHandle:
+        """Call ``hook(module, prefix, keep_vars)`` before ``state_dict`` saves this module, as PyTorch's."""
+        return _registered(self._state_dict_pre_hooks, hook)
+
+    def register_state_dict_post_hook(self, hook: Callable[..., None]) -> RemovableHandle:
+        """Call ``hook(module, state_dict, prefix, local_metadata)`` once ``state_dict`` has saved
+        this module and its children (it may change ``state_dict`` in place), as PyTorch's."""
+        return _registered(self._state_dict_hooks, hook)
+
+    def register_load_state_dict_pre_hook(self, hook: Callable[..., None]) -> RemovableHandle:
+        """Call ``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)`` before ``load_state_dict`` reads anything, as PyTorch's: it
+        may rename or convert entries of ``state_dict`` (a copy of the caller's) in place, and
+        append messages to ``error_msgs`` to make the load fail."""
+        return _registered(self._load_state_dict_pre_hooks, hook)
+
+    def register_load_state_dict_post_hook(self, hook: Callable[..., None]) -> RemovableHandle:
+        """Call ``hook(module, incompatible_keys)`` once ``load_state_dict`` has loaded, as
+        PyTorch's: it may remove entries from ``incompatible_keys.missing_keys`` and
+        ``unexpected_keys`` before ``strict`` judges them.
+
+        Raises (at load time):
+            AssertionError: the hook returned something (PyTorch's message)."""
+        return _registered(self._load_state_dict_post_hooks, hook)
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> IncompatibleKeys:
         """Copy values into the parameters and persistent buffers of the same names.
@@ -421,16 +568,28 @@ class Module:
         A lazy module (:mod:`zgrad.nn.modules.lazy`) first materializes its uninitialized
         parameters and buffers that ``state_dict`` has values for, with their shapes.
         """
-        for module_prefix, module in self.named_modules():
+        state_dict = OrderedDict(state_dict)  # pre-hooks may change it: the caller's stays as it is
+        modules = [(f"{name}." if name else "", module) for name, module in self.named_modules()]
+        hook_errors: list[str] = []
+        for module_prefix, module in modules:
+            for hook in list(module._load_state_dict_pre_hooks.values()):
+                hook(module, state_dict, module_prefix, {}, strict, [], [], hook_errors)
+        for module_prefix, module in modules:
             lazy_load = getattr(type(module), "_lazy_load_hook", None)
             if lazy_load is not None:
-                lazy_load(module, state_dict, f"{module_prefix}." if module_prefix else "")
+                lazy_load(module, state_dict, module_prefix)
         own = dict(self._state_entries())
-        missing = [name for name in own if name not in state_dict]
-        unexpected = [name for name in state_dict if name not in own]
+        extras = {p + "_extra_state": m for p, m in modules if m._has_extra_state()}
+        missing = [name for p, m in modules for name in [k for k, _ in m._own_state_entries(p)]
+                   + ([p + "_extra_state"] if m._has_extra_state() else []) if name not in state_dict]
+        unexpected = [name for name in state_dict if name not in own and name not in extras]
+        post_hooked = any(m._load_state_dict_post_hooks for _, m in modules)
         errors = [f"{what} key(s) in state_dict: " + ", ".join(f'"{k}"' for k in keys) + ". "
                   for what, keys in (("Missing", missing), ("Unexpected", unexpected)) if keys] if strict else []
         key_errors = len(errors)
+        if post_hooked:  # the hooks may still clear the keys: they are judged after them
+            errors, key_errors = [], 0
+        errors += hook_errors
         # Check every shape before copying anything, so a failed load leaves the module unchanged.
         arrays = {}
         for name, value in state_dict.items():
@@ -451,10 +610,26 @@ class Module:
             arrays[name] = array
         if errors:
             message = f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors)
-            raise StateDictError(message) if key_errors else ShapeError(message)
+            raise StateDictError(message) if key_errors or hook_errors else ShapeError(message)
         for name, array in arrays.items():
             own[name]._data[...] = dispatch.to_device(array, dispatch.device_type_of(own[name]._data))
-        return IncompatibleKeys(missing, unexpected)
+        for key, module in extras.items():
+            if key in state_dict:
+                module.set_extra_state(state_dict[key])
+        incompatible = IncompatibleKeys(missing, unexpected)
+        if post_hooked:
+            for _, module in reversed(modules):  # a module's after its children's, as PyTorch's
+                for hook in list(module._load_state_dict_post_hooks.values()):
+                    if hook(module, incompatible) is not None:
+                        raise AssertionError(
+                            "Hooks registered with ``register_load_state_dict_post_hook`` are not expected to return "
+                            "new values, if incompatible_keys need to be modified, it should be done inplace.")
+            errors = [f"{what} key(s) in state_dict: " + ", ".join(f'"{k}"' for k in keys) + ". "
+                      for what, keys in (("Missing", missing), ("Unexpected", unexpected)) if keys] if strict else []
+            if errors:
+                raise StateDictError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                                     + "\n\t".join(errors))
+        return incompatible
 
     # --- device and dtype -----------------------------------------------------------------------
 
