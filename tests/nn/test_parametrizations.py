@@ -152,6 +152,19 @@ def test_removing_weight_norm_leaves_the_normalized_weight(form):
 
 
 @pytest.mark.torch
+def test_parametrized_weight_norm_loads_a_state_dict_of_the_old_weight_norm():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        old = zgrad.nn.utils.weight_norm(zgrad.nn.Conv2d(2, 3, 3))
+    saved = old.state_dict()
+    assert {"weight_g", "weight_v"} <= set(saved)
+    new = zgrad.nn.utils.parametrizations.weight_norm(zgrad.nn.Conv2d(2, 3, 3))
+    assert repr(new.load_state_dict(saved)) == "<All keys matched successfully>"
+    x = zgrad.randn(1, 2, 5, 5)
+    np.testing.assert_allclose(new(x).detach().numpy(), old(x).detach().numpy(), rtol=1e-6)
+    assert "weight_g" in saved  # the caller's dict is left as it was
+
+
 def test_hook_weight_norm_misuse_messages_match_torch():
     torch = require_torch()
     errors = []

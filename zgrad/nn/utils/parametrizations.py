@@ -73,10 +73,18 @@ def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Mo
     (size 1 except along ``dim``) and ``original1`` is ``v`` (the weight's shape).
 
     Returns:
-        ``module``. (PyTorch also registers a load-state-dict hook renaming old ``<name>_g`` /
-        ``<name>_v`` keys; zgrad's ``load_state_dict`` has no such hooks, so rename them yourself.)
+        ``module``, which also loads state dicts saved with the old ``nn.utils.weight_norm``: their
+        ``<name>_g`` / ``<name>_v`` entries are renamed on load, as PyTorch's.
     """
     parametrize.register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
+
+    def rename_old_keys(module: Module, state_dict: dict, prefix: str, *_: Any) -> None:
+        g_key, v_key = f"{prefix}{name}_g", f"{prefix}{name}_v"
+        if g_key in state_dict and v_key in state_dict:
+            state_dict[f"{prefix}parametrizations.{name}.original0"] = state_dict.pop(g_key)
+            state_dict[f"{prefix}parametrizations.{name}.original1"] = state_dict.pop(v_key)
+
+    module.register_load_state_dict_pre_hook(rename_old_keys)
     return module
 
 
