@@ -369,3 +369,18 @@ def test_on_cuda_matches_cpu(dtype):
         return F(lib).ctc_loss(lp, targets, input_lengths, target_lengths, reduction="none", zero_infinity=True)
 
     check_device(call, [], arrays=arrays, dtype=dtype)
+
+
+@pytest.mark.torch
+def test_ctc_loss_runs_in_float32_under_autocast_as_torchs():
+    torch = require_torch()
+    data = np.log(np.random.default_rng(5).dirichlet(np.ones(5), (10, 2)))
+    results = []
+    for lib in (zgrad, torch):
+        log_probs = lib.tensor(data, dtype=lib.float32).to(lib.bfloat16)
+        args = (lib.tensor([[1, 2], [3, 4]]), lib.tensor([10, 10]), lib.tensor([2, 2]))
+        with lib.autocast("cpu", dtype=lib.bfloat16):
+            loss = lib.nn.functional.ctc_loss(log_probs, *args)
+        results.append((str(loss.dtype).replace("torch.", ""), float(loss)))
+    assert results[0][0] == results[1][0] == "float32"
+    np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-5)

@@ -37,7 +37,7 @@ _FLOAT32_CUDA = (
     "tan", "pow", "layer_norm", "group_norm", "cosine_similarity", "nll_loss", "kl_div", "l1_loss", "smooth_l1_loss",
     "huber_loss", "mse_loss", "binary_cross_entropy_with_logits", "cdist", "logsumexp", "interpolate", "prod",
     "softmax", "log_softmax", "cumprod", "cumsum", "linalg_vector_norm", "linalg_matrix_norm", "sum", "norm",
-    "cross_entropy",
+    "cross_entropy", "ctc_loss",
 )
 # CPU: the losses, linear algebra and a few numerically touchy reductions (not softmax, layer_norm,
 # sum or the math functions, which run in the input's dtype on the CPU).
@@ -46,7 +46,7 @@ _FLOAT32_CPU = (
     "mse_loss", "nll_loss", "smooth_l1_loss", "cross_entropy", "l1_loss", "huber_loss", "kl_div",
     "binary_cross_entropy_with_logits", "linalg_cholesky", "linalg_inv", "linalg_solve", "linalg_svd",
     "linalg_svdvals", "linalg_qr", "linalg_eigh", "linalg_eigvalsh", "linalg_lstsq", "linalg_matrix_rank",
-    "linalg_pinv",
+    "linalg_pinv", "ctc_loss",
 )
 _PROMOTE_CUDA = ("atan2", "cross", "dot", "vdot", "index_put", "tensordot", "scatter_add")
 _PROMOTE_CPU = ("cat", "stack", "index_copy")

@@ -33,6 +33,7 @@ from zgrad import ops
 from zgrad.autograd.function import Op
 from zgrad.kernels import dispatch, dispatch_index, dispatch_reduce
 from zgrad.kernels.dispatch_math import unary_math
+from zgrad.ops.autocast import autocast_op
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.loss_functions import check_reduction
 from zgrad.tensor import Tensor
@@ -281,6 +282,7 @@ def _check_input_lengths(input_lengths: np.ndarray, frames: int) -> None:
                                f"{length}{_CHECKING}")
 
 
+@autocast_op()
 def ctc_loss(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: Any, blank: int = 0,
              reduction: str = "mean", zero_infinity: bool = False) -> Any:
     """The connectionist temporal classification loss, as ``torch.nn.functional.ctc_loss``: per
