@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import zgrad
+from helpers import require_torch
 from zgrad.errors import AutogradError
 
 
@@ -95,3 +96,26 @@ def test_retained_grad_is_taken_after_every_tensor_hook():
     b.register_hook(lambda g: g * 2)
     (b * 5).sum().backward()
     assert b.grad.tolist() == [10.0, 10.0] and a.grad.tolist() == [10.0, 10.0]
+
+
+def _accumulator_hooks(lib):
+    log = []
+    x = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+    acc = (x * 1).grad_fn.next_functions[0][0]
+    first = acc.register_prehook(lambda gs: log.append(("pre", [g.tolist() for g in gs])) or (gs[0] * 10,))
+    acc.register_hook(lambda gi, go: log.append(("post", len(gi), [g.tolist() for g in go], x.grad.tolist())))
+    x.register_post_accumulate_grad_hook(lambda t: log.append(("post_acc", t.grad.tolist())))
+    (x * 3).sum().backward()
+    first.remove()
+    (x * 2).sum().backward()
+    log.append(x.grad.tolist())
+    log.append(type(acc).__name__)
+    return log
+
+
+@pytest.mark.torch
+def test_a_leafs_accumulator_takes_node_hooks_as_torchs():
+    """``AccumulateGrad.register_prehook`` (its result replaces the gradient) and ``register_hook``
+    (after the accumulation and the post-accumulate hooks), in PyTorch's order."""
+    torch = require_torch()
+    assert _accumulator_hooks(zgrad) == _accumulator_hooks(torch)

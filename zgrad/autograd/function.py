@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from zgrad.engine.grad_mode import enable_grad, is_grad_enabled, no_grad
-from zgrad.engine.graph import InputMetadata, Node, raise_freed
+from zgrad.engine.graph import AccumulateGrad, InputMetadata, Node, raise_freed
 from zgrad.engine.versions import snapshot, verify
 from zgrad.errors import AutogradError
 from zgrad.tensor import Tensor, gradient_edge, link_views, refresh_view
@@ -71,21 +71,13 @@ class FunctionCtx(Node):
         """Call ``fn(grad_outputs)`` with the gradients this node receives (a tuple of tensors,
         None where none arrived) before it runs, as PyTorch's ``Node.register_prehook``; a
         non-None result (a tuple of as many) replaces them."""
-        if self.node_prehooks is None:
-            self.node_prehooks = {}
-        handle = RemovableHandle(self.node_prehooks)
-        self.node_prehooks[handle.id] = functools.partial(_tensor_hook, fn, "grad_outputs")
-        return handle
+        return _add_node_prehook(self, fn)
 
     def register_hook(self, fn: Any) -> RemovableHandle:
         """Call ``fn(grad_inputs, grad_outputs)`` once this node has run, as PyTorch's
         ``Node.register_hook``: ``grad_inputs`` are the gradients it computed for its forward's
         inputs, ``grad_outputs`` those it received; a non-None result replaces ``grad_inputs``."""
-        if self.node_posthooks is None:
-            self.node_posthooks = {}
-        handle = RemovableHandle(self.node_posthooks)
-        self.node_posthooks[handle.id] = functools.partial(_listed_hook, fn, self._listed_inputs())
-        return handle
+        return _add_node_posthook(self, fn, self._listed_inputs())
 
     def _listed_inputs(self) -> tuple[bool, ...]:
         """Which forward arguments PyTorch's schema has as tensors (see :attr:`next_functions`)."""
@@ -286,6 +278,39 @@ class Function:
                             Tensor(o, requires_grad=is_floating(o.dtype), _grad_fn=ctx, _output_nr=i)
                             for i, o in enumerate(outputs))
         return wrapped if isinstance(raw, tuple) else wrapped[0]
+
+
+def _add_node_prehook(node: Node, fn: Any) -> RemovableHandle:
+    if node.node_prehooks is None:
+        node.node_prehooks = {}
+    handle = RemovableHandle(node.node_prehooks)
+    node.node_prehooks[handle.id] = functools.partial(_tensor_hook, fn, "grad_outputs")
+    return handle
+
+
+def _add_node_posthook(node: Node, fn: Any, listed: tuple[bool, ...]) -> RemovableHandle:
+    if node.node_posthooks is None:
+        node.node_posthooks = {}
+    handle = RemovableHandle(node.node_posthooks)
+    node.node_posthooks[handle.id] = functools.partial(_listed_hook, fn, listed)
+    return handle
+
+
+def _accumulator_prehook(self: AccumulateGrad, fn: Any) -> RemovableHandle:
+    """Call ``fn((grad,))`` before this leaf's gradient is accumulated, as PyTorch's
+    ``AccumulateGrad.register_prehook``; a non-None result (a 1-tuple) replaces it."""
+    return _add_node_prehook(self, fn)
+
+
+def _accumulator_posthook(self: AccumulateGrad, fn: Any) -> RemovableHandle:
+    """Call ``fn((), (grad,))`` once this leaf's gradient has been accumulated, as PyTorch's
+    ``AccumulateGrad.register_hook``."""
+    return _add_node_posthook(self, fn, ())
+
+
+# The engine's leaf sink takes PyTorch's node-hook methods here, where gradients become tensors.
+AccumulateGrad.register_prehook = _accumulator_prehook
+AccumulateGrad.register_hook = _accumulator_posthook
 
 
 def _listed_hook(fn: Any, listed: tuple[bool, ...], gradients: Any, incoming: Any) -> list[Any] | None:

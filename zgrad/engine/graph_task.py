@@ -359,6 +359,7 @@ class GraphTask:
                 inputs[:] = [g if g is not None or not node.materialize_grads else m.zeros() if graph is None
                              else graph.zeros(*m) for g, m in zip(seen, node.input_metadata)]
         if type(node) is AccumulateGrad:
+            incoming = (inputs[0],) if node.node_posthooks else ()
             if self.leaf_sink is not None:
                 grad = inputs.pop()  # the caller's list is this one: now only ``grad`` holds it
                 if self.sink_keeps and not _private(grad):
@@ -374,6 +375,9 @@ class GraphTask:
             del grad
             for hook in node.post_hooks:
                 hook(node.variable)
+            if node.node_posthooks:
+                for hook in list(node.node_posthooks.values()):
+                    hook((), incoming)
             return ()
         incoming = tuple(None if gone else g for g, gone in zip(inputs, missing)) if node.node_posthooks else ()
         outputs = node.apply(inputs) if graph is None else graph.apply(node, inputs)
