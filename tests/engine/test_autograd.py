@@ -318,6 +318,22 @@ def test_custom_function_non_differentiable_outputs_and_materialized_grads_as_to
     assert run(zgrad) == run(torch)
 
 
+def test_mark_non_differentiable_follows_the_tensor_not_its_id():
+    class Marked(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.mark_non_differentiable(x * 2)  # freed at once: its id may be the output's
+            return x * 3
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 3
+
+    x = zgrad.ones(3, requires_grad=True)
+    for _ in range(20):
+        assert Marked.apply(x).requires_grad
+
+
 def test_custom_function_wrong_gradient_count_is_named():
     Bad = _returning(lambda g: g)
     out = Bad.apply(leaf(1.0, 2.0), leaf(3.0, 4.0))

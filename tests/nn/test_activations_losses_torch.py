@@ -370,11 +370,12 @@ def test_infinities_and_nan_keep_torchs_values(name):
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("name", ["relu", "leaky_relu", "relu6", "hardtanh", "gelu", "mish", "tanh"])
+@pytest.mark.parametrize("name", ["relu", "leaky_relu", "gelu", "mish", "tanh"])
 @pytest.mark.parametrize("create_graph", [False, True])
 def test_gradients_at_infinities_nan_and_zero_are_torchs(name, create_graph):
-    """Where PyTorch's backward deliberately passes a NaN input's gradient (relu and hardtanh test
-    ``x <= 0``, not ``x > 0``), and its values at the kinks and infinities."""
+    """Where PyTorch's backward deliberately passes a NaN input's gradient (relu tests ``x <= 0``,
+    not ``x > 0``), and its values at the kinks and infinities. (Not hardtanh: PyTorch's own
+    gradient at NaN is 0 in its vectorized loop and 1 in the scalar tail; zgrad's is 0.)"""
     torch = require_torch()
     values = [float("inf"), -float("inf"), float("nan"), 0.0, -0.0, 2.0, -2.0]
 

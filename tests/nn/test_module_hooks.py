@@ -153,3 +153,51 @@ def test_no_backward_hooks_under_no_grad_and_hooks_leave_with_their_handles():
         warnings.simplefilter("error")
         layer(zgrad.ones(1, 2, requires_grad=True)).sum().backward()
     assert seen == [] and not layer._backward_hooks
+
+
+def _hook_outputs_and_double_backward(lib):
+    out = []
+    x = lib.tensor([0.5, -1.5], dtype=lib.float64, requires_grad=True)
+
+    class M(lib.nn.Module):
+        def forward(self, a):
+            return a ** 3
+
+    m = M()
+    m.register_full_backward_hook(lambda mod, gi, go: (gi[0] * 10,))
+    g, = lib.autograd.grad(m(x).sum(), x, create_graph=True)
+    out.append(lib.autograd.grad(g.sum(), x)[0].tolist())
+
+    class N(lib.nn.Module):
+        def forward(self, a):
+            return (a * 2, 3, a * 3)
+
+    n, seen = N(), []
+    n.register_full_backward_hook(lambda mod, gi, go: seen.append([None if t is None else t.tolist() for t in go]))
+    r = n(x)
+    (r[0].sum() + r[2].sum()).backward()
+    out.append(seen)
+    n2 = N()
+    n2.register_full_backward_pre_hook(lambda mod, go: (go[0],))
+    r = n2(x)
+    try:
+        r[0].sum().backward()
+    except RuntimeError as error:
+        out.append(str(error))
+    lstm, lens = lib.nn.LSTM(2, 3), []
+    lstm.register_full_backward_hook(lambda mod, gi, go: lens.append(len(go)))
+    o, (h, c) = lstm(lib.randn(4, 1, 2))
+    o.sum().backward()
+    out.append(lens)
+    return out
+
+
+@pytest.mark.torch
+def test_backward_hooks_see_none_for_non_tensor_outputs_and_fire_once_per_pass():
+    """grad_output has a slot (None) for every item of a tuple output, an LSTM's (h, c) included;
+    a pre-hook's replacement is checked against that length; and a later pass that does not come
+    through the module's output (double backward) does not fire its hooks again."""
+    import torch
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert _hook_outputs_and_double_backward(zgrad) == _hook_outputs_and_double_backward(torch)

@@ -56,7 +56,7 @@ class FunctionCtx(Node):
         self._freed = False
         self._on_graph = False  # backward is running with create_graph=True
         self._listed: tuple[bool, ...] | None = None  # a user Function's: which arguments were tensors
-        self._non_differentiable: tuple[int, ...] = ()  # id() of the outputs forward marked so
+        self._non_differentiable: tuple[Any, ...] = ()  # the outputs forward marked so (compared by identity)
 
     @property
     def next_functions(self) -> tuple[tuple["Node | None", int], ...]:
@@ -92,7 +92,7 @@ class FunctionCtx(Node):
     def mark_non_differentiable(self, *tensors: Any) -> None:
         """Make these outputs of ``forward`` not require grad (indices, say), as PyTorch's: backward
         still gets a gradient for each, zeros (None without materialized gradients)."""
-        self._non_differentiable += tuple(id(t) for t in tensors)
+        self._non_differentiable += tensors
 
     def save_for_backward(self, *values: Any) -> None:
         """Keep ``values`` for ``backward``; freed after a pass without ``retain_graph``."""
@@ -261,7 +261,9 @@ class Function:
                 raw = cls.forward(ctx, *args)
             outputs = _output_arrays(cls, raw)
             marked = ctx._non_differentiable
-            fixed = tuple(id(item) in marked for item in (raw if isinstance(raw, tuple) else (raw,))) if marked else ()
+            fixed = tuple(any(item is m for m in marked) for item in (raw if isinstance(raw, tuple) else (raw,))) \
+                if marked else ()
+            ctx._non_differentiable = ()
         else:
             fixed = ()
             raw = cls.forward(ctx, *(a._data if isinstance(a, Tensor) else a for a in args))

@@ -24,7 +24,7 @@ from zgrad.tensor import Tensor
 __all__ = ["call_with_hooks"]
 
 
-def _checked_grads(replacement: Any, given: tuple, what: str) -> tuple:
+def _checked_grads(replacement: Any, given: tuple, what: str, hook_kind: str = "Backward hook") -> tuple:
     """A hook's replacement for ``given`` gradients (None: keep them).
 
     Raises:
@@ -34,29 +34,36 @@ def _checked_grads(replacement: Any, given: tuple, what: str) -> tuple:
         return given
     replacement = tuple(replacement) if isinstance(replacement, (tuple, list)) else (replacement,)
     if len(replacement) != len(given):
-        raise RuntimeError(f"Backward hook returned an invalid number of grad_{what}, got {len(replacement)}, but "
+        raise RuntimeError(f"{hook_kind} returned an invalid number of grad_{what}, got {len(replacement)}, but "
                            f"expected {len(given)}")
     return replacement
 
 
 class _Pass:
     """One call's backward-hook state: the module, where its tensor arguments sit among its
-    positional ones, and the ``grad_output`` the output side saw."""
+    positional ones, where its output tensors sit in its output (a tuple's items, or the one
+    tensor), and the ``grad_output`` the output side saw, until the input side has used it."""
 
     def __init__(self, module: Any, positions: list[int], arguments: int) -> None:
         self.module, self.positions, self.arguments = module, positions, arguments
+        self.output_places: list[int] = [0]
+        self.outputs = 1
         self.grad_output: tuple | None = None
 
     def at_output(self, grads: tuple) -> tuple:
+        full = [None] * self.outputs  # None for what is not a tensor, as PyTorch's
+        for place, grad in zip(self.output_places, grads):
+            full[place] = grad
+        grad_output = tuple(full)
         for hook in list(self.module._backward_pre_hooks.values()):
-            grads = _checked_grads(hook(self.module, grads), grads, "output")
-        self.grad_output = grads
+            grad_output = _checked_grads(hook(self.module, grad_output), grad_output, "output", "Backward pre hook")
+        self.grad_output = grad_output
         if not self.positions and self.module._backward_hooks:
             warnings.warn("Full backward hook is firing when gradients are computed with respect to module outputs since "
                           "no inputs require gradients. See the docs of zgrad.nn.Module.register_full_backward_hook "
                           "for more details.", UserWarning, stacklevel=2)
             self.at_input(())
-        return grads
+        return tuple(grad_output[p] for p in self.output_places)
 
     def at_input(self, grads: tuple) -> tuple:
         if self.grad_output is None:  # the gradient did not come through the output (double backward, a list)
@@ -65,8 +72,9 @@ class _Pass:
         for position, grad in zip(self.positions, grads):
             grad_input[position] = grad
         packed = tuple(grad_input)
+        grad_output, self.grad_output = self.grad_output, None  # used once: a later pass may not come through it
         for hook in list(self.module._backward_hooks.values()):
-            packed = _checked_grads(hook(self.module, packed, self.grad_output), packed, "input")
+            packed = _checked_grads(hook(self.module, packed, grad_output), packed, "input")
         return tuple(packed[p] for p in self.positions)
 
 
@@ -110,6 +118,7 @@ def _hook_outputs(state: _Pass, output: Any) -> Any:
     if isinstance(output, tuple):
         places = [i for i, item in enumerate(output) if isinstance(item, Tensor)]
         if any(output[i].requires_grad for i in places):
+            state.output_places, state.outputs = places, len(output)
             items = list(output)
             for i, hooked in zip(places, _through(_OutputSide, state, [items[i] for i in places])):
                 items[i] = hooked

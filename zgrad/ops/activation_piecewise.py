@@ -42,8 +42,8 @@ def _scalar(x: Any, value: float) -> Any:
 
 
 def _hardtanh(x: Any, min_val: Any, max_val: Any) -> Any:
-    inside = ~((x <= min_val) | (x >= max_val))  # NaN is inside: its gradient passes, as PyTorch's
-    return ops.where(inside, x, ops.clamp(x, min_val, max_val).detach())  # (clamp's gradient at NaN is 0)
+    inside = ~((x <= min_val) | (x >= max_val))
+    return _gradient_where(inside, ops.clamp(x, min_val, max_val))
 
 
 def hardtanh(input: Any, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Any:  # noqa: A002
