@@ -265,6 +265,26 @@ def test_grad_to_a_non_leaf_runs_nothing_beyond_it_as_pytorchs():
     np.testing.assert_allclose(ours[5].numpy(), theirs[5].numpy(), rtol=1e-12)
 
 
+def _inputs_given_twice_and_leaf_hooks(lib):
+    seen = []
+    w = _leaf(lib, [1.0, 2.0])
+    w.register_post_accumulate_grad_hook(lambda t: seen.append("post accumulate"))
+    w.register_hook(lambda g: seen.append("tensor hook"))
+    a, b = lib.autograd.grad((w * w).sum(), [w, w])
+    h = w * 2
+    c, d = lib.autograd.grad((h * h).sum(), [h, h])
+    (w * w).sum().backward(inputs=[w, w])
+    return [a.tolist(), a is b, c.tolist(), c is d, w.grad.tolist(), seen]
+
+
+@pytest.mark.torch
+@pytest.mark.skipif(torch is None, reason="needs torch")
+def test_an_input_given_twice_and_a_leafs_hooks_under_grad_as_pytorchs():
+    """grad() returns the same tensor for an input given twice, runs a leaf's tensor hooks but
+    not its post-accumulate hooks (nothing is accumulated); backward(inputs=) accumulates once."""
+    assert _inputs_given_twice_and_leaf_hooks(zgrad) == _inputs_given_twice_and_leaf_hooks(torch)
+
+
 # --- hooks, retain_grad, requires_grad_ -----------------------------------------------------------
 
 @pytest.mark.torch

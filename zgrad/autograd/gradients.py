@@ -2,10 +2,12 @@
 than accumulated into ``.grad``, as ``torch.autograd.grad``; and ``zgrad.autograd.backward``,
 which accumulates them (into every leaf, or into chosen ``inputs``); and ``Tensor.backward``.
 
-One local backward pass runs from the outputs. A leaf input's gradient is taken where the pass
-would accumulate it (no leaf's ``.grad`` changes); a non-leaf input's is taken on its way into the
-input's ``grad_fn``, after the tensor's own hooks. The pass still runs the graph below the inputs
-(its gradients are dropped), and leaves' post-accumulate hooks still run.
+One local backward pass runs from the outputs, through only the nodes that lead to the inputs
+(PyTorch's exec_info: :meth:`GraphTask.restrict_to`). ``grad`` takes each input's gradient on its
+way into the input's node (a leaf's accumulator, or its ``grad_fn``), after the tensor's own hooks,
+and runs that node only if it leads on to another input: no ``.grad`` changes, no post-accumulate
+hook runs, and what lies below the inputs keeps its saved values. ``backward(inputs=...)`` runs the
+inputs' nodes as a plain pass does: leaves accumulate, non-leaf inputs retain their gradient.
 
 With ``create_graph=True`` the pass records itself (see :mod:`zgrad.autograd.graph_gradients`):
 the gradients it returns or accumulates are tensors with graphs of their own.
@@ -121,16 +123,22 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
     _run_to_inputs(outputs, root_grads, inputs, found.__setitem__,
                    create_graph if retain_graph is None else retain_graph, create_graph)
     results: list[Tensor | None] = []
+    made: dict[int, Tensor] = {}  # one result per gradient: an input given twice gets the same tensor, as PyTorch's
     for i, tensor in enumerate(inputs):
         gradient = found.get(i)
         if gradient is None:
             if not allow_unused:
                 raise AutogradError(_UNUSED_MESSAGE.format(i))
             results.append(_zeros_like(tensor) if materialize_grads else None)
+        elif id(gradient) in made:
+            results.append(made[id(gradient)])
         elif create_graph:
-            results.append(gradient if gradient.dtype == tensor.dtype else gradient.to(tensor.dtype))
+            made[id(gradient)] = gradient if gradient.dtype == tensor.dtype else gradient.to(tensor.dtype)
+            results.append(made[id(gradient)])
         else:
-            results.append(Tensor(gradient if gradient.dtype == tensor.dtype else dispatch.cast(gradient, tensor.dtype)))
+            made[id(gradient)] = Tensor(gradient if gradient.dtype == tensor.dtype
+                                        else dispatch.cast(gradient, tensor.dtype))
+            results.append(made[id(gradient)])
     return tuple(results)
 
 
@@ -191,29 +199,20 @@ def _check_outputs(outputs: Sequence[Tensor]) -> None:
 
 
 def _run_to_inputs(outputs: Sequence[Tensor], root_grads: list[Any], inputs: Sequence[Tensor],
-                   take: Callable[[int, Any], None], retain_graph: bool, create_graph: bool,
-                   run_targets: bool = False) -> None:
+                   take: Callable[[int, Any], None], retain_graph: bool, create_graph: bool) -> None:
     """Run one backward pass from ``outputs``, through only the nodes that lead to ``inputs``, and
-    call ``take(i, gradient)`` with the gradient reaching ``inputs[i]`` (not called for an input the
-    pass does not reach); leaves other than the inputs get nothing. ``create_graph``: record the
-    pass (gradients are tensors). ``run_targets``: a non-leaf input's node runs too (PyTorch's
-    ``backward(inputs=...)``; ``grad`` stops there)."""
-    targets = [gradient_edge(t).node for t in inputs]  # also brings a view's grad_fn up to date
-    leaves = {id(t): i for i, t in enumerate(inputs) if t.grad_fn is None}
-
-    def leaf_sink(variable: Any, gradient: Any) -> None:
-        position = leaves.get(id(variable))
-        if position is not None:
-            take(position, gradient)
-
-    caught = []  # (hook list, hook) of every non-leaf input, removed after the pass
-    for i, tensor in enumerate(inputs):
-        if tensor.grad_fn is not None:
-            hook = functools.partial(take, i)
-            tensor.grad_fn.register_pre_hook(tensor._output_nr, hook)
-            caught.append((tensor.grad_fn.pre_hooks[tensor._output_nr], hook))
+    call ``take(i, gradient)`` with the gradient reaching ``inputs[i]`` (after its tensor hooks; not
+    called for an input the pass does not reach). An input's node runs only when it leads on to
+    another input, so nothing accumulates into any ``.grad``. ``create_graph``: record the pass
+    (gradients are tensors)."""
+    edges = [gradient_edge(t) for t in inputs]  # (also brings a view's grad_fn up to date)
+    caught = []  # (hook list, hook) of every input, removed after the pass
+    for i, edge in enumerate(edges):
+        hook = functools.partial(take, i)
+        edge.node.register_pre_hook(edge.input_nr, hook)
+        caught.append((edge.node.pre_hooks[edge.input_nr], hook))
     try:
-        _run(outputs, root_grads, retain_graph, create_graph, leaf_sink, targets, run_targets)
+        _run(outputs, root_grads, retain_graph, create_graph, [e.node for e in edges])
     finally:
         for hooks, hook in caught:
             hooks.remove(hook)
@@ -255,36 +254,25 @@ def _accumulate(tensors: Any, grad_tensors: Any, retain_graph: bool | None, crea
     inputs = _as_tuple(inputs)
     if not inputs:
         raise ValueError("'inputs' argument to backward() cannot be empty.")
-
+    inputs = tuple({id(t): t for t in inputs}.values())  # one accumulation per tensor, however often given
     for tensor in inputs:  # as PyTorch: a non-leaf input keeps its .grad from now on, this pass's included
         if tensor.grad_fn is not None:
             tensor.retain_grad()
-
-    def accumulate(position: int, gradient: Any) -> None:
-        tensor = inputs[position]
-        if tensor.grad_fn is not None:
-            return  # its retain_grad hook has it
-        if create_graph:
-            tensor._accumulate_grad(gradient)
-        else:
-            tensor._grad_accumulator().accumulate(gradient, owned=False)
-
-    _run_to_inputs(tensors, root_grads, inputs, accumulate, retain_graph, create_graph, run_targets=True)
+    # The inputs' nodes run as in a plain pass (leaves accumulate, with their hooks); nothing else does.
+    _run(tensors, root_grads, retain_graph, create_graph, [gradient_edge(t).node for t in inputs], run_targets=True)
 
 
 def _run(outputs: Sequence[Tensor], root_grads: list[Any], retain_graph: bool, create_graph: bool,
-         leaf_sink: Callable[[Any, Any], None] | None = None, targets: Sequence[Any] | None = None,
-         run_targets: bool = False) -> None:
+         targets: Sequence[Any] | None = None, run_targets: bool = False) -> None:
     """One local backward pass from ``outputs`` (through only what leads to the ``targets`` nodes,
     when given: :meth:`GraphTask.restrict_to`); recorded (with grad mode on) for ``create_graph``."""
     edges = [gradient_edge(o) for o in outputs]
     if not create_graph:
-        run_backward(edges, root_grads, retain_graph=retain_graph, leaf_sink=leaf_sink, targets=targets,
-                     run_targets=run_targets)
+        run_backward(edges, root_grads, retain_graph=retain_graph, targets=targets, run_targets=run_targets)
         return
     with enable_grad():
-        run_backward(edges, root_grads, retain_graph=retain_graph, leaf_sink=leaf_sink,
-                     graph_gradients=TENSOR_GRADIENTS, targets=targets, run_targets=run_targets)
+        run_backward(edges, root_grads, retain_graph=retain_graph, graph_gradients=TENSOR_GRADIENTS, targets=targets,
+                     run_targets=run_targets)
 
 
 @tensor_methods

@@ -194,9 +194,10 @@ class GraphTask:
     def restrict_to(self, targets: Iterable[Node], run_targets: bool = False) -> None:
         """Run only what leads to ``targets`` (PyTorch's exec_info, for ``autograd.grad`` and
         ``backward(inputs=...)``): gradients reach only nodes with a path to a target. A target
-        other than a leaf's accumulator runs its per-input hooks (where its gradient is captured)
-        and stops there, unless it leads on to another target or ``run_targets`` (then it runs,
-        as ``backward(inputs=...)`` runs it in PyTorch). Call after the roots are added."""
+        runs its per-input hooks (where ``autograd.grad`` captures its gradient) and stops there,
+        unless it leads on to another target or ``run_targets`` (then it runs, as
+        ``backward(inputs=...)`` runs it in PyTorch: a leaf's accumulator accumulates). Call after
+        the roots are added."""
         with self._lock:
             parents: dict[Node, list[Node]] = {}
             for node in self._seen:
@@ -212,8 +213,13 @@ class GraphTask:
                         stack.append(parent)
             self._wanted = wanted
             self._stops = set() if run_targets else {
-                n for n in wanted
-                if type(n) is not AccumulateGrad and not any(e is not None and e.node in wanted for e in n.next_edges)}
+                n for n in wanted if not any(e is not None and e.node in wanted for e in n.next_edges)}
+
+    @property
+    def restricted(self) -> bool:
+        """Whether this pass runs only what leads to some targets (``autograd.grad``,
+        ``backward(inputs=...)``): see :meth:`restrict_to`."""
+        return self._wanted is not None
 
     def hold(self, nodes: Iterable[Node]) -> None:
         """Keep ``nodes`` from running until :meth:`release`, whatever reaches them meanwhile (one

@@ -187,7 +187,7 @@ class _Call:
         """Run the function again and return the gradients for the node's inputs."""
         if self.reentrant:
             task = current_graph_task()
-            if task is not None and task.leaf_sink is not None:
+            if task is not None and task.restricted:
                 raise AutogradError(_REENTRANT_UNDER_GRAD)
         create_graph = is_grad_enabled()  # the engine records this backward (double backward)
         # Recorded, the second run starts from the saved inputs themselves, so that the gradients'
