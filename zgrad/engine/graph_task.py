@@ -160,6 +160,8 @@ class GraphTask:
         self._running = 0
         self._wanted: set[Node] | None = None  # with targets: the nodes gradients are routed to
         self._stops: set[Node] = set()  # targets that capture their gradients and go no further
+        self._boundaries: frozenset[Node] = frozenset()  # nodes whose incoming gradients are kept, not run
+        self.captured: dict[tuple[Node, int], Any] = {}  # (boundary node, input_nr) -> summed gradient
         self.nodes_run = 0
         self.observer: Callable[[Node, int, int], None] | None = None  # hears of every node run (traces)
 
@@ -214,6 +216,14 @@ class GraphTask:
             self._wanted = wanted
             self._stops = set() if run_targets else {
                 n for n in wanted if not any(e is not None and e.node in wanted for e in n.next_edges)}
+
+    def stop_at(self, boundaries: Iterable[Node]) -> None:
+        """Run only what leads to ``boundaries`` and run none of them: every gradient sent to one is
+        added into :attr:`captured` under (node, input_nr), raw (no hook of the node runs). For a
+        pass nested in another that runs those nodes itself (a checkpoint's recomputation). Call
+        after the roots are added."""
+        self.restrict_to(boundaries, run_targets=True)
+        self._boundaries = frozenset(boundaries)
 
     @property
     def restricted(self) -> bool:
@@ -454,6 +464,13 @@ class GraphTask:
             if edge is None or (wanted is not None and edge.node not in wanted):
                 continue
             child = edge.node
+            if child in self._boundaries:
+                if grad is not None:
+                    key = (child, edge.input_nr)
+                    held = self.captured.get(key)
+                    self.captured[key] = grad if held is None else graph.add(held, grad) if graph is not None \
+                        else dispatch.binary("add", held, grad)
+                continue
             buffer = buffers.get(child)
             if buffer is None:
                 buffer = buffers[child] = [None] * len(child.input_metadata)
@@ -480,10 +497,12 @@ local_pass_observer: Callable[[Node, int, int], None] | None = None
 
 def run_backward(root_edges: Sequence[Edge], root_grads: Sequence[Any], *, retain_graph: bool = False,
                  leaf_sink: LeafSink | None = None, graph_gradients: GraphGradients | None = None,
-                 targets: Iterable[Node] | None = None, run_targets: bool = False) -> GraphTask:
+                 targets: Iterable[Node] | None = None, run_targets: bool = False,
+                 boundaries: Iterable[Node] | None = None) -> GraphTask:
     """Run a complete local backward pass in the calling thread and return its finished task
     (recording it, with tensor gradients, when ``graph_gradients`` is given: create_graph; only
-    the nodes that lead to ``targets`` when given: :meth:`GraphTask.restrict_to`).
+    the nodes that lead to ``targets`` when given: :meth:`GraphTask.restrict_to`; up to
+    ``boundaries``, whose gradients the task's ``captured`` holds: :meth:`GraphTask.stop_at`).
 
     Blocks until done, final callbacks included. Raises whatever a node or callback raised. The
     process's first pass tunes the host allocator for training (:func:`tune_for_training`).
@@ -494,6 +513,8 @@ def run_backward(root_edges: Sequence[Edge], root_grads: Sequence[Any], *, retai
     task.start(root_edges, root_grads)
     if targets is not None:
         task.restrict_to(targets, run_targets)
+    if boundaries is not None:
+        task.stop_at(boundaries)
     task.run()
     task.run_final_callbacks()
     return task

@@ -9,7 +9,9 @@ Both of PyTorch's variants are here, on one backward node per call (:class:`Chec
   call that it closes over); its graph and the
   activations it saved are dropped before ``checkpoint`` returns. The node's gradients go to those
   tensors, so ``zgrad.autograd.grad`` and ``backward(inputs=...)`` see the parameters' gradients
-  as they would without checkpointing. Its backward runs the part again and differentiates it.
+  as they would without checkpointing. Its backward runs the part again and differentiates it in a
+  nested pass that stops at those tensors, raw (:meth:`GraphTask.stop_at`): their hooks run once,
+  in the enclosing pass, as they would without checkpointing.
 - ``use_reentrant=True``: the forward runs under ``no_grad``; the node's gradients go to the
   tensor inputs only, and its backward accumulates the parameters' gradients into their ``.grad``
   itself (a nested ``backward``), which is why PyTorch refuses it under ``autograd.grad``.
@@ -29,11 +31,11 @@ import numpy as np
 from zgrad.amp.autocast_mode import autocast, get_autocast_dtype, is_autocast_enabled
 from zgrad.autograd.function import Function
 from zgrad.autograd.gradients import backward as accumulate_backward
-from zgrad.autograd.gradients import grad as gradients_of
+from zgrad.autograd.graph_gradients import TENSOR_GRADIENTS
 from zgrad.engine.autocast_state import DEVICE_TYPES
 from zgrad.engine.grad_mode import enable_grad, is_grad_enabled, no_grad
-from zgrad.engine.graph import AccumulateGrad, Node
-from zgrad.engine.graph_task import current_graph_task
+from zgrad.engine.graph import AccumulateGrad, Edge, Node
+from zgrad.engine.graph_task import current_graph_task, run_backward
 from zgrad.errors import AutogradError
 from zgrad.random import cuda_default_generator, default_generator
 from zgrad.tensor import Tensor, gradient_edge
@@ -202,14 +204,30 @@ class _Call:
                     raise AutogradError("none of output has requires_grad=True, this checkpoint() is not necessary")
                 accumulate_backward([o for o, _ in pairs], [g for _, g in pairs])
                 return [t.grad if t.requires_grad else None for t in inputs]
-            wanted = [t for t in inputs if t.requires_grad] + self.leaves + self.outer
-            found = iter(gradients_of([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True,
-                                      retain_graph=create_graph, create_graph=create_graph) if pairs and wanted else ())
+            wanted = [gradient_edge(t) for t in inputs if t.requires_grad] + \
+                [gradient_edge(t) for t in self.leaves + self.outer]
+            found = iter(self._gradients_at(pairs, wanted, create_graph) if pairs else [None] * len(wanted))
             results = [next(found) if t.requires_grad else None for t in inputs]
             return results + list(found)
         finally:
             if inputs is not saved:
                 _release(inputs)
+
+    @staticmethod
+    def _gradients_at(pairs: list[tuple[Tensor, Tensor]], wanted: list[Edge], create_graph: bool) -> list[Any]:
+        """The gradients of the second run's outputs (``pairs`` of output and gradient) that reach
+        each ``wanted`` edge, raw: the pass stops at those edges' nodes and runs none of their
+        hooks, which the enclosing pass runs once when it gets there itself (None: no gradient)."""
+        roots = [gradient_edge(o) for o, _ in pairs]
+        boundaries = {edge.node for edge in wanted}
+        if create_graph:
+            with enable_grad():
+                task = run_backward(roots, [g for _, g in pairs], retain_graph=True, graph_gradients=TENSOR_GRADIENTS,
+                                    boundaries=boundaries)
+        else:
+            task = run_backward(roots, [g._data for _, g in pairs], boundaries=boundaries)
+        found = (task.captured.get((edge.node, edge.input_nr)) for edge in wanted)
+        return [g if g is None or isinstance(g, Tensor) else Tensor(g) for g in found]
 
     def _check_same(self, outputs: list[Tensor]) -> None:
         """Raises CheckpointError if the second run's outputs differ from the first's in number,
