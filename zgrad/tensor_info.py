@@ -183,7 +183,9 @@ class TensorInfo:
     conj_physical = resolve_conj = resolve_neg = conj
 
     def isreal(self) -> Any:
-        """True everywhere, as a bool tensor: every element of a real dtype is real."""
+        """Where the imaginary part is 0, as a bool tensor: everywhere for a real dtype."""
+        if self.dtype.kind == "c":
+            return Tensor(np.asarray(self._data.imag == 0))
         return Tensor(dispatch.full(self.shape, True, np.dtype(np.bool_), dispatch.device_type_of(self._data)))
 
     def get_device(self) -> int:

@@ -165,8 +165,10 @@ def _batched(outputs: tuple, inputs: tuple, grad_outputs: tuple, retain_graph: b
                 "considered batched, consider using vmap.")
     batch = grad_outputs[0].shape[0]
     if any(rows.shape[0] != batch for rows in grad_outputs):
-        raise AutogradError(f"is_grads_batched=True: every grad_output needs the same batch size (its first "
-                            f"dimension), got {[rows.shape[0] for rows in grad_outputs]}")
+        raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped dimension, got sizes "
+                         f"{[rows.shape[0] for rows in grad_outputs]} for the mapped dimension")
+    if batch == 0:
+        raise IndexError("is_grads_batched=True: the grad_outputs' batch (their first dimension) is empty")
     keep = create_graph if retain_graph is None else retain_graph
     per_row = [grad(outputs, inputs, [rows[b] for rows in grad_outputs], retain_graph=b < batch - 1 or keep,
                     create_graph=create_graph, allow_unused=allow_unused) for b in range(batch)]

@@ -298,6 +298,8 @@ def pdist(input: Any, p: float = 2.0) -> Any:  # noqa: A002 - PyTorch's argument
         raise RuntimeError(f"pdist only supports 2D tensors, got: {x.ndim}D")
     if p < 0:
         raise RuntimeError("pdist only supports non-negative p values")
+    if not is_floating(x.dtype):
+        raise RuntimeError("pdist only supports floating-point dtypes")
     first, second = np.triu_indices(x.shape[0], 1)
     return vector_norm(sub(x[first], x[second]), p, -1)
 
