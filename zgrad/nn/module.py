@@ -253,10 +253,7 @@ class Module:
         Raises:
             AttributeError: a missing module or attribute, or one that is not a Parameter.
         """
-        module_path, _, name = target.rpartition(".")
-        module = self.get_submodule(module_path)
-        if not hasattr(module, name):
-            raise AttributeError(f"{module._get_name()} has no attribute `{name}`")
+        module, name = self._owner_of(target)
         value = getattr(module, name)
         if not isinstance(value, Parameter):
             raise AttributeError(f"`{name}` is not an nn.Parameter")
@@ -268,13 +265,22 @@ class Module:
         Raises:
             AttributeError: a missing module or attribute, or one that is not a buffer.
         """
+        module, name = self._owner_of(target)
+        if name not in module._buffers:
+            raise AttributeError(f"`{name}` is not a buffer")
+        return getattr(module, name)
+
+    def _owner_of(self, target: str) -> tuple["Module", str]:
+        """The submodule holding the attribute at dotted path ``target``, and the attribute's name.
+
+        Raises:
+            AttributeError: a missing submodule or attribute (PyTorch's messages).
+        """
         module_path, _, name = target.rpartition(".")
         module = self.get_submodule(module_path)
         if not hasattr(module, name):
             raise AttributeError(f"{module._get_name()} has no attribute `{name}`")
-        if name not in module._buffers:
-            raise AttributeError(f"`{name}` is not a buffer")
-        return getattr(module, name)
+        return module, name
 
     def _get_name(self) -> str:
         return type(self).__name__
