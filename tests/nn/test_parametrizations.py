@@ -151,7 +151,6 @@ def test_removing_weight_norm_leaves_the_normalized_weight(form):
     _assert_same_step(t, z, X_LINEAR)
 
 
-@pytest.mark.torch
 def test_parametrized_weight_norm_loads_a_state_dict_of_the_old_weight_norm():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
@@ -165,6 +164,7 @@ def test_parametrized_weight_norm_loads_a_state_dict_of_the_old_weight_norm():
     assert "weight_g" in saved  # the caller's dict is left as it was
 
 
+@pytest.mark.torch
 def test_hook_weight_norm_misuse_messages_match_torch():
     torch = require_torch()
     errors = []
