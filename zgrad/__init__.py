@@ -108,7 +108,7 @@ from zgrad.inplace_functions import (
     atanh_, ceil_, clamp_, clamp_max_, clamp_min_, clip_, cos_, cosh_, deg2rad_, detach_, erf_, erfc_, exp2_, exp_,
     expm1_, fix_, floor_, frac_, gcd_, i0_, index_put_, lcm_, ldexp_, log10_, log1p_, log2_, log_, logit_,
     nan_to_num_, neg_, negative_, rad2deg_, reciprocal_, relu_, resize_as_, round_, rsqrt_, sigmoid_, sin_, sinc_,
-    sinh_, sqrt_, tan_, tanh_, trunc_, xlogy_,
+    sinh_, sqrt_, square_, tan_, tanh_, trunc_, xlogy_,
 )
 # zgrad.autograd.functional stacks and fills with ops, which import zgrad.autograd: bound once they are loaded
 from zgrad.autograd import functional as _autograd_functional  # noqa: F401
@@ -240,7 +240,7 @@ __all__ += [  # the in-place functions (zgrad.inplace_functions; fill_ and zero_
     "deg2rad_", "detach_", "erf_", "erfc_", "exp2_", "exp_", "expm1_", "fix_", "floor_", "frac_", "gcd_", "i0_",
     "index_put_", "lcm_", "ldexp_", "log10_", "log1p_", "log2_", "log_", "logit_", "nan_to_num_", "neg_",
     "negative_", "rad2deg_", "reciprocal_", "relu_", "resize_as_", "round_", "rsqrt_", "sigmoid_", "sin_", "sinc_",
-    "sinh_", "sqrt_", "tan_", "tanh_", "trunc_", "xlogy_",
+    "sinh_", "sqrt_", "square_", "tan_", "tanh_", "trunc_", "xlogy_",
 ]
 # torch.<name> forms of nn.functional ops (same signatures)
 __all__ += ["conv_transpose2d", "cosine_similarity", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu"]

@@ -13,7 +13,7 @@ __all__ = [
     "deg2rad_", "detach_", "erf_", "erfc_", "exp2_", "exp_", "expm1_", "fix_", "floor_", "frac_", "gcd_", "i0_",
     "index_put_", "lcm_", "ldexp_", "log10_", "log1p_", "log2_", "log_", "logit_", "nan_to_num_", "neg_",
     "negative_", "rad2deg_", "reciprocal_", "relu_", "resize_as_", "round_", "rsqrt_", "sigmoid_", "sin_", "sinc_",
-    "sinh_", "sqrt_", "tan_", "tanh_", "trunc_", "xlogy_",
+    "sinh_", "sqrt_", "square_", "tan_", "tanh_", "trunc_", "xlogy_",
 ]
 
 
@@ -30,5 +30,5 @@ def _method_of_first_argument(name: str) -> Callable[..., Any]:
 (abs_, acos_, acosh_, addmv_, arccos_, arccosh_, arcsin_, arcsinh_, arctan_, arctanh_, asin_, asinh_, atan_, atanh_,
  ceil_, clamp_, clamp_max_, clamp_min_, clip_, cos_, cosh_, deg2rad_, detach_, erf_, erfc_, exp2_, exp_, expm1_,
  fix_, floor_, frac_, gcd_, i0_, index_put_, lcm_, ldexp_, log10_, log1p_, log2_, log_, logit_, nan_to_num_, neg_,
- negative_, rad2deg_, reciprocal_, relu_, resize_as_, round_, rsqrt_, sigmoid_, sin_, sinc_, sinh_, sqrt_, tan_,
- tanh_, trunc_, xlogy_) = (_method_of_first_argument(name) for name in __all__)
+ negative_, rad2deg_, reciprocal_, relu_, resize_as_, round_, rsqrt_, sigmoid_, sin_, sinc_, sinh_, sqrt_, square_,
+ tan_, tanh_, trunc_, xlogy_) = (_method_of_first_argument(name) for name in __all__)
