@@ -85,6 +85,56 @@ def test_load_state_dict_with_buffers_round_trip():
 
 
 @pytest.mark.torch
+def test_load_state_dict_assign_puts_the_values_themselves_in_place_as_torch():
+    def load(lib):
+        net = lib.nn.Sequential(lib.nn.Linear(2, 3), lib.nn.BatchNorm1d(3))
+        net[0].bias.requires_grad_(False)
+        state = {k: v.double() * 0 + 1 if v.is_floating_point() else v for k, v in net.state_dict().items()}
+        state["0.weight"] = lib.nn.Parameter(state["0.weight"], requires_grad=False)
+        old_weight = net[0].weight
+        net.load_state_dict(state, assign=True)
+        weight, bias, mean = net[0].weight, net[0].bias, net[1].running_mean
+        return [weight is state["0.weight"], weight is old_weight, weight.requires_grad, type(bias).__name__,
+                bias.requires_grad, bias.dtype == lib.float64, mean is state["1.running_mean"],
+                net[1].num_batches_tracked.dtype == lib.int64]
+
+    mine = load(zgrad)
+    assert mine == [True, False, True, "Parameter", False, True, True, True]
+    if torch is not None:
+        assert mine == load(torch)
+    net = nn.Linear(2, 3)
+    with pytest.raises(ValueError, match="size mismatch for weight"):
+        net.load_state_dict({"weight": zgrad.zeros(3, 3), "bias": zgrad.zeros(3)}, assign=True)
+    assert net.weight.shape == (3, 2)
+    net.load_state_dict({"weight": np.ones((3, 2), np.float32), "bias": zgrad.zeros(3)}, assign=True)
+    assert isinstance(net.weight, nn.Parameter) and net.weight.sum().item() == 6
+
+
+@pytest.mark.torch
+def test_to_empty_and_type_as_torch():
+    def run(lib):
+        net = lib.nn.Sequential(lib.nn.Linear(2, 2), lib.nn.BatchNorm1d(2))
+        weight = net[0].weight
+        net.to_empty(device="cpu", recurse=False)  # the Sequential has nothing of its own
+        same = net[0].weight is weight
+        net.to_empty(device="cpu")
+        kept = [net[0].weight is weight, type(net[0].weight).__name__, net[0].weight.requires_grad,
+                tuple(net[0].weight.shape), str(net[1].num_batches_tracked.dtype).split(".")[-1]]
+        try:
+            net.type(lib.int32)
+        except RuntimeError as e:
+            kept.append(str(e))
+        net.requires_grad_(False).type(lib.float64)
+        return same, kept, [str(t.dtype).split(".")[-1] for t in net.state_dict().values()]
+
+    mine = run(zgrad)
+    assert mine == (True, [True, "Parameter", True, (2, 2), "int64", "data set to a tensor that requires gradients "
+                           "must be floating point or complex dtype"], ["float64"] * 7)
+    if torch is not None:
+        assert mine == run(torch)
+
+
+@pytest.mark.torch
 def test_load_state_dict_non_strict_reports_keys():
     net = make_block(zgrad)
     state = net.state_dict()

@@ -201,3 +201,68 @@ def test_backward_hooks_see_none_for_non_tensor_outputs_and_fire_once_per_pass()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert _hook_outputs_and_double_backward(zgrad) == _hook_outputs_and_double_backward(torch)
+
+
+def _deprecated_hook_run(lib):
+    """A one-op module and a two-op one with PyTorch's deprecated ``register_backward_hook``:
+    what the hooks see and replace, the warnings, and mixing it with full hooks."""
+
+    class Scale(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = lib.nn.Parameter(lib.tensor([2.0, 3.0]))
+
+        def forward(self, x):
+            return x * self.w
+
+    class Twice(lib.nn.Module):
+        def forward(self, x):
+            return {"out": (x * 2).sum(0)}
+
+    seen = []
+    scale, twice = Scale(), Twice()
+    scale.register_backward_hook(lambda m, gi, go: seen.append(
+        ("scale", [g.tolist() for g in gi], [g.tolist() for g in go])))
+    handle = twice.register_backward_hook(lambda m, gi, go: (gi[0] * 10,))
+    x = lib.tensor([[1.0, 1.0], [2.0, 2.0]], requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = scale(x)
+        z = twice(x)["out"]
+    (y.sum() + z.sum()).backward()
+    grad = x.grad.tolist()
+    handle.remove()
+    x.grad = None
+    twice(x)["out"].sum().backward()
+    errors = []
+    for register in (scale.register_full_backward_hook, lib.nn.Linear(1, 1).register_backward_hook):
+        try:
+            register(lambda *a: None)
+        except RuntimeError as e:
+            errors.append(str(e))
+    mixed = lib.nn.Linear(1, 1)
+    mixed.register_full_backward_hook(lambda *a: None)
+    try:
+        mixed.register_backward_hook(lambda *a: None)
+    except RuntimeError as e:
+        errors.append(str(e))
+    return seen, grad, x.grad.tolist(), [(w.category, str(w.message)) for w in caught], errors
+
+
+@pytest.mark.torch
+def test_the_deprecated_backward_hook_sees_the_last_nodes_gradients_as_torchs():
+    from helpers import torch
+    seen, grad, plain_grad, warned, errors = _deprecated_hook_run(zgrad)
+    assert seen == [("scale", [[[2.0, 3.0], [2.0, 3.0]], [3.0, 3.0]], [[[1.0, 1.0], [1.0, 1.0]]])]
+    assert grad == [[22.0, 23.0], [22.0, 23.0]] and plain_grad == [[2.0, 2.0], [2.0, 2.0]]
+    assert warned == [(FutureWarning, "Using a non-full backward hook when the forward contains multiple autograd "
+                       "Nodes is deprecated and will be removed in future versions. This hook will be missing some "
+                       "grad_input. Please use register_full_backward_hook to get the documented behavior."),
+                      (FutureWarning, "Using non-full backward hooks on a Module that does not return a single Tensor "
+                       "or a tuple of Tensors is deprecated and will be removed in future versions. This hook will be "
+                       "missing some of the grad_output. Please use register_full_backward_hook to get the documented "
+                       "behavior.")]
+    assert errors == ["Cannot use both regular backward hooks and full backward hooks on a single Module. Please use "
+                      "only one of them."] * 2
+    if torch is not None:
+        assert (seen, grad, plain_grad, warned, errors) == _deprecated_hook_run(torch)

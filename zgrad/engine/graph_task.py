@@ -397,14 +397,18 @@ class GraphTask:
             return ()
         incoming = tuple(None if gone else g for g, gone in zip(inputs, missing)) if node.node_posthooks else ()
         outputs = node.apply(inputs) if graph is None else graph.apply(node, inputs)
-        if node.node_posthooks:
+        if not self.retain_graph:
+            node.release_variables()
+        outputs = validate_gradients(node, node.next_edges, outputs, graph)
+        if node.node_posthooks:  # after the check, as PyTorch's: they see gradients summed to the inputs' shapes
+            replaced = False
             for hook in list(node.node_posthooks.values()):
                 result = hook(outputs, incoming)
                 if result is not None:
-                    outputs = result
-        if not self.retain_graph:
-            node.release_variables()
-        return validate_gradients(node, node.next_edges, outputs, graph)
+                    outputs, replaced = result, True
+            if replaced:
+                outputs = validate_gradients(node, node.next_edges, outputs, graph)
+        return outputs
 
     # --- riders: final callbacks and leaf gradients ----------------------------------------------
 

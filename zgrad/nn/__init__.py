@@ -1,13 +1,13 @@
 """``zgrad.nn``: modules, layers and (in ``functional``) stateless ops."""
 
-from zgrad.nn import functional, init, utils
+from zgrad.nn import functional, grad, init, utils
 from zgrad.nn.containers import ModuleDict, ModuleList, Sequential
 from zgrad.nn.parameter_containers import ParameterDict, ParameterList
 from zgrad.nn.one_dimensional import AdaptiveAvgPool1d, AvgPool1d, Conv1d, ConvTranspose1d, MaxPool1d
 from zgrad.nn.three_dimensional import AdaptiveAvgPool3d, AvgPool3d, Conv3d, ConvTranspose3d, MaxPool3d
 from zgrad.nn.adaptive_max_pool import AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d
 from zgrad.nn.layers import Flatten, Identity, Linear, ReLU, Sigmoid, Tanh, Unflatten
-from zgrad.nn.module import Module, Parameter
+from zgrad.nn.module import Buffer, Module, Parameter
 from zgrad.nn.activation import ELU, GELU, LeakyReLU, LogSoftmax, PReLU, Softmax
 from zgrad.nn.activation_smooth import Mish, SiLU, Softplus
 from zgrad.nn.activation_piecewise import Hardshrink, Hardsigmoid, Hardswish, Hardtanh, ReLU6, Softshrink, Threshold
@@ -56,6 +56,7 @@ from zgrad.nn.lazy_conv import (
 )
 from zgrad.nn.fractional_max_pool import FractionalMaxPool2d, FractionalMaxPool3d
 from zgrad.nn.loss_ctc import CTCLoss
+from zgrad.nn.data_parallel import DataParallel
 from zgrad.nn import modules  # after the classes it re-exports
 
 __all__ = ["Linear", "Module", "Parameter", "ReLU", "Sequential", "Sigmoid", "Tanh", "functional"]
@@ -88,5 +89,6 @@ __all__ += ["FractionalMaxPool2d", "FractionalMaxPool3d", "LazyBatchNorm1d", "La
             "LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d",
             "LazyConvTranspose3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d", "LazyLinear",
             "UninitializedBuffer", "UninitializedParameter"]
+__all__ += ["Buffer", "DataParallel", "grad"]
 # bound by zgrad/__init__.py on first use: the distributed layer, which zgrad.nn may not import
 __all__ += ["SyncBatchNorm"]

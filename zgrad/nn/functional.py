@@ -40,6 +40,7 @@ from zgrad.ops.noise_layers import alpha_dropout, feature_alpha_dropout, rrelu
 from zgrad.ops.loss_multi_margin import multi_margin_loss, multilabel_margin_loss
 from zgrad.ops.loss_ctc import ctc_loss
 from zgrad.ops.conv import conv2d
+from zgrad.nn import grad  # noqa: F401 - PyTorch's F.grad: the convolutions' input and weight gradients
 from zgrad.ops.conv_transpose import conv_transpose2d
 from zgrad.ops.norm import batch_norm, group_norm, instance_norm, layer_norm
 from zgrad.ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d

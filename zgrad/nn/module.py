@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterator, Mapping, NamedTuple
 import numpy as np
 
 from zgrad.compiler import compile as compile_callable
+from zgrad.creation import empty_like
 from zgrad.device import cuda_device
 from zgrad.kernels import dispatch
 from zgrad.tensor import Tensor, parse_to_args
@@ -17,7 +18,7 @@ from zgrad.memory_formats import Size
 from zgrad.nn.module_hooks import call_with_hooks
 from zgrad.engine.hooks import RemovableHandle
 
-__all__ = ["Module", "Parameter", "IncompatibleKeys"]
+__all__ = ["Buffer", "Module", "Parameter", "IncompatibleKeys"]
 
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks", "_forward_hooks_with_kwargs",
                "_forward_hooks_always_called", "_backward_hooks", "_backward_pre_hooks", "_state_dict_pre_hooks",
@@ -40,6 +41,22 @@ class Parameter(Tensor):
 
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
+
+
+class Buffer(Tensor):
+    """A tensor that a :class:`Module` registers as a buffer when assigned to one of its
+    attributes (``self.mean = nn.Buffer(zeros(3))``), as PyTorch's: module state that is not a
+    parameter. It shares ``data``'s memory (detached, keeping its ``requires_grad``);
+    ``persistent=False`` keeps it out of the state dict."""
+
+    __slots__ = ("persistent",)
+
+    def __init__(self, data: Tensor | None = None, *, persistent: bool = True) -> None:
+        if data is None:
+            data = Tensor(np.empty((0,), dtype=np.float32))
+        super().__init__(data._data)
+        self.requires_grad_(data.requires_grad)
+        self.persistent = persistent
 
 
 class IncompatibleKeys(NamedTuple):
@@ -87,6 +104,9 @@ class Module:
     """
 
     training: bool
+    _version: int = 1  # PyTorch's: the state-dict format version of a module class
+    dump_patches: bool = False
+    call_super_init: bool = False
 
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())
@@ -96,6 +116,7 @@ class Module:
         for name in _HOOK_DICTS:
             object.__setattr__(self, name, OrderedDict())
         object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_is_full_backward_hook", None)  # which kind _backward_hooks holds
 
     # --- attribute routing ----------------------------------------------------------------------
 
@@ -125,10 +146,12 @@ class Module:
                 raise TypeError(f"cannot assign '{type(value).__name__}' as child module '{name}' "
                                 "(zgrad.nn.Module or None expected)")
             modules[name] = None
+        elif isinstance(value, Buffer):
+            self.register_buffer(name, value, value.persistent)
         elif name in buffers:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
-                                "(zgrad.Tensor or None expected)")
+                                "(zgrad.nn.Buffer, zgrad.Tensor or None expected)")
             buffers[name] = value
         else:
             object.__setattr__(self, name, value)
@@ -354,12 +377,37 @@ class Module:
     def register_full_backward_hook(self, hook: Callable[..., Any], prepend: bool = False) -> RemovableHandle:
         """Call ``hook(module, grad_input, grad_output)`` when the gradients of the module's
         positional arguments are computed, as PyTorch's: ``grad_input`` has an entry per
-        positional argument (None without a gradient); a non-None result replaces it."""
+        positional argument (None without a gradient); a non-None result replaces it.
+
+        Raises:
+            RuntimeError: the module has had a :meth:`register_backward_hook` hook (PyTorch's message).
+        """
+        self._check_backward_hook_kind(full=True)
         handle = RemovableHandle(self._backward_hooks)
         self._backward_hooks[handle.id] = hook
         if prepend:
             self._backward_hooks.move_to_end(handle.id, last=False)
         return handle
+
+    def register_backward_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """The deprecated form of :meth:`register_full_backward_hook`, as PyTorch's: ``hook(module,
+        grad_input, grad_output)`` is a hook on the backward node of the output's first tensor, so
+        it sees that node's gradients (which are the module's only when its forward is one op);
+        PyTorch's FutureWarnings say when they are not.
+
+        Raises:
+            RuntimeError: the module has had a full backward hook (PyTorch's message).
+        """
+        self._check_backward_hook_kind(full=False)
+        handle = RemovableHandle(self._backward_hooks)
+        self._backward_hooks[handle.id] = hook
+        return handle
+
+    def _check_backward_hook_kind(self, full: bool) -> None:
+        if self._is_full_backward_hook is (not full):
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks on a single Module. "
+                               "Please use only one of them.")
+        object.__setattr__(self, "_is_full_backward_hook", full)
 
     # --- traversal ------------------------------------------------------------------------------
 
@@ -560,8 +608,12 @@ class Module:
             AssertionError: the hook returned something (PyTorch's message)."""
         return _registered(self._load_state_dict_post_hooks, hook)
 
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> IncompatibleKeys:
-        """Copy values into the parameters and persistent buffers of the same names.
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
+                        assign: bool = False) -> IncompatibleKeys:
+        """Copy values into the parameters and persistent buffers of the same names (cast to their
+        dtypes and devices), or with ``assign=True`` put the values themselves in their places, as
+        PyTorch's: a value that is not a Parameter becomes one, sharing its memory, with the
+        parameter's ``requires_grad`` (an optimizer built before then holds the old parameters).
 
         Returns the missing keys (in the module's order) and the unexpected ones (in the state
         dict's). Raises, with PyTorch's messages:
@@ -618,7 +670,10 @@ class Module:
             message = f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors)
             raise StateDictError(message) if key_errors or hook_errors else ShapeError(message)
         for name, array in arrays.items():
-            own[name]._data[...] = dispatch.to_device(array, dispatch.device_type_of(own[name]._data))
+            if assign:
+                self._assign_state(name, state_dict[name], own[name])
+            else:
+                own[name]._data[...] = dispatch.to_device(array, dispatch.device_type_of(own[name]._data))
         for key, module in extras.items():
             if key in state_dict:
                 module.set_extra_state(state_dict[key])
@@ -637,14 +692,32 @@ class Module:
                                      + "\n\t".join(errors))
         return incompatible
 
+    def _assign_state(self, name: str, value: Any, current: Tensor) -> None:
+        """Put ``value`` in the place of the parameter or buffer ``current`` at key ``name``."""
+        owner, attribute = self._owner_of(name)
+        tensor = value if isinstance(value, Tensor) else Tensor(value)
+        if attribute in owner._parameters:
+            if not isinstance(tensor, Parameter):
+                tensor = Parameter(tensor, requires_grad=current.requires_grad)
+            else:
+                tensor.requires_grad_(current.requires_grad)
+            owner._parameters[attribute] = tensor
+        else:
+            owner._buffers[attribute] = tensor
+
     # --- device and dtype -----------------------------------------------------------------------
 
-    def _apply(self, convert: Callable[[Tensor], Tensor]) -> "Module":
-        """Convert every parameter (in place, keeping the Parameter object and its grad) and buffer."""
-        for module in self.modules():
+    def _apply(self, convert: Callable[[Tensor], Tensor], recurse: bool = True) -> "Module":
+        """Convert every parameter (in place, keeping the Parameter object and its grad) and buffer
+        (this module's own only, without ``recurse``)."""
+        for module in self.modules() if recurse else (self,):
             for param in module._parameters.values():
                 if param is not None:
-                    param._rebind(convert(param)._data)
+                    converted = convert(param)._data
+                    if param.requires_grad and not (is_floating(converted.dtype) or converted.dtype.kind == "c"):
+                        raise RuntimeError("data set to a tensor that requires gradients must be floating point or "
+                                           "complex dtype")
+                    param._rebind(converted)
                     if param.grad is not None:
                         param.grad._rebind(convert(param.grad)._data)
             for name, buf in module._buffers.items():
@@ -667,6 +740,16 @@ class Module:
         if dtype is not None and not is_floating(dtype):
             raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired dtype={dtype}")
         return self._apply(lambda t: t.to(device, dtype if is_floating(t.dtype) else None))
+
+    def to_empty(self, *, device: Any, recurse: bool = True) -> "Module":
+        """Give every parameter and buffer new, uninitialized memory of its shape and dtype on
+        ``device`` (this module's own only, without ``recurse``), as PyTorch's; returns self."""
+        return self._apply(lambda t: empty_like(t, device=device), recurse=recurse)
+
+    def type(self, dst_type: Any) -> "Module":
+        """Cast every parameter and buffer to ``dst_type`` (a dtype, or a type name such as
+        ``"zgrad.DoubleTensor"``), floating or not, as PyTorch's; returns self."""
+        return self._apply(lambda t: t.type(dst_type))
 
     def cpu(self) -> "Module":
         return self.to("cpu")

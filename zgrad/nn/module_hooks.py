@@ -10,6 +10,9 @@ backward pre-hooks (which may replace it) and keeps it; the input one then hands
 what is not a tensor) and that ``grad_output`` to the backward hooks, which may replace
 ``grad_input``. When no argument requires grad, the backward hooks run at the output, with
 ``grad_input`` all None; when the output side never ran, they do not run.
+
+The deprecated ``register_backward_hook`` hooks are PyTorch's too: hooks on the backward node of
+the output's first tensor, which see that node's gradients.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from zgrad.autograd.function import Function
 from zgrad.engine.grad_mode import is_grad_enabled
 from zgrad.tensor import Tensor
 
-__all__ = ["call_with_hooks"]
+__all__ = ["call_with_hooks", "full_backward_hooks"]
 
 
 def _checked_grads(replacement: Any, given: tuple, what: str, hook_kind: str = "Backward hook") -> tuple:
@@ -58,7 +61,7 @@ class _Pass:
         for hook in list(self.module._backward_pre_hooks.values()):
             grad_output = _checked_grads(hook(self.module, grad_output), grad_output, "output", "Backward pre hook")
         self.grad_output = grad_output
-        if not self.positions and self.module._backward_hooks:
+        if not self.positions and full_backward_hooks(self.module):
             warnings.warn("Full backward hook is firing when gradients are computed with respect to module outputs since "
                           "no inputs require gradients. See the docs of zgrad.nn.Module.register_full_backward_hook "
                           "for more details.", UserWarning, stacklevel=2)
@@ -73,7 +76,7 @@ class _Pass:
             grad_input[position] = grad
         packed = tuple(grad_input)
         grad_output, self.grad_output = self.grad_output, None  # used once: a later pass may not come through it
-        for hook in list(self.module._backward_hooks.values()):
+        for hook in list(full_backward_hooks(self.module).values()):
             packed = _checked_grads(hook(self.module, packed, grad_output), packed, "input")
         return tuple(packed[p] for p in self.positions)
 
@@ -146,7 +149,7 @@ def call_with_hooks(module: Any, args: tuple, kwargs: dict) -> Any:
             if result is not None:
                 args = result if isinstance(result, tuple) else (result,)
     state = None
-    if (module._backward_hooks or module._backward_pre_hooks) and is_grad_enabled():
+    if (full_backward_hooks(module) or module._backward_pre_hooks) and is_grad_enabled():
         positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
         if not any(args[i].requires_grad for i in positions):
             positions = []
@@ -174,4 +177,66 @@ def call_with_hooks(module: Any, args: tuple, kwargs: dict) -> Any:
             output = result
     if state is not None:
         output = _hook_outputs(state, output)
+    if module._is_full_backward_hook is False and module._backward_hooks and is_grad_enabled():
+        _hook_last_node(module, args, output)
     return output
+
+
+def full_backward_hooks(module: Any) -> dict:
+    """The module's ``register_full_backward_hook`` hooks (its ``_backward_hooks`` hold either
+    those or the deprecated ``register_backward_hook`` ones, as PyTorch's)."""
+    return module._backward_hooks if module._is_full_backward_hook is not False else {}
+
+
+def _first_tensor(value: Any) -> Any:
+    """The tensor PyTorch hooks a deprecated backward hook on: the output's first one (a dict's
+    first tensor value, a sequence's first item, recursively); None when there is none."""
+    while not isinstance(value, Tensor):
+        if isinstance(value, dict):
+            value = next((v for v in value.values() if isinstance(v, Tensor)), None)
+        elif isinstance(value, (tuple, list)) and value:
+            value = value[0]
+        else:
+            return None
+    return value
+
+
+def _hook_last_node(module: Any, args: tuple, output: Any) -> None:
+    """Register the deprecated backward hooks on the backward node of the output's first tensor:
+    each is called ``hook(module, grad_input, grad_output)`` with that node's gradients."""
+    first = _first_tensor(output)
+    node = None if first is None else first.grad_fn
+    if node is None:
+        return
+    for hook in list(module._backward_hooks.values()):
+        node.register_hook(lambda grad_input, grad_output, hook=hook: hook(module, grad_input, grad_output))
+    _warn_partial_grads(args, output, node)
+
+
+_DEPRECATED = "is deprecated and will be removed in future versions. This hook will be missing some"
+_FULL_INSTEAD = "Please use register_full_backward_hook to get the documented behavior."
+
+
+def _warn_partial_grads(args: tuple, output: Any, node: Any) -> None:
+    """PyTorch's FutureWarnings for the cases where a deprecated backward hook misses gradients."""
+    outputs = (output,) if isinstance(output, Tensor) else output
+    if not (isinstance(outputs, tuple) and all(isinstance(o, Tensor) for o in outputs)):
+        message = ("Using non-full backward hooks on a Module that does not return a single Tensor or a tuple of "
+                   f"Tensors {_DEPRECATED} of the grad_output. {_FULL_INSTEAD}")
+    elif not all(isinstance(a, Tensor) for a in args):
+        message = ("Using non-full backward hooks on a Module that does not take as input a single Tensor or a tuple "
+                   f"of Tensors {_DEPRECATED} of the grad_input. {_FULL_INSTEAD}")
+    else:
+        output_nodes = {id(o.grad_fn): o.grad_fn for o in outputs if o.grad_fn is not None}
+        if not output_nodes or (len(output_nodes) == 1 and id(node) not in output_nodes):
+            message = f"Using a non-full backward hook when outputs are nested in python data structure {_DEPRECATED} " \
+                      "grad_output."
+        elif len(output_nodes) > 1:
+            message = ("Using a non-full backward hook when outputs are generated by different autograd Nodes "
+                       f"{_DEPRECATED} grad_output. {_FULL_INSTEAD}")
+        elif {id(a.grad_fn) for a in args if a.grad_fn is not None} != {id(n) for n, _ in node.next_functions}:
+            message = ("Using a non-full backward hook when the forward contains multiple autograd Nodes "
+                       f"{_DEPRECATED} grad_input. {_FULL_INSTEAD}")
+        else:
+            return
+    warnings.warn(message, FutureWarning, stacklevel=5)

@@ -18,10 +18,10 @@ from zgrad.creation import empty
 from zgrad.engine.versions import mark_leaf_memory
 from zgrad.kernels import dispatch
 from zgrad.memory_formats import Size
-from zgrad.nn.module import Parameter
+from zgrad.nn.module import Buffer, Parameter
 from zgrad.tensor import Tensor, parse_to_args
 
-__all__ = ["Parameter", "UninitializedBuffer", "UninitializedParameter", "UninitializedTensorMixin", "is_lazy"]
+__all__ = ["Buffer", "Parameter", "UninitializedBuffer", "UninitializedParameter", "UninitializedTensorMixin", "is_lazy"]
 
 _SHAPE_MESSAGE = ("Can't access the shape of an uninitialized parameter or buffer. This error usually happens in "
                   "`load_state_dict` when trying to load an uninitialized parameter into an initialized one. Call "
