@@ -22,21 +22,21 @@ from zgrad.amp.autocast_mode import (
     clear_autocast_cache, get_autocast_dtype, is_autocast_cache_enabled, is_autocast_enabled, set_autocast_cache_enabled,
     set_autocast_dtype, set_autocast_enabled,
 )
-from zgrad.creation import (
-    arange, empty, from_dlpack, from_numpy, full, ones, ones_like, tensor, zeros, zeros_like,
+from zgrad.creation import from_dlpack, from_numpy, ones_like, zeros_like
+from zgrad.factories import (  # the factories with PyTorch's out=, layout= and pin_memory= keywords
+    arange, empty, eye, full, linspace, logspace, ones, rand, randint, randn, randperm, scalar_tensor, tensor, zeros,
 )
 from zgrad.creation import (
     BoolTensor, DoubleTensor, FloatTensor, IntTensor, LongTensor, empty_like, full_like, get_default_device,
     set_default_device,
 )
-from zgrad.creation import eye, linspace, logspace
 from zgrad.memory_formats import (
     Size, channels_last, channels_last_3d, contiguous_format, jagged, layout, memory_format, preserve_format, sparse_bsc,
     sparse_bsr, sparse_coo, sparse_csc, sparse_csr, strided,
 )
-from zgrad.creation import as_tensor, asarray, scalar_tensor
+from zgrad.creation import as_tensor, asarray
 from zgrad.creation_windows import bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window
-from zgrad.creation_random import rand, rand_like, randint, randint_like, randn, randn_like, randperm
+from zgrad.creation_random import rand_like, randint_like, randn_like
 from zgrad.generator import Generator
 from zgrad.ops.sampling import bernoulli, multinomial, normal
 from zgrad.device import Device as device

@@ -146,10 +146,12 @@ class Tensor:
         """
         if dim is None:
             return self.shape
-        n = max(self.ndim, 1)
+        if not self.ndim:
+            raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+        n = self.ndim
         if not -n <= dim < n:
             raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
-        return self.shape[dim] if self.ndim else 1
+        return self.shape[dim]
 
     def __len__(self) -> int:
         if not self.shape:

@@ -158,3 +158,45 @@ def test_the_legacy_constructor_takes_a_size_numpy_ints_ranges_and_refuses_numbe
     for refused in (2.5, True):
         with pytest.raises(TypeError, match="expected sizes"):
             zgrad.Tensor(refused)
+
+
+def _factory_keyword_calls(lib):
+    """PyTorch's out=, layout=, pin_memory= and memory_format= keywords of the factories."""
+    calls = {
+        "zeros_out": lambda: lib.zeros(3, out=lib.empty(3)),
+        "arange_out_dtype": lambda: lib.arange(3, out=lib.empty(3, dtype=lib.int64)),
+        "ones_out_resized": lambda: lib.ones(2, 2, out=lib.empty(0, dtype=lib.float64)),
+        "full_out": lambda: lib.full((2,), 7, out=lib.empty(2, dtype=lib.int32)),
+        "eye_out": lambda: lib.eye(2, out=lib.empty(0)),
+        "linspace_out": lambda: lib.linspace(0, 1, 3, out=lib.empty(3)),
+        "randperm_out": lambda: lib.randperm(4, out=lib.empty(0, dtype=lib.int64)).sort()[0],
+        "zeros_out_grad": lambda: lib.zeros(2, out=lib.empty(2), requires_grad=True),
+        "zeros_layout": lambda: lib.zeros(2, layout=lib.strided),
+        "rand_layout": lambda: lib.rand(2, layout=lib.strided).shape,
+        "empty_format": lambda: lib.empty(1, 2, 3, 4, memory_format=lib.channels_last).shape,
+        "ones_pin_off": lambda: lib.ones(2, pin_memory=False),
+        "tensor_pin_off": lambda: lib.tensor([1, 2], pin_memory=False),
+    }
+    results = {}
+    for name, call in calls.items():
+        value = call()
+        results[name] = (tuple(value), None) if not isinstance(value, lib.Tensor) else \
+            (value.tolist(), str(value.dtype).split(".")[-1], value.requires_grad)
+    return results
+
+
+def test_factories_take_pytorchs_out_layout_and_pin_memory_keywords():
+    out = zgrad.empty(0, dtype=zgrad.float64)
+    assert zgrad.ones(2, out=out) is out and out.tolist() == [1.0, 1.0]
+    mine = _factory_keyword_calls(zgrad)
+    assert mine["arange_out_dtype"] == ([0, 1, 2], "int64", False)
+    assert mine["zeros_out_grad"] == ([0.0, 0.0], "float32", True)
+    with pytest.raises(RuntimeError, match="only layout=zgrad.strided is supported"):
+        zgrad.zeros(2, layout=zgrad.sparse_coo)
+    with pytest.raises(TypeError):
+        zgrad.scalar_tensor(1.0, out=zgrad.empty(0))
+
+
+@pytest.mark.torch
+def test_the_factory_keywords_give_torchs_results():
+    assert _factory_keyword_calls(zgrad) == _factory_keyword_calls(torch)

@@ -979,3 +979,19 @@ def test_user_written_optimizer_step_matches_torch():
         return w.detach().numpy()
 
     np.testing.assert_allclose(run(zgrad), run(torch), rtol=1e-6, atol=1e-7)
+
+
+def test_zero_dim_softmax_empty_mean_and_size_of_a_zero_dim_tensor_as_pytorch():
+    x = zgrad.tensor(2.0, requires_grad=True)
+    y, z = zgrad.softmax(x, 0), zgrad.log_softmax(x, -1)
+    assert (y.shape, y.item(), z.item()) == ((), 1.0, 0.0)
+    (y + z).backward()
+    assert x.grad.item() == 0.0
+    with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range of \[-1, 0\], but got 1\)"):
+        zgrad.softmax(x, 1)
+    assert np.isnan(zgrad.zeros(0).mean().item())
+    assert np.isnan(zgrad.zeros(0, 3).mean(0).numpy()).all() and zgrad.zeros(0, 3).mean(1).shape == (0,)
+    with pytest.raises(IndexError, match="Dimension specified as 0 but tensor has no dimensions"):
+        x.size(0)
+    with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range of \[-1, 0\], but got 1\)"):
+        zgrad.ones(2).size(1)

@@ -224,8 +224,9 @@ def test_cross_entropy_target_errors():
 def test_linear_feature_mismatch():
     with raises(ValueError, "linear: input has 4 features", "weight [2, 3] expects 3"):
         F.linear(zgrad.ones(5, 4), zgrad.ones(2, 3))
-    with raises(ValueError, "Linear needs positive sizes, got in_features=0, out_features=2"):
-        nn.Linear(0, 2)
+    with raises(RuntimeError, "Trying to create tensor with negative dimension -1: [2, -1]"):
+        nn.Linear(-1, 2)
+    assert nn.Linear(0, 2)(zgrad.ones(3, 0)).shape == (3, 2)  # zero features: the bias alone, as PyTorch's
 
 
 def test_mse_loss_shape_mismatch():

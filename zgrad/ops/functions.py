@@ -14,6 +14,7 @@ import numpy as np
 
 from zgrad.engine.grad_mode import is_grad_enabled
 from zgrad.errors import DTypeError, ShapeError, ZgradError
+from zgrad.kernels.dispatch_index import normalize_dim
 from zgrad.kernels.promotion import is_floating, result_type
 from zgrad.ops._args import index_key as _index
 from zgrad.ops._args import operand as _operand
@@ -363,14 +364,22 @@ def softmax(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # no
         DTypeError: a non-floating input without a floating ``dtype`` (PyTorch refuses it too).
     """
     x, dim = softmax_input("softmax", input, dim, dtype)
-    return Softmax.apply(x, dim)
+    return _along(Softmax, x, dim)
 
 
 @autocast_op()
 def log_softmax(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # noqa: A002
     """log(softmax(x)) along ``dim``, computed stably; ``dtype`` and errors as :func:`softmax`."""
     x, dim = softmax_input("log_softmax", input, dim, dtype)
-    return LogSoftmax.apply(x, dim)
+    return _along(LogSoftmax, x, dim)
+
+
+def _along(op: Any, x: Any, dim: int) -> Any:
+    """``op`` along ``dim`` of ``x``; a 0-d ``x`` is one row of one element, as in PyTorch."""
+    if x.ndim:
+        return op.apply(x, dim)
+    normalize_dim(dim, 0)
+    return op.apply(x.reshape(1), 0).reshape(())
 
 
 @autocast_op()

@@ -78,7 +78,8 @@ class Mean(Op):
     @staticmethod
     def forward(ctx, x, dim, keepdim):
         ctx.shape, ctx.axes, ctx.keepdim = x.shape, _axes(dim, x.ndim), keepdim
-        ctx.scale = 1.0 / builtins.max(math.prod(x.shape[a] for a in ctx.axes), 1)
+        count = math.prod(x.shape[a] for a in ctx.axes)
+        ctx.scale = 1.0 / count if count else math.nan  # the mean of nothing is NaN, as PyTorch's
         return dispatch.scale_inplace(dispatch.reduce_sum(x, ctx.axes, keepdim), ctx.scale)
 
     @staticmethod

@@ -1,7 +1,7 @@
-"""``zgrad.utils``: ``data`` (datasets, samplers, ``DataLoader``) and ``checkpoint`` (activation
-checkpointing), as ``torch.utils``; and :mod:`zgrad.utils.orphans`, which ties child processes'
+"""``zgrad.utils``: ``data`` (datasets, samplers, ``DataLoader``), ``checkpoint`` (activation
+checkpointing) and ``hooks`` (``RemovableHandle``), as ``torch.utils``; and :mod:`zgrad.utils.orphans`, which ties child processes'
 lives to their parent's."""
 
-from zgrad.utils import checkpoint, data
+from zgrad.utils import checkpoint, data, hooks
 
-__all__ = ["checkpoint", "data"]
+__all__ = ["checkpoint", "data", "hooks"]
