@@ -57,6 +57,7 @@ from zgrad.nn.lazy_conv import (
 from zgrad.nn.fractional_max_pool import FractionalMaxPool2d, FractionalMaxPool3d
 from zgrad.nn.loss_ctc import CTCLoss
 from zgrad.nn.data_parallel import DataParallel
+from zgrad.nn.adaptive import AdaptiveLogSoftmaxWithLoss
 from zgrad.nn import modules  # after the classes it re-exports
 
 __all__ = ["Linear", "Module", "Parameter", "ReLU", "Sequential", "Sigmoid", "Tanh", "functional"]
@@ -90,5 +91,6 @@ __all__ += ["FractionalMaxPool2d", "FractionalMaxPool3d", "LazyBatchNorm1d", "La
             "LazyConvTranspose3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d", "LazyLinear",
             "UninitializedBuffer", "UninitializedParameter"]
 __all__ += ["Buffer", "DataParallel", "grad"]
+__all__ += ["AdaptiveLogSoftmaxWithLoss"]
 # bound by zgrad/__init__.py on first use: the distributed layer, which zgrad.nn may not import
 __all__ += ["SyncBatchNorm"]

@@ -34,13 +34,14 @@ from zgrad.ops.functional_spellings import (
     selu_, threshold_, upsample, upsample_bilinear, upsample_nearest,
 )
 from zgrad.ops.gumbel_softmax import gumbel_softmax
+from zgrad.ops.grid_sample import affine_grid, grid_sample
 from zgrad.ops.products import pdist
 from zgrad.ops.loss_margin import triplet_margin_with_distance_loss
 from zgrad.ops.noise_layers import alpha_dropout, feature_alpha_dropout, rrelu
 from zgrad.ops.loss_multi_margin import multi_margin_loss, multilabel_margin_loss
 from zgrad.ops.loss_ctc import ctc_loss
 from zgrad.ops.conv import conv2d
-from zgrad.nn import grad  # noqa: F401 - PyTorch's F.grad: the convolutions' input and weight gradients
+import zgrad.nn.grad as grad  # noqa: F401 - PyTorch's F.grad: the convolutions' input and weight gradients
 from zgrad.ops.conv_transpose import conv_transpose2d
 from zgrad.ops.norm import batch_norm, group_norm, instance_norm, layer_norm
 from zgrad.ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
@@ -77,3 +78,4 @@ __all__ += ["adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indice
             "triplet_margin_with_distance_loss", "upsample", "upsample_bilinear", "upsample_nearest"]
 __all__ += ["fractional_max_pool2d", "fractional_max_pool2d_with_indices", "fractional_max_pool3d",
             "fractional_max_pool3d_with_indices"]
+__all__ += ["affine_grid", "grid_sample"]

@@ -46,9 +46,9 @@ _FLOAT32_CPU = (
     "mse_loss", "nll_loss", "smooth_l1_loss", "cross_entropy", "l1_loss", "huber_loss", "kl_div",
     "binary_cross_entropy_with_logits", "linalg_cholesky", "linalg_inv", "linalg_solve", "linalg_svd",
     "linalg_svdvals", "linalg_qr", "linalg_eigh", "linalg_eigvalsh", "linalg_lstsq", "linalg_matrix_rank",
-    "linalg_pinv", "ctc_loss",
+    "linalg_pinv", "ctc_loss", "grid_sampler",
 )
-_PROMOTE_CUDA = ("atan2", "cross", "dot", "vdot", "index_put", "tensordot", "scatter_add")
+_PROMOTE_CUDA = ("atan2", "cross", "dot", "vdot", "index_put", "tensordot", "scatter_add", "grid_sampler")
 _PROMOTE_CPU = ("cat", "stack", "index_copy")
 
 POLICIES: dict[str, dict[str, str]] = {

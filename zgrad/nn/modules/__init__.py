@@ -49,6 +49,8 @@ from zgrad.nn.modules.batchnorm import LazyBatchNorm1d, LazyBatchNorm2d, LazyBat
 from zgrad.nn.modules.instancenorm import LazyInstanceNorm1d, LazyInstanceNorm2d, LazyInstanceNorm3d
 from zgrad.nn.modules.linear import LazyLinear
 from zgrad.nn.modules.pooling import FractionalMaxPool2d, FractionalMaxPool3d
+from zgrad.nn.modules import adaptive
+from zgrad.nn.modules.adaptive import AdaptiveLogSoftmaxWithLoss
 
 __all__ = [
     "activation", "batchnorm", "container", "conv", "distance", "dropout", "flatten", "instancenorm", "linear",
@@ -72,3 +74,4 @@ __all__ += ["FractionalMaxPool2d", "FractionalMaxPool3d", "LazyBatchNorm1d", "La
             "LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d",
             "LazyConvTranspose3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d", "LazyLinear",
             "lazy"]
+__all__ += ["AdaptiveLogSoftmaxWithLoss", "adaptive"]
