@@ -38,41 +38,29 @@ def _gradient(conv: Callable[..., Tensor], grad_output: Tensor, wrt_input: bool,
     return result
 
 
-def _options(stride: IntOrTuple, padding: IntOrTuple, dilation: IntOrTuple, groups: int) -> dict[str, Any]:
-    return {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
+def _with_respect_to_input(conv: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    def conv_input(input_size: Sequence[int], weight: Tensor, grad_output: Tensor, stride: IntOrTuple = 1,
+                   padding: IntOrTuple = 0, dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
+        options = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
+        return _gradient(conv, grad_output, True, weight, input_size, options)
+
+    conv_input.__name__ = conv_input.__qualname__ = f"{conv.__name__}_input"
+    conv_input.__doc__ = f"The gradient of ``{conv.__name__}`` with respect to an input of shape ``input_size``."
+    return conv_input
 
 
-def conv1d_input(input_size: Sequence[int], weight: Tensor, grad_output: Tensor, stride: IntOrTuple = 1,
-                 padding: IntOrTuple = 0, dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
-    """The gradient of ``conv1d`` with respect to an input of shape ``input_size``."""
-    return _gradient(conv1d, grad_output, True, weight, input_size, _options(stride, padding, dilation, groups))
+def _with_respect_to_weight(conv: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    def conv_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor,  # noqa: A002
+                    stride: IntOrTuple = 1, padding: IntOrTuple = 0, dilation: IntOrTuple = 1,
+                    groups: int = 1) -> Tensor:
+        options = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
+        return _gradient(conv, grad_output, False, input, weight_size, options)
+
+    conv_weight.__name__ = conv_weight.__qualname__ = f"{conv.__name__}_weight"
+    conv_weight.__doc__ = f"The gradient of ``{conv.__name__}`` with respect to a weight of shape ``weight_size``."
+    return conv_weight
 
 
-def conv1d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor, stride: IntOrTuple = 1,  # noqa: A002
-                  padding: IntOrTuple = 0, dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
-    """The gradient of ``conv1d`` with respect to a weight of shape ``weight_size``."""
-    return _gradient(conv1d, grad_output, False, input, weight_size, _options(stride, padding, dilation, groups))
-
-
-def conv2d_input(input_size: Sequence[int], weight: Tensor, grad_output: Tensor, stride: IntOrTuple = 1,
-                 padding: IntOrTuple = 0, dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
-    """The gradient of ``conv2d`` with respect to an input of shape ``input_size``."""
-    return _gradient(conv2d, grad_output, True, weight, input_size, _options(stride, padding, dilation, groups))
-
-
-def conv2d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor, stride: IntOrTuple = 1,  # noqa: A002
-                  padding: IntOrTuple = 0, dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
-    """The gradient of ``conv2d`` with respect to a weight of shape ``weight_size``."""
-    return _gradient(conv2d, grad_output, False, input, weight_size, _options(stride, padding, dilation, groups))
-
-
-def conv3d_input(input_size: Sequence[int], weight: Tensor, grad_output: Tensor, stride: IntOrTuple = 1,
-                 padding: IntOrTuple = 0, dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
-    """The gradient of ``conv3d`` with respect to an input of shape ``input_size``."""
-    return _gradient(conv3d, grad_output, True, weight, input_size, _options(stride, padding, dilation, groups))
-
-
-def conv3d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor, stride: IntOrTuple = 1,  # noqa: A002
-                  padding: IntOrTuple = 0, dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
-    """The gradient of ``conv3d`` with respect to a weight of shape ``weight_size``."""
-    return _gradient(conv3d, grad_output, False, input, weight_size, _options(stride, padding, dilation, groups))
+conv1d_input, conv1d_weight = _with_respect_to_input(conv1d), _with_respect_to_weight(conv1d)
+conv2d_input, conv2d_weight = _with_respect_to_input(conv2d), _with_respect_to_weight(conv2d)
+conv3d_input, conv3d_weight = _with_respect_to_input(conv3d), _with_respect_to_weight(conv3d)
