@@ -83,7 +83,23 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "torch: compares with PyTorch where it is installed (CI's torch step: -m torch)")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: a worker per core and one more. Much of the suite waits on the processes and
+    sockets it starts (launchers, ranks, RPC peers), and the extra worker uses the cores then.
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides when set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return len(os.sched_getaffinity(0)) + 1
+
+
+# The longest test (minutes of compiling in its own processes) goes first, so that no worker is
+# still running it at the end while the others have nothing left.
+_FIRST = "tests/kernels/test_cuda_ptx.py"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: not item.nodeid.startswith(_FIRST))
     if not TORCH:
         no_torch = pytest.mark.skip(reason="compares with torch, which is not installed (CI's torch step runs it)")
         for item in items:
