@@ -4,6 +4,8 @@ Buffer assigned to a module attribute becomes one of its buffers."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -24,6 +26,11 @@ class Pair(nn.Module):
 
     def forward(self, x, *, extra):
         return self.linear(x) * extra[0], {"sum": x.sum()}
+
+
+class NoArguments(nn.Module):
+    def forward(self):
+        return "called"
 
 
 def _inputs():
@@ -49,6 +56,7 @@ def test_without_cuda_the_wrapper_calls_the_module_as_it_is(no_cuda):
     out.sum().backward()
     assert model.linear.weight.grad is not None and x.grad.shape == (4, 3)
     assert data_parallel(model, x, module_kwargs={"extra": extra})[0].device == zgrad.device("cpu")
+    assert nn.DataParallel(model, device_ids=[0]).device_ids == []  # ignored without CUDA, as PyTorch's
 
 
 def test_with_cuda_it_moves_the_module_once_and_each_calls_tensors_differentiably():
@@ -78,8 +86,9 @@ def test_a_module_moved_off_the_device_and_other_device_ids_are_refused():
         wrapped(x, extra=extra)
     with pytest.raises(RuntimeError, match="on device cuda:0"):
         data_parallel(wrapped.module, x, module_kwargs={"extra": extra})
-    with pytest.raises(ZgradError):
+    with pytest.raises(ZgradError, match="invalid device ordinal: cuda:1 requested, 1 device"):
         nn.DataParallel(Pair(), device_ids=[0, 1])
+    assert data_parallel(NoArguments(), None, [0]) == "called"  # None: no inputs, as PyTorch's
 
 
 def test_an_assigned_buffer_is_registered_with_its_persistence():
@@ -95,6 +104,8 @@ def test_an_assigned_buffer_is_registered_with_its_persistence():
     assert nn.Buffer(zgrad.ones(2, requires_grad=True)).requires_grad
     assert nn.Buffer().shape == (0,)
     assert nn.parameter.Buffer is nn.Buffer
+    module.copied = copy.deepcopy(nn.Buffer(zgrad.ones(1), persistent=False))
+    assert "copied" not in module.state_dict() and "copied" in dict(module.named_buffers())
     module.weight = nn.Parameter(zgrad.ones(1))
     with pytest.raises(TypeError, match="cannot assign 'Buffer' as parameter 'weight'"):
         module.weight = nn.Buffer(zgrad.ones(1))

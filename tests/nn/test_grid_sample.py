@@ -262,3 +262,15 @@ def test_spatial_transformer_tutorial_trains():
             optimizer.step()
         after = evaluation_loss()
     assert after < before
+
+
+def test_taps_outside_the_input_read_nothing_not_zero_times_a_pixel():
+    """An inf or NaN pixel does not reach the points whose outside taps have weight 0 (PyTorch skips them)."""
+    x = zgrad.ones(1, 1, 2, 2)
+    x[0, 0, 0, 0] = float("inf")
+    far = F.grid_sample(x, zgrad.tensor([[[[5.0, 5.0], [0.5, 0.5]]]]), align_corners=False)
+    assert far.flatten().tolist() == [0.0, 1.0]
+    x = zgrad.ones(1, 1, 3, 3)
+    x[0, 0, 0, 0] = float("nan")
+    edge = F.grid_sample(x, zgrad.tensor([[[[0.0, 0.0], [1.0, 1.0]]]]), align_corners=True)
+    assert edge.flatten().tolist() == [1.0, 1.0]

@@ -345,10 +345,29 @@ def _tensor_hook(fn: Any, what: str, gradients: Any, *more: Any) -> list[Any] | 
     if len(result) != len(gradients):
         raise AutogradError(f"hook '{getattr(fn, '__name__', fn)}' has returned an incorrect number of values (got "
                             f"{len(result)}, but expected {len(gradients)})")
-    if any(g is None and r is not None for g, r in zip(gradients, result)):
-        raise AutogradError("can't replace a None gradient with a non-None value")
+    name = getattr(fn, "__name__", fn)
+    for given, replacement in zip(gradients, result):
+        _check_replacement(name, given, replacement)
     recorded = any(isinstance(g, Tensor) for g in gradients)
     return [r if r is None or recorded or not isinstance(r, Tensor) else r._data for r in result]
+
+
+def _check_replacement(name: Any, given: Any, replacement: Any) -> None:
+    """A hook's replacement of a gradient must be None or a tensor like it, as PyTorch checks.
+
+    Raises:
+        AutogradError: a gradient where there was None, or one of another type (dtype or
+            device) or size than the gradient it replaces (PyTorch's messages).
+    """
+    if replacement is None:
+        return
+    if given is None:
+        raise AutogradError("can't replace a None gradient with a non-None value")
+    old, new = (g if isinstance(g, Tensor) else Tensor(g) for g in (given, replacement))
+    if old.dtype != new.dtype or old.device != new.device:
+        raise AutogradError(f"hook '{name}' has changed the type of value (was {old.type()} got {new.type()})")
+    if old.shape != new.shape:
+        raise AutogradError(f"hook '{name}' has changed the size of value")
 
 
 def _output_arrays(cls: type, raw: Any) -> tuple[Any, ...]:

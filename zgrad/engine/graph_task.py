@@ -401,13 +401,10 @@ class GraphTask:
             node.release_variables()
         outputs = validate_gradients(node, node.next_edges, outputs, graph)
         if node.node_posthooks:  # after the check, as PyTorch's: they see gradients summed to the inputs' shapes
-            replaced = False
-            for hook in list(node.node_posthooks.values()):
+            for hook in list(node.node_posthooks.values()):  # (and may not change a size or a type)
                 result = hook(outputs, incoming)
                 if result is not None:
-                    outputs, replaced = result, True
-            if replaced:
-                outputs = validate_gradients(node, node.next_edges, outputs, graph)
+                    outputs = result
         return outputs
 
     # --- riders: final callbacks and leaf gradients ----------------------------------------------

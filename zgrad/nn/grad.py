@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from zgrad.amp.autocast_mode import autocast
 from zgrad.autograd.gradients import grad as autograd_grad
 from zgrad.creation import zeros
 from zgrad.engine.grad_mode import enable_grad, is_grad_enabled
@@ -29,13 +30,22 @@ def _gradient(conv: Callable[..., Tensor], grad_output: Tensor, wrt_input: bool,
     ``wrt_input``, else its weight); ``given`` is the other operand."""
     stand_in = zeros(tuple(size), dtype=given.dtype, device=given.device, requires_grad=True)
     create_graph = is_grad_enabled() and (given.requires_grad or grad_output.requires_grad)
-    with enable_grad():
+    with enable_grad(), autocast(given.device.type, enabled=False):  # PyTorch's backward is not autocast
         output = conv(stand_in, given, **options) if wrt_input else conv(given, stand_in, **options)
         if tuple(output.shape) != tuple(grad_output.shape):
             raise RuntimeError(f"grad_output has shape {tuple(grad_output.shape)}, but the convolution's output has "
                                f"shape {tuple(output.shape)}")
         (result,) = autograd_grad(output, stand_in, grad_output, create_graph=create_graph)
     return result
+
+
+_DOC = """The gradient of ``{conv}`` with respect to {what}, from the gradient of its output and
+    its other operand (the same ``stride``, ``padding``, ``dilation`` and ``groups``), as PyTorch's
+    ``torch.nn.grad.{conv}_{name}``.
+
+    Raises:
+        RuntimeError: ``grad_output``'s shape is not the convolution's output shape.
+    """
 
 
 def _with_respect_to_input(conv: Callable[..., Tensor]) -> Callable[..., Tensor]:
@@ -45,7 +55,7 @@ def _with_respect_to_input(conv: Callable[..., Tensor]) -> Callable[..., Tensor]
         return _gradient(conv, grad_output, True, weight, input_size, options)
 
     conv_input.__name__ = conv_input.__qualname__ = f"{conv.__name__}_input"
-    conv_input.__doc__ = f"The gradient of ``{conv.__name__}`` with respect to an input of shape ``input_size``."
+    conv_input.__doc__ = _DOC.format(conv=conv.__name__, what="an input of shape ``input_size``", name="input")
     return conv_input
 
 
@@ -57,7 +67,7 @@ def _with_respect_to_weight(conv: Callable[..., Tensor]) -> Callable[..., Tensor
         return _gradient(conv, grad_output, False, input, weight_size, options)
 
     conv_weight.__name__ = conv_weight.__qualname__ = f"{conv.__name__}_weight"
-    conv_weight.__doc__ = f"The gradient of ``{conv.__name__}`` with respect to a weight of shape ``weight_size``."
+    conv_weight.__doc__ = _DOC.format(conv=conv.__name__, what="a weight of shape ``weight_size``", name="weight")
     return conv_weight
 
 

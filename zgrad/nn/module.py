@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator, Mapping, NamedTuple
 import numpy as np
 
 from zgrad.compiler import compile as compile_callable
-from zgrad.creation import empty_like
+from zgrad.creation import empty, empty_like
 from zgrad.device import cuda_device
 from zgrad.kernels import dispatch
 from zgrad.tensor import Tensor, parse_to_args
@@ -53,10 +53,15 @@ class Buffer(Tensor):
 
     def __init__(self, data: Tensor | None = None, *, persistent: bool = True) -> None:
         if data is None:
-            data = Tensor(np.empty((0,), dtype=np.float32))
+            data = empty(0)
         super().__init__(data._data)
         self.requires_grad_(data.requires_grad)
         self.persistent = persistent
+
+    def __deepcopy__(self, memo: dict) -> "Buffer":
+        copied = super().__deepcopy__(memo)
+        copied.persistent = self.persistent
+        return copied
 
 
 class IncompatibleKeys(NamedTuple):
@@ -393,7 +398,9 @@ class Module:
         """The deprecated form of :meth:`register_full_backward_hook`, as PyTorch's: ``hook(module,
         grad_input, grad_output)`` is a hook on the backward node of the output's first tensor, so
         it sees that node's gradients (which are the module's only when its forward is one op);
-        PyTorch's FutureWarnings say when they are not.
+        PyTorch's FutureWarnings say when they are not. The node is zgrad's, and its inputs'
+        order can differ from PyTorch's (``Linear``'s node takes input, weight, bias; PyTorch's
+        ``AddmmBackward0`` bias, input, transposed weight).
 
         Raises:
             RuntimeError: the module has had a full backward hook (PyTorch's message).
@@ -612,8 +619,9 @@ class Module:
                         assign: bool = False) -> IncompatibleKeys:
         """Copy values into the parameters and persistent buffers of the same names (cast to their
         dtypes and devices), or with ``assign=True`` put the values themselves in their places, as
-        PyTorch's: a value that is not a Parameter becomes one, sharing its memory, with the
-        parameter's ``requires_grad`` (an optimizer built before then holds the old parameters).
+        PyTorch's: a value that is not a Parameter becomes one, sharing its memory (a contiguous
+        copy of a non-contiguous value: zgrad's parameters are contiguous), with the parameter's
+        ``requires_grad`` (an optimizer built before then holds the old parameters).
 
         Returns the missing keys (in the module's order) and the unexpected ones (in the state
         dict's). Raises, with PyTorch's messages:
@@ -743,12 +751,21 @@ class Module:
 
     def to_empty(self, *, device: Any, recurse: bool = True) -> "Module":
         """Give every parameter and buffer new, uninitialized memory of its shape and dtype on
-        ``device`` (this module's own only, without ``recurse``), as PyTorch's; returns self."""
+        ``device`` (this module's own only, without ``recurse``), as PyTorch's; returns self.
+
+        Raises:
+            ZgradError: a device zgrad cannot hold tensors on.
+        """
         return self._apply(lambda t: empty_like(t, device=device), recurse=recurse)
 
     def type(self, dst_type: Any) -> "Module":
         """Cast every parameter and buffer to ``dst_type`` (a dtype, or a type name such as
-        ``"zgrad.DoubleTensor"``), floating or not, as PyTorch's; returns self."""
+        ``"zgrad.DoubleTensor"``), floating or not, as PyTorch's; returns self.
+
+        Raises:
+            RuntimeError: a parameter that requires grad would get a dtype that is not floating
+                or complex (PyTorch's message).
+        """
         return self._apply(lambda t: t.type(dst_type))
 
     def cpu(self) -> "Module":

@@ -21,7 +21,8 @@ from zgrad.memory_formats import Size
 from zgrad.nn.module import Buffer, Parameter
 from zgrad.tensor import Tensor, parse_to_args
 
-__all__ = ["Buffer", "Parameter", "UninitializedBuffer", "UninitializedParameter", "UninitializedTensorMixin", "is_lazy"]
+__all__ = ["Buffer", "Parameter", "UninitializedBuffer", "UninitializedParameter", "UninitializedTensorMixin",
+           "is_lazy"]
 
 _SHAPE_MESSAGE = ("Can't access the shape of an uninitialized parameter or buffer. This error usually happens in "
                   "`load_state_dict` when trying to load an uninitialized parameter into an initialized one. Call "

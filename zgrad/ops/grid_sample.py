@@ -161,7 +161,7 @@ def _read(x: Any, grid: Any, mode: str, padding_mode: str, align_corners: bool) 
     points, pixels = math.prod(out_shape), math.prod(spatial)
     coordinates = ops.reshape(grid, (batch, points, rank))
     index = ops.reshape(arange(batch, device=x.device) * pixels, (batch, 1) + (1,) * rank)
-    weight = None
+    weight = outside = None
     for dim, size in enumerate(spatial):  # the grid's last component is the first spatial dimension's
         positions, weights = _taps(ops.select(coordinates, -1, rank - 1 - dim), size, mode, padding_mode,
                                    align_corners)
@@ -171,8 +171,14 @@ def _read(x: Any, grid: Any, mode: str, padding_mode: str, align_corners: bool) 
         index = index + ops.reshape(ops.where(inside, positions, 0.0).to(np.int64) * stride, along)
         weights = ops.reshape(ops.where(inside, weights, 0.0), along)
         weight = weights if weight is None else weight * weights
+        away = ops.reshape(ops.logical_not(inside), along)
+        outside = away if outside is None else ops.logical_or(outside, away)
     taps = math.prod(index.shape[2:])
+    # A tap outside the input reads a row of zeros after the input's pixels: 0 * an inf or NaN
+    # pixel would be NaN, and PyTorch's kernels skip such taps.
+    index = ops.where(outside, batch * pixels, index)
     table = ops.reshape(ops.movedim(x, 1, -1), (batch * pixels, channels))
+    table = ops.cat([table, zeros(1, channels, dtype=table.dtype, device=table.device)], 0)
     values = ops.reshape(ops.index_select(table, 0, ops.reshape(index, (-1,))), (batch, points, taps, channels))
     out = ops.sum(values * ops.reshape(weight, (batch, points, taps, 1)), 2)
     return ops.reshape(ops.movedim(out, -1, 1), (batch, channels) + out_shape)
