@@ -63,6 +63,45 @@ def test_node_hook_results_are_checked():
         f.sum().backward()
 
 
+def _replacements_run(lib):
+    """Post-hooks see gradients summed to the inputs' shapes, and may not change a size or a type."""
+    a, b = lib.ones(2, 3, requires_grad=True), lib.ones(3, requires_grad=True)
+    seen, messages = [], []
+    y = a * b
+    y.grad_fn.register_hook(lambda gi, go: seen.append([tuple(g.shape) for g in gi]))
+    y.sum().backward()
+    for hook in (lambda gi, go: (gi[0], lib.ones(2, 3)), lambda gi, go: (gi[0], gi[1].double()),
+                 lambda gi, go: (gi[0], gi[1].int())):
+        y = a + b
+        y.grad_fn.register_hook(hook)
+        try:
+            y.sum().backward()
+        except RuntimeError as error:
+            messages.append(str(error).replace("torch.", "zgrad."))
+    y = a * 2
+    y.grad_fn.register_prehook(lambda go: (lib.ones(5),))
+    try:
+        y.sum().backward()
+    except RuntimeError as error:
+        messages.append(str(error))
+    return seen, messages
+
+
+def test_a_hook_may_not_change_a_gradients_size_or_type():
+    seen, messages = _replacements_run(zgrad)
+    assert seen == [[(2, 3), (3,)]]
+    assert messages == ["hook '<lambda>' has changed the size of value",
+                        "hook '<lambda>' has changed the type of value (was zgrad.FloatTensor got zgrad.DoubleTensor)",
+                        "hook '<lambda>' has changed the type of value (was zgrad.FloatTensor got zgrad.IntTensor)",
+                        "hook '<lambda>' has changed the size of value"]
+
+
+@pytest.mark.torch
+def test_hook_replacements_are_checked_as_torchs():
+    torch = require_torch()
+    assert _replacements_run(zgrad) == _replacements_run(torch)
+
+
 def test_node_hooks_see_none_where_no_gradient_arrived_and_tensor_arguments_only():
     seen = []
     x = zgrad.ones(4, requires_grad=True)
