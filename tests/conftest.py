@@ -90,7 +90,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides when set."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
-    return len(os.sched_getaffinity(0)) + 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cores + 1
 
 
 # The longest test (minutes of compiling in its own processes) goes first, so that no worker is
