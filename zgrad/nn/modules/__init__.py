@@ -2,8 +2,8 @@
 ...), each re-exporting the classes of :mod:`zgrad.nn`, which are the same objects."""
 
 from zgrad.nn.modules import (
-    activation, batchnorm, container, conv, distance, dropout, flatten, instancenorm, linear, loss, module,
-    normalization, padding, pixelshuffle, pooling, rnn, sparse, transformer, upsampling,
+    activation, batchnorm, channelshuffle, container, conv, distance, dropout, flatten, fold, instancenorm, linear,
+    loss, module, normalization, padding, pixelshuffle, pooling, rnn, sparse, transformer, upsampling,
 )
 from zgrad.nn.modules.activation import (
     ELU, GELU, LeakyReLU, LogSoftmax, Mish, MultiheadAttention, PReLU, ReLU, SiLU, Sigmoid, Softmax, Softplus, Tanh,
@@ -75,3 +75,4 @@ __all__ += ["FractionalMaxPool2d", "FractionalMaxPool3d", "LazyBatchNorm1d", "La
             "LazyConvTranspose3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d", "LazyLinear",
             "lazy"]
 __all__ += ["AdaptiveLogSoftmaxWithLoss", "adaptive"]
+__all__ += ["channelshuffle", "fold"]

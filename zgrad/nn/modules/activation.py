@@ -12,3 +12,6 @@ __all__ = ["ELU", "GELU", "LeakyReLU", "LogSoftmax", "Mish", "MultiheadAttention
            "Softmax", "Softplus", "Tanh"]
 __all__ += ["CELU", "GLU", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "LogSigmoid", "ReLU6", "SELU",
             "Softmax2d", "Softmin", "Softshrink", "Softsign", "Tanhshrink", "Threshold"]
+from zgrad.nn.noise_layers import RReLU  # noqa: E402 - PyTorch keeps it here too
+
+__all__ += ["RReLU"]

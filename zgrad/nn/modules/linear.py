@@ -6,3 +6,6 @@ from zgrad.nn.layers import Identity, Linear, NonDynamicallyQuantizableLinear  #
 from zgrad.nn.lazy import LazyLinear
 
 __all__ = ["Identity", "LazyLinear", "Linear"]
+from zgrad.nn.bilinear import Bilinear  # noqa: E402
+
+__all__ += ["Bilinear"]

@@ -15,3 +15,9 @@ __all__ = [
 ]
 __all__ += ["CosineEmbeddingLoss", "GaussianNLLLoss", "HingeEmbeddingLoss", "MarginRankingLoss",
             "MultiLabelSoftMarginLoss", "PoissonNLLLoss", "SoftMarginLoss", "TripletMarginLoss"]
+from zgrad.nn.loss import NLLLoss2d  # noqa: E402
+from zgrad.nn.loss_ctc import CTCLoss  # noqa: E402
+from zgrad.nn.loss_margin import TripletMarginWithDistanceLoss  # noqa: E402
+from zgrad.nn.loss_multi_margin import MultiLabelMarginLoss, MultiMarginLoss  # noqa: E402
+
+__all__ += ["CTCLoss", "MultiLabelMarginLoss", "MultiMarginLoss", "NLLLoss2d", "TripletMarginWithDistanceLoss"]

@@ -4,3 +4,6 @@
 from zgrad.nn.norm import GroupNorm, LayerNorm, RMSNorm
 
 __all__ = ["GroupNorm", "LayerNorm", "RMSNorm"]
+from zgrad.nn.local_response_norm import LocalResponseNorm  # noqa: E402
+
+__all__ += ["LocalResponseNorm"]

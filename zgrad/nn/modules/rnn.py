@@ -5,3 +5,6 @@ from zgrad.nn.rnn import GRU, GRUCell, LSTM, LSTMCell
 from zgrad.nn.rnn_elman import RNN, RNNCell
 
 __all__ = ["GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNCell"]
+from zgrad.nn.rnn import RNNBase, RNNCellBase  # noqa: E402
+
+__all__ += ["RNNBase", "RNNCellBase"]
