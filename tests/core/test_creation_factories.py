@@ -200,3 +200,16 @@ def test_factories_take_pytorchs_out_layout_and_pin_memory_keywords():
 @pytest.mark.torch
 def test_the_factory_keywords_give_torchs_results():
     assert _factory_keyword_calls(zgrad) == _factory_keyword_calls(torch)
+
+
+def test_a_factorys_bad_out_is_refused_before_anything_is_written():
+    out = zgrad.full((3,), 5.0)
+    with pytest.raises(RuntimeError, match=r"dtype Double does not match dtype of out parameter \(Float\)"):
+        zgrad.zeros(3, dtype=zgrad.float64, out=out)
+    with pytest.raises(RuntimeError, match=r"aten::ones\(\): functions with out=... arguments don't support "
+                                           "automatic differentiation"):
+        zgrad.ones(3, out=zgrad.zeros(3, requires_grad=True))
+    with pytest.raises(TypeError, match="argument 'out' must be a Tensor, not list"):
+        zgrad.arange(3, out=[0, 0, 0])
+    assert out.tolist() == [5.0, 5.0, 5.0]
+    assert zgrad.zeros(3, out=out) is out and out.tolist() == [0.0, 0.0, 0.0]  # it still serves

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import zgrad
-from helpers import torch
+from cuda_helpers import check_device, requires_cuda
+from helpers import check_finite_differences, torch
 from zgrad import nn
 
 CASES = {
@@ -62,3 +63,18 @@ def test_as_torchs(case):
         args_t = (size, torch.tensor(first)) if which == "input" else (torch.tensor(first), size)
         np.testing.assert_allclose(mine(*args_z, zgrad.tensor(go), **options).numpy(),
                                    theirs(*args_t, torch.tensor(go), **options).numpy(), rtol=1e-10, atol=1e-12)
+
+
+
+def _grad_input(lib, weight, grad_output):
+    return lib.nn.grad.conv2d_input((1, 2, 5, 5), weight, grad_output, stride=2, padding=1)
+
+
+def test_the_input_gradient_is_differentiable_by_finite_differences():
+    """The input gradient as a function of the weight and grad_output, by central differences."""
+    check_finite_differences(_grad_input, [(3, 2, 3, 3), (1, 3, 3, 3)])
+
+
+@requires_cuda
+def test_on_cuda_as_on_the_cpu():
+    check_device(_grad_input, [(3, 2, 3, 3), (1, 3, 3, 3)], dtype=np.float64)

@@ -11,7 +11,7 @@ import pytest
 
 import zgrad
 from cuda_helpers import check_device, requires_cuda
-from helpers import check_torch, torch
+from helpers import check_finite_differences, check_torch, torch
 from zgrad import nn
 
 F = zgrad.nn.functional
@@ -274,3 +274,15 @@ def test_taps_outside_the_input_read_nothing_not_zero_times_a_pixel():
     x[0, 0, 0, 0] = float("nan")
     edge = F.grid_sample(x, zgrad.tensor([[[[0.0, 0.0], [1.0, 1.0]]]]), align_corners=True)
     assert edge.flatten().tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("mode, padding_mode", [("bilinear", "zeros"), ("bicubic", "border"),
+                                                ("bilinear", "reflection")])
+def test_gradients_match_finite_differences(mode, padding_mode):
+    """Points kept off pixel edges (the kernels' kinks): input and grid gradients by central differences."""
+
+    def sample(lib, x, grid):
+        return lib.nn.functional.grid_sample(x, grid * 0.3 + 0.137, mode=mode, padding_mode=padding_mode,
+                                             align_corners=False)
+
+    check_finite_differences(sample, [(1, 2, 4, 5), (1, 3, 2, 2)], domain=(-1.0, 1.0))
