@@ -16,7 +16,7 @@ from zgrad import cuda
 from zgrad.device import Device, as_device, usable_cuda_device
 from zgrad.errors import ZgradError
 from zgrad.nn.module import Module
-from zgrad.tensor import Tensor
+from zgrad.utils.tensor_tree import replace_tensors, tensors_in
 
 __all__ = ["DataParallel", "data_parallel"]
 
@@ -52,16 +52,8 @@ def _index_of(device: Any) -> int:
 
 
 def _to_device(value: Any, device: Device) -> Any:
-    """``value`` with every tensor in it (through tuples, lists and dicts) moved to ``device``."""
-    if isinstance(value, Tensor):
-        return value.to(device)
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return type(value)(*(_to_device(v, device) for v in value))
-    if isinstance(value, (tuple, list)):
-        return type(value)(_to_device(v, device) for v in value)
-    if isinstance(value, dict):
-        return type(value)((k, _to_device(v, device)) for k, v in value.items())
-    return value
+    """``value`` with every tensor in it (through tuples, lists, dicts and dataclasses) moved to ``device``."""
+    return replace_tensors(value, (t.to(device) for t in tensors_in(value)))
 
 
 def _check_on_device(module: Module, device: Device) -> None:
