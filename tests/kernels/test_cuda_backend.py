@@ -518,18 +518,34 @@ OPTIMIZER_CASES = [  # every option that changes a kernel's math, in few cases
     ("RMSprop", dict(lr=0.01, alpha=0.3)),
     ("Adagrad", dict(lr=0.1, lr_decay=0.1, weight_decay=0.1, initial_accumulator_value=0.5, maximize=True)),
     ("Adadelta", dict(lr=1.0, rho=0.5, weight_decay=0.1, maximize=True)),
+    ("NAdam", dict(lr=0.05, betas=(0.3, 0.9), weight_decay=0.01, maximize=True)),
+    ("NAdam", dict(lr=0.05, weight_decay=0.1, decoupled_weight_decay=True)),
+    ("RAdam", dict(lr=0.05, betas=(0.3, 0.999), weight_decay=0.01, maximize=True)),
+    ("RAdam", dict(lr=0.05, weight_decay=0.1, decoupled_weight_decay=True)),
+    ("Adamax", dict(lr=0.05, betas=(0.3, 0.9), weight_decay=0.1, maximize=True)),
+    ("ASGD", dict(lr=0.05, lambd=0.01, t0=0, weight_decay=0.1, maximize=True)),  # averages from step 3 on
+    ("Rprop", dict(lr=0.05, etas=(0.3, 1.5), step_sizes=(1e-3, 0.06), maximize=True)),
+    ("Adafactor", dict(lr=0.05, weight_decay=0.1, maximize=True)),  # tensor ops, a factored and a plain moment
+    ("Adafactor", dict(eps=(1e-3, 1e-3), d=2.0)),
 ]
+# RAdam rectifies its step from the 6th on (beta2 = 0.999); the others show every branch in 3.
+OPTIMIZER_STEPS = {"RAdam": 7}
+
+
+def _is_number(value):
+    """A state entry kept on the host as a number (``step``, NAdam's ``mu_product``, ASGD's ``eta``)."""
+    return isinstance(value, (int, float))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("name, options", OPTIMIZER_CASES, ids=lambda v: v if isinstance(v, str) else "")
 def test_optimizer_steps_on_cuda_match_the_cpu(name, options, dtype):
-    """Each fused kernel on CUDA (parameters and state device arrays, no CPU op on the way) gives
-    the CPU's parameters and state."""
+    """Each optimizer's fused kernel (Adafactor's tensor ops) on CUDA, with parameters and state
+    device arrays and no CPU op on the way, gives the CPU's parameters and state."""
     rng = np.random.default_rng(3)
     shapes = [(3, 5), (7,)]
     params = [rng.standard_normal(s).astype(dtype) for s in shapes]
-    grads = [[rng.standard_normal(s).astype(dtype) for s in shapes] for _ in range(3)]
+    grads = [[rng.standard_normal(s).astype(dtype) for s in shapes] for _ in range(OPTIMIZER_STEPS.get(name, 3))]
     results = {}
     for device in ("cpu", "cuda"):
         with strict_cuda() if device == "cuda" else contextlib.nullcontext():
@@ -542,8 +558,8 @@ def test_optimizer_steps_on_cuda_match_the_cpu(name, options, dtype):
             states = [optimizer.state[t] for t in tensors]
             if device == "cuda":
                 assert all(is_device_array(t._data) for t in tensors)
-                assert all(is_device_array(v) for state in states for k, v in state.items() if k != "step")
-        results[device] = [(t._host(), {k: v if k == "step" else dispatch.to_device(v, "cpu")
+                assert all(is_device_array(v) for state in states for v in state.values() if not _is_number(v))
+        results[device] = [(t._host(), {k: v if _is_number(v) else dispatch.to_device(v, "cpu")
                                         for k, v in state.items()}) for t, state in zip(tensors, states)]
     for (p_cpu, state_cpu), (p_cuda, state_cuda) in zip(results["cpu"], results["cuda"]):
         np.testing.assert_allclose(p_cuda, p_cpu, **TOLERANCE[np.dtype(dtype)])

@@ -593,6 +593,22 @@ OPTIM_CASES = [  # (optimizer, options as PyTorch's), every branch of every kern
     ("Adadelta", dict(lr=1.0)),
     ("Adadelta", dict(lr=0.5, rho=0.5, weight_decay=0.1, maximize=True)),
 ]
+# The kernels added later run at the small size only (serial variant): a large case compiles the
+# parallel variant of each loop, some 15 s of CI per kernel and dtype.
+SERIAL_OPTIM_CASES = [
+    ("NAdam", dict(lr=1e-3)),
+    ("NAdam", dict(lr=1e-3, betas=(0.3, 0.99), weight_decay=0.1, momentum_decay=0.05, maximize=True)),
+    ("NAdam", dict(lr=1e-3, weight_decay=0.1, decoupled_weight_decay=True)),
+    ("RAdam", dict(lr=1e-3)),
+    ("RAdam", dict(lr=1e-3, betas=(0.3, 0.999), weight_decay=0.1, maximize=True)),  # lerp weight >= 0.5
+    ("RAdam", dict(lr=1e-3, weight_decay=0.1, decoupled_weight_decay=True)),
+    ("Adamax", dict(lr=2e-3)),
+    ("Adamax", dict(lr=2e-3, betas=(0.3, 0.99), weight_decay=0.1, maximize=True)),
+    ("ASGD", dict(lr=0.05)),
+    ("ASGD", dict(lr=0.05, lambd=0.01, alpha=0.5, t0=0, weight_decay=0.1, maximize=True)),  # averages from step 3
+    ("Rprop", dict(lr=0.01)),
+    ("Rprop", dict(lr=0.05, etas=(0.3, 1.5), step_sizes=(1e-3, 0.06), maximize=True)),
+]
 
 
 def _element_loop(name, options):
@@ -603,10 +619,21 @@ def _element_loop(name, options):
         return kernels.optim._ADAM_UPDATES[options.get("amsgrad", False)]
     if name == "RMSprop":
         return kernels.optim._RMSPROP_UPDATES[options.get("centered", False), options.get("momentum", 0) > 0]
-    return {"Adagrad": kernels.optim._adagrad_update, "Adadelta": kernels.optim._adadelta_update}[name]
+    if name == "RAdam":
+        return kernels.optim._RADAM_UPDATES[True]  # the last of its _optim_steps
+    if name == "ASGD":
+        return kernels.optim._ASGD_UPDATES[options.get("t0", 1e6) == 0]
+    return {"Adagrad": kernels.optim._adagrad_update, "Adadelta": kernels.optim._adadelta_update,
+            "NAdam": kernels.optim._nadam_update, "Adamax": kernels.optim._adamax_update,
+            "Rprop": kernels.optim._rprop_update}[name]
 
 
 OPTIM_STEPS = 4
+
+
+def _optim_steps(name):
+    """How many steps a case runs: RAdam's rectified loop runs from its 6th step on."""
+    return 7 if name == "RAdam" else OPTIM_STEPS
 
 
 def _optimizer_run(name, options, param, grads):
@@ -632,9 +659,21 @@ def _reference_run(name, options, param, grads):
 @dtypes_and_sizes(SIZES)
 @pytest.mark.parametrize("name, options", OPTIM_CASES, ids=lambda v: v if isinstance(v, str) else str(v))
 def test_optimizer_step(name, options, dtype, size_name, rng, variants):
+    check_optimizer_step(name, options, dtype, size_name, rng, variants)
+
+
+@dtypes_and_sizes(["small"])
+@pytest.mark.parametrize("name, options", SERIAL_OPTIM_CASES, ids=lambda v: v if isinstance(v, str) else str(v))
+def test_optimizer_step_serial(name, options, dtype, size_name, rng, variants):
+    check_optimizer_step(name, options, dtype, size_name, rng, variants)
+
+
+def check_optimizer_step(name, options, dtype, size_name, rng, variants):
+    """zgrad.optim.<name>'s fused kernel against the numpy reference (and that against itself in
+    long double): the parameter and every state entry, and the variant that ran."""
     n = SIZES[size_name]
     param = rng.standard_normal(n).astype(dtype)
-    grads = [rng.standard_normal(n).astype(dtype) for _ in range(OPTIM_STEPS)]
+    grads = [rng.standard_normal(n).astype(dtype) for _ in range(_optim_steps(name))]
     grads_before = [g.copy() for g in grads]
     got, state = _optimizer_run(name, options, param, grads)
     want, want_state = _reference_run(name, options, param, grads)
@@ -693,7 +732,8 @@ def test_optimizer_variants_agree(loop, dtype, rng):
 
 @pytest.mark.torch
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("name, options", OPTIM_CASES, ids=lambda v: v if isinstance(v, str) else str(v))
+@pytest.mark.parametrize("name, options", OPTIM_CASES + SERIAL_OPTIM_CASES,
+                         ids=lambda v: v if isinstance(v, str) else str(v))
 def test_optimizers_match_torch(name, options, dtype, rng):
     torch = pytest.importorskip("torch")
     n = 4099
@@ -737,6 +777,23 @@ def test_optimizers_reject_mismatched_state():
         kernels.optim.adagrad_step(param, np.zeros(4), np.zeros(4), 0, 1e-2, 0.0, 0.0, 1e-10, False)
     with pytest.raises(ValueError, match="adadelta_step: grad has 3 elements"):
         kernels.optim.adadelta_step(param, np.zeros(3), np.zeros(4), np.zeros(4), 1.0, 0.9, 1e-6, 0.0, False)
+    with pytest.raises(ValueError, match="nadam_step: exp_avg_sq has 2 elements"):
+        kernels.optim.nadam_step(param, np.zeros(4), np.zeros(4), np.zeros(2), 1, 0.9, 2e-3, 0.9, 0.999, 1e-8, 0.0,
+                                 4e-3, False, False)
+    with pytest.raises(ValueError, match="nadam_step: step must be"):
+        kernels.optim.nadam_step(param, np.zeros(4), np.zeros(4), np.zeros(4), 0, 0.9, 2e-3, 0.9, 0.999, 1e-8, 0.0,
+                                 4e-3, False, False)
+    with pytest.raises(ValueError, match="radam_step: exp_avg has 5 elements"):
+        kernels.optim.radam_step(param, np.zeros(4), np.zeros(5), np.zeros(4), 1, 1e-3, 0.9, 0.999, 1e-8, 0.0, False,
+                                 False)
+    with pytest.raises(ValueError, match="adamax_step: exp_inf has 3 elements"):
+        kernels.optim.adamax_step(param, np.zeros(4), np.zeros(4), np.zeros(3), 1, 2e-3, 0.9, 0.999, 1e-8, 0.0, False)
+    with pytest.raises(ValueError, match="adamax_step: step must be"):
+        kernels.optim.adamax_step(param, np.zeros(4), np.zeros(4), np.zeros(4), 0, 2e-3, 0.9, 0.999, 1e-8, 0.0, False)
+    with pytest.raises(ValueError, match="asgd_step: ax has 1 elements"):
+        kernels.optim.asgd_step(param, np.zeros(4), np.zeros(1), 0.01, 1.0, 1e-4, 0.0, False)
+    with pytest.raises(ValueError, match="rprop_step: step_size has 0 elements"):
+        kernels.optim.rprop_step(param, np.zeros(4), np.zeros(4), np.zeros(0), 0.5, 1.2, 1e-6, 50.0, False)
 
 
 # --- matmul -----------------------------------------------------------------------------------

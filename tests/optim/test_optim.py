@@ -1,12 +1,13 @@
 """Every optimizer over 50 steps with two parameter groups of different options, against
 torch.optim (float64 to 1e-12, float32 within float32 rounding) and, without torch, against
-PyTorch's update rules written with numpy (tests/support/optim_reference.py); the base class's behaviour,
-the signatures and the argument errors."""
+PyTorch's update rules written with numpy (tests/support/optim_reference.py) and first steps
+worked out by hand; the base class's behaviour, the signatures and the argument errors."""
 
 from __future__ import annotations
 
 import inspect
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -17,7 +18,8 @@ from optim_reference import REFERENCES
 
 SHAPES = [(3, 4), (5,), (2, 3), (4,)]  # the first two in group 0, the others in group 1
 STEPS = 50
-NAMES = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta"]
+NAMES = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "NAdam", "RAdam", "Adamax", "ASGD", "Rprop",
+         "Adafactor"]
 TOLERANCE = {np.float32: dict(rtol=2e-5, atol=1e-6), np.float64: dict(rtol=1e-12, atol=1e-15)}
 
 
@@ -45,6 +47,25 @@ COMBINATIONS = {
     "Adagrad": (dict(lr=0.1), 0.3, _options(initial_accumulator_value=[0, 0.5], lr_decay=[0, 0.05],
                                             weight_decay=[0, 0.1], maximize=[False, True])),
     "Adadelta": (dict(lr=1.0), 0.5, _options(weight_decay=[0, 0.1], maximize=[False, True], rho=[0.9, 0.5])),
+    "NAdam": (dict(lr=0.01), 0.03, [*_options(weight_decay=[0, 0.1], maximize=[False, True],
+                                              betas=[(0.9, 0.999), (0.3, 0.9)]),
+                                    dict(weight_decay=0.1, decoupled_weight_decay=True, momentum_decay=0.05),
+                                    dict(weight_decay=0.2, decoupled_weight_decay=True, maximize=True)]),
+    # beta2 = 0.999 rectifies from step 6 on, beta2 = 0.9 from step 7 on: both branches run
+    "RAdam": (dict(lr=0.01), 0.03, [*_options(weight_decay=[0, 0.1], maximize=[False, True],
+                                              betas=[(0.9, 0.999), (0.3, 0.9)]),
+                                    dict(weight_decay=0.1, decoupled_weight_decay=True),
+                                    dict(weight_decay=0.2, decoupled_weight_decay=True, maximize=True)]),
+    "Adamax": (dict(lr=0.01), 0.03, _options(weight_decay=[0, 0.1], maximize=[False, True],
+                                             betas=[(0.9, 0.999), (0.3, 0.9)])),
+    # t0=10: ax averages from step 12 on (before, mu == 1 and ax copies the parameters)
+    "ASGD": (dict(lr=0.05, lambd=0.01, alpha=0.6), 0.02, _options(t0=[1e6, 10], weight_decay=[0, 0.1],
+                                                                  maximize=[False, True])),
+    "Rprop": (dict(lr=0.01), 0.05, _options(etas=[(0.5, 1.2), (0.3, 1.5)], step_sizes=[(1e-6, 50), (1e-3, 0.02)],
+                                            maximize=[False, True])),
+    # lr=0.5 in the second group: rho_t = 1/sqrt(t) < lr from step 5 on
+    "Adafactor": (dict(lr=0.02, beta2_decay=-0.6), 0.5, _options(weight_decay=[0, 0.1], eps=[(None, 1e-3), (1e-3, 0.1)],
+                                                               d=[1.0, 2.0], maximize=[False, True])),
 }
 
 
@@ -125,6 +146,22 @@ def test_matches_numpy_reference(name, options, groups):
 
 
 @pytest.mark.torch
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_adafactor_matches_torch_on_3d_row_and_0d_parameters(dtype):
+    """Adafactor factors over the last two dimensions (a 3-D parameter, a single row) and keeps a
+    plain variance for a 0-d parameter, as torch.optim.Adafactor."""
+    require_torch()
+    shapes = [(2, 3, 4), (1, 5), ()]
+    rng = np.random.default_rng(5)
+    params = [np.asarray(rng.standard_normal(s), dtype) for s in shapes]
+    grads = [[np.asarray(rng.standard_normal(s) * k, dtype) for s in shapes] for k in rng.uniform(0.1, 3.0, STEPS)]
+    groups = [{}, {"lr": 0.5, "maximize": True}]
+    options = dict(lr=0.05, weight_decay=0.1)
+    assert_histories_close(run(zgrad, "Adafactor", options, groups, params, grads),
+                           run(torch, "Adafactor", options, groups, params, grads), dtype, "torch.optim")
+
+
+@pytest.mark.torch
 @pytest.mark.parametrize("name", NAMES)
 def test_signatures_match_torch(name):
     require_torch()
@@ -178,11 +215,17 @@ def test_adagrad_accumulator_starts_at_the_constructors_value():
     np.testing.assert_array_equal(optimizer.state[b]["sum"], [1.5, 1.5])
 
 
-def test_implementation_options_change_nothing():
+def _accepts(name, option):
+    return option in inspect.signature(getattr(zgrad.optim, name)).parameters
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_implementation_options_change_nothing(name):
     params, grads = problem(np.float64)
-    plain = run(zgrad, "AdamW", {}, [{}, {}], params, grads[:3])
-    for options in (dict(foreach=True), dict(fused=True), dict(capturable=True), dict(foreach=False, fused=False)):
-        assert_histories_close(run(zgrad, "AdamW", options, [{}, {}], params, grads[:3]), plain, np.float64, options)
+    plain = run(zgrad, name, {}, [{}, {}], params, grads[:3])
+    flags = [option for option in ("foreach", "fused", "capturable") if _accepts(name, option)]
+    for options in [{flag: True} for flag in flags] + [{flag: False for flag in flags}]:
+        assert_histories_close(run(zgrad, name, options, [{}, {}], params, grads[:3]), plain, np.float64, options)
 
 
 def test_zero_grad():
@@ -274,6 +317,30 @@ INVALID = [
     (O.Adadelta, dict(rho=1.5), "Invalid rho value: 1.5"),
     (O.Adadelta, dict(eps=-1e-6), "Invalid epsilon value: -1e-06"),
     (O.Adadelta, dict(weight_decay=-1), "Invalid weight_decay value: -1"),
+    (O.NAdam, dict(lr=-1e-3), "Invalid learning rate: -0.001"),
+    (O.NAdam, dict(eps=-1.0), "Invalid epsilon value: -1.0"),
+    (O.NAdam, dict(betas=(0.9, 1.0)), "Invalid beta parameter at index 1: 1.0"),
+    (O.NAdam, dict(weight_decay=-0.5), "Invalid weight_decay value: -0.5"),
+    (O.NAdam, dict(momentum_decay=-0.1), "Invalid momentum_decay value: -0.1"),
+    (O.RAdam, dict(lr=-1e-3), "Invalid learning rate: -0.001"),
+    (O.RAdam, dict(eps=-1.0), "Invalid epsilon value: -1.0"),
+    (O.RAdam, dict(betas=(-0.1, 0.999)), "Invalid beta parameter at index 0: -0.1"),
+    (O.RAdam, dict(weight_decay=-0.5), "Invalid weight_decay value: -0.5"),
+    (O.Adamax, dict(lr=-1e-3), "Invalid learning rate: -0.001"),
+    (O.Adamax, dict(eps=-1.0), "Invalid epsilon value: -1.0"),
+    (O.Adamax, dict(betas=(0.9, 1.5)), "Invalid beta parameter at index 1: 1.5"),
+    (O.Adamax, dict(weight_decay=-0.5), "Invalid weight_decay value: -0.5"),
+    (O.ASGD, dict(lr=-0.01), "Invalid learning rate: -0.01"),
+    (O.ASGD, dict(weight_decay=-1), "Invalid weight_decay value: -1"),
+    (O.Rprop, dict(lr=-0.01), "Invalid learning rate: -0.01"),
+    (O.Rprop, dict(etas=(1.5, 1.2)), "Invalid eta values: 1.5, 1.2"),
+    (O.Rprop, dict(etas=(0.5, 0.9)), "Invalid eta values: 0.5, 0.9"),
+    (O.Adafactor, dict(lr=-0.01), "Learning rate should be >= 0 but is: -0.01"),
+    (O.Adafactor, dict(beta2_decay=0.5), "beta2_decay should be <= 0 but is: 0.5"),
+    (O.Adafactor, dict(eps=(-1.0, 1e-3)), "epsilon1 should be >= 0 but is: -1.0"),
+    (O.Adafactor, dict(eps=(None, -1e-3)), "epsilon2 should be >= 0 but is: -0.001"),
+    (O.Adafactor, dict(d=0.5), "Clipping threshold d should be >= 1 but is: 0.5"),
+    (O.Adafactor, dict(weight_decay=-1.0), "weight_decay should be >= 0 but is: -1.0"),
 ]
 
 
@@ -283,7 +350,15 @@ def test_invalid_hyper_parameters(cls, options, message):
         cls([zgrad.ones(2, requires_grad=True)], **options)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.torch
+@pytest.mark.parametrize("cls, options, message", INVALID)
+def test_invalid_hyper_parameters_are_torch_s_errors(cls, options, message):
+    require_torch()
+    with pytest.raises(ValueError, match=re.escape(message)):
+        getattr(torch.optim, cls.__name__)([torch.ones(2, requires_grad=True)], **options)
+
+
+@pytest.mark.parametrize("name", [name for name in NAMES if _accepts(name, "differentiable")])
 def test_differentiable_is_refused(name):
     p = zgrad.ones(2, requires_grad=True)
     with pytest.raises(NotImplementedError, match=f"{name}: differentiable=True is not supported.*differentiable=False"):

@@ -23,6 +23,14 @@ CONFIGS = [
     pytest.param("SGD", dict(lr=0.05, momentum=0.8, nesterov=True, weight_decay=0.01), [dict(lr=0.1)], id="sgd_nesterov"),
     pytest.param("Adam", dict(lr=0.01, amsgrad=True), [dict(lr=0.02, betas=(0.8, 0.99))], id="adam_amsgrad"),
     pytest.param("Adam", dict(lr=0.01, weight_decay=0.05), [dict(lr=0.003, eps=1e-6)], id="adam"),
+    # NAdam's mu_product and ASGD's eta and mu: 0-d float32 tensors in the dict, floats in the state
+    pytest.param("NAdam", dict(lr=0.01, weight_decay=0.05), [dict(decoupled_weight_decay=True)], id="nadam"),
+    pytest.param("ASGD", dict(lr=0.05, lambd=0.01, t0=10), [dict(lr=0.02, weight_decay=0.1)], id="asgd"),
+    pytest.param("RAdam", dict(lr=0.01), [dict(lr=0.02, betas=(0.8, 0.9))], id="radam"),
+    pytest.param("Adamax", dict(lr=0.01), [dict(weight_decay=0.1)], id="adamax"),
+    pytest.param("Rprop", dict(lr=0.01), [dict(etas=(0.3, 1.5), step_sizes=(1e-4, 0.1))], id="rprop"),
+    # Adafactor's row and column factors are not shaped like their parameters
+    pytest.param("Adafactor", dict(lr=0.05), [dict(lr=0.5, weight_decay=0.1)], id="adafactor"),
 ]
 
 
@@ -266,3 +274,34 @@ def test_named_parameters_record_their_names():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         zgrad.optim.Adam(model.parameters()).load_state_dict(optimizer.state_dict())
+
+
+@pytest.mark.parametrize("name, scalars", [("NAdam", ["mu_product"]), ("ASGD", ["eta", "mu"])])
+def test_scalar_state_is_a_float32_tensor_in_the_dict_and_a_float_in_the_optimizer(name, scalars):
+    p = zgrad.ones(3, dtype=zgrad.float64, requires_grad=True)
+    optimizer = getattr(zgrad.optim, name)([p], lr=0.1)
+    for _ in range(2):
+        p.grad = zgrad.full((3,), 0.5, dtype=zgrad.float64)
+        optimizer.step()
+    packed = through_a_checkpoint(optimizer.state_dict())["state"][0]
+    q = zgrad.ones(3, dtype=zgrad.float64, requires_grad=True)
+    resumed = getattr(zgrad.optim, name)([q], lr=0.1)
+    resumed.load_state_dict({"state": {0: packed}, "param_groups": optimizer.state_dict()["param_groups"]})
+    for key in scalars:
+        assert packed[key].dtype == np.float32 and packed[key].shape == (), key
+        value = resumed.state[q][key]
+        assert type(value) is float and value == optimizer.state[p][key] == float(packed[key].item()), key
+
+
+def test_adafactor_factors_are_checked_against_their_own_shapes():
+    p = zgrad.ones(3, 4, requires_grad=True)
+    optimizer = zgrad.optim.Adafactor([p])
+    p.grad = zgrad.ones(3, 4)
+    optimizer.step()
+    state = optimizer.state_dict()
+    assert state["state"][0]["row_var"].shape == (3, 1) and state["state"][0]["col_var"].shape == (1, 4)
+    zgrad.optim.Adafactor([zgrad.ones(3, 4, requires_grad=True)]).load_state_dict(state)
+    state["state"][0]["row_var"] = zgrad.ones(3, 4)
+    with pytest.raises(ValueError, match=r"holds 'row_var' of shape \[3, 4\] for parameter 0, whose shape is "
+                                         r"\[3, 4\] \(expected \[3, 1\]\)"):
+        zgrad.optim.Adafactor([zgrad.ones(3, 4, requires_grad=True)]).load_state_dict(state)

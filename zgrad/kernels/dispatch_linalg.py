@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from zgrad.kernels.dispatch import backend_of, broadcast_shape
 
-__all__ = ["solve", "inv", "det", "slogdet", "cholesky", "qr", "svd", "eigh"]
+__all__ = ["solve", "inv", "det", "slogdet", "cholesky", "cholesky_ex", "qr", "svd", "eigh", "lu_factor"]
 
 
 def solve(a: Any, b: Any):
@@ -44,6 +46,22 @@ def cholesky(a: Any, upper: bool):
     """The lower Cholesky factor L (a = L L^T), or U = L^T when ``upper``."""
     be = backend_of(a)
     return be.linalg_cholesky(a, upper, be.empty(a.shape, a.dtype))
+
+
+def cholesky_ex(a: Any) -> tuple[Any, Any]:
+    """(L, info) of each symmetric (..., n, n) matrix, read from its lower triangle: info (...)
+    int32, 0 or the order of the first leading minor that is not positive-definite."""
+    be = backend_of(a)
+    return be.linalg_cholesky_ex(a, be.empty(a.shape, a.dtype), be.empty(a.shape[:-2], np.int32))
+
+
+def lu_factor(a: Any) -> tuple[Any, Any, Any]:
+    """(LU, pivots, info) of each (..., m, n) matrix, LAPACK's getrf: L and U packed, int32 1-based
+    pivots (..., min(m, n)), int32 info (...)."""
+    be = backend_of(a)
+    batch = a.shape[:-2]
+    return be.linalg_lu_factor(a, be.empty(a.shape, a.dtype), be.empty(batch + (min(a.shape[-2:]),), np.int32),
+                               be.empty(batch, np.int32))
 
 
 def qr(a: Any, mode: str) -> tuple[Any, Any]:

@@ -25,7 +25,8 @@ OPS = (
     "scatter_slice",
     "bias_act", "softmax", "log_softmax", "softmax_backward", "log_softmax_backward",
     "cross_entropy", "cross_entropy_backward", "attention", "attention_backward",
-    "sgd_step", "adam_step", "rmsprop_step", "adagrad_step", "adadelta_step", "non_finite_check_and_unscale",
+    "sgd_step", "adam_step", "rmsprop_step", "adagrad_step", "adadelta_step", "nadam_step", "radam_step",
+    "adamax_step", "asgd_step", "rprop_step", "non_finite_check_and_unscale",
     "conv2d", "conv2d_backward", "max_pool2d", "max_pool2d_backward", "avg_pool2d", "avg_pool2d_backward",
     "adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", "batch_norm", "batch_norm_backward",
     "group_norm", "group_norm_backward",
@@ -43,7 +44,7 @@ OPS = (
     "reduce_inplace", "reduce_pair", "reduce_and_copy", "divide_inplace", "scale_copy",
     "to_dlpack", "dlpack_device", "from_dlpack",
     "linalg_solve", "linalg_inv", "linalg_det", "linalg_slogdet", "linalg_cholesky", "linalg_qr", "linalg_svd",
-    "linalg_eigh",
+    "linalg_eigh", "linalg_lu_factor", "linalg_cholesky_ex",
     "argsort", "argsort_slices", "argtopk", "nonzero", "scatter_reduce", "searchsorted", "select_rows",
     "unary_math", "binary_math", "nan_to_num", "lerp", "orthogonal_polynomial",
 )

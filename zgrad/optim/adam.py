@@ -7,7 +7,7 @@ from typing import Any, Iterable
 
 from zgrad.kernels import dispatch
 from zgrad.optim._state import full_like, unused
-from zgrad.optim.optimizer import Optimizer, check_non_negative
+from zgrad.optim.optimizer import Optimizer, check_betas, check_non_negative
 from zgrad.tensor import Tensor
 
 __all__ = ["Adam"]
@@ -42,9 +42,7 @@ class Adam(Optimizer):
                  maximize: bool = False, capturable: bool = False, differentiable: bool = False,
                  fused: bool | None = None, decoupled_weight_decay: bool = False) -> None:
         check_non_negative(lr=lr, eps=eps)
-        for i, beta in enumerate(betas):
-            if not 0.0 <= beta < 1.0:
-                raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
+        check_betas(betas)
         check_non_negative(weight_decay=weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                                       maximize=maximize, foreach=foreach, capturable=capturable,

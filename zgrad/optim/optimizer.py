@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable, Mapping
 from zgrad.optim import state_dict as _state_dict
 from zgrad.tensor import Tensor
 
-__all__ = ["Optimizer", "check_non_negative"]
+__all__ = ["Optimizer", "check_betas", "check_non_negative"]
 
 # How PyTorch's optimizers name their hyperparameters in "Invalid ..." errors.
 _LABELS = {"lr": "learning rate", "eps": "epsilon value"}
@@ -26,6 +26,18 @@ def check_non_negative(**values: float) -> None:
     for name, value in values.items():
         if not 0.0 <= value:
             raise ValueError(f"Invalid {_LABELS.get(name, name + ' value')}: {value}")
+
+
+def check_betas(betas: tuple[float, float]) -> None:
+    """Check Adam-style ``betas``, each in [0, 1), in order (NaN fails too).
+
+    Raises:
+        ValueError: the first that is not, with PyTorch's message ("Invalid beta parameter at
+            index 1: 1.0").
+    """
+    for i, beta in enumerate(betas):
+        if not 0.0 <= beta < 1.0:
+            raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
 
 
 class Optimizer:
@@ -47,6 +59,9 @@ class Optimizer:
     # Whether each state array has its parameter's shape, which load_state_dict then checks
     # (LBFGS's are flat vectors over all the parameters).
     _state_shaped_like_params = True
+    # State entries kept as Python floats where PyTorch keeps 0-d float32 tensors (NAdam's
+    # mu_product, ASGD's eta and mu): the state dict holds them as such tensors, as PyTorch's.
+    _float32_scalar_state: frozenset[str] = frozenset()
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
         if isinstance(params, Tensor):
@@ -145,6 +160,11 @@ class Optimizer:
         with self._lock:
             self.state = state
             self.param_groups = groups
+
+    def _state_shape(self, param: Tensor, name: str) -> tuple[int, ...] | None:
+        """The shape :meth:`load_state_dict` requires of state array ``name`` of ``param``: the
+        parameter's, or None (no check) where the state is not shaped like the parameters."""
+        return tuple(param.shape) if self._state_shaped_like_params else None
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear the ``.grad`` of every parameter (set to None, or zero it in place)."""

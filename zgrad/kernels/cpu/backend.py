@@ -23,7 +23,8 @@ from zgrad.kernels.cpu.layers import (  # noqa: F401 - convolution, pooling and 
     batch_norm_backward, conv2d, conv2d_backward, group_norm, group_norm_backward, max_pool2d, max_pool2d_backward,
 )
 from zgrad.kernels.cpu.linalg import (  # noqa: F401 - matrix factorizations and solves (LAPACK)
-    linalg_cholesky, linalg_det, linalg_eigh, linalg_inv, linalg_qr, linalg_slogdet, linalg_solve, linalg_svd,
+    linalg_cholesky, linalg_cholesky_ex, linalg_det, linalg_eigh, linalg_inv, linalg_lu_factor, linalg_qr,
+    linalg_slogdet, linalg_solve, linalg_svd,
 )
 from zgrad.kernels.cpu.scans import (  # noqa: F401 - running reductions and order statistics
     argsort_rows, cumextreme_rows, cumprod, cumprod_backward_rows, cumsum, logcumsumexp_backward_rows, logcumsumexp_rows,
@@ -383,6 +384,33 @@ def adagrad_step(param, grad, state_sum, step, lr, lr_decay, weight_decay, eps, 
 def adadelta_step(param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay, maximize):
     kernels.optim.adadelta_step(param.reshape(-1), flat(grad), square_avg.reshape(-1), acc_delta.reshape(-1), lr, rho,
                            eps, weight_decay, maximize)
+
+
+def nadam_step(param, grad, exp_avg, exp_avg_sq, step, mu_product, lr, beta1, beta2, eps, weight_decay, momentum_decay,
+               maximize, decoupled_weight_decay):
+    kernels.optim.nadam_step(param.reshape(-1), flat(grad), exp_avg.reshape(-1), exp_avg_sq.reshape(-1), step,
+                             mu_product, lr, beta1, beta2, eps, weight_decay, momentum_decay, maximize,
+                             decoupled_weight_decay)
+
+
+def radam_step(param, grad, exp_avg, exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay, maximize,
+               decoupled_weight_decay):
+    kernels.optim.radam_step(param.reshape(-1), flat(grad), exp_avg.reshape(-1), exp_avg_sq.reshape(-1), step, lr,
+                             beta1, beta2, eps, weight_decay, maximize, decoupled_weight_decay)
+
+
+def adamax_step(param, grad, exp_avg, exp_inf, step, lr, beta1, beta2, eps, weight_decay, maximize):
+    kernels.optim.adamax_step(param.reshape(-1), flat(grad), exp_avg.reshape(-1), exp_inf.reshape(-1), step, lr,
+                              beta1, beta2, eps, weight_decay, maximize)
+
+
+def asgd_step(param, grad, ax, eta, mu, lambd, weight_decay, maximize):
+    kernels.optim.asgd_step(param.reshape(-1), flat(grad), ax.reshape(-1), eta, mu, lambd, weight_decay, maximize)
+
+
+def rprop_step(param, grad, prev, step_size, etaminus, etaplus, step_size_min, step_size_max, maximize):
+    kernels.optim.rprop_step(param.reshape(-1), flat(grad), prev.reshape(-1), step_size.reshape(-1), etaminus,
+                             etaplus, step_size_min, step_size_max, maximize)
 
 
 # --- collective reductions (1-D C-contiguous arrays, in place) --------------------------------

@@ -13,7 +13,7 @@ from zgrad.errors import LinAlgError
 
 __all__ = [
     "linalg_solve", "linalg_inv", "linalg_det", "linalg_slogdet", "linalg_cholesky", "linalg_qr", "linalg_svd",
-    "linalg_eigh",
+    "linalg_eigh", "linalg_lu_factor", "linalg_cholesky_ex",
 ]
 
 _FAILURES = {
@@ -93,3 +93,67 @@ def linalg_eigh(a, upper, w_out, v_out):
     np.copyto(w_out, w)
     np.copyto(v_out, v)
     return w_out, v_out
+
+
+def linalg_lu_factor(a, lu_out, pivots_out, info_out):
+    """LAPACK's getrf for each (m, n) matrix of ``a``: a = P L U with partial pivoting, L unit lower
+    and U upper packed in ``lu_out``, the 1-based int32 row ``pivots_out`` (row i swapped with row
+    pivots[i] at step i) and ``info_out``: 0, or the 1-based index of the first zero pivot (there
+    the column is not scaled and the factorization goes on, as getrf's).
+
+    Column by column, each step vectorized over the batch and the rows (numpy has no getrf).
+    """
+    m, n = a.shape[-2:]
+    flat = np.array(a, copy=True).reshape(-1, m, n)
+    pivots = np.empty((flat.shape[0], min(m, n)), np.int32)
+    info = np.zeros(flat.shape[0], np.int32)
+    for j in range(min(m, n)):
+        p = j + np.argmax(np.abs(flat[:, j:, j]), axis=1)
+        pivots[:, j] = p + 1
+        swapped = np.flatnonzero(p != j)
+        if swapped.size:
+            top = flat[swapped, j, :].copy()
+            flat[swapped, j, :] = flat[swapped, p[swapped], :]
+            flat[swapped, p[swapped], :] = top
+        pivot = flat[:, j, j]
+        zero = pivot == 0
+        info[zero & (info == 0)] = j + 1
+        if j + 1 < m:
+            flat[:, j + 1:, j] /= np.where(zero, 1, pivot)[:, None]
+            flat[:, j + 1:, j + 1:] -= flat[:, j + 1:, j, None] * flat[:, j, None, j + 1:]
+    np.copyto(lu_out, flat.reshape(a.shape))
+    np.copyto(pivots_out, pivots.reshape(pivots_out.shape))
+    np.copyto(info_out, info.reshape(info_out.shape))
+    return lu_out, pivots_out, info_out
+
+
+def linalg_cholesky_ex(a, out, info_out):
+    """LAPACK's potrf for each symmetric matrix of ``a``, read from its lower triangle: out = L
+    (lower) and ``info_out`` 0, or the order of the first leading minor that is not
+    positive-definite. There, as potrf, the columns before it hold L, its diagonal element the
+    non-positive value met, and the rest of the lower triangle ``a``'s values.
+    """
+    n = a.shape[-1]
+    flat = np.tril(np.array(a, copy=True)).reshape(-1, n, n)
+    info = np.zeros(flat.shape[0], np.int32)
+    for index, matrix in enumerate(flat):
+        try:
+            flat[index] = np.linalg.cholesky(matrix)
+        except np.linalg.LinAlgError:
+            info[index] = _potf2(matrix)
+    np.copyto(out, flat.reshape(a.shape))
+    np.copyto(info_out, info.reshape(info_out.shape))
+    return out, info_out
+
+
+def _potf2(lower: np.ndarray) -> int:
+    """Unblocked Cholesky of one matrix's lower triangle in place, stopping at the first
+    non-positive pivot: its 1-based order (0 if none)."""
+    for j in range(lower.shape[0]):
+        pivot = lower[j, j] - lower[j, :j] @ lower[j, :j]
+        if not pivot > 0:
+            lower[j, j] = pivot
+            return j + 1
+        lower[j, j] = np.sqrt(pivot)
+        lower[j + 1:, j] = (lower[j + 1:, j] - lower[j + 1:, :j] @ lower[j, :j]) / lower[j, j]
+    return 0

@@ -45,14 +45,16 @@ from zgrad.kernels.cuda.pointwise import (  # noqa: F401 - element-wise ops
     smooth_activation_backward, sqrt, sub, tanh, tanh_backward, where,
 )
 from zgrad.kernels.cuda.linalg import (  # noqa: F401 - factorizations and solves: CPU only, each raises
-    linalg_cholesky, linalg_det, linalg_eigh, linalg_inv, linalg_qr, linalg_slogdet, linalg_solve, linalg_svd,
+    linalg_cholesky, linalg_cholesky_ex, linalg_det, linalg_eigh, linalg_inv, linalg_lu_factor, linalg_qr,
+    linalg_slogdet, linalg_solve, linalg_svd,
 )
 from zgrad.kernels.cuda.sampling import (  # noqa: F401 - random draws (on the host, copied up)
     multinomial, random_exponential, random_integers, random_normal, random_uniform,
 )
 from zgrad.kernels.cuda.multi_tensor import mul_each, vector_norms  # noqa: F401 - ops over lists of tensors
 from zgrad.kernels.cuda.optim import (  # noqa: F401 - the fused optimizer steps
-    adadelta_step, adagrad_step, adam_step, adam_steps, non_finite_check_and_unscale, rmsprop_step, sgd_step,
+    adadelta_step, adagrad_step, adam_step, adam_steps, adamax_step, asgd_step, nadam_step,
+    non_finite_check_and_unscale, radam_step, rmsprop_step, rprop_step, sgd_step,
 )
 from zgrad.kernels.cuda.reduce import (  # noqa: F401 - reductions, rows, losses, matmul
     argmax, argmin, class_loss, class_loss_backward, cross_entropy, cross_entropy_backward, cumprod, cumsum,

@@ -10,7 +10,7 @@ from zgrad.errors import ZgradError
 
 __all__ = [
     "linalg_solve", "linalg_inv", "linalg_det", "linalg_slogdet", "linalg_cholesky", "linalg_qr", "linalg_svd",
-    "linalg_eigh",
+    "linalg_eigh", "linalg_lu_factor", "linalg_cholesky_ex",
 ]
 
 
@@ -49,3 +49,11 @@ def linalg_svd(a, full_matrices, u_out, s_out, vh_out):
 
 def linalg_eigh(a, upper, w_out, v_out):
     raise _cpu_only("linalg.eigh")
+
+
+def linalg_lu_factor(a, lu_out, pivots_out, info_out):
+    raise _cpu_only("linalg.lu_factor")
+
+
+def linalg_cholesky_ex(a, out, info_out):
+    raise _cpu_only("linalg.cholesky_ex")

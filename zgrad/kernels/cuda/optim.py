@@ -16,9 +16,12 @@ from zgrad.kernels.cuda import kernels
 from zgrad.kernels.cuda.multi_tensor import groupable
 from zgrad.kernels.cuda.pointwise import copy
 from zgrad.kernels.cuda.reduce import contiguous
-from zgrad.kernels.optim_host import adagrad_learning_rate, adam_bias_corrections, check_sizes
+from zgrad.kernels.optim_host import (
+    adagrad_learning_rate, adam_bias_corrections, adamax_learning_rate, check_sizes, nadam_coefficients, radam_scalars,
+)
 
-__all__ = ["sgd_step", "adam_step", "adam_steps", "rmsprop_step", "adagrad_step", "adadelta_step", "non_finite_check_and_unscale"]
+__all__ = ["sgd_step", "adam_step", "adam_steps", "rmsprop_step", "adagrad_step", "adadelta_step", "nadam_step",
+           "radam_step", "adamax_step", "asgd_step", "rprop_step", "non_finite_check_and_unscale"]
 
 
 def _launch(name: str, param: Any, grad: Any, state: Sequence[Any], *scalars: Any) -> None:
@@ -115,6 +118,68 @@ def adadelta_step(param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay
     t = param.dtype.type
     _launch("adadelta_step", param, grad, [square_avg, acc_delta], t(lr), t(rho), t(eps), t(weight_decay),
             bool(maximize))
+
+
+def nadam_step(param, grad, exp_avg, exp_avg_sq, step, mu_product, lr, beta1, beta2, eps, weight_decay, momentum_decay,
+               maximize, decoupled_weight_decay):
+    """One NAdam step (see :func:`zgrad.kernels.cpu.kernels.optim.nadam_step`).
+
+    Raises:
+        ValueError: ``step`` < 1, or an array's size differs from ``param``'s.
+    """
+    bias_correction2, grad_coefficient, exp_avg_coefficient = nadam_coefficients(step, mu_product, lr, beta1, beta2,
+                                                                                  momentum_decay)
+    check_sizes("nadam_step", param, grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
+    t = param.dtype.type
+    weight = 1 - beta1
+    _launch("nadam_step", param, grad, [exp_avg, exp_avg_sq], t(weight), abs(weight) < 0.5, t(beta2),
+            t(bias_correction2), t(grad_coefficient), t(exp_avg_coefficient), t(eps), t(weight_decay),
+            t(1 - lr * weight_decay), bool(maximize), bool(decoupled_weight_decay))
+
+
+def radam_step(param, grad, exp_avg, exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay, maximize,
+               decoupled_weight_decay):
+    """One RAdam step (see :func:`zgrad.kernels.cpu.kernels.optim.radam_step`).
+
+    Raises:
+        ValueError: ``step`` < 1, or an array's size differs from ``param``'s.
+    """
+    bias_correction1, bias_correction2_sqrt, rectification = radam_scalars(step, beta1, beta2)
+    check_sizes("radam_step", param, grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
+    t = param.dtype.type
+    weight = 1 - beta1
+    rectified = rectification is not None
+    _launch("radam_step", param, grad, [exp_avg, exp_avg_sq], t(weight), abs(weight) < 0.5, t(beta2),
+            t(bias_correction1), t(lr), t(bias_correction2_sqrt), t(eps), t(rectification if rectified else 1.0),
+            rectified, t(weight_decay), t(1 - lr * weight_decay), bool(maximize), bool(decoupled_weight_decay))
+
+
+def adamax_step(param, grad, exp_avg, exp_inf, step, lr, beta1, beta2, eps, weight_decay, maximize):
+    """One Adamax step (see :func:`zgrad.kernels.cpu.kernels.optim.adamax_step`).
+
+    Raises:
+        ValueError: ``step`` < 1, or an array's size differs from ``param``'s.
+    """
+    clr = adamax_learning_rate(step, lr, beta1)
+    check_sizes("adamax_step", param, grad=grad, exp_avg=exp_avg, exp_inf=exp_inf)
+    t = param.dtype.type
+    weight = 1 - beta1
+    _launch("adamax_step", param, grad, [exp_avg, exp_inf], t(weight), abs(weight) < 0.5, t(beta2), t(clr), t(eps),
+            t(weight_decay), bool(maximize))
+
+
+def asgd_step(param, grad, ax, eta, mu, lambd, weight_decay, maximize):
+    check_sizes("asgd_step", param, grad=grad, ax=ax)
+    t = param.dtype.type
+    _launch("asgd_step", param, grad, [ax], t(eta), t(1 - lambd * eta), t(mu), bool(mu != 1), t(weight_decay),
+            bool(maximize))
+
+
+def rprop_step(param, grad, prev, step_size, etaminus, etaplus, step_size_min, step_size_max, maximize):
+    check_sizes("rprop_step", param, grad=grad, prev=prev, step_size=step_size)
+    t = param.dtype.type
+    _launch("rprop_step", param, grad, [prev, step_size], t(etaminus), t(etaplus), t(step_size_min),
+            t(step_size_max), bool(maximize))
 
 
 def non_finite_check_and_unscale(grad, found_inf, inv_scale: float):

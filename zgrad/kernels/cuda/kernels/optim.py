@@ -4,8 +4,8 @@ gradient and its state, in place.
 Each follows its CPU twin in :mod:`zgrad.kernels.cpu.kernels.optim` (PyTorch's order of operations, every
 step in the parameter's dtype). The host (:mod:`zgrad.kernels.cuda.optim`) rounds every
 hyper-parameter to that dtype and folds the step-dependent ones (bias corrections, Adagrad's
-decayed rate) before the launch, so no kernel computes in float64 for a float32 parameter.
-Kernels only.
+and Adamax's decayed rates, NAdam's coefficients, RAdam's rectification) before the launch, so no
+kernel computes in float64 for a float32 parameter. Kernels only.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from numba import cuda
 from zgrad.kernels.cuda.kernels.common import device, kernel, math
 from zgrad.kernels.cuda.kernels.vectors import VECTOR, fits4, load4, store4
 
-__all__ = ["sgd_step", "adam_step", "adam_steps", "rmsprop_step", "adagrad_step", "adadelta_step", "non_finite_check_and_unscale"]
+__all__ = ["sgd_step", "adam_step", "adam_steps", "rmsprop_step", "adagrad_step", "adadelta_step", "nadam_step",
+           "radam_step", "adamax_step", "asgd_step", "rprop_step", "non_finite_check_and_unscale"]
 
 
 @device
@@ -197,6 +198,113 @@ def adadelta_step(param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay
 
 
 @kernel
+def nadam_step(param, grad, exp_avg, exp_avg_sq, weight, small_weight, beta2, bias_correction2, grad_coefficient,
+               exp_avg_coefficient, eps, weight_decay, decay_factor, maximize, decoupled):
+    """One NAdam step (see :func:`zgrad.kernels.cpu.kernels.optim.nadam_step`); ``weight`` = 1 - beta1,
+    ``decay_factor`` = 1 - lr * weight_decay."""
+    T = param.dtype.type
+    one_minus_weight, one_minus_beta2 = T(1) - weight, T(1) - beta2
+    for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
+        p = param[i]
+        g = -grad[i] if maximize else grad[i]
+        if weight_decay != T(0):
+            if decoupled:
+                p = p * decay_factor
+            else:
+                g = g + weight_decay * p
+        m = _lerp(exp_avg[i], g, weight, one_minus_weight, small_weight)
+        exp_avg[i] = m
+        v = exp_avg_sq[i] * beta2 + one_minus_beta2 * g * g
+        exp_avg_sq[i] = v
+        denom = math.sqrt(v / bias_correction2) + eps
+        p = p + grad_coefficient * g / denom
+        param[i] = p + exp_avg_coefficient * m / denom
+
+
+@kernel
+def radam_step(param, grad, exp_avg, exp_avg_sq, weight, small_weight, beta2, bias_correction1, lr,
+               bias_correction2_sqrt, eps, rectification, rectified, weight_decay, decay_factor, maximize, decoupled):
+    """One RAdam step (see :func:`zgrad.kernels.cpu.kernels.optim.radam_step`); ``rectified``: rho_t > 5,
+    ``weight`` = 1 - beta1, ``decay_factor`` = 1 - lr * weight_decay."""
+    T = param.dtype.type
+    one_minus_weight, one_minus_beta2 = T(1) - weight, T(1) - beta2
+    for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
+        p = param[i]
+        g = -grad[i] if maximize else grad[i]
+        if weight_decay != T(0):
+            if decoupled:
+                p = p * decay_factor
+            else:
+                g = g + weight_decay * p
+        m = _lerp(exp_avg[i], g, weight, one_minus_weight, small_weight)
+        exp_avg[i] = m
+        v = exp_avg_sq[i] * beta2 + one_minus_beta2 * g * g
+        exp_avg_sq[i] = v
+        update = m / bias_correction1 * lr
+        if rectified:
+            update = update * (T(1) / (math.sqrt(v) + eps) * bias_correction2_sqrt) * rectification
+        param[i] = p - update
+
+
+@kernel
+def adamax_step(param, grad, exp_avg, exp_inf, weight, small_weight, beta2, clr, eps, weight_decay, maximize):
+    """One Adamax step (see :func:`zgrad.kernels.cpu.kernels.optim.adamax_step`); ``weight`` = 1 - beta1,
+    ``clr`` the bias-corrected rate."""
+    T = param.dtype.type
+    one_minus_weight = T(1) - weight
+    for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
+        g = -grad[i] if maximize else grad[i]
+        if weight_decay != T(0):
+            g = g + weight_decay * param[i]
+        m = _lerp(exp_avg[i], g, weight, one_minus_weight, small_weight)
+        exp_avg[i] = m
+        decayed, bound = exp_inf[i] * beta2, abs(g) + eps
+        u = decayed if decayed > bound or decayed != decayed else bound  # torch.maximum: NaN wins
+        exp_inf[i] = u
+        param[i] = param[i] - clr * m / u
+
+
+@kernel
+def asgd_step(param, grad, ax, eta, decay_factor, mu, averaging, weight_decay, maximize):
+    """One ASGD step (see :func:`zgrad.kernels.cpu.kernels.optim.asgd_step`); ``decay_factor`` =
+    1 - lambd * eta; ``averaging``: mu != 1 (else ax copies the parameter)."""
+    T = param.dtype.type
+    for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
+        p = param[i]
+        g = -grad[i] if maximize else grad[i]
+        if weight_decay != T(0):
+            g = g + weight_decay * p
+        p = p * decay_factor
+        p = p - eta * g
+        param[i] = p
+        if averaging:
+            a = ax[i]
+            ax[i] = a + (p - a) * mu
+        else:
+            ax[i] = p
+
+
+@kernel
+def rprop_step(param, grad, prev, step_size, etaminus, etaplus, step_size_min, step_size_max, maximize):
+    """One Rprop step (see :func:`zgrad.kernels.cpu.kernels.optim.rprop_step`)."""
+    T = param.dtype.type
+    one, zero = T(1), T(0)
+    for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
+        g = -grad[i] if maximize else grad[i]
+        product = g * prev[i]
+        factor = etaplus if product > zero else (etaminus if product < zero else one)  # NaN: sign 0
+        s = step_size[i] * factor
+        s = step_size_min if s < step_size_min else s  # clamp: NaN stays
+        s = step_size_max if s > step_size_max else s
+        step_size[i] = s
+        if product < zero:
+            g = zero
+        direction = one if g > zero else (-one if g < zero else zero)
+        param[i] = param[i] - direction * s
+        prev[i] = g
+
+
+@kernel
 def non_finite_check_and_unscale(grad, found_inf, inv_scale):
     """grad *= inv_scale in place, and found_inf[0] = 1 (an int32 flag) if an element is inf or NaN,
     in one pass (see :func:`zgrad.kernels.cpu.kernels.optim.non_finite_check_and_unscale`);
@@ -226,6 +334,11 @@ def ptx_signatures() -> list:
             ("rmsprop_step", rmsprop_step.py_func, (v, v, v, v, v, dt, dt, dt, b, dt, dt, dt, b, b)),
             ("adagrad_step", adagrad_step.py_func, (v, v, v, dt, dt, dt, b)),
             ("adadelta_step", adadelta_step.py_func, (v, v, v, v, dt, dt, dt, dt, b)),
+            ("nadam_step", nadam_step.py_func, (v, v, v, v, dt, b, dt, dt, dt, dt, dt, dt, dt, b, b)),
+            ("radam_step", radam_step.py_func, (v, v, v, v, dt, b, dt, dt, dt, dt, dt, dt, b, dt, dt, b, b)),
+            ("adamax_step", adamax_step.py_func, (v, v, v, v, dt, b, dt, dt, dt, dt, b)),
+            ("asgd_step", asgd_step.py_func, (v, v, v, dt, dt, dt, b, dt, b)),
+            ("rprop_step", rprop_step.py_func, (v, v, v, v, dt, dt, dt, dt, b)),
             ("non_finite_check_and_unscale", non_finite_check_and_unscale.py_func, (v, types.int32[::1], dt)),
         ]
     return cases
