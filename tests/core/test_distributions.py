@@ -114,4 +114,4 @@ def test_errors():
         Normal(zgrad.zeros(2), zgrad.tensor([1.0, 0.0]))
     with pytest.raises(TypeError, match="sample_shape must be a tuple"):
         Normal(0.0, 1.0).sample(5)
-    assert repr(Categorical(probs=zgrad.ones(2, 3))) == "Categorical(probs: (2, 3))"
+    assert repr(Categorical(probs=zgrad.ones(2, 3))) == "Categorical(probs: zgrad.Size([2, 3]))"  # torch's repr

@@ -2,106 +2,134 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
 
-from zgrad import ops
-from zgrad.distributions._support import as_tensor, constraint_error, extended_shape
-from zgrad.engine.grad_mode import no_grad
-from zgrad.random import numpy_generator
+from zgrad.creation import arange, full
+from zgrad.distributions import constraints
+from zgrad.distributions.distribution import Distribution
+from zgrad.distributions.utils import _draw_on_host, lazy_property, logits_to_probs, probs_to_logits
+from zgrad.memory_formats import Size
 from zgrad.tensor import Tensor
+from zgrad.type_info import finfo
 
 __all__ = ["Categorical"]
 
 
-class Categorical:
+class Categorical(Distribution):
     """Categories 0..K-1 along the last dimension of ``probs`` or ``logits`` (exactly one given);
     the leading dimensions are the batch shape.
 
-    ``probs`` need not sum to 1 (it is normalized); ``logits`` are normalized to log-probabilities.
-    The other parameter is derived lazily as PyTorch does (softmax, or log of the clamped probs).
-    ``log_prob`` and ``entropy`` are differentiable with respect to the given parameter.
+    ``probs`` need not sum to 1 (they are normalized); ``logits`` are normalized to log-probabilities.
+    The other parameter is derived lazily (softmax, or log of the clamped probs). ``log_prob`` and
+    ``entropy`` are differentiable with respect to the given parameter.
+
+    Args:
+        probs: nonnegative, finite event weights with a nonzero sum.
+        logits: unnormalized event log-probabilities.
+        validate_args: check the parameters and scored values (None: the default).
 
     Raises:
-        ValueError: both or neither of probs/logits, a 0-d parameter, negative or non-finite probs.
+        ValueError: both or neither of probs/logits; a 0-d parameter; with validation, probs that are
+            not a simplex once normalized (negative or non-finite) or NaN logits.
     """
 
-    def __init__(self, probs: Any = None, logits: Any = None, validate_args: bool | None = None) -> None:
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
+    has_enumerate_support = True
+
+    def __init__(self, probs: Tensor | None = None, logits: Tensor | None = None,
+                 validate_args: bool | None = None) -> None:
         if (probs is None) == (logits is None):
             raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        self._validate = validate_args is not False
         if probs is not None:
-            probs = as_tensor(probs)
             if probs.ndim < 1:
                 raise ValueError("`probs` parameter must be at least one-dimensional.")
-            if self._validate and not bool(np.all(np.isfinite(probs.numpy())) and np.all(probs.numpy() >= 0)):
-                raise constraint_error("Categorical", "probs", probs, "Simplex()")
-            self._probs, self._logits = probs / probs.sum(-1, keepdim=True), None
-            param, self._given = probs, "probs"
+            self.probs = probs / probs.sum(-1, keepdim=True)
+            self._param = self.probs
         else:
-            logits = as_tensor(logits)
             if logits.ndim < 1:
                 raise ValueError("`logits` parameter must be at least one-dimensional.")
-            self._probs, self._logits = None, logits - logits.logsumexp(-1, keepdim=True)
-            param, self._given = logits, "logits"
-        self._num_events = param.shape[-1]
-        self.batch_shape = tuple(param.shape[:-1])
-        self.event_shape: tuple[int, ...] = ()
+            self.logits = logits - logits.logsumexp(-1, keepdim=True)
+            self._param = self.logits
+        self._num_events = self._param.shape[-1]
+        super().__init__(self._param.shape[:-1], validate_args=validate_args)
 
-    @property
+    def expand(self, batch_shape: Sequence[int], _instance: Any = None) -> Categorical:
+        new = self._get_checked_instance(Categorical, _instance)
+        param_shape = tuple(batch_shape) + (self._num_events,)
+        for name in ("probs", "logits"):
+            if name in self.__dict__:
+                setattr(new, name, self.__dict__[name].expand(param_shape))
+                new._param = new.__dict__[name]
+        new._num_events = self._num_events
+        return self._finish_expand(new, batch_shape)
+
+    @constraints.dependent_property(is_discrete=True, event_dim=0)
+    def support(self) -> constraints.Constraint:
+        return constraints.integer_interval(0, self._num_events - 1)
+
+    @lazy_property
+    def logits(self) -> Tensor:
+        """The normalized log-probabilities (log of the probs clamped to [eps, 1 - eps] when probs were
+        given)."""
+        return probs_to_logits(self.probs)
+
+    @lazy_property
     def probs(self) -> Tensor:
         """The normalized probabilities (softmax of the logits when logits were given)."""
-        if self._probs is None:
-            self._probs = ops.softmax(self._logits, -1)
-        return self._probs
+        return logits_to_probs(self.logits)
 
     @property
-    def logits(self) -> Tensor:
-        """The normalized log-probabilities (log of probs clamped to [eps, 1 - eps] when probs were given)."""
-        if self._logits is None:
-            eps = float(np.finfo(self._probs.dtype).eps)
-            self._logits = ops.log(ops.clamp(self._probs, eps, 1 - eps))
-        return self._logits
+    def param_shape(self) -> Size:
+        """batch_shape + (K,)."""
+        return self._param.shape
 
     @property
-    def param_shape(self) -> tuple[int, ...]:
-        return (*self.batch_shape, self._num_events)
+    def mean(self) -> Tensor:
+        """NaN: categories have no mean."""
+        return full(self._extended_shape(), math.nan, dtype=self.probs.dtype, device=self.probs.device)
 
-    def sample(self, sample_shape: Sequence[int] = ()) -> Tensor:
-        """Category indices (int64) of shape sample_shape + batch_shape, from the default generator."""
-        shape = extended_shape(sample_shape, self.batch_shape)
-        with no_grad():
-            cdf = np.cumsum(np.asarray(self.probs.numpy(), dtype=np.float64), axis=-1)
-        draws = numpy_generator().random(shape)[..., None] * cdf[..., -1:]
-        # The count of cumulative probabilities at or below a uniform draw is the category drawn.
-        indices = np.minimum((draws >= cdf).sum(-1), self._num_events - 1)
-        return Tensor(indices.astype(np.int64))
+    @property
+    def mode(self) -> Tensor:
+        return self.probs.argmax(-1)
 
-    def log_prob(self, value: Any) -> Tensor:
+    @property
+    def variance(self) -> Tensor:
+        """NaN: categories have no variance."""
+        return full(self._extended_shape(), math.nan, dtype=self.probs.dtype, device=self.probs.device)
+
+    def sample(self, sample_shape: Sequence[int] = Size()) -> Tensor:
+        """Category indices (int64) of shape sample_shape + batch_shape, from the default generator of
+        the parameters' device."""
+        shape = self._extended_shape(sample_shape)
+        cdf = np.cumsum(self.probs.detach().cpu().numpy().astype(np.float64), axis=-1)
+
+        def draw(generator: np.random.Generator) -> np.ndarray:
+            scaled = generator.random(shape)[..., None] * cdf[..., -1:]
+            # the count of cumulative probabilities at or below a uniform draw is the category drawn
+            return np.minimum((scaled >= cdf).sum(-1), self._num_events - 1)
+
+        return _draw_on_host(self._param, draw, dtype=np.int64)
+
+    def log_prob(self, value: Tensor) -> Tensor:
         """log P(value), broadcasting ``value`` (integer categories) against the batch shape.
 
         Raises:
-            ValueError: a value outside {0, ..., K-1}.
+            ValueError: with validation, a value that is no tensor or outside {0, ..., K-1}.
         """
-        value = as_tensor(value)
-        if self._validate:
-            array = value.numpy()
-            if array.size and (np.any(array != np.floor(array)) or array.min() < 0 or array.max() >= self._num_events):
-                raise ValueError(f"Expected value argument ({type(value).__name__} of shape {tuple(value.shape)}) to "
-                                 f"be within the support (IntegerInterval(lower_bound=0, upper_bound="
-                                 f"{self._num_events - 1})) of the distribution {self!r}, but found invalid values:\n"
-                                 f"{value}")
-        index = ops.unsqueeze(value.long(), -1)
-        shape = tuple(np.broadcast_shapes(index.shape, self.logits.shape))
-        log_pmf = ops.expand(self.logits, shape)
-        index = ops.expand(index, shape[:-1] + (1,))
-        return ops.squeeze(ops.gather(log_pmf, -1, index), -1)
+        if self._validate_args:
+            self._validate_sample(value)
+        index = value.long().unsqueeze(-1)
+        shape = tuple(np.broadcast_shapes(tuple(index.shape), tuple(self.logits.shape)))
+        return self.logits.expand(shape).gather(-1, index.expand(shape[:-1] + (1,))).squeeze(-1)
 
     def entropy(self) -> Tensor:
         """-sum(p log p) over the categories (0 log 0 counted as 0)."""
-        min_real = float(np.finfo(self.logits.dtype).min)
-        return -(ops.clamp(self.logits, min_real, None) * self.probs).sum(-1)
+        logits = self.logits.clamp(min=finfo(self.logits.dtype).min)
+        return -(logits * self.probs).sum(-1)
 
-    def __repr__(self) -> str:
-        return f"Categorical({self._given}: {self.param_shape})"
+    def enumerate_support(self, expand: bool = True) -> Tensor:
+        values = arange(self._num_events, device=self._param.device).reshape((-1,) + (1,) * len(self._batch_shape))
+        return values.expand((-1,) + tuple(self._batch_shape)) if expand else values

@@ -5,12 +5,10 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-import numpy as np
-
-from zgrad import ops
-from zgrad.distributions._support import as_tensor, constraint_error, extended_shape
-from zgrad.engine.grad_mode import no_grad
-from zgrad.random import numpy_generator
+from zgrad.distributions import constraints
+from zgrad.distributions.exp_family import ExponentialFamily
+from zgrad.distributions.utils import NUMBER_TYPES, _standard_normal, broadcast_all
+from zgrad.memory_formats import Size
 from zgrad.tensor import Tensor
 
 __all__ = ["Normal"]
@@ -18,25 +16,37 @@ __all__ = ["Normal"]
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
-class Normal:
+class Normal(ExponentialFamily):
     """N(loc, scale**2), with ``loc`` and ``scale`` (tensors or numbers) broadcast to the batch shape.
 
-    ``rsample`` is reparameterized (loc + eps * scale, eps ~ N(0, 1) from the default generator),
-    so gradients flow to loc and scale; ``log_prob`` and ``entropy`` are differentiable too.
+    ``rsample`` is reparameterized (loc + eps * scale, eps ~ N(0, 1) from the default generator of
+    the parameters' device), so gradients flow to loc and scale; ``log_prob``, ``cdf``, ``icdf``
+    and ``entropy`` are differentiable too.
+
+    Args:
+        loc: the mean.
+        scale: the standard deviation (positive).
+        validate_args: check the parameters and scored values (None: the default).
 
     Raises:
-        ValueError: a scale that is not positive (with ``validate_args``, the default).
+        ValueError: with validation, a NaN loc or a scale that is not positive.
     """
 
-    def __init__(self, loc: Any, scale: Any, validate_args: bool | None = None) -> None:
-        like = loc if isinstance(loc, Tensor) else scale
-        loc, scale = as_tensor(loc, like), as_tensor(scale, like)
-        self.batch_shape = tuple(np.broadcast_shapes(loc.shape, scale.shape))
-        self.event_shape: tuple[int, ...] = ()
-        self.loc = loc if loc.shape == self.batch_shape else ops.expand(loc, self.batch_shape)
-        self.scale = scale if scale.shape == self.batch_shape else ops.expand(scale, self.batch_shape)
-        if validate_args is not False and not bool(np.all(self.scale.numpy() > 0)):
-            raise constraint_error(repr(self), "scale", self.scale, "GreaterThan(lower_bound=0.0)")
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+    _mean_carrier_measure = 0
+
+    def __init__(self, loc: Tensor | float, scale: Tensor | float, validate_args: bool | None = None) -> None:
+        self.loc, self.scale = broadcast_all(loc, scale)
+        scalar = isinstance(loc, NUMBER_TYPES) and isinstance(scale, NUMBER_TYPES)
+        super().__init__(Size() if scalar else self.loc.shape, validate_args=validate_args)
+
+    def expand(self, batch_shape: Sequence[int], _instance: Any = None) -> Normal:
+        new = self._get_checked_instance(Normal, _instance)
+        new.loc = self.loc.expand(batch_shape)
+        new.scale = self.scale.expand(batch_shape)
+        return self._finish_expand(new, batch_shape)
 
     @property
     def mean(self) -> Tensor:
@@ -52,28 +62,35 @@ class Normal:
 
     @property
     def variance(self) -> Tensor:
-        return self.scale * self.scale
+        return self.stddev.pow(2)
 
-    def rsample(self, sample_shape: Sequence[int] = ()) -> Tensor:
-        """A reparameterized sample of shape sample_shape + batch_shape (differentiable)."""
-        shape = extended_shape(sample_shape, self.batch_shape)
-        eps = numpy_generator().standard_normal(shape, dtype=np.float32 if self.loc.dtype == np.float32 else
-                                                  np.float64)
-        return self.loc + Tensor(eps) * self.scale
+    def rsample(self, sample_shape: Sequence[int] = Size()) -> Tensor:
+        eps = _standard_normal(self._extended_shape(sample_shape), self.loc.dtype, self.loc.device)
+        return self.loc + eps * self.scale
 
-    def sample(self, sample_shape: Sequence[int] = ()) -> Tensor:
-        """A sample of shape sample_shape + batch_shape, outside the graph."""
-        with no_grad():
-            return self.rsample(sample_shape)
-
-    def log_prob(self, value: Any) -> Tensor:
+    def log_prob(self, value: Tensor) -> Tensor:
         """-(value - loc)**2 / (2 scale**2) - log(scale) - log(sqrt(2 pi))."""
-        value = as_tensor(value, self.loc)
-        return -((value - self.loc) ** 2) / (2 * self.variance) - ops.log(self.scale) - _HALF_LOG_2PI
+        if self._validate_args:
+            self._validate_sample(value)
+        return -((value - self.loc) ** 2) / (2 * self.scale**2) - self.scale.log() - _HALF_LOG_2PI
+
+    def cdf(self, value: Tensor) -> Tensor:
+        """(1 + erf((value - loc) / (scale sqrt(2)))) / 2."""
+        if self._validate_args:
+            self._validate_sample(value)
+        return 0.5 * (1 + ((value - self.loc) * self.scale.reciprocal() / math.sqrt(2)).erf())
+
+    def icdf(self, value: Tensor) -> Tensor:
+        """loc + scale sqrt(2) erfinv(2 value - 1)."""
+        return self.loc + self.scale * (2 * value - 1).erfinv() * math.sqrt(2)
 
     def entropy(self) -> Tensor:
         """0.5 + 0.5 log(2 pi) + log(scale)."""
-        return ops.log(self.scale) + (0.5 + _HALF_LOG_2PI)
+        return 0.5 + _HALF_LOG_2PI + self.scale.log()
 
-    def __repr__(self) -> str:
-        return f"Normal(loc: {self.loc.shape}, scale: {self.scale.shape})"
+    @property
+    def _natural_params(self) -> tuple[Tensor, Tensor]:
+        return self.loc / self.scale.pow(2), -0.5 * self.scale.pow(2).reciprocal()
+
+    def _log_normalizer(self, x: Tensor, y: Tensor) -> Tensor:
+        return -0.25 * x.pow(2) / y + 0.5 * (-math.pi / y).log()
