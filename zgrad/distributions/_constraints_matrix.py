@@ -116,42 +116,9 @@ def _check_dim(dim: int, value: Tensor) -> None:
         raise IndexError(f"dim {dim} out of range for value with {value.ndim} dimensions")
 
 
-class _Cat(Constraint):
-    """``cseq[i]`` on the i-th block of ``lengths[i]`` entries along ``dim`` (as ``cat`` joins them).
-
-    Raises:
-        TypeError: an entry of ``cseq`` that is no Constraint.
-        ValueError: ``lengths`` and ``cseq`` of different lengths.
-    """
-
-    def __init__(self, cseq: Sequence[Constraint], dim: int = 0, lengths: Sequence[int] | None = None) -> None:
-        if not all(isinstance(c, Constraint) for c in cseq):
-            raise TypeError("All elements of cseq must be Constraint instances")
-        self.cseq = list(cseq)
-        self.lengths = [1] * len(self.cseq) if lengths is None else list(lengths)
-        if len(self.lengths) != len(self.cseq):
-            raise ValueError(f"lengths ({len(self.lengths)}) must match cseq ({len(self.cseq)})")
-        self.dim = dim
-
-    @property
-    def is_discrete(self) -> bool:  # type: ignore[override]
-        return any(c.is_discrete for c in self.cseq)
-
-    @property
-    def event_dim(self) -> int:  # type: ignore[override]
-        return max(c.event_dim for c in self.cseq)
-
-    def check(self, value: Tensor) -> Tensor:
-        _check_dim(self.dim, value)
-        checks, start = [], 0
-        for constraint, length in zip(self.cseq, self.lengths):
-            checks.append(constraint.check(value.narrow(self.dim, start, length)))
-            start += length
-        return cat_tensors(checks, self.dim)
-
-
-class _Stack(Constraint):
-    """``cseq[i]`` on the i-th slice along ``dim`` (as ``stack`` joins them).
+class _Joined(Constraint):
+    """The base of :class:`_Cat` and :class:`_Stack`: the constraints ``cseq``, each on its part of a
+    value along ``dim``; discrete when any of them is.
 
     Raises:
         TypeError: an entry of ``cseq`` that is no Constraint.
@@ -166,6 +133,41 @@ class _Stack(Constraint):
     @property
     def is_discrete(self) -> bool:  # type: ignore[override]
         return any(c.is_discrete for c in self.cseq)
+
+
+class _Cat(_Joined):
+    """``cseq[i]`` on the i-th block of ``lengths[i]`` entries along ``dim`` (as ``cat`` joins them).
+
+    Raises:
+        TypeError: an entry of ``cseq`` that is no Constraint.
+        ValueError: ``lengths`` and ``cseq`` of different lengths.
+    """
+
+    def __init__(self, cseq: Sequence[Constraint], dim: int = 0, lengths: Sequence[int] | None = None) -> None:
+        super().__init__(cseq, dim)
+        self.lengths = [1] * len(self.cseq) if lengths is None else list(lengths)
+        if len(self.lengths) != len(self.cseq):
+            raise ValueError(f"lengths ({len(self.lengths)}) must match cseq ({len(self.cseq)})")
+
+    @property
+    def event_dim(self) -> int:  # type: ignore[override]
+        return max(c.event_dim for c in self.cseq)
+
+    def check(self, value: Tensor) -> Tensor:
+        _check_dim(self.dim, value)
+        checks, start = [], 0
+        for constraint, length in zip(self.cseq, self.lengths):
+            checks.append(constraint.check(value.narrow(self.dim, start, length)))
+            start += length
+        return cat_tensors(checks, self.dim)
+
+
+class _Stack(_Joined):
+    """``cseq[i]`` on the i-th slice along ``dim`` (as ``stack`` joins them).
+
+    Raises:
+        TypeError: an entry of ``cseq`` that is no Constraint.
+    """
 
     @property
     def event_dim(self) -> int:  # type: ignore[override]

@@ -24,12 +24,27 @@ from zgrad.tensor import Tensor
 __all__: list[str] = []
 
 
-def _infinite_like(tensor: Tensor) -> Tensor:
-    return full_like(tensor, math.inf)
-
-
 def _x_log_x(tensor: Tensor) -> Tensor:
     return tensor.xlogy(tensor)  # 0 at 0
+
+
+def _register_infinite_kl(type_p: type, param: str, types_q: tuple[type, ...]) -> None:
+    """Register KL(p || q) = inf, of the shape, dtype and device of p's parameter ``param``, for p of
+    ``type_p`` and q of each of ``types_q`` (families whose support leaves out part of p's). The pairs
+    share one function, so that a lookup between two of them is no ambiguity."""
+
+    def kl_infinite(p: Distribution, q: Distribution) -> Tensor:
+        return full_like(getattr(p, param), math.inf)
+
+    for type_q in types_q:
+        register_kl(type_p, type_q)(kl_infinite)
+
+
+_register_infinite_kl(Exponential, "rate", (Beta, Uniform))
+_register_infinite_kl(Gamma, "concentration", (Beta, Uniform))
+_register_infinite_kl(Laplace, "loc", (Beta, Exponential, Gamma, Uniform))
+_register_infinite_kl(Normal, "loc", (Beta, Exponential, Gamma, Uniform))
+_register_infinite_kl(Poisson, "rate", (Bernoulli, Binomial))
 
 
 @register_kl(Bernoulli, Poisson)
@@ -68,12 +83,6 @@ def _kl_beta_uniform(p: Beta, q: Uniform) -> Tensor:
     return where(outside, math.inf, result)
 
 
-@register_kl(Exponential, Beta)
-@register_kl(Exponential, Uniform)
-def _kl_exponential_infinity(p: Exponential, q: Distribution) -> Tensor:
-    return _infinite_like(p.rate)
-
-
 @register_kl(Exponential, Gamma)
 def _kl_exponential_gamma(p: Exponential, q: Gamma) -> Tensor:
     ratio = q.rate / p.rate
@@ -92,12 +101,6 @@ def _kl_exponential_normal(p: Exponential, q: Normal) -> Tensor:
     return t1 - 1 + (t2 - t3 + t4) / var_normal
 
 
-@register_kl(Gamma, Beta)
-@register_kl(Gamma, Uniform)
-def _kl_gamma_infinity(p: Gamma, q: Distribution) -> Tensor:
-    return _infinite_like(p.concentration)
-
-
 @register_kl(Gamma, Exponential)
 def _kl_gamma_exponential(p: Gamma, q: Exponential) -> Tensor:
     return -p.entropy() - q.rate.log() + q.rate * p.concentration / p.rate
@@ -114,14 +117,6 @@ def _kl_gamma_normal(p: Gamma, q: Normal) -> Tensor:
     return t1 + (p.concentration - 1) * p.concentration.digamma() + (t2 - t3 + t4) / var_normal
 
 
-@register_kl(Laplace, Beta)
-@register_kl(Laplace, Exponential)
-@register_kl(Laplace, Gamma)
-@register_kl(Laplace, Uniform)
-def _kl_laplace_infinity(p: Laplace, q: Distribution) -> Tensor:
-    return _infinite_like(p.loc)
-
-
 @register_kl(Laplace, Normal)
 def _kl_laplace_normal(p: Laplace, q: Normal) -> Tensor:
     var_normal = q.scale.pow(2)
@@ -133,14 +128,6 @@ def _kl_laplace_normal(p: Laplace, q: Normal) -> Tensor:
     return -t1 + scale_sqr_var_ratio + (t2 - t3 + t4) / var_normal - 1
 
 
-@register_kl(Normal, Beta)
-@register_kl(Normal, Exponential)
-@register_kl(Normal, Gamma)
-@register_kl(Normal, Uniform)
-def _kl_normal_infinity(p: Normal, q: Distribution) -> Tensor:
-    return _infinite_like(p.loc)
-
-
 @register_kl(Normal, Laplace)
 def _kl_normal_laplace(p: Normal, q: Laplace) -> Tensor:
     loc_diff = p.loc - q.loc
@@ -150,12 +137,6 @@ def _kl_normal_laplace(p: Normal, q: Laplace) -> Tensor:
     t2 = math.sqrt(2 / math.pi) * p.scale * (-0.5 * loc_diff_scale_ratio.pow(2)).exp()
     t3 = loc_diff * (math.sqrt(0.5) * loc_diff_scale_ratio).erf()
     return -t1 + (t2 + t3) / q.scale - (0.5 * (1 + math.log(0.5 * math.pi)))
-
-
-@register_kl(Poisson, Bernoulli)
-@register_kl(Poisson, Binomial)
-def _kl_poisson_infinity(p: Poisson, q: Distribution) -> Tensor:
-    return _infinite_like(p.rate)
 
 
 @register_kl(Uniform, Beta)

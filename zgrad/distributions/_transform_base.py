@@ -3,7 +3,7 @@ inverse it hands out as ``.inv``; re-exported by :mod:`zgrad.distributions.trans
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from zgrad.distributions import constraints
 from zgrad.memory_formats import Size
@@ -87,24 +87,23 @@ class Transform:
 
     def __call__(self, x: Tensor) -> Tensor:
         """y = t(x)."""
-        if self._cache_size == 0:
-            return self._call(x)
-        x_old, y_old = self._cached_x_y
-        if x is x_old:
-            return y_old
-        y = self._call(x)
-        self._cached_x_y = x, y
-        return y
+        return self._through_cache(x, self._call, forward=True)
 
     def _inv_call(self, y: Tensor) -> Tensor:
+        return self._through_cache(y, self._inverse, forward=False)
+
+    def _through_cache(self, value: Tensor, compute: Callable[[Tensor], Tensor], forward: bool) -> Tensor:
+        """``compute(value)``, or with a cache the other side of the cached pair when ``value`` is (the
+        same object as) its x (``forward``) or its y; a computed pair replaces the cached one."""
         if self._cache_size == 0:
-            return self._inverse(y)
+            return compute(value)
         x_old, y_old = self._cached_x_y
-        if y is y_old:
-            return x_old
-        x = self._inverse(y)
-        self._cached_x_y = x, y
-        return x
+        known, other = (x_old, y_old) if forward else (y_old, x_old)
+        if value is known:
+            return other
+        result = compute(value)
+        self._cached_x_y = (value, result) if forward else (result, value)
+        return result
 
     def _call(self, x: Tensor) -> Tensor:
         raise NotImplementedError

@@ -7,8 +7,9 @@ from typing import Any, Sequence
 
 from zgrad.creation import arange
 from zgrad.distributions import constraints
+from zgrad.distributions._probs_or_logits import _BinaryProbsOrLogits, _expand_probs_or_logits
 from zgrad.distributions.exp_family import ExponentialFamily
-from zgrad.distributions.utils import NUMBER_TYPES, broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from zgrad.distributions.utils import broadcast_all
 from zgrad.memory_formats import Size
 from zgrad.ops.indexing import where
 from zgrad.ops.loss_pointwise import binary_cross_entropy_with_logits
@@ -18,7 +19,7 @@ from zgrad.tensor import Tensor
 __all__ = ["Bernoulli"]
 
 
-class Bernoulli(ExponentialFamily):
+class Bernoulli(_BinaryProbsOrLogits, ExponentialFamily):
     """1 with probability ``probs`` (or sigmoid(``logits``)), else 0; exactly one of the two given.
 
     Samples are floats of the parameter's dtype. ``log_prob`` and ``entropy`` are differentiable
@@ -40,23 +41,12 @@ class Bernoulli(ExponentialFamily):
 
     def __init__(self, probs: Tensor | float | None = None, logits: Tensor | float | None = None,
                  validate_args: bool | None = None) -> None:
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        if probs is not None:
-            (self.probs,) = broadcast_all(probs)
-            self._param = self.probs
-        else:
-            (self.logits,) = broadcast_all(logits)
-            self._param = self.logits
-        scalar = isinstance(probs if probs is not None else logits, NUMBER_TYPES)
-        super().__init__(Size() if scalar else self._param.shape, validate_args=validate_args)
+        self._set_probs_or_logits(probs, logits)
+        super().__init__(self._param.shape, validate_args=validate_args)
 
     def expand(self, batch_shape: Sequence[int], _instance: Any = None) -> Bernoulli:
         new = self._get_checked_instance(Bernoulli, _instance)
-        for name in ("probs", "logits"):
-            if name in self.__dict__:
-                setattr(new, name, self.__dict__[name].expand(batch_shape))
-                new._param = new.__dict__[name]
+        _expand_probs_or_logits(self, new, batch_shape)
         return self._finish_expand(new, batch_shape)
 
     @property
@@ -72,16 +62,6 @@ class Bernoulli(ExponentialFamily):
     @property
     def variance(self) -> Tensor:
         return self.probs * (1 - self.probs)
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        """The log-odds (of the probs clamped to [eps, 1 - eps] when probs were given)."""
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        """The probability of 1 (sigmoid of the logits when logits were given)."""
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def param_shape(self) -> Size:

@@ -8,8 +8,8 @@ import numpy as np
 
 from zgrad.creation import arange
 from zgrad.distributions import constraints
-from zgrad.distributions.distribution import Distribution
-from zgrad.distributions.utils import _draw_on_host, broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from zgrad.distributions._probs_or_logits import _BinaryProbsOrLogits, _expand_probs_or_logits
+from zgrad.distributions.utils import _draw_on_host
 from zgrad.memory_formats import Size
 from zgrad.tensor import Tensor
 
@@ -21,7 +21,7 @@ def _clamp_by_zero(x: Tensor) -> Tensor:
     return (x.clamp(min=0) + x - x.clamp(max=0)) / 2
 
 
-class Binomial(Distribution):
+class Binomial(_BinaryProbsOrLogits):
     """P(k) = C(n, k) p**k (1 - p)**(n - k), n = ``total_count``, p = ``probs`` or sigmoid(``logits``)
     (exactly one given); ``total_count`` broadcasts with the probabilities and takes their dtype.
 
@@ -42,24 +42,14 @@ class Binomial(Distribution):
 
     def __init__(self, total_count: Tensor | int = 1, probs: Tensor | None = None, logits: Tensor | None = None,
                  validate_args: bool | None = None) -> None:
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        if probs is not None:
-            total_count, self.probs = broadcast_all(total_count, probs)
-            self._param = self.probs
-        else:
-            total_count, self.logits = broadcast_all(total_count, logits)
-            self._param = self.logits
+        (total_count,) = self._set_probs_or_logits(probs, logits, total_count)
         self.total_count = total_count.to(self._param.dtype)
         super().__init__(self._param.shape, validate_args=validate_args)
 
     def expand(self, batch_shape: Sequence[int], _instance: Any = None) -> Binomial:
         new = self._get_checked_instance(Binomial, _instance)
         new.total_count = self.total_count.expand(batch_shape)
-        for name in ("probs", "logits"):
-            if name in self.__dict__:
-                setattr(new, name, self.__dict__[name].expand(batch_shape))
-                new._param = new.__dict__[name]
+        _expand_probs_or_logits(self, new, batch_shape)
         return self._finish_expand(new, batch_shape)
 
     @constraints.dependent_property(is_discrete=True, event_dim=0)
@@ -77,16 +67,6 @@ class Binomial(Distribution):
     @property
     def variance(self) -> Tensor:
         return self.total_count * self.probs * (1 - self.probs)
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        """The log-odds of success."""
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        """The success probability."""
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def param_shape(self) -> Size:

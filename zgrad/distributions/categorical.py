@@ -9,6 +9,7 @@ import numpy as np
 
 from zgrad.creation import arange, full
 from zgrad.distributions import constraints
+from zgrad.distributions._probs_or_logits import _check_probs_or_logits, _expand_probs_or_logits
 from zgrad.distributions.distribution import Distribution
 from zgrad.distributions.utils import _draw_on_host, lazy_property, logits_to_probs, probs_to_logits
 from zgrad.memory_formats import Size
@@ -41,8 +42,7 @@ class Categorical(Distribution):
 
     def __init__(self, probs: Tensor | None = None, logits: Tensor | None = None,
                  validate_args: bool | None = None) -> None:
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+        _check_probs_or_logits(probs, logits)
         if probs is not None:
             if probs.ndim < 1:
                 raise ValueError("`probs` parameter must be at least one-dimensional.")
@@ -59,10 +59,7 @@ class Categorical(Distribution):
     def expand(self, batch_shape: Sequence[int], _instance: Any = None) -> Categorical:
         new = self._get_checked_instance(Categorical, _instance)
         param_shape = tuple(batch_shape) + (self._num_events,)
-        for name in ("probs", "logits"):
-            if name in self.__dict__:
-                setattr(new, name, self.__dict__[name].expand(param_shape))
-                new._param = new.__dict__[name]
+        _expand_probs_or_logits(self, new, param_shape)
         new._num_events = self._num_events
         return self._finish_expand(new, batch_shape)
 

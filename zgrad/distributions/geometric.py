@@ -6,8 +6,8 @@ from typing import Any, Sequence
 
 from zgrad.creation import empty, zeros_like
 from zgrad.distributions import constraints
-from zgrad.distributions.distribution import Distribution
-from zgrad.distributions.utils import NUMBER_TYPES, broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from zgrad.distributions._probs_or_logits import _BinaryProbsOrLogits, _expand_probs_or_logits
+from zgrad.distributions.utils import broadcast_all
 from zgrad.engine.grad_mode import no_grad
 from zgrad.memory_formats import Size
 from zgrad.ops.indexing import where
@@ -18,7 +18,7 @@ from zgrad.type_info import finfo
 __all__ = ["Geometric"]
 
 
-class Geometric(Distribution):
+class Geometric(_BinaryProbsOrLogits):
     """P(k) = (1 - p)**k p on k = 0, 1, ..., p = ``probs`` or sigmoid(``logits``) (exactly one given).
     Samples are floats of the parameter's dtype.
 
@@ -37,14 +37,8 @@ class Geometric(Distribution):
 
     def __init__(self, probs: Tensor | float | None = None, logits: Tensor | float | None = None,
                  validate_args: bool | None = None) -> None:
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        if probs is not None:
-            (self.probs,) = broadcast_all(probs)
-        else:
-            (self.logits,) = broadcast_all(logits)
-        given = probs if probs is not None else logits
-        super().__init__(Size() if isinstance(given, NUMBER_TYPES) else given.shape, validate_args=validate_args)
+        self._set_probs_or_logits(probs, logits)
+        super().__init__(self._param.shape, validate_args=validate_args)
         if self._validate_args and probs is not None:
             positive = self.probs > 0
             if not bool(positive.all()):
@@ -54,9 +48,7 @@ class Geometric(Distribution):
 
     def expand(self, batch_shape: Sequence[int], _instance: Any = None) -> Geometric:
         new = self._get_checked_instance(Geometric, _instance)
-        for name in ("probs", "logits"):
-            if name in self.__dict__:
-                setattr(new, name, self.__dict__[name].expand(batch_shape))
+        _expand_probs_or_logits(self, new, batch_shape)
         return self._finish_expand(new, batch_shape)
 
     @property
@@ -70,16 +62,6 @@ class Geometric(Distribution):
     @property
     def variance(self) -> Tensor:
         return (1.0 / self.probs - 1.0) / self.probs
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        """The log-odds of success."""
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        """The success probability."""
-        return logits_to_probs(self.logits, is_binary=True)
 
     def sample(self, sample_shape: Sequence[int] = Size()) -> Tensor:
         """floor(log(u) / log(1 - p)) for u ~ U(tiny, 1) (inverse-cdf sampling)."""

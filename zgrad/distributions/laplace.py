@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Sequence
 
 from zgrad.creation import empty
-from zgrad.distributions import constraints
-from zgrad.distributions.distribution import Distribution
-from zgrad.distributions.utils import NUMBER_TYPES, broadcast_all
+from zgrad.distributions._loc_scale import _LocScale
 from zgrad.memory_formats import Size
 from zgrad.tensor import Tensor
 from zgrad.type_info import finfo
@@ -16,7 +14,7 @@ from zgrad.type_info import finfo
 __all__ = ["Laplace"]
 
 
-class Laplace(Distribution):
+class Laplace(_LocScale):
     """Density exp(-|x - loc| / scale) / (2 scale).
 
     ``rsample`` is reparameterized (inverse-cdf of a uniform draw).
@@ -29,29 +27,6 @@ class Laplace(Distribution):
     Raises:
         ValueError: with validation, a NaN loc or a scale that is not positive.
     """
-
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc: Tensor | float, scale: Tensor | float, validate_args: bool | None = None) -> None:
-        self.loc, self.scale = broadcast_all(loc, scale)
-        scalar = isinstance(loc, NUMBER_TYPES) and isinstance(scale, NUMBER_TYPES)
-        super().__init__(Size() if scalar else self.loc.shape, validate_args=validate_args)
-
-    def expand(self, batch_shape: Sequence[int], _instance: Any = None) -> Laplace:
-        new = self._get_checked_instance(Laplace, _instance)
-        new.loc = self.loc.expand(batch_shape)
-        new.scale = self.scale.expand(batch_shape)
-        return self._finish_expand(new, batch_shape)
-
-    @property
-    def mean(self) -> Tensor:
-        return self.loc
-
-    @property
-    def mode(self) -> Tensor:
-        return self.loc
 
     @property
     def variance(self) -> Tensor:

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from zgrad.creation import eye
 from zgrad.distributions import constraints
-from zgrad.distributions.distribution import Distribution
+from zgrad.distributions._loc_scale import _CentredAtLoc
 from zgrad.distributions.utils import _standard_normal, lazy_property
 from zgrad.linalg import cholesky, solve_triangular
 from zgrad.memory_formats import Size
@@ -41,7 +41,7 @@ def _precision_to_scale_tril(precision: Tensor) -> Tensor:
     return solve_triangular(inverse_factor, identity, upper=False)
 
 
-class MultivariateNormal(Distribution):
+class MultivariateNormal(_CentredAtLoc):
     """N(loc, Sigma) over vectors (the last dimension of ``loc`` is the event), with Sigma given as
     exactly one of a covariance matrix, a precision matrix, or its lower Cholesky factor
     ``scale_tril``. Every computation uses the Cholesky factor (computed once when another form is
@@ -121,14 +121,6 @@ class MultivariateNormal(Distribution):
         identity = eye(factor.shape[-1], dtype=factor.dtype, device=factor.device)
         inverse = solve_triangular(factor, identity, upper=False)
         return (inverse.mT @ inverse).expand(self._matrix_shape())
-
-    @property
-    def mean(self) -> Tensor:
-        return self.loc
-
-    @property
-    def mode(self) -> Tensor:
-        return self.loc
 
     @property
     def variance(self) -> Tensor:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Sequence
 
-from zgrad.distributions import constraints
+from zgrad.distributions._loc_scale import _LocScale
 from zgrad.distributions.exp_family import ExponentialFamily
-from zgrad.distributions.utils import NUMBER_TYPES, _standard_normal, broadcast_all
+from zgrad.distributions.utils import _standard_normal
 from zgrad.memory_formats import Size
 from zgrad.tensor import Tensor
 
@@ -16,7 +16,7 @@ __all__ = ["Normal"]
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
-class Normal(ExponentialFamily):
+class Normal(_LocScale, ExponentialFamily):
     """N(loc, scale**2), with ``loc`` and ``scale`` (tensors or numbers) broadcast to the batch shape.
 
     ``rsample`` is reparameterized (loc + eps * scale, eps ~ N(0, 1) from the default generator of
@@ -32,29 +32,7 @@ class Normal(ExponentialFamily):
         ValueError: with validation, a NaN loc or a scale that is not positive.
     """
 
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
     _mean_carrier_measure = 0
-
-    def __init__(self, loc: Tensor | float, scale: Tensor | float, validate_args: bool | None = None) -> None:
-        self.loc, self.scale = broadcast_all(loc, scale)
-        scalar = isinstance(loc, NUMBER_TYPES) and isinstance(scale, NUMBER_TYPES)
-        super().__init__(Size() if scalar else self.loc.shape, validate_args=validate_args)
-
-    def expand(self, batch_shape: Sequence[int], _instance: Any = None) -> Normal:
-        new = self._get_checked_instance(Normal, _instance)
-        new.loc = self.loc.expand(batch_shape)
-        new.scale = self.scale.expand(batch_shape)
-        return self._finish_expand(new, batch_shape)
-
-    @property
-    def mean(self) -> Tensor:
-        return self.loc
-
-    @property
-    def mode(self) -> Tensor:
-        return self.loc
 
     @property
     def stddev(self) -> Tensor:
