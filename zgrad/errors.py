@@ -19,6 +19,7 @@ __all__ = [
     "ZgradTimeoutError",
     "RemoteError",
     "AutogradError",
+    "GradcheckError",
     "CollectiveError",
     "CheckpointError",
     "StateDictError",
@@ -104,6 +105,12 @@ class RemoteError(ZgradError):
 
 class AutogradError(ZgradError):
     """A backward pass cannot run or failed (bad roots, freed graph, invalid gradient)."""
+
+
+class GradcheckError(ZgradError):
+    """``zgrad.autograd.gradcheck`` or ``gradgradcheck`` found a gradient that does not match its
+    finite differences (or another of their checks failed); ``zgrad.autograd.gradcheck.GradcheckError``,
+    as PyTorch's."""
 
 
 class CollectiveError(ZgradError):

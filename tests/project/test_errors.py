@@ -12,7 +12,7 @@ import pytest
 import zgrad
 from zgrad import nn
 from zgrad.config import load_config
-from zgrad.errors import AutogradError, CheckpointError, ConfigError, ShapeError, ZgradError
+from zgrad.errors import AutogradError, CheckpointError, ConfigError, GradcheckError, ShapeError, ZgradError
 
 F = zgrad.nn.functional
 
@@ -61,6 +61,21 @@ def test_backward_through_freed_graph():
     y.backward()
     with raises(AutogradError, "ExpBackward", "second time", "Specify retain_graph=True"):
         y.backward()
+
+
+def test_gradcheck_of_a_wrong_gradient():
+    class Square(zgrad.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * x
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad  # should be 2 * x * grad
+
+    x = zgrad.tensor([1.0, 2.0], dtype=zgrad.float64, requires_grad=True)
+    with raises(GradcheckError, "Jacobian mismatch for output 0 with respect to input 0", "numerical:", "analytical:"):
+        zgrad.autograd.gradcheck(Square.apply, (x,))
 
 
 def test_hook_on_tensor_without_grad():

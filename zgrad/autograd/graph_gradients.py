@@ -40,6 +40,9 @@ class TensorGradients:
     def device_type_of(self, grad: Tensor) -> str:
         return grad.device.type
 
+    def array_of(self, grad: Tensor) -> Any:
+        return grad._data
+
     def apply(self, node: Node, grads: list[Any]) -> Sequence[Any]:
         if isinstance(node, FunctionCtx):
             return node.apply_with_graph(grads)

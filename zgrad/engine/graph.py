@@ -13,6 +13,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
+from zgrad.engine.anomaly_mode import ANOMALY, record_forward
 from zgrad.errors import AutogradError
 from zgrad.kernels import dispatch
 
@@ -80,18 +81,25 @@ class Node:
             it runs (after the per-input ``pre_hooks``); None when there are none.
         node_posthooks: ``hook(outgoing, incoming) -> outgoing | None`` run on the gradients it
             produced; None when there are none.
+        forward_trace: made under anomaly detection: the formatted traceback of the forward call
+            that made it (None otherwise; see :mod:`zgrad.engine.anomaly_mode`).
+        forward_parent: made under anomaly detection by the backward of another node: that node.
     """
 
     always_run = False
     materialize_grads = True  # missing incoming gradients become zeros (False: None reaches apply)
     node_prehooks: dict[int, Callable[[list], Any]] | None = None  # PyTorch's register_prehook, by handle id
     node_posthooks: dict[int, Callable[[Sequence, list], Any]] | None = None  # PyTorch's register_hook
+    forward_trace: list[str] | None = None
+    forward_parent: "Node | None" = None
 
     def __init__(self) -> None:
         self.sequence_nr = next(_SEQUENCE)
         self.next_edges: list[Edge | None] = []
         self.input_metadata: list[InputMetadata] = []
         self.pre_hooks: dict[int, list[GradHook]] = {}
+        if ANOMALY.enabled:
+            record_forward(self)
 
     @property
     def name(self) -> NodeName:

@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import numpy as np
 
+from zgrad.engine.anomaly_mode import ANOMALY, report_failure, run_node
 from zgrad.engine.graph import AccumulateGrad, Edge, GraphRoot, Node
 from zgrad.engine.validate import GraphGradients, validate_gradients
 from zgrad.errors import AutogradError
@@ -333,11 +334,16 @@ class GraphTask:
             try:
                 observer = self.observer
                 started = 0 if observer is None else time.perf_counter_ns()
-                outputs = self._execute(node, inputs)
+                if ANOMALY.enabled and type(node) is not GraphRoot:
+                    outputs = run_node(self._execute, node, inputs, self.graph_gradients)
+                else:
+                    outputs = self._execute(node, inputs)
                 inputs = None
                 if observer is not None:
                     observer(node, started, time.perf_counter_ns())
             except BaseException as exc:
+                if ANOMALY.enabled:
+                    report_failure(node)
                 with lock:
                     self._running -= 1
                     if self.error is None:

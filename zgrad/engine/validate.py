@@ -33,6 +33,9 @@ class GraphGradients(Protocol):
     def device_type_of(self, grad: Any) -> str:
         """``"cpu"`` or ``"cuda"``."""
 
+    def array_of(self, grad: Any) -> Any:
+        """The array ``grad`` holds, to look at (anomaly detection's NaN check)."""
+
     def apply(self, node: Node, grads: list[Any]) -> Sequence[Any]:
         """Run ``node``'s backward on tensor gradients, recording it."""
 
