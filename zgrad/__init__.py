@@ -26,6 +26,7 @@ from zgrad.creation import from_dlpack, from_numpy, ones_like, zeros_like
 from zgrad.factories import (  # the factories with PyTorch's out=, layout= and pin_memory= keywords
     arange, empty, eye, full, linspace, logspace, ones, rand, randint, randn, randperm, scalar_tensor, tensor, zeros,
 )
+from zgrad.factories import range  # noqa: A004 - PyTorch's deprecated torch.range
 from zgrad.creation import (
     BoolTensor, DoubleTensor, FloatTensor, IntTensor, LongTensor, empty_like, full_like, get_default_device,
     set_default_device,
@@ -42,6 +43,7 @@ from zgrad.ops.sampling import bernoulli, multinomial, normal
 from zgrad.device import Device as device
 from zgrad.engine.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from zgrad.engine.grad_mode import inference_mode, is_inference_mode_enabled
+from zgrad.engine.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled
 from zgrad.kernels import promotion as _promotion
 from zgrad.kernels.promotion import can_cast, get_default_dtype, promote_types, result_type, set_default_dtype
 from zgrad.kernels.matmul_precision import float32_matmul_precision as get_float32_matmul_precision
@@ -68,6 +70,9 @@ from zgrad.linalg.matrix_functions import cholesky_solve
 from zgrad.linalg.solvers import logdet
 from zgrad.linalg import inv as inverse
 from zgrad.linalg.decompositions import legacy_svd as svd
+from zgrad.linalg.legacy import (
+    cholesky, cholesky_inverse, frobenius_norm, lu, lu_solve, lu_unpack, nuclear_norm, pinverse, qr, triangular_solve,
+)
 from zgrad.linalg.norms import legacy_norm as norm
 from zgrad.ops import (
     all, allclose, amax, amin, aminmax, any, count_nonzero, cummax, cummin, cumprod, equal, isclose, logcumsumexp,
@@ -119,11 +124,13 @@ from zgrad.serialization import load, save
 from zgrad.kernels.threads import get_num_interop_threads, get_num_threads, set_num_interop_threads, set_num_threads
 from zgrad.printing import set_printoptions
 from zgrad.tensor_functions import (
-    clone, conj, conj_physical, detach, fill, fill_, imag, is_complex, is_conj, is_floating_point, is_nonzero,
-    is_tensor, isreal, numel, real, resolve_conj, resolve_neg, rsub, split_with_sizes, unsafe_chunk, unsafe_split,
-    zero_,
+    clone, conj, conj_physical, detach, fill, fill_, imag, is_complex, is_conj, is_floating_point, is_inference,
+    is_neg, is_nonzero, is_same_size, is_signed, is_tensor, isreal, numel, real, resolve_conj, resolve_neg, rsub,
+    split_with_sizes, unsafe_chunk, unsafe_split, zero_,
 )
 from zgrad.ops.products import pdist
+from zgrad.aten_nn import *  # noqa: F403 - the torch.<name> forms of the nn ops, with their ATen signatures
+from zgrad import aten_nn as _aten_nn
 from zgrad.ops.resample import channel_shuffle, native_channel_shuffle
 from zgrad.tensor import Tensor
 from zgrad.type_info import finfo, iinfo
@@ -222,6 +229,7 @@ __all__ += ["Size", "channels_last", "channels_last_3d", "contiguous_format", "j
             "preserve_format", "sparse_bsc", "sparse_bsr", "sparse_coo", "sparse_csc", "sparse_csr", "strided"]
 __all__ += ["functional", "sparse", "sparse_coo_tensor", "spmm"]
 __all__ += ["compile", "compiler", "func", "profiler"]
+__all__ += ["is_anomaly_check_nan_enabled", "is_anomaly_enabled", "set_anomaly_enabled"]
 __all__ += ["conj", "conj_physical", "imag", "is_conj", "real", "resolve_conj", "resolve_neg"]
 __all__ += ["channel_shuffle", "isreal", "native_channel_shuffle", "pdist"]
 __all__ += ["as_tensor", "asarray", "clone", "detach", "fill", "fill_", "get_num_interop_threads", "get_num_threads",
@@ -242,8 +250,11 @@ __all__ += [  # the in-place functions (zgrad.inplace_functions; fill_ and zero_
     "negative_", "rad2deg_", "reciprocal_", "relu_", "resize_as_", "round_", "rsqrt_", "sigmoid_", "sin_", "sinc_",
     "sinh_", "sqrt_", "square_", "tan_", "tanh_", "trunc_", "xlogy_",
 ]
-# torch.<name> forms of nn.functional ops (same signatures)
+# torch.<name> forms of nn.functional ops (same signatures), and those with ATen's (zgrad.aten_nn)
 __all__ += ["conv_transpose2d", "cosine_similarity", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu"]
+__all__ += _aten_nn.__all__
+__all__ += ["cholesky", "cholesky_inverse", "frobenius_norm", "is_inference", "is_neg", "is_same_size", "is_signed",
+            "lu", "lu_solve", "lu_unpack", "nuclear_norm", "pinverse", "qr", "range", "triangular_solve"]
 
 
 # Packages of the distributed layer, loaded on first use (importing zgrad loads none of them), so

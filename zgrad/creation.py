@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import threading
+import warnings
 from typing import Any, Callable
 
 import numpy as np
@@ -16,9 +17,10 @@ from zgrad.kernels import dispatch
 from zgrad.kernels.promotion import HALF_DTYPES, get_default_dtype, is_floating
 from zgrad.memory_formats import check_strided, dim_order, preserve_format, preserved_order
 from zgrad.tensor import Tensor
+from zgrad.warning_location import user_stacklevel
 
 __all__ = ["tensor", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
-           "empty_like", "eye", "linspace", "logspace", "from_numpy", "from_dlpack", "as_tensor", "asarray", "scalar_tensor", "set_default_device", "get_default_device", "arange", "FloatTensor",
+           "empty_like", "eye", "linspace", "logspace", "from_numpy", "from_dlpack", "as_tensor", "asarray", "scalar_tensor", "set_default_device", "get_default_device", "arange", "legacy_range", "FloatTensor",
            "DoubleTensor", "LongTensor", "IntTensor", "BoolTensor", "device_arg", "size_arg", "wrap"]
 
 def factory_size(sizes: tuple[Any, ...], size: Any, what: str) -> tuple[int, ...]:
@@ -219,6 +221,30 @@ def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None, requir
         dtype = np.int64 if integral else get_default_dtype()
     # Floating ranges are computed in float64 and then rounded, as PyTorch does.
     array = np.arange(start, end, step, dtype=np.float64 if is_floating(np.dtype(dtype)) else None)
+    return _finish(array.astype(dtype, copy=False), requires_grad, device)
+
+
+def legacy_range(start: Any, end: Any, step: Any = 1, dtype: Any = None, requires_grad: bool = False,
+                 device: Any = None) -> Tensor:
+    """Values from ``start`` to ``end`` *included* by ``step``, in the default float dtype unless
+    ``dtype`` says: PyTorch's deprecated ``torch.range``, with its warning (``arange`` excludes
+    ``end``). An integer ``dtype`` truncates the bounds and the step first, as PyTorch does.
+
+    Raises:
+        ValueError: ``step`` is 0, or its sign leads away from ``end`` (PyTorch's messages).
+    """
+    warnings.warn("torch.range is deprecated and will be removed in a future release because its behavior is "
+                  "inconsistent with Python's range builtin. Instead, use torch.arange, which produces values in "
+                  "[start, end).", UserWarning, stacklevel=user_stacklevel())
+    dtype = np.dtype(dtype or get_default_dtype())
+    if not is_floating(dtype):
+        start, end, step = (int(v) for v in (start, end, step))
+    if step == 0:
+        raise ValueError("step must be nonzero")
+    if (end - start) * step < 0:
+        raise ValueError("upper bound and lower bound inconsistent with step sign")
+    count = int(np.floor((end - start) / step)) + 1
+    array = start + step * np.arange(count, dtype=np.float64 if is_floating(dtype) else np.int64)
     return _finish(array.astype(dtype, copy=False), requires_grad, device)
 
 

@@ -28,7 +28,7 @@ from zgrad.ops.out_argument import write_out
 from zgrad.tensor import Tensor
 
 __all__ = ["arange", "empty", "eye", "full", "linspace", "logspace", "ones", "rand", "randint", "randn", "randperm",
-           "scalar_tensor", "tensor", "zeros"]
+           "range", "scalar_tensor", "tensor", "zeros"]
 
 
 def _with_keywords(make: Callable[..., Tensor], out: bool = True, memory_format: bool = False) -> Callable[..., Tensor]:
@@ -93,3 +93,4 @@ rand = _with_keywords(creation_random.rand)
 randn = _with_keywords(creation_random.randn)
 randint = _with_keywords(creation_random.randint)
 randperm = _with_keywords(creation_random.randperm)
+range = _with_keywords(creation.legacy_range)  # noqa: A001 - PyTorch's deprecated torch.range

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["median", "nanmedian", "mode", "cummax", "cummin", "aminmax", "histogram", "frexp", "svd"]
+__all__ = ["median", "nanmedian", "mode", "cummax", "cummin", "aminmax", "histogram", "frexp", "svd", "qr",
+           "triangular_solve"]
 
 
 class median(NamedTuple):  # noqa: N801 - torch.return_types' names
@@ -75,3 +76,17 @@ class frexp(NamedTuple):  # noqa: N801
 
     mantissa: Any
     exponent: Any
+
+
+class qr(NamedTuple):  # noqa: N801
+    """What the legacy ``zgrad.qr`` returns: input = Q R."""
+
+    Q: Any
+    R: Any
+
+
+class triangular_solve(NamedTuple):  # noqa: N801
+    """What the legacy ``zgrad.triangular_solve`` returns: the solution and a copy of the matrix."""
+
+    solution: Any
+    cloned_coefficient: Any

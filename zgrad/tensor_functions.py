@@ -14,7 +14,8 @@ from zgrad.kernels import dispatch
 from zgrad.memory_formats import preserve_format
 from zgrad.tensor import Tensor
 
-__all__ = ["is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel", "clone", "detach", "fill",
+__all__ = ["is_tensor", "is_floating_point", "is_complex", "is_nonzero", "is_same_size", "is_signed", "is_neg",
+           "is_inference", "numel", "clone", "detach", "fill",
            "fill_", "zero_", "rsub", "split_with_sizes", "unsafe_chunk", "unsafe_split", "conj", "conj_physical",
            "resolve_conj", "resolve_neg", "is_conj", "real", "imag", "isreal"]
 
@@ -87,6 +88,26 @@ def imag(input: Any) -> Tensor:  # noqa: A002
         RuntimeError: always (zgrad's dtypes are all real).
     """
     return _tensor(input, "imag").imag
+
+
+def is_same_size(input: Any, other: Any) -> bool:  # noqa: A002
+    """Whether ``input`` and ``other`` have the same shape."""
+    return tuple(_tensor(input, "is_same_size").shape) == tuple(_tensor(other, "is_same_size").shape)
+
+
+def is_signed(input: Any) -> bool:  # noqa: A002
+    """Whether ``input``'s dtype holds negative values (every dtype but bool and uint8)."""
+    return _tensor(input, "is_signed").is_signed()
+
+
+def is_neg(input: Any) -> bool:  # noqa: A002
+    """Whether ``input`` is a lazily negated view: never in zgrad, which has no negative bit."""
+    return _tensor(input, "is_neg").is_neg()
+
+
+def is_inference(input: Any) -> bool:  # noqa: A002
+    """Whether ``input`` was made in inference mode."""
+    return _tensor(input, "is_inference").is_inference()
 
 
 def is_nonzero(input: Any) -> bool:  # noqa: A002

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from zgrad import linalg, ops
+from zgrad.linalg import legacy
 from zgrad.linalg.decompositions import legacy_svd
 from zgrad.linalg.matrix_functions import cholesky_solve
 from zgrad.linalg.norms import legacy_norm
@@ -279,6 +280,33 @@ class TensorMath:
 
     def logdet(self) -> Any:
         return logdet(self)
+
+    def cholesky(self, upper: bool = False) -> Any:
+        """PyTorch's deprecated ``Tensor.cholesky`` (:func:`zgrad.cholesky`)."""
+        return legacy.cholesky(self, upper)
+
+    def cholesky_inverse(self, upper: bool = False) -> Any:
+        return legacy.cholesky_inverse(self, upper)
+
+    def qr(self, some: bool = True) -> Any:
+        """PyTorch's deprecated ``Tensor.qr`` (:func:`zgrad.qr`)."""
+        return legacy.qr(self, some)
+
+    def triangular_solve(self, A: Any, upper: bool = True, transpose: bool = False,  # noqa: N803
+                         unitriangular: bool = False) -> Any:
+        """PyTorch's deprecated ``Tensor.triangular_solve`` (:func:`zgrad.triangular_solve`)."""
+        return legacy.triangular_solve(self, A, upper, transpose, unitriangular)
+
+    def pinverse(self, rcond: float = 1e-15) -> Any:
+        return legacy.pinverse(self, rcond)
+
+    def lu(self, pivot: bool = True, get_infos: bool = False) -> Any:
+        """PyTorch's deprecated ``Tensor.lu`` (:func:`zgrad.lu`)."""
+        return legacy.lu(self, pivot, get_infos)
+
+    def lu_solve(self, LU_data: Any, LU_pivots: Any) -> Any:  # noqa: N803
+        """PyTorch's deprecated ``Tensor.lu_solve`` (:func:`zgrad.lu_solve`)."""
+        return legacy.lu_solve(self, LU_data, LU_pivots)
 
     def matrix_power(self, n: int) -> Any:
         return linalg.matrix_power(self, n)

@@ -10,13 +10,15 @@ from typing import Any, NamedTuple
 from zgrad import return_types
 from zgrad.autograd.function import Op
 from zgrad.creation import zeros
-from zgrad.errors import AutogradError, ShapeError
+from zgrad.errors import AutogradError, LinAlgError, ShapeError
 from zgrad.kernels import dispatch, dispatch_linalg
 from zgrad.linalg._arrays import diag_embed, mT, mm, symmetrize_lower, tril
 from zgrad.linalg._checks import matrices, square_matrices
 from zgrad.ops.autocast import autocast_op
+from zgrad.tensor import Tensor
 
-__all__ = ["QRResult", "SVDResult", "EighResult", "cholesky", "qr", "svd", "svdvals", "eigh", "eigvalsh", "legacy_svd"]
+__all__ = ["QRResult", "SVDResult", "EighResult", "CholeskyExResult", "cholesky", "cholesky_ex", "qr", "svd", "svdvals",
+           "eigh", "eigvalsh", "legacy_svd"]
 
 
 class QRResult(NamedTuple):
@@ -32,6 +34,13 @@ class SVDResult(NamedTuple):
     U: Any
     S: Any
     Vh: Any
+
+
+class CholeskyExResult(NamedTuple):
+    """What :func:`cholesky_ex` returns (``torch.return_types.linalg_cholesky_ex``)."""
+
+    L: Any
+    info: Any
 
 
 class EighResult(NamedTuple):
@@ -206,6 +215,31 @@ def cholesky(A: Any, *, upper: bool = False) -> Any:  # noqa: N803 - torch's arg
         DTypeError: not float32/float64. ZgradError: a CUDA tensor (CPU only).
     """
     return Cholesky.apply(square_matrices(A, "linalg.cholesky"), bool(upper))
+
+
+def cholesky_ex(A: Any, *, upper: bool = False, check_errors: bool = False) -> CholeskyExResult:  # noqa: N803
+    """``(L, info)``: :func:`cholesky` of each matrix of ``A`` and, per matrix, int32 0 or the order
+    of the first leading minor that is not positive-definite. For such a matrix L holds what
+    LAPACK's potrf left (the columns before that minor factored); differentiable where every
+    matrix is positive-definite.
+
+    Raises:
+        LinAlgError: with ``check_errors``, a matrix that is not positive-definite (PyTorch's
+            message). ZgradError: a CUDA tensor (CPU only).
+    """
+    a = square_matrices(A, "linalg.cholesky_ex")
+    factor, info = dispatch_linalg.cholesky_ex(a._data)
+    failed = info.reshape(-1).nonzero()[0]
+    if check_errors and failed.size:
+        batch = f"(Batch element {failed[0]}): " if info.ndim else ""
+        raise LinAlgError(f"linalg.cholesky_ex: {batch}The factorization could not be completed because the input is "
+                          f"not positive-definite (the leading minor of order {int(info.reshape(-1)[failed[0]])} is "
+                          "not positive-definite).")
+    info_tensor = Tensor(info).to(a.device)
+    if not failed.size:
+        return CholeskyExResult(cholesky(a, upper=upper), info_tensor)
+    lower = Tensor(factor).to(a.device)
+    return CholeskyExResult(lower.mT if upper else lower, info_tensor)
 
 
 @autocast_op("linalg_qr")

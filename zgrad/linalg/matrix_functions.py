@@ -1,6 +1,6 @@
 """Functions of ``zgrad.linalg`` composed of the others: ``solve_triangular``, ``cholesky_solve``
 (``torch.cholesky_solve``), ``matrix_power``, ``multi_dot``, ``matrix_rank``, ``matrix_exp``,
-``chain_matmul``; each differentiates through what it is made of."""
+``chain_matmul``, ``vander``, ``diagonal``; each differentiates through what it is made of."""
 
 from __future__ import annotations
 
@@ -17,7 +17,10 @@ from zgrad.linalg._checks import matrices, square_matrices
 from zgrad.linalg.decompositions import svdvals
 from zgrad.linalg.solvers import inv, solve
 from zgrad.ops._args import tensor_arg
-from zgrad.ops.functions import add, matmul, mul, transpose
+from zgrad.creation import ones_like
+from zgrad.ops.functions import add, cat, matmul, mul, transpose
+from zgrad.ops.reduce_scan import cumprod
+from zgrad.ops.triangular import diagonal as ops_diagonal
 from zgrad.ops.reduce import sum as _sum
 from zgrad.ops.shape import expand, squeeze, unsqueeze
 from zgrad.tensor import Tensor
@@ -26,7 +29,7 @@ from zgrad.ops.autocast import autocast_op
 from zgrad.warning_location import user_stacklevel
 
 __all__ = ["solve_triangular", "cholesky_solve", "matrix_power", "multi_dot", "matrix_rank", "matrix_exp",
-           "chain_matmul"]
+           "chain_matmul", "vander", "diagonal"]
 
 CHAIN_MATMUL_WARNING = ("torch.chain_matmul is deprecated and will be removed in a future PyTorch release. Use "
                         "torch.linalg.multi_dot instead, which accepts a list of two or more tensors rather than "
@@ -195,3 +198,25 @@ def matrix_exp(A: Any) -> Any:  # noqa: N803 - PyTorch's name
     for _ in range(squarings):
         result = matmul(result, result)
     return result
+
+
+def vander(x: Any, N: int | None = None) -> Any:  # noqa: N803 - PyTorch's names
+    """The Vandermonde matrix of each vector of ``x`` (..., n): (..., n, N) with columns x**0, x**1,
+    ..., x**(N-1) (N defaults to n), formed by running products as PyTorch's, so the powers are
+    its values bit for bit.
+
+    Raises:
+        RuntimeError: ``x`` 0-dimensional, or N < 2 (PyTorch's message).
+    """
+    x = tensor_arg(x, "linalg.vander", "x")
+    columns = (x.shape[-1] if x.ndim else 0) if N is None else N
+    if x.ndim == 0 or columns <= 1:
+        raise RuntimeError("N must be greater than 1.")
+    ones = ones_like(unsqueeze(x, -1))
+    return cumprod(cat([ones, expand(unsqueeze(x, -1), (*x.shape, columns - 1))], -1), -1)
+
+
+def diagonal(A: Any, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Any:  # noqa: N803
+    """The diagonals of the matrices of ``A`` (a view): ``zgrad.diagonal`` with the last two
+    dimensions as the default matrix dimensions."""
+    return ops_diagonal(A, offset, dim1, dim2)

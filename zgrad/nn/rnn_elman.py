@@ -9,6 +9,7 @@ from typing import Any
 
 from zgrad import ops
 from zgrad.nn.rnn import RNNCellBase, RNNBase
+from zgrad.nn.rnn_cells import rnn_relu_cell, rnn_tanh_cell
 from zgrad.nn.rnn_steps import run_packed, run_steps
 from zgrad.nn.utils.rnn import PackedSequence
 
@@ -18,8 +19,8 @@ NONLINEARITIES = ("tanh", "relu")
 
 
 def _elman_step(x: Any, h: Any, w_ih: Any, w_hh: Any, b_ih: Any, b_hh: Any, nonlinearity: str) -> Any:
-    pre = ops.linear(x, w_ih, b_ih) + ops.linear(h, w_hh, b_hh)
-    return ops.tanh(pre) if nonlinearity == "tanh" else ops.relu(pre)
+    step = rnn_tanh_cell if nonlinearity == "tanh" else rnn_relu_cell
+    return step(x, h, w_ih, w_hh, b_ih, b_hh)
 
 
 class RNN(RNNBase):

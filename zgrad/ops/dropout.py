@@ -22,7 +22,7 @@ from zgrad.random import numpy_generator
 from zgrad.kernels.promotion import is_floating
 from zgrad.warning_location import user_stacklevel
 
-__all__ = ["Dropout", "check_probability", "dropout", "dropout1d", "dropout2d", "dropout3d"]
+__all__ = ["Dropout", "check_probability", "dropout", "dropout1d", "dropout2d", "dropout3d", "feature_dropout"]
 
 
 class Dropout(Op):
@@ -152,3 +152,16 @@ def dropout3d(input: Any, p: float = 0.5, training: bool = True, inplace: bool =
     if input.ndim not in (4, 5):
         _deprecated_rank("dropout3d", input.ndim, "3", "4D or 5D")
     return _apply(input, p, training, inplace, _feature_rows(input, input.ndim == 5), "dropout3d")
+
+
+def feature_dropout(input: Any, p: float, train: bool, inplace: bool = False) -> Any:  # noqa: A002
+    """Zero whole channels with probability ``p``: one draw per (N, C) of an (N, C, ...) input of any
+    rank from 2 (PyTorch's ``torch.feature_dropout``, what ``dropout1d/2d/3d`` reduce to); scale the
+    kept ones by 1/(1-p); identity unless ``train``.
+
+    Raises:
+        ValueError: ``p`` outside [0, 1]. RuntimeError: fewer than 2 dims (PyTorch's message).
+    """
+    tensor_arg(input, "feature_dropout")
+    check_probability(p)
+    return _apply(input, p, train, inplace, _feature_rows(input, True), "feature_dropout")
