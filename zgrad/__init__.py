@@ -39,7 +39,7 @@ from zgrad.creation import as_tensor, asarray
 from zgrad.creation_windows import bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window
 from zgrad.creation_random import rand_like, randint_like, randn_like
 from zgrad.generator import Generator
-from zgrad.ops.sampling import bernoulli, multinomial, normal
+from zgrad.ops.sampling import bernoulli, binomial, multinomial, normal, poisson
 from zgrad.device import Device as device
 from zgrad.engine.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from zgrad.engine.grad_mode import inference_mode, is_inference_mode_enabled
@@ -254,7 +254,8 @@ __all__ += [  # the in-place functions (zgrad.inplace_functions; fill_ and zero_
 __all__ += ["conv_transpose2d", "cosine_similarity", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu"]
 __all__ += _aten_nn.__all__
 __all__ += ["cholesky", "cholesky_inverse", "frobenius_norm", "is_inference", "is_neg", "is_same_size", "is_signed",
-            "lu", "lu_solve", "lu_unpack", "nuclear_norm", "pinverse", "qr", "range", "triangular_solve"]
+            "lu", "lu_solve", "lu_unpack", "nuclear_norm", "pinverse", "qr", "range", "triangular_solve", "binomial",
+            "poisson"]
 
 
 # Packages of the distributed layer, loaded on first use (importing zgrad loads none of them), so

@@ -345,3 +345,33 @@ def test_range_includes_its_end_and_queries_answer():
     assert not zgrad.is_neg(a) and not zgrad.is_inference(a)
     with zgrad.inference_mode():  # zgrad makes no inference tensors (Tensor.is_inference)
         assert not zgrad.is_inference(zgrad.zeros(1))
+
+
+def test_poisson_and_binomial_draw_with_their_means_and_zero_gradients():
+    zgrad.manual_seed(5)
+    rates = zgrad.tensor([0.0, 0.5, 3.0, 40.0], dtype=zgrad.float64, requires_grad=True)
+    draws = zgrad.poisson(rates.expand(20000, 4))
+    assert draws.dtype == zgrad.float64 and draws.requires_grad
+    np.testing.assert_allclose(draws.mean(0).detach().numpy(), [0.0, 0.5, 3.0, 40.0], rtol=0.05, atol=0.02)
+    draws.sum().backward()
+    np.testing.assert_array_equal(rates.grad.numpy(), 0)
+    count, prob = zgrad.tensor([10.0, 3.0, -2.0, 4.0]), zgrad.tensor([0.3, 1.5, 0.5, -0.1])
+    successes = zgrad.binomial(count.expand(20000, 4), prob.expand(20000, 4)).numpy()
+    np.testing.assert_allclose(successes.mean(0), [3.0, 3.0, 0.0, 0.0], atol=0.05)  # p clamped, counts < 0 draw 0
+    assert successes.dtype == np.float32 and (successes == np.floor(successes)).all()
+    first, second = (zgrad.poisson(rates.detach(), generator=zgrad.Generator().manual_seed(9)) for _ in range(2))
+    np.testing.assert_array_equal(first.numpy(), second.numpy())
+
+
+@pytest.mark.torch
+def test_poisson_and_binomial_refuse_as_torch_does():
+    require_torch()
+    calls = [lambda L: L.poisson(L.tensor([-1.0])), lambda L: L.poisson(L.tensor([1])),
+             lambda L: L.binomial(L.tensor([5]), L.tensor([0.5]))]
+    for call in calls:
+        errors = []
+        for lib in (zgrad, torch):
+            with pytest.raises((RuntimeError, ValueError, NotImplementedError)) as raised:
+                call(lib)
+            errors.append(raised.value)
+        assert str(errors[0]) == str(errors[1]) and isinstance(errors[0], type(errors[1])), errors

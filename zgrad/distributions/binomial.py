@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import numpy as np
 
 from zgrad.creation import arange
 from zgrad.distributions import constraints
 from zgrad.distributions._probs_or_logits import _BinaryProbsOrLogits, _expand_probs_or_logits
-from zgrad.distributions.utils import _draw_on_host
+from zgrad.engine.grad_mode import no_grad
 from zgrad.memory_formats import Size
+from zgrad.ops.sampling import binomial
 from zgrad.tensor import Tensor
 
 __all__ = ["Binomial"]
@@ -74,9 +74,8 @@ class Binomial(_BinaryProbsOrLogits):
 
     def sample(self, sample_shape: Sequence[int] = Size()) -> Tensor:
         shape = self._extended_shape(sample_shape)
-        counts = self.total_count.detach().expand(shape).cpu().numpy().astype(np.int64)
-        probs = self.probs.detach().expand(shape).cpu().numpy().astype(np.float64)
-        return _draw_on_host(self._param, lambda generator: generator.binomial(counts, probs))
+        with no_grad():
+            return binomial(self.total_count.expand(shape).to(self._param.dtype), self.probs.expand(shape))
 
     def log_prob(self, value: Tensor) -> Tensor:
         """log C(n, value) + value logit - n log(1 + exp(logit)), stable in the logits."""

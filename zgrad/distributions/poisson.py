@@ -6,8 +6,10 @@ from typing import Any, Sequence
 
 from zgrad.distributions import constraints
 from zgrad.distributions.exp_family import ExponentialFamily
-from zgrad.distributions.utils import NUMBER_TYPES, _draw_on_host, broadcast_all
+from zgrad.distributions.utils import NUMBER_TYPES, broadcast_all
+from zgrad.engine.grad_mode import no_grad
 from zgrad.memory_formats import Size
+from zgrad.ops.sampling import poisson
 from zgrad.tensor import Tensor
 
 __all__ = ["Poisson"]
@@ -49,8 +51,8 @@ class Poisson(ExponentialFamily):
         return self.rate
 
     def sample(self, sample_shape: Sequence[int] = Size()) -> Tensor:
-        rate = self.rate.detach().expand(self._extended_shape(sample_shape)).cpu().numpy().astype("float64")
-        return _draw_on_host(self.rate, lambda generator: generator.poisson(rate))
+        with no_grad():
+            return poisson(self.rate.expand(self._extended_shape(sample_shape)))
 
     def log_prob(self, value: Tensor) -> Tensor:
         """value log(rate) - rate - log(value!)."""

@@ -23,7 +23,7 @@ from zgrad.ops._args import tensor_arg
 from zgrad.random import numpy_generator
 from zgrad.tensor import Tensor
 
-__all__ = ["Sampled", "bernoulli", "multinomial", "normal"]
+__all__ = ["Sampled", "bernoulli", "binomial", "multinomial", "normal", "poisson"]
 
 
 class Sampled(Op):
@@ -152,3 +152,51 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,  
     out = dispatch_pointwise.multinomial(probs, int(num_samples), bool(replacement),
                                          numpy_generator(generator, input.device))
     return Tensor(out if input.ndim == 2 else out.reshape(num_samples))
+
+
+def _host_values(x: Tensor) -> np.ndarray:
+    return np.asarray(dispatch.host_buffer(x._data), np.float64)
+
+
+def _sampled(values: np.ndarray, like: Tensor, *parameters: Tensor) -> Tensor:
+    """``values`` as a sample of ``like``'s dtype and device, with zero gradients to ``parameters``."""
+    sample = dispatch.to_device(values.astype(like.dtype), dispatch.device_type_of(like._data))
+    return Sampled.apply(sample, *parameters)
+
+
+def poisson(input: Tensor, generator: Generator | None = None) -> Tensor:  # noqa: A002
+    """A Poisson draw per element of the rates ``input``, of its dtype and shape (a zero gradient
+    to ``input``, as PyTorch's).
+
+    Raises:
+        NotImplementedError: a non-floating ``input`` (PyTorch's message).
+        ZgradError: a negative rate (PyTorch's message).
+    """
+    tensor_arg(input, "poisson")
+    if not is_floating(input.dtype):
+        raise NotImplementedError(f"\"poisson_{input.device.type}\" not implemented for "
+                                  f"'{dispatch.scalar_type_name(input.dtype)}'")
+    rates = _host_values(input)
+    if (rates < 0).any():
+        raise ZgradError("invalid Poisson rate, expected rate to be non-negative")
+    return _sampled(numpy_generator(generator, input.device).poisson(rates), input, input)
+
+
+def binomial(count: Tensor, prob: Tensor, generator: Generator | None = None) -> Tensor:
+    """A binomial draw per element: successes in ``count`` trials of probability ``prob`` (broadcast
+    together), of ``count``'s dtype; counts below zero draw 0 and probabilities are clamped to
+    [0, 1], as PyTorch's kernel does. Zero gradients to both.
+
+    Raises:
+        ValueError: a non-floating ``count`` or ``prob`` (PyTorch's error and message).
+    """
+    tensor_arg(count, "binomial", "count")
+    tensor_arg(prob, "binomial", "prob")
+    for name, x in (("count", count), ("prob", prob)):
+        if not is_floating(x.dtype):
+            raise ValueError(f"binomial only supports floating-point dtypes for {name}, got: "
+                             f"{dispatch.scalar_type_name(x.dtype)}")
+    counts = np.floor(np.maximum(_host_values(count), 0)).astype(np.int64)
+    probs = np.clip(_host_values(prob), 0.0, 1.0)
+    counts, probs = np.broadcast_arrays(counts, probs)
+    return _sampled(numpy_generator(generator, count.device).binomial(counts, probs), count, count, prob)
