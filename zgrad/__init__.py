@@ -119,6 +119,7 @@ from zgrad.inplace_functions import (
 from zgrad.autograd import functional as _autograd_functional  # noqa: F401
 from zgrad import profiler
 from zgrad import func
+from zgrad.func import vmap  # torch.vmap is torch.func.vmap
 from zgrad.autograd import profiler as _autograd_profiler  # noqa: F401
 from zgrad.serialization import load, save
 from zgrad.kernels.threads import get_num_interop_threads, get_num_threads, set_num_interop_threads, set_num_threads
@@ -255,7 +256,7 @@ __all__ += ["conv_transpose2d", "cosine_similarity", "pairwise_distance", "pixel
 __all__ += _aten_nn.__all__
 __all__ += ["cholesky", "cholesky_inverse", "frobenius_norm", "is_inference", "is_neg", "is_same_size", "is_signed",
             "lu", "lu_solve", "lu_unpack", "nuclear_norm", "pinverse", "qr", "range", "triangular_solve", "binomial",
-            "poisson"]
+            "poisson", "vmap"]
 
 
 # Packages of the distributed layer, loaded on first use (importing zgrad loads none of them), so

@@ -345,6 +345,7 @@ def test_range_includes_its_end_and_queries_answer():
     assert not zgrad.is_neg(a) and not zgrad.is_inference(a)
     with zgrad.inference_mode():  # zgrad makes no inference tensors (Tensor.is_inference)
         assert not zgrad.is_inference(zgrad.zeros(1))
+    assert zgrad.vmap is zgrad.func.vmap
 
 
 def test_poisson_and_binomial_draw_with_their_means_and_zero_gradients():
