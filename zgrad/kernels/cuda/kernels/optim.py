@@ -25,6 +25,27 @@ def _lerp(start, end, weight, one_minus_weight, small_weight):
     return start + weight * (end - start) if small_weight else end - (end - start) * one_minus_weight
 
 
+@device
+def _decayed(p, g, weight_decay, decay_factor, maximize, decoupled, T):
+    """The Adam family's (param, grad) before the moments (see
+    :func:`zgrad.kernels.cpu.kernels.optim._decayed`); ``T`` the scalar type."""
+    if maximize:
+        g = -g
+    if weight_decay != T(0):
+        if decoupled:
+            p = p * decay_factor
+        else:
+            g = g + weight_decay * p
+    return p, g
+
+
+@device
+def _moments(m, v, g, weight, one_minus_weight, small_weight, beta2, one_minus_beta2):
+    """The Adam family's (exp_avg, exp_avg_sq) after the step (see
+    :func:`zgrad.kernels.cpu.kernels.optim._moments`)."""
+    return _lerp(m, g, weight, one_minus_weight, small_weight), v * beta2 + one_minus_beta2 * g * g
+
+
 @kernel
 def sgd_step(param, grad, momentum_buf, lr, momentum, keep, weight_decay, nesterov, first_step, maximize):
     """One SGD step (see :func:`zgrad.kernels.cpu.kernels.optim.sgd_step`); ``keep`` = 1 - dampening."""
@@ -46,15 +67,8 @@ def _adam_values(p, g, m, v, v_max, weight, small_weight, beta2, step_size, bias
                  decay_factor, amsgrad, maximize, decoupled, T):
     """Adam's update of one element: (param, exp_avg, exp_avg_sq, max_exp_avg_sq) after the step,
     from their values and the gradient's before it (see :func:`adam_step`); ``T`` the scalar type."""
-    if maximize:
-        g = -g
-    if weight_decay != T(0):
-        if decoupled:
-            p = p * decay_factor
-        else:
-            g = g + weight_decay * p
-    m = _lerp(m, g, weight, T(1) - weight, small_weight)
-    v = v * beta2 + (T(1) - beta2) * g * g
+    p, g = _decayed(p, g, weight_decay, decay_factor, maximize, decoupled, T)
+    m, v = _moments(m, v, g, weight, T(1) - weight, small_weight, beta2, T(1) - beta2)
     largest = v
     if amsgrad:
         if not (v > v_max or v != v):
@@ -205,16 +219,9 @@ def nadam_step(param, grad, exp_avg, exp_avg_sq, weight, small_weight, beta2, bi
     T = param.dtype.type
     one_minus_weight, one_minus_beta2 = T(1) - weight, T(1) - beta2
     for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
-        p = param[i]
-        g = -grad[i] if maximize else grad[i]
-        if weight_decay != T(0):
-            if decoupled:
-                p = p * decay_factor
-            else:
-                g = g + weight_decay * p
-        m = _lerp(exp_avg[i], g, weight, one_minus_weight, small_weight)
+        p, g = _decayed(param[i], grad[i], weight_decay, decay_factor, maximize, decoupled, T)
+        m, v = _moments(exp_avg[i], exp_avg_sq[i], g, weight, one_minus_weight, small_weight, beta2, one_minus_beta2)
         exp_avg[i] = m
-        v = exp_avg_sq[i] * beta2 + one_minus_beta2 * g * g
         exp_avg_sq[i] = v
         denom = math.sqrt(v / bias_correction2) + eps
         p = p + grad_coefficient * g / denom
@@ -229,16 +236,9 @@ def radam_step(param, grad, exp_avg, exp_avg_sq, weight, small_weight, beta2, bi
     T = param.dtype.type
     one_minus_weight, one_minus_beta2 = T(1) - weight, T(1) - beta2
     for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
-        p = param[i]
-        g = -grad[i] if maximize else grad[i]
-        if weight_decay != T(0):
-            if decoupled:
-                p = p * decay_factor
-            else:
-                g = g + weight_decay * p
-        m = _lerp(exp_avg[i], g, weight, one_minus_weight, small_weight)
+        p, g = _decayed(param[i], grad[i], weight_decay, decay_factor, maximize, decoupled, T)
+        m, v = _moments(exp_avg[i], exp_avg_sq[i], g, weight, one_minus_weight, small_weight, beta2, one_minus_beta2)
         exp_avg[i] = m
-        v = exp_avg_sq[i] * beta2 + one_minus_beta2 * g * g
         exp_avg_sq[i] = v
         update = m / bias_correction1 * lr
         if rectified:
@@ -329,8 +329,8 @@ def ptx_signatures() -> list:
         cases += [
             ("sgd_step", sgd_step.py_func, (v, v, v, dt, dt, dt, dt, b, b, b)),
             ("adam_step", adam_step.py_func, (v, v, v, v, v, dt, b, dt, dt, dt, dt, dt, dt, b, b, b)),
-            *(("adam_steps", adam_steps.py_func, (*[types.UniTuple(v, count)] * 5, dt, b, dt, dt, dt, dt, dt, dt, b, b, b))
-              for count in (8, 1)),
+            *(("adam_steps", adam_steps.py_func,
+               (*[types.UniTuple(v, count)] * 5, dt, b, dt, dt, dt, dt, dt, dt, b, b, b)) for count in (8, 1)),
             ("rmsprop_step", rmsprop_step.py_func, (v, v, v, v, v, dt, dt, dt, b, dt, dt, dt, b, b)),
             ("adagrad_step", adagrad_step.py_func, (v, v, v, dt, dt, dt, b)),
             ("adadelta_step", adadelta_step.py_func, (v, v, v, v, dt, dt, dt, dt, b)),
