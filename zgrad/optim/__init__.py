@@ -15,7 +15,7 @@ from zgrad.optim.radam import RAdam
 from zgrad.optim.rmsprop import RMSprop
 from zgrad.optim.rprop import Rprop
 from zgrad.optim.sgd import SGD
-from zgrad.optim import lr_scheduler
+from zgrad.optim import lr_scheduler, swa_utils
 
 __all__ = ["ASGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax", "LBFGS", "NAdam", "Optimizer",
-           "RAdam", "RMSprop", "Rprop", "SGD", "lr_scheduler"]
+           "RAdam", "RMSprop", "Rprop", "SGD", "lr_scheduler", "swa_utils"]
