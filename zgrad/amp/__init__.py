@@ -1,5 +1,6 @@
 """``zgrad.amp``: automatic mixed precision, as ``torch.amp``: :class:`autocast` regions and the
-:class:`GradScaler` that keeps float16 gradients from underflowing.
+:class:`GradScaler` that keeps float16 gradients from underflowing, and the :func:`custom_fwd` /
+:func:`custom_bwd` decorators that carry the autocast state into custom autograd Functions.
 
 Example (PyTorch's AMP recipe)::
 
@@ -19,7 +20,7 @@ package belongs to the distributed layer; the ops consult autocast through
 :mod:`zgrad.ops.autocast`, below it.
 """
 
-from zgrad.amp.autocast_mode import autocast, is_autocast_available
+from zgrad.amp.autocast_mode import autocast, custom_bwd, custom_fwd, is_autocast_available
 from zgrad.amp.grad_scaler import GradScaler, OptState
 
-__all__ = ["GradScaler", "OptState", "autocast", "is_autocast_available"]
+__all__ = ["GradScaler", "OptState", "autocast", "custom_bwd", "custom_fwd", "is_autocast_available"]

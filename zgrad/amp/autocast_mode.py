@@ -8,6 +8,7 @@ Which op does what is listed in :mod:`zgrad.ops.autocast_lists`; the state is pe
 
 from __future__ import annotations
 
+import collections.abc
 import copy
 import functools
 import warnings
@@ -17,9 +18,11 @@ import numpy as np
 
 from zgrad.engine import autocast_state as state
 from zgrad.kernels import dispatch
+from zgrad.tensor import Tensor
 
 __all__ = ["autocast", "is_autocast_available", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
-           "set_autocast_dtype", "is_autocast_cache_enabled", "set_autocast_cache_enabled", "clear_autocast_cache"]
+           "set_autocast_dtype", "is_autocast_cache_enabled", "set_autocast_cache_enabled", "clear_autocast_cache",
+           "custom_fwd", "custom_bwd"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -165,3 +168,98 @@ class autocast:  # noqa: N801 - PyTorch's name
                 return func(*args, **kwargs)
 
         return decorate_autocast  # type: ignore[return-value]
+
+
+def _cast(value: Any, device_type: str, dtype: Any) -> Any:
+    """``value`` with its floating tensors on ``device_type`` (float64 excepted) cast to ``dtype``,
+    looking into mappings, lists, tuples and other iterables (strings and arrays left alone), as
+    PyTorch's ``torch.amp.autocast_mode._cast``."""
+    if isinstance(value, Tensor):
+        eligible = value.is_floating_point() and value.device.type == device_type and value.dtype != np.float64
+        return value.to(dtype) if eligible else value
+    if isinstance(value, (str, bytes, np.ndarray)):
+        return value
+    if isinstance(value, collections.abc.Mapping):
+        return {_cast(k, device_type, dtype): _cast(v, device_type, dtype) for k, v in value.items()}
+    if isinstance(value, collections.abc.Iterable):
+        cast = (_cast(v, device_type, dtype) for v in value)
+        return type(value)(cast) if isinstance(value, (list, tuple)) else cast
+    return value
+
+
+def _check_device_type_is_str(device_type: Any) -> None:
+    if not isinstance(device_type, str):
+        raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+
+
+def custom_fwd(fwd: F | None = None, *, device_type: str, cast_inputs: Any = None) -> Any:
+    """Decorate the ``forward`` staticmethod of a custom :class:`zgrad.autograd.Function` for
+    autocast, as ``torch.amp.custom_fwd``: it records on ``ctx`` whether autocast of
+    ``device_type`` is on and its dtype, for :func:`custom_bwd`.
+
+    With ``cast_inputs`` (a dtype), inside an autocast region of ``device_type`` the floating
+    tensors among the arguments on that device (float64 excepted; nested in lists, tuples and
+    dicts too) are cast to ``cast_inputs`` and ``forward`` runs with autocast off. Without it,
+    ``forward``'s ops run under the current autocast state. Outside autocast it changes nothing.
+    Usable bare-keyword (``@custom_fwd(device_type="cpu")``) or applied to a function.
+
+    Example::
+
+        class MyMM(zgrad.autograd.Function):
+            @staticmethod
+            @zgrad.amp.custom_fwd(device_type="cpu", cast_inputs=zgrad.float32)
+            def forward(ctx, a, b):
+                ctx.save_for_backward(a, b)
+                return a.mm(b)
+
+            @staticmethod
+            @zgrad.amp.custom_bwd(device_type="cpu")
+            def backward(ctx, grad):
+                a, b = ctx.saved_tensors
+                return grad.mm(b.t()), a.t().mm(grad)
+
+    Raises:
+        ValueError: ``device_type`` is not a str (PyTorch's message).
+    """
+    _check_device_type_is_str(device_type)
+    if fwd is None:
+        return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
+
+    @functools.wraps(fwd)
+    def decorate_fwd(*args: Any, **kwargs: Any) -> Any:
+        ctx = args[0]
+        ctx._dtype = get_autocast_dtype(device_type)
+        if cast_inputs is None:
+            ctx._fwd_used_autocast = is_autocast_enabled(device_type)
+            return fwd(*args, **kwargs)
+        ctx._fwd_used_autocast = False
+        if not is_autocast_enabled(device_type):
+            return fwd(*args, **kwargs)
+        with autocast(device_type=device_type, enabled=False):
+            return fwd(*_cast(args, device_type, cast_inputs), **_cast(kwargs, device_type, cast_inputs))
+
+    return decorate_fwd
+
+
+def custom_bwd(bwd: F | None = None, *, device_type: str) -> Any:
+    """Decorate the ``backward`` staticmethod of a custom :class:`zgrad.autograd.Function` whose
+    ``forward`` has :func:`custom_fwd`, as ``torch.amp.custom_bwd``: ``backward`` runs with
+    autocast of ``device_type`` on or off, in the dtype, as ``forward`` ran (off after
+    ``cast_inputs``).
+
+    Raises:
+        ValueError: ``device_type`` is not a str (PyTorch's message).
+        AttributeError: ``forward`` was not decorated with :func:`custom_fwd` (the state it
+            records on ``ctx`` is missing).
+    """
+    _check_device_type_is_str(device_type)
+    if bwd is None:
+        return functools.partial(custom_bwd, device_type=device_type)
+
+    @functools.wraps(bwd)
+    def decorate_bwd(*args: Any, **kwargs: Any) -> Any:
+        ctx = args[0]
+        with autocast(device_type=device_type, enabled=ctx._fwd_used_autocast, dtype=ctx._dtype):
+            return bwd(*args, **kwargs)
+
+    return decorate_bwd

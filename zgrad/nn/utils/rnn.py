@@ -1,6 +1,6 @@
 """``zgrad.nn.utils.rnn``: batches of sequences of different lengths, as ``torch.nn.utils.rnn``:
-``pad_sequence``, ``PackedSequence``, ``pack_padded_sequence``, ``pad_packed_sequence`` and
-``pack_sequence``.
+``pad_sequence``, ``unpad_sequence``, ``PackedSequence``, ``pack_padded_sequence``,
+``pad_packed_sequence``, ``pack_sequence``, ``unpack_sequence`` and ``invert_permutation``.
 
 A packed sequence holds the time steps of a batch one after another, each step with only the
 sequences still running (longest first): its ``data`` is (sum of lengths, *), ``batch_sizes[t]``
@@ -15,12 +15,13 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 from zgrad import ops
-from zgrad.creation import full_like, tensor
+from zgrad.creation import arange, empty_like, full_like, tensor
 from zgrad.kernels import dispatch
 from zgrad.ops.padding import pad
 from zgrad.tensor import Tensor
 
-__all__ = ["PackedSequence", "pack_padded_sequence", "pack_sequence", "pad_packed_sequence", "pad_sequence"]
+__all__ = ["PackedSequence", "invert_permutation", "pack_padded_sequence", "pack_sequence", "pad_packed_sequence",
+           "pad_sequence", "unpack_sequence", "unpad_sequence"]
 
 
 class PackedSequence(NamedTuple):
@@ -167,3 +168,39 @@ def pack_sequence(sequences: Sequence[Any], enforce_sorted: bool = True) -> Pack
     """Packs a list of (L_i, *) tensors: :func:`pad_sequence`, then :func:`pack_padded_sequence`."""
     lengths = [s.shape[0] for s in sequences]
     return pack_padded_sequence(pad_sequence(sequences), lengths, enforce_sorted=enforce_sorted)
+
+
+def unpack_sequence(packed_sequences: PackedSequence) -> list[Any]:
+    """The list of (L_i, *) tensors that :func:`pack_sequence` packed, in their original order:
+    :func:`pad_packed_sequence`, then :func:`unpad_sequence`."""
+    padded, lengths = pad_packed_sequence(packed_sequences, batch_first=True)
+    return unpad_sequence(padded, lengths, batch_first=True)
+
+
+def unpad_sequence(padded_sequences: Any, lengths: Any, batch_first: bool = False) -> list[Any]:
+    """The inverse of :func:`pad_sequence`: the list of the first ``lengths[i]`` steps of each
+    sequence of a padded (T, B, *) batch ((B, T, *) with ``batch_first``), each a new tensor
+    (gradients flow back into ``padded_sequences``).
+
+    Unlike PyTorch's, which transposes ``padded_sequences`` in place when ``batch_first`` is
+    False, the input is left as it is.
+
+    Raises:
+        ValueError: ``lengths`` does not have one entry per sequence.
+    """
+    sequences = ops.transpose(padded_sequences, 0, 1) if not batch_first else padded_sequences
+    counts = np.asarray(lengths.tolist() if isinstance(lengths, Tensor) else lengths, dtype=np.int64).reshape(-1)
+    if counts.size != sequences.shape[0]:
+        raise ValueError(f"unpad_sequence: expected one length per sequence ({sequences.shape[0]}), got "
+                         f"{counts.size} lengths")
+    return [sequences[i][:max(int(n), 0)].clone() for i, n in enumerate(counts)]
+
+
+def invert_permutation(permutation: Any) -> Any:
+    """The inverse of the 1-D index tensor ``permutation`` (``out[permutation[i]] = i``), such as
+    a :class:`PackedSequence`'s ``unsorted_indices`` from its ``sorted_indices``; None for None."""
+    if permutation is None:
+        return None
+    output = empty_like(permutation)
+    output.scatter_(0, permutation, arange(0, permutation.numel(), device=permutation.device))
+    return output

@@ -27,8 +27,8 @@ def _lerp(start, end, weight, one_minus_weight, small_weight):
 
 @device
 def _decayed(p, g, weight_decay, decay_factor, maximize, decoupled, T):
-    """The Adam family's (param, grad) before the moments (see
-    :func:`zgrad.kernels.cpu.kernels.optim._decayed`); ``T`` the scalar type."""
+    """The Adam family's (param, grad) before the moments: the gradient negated under ``maximize``,
+    then L2 weight decay added to it or, ``decoupled``, the parameter scaled; ``T`` the scalar type."""
     if maximize:
         g = -g
     if weight_decay != T(0):
@@ -41,8 +41,8 @@ def _decayed(p, g, weight_decay, decay_factor, maximize, decoupled, T):
 
 @device
 def _moments(m, v, g, weight, one_minus_weight, small_weight, beta2, one_minus_beta2):
-    """The Adam family's (exp_avg, exp_avg_sq) after the step (see
-    :func:`zgrad.kernels.cpu.kernels.optim._moments`)."""
+    """The Adam family's (exp_avg, exp_avg_sq) after the step: exp_avg lerped toward the gradient,
+    exp_avg_sq decayed by beta2 plus (1 - beta2) g²."""
     return _lerp(m, g, weight, one_minus_weight, small_weight), v * beta2 + one_minus_beta2 * g * g
 
 
