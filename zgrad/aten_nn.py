@@ -19,6 +19,7 @@ from zgrad import ops
 from zgrad.linalg import vector_norm
 from zgrad.nn import functional as F
 from zgrad.ops.dropout import feature_dropout as _feature_dropout
+from zgrad.ops.loss_pointwise import reduce_loss
 from zgrad.nn.rnn_cells import gru_cell, lstm_cell, rnn_relu_cell, rnn_tanh_cell
 
 __all__ = [
@@ -298,12 +299,6 @@ def affine_grid_generator(theta: Any, size: Sequence[int], align_corners: bool) 
 
 # --- losses: reduction is ATen's int ----------------------------------------------------------------
 
-def _reduce(loss: Any, reduction: str) -> Any:
-    if reduction == "none":
-        return loss
-    return ops.sum(loss) if reduction == "sum" else ops.mean(loss)
-
-
 def kl_div(input: Any, target: Any, reduction: int = 0, *, log_target: bool = False) -> Any:  # noqa: A002
     """``F.kl_div`` with an int ``reduction``; 1 (mean) divides by the number of elements, without
     the functional form's warning about 'batchmean'.
@@ -311,7 +306,8 @@ def kl_div(input: Any, target: Any, reduction: int = 0, *, log_target: bool = Fa
     Raises:
         TypeError: a ``reduction`` that is not an int.
     """
-    return _reduce(F.kl_div(input, target, reduction="none", log_target=log_target), _reduction(reduction, "kl_div"))
+    loss = F.kl_div(input, target, reduction="none", log_target=log_target)
+    return reduce_loss(loss, _reduction(reduction, "kl_div"))
 
 
 def binary_cross_entropy_with_logits(input: Any, target: Any, weight: Any = None, pos_weight: Any = None,  # noqa: A002

@@ -13,6 +13,7 @@ import pytest
 
 import zgrad
 import zgrad.nn.functional as F
+from cuda_helpers import requires_cuda
 from helpers import require_torch, torch
 
 RNG = np.random.default_rng(7)
@@ -376,3 +377,25 @@ def test_poisson_and_binomial_refuse_as_torch_does():
                 call(lib)
             errors.append(raised.value)
         assert str(errors[0]) == str(errors[1]) and isinstance(errors[0], type(errors[1])), errors
+
+
+@requires_cuda
+def test_new_ops_run_on_cuda_as_on_the_cpu():
+    """feature_dropout, poisson, binomial and the cells run on the CUDA backend; the LU family,
+    CPU-only as every factorization, names the fix there."""
+    zgrad.manual_seed(1)
+    x = zgrad.ones(2, 3, 4, device="cuda")
+    dropped = zgrad.feature_dropout(x, 0.5, True).cpu().numpy()
+    assert set(np.unique(dropped)) <= {0.0, 2.0} and (dropped.min(axis=2) == dropped.max(axis=2)).all()
+    rates = zgrad.tensor([0.0, 2.0, 5.0], device="cuda")
+    assert zgrad.poisson(rates).device.type == "cuda"
+    assert zgrad.binomial(rates, zgrad.full((3,), 0.5, device="cuda")).device.type == "cuda"
+    arrays = _cell_arrays(4)
+    cpu = zgrad.lstm_cell(*(zgrad.tensor(a) for a in arrays[:1]), [zgrad.tensor(arrays[1])] * 2,
+                          *(zgrad.tensor(a) for a in arrays[2:]))
+    cuda = zgrad.lstm_cell(zgrad.tensor(arrays[0], device="cuda"), [zgrad.tensor(arrays[1], device="cuda")] * 2,
+                           *(zgrad.tensor(a, device="cuda") for a in arrays[2:]))
+    for a, b in zip(cpu, cuda):
+        np.testing.assert_allclose(b.cpu().numpy(), a.numpy(), rtol=1e-10, atol=1e-12)
+    with pytest.raises(zgrad.ZgradError, match="runs on the CPU only"):
+        zgrad.linalg.lu_factor(zgrad.eye(3, device="cuda"))

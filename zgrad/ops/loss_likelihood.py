@@ -11,7 +11,7 @@ from zgrad import ops
 from zgrad.creation import full_like
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.loss_functions import check_legacy, check_reduction
-from zgrad.ops.loss_pointwise import _reduce
+from zgrad.ops.loss_pointwise import reduce_loss
 
 __all__ = ["gaussian_nll_loss", "poisson_nll_loss"]
 
@@ -37,7 +37,7 @@ def poisson_nll_loss(input: Any, target: Any, log_input: bool = True, full: bool
         counts = ops.where(t <= 1, 1.0, t)
         stirling = counts * ops.log(counts) - counts + 0.5 * ops.log(2 * math.pi * counts)
         loss = loss + ops.where(t <= 1, 0.0, stirling)
-    return _reduce(loss, reduction)
+    return reduce_loss(loss, reduction)
 
 
 def _gaussian_variance(input: Any, var: Any) -> Any:  # noqa: A002
@@ -89,4 +89,4 @@ def gaussian_nll_loss(input: Any, target: Any, var: Any, full: bool = False, eps
     loss = 0.5 * (ops.log(var) + (x - t) ** 2 / var)
     if full:
         loss = loss + 0.5 * math.log(2 * math.pi)
-    return _reduce(loss, reduction)
+    return reduce_loss(loss, reduction)

@@ -14,7 +14,7 @@ from zgrad import ops
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.activation_composed import logsigmoid
 from zgrad.ops.loss_functions import check_legacy, check_reduction
-from zgrad.ops.loss_pointwise import _reduce
+from zgrad.ops.loss_pointwise import reduce_loss
 from zgrad.ops.vector import pairwise_distance
 
 __all__ = [
@@ -62,7 +62,7 @@ def cosine_embedding_loss(input1: Any, input2: Any, target: Any, margin: float =
     cos = products / ops.sqrt(magnitudes1 * magnitudes2)
     similar = ops.where(t == 1, 1 - cos, 0.0)
     dissimilar = ops.where(t == -1, ops.clamp(cos - margin, min=0), 0.0)
-    return _reduce(similar + dissimilar, reduction)
+    return reduce_loss(similar + dissimilar, reduction)
 
 
 def margin_ranking_loss(input1: Any, input2: Any, target: Any, margin: float = 0,
@@ -81,7 +81,7 @@ def margin_ranking_loss(input1: Any, input2: Any, target: Any, margin: float = 0
         raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
                            f"input1: zgrad.Size({list(x1.shape)}), input2: zgrad.Size({list(x2.shape)}), "
                            f"target: zgrad.Size({list(t.shape)}) ")
-    return _reduce(ops.clamp(-t * (x1 - x2) + margin, min=0), reduction)
+    return reduce_loss(ops.clamp(-t * (x1 - x2) + margin, min=0), reduction)
 
 
 def hinge_embedding_loss(input: Any, target: Any, margin: float = 1.0, size_average: Any = None,  # noqa: A002
@@ -96,7 +96,7 @@ def hinge_embedding_loss(input: Any, target: Any, margin: float = 1.0, size_aver
     _checked(size_average, reduce, reduction)
     x, t = tensor_arg(input, "hinge_embedding_loss", "input"), tensor_arg(target, "hinge_embedding_loss", "target")
     below_margin = ops.where(t != 1, ops.clamp(margin - x, min=0), 0.0)
-    return _reduce(below_margin + ops.where(t != -1, x, 0.0), reduction)
+    return reduce_loss(below_margin + ops.where(t != -1, x, 0.0), reduction)
 
 
 def triplet_margin_loss(anchor: Any, positive: Any, negative: Any, margin: float = 1.0, p: float = 2,
@@ -125,7 +125,7 @@ def triplet_margin_loss(anchor: Any, positive: Any, negative: Any, margin: float
     to_negative = pairwise_distance(a, neg, p, eps)
     if swap:
         to_negative = ops.minimum(to_negative, pairwise_distance(pos, neg, p, eps))
-    return _reduce(ops.clamp(margin + to_positive - to_negative, min=0), reduction)
+    return reduce_loss(ops.clamp(margin + to_positive - to_negative, min=0), reduction)
 
 
 def triplet_margin_with_distance_loss(anchor: Any, positive: Any, negative: Any, *,
@@ -153,7 +153,7 @@ def triplet_margin_with_distance_loss(anchor: Any, positive: Any, negative: Any,
     to_positive, to_negative = distance(a, pos), distance(a, neg)
     if swap:
         to_negative = ops.minimum(to_negative, distance(pos, neg))
-    return _reduce(ops.clamp(margin + to_positive - to_negative, min=0), reduction)
+    return reduce_loss(ops.clamp(margin + to_positive - to_negative, min=0), reduction)
 
 
 def soft_margin_loss(input: Any, target: Any, size_average: Any = None, reduce: Any = None,  # noqa: A002
@@ -166,7 +166,7 @@ def soft_margin_loss(input: Any, target: Any, size_average: Any = None, reduce: 
     """
     _checked(size_average, reduce, reduction)
     x, t = tensor_arg(input, "soft_margin_loss", "input"), tensor_arg(target, "soft_margin_loss", "target")
-    return _reduce(ops.log1p(ops.exp(-x * t)), reduction)
+    return reduce_loss(ops.log1p(ops.exp(-x * t)), reduction)
 
 
 def multilabel_soft_margin_loss(input: Any, target: Any, weight: Any = None, size_average: Any = None,  # noqa: A002
@@ -189,4 +189,4 @@ def multilabel_soft_margin_loss(input: Any, target: Any, weight: Any = None, siz
     if weight is not None:
         loss = loss * weight
     class_dim = x.ndim - 1
-    return _reduce(ops.sum(loss, class_dim) / x.shape[class_dim], reduction)
+    return reduce_loss(ops.sum(loss, class_dim) / x.shape[class_dim], reduction)

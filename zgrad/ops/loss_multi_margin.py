@@ -17,7 +17,7 @@ from zgrad.creation import arange
 from zgrad.kernels.dispatch import scalar_type_name
 from zgrad.ops._args import tensor_arg
 from zgrad.ops.loss_functions import check_legacy, check_reduction
-from zgrad.ops.loss_pointwise import _reduce
+from zgrad.ops.loss_pointwise import reduce_loss
 
 __all__ = ["multi_margin_loss", "multilabel_margin_loss"]
 
@@ -43,7 +43,7 @@ def _per_sample(unbatched: bool, loss: Any, reduction: str) -> Any:
     """The (samples,) losses reduced; ``unbatched``: a 0-d loss, as PyTorch's."""
     if unbatched:
         loss = loss.reshape(())
-    return _reduce(loss, reduction)
+    return reduce_loss(loss, reduction)
 
 
 def multi_margin_loss(input: Any, target: Any, p: int = 1, margin: float = 1.0, weight: Any = None,  # noqa: A002

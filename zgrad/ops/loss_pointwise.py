@@ -15,10 +15,12 @@ from zgrad.kernels.promotion import is_floating
 from zgrad.ops.autocast import autocast_op
 from zgrad.warning_location import user_stacklevel
 
-__all__ = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "huber_loss", "kl_div", "smooth_l1_loss"]
+__all__ = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "huber_loss", "kl_div", "reduce_loss",
+           "smooth_l1_loss"]
 
 
-def _reduce(loss: Any, reduction: str) -> Any:
+def reduce_loss(loss: Any, reduction: str) -> Any:
+    """An element-wise ``loss`` reduced by ``reduction``: 'none', 'sum' or 'mean'."""
     if reduction == "none":
         return loss
     return ops.sum(loss) if reduction == "sum" else ops.mean(loss)
@@ -60,7 +62,7 @@ def binary_cross_entropy(input: Any, target: Any, weight: Any = None, size_avera
     log_x = ops.clamp(ops.log(x), min=-100)
     log_1mx = ops.clamp(ops.log(1 - x), min=-100)
     loss = -(t * log_x + (1 - t) * log_1mx)
-    return _reduce(loss if weight is None else loss * weight, reduction)
+    return reduce_loss(loss if weight is None else loss * weight, reduction)
 
 
 @autocast_op()
@@ -87,7 +89,7 @@ def binary_cross_entropy_with_logits(input: Any, target: Any, weight: Any = None
     softplus_neg = m + ops.log(ops.exp(-m) + ops.exp(-x - m))
     log_weight = softplus_neg if pos_weight is None else (1 + (pos_weight - 1) * t) * softplus_neg
     loss = (1 - t) * x + log_weight
-    return _reduce(loss if weight is None else loss * weight, reduction)
+    return reduce_loss(loss if weight is None else loss * weight, reduction)
 
 
 def _difference(name: str, input: Any, target: Any) -> Any:  # noqa: A002
@@ -110,8 +112,8 @@ def smooth_l1_loss(input: Any, target: Any, size_average: Any = None, reduce: An
     d = _difference("smooth_l1_loss", input, target)
     size = ops.abs(d)
     if beta == 0:
-        return _reduce(size, reduction)
-    return _reduce(ops.where(size < beta, 0.5 * d * d / beta, size - 0.5 * beta), reduction)
+        return reduce_loss(size, reduction)
+    return reduce_loss(ops.where(size < beta, 0.5 * d * d / beta, size - 0.5 * beta), reduction)
 
 
 @autocast_op()
@@ -126,7 +128,7 @@ def huber_loss(input: Any, target: Any, reduction: str = "mean", delta: float = 
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
     d = _difference("huber_loss", input, target)
     size = ops.abs(d)
-    return _reduce(ops.where(size < delta, 0.5 * d * d, delta * (size - 0.5 * delta)), reduction)
+    return reduce_loss(ops.where(size < delta, 0.5 * d * d, delta * (size - 0.5 * delta)), reduction)
 
 
 @autocast_op()
@@ -158,4 +160,4 @@ def kl_div(input: Any, target: Any, size_average: Any = None, reduce: Any = None
     if reduction == "batchmean":
         total = ops.sum(loss)
         return total / x.shape[0] if x.ndim else total
-    return _reduce(loss, reduction)
+    return reduce_loss(loss, reduction)
